@@ -1,0 +1,107 @@
+"""What a plugin registers: an implementation of a named op, and the claim it makes about itself."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the gate must prove before the implementation may run.
+
+    kind="tolerance":    agrees with the op's reference within the op's row of the tolerance table
+                         (`variant` picks a row, e.g. "bf16" for bfloat16 activations, "act_q8"
+                         for quantized activations; None = the float32 row).
+    kind="bit_identical": byte-for-byte equal to implementation `to` (an impl name of the same op,
+                         typically the unfused chain of the same backend) on every case.
+    """
+
+    kind: str
+    variant: str | None = None
+    to: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "bit_identical":
+            return f"bit-identical to {self.to}"
+        return "within tolerance of the reference" + (f" ({self.variant})" if self.variant else "")
+
+
+def tolerance(variant: str | None = None) -> Claim:
+    return Claim("tolerance", variant=variant)
+
+
+def bit_identical(to: str) -> Claim:
+    return Claim("bit_identical", to=to)
+
+
+@dataclass
+class Implementation:
+    op: str
+    name: str
+    backend: str
+    devices: tuple[str, ...]
+    fn: Callable[..., Any] | str
+    claim: Claim
+    plugin: str
+    unavailable: str | None = None
+    sources: tuple[str, ...] = ()
+    doc: str = ""
+    _resolved: Callable[..., Any] | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.op}={self.name}"
+
+    @property
+    def available(self) -> bool:
+        return self.unavailable is None
+
+    def resolve(self) -> Callable[..., Any]:
+        """The callable itself (imports "module:attr" on first use)."""
+        if self._resolved is None:
+            if callable(self.fn):
+                self._resolved = self.fn
+            else:
+                module, _, attr = str(self.fn).partition(":")
+                self._resolved = getattr(importlib.import_module(module), attr)
+        return self._resolved
+
+    def where(self) -> str:
+        """file:line of the implementation, for people looking for it."""
+        try:
+            fn = self.resolve() if self.available or callable(self.fn) else None
+            if fn is None:
+                return str(self.fn)
+            src = inspect.getsourcefile(inspect.unwrap(fn))
+            line = inspect.getsourcelines(inspect.unwrap(fn))[1]
+            return f"{_short(src)}:{line}"
+        except Exception:  # noqa: BLE001 - a location is a courtesy, never a failure
+            return str(self.fn)
+
+    def source_files(self) -> list[Path]:
+        """Every file whose bytes define this implementation: its module and declared kernel sources."""
+        files = []
+        fn = self.resolve()
+        src = inspect.getsourcefile(inspect.unwrap(fn))
+        if src:
+            files.append(Path(src))
+        base = Path(src).parent if src else Path.cwd()
+        files += [p if p.is_absolute() else base / p for p in map(Path, self.sources)]
+        return files
+
+
+def _short(path: str | None) -> str:
+    if not path:
+        return "?"
+    p = Path(path)
+    parts = p.parts
+    for anchor in ("plugins", "src", "site-packages"):
+        if anchor in parts:
+            return str(Path(*parts[parts.index(anchor) + 1:]))
+    return str(p)

@@ -1,0 +1,163 @@
+"""registry.toml: which implementation each op runs, per device class, and the check record that let it in.
+
+    [ops.attention.cuda]
+    impl = "triton_splitk"        # an implementation name of this op (`sparkops ops attention`)
+    fallback = "error"            # what to do if it cannot run: "error" or "reference"
+    [ops.attention.cuda.check]    # written by `sparkops swap` / `sparkops check` (the gate)
+    ...
+
+Rewritten by the tools through tomlkit, so people's comments survive, and atomically.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
+
+from ..atomic import write_atomic
+from ..errors import RegistryError
+from ..ops import OP_NAMES
+from ..plugins.implementation import DEVICES
+
+FALLBACKS = ("error", "reference")
+_KEYS = {"impl", "fallback", "check"}
+
+
+@dataclass(frozen=True)
+class Selection:
+    op: str
+    device: str
+    impl: str
+    fallback: str
+    check: dict[str, Any] | None
+    line: int | None  # where the selection is written, for messages
+
+
+class Registry:
+    def __init__(self, path: Path, doc: tomlkit.TOMLDocument, text: str):
+        self.path = path
+        self.doc = doc
+        self._text = text
+
+    # -- reading -------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> "Registry":
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise RegistryError(f"{path}: no such registry file; pass --registry FILE or create one "
+                                f"with `sparkops swap OP=IMPL --registry {path}`") from None
+        try:
+            doc = tomlkit.parse(text)
+        except tomlkit.exceptions.ParseError as exc:
+            raise RegistryError(f"{path}:{exc.line}:{exc.col}: malformed TOML: {exc}. Fix that line "
+                                f"(or restore the file from git) and run again") from None
+        reg = cls(path, doc, text)
+        reg.validate()
+        return reg
+
+    @classmethod
+    def empty(cls, path: str | Path) -> "Registry":
+        doc = tomlkit.document()
+        doc.add(tomlkit.comment("sparkops registry: the implementation each op runs, per device class."))
+        doc.add(tomlkit.comment("Change it with `sparkops swap OP=IMPL`; see `sparkops plan` for what will run."))
+        return cls(Path(path), doc, "")
+
+    def validate(self) -> None:
+        top = set(self.doc.keys()) - {"ops"}
+        if top:
+            self._fail(f"unknown top-level key(s) {sorted(top)}; the registry holds only [ops.OP.DEVICE] tables",
+                       sorted(top)[0])
+        ops = self.doc.get("ops", {})
+        if not isinstance(ops, dict):
+            self._fail("'ops' must be a table of [ops.OP.DEVICE] tables", "ops")
+        for op, devices in ops.items():
+            if op not in OP_NAMES:
+                self._fail(f"unknown op '{op}'; the ops are: {', '.join(OP_NAMES)}", f"ops.{op}")
+            if not isinstance(devices, dict):
+                self._fail(f"[ops.{op}] must hold device tables [ops.{op}.cpu] / [ops.{op}.cuda]", f"ops.{op}")
+            for dev, entry in devices.items():
+                where = f"ops.{op}.{dev}"
+                if dev not in DEVICES:
+                    self._fail(f"[{where}]: unknown device class '{dev}'; use one of {list(DEVICES)}", where)
+                if not isinstance(entry, dict):
+                    self._fail(f"[{where}] must be a table with impl = \"NAME\"", where)
+                extra = set(entry) - _KEYS
+                if extra:
+                    self._fail(f"[{where}]: unknown key(s) {sorted(extra)}; allowed: {sorted(_KEYS)}", where)
+                if not isinstance(entry.get("impl"), str):
+                    self._fail(f"[{where}]: impl = \"NAME\" is required (a string)", where)
+                fb = entry.get("fallback", "error")
+                if fb not in FALLBACKS:
+                    self._fail(f"[{where}]: fallback = {fb!r}; use one of {list(FALLBACKS)}", where)
+                if "check" in entry and not isinstance(entry["check"], dict):
+                    self._fail(f"[{where}]: check must be a table (written by the gate)", where)
+
+    def selection(self, op: str, device: str) -> Selection | None:
+        entry = self.doc.get("ops", {}).get(op, {}).get(device)
+        if entry is None:
+            return None
+        check = entry.get("check")
+        return Selection(op, device, str(entry["impl"]), str(entry.get("fallback", "error")),
+                         check.unwrap() if check is not None else None, self._line_of(f"ops.{op}.{device}"))
+
+    # -- writing -------------------------------------------------------------------------------
+    def set(self, op: str, device: str, impl: str, *, fallback: str | None = None,
+            check: dict[str, Any] | None = None) -> None:
+        """Select `impl` for `op` on `device`; a new selection replaces any old check record."""
+        if fallback is not None and fallback not in FALLBACKS:
+            raise RegistryError(f"fallback must be one of {list(FALLBACKS)}, got {fallback!r}")
+        ops = self.doc.get("ops")
+        if ops is None:
+            ops = tomlkit.table(is_super_table=True)
+            self.doc["ops"] = ops
+        if op not in ops:
+            ops[op] = tomlkit.table(is_super_table=True)
+        if device not in ops[op]:
+            ops[op][device] = tomlkit.table()
+        entry = ops[op][device]
+        entry["impl"] = impl
+        entry["fallback"] = fallback or entry.get("fallback", "error")
+        if "check" in entry:
+            del entry["check"]
+        if check is not None:
+            entry["check"] = _to_table(check)
+
+    def text(self) -> str:
+        return tomlkit.dumps(self.doc)
+
+    def save(self, path: str | Path | None = None) -> None:
+        target = Path(path or self.path)
+        text = self.text()
+        tomlkit.parse(text)  # never write what we could not read back
+        write_atomic(target, text)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _line_of(self, dotted: str) -> int | None:
+        pattern = re.compile(r"^\s*\[\s*" + r"\s*\.\s*".join(map(re.escape, dotted.split("."))) + r"\s*\]")
+        for i, line in enumerate(self._text.splitlines(), 1):
+            if pattern.match(line):
+                return i
+        first = dotted.split(".")[-1]
+        for i, line in enumerate(self._text.splitlines(), 1):
+            if re.search(r"\b" + re.escape(first) + r"\b", line):
+                return i
+        return None
+
+    def _fail(self, message: str, dotted: str) -> None:
+        line = self._line_of(dotted)
+        loc = f"{self.path}:{line}" if line else str(self.path)
+        raise RegistryError(f"{loc}: {message}")
+
+
+def _to_table(d: dict[str, Any]) -> Any:
+    t = tomlkit.table()
+    for k, v in d.items():
+        t[k] = _to_table(v) if isinstance(v, dict) else v
+    return t
