@@ -1,0 +1,1 @@
+"""GGUF I/O: block formats (`quants`), and the file reader and writer."""
