@@ -11,24 +11,33 @@ from typing import Any, Callable
 
 import torch
 
+from .errors import SparkopsError
+from .ops import get_contract
 from .qweight import QWeight
 from .registry.plan import Plan
+
+
+class NonFinite(SparkopsError):
+    """NaN or Inf appeared in an activation (only looked for with check_finite=True)."""
 
 
 class Ops:
     """The named ops as callables for one device class, with counters of fallbacks and round trips."""
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, *, check_finite: bool = False):
         plan.require()
         self.plan = plan
+        self.check_finite = check_finite
         self.device = plan.device
         self.counters: Counter[str] = Counter()
         for op, entry in plan.entries.items():
             fn = entry.runs.resolve()
             if entry.round_trip:
-                fn = _host_round_trip(fn, torch.device(plan.device), self.counters, f"{op}:round_trip")
+                fn = _host_round_trip(fn, op, torch.device(plan.device), self.counters)
             if entry.fallback_taken:
                 fn = _counted(fn, self.counters, f"{op}:fallback")
+            if check_finite:
+                fn = _finite_checked(fn, op, entry.runs.key)
             setattr(self, op, fn)
 
     def summary(self) -> dict[str, int]:
@@ -43,9 +52,29 @@ def _counted(fn: Callable[..., Any], counters: Counter[str], key: str) -> Callab
     return call
 
 
-def _host_round_trip(fn: Callable[..., Any], device: torch.device, counters: Counter[str],
-                     key: str) -> Callable[..., Any]:
+def _finite_checked(fn: Callable[..., Any], op: str, key: str) -> Callable[..., Any]:
+    """Raise as soon as an op returns NaN or Inf (on demand: it synchronises the device)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        for i, o in enumerate(out if isinstance(out, tuple) else (out,)):
+            if isinstance(o, torch.Tensor) and o.is_floating_point() and not bool(torch.isfinite(o).all()):
+                bad = int((~torch.isfinite(o)).sum())
+                raise NonFinite(f"{op} ({key}) returned {bad} non-finite value(s) in output {i} of shape "
+                                f"{list(o.shape)}; rerun with a reference implementation of {op} to see "
+                                f"whether the model or the implementation is at fault")
+        return out
+
+    return call
+
+
+def _host_round_trip(fn: Callable[..., Any], op: str, device: torch.device,
+                     counters: Counter[str]) -> Callable[..., Any]:
     """Run a CPU implementation on CUDA data: copy in, call, copy results (and updated state) back."""
+    contract = get_contract(op)
+    names = contract.param_names
+    state = {p.name for p in contract.params if p.kind == "state"}
+    key = f"{op}:round_trip"
 
     def to_cpu(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
@@ -59,8 +88,10 @@ def _host_round_trip(fn: Callable[..., Any], device: torch.device, counters: Cou
         cargs = [to_cpu(a) for a in args]
         ckw = {k: to_cpu(v) for k, v in kwargs.items()}
         out = fn(*cargs, **ckw)
-        for orig, host in list(zip(args, cargs)) + [(kwargs[k], ckw[k]) for k in kwargs]:
-            if isinstance(orig, torch.Tensor) and orig.device != host.device:
+        pairs = [(names[i], a, c) for i, (a, c) in enumerate(zip(args, cargs))] + \
+            [(k, kwargs[k], ckw[k]) for k in kwargs]
+        for name, orig, host in pairs:
+            if name in state and isinstance(orig, torch.Tensor) and orig.device != host.device:
                 orig.copy_(host)  # state updated in place on the host goes back to the device
         if isinstance(out, tuple):
             return tuple(o.to(device) if isinstance(o, torch.Tensor) else o for o in out)

@@ -19,6 +19,8 @@ COMMANDS = [
     "ops_cmd",
     "plan_cmd",
     "swap_cmd",
+    "generate_cmd",
+    "logits_cmd",
 ]
 
 
@@ -30,7 +32,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="sparkops", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="sparkops", description="sparkops: a Kimi-Linear inference engine whose every op "
+                     "implementation is proven against the NumPy reference before it runs.")
     parser.add_argument("--version", action="version", version=f"sparkops {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     modules = {}

@@ -1,0 +1,129 @@
+"""The engine: prefill a prompt in one forward, decode one token at a time, generate text.
+
+An Engine binds model weights (on one device), the resolved ops (dispatch happens once, here) and
+one sequence's state. `prefill(p)` then `decode(t...)` gives the logits of `prefill(p + t...)`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..dispatch import Ops
+from ..errors import BadInput
+from ..weights import ModelWeights
+from .graph import forward
+from .state import SequenceState
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    tokens: list[int] = field(default_factory=list)
+
+    @property
+    def prefill_tok_s(self) -> float:
+        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds else float("nan")
+
+    @property
+    def decode_tok_s(self) -> float:
+        n = self.generated_tokens - 1  # the first generated token comes from the prefill's logits
+        return n / self.decode_seconds if self.decode_seconds and n > 0 else float("nan")
+
+
+class Engine:
+    def __init__(self, model: ModelWeights, ops: Ops, *, max_context: int | None = None,
+                 dtype: torch.dtype = torch.float32, cache_dtype: torch.dtype | None = None):
+        self.device = torch.device(ops.device)
+        if model.embed.device.type != self.device.type:
+            model = model.to(self.device)
+        self.model = model
+        self.ops = ops
+        self.config = model.config
+        self.dtype = dtype
+        self.max_context = int(max_context or min(self.config.context_length, 4096))
+        if self.max_context > self.config.context_length:
+            raise BadInput(f"max_context {self.max_context} exceeds the model's context length "
+                           f"{self.config.context_length}")
+        self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype)
+
+    # -- the two phases ------------------------------------------------------------------------
+    def prefill(self, tokens: torch.Tensor | list[int], *, last_only: bool = False) -> torch.Tensor:
+        """Feed T tokens in one forward; float32 logits [T, V] (or [1, V] with last_only)."""
+        ids = self._tokens(tokens)
+        with torch.inference_mode():
+            logits = forward(self.ops, self.model, self.state, ids, self.dtype, last_only)
+        self.state.length += ids.shape[0]
+        return logits.float()
+
+    def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
+        """Feed one token; float32 logits [1, V]."""
+        ids = self._tokens([token] if isinstance(token, int) else token)
+        if ids.shape[0] != 1:
+            raise BadInput(f"decode takes exactly one token, got {ids.shape[0]}")
+        return self.prefill(ids)
+
+    def reset(self) -> None:
+        self.state.reset()
+
+    @property
+    def length(self) -> int:
+        """Tokens held in the caches (host mirror of the device position)."""
+        return self.state.length
+
+    # -- text ----------------------------------------------------------------------------------
+    def generate(self, prompt: list[int], n: int, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 seed: int = 0, on_token=None) -> GenerationStats:
+        """Greedy by default; calls on_token(id) as each token is produced."""
+        if not prompt:
+            raise BadInput("the prompt is empty; give at least one token")
+        if len(prompt) + n > self.max_context:
+            raise BadInput(f"prompt ({len(prompt)} tokens) + {n} new tokens exceeds the context of "
+                           f"{self.max_context}; shorten the prompt, lower -n or raise --max-context")
+        stats = GenerationStats(prompt_tokens=len(prompt))
+        step = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self._sync()
+        t0 = time.perf_counter()
+        logits = self.prefill(prompt, last_only=True)
+        tok = self.ops.sample(logits, temperature, top_k, top_p, seed, step)  # [1]
+        self._sync()
+        stats.prefill_seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for i in range(n):
+            tid = int(tok[0])
+            stats.tokens.append(tid)
+            stats.generated_tokens += 1
+            if on_token:
+                on_token(tid)
+            if i + 1 == n or tid == self.config.eos_token_id:
+                break
+            step.add_(1)
+            logits = self.decode(tok.view(1))
+            tok = self.ops.sample(logits, temperature, top_k, top_p, seed, step)
+        self._sync()
+        stats.decode_seconds = time.perf_counter() - t0
+        return stats
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _tokens(self, tokens) -> torch.Tensor:
+        ids = torch.as_tensor(tokens, dtype=torch.int64).reshape(-1)
+        if ids.numel() == 0:
+            raise BadInput("no tokens given")
+        vocab = self.config.vocab_size
+        if ids.device.type == "cpu":  # validating device-resident ids would synchronise; callers own those
+            bad = ids[(ids < 0) | (ids >= vocab)]
+            if bad.numel():
+                raise BadInput(f"token id {int(bad[0])} is out of range for vocabulary size {vocab}")
+        if self.state.length + ids.numel() > self.max_context:
+            raise BadInput(f"{ids.numel()} tokens after {self.state.length} cached exceed the context of "
+                           f"{self.max_context} tokens; shorten the prompt or raise --max-context")
+        return ids.to(self.device)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

@@ -1,0 +1,67 @@
+"""Per-sequence state: the MLA latent caches, the KDA conv windows and recurrent states, the position.
+
+Everything is allocated once, at the maximum context, so a decode step touches only static buffers
+(what lets it be captured as one CUDA graph). The position lives in device memory (`pos`) and is
+mirrored on the host (`length`) for bookkeeping and the scoreboard's depth assertion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..config import ModelConfig
+
+
+@dataclass
+class KDAState:
+    conv_q: torch.Tensor  # [W-1, P] raw projection outputs, oldest first
+    conv_k: torch.Tensor  # [W-1, P]
+    conv_v: torch.Tensor  # [W-1, P]
+    recurrent: torch.Tensor  # [H, Dk, Dv] float32
+
+
+@dataclass
+class MLAState:
+    cache: torch.Tensor  # [max_context, Lkv + R]: normed latent c, then k_pe
+
+
+class SequenceState:
+    def __init__(self, config: ModelConfig, max_context: int, device: torch.device, cache_dtype: torch.dtype):
+        self.config = config
+        self.max_context = max_context
+        self.device = device
+        self.layers: list[KDAState | MLAState] = []
+        p, w = config.kda_inner, config.conv_kernel
+        for kind in config.layer_kinds:
+            if kind == "kda":
+                self.layers.append(KDAState(
+                    conv_q=torch.zeros(w - 1, p, device=device),
+                    conv_k=torch.zeros(w - 1, p, device=device),
+                    conv_v=torch.zeros(w - 1, p, device=device),
+                    recurrent=torch.zeros(config.kda_heads, config.kda_head_dim, config.kda_head_dim,
+                                          dtype=torch.float32, device=device)))
+            else:
+                self.layers.append(MLAState(cache=torch.zeros(max_context, config.latent_dim, dtype=cache_dtype,
+                                                              device=device)))
+        self.pos = torch.zeros(1, dtype=torch.int64, device=device)  # device copy of the position
+        self.length = 0  # host mirror, advanced by the engine
+
+    def reset(self) -> None:
+        for st in self.layers:
+            if isinstance(st, KDAState):
+                for t in (st.conv_q, st.conv_k, st.conv_v, st.recurrent):
+                    t.zero_()
+            else:
+                st.cache.zero_()
+        self.pos.zero_()
+        self.length = 0
+
+    @property
+    def nbytes(self) -> int:
+        total = self.pos.numel() * 8
+        for st in self.layers:
+            tensors = (st.conv_q, st.conv_k, st.conv_v, st.recurrent) if isinstance(st, KDAState) else (st.cache,)
+            total += sum(t.numel() * t.element_size() for t in tensors)
+        return total

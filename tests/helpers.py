@@ -1,0 +1,35 @@
+"""Helpers shared by the tests: run the CLI as a subprocess, fake installed distributions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str, cwd: Path | None = None, extra_path: list[Path] | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`sparkops ARGS` in a fresh interpreter (entry points are re-read there)."""
+    e = dict(os.environ)
+    if extra_path:
+        e["PYTHONPATH"] = os.pathsep.join([*map(str, extra_path), e.get("PYTHONPATH", "")])
+    e.update(env or {})
+    e.setdefault("COLUMNS", "200")
+    return subprocess.run([sys.executable, "-m", "sparkops", *args], cwd=cwd, env=e, capture_output=True,
+                          text=True, timeout=300)
+
+
+def fake_distribution(root: Path, name: str, entry_points: dict[str, str], modules: dict[str, str]) -> Path:
+    """A minimal installed distribution (dist-info + modules) under `root`, found by importlib.metadata."""
+    root.mkdir(parents=True, exist_ok=True)
+    info = root / f"{name.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = ["[sparkops]"] + [f"{k} = {v}" for k, v in entry_points.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    for mod, src in modules.items():
+        (root / f"{mod}.py").write_text(src)
+    return root
