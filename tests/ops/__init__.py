@@ -1,0 +1,1 @@
+"""Per-op tests: every CPU implementation against the reference, and the reference against independent maths."""
