@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import types
@@ -109,9 +110,10 @@ def test_swap_works_with_a_broken_plugin_present(broken_plugin_path, tmp_path):
 
 
 def test_third_party_plugin_installs_with_pip_and_shows_everywhere(tmp_path):
-    target = tmp_path / "site"
+    target, source = tmp_path / "site", tmp_path / "src"
+    shutil.copytree(REPO / "examples" / "sparkops-example-plugin", source)  # pip builds in place: not in the repo
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                          "--target", str(target), str(REPO / "examples" / "sparkops-example-plugin")],
+                          "--target", str(target), str(source)],
                          capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stderr
     plugins = json.loads(run_cli("plugins", "--json", extra_path=[target]).stdout)

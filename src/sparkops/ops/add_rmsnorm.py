@@ -9,7 +9,8 @@ def add_rmsnorm(x, residual, weight, eps):
 
     This is how the graph adds a block's output to the residual stream and normalises for the next
     block in one op. Its reference is the composition of the unfused references: an add, then
-    `rmsnorm`. Both outputs have x's dtype.
+    `rmsnorm`. The norm is taken of the sum before it is rounded to x's dtype. Both outputs have
+    x's dtype.
     """
 
 

@@ -15,8 +15,8 @@ def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
         S(f)   = s_down (silu(s_gate f) * s_up f)                 (the shared expert)
 
     The stacked expert weights are [E, F, D] (gate, up) and [E, D, F] (down); only the chosen
-    experts' rows may be read. The shared expert weights may be None (no shared expert). Output
-    has x's dtype.
+    experts' rows may be read; an expert listed twice for a token counts twice. The shared expert
+    weights may be None (no shared expert). Output has x's dtype.
     """
 
 

@@ -10,8 +10,9 @@ def sample(logits, temperature, top_k, top_p, seed, step):
     """One token id per row of logits.
 
     temperature == 0: greedy, argmax (ties: the lowest id).
-    Otherwise: z = logits / temperature; keep the top_k largest z (top_k = 0 keeps all); then keep
-    the smallest set of the largest z whose softmax mass reaches top_p (top_p = 1 keeps all); the
+    Otherwise: z = logits / temperature; keep the top_k largest z (top_k = 0 keeps all; ties at the
+    boundary: the lower id); then, among those survivors, keep the smallest set of the largest z whose
+    softmax mass (over the survivors) reaches top_p (top_p = 1 keeps all); the
     token is argmax over the kept ids of z + Gumbel noise, -log(-log(u)), where
     u = (hash(seed, step, row, id) + 0.5) / 2^24 is a counter-based uniform defined in
     `sparkops.sampling_rng` (so every backend draws the same noise and a captured step can read
