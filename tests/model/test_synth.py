@@ -82,8 +82,8 @@ def test_synth_fills_the_token_ids_from_the_tokenizer():
         (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
     c48, tok48 = synth_config("kimi-linear-48b-a3b")
     assert c48.bos_token_id == 163584 and tok48.tokens[163584] == "<|bos|>"
-    cn, tokn = synth_config("k3-nano", tokenizer="none")
-    assert tokn.model == "none" and cn.bos_token_id is None
+    cn, tokn = synth_config("k3-nano", tokenizer="none")  # no vocabulary: the preset's ids are kept as they are
+    assert tokn.model == "none" and (cn.bos_token_id, tokn.bos_token_id) == (317, 317)
 
 
 def test_every_role_gets_a_distribution():

@@ -62,7 +62,7 @@ def run(args) -> int:
         outcome = prove(impl, device, catalog)
         results.append((impl, device, outcome.record, outcome.summary))
         if not outcome.passed:
-            console.print(outcome.report)
+            console.print(outcome.report, markup=False)
             raise CheckFailed(f"{impl.key} failed its check on {device}; registry {path} left unchanged")
     for impl, device, record, _ in results:
         registry.set(impl.op, device, impl.name, fallback=args.fallback, check=record)

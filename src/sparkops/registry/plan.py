@@ -82,7 +82,7 @@ def _plan_op(registry: Registry, catalog: Catalog, op: str, device: str, verify_
         impl = impls[sel.impl]
         problem, fallback = _cannot_run(impl, device), sel.fallback
         if problem is None and verify_checks:
-            check_problem = _check_problem(impl, sel, device)
+            check_problem = _check_problem(impl, sel, device, catalog)
             entry.check = check_problem or "ok"
             if check_problem:
                 entry.error = (f"{impl.key} has no valid check record on {device} ({check_problem}); "
@@ -127,8 +127,8 @@ def _cannot_run(impl: Implementation, device: str) -> str | None:
     return None
 
 
-def _check_problem(impl: Implementation, sel: Selection, device: str) -> str | None:
+def _check_problem(impl: Implementation, sel: Selection, device: str, catalog: Catalog) -> str | None:
     """Why the selection's check record does not let it run, or None (the gate's rules)."""
     from ..gate.records import record_problem
 
-    return record_problem(impl, sel.check, device)
+    return record_problem(impl, sel.check, device, catalog)

@@ -1,0 +1,305 @@
+"""The model-level gate: the whole model under a candidate registry against the pinned reference.
+
+For each checked depth d, the engine is reset, the seeded prompt's first d tokens are prefilled in
+one forward, and a few more tokens are decoded one by one; the logits of every one of those
+positions are compared with the golden run's: KL(ref || cand) from float64 softmaxes, and top-1
+agreement (a disagreement is excused only where the reference's best two logits nearly tie). A
+depth passes when its worst position's KL, its mean KL and its top-1 agreement are all within the
+model row of the tolerance table for the registry's loosest claim; the verdict is the worst depth's. The candidate runs under poisoning, so an output
+an op leaves unwritten shows up as NaN logits.
+
+The golden run is the reference registry (every op's NumPy reference) in float64; for the pinned
+model it must itself agree with reference.lock, so "against the reference" means against the pin.
+A selection claiming bit-identity is also proven at model level: the model is run again with the
+claimed-equal implementation in its place, and every logit must be the same bytes.
+
+Op-level check records are not required here (this gate judges the composition, and is how a
+candidate registry is evaluated before anything is swapped in); the report lists the selections
+that still lack a valid record, which the engine will refuse until `sparkops swap` proves them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import BadInput
+from ..ops import OP_NAMES, get_contract
+from ..registry.file import Registry
+from ..registry.plan import Plan, make_plan
+from .metrics import kl_and_top1
+from .poison import poisoned
+from .tolerances import ModelRule, loosest, model_rule_for
+
+#: depths checked by default, per preset. k3-nano: KDA prefill chunks are 64 tokens (spec 3.4), so a
+#: single token, one short of a chunk, exactly one chunk, one past it and two chunks plus one; every
+#: forward runs both layer kinds (KKKM). Larger models take their depths as arguments.
+DEFAULT_DEPTHS = {"k3-nano": (1, 63, 64, 65, 129)}
+DECODE_STEPS = 3
+PROMPT_SEED = 20260801
+MAX_DEPTH = 131072
+
+
+def prompt_tokens(vocab: int, n: int, seed: int = PROMPT_SEED) -> list[int]:
+    """The seeded prompt: n token ids drawn uniformly from the vocabulary (never a constant).
+
+    Drawn in blocks of 1024 with their own seeds, so a shorter prompt is a prefix of a longer one.
+    """
+    blocks = [np.random.default_rng([seed, b]).integers(0, vocab, 1024) for b in range((n + 1023) // 1024)]
+    return [int(t) for t in np.concatenate(blocks)[:n]] if blocks else []
+
+
+def parse_depths(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        depths = tuple(sorted({int(x) for x in str(text).replace(",", " ").split()}))
+    except ValueError:
+        raise BadInput(f"--depths '{text}': give positive integers, e.g. --depths 1,63,64,65,4096") from None
+    if not depths or depths[0] < 1 or depths[-1] > MAX_DEPTH:
+        raise BadInput(f"--depths '{text}': each depth must lie in 1..{MAX_DEPTH}")
+    return depths
+
+
+def default_depths(model_name: str) -> tuple[int, ...]:
+    if model_name not in DEFAULT_DEPTHS:
+        raise BadInput(f"model '{model_name}' has no default depths; pass --depths (e.g. --depths 1,4096,32768,131072)")
+    return DEFAULT_DEPTHS[model_name]
+
+
+# -- running the model -------------------------------------------------------------------------------
+def run_depths(engine: Any, tokens: list[int], depths: tuple[int, ...], decode_steps: int) -> dict[int, torch.Tensor]:
+    """{depth: logits [depth + decode_steps, V] float64 on the CPU}, one fresh sequence per depth."""
+    out = {}
+    for d in depths:
+        if d + decode_steps > len(tokens):
+            raise BadInput(f"depth {d} + {decode_steps} decode steps needs {d + decode_steps} prompt tokens, "
+                           f"only {len(tokens)} are pinned")
+        engine.reset()
+        rows = [engine.prefill(torch.tensor(tokens[:d], dtype=torch.int64))]  # [d, V]
+        for j in range(decode_steps):
+            rows.append(engine.decode(torch.tensor([tokens[d + j]], dtype=torch.int64)))  # [1, V]
+        out[d] = torch.cat([r.detach().to("cpu", torch.float64) for r in rows])
+    return out
+
+
+def reference_registry() -> Registry:
+    """Every op on its NumPy reference (CPU): the golden registry."""
+    reg = Registry.empty(Path("<reference>"))
+    for op in OP_NAMES:
+        reg.set(op, "cpu", get_contract(op).reference)
+    return reg
+
+
+def _engine(weights: Any, plan: Plan, max_context: int, dtype: torch.dtype) -> Any:
+    from ..dispatch import Ops
+    from ..engine import Engine
+
+    return Engine(weights, Ops(plan), max_context=max_context, dtype=dtype)
+
+
+_GOLDEN: dict[tuple, torch.Tensor] = {}
+
+
+def golden_logits(weights: Any, digest: str, tokens: list[int], depths: tuple[int, ...], decode_steps: int,
+                  catalog: Any, golden: Registry | None = None, device: str = "cpu") -> dict[int, torch.Tensor]:
+    """The golden run, cached per process and per depth: the reference registry in float64 on the CPU,
+    or a `golden` registry (whose selections must all hold valid check records) in float32 on `device`."""
+    which = (str(golden.path), device) if golden is not None else ("<reference>", "cpu")
+    keys = {d: (digest, tuple(tokens[:d + decode_steps]), d, decode_steps, which) for d in depths}
+    missing = tuple(d for d in depths if keys[d] not in _GOLDEN)
+    if missing:
+        if golden is None:
+            plan, dtype = make_plan(reference_registry(), catalog, "cpu", verify_checks=False), torch.float64
+        else:
+            plan, dtype = make_plan(golden, catalog, device, verify_checks=True), torch.float32
+        eng = _engine(weights, plan, max(missing) + decode_steps, dtype)
+        for d, rows in run_depths(eng, tokens, missing, decode_steps).items():
+            _GOLDEN[keys[d]] = rows
+    return {d: _GOLDEN[keys[d]] for d in depths}
+
+
+# -- judging --------------------------------------------------------------------------------------
+@dataclass
+class DepthResult:
+    depth: int
+    positions: int
+    kl_max: float
+    kl_mean: float
+    top1: float  # fraction of positions whose argmax agrees (near-ties excused)
+    worst_position: int
+    passed: bool
+
+
+def judge_depths(ref: dict[int, torch.Tensor], cand: dict[int, torch.Tensor], rule: ModelRule) -> list[DepthResult]:
+    results = []
+    for d in sorted(ref):
+        kl, agree = kl_and_top1(ref[d], cand[d], rule.tie)
+        worst = int(np.argmax(kl))
+        kl_max = float(kl[worst])
+        top1 = float(agree.mean())
+        kl_mean = float(np.mean(kl))
+        results.append(DepthResult(d, len(kl), kl_max, kl_mean, top1, worst,
+                                   kl_max <= rule.kl_max and kl_mean <= rule.kl_mean_max and top1 >= rule.top1_min))
+    return results
+
+
+def worst_depth(results: list[DepthResult]) -> DepthResult | None:
+    """The depth that decides the verdict: a failing one first, then the largest KL, then the lowest top-1."""
+    return max(results, key=lambda r: (not r.passed, r.kl_max, -r.top1), default=None)
+
+
+@dataclass
+class BitIdentity:
+    op: str
+    impl: str
+    target: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class ModelOutcome:
+    model: str
+    registry: str
+    device: str
+    variant: str
+    rule: ModelRule
+    depths: list[DepthResult]
+    bit_identity: list[BitIdentity] = field(default_factory=list)
+    unproven: list[str] = field(default_factory=list)  # selections the engine would refuse (no valid record)
+    lock_problems: list[str] = field(default_factory=list)  # the golden run disagrees with reference.lock
+    selections: dict[str, str] = field(default_factory=dict)
+    error: str | None = None  # the candidate raised instead of producing logits
+
+    @property
+    def worst(self) -> DepthResult | None:
+        return worst_depth(self.depths)
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and bool(self.depths) and all(r.passed for r in self.depths) and \
+            all(b.passed for b in self.bit_identity) and not self.lock_problems
+
+    @property
+    def summary(self) -> str:
+        w = self.worst
+        if self.error:
+            return f"model {self.model} under {self.registry} on {self.device}: the candidate failed to run: {self.error}"
+        if w is None:
+            return f"model {self.model} under {self.registry}: no depth checked - a check of nothing is a failure"
+        verdict = "PASS" if self.passed else "FAIL"
+        return (f"model {self.model} under {self.registry} on {self.device} ({self.variant}): worst depth {w.depth}: "
+                f"KL {w.kl_max:.3g} (limit {self.rule.kl_max:g}), top-1 {w.top1:.3f} (min {self.rule.top1_min:g}): "
+                f"{verdict}")
+
+    @property
+    def report(self) -> str:
+        lines = [self.summary]
+        for r in self.depths:
+            mark = "ok" if r.passed else "FAIL"
+            lines.append(f"  depth {r.depth:>6}: {r.positions} positions, KL max {r.kl_max:.3g} (at position "
+                         f"{r.worst_position}), mean {r.kl_mean:.3g}, top-1 {r.top1:.3f} {mark}")
+        for b in self.bit_identity:
+            mark = "ok" if b.passed else "FAIL"
+            lines.append(f"  bit-identity {b.op}={b.impl} vs {b.target}: {b.detail} {mark}")
+        for p in self.lock_problems:
+            lines.append(f"  golden run vs reference.lock: {p}")
+        for u in self.unproven:
+            lines.append(f"  note: {u}")
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"model": self.model, "registry": self.registry, "device": self.device, "variant": self.variant,
+                "rule": self.rule.pinned(), "passed": self.passed,
+                "worst_depth": dataclasses.asdict(self.worst) if self.worst else None,
+                "depths": [dataclasses.asdict(r) for r in self.depths],
+                "bit_identity": [dataclasses.asdict(b) for b in self.bit_identity],
+                "lock_problems": self.lock_problems, "unproven": self.unproven, "selections": self.selections,
+                "error": self.error}
+
+
+def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: tuple[int, ...] | None = None,
+                decode_steps: int = DECODE_STEPS, catalog: Any = None, dtype: torch.dtype | None = None,
+                golden: Registry | None = None, weights: Any = None) -> ModelOutcome:
+    """Run the model under `registry` at every depth and judge it against the golden run."""
+    from ..engine import load_model
+    from ..plugins import load_catalog
+    from . import lockref
+    from .digests import weights_digest
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BadInput("--device cuda was asked for, but this machine has no CUDA device; use --device cpu")
+    catalog = catalog or load_catalog()
+    weights = weights if weights is not None else load_model(model)
+    name = weights.config.name
+    pins = lockref.model_pins()
+    if pins is not None and pins.get("preset") == name:
+        digest = weights_digest(weights)  # every byte: the pinned model is small
+    else:  # a large model: the reader's sampled digest of its file identifies it (hashing 28 GB would take minutes)
+        digest = str(weights.metadata.get("weight_digest") or f"{name}@{id(weights)}")
+    pinned = pins is not None and pins.get("weights_digest") == digest
+    depths = depths or (tuple(pins["depths"]) if pinned else default_depths(name))
+    if max(depths) + decode_steps > weights.config.context_length:
+        raise BadInput(f"depth {max(depths)} + {decode_steps} decode steps exceeds {name}'s context of "
+                       f"{weights.config.context_length}")
+    tokens = list(pins["prompt_tokens"]) if pinned and len(pins["prompt_tokens"]) >= max(depths) + decode_steps \
+        else prompt_tokens(weights.config.vocab_size, max(depths) + decode_steps)
+    plan = make_plan(registry, catalog, device, verify_checks=False)
+    plan.require()
+    runs = {op: e.runs for op, e in plan.entries.items()}
+    variants = [_variant(i, catalog) for i in runs.values()]
+    if dtype == torch.bfloat16:
+        variants.append("bf16")
+    variant = loosest(variants)
+    rule = model_rule_for(variant)
+    cand_dtype = dtype or (torch.bfloat16 if variant == "bf16" else torch.float32)
+    ref = golden_logits(weights, digest, tokens, depths, decode_steps, catalog, golden, device)
+    lock_problems = lockref.check_golden(pins, ref, tokens, decode_steps) if pinned and golden is None else []
+    outcome = ModelOutcome(model=name, registry=str(registry.path), device=device, variant=variant, rule=rule,
+                           depths=[], lock_problems=lock_problems, selections={op: i.key for op, i in runs.items()})
+    checked = make_plan(registry, catalog, device, verify_checks=True)
+    outcome.unproven = [f"{op}: {e.error}" for op, e in checked.entries.items() if e.error]
+    max_context = max(depths) + decode_steps
+    try:
+        with poisoned():
+            cand = run_depths(_engine(weights, plan, max_context, cand_dtype), tokens, depths, decode_steps)
+        outcome.depths = judge_depths(ref, cand, rule)
+        outcome.bit_identity = _bit_identity(weights, plan, catalog, cand, tokens, depths, decode_steps, cand_dtype)
+    except Exception as exc:  # noqa: BLE001 - a candidate that crashes fails the gate, with why
+        outcome.error = f"{type(exc).__name__}: {exc}"
+    return outcome
+
+
+def _variant(impl: Any, catalog: Any) -> str | None:
+    from .check import resolve_claim
+
+    return resolve_claim(impl, catalog)[1]
+
+
+def _bit_identity(weights, plan: Plan, catalog, cand, tokens, depths, decode_steps, dtype) -> list[BitIdentity]:
+    """For every selection claiming bit-identity: rerun with its target in its place; logits must be equal bytes."""
+    out = []
+    for op, entry in plan.entries.items():
+        impl = entry.runs
+        if impl is None or impl.claim.kind != "bit_identical":
+            continue
+        target = catalog.get(op, impl.claim.to)
+        trip = plan.device == "cuda" and "cuda" not in target.devices
+        swapped = dataclasses.replace(plan, entries={**plan.entries,
+                                                     op: dataclasses.replace(entry, runs=target, round_trip=trip)})
+        with poisoned():
+            other = run_depths(_engine(weights, swapped, max(depths) + decode_steps, dtype), tokens, depths,
+                               decode_steps)
+        differ = {d: int((cand[d].view(torch.int64) != other[d].view(torch.int64)).any(dim=-1).sum())
+                  for d in depths}
+        bad = {d: n for d, n in differ.items() if n}
+        detail = "every logit the same bytes" if not bad else \
+            "logits differ at " + ", ".join(f"depth {d} ({n} positions)" for d, n in bad.items())
+        out.append(BitIdentity(op, impl.name, target.name, not bad, detail))
+    return out

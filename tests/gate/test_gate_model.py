@@ -1,0 +1,98 @@
+"""The model-level gate: k3-nano under a candidate registry against the pinned golden logits.
+
+Each deliberately wrong implementation, selected into an otherwise correct registry (the torch
+plugin's float32 ops), is refused by the model gate: by KL and top-1 at its worst depth, by NaN
+logits where an output was left unwritten (the candidate runs poisoned), and by the model-level
+bit-identity rerun where a fused op differs only in its last bits.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkops.cli import main
+from sparkops.gate.model_gate import model_check
+from sparkops.ops import OP_NAMES
+from sparkops.registry.file import Registry
+
+from .test_gate_wrong_impls import WRONG
+
+#: a single token (a chunk's first), one past a 64-token KDA chunk; two decoded tokens after each.
+#: Every wrong implementation already shows at depth 1 (a prefill, then decode steps), so the
+#: refusals are checked there; the controls also cross the chunk boundary.
+DEPTHS = (1, 65)
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def weights():
+    from sparkops.engine import load_model
+
+    return load_model("k3-nano")
+
+
+def torch_registry(path, device="cpu", **override) -> Registry:
+    """Every op on the torch plugin's float32 implementation (quantize_act, sample: the reference), then overrides."""
+    reg = Registry.empty(path)
+    for op in OP_NAMES:
+        reg.set(op, device, "numpy" if op in ("quantize_act", "sample") and device == "cpu" else "torch")
+    for op, name in override.items():
+        reg.set(op, device, name)
+    return reg
+
+
+def _check(registry, catalog, weights, depths=DEPTHS):
+    return model_check("k3-nano", registry, depths=depths, decode_steps=STEPS, catalog=catalog, weights=weights)
+
+
+def test_the_torch_plugin_passes_against_the_pinned_golden_logits(tmp_path, catalog, weights):
+    out = _check(torch_registry(tmp_path / "r.toml"), catalog, weights)
+    assert out.passed and not out.lock_problems, out.report  # the golden run agreed with reference.lock
+    assert out.variant == "fp32" and [r.depth for r in out.depths] == list(DEPTHS)
+    assert all(r.positions == d + STEPS for r, d in zip(out.depths, DEPTHS))
+    assert any("no valid check record" in u for u in out.unproven)  # said, not hidden
+
+
+@pytest.mark.parametrize("key", WRONG)
+def test_the_model_gate_refuses_each_wrong_implementation(tmp_path, catalog, weights, key):
+    op, name = key.split("=")
+    out = _check(torch_registry(tmp_path / "r.toml", **{op: name}), catalog, weights, depths=(1,))
+    assert not out.passed, out.report
+    if key == "add_rmsnorm=fused_lastbit":  # logits agree to ~1e-12 in KL: only the bytes show it
+        assert all(r.passed for r in out.depths)
+        assert [(b.impl, b.passed) for b in out.bit_identity] == [("fused_lastbit", False)]
+    elif key == "swiglu=last_row_unwritten":
+        assert out.worst.kl_max == float("inf")  # NaN poison reached the logits
+    else:
+        assert out.worst is not None and not out.worst.passed
+    assert "FAIL" in out.summary
+
+
+def test_a_true_fusion_passes_the_model_level_bit_identity(tmp_path, catalog, weights):
+    out = _check(torch_registry(tmp_path / "r.toml", add_rmsnorm="fused_exact"), catalog, weights)
+    assert out.passed, out.report
+    assert [(b.impl, b.target, b.passed) for b in out.bit_identity] == [("fused_exact", "chain", True)]
+
+
+def test_check_model_cli(tmp_path, catalog, monkeypatch, capsys):
+    import sparkops.plugins
+
+    monkeypatch.setattr(sparkops.plugins, "load_catalog", lambda extra=None: catalog)  # what model_check loads
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    torch_registry(good).save()
+    torch_registry(bad, attention="kv_off_by_one").save()
+    args = ["check", "--model", "k3-nano", "--depths", "1", "--decode-steps", "2", "--registry"]
+    assert main(args + [str(good)]) == 0
+    assert main(args + [str(bad)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "worst depth" in out and "FAIL" in out
+
+
+def test_a_golden_run_that_disagrees_with_the_lock_fails_the_gate(tmp_path, catalog, weights, private_lock):
+    import re
+
+    text = private_lock.read_text()
+    first = re.search(r"top_logits = \[([-0-9.e]+),", text)
+    private_lock.write_text(text.replace(first.group(0), f"top_logits = [{float(first.group(1)) + 0.5!r},", 1))
+    out = _check(torch_registry(tmp_path / "r.toml"), catalog, weights)
+    assert not out.passed and any("depth 1 position 0" in p for p in out.lock_problems), out.report

@@ -1,0 +1,174 @@
+"""Check records: the engine runs a selection only while its record holds, and says what to run when not.
+
+A record stops holding when the implementation's source changes, when it was made on another device
+class, when the check failed, when the pinned reference, the claim or the op's tolerance row changed,
+or (bit-identity) when the claimed-equal implementation changed. A new check lets it run again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import textwrap
+import uuid
+
+import pytest
+
+import sparkops.cli.check_cmd as check_cmd
+import sparkops.cli.swap_cmd as swap_cmd
+from sparkops.cli import main
+from sparkops.dispatch import Ops
+from sparkops.errors import CheckFailed
+from sparkops.gate import tolerances
+from sparkops.gate.check import prove
+from sparkops.gate.records import record_problem, source_files
+from sparkops.plugins import load_catalog
+from sparkops.registry.file import Registry
+from sparkops.registry.plan import make_plan
+
+EDITABLE = textwrap.dedent('''
+    """A correct swiglu in its own file, so a test can edit the source of a selected implementation."""
+    import torch.nn.functional as F
+
+    from sparkops.plugins import hookimpl, tolerance
+
+
+    def swiglu(gate, up):
+        return (F.silu(gate.float()) * up.float()).to(gate.dtype)
+
+
+    @hookimpl
+    def register_implementations(register):
+        register(op="swiglu", name="editable", backend="torch", devices=("cpu",), fn=swiglu, claim=tolerance())
+''')
+
+
+@pytest.fixture
+def editable(tmp_path, monkeypatch):
+    """(catalog with swiglu=editable, the file that defines it); swap/check in-process use this catalog."""
+    path = tmp_path / f"editable_swiglu_{uuid.uuid4().hex[:8]}.py"
+    path.write_text(EDITABLE)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    catalog = load_catalog(extra=[("editable", module)])
+    monkeypatch.setattr(swap_cmd, "load_catalog", lambda: catalog)
+    monkeypatch.setattr(check_cmd, "load_catalog", lambda: catalog)
+    return catalog, path
+
+
+def _registry_with(tmp_path, catalog, key, record=None):
+    op, name = key.split("=")
+    reg = Registry.empty(tmp_path / "registry.toml")
+    reg.set(op, "cpu", name, check=record)
+    reg.save()
+    return Registry.load(reg.path)
+
+
+def _problem(reg, catalog, op):
+    entry = make_plan(reg, catalog, "cpu").entries[op]
+    return entry.error
+
+
+def test_no_record_is_refused_with_what_to_run(tmp_path, catalog):
+    reg = _registry_with(tmp_path, catalog, "swiglu=fixture_ok")
+    error = _problem(reg, catalog, "swiglu")
+    assert "no check record" in error and "sparkops swap swiglu=fixture_ok --device cpu" in error
+    with pytest.raises(CheckFailed, match="swiglu"):
+        Ops(make_plan(reg, catalog, "cpu"))
+
+
+def test_swap_then_edit_the_source_then_check_again(tmp_path, editable):
+    catalog, path = editable
+    registry = tmp_path / "registry.toml"
+    assert main(["swap", "swiglu=editable", "--registry", str(registry)]) == 0
+    Ops(make_plan(Registry.load(registry), catalog, "cpu"))  # runs: the record holds
+
+    path.write_text(path.read_text().replace("return (F.silu", "return (F.silu  # tuned\n            "))
+    plan = make_plan(Registry.load(registry), catalog, "cpu")
+    assert "its source changed since it was checked" in plan.entries["swiglu"].error
+    assert "run `sparkops swap swiglu=editable --device cpu`" in plan.entries["swiglu"].error
+    with pytest.raises(CheckFailed, match="source changed"):
+        Ops(plan)  # what the engine does when it is built
+
+    assert main(["check", "swiglu=editable", "--write", "--registry", str(registry)]) == 0
+    Ops(make_plan(Registry.load(registry), catalog, "cpu"))  # a new check lets it run again
+
+
+def test_an_edit_to_a_helper_module_it_imports_makes_the_record_stale(tmp_path, monkeypatch):
+    """The hash covers the modules of its own package that the implementation imports, transitively."""
+    pkg = f"helper_pkg_{uuid.uuid4().hex[:8]}"
+    root = tmp_path / pkg
+    (root / "kernels").mkdir(parents=True)
+    (root / "__init__.py").write_text(textwrap.dedent('''
+        from sparkops.plugins import hookimpl, tolerance
+
+
+        @hookimpl
+        def register_implementations(register):
+            register(op="swiglu", name="with_helper", backend="torch", devices=("cpu",),
+                     fn=__name__ + ".swiglu:swiglu", claim=tolerance(), sources=("kernels/swiglu.cu",))
+    '''))
+    (root / "swiglu.py").write_text("from ._math import silu\n\n\ndef swiglu(gate, up):\n"
+                                    "    return (silu(gate.float()) * up.float()).to(gate.dtype)\n")
+    (root / "_math.py").write_text("from . import _consts\n\n\ndef silu(x):\n    return x * x.sigmoid()\n")
+    (root / "_consts.py").write_text("ONE = 1.0\n")
+    (root / "kernels" / "swiglu.cu").write_text("// a kernel source read at run time\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(pkg)
+    catalog = load_catalog(extra=[("helper", module)])
+    impl = catalog.get("swiglu", "with_helper")
+    names = [n for n, _ in source_files(impl)]
+    assert names == [f"{pkg}/_consts.py", f"{pkg}/_math.py", f"{pkg}/kernels/swiglu.cu", f"{pkg}/swiglu.py"]
+    record = prove(impl, "cpu", catalog).record
+    assert record["passed"] and record_problem(impl, record, "cpu") is None
+    for edited in ("_consts.py", "kernels/swiglu.cu"):
+        path = root / edited
+        before = path.read_text()
+        path.write_text(before + "\n// edited\n" if edited.endswith(".cu") else before + "TWO = 2.0\n")
+        assert record_problem(impl, record, "cpu") == "its source changed since it was checked"
+        path.write_text(before)
+        assert record_problem(impl, record, "cpu") is None
+
+
+def test_records_from_another_device_class_or_a_failed_check_are_refused(tmp_path, catalog, session):
+    record = prove(catalog.get("swiglu", "fixture_ok"), "cpu", catalog, session=session).record
+    impl = catalog.get("swiglu", "fixture_ok")
+    assert record_problem(impl, record, "cpu", catalog) is None
+    assert "checked on 'cuda', not 'cpu'" in record_problem(impl, {**record, "device_class": "cuda"}, "cpu")
+    assert "its recorded check failed" in record_problem(impl, {**record, "passed": False}, "cpu")
+    assert "no cases" in record_problem(impl, {**record, "cases": 0}, "cpu")
+    assert "not swiglu=fixture_ok" in record_problem(impl, {**record, "impl": "memorized"}, "cpu")
+    reg = _registry_with(tmp_path, catalog, "swiglu=fixture_ok", {**record, "device_class": "cuda"})
+    assert "checked on 'cuda'" in _problem(reg, catalog, "swiglu")
+
+
+def test_a_changed_reference_lock_invalidates_records(tmp_path, catalog, session, private_lock):
+    record = prove(catalog.get("swiglu", "fixture_ok"), "cpu", catalog, session=session).record
+    reg = _registry_with(tmp_path, catalog, "swiglu=fixture_ok", record)
+    assert _problem(reg, catalog, "swiglu") is None
+
+    text = private_lock.read_text()
+    private_lock.write_text(text.replace("prompt_seed = ", "prompt_seed = 1", 1))  # the pinned reference changed
+    assert "reference.lock) changed" in _problem(reg, catalog, "swiglu")
+    private_lock.write_text(text + "\n# a comment is not a change of the reference\n")
+    assert _problem(reg, catalog, "swiglu") is None
+
+
+def test_a_changed_claim_or_tolerance_row_invalidates_records(catalog, session, monkeypatch):
+    impl = catalog.get("swiglu", "fixture_ok")
+    record = prove(impl, "cpu", catalog, session=session).record
+    assert "claim changed" in record_problem(impl, {**record, "claim": "within tolerance of the reference (bf16)"},
+                                             "cpu")
+    tighter = {**tolerances.OP_RULES["swiglu"], "fp32": tolerances.Rule("nmse", 1e-12)}
+    monkeypatch.setitem(tolerances.OP_RULES, "swiglu", tighter)
+    assert "tolerance table changed" in record_problem(impl, record, "cpu")
+
+
+def test_a_bit_identity_record_goes_stale_when_its_target_changes(catalog, session):
+    impl = catalog.get("add_rmsnorm", "fused_exact")
+    record = prove(impl, "cpu", catalog, session=session).record
+    assert record_problem(impl, record, "cpu", catalog) is None
+    stale = {**record, "target_source_hash": "0" * 64}
+    assert "add_rmsnorm=chain, which it claims to be bit-identical to, changed" in \
+        record_problem(impl, stale, "cpu", catalog)
