@@ -9,6 +9,8 @@ import argparse
 import sys
 from importlib import import_module
 
+from rich.markup import escape
+
 from .. import __version__
 from ..errors import SparkopsError
 from ._common import err_console
@@ -19,15 +21,20 @@ COMMANDS = [
     "ops_cmd",
     "plan_cmd",
     "swap_cmd",
+    "check_cmd",
+    "reference_cmd",
     "generate_cmd",
     "logits_cmd",
+    "synth_cmd",
+    "convert_cmd",
+    "bench_cmd", "diagnose_cmd", "ledger_cmd",
 ]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # bad usage exits 2 with the usage line, like argparse, but ours
         self.print_usage(sys.stderr)
-        err_console.print(f"[red]error:[/] {message}")
+        err_console.print(f"[red]error:[/] {escape(message)}")
         raise SystemExit(2)
 
 
@@ -54,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._modules[args.command].run(args) or 0)
     except SparkopsError as exc:
-        err_console.print(f"[red]error:[/] {exc}", markup=True, highlight=False)
+        err_console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_code
     except KeyboardInterrupt:
         err_console.print("interrupted")
