@@ -1,0 +1,41 @@
+"""The CuPy plugin: hand-written CUDA C kernels (kernels/*.cu) for the decode path, loaded with
+cupy.RawModule and launched on torch's current stream, so a decode step can be captured in one CUDA
+graph with everything else.
+
+Each op lives in its own module here (`sparkops_cupy/<op>.py`); this module registers them through
+the public hook, exactly as an outside plugin would. The implementations are unavailable (with the
+reason shown by `sparkops plan`) where CuPy is not installed or there is no CUDA device.
+
+`rmsnorm_quantize.rmsnorm_quantize` (rmsnorm fused with quantize_act) is a plain function for now:
+there is no named op for the pair yet.
+"""
+
+from sparkops.plugins import bit_identical, hookimpl, tolerance
+
+from . import _runtime
+
+#: files every implementation depends on besides its module and its kernel sources
+_COMMON = ("_runtime.py", "_weights.py")
+
+#: (op, implementation name, "module:function", claim, kernel source) for every implementation
+IMPLEMENTATIONS = [
+    # the Q8_0 quantizer is exact arithmetic: the same bytes as the reference, not merely close
+    ("quantize_act", "cupy", "sparkops_cupy.quantize_act:quantize_act", bit_identical(to="numpy"), "quantize_act.cu"),
+    ("rmsnorm", "cupy", "sparkops_cupy.rmsnorm:rmsnorm", tolerance(), "rmsnorm.cu"),
+    # integer dot products on Q8_0 activations: llama.cpp's arithmetic, not the float reference's
+    ("linear", "cupy_dp4a", "sparkops_cupy.linear:linear", tolerance("act_q8"), "linear.cu"),
+    ("kda", "cupy_recurrent", "sparkops_cupy.kda:kda", tolerance(), "kda.cu"),
+    ("attention", "cupy_splitk", "sparkops_cupy.attention:attention", tolerance(), "attention.cu"),
+    # the same function judged on bfloat16 inputs: a bf16 cache at the 48B decode shape takes the
+    # tensor-core split (bf16 operands), which only this claim's cases reach
+    ("attention", "cupy_splitk_bf16", "sparkops_cupy.attention:attention", tolerance("bf16"), "attention.cu"),
+    ("moe_experts", "cupy_dp4a", "sparkops_cupy.moe_experts:moe_experts", tolerance("act_q8"), "moe_experts.cu"),
+]
+
+
+@hookimpl
+def register_implementations(register):
+    why = _runtime.unavailable_reason()
+    for op, name, fn, claim, source in IMPLEMENTATIONS:
+        register(op=op, name=name, backend="cupy", devices=("cuda",), fn=fn, claim=claim, unavailable=why,
+                 sources=_runtime.source_files(source) + _COMMON)

@@ -1,0 +1,102 @@
+"""attention on CUDA: MLA decode split over the context with a separate combine (kernels/attention.cu).
+
+Four launches: absorb (writes the new cache rows at pos, forms the absorbed queries), split (each
+block one slice of the context, a running softmax per head), combine (merges the slices), up (w_uv).
+The position is read on the device, so the host never synchronises and a captured decode step
+replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
+one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
+one block per multiprocessor); everything else (fp32 caches, other shapes, several tokens) takes
+the CUDA-core split, in float32 throughout.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from sparkops.errors import BadInput
+
+from . import _runtime as rt
+
+SOURCES = rt.source_files("attention.cu")
+LOG2E = 1.4426950408889634
+#: shared memory of mla_split_mma (mirrors MMA_SMEM_BYTES in attention.cu)
+MMA_SMEM_BYTES = 32 * 584 * 2 + 2 * 64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4
+#: the generic split keeps Lkv / 32 accumulators per lane and the query row in shared memory
+MAX_LKV, MAX_ROW = 512, 1024
+
+
+def uses_tensor_cores(t: int, n: int, lkv: int, r: int, cache: torch.Tensor) -> bool:
+    return cache.dtype == torch.bfloat16 and t == 1 and n == 32 and lkv == 512 and r == 64
+
+
+def generic_splits(lmax: int) -> int:
+    """Slices of the context for the CUDA-core split: about 32 rows each, at most 64."""
+    return max(1, min(64, math.ceil(lmax / 32)))
+
+
+def attention(q, latent, cache, pos, w_uk, w_uv, scale):
+    op = "attention"
+    dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
+    rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
+    t, n, dqh = q.shape
+    rt.expect_shape(op, "w_uk", w_uk, (n, None, None), "[N, Dn, Lkv]")
+    _, dn, lkv = w_uk.shape
+    r = dqh - dn
+    if r < 0:
+        raise BadInput(f"{op}: q has {dqh} values per head but w_uk has Dn = {dn} rows; q must be [q_nope ; q_pe]")
+    dq = lkv + r
+    rt.expect_shape(op, "w_uv", w_uv, (n, None, lkv), "[N, Dv, Lkv]")
+    dv = w_uv.shape[1]
+    rt.expect_shape(op, "latent", latent, (t, dq), "[T, Lkv+R]")
+    rt.expect_shape(op, "cache", cache, (None, dq), "[Lmax, Lkv+R]")
+    if not isinstance(pos, torch.Tensor) or pos.numel() != 1:
+        raise BadInput(f"{op}: 'pos' must be a one-element int64 tensor on the device (the first new position)")
+    if lkv > MAX_LKV or dq > MAX_ROW:
+        raise BadInput(f"{op}: Lkv {lkv} / row {dq} exceed the cupy kernels' {MAX_LKV} / {MAX_ROW}; use another "
+                       f"implementation")
+    if cache.dtype not in (torch.float32, torch.bfloat16) or latent.dtype != cache.dtype:
+        raise BadInput(f"{op}: 'cache' and 'latent' must share one dtype, float32 or bfloat16 (got {cache.dtype}, "
+                       f"{latent.dtype})")
+    if not cache.is_contiguous():
+        raise BadInput(f"{op}: 'cache' must be contiguous (its rows are written in place)")
+    q_code = rt.act_code(op, "q", q)
+    c_code = rt.DTYPE_CODE[cache.dtype]
+    if pos.device != dev or pos.dtype != torch.int64:
+        pos = pos.to(device=dev, dtype=torch.int64)  # kept on the device thereafter by a well-built step
+    pos = pos.reshape(1)
+    q, latent = rt.contiguous(q), rt.contiguous(latent)
+    w_uk, w_uv = rt.contiguous(w_uk.float()), rt.contiguous(w_uv.float())
+    lmax = cache.shape[0]
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    mma = uses_tensor_cores(t, n, lkv, r, cache) and rt.max_shared_memory(idx) >= MMA_SMEM_BYTES
+
+    qa = torch.empty((t, n, dq), dtype=torch.bfloat16 if mma else torch.float32, device=dev)
+    rt.launch("attention.cu", "mla_absorb", dev, (n, (dq + 63) // 64, t), (256,),
+              (rt.ptr(q), rt.i32(q_code), rt.ptr(w_uk), rt.ptr(latent), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos),
+               rt.i32(t), rt.i32(n), rt.i32(dn), rt.i32(r), rt.i32(lkv), rt.i64(lmax), rt.f32(scale * LOG2E),
+               rt.ptr(qa), rt.i32(1 if mma else 0)))
+
+    splits = rt.sm_count(idx) if mma else generic_splits(lmax)
+    part_m = torch.empty((splits, t, n), dtype=torch.float32, device=dev)
+    part_l = torch.empty_like(part_m)
+    part_acc = torch.empty((splits, t, n, lkv), dtype=torch.float32, device=dev)
+    if mma:
+        rt.launch("attention.cu", "mla_split_mma", dev, (splits,), (256,),
+                  (rt.ptr(qa), rt.ptr(cache), rt.ptr(pos), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l),
+                   rt.ptr(part_acc)), shared_mem=MMA_SMEM_BYTES)
+    else:
+        rt.launch("attention.cu", "mla_split_generic", dev, (splits, n, t), (128,),
+                  (rt.ptr(qa), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos), rt.i32(t), rt.i32(n), rt.i32(lkv),
+                   rt.i32(r), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc)))
+
+    obar = torch.empty((t, n, lkv), dtype=torch.float32, device=dev)
+    rt.launch("attention.cu", "mla_combine", dev, (n, t, (lkv + 31) // 32), (256,),
+              (rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc), rt.i32(splits), rt.i32(t), rt.i32(n), rt.i32(lkv),
+               rt.ptr(obar)))
+    out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)
+    rt.launch("attention.cu", "mla_up", dev, (n, (dv + 7) // 8, t), (256,),
+              (rt.ptr(obar), rt.ptr(w_uv), rt.i32(t), rt.i32(n), rt.i32(dv), rt.i32(lkv), rt.ptr(out),
+               rt.i32(q_code), rt.ptr(pos), rt.i64(lmax)))
+    return out

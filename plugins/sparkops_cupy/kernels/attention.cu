@@ -1,0 +1,442 @@
+// attention.cu: MLA (NoPE) decode over the latent cache, split over the context (flash-decoding).
+//
+// One call = four launches on one stream:
+//   mla_absorb   write the new latent rows into the cache at pos (read from device memory) and form
+//                each head's absorbed query qa = [w_uk[h]^T q_nope ; q_pe] * scale * log2(e);
+//   mla_split_*  each block takes one slice of the context and, for its heads, keeps a running
+//                softmax (max m, sum l, in base 2) and the weighted sum of latent rows acc[Lkv];
+//   mla_combine  merges the slices: obar = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s;
+//   mla_up       o[h] = w_uv[h] obar[h].
+// The slice bounds are computed on the device from pos, so the host never reads the position and a
+// captured graph replays correctly at any context length up to the cache size. Rows past pos + t are
+// never read (the cache holds garbage there on purpose).
+//
+// mla_split_mma is the decode path for Kimi-Linear's shape (32 heads, Lkv 512, R 64, one token, bf16
+// cache): all 32 heads share every cache row, so a block streams its rows through shared memory once
+// (cp.async, two 64-row stages) and does both products on the tensor cores (mma.sync m16n8k16 bf16,
+// fp32 accumulate): scores [32 heads x 64 rows] = qa . C^T, then acc [32 x 512] += P . C.
+// mla_split_generic covers every other case (fp32 caches, other shapes, several tokens) on CUDA cores.
+#include "common.cuh"
+
+#define LOG2E 1.4426950408889634f
+
+// q [T, N, Dn+R] (q_dt); w_uk [N, Dn, Lkv] f32; latent [T, Lkv+R] and cache [Lmax, Lkv+R] (c_dt);
+// qa [T, N, Lkv+R] f32 (qa_bf16 = 0) or bf16 (1). Grid (N, ceil((Lkv+R)/64), T), 256 threads.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) mla_absorb(const void* __restrict__ q, int q_dt,
+                                                             const float* __restrict__ w_uk,
+                                                             const void* __restrict__ latent, void* __restrict__ cache,
+                                                             int c_dt, const i64* __restrict__ pos, int T, int N,
+                                                             int Dn, int R, int Lkv, i64 Lmax, float qscale,
+                                                             void* __restrict__ qa, int qa_bf16) {
+    __shared__ float red[4][64];
+    const int h = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, grp = tid >> 6;
+    const int DQ = Lkv + R;
+    const int j = blockIdx.y * 64 + (tid & 63);
+    if (h == 0 && grp == 0 && j < DQ) {  // the new cache row (copied bit for bit)
+        const i64 row = pos[0] + t;
+        if (row >= 0 && row < Lmax) {
+            if (c_dt == DT_F32) ((float*)cache)[row * DQ + j] = ((const float*)latent)[(i64)t * DQ + j];
+            else ((u16*)cache)[row * DQ + j] = ((const u16*)latent)[(i64)t * DQ + j];
+        }
+    }
+    const i64 qrow = ((i64)t * N + h) * (Dn + R);
+    float acc = 0.0f;
+    if (j < Lkv) {
+#pragma unroll 8
+        for (int d = grp; d < Dn; d += 4) acc = fmaf(load_act(q, qrow + d, q_dt), w_uk[((i64)h * Dn + d) * Lkv + j], acc);
+    }
+    red[grp][tid & 63] = acc;
+    __syncthreads();
+    if (grp != 0 || j >= DQ) return;
+    float v = j < Lkv ? ((red[0][tid] + red[1][tid]) + red[2][tid]) + red[3][tid] : load_act(q, qrow + Dn + (j - Lkv), q_dt);
+    v *= qscale;
+    const i64 o = ((i64)t * N + h) * DQ + j;
+    if (qa_bf16) ((u16*)qa)[o] = f32_to_bf16(v);
+    else ((float*)qa)[o] = v;
+}
+
+// Rows of the context this slice covers, for a query that sees rows [0, visible): slices split the
+// rows all queries need, [0, min(pos + T, Lmax)), into gridDim.x parts of `align`-row multiples.
+__device__ __forceinline__ void slice_rows(i64 p0, int T, i64 Lmax, i64 visible, int align, i64& r0, i64& r1) {
+    i64 total = p0 + T;
+    total = total < 0 ? 0 : (total > Lmax ? Lmax : total);
+    i64 chunk = (total + gridDim.x - 1) / gridDim.x;
+    chunk = (chunk + align - 1) / align * align;
+    r0 = (i64)blockIdx.x * chunk;
+    r1 = r0 + chunk;
+    if (r1 > visible) r1 = visible;
+    if (r1 < r0) r1 = r0;
+}
+
+// qa f32 [T, N, DQ] (DQ = Lkv + R <= 1024, Lkv <= 512); cache (c_dt). Partials: m, l [S, T, N];
+// acc [S, T, N, Lkv]. Grid (S, N, T), 128 threads (4 warps, rows dealt round-robin).
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) mla_split_generic(const float* __restrict__ qa,
+                                                                    const void* __restrict__ cache, int c_dt,
+                                                                    const i64* __restrict__ pos, int T, int N,
+                                                                    int Lkv, int R, i64 Lmax,
+                                                                    float* __restrict__ part_m,
+                                                                    float* __restrict__ part_l,
+                                                                    float* __restrict__ part_acc) {
+    __shared__ float sq[1024];
+    __shared__ float wm[4], wl[4];
+    __shared__ float wacc[4][512];
+    const int h = blockIdx.y, t = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int DQ = Lkv + R;
+    for (int e = tid; e < DQ; e += 128) sq[e] = qa[((i64)t * N + h) * DQ + e];
+    const i64 p0 = pos[0];
+    i64 visible = p0 + t + 1;
+    visible = visible > Lmax ? Lmax : visible;
+    i64 r0, r1;
+    slice_rows(p0, T, Lmax, visible, 1, r0, r1);
+    __syncthreads();
+
+    float m = NEG_INF, l = 0.0f, acc[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) acc[k] = 0.0f;
+    for (i64 r = r0 + warp; r < r1; r += 4) {
+        const i64 c = r * DQ;
+        float dot = 0.0f;
+        for (int e = lane; e < DQ; e += 32) dot = fmaf(sq[e], load_act(cache, c + e, c_dt), dot);
+        dot = warp_sum(dot);
+        const float m_new = fmaxf(m, dot);
+        const float corr = exp2f(m - m_new), p = exp2f(dot - m_new);
+        l = l * corr + p;
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+            const int e = lane + 32 * k;
+            if (e < Lkv) acc[k] = acc[k] * corr + p * load_act(cache, c + e, c_dt);
+        }
+        m = m_new;
+    }
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+        if (lane + 32 * k < Lkv) wacc[warp][lane + 32 * k] = acc[k];
+    __syncthreads();
+    const float M = fmaxf(fmaxf(wm[0], wm[1]), fmaxf(wm[2], wm[3]));
+    float w[4], L = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        w[i] = M == NEG_INF ? 0.0f : exp2f(wm[i] - M);
+        L += w[i] * wl[i];
+    }
+    const i64 o = ((i64)blockIdx.x * T + t) * N + h;
+    if (tid == 0) {
+        part_m[o] = M;
+        part_l[o] = L;
+    }
+    for (int e = tid; e < Lkv; e += 128)
+        part_acc[o * Lkv + e] = ((w[0] * wacc[0][e] + w[1] * wacc[1][e]) + w[2] * wacc[2][e]) + w[3] * wacc[3][e];
+}
+
+// ---- tensor-core split for Kimi-Linear's decode shape ----------------------------------------------------
+
+#define MMA_NH 32    // heads
+#define MMA_LKV 512  // latent width
+#define MMA_D 576    // cache row: 512 latent + 64 k_pe
+#define MMA_DP 584   // shared-memory row pitch (bf16): +16 bytes puts ldmatrix's 8 rows on distinct banks
+#define MMA_BL 64    // cache rows per stage
+#define MMA_STAGES 2 // pipeline depth: the next tile streams in while one is computed (32-row tiles
+                     // four deep measured slower: the score loop is shared-memory bound, and smaller
+                     // tiles re-read the queries more often per cache byte)
+#define MMA_SS 68    // pitch of the fp32 score tiles
+#define MMA_PP 72    // pitch of the bf16 probability tile
+#define MMA_SMEM_Q 0
+#define MMA_SMEM_C (MMA_SMEM_Q + MMA_NH * MMA_DP * 2)
+#define MMA_SMEM_S (MMA_SMEM_C + MMA_STAGES * MMA_BL * MMA_DP * 2)
+#define MMA_SMEM_P (MMA_SMEM_S + 2 * MMA_NH * MMA_SS * 4)
+#define MMA_SMEM_A (MMA_SMEM_P + MMA_NH * MMA_PP * 2)
+#define MMA_SMEM_BYTES (MMA_SMEM_A + MMA_NH * 4)
+
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+// c += a (16x16 bf16, row) * b (16x8 bf16, col), fp32 accumulators
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldsm_x2(u32 addr, u32& r0, u32& r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+
+// Rows [row0, row0 + MMA_BL) of the cache into one stage; rows at or past r1 become zeros (never read).
+__device__ __forceinline__ void mma_load_rows(u32 dst, const u16* __restrict__ cache, i64 row0, i64 r1, int tid) {
+    for (int c = tid; c < MMA_BL * (MMA_D / 8); c += 256) {
+        const int rr = c / (MMA_D / 8), col = c % (MMA_D / 8);
+        const i64 row = row0 + rr;
+        const bool ok = row < r1;
+        cp_async16(dst + (rr * MMA_DP + col * 8) * 2, cache + (ok ? row : row0) * MMA_D + col * 8, ok ? 16 : 0);
+    }
+}
+
+// qa bf16 [32, 576] (scaled by scale*log2e); cache bf16 [Lmax, 576]; one token at pos. Partials as in
+// mla_split_generic with T = 1. Grid (S), 256 threads, MMA_SMEM_BYTES of dynamic shared memory.
+// Per 64-row tile: warp w computes the scores of rows 16(w&3) .. +15 for all heads over half (w>>2) of
+// the 576 dims; the softmax runs 8 threads per head; then warp w accumulates latent dims 64w .. 64w+63.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __restrict__ qa,
+                                                                   const u16* __restrict__ cache,
+                                                                   const i64* __restrict__ pos, i64 Lmax,
+                                                                   float* __restrict__ part_m,
+                                                                   float* __restrict__ part_l,
+                                                                   float* __restrict__ part_acc) {
+    extern __shared__ __align__(16) u8 smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const u32 sQ = smem_addr(smem + MMA_SMEM_Q);
+    const u32 sC0 = smem_addr(smem + MMA_SMEM_C);
+    float* sS = (float*)(smem + MMA_SMEM_S);
+    u16* sP = (u16*)(smem + MMA_SMEM_P);
+    const u32 sPa = smem_addr(sP);
+    float* sAlpha = (float*)(smem + MMA_SMEM_A);
+
+    i64 visible = pos[0] + 1;
+    visible = visible > Lmax ? Lmax : visible;
+    i64 r0, r1;
+    slice_rows(pos[0], 1, Lmax, visible, MMA_BL, r0, r1);
+    const int n_tiles = (int)((r1 - r0 + MMA_BL - 1) / MMA_BL);
+    const i64 o = blockIdx.x;  // partial index (T = 1)
+    if (n_tiles == 0) {
+        if (tid < MMA_NH) {
+            part_m[o * MMA_NH + tid] = NEG_INF;
+            part_l[o * MMA_NH + tid] = 0.0f;
+        }
+        for (int e = tid; e < MMA_NH * MMA_LKV; e += 256) part_acc[o * MMA_NH * MMA_LKV + e] = 0.0f;
+        return;
+    }
+
+    for (int c = tid; c < MMA_NH * (MMA_D / 8); c += 256) {
+        const int row = c / (MMA_D / 8), col = c % (MMA_D / 8);
+        cp_async16(sQ + (row * MMA_DP + col * 8) * 2, qa + row * MMA_D + col * 8, 16);
+    }
+    // tiles 0 .. STAGES-2 in flight (the queries travel with tile 0); always commit: uniform group counts
+#pragma unroll
+    for (int j = 0; j < MMA_STAGES - 1; ++j) {
+        if (j < n_tiles) mma_load_rows(sC0 + j * (MMA_BL * MMA_DP * 2), cache, r0 + (i64)j * MMA_BL, r1, tid);
+        cp_async_commit();
+    }
+
+    // softmax role: head srow, columns 8*seg .. 8*seg+7 of the tile
+    const int srow = tid >> 3, seg = tid & 7;
+    float m_run = NEG_INF, l_run = 0.0f;
+    float oacc[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) oacc[mt][nt][e] = 0.0f;
+
+    const int cgrp = warp & 3, kh = warp >> 2;
+    for (int it = 0; it < n_tiles; ++it) {
+        cp_async_wait<MMA_STAGES - 2>();
+        __syncthreads();  // tile `it` is in shared memory; everyone is done with the stage refilled next
+        const i64 row0 = r0 + (i64)it * MMA_BL;
+        {
+            const int j = it + MMA_STAGES - 1;
+            if (j < n_tiles)
+                mma_load_rows(sC0 + (j % MMA_STAGES) * (MMA_BL * MMA_DP * 2), cache, r0 + (i64)j * MMA_BL, r1, tid);
+            cp_async_commit();
+        }
+        const u32 sC = sC0 + (it % MMA_STAGES) * (MMA_BL * MMA_DP * 2);
+
+        // scores: rows 16*cgrp .. +15 of the tile, dims [288*kh, 288*kh + 288)
+        float sacc[2][2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = 0.0f;
+#pragma unroll 2
+        for (int ks = 0; ks < 18; ++ks) {
+            const int k0 = (kh * 18 + ks) * 16;
+            u32 a[2][4], b[4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+                ldsm_x4(sQ + ((mt * 16 + (lane & 15)) * MMA_DP + k0 + (lane >> 4) * 8) * 2, a[mt][0], a[mt][1],
+                        a[mt][2], a[mt][3]);
+            ldsm_x4(sC + ((16 * cgrp + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 + ((lane >> 3) & 1) * 8) * 2,
+                    b[0], b[1], b[2], b[3]);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                mma_bf16(sacc[mt][0], a[mt], b[0], b[1]);
+                mma_bf16(sacc[mt][1], a[mt], b[2], b[3]);
+            }
+        }
+        float* sSk = sS + kh * (MMA_NH * MMA_SS);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                const int row = mt * 16 + (lane >> 2), col = 16 * cgrp + 8 * nt + 2 * (lane & 3);
+                *(float2*)(sSk + row * MMA_SS + col) = make_float2(sacc[mt][nt][0], sacc[mt][nt][1]);
+                *(float2*)(sSk + (row + 8) * MMA_SS + col) = make_float2(sacc[mt][nt][2], sacc[mt][nt][3]);
+            }
+        __syncthreads();
+
+        // online softmax, base 2 (qa carries log2 e); rows at or past r1 are masked out
+        {
+            float sv[8];
+            const float* s0 = sS + srow * MMA_SS + 8 * seg;
+            const float* s1 = s0 + MMA_NH * MMA_SS;
+            float tmax = NEG_INF;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                sv[e] = row0 + 8 * seg + e < r1 ? s0[e] + s1[e] : NEG_INF;
+                tmax = fmaxf(tmax, sv[e]);
+            }
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 4));
+            const float m_new = fmaxf(m_run, tmax);
+            const float m_use = m_new == NEG_INF ? 0.0f : m_new;
+            const float alpha = exp2f(m_run - m_use);
+            float psum = 0.0f;
+            u32 packed[4];
+#pragma unroll
+            for (int e = 0; e < 8; e += 2) {
+                const float p0 = exp2f(sv[e] - m_use), p1 = exp2f(sv[e + 1] - m_use);
+                psum += p0 + p1;
+                packed[e / 2] = (u32)f32_to_bf16(p0) | ((u32)f32_to_bf16(p1) << 16);
+            }
+            psum += __shfl_xor_sync(0xffffffffu, psum, 1);
+            psum += __shfl_xor_sync(0xffffffffu, psum, 2);
+            psum += __shfl_xor_sync(0xffffffffu, psum, 4);
+            l_run = l_run * alpha + psum;
+            m_run = m_new;
+            *(uint4*)(sP + srow * MMA_PP + 8 * seg) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+            if (seg == 0) sAlpha[srow] = alpha;
+        }
+        __syncthreads();
+
+        // acc[heads, 64*warp .. +63] = alpha * acc + P . C
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+            const float a_lo = sAlpha[mt * 16 + (lane >> 2)], a_hi = sAlpha[mt * 16 + 8 + (lane >> 2)];
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                oacc[mt][nt][0] *= a_lo;
+                oacc[mt][nt][1] *= a_lo;
+                oacc[mt][nt][2] *= a_hi;
+                oacc[mt][nt][3] *= a_hi;
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < MMA_BL / 16; ++kk) {
+            u32 pa[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+                ldsm_x4(sPa + ((mt * 16 + (lane & 15)) * MMA_PP + kk * 16 + (lane >> 4) * 8) * 2, pa[mt][0],
+                        pa[mt][1], pa[mt][2], pa[mt][3]);
+#pragma unroll
+            for (int jp = 0; jp < 4; ++jp) {
+                u32 b[4];
+                ldsm_x4_t(sC + ((kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * MMA_DP + 64 * warp +
+                                8 * (2 * jp + (lane >> 4))) * 2,
+                          b[0], b[1], b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    mma_bf16(oacc[mt][2 * jp], pa[mt], b[0], b[1]);
+                    mma_bf16(oacc[mt][2 * jp + 1], pa[mt], b[2], b[3]);
+                }
+            }
+        }
+    }
+
+    if (seg == 0) {
+        part_m[o * MMA_NH + srow] = m_run;
+        part_l[o * MMA_NH + srow] = l_run;
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            const int row = mt * 16 + (lane >> 2), col = 64 * warp + 8 * nt + 2 * (lane & 3);
+            float* dst = part_acc + (o * MMA_NH + row) * MMA_LKV + col;
+            *(float2*)dst = make_float2(oacc[mt][nt][0], oacc[mt][nt][1]);
+            *(float2*)(dst + 8 * MMA_LKV) = make_float2(oacc[mt][nt][2], oacc[mt][nt][3]);
+        }
+}
+
+// ---- combine and up-projection ---------------------------------------------------------------------------
+
+// part_* [S, T, N, ...] -> obar f32 [T, N, Lkv]. Grid (N, T, ceil(Lkv/32)), 256 threads; S <= 1024.
+// Each block merges 32 latent dims of one head: warp w sums slices w, w+8, ... (lane = dim), then the
+// eight partial sums are added in warp order.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __restrict__ part_m,
+                                                              const float* __restrict__ part_l,
+                                                              const float* __restrict__ part_acc, int S, int T,
+                                                              int N, int Lkv, float* __restrict__ obar) {
+    __shared__ float sw[1024];
+    __shared__ float red[8][33];
+    const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float M = NEG_INF;
+    for (int s = tid; s < S; s += 256) M = fmaxf(M, part_m[((i64)s * T + t) * N + h]);
+    M = warp_max(M);
+    if (lane == 0) red[warp][32] = M;
+    __syncthreads();
+    M = red[0][32];
+    for (int w = 1; w < 8; ++w) M = fmaxf(M, red[w][32]);
+    float den = 0.0f;
+    for (int s = tid; s < S; s += 256) {
+        const i64 o = ((i64)s * T + t) * N + h;
+        const float m = part_m[o];
+        const float wgt = m == NEG_INF ? 0.0f : exp2f(m - M);
+        sw[s] = wgt;
+        den = fmaf(wgt, part_l[o], den);
+    }
+    den = warp_sum(den);
+    __syncthreads();  // everyone has read red[.][32] and written sw
+    if (lane == 0) red[warp][32] = den;
+    const int j = blockIdx.z * 32 + lane;
+    float acc = 0.0f;
+    if (j < Lkv) {
+#pragma unroll 4
+        for (int s = warp; s < S; s += 8) acc = fmaf(sw[s], part_acc[(((i64)s * T + t) * N + h) * Lkv + j], acc);
+    }
+    red[warp][lane] = acc;
+    __syncthreads();
+    if (warp != 0 || j >= Lkv) return;
+    float total = 0.0f, dsum = 0.0f;
+    for (int w = 0; w < 8; ++w) {
+        total += red[w][lane];
+        dsum += red[w][32];
+    }
+    obar[((i64)t * N + h) * Lkv + j] = total / dsum;
+}
+
+// o [T, N, Dv] (o_dt) = w_uv [N, Dv, Lkv] . obar [T, N, Lkv]; NaN everywhere when pos + T runs past the
+// cache (the host cannot check it without reading pos). Grid (N, ceil(Dv/8), T), 256 threads.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) mla_up(const float* __restrict__ obar,
+                                                         const float* __restrict__ w_uv, int T, int N, int Dv,
+                                                         int Lkv, void* __restrict__ out, int o_dt,
+                                                         const i64* __restrict__ pos, i64 Lmax) {
+    const int h = blockIdx.x, t = blockIdx.z, lane = threadIdx.x & 31;
+    const int v = blockIdx.y * 8 + (threadIdx.x >> 5);
+    if (v >= Dv) return;
+    const float* w = w_uv + ((i64)h * Dv + v) * Lkv;
+    const float* x = obar + ((i64)t * N + h) * Lkv;
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int j = lane; j < Lkv; j += 32) acc = fmaf(w[j], x[j], acc);
+    acc = warp_sum(acc);
+    const i64 p0 = pos[0];
+    if (p0 < 0 || p0 + T > Lmax) acc = QNAN;
+    if (lane == 0) store_act(out, ((i64)t * N + h) * Dv + v, o_dt, acc);
+}

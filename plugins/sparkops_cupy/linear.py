@@ -1,0 +1,84 @@
+"""linear on CUDA: GEMV per token over GGUF blocks with integer dot products (kernels/linear.cu).
+
+Block-quantized weights (Q8_0, Q4_K, Q6_K, IQ1_S) are dotted with Q8_0-quantized activations through
+__dp4a, as llama.cpp does: not the float reference's arithmetic, hence the claim tolerance("act_q8").
+F32/F16/BF16 weights are dotted in float32 with unquantized activations.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sparkops.errors import BadInput
+
+from . import _runtime as rt
+from ._weights import KernelWeight, iq1s_grid, kernel_weight
+
+SOURCES = rt.source_files("linear.cu")
+#: pipeline depth of the weight stream (LINEAR_STAGES in linear.cu)
+STAGES = 3
+#: bytes one pipeline stage aims at (a block keeps STAGES - 1 stages in flight)
+STAGE_TARGET = 16 * 1024
+#: rows a block computes at a time: 8 warps, one row per half-warp
+ROWS_PER_PASS = 16
+
+
+def linear(x, weight):
+    dev = rt.cuda_device("linear", x=x)
+    kw = kernel_weight("linear", "weight", weight, dev)
+    if len(weight.shape) != 2:
+        raise BadInput(f"linear: 'weight' ({weight.name}) has shape {list(weight.shape)}, expected a 2-D "
+                       f"[OUT, IN] weight")
+    n, k = weight.shape
+    rt.expect_shape("linear", "x", x, (None, k), f"rows of the weight's {k} input features")
+    code = rt.act_code("linear", "x", x)
+    x = rt.contiguous(x)
+    y = torch.empty((x.shape[0], n), dtype=x.dtype, device=dev)
+    launch_linear(x, code, kw, n, k, y)
+    return y
+
+
+def staging_bytes(k: int, tokens: int, is_float: bool) -> int:
+    """Shared memory a block needs to stage `tokens` activation rows of length k."""
+    return tokens * k * 4 if is_float else tokens * k + 2 * tokens * (k // 32) * 4
+
+
+def tile_rows(n: int, row_bytes: int, sms: int) -> int:
+    """Rows per streamed tile: ~STAGE_TARGET bytes in whole passes of 16 rows, but small enough that a
+    small matrix still gives every multiprocessor two tiles."""
+    p = ROWS_PER_PASS
+    rt = p * max(1, min(4, STAGE_TARGET // (p * row_bytes)))
+    spread = max(p, (n // (2 * sms) + p - 1) // p * p)
+    return max(1, min(rt, spread))
+
+
+def launch_linear(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    t = x.shape[0]
+    dev = x.device
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    if kw.raw.data_ptr() % 16:
+        raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
+                       f"give it its own allocation (QWeight(raw.clone(), ...))")
+    limit = rt.max_shared_memory(idx)
+    sms = rt.sm_count(idx)
+    nt = 1 if t == 1 else 4
+    rows = tile_rows(n, kw.row_bytes, sms)
+    while True:
+        stage = (rows * kw.row_bytes + 16 + 15) // 16 * 16
+        smem = STAGES * stage + staging_bytes(k, nt, kw.is_float)
+        if smem <= limit:
+            break
+        if rows > 1:
+            rows = max(1, rows // 2)
+        elif nt > 1:
+            nt = 1
+        else:
+                raise BadInput(f"linear: rows of {kw.row_bytes} bytes ({k} inputs) do not fit the cupy GEMV's shared "
+                           f"memory ({smem} > {limit} bytes); use another implementation for this weight")
+    n_tiles = (n + rows - 1) // rows
+    per_sm = max(1, min(8, rt.shared_memory_per_sm(idx) // smem))
+    grid_x = min(n_tiles, sms * per_sm)
+    table = iq1s_grid(dev) if kw.suffix == "iq1_s" else None
+    rt.launch("linear.cu", f"linear_{kw.suffix}_t{nt}", dev, (grid_x, (t + nt - 1) // nt), (256,),
+              (rt.ptr(x), rt.i32(code), rt.i32(t), rt.i32(k), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(kw.wdt),
+               rt.i32(n), rt.i32(rows), rt.i32(stage), rt.ptr(y), rt.ptr(table)), shared_mem=smem)

@@ -1,0 +1,103 @@
+"""moe_experts on CUDA: routed + shared SwiGLU experts for each token (kernels/moe_experts.cu).
+
+Two launches per call: gate/up (silu(gate) * up for the K chosen experts and the shared expert, ids
+read on the device) and down (the weighted combine, one warp per output row, no atomics). When the
+shared expert is stored in another type than the routed experts it gets its own two launches, the
+second accumulating into the output. Block-quantized weights use Q8_0 activations and __dp4a, as
+linear does: claim tolerance("act_q8").
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sparkops.errors import BadInput
+
+from . import _runtime as rt
+from ._weights import KernelWeight, iq1s_grid, kernel_weight
+
+SOURCES = rt.source_files("moe_experts.cu")
+
+
+def _stage_bytes(n: int, is_float: bool) -> int:
+    """Shared memory for n staged inputs (moe_experts.cu: int8 values padded to 16 bytes + 2 floats / 32)."""
+    return 4 * n if is_float else (n + 15) // 16 * 16 + 8 * (n // 32)
+
+
+def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    op = "moe_experts"
+    dev = rt.cuda_device(op, x=x, weights=weights, ids=ids)
+    rt.expect_shape(op, "x", x, (None, None), "[T, D]")
+    t, d = x.shape
+    rt.expect_shape(op, "ids", ids, (t, None), "[T, K]")
+    k = ids.shape[1]
+    rt.expect_shape(op, "weights", weights, (t, k), "[T, K], one weight per chosen expert")
+    for name, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
+        if w is None or len(w.shape) != 3:
+            raise BadInput(f"{op}: '{name}' must be a stacked [E, rows, cols] QWeight")
+    e, f, _ = w_gate.shape
+    if tuple(w_gate.shape) != (e, f, d) or tuple(w_up.shape) != (e, f, d) or tuple(w_down.shape) != (e, d, f):
+        raise BadInput(f"{op}: expert weights must be gate/up [E, F, D] and down [E, D, F] with D = {d}; got "
+                       f"{list(w_gate.shape)}, {list(w_up.shape)}, {list(w_down.shape)}")
+    shared = [s is not None for s in (s_gate, s_up, s_down)]
+    if any(shared) and not all(shared):
+        raise BadInput(f"{op}: pass all three shared-expert weights (s_gate, s_up, s_down) or none")
+    has_shared = all(shared)
+    fs = 0
+    if has_shared:
+        fs = s_gate.shape[0]
+        if tuple(s_gate.shape) != (fs, d) or tuple(s_up.shape) != (fs, d) or tuple(s_down.shape) != (d, fs):
+            raise BadInput(f"{op}: shared expert weights must be gate/up [Fs, D] and down [D, Fs] with D = {d}")
+    if w_gate.qtype != w_up.qtype or (has_shared and s_gate.qtype != s_up.qtype):
+        raise BadInput(f"{op}: gate and up projections must share a quant type (got {w_gate.qtype.name} / "
+                       f"{w_up.qtype.name}); re-quantize one of them")
+    code = rt.act_code(op, "x", x)
+    x = rt.contiguous(x)
+    ids = rt.contiguous(ids.long())
+    weights = rt.contiguous(weights.float())
+    kg, ku, kd = (kernel_weight(op, n, w, dev) for n, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)))
+    same_up = has_shared and s_gate.qtype == w_gate.qtype
+    same_down = has_shared and s_down.qtype == w_down.qtype
+    sg = su = sd = None
+    if has_shared:
+        sg, su, sd = (kernel_weight(op, n, w, dev) for n, w in (("s_gate", s_gate), ("s_up", s_up), ("s_down", s_down)))
+
+    width = k * f + fs
+    h = torch.empty((t, width), dtype=torch.float32, device=dev)
+    y = torch.empty((t, d), dtype=x.dtype, device=dev)
+    _gate_up(x, code, d, kg, ku, f, k, ids, e, sg if same_up else None, su if same_up else None,
+             fs if same_up else 0, h, width, 0)
+    if has_shared and not same_up:
+        _gate_up(x, code, d, sg, su, fs, 1, None, 1, None, None, 0, h, width, k * f)
+    _down(h, width, 0, kd, f, k, ids, e, weights, sd if same_down else None, fs if same_down else 0, d, y, code, 0)
+    if has_shared and not same_down:
+        _down(h, width, k * f, sd, fs, 1, None, 1, None, None, 0, d, y, code, 1)
+    return y
+
+
+def _grid_rows(rows: int, dev: torch.device) -> int:
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    return max(1, min((rows + 7) // 8, rt.sm_count(idx) * 8))
+
+
+def _gate_up(x, code, d, kg: KernelWeight, ku: KernelWeight, f, k, ids, e, sg: KernelWeight | None,
+             su: KernelWeight | None, fs, h, width, h_off) -> None:
+    dev = x.device
+    table = iq1s_grid(dev) if kg.suffix == "iq1_s" else None
+    rows = k * f + fs
+    rt.launch("moe_experts.cu", f"moe_gate_up_{kg.suffix}", dev, (_grid_rows(rows, dev), x.shape[0]), (256,),
+              (rt.ptr(x), rt.i32(code), rt.i32(d), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes), rt.i32(f),
+               rt.i32(k), rt.ptr(ids), rt.i32(e), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None),
+               rt.i32(fs), rt.i32(kg.wdt), rt.ptr(h), rt.i64(width), rt.i32(h_off), rt.ptr(table)),
+              shared_mem=_stage_bytes(d, kg.is_float))
+
+
+def _down(h, width, h_off, kd: KernelWeight, f, k, ids, e, weights, sd: KernelWeight | None, fs, d, y, y_code,
+          accumulate) -> None:
+    dev = h.device
+    table = iq1s_grid(dev) if kd.suffix == "iq1_s" else None
+    rt.launch("moe_experts.cu", f"moe_down_{kd.suffix}", dev, (_grid_rows(d, dev), h.shape[0]), (256,),
+              (rt.ptr(h), rt.i64(width), rt.i32(h_off), rt.ptr(kd.raw), rt.i64(kd.row_bytes), rt.i32(f), rt.i32(k),
+               rt.ptr(ids), rt.i32(e), rt.ptr(weights), rt.ptr(sd.raw if sd else None),
+               rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d), rt.i32(kd.wdt), rt.ptr(y), rt.i32(y_code),
+               rt.i32(accumulate), rt.ptr(table)), shared_mem=_stage_bytes(k * f + fs, kd.is_float))

@@ -1,0 +1,274 @@
+"""The CuPy kernels on CUDA beyond the contract's cases: the 48B's real shapes against the NumPy
+reference, the tensor-core attention split at long contexts and at every tile / slice boundary, the
+fused rmsnorm + quantize kernel byte for byte against its two unfused kernels, no host
+synchronisation inside an op, and a whole decode-like step captured in one CUDA graph and replayed.
+
+Thresholds are the gate's (sparkops/gate/tolerances.py) for the claim each implementation makes.
+Skipped with a reason where there is no CUDA device (tests/conftest.py) or no CuPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as Q
+
+from sparkops.gate.tolerances import rule_for
+from sparkops.gguf.quants import random_blocks
+from sparkops.plugins import load_catalog
+from sparkops.qweight import QWeight
+
+pytestmark = pytest.mark.gpu
+
+cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+
+from sparkops_cupy import attention as cu_attention  # noqa: E402  (after the skip: needs nothing of cupy)
+from sparkops_cupy.kda import kda as cu_kda  # noqa: E402
+from sparkops_cupy.linear import linear as cu_linear  # noqa: E402
+from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
+from sparkops_cupy.quantize_act import quantize_act as cu_quantize  # noqa: E402
+from sparkops_cupy.rmsnorm import rmsnorm as cu_rmsnorm  # noqa: E402
+from sparkops_cupy.rmsnorm_quantize import rmsnorm_quantize, rmsnorm_quantize_unfused  # noqa: E402
+
+DEV = torch.device("cuda")
+
+
+def ref(op: str):
+    return load_catalog().reference(op).resolve()
+
+
+def nmse(got: torch.Tensor, want: torch.Tensor) -> float:
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    assert torch.isfinite(got).all(), "NaN/Inf in the output (unwritten or overflowing values)"
+    return float(((got - want) ** 2).sum() / (want ** 2).sum())
+
+
+def qweight(rng, shape, qtype, std, device=DEV, name="w") -> QWeight:
+    raw = random_blocks(rng, shape, qtype, std)
+    if qtype == Q.BF16:
+        t = torch.from_numpy(raw.view(np.int16).copy()).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(np.ascontiguousarray(raw))
+    return QWeight(t.to(device), qtype, shape, name)
+
+
+def on_cpu(v):
+    if isinstance(v, (torch.Tensor, QWeight)):
+        return v.to("cpu")
+    return v
+
+
+# ---- linear ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q6_K, Q.Q8_0, Q.F32, Q.BF16])
+@pytest.mark.parametrize("out_f,in_f", [(4096, 2304), (2304, 9216), (333, 512)])
+@pytest.mark.parametrize("t", [1, 5])
+def test_linear_at_48b_shapes(qtype, out_f, in_f, t):
+    rng = np.random.default_rng(out_f + in_f + t + int(qtype))
+    g = torch.Generator().manual_seed(int(qtype) * 7 + t)
+    w = qweight(rng, (out_f, in_f), qtype, 0.02)
+    x = torch.randn(t, in_f, generator=g).to(DEV)
+    got = cu_linear(x, w)
+    want = ref("linear")(x.cpu(), w.to("cpu"))
+    assert got.shape == (t, out_f) and got.dtype == x.dtype
+    assert nmse(got, want) <= rule_for("linear", "act_q8").limit
+
+
+def test_linear_bf16_activations_give_bf16():
+    rng = np.random.default_rng(3)
+    w = qweight(rng, (256, 2304), Q.Q4_K, 0.02)
+    x = torch.randn(2, 2304, generator=torch.Generator().manual_seed(3))
+    got = cu_linear(x.to(DEV, torch.bfloat16), w)
+    assert got.dtype == torch.bfloat16
+    want = ref("linear")(x.to(torch.bfloat16).float(), w.to("cpu"))
+    assert nmse(got, want) <= rule_for("linear", "act_q8").limit
+
+
+# ---- attention: the tensor-core split at the 48B decode shape -----------------------------------------------
+
+def _mla_inputs(g, lmax, pos, t=1, n=32, dn=128, r=64, lkv=512, dv=128, dtype=torch.bfloat16):
+    cache = torch.randn(lmax, lkv + r, generator=g).to(dtype)  # rows past pos hold garbage on purpose
+    return dict(q=torch.randn(t, n, dn + r, generator=g).to(dtype), latent=torch.randn(t, lkv + r, generator=g).to(dtype),
+                cache=cache, pos=torch.tensor([pos]), w_uk=torch.randn(n, dn, lkv, generator=g) * lkv ** -0.5,
+                w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
+
+
+@pytest.mark.parametrize("lmax,pos", [(70, 0), (200, 63), (200, 64), (4000, 130), (9000, 8447), (20000, 19999)])
+def test_attention_tensor_core_split_matches_reference(lmax, pos):
+    g = torch.Generator().manual_seed(lmax + pos)
+    args = _mla_inputs(g, lmax, pos)
+    cpu = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    assert cu_attention.uses_tensor_cores(1, 32, 512, 64, dev["cache"])
+    got = cu_attention.attention(**dev)
+    want = ref("attention")(cpu["q"].float(), cpu["latent"].float(), cpu["cache"].float(), cpu["pos"],
+                            cpu["w_uk"], cpu["w_uv"], cpu["scale"])
+    assert got.dtype == torch.bfloat16
+    assert nmse(got, want) <= rule_for("attention", "bf16").limit
+    cache = dev["cache"].cpu()
+    assert torch.equal(cache[pos], args["latent"][0]), "the new latent row was not written at pos"
+    untouched = torch.ones(lmax, dtype=torch.bool)
+    untouched[pos] = False
+    assert torch.equal(cache[untouched], args["cache"][untouched]), "rows other than pos changed"
+
+
+def test_attention_fp32_generic_split_long_context():
+    g = torch.Generator().manual_seed(11)
+    args = _mla_inputs(g, 3000, 2500, t=2, dtype=torch.float32)
+    dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    got = cu_attention.attention(**dev)
+    want = ref("attention")(**{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()})
+    assert nmse(got, want) <= rule_for("attention", "fp32").limit
+
+
+def test_attention_position_past_the_cache_gives_nan_not_a_crash():
+    g = torch.Generator().manual_seed(5)
+    args = _mla_inputs(g, 64, 64)  # writing row 64 of a 64-row cache
+    dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    out = cu_attention.attention(**dev)
+    assert torch.isnan(out.float()).all()
+
+
+# ---- kda and moe at the 48B's shapes --------------------------------------------------------------------
+
+@pytest.mark.parametrize("steps", [(1, 1, 1), (5, 1)])
+def test_kda_at_48b_shape(steps):
+    g = torch.Generator().manual_seed(sum(steps))
+    h, d = 32, 128
+    a = -torch.exp(torch.rand(h, generator=g) * 2 - 1)
+    dt_bias = torch.randn(h * d, generator=g) * 0.5
+    state = torch.randn(h, d, d, generator=g) * 0.1
+    s_dev, s_ref = state.to(DEV), state.clone()
+    for t in steps:
+        args = dict(q=torch.randn(t, h, d, generator=g), k=torch.randn(t, h, d, generator=g),
+                    v=torch.randn(t, h, d, generator=g), g=torch.randn(t, h, d, generator=g),
+                    beta=torch.randn(t, h, generator=g) * 2, a=a, dt_bias=dt_bias)
+        got = cu_kda(**{k: v.to(DEV) for k, v in args.items()}, state=s_dev, scale=d ** -0.5, l2_eps=1e-6)
+        want = ref("kda")(**args, state=s_ref, scale=d ** -0.5, l2_eps=1e-6)
+        assert nmse(got, want) <= rule_for("kda", "fp32").limit
+        assert nmse(s_dev, s_ref) <= rule_for("kda", "fp32").limit
+
+
+@pytest.mark.parametrize("qtype,shared_qtype", [(Q.Q4_K, Q.Q4_K), (Q.IQ1_S, Q.IQ1_S), (Q.Q6_K, Q.Q6_K),
+                                                (Q.Q8_0, Q.Q8_0), (Q.Q4_K, Q.Q8_0), (Q.F32, None)])
+@pytest.mark.parametrize("t", [1, 3])
+def test_moe_experts_at_48b_shape(qtype, shared_qtype, t):
+    rng = np.random.default_rng(int(qtype) * 10 + t)
+    g = torch.Generator().manual_seed(int(qtype) + t)
+    d, f, e, k = 2304, 1024, 24, 8
+    w = dict(w_gate=qweight(rng, (e, f, d), qtype, d ** -0.5), w_up=qweight(rng, (e, f, d), qtype, d ** -0.5),
+             w_down=qweight(rng, (e, d, f), qtype, f ** -0.5))
+    if shared_qtype is None:
+        w.update(s_gate=None, s_up=None, s_down=None)
+    else:
+        w.update(s_gate=qweight(rng, (f, d), shared_qtype, d ** -0.5), s_up=qweight(rng, (f, d), shared_qtype, d ** -0.5),
+                 s_down=qweight(rng, (d, f), shared_qtype, f ** -0.5))
+    ids = torch.stack([torch.randperm(e, generator=g)[:k] for _ in range(t)])
+    x, weights = torch.randn(t, d, generator=g), torch.rand(t, k, generator=g) + 0.1
+    got = cu_moe(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)
+    want = ref("moe_experts")(x, weights, ids, **{n: on_cpu(v) for n, v in w.items()})
+    variant = "fp32" if qtype == Q.F32 else "act_q8"
+    assert nmse(got, want) <= rule_for("moe_experts", variant).limit
+
+
+# ---- the fused rmsnorm + quantize kernel -----------------------------------------------------------------
+
+@pytest.mark.parametrize("t,d", [(1, 64), (7, 96), (33, 256), (3, 512), (1, 1024), (1, 2304), (5, 2304), (2, 4096),
+                                 (3, 9216)])
+def test_fused_rmsnorm_quantize_is_byte_identical_to_the_unfused_pair(t, d):
+    g = torch.Generator().manual_seed(t * 1000 + d)
+    x = (torch.randn(t, d, generator=g) * (1 + 10 * torch.rand(1, generator=g))).to(DEV)
+    x[0, :32] = 0.0  # an all-zero block: its scale is 0 in both
+    w = torch.randn(d, generator=g).to(DEV)
+    q1, d1 = rmsnorm_quantize(x, w, 1e-5)
+    q2, d2 = rmsnorm_quantize_unfused(x, w, 1e-5)
+    assert torch.equal(q1, q2) and torch.equal(d1.view(torch.int32), d2.view(torch.int32))
+    # and the pair is what its parts mean: quantize_act of the reference norm, up to norm rounding
+    y = ref("rmsnorm")(x.cpu(), w.cpu(), 1e-5)
+    qr, dr = ref("quantize_act")(y)
+    assert (q1.cpu().int() - qr.int()).abs().max() <= 1
+    assert torch.allclose(d1.cpu(), dr, rtol=1e-3, atol=0)
+
+
+def test_quantize_act_matches_reference_bit_for_bit_at_48b_width():
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(4, 2304, generator=g) * 5
+    x[1, 64:96] = 0.0
+    x[2, :32] = torch.randint(-5, 6, (32,), generator=g).float() * 0.5  # exact half-way points
+    q, d = cu_quantize(x.to(DEV))
+    qr, dr = ref("quantize_act")(x)
+    assert torch.equal(q.cpu(), qr) and torch.equal(d.cpu().view(torch.int32), dr.view(torch.int32))
+
+
+# ---- launch discipline: no host synchronisation, one capturable decode step --------------------------------
+
+def _decode_step_inputs(g):
+    rng = np.random.default_rng(1)
+    h, d = 32, 128
+    return dict(
+        x=torch.randn(1, 2304, generator=g).to(DEV), norm_w=torch.randn(2304, generator=g).to(DEV),
+        w_q=qweight(rng, (h * d, 2304), Q.Q4_K, 0.02), w_o=qweight(rng, (2304, h * d), Q.IQ1_S, 0.02),
+        kda=dict(a=(-torch.exp(torch.rand(h, generator=g))).to(DEV), dt_bias=torch.randn(h * d, generator=g).to(DEV),
+                 state=(torch.randn(h, d, d, generator=g) * 0.1).to(DEV)),
+        mla={k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in _mla_inputs(g, 4096, 1000).items()},
+        moe=dict(weights=(torch.rand(1, 8, generator=g) + 0.1).to(DEV), ids=torch.randperm(16, generator=g)[:8][None].to(DEV),
+                 w_gate=qweight(rng, (16, 1024, 2304), Q.Q4_K, 0.02), w_up=qweight(rng, (16, 1024, 2304), Q.Q4_K, 0.02),
+                 w_down=qweight(rng, (16, 2304, 1024), Q.Q4_K, 0.03), s_gate=qweight(rng, (1024, 2304), Q.Q4_K, 0.02),
+                 s_up=qweight(rng, (1024, 2304), Q.Q4_K, 0.02), s_down=qweight(rng, (2304, 1024), Q.Q4_K, 0.03)),
+    )
+
+
+def _decode_step(s):
+    """A decode-shaped chain through every cupy op (not the model: a launch-discipline harness)."""
+    h = cu_rmsnorm(s["x"], s["norm_w"], 1e-5)
+    q8, _ = cu_quantize(h)
+    qkv = cu_linear(h, s["w_q"]).view(1, 32, 128)
+    kd = s["kda"]
+    o = cu_kda(qkv, qkv * 0.5, qkv, qkv, qkv[:, :, 0].contiguous(), kd["a"], kd["dt_bias"], kd["state"], 128 ** -0.5,
+               1e-6)
+    y = cu_linear(o.reshape(1, -1), s["w_o"])
+    m = s["mla"]
+    att = cu_attention.attention(m["q"], m["latent"], m["cache"], m["pos"], m["w_uk"], m["w_uv"], m["scale"])
+    f = cu_moe(y + att.float().reshape(1, -1)[:, :2304] + q8[:, :2304].float(), **s["moe"])
+    return f
+
+
+def test_ops_never_synchronise_the_host():
+    s = _decode_step_inputs(torch.Generator().manual_seed(2))
+    _decode_step(s)  # compile, upload tables
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        _decode_step(s)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
+def test_decode_step_captures_in_one_cuda_graph_and_replays_exactly():
+    s = _decode_step_inputs(torch.Generator().manual_seed(4))
+    state0 = s["kda"]["state"].clone()
+    cache0 = s["mla"]["cache"].clone()
+    _decode_step(s)
+    torch.cuda.synchronize()
+    s["kda"]["state"].copy_(state0)
+    s["mla"]["cache"].copy_(cache0)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = _decode_step(s)
+    results = []
+    for p in (1000, 2000):  # the position is read on the device: the same graph serves both
+        s["kda"]["state"].copy_(state0)
+        s["mla"]["cache"].copy_(cache0)
+        s["mla"]["pos"].fill_(p)
+        graph.replay()
+        torch.cuda.synchronize()
+        results.append((out.clone(), s["kda"]["state"].clone(), s["mla"]["cache"].clone()))
+        s["kda"]["state"].copy_(state0)
+        s["mla"]["cache"].copy_(cache0)
+        eager = _decode_step(s)
+        torch.cuda.synchronize()
+        assert torch.equal(results[-1][0], eager), f"graph replay at pos {p} differs from the eager step"
+        assert torch.equal(results[-1][1], s["kda"]["state"]) and torch.equal(results[-1][2], s["mla"]["cache"])
+    assert not torch.equal(results[0][0], results[1][0]), "changing pos on the device changed nothing"

@@ -1,0 +1,47 @@
+"""Device time of every CuPy kernel at the 48B's decode shapes, printed against the 4.04 TB/s ceiling.
+
+Real random data, argument sets rotated so that together they are 3x the L2, CUDA events around many
+calls replayed from one captured CUDA graph (sparkops_cupy._workloads). The figures are printed (run
+pytest with -s), not asserted: speed goals are judged on the bench (bench/test_bench_cupy.py), where
+the cupy, triton and torch implementations run side by side. This test does fail when a kernel cannot
+be captured in a CUDA graph, since the decode step must be.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sparkops.plugins import load_catalog
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+
+from sparkops_cupy import IMPLEMENTATIONS  # noqa: E402
+from sparkops_cupy._workloads import describe, time_op, workloads  # noqa: E402
+
+WORKLOADS = workloads()
+#: the implementation timed per op (the fp32-claim one; attention's bf16 claim runs the same function)
+IMPL = {op: name for op, name, *_ in reversed(IMPLEMENTATIONS)}
+_rows: list[str] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table():
+    yield
+    if _rows:
+        print("\n\ncupy kernels at the 48B decode shapes (device time per call):")
+        print("\n".join(_rows))
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=[f"{w.op}:{w.label}" for w in WORKLOADS])
+def test_time_at_48b_shape(w):
+    impl = load_catalog().get(w.op, IMPL[w.op])
+    sets, nbytes = w.build(torch.device("cuda"), 1234)
+    t = time_op(w.op, impl.resolve(), sets, nbytes)
+    line = f"{w.op:>12} {w.label:<48} {describe(t)}" + (f"   goal: {w.target}" if w.target else "")
+    _rows.append(line)
+    print(line)
+    assert t.mode == "graph", f"{impl.key} could not be captured in a CUDA graph: {t.mode}"
+    assert 0 < t.fraction <= 1.05, f"{impl.key}: {100 * t.fraction:.0f}% of the ceiling cannot be right (bytes?)"
