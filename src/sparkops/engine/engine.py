@@ -38,7 +38,8 @@ class GenerationStats:
 
 class Engine:
     def __init__(self, model: ModelWeights, ops: Ops, *, max_context: int | None = None,
-                 dtype: torch.dtype = torch.float32, cache_dtype: torch.dtype | None = None):
+                 dtype: torch.dtype = torch.float32, cache_dtype: torch.dtype | None = None,
+                 prefill_chunk: int | None = None):
         self.device = torch.device(ops.device)
         if model.embed.device.type != self.device.type:
             model = model.to(self.device)
@@ -46,6 +47,7 @@ class Engine:
         self.ops = ops
         self.config = model.config
         self.dtype = dtype
+        self.prefill_chunk = prefill_chunk
         self.max_context = int(max_context or min(self.config.context_length, 4096))
         if self.max_context > self.config.context_length:
             raise BadInput(f"max_context {self.max_context} exceeds the model's context length "
@@ -53,13 +55,29 @@ class Engine:
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype)
 
     # -- the two phases ------------------------------------------------------------------------
-    def prefill(self, tokens: torch.Tensor | list[int], *, last_only: bool = False) -> torch.Tensor:
-        """Feed T tokens in one forward; float32 logits [T, V] (or [1, V] with last_only)."""
+    def prefill(self, tokens: torch.Tensor | list[int], *, last_only: bool = False,
+                chunk_size: int | None = None) -> torch.Tensor:
+        """Feed T tokens; float32 logits [T, V] (or [1, V] with last_only).
+
+        The prompt goes through the model in chunks of `chunk_size` tokens (default: the engine's
+        `prefill_chunk`, None = all at once). Each chunk is one forward over every layer, continuing
+        the caches, so the result equals one whole-prompt forward up to rounding; the chunk bounds
+        the activation memory of long prompts.
+        """
         ids = self._tokens(tokens)
+        chunk = chunk_size if chunk_size is not None else self.prefill_chunk
+        if chunk is not None and chunk < 1:
+            raise BadInput(f"chunk_size must be at least 1, got {chunk}")
+        step = ids.shape[0] if chunk is None else chunk
+        out = []
         with torch.inference_mode():
-            logits = forward(self.ops, self.model, self.state, ids, self.dtype, last_only)
-        self.state.length += ids.shape[0]
-        return logits.float()
+            for start in range(0, ids.shape[0], step):
+                part = ids[start:start + step]
+                logits = forward(self.ops, self.model, self.state, part, self.dtype, last_only)
+                self.state.length += part.shape[0]
+                if not last_only or start + step >= ids.shape[0]:  # with last_only, only the final row counts
+                    out.append(logits)
+        return torch.cat(out).float() if len(out) > 1 else out[0].float()
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""
