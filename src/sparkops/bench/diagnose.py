@@ -1,0 +1,298 @@
+"""`sparkops diagnose`: which ceiling binds a decode step, with a number per ceiling (seed, lecture 03).
+
+For one model at one depth:
+  paper     bytes and FLOPs per token from the config and the weights' quant types (`costs.py`);
+            works with no weights at all (`--paper`, e.g. the 2.8T preset);
+  ceilings  measured here: read bandwidth, matmul rate, launch latency eager and in a CUDA graph
+            (`ceilings.py`); on paper, the anchors' H200 figures (scaled by --gpus, collectives ignored);
+  profile   one engine at the depth (filled and verified like the scoreboard does), decode steps timed:
+            wall time per token; kernels launched per token (torch.profiler's CUDA kernels on a GPU,
+            op calls through the Ops object on the CPU); device-busy time (kernel time on a GPU, time
+            inside the ops on the CPU) against wall time;
+  verdict   the binding ceiling - launch overhead (the device idles between launches), occupancy (the
+            device is busy but far below the roofline), bandwidth or compute (at the roofline) or
+            collectives (multi-device: none here) - and the predicted gain of lifting it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..config import ModelConfig
+from ..weights import ModelWeights
+from . import ceilings as ceil
+from . import depth as dep
+from .costs import TokenCost, token_cost
+from .roofline import point as roofline_point
+from .timing import RegionTimer, sync
+
+#: below this share of wall time on the device, the host (Python, launches) is what the step waits on
+BUSY_LAUNCH_BOUND = 0.5
+#: within this factor of the roofline floor, the device-busy time is at the roofline
+AT_ROOFLINE = 1.5
+
+
+@dataclass
+class StepProfile:
+    wall_s: float  # median seconds per decode token
+    busy_s: float  # seconds per token the device (or the ops, on CPU) was busy
+    kernels: int  # kernels (CUDA) or op calls (CPU) per token
+    by_op: dict[str, dict[str, float]] = field(default_factory=dict)  # op -> calls, seconds per token
+    how: str = ""
+
+    @property
+    def busy_fraction(self) -> float:
+        return self.busy_s / self.wall_s if self.wall_s else float("nan")
+
+
+@dataclass
+class Diagnosis:
+    model: str
+    mix: str
+    depth: int
+    device: str
+    ceilings: ceil.Ceilings
+    decode: TokenCost
+    prefill: TokenCost
+    gpus: int = 1
+    profile: StepProfile | None = None
+    paper: bool = False
+    verdict: dict[str, Any] = field(default_factory=dict)
+    memory_bytes: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "mix": self.mix, "depth": self.depth, "device": self.device, "gpus": self.gpus,
+                "paper": self.paper, "ceilings": self.ceilings.as_dict(), "decode": self.decode.as_dict(),
+                "prefill": self.prefill.as_dict(), "memory_bytes": self.memory_bytes,
+                "profile": None if self.profile is None else {
+                    "wall_s": self.profile.wall_s, "busy_s": self.profile.busy_s, "kernels": self.profile.kernels,
+                    "busy_fraction": self.profile.busy_fraction, "by_op": self.profile.by_op, "how": self.profile.how},
+                "verdict": self.verdict}
+
+
+def scaled(c: ceil.Ceilings, gpus: int) -> ceil.Ceilings:
+    """Ceilings of `gpus` devices in perfect tensor parallel (collectives ignored: an upper bound)."""
+    if gpus == 1:
+        return c
+    return ceil.Ceilings(f"{gpus} x {c.device}", c.read_bandwidth * gpus, c.copy_bandwidth * gpus,
+                         c.matmul_flops * gpus, c.matmul_dtype, c.launch_eager_s, c.launch_graph_s, c.buffer_bytes)
+
+
+# -- profiling one decode step ---------------------------------------------------------------------
+class _CountingOps:
+    """Wraps an engine's Ops: counts calls and time inside each op (CPU: the 'busy' time)."""
+
+    def __init__(self, ops: Any, device: str):
+        self._ops, self._device = ops, device
+        self.calls: Counter[str] = Counter()
+        self.seconds: dict[str, float] = defaultdict(float)
+        from ..ops import OP_NAMES
+
+        for name in OP_NAMES:
+            setattr(self, name, self._wrap(name, getattr(ops, name)))
+
+    def _wrap(self, name: str, fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            t0 = time.perf_counter()
+            out = fn(*args, **kwargs)
+            self.seconds[name] += time.perf_counter() - t0
+            return out
+
+        return call
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self._ops, item)
+
+
+def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str) -> StepProfile:
+    """Wall, busy and kernel count per decode token at `depth` (engine filled and verified here)."""
+    engine.reset()
+    prompt = dep.random_tokens(depth + steps, engine.config.vocab_size, seed)
+    dep.fill(engine, prompt[:depth], 2048)  # chunks: the same cache, bounded activations
+    dep.verify_depth(engine, depth, fresh=True, need=steps)
+    snap = dep.Snapshot(engine)
+    toks = prompt[depth:depth + steps].to(engine.device)
+
+    def decode_all() -> None:
+        for i in range(steps):
+            engine.decode(toks[i:i + 1])
+
+    snap.restore()
+    decode_all()  # warm-up
+    walls = []
+    for _ in range(3):
+        snap.restore()
+        with RegionTimer(device) as t:
+            decode_all()
+        walls.append(t.seconds / steps)
+    wall = statistics.median(walls)
+
+    real_ops = engine.ops
+    counting = _CountingOps(real_ops, device)
+    engine.ops = counting
+    try:
+        snap.restore()
+        with RegionTimer(device) as t:  # busy and wall of the SAME run: their ratio is the busy fraction
+            if device == "cuda":
+                kernels, busy, _ = _cuda_kernels(decode_all)
+                how = "torch.profiler: CUDA kernels launched and their summed device time"
+            else:
+                decode_all()
+                kernels, busy = sum(counting.calls.values()), sum(counting.seconds.values())
+                how = "op calls through the Ops object; busy = time inside the ops (the rest is the Python graph)"
+    finally:
+        engine.ops = real_ops
+    fraction = min(1.0, busy / t.seconds) if t.seconds > 0 else float("nan")
+    by_op = {op: {"calls": counting.calls[op] / steps, "seconds": counting.seconds[op] / steps}
+             for op in sorted(counting.calls, key=lambda o: -counting.seconds[o])}
+    # busy per token: the profiled run's busy share of the clean (unwrapped, unprofiled) wall time
+    return StepProfile(wall, fraction * wall, round(kernels / steps), by_op, how)
+
+
+def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float]]:
+    """(kernels launched, seconds the device was busy (kernels, copies, memsets), seconds by name)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sync("cuda")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        sync("cuda")
+    count, busy = 0, 0.0
+    by_name: dict[str, float] = defaultdict(float)
+    for e in prof.events():
+        if not str(getattr(e, "device_type", "")).endswith("CUDA"):
+            continue
+        seconds = e.time_range.elapsed_us() / 1e6
+        busy += seconds  # copies and memsets keep the device busy too (a host round trip shows up here)
+        by_name[e.name] += seconds
+        if not e.name.startswith(("Memcpy", "Memset")):
+            count += 1
+    return count, busy, dict(by_name)
+
+
+# -- the verdict -----------------------------------------------------------------------------------
+def verdict(d: Diagnosis) -> dict[str, Any]:
+    """The binding ceiling with a number per ceiling and the predicted gain of lifting it."""
+    c, cost = d.ceilings, d.decode
+    t_bw = cost.bytes / c.read_bandwidth
+    t_fl = cost.flops / c.matmul_flops
+    floor = max(t_bw, t_fl)
+    at = "bandwidth" if t_bw >= t_fl else "compute"
+    out: dict[str, Any] = {
+        "roofline_tok_s": 1 / floor, "time_bandwidth_s": t_bw, "time_compute_s": t_fl, "roofline_bound": at,
+        "collectives": "none: one device" if d.gpus == 1 else
+        f"ignored on paper ({d.gpus} devices assumed in perfect tensor parallel: an upper bound)",
+    }
+    p = d.profile
+    if p is None:
+        out.update(binding=at, predicted_gain=None,
+                   why=f"on paper the best a token can do is {1 / floor:.4g} tok/s, {at}-bound "
+                       f"({cost.bytes / 1e9:.4g} GB and {cost.flops / 1e9:.4g} GFLOP per token); measure a real "
+                       f"step (without --paper) to see which ceiling actually binds")
+        return out
+    graph = c.launch_graph_s if c.launch_graph_s is not None else None
+    launch_eager = p.kernels * (c.launch_eager_s or 0.0)
+    launch_graph = p.kernels * graph if graph is not None else None
+    achieved_bw = cost.bytes / p.busy_s if p.busy_s else 0.0
+    out.update({
+        "wall_s": p.wall_s, "busy_s": p.busy_s, "busy_fraction": p.busy_fraction, "kernels_per_token": p.kernels,
+        "launch_eager_s": launch_eager, "launch_graph_s": launch_graph, "measured_tok_s": 1 / p.wall_s,
+        "fraction_of_roofline": floor / p.wall_s, "busy_bandwidth": achieved_bw,
+        "busy_fraction_of_peak_bandwidth": achieved_bw / c.read_bandwidth,
+    })
+    if p.busy_fraction < BUSY_LAUNCH_BOUND:
+        target = max(p.busy_s, launch_graph or 0.0, floor)
+        out.update(binding="launch overhead",
+                   predicted_gain=max(1.0, p.wall_s / target),
+                   why=f"the device is busy {100 * p.busy_fraction:.0f}% of the step: {p.kernels} launches per token "
+                       f"from Python cost ~{1e3 * launch_eager:.3g} ms at {1e6 * (c.launch_eager_s or 0):.3g} us each; "
+                       f"replayed from one CUDA graph they would cost "
+                       f"{'~%.3g ms' % (1e3 * launch_graph) if launch_graph is not None else 'next to nothing'}. "
+                       f"Lifting it (a graph-resident step) leaves the busy time: {p.wall_s * 1e3:.3g} -> "
+                       f"{target * 1e3:.3g} ms per token")
+    elif p.busy_s <= AT_ROOFLINE * floor:
+        out.update(binding=at, predicted_gain=max(1.0, p.wall_s / floor),
+                   why=f"the step is busy {100 * p.busy_fraction:.0f}% of the time and within {AT_ROOFLINE}x of the "
+                       f"{at} floor ({1e3 * floor:.3g} ms): only fewer bytes (a smaller quant, a smaller cache) "
+                       f"or fewer FLOPs move it")
+    else:
+        out.update(binding="occupancy", predicted_gain=max(1.0, p.wall_s / (p.wall_s - p.busy_s + floor)),
+                   why=f"the device is busy {100 * p.busy_fraction:.0f}% of the step but reaches only "
+                       f"{100 * achieved_bw / c.read_bandwidth:.1f}% of the measured bandwidth while busy: kernels "
+                       f"that do not fill the chip (grids, split-K / split-context). At the roofline the busy "
+                       f"time would drop {1e3 * p.busy_s:.3g} -> {1e3 * floor:.3g} ms")
+    return out
+
+
+# -- entry points ----------------------------------------------------------------------------------
+def on_paper(config: ModelConfig, mix: str, depth: int, *, prefill_tokens: int = 32768, gpus: int = 1,
+             ceilings: ceil.Ceilings | None = None) -> Diagnosis:
+    from ..gguf.mix import quant_mix_bytes
+
+    c = scaled(ceilings or ceil.H200_ANCHORS, gpus)
+    d = Diagnosis(config.name, mix, depth, c.device, c, token_cost(config, "decode", depth=depth, mix=mix),
+                  token_cost(config, "prefill", tokens=prefill_tokens, mix=mix), gpus=gpus, paper=True,
+                  memory_bytes=float(quant_mix_bytes(config, mix)["total"]))
+    d.verdict = verdict(d)
+    return d
+
+
+def measured(weights: ModelWeights, registry: Any, depth: int, *, device: str, dtype: torch.dtype,
+             steps: int = 8, seed: int = 0, prefill_tokens: int = 32768, ceiling_bytes: int | None = None,
+             matmul_n: int | None = None) -> Diagnosis:
+    from ..engine import Engine
+    from ..engine.loading import make_ops
+    from .harness import model_info
+
+    c = ceil.measure(device, nbytes=ceiling_bytes, matmul_n=matmul_n, working_set=weights.nbytes)
+    on_device = weights if weights.embed.device.type == device else weights.to(device)
+    engine = Engine(on_device, make_ops(device, registry), max_context=depth + steps, dtype=dtype)
+    prof = profile_decode(engine, depth, steps, seed, device)
+    elsize = dep.mla_caches(engine)[0][1].element_size()
+    info = model_info(weights)
+    d = Diagnosis(info["name"], info["mix"], depth, device, c,
+                  token_cost(weights.config, "decode", depth=depth, weights=weights, cache_elsize=elsize),
+                  token_cost(weights.config, "prefill", tokens=prefill_tokens, weights=weights, cache_elsize=elsize),
+                  profile=prof, memory_bytes=float(weights.nbytes))
+    d.verdict = verdict(d)
+    return d
+
+
+def roofline_points(d: Diagnosis, depths: tuple[int, ...] = (0, 4096, 32768, 131072)) -> list[dict[str, Any]]:
+    """The measured point (if any) and, for context, each depth's decode ceiling and the prefill's."""
+    pts = []
+    if d.profile is not None:
+        rp = roofline_point(1 / d.profile.wall_s, d.decode, d.ceilings)
+        pts.append({"label": f"measured decode d={d.depth}", "intensity": rp.intensity,
+                    "achieved_flops": rp.achieved_flops})
+    cfg = _config_of(d)
+    if cfg is not None:
+        for L in depths:
+            cost = token_cost(cfg, "decode", depth=L, mix=d.mix) if d.paper else None
+            if cost is None:
+                continue
+            rp = roofline_point(1.0, cost, d.ceilings)
+            pts.append({"label": f"ceiling decode d={L}", "intensity": cost.intensity,
+                        "achieved_flops": rp.ceiling_rate * cost.flops})
+    rp = roofline_point(1.0, d.prefill, d.ceilings)
+    pts.append({"label": f"ceiling prefill {d.prefill.tokens}", "intensity": d.prefill.intensity,
+                "achieved_flops": rp.ceiling_rate * d.prefill.flops})
+    return [p for p in pts if p["intensity"] and math.isfinite(p["intensity"]) and p["achieved_flops"] > 0]
+
+
+def _config_of(d: Diagnosis) -> ModelConfig | None:
+    from ..config import load_preset
+    from ..errors import SparkopsError
+
+    try:
+        return load_preset(d.model)
+    except SparkopsError:
+        return None

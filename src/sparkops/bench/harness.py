@@ -1,0 +1,325 @@
+"""The interleaved A/B harness: same box, same process, same weights, ABAB..., gate first.
+
+    run = run_bench(request, weights)        # raises instead of returning a figure it cannot stand behind
+
+Order of events, and why:
+  1. the model gate runs on every registry to be timed (same weights, device, dtype); one failure
+     and nothing is timed, printed or recorded (GateRefused);
+  2. the machine's ceilings are measured (bandwidth, matmul rate) for the roofline refusal;
+  3. one Engine per registry, all sharing ONE weights object on the device (no second copy, no
+     difference in placement between A and B), caches sized from the request - never a constant;
+  4. per depth: each engine is filled with the same seeded random prompt and `verify_depth` proves
+     the caches hold exactly D tokens; warm-up rounds (ABAB, untimed) then timed rounds (ABAB),
+     each decode round restored to depth D first, so every round times steps D..D+N-1;
+  5. after timing: the lengths must be D+N, the context rows unchanged (fingerprint), and no figure
+     may exceed 100% of the roofline (AboveCeiling).
+A peer (llama-bench) joins each round after the sparkops arms: A, B, peer, A, B, peer, ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..engine import Engine
+from ..engine.loading import make_ops
+from ..errors import BadInput
+from ..weights import ModelWeights
+from . import ceilings as ceil
+from . import depth as dep
+from . import gating, peer as peer_mod, provenance
+from .costs import TokenCost, token_cost
+from .roofline import point as roofline_point, refuse_above_ceiling
+from .timing import RegionTimer, Spread, pair_ratios, sync, tier_of_pairs
+
+PHASES = ("decode", "prefill")
+#: default chunk of the untimed fills (llama.cpp's ubatch in anchors section 2)
+FILL_CHUNK = 2048
+_DTYPES = {"float32": torch.float32, "f32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+           "float16": torch.float16, "f16": torch.float16}
+
+
+def parse_dtype(text: str | None) -> torch.dtype | None:
+    if text in (None, "auto"):
+        return None
+    if text not in _DTYPES:
+        raise BadInput(f"--dtype {text}: use auto, float32, bfloat16 or float16")
+    return _DTYPES[text]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+@dataclass
+class BenchRequest:
+    phase: str  # "decode" | "prefill"
+    depths: tuple[int, ...]  # decode: context depths; prefill: context cached before the prompt
+    tokens: int  # decode: steps timed per round; prefill: prompt length
+    registries: list[tuple[str, Path]]  # [("A", path)] or [("A", a), ("B", b)]
+    repeats: int = 5
+    warmup: int = 1
+    seed: int = 0
+    device: str = "cpu"
+    dtype: torch.dtype | None = None  # None: each registry's gate dtype (bf16 registries in bfloat16)
+    chunk: int | None = None  # prefill in chunks of this many tokens (fills and the timed prefill)
+    gate_depths: tuple[int, ...] | None = None
+    gate_golden: Path | None = None
+    peer: peer_mod.PeerSpec | None = None
+    peer_gguf: Path | None = None
+    ceiling_bytes: int | None = None  # bandwidth micro-benchmark size (default: far beyond any cache)
+    matmul_n: int | None = None
+
+    def validate(self, config) -> None:
+        if self.phase not in PHASES:
+            raise BadInput(f"unknown phase '{self.phase}'; use one of {', '.join(PHASES)}")
+        if not self.depths or any(d < 0 for d in self.depths):
+            raise BadInput("--depth: give one or more depths >= 0, e.g. --depth 0,4096,32768")
+        if self.tokens < 1:
+            raise BadInput("--tokens must be at least 1")
+        if self.repeats < 1 or self.warmup < 0:
+            raise BadInput("--repeats must be >= 1 and --warmup >= 0")
+        if not 1 <= len(self.registries) <= 2:
+            raise BadInput("one registry, or two with --vs")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise BadInput("--device cuda was asked for, but this machine has no CUDA device; use --device cpu")
+        need = self.max_context
+        if need > config.context_length:
+            raise BadInput(f"depth {max(self.depths)} + {self.tokens} tokens = {need} exceeds {config.name}'s context "
+                           f"length {config.context_length}")
+        if self.peer is not None and self.peer_gguf is None:
+            raise BadInput("--peer needs the model as a GGUF file (the peer runs the same file); "
+                           "pass --model FILE.gguf")
+
+    @property
+    def fill_chunk(self) -> int:
+        """Chunk of the untimed fills up to a depth: --chunk, else FILL_CHUNK (a 131072-token context filled
+        in one forward would need the whole prompt's activations at once; chunks give the same cache)."""
+        return self.chunk or FILL_CHUNK
+
+    @property
+    def max_context(self) -> int:
+        """The cache size this request needs (every timed token has its row; nothing hard-coded)."""
+        return max(self.depths) + self.tokens
+
+
+@dataclass
+class ArmFigures:
+    label: str
+    registry: str
+    dtype: str
+    rates: list[float]  # tokens/s, one per timed round
+    proof: dict[str, Any]
+    roofline: dict[str, Any] = field(default_factory=dict)
+    selections: dict[str, str] = field(default_factory=dict)  # op -> the implementation that ran (a path is not enough)
+
+    @property
+    def spread(self) -> Spread:
+        return Spread.of(self.rates)
+
+    @property
+    def median(self) -> float:
+        return self.spread.median
+
+
+@dataclass
+class Point:
+    phase: str
+    depth: int
+    tokens: int
+    arms: dict[str, ArmFigures]
+    order: list[str]  # who ran, in order, over the timed rounds ("A", "B", "peer")
+    warmup_order: list[str]
+    cost: TokenCost
+    peer_rates: list[float] = field(default_factory=list)
+    peer_figures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ratios(self) -> list[float] | None:
+        if "B" not in self.arms:
+            return None
+        return pair_ratios(self.arms["A"].rates, self.arms["B"].rates)
+
+    @property
+    def tier(self) -> str | None:
+        r = self.ratios
+        return tier_of_pairs(r) if r else None
+
+    @property
+    def where(self) -> str:
+        if self.phase == "decode":
+            return f"decode at depth {self.depth} (steps {self.depth}..{self.depth + self.tokens - 1})"
+        return f"prefill of {self.tokens} tokens" + (f" after {self.depth} cached" if self.depth else "")
+
+
+@dataclass
+class BenchRun:
+    request: BenchRequest
+    model: dict[str, Any]  # name, mix, path
+    env: dict[str, Any]
+    gates: dict[str, gating.GateVerdict]
+    ceilings: ceil.Ceilings
+    points: list[Point]
+    command: str = ""
+
+
+#: what the harness calls to gate a registry (tests replace it to prove refusal)
+GATE: Callable[..., gating.GateVerdict] = gating.gate
+
+
+def model_info(weights: ModelWeights, source: str | Path | None = None) -> dict[str, Any]:
+    meta = weights.metadata or {}
+    return {"name": weights.config.name, "mix": str(meta.get("quant_mix") or "unknown"),
+            "path": str(meta.get("path") or source or "(in memory)")}
+
+
+def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
+              source: str | Path | None = None) -> BenchRun:
+    """Gate, then time, then check; see the module docstring. Raises rather than return a doubtful figure."""
+    req.validate(weights.config)
+    env = provenance.environment(req.device)
+    dtypes = {label: req.dtype or gating.default_dtype(path, req.device) for label, path in req.registries}
+
+    # 1. the gate, on exactly what will be timed
+    gates = {}
+    for label, path in req.registries:
+        verdict = GATE(weights, path, device=req.device, dtype=dtypes[label], depths=req.gate_depths,
+                       golden=req.gate_golden)
+        if not verdict.passed:
+            raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed or "
+                                     f"recorded:\n{verdict.report}")
+        gates[label] = verdict
+
+    # 2. the ceilings
+    ceilings = _ceilings(req, weights.nbytes)
+
+    # 3. engines sharing one weights object on the device
+    on_device = weights if weights.embed.device.type == req.device else weights.to(req.device)
+    engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label])
+               for label, path in req.registries}
+    prompt = dep.random_tokens(req.max_context, weights.config.vocab_size, req.seed)  # [max_context]
+
+    # 4. per depth: fill, prove, warm up, time ABAB, check
+    points = []
+    for d in req.depths:
+        if req.phase == "decode":
+            points.append(_decode_point(req, engines, prompt, d, dtypes))
+        else:
+            points.append(_prefill_point(req, engines, prompt, d, dtypes))
+
+    # 5. the roofline refusal: no round of any arm may beat the ceiling (each arm's own cache dtype)
+    for p in points:
+        for arm in p.arms.values():
+            elsize = dep.mla_caches(engines[arm.label])[0][1].element_size()
+            cost = token_cost(weights.config, req.phase, tokens=p.tokens, depth=p.depth, weights=weights,
+                              cache_elsize=elsize)
+            refuse_above_ceiling(roofline_point(max(arm.rates), cost, ceilings), f"registry {arm.label}, {p.where}")
+            arm.roofline = roofline_point(arm.median, cost, ceilings).as_dict()
+            if arm.label == "A" or p.cost is None:
+                p.cost = cost
+    env["clocks_after"] = provenance.clocks(req.device)
+    return BenchRun(req, model_info(weights, source), env, gates, ceilings, points, command)
+
+
+def selections(engine: Engine) -> dict[str, str]:
+    """What each op ran in this engine (fallbacks marked): the registry file can change, this cannot."""
+    plan = getattr(engine.ops, "plan", None)
+    if plan is None:
+        return {}
+    return {op: e.runs.name + (" (fallback)" if e.fallback_taken else "") for op, e in plan.entries.items() if e.runs}
+
+
+def _ceilings(req: BenchRequest, working_set: int) -> ceil.Ceilings:
+    return ceil.measure(req.device, nbytes=req.ceiling_bytes, matmul_n=req.matmul_n, working_set=working_set,
+                        launch=False)
+
+
+def _peer_round(req: BenchRequest, point: Point) -> None:
+    fig = peer_mod.run(req.peer, req.peer_gguf, req.phase, point.depth, point.tokens)
+    point.order.append("peer")
+    point.peer_rates.append(fig.avg_ts)
+    point.peer_figures.append(fig.as_dict())
+
+
+def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.Tensor, d: int,
+                  dtypes: dict[str, torch.dtype]) -> Point:
+    n = req.tokens
+    steps = dep.random_tokens(n, next(iter(engines.values())).config.vocab_size, req.seed + 1).to(req.device)  # [N]
+    proofs, snaps = {}, {}
+    for label, eng in engines.items():
+        eng.reset()
+        dep.fill(eng, prompt[:d], req.fill_chunk)
+        proofs[label] = dep.verify_depth(eng, d, fresh=True, need=n)
+        snaps[label] = dep.Snapshot(eng)
+    point = Point("decode", d, n, {}, [], [], cost=None)  # type: ignore[arg-type]
+    rates: dict[str, list[float]] = {label: [] for label in engines}
+
+    def one_round(label: str, timed: bool) -> None:
+        eng = engines[label]
+        snaps[label].restore()
+        sync(req.device)
+        with RegionTimer(req.device) as t:
+            for i in range(n):
+                eng.decode(steps[i:i + 1])
+        if timed:
+            rates[label].append(n / t.seconds)
+            point.order.append(label)
+        else:
+            point.warmup_order.append(label)
+
+    for _ in range(req.warmup):
+        for label in engines:
+            one_round(label, timed=False)
+    for _ in range(req.repeats):
+        for label in engines:
+            one_round(label, timed=True)
+        if req.peer is not None:
+            _peer_round(req, point)
+    for label, eng in engines.items():
+        dep.verify_depth(eng, d + n, fresh=False)
+        dep.check_fingerprint(eng, proofs[label])
+        point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
+                                       dtype_name(dtypes[label]), rates[label], proofs[label].as_dict(),
+                                       selections=selections(eng))
+    return point
+
+
+def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.Tensor, d: int,
+                   dtypes: dict[str, torch.dtype]) -> Point:
+    t_len = req.tokens
+    point = Point("prefill", d, t_len, {}, [], [], cost=None)  # type: ignore[arg-type]
+    rates: dict[str, list[float]] = {label: [] for label in engines}
+    proofs: dict[str, dict] = {}
+
+    def one_round(label: str, timed: bool) -> None:
+        eng = engines[label]
+        eng.reset()
+        dep.fill(eng, prompt[:d], req.fill_chunk)
+        dep.verify_depth(eng, d, fresh=True, need=t_len)
+        sync(req.device)
+        with RegionTimer(req.device) as t:
+            dep.fill(eng, prompt[d:d + t_len], req.chunk)
+        proof = dep.verify_depth(eng, d + t_len, fresh=True)
+        if timed:
+            rates[label].append(t_len / t.seconds)
+            point.order.append(label)
+            proofs[label] = proof.as_dict()
+        else:
+            point.warmup_order.append(label)
+
+    for _ in range(req.warmup):
+        for label in engines:
+            one_round(label, timed=False)
+    for _ in range(req.repeats):
+        for label in engines:
+            one_round(label, timed=True)
+        if req.peer is not None:
+            _peer_round(req, point)
+    for label, eng in engines.items():
+        point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
+                                       dtype_name(dtypes[label]), rates[label], proofs[label],
+                                       selections=selections(eng))
+    return point

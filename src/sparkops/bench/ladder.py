@@ -1,0 +1,109 @@
+"""LADDER.md, rendered from the ledger and the frontier (never edited by hand).
+
+Three tables: the frontier (with the peer's latest figure beside it), every measured change in
+order - including the ones that gained nothing, the regressions, and the retracted ones with the
+reason - and the peer figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import ledger as L
+from .frontier import Frontier
+
+
+def _f(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _short(commit: Any, dirty: Any) -> str:
+    c = str(commit or "unknown")
+    c = c[:10] if c != "unknown" else c
+    return c + ("+dirty" if dirty else "")
+
+
+def tier_text(row: dict[str, Any], gone: dict[str, dict[str, Any]]) -> str:
+    t = row.get("tier") or "—"
+    if row["id"] in gone:
+        r = gone[row["id"]]
+        return f"retracted (was {t}; {r['date'][:10]}: {r['why']})"
+    return t
+
+
+def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple[str, str]] = ()) -> str:
+    gone = L.retractions(rows)
+    out = ["# LADDER", "",
+           "Generated from `bench/ledger.jsonl` and `bench/frontier.toml` by `sparkops ledger render` "
+           "(every `sparkops bench` run re-renders it). Do not edit: edits are overwritten.", ""]
+
+    latest_peer: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["kind"] == "peer" and r["id"] not in gone:
+            latest_peer[r["key"]] = r
+
+    out += ["## Frontier (raise-only)", "",
+            "| workload | best tok/s | registry | date | commit | row | peer tok/s | best / peer |",
+            "|---|---:|---|---|---|---|---:|---:|"]
+    entries = frontier.entries()
+    for key in sorted(entries):
+        e = entries[key]
+        p = latest_peer.get(key)
+        ratio = float(e["value"]) / p["peer_value"] if p and p.get("peer_value") else None
+        peer = f"{_f(p['peer_value'])} ({p['peer']})" if p else "—"
+        out.append(f"| `{key}` | {_f(float(e['value']))} | {_cell(e.get('registry', ''))} "
+                   f"| {str(e.get('date', ''))[:10]} "
+                   f"| {_short(e.get('commit'), e.get('dirty'))} | {e['row']} | {peer} | {_f(ratio, 3)} |")
+    if not entries:
+        out.append("| (none yet) | | | | | | | |")
+    lowered = frontier.lowered()
+    if lowered:
+        out += ["", "Lowered by retraction:", ""]
+        for x in lowered:
+            out.append(f"- `{x['key']}`: {_f(x['from'])} → {_f(x['to'])} ({str(x['date'])[:10]}, "
+                       f"row {x['retracted_row']} "
+                       f"retracted by {x['retraction_row']}: {_cell(x['why'])})")
+
+    out += ["", "## Every measured change", "",
+            "Tiers: **win** / **none** / **regression** from the ABAB pair ratios (median beyond the noise floor "
+            "and a sign test over the pairs at p < 0.05), or against the frontier for a run without a baseline; "
+            "**retracted** rows stay, with the reason.", "",
+            "| # | date | row | change | metric | before → after | ratio | tier | worst KL / top-1 | command |",
+            "|---:|---|---|---|---|---|---:|---|---|---|"]
+    n = 0
+    for r in rows:
+        if r["kind"] != "measurement":
+            continue
+        n += 1
+        kl = f"{_f(r.get('worst_kl'), 3)} / {_f(r.get('worst_top1'), 3)}"
+        out.append(f"| {n} | {r['date'][:16].replace('T', ' ')} | {r['id']} | {_cell(r.get('change', ''))} "
+                   f"| {_cell(r.get('metric', r.get('key')))} | {_f(r.get('before'))} → {_f(r.get('after'))} "
+                   f"| {_f(r.get('ratio'), 3)} | {_cell(tier_text(r, gone))} | {kl} "
+                   f"| `{_cell(r.get('command', ''))}` |")
+    if not n:
+        out.append("| | (no measurements yet) | | | | | | | | |")
+
+    peers = [r for r in rows if r["kind"] == "peer"]
+    if peers:
+        out += ["", "## Peer figures (same box, same GGUF, interleaved)", "",
+                "| date | workload | peer | peer tok/s | sparkops tok/s | sparkops / peer | peer build | command |",
+                "|---|---|---|---:|---:|---:|---|---|"]
+        for r in peers:
+            figs = r.get("peer_figures") or [{}]
+            build = figs[0].get("build_commit", "")
+            status = " (retracted)" if r["id"] in gone else ""
+            out.append(f"| {r['date'][:16].replace('T', ' ')} | `{r['key']}`{status} | {r['peer']} "
+                       f"| {_f(r['peer_value'])} "
+                       f"| {_f(r['value'])} | {_f(r.get('ratio'), 3)} | {_cell(build)} "
+                       f"| `{_cell(r.get('command', ''))}` |")
+    for alt, name in images:
+        out += ["", f"![{alt}]({name})"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,107 @@
+"""The two pictures: the ladder over time (bench/ladder.png) and the roofline with measured points.
+
+matplotlib (Agg, no display) is imported here only; everything else works without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from . import ledger as L  # noqa: E402
+from .ceilings import Ceilings  # noqa: E402
+
+MAX_PANELS = 6
+
+
+def ladder_png(rows: list[dict[str, Any]], path: str | Path) -> bool:
+    """One panel per workload (the most measured first): every figure over time, retracted ones
+    crossed out, and the frontier as a step line. False (nothing drawn) when there are no figures."""
+    gone = L.retractions(rows)
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["kind"] == "measurement":
+            by_key.setdefault(r["key"], []).append(r)
+    if not by_key:
+        return False
+    keys = sorted(by_key, key=lambda k: (-len(by_key[k]), k))[:MAX_PANELS]
+    fig, axes = plt.subplots(len(keys), 1, figsize=(9, 2.6 * len(keys)), squeeze=False)
+    for ax, key in zip(axes[:, 0], keys):
+        best, xs, frontier = 0.0, [], []
+        for i, r in enumerate(by_key[key]):
+            retracted = r["id"] in gone
+            for f in r.get("figures", []):
+                v = float(f["value"])
+                ax.scatter([i], [v], marker="x" if retracted else "o", color="grey" if retracted else
+                           {"win": "tab:green", "regression": "tab:red"}.get(r.get("tier"), "tab:blue"), zorder=3)
+                if not retracted:
+                    best = max(best, v)
+            xs.append(i)
+            frontier.append(best)
+        ax.step(xs, frontier, where="post", color="black", linewidth=1, label="frontier")
+        ax.set_title(key, fontsize=9)
+        ax.set_ylabel("tok/s")
+        ax.set_xticks(xs)
+        ax.set_xticklabels([r["date"][5:16].replace("T", "\n") for r in by_key[key]], fontsize=6)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, loc="lower right")
+    fig.suptitle("sparkops ladder: green win, blue none, red regression, x retracted", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def roofline_png(points: list[dict[str, Any]], ceilings: Ceilings, path: str | Path, title: str = "") -> None:
+    """Log-log roofline: FLOP/s against FLOP/byte, the measured ceilings, and each point
+    ({'label', 'intensity', 'achieved_flops'}); a second marker shows the point's ceiling."""
+    bw, peak = ceilings.read_bandwidth, ceilings.matmul_flops
+    xs = [p["intensity"] for p in points if p.get("intensity")] or [1.0]
+    lo, hi = min(xs + [peak / bw]) / 10, max(xs + [peak / bw]) * 10
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(grid, [min(bw * x, peak) for x in grid], color="black", linewidth=1.5,
+            label=f"roofline: {bw / 1e9:.4g} GB/s, {peak / 1e12:.4g} TFLOP/s ({ceilings.matmul_dtype})")
+    for p in points:
+        ax.scatter([p["intensity"]], [p["achieved_flops"]], zorder=3)
+        ceiling = min(bw * p["intensity"], peak)
+        share = p["achieved_flops"] / ceiling if ceiling else 0.0
+        ax.annotate(f"{p['label']} ({100 * share:.1f}%)", (p["intensity"], p["achieved_flops"]), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(title or f"roofline on {ceilings.device}", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def roofline_png_from_rows(rows: list[dict[str, Any]], path: str | Path) -> bool:
+    """The roofline of the most recent box in the ledger, with the latest standing figure per workload."""
+    standing = [r for r in L.standing(rows) if r.get("ceilings") and r.get("cost") and r.get("roofline")]
+    if not standing:
+        return False
+    box = standing[-1].get("device_slug")
+    latest: dict[str, dict[str, Any]] = {}
+    for r in standing:
+        if r.get("device_slug") == box:
+            latest[r["key"]] = r
+    c = dict(standing[-1]["ceilings"])
+    ceilings = Ceilings(**{k: c[k] for k in Ceilings.__dataclass_fields__ if k in c})
+    points = []
+    for key, r in latest.items():
+        for label, rp in r["roofline"].items():
+            if rp.get("achieved_flops"):
+                points.append({"label": f"{key.split('.', 1)[0]} {key.rsplit('.', 1)[-1]} {label}",
+                               "intensity": rp["intensity"], "achieved_flops": rp["achieved_flops"]})
+    roofline_png(points, ceilings, path, f"latest figures on {box}")
+    return True

@@ -1,0 +1,224 @@
+"""From a finished, gated run to the scoreboard: ledger rows, the frontier, the rendered ladder.
+
+One measurement row per workload point (per depth): before -> after, ratio and tier; every
+gated figure in it (A's and B's) is offered to the frontier under the raise-only rule. With a
+peer, one peer row per point as well. Retractions and imports live here too, because they are the
+only other things that move the frontier.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import ledger as L
+from .frontier import Frontier, workload_key
+from .harness import BenchRun, Point
+from .provenance import now
+from .timing import MIN_EFFECT, Spread, noise_floor, tier_against
+
+
+def _metric(p: Point) -> str:
+    if p.phase == "decode":
+        return f"decode tok/s @ d={p.depth} ({p.tokens} steps)"
+    return f"prefill tok/s, {p.tokens}-token prompt" + (f" @ d={p.depth}" if p.depth else "")
+
+
+def _box(run: BenchRun) -> dict[str, Any]:
+    e = run.env
+    return {"command": run.command, "commit": e.get("commit"), "dirty": e.get("dirty"), "device": e.get("device"),
+            "device_name": e.get("device_name"), "device_slug": e.get("device_slug"), "clocks": e.get("clocks"),
+            "clocks_after": e.get("clocks_after"), "versions": e.get("versions"), "host": e.get("host")}
+
+
+def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) -> dict[str, Any]:
+    date = now()
+    key = workload_key(p.phase, run.model["name"], run.model["mix"], run.env["device_slug"], p.depth, p.tokens)
+    cand = p.arms["B"] if "B" in p.arms else p.arms["A"]
+    gate = run.gates[cand.label]
+    figures = [{"label": a.label, "registry": a.registry, "dtype": a.dtype, "value": a.median, "rates": a.rates,
+                "iqr": [a.spread.lo, a.spread.hi], "roofline_fraction": a.roofline.get("fraction"),
+                "selections": a.selections}
+               for a in p.arms.values()]
+    if "B" in p.arms:
+        before, after = p.arms["A"].median, p.arms["B"].median
+        ratios = p.ratios or []
+        ratio, tier = Spread.of(ratios).median, p.tier
+        noise = noise_floor(ratios)
+    else:
+        before, after = frontier.value(key), cand.median
+        ratio = after / before if before else None
+        tier = tier_against(after, before, cand.spread)
+        ratios = []
+        noise = max(MIN_EFFECT, cand.spread.relative_iqr)
+    return {
+        "id": L.new_id(date), "kind": "measurement", "date": date, "change": change, "key": key,
+        "phase": p.phase, "depth": p.depth, "tokens": p.tokens, "model": run.model, "metric": _metric(p),
+        "unit": "tok/s", "before": before, "after": after, "ratio": ratio, "tier": tier, "noise": noise,
+        "registry": cand.registry, "dtype": cand.dtype,
+        "worst_kl": gate.worst_kl, "worst_top1": gate.worst_top1, "worst_depth": gate.worst_depth,
+        "gates": {label: g.as_dict() for label, g in run.gates.items()},
+        "figures": figures, "pair_ratios": ratios, "order": p.order, "warmup_order": p.warmup_order,
+        "repeats": run.request.repeats, "warmup": run.request.warmup, "seed": run.request.seed,
+        "chunk": run.request.chunk, "depth_proof": {a.label: a.proof for a in p.arms.values()},
+        "roofline": {a.label: a.roofline for a in p.arms.values()}, "cost": p.cost.as_dict(),
+        "ceilings": run.ceilings.as_dict(), **_box(run),
+    }
+
+
+def peer_row(run: BenchRun, p: Point, measured: dict[str, Any]) -> dict[str, Any]:
+    date = now()
+    ours = measured["after"]
+    theirs = Spread.of(p.peer_rates).median
+    return {"id": L.new_id(date), "kind": "peer", "date": date, "key": measured["key"], "phase": p.phase,
+            "depth": p.depth, "tokens": p.tokens, "metric": measured["metric"], "unit": "tok/s",
+            "peer": run.request.peer.name if run.request.peer else "?", "peer_value": theirs,
+            "peer_rates": p.peer_rates, "value": ours, "ratio": ours / theirs if theirs else None,
+            "measurement_row": measured["id"], "peer_figures": p.peer_figures, "order": p.order,
+            "model": run.model, **_box(run)}
+
+
+def offer_row(frontier: Frontier, row: dict[str, Any]) -> dict[str, str]:
+    """Offer every figure of a measurement row to the frontier; {label: outcome}."""
+    out = {}
+    for f in row.get("figures", []):
+        meta = {**row, "registry": f["registry"], "dtype": f["dtype"]}
+        out[f["label"]] = frontier.offer(row["key"], float(f["value"]), meta, noise=float(row.get("noise", MIN_EFFECT)))
+    return out
+
+
+def record_run(run: BenchRun, bench: str | Path | None = None, change: str | None = None,
+               render: bool = True) -> list[dict[str, Any]]:
+    """Append the run's rows, raise the frontier where earned, re-render LADDER.md; returns the rows."""
+    d = L.bench_dir(bench)
+    d.mkdir(parents=True, exist_ok=True)
+    frontier = Frontier.load(d / L.FRONTIER)
+    regs = [str(p) for _, p in run.request.registries]
+    change = change or (f"{regs[1]} vs {regs[0]}" if len(regs) == 2 else f"{regs[0]} (no baseline)")
+    rows = []
+    for p in run.points:
+        row = measurement_row(run, p, frontier, change)
+        row["frontier"] = offer_row(frontier, row)
+        L.append(d / L.LEDGER, row)  # the row first: a frontier entry must point at an existing row
+        rows.append(row)
+        if p.peer_rates:
+            rows.append(L.append(d / L.LEDGER, peer_row(run, p, row)))
+    frontier.save()
+    if render:
+        render_all(d)
+    return rows
+
+
+def best_standing(rows: list[dict[str, Any]], key: str) -> tuple[float, dict[str, Any]] | None:
+    """The best figure for `key` among rows not retracted, with the row (per figure's registry)."""
+    best = None
+    for r in L.standing(rows):
+        if r.get("key") != key:
+            continue
+        for f in r.get("figures", []):
+            if best is None or float(f["value"]) > best[0]:
+                best = (float(f["value"]), {**r, "registry": f["registry"], "dtype": f["dtype"]})
+    return best
+
+
+def retract(bench: str | Path | None, ref: str, why: str, command: str) -> tuple[dict[str, Any], dict | None]:
+    """Append a retraction of row `ref`; if that row set a frontier entry, lower it (logged). Re-render."""
+    d = L.bench_dir(bench)
+    rows = L.read(d / L.LEDGER)
+    r = L.retraction_row(rows, ref, why, command)
+    L.append(d / L.LEDGER, r)
+    rows.append(r)
+    frontier = Frontier.load(d / L.FRONTIER)
+    lowered = None
+    if r.get("key"):
+        lowered = frontier.lower_by_retraction(r["key"], r["retracts"], r, best_standing(rows, r["key"]))
+        if lowered:
+            frontier.save()
+    render_all(d)
+    return r, lowered
+
+
+def import_rows(bench: str | Path | None, source: str | Path) -> list[dict[str, Any]]:
+    """Append rows of another ledger (e.g. the GPU box's) that this one lacks; apply them to the frontier."""
+    d = L.bench_dir(bench)
+    mine = {r["id"] for r in L.read(d / L.LEDGER)}
+    frontier = Frontier.load(d / L.FRONTIER)
+    added = []
+    theirs = L.read(source)
+    gone = L.retractions(theirs)
+    for r in theirs:
+        if r["id"] in mine:
+            continue
+        L.append(d / L.LEDGER, r)
+        added.append(r)
+        if r["kind"] == "measurement" and r["id"] not in gone:
+            offer_row(frontier, r)
+        elif r["kind"] == "retraction" and r.get("key"):
+            frontier.lower_by_retraction(r["key"], r["retracts"], r, best_standing(L.read(d / L.LEDGER), r["key"]))
+    frontier.save()
+    render_all(d)
+    return added
+
+
+def consistency_problems(bench: str | Path | None) -> list[str]:
+    """Does frontier.toml agree with the ledger? Every entry is a standing row's figure, and no standing
+    figure beats its entry (a hand-lowered or hand-raised value shows up here even without git)."""
+    d = L.bench_dir(bench)
+    rows = L.read(d / L.LEDGER)
+    by_id = {r["id"]: r for r in rows}
+    gone = L.retractions(rows)
+    problems = []
+    frontier = Frontier.load(d / L.FRONTIER)
+    for key, e in frontier.entries().items():
+        row = by_id.get(e["row"])
+        if row is None:
+            problems.append(f"{key}: set by row {e['row']}, which is not in the ledger")
+            continue
+        if e["row"] in gone:
+            problems.append(f"{key}: set by row {e['row']}, which was retracted ({gone[e['row']]['why']})")
+        vals = [float(f["value"]) for f in row.get("figures", [])]
+        if row.get("key") != key or not any(abs(v - float(e["value"])) <= 1e-5 * v for v in vals):
+            problems.append(f"{key}: value {e['value']} is not a figure of row {e['row']} ({vals})")
+        best = best_standing(rows, key)
+        if best and best[0] > float(e["value"]) * (1 + 1e-5):
+            problems.append(f"{key}: the ledger has a standing figure {best[0]:.6g} (row {best[1]['id']}) above the "
+                            f"frontier's {e['value']}; run `sparkops ledger sync`")
+    return problems
+
+
+def sync(bench: str | Path | None) -> list[str]:
+    """Raise every frontier entry to the best standing figure in the ledger (repairs an interrupted write)."""
+    d = L.bench_dir(bench)
+    rows = L.read(d / L.LEDGER)
+    frontier = Frontier.load(d / L.FRONTIER)
+    raised = []
+    for key in sorted({r["key"] for r in L.standing(rows)}):
+        best = best_standing(rows, key)
+        if best and (frontier.value(key) is None or best[0] > frontier.value(key)):
+            frontier.offer(key, best[0], best[1], noise=MIN_EFFECT)
+            raised.append(key)
+    frontier.save()
+    render_all(d)
+    return raised
+
+
+def render_all(bench: str | Path) -> None:
+    """LADDER.md, and the plots when matplotlib is installed."""
+    from ..atomic import write_atomic
+    from .ladder import render
+
+    d = Path(bench)
+    rows = L.read(d / L.LEDGER)
+    frontier = Frontier.load(d / L.FRONTIER)
+    images = []
+    try:
+        from . import plots
+    except ImportError:  # matplotlib is a dev extra: the table is the record, the pictures a courtesy
+        plots = None
+    if plots is not None:
+        if plots.ladder_png(rows, d / "ladder.png"):
+            images.append(("the ladder over time", "ladder.png"))
+        if plots.roofline_png_from_rows(rows, d / "roofline.png"):
+            images.append(("roofline with the latest figures", "roofline.png"))
+    (d / L.LADDER).touch(exist_ok=True)  # a new file gets the umask's mode (write_atomic keeps an existing one's)
+    write_atomic(d / L.LADDER, render(rows, frontier, images=images))

@@ -1,0 +1,192 @@
+"""`sparkops bench decode|prefill`: the scoreboard's interleaved A/B harness.
+
+    sparkops bench decode  --model M --depth 0,4096,32768 --tokens 64 [--registry A] [--vs B] [--repeats 7]
+    sparkops bench prefill --model M --tokens 32768 [--depth 0] [--chunk 2048] [--registry A] [--vs B]
+    ... --peer llama.cpp=/path/to/llama-bench [--peer-args "-fa 1 -ub 2048"]   # the pinned peer, interleaved
+
+The model gate runs first on every registry (same weights, device, dtype); if it fails nothing is
+timed, printed or recorded (exit 1). A and B alternate ABAB... in this one process over one weights
+object; warm-up rounds are excluded; medians and per-pair ratios are reported. Decode is timed at the
+given depths only after the harness has proven the caches hold exactly that many tokens. Every figure
+is recorded in bench/ledger.jsonl, offered to the raise-only bench/frontier.toml, and LADDER.md is
+re-rendered (--no-record to only print).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.table import Table
+
+from ..errors import BadInput
+from ._common import add_json_arg, console, emit_json, registry_path
+
+NAME = "bench"
+HELP = "time decode or prefill, A vs B interleaved, gated first; record to the ledger and the raise-only frontier"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("phase", choices=("decode", "prefill"), help="what to time")
+    p.add_argument("--model", required=True, help="a GGUF file or a preset name (k3-nano is synthesized on first use)")
+    p.add_argument("--depth", default=None, metavar="D[,D...]",
+                   help="decode: context depth(s) to time at (required); prefill: tokens cached before the prompt "
+                        "(default 0)")
+    p.add_argument("--tokens", type=int, required=True, metavar="N",
+                   help="decode: steps timed per round; prefill: the prompt length")
+    p.add_argument("--registry", metavar="A", help="registry of the baseline arm (default: ./registry.toml)")
+    p.add_argument("--vs", metavar="B", help="registry of the candidate arm, timed ABAB against A")
+    p.add_argument("--repeats", type=int, default=7, help="timed rounds per arm (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed rounds per arm first (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random prompt and decode tokens")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device class (default: %(default)s)")
+    p.add_argument("--dtype", default="auto", help="activation dtype: auto (the gate's: bfloat16 for a bf16 "
+                   "registry, else float32), float32, bfloat16, float16")
+    p.add_argument("--chunk", type=int, default=None, help="prefill in chunks of this many tokens (default: the timed "
+                   "prefill in one forward; the untimed fills to a depth in chunks of 2048)")
+    p.add_argument("--gate-depths", metavar="D,D,...", help="depths the model gate checks (default: the preset's "
+                   "or reference.lock's)")
+    p.add_argument("--gate-golden", metavar="FILE", help="judge the gate against this proven registry instead of the "
+                   "float64 reference (for models too large for NumPy)")
+    p.add_argument("--peer", metavar="llama.cpp=PATH", help="run your llama-bench at the same depths, interleaved")
+    p.add_argument("--peer-args", metavar="ARGS", help='extra llama-bench arguments, e.g. "-fa 1 -ub 2048 -ngl 99"')
+    p.add_argument("--change", metavar="TEXT", help="what changed, for the ledger (default: the registries)")
+    p.add_argument("--no-record", action="store_true", help="print only; write nothing under bench/")
+    p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
+    add_json_arg(p)
+
+
+def parse_depths(text: str | None, phase: str) -> tuple[int, ...]:
+    if text is None:
+        if phase == "decode":
+            raise BadInput("bench decode needs --depth D[,D...]: the context depth is always explicit "
+                           "(e.g. --depth 0,4096,32768,131072)")
+        return (0,)
+    try:
+        depths = tuple(int(x) for x in text.replace(",", " ").split())
+    except ValueError:
+        raise BadInput(f"--depth '{text}': give integers, e.g. --depth 0,4096,32768") from None
+    if not depths or any(d < 0 for d in depths):
+        raise BadInput(f"--depth '{text}': depths must be >= 0")
+    return depths
+
+
+def load_weights(spec: str):
+    """The model to time (tests replace this to avoid synthesizing files)."""
+    from ..engine import load_model
+
+    return load_model(spec, progress=True)
+
+
+def gguf_path(spec: str, weights) -> Path | None:
+    """The GGUF file the weights came from (the peer must run the same file), or None."""
+    p = Path(str(weights.metadata.get("path") or ""))
+    if p.suffix == ".gguf" and p.exists():
+        return p
+    p = Path(spec)
+    return p if p.suffix == ".gguf" and p.exists() else None
+
+
+def run(args) -> int:
+    from ..bench import peer as peer_mod
+    from ..bench.harness import BenchRequest, parse_dtype, run_bench
+    from ..bench.provenance import command_line
+    from ..gate.model_gate import parse_depths as gate_depths
+
+    depths = parse_depths(args.depth, args.phase)
+    regs = [("A", registry_path(args.registry))] + ([("B", Path(args.vs))] if args.vs else [])
+    for label, path in regs:
+        if not Path(path).exists():
+            raise BadInput(f"registry {label}: {path}: no such file")
+    spec = peer_mod.parse_peer_arg(args.peer, args.peer_args) if args.peer else None
+    weights = load_weights(args.model)
+    req = BenchRequest(phase=args.phase, depths=depths, tokens=args.tokens, registries=regs, repeats=args.repeats,
+                       warmup=args.warmup, seed=args.seed, device=args.device, dtype=parse_dtype(args.dtype),
+                       chunk=args.chunk, gate_depths=gate_depths(args.gate_depths),
+                       gate_golden=Path(args.gate_golden) if args.gate_golden else None, peer=spec,
+                       peer_gguf=gguf_path(args.model, weights) if spec else None)
+    bench_run = run_bench(req, weights, command=command_line(canonical_argv(args)), source=args.model)
+    rows = []
+    if not args.no_record:
+        from ..bench.record import record_run
+
+        rows = record_run(bench_run, args.bench_dir, args.change)
+    if args.json:
+        emit_json({"model": bench_run.model, "env": bench_run.env, "ceilings": bench_run.ceilings.as_dict(),
+                   "gates": {k: g.as_dict() for k, g in bench_run.gates.items()},
+                   "points": [_point_json(p) for p in bench_run.points], "rows": [r["id"] for r in rows]})
+        return 0
+    _print(bench_run, rows)
+    return 0
+
+
+#: (option, attribute) in the order the canonical command spells them
+_OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), ("--registry", "registry"),
+            ("--vs", "vs"), ("--repeats", "repeats"), ("--warmup", "warmup"), ("--seed", "seed"),
+            ("--device", "device"), ("--dtype", "dtype"), ("--chunk", "chunk"), ("--gate-depths", "gate_depths"),
+            ("--gate-golden", "gate_golden"), ("--peer", "peer"), ("--peer-args", "peer_args"))
+
+
+def canonical_argv(args) -> list[str]:
+    """The run's command with every setting spelled out (defaults included), so it can be rerun as is."""
+    argv = [NAME, args.phase]
+    for opt, attr in _OPTIONS:
+        v = getattr(args, attr, None)
+        if v is not None:
+            argv += [opt, str(v)]
+    return argv
+
+
+def _point_json(p) -> dict:
+    return {"phase": p.phase, "depth": p.depth, "tokens": p.tokens, "order": p.order, "warmup_order": p.warmup_order,
+            "ratios": p.ratios, "tier": p.tier, "peer_rates": p.peer_rates,
+            "arms": {k: {"registry": a.registry, "dtype": a.dtype, "rates": a.rates, "median": a.median,
+                         "roofline": a.roofline, "proof": a.proof} for k, a in p.arms.items()}}
+
+
+def _print(run, rows) -> None:
+    env = run.env
+    console.print(f"[bold]{run.model['name']}[/] ({run.model['mix']}) on {env['device_name']}; clocks: "
+                  f"{_clocks(env['clocks'])}; torch {env['versions'].get('torch')}; commit "
+                  f"{str(env.get('commit'))[:10]}{'+dirty' if env.get('dirty') else ''}")
+    for label, g in run.gates.items():
+        console.print(f"gate {label}: {g.summary}")
+    c = run.ceilings
+    console.print(f"ceilings measured here: read {c.read_bandwidth / 1e9:.4g} GB/s, matmul "
+                  f"{c.matmul_flops / 1e12:.4g} TFLOP/s ({c.matmul_dtype})" + (f"; {c.note}" if c.note else ""))
+    by_point = {}
+    for r in rows:
+        if r["kind"] == "measurement":
+            by_point[(r["depth"], r["tokens"])] = r
+    table = Table(title=f"{run.request.phase}: medians of {run.request.repeats} rounds, ABAB, warm-up excluded")
+    for col in ("point", "arm", "registry", "tok/s", "IQR", "roofline", "B/A: median (min..max)", "tier",
+                "frontier"):
+        table.add_column(col)
+    for p in run.points:
+        row = by_point.get((p.depth, p.tokens), {})
+        for label, a in p.arms.items():
+            s = a.spread
+            ratios = p.ratios
+            point = f"d={p.depth}+{p.tokens}" if p.phase == "decode" else \
+                f"T={p.tokens}" + (f"@d={p.depth}" if p.depth else "")
+            table.add_row(point if label == "A" else "", label, a.registry, f"{a.median:.4g}",
+                          f"{s.lo:.4g}..{s.hi:.4g}", f"{100 * a.roofline.get('fraction', 0):.2f}%",
+                          (f"{sorted(ratios)[len(ratios) // 2]:.3f} ({min(ratios):.3f}..{max(ratios):.3f})"
+                           if ratios and label == "B" else ""),
+                          (p.tier or row.get("tier", "")) if label == ("B" if "B" in p.arms else "A") else "",
+                          str((row.get("frontier") or {}).get(label, "not recorded")))
+        if p.peer_rates:
+            med = sorted(p.peer_rates)[len(p.peer_rates) // 2]
+            table.add_row("", "peer", run.request.peer.name, f"{med:.4g}", "", "", "", "", "")
+    console.print(table)
+    console.print("d=D+N: N decode steps timed from a verified context of D tokens; tok/s: median of the rounds; "
+                  "roofline: share of the measured ceiling")
+    if rows:
+        console.print(f"recorded {len(rows)} ledger row(s): {', '.join(r['id'] for r in rows)}")
+
+
+def _clocks(c: dict) -> str:
+    if c.get("query") != "nvidia-smi":
+        return c.get("query", "unknown")
+    return f"SM {c.get('clocks.sm')} / max {c.get('clocks.max.sm')}, mem {c.get('clocks.mem')}, {c.get('power.draw')}"

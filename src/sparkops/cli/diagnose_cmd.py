@@ -1,0 +1,168 @@
+"""`sparkops diagnose`: bytes and FLOPs per token, the measured ceilings, and which one binds.
+
+    sparkops diagnose --model k3-nano --depth 128                        # measured on this machine
+    sparkops diagnose --model FILE.gguf --depth 32768 --device cuda      # a real step on the GPU
+    sparkops diagnose --model k3-2.8t --depth 131072 --paper --gpus 8   # on paper, no weights at all
+
+Measured: bandwidth (a large sum and copy), matmul rate, launch latency (eager; CUDA graph replay on a
+GPU), kernels per token (torch.profiler on CUDA, op calls on the CPU), device-busy vs wall time; the
+binding ceiling (launch overhead, occupancy, bandwidth/compute, collectives) with the predicted gain
+of lifting it. On paper (--paper): the anchors' H200 ceilings, scaled by --gpus (collectives ignored).
+Draws the roofline with the points (PNG) and re-renders the ladder plot from the ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.table import Table
+
+from ..errors import BadInput
+from ._common import add_json_arg, add_registry_arg, console, emit_json, registry_path
+
+NAME = "diagnose"
+HELP = "bytes/FLOPs per token, measured bandwidth and launch cost, kernels per token, the binding ceiling"
+
+#: the quant mix a preset is diagnosed at on paper unless --mix says otherwise
+PAPER_MIX = {"k3-2.8t": "ud_iq1_s", "k3-nano": "f32"}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="a GGUF file or a preset name")
+    p.add_argument("--depth", type=int, required=True, help="context depth of the decode step diagnosed")
+    p.add_argument("--paper", action="store_true", help="no weights, no device: the config and quant mix only")
+    p.add_argument("--mix", help="quant mix on paper (default: the file's, else ud_iq1_s for k3-2.8t, f32 for "
+                   "k3-nano, q4_k_m otherwise)")
+    p.add_argument("--gpus", type=int, default=1, help="on paper: devices in perfect tensor parallel (default 1)")
+    p.add_argument("--prefill-tokens", type=int, default=32768,
+                   help="prompt length of the prefill cost (default 32768)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device class (default: %(default)s)")
+    p.add_argument("--dtype", default="auto", help="activation dtype (default: the registry's gate dtype)")
+    p.add_argument("--steps", type=int, default=8, help="decode steps profiled (default %(default)s)")
+    p.add_argument("--out", metavar="DIR", help="where the PNGs go (default: the checkout's bench/)")
+    add_registry_arg(p)
+    add_json_arg(p)
+
+
+def load_weights(spec: str):
+    from ..engine import load_model
+
+    return load_model(spec, progress=True)
+
+
+def _paper(args):
+    from ..bench import diagnose as D
+    from ..config import load_preset, preset_names
+
+    path = Path(args.model)
+    if path.suffix == ".gguf" or path.exists():
+        from ..gguf.reader import read_config
+
+        config = read_config(path)
+        mix = args.mix or "q4_k_m"
+    elif args.model in preset_names():
+        config = load_preset(args.model)
+        mix = args.mix or PAPER_MIX.get(args.model, "q4_k_m")
+    else:
+        raise BadInput(f"--model {args.model}: neither a GGUF file nor a preset ({', '.join(preset_names())})")
+    from ..gguf.mix import get_mix
+
+    get_mix(mix)
+    return D.on_paper(config, mix, args.depth, prefill_tokens=args.prefill_tokens, gpus=args.gpus)
+
+
+def run(args) -> int:
+    from ..bench import diagnose as D
+    from ..bench.harness import parse_dtype
+    from ..bench.ledger import bench_dir
+
+    if args.depth < 0 or args.gpus < 1 or args.steps < 1 or args.prefill_tokens < 1:
+        raise BadInput("need --depth >= 0, --gpus >= 1, --steps >= 1, --prefill-tokens >= 1")
+    if args.paper:
+        d = _paper(args)
+    else:
+        if args.gpus != 1:
+            raise BadInput("--gpus applies on paper only (add --paper); a measured diagnosis uses one device")
+        from ..bench.gating import default_dtype
+
+        reg = registry_path(args.registry)
+        dtype = parse_dtype(args.dtype) or default_dtype(reg, args.device)
+        d = D.measured(load_weights(args.model), reg, args.depth, device=args.device, dtype=dtype, steps=args.steps,
+                       prefill_tokens=args.prefill_tokens)
+    out = Path(args.out) if args.out else bench_dir()
+    pngs = _draw(d, out)
+    if args.json:
+        emit_json({**d.as_dict(), "pngs": [str(p) for p in pngs]})
+        return 0
+    _print(d, pngs)
+    return 0
+
+
+def _draw(d, out: Path) -> list[Path]:
+    try:
+        from ..bench import plots
+    except ImportError:
+        console.print("[yellow]matplotlib is not installed: no PNGs drawn[/] (pip install matplotlib)")
+        return []
+    from ..bench import diagnose as D
+    from ..bench import ledger as L
+
+    out.mkdir(parents=True, exist_ok=True)
+    roof = out / f"diagnose-{d.model}-{d.mix}-d{d.depth}{'-paper' if d.paper else ''}.png"
+    plots.roofline_png(D.roofline_points(d), d.ceilings, roof,
+                       f"{d.model} ({d.mix}) decode at depth {d.depth} on {d.ceilings.device}")
+    drawn = [roof]
+    rows = L.read(L.bench_dir() / L.LEDGER)
+    if rows and plots.ladder_png(rows, out / "ladder.png"):
+        drawn.append(out / "ladder.png")
+    return drawn
+
+
+def _g(x: float, unit: str = "") -> str:
+    return f"{x:.4g}{unit}"
+
+
+def _print(d, pngs) -> None:
+    c, v = d.ceilings, d.verdict
+    console.print(f"[bold]{d.model}[/] ({d.mix}) decode at depth {d.depth} on {c.device}"
+                  f"{' - ON PAPER' if d.paper else ''}; weights {d.memory_bytes / 2**30:.4g} GiB")
+    t = Table(title="per token")
+    for col in ("", "decode", f"prefill ({d.prefill.tokens}-token prompt)"):
+        t.add_column(col)
+    t.add_row("GFLOP", _g(d.decode.flops / 1e9), _g(d.prefill.flops / 1e9))
+    for k in sorted(set(d.decode.flops_by_class) | set(d.prefill.flops_by_class)):
+        t.add_row(f"  {k}", _g(d.decode.flops_by_class.get(k, 0) / 1e9), _g(d.prefill.flops_by_class.get(k, 0) / 1e9))
+    t.add_row("MB moved", _g(d.decode.bytes / 1e6), _g(d.prefill.bytes / 1e6))
+    for k in sorted(set(d.decode.bytes_by_class) | set(d.prefill.bytes_by_class)):
+        t.add_row(f"  {k}", _g(d.decode.bytes_by_class.get(k, 0) / 1e6), _g(d.prefill.bytes_by_class.get(k, 0) / 1e6))
+    t.add_row("FLOP/byte", _g(d.decode.intensity), _g(d.prefill.intensity))
+    console.print(t)
+    launch = f"{1e6 * c.launch_eager_s:.3g} us eager" if c.launch_eager_s else "n/a"
+    if c.launch_graph_s:
+        launch += f", {1e6 * c.launch_graph_s:.3g} us in a CUDA graph"
+    console.print(f"ceilings: read {c.read_bandwidth / 1e9:.4g} GB/s, copy {c.copy_bandwidth / 1e9:.4g} GB/s, matmul "
+                  f"{c.matmul_flops / 1e12:.4g} TFLOP/s ({c.matmul_dtype}), launch {launch}; collectives: "
+                  f"{v['collectives']}")
+    console.print(f"roofline: {v['roofline_tok_s']:.4g} tok/s ({v['roofline_bound']}-bound: bandwidth floor "
+                  f"{1e3 * v['time_bandwidth_s']:.3g} ms, compute floor {1e3 * v['time_compute_s']:.3g} ms)")
+    if d.profile is not None:
+        p = d.profile
+        console.print(f"measured: {1 / p.wall_s:.4g} tok/s ({1e3 * p.wall_s:.3g} ms/token, "
+                      f"{100 * v['fraction_of_roofline']:.2f}% of the roofline); {p.kernels} kernels per token; busy "
+                      f"{1e3 * p.busy_s:.3g} ms of {1e3 * p.wall_s:.3g} ms ({100 * p.busy_fraction:.0f}%); "
+                      f"launch bill eager ~{1e3 * v['launch_eager_s']:.3g} ms")
+        ops = Table(title=f"per op, per token ({p.how})")
+        for col in ("op", "calls", "ms", "share of busy"):
+            ops.add_column(col)
+        for op, x in p.by_op.items():
+            ops.add_row(op, f"{x['calls']:.3g}", f"{1e3 * x['seconds']:.3g}",
+                        f"{100 * x['seconds'] / p.busy_s:.0f}%" if p.busy_s else "")
+        console.print(ops)
+    gain = v.get("predicted_gain")
+    console.print(f"[bold]binding ceiling: {v['binding']}[/]" + (f"; predicted gain of lifting it: {gain:.3g}x"
+                                                                  if gain else ""))
+    console.print(v["why"])
+    for p in pngs:
+        console.print(f"wrote {p}")

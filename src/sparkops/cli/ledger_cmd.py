@@ -1,0 +1,106 @@
+"""`sparkops ledger`: the scoreboard's record (bench/ledger.jsonl, frontier.toml, LADDER.md).
+
+    sparkops ledger show [--json]                 # every row: id, date, kind, workload, before -> after, tier
+    sparkops ledger render                        # re-render LADDER.md and the plots from the ledger
+    sparkops ledger retract ROW --why "..."       # a new row retracting ROW; the frontier falls back if ROW set it
+    sparkops ledger import OTHER.jsonl            # append another box's rows this ledger lacks (and apply them)
+    sparkops ledger sync                          # raise frontier entries to the best standing figure
+    sparkops ledger check                         # frontier vs ledger, and raise-only vs the last commit
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.table import Table
+
+from ..errors import BadInput, CheckFailed
+from ._common import add_json_arg, console, emit_json
+
+NAME = "ledger"
+HELP = "show, render, retract, import, sync or check the scoreboard's ledger and frontier"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("show", "render", "retract", "import", "sync", "check"))
+    p.add_argument("target", nargs="?", help="retract: the row id (or a unique prefix); import: the other ledger file")
+    p.add_argument("--why", help="retract: what was wrong with the measurement (kept in the ledger)")
+    p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
+    add_json_arg(p)
+
+
+def run(args) -> int:
+    from ..bench import ledger as L
+    from ..bench import record as R
+    from ..bench.provenance import command_line
+
+    d = L.bench_dir(args.bench_dir)
+    if args.action in ("retract", "import") and not args.target:
+        raise BadInput(f"ledger {args.action} needs a {'row id' if args.action == 'retract' else 'ledger file'}")
+    if args.action == "show":
+        rows = L.read(d / L.LEDGER)
+        if args.json:
+            emit_json(rows)
+            return 0
+        gone = L.retractions(rows)
+        t = Table(title=str(d / L.LEDGER))
+        for col in ("id", "date", "kind", "workload", "before -> after", "tier"):
+            t.add_column(col)
+        for r in rows:
+            if r["kind"] == "retraction":
+                t.add_row(r["id"], r["date"][:16], "retraction", str(r.get("key")), f"retracts {r['retracts']}",
+                          r["why"])
+            elif r["kind"] == "peer":
+                t.add_row(r["id"], r["date"][:16], f"peer {r['peer']}", r["key"],
+                          f"{r['peer_value']:.4g} (peer) vs {r['value']:.4g}", "")
+            else:
+                tier = f"retracted (was {r.get('tier')})" if r["id"] in gone else str(r.get("tier"))
+                before = "—" if r.get("before") is None else f"{r['before']:.4g}"
+                t.add_row(r["id"], r["date"][:16], "measurement", r["key"], f"{before} -> {r['after']:.4g}", tier)
+        console.print(t)
+        return 0
+    if args.action == "render":
+        R.render_all(d)
+        console.print(f"rendered {d / L.LADDER}")
+        return 0
+    if args.action == "retract":
+        if not args.why:
+            raise BadInput("ledger retract needs --why \"...\": say what was wrong with the measurement")
+        row, lowered = R.retract(d, args.target, args.why,
+                                 command_line(["ledger", "retract", args.target, "--why", args.why]))
+        console.print(f"row {row['retracts']} retracted by {row['id']}: {row['why']}")
+        if lowered:
+            console.print(f"frontier {lowered['key']}: {lowered['from']:g} -> {lowered['to']:g} "
+                          f"(logged in [[lowered]])")
+        return 0
+    if args.action == "import":
+        added = R.import_rows(d, args.target)
+        console.print(f"imported {len(added)} row(s) from {args.target} into {d / L.LEDGER}")
+        return 0
+    if args.action == "sync":
+        raised = R.sync(d)
+        console.print(f"raised {len(raised)} frontier entr{'y' if len(raised) == 1 else 'ies'}" +
+                      (f": {', '.join(raised)}" if raised else ""))
+        return 0
+    problems = R.consistency_problems(d) + _against_head(d / L.FRONTIER)
+    if args.json:
+        emit_json({"ok": not problems, "problems": problems})
+    for p in problems:
+        console.print(f"[red]problem:[/] {p}")
+    if problems:
+        raise CheckFailed(f"{len(problems)} problem(s) with the scoreboard in {d}")
+    console.print(f"[green]ok[/]: {d / L.FRONTIER} agrees with the ledger and no commit lowered it by hand")
+    return 0
+
+
+def _against_head(path) -> list[str]:
+    """Raise-only over the file's git history and the working tree (nothing to check without git)."""
+    from ..bench.frontier import history_problems
+    from ..paths import repo_root
+
+    try:
+        rel = path.resolve().relative_to(repo_root())
+    except ValueError:
+        return []
+    return history_problems(repo_root(), rel.as_posix(), path.read_text() if path.exists() else "") or []

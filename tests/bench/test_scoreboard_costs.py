@@ -1,0 +1,117 @@
+"""Bytes and FLOPs per token against anchors section 3, the ceilings, and `sparkops diagnose`
+(measured on k3-nano on the CPU; on paper for the 2.8T preset, which has no weights)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from sparkops.bench import ceilings as ceil
+from sparkops.bench import diagnose as D
+from sparkops.bench.costs import token_cost, weight_bytes_loaded, weight_bytes_paper
+from sparkops.cli import diagnose_cmd, main
+from sparkops.config import load_preset
+from sparkops.gguf.mix import bytes_per_token, quant_mix_bytes
+
+K48 = "kimi-linear-48b-a3b"
+BW = 4.04e12  # anchors section 1: one H200's measured read bandwidth
+
+
+@pytest.mark.parametrize("mix,a_gb,rates", [("q4_k_m", 1.96, (1978, 1946, 1751, 1303)),
+                                            ("iq1_s", 0.98, (3792, 3678, 3038, 1903))])
+def test_decode_bytes_reproduce_the_anchors_roofline(mix, a_gb, rates):
+    cfg = load_preset(K48)
+    assert token_cost(cfg, "decode", depth=0, mix=mix).bytes_by_class["lm_head"] > 0
+    a = sum(v for k, v in token_cost(cfg, "decode", depth=0, mix=mix).bytes_by_class.items()
+            if k not in ("mla_cache", "kda_state", "kda_conv_state"))
+    assert a / 1e9 == pytest.approx(a_gb, rel=0.01)
+    for depth, want in zip((0, 4096, 32768, 131072), rates):
+        got = BW / token_cost(cfg, "decode", depth=depth, mix=mix).bytes
+        assert got == pytest.approx(want, rel=0.015), depth
+
+
+def test_prefill_flops_at_32k_match_the_anchors():
+    cost = token_cost(load_preset(K48), "prefill", tokens=32768, mix="q4_k_m")
+    by = {k: v / 1e9 for k, v in cost.flops_by_class.items()}
+    assert cost.flops / 1e9 == pytest.approx(8.0, rel=0.03)
+    assert by["linears"] == pytest.approx(5.5, rel=0.02)
+    assert by["mla_attention"] == pytest.approx(2.3, rel=0.03)
+    assert 0.05 < by["kda"] < 0.3
+    assert 790e12 / cost.flops == pytest.approx(99e3, rel=0.03)  # "~99k tok/s at 790 TFLOP/s"
+
+
+def test_loaded_weights_count_what_the_engine_reads():
+    from sparkops.synth import synth_weights
+
+    w = synth_weights("k3-nano", "q4_k_m", seed=0)
+    loaded, paper = weight_bytes_loaded(w), weight_bytes_paper(w.config, "q4_k_m")
+    assert set(loaded) == set(paper)
+    for k in paper:
+        if k == "mla":  # w_uk / w_uv are float32 in memory (dequantized at load), Q8_0 in the file
+            assert loaded[k] > paper[k]
+        else:
+            assert loaded[k] == pytest.approx(paper[k]), k
+
+
+def test_ceilings_are_measured_and_positive():
+    read, copy, nbytes = ceil.measure_bandwidth("cpu", 8 << 20, repeats=3)
+    assert read > 1e8 and copy > 1e8 and nbytes == 8 << 20
+    flops, dtype = ceil.measure_matmul("cpu", 256, repeats=2)
+    assert flops > 1e8 and dtype == "float32"
+    eager, graph = ceil.measure_launch("cpu", 200)
+    assert 0 < eager < 1e-2 and graph is None
+
+
+def op_calls_per_token(cfg) -> int:
+    """Named-op calls of one forward token, from the block structure (engine/graph.py)."""
+    n_kda = sum(k == "kda" for k in cfg.layer_kinds)
+    n_mla = cfg.num_layers - n_kda
+    n_moe = cfg.num_layers - cfg.first_k_dense
+    kda = 9 + 3 + 1 + 1  # nine projections, three short convs, the core, the gated norm
+    mla = 3 + 1 + 1  # q / kv_a / o projections, the kv norm, attention
+    dense, moe = 3 + 1, 2  # gate/up/down + swiglu; router + experts
+    return 1 + 1 + n_kda * kda + n_mla * mla + 2 * cfg.num_layers + cfg.first_k_dense * dense + n_moe * moe + 1
+
+
+def test_diagnose_measures_a_real_decode_step(nano, reference_registry):
+    d = D.measured(nano, reference_registry, 16, device="cpu", dtype=torch.float32, steps=2, ceiling_bytes=8 << 20,
+                   matmul_n=256)
+    p = d.profile
+    assert p.kernels == op_calls_per_token(nano.config) == 68
+    assert sum(x["calls"] for x in p.by_op.values()) == p.kernels
+    assert 0 < p.busy_s <= p.wall_s * 1.05
+    v = d.verdict
+    assert v["binding"] in ("launch overhead", "occupancy", "bandwidth", "compute")
+    assert v["collectives"].startswith("none") and v["predicted_gain"] >= 1.0
+    assert v["fraction_of_roofline"] < 1.0
+    assert d.decode.bytes == pytest.approx(token_cost(nano.config, "decode", depth=16, weights=nano,
+                                                       cache_elsize=4).bytes)
+
+
+def test_diagnose_cli_on_paper_for_the_2_8t(tmp_path, capsys):
+    assert main(["diagnose", "--model", "k3-2.8t", "--depth", "131072", "--paper", "--gpus", "8",
+                 "--out", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cfg = load_preset("k3-2.8t")
+    assert out["paper"] and out["mix"] == "ud_iq1_s" and out["profile"] is None
+    assert out["memory_bytes"] / 2**30 == pytest.approx(553.7, rel=0.001)
+    assert out["memory_bytes"] == quant_mix_bytes(cfg, "ud_iq1_s")["total"]
+    # the cache term at depth D counts D cached rows plus the new token's own
+    assert out["decode"]["bytes"] == pytest.approx(bytes_per_token(cfg, "ud_iq1_s", 131072 + 1)["total"], rel=1e-6)
+    assert out["ceilings"]["read_bandwidth"] == pytest.approx(8 * 4.04e12)
+    assert out["verdict"]["binding"] == "bandwidth" and "ignored on paper" in out["verdict"]["collectives"]
+    assert all((tmp_path / p.split("/")[-1]).stat().st_size > 1000 for p in out["pngs"])
+
+
+def test_diagnose_cli_measured_on_k3_nano(nano, tmp_path, capsys, monkeypatch, reference_registry):
+    monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
+    real = ceil.measure
+    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
+                                                                              "matmul_n": 256, "launches": 200}))
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "8", "--steps", "2", "--out", str(tmp_path),
+                 "--registry", str(reference_registry)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "68 kernels per token" in text and "binding ceiling:" in text and "collectives: none: one device" in text
+    assert (tmp_path / "diagnose-k3-nano-f32-d8.png").stat().st_size > 1000

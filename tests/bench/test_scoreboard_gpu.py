@@ -1,0 +1,72 @@
+"""The scoreboard's CUDA paths on a GPU (skipped with the reason elsewhere): CUDA-event timing, the
+depth proof on device caches, the profiler's kernel count, busy vs wall, graph-replay launch cost.
+
+The registry here is every op on its torch implementation, planned without check records (these tests
+are about timing and profiling, not about the gate, which has its own GPU tests); the gate is the
+stand-in of conftest.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sparkops.bench import ceilings as ceil
+from sparkops.bench import diagnose as D
+from sparkops.bench import harness
+from sparkops.bench.harness import BenchRequest, run_bench
+from sparkops.ops import OP_NAMES
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def torch_registry(tmp_path, monkeypatch):
+    from sparkops.dispatch import Ops
+    from sparkops.engine import loading
+    from sparkops.plugins import load_catalog
+    from sparkops.registry.file import Registry
+    from sparkops.registry.plan import make_plan
+
+    path = tmp_path / "torch-cuda.toml"
+    reg = Registry.empty(path)
+    for op in OP_NAMES:
+        reg.set(op, "cuda", "torch")
+    reg.save()
+    catalog = load_catalog()
+
+    def unchecked(device, registry=None, **kw):
+        return Ops(make_plan(Registry.load(registry), catalog, device, verify_checks=False))
+
+    monkeypatch.setattr(harness, "make_ops", unchecked)
+    monkeypatch.setattr(loading, "make_ops", unchecked)
+    return path
+
+
+def test_cuda_ceilings():
+    c = ceil.measure("cuda", nbytes=1 << 30, matmul_n=4096, launches=500)
+    assert 1e12 < c.read_bandwidth < 2e13 and c.copy_bandwidth > 1e12
+    assert c.matmul_flops > 1e14 and c.matmul_dtype == "bfloat16"
+    assert 0 < c.launch_graph_s < c.launch_eager_s
+
+
+def test_cuda_decode_abab_at_a_verified_depth(nano, passing_gate, torch_registry):
+    req = BenchRequest("decode", (0, 1024), 8, [("A", torch_registry), ("B", torch_registry)], repeats=4, warmup=1,
+                       device="cuda", ceiling_bytes=1 << 30)
+    run = run_bench(req, nano)
+    assert run.env["device_name"] and run.env["clocks"]["query"]
+    for p in run.points:
+        assert p.order == ["A", "B"] * 4
+        for arm in p.arms.values():
+            assert arm.proof["device_pos"] == p.depth and arm.proof["rows_checked"] == p.depth
+            assert all(r > 0 for r in arm.rates) and 0 < arm.roofline["fraction"] < 1
+
+
+def test_cuda_diagnose_counts_kernels_and_busy_time(nano, torch_registry):
+    d = D.measured(nano, torch_registry, 512, device="cuda", dtype=torch.float32, steps=4, ceiling_bytes=1 << 30,
+                   matmul_n=4096)
+    p = d.profile
+    assert p.kernels >= 68  # every named op call launches at least one kernel
+    assert 0 < p.busy_s <= p.wall_s
+    assert d.verdict["launch_graph_s"] is not None and d.verdict["launch_graph_s"] < d.verdict["launch_eager_s"]
+    assert d.verdict["binding"] in ("launch overhead", "occupancy", "bandwidth", "compute")

@@ -1,0 +1,180 @@
+"""The harness: ABAB order in one process, the gate before any timing (and refusal when it fails),
+the roofline refusal, what a run records, and the CLI end to end on k3-nano."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import textwrap
+
+import pytest
+import tomlkit
+
+from sparkops.bench import harness, ledger as L
+from sparkops.bench.gating import GateRefused
+from sparkops.bench.harness import BenchRequest, run_bench
+from sparkops.bench.roofline import AboveCeiling
+from sparkops.cli import bench_cmd, main
+from sparkops.engine import Engine
+from tests.helpers import fake_distribution
+
+WRONG_PLUGIN = textwrap.dedent('''
+    """A plugin whose rmsnorm is 5% off: fluent, plausible, wrong."""
+    from sparkops.plugins import hookimpl, tolerance
+
+
+    def rmsnorm(x, weight, eps):
+        from sparkops_numpy.rmsnorm import rmsnorm as reference
+        return reference(x, weight, eps) * 1.05
+
+
+    @hookimpl
+    def register_implementations(register):
+        register(op="rmsnorm", name="five_percent_off", backend="numpy", devices=("cpu",), fn=rmsnorm,
+                 claim=tolerance())
+''')
+
+
+@pytest.fixture
+def decode_log(monkeypatch):
+    """Which registry each decode step inside the harness's rounds (warm-up or timed) ran under, in order.
+    (The model gate decodes too, outside any round; those steps are not the harness's.)"""
+    log = []
+    inside = []
+    real_decode, real_timer = Engine.decode, harness.RegionTimer
+
+    class Round(real_timer):
+        def __enter__(self):
+            inside.append(True)
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            inside.pop()
+            return super().__exit__(*exc)
+
+    def logged(self, token):
+        if inside:
+            log.append(self.ops.plan.registry)
+        return real_decode(self, token)
+
+    monkeypatch.setattr(Engine, "decode", logged)
+    monkeypatch.setattr(harness, "RegionTimer", Round)
+    return log
+
+
+def test_abab_order_in_one_process(nano, passing_gate, registries, decode_log):
+    a, b = registries
+    req = BenchRequest("decode", (12,), 3, [("A", a), ("B", b)], repeats=4, warmup=2)
+    run = run_bench(req, nano)
+    p = run.points[0]
+    assert p.warmup_order == ["A", "B"] * 2
+    assert p.order == ["A", "B"] * 4
+    # what really ran, step by step: blocks of 3 decode steps alternating A, B (warm-up first)
+    blocks = [reg for reg, _ in itertools.groupby(decode_log)]
+    assert blocks == [str(a), str(b)] * 6
+    assert all(len(list(g)) == 3 for _, g in itertools.groupby(decode_log))
+    # the gate ran on both registries before anything was timed
+    assert passing_gate == [str(a), str(b)]
+    ra, rb = p.arms["A"].rates, p.arms["B"].rates
+    assert len(ra) == len(rb) == 4 and all(r > 0 for r in ra + rb)
+    assert p.ratios == pytest.approx([y / x for x, y in zip(ra, rb)])
+    assert p.arms["A"].median == pytest.approx(statistics.median(ra))
+    assert p.tier in ("win", "none", "regression")
+
+
+def test_both_engines_share_one_weights_object(nano, passing_gate, registries, monkeypatch):
+    models = []
+    real = Engine.__init__
+
+    def spy(self, model, ops, **kw):
+        real(self, model, ops, **kw)
+        models.append(self.model)
+
+    monkeypatch.setattr(Engine, "__init__", spy)
+    run_bench(BenchRequest("decode", (4,), 1, [("A", registries[0]), ("B", registries[1])], repeats=1, warmup=0), nano)
+    assert len(models) == 2 and models[0] is models[1] is nano
+
+
+def test_prefill_rounds_alternate_and_prove_the_prompt_length(nano, passing_gate, registries):
+    req = BenchRequest("prefill", (0,), 20, [("A", registries[0]), ("B", registries[1])], repeats=2, warmup=1,
+                       chunk=8)
+    p = run_bench(req, nano).points[0]
+    assert p.order == ["A", "B", "A", "B"] and p.warmup_order == ["A", "B"]
+    assert p.arms["B"].proof["depth"] == 20 and p.arms["B"].proof["host_length"] == 20
+
+
+def _wrong_registry(tmp_path, registries, monkeypatch):
+    site = fake_distribution(tmp_path / "site", "sparkops-wrong", {"wrong": "wrong_rmsnorm"},
+                             {"wrong_rmsnorm": WRONG_PLUGIN})
+    monkeypatch.syspath_prepend(str(site))
+    doc = tomlkit.parse(registries[1].read_text())
+    doc["ops"]["rmsnorm"]["cpu"]["impl"] = "five_percent_off"
+    registries[1].write_text(tomlkit.dumps(doc))
+    return registries[1]
+
+
+def test_a_registry_that_fails_the_model_gate_is_never_timed(nano, registries, tmp_path, monkeypatch, decode_log):
+    wrong = _wrong_registry(tmp_path, registries, monkeypatch)
+    req = BenchRequest("decode", (8,), 2, [("A", registries[0]), ("B", wrong)], repeats=2, warmup=1,
+                       gate_depths=(1, 4))
+    with pytest.raises(GateRefused, match=r"registry B .* failed the model gate.*\n.*KL .*FAIL"):
+        run_bench(req, nano)
+    assert decode_log == []  # not one timed (or untimed) bench step ran
+
+
+def test_the_cli_prints_and_records_nothing_for_an_ungated_registry(nano, registries, tmp_path, monkeypatch, capsys,
+                                                                    bench_dir):
+    wrong = _wrong_registry(tmp_path, registries, monkeypatch)
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: nano)
+    code = main(["bench", "decode", "--model", "k3-nano", "--depth", "8", "--tokens", "2", "--repeats", "2",
+                 "--registry", str(registries[0]), "--vs", str(wrong), "--gate-depths", "1,4"])
+    out = capsys.readouterr()
+    assert code == 1
+    assert out.out == ""  # no figure printed
+    assert "failed the model gate" in " ".join(out.err.split())
+    assert not (bench_dir / L.LEDGER).exists() and not (bench_dir / L.FRONTIER).exists()
+
+
+def test_a_figure_above_the_roofline_is_refused(nano, passing_gate, registries, monkeypatch, bench_dir):
+    # a box whose "bandwidth" is 1 kB/s: any real decode figure is far above 100% of it
+    from sparkops.bench.ceilings import Ceilings
+
+    monkeypatch.setattr(harness, "_ceilings", lambda req, ws: Ceilings("cpu", 1e3, 2e3, 1e12, "float32", None, None,
+                                                                       1 << 20))
+    req = BenchRequest("decode", (4,), 2, [("A", registries[0])], repeats=1, warmup=0)
+    with pytest.raises(AboveCeiling, match="of the roofline .* measurement error"):
+        run_bench(req, nano)
+
+
+def test_cli_end_to_end_records_the_run(nano, registries, monkeypatch, capsys, bench_dir):
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: nano)
+    argv = ["bench", "decode", "--model", "k3-nano", "--depth", "0,8", "--tokens", "2", "--repeats", "2",
+            "--warmup", "1", "--registry", str(registries[0]), "--vs", str(registries[1]), "--gate-depths", "1,4",
+            "--change", "A/A: the same registry twice", "--json"]
+    assert main(argv) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [p["depth"] for p in shown["points"]] == [0, 8]
+    assert shown["gates"]["A"]["passed"] and shown["gates"]["B"]["passed"]
+    assert shown["env"]["versions"]["torch"] and shown["env"]["clocks"] and "commit" in shown["env"]
+    rows = L.read(bench_dir / L.LEDGER)
+    assert [r["kind"] for r in rows] == ["measurement", "measurement"]
+    r = rows[1]
+    assert r["key"] == "decode.k3-nano.f32.cpu.d=8" and r["change"] == "A/A: the same registry twice"
+    assert r["before"] == pytest.approx(statistics.median(r["figures"][0]["rates"]))
+    assert r["after"] == pytest.approx(statistics.median(r["figures"][1]["rates"]))
+    assert r["order"] == ["A", "B", "A", "B"] and r["warmup_order"] == ["A", "B"]
+    assert r["worst_kl"] is not None and r["worst_kl"] < 1e-6 and r["worst_top1"] == 1.0
+    assert "--depth 0,8" in r["command"] and "--vs" in r["command"] and "--repeats 2" in r["command"]
+    assert r["depth_proof"]["A"]["depth"] == 8 and r["versions"]["numpy"]
+    assert r["figures"][0]["selections"]["attention"] and set(r["figures"][1]["selections"]) >= {"linear", "kda"}
+    frontier = tomlkit.parse((bench_dir / L.FRONTIER).read_text())["frontier"]
+    assert float(frontier["decode.k3-nano.f32.cpu.d=8"]["value"]) == pytest.approx(
+        max(f["value"] for f in r["figures"]), rel=1e-5)
+    ladder = (bench_dir / L.LADDER).read_text()
+    assert "A/A: the same registry twice" in ladder and r["id"] in ladder
+
+
+def test_decode_needs_an_explicit_depth(capsys):
+    assert main(["bench", "decode", "--model", "k3-nano", "--tokens", "4"]) == 2
+    assert "needs --depth" in capsys.readouterr().err

@@ -1,0 +1,175 @@
+"""The ledger (append-only, retractions as new rows), the raise-only frontier and LADDER.md."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tomlkit
+
+from sparkops.bench import ledger as L
+from sparkops.bench import record as R
+from sparkops.bench.frontier import Frontier, lowering_problems, workload_key
+from sparkops.bench.provenance import now
+from sparkops.cli import main
+from sparkops.errors import BadInput
+
+KEY = workload_key("decode", "k3-nano", "f32", "cpu", 128, 8)
+
+
+def row(value: float, before: float | None = None, tier: str = "none", kl: float = 3e-13, key: str = KEY) -> dict:
+    """A measurement row as record_run writes it (the fields the frontier and the ladder read)."""
+    date = now()
+    figures = ([{"label": "A", "registry": "registry.toml", "dtype": "float32", "value": before}] if before else []) + \
+        [{"label": "B" if before else "A", "registry": "cand.toml", "dtype": "float32", "value": value}]
+    return {"id": L.new_id(date), "kind": "measurement", "date": date, "change": f"candidate at {value}", "key": key,
+            "metric": "decode tok/s @ d=128 (8 steps)", "unit": "tok/s", "before": before, "after": value,
+            "ratio": value / before if before else None, "tier": tier, "noise": 0.02, "registry": "cand.toml",
+            "dtype": "float32", "worst_kl": kl, "worst_top1": 1.0, "figures": figures,
+            "command": f"sparkops bench decode --model k3-nano --depth 128 --tokens 8 # {value}", "commit": "abc",
+            "dirty": False}
+
+
+def add(bench, r: dict) -> dict:
+    """What record_run does with a row: append it, then offer its figures to the frontier."""
+    f = Frontier.load(bench / L.FRONTIER)
+    r["frontier"] = R.offer_row(f, r)
+    L.append(bench / L.LEDGER, r)
+    f.save()
+    return r
+
+
+def test_the_frontier_only_rises(bench_dir):
+    bench_dir.mkdir()
+    texts = []
+    outcomes = []
+    for v in (100.0, 110.0, 90.0, 109.0, 120.0):
+        outcomes.append(add(bench_dir, row(v))["frontier"]["A"])
+        texts.append((bench_dir / L.FRONTIER).read_text())
+    assert outcomes == ["new", "raised", "regression", "held", "raised"]
+    f = Frontier.load(bench_dir / L.FRONTIER)
+    e = f.entries()[KEY]
+    assert e["value"] == 120.0 and e["previous"] == 110.0 and e["regressions"] == 1
+    assert [Frontier.load(bench_dir / L.FRONTIER).value(KEY)] == [120.0]
+    for old, new in zip(texts, texts[1:]):
+        assert lowering_problems(old, new) == []
+    assert R.consistency_problems(bench_dir) == []
+    assert "RAISE-ONLY" in texts[-1]  # the header comment survives every rewrite
+
+
+def test_a_hand_lowered_value_is_caught(bench_dir):
+    bench_dir.mkdir()
+    add(bench_dir, row(100.0))
+    before = (bench_dir / L.FRONTIER).read_text()
+    doc = tomlkit.parse(before)
+    doc["frontier"][KEY]["value"] = 95.0
+    after = tomlkit.dumps(doc)
+    problems = lowering_problems(before, after)
+    assert len(problems) == 1 and KEY in problems[0] and "100 lowered to 95" in problems[0]
+    del doc["frontier"][KEY]
+    assert "removed" in lowering_problems(before, tomlkit.dumps(doc))[0]
+    (bench_dir / L.FRONTIER).write_text(after)  # without git history the ledger still gives it away
+    assert any("is not a figure of row" in p for p in R.consistency_problems(bench_dir))
+
+
+def test_a_hand_raised_value_is_caught_by_the_ledger(bench_dir):
+    bench_dir.mkdir()
+    add(bench_dir, row(100.0))
+    doc = tomlkit.parse((bench_dir / L.FRONTIER).read_text())
+    doc["frontier"][KEY]["value"] = 250.0
+    (bench_dir / L.FRONTIER).write_text(tomlkit.dumps(doc))
+    assert any("250" in p and "is not a figure of row" in p for p in R.consistency_problems(bench_dir))
+
+
+def test_retraction_keeps_the_row_and_lowers_the_frontier_with_a_record(bench_dir):
+    bench_dir.mkdir()
+    add(bench_dir, row(100.0))
+    bad = add(bench_dir, row(169.7, before=98.8, tier="win"))  # lecture 10: a "speedup" that read the wrong rows
+    frontier_before = (bench_dir / L.FRONTIER).read_text()
+    ledger_before = (bench_dir / L.LEDGER).read_bytes()
+    r, lowered = R.retract(bench_dir, bad["id"][:17], "two live defects made it read the wrong rows", "sparkops ...")
+    assert r["retracts"] == bad["id"] and r["kind"] == "retraction"
+    assert lowered == {"key": KEY, "from": 169.7, "to": 100.0, "retracted_row": bad["id"], "retraction_row": r["id"],
+                       "why": "two live defects made it read the wrong rows", "date": r["date"]}
+    assert (bench_dir / L.LEDGER).read_bytes().startswith(ledger_before)  # nothing rewritten, one row added
+    rows = L.read(bench_dir / L.LEDGER)
+    assert [x["id"] for x in rows[:2]][1] == bad["id"] and rows[1] == json.loads(json.dumps(bad))
+    assert Frontier.load(bench_dir / L.FRONTIER).value(KEY) == 100.0
+    assert lowering_problems(frontier_before, (bench_dir / L.FRONTIER).read_text()) == []
+    assert R.consistency_problems(bench_dir) == []
+    with pytest.raises(BadInput, match="already retracted"):
+        R.retract(bench_dir, bad["id"], "again", "x")
+    ladder = (bench_dir / L.LADDER).read_text()
+    assert bad["id"] in ladder and "retracted (was win;" in ladder and "read the wrong rows" in ladder
+    assert "169.7 → 100" in ladder  # the [[lowered]] note
+
+
+def test_the_ledger_is_append_only_and_refuses_damage(bench_dir):
+    bench_dir.mkdir()
+    path = bench_dir / L.LEDGER
+    first = L.append(path, row(100.0))
+    snapshot = path.read_bytes()
+    L.append(path, row(101.0))
+    assert path.read_bytes().startswith(snapshot)
+    with pytest.raises(BadInput, match="already exists"):
+        L.append(path, dict(first))
+    with open(path, "ab") as fh:
+        fh.write(b'{"id": "torn", "kind": "meas')  # a write cut short
+    with pytest.raises(BadInput, match="not terminated"):
+        L.append(path, row(102.0))
+    with pytest.raises(BadInput, match=r"ledger.jsonl:3: not a JSON object"):
+        L.read(path)
+
+
+def test_ladder_lists_every_change_with_tier_kl_and_command(bench_dir):
+    bench_dir.mkdir()
+    rows = [add(bench_dir, row(100.0)), add(bench_dir, row(100.5, before=100.0, tier="none", kl=2e-7)),
+            add(bench_dir, row(90.0, before=100.0, tier="regression", kl=1e-8))]
+    R.render_all(bench_dir)
+    text = (bench_dir / L.LADDER).read_text()
+    assert "## Frontier (raise-only)" in text and f"`{KEY}`" in text
+    table = [line for line in text.splitlines() if line.startswith("| ") and any(r["id"] in line for r in rows)]
+    measured = [line for line in table if "decode tok/s @ d=128" in line]
+    assert len(measured) == 3
+    assert "— → 100 |" in measured[0] and "| none |" in measured[0]
+    assert "100 → 100.5" in measured[1] and "2e-07 / 1" in measured[1]
+    assert "100 → 90 |" in measured[2] and "| regression |" in measured[2] and "# 90" in measured[2]
+    assert (bench_dir / "ladder.png").stat().st_size > 1000
+
+
+def test_import_merges_another_boxs_rows_and_applies_them(bench_dir, tmp_path):
+    bench_dir.mkdir()
+    add(bench_dir, row(100.0))
+    other = tmp_path / "gpu-box"
+    other.mkdir()
+    mine = L.read(bench_dir / L.LEDGER)
+    L.append(other / L.LEDGER, mine[0])  # the box started from the same ledger
+    L.append(other / L.LEDGER, row(130.0, before=100.0, tier="win"))
+    added = R.import_rows(bench_dir, other / L.LEDGER)
+    assert len(added) == 1 and Frontier.load(bench_dir / L.FRONTIER).value(KEY) == 130.0
+    assert R.import_rows(bench_dir, other / L.LEDGER) == []  # idempotent
+    assert R.consistency_problems(bench_dir) == []
+
+
+def test_sync_repairs_a_frontier_that_missed_a_standing_row(bench_dir):
+    bench_dir.mkdir()
+    add(bench_dir, row(100.0))
+    L.append(bench_dir / L.LEDGER, row(120.0))  # appended, but the frontier write never happened
+    assert any("run `sparkops ledger sync`" in p for p in R.consistency_problems(bench_dir))
+    assert R.sync(bench_dir) == [KEY]
+    assert R.consistency_problems(bench_dir) == []
+
+
+def test_ledger_cli_show_retract_check(bench_dir, capsys):
+    bench_dir.mkdir()
+    add(bench_dir, row(100.0))
+    r = add(bench_dir, row(140.0, before=100.0, tier="win"))
+    assert main(["ledger", "check"]) == 0
+    assert main(["ledger", "retract", r["id"]]) == 2  # a retraction without a reason is refused
+    assert main(["ledger", "retract", r["id"], "--why", "measured at depth 64, not 128"]) == 0
+    capsys.readouterr()
+    assert main(["ledger", "show", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [x["kind"] for x in shown] == ["measurement", "measurement", "retraction"]
+    assert shown[2]["why"] == "measured at depth 64, not 128"
+    assert main(["ledger", "check"]) == 0
