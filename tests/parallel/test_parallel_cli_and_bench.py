@@ -1,0 +1,116 @@
+"""`sparkops parallel ...` and the multi-rank bench (gate first, the ledger row beside the seed's figures)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from sparkops.bench import ledger as L
+from sparkops.cli import main
+from sparkops.engine import Engine
+from sparkops.engine.loading import make_ops
+from sparkops.errors import BadInput
+from sparkops.parallel import runbench
+from sparkops.parallel.launch import ModelSource, PoolSpec
+from sparkops.synth import synth_weights
+
+
+def test_plan_k3_2_8t_json(capsys):
+    assert main(["parallel", "plan", "--model", "k3-2.8t", "--world", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mix"] == "ud_iq1_s" and len(out["ranks"]) == 8
+    assert out["ranks"][7]["experts"] == [784, 896]
+    assert all(r["bytes"]["total"] < 80 * 2**30 for r in out["ranks"])
+
+
+def test_plan_refuses_more_ranks_than_heads(capsys):
+    assert main(["parallel", "plan", "--model", "k3-nano", "--world", "8"]) == 2
+    assert "use at most 4 ranks" in capsys.readouterr().err
+
+
+def test_no_action_is_bad_usage(capsys):
+    assert main(["parallel"]) == 2
+    assert "give an action" in capsys.readouterr().err
+
+
+def test_check_cli_refuses_the_late_reduce(capsys):
+    code = main(["parallel", "check", "--world", "2", "--depths", "9", "--late-reduce", "ffn"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "LATE reduce at ffn" in captured.out and "FAIL" in captured.out and "refused" in captured.err
+
+
+def test_logits_cli_matches_one_process(tmp_path, capsys):
+    out = tmp_path / "l.npy"
+    tokens = [3, 99, 250, 7, 7]
+    assert main(["parallel", "logits", "--world", "2", "--tokens", ",".join(map(str, tokens)), "--prefill-split", "3",
+                 "-o", str(out)]) == 0
+    got = np.load(out)
+    e = Engine(synth_weights("k3-nano", "f32", 0), make_ops("cpu"), max_context=8)
+    ref = torch.cat([e.prefill(tokens[:3])] + [e.decode(t) for t in tokens[3:]]).numpy()
+    assert got.shape == ref.shape == (5, 320)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_bench_gates_then_times_and_records(tmp_path):
+    spec = PoolSpec(2, ModelSource("ondevice", "k3-nano", "q8_0", 1), max_context=64)
+    result = runbench.run(spec, prefill=24, depth=20, steps=2, rounds=2, chunk=16, gate_depths=(9,),
+                          consistency=(8, 2))
+    assert "refused" not in result
+    assert result["gates"]["sharded_graph_k3-nano"]["passed"]
+    sc = result["gates"]["self_consistency"]
+    assert sc["passed"] and sc["ranks_identical"] and sc["positions"] == 10
+    s = result["summary"]
+    assert s["prefill"]["proof"]["depth"] == 24 and s["decode"]["proof"]["depth"] == 20
+    for phase in ("prefill", "decode"):
+        assert 0 < s[phase]["collective_share"] < 1 and s[phase]["tok_s"] > 0
+    assert s["decode"]["reduces_per_step"] == {"attn": 4.0, "ffn": 4.0}
+    rows = runbench.record(result, "sparkops parallel bench (test)", tmp_path)
+    assert [r["key"] for r in rows] == ["prefill.k3-nano.q8_0.2xcpu.t=24", "decode.k3-nano.q8_0.2xcpu.d=20"]
+    assert [r["id"] for r in L.read(tmp_path / L.LEDGER)] == [r["id"] for r in rows]
+    assert all(r["frontier"] == {"A": "new"} and r["parallel"]["world"] == 2 for r in rows)
+    assert (tmp_path / L.FRONTIER).exists()
+
+
+def _fake_result(fill: str) -> dict:
+    proof = {"depth": 131072}
+    return {"spec": {"world": 8, "device": "cuda", "backend": "nccl", "registry": None, "dtype": "bfloat16",
+                     "source": {"kind": "ondevice", "name": "k3-2.8t", "mix": "ud_iq1_s", "seed": 0},
+                     "placement": {"dispatch": "compact", "late": []}, "prefill_chunk": 2048},
+            "gates": {"sharded_graph_k3-nano": {"passed": True, "worst_depth": {"kl_max": 1e-9, "top1": 1.0,
+                                                                                "depth": 65}}},
+            "summary": {"decode": {"depth": 131072, "steps": 8, "fill": fill, "fill_s": None, "tok_s": 30.0,
+                                   "rates": [29.0, 30.0, 31.0], "step_s": 1 / 30, "collective_s": 0.005,
+                                   "collective_share": 0.15, "reduces_per_step": {"attn": 93, "ffn": 93},
+                                   "proof": proof},
+                        "prefill": {"tokens": 32768, "wall_s": 400.0, "tok_s": 81.92, "collective_s": 20.0,
+                                    "collective_share": 0.05, "proof": {"depth": 32768}}}}
+
+
+ENV = {"device": "cuda", "device_name": "NVIDIA H200", "device_slug": "nvidia-h200", "clocks": {}, "versions": {},
+       "commit": "abc", "dirty": False, "host": "box"}
+
+
+def test_rows_stand_beside_the_seed_figures():
+    rows = runbench.ledger_rows(_fake_result("prefill"), "cmd", env=ENV)
+    by = {r["phase"]: r for r in rows}
+    d = by["decode"]["seed_figures"]
+    assert d["figures"]["SparkInfer-K3 (current)"] == 60.17 and d["figures"]["llama.cpp"] == 18.44
+    assert d["ratio_to"]["llama.cpp"] == pytest.approx(30.0 / 18.44)
+    p = by["prefill"]["seed_figures"]["figures"]
+    assert p["SparkInfer-K3 (current)"] == 99.68 and p["llama.cpp"] == 143.88
+    assert by["decode"]["key"] == "decode.k3-2.8t.ud_iq1_s.8xnvidia-h200.d=131072" and by["decode"]["parallel"]["collective_share"] == 0.15
+
+
+def test_a_synthetic_fill_is_its_own_labelled_workload():
+    row = next(r for r in runbench.ledger_rows(_fake_result("synthetic"), "cmd", env=ENV) if r["phase"] == "decode")
+    assert row["key"].endswith(".fill=synthetic") and "synthetically" in row["change"]
+
+
+def test_a_refused_run_records_nothing(tmp_path):
+    with pytest.raises(BadInput, match="nothing recorded"):
+        runbench.record({"refused": "gate failed", "spec": {}, "gates": {}}, "cmd", tmp_path)
+    assert not (tmp_path / L.LEDGER).exists()
