@@ -28,6 +28,7 @@ COMMANDS = [
     "synth_cmd",
     "convert_cmd",
     "bench_cmd", "diagnose_cmd", "ledger_cmd",
+    "parallel_cmd",
 ]
 
 
