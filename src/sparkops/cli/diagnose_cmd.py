@@ -41,6 +41,8 @@ def add_parser(sub) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device class (default: %(default)s)")
     p.add_argument("--dtype", default="auto", help="activation dtype (default: the registry's gate dtype)")
     p.add_argument("--steps", type=int, default=8, help="decode steps profiled (default %(default)s)")
+    p.add_argument("--worlds", metavar="N,N,...", help="also measure a sharded decode step on these world sizes "
+                   "(e.g. 1,2,4): the collective share of the step and the Amdahl crossover, from measured numbers")
     p.add_argument("--out", metavar="DIR", help="where the PNGs go (default: the checkout's bench/)")
     add_registry_arg(p)
     add_json_arg(p)
@@ -91,6 +93,8 @@ def run(args) -> int:
         dtype = parse_dtype(args.dtype) or default_dtype(reg, args.device)
         d = D.measured(load_weights(args.model), reg, args.depth, device=args.device, dtype=dtype, steps=args.steps,
                        prefill_tokens=args.prefill_tokens)
+        if args.worlds:
+            _collectives(d, args, reg)
     out = Path(args.out) if args.out else bench_dir()
     pngs = _draw(d, out)
     if args.json:
@@ -98,6 +102,26 @@ def run(args) -> int:
         return 0
     _print(d, pngs)
     return 0
+
+
+def _collectives(d, args, reg) -> None:
+    """Measure the sharded step on each world size; the collective share and Amdahl crossover join the verdict."""
+    from ..parallel.amdahl import collectives_verdict
+    from ..parallel.scaling import diagnose_collectives
+
+    try:
+        worlds = tuple(sorted({1, *(int(w) for w in args.worlds.split(","))}))
+    except ValueError:
+        raise BadInput(f"--worlds must be comma-separated integers, got {args.worlds!r}") from None
+    if worlds[0] < 1:
+        raise BadInput("--worlds must be positive")
+    rep = diagnose_collectives(args.model, worlds=worlds, depth=args.depth, steps=args.steps, device=args.device,
+                               registry=str(reg), mix=d.mix)
+    coll = rep["collectives"]
+    v = collectives_verdict(coll)
+    d.verdict.update(collectives=v["why"], collective_share=coll["collective_share"], amdahl=coll.get("amdahl"))
+    if v["binding"]:
+        d.verdict.update(binding="collectives", predicted_gain=v["predicted_gain"], why=v["why"])
 
 
 def _draw(d, out: Path) -> list[Path]:
