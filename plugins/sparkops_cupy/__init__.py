@@ -6,8 +6,9 @@ Each op lives in its own module here (`sparkops_cupy/<op>.py`); this module regi
 the public hook, exactly as an outside plugin would. The implementations are unavailable (with the
 reason shown by `sparkops plan`) where CuPy is not installed or there is no CUDA device.
 
-`rmsnorm_quantize.rmsnorm_quantize` (rmsnorm fused with quantize_act) is a plain function for now:
-there is no named op for the pair yet.
+`rmsnorm_quantize` comes twice: `cupy_unfused` (this backend's rmsnorm kernel, then its quantize_act
+kernel) claims the tolerance row, and `cupy` (one fused kernel) claims to be bit-identical to it,
+which the gate proves byte for byte.
 """
 
 from sparkops.plugins import bit_identical, hookimpl, tolerance
@@ -17,11 +18,16 @@ from . import _runtime
 #: files every implementation depends on besides its module and its kernel sources
 _COMMON = ("_runtime.py", "_weights.py")
 
-#: (op, implementation name, "module:function", claim, kernel source) for every implementation
+#: (op, implementation name, "module:function", claim, kernel source(s)) for every implementation
 IMPLEMENTATIONS = [
     # the Q8_0 quantizer is exact arithmetic: the same bytes as the reference, not merely close
     ("quantize_act", "cupy", "sparkops_cupy.quantize_act:quantize_act", bit_identical(to="numpy"), "quantize_act.cu"),
     ("rmsnorm", "cupy", "sparkops_cupy.rmsnorm:rmsnorm", tolerance(), "rmsnorm.cu"),
+    # the pair as two kernels, and fused: the same row code, so the fused kernel must equal it byte for byte
+    ("rmsnorm_quantize", "cupy_unfused", "sparkops_cupy.rmsnorm_quantize:rmsnorm_quantize_unfused", tolerance(),
+     ("rmsnorm.cu", "quantize_act.cu")),
+    ("rmsnorm_quantize", "cupy", "sparkops_cupy.rmsnorm_quantize:rmsnorm_quantize", bit_identical(to="cupy_unfused"),
+     "rmsnorm.cu"),
     # integer dot products on Q8_0 activations: llama.cpp's arithmetic, not the float reference's
     ("linear", "cupy_dp4a", "sparkops_cupy.linear:linear", tolerance("act_q8"), "linear.cu"),
     ("kda", "cupy_recurrent", "sparkops_cupy.kda:kda", tolerance(), "kda.cu"),
@@ -37,5 +43,7 @@ IMPLEMENTATIONS = [
 def register_implementations(register):
     why = _runtime.unavailable_reason()
     for op, name, fn, claim, source in IMPLEMENTATIONS:
+        kernels = (source,) if isinstance(source, str) else source
+        files = dict.fromkeys(f for cu in kernels for f in _runtime.source_files(cu))  # headers once, in order
         register(op=op, name=name, backend="cupy", devices=("cuda",), fn=fn, claim=claim, unavailable=why,
-                 sources=_runtime.source_files(source) + _COMMON)
+                 sources=tuple(files) + _COMMON)

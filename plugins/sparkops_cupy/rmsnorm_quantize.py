@@ -3,8 +3,8 @@
 `rmsnorm_quantize(x, weight, eps) -> (q, d)` equals, byte for byte, this backend's `rmsnorm` followed by
 its `quantize_act` (`rmsnorm_quantize_unfused`): the fused kernel runs the same row code with the same
 launch geometry and quantizes each 32-value block in registers instead of writing the normalised row
-and reading it back. There is no named op for the pair yet, so this is a plain function; the
-proposed contract is in the plugin's report (op `rmsnorm_quantize`, reference = the composition).
+and reading it back. Both implement the named op `rmsnorm_quantize` (sparkops/ops/rmsnorm_quantize.py):
+`cupy_unfused` claims its tolerance row, `cupy` claims bit-identity to `cupy_unfused`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ IMPLEMENTATIONS = [
     ("add_rmsnorm", "numpy", "sparkops_numpy.add_rmsnorm:add_rmsnorm"),
     ("linear", "numpy", "sparkops_numpy.linear:linear"),
     ("quantize_act", "numpy", "sparkops_numpy.quantize_act:quantize_act"),
+    ("rmsnorm_quantize", "numpy", "sparkops_numpy.rmsnorm_quantize:rmsnorm_quantize"),
     ("short_conv", "numpy", "sparkops_numpy.short_conv:short_conv"),
     ("kda", "numpy", "sparkops_numpy.kda:kda"),
     ("kda", "numpy_chunked", "sparkops_numpy.kda:kda_chunked"),

@@ -27,6 +27,7 @@ IMPLEMENTATIONS = [
     ("linear", "torch", "sparkops_torch.linear:linear", BOTH, None, _W),
     ("linear", "torch_bf16", "sparkops_torch.linear:linear_bf16", ("cuda",), "bf16", _W),
     ("quantize_act", "torch", "sparkops_torch.quantize_act:quantize_act", BOTH, None, _C),
+    ("rmsnorm_quantize", "torch", "sparkops_torch.rmsnorm_quantize:rmsnorm_quantize", BOTH, None, _C),
     ("short_conv", "torch", "sparkops_torch.short_conv:short_conv", BOTH, None, _C),
     ("kda", "torch", "sparkops_torch.kda:kda", BOTH, None, _C),
     ("kda", "torch_recurrent", "sparkops_torch.kda:kda_recurrent", BOTH, None, _C),

@@ -2,8 +2,8 @@
 contract's cases, call by call, and judge outputs and state with the op's row of THE tolerance table
 (`sparkops.gate.tolerances`) through the gate's metrics (`sparkops.gate.metrics`): NMSE for floats,
 exact for integers (ids, int8 blocks) and for ops whose contract demands it, ids exact up to near-ties
-for moe_router and sample. State is judged after every call: a stateful op that is right once and
-wrong afterwards is wrong.
+for moe_router and sample, Q8_0 blocks by what they stand for (qdq) for rmsnorm_quantize. State is
+judged after every call: a stateful op that is right once and wrong afterwards is wrong.
 
 Every call runs under the gate's `poisoned()` (fresh torch / NumPy allocations are NaN or max-int),
 so an output left partly unwritten fails. Otherwise this runner is deliberately separate from the
@@ -99,6 +99,8 @@ def judge(what: str, got: tuple, ref: tuple, inputs: dict[str, Any], rule: Rule)
         return metrics.router(what, got, ref, inputs, rule)
     if rule.metric == "sample":  # one ids tensor
         return metrics.sample(what, got[0], ref[0], inputs, rule)
+    if rule.metric == "qdq":  # (q, d) Q8_0 blocks
+        return metrics.qdq(what, got, ref, rule)
     if len(got) != len(ref):
         return [metrics.Verdict(what, "structure", float("inf"), 0.0, False,
                                 f"{len(got)} outputs, the reference gives {len(ref)}")]

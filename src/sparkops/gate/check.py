@@ -278,6 +278,8 @@ def _compare(result: CaseResult, got: Trace, want: Trace, rule: Rule, variant: s
             result.verdicts += [(i, v) for v in metrics.router(label, g_out, r_out, want.inputs[i], rule)]
         elif rule.metric == "sample":
             result.verdicts += [(i, v) for v in metrics.sample("output", g_out[0], r_out[0], want.inputs[i], rule)]
+        elif rule.metric == "qdq":
+            result.verdicts += [(i, v) for v in metrics.qdq("outputs", g_out, r_out, rule)]
         else:
             for j, (g, r) in enumerate(zip(g_out, r_out)):
                 what = "output" if len(r_out) == 1 else f"output {j}"

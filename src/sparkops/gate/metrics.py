@@ -36,7 +36,7 @@ class Verdict:
 
 
 #: metrics whose value is a count (of differing values, tokens, inputs), not a ratio
-COUNTS = ("exact", "bytes", "unchanged", "structure")
+COUNTS = ("exact", "bytes", "unchanged", "structure", "steps", "scales")
 
 
 def show(metric: str, value: float) -> str:
@@ -127,6 +127,59 @@ def same_bytes(what: str, got: torch.Tensor, other: torch.Tensor, other_name: st
                    f"{n} of {g.numel()} values differ in their bits from {other_name}; first at "
                    f"{_index(i, tuple(g.shape))}: {other_name} gives {o.reshape(-1)[i].item()!r}, "
                    f"got {g.reshape(-1)[i].item()!r}")
+
+
+# -- quantized activations (q, d) ----------------------------------------------------------------------
+#: the spacing of float16 subnormals (2^-24): the smallest step a float16 scale can take
+F16_TINY = 2.0 ** -24
+
+
+def qdq(what: str, got: Any, ref: tuple[torch.Tensor, torch.Tensor], rule: Rule) -> list[Verdict]:
+    """Q8_0 blocks (q int8 [T, D], d float32 [T, D/32]) judged as what they stand for (see tolerances):
+
+    steps   q values more than one step from the reference's, q = -128 (outside Q8_0's symmetric
+            range), or a non-zero q in a block whose reference scale is 0: must be none;
+    scales  scales that are not float16 values, that are more than `tie` (relative; one float16
+            step) from the reference's, or non-zero where the reference's is 0: must be none;
+    qdq     NMSE of the dequantized values q * d against the reference's, at most `limit`.
+    A NaN scale (a poisoned, unwritten one) counts as a wrong scale and makes the NMSE infinite.
+    """
+    if not isinstance(got, tuple) or len(got) != 2:
+        return [Verdict(what, "structure", math.inf, 0.0, False, "expected (q, d)")]
+    out = [v for v in (structure(f"{what} q", got[0], ref[0], exact_dtype=True),
+                       structure(f"{what} d", got[1], ref[1], exact_dtype=True)) if v]
+    if out:
+        return out
+    q_got, q_ref = got[0].detach().cpu().to(torch.int64), ref[0].to(torch.int64)
+    d_got, d_ref = got[1].detach().cpu().to(torch.float64), ref[1].to(torch.float64)
+    t, width = q_ref.shape
+    blocks = (t, width // 32, 32)
+    zero = (d_ref == 0)  # [T, D/32]: all-zero blocks, which must come back exactly zero
+    zero_q = zero[..., None].expand(blocks).reshape(t, width)
+
+    step = (q_got - q_ref).abs()
+    bad_q = (step > 1) | (q_got == -128) | (zero_q & (q_got != 0))
+    f16 = d_got.to(torch.float16).to(torch.float64) == d_got  # False for NaN
+    near = (d_got - d_ref).abs() <= torch.maximum(rule.tie * d_ref.abs(), torch.full_like(d_ref, F16_TINY))
+    bad_d = ~f16 | ~near | (zero & (d_got != 0))
+    verdicts = [_count(f"{what} q", "steps", bad_q, q_got, q_ref, "more than one step from the reference"),
+                _count(f"{what} d", "scales", bad_d, got[1].detach().cpu(), ref[1],
+                       f"not a float16 value within {rule.tie:g} (relative) of the reference")]
+    values = (q_got.to(torch.float64).reshape(blocks) * d_got[..., None]).reshape(t, width)  # [T, D]
+    wanted = (q_ref.to(torch.float64).reshape(blocks) * d_ref[..., None]).reshape(t, width)
+    v = nmse(f"{what} q*d", values, wanted, rule.limit)
+    verdicts.append(Verdict(v.what, "qdq", v.value, v.limit, v.passed, v.detail))
+    return verdicts
+
+
+def _count(what: str, metric: str, bad: torch.Tensor, got: torch.Tensor, ref: torch.Tensor, why: str) -> Verdict:
+    n = int(bad.sum())
+    if n == 0:
+        return Verdict(what, metric, 0.0, 0.0, True)
+    i = int(torch.nonzero(bad.reshape(-1))[0])
+    return Verdict(what, metric, float(n), 0.0, False,
+                   f"{n} of {bad.numel()} values {why}; first at {_index(i, tuple(bad.shape))}: "
+                   f"expected {ref.reshape(-1)[i].item()!r}, got {got.reshape(-1)[i].item()!r}")
 
 
 # -- moe_router ------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ OP_NAMES = (
     "add_rmsnorm",
     "linear",
     "quantize_act",
+    "rmsnorm_quantize",
     "short_conv",
     "kda",
     "gated_rmsnorm",
