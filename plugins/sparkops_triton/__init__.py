@@ -1,0 +1,54 @@
+"""The Triton backend: GPU kernels written in Triton, one module per op (`sparkops_triton/<op>.py`).
+
+Registered through the public hook like any outside plugin. Triton itself is imported lazily, so
+the catalog loads (and says why these kernels cannot run) on a machine without Triton.
+
+Where they run:
+  TRITON_INTERPRET=1            devices ("cpu",): Triton's interpreter runs the kernels on CPU tensors
+                                (slow; CI checks the kernels this way on small shapes)
+  a CUDA device                 devices ("cuda",)
+  neither, or no triton         registered as unavailable, with the reason
+"""
+
+from __future__ import annotations
+
+from sparkops.plugins import hookimpl, tolerance
+
+from ._runtime import availability
+
+#: (op, implementation name, "module:function", claim, kernel sources). The function's own module is
+#: always hashed by the gate; `sources` adds the other files (relative to this package) whose bytes
+#: define the kernel, so editing a shared helper invalidates the check record too.
+IMPLEMENTATIONS = [
+    ("rmsnorm", "triton", "sparkops_triton.rmsnorm:rmsnorm", tolerance(), ("_runtime.py",)),
+    ("add_rmsnorm", "triton", "sparkops_triton.add_rmsnorm:add_rmsnorm", tolerance(), ("_runtime.py", "rmsnorm.py")),
+    ("gated_rmsnorm", "triton", "sparkops_triton.gated_rmsnorm:gated_rmsnorm", tolerance(), ("_runtime.py",)),
+    ("short_conv", "triton", "sparkops_triton.short_conv:short_conv", tolerance(), ("_runtime.py",)),
+    ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py",)),
+    ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),
+     ("_runtime.py", "kda.py")),
+    ("attention", "triton", "sparkops_triton.attention:attention", tolerance("bf16"),
+     ("_runtime.py", "attention_prefill.py")),
+    ("attention", "triton_splitk", "sparkops_triton.attention_splitk:attention_splitk", tolerance("bf16"),
+     ("_runtime.py", "attention_prefill.py")),
+    ("moe_router", "triton", "sparkops_triton.moe_router:moe_router", tolerance(), ("_runtime.py",)),
+    ("sample", "triton", "sparkops_triton.sample:sample", tolerance(), ("_runtime.py",)),
+    # quantized matmuls: float32 GEMVs for T <= 8; "triton" runs larger T on bf16 tensor-core dots,
+    # "triton_fp32" on tf32x3 dots (about float32 accuracy)
+    ("linear", "triton", "sparkops_triton.linear:linear", tolerance("bf16"), ("_runtime.py", "_dequant.py")),
+    ("linear", "triton_fp32", "sparkops_triton.linear:linear_fp32", tolerance(), ("_runtime.py", "_dequant.py")),
+    ("embedding", "triton", "sparkops_triton.embedding:embedding", tolerance(),
+     ("_runtime.py", "_dequant.py", "linear.py")),
+    ("moe_experts", "triton", "sparkops_triton.moe_experts:moe_experts", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "linear.py")),
+    ("moe_experts", "triton_fp32", "sparkops_triton.moe_experts:moe_experts_fp32", tolerance(),
+     ("_runtime.py", "_dequant.py", "linear.py")),
+]
+
+
+@hookimpl
+def register_implementations(register):
+    devices, reason = availability()
+    for op, name, fn, claim, sources in IMPLEMENTATIONS:
+        register(op=op, name=name, backend="triton", devices=devices, fn=fn, claim=claim, unavailable=reason,
+                 sources=sources)

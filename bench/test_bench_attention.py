@@ -1,0 +1,47 @@
+"""attention (MLA) at the 48B shapes: every implementation that passes the gate on this GPU, side by side.
+
+    pytest bench/test_bench_attention.py --benchmark-only --benchmark-group-by=group
+
+decode: one token after L cached rows (32 heads, 576-wide bf16 latent rows), a round = a CUDA graph of
+        one call per argument set, replayed. Bytes = the cache rows once (all heads share the latent:
+        counted once) + w_uk, w_uv + q, out; the anchor is plain torch at 215 us (703 GB/s) for
+        L=131072 and 4.04 TB/s the ceiling.
+prefill: T new tokens at position 0, eager; the anchor is torch SDPA at 21.2 ms for T=32768.
+extra_info: us_per_call, GB/s, and the implementation's key. Skipped with the reason without CUDA.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA device (none on this machine)", allow_module_level=True)
+
+from sparkops.bench import opbench  # noqa: E402
+from sparkops_triton._workloads import attention_args, graph_round  # noqa: E402
+
+CASES = [("decode", 1, 4096), ("decode", 1, 32768), ("decode", 1, 131072), ("prefill", 4096, 0),
+         ("prefill", 32768, 0)]
+
+
+def _params():
+    names = opbench.candidates("attention", "cuda", opbench.session_catalog())
+    return [pytest.param(kind, t, ctx, name, id=f"{kind} T={t} L={ctx} [{name}]")
+            for kind, t, ctx in CASES for name in names]
+
+
+@pytest.mark.parametrize("kind,t,ctx,impl_name", _params())
+def test_bench_attention(benchmark, kind, t, ctx, impl_name):
+    why = opbench.session_eligibility().why_not("attention", impl_name, "cuda")
+    if why:
+        pytest.skip(why)
+    fn = opbench.session_catalog().get("attention", impl_name).resolve()
+    sets, nbytes = attention_args(t, ctx, n_sets=None if kind == "decode" else 1)
+    round_, calls, mode = graph_round(fn, sets, graph=kind == "decode")
+    benchmark.group = f"attention 48B {kind} T={t} L={ctx}"
+    benchmark.pedantic(round_, rounds=10 if kind == "decode" else 3, iterations=1, warmup_rounds=1)
+    per_call = benchmark.stats.stats.median / calls
+    benchmark.extra_info.update(impl=f"attention={impl_name}", mode=mode, calls_per_round=calls,
+                                bytes_per_call=nbytes, us_per_call=per_call * 1e6, gb_per_s=nbytes / per_call / 1e9)

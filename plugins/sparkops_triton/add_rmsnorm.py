@@ -1,0 +1,47 @@
+"""add_rmsnorm in Triton: the residual add and the next RMSNorm in one pass over the row.
+
+summed = residual + x is rounded to x's dtype (what the unfused chain stores) and the norm is taken
+of that stored value, so the fused op equals add-then-rmsnorm on the device, not a more exact variant.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from ._runtime import FLOATS, expect, expect_device, expect_dtype
+from .rmsnorm import row_launch
+
+
+@triton.jit
+def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, s_ptr, x_stride, r_stride, D, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < D
+    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    r = tl.load(r_ptr + row * r_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    summed = (x + r).to(s_ptr.dtype.element_ty)  # the stored residual stream
+    tl.store(s_ptr + row * D + cols, summed, mask=mask)
+    s = summed.to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    inv = 1.0 / tl.sqrt(tl.sum(s * s, axis=0) / D + eps)
+    tl.store(y_ptr + row * D + cols, (s * inv * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def add_rmsnorm(x, residual, weight, eps):
+    op = "add_rmsnorm"
+    expect(op, "x", x, (None, None), "[T, D]")
+    expect(op, "residual", residual, tuple(x.shape), "the same shape as x")
+    expect(op, "weight", weight, (x.shape[1],), "one gain per channel")
+    expect_dtype(op, "x", x, FLOATS)
+    expect_device(op, x=x, residual=residual, weight=weight)
+    x = x if x.stride(-1) == 1 else x.contiguous()
+    residual = residual if residual.stride(-1) == 1 else residual.contiguous()
+    t, d = x.shape
+    normed = torch.empty((t, d), dtype=x.dtype, device=x.device)  # [T, D]
+    summed = torch.empty((t, d), dtype=x.dtype, device=x.device)  # [T, D]
+    if t == 0:
+        return normed, summed
+    block, warps = row_launch(d)
+    _add_rmsnorm_kernel[(t,)](x, residual, weight.contiguous(), normed, summed, x.stride(0), residual.stride(0), d,
+                              float(eps), BLOCK=block, num_warps=warps)
+    return normed, summed

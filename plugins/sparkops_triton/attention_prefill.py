@@ -1,0 +1,284 @@
+"""MLA attention in Triton: the pieces both attention implementations share, and the prefill path (T > 1).
+
+`pos` stays in device memory: every kernel reads it, none of this code synchronizes the host.
+
+Prefill (spec 4), for T new tokens at absolute positions pos .. pos+T-1:
+  1. `_write_rows_kernel`: cache[pos + t] = latent[t].
+  2. `_absorb_kernel`: q_lat[t, h] = w_uk[h]^T q_nope[t, h] (only when pos > 0: it serves step 4).
+  3. `_project_kernel`: for the NEW rows only, k_nope[t, h] = w_uk[h] c_t and v[t, h] = w_uv[h] c_t.
+  4. `_history_kernel`: queries against the rows cached BEFORE this call (0 .. pos-1), in absorbed
+     form (scores in latent space, so old rows need no projection), giving a partial softmax state
+     (running max, sum, w_uv-lifted accumulator) per (token, head); with pos = 0 it writes the empty
+     state and returns.
+  5. `_flash_kernel`: causal flash attention over the new rows in naive form (192-wide keys,
+     128-wide values), starting from the partial state of step 4: o = acc / sum.
+Matrix products take bf16 operands and accumulate in float32 (claim variant "bf16"); softmax is float32.
+
+Known cost: step 2's scratch is [T, N, Lkv] bf16 whether or not pos > 0 (pos is not known on the host).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from sparkops.errors import BadInput
+
+from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_pow2
+
+
+# launch shapes (48B sizes: Dn 128, R 64, Lkv 512, Dv 128), chosen from ptxas reports and H200 timings
+PROJECT_BK, PROJECT_WARPS = 32, 8
+HISTORY_BN, HISTORY_VC, HISTORY_WARPS = 16, 128, 8
+FLASH_BM, FLASH_BN, FLASH_WARPS, FLASH_STAGES = 64, 64, 8, 2
+
+
+def check_args(op, q, latent, cache, pos, w_uk, w_uv):
+    """Shapes, dtypes, devices; returns the sizes (T, N, Dn, R, Lkv, Dv)."""
+    expect(op, "q", q, (None, None, None), "[T, N, Dn+R]")
+    t, n, qdim = q.shape
+    expect(op, "w_uk", w_uk, (n, None, None), "[N, Dn, Lkv]")
+    _, dn, lkv = w_uk.shape
+    expect(op, "w_uv", w_uv, (n, None, lkv), "[N, Dv, Lkv]")
+    dv = w_uv.shape[1]
+    r = qdim - dn
+    if r < 0:
+        raise BadInput(f"{op}: q has {qdim} values per head but w_uk says Dn = {dn}; q must be [q_nope ; q_pe]")
+    expect(op, "latent", latent, (t, lkv + r), "[T, Lkv+R]: [normed c ; k_pe]")
+    expect(op, "cache", cache, (None, lkv + r), "[Lmax, Lkv+R]")
+    expect(op, "pos", pos, (1,), "a one-element position tensor")
+    expect_dtype(op, "q", q, FLOATS)
+    expect_dtype(op, "cache", cache, FLOATS)
+    if pos.dtype not in (torch.int64, torch.int32):
+        raise BadInput(f"{op}: 'pos' is {pos.dtype}; pass an int64 (or int32) tensor")
+    if not cache.is_contiguous():
+        raise BadInput(f"{op}: 'cache' is not contiguous, so rows cannot be written in place; allocate it contiguous")
+    if t > cache.shape[0]:
+        raise BadInput(f"{op}: {t} new rows do not fit a cache of {cache.shape[0]} rows; allocate the cache for "
+                       f"the full context")
+    expect_device(op, q=q, latent=latent, cache=cache, pos=pos, w_uk=w_uk, w_uv=w_uv)
+    return t, n, dn, r, lkv, dv
+
+
+def operand_dtype(cache):
+    """(torch dtype, triton dtype) of the matrix-product operands: the cache's own 16-bit type, else float32
+    (tf32 tensor cores), so a 16-bit cache is never rounded twice and a float32 one loses only tf32 bits."""
+    if cache.dtype in (torch.bfloat16, torch.float16):
+        return cache.dtype, (tl.bfloat16 if cache.dtype == torch.bfloat16 else tl.float16)
+    return torch.float32, tl.float32
+
+
+def dims(dn, r, lkv, dv):
+    """Power-of-two tile widths (>= 16, the smallest tl.dot size) for Dn, R, Lkv, Dv."""
+    return tuple(max(16, next_pow2(x)) for x in (dn, r, lkv, dv))
+
+
+@triton.jit
+def _write_rows_kernel(latent_ptr, cache_ptr, pos_ptr, L_MAX, WROW, BLOCK: tl.constexpr):
+    """cache[pos + t, :] = latent[t, :]; rows past the cache end are dropped (the host checks the context)."""
+    t = tl.program_id(0)
+    row = tl.load(pos_ptr).to(tl.int64) + t
+    cols = tl.arange(0, BLOCK)
+    for c0 in range(0, WROW, BLOCK):
+        m = (c0 + cols < WROW) & (row < L_MAX)
+        x = tl.load(latent_ptr + t.to(tl.int64) * WROW + c0 + cols, mask=m)
+        tl.store(cache_ptr + row * WROW + c0 + cols, x.to(cache_ptr.dtype.element_ty), mask=m)
+
+
+def write_rows(latent, cache, pos):
+    t, wrow = latent.shape
+    _write_rows_kernel[(t,)](latent.contiguous(), cache, pos, cache.shape[0], wrow, BLOCK=256, num_warps=2)
+
+
+@triton.jit
+def _absorb_kernel(q_ptr, wuk_ptr, qlat_ptr, pos_ptr, N, DN, LKV, QDIM, ONLY_WITH_HISTORY: tl.constexpr,
+                   BL: tl.constexpr, BD: tl.constexpr, LKP: tl.constexpr):
+    """q_lat[t, h, c] = sum_d q[t, h, d] w_uk[h, d, c] for a block of BL latent columns c (bf16 out)."""
+    th = tl.program_id(0)  # t * N + h
+    h = th % N
+    if ONLY_WITH_HISTORY:
+        if tl.load(pos_ptr) == 0:
+            return
+    cols = tl.program_id(1) * BL + tl.arange(0, BL)
+    c_ok = cols < LKV
+    dd = tl.arange(0, BD)
+    acc = tl.zeros((BL,), dtype=tl.float32)
+    for d0 in range(0, DN, BD):
+        d_ok = d0 + dd < DN
+        qv = tl.load(q_ptr + th.to(tl.int64) * QDIM + d0 + dd, mask=d_ok, other=0.0).to(tl.float32)
+        w = tl.load(wuk_ptr + (h.to(tl.int64) * DN + d0 + dd)[:, None] * LKV + cols[None, :],
+                    mask=d_ok[:, None] & c_ok[None, :], other=0.0).to(tl.float32)  # [BD, BL]
+        acc += tl.sum(w * qv[:, None], axis=0)
+    tl.store(qlat_ptr + th.to(tl.int64) * LKP + cols, acc.to(qlat_ptr.dtype.element_ty), mask=cols < LKP)
+
+
+def absorb(q, w_uk, pos, lkp, only_with_history, opd):
+    """q_lat [T, N, LKP] in the operand dtype (zero past Lkv)."""
+    t, n, qdim = q.shape
+    _, dn, lkv = w_uk.shape
+    qlat = torch.empty((t, n, lkp), dtype=opd, device=q.device)
+    bl = min(lkp, 128)
+    _absorb_kernel[(t * n, cdiv(lkp, bl))](q.contiguous(), w_uk.contiguous(), qlat, pos, n, dn, lkv, qdim,
+                                           ONLY_WITH_HISTORY=only_with_history, BL=bl, BD=16, LKP=lkp,
+                                           num_warps=4)
+    return qlat
+
+
+@triton.jit
+def _project_kernel(lat_ptr, wuk_ptr, wuv_ptr, k_ptr, v_ptr, T, N, DN, DV, LKV, WROW,
+                    BM: tl.constexpr, BK: tl.constexpr, DNP: tl.constexpr, DVP: tl.constexpr, OPD: tl.constexpr):
+    """k[t, h] = w_uk[h] c_t, v[t, h] = w_uv[h] c_t for BM new rows and one head (bf16 out, [T, N, DNP|DVP])."""
+    h = tl.program_id(1)
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    r_ok = rows < T
+    kk = tl.arange(0, BK)
+    dn = tl.arange(0, DNP)
+    dv = tl.arange(0, DVP)
+    acc_k = tl.zeros((BM, DNP), dtype=tl.float32)
+    acc_v = tl.zeros((BM, DVP), dtype=tl.float32)
+    for c0 in range(0, LKV, BK):
+        c_ok = c0 + kk < LKV
+        c = tl.load(lat_ptr + rows[:, None].to(tl.int64) * WROW + c0 + kk[None, :], mask=r_ok[:, None] & c_ok[None, :],
+                    other=0.0).to(OPD)  # [BM, BK]
+        wk = tl.load(wuk_ptr + (h * DN + dn)[None, :].to(tl.int64) * LKV + c0 + kk[:, None],
+                     mask=c_ok[:, None] & (dn < DN)[None, :], other=0.0).to(OPD)  # [BK, DNP] = w_uk[h]^T
+        wv = tl.load(wuv_ptr + (h * DV + dv)[None, :].to(tl.int64) * LKV + c0 + kk[:, None],
+                     mask=c_ok[:, None] & (dv < DV)[None, :], other=0.0).to(OPD)
+        acc_k = tl.dot(c, wk, acc_k)
+        acc_v = tl.dot(c, wv, acc_v)
+    base = rows[:, None].to(tl.int64) * N + h
+    tl.store(k_ptr + base * DNP + dn[None, :], acc_k.to(OPD), mask=r_ok[:, None])
+    tl.store(v_ptr + base * DVP + dv[None, :], acc_v.to(OPD), mask=r_ok[:, None])
+
+
+@triton.jit
+def _history_kernel(q_ptr, qlat_ptr, cache_ptr, pos_ptr, wuv_ptr, m_ptr, l_ptr, acc_ptr, T, N, DN, R, DV, LKV,
+                    QDIM, WROW, scale, BM: tl.constexpr, BN: tl.constexpr, LKP: tl.constexpr, RP: tl.constexpr,
+                    DVP: tl.constexpr, VC: tl.constexpr, OPD: tl.constexpr):
+    """Queries of this call against cached rows 0..pos-1 (absorbed form); writes (max, sum, acc) per (t, h).
+
+    The latent accumulator is taken VC columns at a time (recomputing the scores for each slice) and
+    lifted by w_uv right away, so no [BM, Lkv] float32 accumulator or [Lkv, Dv] operand is ever held.
+    """
+    h = tl.program_id(1)
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    r_ok = rows < T
+    hist = tl.load(pos_ptr).to(tl.int32)
+    lk = tl.arange(0, LKP)
+    rp = tl.arange(0, RP)
+    dv = tl.arange(0, DVP)
+    vc = tl.arange(0, VC)
+    nn = tl.arange(0, BN)
+    m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BM,), dtype=tl.float32)
+    out = tl.zeros((BM, DVP), dtype=tl.float32)
+    if hist > 0:
+        th = rows[:, None].to(tl.int64) * N + h
+        q_lat = tl.load(qlat_ptr + th * LKP + lk[None, :], mask=r_ok[:, None], other=0.0)  # [BM, LKP] bf16
+        q_pe = tl.load(q_ptr + th * QDIM + DN + rp[None, :], mask=r_ok[:, None] & (rp < R)[None, :],
+                       other=0.0).to(OPD)  # [BM, RP]
+        for v0 in range(0, LKP, VC):
+            m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
+            l_i = tl.zeros((BM,), dtype=tl.float32)
+            acc = tl.zeros((BM, VC), dtype=tl.float32)
+            for s0 in range(0, hist, BN):
+                s = s0 + nn
+                s_ok = s < hist
+                srow = s[:, None].to(tl.int64) * WROW
+                c = tl.load(cache_ptr + srow + lk[None, :], mask=s_ok[:, None] & (lk < LKV)[None, :],
+                            other=0.0).to(OPD)  # [BN, LKP]
+                kpe = tl.load(cache_ptr + srow + LKV + rp[None, :], mask=s_ok[:, None] & (rp < R)[None, :],
+                              other=0.0).to(OPD)  # [BN, RP]
+                sc = (tl.dot(q_lat, tl.trans(c)) + tl.dot(q_pe, tl.trans(kpe))) * scale  # [BM, BN]
+                sc = tl.where(s_ok[None, :], sc, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(sc, axis=1))
+                alpha = tl.exp(m_i - m_new)
+                p = tl.exp(sc - m_new[:, None])
+                l_i = l_i * alpha + tl.sum(p, axis=1)
+                cv = tl.load(cache_ptr + srow + v0 + vc[None, :], mask=s_ok[:, None] & (v0 + vc < LKV)[None, :],
+                             other=0.0).to(OPD)  # [BN, VC]
+                acc = acc * alpha[:, None] + tl.dot(p.to(OPD), cv)
+                m_i = m_new
+            wv = tl.load(wuv_ptr + (h * DV + dv)[None, :].to(tl.int64) * LKV + v0 + vc[:, None],
+                         mask=(v0 + vc < LKV)[:, None] & (dv < DV)[None, :], other=0.0)  # [VC, DVP] = w_uv[h]^T slice
+            out += tl.dot(acc, wv)
+    th1 = rows.to(tl.int64) * N + h
+    tl.store(m_ptr + th1, m_i, mask=r_ok)
+    tl.store(l_ptr + th1, l_i, mask=r_ok)
+    tl.store(acc_ptr + th1[:, None] * DVP + dv[None, :], out, mask=r_ok[:, None])
+
+
+@triton.jit
+def _flash_kernel(q_ptr, lat_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, o_ptr, T, N, DN, R, DV, LKV, QDIM, WROW,
+                  scale, BM: tl.constexpr, BN: tl.constexpr, DNP: tl.constexpr, RP: tl.constexpr,
+                  DVP: tl.constexpr, OPD: tl.constexpr):
+    """Causal attention of the new queries over the new rows (naive form), continuing the history's softmax."""
+    h = tl.program_id(1)
+    q0 = tl.program_id(0) * BM
+    rows = q0 + tl.arange(0, BM)
+    r_ok = rows < T
+    dn = tl.arange(0, DNP)
+    rp = tl.arange(0, RP)
+    dv = tl.arange(0, DVP)
+    nn = tl.arange(0, BN)
+    th = rows.to(tl.int64) * N + h
+    q_nope = tl.load(q_ptr + th[:, None] * QDIM + dn[None, :], mask=r_ok[:, None] & (dn < DN)[None, :],
+                     other=0.0).to(OPD)
+    q_pe = tl.load(q_ptr + th[:, None] * QDIM + DN + rp[None, :], mask=r_ok[:, None] & (rp < R)[None, :],
+                   other=0.0).to(OPD)
+    m_i = tl.load(m_ptr + th, mask=r_ok, other=float("-inf"))
+    l_i = tl.load(l_ptr + th, mask=r_ok, other=0.0)
+    acc = tl.load(acc_ptr + th[:, None] * DVP + dv[None, :], mask=r_ok[:, None], other=0.0)  # [BM, DVP]
+    end = tl.minimum(q0 + BM, T)
+    for s0 in range(0, end, BN):
+        s = s0 + nn
+        s_ok = s < T
+        ts = s.to(tl.int64) * N + h
+        k = tl.load(k_ptr + ts[:, None] * DNP + dn[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DNP]
+        kpe = tl.load(lat_ptr + s[:, None].to(tl.int64) * WROW + LKV + rp[None, :],
+                      mask=s_ok[:, None] & (rp < R)[None, :], other=0.0).to(OPD)
+        sc = (tl.dot(q_nope, tl.trans(k)) + tl.dot(q_pe, tl.trans(kpe))) * scale  # [BM, BN]
+        visible = (s[None, :] <= rows[:, None]) & s_ok[None, :]
+        sc = tl.where(visible, sc, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(sc, axis=1))  # finite: key s = t is always visible to row t
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(sc - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_ptr + ts[:, None] * DVP + dv[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DVP]
+        acc = acc * alpha[:, None] + tl.dot(p.to(OPD), v)
+        m_i = m_new
+    o = acc / l_i[:, None]
+    tl.store(o_ptr + th[:, None] * DV + dv[None, :], o.to(o_ptr.dtype.element_ty),
+             mask=r_ok[:, None] & (dv < DV)[None, :])
+
+
+def prefill(q, latent, cache, pos, w_uk, w_uv, scale):
+    """The whole prefill path on checked arguments: write rows, history (absorbed), new rows (naive)."""
+    t, n, qdim = q.shape
+    _, dn, lkv = w_uk.shape
+    dv = w_uv.shape[1]
+    r = qdim - dn
+    dnp, rp, lkp, dvp = dims(dn, r, lkv, dv)
+    wrow = lkv + r
+    dev = q.device
+    q, latent, w_uk, w_uv = q.contiguous(), latent.contiguous(), w_uk.contiguous(), w_uv.contiguous()
+    opd, tl_opd = operand_dtype(cache)
+    write_rows(latent, cache, pos)
+    qlat = absorb(q, w_uk, pos, lkp, True, opd)  # [T, N, LKP]
+    k_new = torch.empty((t, n, dnp), dtype=opd, device=dev)
+    v_new = torch.empty((t, n, dvp), dtype=opd, device=dev)
+    big = t >= 64
+    bm = 64 if big else 16
+    _project_kernel[(cdiv(t, bm), n)](latent, w_uk, w_uv, k_new, v_new, t, n, dn, dv, lkv, wrow, BM=bm,
+                                      BK=min(PROJECT_BK, lkp), DNP=dnp, DVP=dvp, OPD=tl_opd, num_warps=PROJECT_WARPS)
+    m = torch.empty((t, n), dtype=torch.float32, device=dev)
+    l_sum = torch.empty((t, n), dtype=torch.float32, device=dev)
+    acc = torch.empty((t, n, dvp), dtype=torch.float32, device=dev)
+    _history_kernel[(cdiv(t, 16), n)](q, qlat, cache, pos, w_uv, m, l_sum, acc, t, n, dn, r, dv, lkv, qdim, wrow,
+                                      float(scale), BM=16, BN=HISTORY_BN, LKP=lkp, RP=rp, DVP=dvp,
+                                      VC=min(lkp, HISTORY_VC), OPD=tl_opd, num_warps=HISTORY_WARPS)
+    out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)
+    bm, bn = (FLASH_BM, FLASH_BN) if big else (16, 16)
+    _flash_kernel[(cdiv(t, bm), n)](q, latent, k_new, v_new, m, l_sum, acc, out, t, n, dn, r, dv, lkv, qdim, wrow,
+                                    float(scale), BM=bm, BN=bn, DNP=dnp, RP=rp, DVP=dvp, OPD=tl_opd,
+                                    num_warps=FLASH_WARPS if big else 4, num_stages=FLASH_STAGES)
+    return out

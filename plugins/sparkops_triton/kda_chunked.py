@@ -1,0 +1,269 @@
+"""kda in Triton, chunked parallel form (spec 3.4) for prefill; short calls use the recurrent kernel.
+
+Two kernels:
+
+1. `_chunk_prepare_kernel`, one program per (chunk of 64 tokens, head), all chunks in parallel.
+   Works in 16-token sub-blocks i, j:
+   - q/k L2-norm (+ scale), gate = a*softplus(g + dt_bias), beta = sigmoid, Γ = in-chunk cumsum;
+   - decayed products P[r,s] = Σ_d x_r[d] k_s[d] exp(Γ_r[d] - Γ_s[d]) for x = k (strict lower,
+     times beta_r: L) and x = q (diagonal included: Aqk). Off-diagonal sub-blocks (i > j) factor the
+     decay through the first row `ref` of sub-block i, between r and s: exp(Γ_r - Γ_ref) and
+     exp(Γ_ref - Γ_s) are both <= 1, so neither overflows (never exp(-Γ_s) alone, FlashKDA#7).
+     Diagonal sub-blocks have no such point: one column s at a time, the exponent is masked to
+     -inf where s > r BEFORE exp;
+   - X = (I + L)^-1 by forward substitution inside each 16x16 diagonal block, then the block rows
+     X_ij = -X_ii Σ_{j<=m<i} L_im X_mj;
+   - W = X (beta ⊙ exp(Γ) ⊙ K), U = X (beta ⊙ V), Qg = Q ⊙ exp(Γ), Kg = K ⊙ exp(Γ_C - Γ), exp(Γ_C).
+2. `_chunk_state_kernel`, one program per (head, block of BV value columns), chunks in sequence:
+   Vnew = U - W S;  O = Qg S + Aqk Vnew;  S <- exp(Γ_C) ⊙ S + Kg^T Vnew.
+
+Precision: the prepare kernel's small products (around the triangular solve) are float32 FMA
+("ieee"); the state kernel's products run on tensor cores in tf32 (10-bit mantissa operands, float32
+accumulation), hence the "bf16" claim. ("tf32x3", about float32, spilled ~1.5 KB of registers per
+thread in the state kernel.) All intermediates are stored in float32. Calls with fewer than
+`RECURRENT_BELOW` tokens (decode steps) go to the recurrent kernel of `kda.py` instead.
+
+Measured on the H200 (2026-11-29, 48B sizes, bf16 inputs): 2.38 ms at T=4096, 17.6 ms at T=32768 per
+layer - 3.8x slower than fla's chunk_kda (4.59 ms); against the recurrent kernel at T=4096, NMSE 4e-6
+(output) and 6e-7 (state). Where the time goes was not measured; by estimate the prepare kernel (one
+CTA per SM at 188 registers x 256 threads, 16 dependent column steps per diagonal sub-block, scratch
+round trips) dominates. `python -m sparkops_triton._tune kda_prefill` times the launch variants.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from ._runtime import cdiv, next_pow2
+from .kda import check_args, recurrent, softplus
+
+CHUNK = 64  # tokens per chunk
+SUB = 16  # tokens per sub-block (4 per chunk); also the smallest tl.dot size
+RECURRENT_BELOW = 16  # shorter calls run the recurrent kernel: one chunk of mostly padding costs more
+PREPARE_PRECISION = "ieee"  # the small products around the triangular solve: float32 FMA
+DOT_PRECISION = "tf32"  # the state kernel's [64, D] x [D, BV] products: tensor cores
+BLOCK_V = 32  # value columns per program of the state kernel
+PREPARE_WARPS = 8  # 188 registers, no spills (ptxas, sm_90, D = 128)
+STATE_WARPS = 8  # 164 registers, no spills, 128 KiB shared memory with BLOCK_V = 32
+STATE_STAGES = 1  # the loop loads [64, D] float32 tiles: a second stage overflows shared memory
+
+
+@triton.jit
+def _tile(ptr, row0, ncols, C: tl.constexpr):
+    """[16, C] float32 rows row0..row0+15 of a scratch matrix with `ncols` columns (padded rows exist)."""
+    r = tl.arange(0, 16)
+    c = tl.arange(0, C)
+    return tl.load(ptr + (row0 + r)[:, None].to(tl.int64) * ncols + c[None, :])
+
+
+@triton.jit
+def _put(ptr, row0, ncols, col0, x, C: tl.constexpr):
+    r = tl.arange(0, 16)
+    c = tl.arange(0, C)
+    tl.store(ptr + (row0 + r)[:, None].to(tl.int64) * ncols + col0 + c[None, :], x)
+
+
+@triton.jit
+def _block(ptr, row0, col0, ncols):
+    """[16, 16] block at (row0, col0) of a scratch matrix with `ncols` columns."""
+    r = tl.arange(0, 16)
+    return tl.load(ptr + (row0 + r)[:, None].to(tl.int64) * ncols + col0 + r[None, :])
+
+
+@triton.jit
+def _diag_products(kn_ptr, gam_ptr, row0, kn_i, qn_i, gam_i, DK: tl.constexpr):
+    """Diagonal sub-block: (strict-lower K-K products, lower Q-K products incl. the diagonal), [16, 16] each.
+
+    Column s at a time: its key row and Γ row come from scratch; the exponent Γ_r - Γ_s is masked to
+    -inf where s > r before exp, so only non-positive differences are exponentiated.
+    """
+    r = tl.arange(0, 16)
+    dk = tl.arange(0, DK)
+    kk = tl.zeros((16, 16), dtype=tl.float32)
+    qk = tl.zeros((16, 16), dtype=tl.float32)
+    for s in range(16):  # a runtime loop: unrolled, 4 sub-blocks x 16 columns bloat the kernel
+        row = (row0 + s).to(tl.int64)
+        k_s = tl.load(kn_ptr + row * DK + dk)  # [DK]
+        g_s = tl.load(gam_ptr + row * DK + dk)
+        decay = tl.exp(tl.where((r >= s)[:, None], gam_i - g_s[None, :], float("-inf")))  # [16, DK]
+        kd = k_s[None, :] * decay
+        kk_col = tl.sum(kn_i * kd, axis=1)  # [16]
+        qk_col = tl.sum(qn_i * kd, axis=1)
+        kk = tl.where((r[None, :] == s) & (r[:, None] > s), kk_col[:, None], kk)
+        qk = tl.where((r[None, :] == s) & (r[:, None] >= s), qk_col[:, None], qk)
+    return kk, qk
+
+
+@triton.jit
+def _unit_lower_inverse(lmat):
+    """(I + L)^-1 for a strictly lower-triangular [16, 16] L, row by row (forward substitution)."""
+    r = tl.arange(0, 16)
+    x = tl.where(r[:, None] == r[None, :], 1.0, 0.0)
+    for i in range(1, 16):
+        l_i = tl.sum(tl.where(r[:, None] == i, lmat, 0.0), axis=0)  # row i of L (zero from column i on)
+        row = tl.where(r == i, 1.0, 0.0) - tl.sum(l_i[:, None] * x, axis=0)  # e_i - Σ_{m<i} L[i,m] X[m,:]
+        x = tl.where(r[:, None] == i, row[None, :], x)
+    return x
+
+
+@triton.jit
+def _chunk_prepare_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr,
+                          gam_ptr, kn_ptr, qn_ptr, b_ptr, l_ptr, x_ptr,
+                          w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, gc_ptr,
+                          T, H, D, TP, scale, l2_eps, DK: tl.constexpr, PREC: tl.constexpr):
+    n = tl.program_id(0)
+    h = tl.program_id(1)
+    r = tl.arange(0, 16)
+    dk = tl.arange(0, DK)
+    k_ok = dk < D
+    base = h * TP + n * 64  # first scratch row of this (head, chunk)
+    a = tl.load(a_ptr + h).to(tl.float32)
+    dtb = tl.load(dtb_ptr + h * D + dk, mask=k_ok, other=0.0).to(tl.float32)
+
+    # ---- A: per sub-block, normalised q/k, gate, Γ (cumulative from the chunk start), beta
+    carry = tl.zeros((DK,), dtype=tl.float32)
+    for i in range(4):
+        t = n * 64 + i * 16 + r  # tokens [16]
+        valid = t < T
+        m2 = valid[:, None] & k_ok[None, :]
+        offs = (t.to(tl.int64) * H + h)[:, None] * D + dk[None, :]  # into [T, H, D]
+        q = tl.load(q_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+        k = tl.load(k_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+        g = tl.load(g_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+        beta = tl.load(beta_ptr + t.to(tl.int64) * H + h, mask=valid, other=0.0).to(tl.float32)
+        q = q * (scale / tl.sqrt(tl.sum(q * q, axis=1) + l2_eps))[:, None]
+        k = k / tl.sqrt(tl.sum(k * k, axis=1) + l2_eps)[:, None]
+        gate = tl.where(m2, a * softplus(g + dtb[None, :]), 0.0)  # padding: no decay
+        gam = tl.cumsum(gate, axis=0) + carry[None, :]
+        carry = carry + tl.sum(gate, axis=0)
+        _put(gam_ptr, base + i * 16, DK, 0, gam, DK)
+        _put(kn_ptr, base + i * 16, DK, 0, k, DK)
+        _put(qn_ptr, base + i * 16, DK, 0, q, DK)
+        tl.store(b_ptr + base + i * 16 + r, tl.where(valid, tl.sigmoid(beta), 0.0))
+    tl.debug_barrier()
+
+    # ---- B: L = strict_lower(diag(beta) P_kk) and Aqk, by 16x16 blocks
+    for i in range(4):
+        row_i = base + i * 16
+        kn_i = _tile(kn_ptr, row_i, DK, DK)
+        qn_i = _tile(qn_ptr, row_i, DK, DK)
+        gam_i = _tile(gam_ptr, row_i, DK, DK)
+        b_i = tl.load(b_ptr + row_i + r)
+        kk, qk = _diag_products(kn_ptr, gam_ptr, row_i, kn_i, qn_i, gam_i, DK)
+        _put(l_ptr, row_i, 64, i * 16, kk * b_i[:, None], 16)
+        _put(aqk_ptr, row_i, 64, i * 16, qk, 16)
+        ref = tl.load(gam_ptr + row_i.to(tl.int64) * DK + dk)  # Γ at the first row of sub-block i
+        dec_i = tl.exp(gam_i - ref[None, :])  # <= 1
+        kd_i = kn_i * dec_i
+        qd_i = qn_i * dec_i
+        for j in range(i):
+            row_j = base + j * 16
+            kr_j = _tile(kn_ptr, row_j, DK, DK) * tl.exp(ref[None, :] - _tile(gam_ptr, row_j, DK, DK))  # <= 1
+            kk = tl.dot(kd_i, tl.trans(kr_j), input_precision=PREC)
+            qk = tl.dot(qd_i, tl.trans(kr_j), input_precision=PREC)
+            _put(l_ptr, row_i, 64, j * 16, kk * b_i[:, None], 16)
+            _put(aqk_ptr, row_i, 64, j * 16, qk, 16)
+        for j in range(i + 1, 4):  # above the diagonal: zeros, so later readers see a full matrix
+            _put(aqk_ptr, row_i, 64, j * 16, tl.zeros((16, 16), dtype=tl.float32), 16)
+    tl.debug_barrier()
+
+    # ---- C: X = (I + L)^-1 by block rows: X_ii = (I + L_ii)^-1, X_ij = -X_ii Σ_{j<=m<i} L_im X_mj
+    for i in range(4):
+        row_i = base + i * 16
+        lmat = tl.where(r[:, None] > r[None, :], _block(l_ptr, row_i, i * 16, 64), 0.0)
+        x_ii = _unit_lower_inverse(lmat)
+        _put(x_ptr, row_i, 64, i * 16, x_ii, 16)
+        for j in range(i):
+            acc = tl.zeros((16, 16), dtype=tl.float32)
+            for m in range(j, i):
+                acc += tl.dot(_block(l_ptr, row_i, m * 16, 64), _block(x_ptr, base + m * 16, j * 16, 64),
+                              input_precision=PREC)
+            _put(x_ptr, row_i, 64, j * 16, -tl.dot(x_ii, acc, input_precision=PREC), 16)
+        tl.debug_barrier()
+
+    # ---- D: W = X (beta exp(Γ) K), U = X (beta V), Qg, Kg, exp(Γ_C)
+    gam_c = tl.load(gam_ptr + (base + 63).to(tl.int64) * DK + dk)  # Γ at the chunk's last row (padding adds 0)
+    for i in range(4):
+        row_i = base + i * 16
+        w = tl.zeros((16, DK), dtype=tl.float32)
+        u = tl.zeros((16, DK), dtype=tl.float32)
+        for j in range(i + 1):
+            row_j = base + j * 16
+            b_j = tl.load(b_ptr + row_j + r)
+            t_j = n * 64 + j * 16 + r
+            vm = (t_j < T)[:, None] & k_ok[None, :]
+            v_j = tl.load(v_ptr + (t_j.to(tl.int64) * H + h)[:, None] * D + dk[None, :], mask=vm, other=0.0)
+            kb_j = _tile(kn_ptr, row_j, DK, DK) * tl.exp(_tile(gam_ptr, row_j, DK, DK)) * b_j[:, None]
+            x_ij = _block(x_ptr, row_i, j * 16, 64)
+            w += tl.dot(x_ij, kb_j, input_precision=PREC)
+            u += tl.dot(x_ij, v_j.to(tl.float32) * b_j[:, None], input_precision=PREC)
+        _put(w_ptr, row_i, DK, 0, w, DK)
+        _put(u_ptr, row_i, DK, 0, u, DK)
+        gam_i = _tile(gam_ptr, row_i, DK, DK)
+        _put(qg_ptr, row_i, DK, 0, _tile(qn_ptr, row_i, DK, DK) * tl.exp(gam_i), DK)
+        _put(kg_ptr, row_i, DK, 0, _tile(kn_ptr, row_i, DK, DK) * tl.exp(gam_c[None, :] - gam_i), DK)
+    tl.store(gc_ptr + (h * (TP // 64) + n).to(tl.int64) * DK + dk, tl.exp(gam_c))
+
+
+@triton.jit
+def _chunk_state_kernel(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, gc_ptr, s_ptr, o_ptr, T, H, D, TP,
+                        DK: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr):
+    h = tl.program_id(1)
+    cols = tl.program_id(0) * BV + tl.arange(0, BV)  # [BV]
+    c_ok = cols < D
+    dk = tl.arange(0, DK)
+    rows = tl.arange(0, 64)
+    s_offs = h.to(tl.int64) * D * D + dk[:, None] * D + cols[None, :]
+    s_mask = (dk < D)[:, None] & c_ok[None, :]
+    S = tl.load(s_ptr + s_offs, mask=s_mask, other=0.0)  # [DK, BV]
+    n_chunks = TP // 64
+    for n in range(n_chunks):
+        row0 = (h * TP + n * 64).to(tl.int64)
+        tile = (row0 + rows)[:, None] * DK
+        w = tl.load(w_ptr + tile + dk[None, :])  # [64, DK]
+        qg = tl.load(qg_ptr + tile + dk[None, :])
+        kg = tl.load(kg_ptr + tile + dk[None, :])
+        u = tl.load(u_ptr + tile + cols[None, :], mask=c_ok[None, :], other=0.0)  # [64, BV]
+        aqk = tl.load(aqk_ptr + (row0 + rows)[:, None] * 64 + rows[None, :])  # [64, 64]
+        gc = tl.load(gc_ptr + (h * n_chunks + n).to(tl.int64) * DK + dk)  # [DK]
+        v_new = u - tl.dot(w, S, input_precision=PREC)  # [64, BV]
+        o = tl.dot(qg, S, input_precision=PREC) + tl.dot(aqk, v_new, input_precision=PREC)
+        t = n * 64 + rows
+        tl.store(o_ptr + (t.to(tl.int64) * H + h)[:, None] * D + cols[None, :], o.to(o_ptr.dtype.element_ty),
+                 mask=(t < T)[:, None] & c_ok[None, :])
+        S = S * gc[:, None] + tl.dot(tl.trans(kg), v_new, input_precision=PREC)
+    tl.store(s_ptr + s_offs, S, mask=s_mask)
+
+
+def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None):
+    """Launch the two chunked kernels on checked arguments."""
+    t, h, d = q.shape
+    out = torch.empty((t, h, d), dtype=v.dtype, device=v.device)  # [T, H, D]
+    if t == 0:
+        return out
+    dk = max(16, next_pow2(d))
+    n_chunks = cdiv(t, CHUNK)
+    tp = n_chunks * CHUNK
+    dev = q.device
+    f32 = dict(dtype=torch.float32, device=dev)
+    gam, kn, qn, w, u, qg, kg = (torch.empty((h, tp, dk), **f32) for _ in range(7))  # [H, Tp, DK] scratch
+    b = torch.empty((h, tp), **f32)
+    lmat, xmat, aqk = (torch.empty((h, tp, CHUNK), **f32) for _ in range(3))  # [H, Tp, 64]
+    gc = torch.empty((h, n_chunks, dk), **f32)
+    q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
+    _chunk_prepare_kernel[(n_chunks, h)](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(),
+                                         gam, kn, qn, b, lmat, xmat, w, u, qg, kg, aqk, gc,
+                                         t, h, d, tp, float(scale), float(l2_eps), DK=dk, PREC=PREPARE_PRECISION,
+                                         num_warps=PREPARE_WARPS)
+    bv = block_v or min(dk, BLOCK_V)
+    _chunk_state_kernel[(cdiv(d, bv), h)](w, u, qg, kg, aqk, gc, state, out, t, h, d, tp, DK=dk, BV=bv,
+                                          PREC=DOT_PRECISION, num_warps=STATE_WARPS,
+                                          num_stages=STATE_STAGES)
+    return out
+
+
+def kda_chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
+    t, _, _ = check_args("kda", q, k, v, g, beta, a, dt_bias, state)
+    if t < RECURRENT_BELOW:
+        return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
+    return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)

@@ -1,0 +1,290 @@
+"""linear in Triton: y = x @ dequantize(W)^T with W read in its GGUF blocks, never expanded in memory.
+
+Two paths, picked by the number of rows T of x (a host-side shape decision, fixed per graph):
+
+* T <= GEMV_MAX_T (decode): a fused-dequant GEMV (`_dequant.gemv_*`). Each program owns R output
+  rows and streams their blocks chunk by chunk (256 values), the next chunk's loads in flight while
+  the current one is decoded in registers and multiplied with float32 activations; one chunk decode
+  serves all T tokens. When OUT is too small to fill the GPU, the row is split over programs
+  (split-K); the partial sums go to a float32 buffer [splits, T, OUT] that a second small kernel
+  adds in a fixed order, so results are bit-reproducible (no atomics). Claim tolerance().
+* T > GEMV_MAX_T (prefill): a GEMM. Each program decodes a [BN, 256] tile of W per step, and
+  multiplies it with the [BM, 256] tile of x on the tensor cores (tl.dot), float32 accumulation.
+  `linear` (implementation "triton") rounds both operands to bfloat16 for the dot: claim "bf16".
+  `linear_fp32` ("triton_fp32") uses tf32x3 (three tf32 products, ~fp32 accuracy): claim tolerance().
+
+The IQ1_S grid is uploaded once per device (`iq1s_grid_on`); the first call on a device must come
+before any CUDA-graph capture. Measured on an H200 (T=1, lm_head 163840x2304, graph replay):
+BF16 98%, Q4_K 44%, Q8_0 44%, Q6_K 22%, IQ1_S 11% of 4.04 TB/s: the quantized types are bound by
+decode arithmetic and latency, not by bytes (see the report that came with this file).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from sparkops.errors import BadInput
+from sparkops.qweight import QWeight
+
+from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q6_K, Q8_0, decode_chunk, gemv_cols, gemv_decode, gemv_dot,
+                       gemv_fetch, values)
+from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2, sm_count
+
+#: the largest T served by the GEMV (each extra token is one more FMA per weight value)
+GEMV_MAX_T = 8
+
+#: GEMV (rows per program at T=1, fewest rows, warps) per type; rows halve per doubling of T so the
+#: per-token accumulators stay in registers (chosen from the compiled register counts, sm_90)
+GEMV_CONFIG = {
+    int(F32.value): (16, 2, 4), int(F16.value): (16, 2, 4), int(BF16.value): (16, 2, 4), int(Q8_0.value): (16, 2, 4),
+    int(Q4_K.value): (64, 16, 4), int(Q6_K.value): (16, 2, 4), int(IQ1_S.value): (32, 4, 4),
+}
+#: GEMM tile (tokens, output rows) and warps
+GEMM_BM, GEMM_BN, GEMM_WARPS = 64, 64, 8
+
+
+# ----------------------------------------------------------------------------------------------
+# kernels
+# ----------------------------------------------------------------------------------------------
+
+@triton.jit
+def _gemv_store(out_ptr, acc, t, T, rows, OUT):
+    """Row t of the output: the accumulator [R, SA] summed over its columns (written only if t < T)."""
+    tl.store(out_ptr + t * OUT + rows, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty), mask=(rows < OUT) & (t < T))
+
+
+@triton.jit
+def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, T, K, OUT, w_stride, x_stride, out_split_stride,
+                 n_chunks, chunks_per_split, QTYPE: tl.constexpr, TP: tl.constexpr, R: tl.constexpr,
+                 SA: tl.constexpr, PTX: tl.constexpr):
+    """out[pid_k, t, o] = sum over this program's chunks of x[t] . W[o] (rows o of this program).
+
+    One 2-D accumulator per token (TP <= 8, unrolled): each keeps the layout of the decoded tile, so
+    nothing is reshuffled between threads until the final sum. A chunk is decoded once for all tokens."""
+    pid_r = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rows = pid_r * R + tl.arange(0, R)                                  # [R]
+    rmask = (rows < OUT)[:, None]                                       # [R, 1]
+    row = w_ptr + (rows.to(tl.int64) * w_stride)[:, None]               # [R, 1]
+    acc0 = tl.zeros([R, SA], tl.float32)
+    acc1 = tl.zeros([R, SA], tl.float32)
+    acc2 = tl.zeros([R, SA], tl.float32)
+    acc3 = tl.zeros([R, SA], tl.float32)
+    acc4 = tl.zeros([R, SA], tl.float32)
+    acc5 = tl.zeros([R, SA], tl.float32)
+    acc6 = tl.zeros([R, SA], tl.float32)
+    acc7 = tl.zeros([R, SA], tl.float32)
+    c0 = pid_k * chunks_per_split
+    c1 = tl.minimum(c0 + chunks_per_split, n_chunks)
+    xc = x_ptr + c0 * 256
+    nxt = gemv_fetch(QTYPE, row, c0, rmask & (c0 < c1), K)
+    for c in range(c0, c1):
+        raw = nxt
+        nxt = gemv_fetch(QTYPE, row, c + 1, rmask & (c + 1 < c1), K)     # in flight during this chunk's math
+        dec = gemv_decode(QTYPE, raw, row, c, rmask, K, grid_ptr, PTX)
+        acc0 += gemv_dot(QTYPE, dec, xc, True, K, c)
+        if TP > 1:
+            acc1 += gemv_dot(QTYPE, dec, xc + x_stride, 1 < T, K, c)
+        if TP > 2:
+            acc2 += gemv_dot(QTYPE, dec, xc + 2 * x_stride, 2 < T, K, c)
+            acc3 += gemv_dot(QTYPE, dec, xc + 3 * x_stride, 3 < T, K, c)
+        if TP > 4:
+            acc4 += gemv_dot(QTYPE, dec, xc + 4 * x_stride, 4 < T, K, c)
+            acc5 += gemv_dot(QTYPE, dec, xc + 5 * x_stride, 5 < T, K, c)
+            acc6 += gemv_dot(QTYPE, dec, xc + 6 * x_stride, 6 < T, K, c)
+            acc7 += gemv_dot(QTYPE, dec, xc + 7 * x_stride, 7 < T, K, c)
+        xc += 256
+    dst = out_ptr + pid_k * out_split_stride
+    _gemv_store(dst, acc0, 0, T, rows, OUT)
+    if TP > 1:
+        _gemv_store(dst, acc1, 1, T, rows, OUT)
+    if TP > 2:
+        _gemv_store(dst, acc2, 2, T, rows, OUT)
+        _gemv_store(dst, acc3, 3, T, rows, OUT)
+    if TP > 4:
+        _gemv_store(dst, acc4, 4, T, rows, OUT)
+        _gemv_store(dst, acc5, 5, T, rows, OUT)
+        _gemv_store(dst, acc6, 6, T, rows, OUT)
+        _gemv_store(dst, acc7, 7, T, rows, OUT)
+
+
+@triton.jit
+def _combine_kernel(part_ptr, y_ptr, N, SPLITS, BLOCK: tl.constexpr):
+    """y[i] = sum_s part[s, i] in order s = 0, 1, ... (deterministic), cast to y's dtype."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < N
+    acc = tl.zeros([BLOCK], tl.float32)
+    for s in range(0, SPLITS):
+        acc += tl.load(part_ptr + s * N + offs, mask=mask, other=0.0)
+    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _round_bf16(v):
+    """float32 v rounded to bfloat16 precision (nearest, ties to even), still float32: the interpreter's
+    own float32 -> bfloat16 cast truncates, so its runs emulate the GPU's rounding with this."""
+    bits = v.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def dot_acc(a, w, acc, BF16_DOT: tl.constexpr, INTERPRETED: tl.constexpr):
+    """acc + a @ w^T on the tensor cores, float32 accumulation; a [M, K], w [N, K] float32 values.
+    BF16_DOT: bfloat16 operands; else tf32x3 (three tf32 products: about float32 accuracy)."""
+    if BF16_DOT and INTERPRETED:  # Triton 3.6's interpreter multiplies bf16 bit patterns in tl.dot
+        return tl.dot(_round_bf16(a), tl.trans(_round_bf16(w)), acc, input_precision="ieee")
+    elif BF16_DOT:
+        return tl.dot(a.to(tl.bfloat16), tl.trans(w.to(tl.bfloat16)), acc)
+    else:
+        return tl.dot(a, tl.trans(w), acc, input_precision="tf32x3")
+
+
+@triton.jit
+def _gemm_kernel(x_ptr, w_ptr, grid_ptr, y_ptr, T, K, OUT, w_stride, x_stride, y_stride, n_chunks,
+                 QTYPE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BF16_DOT: tl.constexpr,
+                 INTERPRETED: tl.constexpr):
+    """y[m, n] for a [BM, BN] tile: decode W[n, chunk] ([BN, 256]) per step, tl.dot with x[m, chunk]."""
+    pid_n = tl.program_id(0)  # output rows vary fastest: neighbouring programs share the x tile in L2
+    pid_m = tl.program_id(1)
+    n = pid_n * BN + tl.arange(0, BN)                                   # [BN]
+    m = pid_m * BM + tl.arange(0, BM)                                   # [BM]
+    nmask = (n < OUT)[:, None, None]
+    row = w_ptr + (n.to(tl.int64) * w_stride)[:, None, None]            # [BN, 1, 1]
+    xrow = x_ptr + (m.to(tl.int64) * x_stride)[:, None]                 # [BM, 1]
+    mmask = (m < T)[:, None]
+    acc = tl.zeros([BM, BN], tl.float32)
+    for c in range(0, n_chunks):
+        q, a, b, k, ok = decode_chunk(QTYPE, row, c, nmask, K, grid_ptr)
+        w = values(q, a, b).reshape(BN, 256)                           # [BN, 256]
+        kk = k.reshape(1, 256)
+        xv = tl.load(xrow + kk, mask=mmask & ok.reshape(1, 256), other=0.0)  # [BM, 256]
+        acc = dot_acc(xv.to(tl.float32), w, acc, BF16_DOT, INTERPRETED)
+    dst = y_ptr + (m.to(tl.int64) * y_stride)[:, None] + n[None, :]
+    tl.store(dst, acc.to(y_ptr.dtype.element_ty), mask=mmask & (n < OUT)[None, :])
+
+
+# ----------------------------------------------------------------------------------------------
+# host side
+# ----------------------------------------------------------------------------------------------
+
+_GRIDS: dict[str, torch.Tensor] = {}
+
+
+def iq1s_grid_on(device: torch.device) -> torch.Tensor:
+    """IQ1_S's grid on `device` (uploaded once per device): int32 [2048 * 4], entry e's 8 values
+    {-1, 0, 1} as bfloat16 bit patterns, two per word (value 2i in the low half of word 4e + i)."""
+    key = str(device)
+    g = _GRIDS.get(key)
+    if g is None:
+        import numpy as np
+
+        from sparkops.gguf.quants import iq1s_grid
+
+        bf16 = (iq1s_grid().astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)  # [2048, 8], exact
+        words = np.ascontiguousarray(bf16).view(np.int32).reshape(-1)                     # little-endian pairs
+        g = torch.from_numpy(words.copy()).to(device)
+        _GRIDS[key] = g
+    return g
+
+
+def weight_rows(op: str, name: str, weight: QWeight) -> torch.Tensor:
+    """The weight's stored data as a tensor whose last dim is contiguous (what the kernels index)."""
+    if not isinstance(weight, QWeight):
+        raise BadInput(f"{op}: '{name}' is a {type(weight).__name__}; pass a sparkops.qweight.QWeight")
+    raw = weight.raw
+    if raw.stride(-1) != 1:
+        raise BadInput(f"{op}: '{name}' stores its rows with stride {raw.stride(-1)} along the last dim; "
+                       f"pass a QWeight whose raw data is contiguous (QWeight(raw.contiguous(), ...))")
+    return raw
+
+
+def grid_for(weight: QWeight, raw: torch.Tensor) -> torch.Tensor:
+    """The pointer the kernels take for the IQ1_S grid (any tensor on the device for other types)."""
+    return iq1s_grid_on(raw.device) if int(weight.qtype) == int(IQ1_S.value) else raw
+
+
+def grid_for_any(weights, raw: torch.Tensor) -> torch.Tensor:
+    """The IQ1_S grid if any of `weights` (QWeights or None) is IQ1_S, else `raw` (a placeholder pointer)."""
+    if any(w is not None and int(w.qtype) == int(IQ1_S.value) for w in weights):
+        return iq1s_grid_on(raw.device)
+    return raw
+
+
+def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torch.device) -> tuple[int, int, int, int]:
+    """(R, warps, splits, chunks per split) for a GEMV: enough programs to fill every SM twice."""
+    base, fewest, warps = GEMV_CONFIG[int(qtype)]
+    rows = max(fewest, base // next_pow2(t))
+    tiles = cdiv(out_features, rows)
+    want = 2 * sm_count(device)
+    splits = 1 if tiles >= want else min(n_chunks, cdiv(want, tiles))
+    per = cdiv(n_chunks, splits)
+    return rows, warps, cdiv(n_chunks, per), per
+
+
+def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor) -> None:
+    """y[T, OUT] = x[T, K] @ W^T for T <= GEMV_MAX_T; raw is the 2-D stored weight [OUT, row units]."""
+    t, k = x.shape
+    out_features = raw.shape[0]
+    n_chunks = cdiv(k, 256)
+    rows, warps, splits, per = gemv_plan(qtype, t, out_features, n_chunks, x.device)
+    tp = next_pow2(t)
+    if splits == 1:
+        _gemv_kernel[(cdiv(out_features, rows), 1)](
+            x, raw, grid, y, t, k, out_features, raw.stride(0), x.stride(0), 0, n_chunks, per,
+            QTYPE=int(qtype), TP=tp, R=rows, SA=gemv_cols(qtype), PTX=not interpreting(), num_warps=warps)
+        return
+    part = torch.empty((splits, t, out_features), dtype=torch.float32, device=x.device)  # [splits, T, OUT]
+    _gemv_kernel[(cdiv(out_features, rows), splits)](
+        x, raw, grid, part, t, k, out_features, raw.stride(0), x.stride(0), part.stride(0), n_chunks, per, QTYPE=int(qtype), TP=tp, R=rows, SA=gemv_cols(qtype), PTX=not interpreting(), num_warps=warps)
+    n = t * out_features
+    _combine_kernel[(cdiv(n, 1024),)](part, y, n, splits, BLOCK=1024, num_warps=4)
+
+
+def run_gemm(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor, bf16: bool) -> None:
+    t, k = x.shape
+    out_features = raw.shape[0]
+    _gemm_kernel[(cdiv(out_features, GEMM_BN), cdiv(t, GEMM_BM))](
+        x, raw, grid, y, t, k, out_features, raw.stride(0), x.stride(0), y.stride(0), cdiv(k, 256),
+        QTYPE=int(qtype), BM=GEMM_BM, BN=GEMM_BN, BF16_DOT=bf16, INTERPRETED=interpreting(), num_warps=GEMM_WARPS,
+        num_stages=1 if raw.is_floating_point() else 2)  # float weight tiles are 64 KB: one stage fits
+
+
+def _linear(x: torch.Tensor, weight: QWeight, bf16: bool) -> torch.Tensor:
+    op = "linear"
+    expect(op, "x", x, (None, None), "[T, IN]")
+    expect_dtype(op, "x", x, FLOATS)
+    raw = weight_rows(op, "weight", weight)
+    if len(weight.shape) != 2:
+        raise BadInput(f"linear: 'weight' has shape {list(weight.shape)}, expected a 2-D [OUT, IN] weight; "
+                       f"index a stacked weight first (weight[e])")
+    out_features, in_features = weight.shape
+    if x.shape[1] != in_features:
+        raise BadInput(f"linear: 'x' has {x.shape[1]} features but the weight takes {in_features} "
+                       f"(weight shape {list(weight.shape)}); pass x of shape [T, {in_features}]")
+    expect_device(op, x=x, weight=raw)
+    x = x.contiguous()
+    t = x.shape[0]
+    y = torch.empty((t, out_features), dtype=x.dtype, device=x.device)  # [T, OUT]
+    if t == 0 or out_features == 0:
+        return y
+    if in_features == 0:
+        return y.zero_()
+    grid = grid_for(weight, raw)
+    if t <= GEMV_MAX_T:
+        run_gemv(x, raw, weight.qtype, grid, y)
+    else:
+        run_gemm(x, raw, weight.qtype, grid, y, bf16)
+    return y
+
+
+def linear(x, weight):
+    """Implementation "triton": fp32 GEMV for T <= 8, bf16 tensor-core GEMM above (claim "bf16")."""
+    return _linear(x, weight, bf16=True)
+
+
+def linear_fp32(x, weight):
+    """Implementation "triton_fp32": fp32 GEMV for T <= 8, tf32x3 tensor-core GEMM above (claim fp32)."""
+    return _linear(x, weight, bf16=False)

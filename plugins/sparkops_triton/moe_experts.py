@@ -1,0 +1,339 @@
+"""moe_experts in Triton: routed SwiGLU experts, their weighted combine, and the shared expert.
+
+Expert ids and routing weights are read from device memory; nothing synchronizes the host, so both
+paths can be captured in a CUDA graph.
+
+Decode (T <= MOE_GEMV_MAX_T): three launches; the two big ones are float32 GEMVs on the stored blocks.
+  1. up:      one program per (row tile, slot), a slot being a (token, chosen expert) pair or a token's
+              shared expert: h = silu(W_gate x) * (W_up x) into a float32 scratch [T*K + T, F].
+  2. down:    one program per (row tile, token, expert): weights[t, k] * W_down[e_k] h[t, k] (and the
+              shared expert's S_down hs[t]) into a float32 scratch [T, K + 1, D].
+  3. combine: y[t] = the K + 1 partials added in order (no atomics: bit-reproducible), in x's dtype.
+Prefill (larger T): the T*K slots are grouped by expert on the device (a stable sort; a tile map
+  built with searchsorted, so the grid is a static upper bound and nothing syncs), then two grouped
+  GEMM launches on the tensor cores (gate/up with SwiGLU; down times the routing weight), a
+  fixed-order sum over each token's K slots, and the shared expert through the dense linear GEMM.
+
+"triton" runs the prefill dots on bfloat16 operands (claim "bf16"); "triton_fp32" uses tf32x3 (claim
+float32). An expert id outside [0, E) reads nothing and makes that token's output NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from sparkops.errors import BadInput
+
+from ._dequant import decode_chunk, gemv_cols, gemv_rows, values
+from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting
+from .linear import dot_acc, grid_for, grid_for_any, run_gemm, weight_rows
+
+#: the largest T served by the fused GEMV path (each token re-reads its experts' rows)
+MOE_GEMV_MAX_T = 8
+#: decode row tiles: up (F rows per program) and down (D rows per program), warps
+UP_ROWS, DOWN_ROWS, GEMV_WARPS = 16, 32, 4
+#: grouped GEMM tile (slots, output rows) and warps
+MOE_BM, MOE_BN, MOE_WARPS = 64, 64, 8
+
+
+def _tiles() -> tuple[int, int, int]:
+    """(up rows, down rows, GEMM BN): the interpreter runs a few large programs much faster than many small."""
+    return (128, 256, 256) if interpreting() else (UP_ROWS, DOWN_ROWS, MOE_BN)
+
+
+@triton.jit
+def _silu(g):
+    return g / (1.0 + tl.exp(-g))
+
+
+# ----------------------------------------------------------------------------------------------
+# decode: fused GEMVs
+# ----------------------------------------------------------------------------------------------
+
+@triton.jit
+def _moe_up_kernel(x_ptr, ids_ptr, wg_ptr, wu_ptr, sg_ptr, su_ptr, grid_ptr, h_ptr, T, D, F, FS, KSEL, E,
+                   w_estride, w_rstride, s_rstride, h_stride, QTYPE: tl.constexpr, QTYPE_S: tl.constexpr,
+                   SA: tl.constexpr, SA_S: tl.constexpr, R: tl.constexpr, HAS_SHARED: tl.constexpr,
+                   PTX: tl.constexpr):
+    """h[slot, rows] = silu(gate . x) * (up . x) for this program's rows of one slot."""
+    pid_r = tl.program_id(0)
+    slot = tl.program_id(1)
+    rows = pid_r * R + tl.arange(0, R)                                  # [R]
+    if slot < T * KSEL:                                                 # a routed (token, expert) slot
+        t = slot // KSEL
+        e = tl.load(ids_ptr + slot)
+        ok = (e >= 0) & (e < E)
+        off = tl.where(ok, e, 0) * w_estride + (rows.to(tl.int64) * w_rstride)[:, None]  # [R, 1]
+        rmask = ((rows < F) & ok)[:, None]
+        g = gemv_rows(QTYPE, wg_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA, PTX)  # [R]
+        u = gemv_rows(QTYPE, wu_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA, PTX)
+        h = tl.where(ok, _silu(g) * u, float("nan"))
+        tl.store(h_ptr + slot * h_stride + rows, h, mask=rows < F)
+    else:
+        if HAS_SHARED:                                                  # token slot - T*K's shared expert
+            t = slot - T * KSEL
+            off = (rows.to(tl.int64) * s_rstride)[:, None]
+            rmask = (rows < FS)[:, None]
+            g = gemv_rows(QTYPE_S, sg_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA_S, PTX)
+            u = gemv_rows(QTYPE_S, su_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA_S, PTX)
+            tl.store(h_ptr + slot * h_stride + rows, _silu(g) * u, mask=rows < FS)
+
+
+@triton.jit
+def _moe_down_kernel(h_ptr, ids_ptr, rw_ptr, wd_ptr, sd_ptr, grid_ptr, part_ptr, T, D, F, FS, KSEL, E,
+                     d_estride, d_rstride, s_rstride, h_stride, QTYPE: tl.constexpr, QTYPE_S: tl.constexpr,
+                     SA: tl.constexpr, SA_S: tl.constexpr, R: tl.constexpr, HAS_SHARED: tl.constexpr,
+                     PTX: tl.constexpr):
+    """part[t, k, rows] = rw[t, k] * W_down[ids[t, k]][rows] . h[t, k]; k = K is the shared expert.
+    One program per (row tile, token, expert): the experts of a token run in parallel."""
+    pid_r = tl.program_id(0)
+    t = tl.program_id(1)
+    k = tl.program_id(2)
+    rows = pid_r * R + tl.arange(0, R)
+    rmask = (rows < D)[:, None]
+    dst = part_ptr + (t * (KSEL + HAS_SHARED) + k) * D + rows
+    if k < KSEL:
+        slot = t * KSEL + k
+        e = tl.load(ids_ptr + slot)
+        ok = (e >= 0) & (e < E)                  # a bad id reads no weight; its h row is NaN
+        part = gemv_rows(QTYPE, wd_ptr + tl.where(ok, e, 0) * d_estride + (rows.to(tl.int64) * d_rstride)[:, None],
+                         rmask & ok, h_ptr + slot * h_stride, F, grid_ptr, SA, PTX)
+        tl.store(dst, tl.load(rw_ptr + slot) * part, mask=rows < D)
+    else:
+        if HAS_SHARED:
+            part = gemv_rows(QTYPE_S, sd_ptr + (rows.to(tl.int64) * s_rstride)[:, None], rmask,
+                             h_ptr + (T * KSEL + t) * h_stride, FS, grid_ptr, SA_S, PTX)
+            tl.store(dst, part, mask=rows < D)
+
+
+@triton.jit
+def _moe_combine_kernel(part_ptr, y_ptr, D, NK, BLOCK: tl.constexpr):
+    """y[t, :] = sum_k part[t, k, :] in order k = 0, 1, ... (deterministic), in y's dtype."""
+    t = tl.program_id(1)
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for k in range(0, NK):
+        acc += tl.load(part_ptr + (t * NK + k) * D + cols, mask=cols < D, other=0.0)
+    tl.store(y_ptr + t * D + cols, acc.to(y_ptr.dtype.element_ty), mask=cols < D)
+
+
+# ----------------------------------------------------------------------------------------------
+# prefill: grouped GEMMs over slots sorted by expert
+# ----------------------------------------------------------------------------------------------
+
+@triton.jit
+def _tile_rows(i, order_ptr, tile_first_ptr, tile_stop_ptr, BM: tl.constexpr):
+    """(sorted positions [BM], their mask, their slots) of grouped-GEMM tile i."""
+    m = tl.load(tile_first_ptr + i) + tl.arange(0, BM)
+    mmask = m < tl.load(tile_stop_ptr + i)
+    return m, mmask, tl.load(order_ptr + m, mask=mmask, other=0)
+
+
+@triton.jit
+def _moe_gemm_up_kernel(x_ptr, order_ptr, tile_e_ptr, tile_first_ptr, tile_stop_ptr, wg_ptr, wu_ptr, grid_ptr,
+                        h_ptr, D, F, KSEL, E, w_estride, w_rstride, QTYPE: tl.constexpr, BM: tl.constexpr,
+                        BN: tl.constexpr, BF16_DOT: tl.constexpr, INTERPRETED: tl.constexpr):
+    """h_sorted[m, n] = silu(x[tok] . W_gate[e][n]) * (x[tok] . W_up[e][n]) for one expert's tile of slots."""
+    e = tl.load(tile_e_ptr + tl.program_id(0))
+    if e >= E:                                   # past the last tile: the grid is an upper bound
+        return
+    m, mmask, slots = _tile_rows(tl.program_id(0), order_ptr, tile_first_ptr, tile_stop_ptr, BM)
+    n = tl.program_id(1) * BN + tl.arange(0, BN)                        # [BN]
+    nmask = (n < F)[:, None, None]
+    off = e * w_estride + (n.to(tl.int64) * w_rstride)[:, None, None]   # [BN, 1, 1]
+    xrow = x_ptr + ((slots // KSEL).to(tl.int64) * D)[:, None]          # [BM, 1]
+    acc_g = tl.zeros([BM, BN], tl.float32)
+    acc_u = tl.zeros([BM, BN], tl.float32)
+    for c in range(0, tl.cdiv(D, 256)):
+        q, a, b, k, ok = decode_chunk(QTYPE, wg_ptr + off, c, nmask, D, grid_ptr)
+        wg = values(q, a, b).reshape(BN, 256)
+        q, a, b, k, ok = decode_chunk(QTYPE, wu_ptr + off, c, nmask, D, grid_ptr)
+        wu = values(q, a, b).reshape(BN, 256)
+        xv = tl.load(xrow + k.reshape(1, 256), mask=mmask[:, None] & ok.reshape(1, 256), other=0.0)  # [BM, 256]
+        acc_g = dot_acc(xv.to(tl.float32), wg, acc_g, BF16_DOT, INTERPRETED)
+        acc_u = dot_acc(xv.to(tl.float32), wu, acc_u, BF16_DOT, INTERPRETED)
+    h = _silu(acc_g) * acc_u
+    tl.store(h_ptr + (m.to(tl.int64) * F)[:, None] + n[None, :], h, mask=mmask[:, None] & (n < F)[None, :])
+
+
+@triton.jit
+def _moe_gemm_down_kernel(h_ptr, order_ptr, rw_ptr, tile_e_ptr, tile_first_ptr, tile_stop_ptr, wd_ptr, grid_ptr,
+                          yslot_ptr, D, F, E, d_estride, d_rstride, QTYPE: tl.constexpr, BM: tl.constexpr,
+                          BN: tl.constexpr, BF16_DOT: tl.constexpr, INTERPRETED: tl.constexpr):
+    """yslot[slot, n] = rw[slot] * h_sorted[m] . W_down[e][n] for one expert's tile of slots."""
+    e = tl.load(tile_e_ptr + tl.program_id(0))
+    if e >= E:
+        return
+    m, mmask, slots = _tile_rows(tl.program_id(0), order_ptr, tile_first_ptr, tile_stop_ptr, BM)
+    n = tl.program_id(1) * BN + tl.arange(0, BN)
+    nmask = (n < D)[:, None, None]
+    off = e * d_estride + (n.to(tl.int64) * d_rstride)[:, None, None]
+    hrow = h_ptr + (m.to(tl.int64) * F)[:, None]                        # [BM, 1]
+    acc = tl.zeros([BM, BN], tl.float32)
+    for c in range(0, tl.cdiv(F, 256)):
+        q, a, b, k, ok = decode_chunk(QTYPE, wd_ptr + off, c, nmask, F, grid_ptr)
+        w = values(q, a, b).reshape(BN, 256)
+        hv = tl.load(hrow + k.reshape(1, 256), mask=mmask[:, None] & ok.reshape(1, 256), other=0.0)
+        acc = dot_acc(hv, w, acc, BF16_DOT, INTERPRETED)
+    rw = tl.load(rw_ptr + slots, mask=mmask, other=0.0)                 # [BM]
+    dst = yslot_ptr + (slots.to(tl.int64) * D)[:, None] + n[None, :]
+    tl.store(dst, acc * rw[:, None], mask=mmask[:, None] & (n < D)[None, :])
+
+
+# ----------------------------------------------------------------------------------------------
+# host side
+# ----------------------------------------------------------------------------------------------
+
+def _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    op = "moe_experts"
+    expect(op, "x", x, (None, None), "[T, D]")
+    expect_dtype(op, "x", x, FLOATS)
+    t, d = x.shape
+    expect(op, "ids", ids, (t, None), "[T, K] chosen expert ids")
+    expect(op, "weights", weights, tuple(ids.shape), "[T, K], one weight per chosen expert")
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise BadInput(f"moe_experts: 'ids' is {ids.dtype}; pass int64 expert ids")
+    raws = {}
+    for name, w, want in (("w_gate", w_gate, 3), ("w_up", w_up, 3), ("w_down", w_down, 3)):
+        raws[name] = weight_rows(op, name, w)
+        if len(w.shape) != want:
+            raise BadInput(f"moe_experts: '{name}' has shape {list(w.shape)}, expected stacked experts [E, rows, cols]")
+    n_exp, ffn, dd = w_gate.shape
+    if dd != d:
+        raise BadInput(f"moe_experts: 'w_gate' takes {dd} features but x has {d}; pass x of shape [T, {dd}]")
+    for name, w, want in (("w_up", w_up, (n_exp, ffn, d)), ("w_down", w_down, (n_exp, d, ffn))):
+        if tuple(w.shape) != want:
+            raise BadInput(f"moe_experts: '{name}' has shape {list(w.shape)}, expected {list(want)}")
+    if w_up.qtype != w_gate.qtype:
+        raise BadInput(f"moe_experts: 'w_gate' is {w_gate.qtype.name} but 'w_up' is {w_up.qtype.name}; the fused "
+                       f"kernel decodes both with one decoder, so store them in one type")
+    shared = (s_gate, s_up, s_down)
+    if any(w is None for w in shared) and not all(w is None for w in shared):
+        raise BadInput("moe_experts: pass all three shared-expert weights (s_gate, s_up, s_down) or none of them")
+    if s_gate is not None:
+        for name, w in (("s_gate", s_gate), ("s_up", s_up), ("s_down", s_down)):
+            raws[name] = weight_rows(op, name, w)
+        fs = s_gate.shape[0]
+        for name, w, want in (("s_gate", s_gate, (fs, d)), ("s_up", s_up, (fs, d)), ("s_down", s_down, (d, fs))):
+            if tuple(w.shape) != want:
+                raise BadInput(f"moe_experts: '{name}' has shape {list(w.shape)}, expected {list(want)}")
+        if s_up.qtype != s_gate.qtype:
+            raise BadInput(f"moe_experts: 's_gate' is {s_gate.qtype.name} but 's_up' is {s_up.qtype.name}; "
+                           f"store them in one type")
+    expect_device(op, x=x, weights=weights, ids=ids, **raws)
+    return raws
+
+
+def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y):
+    t, d = x.shape
+    n_exp, ffn, _ = w_gate.shape
+    ksel = ids.shape[1]
+    has_shared = s_gate is not None
+    fs = s_gate.shape[0] if has_shared else 1
+    rg, ru, rd = raws["w_gate"], raws["w_up"], raws["w_down"]
+    sg, su, sd = (raws["s_gate"], raws["s_up"], raws["s_down"]) if has_shared else (rg, ru, rd)
+    qs = s_gate.qtype if has_shared else w_gate.qtype
+    qsd = s_down.qtype if has_shared else w_down.qtype
+    grid = grid_for_any((w_gate, w_down, s_gate, s_down), rg)
+    fmax = max(ffn, fs if has_shared else 0)
+    h = torch.empty((t * ksel + (t if has_shared else 0), fmax), dtype=torch.float32, device=x.device)
+    ptx = not interpreting()
+    up_rows, down_rows, _ = _tiles()
+    _moe_up_kernel[(cdiv(fmax, up_rows), h.shape[0])](
+        x, ids, rg, ru, sg, su, grid, h, t, d, ffn, fs, ksel, n_exp, rg.stride(0), rg.stride(1), sg.stride(0),
+        h.stride(0), QTYPE=int(w_gate.qtype), QTYPE_S=int(qs), SA=gemv_cols(w_gate.qtype), SA_S=gemv_cols(qs),
+        R=up_rows, HAS_SHARED=has_shared, PTX=ptx, num_warps=GEMV_WARPS)
+    nk = ksel + int(has_shared)
+    part = torch.empty((t, nk, d), dtype=torch.float32, device=x.device)  # [T, K (+1), D]
+    _moe_down_kernel[(cdiv(d, down_rows), t, nk)](
+        h, ids, weights, rd, sd, grid, part, t, d, ffn, fs, ksel, n_exp, rd.stride(0), rd.stride(1), sd.stride(0),
+        h.stride(0), QTYPE=int(w_down.qtype), QTYPE_S=int(qsd), SA=gemv_cols(w_down.qtype), SA_S=gemv_cols(qsd),
+        R=down_rows, HAS_SHARED=has_shared, PTX=ptx, num_warps=GEMV_WARPS)
+    _moe_combine_kernel[(cdiv(d, 1024), t)](part, y, d, nk, BLOCK=1024, num_warps=4)
+
+
+def _tile_map(ids: torch.Tensor, n_exp: int, bm: int):
+    """Slots sorted by expert and the grouped-GEMM tile map, all on the device (no host sync).
+
+    Returns (order [N], tile_e [MAXT], tile_first [MAXT], tile_stop [MAXT]); tile i covers sorted
+    positions tile_first[i] .. min(tile_first[i] + bm, tile_stop[i]) of expert tile_e[i] (== E: none).
+    MAXT = cdiv(N, bm) + E bounds the number of tiles whatever the routing, so the grid is static.
+    """
+    flat = ids.reshape(-1)                                              # [N] slot -> expert
+    order = torch.sort(flat, stable=True).indices                       # [N] sorted position -> slot
+    counts = torch.zeros(n_exp, dtype=torch.int64, device=ids.device).scatter_add_(0, flat, torch.ones_like(flat))
+    starts = torch.cumsum(counts, 0) - counts                           # [E]
+    tiles = (counts + bm - 1) // bm
+    tile_end = torch.cumsum(tiles, 0)                                   # [E]
+    maxt = cdiv(flat.numel(), bm) + n_exp
+    i = torch.arange(maxt, device=ids.device)
+    tile_e = torch.searchsorted(tile_end, i, right=True)                # [MAXT], E past the last tile
+    ec = tile_e.clamp(max=n_exp - 1)
+    tile_first = starts[ec] + (i - (tile_end[ec] - tiles[ec])) * bm
+    tile_stop = starts[ec] + counts[ec]
+    return order, tile_e, tile_first, tile_stop
+
+
+def _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, bf16):
+    t, d = x.shape
+    n_exp, ffn, _ = w_gate.shape
+    ksel = ids.shape[1]
+    n = t * ksel
+    bad = ((ids < 0) | (ids >= n_exp)).any(dim=1)                       # [T] on the device: NaN rows below
+    ids_c = ids.clamp(0, n_exp - 1).to(torch.int64)
+    order, tile_e, tile_first, tile_stop = _tile_map(ids_c, n_exp, MOE_BM)
+    rg, ru, rd = raws["w_gate"], raws["w_up"], raws["w_down"]
+    interp = interpreting()
+    bn = _tiles()[2]
+    h = torch.empty((n, ffn), dtype=torch.float32, device=x.device)    # [N, F] in sorted order
+    _moe_gemm_up_kernel[(tile_e.numel(), cdiv(ffn, bn))](
+        x, order, tile_e, tile_first, tile_stop, rg, ru, grid_for(w_gate, rg), h, d, ffn, ksel, n_exp,
+        rg.stride(0), rg.stride(1), QTYPE=int(w_gate.qtype), BM=MOE_BM, BN=bn, BF16_DOT=bf16,
+        INTERPRETED=interp, num_warps=MOE_WARPS, num_stages=1)
+    yslot = torch.empty((n, d), dtype=torch.float32, device=x.device)  # [N, D] in slot order
+    _moe_gemm_down_kernel[(tile_e.numel(), cdiv(d, bn))](
+        h, order, weights.contiguous().to(torch.float32), tile_e, tile_first, tile_stop, rd, grid_for(w_down, rd),
+        yslot, d, ffn, n_exp, rd.stride(0), rd.stride(1), QTYPE=int(w_down.qtype), BM=MOE_BM, BN=bn,
+        BF16_DOT=bf16, INTERPRETED=interp, num_warps=MOE_WARPS, num_stages=1)
+    out = yslot.view(t, ksel, d).sum(dim=1)                             # [T, D], fixed order over K
+    if s_gate is not None:
+        fs = s_gate.shape[0]
+        g = torch.empty((t, fs), dtype=torch.float32, device=x.device)
+        u = torch.empty((t, fs), dtype=torch.float32, device=x.device)
+        run_gemm(x, raws["s_gate"], s_gate.qtype, grid_for(s_gate, raws["s_gate"]), g, bf16)
+        run_gemm(x, raws["s_up"], s_up.qtype, grid_for(s_up, raws["s_up"]), u, bf16)
+        hs = torch.nn.functional.silu(g) * u                            # [T, Fs]
+        ys = torch.empty((t, d), dtype=torch.float32, device=x.device)
+        run_gemm(hs, raws["s_down"], s_down.qtype, grid_for(s_down, raws["s_down"]), ys, bf16)
+        out += ys
+    out = torch.where(bad[:, None], torch.full_like(out, float("nan")), out)
+    y.copy_(out)
+
+
+def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16):
+    raws = _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    x = x.contiguous()
+    ids = ids.contiguous()
+    weights = weights.contiguous().to(torch.float32)
+    y = torch.empty_like(x)                                             # [T, D]
+    if x.shape[0] == 0:
+        return y
+    if ids.shape[1] == 0 and s_gate is None:
+        return y.zero_()
+    if x.shape[0] <= MOE_GEMV_MAX_T:
+        _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y)
+    else:
+        _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, bf16)
+    return y
+
+
+def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "triton": float32 GEMVs for T <= 8, bf16 grouped GEMMs above (claim "bf16")."""
+    return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True)
+
+
+def moe_experts_fp32(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "triton_fp32": float32 GEMVs for T <= 8, tf32x3 grouped GEMMs above (claim float32)."""
+    return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=False)

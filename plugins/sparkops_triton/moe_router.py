@@ -1,0 +1,127 @@
+"""moe_router in Triton: router logits (float32 GEMV/GEMM), then one program per token for the routing.
+
+1. logits[t, e] = x[t] . weight[e] in float32 FMA arithmetic (never tf32: a rounding that flips
+   which experts are chosen is not a small error). T < 16 (decode): a GEMV, programs over blocks of
+   experts so the [E, D] float32 weight (2.4 MB at 48B sizes) is read by many SMs at once; otherwise
+   a tiled product (tl.dot with input_precision="ieee").
+2. `_route_kernel`, one program per token, everything in registers ([n_group, E/n_group] tile):
+   s = sigmoid(logits), s' = s + bias; group score = sum of the two best s' of each group; keep the
+   topk_group best groups (ties: lower group), s' of the others := 0 (as the reference code does);
+   top_k by iterative max (ties: lower expert id); w = s[ids] / (sum + eps) * scale.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from sparkops.errors import BadInput
+
+from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_pow2
+
+
+@triton.jit
+def _logits_gemv_kernel(x_ptr, w_ptr, out_ptr, E, D, BE: tl.constexpr, BD: tl.constexpr):
+    t = tl.program_id(1)
+    e = tl.program_id(0) * BE + tl.arange(0, BE)
+    e_ok = e < E
+    dd = tl.arange(0, BD)
+    acc = tl.zeros((BE, BD), dtype=tl.float32)
+    for d0 in range(0, D, BD):
+        d_ok = d0 + dd < D
+        xv = tl.load(x_ptr + t.to(tl.int64) * D + d0 + dd, mask=d_ok, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + e[:, None].to(tl.int64) * D + d0 + dd[None, :], mask=e_ok[:, None] & d_ok[None, :],
+                    other=0.0).to(tl.float32)
+        acc += w * xv[None, :]
+    tl.store(out_ptr + t.to(tl.int64) * E + e, tl.sum(acc, axis=1), mask=e_ok)
+
+
+@triton.jit
+def _logits_gemm_kernel(x_ptr, w_ptr, out_ptr, T, E, D, BT: tl.constexpr, BE: tl.constexpr, BD: tl.constexpr):
+    rows = tl.program_id(0) * BT + tl.arange(0, BT)
+    e = tl.program_id(1) * BE + tl.arange(0, BE)
+    dd = tl.arange(0, BD)
+    acc = tl.zeros((BT, BE), dtype=tl.float32)
+    for d0 in range(0, D, BD):
+        d_ok = d0 + dd < D
+        xv = tl.load(x_ptr + rows[:, None].to(tl.int64) * D + d0 + dd[None, :],
+                     mask=(rows < T)[:, None] & d_ok[None, :], other=0.0).to(tl.float32)  # [BT, BD]
+        w = tl.load(w_ptr + e[None, :].to(tl.int64) * D + d0 + dd[:, None], mask=(e < E)[None, :] & d_ok[:, None],
+                    other=0.0).to(tl.float32)  # [BD, BE] = weight^T slice
+        acc = tl.dot(xv, w, acc, input_precision="ieee")
+    tl.store(out_ptr + rows[:, None].to(tl.int64) * E + e[None, :], acc, mask=(rows < T)[:, None] & (e < E)[None, :])
+
+
+@triton.jit
+def _route_kernel(logit_ptr, bias_ptr, w_out_ptr, id_out_ptr, E, EG, n_group, topk_group, top_k, scale, renorm_eps,
+                  GP: tl.constexpr, EGP: tl.constexpr, KP: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    g = tl.arange(0, GP)
+    j = tl.arange(0, EGP)
+    ok = (g < n_group)[:, None] & (j < EG)[None, :]
+    e = g[:, None] * EG + j[None, :]  # expert id of each slot [GP, EGP]
+    logits = tl.load(logit_ptr + t * E + e, mask=ok, other=0.0)
+    s = tl.sigmoid(logits)  # unbiased scores: the weights
+    chooser = tl.where(ok, s + tl.load(bias_ptr + e, mask=ok, other=0.0), float("-inf"))  # s': the choice
+    # group score: the sum of each group's two best s' (just the best when a group holds one expert)
+    best1 = tl.max(chooser, axis=1)  # [GP]
+    first = tl.min(tl.where(chooser == best1[:, None], j[None, :], EGP), axis=1)
+    best2 = tl.max(tl.where(j[None, :] == first[:, None], float("-inf"), chooser), axis=1)
+    group_score = tl.where(g < n_group, best1 + tl.where(EG > 1, best2, 0.0), float("-inf"))
+    kept = g < 0  # all False [GP]
+    for _ in range(topk_group):
+        top = tl.max(group_score, axis=0)
+        pick = tl.min(tl.where(group_score == top, g, GP), axis=0)  # ties: the lower group
+        kept = kept | (g == pick)
+        group_score = tl.where(g == pick, float("-inf"), group_score)
+    chooser = tl.where(ok, tl.where(kept[:, None], chooser, 0.0), float("-inf"))
+    kk = tl.arange(0, KP)
+    ids = tl.zeros((KP,), dtype=tl.int32)
+    wts = tl.zeros((KP,), dtype=tl.float32)
+    for i in range(top_k):
+        top = tl.max(tl.max(chooser, axis=1), axis=0)
+        pick = tl.min(tl.min(tl.where(chooser == top, e, E), axis=1), axis=0)  # ties: the lower expert id
+        w_pick = tl.sum(tl.sum(tl.where(e == pick, s, 0.0), axis=1), axis=0)
+        ids = tl.where(kk == i, pick, ids)
+        wts = tl.where(kk == i, w_pick, wts)
+        chooser = tl.where(e == pick, float("-inf"), chooser)
+    wts = wts / (tl.sum(wts, axis=0) + renorm_eps) * scale
+    k_ok = kk < top_k
+    tl.store(w_out_ptr + t * top_k + kk, wts, mask=k_ok)
+    tl.store(id_out_ptr + t * top_k + kk, ids.to(tl.int64), mask=k_ok)
+
+
+def moe_router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+    op = "moe_router"
+    expect(op, "x", x, (None, None), "[T, D]")
+    t, d = x.shape
+    expect(op, "weight", weight, (None, d), "[E, D]")
+    experts = weight.shape[0]
+    expect(op, "bias", bias, (experts,), "one selection bias per expert")
+    expect_dtype(op, "x", x, FLOATS)
+    expect_device(op, x=x, weight=weight, bias=bias)
+    top_k, n_group, topk_group = int(top_k), int(n_group), int(topk_group)
+    if n_group < 1 or experts % n_group:
+        raise BadInput(f"{op}: n_group={n_group} does not divide the {experts} experts; "
+                       f"use a divisor of the expert count")
+    if not 1 <= topk_group <= n_group:
+        raise BadInput(f"{op}: topk_group={topk_group} must lie in [1, n_group={n_group}]")
+    if not 1 <= top_k <= experts:
+        raise BadInput(f"{op}: top_k={top_k} must lie in [1, {experts}] (the expert count)")
+    dev = x.device
+    weights = torch.empty((t, top_k), dtype=torch.float32, device=dev)
+    ids = torch.empty((t, top_k), dtype=torch.int64, device=dev)
+    if t == 0:
+        return weights, ids
+    x, weight = x.contiguous(), weight.contiguous()
+    logits = torch.empty((t, experts), dtype=torch.float32, device=dev)  # [T, E]
+    if t < 16:
+        be = 4
+        _logits_gemv_kernel[(cdiv(experts, be), t)](x, weight, logits, experts, d, BE=be, BD=512, num_warps=4)
+    else:
+        _logits_gemm_kernel[(cdiv(t, 64), cdiv(experts, 64))](x, weight, logits, t, experts, d, BT=64, BE=64, BD=32,
+                                                              num_warps=4)
+    eg = experts // n_group
+    _route_kernel[(t,)](logits, bias.contiguous(), weights, ids, experts, eg, n_group, topk_group, top_k, float(scale),
+                        float(renorm_eps), GP=next_pow2(n_group), EGP=next_pow2(eg), KP=next_pow2(top_k),
+                        num_warps=4)
+    return weights, ids

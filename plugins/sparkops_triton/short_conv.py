@@ -1,0 +1,73 @@
+"""short_conv in Triton: causal depthwise conv + SiLU over [window ; x], with the window updated in place.
+
+Grid: (time blocks, channel blocks). Row t of the output needs inputs t-(W-1) .. t of x_ext =
+[state ; x]; only the first time block reaches back into `state`. That same program (time block 0)
+also writes the new window, the last W-1 rows of x_ext, after a barrier, so no program reads the old
+window after it has been overwritten (a program of another time block never touches `state`).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, expect_inplace, next_pow2
+
+
+@triton.jit
+def _short_conv_kernel(x_ptr, w_ptr, s_ptr, y_ptr, T, C, W: tl.constexpr, W_POW2: tl.constexpr,
+                       BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    pid_t = tl.program_id(0)
+    ch = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # [BLOCK_C]
+    c_ok = ch < C
+    t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)  # [BLOCK_T]
+    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
+    for i in tl.static_range(W):
+        src = t - (W - 1) + i  # row of x feeding tap i; negative rows live in the window
+        from_x = (src >= 0) & (src < T)
+        from_s = src < 0
+        xv = tl.load(x_ptr + src[:, None] * C + ch[None, :], mask=from_x[:, None] & c_ok[None, :], other=0.0)
+        sv = tl.load(s_ptr + (src + (W - 1))[:, None] * C + ch[None, :], mask=from_s[:, None] & c_ok[None, :],
+                     other=0.0)
+        w = tl.load(w_ptr + ch * W + i, mask=c_ok, other=0.0).to(tl.float32)  # [BLOCK_C]
+        acc += (xv.to(tl.float32) + sv.to(tl.float32)) * w[None, :]
+    y = acc * tl.sigmoid(acc)
+    tl.store(y_ptr + t[:, None] * C + ch[None, :], y.to(y_ptr.dtype.element_ty),
+             mask=(t < T)[:, None] & c_ok[None, :])
+    if pid_t == 0:
+        # the new window: rows T-(W-1) .. T-1 of x_ext in x's coordinates, some still from the old window
+        j = tl.arange(0, W_POW2)  # W_POW2 >= W-1
+        j_ok = j < (W - 1)
+        src_new = T - (W - 1) + j
+        m_x = (j_ok & (src_new >= 0))[:, None] & c_ok[None, :]
+        m_s = (j_ok & (src_new < 0))[:, None] & c_ok[None, :]
+        new = (tl.load(x_ptr + src_new[:, None] * C + ch[None, :], mask=m_x, other=0.0).to(tl.float32)
+               + tl.load(s_ptr + (src_new + (W - 1))[:, None] * C + ch[None, :], mask=m_s, other=0.0))
+        tl.debug_barrier()  # every read of the old window in this program happens before the first write
+        tl.store(s_ptr + j[:, None] * C + ch[None, :], new, mask=j_ok[:, None] & c_ok[None, :])
+
+
+def short_conv(x, weight, state):
+    op = "short_conv"
+    expect(op, "x", x, (None, None), "[T, C]")
+    t, c = x.shape
+    expect(op, "weight", weight, (c, None), "[C, W] taps per channel")
+    width = weight.shape[1]
+    expect(op, "state", state, (width - 1, c), "[W-1, C]: the previous W-1 raw inputs")
+    expect_dtype(op, "x", x, FLOATS)
+    expect_inplace(op, "state", state)
+    expect_device(op, x=x, weight=weight, state=state)
+    if width < 1:
+        from sparkops.errors import BadInput
+
+        raise BadInput(f"{op}: weight has {width} taps per channel; pass at least one")
+    x = x.contiguous()
+    y = torch.empty((t, c), dtype=x.dtype, device=x.device)  # [T, C]
+    if t == 0:
+        return y
+    # only time block 0 may reach back into the window: a block must span at least W-1 rows
+    block_t = 1 if t == 1 else max(16, next_pow2(width - 1))
+    block_c = 128 if t > 1 else 256
+    grid = (cdiv(t, block_t), cdiv(c, block_c))
+    _short_conv_kernel[grid](x, weight.contiguous(), state, y, t, c, W=width, W_POW2=next_pow2(max(1, width - 1)),
+                             BLOCK_T=block_t, BLOCK_C=block_c, num_warps=4)
+    return y

@@ -1,0 +1,49 @@
+"""add_rmsnorm=triton: the gate on the contract's cases and awkward rows in Triton's interpreter (CPU);
+the same on CUDA, and the 48B shapes timed, on a GPU."""
+
+import pytest
+import torch
+
+from tests.backends.triton_support import check_case, interpreted_fixture, prove_contract
+
+OP, NAME = "add_rmsnorm", "triton"
+kernels = interpreted_fixture("add_rmsnorm")
+
+
+def rows(t, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    return dict(x=torch.randn(t, d, generator=g), residual=torch.randn(t, d, generator=g) * 4,
+                weight=torch.randn(d, generator=g), eps=1e-5)
+
+
+def test_contract_cases_in_interpreter(kernels):
+    prove_contract(OP, NAME, kernels.add_rmsnorm)
+
+
+@pytest.mark.parametrize("t,d", [(1, 3), (4, 333), (2, 2304)])
+def test_awkward_rows_in_interpreter(kernels, t, d):
+    check_case(OP, NAME, kernels.add_rmsnorm, [rows(t, d, t * 31 + d)], label=f"T{t}_D{d}")
+
+
+def test_summed_is_the_stored_sum_in_interpreter(kernels):
+    """The norm is taken of the residual stream as stored (x's dtype), like add-then-rmsnorm on the device."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 64, generator=g).to(torch.bfloat16)
+    r = (torch.randn(3, 64, generator=g) * 3).to(torch.bfloat16)
+    w = torch.randn(64, generator=g)
+    normed, summed = kernels.add_rmsnorm(x, r, w, 1e-5)
+    assert torch.equal(summed, (x.float() + r.float()).to(torch.bfloat16))
+    s = summed.double()
+    want = s * torch.rsqrt((s * s).mean(-1, keepdim=True) + 1e-5) * w.double()
+    assert ((normed.double() - want) ** 2).sum() / (want ** 2).sum() < 1e-4
+
+
+@pytest.mark.gpu
+def test_gpu_contract_cases_and_48b_timing():
+    from sparkops_triton._workloads import norm_args, time_calls
+    from sparkops_triton.add_rmsnorm import add_rmsnorm
+
+    prove_contract(OP, NAME, add_rmsnorm, "cuda", seeds=(0, 1))
+    for t in (1, 4096):
+        sets, nbytes = norm_args(OP, t)
+        print(f"\n{OP}=triton T={t} D=2304 bf16: {time_calls(add_rmsnorm, sets, nbytes)}")

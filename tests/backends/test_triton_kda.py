@@ -1,0 +1,101 @@
+"""kda=triton (recurrent, the fused decode step) and kda=triton_chunked (prefill): the gate on the contract's
+cases and on awkward lengths and strong decay in Triton's interpreter (CPU); on a GPU, the same on CUDA,
+the decode step at the 48B shape replayed in a CUDA graph against its state-bytes roofline, and the
+chunked prefill at T=32768 against fla's chunk_kda (4.59 ms per layer, anchors.md section 4)."""
+
+import pytest
+import torch
+
+from tests.backends.triton_support import check_case, interpreted_fixture, prove_contract
+
+OP = "kda"
+recurrent = interpreted_fixture("kda")
+chunked = interpreted_fixture("kda_chunked")
+
+
+def kda_calls(h, d, steps, seed, gate_std=1.0, log_a=(-1.0, 1.0), state_std=0.1):
+    g = torch.Generator().manual_seed(seed)
+    lo, hi = log_a
+    a = -torch.exp(torch.rand(h, generator=g) * (hi - lo) + lo)
+    dt_bias = torch.randn(h * d, generator=g) * 0.5
+    calls = [dict(q=torch.randn(t, h, d, generator=g), k=torch.randn(t, h, d, generator=g),
+                  v=torch.randn(t, h, d, generator=g), g=torch.randn(t, h, d, generator=g) * gate_std,
+                  beta=torch.randn(t, h, generator=g) * 2, a=a, dt_bias=dt_bias, scale=d ** -0.5, l2_eps=1e-6)
+             for t in steps]
+    return calls, {"state": torch.randn(h, d, d, generator=g) * state_std}
+
+
+def test_recurrent_contract_cases_in_interpreter(recurrent):
+    prove_contract(OP, "triton", recurrent.kda)
+
+
+def test_chunked_contract_cases_in_interpreter(chunked):
+    prove_contract(OP, "triton_chunked", chunked.kda_chunked)
+
+
+@pytest.mark.parametrize("h,d,steps", [(1, 16, (16, 1)), (3, 16, (65, 15, 64)), (2, 24, (40,))])
+def test_chunked_awkward_lengths_in_interpreter(chunked, h, d, steps):
+    """The recurrent/chunked threshold exactly, one past a chunk, a full chunk after a short call, D not a
+    power of 2."""
+    calls, state = kda_calls(h, d, steps, h * 100 + d + sum(steps))
+    check_case(OP, "triton_chunked", chunked.kda_chunked, calls, state, label=f"H{h}_D{d}")
+
+
+def test_chunked_survives_decay_that_overflows_a_factorised_exp_in_interpreter(chunked):
+    """Γ inside one chunk falls below -709 (exp(-Γ) would overflow even float64): masked before exp, the
+    kernel must stay finite and right (spec 3.4, FlashKDA#7)."""
+    calls, state = kda_calls(2, 16, (130,), 7, gate_std=6.0, log_a=(2.0, 2.5), state_std=0.3)
+    c = calls[0]
+    gate = c["a"][:, None] * torch.nn.functional.softplus(c["g"] + c["dt_bias"].view(2, 16))
+    assert gate[:64].sum(0).min() < -709  # the case really is that strong
+    check_case(OP, "triton_chunked", chunked.kda_chunked, calls, state, label="strong_decay")
+
+
+def test_recurrent_awkward_heads_in_interpreter(recurrent):
+    calls, state = kda_calls(3, 40, (2, 1, 3), 11)
+    check_case(OP, "triton", recurrent.kda, calls, state, label="H3_D40")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["triton", "triton_chunked"])
+def test_gpu_contract_cases(name):
+    from sparkops_triton.kda import kda
+    from sparkops_triton.kda_chunked import kda_chunked
+
+    prove_contract(OP, name, kda if name == "triton" else kda_chunked, "cuda", seeds=(0, 1))
+
+
+@pytest.mark.gpu
+def test_gpu_48b_decode_step_in_a_cuda_graph():
+    from sparkops_triton._workloads import kda_args, time_calls
+    from sparkops_triton.kda import kda
+    from sparkops_triton.kda_chunked import kda_chunked
+
+    calls, state = kda_calls(32, 128, (1, 1, 1), 5)
+    check_case(OP, "triton", kda, calls, state, device="cuda", label="48b_decode")
+    sets, nbytes = kda_args(1)
+    for name, fn in (("triton", kda), ("triton_chunked", kda_chunked)):
+        t = time_calls(fn, sets, nbytes)
+        print(f"\nkda={name} decode step H=32 D=128 (state 2 MiB r+w): {t}   goal: <= 2 us per layer (2x roofline)")
+        assert t.mode == "graph", "the decode step must be capturable in a CUDA graph"
+
+
+@pytest.mark.gpu
+def test_gpu_48b_chunked_prefill_against_recurrent_and_fla():
+    from sparkops.gate.metrics import nmse
+    from sparkops_triton._workloads import kda_args, time_calls
+    from sparkops_triton.kda import kda
+    from sparkops_triton.kda_chunked import kda_chunked
+
+    (args,), _ = kda_args(4096, n_sets=1, seed=9)
+    s_rec, s_chk = args[7].clone(), args[7].clone()
+    o_rec = kda(*args[:7], s_rec, *args[8:])
+    o_chk = kda_chunked(*args[:7], s_chk, *args[8:])
+    v_out, v_state = nmse("output", o_chk.float(), o_rec.float(), 1e-3), nmse("state", s_chk, s_rec, 1e-3)
+    print(f"\nkda chunked vs recurrent, T=4096 at 48B sizes: {v_out.line()} / {v_state.line()}")
+    assert v_out.passed and v_state.passed
+    for t in (4096, 32768):
+        sets, nbytes = kda_args(t, n_sets=2)
+        timing = time_calls(kda_chunked, sets, nbytes, graph=False, replays=5)
+        print(f"kda=triton_chunked prefill T={t}: {timing.us / 1e3:.3f} ms per layer "
+              f"({t / timing.us:.2f} M tokens/s; fla chunk_kda at T=32768: 4.59 ms)")

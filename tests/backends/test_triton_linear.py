@@ -1,0 +1,262 @@
+"""The Triton quantized matmul (linear) and embedding kernels against float64 references.
+
+CPU: the kernels run in Triton's interpreter (fresh copies of the modules imported with
+TRITON_INTERPRET=1, see `sparkops_triton._runtime.interpreted`) on tiny shapes: every GGUF type, T on
+both sides of the GEMV/GEMM switch, OUT not a multiple of the row tile, the split-K path, stacked
+expert weights. Outputs are poisoned (torch.empty fills NaN) so an unwritten element fails.
+
+GPU (marked gpu, run on an H200): the 48B shapes, a row subset checked against float64, and the time
+of each kernel in a replayed CUDA graph (several weight buffers in rotation, so the 50 MB L2 does not
+flatter) printed as GB/s and % of the measured 4.04 TB/s:
+    pytest -m gpu -s tests/backends/test_triton_linear.py
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as Q
+
+from sparkops.errors import BadInput
+from sparkops.ops import get_contract
+from sparkops.qweight import QWeight
+
+triton = pytest.importorskip("triton")
+
+TYPES = [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_K, Q.Q6_K, Q.IQ1_S]
+#: smallest row length per type that spans two chunks of 256 (so the split-K and prefetch paths run)
+TWO_CHUNKS = {Q.F32: 320, Q.F16: 288, Q.BF16: 320, Q.Q8_0: 352, Q.Q4_K: 512, Q.Q6_K: 512, Q.IQ1_S: 512}
+FP32_TOL, BF16_TOL = 1e-5, 1e-2
+ANCHOR_BW = 4.04e12  # bytes/s, the measured H200 read bandwidth (spec/anchors.md)
+
+
+def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    got, ref = got.detach().cpu().double(), ref.detach().cpu().double()
+    assert torch.isfinite(got).all(), "output holds NaN/Inf (an element was not written?)"
+    return ((got - ref).norm() / ref.norm()).item()
+
+
+def reference(x: torch.Tensor, w: QWeight) -> torch.Tensor:
+    return x.double().cpu() @ w.dequantize().double().T
+
+
+def make_weight(g: torch.Generator, rows: int, cols: int, qtype) -> QWeight:
+    return QWeight.from_float(torch.randn(rows, cols, generator=g, dtype=torch.float64).float() * 0.05, qtype)
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """(linear, embedding) modules compiled for the interpreter; the normal modules come back after."""
+    from sparkops_triton._runtime import interpreted
+
+    with interpreted("linear", "embedding") as mods:
+        yield mods
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """torch.empty returns NaN-filled float tensors while the test runs."""
+    real = torch.empty
+
+    def empty(*args, **kwargs):
+        t = real(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(torch, "empty", empty)
+
+
+# ---------------------------------------------------------------------------------------------
+# interpreter (CPU)
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("impl,tol_gemm", [("linear", BF16_TOL), ("linear_fp32", FP32_TOL)])
+def test_contract_cases(kernels, poisoned, impl, tol_gemm):
+    lin = getattr(kernels[0], impl)
+    cases = get_contract("linear").cases(20261129)
+    assert cases
+    for case in cases:
+        args = case.calls[0]
+        y = lin(**args)
+        assert y.dtype == args["x"].dtype and y.shape == (args["x"].shape[0], args["weight"].shape[0])
+        tol = FP32_TOL if args["x"].shape[0] <= kernels[0].GEMV_MAX_T else tol_gemm
+        assert rel_err(y, reference(args["x"], args["weight"])) < tol, case.name
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda q: q.name)
+def test_gemv_awkward_shapes(kernels, poisoned, qtype):
+    """T = 1 and 3, OUT = 5 (split-K over two chunks) and 70 (not a multiple of any row tile)."""
+    lin = kernels[0]
+    g = torch.Generator().manual_seed(int(qtype) + 1)
+    k = TWO_CHUNKS[qtype]
+    for t, out in [(1, 5), (3, 70)]:
+        w = make_weight(g, out, k, qtype)
+        x = torch.randn(t, k, generator=g)
+        assert rel_err(lin.linear_fp32(x, w), reference(x, w)) < FP32_TOL, (t, out)
+
+
+@pytest.mark.parametrize("qtype", [Q.Q8_0, Q.Q4_K, Q.Q6_K, Q.IQ1_S], ids=lambda q: q.name)
+def test_gemm_awkward_shapes(kernels, poisoned, qtype):
+    """T = 17 (past the GEMV), OUT = 70: both dot precisions."""
+    lin = kernels[0]
+    g = torch.Generator().manual_seed(int(qtype) + 7)
+    w = make_weight(g, 70, TWO_CHUNKS[qtype], qtype)
+    x = torch.randn(17, w.shape[1], generator=g)
+    ref = reference(x, w)
+    assert rel_err(lin.linear_fp32(x, w), ref) < FP32_TOL
+    err = rel_err(lin.linear(x, w), ref)
+    assert 1e-5 < err < BF16_TOL, "the bf16 path should be bf16-accurate (and not silently float32)"
+
+
+def test_activation_dtypes_and_stacked_experts(kernels, poisoned):
+    """bf16/fp16 activations give that dtype back; one expert of a stacked [E, OUT, IN] weight."""
+    lin = kernels[0]
+    g = torch.Generator().manual_seed(3)
+    stacked = QWeight.from_float(torch.randn(3, 40, 256, generator=g) * 0.05, Q.Q4_K)
+    x = torch.randn(2, 256, generator=g)
+    for e in range(3):
+        assert rel_err(lin.linear_fp32(x, stacked[e]), reference(x, stacked[e])) < FP32_TOL
+    for dt in (torch.bfloat16, torch.float16):
+        y = lin.linear_fp32(x.to(dt), stacked[1])
+        assert y.dtype == dt
+        assert rel_err(y, reference(x.to(dt).float(), stacked[1])) < 1e-2
+
+
+def test_split_k_is_deterministic(kernels):
+    lin = kernels[0]
+    g = torch.Generator().manual_seed(5)
+    w = make_weight(g, 6, 1024, Q.Q4_K)  # 4 chunks over a tiny OUT: the split-K path
+    x = torch.randn(1, 1024, generator=g)
+    assert torch.equal(lin.linear(x, w), lin.linear(x, w))
+
+
+def test_bad_input(kernels):
+    lin = kernels[0]
+    w = QWeight.from_float(torch.randn(8, 256), Q.Q4_K)
+    with pytest.raises(BadInput, match="features"):
+        lin.linear(torch.randn(2, 128), w)
+    with pytest.raises(BadInput, match="2-D"):
+        lin.linear(torch.randn(2, 256), QWeight.from_float(torch.randn(2, 8, 256), Q.Q4_K))
+    with pytest.raises(BadInput, match="x"):
+        lin.linear(torch.randn(2, 256, dtype=torch.float64), w)
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda q: q.name)
+def test_embedding(kernels, poisoned, qtype):
+    emb = kernels[1]
+    g = torch.Generator().manual_seed(int(qtype) + 11)
+    d = 256 if qtype in (Q.Q4_K, Q.Q6_K, Q.IQ1_S) else 96
+    table = QWeight.from_float(torch.randn(37, d, generator=g) * 0.5, qtype)
+    ids = torch.randint(0, 37, (9,), generator=g)
+    ids[0], ids[-1] = 0, 36
+    y = emb.embedding(table, ids, torch.float32)
+    assert torch.equal(y, table.dequantize()[ids])  # float32 decode is exact
+    assert emb.embedding(table, ids, torch.bfloat16).dtype == torch.bfloat16
+
+
+def test_embedding_bad_id_reads_nothing(kernels, poisoned):
+    emb = kernels[1]
+    table = QWeight.from_float(torch.randn(5, 64), Q.Q8_0)
+    y = emb.embedding(table, torch.tensor([1, 5, -1, 4]), torch.float32)
+    assert torch.isnan(y[1]).all() and torch.isnan(y[2]).all()
+    assert torch.equal(y[[0, 3]], table.dequantize()[[1, 4]])
+
+
+def test_registered():
+    """The implementations are in the plugin's list with the claims the module docstrings state."""
+    import sparkops_triton
+
+    names = {(op, name): claim for op, name, _, claim, _ in sparkops_triton.IMPLEMENTATIONS}
+    assert names[("linear", "triton")].variant == "bf16"
+    assert names[("linear", "triton_fp32")].variant is None
+    assert ("embedding", "triton") in names
+    assert names[("moe_experts", "triton")].variant == "bf16"
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU (H200): the 48B shapes, checked and timed
+# ---------------------------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on the H200)")
+
+
+def random_weight(rng: np.random.Generator, rows: int, cols: int, qtype, device) -> QWeight:
+    """Real random blocks (codes and scales drawn, never zeros) straight onto the device."""
+    from sparkops.gguf.quants import random_blocks
+
+    raw = random_blocks(rng, (rows, cols), qtype, 0.02)
+    t = torch.from_numpy(raw)
+    if qtype == Q.BF16:
+        t = t.view(torch.bfloat16)
+    return QWeight(t.to(device), qtype, (rows, cols))
+
+
+def time_in_graph(fn, calls: int, reps: int = 20) -> float:
+    """Median seconds per call of `fn(i)` for i in range(calls), captured once in a CUDA graph."""
+    fn(0)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        fn(1 % calls)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fn(i)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3 / calls)
+    return sorted(times)[len(times) // 2]
+
+
+SHAPES_48B = [(2304, 4096), (4096, 2304), (1024, 2304), (163840, 2304)]  # [OUT, IN]: o_proj, q_proj, expert, lm_head
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q6_K, Q.Q8_0, Q.BF16], ids=lambda q: q.name)
+@pytest.mark.parametrize("shape", SHAPES_48B, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_gpu_gemv_48b(qtype, shape):
+    from sparkops_triton.linear import linear_fp32
+
+    out, k = shape
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(out + int(qtype))
+    first = random_weight(rng, out, k, qtype, dev)
+    copies = max(2, math.ceil((256 << 20) / first.nbytes))  # > 5x L2 in rotation
+    ws = [first] + [QWeight(first.raw[torch.randperm(out, device=dev)], qtype, (out, k)) for _ in range(copies - 1)]
+    x = torch.randn(1, k, device=dev)
+    rows = torch.arange(0, out, max(1, out // 256), device=dev)
+    y = linear_fp32(x, first)
+    ref = x.cpu().double() @ QWeight(first.raw[rows].cpu(), qtype, (len(rows), k)).dequantize().double().T
+    assert rel_err(y[:, rows], ref) < FP32_TOL
+    sec = time_in_graph(lambda i: linear_fp32(x, ws[i]), copies)
+    gbs = first.nbytes / sec / 1e9
+    print(f"\nlinear triton GEMV {qtype.name} {out}x{k} T=1: {sec * 1e6:.1f} us, {gbs:.0f} GB/s, "
+          f"{100 * gbs * 1e9 / ANCHOR_BW:.1f}% of 4.04 TB/s ({first.nbytes / 1e6:.1f} MB)")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("t", [2, 8, 512])
+def test_gpu_linear_batches(t):
+    """T = 2, 8 (GEMV) and 512 (tensor-core GEMM), Q4_K at the q_proj shape: checked, and timed."""
+    from sparkops_triton.linear import linear, linear_fp32
+
+    dev = torch.device("cuda")
+    w = random_weight(np.random.default_rng(t), 4096, 2304, Q.Q4_K, dev)
+    x = torch.randn(t, 2304, device=dev)
+    ref = x.cpu().double() @ w.dequantize().double().T
+    assert rel_err(linear_fp32(x, w), ref) < FP32_TOL
+    assert rel_err(linear(x, w), ref) < (FP32_TOL if t <= 8 else BF16_TOL)
+    sec = time_in_graph(lambda i: linear(x, w), 8)
+    print(f"\nlinear triton Q4_K 4096x2304 T={t}: {sec * 1e6:.1f} us, {2 * t * 4096 * 2304 / sec / 1e12:.2f} TFLOP/s")
