@@ -270,6 +270,18 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
         else:
             point.warmup_order.append(label)
 
+    _abab(req, engines, point, one_round)
+    for label, eng in engines.items():
+        dep.verify_depth(eng, d + n, fresh=False)
+        dep.check_fingerprint(eng, proofs[label])
+        point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
+                                       dtype_name(dtypes[label]), rates[label], proofs[label].as_dict(),
+                                       selections=selections(eng))
+    return point
+
+
+def _abab(req: BenchRequest, engines: dict[str, Engine], point: Point, one_round) -> None:
+    """Warm-up rounds, then timed rounds alternating the arms (A B A B ...), the peer after each pair."""
     for _ in range(req.warmup):
         for label in engines:
             one_round(label, timed=False)
@@ -278,13 +290,6 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
             one_round(label, timed=True)
         if req.peer is not None:
             _peer_round(req, point)
-    for label, eng in engines.items():
-        dep.verify_depth(eng, d + n, fresh=False)
-        dep.check_fingerprint(eng, proofs[label])
-        point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
-                                       dtype_name(dtypes[label]), rates[label], proofs[label].as_dict(),
-                                       selections=selections(eng))
-    return point
 
 
 def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.Tensor, d: int,
@@ -310,14 +315,7 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
         else:
             point.warmup_order.append(label)
 
-    for _ in range(req.warmup):
-        for label in engines:
-            one_round(label, timed=False)
-    for _ in range(req.repeats):
-        for label in engines:
-            one_round(label, timed=True)
-        if req.peer is not None:
-            _peer_round(req, point)
+    _abab(req, engines, point, one_round)
     for label, eng in engines.items():
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label],

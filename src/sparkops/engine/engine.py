@@ -73,11 +73,15 @@ class Engine:
         with torch.inference_mode():
             for start in range(0, ids.shape[0], step):
                 part = ids[start:start + step]
-                logits = forward(self.ops, self.model, self.state, part, self.dtype, last_only)
+                logits = self._forward(part, last_only)
                 self.state.length += part.shape[0]
                 if not last_only or start + step >= ids.shape[0]:  # with last_only, only the final row counts
                     out.append(logits)
         return torch.cat(out).float() if len(out) > 1 else out[0].float()
+
+    def _forward(self, ids: torch.Tensor, last_only: bool) -> torch.Tensor:
+        """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
+        return forward(self.ops, self.model, self.state, ids, self.dtype, last_only)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""
