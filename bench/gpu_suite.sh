@@ -48,7 +48,8 @@ gate)
   run reference-verify sparkops reference verify
   ;;
 synth)    [ -f $M ] || run synth48 sparkops synth --preset kimi-linear-48b-a3b --quant q4_k_m -o $M ;;
-generate) run generate48 sparkops generate --model $M --device cuda -n 16 --registry $CUDA_REG ;;
+generate) run generate48 sparkops generate --model $M --device cuda -n 16 --registry $CUDA_REG
+          run generate48-graph sparkops generate --model $M --device cuda -n 64 --registry $CUDA_REG --graph ;;
 opbench)  run opbench python3 -m pytest -q -p no:cacheprovider bench --benchmark-only \
             --benchmark-group-by=group --benchmark-json="$OUT/opbench.json" ;;
 ladder|ladder131k)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..engine import Engine
-from ..engine.state import KDAState, MLAState
+from ..engine.state import KDAState, MLAState, Snapshot  # noqa: F401 - Snapshot is part of this module's API
 from ..errors import BadInput, CheckFailed
 
 
@@ -122,28 +122,3 @@ def check_fingerprint(engine: Engine, proof: DepthProof) -> None:
         if now != before:
             raise DepthError(f"context depth {proof.depth}: layer {layer}'s cache rows 0..{proof.depth - 1} changed "
                              f"while timing (sum {before!r} -> {now!r}); the timed steps wrote into the context")
-
-
-class Snapshot:
-    """The sequence's mutable state at depth D, restored in place before each timed round.
-
-    The KDA conv windows and recurrent states, the position and the length are copied back; MLA rows
-    [0, D) are never written by decode (checked by the fingerprint) and rows past D are stale
-    garbage that attention must not read (the attention contract's own rule), so they stay.
-    Restoring in place keeps every buffer's address (what a captured CUDA graph needs).
-    """
-
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self.length = engine.length
-        self.pos = engine.state.pos.clone()
-        self.kda = [tuple(t.clone() for t in (st.conv_q, st.conv_k, st.conv_v, st.recurrent))
-                    for st in engine.state.layers if isinstance(st, KDAState)]
-
-    def restore(self) -> None:
-        kda_states = [st for st in self.engine.state.layers if isinstance(st, KDAState)]
-        for st, saved in zip(kda_states, self.kda):
-            for live, copy in zip((st.conv_q, st.conv_k, st.conv_v, st.recurrent), saved):
-                live.copy_(copy)
-        self.engine.state.pos.copy_(self.pos)
-        self.engine.state.length = self.length

@@ -20,6 +20,8 @@ def add_parser(sub) -> None:
     p.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (1.0 = off)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--graph", action="store_true",
+                   help="CUDA: capture the decode step once as a CUDA graph and replay it per token")
 
 
 def add_model_args(p) -> None:
@@ -36,6 +38,8 @@ def run(args) -> int:
 
     if args.n < 1:
         raise BadInput("-n must be at least 1")
+    if args.graph and args.device != "cuda":
+        raise BadInput("--graph captures a CUDA graph: it needs --device cuda")
     if args.temperature < 0 or not 0 < args.top_p <= 1 or args.top_k < 0:
         raise BadInput("need --temperature >= 0, 0 < --top-p <= 1, --top-k >= 0")
     engine = build_engine(args.model, device=args.device, registry=args.registry, max_context=args.max_context,
@@ -58,7 +62,7 @@ def run(args) -> int:
             shown = text
 
     stats = engine.generate(prompt, args.n, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                            seed=args.seed, on_token=on_token)
+                            seed=args.seed, on_token=on_token, graph=args.graph)
     sys.stdout.write("\n")
     counters = engine.ops.summary()
     console.print(f"prefill: {stats.prompt_tokens} tokens at {stats.prefill_tok_s:.1f} tok/s; "

@@ -100,8 +100,11 @@ class Engine:
 
     # -- text ----------------------------------------------------------------------------------
     def generate(self, prompt: list[int], n: int, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-                 seed: int = 0, on_token=None) -> GenerationStats:
-        """Greedy by default; calls on_token(id) as each token is produced."""
+                 seed: int = 0, on_token=None, graph: bool = False) -> GenerationStats:
+        """Greedy by default; calls on_token(id) as each token is produced.
+
+        graph=True (CUDA): every decode step is one replay of a captured CUDA graph (DecodeStep).
+        """
         if not prompt:
             raise BadInput("the prompt is empty; give at least one token")
         if len(prompt) + n > self.max_context:
@@ -115,6 +118,12 @@ class Engine:
         tok = self.ops.sample(logits, temperature, top_k, top_p, seed, step)  # [1]
         self._sync()
         stats.prefill_seconds = time.perf_counter() - t0
+        stepper = None
+        if graph:
+            from .decode_step import DecodeStep
+
+            stepper = DecodeStep(self, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+            stepper.capture()
         t0 = time.perf_counter()
         for i in range(n):
             tid = int(tok[0])
@@ -125,8 +134,13 @@ class Engine:
             if i + 1 == n or tid == self.config.eos_token_id:
                 break
             step.add_(1)
-            logits = self.decode(tok.view(1))
-            tok = self.ops.sample(logits, temperature, top_k, top_p, seed, step)
+            if stepper is not None:
+                stepper.token.copy_(tok.view(1))
+                stepper.step.copy_(step)
+                tok = stepper()
+            else:
+                logits = self.decode(tok.view(1))
+                tok = self.ops.sample(logits, temperature, top_k, top_p, seed, step)
         self._sync()
         stats.decode_seconds = time.perf_counter() - t0
         return stats

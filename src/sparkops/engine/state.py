@@ -65,3 +65,28 @@ class SequenceState:
             tensors = (st.conv_q, st.conv_k, st.conv_v, st.recurrent) if isinstance(st, KDAState) else (st.cache,)
             total += sum(t.numel() * t.element_size() for t in tensors)
         return total
+
+
+class Snapshot:
+    """A sequence's mutable decode state, restored in place (every buffer keeps its address).
+
+    The KDA conv windows and recurrent states, the position and the length are copied back. MLA rows
+    [0, D) are never written by a decode step and rows past D are stale rows that attention must not
+    read (the attention contract's rule), so the caches are not copied. Used to time rounds from the
+    same depth and to undo the warm-up steps of a CUDA-graph capture.
+    """
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.length = engine.length
+        self.pos = engine.state.pos.clone()
+        self.kda = [tuple(t.clone() for t in (st.conv_q, st.conv_k, st.conv_v, st.recurrent))
+                    for st in engine.state.layers if isinstance(st, KDAState)]
+
+    def restore(self) -> None:
+        kda_states = [st for st in self.engine.state.layers if isinstance(st, KDAState)]
+        for st, saved in zip(kda_states, self.kda):
+            for live, copy in zip((st.conv_q, st.conv_k, st.conv_v, st.recurrent), saved):
+                live.copy_(copy)
+        self.engine.state.pos.copy_(self.pos)
+        self.engine.state.length = self.length

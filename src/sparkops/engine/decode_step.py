@@ -1,0 +1,82 @@
+"""The decode step as one unit over static buffers, replayable as a single CUDA graph.
+
+A step reads the current token from `token` (device memory), runs every layer, samples the next
+token with the step counter `step` (device memory) and writes it back into `token`. Nothing in it
+synchronizes the host, allocates per call outside the graph's pool, or branches on data, so on CUDA
+it is captured once and replayed per token: the launch bill of hundreds of kernels becomes one
+graph launch. The eager path runs the same body, so the two are checked against each other.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import BadInput
+from .graph import forward
+from .state import Snapshot
+
+
+class DecodeStep:
+    def __init__(self, engine, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0):
+        self.engine = engine
+        self.sampling = (float(temperature), int(top_k), float(top_p), int(seed))
+        dev = engine.device
+        self.token = torch.zeros(1, dtype=torch.int64, device=dev)  # in: the current token; out: the next one
+        self.step = torch.zeros(1, dtype=torch.int64, device=dev)  # the sampler's counter
+        self.logits: torch.Tensor | None = None  # [1, V] of the last step (a graph-owned buffer once captured)
+        self.graph = None
+
+    @property
+    def captured(self) -> bool:
+        return self.graph is not None
+
+    def _body(self) -> None:
+        e = self.engine
+        temperature, top_k, top_p, seed = self.sampling
+        logits = forward(e.ops, e.model, e.state, self.token, e.dtype, True)  # advances state.pos on the device
+        nxt = e.ops.sample(logits.float(), temperature, top_k, top_p, seed, self.step)
+        self.token.copy_(nxt.view(1))
+        self.step.add_(1)
+        self.logits = logits
+
+    def __call__(self) -> torch.Tensor:
+        """Run one step (replay the graph if captured); returns the next token as a device tensor [1]."""
+        e = self.engine
+        if e.state.length + 1 > e.max_context:
+            raise BadInput(f"decoding past the context of {e.max_context} tokens; raise --max-context")
+        with torch.inference_mode():
+            if self.graph is not None:
+                self.graph.replay()
+            else:
+                self._body()
+        e.state.length += 1
+        return self.token
+
+    def capture(self, warmup: int = 2) -> None:
+        """Capture the step as one CUDA graph. The state is left exactly as it was before."""
+        e = self.engine
+        if e.device.type != "cuda":
+            raise BadInput("a decode step can be captured only on CUDA (use --device cuda)")
+        if e.ops.plan.round_trips:
+            raise BadInput(f"cannot capture a step whose ops make host round trips: {e.ops.plan.round_trips}; "
+                           f"select CUDA implementations for them")
+        if e.state.length + warmup + 1 > e.max_context:
+            raise BadInput("no room in the context for the capture's warm-up steps")
+        snap = Snapshot(e)
+        token, step = self.token.clone(), self.step.clone()
+        side = torch.cuda.Stream(device=e.device)
+        side.wait_stream(torch.cuda.current_stream(e.device))
+        with torch.inference_mode(), torch.cuda.stream(side):
+            for _ in range(warmup):  # first calls upload tables, compile kernels, pick algorithms
+                self._body()
+        torch.cuda.current_stream(e.device).wait_stream(side)
+        snap.restore()
+        self.token.copy_(token)
+        self.step.copy_(step)
+        graph = torch.cuda.CUDAGraph()
+        with torch.inference_mode(), torch.cuda.graph(graph):
+            self._body()
+        snap.restore()  # capturing does not run the kernels, but leave nothing to chance
+        self.token.copy_(token)
+        self.step.copy_(step)
+        self.graph = graph
