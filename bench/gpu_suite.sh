@@ -46,6 +46,7 @@ gate)
       moe_experts=torch swiglu=torch sample=torch --device cuda --registry $CUDA_REG
   cp $CUDA_REG "$OUT/cuda-torch.toml"
   run reference-verify sparkops reference verify
+  run gate-captured sparkops check --model k3-nano --registry $CUDA_REG --device cuda --captured
   ;;
 synth)    [ -f $M ] || run synth48 sparkops synth --preset kimi-linear-48b-a3b --quant q4_k_m -o $M ;;
 generate) run generate48 sparkops generate --model $M --device cuda -n 16 --registry $CUDA_REG

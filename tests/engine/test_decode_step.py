@@ -74,3 +74,26 @@ def test_captured_step_replays_bit_identically_to_eager(model):
     graph, graph_logits = _step_tokens(_engine(model, "cuda"), prompt, 16, capture=True, temperature=0.8, seed=2)
     assert graph == eager
     assert torch.equal(graph_logits, eager_logits)
+
+
+def test_model_gate_judges_the_captured_step(model):
+    """`check --model --captured` decodes through DecodeStep (eager body on CPU) and still passes."""
+    from sparkops.gate.model_gate import model_check
+
+    reg = Registry.empty("mem.toml")
+    for op in OP_NAMES:
+        reg.set(op, "cpu", "torch", fallback="error")
+    out = model_check("k3-nano", reg, weights=model, depths=(1, 9), decode_steps=3, captured=True)
+    assert out.error is None, out.error
+    assert out.passed and len(out.depths) == 2
+
+
+@pytest.mark.gpu
+def test_model_gate_on_the_captured_cuda_step(model):
+    from sparkops.gate.model_gate import model_check
+
+    reg = Registry.empty("mem.toml")
+    for op in OP_NAMES:
+        reg.set(op, "cuda", "torch", fallback="error")
+    out = model_check("k3-nano", reg, device="cuda", weights=model, depths=(1, 9), decode_steps=3, captured=True)
+    assert out.error is None and out.passed, out.error

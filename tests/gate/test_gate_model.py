@@ -96,3 +96,11 @@ def test_a_golden_run_that_disagrees_with_the_lock_fails_the_gate(tmp_path, cata
     private_lock.write_text(text.replace(first.group(0), f"top_logits = [{float(first.group(1)) + 0.5!r},", 1))
     out = _check(torch_registry(tmp_path / "r.toml"), catalog, weights)
     assert not out.passed and any("depth 1 position 0" in p for p in out.lock_problems), out.report
+
+
+@pytest.mark.parametrize("key", ["attention=kv_off_by_one", "moe_router=missing_scale"])
+def test_the_gate_on_the_captured_step_still_refuses(tmp_path, catalog, weights, key):
+    op, name = key.split("=")
+    out = model_check("k3-nano", torch_registry(tmp_path / "r.toml", **{op: name}), depths=(1,), decode_steps=STEPS,
+                      catalog=catalog, weights=weights, captured=True)
+    assert not out.passed, out.report

@@ -48,6 +48,8 @@ def add_parser(sub) -> None:
     p.add_argument("--golden-registry", metavar="FILE",
                    help="model gate: judge against this (proven) registry instead of the float64 reference "
                         "(for models too large for NumPy)")
+    p.add_argument("--captured", action="store_true",
+                   help="model gate: decode through the step generation replays (a CUDA graph on CUDA)")
     p.add_argument("--json-out", metavar="FILE", help="also write the machine-readable result to FILE")
     add_registry_arg(p)
     add_json_arg(p)
@@ -198,7 +200,7 @@ def _run_model(args) -> int:
     if steps < 0:
         raise BadInput("--decode-steps must be 0 or more")
     outcome = model_check(args.model, registry, device=device, depths=parse_depths(args.depths),
-                          decode_steps=steps, golden=golden)
+                          decode_steps=steps, golden=golden, captured=args.captured)
     _save_json(args, outcome.as_json())
     if args.json:
         emit_json(outcome.as_json())

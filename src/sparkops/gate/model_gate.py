@@ -73,8 +73,14 @@ def default_depths(model_name: str) -> tuple[int, ...]:
 
 
 # -- running the model -------------------------------------------------------------------------------
-def run_depths(engine: Any, tokens: list[int], depths: tuple[int, ...], decode_steps: int) -> dict[int, torch.Tensor]:
-    """{depth: logits [depth + decode_steps, V] float64 on the CPU}, one fresh sequence per depth."""
+def run_depths(engine: Any, tokens: list[int], depths: tuple[int, ...], decode_steps: int, *,
+               captured: bool = False) -> dict[int, torch.Tensor]:
+    """{depth: logits [depth + decode_steps, V] float64 on the CPU}, one fresh sequence per depth.
+
+    captured=True decodes through the engine's DecodeStep - the unit that generation replays as one
+    CUDA graph - captured on CUDA (its eager body elsewhere), teacher-forced with the pinned tokens, so
+    the gate judges the step that actually runs, not only eager calls.
+    """
     out = {}
     for d in depths:
         if d + decode_steps > len(tokens):
@@ -82,10 +88,31 @@ def run_depths(engine: Any, tokens: list[int], depths: tuple[int, ...], decode_s
                            f"only {len(tokens)} are pinned")
         engine.reset()
         rows = [engine.prefill(torch.tensor(tokens[:d], dtype=torch.int64))]  # [d, V]
-        for j in range(decode_steps):
-            rows.append(engine.decode(torch.tensor([tokens[d + j]], dtype=torch.int64)))  # [1, V]
+        if captured and decode_steps:
+            rows += _captured_decode(engine, tokens[d:d + decode_steps])
+        else:
+            for j in range(decode_steps):
+                rows.append(engine.decode(torch.tensor([tokens[d + j]], dtype=torch.int64)))  # [1, V]
         out[d] = torch.cat([r.detach().to("cpu", torch.float64) for r in rows])
     return out
+
+
+#: decode steps a capture runs (and undoes) before recording the graph
+CAPTURE_WARMUP = 2
+
+
+def _captured_decode(engine: Any, tokens: list[int]) -> list[torch.Tensor]:
+    from ..engine.decode_step import DecodeStep
+
+    step = DecodeStep(engine)
+    if engine.device.type == "cuda":
+        step.capture(warmup=CAPTURE_WARMUP)
+    rows = []
+    for t in tokens:
+        step.token.fill_(int(t))  # teacher forcing: the pinned token, not the sampled one
+        step()
+        rows.append(step.logits.float().clone())  # [1, V]; a graph-owned buffer, copied before the next replay
+    return rows
 
 
 def reference_registry() -> Registry:
@@ -226,7 +253,7 @@ class ModelOutcome:
 
 def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: tuple[int, ...] | None = None,
                 decode_steps: int = DECODE_STEPS, catalog: Any = None, dtype: torch.dtype | None = None,
-                golden: Registry | None = None, weights: Any = None) -> ModelOutcome:
+                golden: Registry | None = None, weights: Any = None, captured: bool = False) -> ModelOutcome:
     """Run the model under `registry` at every depth and judge it against the golden run."""
     from ..engine import load_model
     from ..plugins import load_catalog
@@ -265,10 +292,11 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
                            depths=[], lock_problems=lock_problems, selections={op: i.key for op, i in runs.items()})
     checked = make_plan(registry, catalog, device, verify_checks=True)
     outcome.unproven = [f"{op}: {e.error}" for op, e in checked.entries.items() if e.error]
-    max_context = max(depths) + decode_steps
+    max_context = max(depths) + decode_steps + (CAPTURE_WARMUP if captured else 0)
     try:
         with poisoned():
-            cand = run_depths(_engine(weights, plan, max_context, cand_dtype), tokens, depths, decode_steps)
+            cand = run_depths(_engine(weights, plan, max_context, cand_dtype), tokens, depths, decode_steps,
+                              captured=captured)
         outcome.depths = judge_depths(ref, cand, rule)
         outcome.bit_identity = _bit_identity(weights, plan, catalog, cand, tokens, depths, decode_steps, cand_dtype)
     except Exception as exc:  # noqa: BLE001 - a candidate that crashes fails the gate, with why
