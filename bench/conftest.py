@@ -8,7 +8,8 @@ may be timed, and the session's cache of gate verdicts, live in `sparkops.bench.
 from __future__ import annotations
 
 import pytest
-import torch
+
+from tests.helpers import skip_gpu_tests_without_cuda
 
 
 def pytest_configure(config):
@@ -16,12 +17,7 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA device (none on this machine)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    skip_gpu_tests_without_cuda(items, "needs a CUDA device (none on this machine)")
 
 
 @pytest.fixture(scope="session")

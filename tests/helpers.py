@@ -33,3 +33,16 @@ def fake_distribution(root: Path, name: str, entry_points: dict[str, str], modul
     for mod, src in modules.items():
         (root / f"{mod}.py").write_text(src)
     return root
+
+
+def skip_gpu_tests_without_cuda(items, reason: str) -> None:
+    """Mark every test marked `gpu` skipped, with the reason, where this machine has no CUDA device."""
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

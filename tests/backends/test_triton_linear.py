@@ -26,6 +26,8 @@ from sparkops.qweight import QWeight
 
 triton = pytest.importorskip("triton")
 
+from tests.backends.triton_support import poisoned  # noqa: E402,F401 - a fixture
+
 TYPES = [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_K, Q.Q6_K, Q.IQ1_S]
 #: smallest row length per type that spans two chunks of 256 (so the split-K and prefetch paths run)
 TWO_CHUNKS = {Q.F32: 320, Q.F16: 288, Q.BF16: 320, Q.Q8_0: 352, Q.Q4_K: 512, Q.Q6_K: 512, Q.IQ1_S: 512}
@@ -56,16 +58,6 @@ def kernels():
         yield mods
 
 
-@pytest.fixture
-def poisoned(monkeypatch):
-    """torch.empty returns NaN-filled float tensors while the test runs."""
-    real = torch.empty
-
-    def empty(*args, **kwargs):
-        t = real(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    monkeypatch.setattr(torch, "empty", empty)
 
 
 # ---------------------------------------------------------------------------------------------

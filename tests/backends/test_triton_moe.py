@@ -18,7 +18,7 @@ from sparkops.qweight import QWeight
 
 triton = pytest.importorskip("triton")
 
-from tests.backends.triton_support import prove_contract  # noqa: E402
+from tests.backends.triton_support import poisoned, prove_contract  # noqa: E402,F401 - poisoned is a fixture
 
 FP32_TOL, BF16_TOL = 1e-5, 1e-2
 ANCHOR_BW = 4.04e12
@@ -70,15 +70,6 @@ def kernels():
         yield mods
 
 
-@pytest.fixture
-def poisoned(monkeypatch):
-    real = torch.empty
-
-    def empty(*args, **kwargs):
-        t = real(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    monkeypatch.setattr(torch, "empty", empty)
 
 
 # ---------------------------------------------------------------------------------------------

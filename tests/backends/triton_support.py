@@ -26,6 +26,15 @@ from sparkops_triton import IMPLEMENTATIONS  # noqa: E402
 from sparkops_triton._runtime import interpreted  # noqa: E402
 
 
+@pytest.fixture
+def poisoned():
+    """Fresh allocations are NaN / max-int while the test runs: the gate's own poisoning."""
+    from sparkops.gate.poison import poisoned as gate_poisoned
+
+    with gate_poisoned():
+        yield
+
+
 def interpreted_fixture(module: str):
     """A fixture yielding the kernel module imported fresh under TRITON_INTERPRET=1, for one test: the
     environment and the compiled modules come back before the next test (a GPU test, say) runs."""
