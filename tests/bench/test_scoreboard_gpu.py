@@ -70,3 +70,15 @@ def test_cuda_diagnose_counts_kernels_and_busy_time(nano, torch_registry):
     assert 0 < p.busy_s <= p.wall_s
     assert d.verdict["launch_graph_s"] is not None and d.verdict["launch_graph_s"] < d.verdict["launch_eager_s"]
     assert d.verdict["binding"] in ("launch overhead", "occupancy", "bandwidth", "compute")
+
+
+def test_cuda_graph_arm_against_eager(nano, passing_gate, torch_registry):
+    """Same registry, A eager and B one graph replay per step: both prove their depth, and on a
+    launch-bound model the graph arm is the faster one in every pair."""
+    req = BenchRequest("decode", (256,), 16, [("A", torch_registry), ("B", torch_registry)], repeats=3, warmup=1,
+                       device="cuda", ceiling_bytes=1 << 30, graph=("B",))
+    p = run_bench(req, nano).points[0]
+    assert p.arms["B"].mode == "graph" and p.arms["A"].mode == "eager"
+    for arm in p.arms.values():
+        assert arm.proof["device_pos"] == 256
+    assert all(r > 1.0 for r in p.ratios)

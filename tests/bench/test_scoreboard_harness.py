@@ -17,6 +17,7 @@ from sparkops.bench.harness import BenchRequest, run_bench
 from sparkops.bench.roofline import AboveCeiling
 from sparkops.cli import bench_cmd, main
 from sparkops.engine import Engine
+from sparkops.errors import BadInput
 from tests.helpers import fake_distribution
 
 WRONG_PLUGIN = textwrap.dedent('''
@@ -102,6 +103,50 @@ def test_prefill_rounds_alternate_and_prove_the_prompt_length(nano, passing_gate
     p = run_bench(req, nano).points[0]
     assert p.order == ["A", "B", "A", "B"] and p.warmup_order == ["A", "B"]
     assert p.arms["B"].proof["depth"] == 20 and p.arms["B"].proof["host_length"] == 20
+
+
+def test_graph_is_refused_off_cuda_and_for_prefill(nano, passing_gate, registries):
+    a, b = registries
+    with pytest.raises(BadInput, match="--graph needs --device cuda"):
+        run_bench(BenchRequest("decode", (4,), 2, [("A", a), ("B", b)], graph=("B",)), nano)
+    with pytest.raises(BadInput, match="decode only"):
+        run_bench(BenchRequest("prefill", (0,), 8, [("A", a), ("B", b)], graph=("B",)), nano)
+    with pytest.raises(BadInput, match="no such arm"):
+        run_bench(BenchRequest("decode", (4,), 2, [("A", a)], graph=("B",)), nano)
+
+
+def test_a_graph_arm_replays_the_step_teacher_forced(nano, passing_gate, registries, decode_log, monkeypatch):
+    """The graph arm's rounds go through the DecodeStep (its eager body here: capture needs CUDA), fed the
+    eager arm's tokens; the depth proof after the rounds holds for both arms and the figure says 'graph'."""
+    from sparkops.engine.decode_step import DecodeStep
+
+    monkeypatch.setattr(harness, "GRAPH_DEVICES", ("cuda", "cpu"))
+    fed = []
+    real_call = DecodeStep.__call__
+
+    def spy(self):
+        fed.append(int(self.token[0]))
+        return real_call(self)
+
+    monkeypatch.setattr(DecodeStep, "__call__", spy)
+    monkeypatch.setattr(harness, "capture_step", lambda eng: DecodeStep(eng))
+    a, b = registries
+    run = run_bench(BenchRequest("decode", (12,), 3, [("A", a), ("B", b)], repeats=2, warmup=1, graph=("B",)), nano)
+    p = run.points[0]
+    assert p.order == ["A", "B"] * 2
+    assert set(decode_log) == {str(a)}  # B never called Engine.decode inside a round
+    assert len(decode_log) == 3 * 3 and len(fed) == 3 * 3
+    steps = harness.dep.random_tokens(3, nano.config.vocab_size, 1).tolist()
+    assert fed == steps * 3  # the same tokens as the eager arm, every round
+    assert p.arms["B"].mode == "graph" and p.arms["A"].mode == "eager"
+    assert p.arms["B"].proof["depth"] == 12
+
+
+def test_parse_graph_names_arms():
+    assert bench_cmd.parse_graph("b") == ("B",) and bench_cmd.parse_graph("A,B") == ("A", "B")
+    assert bench_cmd.parse_graph(None) == ()
+    with pytest.raises(BadInput, match="name arms A and/or B"):
+        bench_cmd.parse_graph("C")
 
 
 def _wrong_registry(tmp_path, registries, monkeypatch):

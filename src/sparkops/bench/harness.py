@@ -14,6 +14,11 @@ Order of events, and why:
   5. after timing: the lengths must be D+N, the context rows unchanged (fingerprint), and no figure
      may exceed 100% of the roofline (AboveCeiling).
 A peer (llama-bench) joins each round after the sparkops arms: A, B, peer, A, B, peer, ...
+
+An arm named in `graph` decodes through the engine's DecodeStep captured as one CUDA graph (capture
+happens after the depth proof, at depth D, and leaves the state as it was); each step is teacher-forced
+with the same token as the eager arm (one device-to-device copy into the step's input, then one
+replay), so the two arms do the same work, the graph arm's sampling included on top.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from .timing import RegionTimer, Spread, pair_ratios, sync, tier_of_pairs
 PHASES = ("decode", "prefill")
 #: default chunk of the untimed fills (llama.cpp's ubatch in anchors section 2)
 FILL_CHUNK = 2048
+#: device classes on which a decode step can be captured (tests add "cpu" to run the rounds' logic eagerly)
+GRAPH_DEVICES = ("cuda",)
 _DTYPES = {"float32": torch.float32, "f32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
            "float16": torch.float16, "f16": torch.float16}
 
@@ -72,6 +79,7 @@ class BenchRequest:
     peer_gguf: Path | None = None
     ceiling_bytes: int | None = None  # bandwidth micro-benchmark size (default: far beyond any cache)
     matmul_n: int | None = None
+    graph: tuple[str, ...] = ()  # arms whose decode steps replay one captured CUDA graph per token
 
     def validate(self, config) -> None:
         if self.phase not in PHASES:
@@ -90,6 +98,15 @@ class BenchRequest:
         if need > config.context_length:
             raise BadInput(f"depth {max(self.depths)} + {self.tokens} tokens = {need} exceeds {config.name}'s context "
                            f"length {config.context_length}")
+        labels = [label for label, _ in self.registries]
+        for label in self.graph:
+            if label not in labels:
+                raise BadInput(f"--graph {label}: no such arm (the arms are {', '.join(labels)})")
+        if self.graph and self.phase != "decode":
+            raise BadInput("--graph applies to decode only (a prefill is one forward per chunk, not a step to replay)")
+        if self.graph and self.device not in GRAPH_DEVICES:
+            raise BadInput(f"--graph needs --device cuda: a decode step is captured as a CUDA graph "
+                           f"(this run is on {self.device})")
         if self.peer is not None and self.peer_gguf is None:
             raise BadInput("--peer needs the model as a GGUF file (the peer runs the same file); "
                            "pass --model FILE.gguf")
@@ -115,6 +132,7 @@ class ArmFigures:
     proof: dict[str, Any]
     roofline: dict[str, Any] = field(default_factory=dict)
     selections: dict[str, str] = field(default_factory=dict)  # op -> the implementation that ran (a path is not enough)
+    mode: str = "eager"  # "eager": one call per op per step; "graph": one CUDA graph replay per step
 
     @property
     def spread(self) -> Spread:
@@ -183,10 +201,13 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     env = provenance.environment(req.device)
     dtypes = {label: req.dtype or gating.default_dtype(path, req.device) for label, path in req.registries}
 
+    # the weights go to the device once: the gate's engines and the timed ones all share this copy
+    on_device = weights if weights.embed.device.type == req.device else weights.to(req.device)
+
     # 1. the gate, on exactly what will be timed
     gates = {}
     for label, path in req.registries:
-        verdict = GATE(weights, path, device=req.device, dtype=dtypes[label], depths=req.gate_depths,
+        verdict = GATE(on_device, path, device=req.device, dtype=dtypes[label], depths=req.gate_depths,
                        golden=req.gate_golden)
         if not verdict.passed:
             raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed or "
@@ -197,7 +218,6 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     ceilings = _ceilings(req, weights.nbytes)
 
     # 3. engines sharing one weights object on the device
-    on_device = weights if weights.embed.device.type == req.device else weights.to(req.device)
     engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label])
                for label, path in req.registries}
     prompt = dep.random_tokens(req.max_context, weights.config.vocab_size, req.seed)  # [max_context]
@@ -248,12 +268,14 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
                   dtypes: dict[str, torch.dtype]) -> Point:
     n = req.tokens
     steps = dep.random_tokens(n, next(iter(engines.values())).config.vocab_size, req.seed + 1).to(req.device)  # [N]
-    proofs, snaps = {}, {}
+    proofs, snaps, graphs = {}, {}, {}
     for label, eng in engines.items():
         eng.reset()
         dep.fill(eng, prompt[:d], req.fill_chunk)
         proofs[label] = dep.verify_depth(eng, d, fresh=True, need=n)
         snaps[label] = dep.Snapshot(eng)
+        if label in req.graph:
+            graphs[label] = capture_step(eng)  # at depth D; the state is left as the snapshot has it
     point = Point("decode", d, n, {}, [], [], cost=None)  # type: ignore[arg-type]
     rates: dict[str, list[float]] = {label: [] for label in engines}
 
@@ -261,9 +283,15 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
         eng = engines[label]
         snaps[label].restore()
         sync(req.device)
+        step = graphs.get(label)
         with RegionTimer(req.device) as t:
-            for i in range(n):
-                eng.decode(steps[i:i + 1])
+            if step is None:
+                for i in range(n):
+                    eng.decode(steps[i:i + 1])
+            else:
+                for i in range(n):
+                    step.token.copy_(steps[i:i + 1])  # teacher-forced: the eager arm's token, on the device
+                    step()
         if timed:
             rates[label].append(n / t.seconds)
             point.order.append(label)
@@ -276,8 +304,17 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
         dep.check_fingerprint(eng, proofs[label])
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label].as_dict(),
-                                       selections=selections(eng))
+                                       selections=selections(eng), mode="graph" if label in graphs else "eager")
     return point
+
+
+def capture_step(engine: Engine):
+    """The engine's decode step, captured as one CUDA graph at the engine's current state."""
+    from ..engine.decode_step import DecodeStep
+
+    step = DecodeStep(engine)
+    step.capture()
+    return step
 
 
 def _abab(req: BenchRequest, engines: dict[str, Engine], point: Point, one_round) -> None:

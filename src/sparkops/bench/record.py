@@ -36,7 +36,8 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) ->
     key = workload_key(p.phase, run.model["name"], run.model["mix"], run.env["device_slug"], p.depth, p.tokens)
     cand = p.arms["B"] if "B" in p.arms else p.arms["A"]
     gate = run.gates[cand.label]
-    figures = [{"label": a.label, "registry": a.registry, "dtype": a.dtype, "value": a.median, "rates": a.rates,
+    figures = [{"label": a.label, "registry": a.registry, "mode": a.mode, "dtype": a.dtype, "value": a.median,
+                "rates": a.rates,
                 "iqr": [a.spread.lo, a.spread.hi], "roofline_fraction": a.roofline.get("fraction"),
                 "selections": a.selections}
                for a in p.arms.values()]
@@ -55,7 +56,7 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) ->
         "id": L.new_id(date), "kind": "measurement", "date": date, "change": change, "key": key,
         "phase": p.phase, "depth": p.depth, "tokens": p.tokens, "model": run.model, "metric": _metric(p),
         "unit": "tok/s", "before": before, "after": after, "ratio": ratio, "tier": tier, "noise": noise,
-        "registry": cand.registry, "dtype": cand.dtype,
+        "registry": _how({"registry": cand.registry, "mode": cand.mode}), "dtype": cand.dtype,
         "worst_kl": gate.worst_kl, "worst_top1": gate.worst_top1, "worst_depth": gate.worst_depth,
         "gates": {label: g.as_dict() for label, g in run.gates.items()},
         "figures": figures, "pair_ratios": ratios, "order": p.order, "warmup_order": p.warmup_order,
@@ -78,11 +79,16 @@ def peer_row(run: BenchRun, p: Point, measured: dict[str, Any]) -> dict[str, Any
             "model": run.model, **_box(run)}
 
 
+def _how(figure: dict[str, Any]) -> str:
+    """The registry a figure ran, with its decode mode when that was a CUDA graph."""
+    return figure["registry"] + (" (graph)" if figure.get("mode") == "graph" else "")
+
+
 def offer_row(frontier: Frontier, row: dict[str, Any]) -> dict[str, str]:
     """Offer every figure of a measurement row to the frontier; {label: outcome}."""
     out = {}
     for f in row.get("figures", []):
-        meta = {**row, "registry": f["registry"], "dtype": f["dtype"]}
+        meta = {**row, "registry": _how(f), "dtype": f["dtype"]}
         out[f["label"]] = frontier.offer(row["key"], float(f["value"]), meta, noise=float(row.get("noise", MIN_EFFECT)))
     return out
 
@@ -94,6 +100,8 @@ def record_run(run: BenchRun, bench: str | Path | None = None, change: str | Non
     d.mkdir(parents=True, exist_ok=True)
     frontier = Frontier.load(d / L.FRONTIER)
     regs = [str(p) for _, p in run.request.registries]
+    regs = [r + (" (graph)" if label in run.request.graph else "")
+            for r, (label, _) in zip(regs, run.request.registries)]
     change = change or (f"{regs[1]} vs {regs[0]}" if len(regs) == 2 else f"{regs[0]} (no baseline)")
     rows = []
     for p in run.points:
@@ -117,7 +125,7 @@ def best_standing(rows: list[dict[str, Any]], key: str) -> tuple[float, dict[str
             continue
         for f in r.get("figures", []):
             if best is None or float(f["value"]) > best[0]:
-                best = (float(f["value"]), {**r, "registry": f["registry"], "dtype": f["dtype"]})
+                best = (float(f["value"]), {**r, "registry": _how(f), "dtype": f["dtype"]})
     return best
 
 

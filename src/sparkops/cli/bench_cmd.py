@@ -51,6 +51,8 @@ def add_parser(sub) -> None:
                    "float64 reference (for models too large for NumPy)")
     p.add_argument("--peer", metavar="llama.cpp=PATH", help="run your llama-bench at the same depths, interleaved")
     p.add_argument("--peer-args", metavar="ARGS", help='extra llama-bench arguments, e.g. "-fa 1 -ub 2048 -ngl 99"')
+    p.add_argument("--graph", metavar="A|B|A,B", help="decode these arms through one captured CUDA graph per "
+                   "step (teacher-forced like the eager arm); e.g. --registry R --vs R --graph B times graph vs eager")
     p.add_argument("--change", metavar="TEXT", help="what changed, for the ledger (default: the registries)")
     p.add_argument("--no-record", action="store_true", help="print only; write nothing under bench/")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
@@ -70,6 +72,16 @@ def parse_depths(text: str | None, phase: str) -> tuple[int, ...]:
     if not depths or any(d < 0 for d in depths):
         raise BadInput(f"--depth '{text}': depths must be >= 0")
     return depths
+
+
+def parse_graph(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    labels = tuple(sorted({x.strip().upper() for x in text.replace(",", " ").split()}))
+    bad = [x for x in labels if x not in ("A", "B")]
+    if bad:
+        raise BadInput(f"--graph '{text}': name arms A and/or B, e.g. --graph B")
+    return labels
 
 
 def load_weights(spec: str):
@@ -105,7 +117,8 @@ def run(args) -> int:
                        warmup=args.warmup, seed=args.seed, device=args.device, dtype=parse_dtype(args.dtype),
                        chunk=args.chunk, gate_depths=gate_depths(args.gate_depths),
                        gate_golden=Path(args.gate_golden) if args.gate_golden else None, peer=spec,
-                       peer_gguf=gguf_path(args.model, weights) if spec else None)
+                       peer_gguf=gguf_path(args.model, weights) if spec else None,
+                       graph=parse_graph(args.graph))
     bench_run = run_bench(req, weights, command=command_line(canonical_argv(args)), source=args.model)
     rows = []
     if not args.no_record:
@@ -125,7 +138,7 @@ def run(args) -> int:
 _OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), ("--registry", "registry"),
             ("--vs", "vs"), ("--repeats", "repeats"), ("--warmup", "warmup"), ("--seed", "seed"),
             ("--device", "device"), ("--dtype", "dtype"), ("--chunk", "chunk"), ("--gate-depths", "gate_depths"),
-            ("--gate-golden", "gate_golden"), ("--peer", "peer"), ("--peer-args", "peer_args"))
+            ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--peer", "peer"), ("--peer-args", "peer_args"))
 
 
 def canonical_argv(args) -> list[str]:
@@ -141,7 +154,7 @@ def canonical_argv(args) -> list[str]:
 def _point_json(p) -> dict:
     return {"phase": p.phase, "depth": p.depth, "tokens": p.tokens, "order": p.order, "warmup_order": p.warmup_order,
             "ratios": p.ratios, "tier": p.tier, "peer_rates": p.peer_rates,
-            "arms": {k: {"registry": a.registry, "dtype": a.dtype, "rates": a.rates, "median": a.median,
+            "arms": {k: {"registry": a.registry, "mode": a.mode, "dtype": a.dtype, "rates": a.rates, "median": a.median,
                          "roofline": a.roofline, "proof": a.proof} for k, a in p.arms.items()}}
 
 
@@ -170,7 +183,8 @@ def _print(run, rows) -> None:
             ratios = p.ratios
             point = f"d={p.depth}+{p.tokens}" if p.phase == "decode" else \
                 f"T={p.tokens}" + (f"@d={p.depth}" if p.depth else "")
-            table.add_row(point if label == "A" else "", label, a.registry, f"{a.median:.4g}",
+            table.add_row(point if label == "A" else "", label,
+                          a.registry + (" (graph)" if a.mode == "graph" else ""), f"{a.median:.4g}",
                           f"{s.lo:.4g}..{s.hi:.4g}", f"{100 * a.roofline.get('fraction', 0):.2f}%",
                           (f"{sorted(ratios)[len(ratios) // 2]:.3f} ({min(ratios):.3f}..{max(ratios):.3f})"
                            if ratios and label == "B" else ""),

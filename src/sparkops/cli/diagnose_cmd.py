@@ -31,7 +31,8 @@ PAPER_MIX = {"k3-2.8t": "ud_iq1_s", "k3-nano": "f32"}
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="a GGUF file or a preset name")
-    p.add_argument("--depth", type=int, required=True, help="context depth of the decode step diagnosed")
+    p.add_argument("--depth", required=True, metavar="D[,D...]",
+                   help="context depth(s) of the decode step diagnosed; several share one load of the weights")
     p.add_argument("--paper", action="store_true", help="no weights, no device: the config and quant mix only")
     p.add_argument("--mix", help="quant mix on paper (default: the file's, else ud_iq1_s for k3-2.8t, f32 for "
                    "k3-nano, q4_k_m otherwise)")
@@ -80,10 +81,15 @@ def run(args) -> int:
     from ..bench.harness import parse_dtype
     from ..bench.ledger import bench_dir
 
-    if args.depth < 0 or args.gpus < 1 or args.steps < 1 or args.prefill_tokens < 1:
-        raise BadInput("need --depth >= 0, --gpus >= 1, --steps >= 1, --prefill-tokens >= 1")
+    depths = parse_depths(args.depth)
+    if args.gpus < 1 or args.steps < 1 or args.prefill_tokens < 1:
+        raise BadInput("need --gpus >= 1, --steps >= 1, --prefill-tokens >= 1")
+    out = Path(args.out) if args.out else bench_dir()
+    results = []
     if args.paper:
-        d = _paper(args)
+        for depth in depths:
+            args.depth = depth
+            results.append(_paper(args))
     else:
         if args.gpus != 1:
             raise BadInput("--gpus applies on paper only (add --paper); a measured diagnosis uses one device")
@@ -91,17 +97,34 @@ def run(args) -> int:
 
         reg = registry_path(args.registry)
         dtype = parse_dtype(args.dtype) or default_dtype(reg, args.device)
-        d = D.measured(load_weights(args.model), reg, args.depth, device=args.device, dtype=dtype, steps=args.steps,
-                       prefill_tokens=args.prefill_tokens)
-        if args.worlds:
-            _collectives(d, args, reg)
-    out = Path(args.out) if args.out else bench_dir()
-    pngs = _draw(d, out)
+        weights = load_weights(args.model)
+        if weights.embed.device.type != args.device:
+            weights = weights.to(args.device)  # once, for every depth
+        for depth in depths:
+            d = D.measured(weights, reg, depth, device=args.device, dtype=dtype, steps=args.steps,
+                           prefill_tokens=args.prefill_tokens)
+            if args.worlds:
+                args.depth = depth
+                _collectives(d, args, reg)
+            results.append(d)
+    drawn = [(d, _draw(d, out)) for d in results]
     if args.json:
-        emit_json({**d.as_dict(), "pngs": [str(p) for p in pngs]})
+        docs = [{**d.as_dict(), "pngs": [str(p) for p in pngs]} for d, pngs in drawn]
+        emit_json(docs[0] if len(docs) == 1 else docs)
         return 0
-    _print(d, pngs)
+    for d, pngs in drawn:
+        _print(d, pngs)
     return 0
+
+
+def parse_depths(text) -> list[int]:
+    try:
+        depths = [int(x) for x in str(text).replace(",", " ").split()]
+    except ValueError:
+        raise BadInput(f"--depth '{text}': give integers, e.g. --depth 0,4096,32768,131072") from None
+    if not depths or any(d < 0 for d in depths):
+        raise BadInput(f"--depth '{text}': depths must be >= 0")
+    return depths
 
 
 def _collectives(d, args, reg) -> None:
