@@ -70,6 +70,10 @@ def test_cuda_diagnose_counts_kernels_and_busy_time(nano, torch_registry):
     assert 0 < p.busy_s <= p.wall_s
     assert d.verdict["launch_graph_s"] is not None and d.verdict["launch_graph_s"] < d.verdict["launch_eager_s"]
     assert d.verdict["binding"] in ("launch overhead", "occupancy", "bandwidth", "compute")
+    # the same step replayed as one CUDA graph: measured, faster than eager, and diagnosed on its own
+    assert p.graph_error is None and p.graph_wall_s is not None and p.graph_wall_s < p.wall_s
+    assert d.verdict["graph_binding"] in ("launch overhead", "occupancy", "bandwidth")
+    assert "warning" not in d.verdict, d.verdict["warning"]  # busy is never below the bandwidth floor
 
 
 def test_cuda_graph_arm_against_eager(nano, passing_gate, torch_registry):

@@ -87,7 +87,7 @@ def test_retraction_keeps_the_row_and_lowers_the_frontier_with_a_record(bench_di
     bad = add(bench_dir, row(169.7, before=98.8, tier="win"))  # lecture 10: a "speedup" that read the wrong rows
     frontier_before = (bench_dir / L.FRONTIER).read_text()
     ledger_before = (bench_dir / L.LEDGER).read_bytes()
-    r, lowered = R.retract(bench_dir, bad["id"][:17], "two live defects made it read the wrong rows", "sparkops ...")
+    r, lowered = R.retract(bench_dir, bad["id"][:-1], "two live defects made it read the wrong rows", "sparkops ...")
     assert r["retracts"] == bad["id"] and r["kind"] == "retraction"
     assert lowered == {"key": KEY, "from": 169.7, "to": 100.0, "retracted_row": bad["id"], "retraction_row": r["id"],
                        "why": "two live defects made it read the wrong rows", "date": r["date"]}

@@ -104,3 +104,30 @@ def test_the_gate_on_the_captured_step_still_refuses(tmp_path, catalog, weights,
     out = model_check("k3-nano", torch_registry(tmp_path / "r.toml", **{op: name}), depths=(1,), decode_steps=STEPS,
                       catalog=catalog, weights=weights, captured=True)
     assert not out.passed, out.report
+
+
+def test_bisect_names_the_selection_that_fails(tmp_path, catalog, weights):
+    from sparkops.gate.bisect import bisect_registry
+
+    base = torch_registry(tmp_path / "base.toml")
+    cand = torch_registry(tmp_path / "cand.toml", attention="kv_off_by_one", rmsnorm="numpy")
+    trials = bisect_registry("k3-nano", cand, base, device="cpu", weights=weights, depths=(1,), decode_steps=STEPS,
+                             catalog=catalog)
+    assert [(t.op, t.impl, t.base_impl, t.passed) for t in trials] == [
+        ("rmsnorm", "numpy", "torch", True), ("attention", "kv_off_by_one", "torch", False)]
+    assert base.selection("attention", "cpu").impl == "torch"  # the trials never touched the base
+
+
+def test_bisect_cli(tmp_path, catalog, monkeypatch, capsys):
+    import sparkops.plugins
+
+    monkeypatch.setattr(sparkops.plugins, "load_catalog", lambda extra=None: catalog)
+    base, bad = tmp_path / "base.toml", tmp_path / "bad.toml"
+    torch_registry(base).save()
+    torch_registry(bad, moe_router="missing_scale").save()
+    args = ["check", "--model", "k3-nano", "--depths", "1", "--decode-steps", "2", "--registry", str(bad),
+            "--bisect", str(base)]
+    assert main(args) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "moe_router" in out and "missing_scale" in out and "FAIL" in out
+    assert main(["check", "--model", "k3-nano", "--registry", str(base), "--bisect", str(base)]) == 2

@@ -50,6 +50,9 @@ def add_parser(sub) -> None:
                         "(for models too large for NumPy)")
     p.add_argument("--captured", action="store_true",
                    help="model gate: decode through the step generation replays (a CUDA graph on CUDA)")
+    p.add_argument("--bisect", metavar="BASE",
+                   help="model gate: try each op where --registry differs from the BASE registry alone on top of "
+                        "BASE, and name the ones that fail")
     p.add_argument("--json-out", metavar="FILE", help="also write the machine-readable result to FILE")
     add_registry_arg(p)
     add_json_arg(p)
@@ -69,8 +72,9 @@ def run(args) -> int:
         if args.pairs or args.all or args.case:
             raise BadInput("--model checks a whole registry; do not combine it with OP=IMPL, --all or --case")
         return _run_model(args)
-    if args.depths or args.golden_registry or args.decode_steps is not None:
-        raise BadInput("--depths, --decode-steps and --golden-registry belong to the model gate; add --model MODEL")
+    if args.depths or args.golden_registry or args.decode_steps is not None or args.bisect:
+        raise BadInput("--depths, --decode-steps, --golden-registry and --bisect belong to the model gate; "
+                       "add --model MODEL")
     if bool(args.pairs) == bool(args.all):
         raise BadInput("give OP=IMPL pairs or --all (not both, not neither), e.g. `sparkops check rmsnorm=torch`")
     if args.case and (args.all or len(args.pairs) != 1):
@@ -189,6 +193,40 @@ def _write_records(args, outcomes) -> list[str]:
     return written
 
 
+def _run_bisect(args, registry, golden, device, steps) -> int:
+    from ..gate.bisect import bisect_registry
+    from ..gate.model_gate import parse_depths
+
+    if args.captured:
+        raise BadInput("--bisect runs the eager model gate; drop --captured")
+    base = Registry.load(args.bisect)
+    trials = bisect_registry(args.model, registry, base, device=device, golden=golden,
+                             depths=parse_depths(args.depths), decode_steps=steps)
+    if not trials:
+        raise BadInput(f"{registry.path} selects nothing different from {base.path} on {device}: nothing to bisect")
+    data = [{"op": t.op, "impl": t.impl, "base_impl": t.base_impl, "passed": t.passed, **t.outcome.as_json()}
+            for t in trials]
+    _save_json(args, data)
+    if args.json:
+        emit_json(data)
+    else:
+        table = Table(title=escape(f"bisect: each op of {registry.path} alone on top of {base.path} ({device})"))
+        for col in ("op", "candidate", "base", "worst depth", "KL max", "top-1", "verdict"):
+            table.add_column(col)
+        for t in trials:
+            w = t.outcome.worst
+            table.add_row(t.op, escape(t.impl), escape(str(t.base_impl)), str(w.depth) if w else "-",
+                          f"{w.kl_max:.3g}" if w else "-", f"{w.top1:.3f}" if w else "-",
+                          "[green]ok[/]" if t.passed else "[red]FAIL[/]" + (f" ({escape(t.outcome.error)})"
+                                                                            if t.outcome.error else ""))
+        console.print(table)
+    bad = [f"{t.op}={t.impl}" for t in trials if not t.passed]
+    if bad:
+        raise CheckFailed(f"{len(bad)} of {len(trials)} selection(s) fail the model gate alone: {', '.join(bad)}")
+    console.print("every differing selection passes alone: if the whole registry fails, two or more interact")
+    return 0
+
+
 def _run_model(args) -> int:
     from ..gate.model_gate import DECODE_STEPS, model_check, parse_depths
 
@@ -199,6 +237,8 @@ def _run_model(args) -> int:
     steps = DECODE_STEPS if args.decode_steps is None else args.decode_steps
     if steps < 0:
         raise BadInput("--decode-steps must be 0 or more")
+    if args.bisect:
+        return _run_bisect(args, registry, golden, device, steps)
     outcome = model_check(args.model, registry, device=device, depths=parse_depths(args.depths),
                           decode_steps=steps, golden=golden, captured=args.captured)
     _save_json(args, outcome.as_json())

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import BadInput
@@ -211,5 +212,11 @@ def _print(d, pngs) -> None:
     console.print(f"[bold]binding ceiling: {v['binding']}[/]" + (f"; predicted gain of lifting it: {gain:.3g}x"
                                                                   if gain else ""))
     console.print(v["why"])
+    if v.get("graph_why"):
+        console.print(f"[bold]graph step: {v['graph_binding']} binds[/]; {v['graph_why']}")
+    elif v.get("graph_error"):
+        console.print(f"[yellow]graph step not measured:[/] {escape(v['graph_error'])}")
+    if v.get("warning"):
+        console.print(f"[yellow]warning:[/] {v['warning']}")
     for p in pngs:
         console.print(f"wrote {p}")
