@@ -117,14 +117,15 @@ def test_diagnose_cli_measured_on_k3_nano(nano, tmp_path, capsys, monkeypatch, r
     assert (tmp_path / "diagnose-k3-nano-f32-d8.png").stat().st_size > 1000
 
 
-def test_diagnose_cli_several_depths_share_one_load(nano, tmp_path, capsys, monkeypatch, reference_registry):
+def test_diagnose_cli_several_depths_share_one_load(  # and fill their contexts through a fill registry
+nano, tmp_path, capsys, monkeypatch, reference_registry):
     loads = []
     monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: loads.append(spec) or nano)
     real = ceil.measure
     monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
                                                                               "matmul_n": 256, "launches": 200}))
     assert main(["diagnose", "--model", "k3-nano", "--depth", "0,12", "--steps", "2", "--out", str(tmp_path),
-                 "--registry", str(reference_registry), "--json"]) == 0
+                 "--registry", str(reference_registry), "--fill-registry", str(reference_registry), "--json"]) == 0
     docs = json.loads(capsys.readouterr().out)
     assert loads == ["k3-nano"] and [d["depth"] for d in docs] == [0, 12]
     assert docs[1]["decode"]["bytes"] > docs[0]["decode"]["bytes"]  # 12 more cached rows read per token

@@ -142,6 +142,44 @@ def test_a_graph_arm_replays_the_step_teacher_forced(nano, passing_gate, registr
     assert p.arms["B"].proof["depth"] == 12
 
 
+def test_a_fill_registry_fills_once_and_every_arm_decodes_from_a_copy(nano, passing_gate, registries, tmp_path,
+                                                                       monkeypatch):
+    """One engine on the fill registry prefills each depth once; the arms never prefill, start from its
+    state (proven at depth D on each arm), and the fill registry is gated like the arms."""
+    import shutil
+
+    from sparkops.bench import depth as dep
+
+    a, b = registries
+    fill = tmp_path / "fill.toml"
+    shutil.copy(a, fill)
+    filled = []
+    real_fill = dep.fill
+
+    def spy(engine, tokens, chunk):
+        filled.append((engine.ops.plan.registry, len(tokens)))
+        return real_fill(engine, tokens, chunk)
+
+    monkeypatch.setattr(dep, "fill", spy)
+    run = run_bench(BenchRequest("decode", (0, 20), 2, [("A", a), ("B", b)], repeats=2, warmup=0,
+                                 fill_registry=fill), nano)
+    assert [(reg, n) for reg, n in filled] == [(str(fill), 0), (str(fill), 20)]
+    assert passing_gate == [str(a), str(b), str(fill)]
+    for p in run.points:
+        for arm in p.arms.values():
+            assert arm.proof["depth"] == p.depth and len(arm.rates) == 2
+
+
+def test_a_state_copy_refuses_a_different_context(nano):
+    from sparkops.engine import Engine
+    from sparkops.engine.loading import make_ops
+
+    ops = make_ops("cpu", None)
+    e1, e2 = Engine(nano, ops, max_context=16), Engine(nano, ops, max_context=32)
+    with pytest.raises(BadInput, match="same max context and cache dtype"):
+        e2.state.copy_from(e1.state)
+
+
 def test_parse_graph_names_arms():
     assert bench_cmd.parse_graph("b") == ("B",) and bench_cmd.parse_graph("A,B") == ("A", "B")
     assert bench_cmd.parse_graph(None) == ()

@@ -173,3 +173,27 @@ def test_ledger_cli_show_retract_check(bench_dir, capsys):
     assert [x["kind"] for x in shown] == ["measurement", "measurement", "retraction"]
     assert shown[2]["why"] == "measured at depth 64, not 128"
     assert main(["ledger", "check"]) == 0
+
+
+def test_the_code_digest_follows_the_files_not_git(tmp_path):
+    """A row names the code that ran by a digest of the sources themselves (a copied tree may carry a stale .git)."""
+    from sparkops.bench.provenance import code_digest
+
+    (tmp_path / "src/sparkops").mkdir(parents=True)
+    (tmp_path / "plugins/p/kernels").mkdir(parents=True)
+    (tmp_path / "src/sparkops/a.py").write_text("x = 1\n")
+    (tmp_path / "plugins/p/kernels/k.cu").write_text("// kernel\n")
+    first = code_digest(tmp_path)
+    (tmp_path / "README.md").write_text("not code")
+    assert code_digest(tmp_path) == first
+    (tmp_path / "plugins/p/kernels/k.cu").write_text("// kernel, changed\n")
+    assert code_digest(tmp_path) != first
+    assert len(code_digest()) == 64  # the checkout's own
+
+
+def test_the_fewest_pairs_for_a_tier_is_what_the_sign_test_allows():
+    from sparkops.bench.timing import SIGN_TEST_P, sign_test, tier_of_pairs
+    from sparkops.cli.bench_cmd import MIN_PAIRS_FOR_A_TIER as n
+
+    assert sign_test(n, n) < SIGN_TEST_P <= sign_test(n - 1, n - 1)
+    assert tier_of_pairs([2.0] * (n - 1)) == "none" and tier_of_pairs([2.0] * n) == "win"

@@ -15,6 +15,12 @@ Order of events, and why:
      may exceed 100% of the roofline (AboveCeiling).
 A peer (llama-bench) joins each round after the sparkops arms: A, B, peer, A, B, peer, ...
 
+With a fill registry (gated like the arms), the context up to each depth is prefilled once by an engine
+on that registry and its whole state copied into every arm (same cache dtype), instead of each arm
+prefilling it: a baseline too slow to prefill 131072 tokens itself can still be timed at that depth.
+The timed work is unchanged (the arms' own decode steps or prefill), and the depth proof runs on each
+arm's copy.
+
 An arm named in `graph` decodes through the engine's DecodeStep captured as one CUDA graph (capture
 happens after the depth proof, at depth D, and leaves the state as it was); each step is teacher-forced
 with the same token as the eager arm (one device-to-device copy into the step's input, then one
@@ -80,6 +86,7 @@ class BenchRequest:
     ceiling_bytes: int | None = None  # bandwidth micro-benchmark size (default: far beyond any cache)
     matmul_n: int | None = None
     graph: tuple[str, ...] = ()  # arms whose decode steps replay one captured CUDA graph per token
+    fill_registry: Path | None = None  # fills the context to each depth once; every arm gets a copy of that state
 
     def validate(self, config) -> None:
         if self.phase not in PHASES:
@@ -200,13 +207,16 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     req.validate(weights.config)
     env = provenance.environment(req.device)
     dtypes = {label: req.dtype or gating.default_dtype(path, req.device) for label, path in req.registries}
+    if req.fill_registry:
+        dtypes["fill"] = req.dtype or gating.default_dtype(req.fill_registry, req.device)
 
     # the weights go to the device once: the gate's engines and the timed ones all share this copy
     on_device = weights if weights.embed.device.type == req.device else weights.to(req.device)
 
     # 1. the gate, on exactly what will be timed
     gates = {}
-    for label, path in req.registries:
+    gated = list(req.registries) + ([("fill", req.fill_registry)] if req.fill_registry else [])
+    for label, path in gated:
         verdict = GATE(on_device, path, device=req.device, dtype=dtypes[label], depths=req.gate_depths,
                        golden=req.gate_golden)
         if not verdict.passed:
@@ -221,14 +231,15 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label])
                for label, path in req.registries}
     prompt = dep.random_tokens(req.max_context, weights.config.vocab_size, req.seed)  # [max_context]
+    filler = Filler(req, on_device, {dtypes[label] for label, _ in req.registries})
 
     # 4. per depth: fill, prove, warm up, time ABAB, check
     points = []
     for d in req.depths:
         if req.phase == "decode":
-            points.append(_decode_point(req, engines, prompt, d, dtypes))
+            points.append(_decode_point(req, engines, prompt, d, dtypes, filler))
         else:
-            points.append(_prefill_point(req, engines, prompt, d, dtypes))
+            points.append(_prefill_point(req, engines, prompt, d, dtypes, filler))
 
     # 5. the roofline refusal: no round of any arm may beat the ceiling (each arm's own cache dtype)
     for p in points:
@@ -264,14 +275,39 @@ def _peer_round(req: BenchRequest, point: Point) -> None:
     point.peer_figures.append(fig.as_dict())
 
 
+class Filler:
+    """Brings an arm's engine to depth D: by its own prefill, or by copying the state of one engine on the
+    fill registry (per cache dtype), filled once per depth."""
+
+    def __init__(self, req: BenchRequest, weights: ModelWeights, dtypes: set[torch.dtype]):
+        self.req = req
+        self.engines: dict[torch.dtype, Engine] = {}
+        if req.fill_registry:
+            self.engines = {dt: Engine(weights, make_ops(req.device, req.fill_registry), max_context=req.max_context,
+                                       dtype=dt) for dt in dtypes}
+        self.at: dict[torch.dtype, int] = {}
+
+    def fill(self, eng: Engine, prompt: torch.Tensor, d: int) -> None:
+        eng.reset()
+        src = self.engines.get(eng.dtype)
+        if src is None:
+            dep.fill(eng, prompt[:d], self.req.fill_chunk)
+            return
+        if self.at.get(eng.dtype) != d:
+            src.reset()
+            dep.fill(src, prompt[:d], self.req.fill_chunk)
+            dep.verify_depth(src, d, fresh=True)
+            self.at[eng.dtype] = d
+        eng.state.copy_from(src.state)
+
+
 def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.Tensor, d: int,
-                  dtypes: dict[str, torch.dtype]) -> Point:
+                  dtypes: dict[str, torch.dtype], filler: Filler) -> Point:
     n = req.tokens
     steps = dep.random_tokens(n, next(iter(engines.values())).config.vocab_size, req.seed + 1).to(req.device)  # [N]
     proofs, snaps, graphs = {}, {}, {}
     for label, eng in engines.items():
-        eng.reset()
-        dep.fill(eng, prompt[:d], req.fill_chunk)
+        filler.fill(eng, prompt, d)
         proofs[label] = dep.verify_depth(eng, d, fresh=True, need=n)
         snaps[label] = dep.Snapshot(eng)
         if label in req.graph:
@@ -330,7 +366,7 @@ def _abab(req: BenchRequest, engines: dict[str, Engine], point: Point, one_round
 
 
 def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.Tensor, d: int,
-                   dtypes: dict[str, torch.dtype]) -> Point:
+                   dtypes: dict[str, torch.dtype], filler: Filler) -> Point:
     t_len = req.tokens
     point = Point("prefill", d, t_len, {}, [], [], cost=None)  # type: ignore[arg-type]
     rates: dict[str, list[float]] = {label: [] for label in engines}
@@ -338,8 +374,7 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
 
     def one_round(label: str, timed: bool) -> None:
         eng = engines[label]
-        eng.reset()
-        dep.fill(eng, prompt[:d], req.fill_chunk)
+        filler.fill(eng, prompt, d)
         dep.verify_depth(eng, d, fresh=True, need=t_len)
         sync(req.device)
         with RegionTimer(req.device) as t:

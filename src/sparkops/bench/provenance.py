@@ -80,6 +80,27 @@ def library_versions() -> dict[str, str]:
     return versions()
 
 
+#: the code a figure depends on: the engine and every plugin's sources and kernels
+CODE_GLOBS = ("src/sparkops/**/*.py", "plugins/**/*.py", "plugins/**/*.cu", "plugins/**/*.cuh")
+
+
+def code_digest(root: Path | None = None) -> str:
+    """sha256 over the paths and bytes of the sources that run (CODE_GLOBS), in path order.
+
+    A commit id says which code ran only where the checkout's git history is the one the row was made
+    from; a copy of the tree on another machine may carry an older .git. This digest is computed from the
+    files themselves, so `git checkout C && python -c "...code_digest()"` confirms a row's commit C."""
+    import hashlib
+
+    root = root or repo_root()
+    h = hashlib.sha256()
+    files = sorted({p for g in CODE_GLOBS for p in root.glob(g) if p.is_file() and "__pycache__" not in p.parts})
+    for p in files:
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def commit() -> dict[str, Any]:
     """The checkout's commit and whether the working tree differs from it ('unknown' without git)."""
     root = repo_root()
@@ -116,5 +137,6 @@ def command_line(argv: list[str] | None = None) -> str:
 def environment(device: str) -> dict[str, Any]:
     """Everything above in one dict, as stored with a measurement."""
     return {"device": device, "device_name": device_name(device), "device_slug": device_slug(device),
-            "clocks": clocks(device), "versions": library_versions(), **commit(), "date": now(),
+            "clocks": clocks(device), "versions": library_versions(), **commit(), "code_digest": code_digest(),
+            "date": now(),
             "host": platform.node()}

@@ -26,7 +26,8 @@ def _metric(p: Point) -> str:
 
 def _box(run: BenchRun) -> dict[str, Any]:
     e = run.env
-    return {"command": run.command, "commit": e.get("commit"), "dirty": e.get("dirty"), "device": e.get("device"),
+    return {"command": run.command, "commit": e.get("commit"), "dirty": e.get("dirty"),
+            "code_digest": e.get("code_digest"), "device": e.get("device"),
             "device_name": e.get("device_name"), "device_slug": e.get("device_slug"), "clocks": e.get("clocks"),
             "clocks_after": e.get("clocks_after"), "versions": e.get("versions"), "host": e.get("host")}
 
@@ -61,7 +62,8 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) ->
         "gates": {label: g.as_dict() for label, g in run.gates.items()},
         "figures": figures, "pair_ratios": ratios, "order": p.order, "warmup_order": p.warmup_order,
         "repeats": run.request.repeats, "warmup": run.request.warmup, "seed": run.request.seed,
-        "chunk": run.request.chunk, "depth_proof": {a.label: a.proof for a in p.arms.values()},
+        "chunk": run.request.chunk,
+        "fill_registry": str(run.request.fill_registry) if run.request.fill_registry else None, "depth_proof": {a.label: a.proof for a in p.arms.values()},
         "roofline": {a.label: a.roofline for a in p.arms.values()}, "cost": p.cost.as_dict(),
         "ceilings": run.ceilings.as_dict(), **_box(run),
     }

@@ -53,6 +53,9 @@ def add_parser(sub) -> None:
     p.add_argument("--peer-args", metavar="ARGS", help='extra llama-bench arguments, e.g. "-fa 1 -ub 2048 -ngl 99"')
     p.add_argument("--graph", metavar="A|B|A,B", help="decode these arms through one captured CUDA graph per "
                    "step (teacher-forced like the eager arm); e.g. --registry R --vs R --graph B times graph vs eager")
+    p.add_argument("--fill-registry", metavar="F", help="prefill the context to each depth once with this registry "
+                   "(gated like the arms) and give every arm a copy of that state, instead of each arm prefilling "
+                   "it: for a baseline too slow to prefill 131072 tokens itself")
     p.add_argument("--change", metavar="TEXT", help="what changed, for the ledger (default: the registries)")
     p.add_argument("--no-record", action="store_true", help="print only; write nothing under bench/")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
@@ -72,6 +75,10 @@ def parse_depths(text: str | None, phase: str) -> tuple[int, ...]:
     if not depths or any(d < 0 for d in depths):
         raise BadInput(f"--depth '{text}': depths must be >= 0")
     return depths
+
+
+#: the fewest ABAB pairs whose sign test can reach p < 0.05 (all 6 agreeing: p = 2/64)
+MIN_PAIRS_FOR_A_TIER = 6
 
 
 def parse_graph(text: str | None) -> tuple[str, ...]:
@@ -108,7 +115,7 @@ def run(args) -> int:
 
     depths = parse_depths(args.depth, args.phase)
     regs = [("A", registry_path(args.registry))] + ([("B", Path(args.vs))] if args.vs else [])
-    for label, path in regs:
+    for label, path in regs + ([("fill", Path(args.fill_registry))] if args.fill_registry else []):
         if not Path(path).exists():
             raise BadInput(f"registry {label}: {path}: no such file")
     spec = peer_mod.parse_peer_arg(args.peer, args.peer_args) if args.peer else None
@@ -118,7 +125,8 @@ def run(args) -> int:
                        chunk=args.chunk, gate_depths=gate_depths(args.gate_depths),
                        gate_golden=Path(args.gate_golden) if args.gate_golden else None, peer=spec,
                        peer_gguf=gguf_path(args.model, weights) if spec else None,
-                       graph=parse_graph(args.graph))
+                       graph=parse_graph(args.graph),
+                       fill_registry=Path(args.fill_registry) if args.fill_registry else None)
     bench_run = run_bench(req, weights, command=command_line(canonical_argv(args)), source=args.model)
     rows = []
     if not args.no_record:
@@ -138,7 +146,8 @@ def run(args) -> int:
 _OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), ("--registry", "registry"),
             ("--vs", "vs"), ("--repeats", "repeats"), ("--warmup", "warmup"), ("--seed", "seed"),
             ("--device", "device"), ("--dtype", "dtype"), ("--chunk", "chunk"), ("--gate-depths", "gate_depths"),
-            ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--peer", "peer"), ("--peer-args", "peer_args"))
+            ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--fill-registry", "fill_registry"),
+            ("--peer", "peer"), ("--peer-args", "peer_args"))
 
 
 def canonical_argv(args) -> list[str]:
@@ -196,6 +205,11 @@ def _print(run, rows) -> None:
     console.print(table)
     console.print("d=D+N: N decode steps timed from a verified context of D tokens; tok/s: median of the rounds; "
                   "roofline: share of the measured ceiling")
+    pairs = run.request.repeats
+    if len(run.request.registries) == 2 and pairs < MIN_PAIRS_FOR_A_TIER:
+        console.print(f"[yellow]note:[/] {pairs} pairs can never pass the sign test (p < 0.05 needs at least "
+                      f"{MIN_PAIRS_FOR_A_TIER} pairs agreeing): the tier is 'none' whatever the ratio; use --repeats "
+                      f"{MIN_PAIRS_FOR_A_TIER} or more")
     if rows:
         console.print(f"recorded {len(rows)} ledger row(s): {', '.join(r['id'] for r in rows)}")
 

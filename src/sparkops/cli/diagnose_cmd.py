@@ -45,6 +45,8 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, default=8, help="decode steps profiled (default %(default)s)")
     p.add_argument("--worlds", metavar="N,N,...", help="also measure a sharded decode step on these world sizes "
                    "(e.g. 1,2,4): the collective share of the step and the Amdahl crossover, from measured numbers")
+    p.add_argument("--fill-registry", metavar="F", help="prefill the context with this registry and copy its "
+                   "state into the diagnosed engine (for registries that prefill slowly)")
     p.add_argument("--out", metavar="DIR", help="where the PNGs go (default: the checkout's bench/)")
     add_registry_arg(p)
     add_json_arg(p)
@@ -103,7 +105,7 @@ def run(args) -> int:
             weights = weights.to(args.device)  # once, for every depth
         for depth in depths:
             d = D.measured(weights, reg, depth, device=args.device, dtype=dtype, steps=args.steps,
-                           prefill_tokens=args.prefill_tokens)
+                           prefill_tokens=args.prefill_tokens, fill_registry=args.fill_registry)
             if args.worlds:
                 args.depth = depth
                 _collectives(d, args, reg)

@@ -58,6 +58,31 @@ class SequenceState:
         self.pos.zero_()
         self.length = 0
 
+    def tensors(self) -> list[torch.Tensor]:
+        """Every buffer of the state, in a fixed order (the position last)."""
+        out = []
+        for st in self.layers:
+            out += [st.conv_q, st.conv_k, st.conv_v, st.recurrent] if isinstance(st, KDAState) else [st.cache]
+        return out + [self.pos]
+
+    def copy_from(self, other: "SequenceState") -> None:
+        """Take another sequence's whole state (in place: every buffer keeps its address).
+
+        Both must have the same config, context and cache dtype; a mismatch is an error naming the buffer.
+        """
+        from ..errors import BadInput
+
+        mine, theirs = self.tensors(), other.tensors()
+        if self.config.layer_kinds != other.config.layer_kinds or len(mine) != len(theirs):
+            raise BadInput("cannot copy a sequence state between different models")
+        for i, (a, b) in enumerate(zip(mine, theirs)):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                raise BadInput(f"cannot copy a sequence state: buffer {i} is {tuple(b.shape)} {b.dtype} there and "
+                               f"{tuple(a.shape)} {a.dtype} here (same max context and cache dtype needed)")
+        for a, b in zip(mine, theirs):
+            a.copy_(b)
+        self.length = other.length
+
     @property
     def nbytes(self) -> int:
         total = self.pos.numel() * 8
