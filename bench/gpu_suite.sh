@@ -116,6 +116,10 @@ gate)
   run gate-captured-fast 30 sparkops check --model k3-nano --registry $FAST_REG --device cuda --captured
   run gate48-fast 60 sparkops check --model $M --registry $FAST_REG --golden-registry $TORCH_REG --device cuda \
       --depths 1,64,4096
+  # the bf16 kernels under a float32 residual stream: does the 48B gate pass then? (on k3-nano, a CPU
+  # emulation cut the worst KL from 0.68 to 0.12)
+  run gate48-triton-fp32act 45 sparkops check --model $M --registry bench/registries/cuda-triton.toml \
+      --golden-registry $TORCH_REG --device cuda --depths 1,64 --dtype float32
   ;;
 ladder)
   run decode-torch-vs-fast 150 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \

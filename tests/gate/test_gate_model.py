@@ -86,6 +86,9 @@ def test_check_model_cli(tmp_path, catalog, monkeypatch, capsys):
     assert main(args + [str(bad)]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "worst depth" in out and "FAIL" in out
+    assert main(args + [str(good), "--dtype", "bfloat16"]) == 0  # bf16 activations: judged by the bf16 rule
+    assert "(bf16:" in " ".join(capsys.readouterr().out.split())
+    assert main(["check", "rmsnorm=torch", "--dtype", "float32"]) == 2  # --dtype belongs to the model gate
 
 
 def test_a_golden_run_that_disagrees_with_the_lock_fails_the_gate(tmp_path, catalog, weights, private_lock):

@@ -50,6 +50,8 @@ def add_parser(sub) -> None:
                         "(for models too large for NumPy)")
     p.add_argument("--captured", action="store_true",
                    help="model gate: decode through the step generation replays (a CUDA graph on CUDA)")
+    p.add_argument("--dtype", default="auto", help="model gate: activation dtype (default auto: bfloat16 when a "
+                   "selection claims bf16, else float32; float32 keeps the residual stream in float32 under bf16 ops)")
     p.add_argument("--bisect", metavar="BASE",
                    help="model gate: try each op where --registry differs from the BASE registry alone on top of "
                         "BASE, and name the ones that fail")
@@ -72,9 +74,9 @@ def run(args) -> int:
         if args.pairs or args.all or args.case:
             raise BadInput("--model checks a whole registry; do not combine it with OP=IMPL, --all or --case")
         return _run_model(args)
-    if args.depths or args.golden_registry or args.decode_steps is not None or args.bisect:
-        raise BadInput("--depths, --decode-steps, --golden-registry and --bisect belong to the model gate; "
-                       "add --model MODEL")
+    if args.depths or args.golden_registry or args.decode_steps is not None or args.bisect or args.dtype != "auto":
+        raise BadInput("--depths, --decode-steps, --golden-registry, --dtype and --bisect belong to the model "
+                       "gate; add --model MODEL")
     if bool(args.pairs) == bool(args.all):
         raise BadInput("give OP=IMPL pairs or --all (not both, not neither), e.g. `sparkops check rmsnorm=torch`")
     if args.case and (args.all or len(args.pairs) != 1):
@@ -193,6 +195,12 @@ def _write_records(args, outcomes) -> list[str]:
     return written
 
 
+def _dtype(args):
+    from ..bench.harness import parse_dtype
+
+    return parse_dtype(args.dtype)
+
+
 def _run_bisect(args, registry, golden, device, steps) -> int:
     from ..gate.bisect import bisect_registry
     from ..gate.model_gate import parse_depths
@@ -201,7 +209,7 @@ def _run_bisect(args, registry, golden, device, steps) -> int:
         raise BadInput("--bisect runs the eager model gate; drop --captured")
     base = Registry.load(args.bisect)
     trials = bisect_registry(args.model, registry, base, device=device, golden=golden,
-                             depths=parse_depths(args.depths), decode_steps=steps)
+                             depths=parse_depths(args.depths), decode_steps=steps, dtype=_dtype(args))
     if not trials:
         raise BadInput(f"{registry.path} selects nothing different from {base.path} on {device}: nothing to bisect")
     data = [{"op": t.op, "impl": t.impl, "base_impl": t.base_impl, "passed": t.passed, **t.outcome.as_json()}
@@ -240,7 +248,7 @@ def _run_model(args) -> int:
     if args.bisect:
         return _run_bisect(args, registry, golden, device, steps)
     outcome = model_check(args.model, registry, device=device, depths=parse_depths(args.depths),
-                          decode_steps=steps, golden=golden, captured=args.captured)
+                          decode_steps=steps, golden=golden, captured=args.captured, dtype=_dtype(args))
     _save_json(args, outcome.as_json())
     if args.json:
         emit_json(outcome.as_json())
