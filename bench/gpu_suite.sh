@@ -10,11 +10,17 @@
 #     generate    text from the 48B: torch eager, fast through the captured CUDA graph
 #     gate        check every other CUDA implementation; the captured-step gate on k3-nano; the fast registry
 #                 through the 48B model gate
-#     ladder      48B decode at 0, 4096, 32768: torch vs fast (eager), fast eager vs graph; prefill 32768;
-#                 diagnose at 0, 4096, 32768. Contexts are filled once per depth by the fill registry
-#     ladder131k  48B decode at 131072: torch eager vs fast graph; diagnose at 131072
+#     ladder      48B decode at 0, 4096, 32768: torch eager vs fast through one CUDA graph per step;
+#                 diagnose at those depths; prefill 32768 (torch; fill). Contexts filled once by the fill registry
+#     ladder131k  the same decode pair at 131072; diagnose at 131072
+#     rungs       the single steps at 0, 4096, 32768: torch -> fast (eager), fast eager -> fast graph
 #     tests       every test marked gpu
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
+#
+# Plan for 30 minutes of device time, calls back to back (the machine keeps /tmp only while it is held):
+#   SUITE_BUDGET=540 bash bench/gpu_suite.sh install registries synth gate tests
+#   SUITE_BUDGET=540 bash bench/gpu_suite.sh install ladder
+#   SUITE_BUDGET=<what status leaves> bash bench/gpu_suite.sh install ladder131k rungs opbench
 #
 # Budget: the script stops starting work at SUITE_BUDGET seconds (default 560) after it began, and gives
 # each command only the time left, so a call of 600 s always returns its results. Everything a call
@@ -81,6 +87,18 @@ export -f swap_into
 GATE="--gate-depths 1,64,4096 --gate-golden $TORCH_REG --bench-dir $B --device cuda"
 FILL="--fill-registry $FILL_REG"  # decode: each depth's context prefilled once, by the fill registry
 
+stage_registries() {
+  [ -f $TORCH_REG ] || run swap-torch 60 bash -c 'set -e; cp registry.toml $0.new
+      sparkops swap $1 --device cuda --registry $0.new; mv $0.new $0' $TORCH_REG "$ALL_TORCH"
+  [ -f $FAST_REG ] || run swap-fast 60 bash -c 'swap_into "$@"' _ $FAST_REG $TORCH_REG $FAST_PAIRS
+  # the fill registry: FAST with a float32 prefill attention (cupy_splitk runs several tokens on CUDA cores)
+  [ -f $FILL_REG ] || run swap-fill 30 bash -c 'cp $1 $0.new && { sparkops swap attention=triton_fp32 --device cuda \
+      --registry $0.new || sparkops swap attention=torch --device cuda --registry $0.new; } && mv $0.new $0' $FILL_REG $FAST_REG
+}
+stage_synth() { [ -f $M ] || run synth48 150 sparkops synth --preset kimi-linear-48b-a3b --quant q4_k_m -o $M; }
+# a stage that needs the registries and the 48B makes them first on a fresh machine (both are skipped when present)
+prereq() { stage_registries; stage_synth; }
+
 for stage in "$@"; do case $stage in
 install)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -93,20 +111,15 @@ install)
   [ -f "$B/ledger.jsonl" ] || cp bench/ledger.jsonl bench/frontier.toml "$B/"
   sparkops plugins > "$R/plugins.txt" 2>&1
   ;;
-registries)
-  [ -f $TORCH_REG ] || run swap-torch 60 bash -c 'set -e; cp registry.toml $0.new
-      sparkops swap $1 --device cuda --registry $0.new; mv $0.new $0' $TORCH_REG "$ALL_TORCH"
-  [ -f $FAST_REG ] || run swap-fast 60 bash -c 'swap_into "$@"' _ $FAST_REG $TORCH_REG $FAST_PAIRS
-  # the fill registry: FAST with a float32 prefill attention (cupy_splitk runs several tokens on CUDA cores)
-  [ -f $FILL_REG ] || run swap-fill 30 bash -c 'cp $1 $0.new && { sparkops swap attention=triton_fp32 --device cuda \
-      --registry $0.new || sparkops swap attention=torch --device cuda --registry $0.new; } && mv $0.new $0' $FILL_REG $FAST_REG
-  ;;
-synth)    [ -f $M ] || run synth48 150 sparkops synth --preset kimi-linear-48b-a3b --quant q4_k_m -o $M ;;
+registries) stage_registries ;;
+synth)      stage_synth ;;
 generate)
+  prereq
   run generate48-torch 60 sparkops generate --model $M --device cuda -n 16 --registry $TORCH_REG
   run generate48-fast-graph 60 sparkops generate --model $M --device cuda -n 64 --registry $FAST_REG --graph
   ;;
 gate)
+  prereq
   # every CUDA implementation the registries stage did not prove (session 2 proved all 43; this re-proves the rest)
   run gate-others 60 sparkops check linear=torch_bf16 linear=triton kda=torch_recurrent kda=torch_chunked \
       kda=triton_chunked kda=cupy_recurrent attention=torch_bf16 attention=triton attention=triton_splitk \
@@ -122,24 +135,34 @@ gate)
       --golden-registry $TORCH_REG --device cuda --depths 1,64 --dtype float32
   ;;
 ladder)
-  run decode-torch-vs-fast 150 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
-      --registry $TORCH_REG --vs $FAST_REG $GATE $FILL --change "fp32 kernels (triton, cupy split-K attention), eager"
-  run decode-fast-graph 120 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 64 --repeats 6 \
-      --registry $FAST_REG --vs $FAST_REG --graph B $GATE $FILL \
-      --change "the whole decode step as one CUDA graph (fp32 kernels)"
-  run prefill-32k-torch 120 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 \
-      --registry $TORCH_REG $GATE --change "torch baseline"
-  run prefill-32k-fill 90 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 3 \
-      --registry $FILL_REG $GATE --change "fp32 kernels for prefill (triton GEMMs, float32 attention)"
+  prereq
+  # the baseline and the best gated registry, ABAB at each depth: torch eager (A) vs fast + one CUDA graph per step (B)
+  run decode-torch-vs-best 200 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
+      --registry $TORCH_REG --vs $FAST_REG --graph B $GATE $FILL \
+      --change "float32 kernels (triton, cupy split-K attention) + the decode step as one CUDA graph, vs torch eager"
   run diagnose 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $FAST_REG \
       --fill-registry $FILL_REG --out "$R/diag"
+  run prefill-32k-torch 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 1 \
+      --registry $TORCH_REG $GATE --change "torch baseline"
+  run prefill-32k-fill 90 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 3 \
+      --registry $FILL_REG $GATE --change "float32 kernels for prefill (triton GEMMs, float32 attention)"
   ;;
 ladder131k)
+  prereq
   run decode131k 240 sparkops bench decode --model $M --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
       --registry $TORCH_REG --vs $FAST_REG --graph B $GATE $FILL \
-      --change "fp32 kernels + the decode step as one CUDA graph, vs the torch baseline"
-  run diagnose131k 60 sparkops diagnose --model $M --device cuda --depth 131072 --registry $FAST_REG \
+      --change "float32 kernels (triton, cupy split-K attention) + the decode step as one CUDA graph, vs torch eager"
+  run diagnose131k 90 sparkops diagnose --model $M --device cuda --depth 131072 --registry $FAST_REG \
       --fill-registry $FILL_REG --out "$R/diag"
+  ;;
+rungs)
+  prereq
+  # the ladder's single steps, each its own row: torch eager -> fast eager -> fast graph
+  run decode-torch-vs-fast 150 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
+      --registry $TORCH_REG --vs $FAST_REG $GATE $FILL --change "float32 kernels (triton, cupy split-K attention), eager"
+  run decode-fast-graph 120 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 64 --repeats 6 \
+      --registry $FAST_REG --vs $FAST_REG --graph B $GATE $FILL \
+      --change "the whole decode step as one CUDA graph (float32 kernels)"
   ;;
 tests)    run gpu-tests 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
 opbench)  run opbench 60 python3 -m pytest -q -p no:cacheprovider bench --benchmark-only \
