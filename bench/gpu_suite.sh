@@ -133,6 +133,9 @@ gate)
   # emulation cut the worst KL from 0.68 to 0.12)
   run gate48-triton-fp32act 45 sparkops check --model $M --registry bench/registries/cuda-triton.toml \
       --golden-registry $TORCH_REG --device cuda --depths 1,64 --dtype float32
+  # a bf16 MLA cache under float32 activations (half the cache bytes at depth; cupy_splitk's tensor-core split)
+  run gate48-fast-bf16cache 45 sparkops check --model $M --registry $FAST_REG --golden-registry $TORCH_REG \
+      --device cuda --depths 1,64 --cache-dtype bfloat16
   ;;
 ladder)
   prereq

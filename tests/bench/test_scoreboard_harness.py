@@ -170,6 +170,23 @@ def test_a_fill_registry_fills_once_and_every_arm_decodes_from_a_copy(nano, pass
             assert arm.proof["depth"] == p.depth and len(arm.rates) == 2
 
 
+def test_a_bf16_cache_under_float32_activations(nano, registries, tmp_path):
+    """--cache-dtype bfloat16: the arms' MLA caches hold bf16 rows (half the bytes the roofline counts), the
+    activations stay float32, and the real model gate judges the run by the bf16 rule."""
+    import torch
+
+    a, _ = registries
+    run = run_bench(BenchRequest("decode", (8,), 2, [("A", a)], repeats=1, warmup=0, gate_depths=(1,),
+                                 cache_dtype=torch.bfloat16), nano)
+    assert run.gates["A"].passed and run.gates["A"].variant == "bf16"
+    assert run.points[0].arms["A"].dtype == "float32"
+    from sparkops.bench.costs import token_cost
+
+    cost = run.points[0].cost
+    assert cost.bytes == pytest.approx(token_cost(nano.config, "decode", depth=8, weights=nano, cache_elsize=2).bytes)
+    assert cost.bytes < token_cost(nano.config, "decode", depth=8, weights=nano, cache_elsize=4).bytes
+
+
 def test_a_state_copy_refuses_a_different_context(nano):
     from sparkops.engine import Engine
     from sparkops.engine.loading import make_ops

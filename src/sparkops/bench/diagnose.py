@@ -298,16 +298,18 @@ def on_paper(config: ModelConfig, mix: str, depth: int, *, prefill_tokens: int =
 
 def measured(weights: ModelWeights, registry: Any, depth: int, *, device: str, dtype: torch.dtype,
              steps: int = 8, seed: int = 0, prefill_tokens: int = 32768, ceiling_bytes: int | None = None,
-             matmul_n: int | None = None, fill_registry: Any = None) -> Diagnosis:
+             matmul_n: int | None = None, fill_registry: Any = None,
+             cache_dtype: torch.dtype | None = None) -> Diagnosis:
     from ..engine import Engine
     from ..engine.loading import make_ops
     from .harness import model_info
 
     c = ceil.measure(device, nbytes=ceiling_bytes, matmul_n=matmul_n, working_set=weights.nbytes)
     on_device = weights if weights.embed.device.type == device else weights.to(device)
-    engine = Engine(on_device, make_ops(device, registry), max_context=depth + steps, dtype=dtype)
-    filler = Engine(on_device, make_ops(device, fill_registry), max_context=depth + steps, dtype=dtype) \
-        if fill_registry else None
+    engine = Engine(on_device, make_ops(device, registry), max_context=depth + steps, dtype=dtype,
+                    cache_dtype=cache_dtype)
+    filler = Engine(on_device, make_ops(device, fill_registry), max_context=depth + steps, dtype=dtype,
+                    cache_dtype=cache_dtype) if fill_registry else None
     prof = profile_decode(engine, depth, steps, seed, device, filler)
     del filler
     elsize = dep.mla_caches(engine)[0][1].element_size()

@@ -62,7 +62,7 @@ def default_dtype(registry: str | Path, device: str) -> torch.dtype:
 
 
 def gate(weights: Any, registry: str | Path, *, device: str, dtype: torch.dtype, depths: tuple[int, ...] | None,
-         golden: str | Path | None = None) -> GateVerdict:
+         golden: str | Path | None = None, cache_dtype: torch.dtype | None = None) -> GateVerdict:
     """Run the model gate for one registry; never raises for a failing model (the verdict says so)."""
     from ..gate.model_gate import model_check
     from ..registry.file import Registry
@@ -71,7 +71,7 @@ def gate(weights: Any, registry: str | Path, *, device: str, dtype: torch.dtype,
     golden_reg = Registry.load(golden) if golden else None
     try:
         out = model_check(weights.config.name, reg, device=device, depths=depths, dtype=dtype, weights=weights,
-                          golden=golden_reg)
+                          golden=golden_reg, cache_dtype=cache_dtype)
     except CheckFailed as exc:  # the registry cannot even run: that is a failed gate, with its reason
         return GateVerdict(False, str(registry), f"model gate could not run under {registry}: {exc}", str(exc))
     from .provenance import display_path

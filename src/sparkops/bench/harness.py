@@ -87,6 +87,7 @@ class BenchRequest:
     matmul_n: int | None = None
     graph: tuple[str, ...] = ()  # arms whose decode steps replay one captured CUDA graph per token
     fill_registry: Path | None = None  # fills the context to each depth once; every arm gets a copy of that state
+    cache_dtype: torch.dtype | None = None  # the MLA cache's dtype (None: each arm's activation dtype)
 
     def validate(self, config) -> None:
         if self.phase not in PHASES:
@@ -218,7 +219,7 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     gated = list(req.registries) + ([("fill", req.fill_registry)] if req.fill_registry else [])
     for label, path in gated:
         verdict = GATE(on_device, path, device=req.device, dtype=dtypes[label], depths=req.gate_depths,
-                       golden=req.gate_golden)
+                       golden=req.gate_golden, cache_dtype=req.cache_dtype)
         if not verdict.passed:
             raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed or "
                                      f"recorded:\n{verdict.report}")
@@ -228,8 +229,8 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     ceilings = _ceilings(req, weights.nbytes)
 
     # 3. engines sharing one weights object on the device
-    engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label])
-               for label, path in req.registries}
+    engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label],
+                             cache_dtype=req.cache_dtype) for label, path in req.registries}
     prompt = dep.random_tokens(req.max_context, weights.config.vocab_size, req.seed)  # [max_context]
     filler = Filler(req, on_device, {dtypes[label] for label, _ in req.registries})
 
@@ -284,7 +285,7 @@ class Filler:
         self.engines: dict[torch.dtype, Engine] = {}
         if req.fill_registry:
             self.engines = {dt: Engine(weights, make_ops(req.device, req.fill_registry), max_context=req.max_context,
-                                       dtype=dt) for dt in dtypes}
+                                       dtype=dt, cache_dtype=req.cache_dtype) for dt in dtypes}
         self.at: dict[torch.dtype, int] = {}
 
     def fill(self, eng: Engine, prompt: torch.Tensor, d: int) -> None:

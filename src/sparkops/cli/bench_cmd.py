@@ -53,6 +53,8 @@ def add_parser(sub) -> None:
     p.add_argument("--peer-args", metavar="ARGS", help='extra llama-bench arguments, e.g. "-fa 1 -ub 2048 -ngl 99"')
     p.add_argument("--graph", metavar="A|B|A,B", help="decode these arms through one captured CUDA graph per "
                    "step (teacher-forced like the eager arm); e.g. --registry R --vs R --graph B times graph vs eager")
+    p.add_argument("--cache-dtype", default="auto", help="the MLA cache's dtype: auto (the activation dtype), "
+                   "float32 or bfloat16 (half the cache bytes read per token; the gate then judges by the bf16 rule)")
     p.add_argument("--fill-registry", metavar="F", help="prefill the context to each depth once with this registry "
                    "(gated like the arms) and give every arm a copy of that state, instead of each arm prefilling "
                    "it: for a baseline too slow to prefill 131072 tokens itself")
@@ -126,7 +128,8 @@ def run(args) -> int:
                        gate_golden=Path(args.gate_golden) if args.gate_golden else None, peer=spec,
                        peer_gguf=gguf_path(args.model, weights) if spec else None,
                        graph=parse_graph(args.graph),
-                       fill_registry=Path(args.fill_registry) if args.fill_registry else None)
+                       fill_registry=Path(args.fill_registry) if args.fill_registry else None,
+                       cache_dtype=parse_dtype(args.cache_dtype))
     bench_run = run_bench(req, weights, command=command_line(canonical_argv(args)), source=args.model)
     rows = []
     if not args.no_record:
@@ -145,7 +148,7 @@ def run(args) -> int:
 #: (option, attribute) in the order the canonical command spells them
 _OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), ("--registry", "registry"),
             ("--vs", "vs"), ("--repeats", "repeats"), ("--warmup", "warmup"), ("--seed", "seed"),
-            ("--device", "device"), ("--dtype", "dtype"), ("--chunk", "chunk"), ("--gate-depths", "gate_depths"),
+            ("--device", "device"), ("--dtype", "dtype"), ("--cache-dtype", "cache_dtype"), ("--chunk", "chunk"), ("--gate-depths", "gate_depths"),
             ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--fill-registry", "fill_registry"),
             ("--peer", "peer"), ("--peer-args", "peer_args"))
 

@@ -52,6 +52,8 @@ def add_parser(sub) -> None:
                    help="model gate: decode through the step generation replays (a CUDA graph on CUDA)")
     p.add_argument("--dtype", default="auto", help="model gate: activation dtype (default auto: bfloat16 when a "
                    "selection claims bf16, else float32; float32 keeps the residual stream in float32 under bf16 ops)")
+    p.add_argument("--cache-dtype", default="auto", help="model gate: the MLA cache's dtype (default auto: the "
+                   "activation dtype); a 16-bit cache is judged by the bf16 rule")
     p.add_argument("--bisect", metavar="BASE",
                    help="model gate: try each op where --registry differs from the BASE registry alone on top of "
                         "BASE, and name the ones that fail")
@@ -74,7 +76,8 @@ def run(args) -> int:
         if args.pairs or args.all or args.case:
             raise BadInput("--model checks a whole registry; do not combine it with OP=IMPL, --all or --case")
         return _run_model(args)
-    if args.depths or args.golden_registry or args.decode_steps is not None or args.bisect or args.dtype != "auto":
+    if args.depths or args.golden_registry or args.decode_steps is not None or args.bisect or args.dtype != "auto" \
+            or args.cache_dtype != "auto":
         raise BadInput("--depths, --decode-steps, --golden-registry, --dtype and --bisect belong to the model "
                        "gate; add --model MODEL")
     if bool(args.pairs) == bool(args.all):
@@ -195,10 +198,10 @@ def _write_records(args, outcomes) -> list[str]:
     return written
 
 
-def _dtype(args):
+def _dtype(args, attr: str = "dtype"):
     from ..bench.harness import parse_dtype
 
-    return parse_dtype(args.dtype)
+    return parse_dtype(getattr(args, attr))
 
 
 def _run_bisect(args, registry, golden, device, steps) -> int:
@@ -209,7 +212,8 @@ def _run_bisect(args, registry, golden, device, steps) -> int:
         raise BadInput("--bisect runs the eager model gate; drop --captured")
     base = Registry.load(args.bisect)
     trials = bisect_registry(args.model, registry, base, device=device, golden=golden,
-                             depths=parse_depths(args.depths), decode_steps=steps, dtype=_dtype(args))
+                             depths=parse_depths(args.depths), decode_steps=steps, dtype=_dtype(args),
+                             cache_dtype=_dtype(args, "cache_dtype"))
     if not trials:
         raise BadInput(f"{registry.path} selects nothing different from {base.path} on {device}: nothing to bisect")
     data = [{"op": t.op, "impl": t.impl, "base_impl": t.base_impl, "passed": t.passed, **t.outcome.as_json()}
@@ -248,7 +252,8 @@ def _run_model(args) -> int:
     if args.bisect:
         return _run_bisect(args, registry, golden, device, steps)
     outcome = model_check(args.model, registry, device=device, depths=parse_depths(args.depths),
-                          decode_steps=steps, golden=golden, captured=args.captured, dtype=_dtype(args))
+                          decode_steps=steps, golden=golden, captured=args.captured, dtype=_dtype(args),
+                          cache_dtype=_dtype(args, "cache_dtype"))
     _save_json(args, outcome.as_json())
     if args.json:
         emit_json(outcome.as_json())

@@ -45,6 +45,7 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, default=8, help="decode steps profiled (default %(default)s)")
     p.add_argument("--worlds", metavar="N,N,...", help="also measure a sharded decode step on these world sizes "
                    "(e.g. 1,2,4): the collective share of the step and the Amdahl crossover, from measured numbers")
+    p.add_argument("--cache-dtype", default="auto", help="the MLA cache's dtype (default auto: the activation dtype)")
     p.add_argument("--fill-registry", metavar="F", help="prefill the context with this registry and copy its "
                    "state into the diagnosed engine (for registries that prefill slowly)")
     p.add_argument("--out", metavar="DIR", help="where the PNGs go (default: the checkout's bench/)")
@@ -105,7 +106,8 @@ def run(args) -> int:
             weights = weights.to(args.device)  # once, for every depth
         for depth in depths:
             d = D.measured(weights, reg, depth, device=args.device, dtype=dtype, steps=args.steps,
-                           prefill_tokens=args.prefill_tokens, fill_registry=args.fill_registry)
+                           prefill_tokens=args.prefill_tokens, fill_registry=args.fill_registry,
+                           cache_dtype=parse_dtype(args.cache_dtype))
             if args.worlds:
                 args.depth = depth
                 _collectives(d, args, reg)

@@ -123,11 +123,12 @@ def reference_registry() -> Registry:
     return reg
 
 
-def _engine(weights: Any, plan: Plan, max_context: int, dtype: torch.dtype) -> Any:
+def _engine(weights: Any, plan: Plan, max_context: int, dtype: torch.dtype,
+            cache_dtype: torch.dtype | None = None) -> Any:
     from ..dispatch import Ops
     from ..engine import Engine
 
-    return Engine(weights, Ops(plan), max_context=max_context, dtype=dtype)
+    return Engine(weights, Ops(plan), max_context=max_context, dtype=dtype, cache_dtype=cache_dtype)
 
 
 _GOLDEN: dict[tuple, torch.Tensor] = {}
@@ -253,7 +254,8 @@ class ModelOutcome:
 
 def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: tuple[int, ...] | None = None,
                 decode_steps: int = DECODE_STEPS, catalog: Any = None, dtype: torch.dtype | None = None,
-                golden: Registry | None = None, weights: Any = None, captured: bool = False) -> ModelOutcome:
+                golden: Registry | None = None, weights: Any = None, captured: bool = False,
+                cache_dtype: torch.dtype | None = None) -> ModelOutcome:
     """Run the model under `registry` at every depth and judge it against the golden run."""
     from ..engine import load_model
     from ..plugins import load_catalog
@@ -281,8 +283,8 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     plan.require()
     runs = {op: e.runs for op, e in plan.entries.items()}
     variants = [_variant(i, catalog) for i in runs.values()]
-    if dtype == torch.bfloat16:
-        variants.append("bf16")
+    if dtype == torch.bfloat16 or cache_dtype in (torch.bfloat16, torch.float16):
+        variants.append("bf16")  # 16-bit activations or a 16-bit MLA cache: judged by the bf16 rule
     variant = loosest(variants)
     rule = model_rule_for(variant)
     cand_dtype = dtype or (torch.bfloat16 if variant == "bf16" else torch.float32)
@@ -295,10 +297,11 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     max_context = max(depths) + decode_steps + (CAPTURE_WARMUP if captured else 0)
     try:
         with poisoned():
-            cand = run_depths(_engine(weights, plan, max_context, cand_dtype), tokens, depths, decode_steps,
+            cand = run_depths(_engine(weights, plan, max_context, cand_dtype, cache_dtype), tokens, depths, decode_steps,
                               captured=captured)
         outcome.depths = judge_depths(ref, cand, rule)
-        outcome.bit_identity = _bit_identity(weights, plan, catalog, cand, tokens, depths, decode_steps, cand_dtype)
+        outcome.bit_identity = _bit_identity(weights, plan, catalog, cand, tokens, depths, decode_steps, cand_dtype,
+                                             cache_dtype)
     except Exception as exc:  # noqa: BLE001 - a candidate that crashes fails the gate, with why
         outcome.error = f"{type(exc).__name__}: {exc}"
     return outcome
@@ -310,7 +313,8 @@ def _variant(impl: Any, catalog: Any) -> str | None:
     return resolve_claim(impl, catalog)[1]
 
 
-def _bit_identity(weights, plan: Plan, catalog, cand, tokens, depths, decode_steps, dtype) -> list[BitIdentity]:
+def _bit_identity(weights, plan: Plan, catalog, cand, tokens, depths, decode_steps, dtype,
+                  cache_dtype=None) -> list[BitIdentity]:
     """For every selection claiming bit-identity: rerun with its target in its place; logits must be equal bytes."""
     out = []
     for op, entry in plan.entries.items():
@@ -322,7 +326,7 @@ def _bit_identity(weights, plan: Plan, catalog, cand, tokens, depths, decode_ste
         swapped = dataclasses.replace(plan, entries={**plan.entries,
                                                      op: dataclasses.replace(entry, runs=target, round_trip=trip)})
         with poisoned():
-            other = run_depths(_engine(weights, swapped, max(depths) + decode_steps, dtype), tokens, depths,
+            other = run_depths(_engine(weights, swapped, max(depths) + decode_steps, dtype, cache_dtype), tokens, depths,
                                decode_steps)
         differ = {d: int((cand[d].view(torch.int64) != other[d].view(torch.int64)).any(dim=-1).sum())
                   for d in depths}
