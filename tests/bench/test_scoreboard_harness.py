@@ -223,8 +223,8 @@ def test_a_registry_that_fails_the_model_gate_is_never_timed(nano, registries, t
     assert decode_log == []  # not one timed (or untimed) bench step ran
 
 
-def test_the_cli_prints_and_records_nothing_for_an_ungated_registry(nano, registries, tmp_path, monkeypatch, capsys,
-                                                                    bench_dir):
+def test_the_cli_prints_no_figure_for_an_ungated_registry_and_records_the_refusal(nano, registries, tmp_path,
+                                                                                   monkeypatch, capsys, bench_dir):
     wrong = _wrong_registry(tmp_path, registries, monkeypatch)
     monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: nano)
     code = main(["bench", "decode", "--model", "k3-nano", "--depth", "8", "--tokens", "2", "--repeats", "2",
@@ -233,7 +233,18 @@ def test_the_cli_prints_and_records_nothing_for_an_ungated_registry(nano, regist
     assert code == 1
     assert out.out == ""  # no figure printed
     assert "failed the model gate" in " ".join(out.err.split())
-    assert not (bench_dir / L.LEDGER).exists() and not (bench_dir / L.FRONTIER).exists()
+    # the refusal itself is on record: one row without any figure; the frontier is untouched
+    rows = L.read(bench_dir / L.LEDGER)
+    assert [r["kind"] for r in rows] == ["refusal"] and not (bench_dir / L.FRONTIER).exists()
+    r = rows[0]
+    assert r["refused"] == "B" and r["registry"] == str(wrong) and r["gate"]["passed"] is False
+    assert "figures" not in r and "after" not in r and r["worst_kl"] > 0
+    assert "--vs" in r["command"] and r["code_digest"]
+    ladder = (bench_dir / L.LADDER).read_text()
+    assert "Refused by the model gate" in ladder and r["id"] in ladder
+    assert main(["bench", "decode", "--model", "k3-nano", "--depth", "8", "--tokens", "2", "--repeats", "2",
+                 "--registry", str(registries[0]), "--vs", str(wrong), "--gate-depths", "1", "--no-record"]) == 1
+    assert len(L.read(bench_dir / L.LEDGER)) == 1  # --no-record writes nothing, a refusal included
 
 
 def test_a_figure_above_the_roofline_is_refused(nano, passing_gate, registries, monkeypatch, bench_dir):

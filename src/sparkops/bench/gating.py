@@ -21,6 +21,11 @@ from ..errors import CheckFailed
 class GateRefused(CheckFailed):
     """The model gate failed (or could not run): no figure may be printed or recorded."""
 
+    def __init__(self, message: str, verdict: "GateVerdict | None" = None, label: str | None = None):
+        super().__init__(message)
+        self.verdict = verdict
+        self.label = label
+
 
 @dataclass
 class GateVerdict:

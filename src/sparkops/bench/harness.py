@@ -4,7 +4,8 @@
 
 Order of events, and why:
   1. the model gate runs on every registry to be timed (same weights, device, dtype); one failure
-     and nothing is timed, printed or recorded (GateRefused);
+     and nothing is timed or printed (GateRefused; the CLI records the refusal itself, a ledger row
+     with the verdict and no figure);
   2. the machine's ceilings are measured (bandwidth, matmul rate) for the roofline refusal;
   3. one Engine per registry, all sharing ONE weights object on the device (no second copy, no
      difference in placement between A and B), caches sized from the request - never a constant;
@@ -221,8 +222,8 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
         verdict = GATE(on_device, path, device=req.device, dtype=dtypes[label], depths=req.gate_depths,
                        golden=req.gate_golden, cache_dtype=req.cache_dtype)
         if not verdict.passed:
-            raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed or "
-                                     f"recorded:\n{verdict.report}")
+            raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed:\n"
+                                     f"{verdict.report}", verdict, label)
         gates[label] = verdict
 
     # 2. the ceilings

@@ -91,6 +91,17 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
     if not n:
         out.append("| | (no measurements yet) | | | | | | | | |")
 
+    refusals = [r for r in rows if r["kind"] == "refusal"]
+    if refusals:
+        out += ["", "## Refused by the model gate (nothing was timed)", "",
+                "| date | row | change | registry | worst depth | KL / top-1 | command |",
+                "|---|---|---|---|---:|---|---|"]
+        for r in refusals:
+            kl = f"{_f(r.get('worst_kl'), 3)} / {_f(r.get('worst_top1'), 3)}"
+            out.append(f"| {r['date'][:16].replace('T', ' ')} | {r['id']} | {_cell(r.get('change', ''))} "
+                       f"| {_cell(r.get('registry', ''))} | {r.get('worst_depth', '')} | {kl} "
+                       f"| `{_cell(r.get('command', ''))}` |")
+
     peers = [r for r in rows if r["kind"] == "peer"]
     if peers:
         out += ["", "## Peer figures (same box, same GGUF, interleaved)", "",

@@ -5,6 +5,8 @@ Row kinds:
                the tier (win / none / regression), the worst-depth KL and top-1, the command, the box
   peer         the pinned peer's figure at the same workload, interleaved with ours, and the ratio
   retraction   `retracts` = an earlier row's id, `why`; the earlier row is never edited or removed
+  refusal      a registry the model gate refused before anything was timed: its verdict and the command,
+               and no figure (a refused change is on record, not only in a log)
 
 Rows are appended under an exclusive lock with one write() of the whole line, then fsync'd, so a
 reader never sees half a row and two writers never interleave. Nothing ever rewrites old lines.
@@ -27,7 +29,7 @@ from .provenance import now
 LEDGER = "ledger.jsonl"
 FRONTIER = "frontier.toml"
 LADDER = "LADDER.md"
-KINDS = ("measurement", "peer", "retraction")
+KINDS = ("measurement", "peer", "retraction", "refusal")
 TIERS = ("win", "none", "regression", "retracted")
 
 

@@ -69,6 +69,32 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) ->
     }
 
 
+def refusal_row(req: Any, model: dict[str, Any], env: dict[str, Any], refused: Any, command: str,
+                change: str | None) -> dict[str, Any]:
+    """The record of a gate refusal: which registry, its verdict, the command; no figure of any kind."""
+    date = now()
+    v = refused.verdict
+    regs = {label: str(path) for label, path in req.registries}
+    if req.fill_registry:
+        regs["fill"] = str(req.fill_registry)
+    return {"id": L.new_id(date), "kind": "refusal", "date": date, "phase": req.phase, "depths": list(req.depths),
+            "tokens": req.tokens, "model": model, "change": change or f"registry {refused.label}",
+            "refused": refused.label, "registry": regs.get(refused.label or "", ""), "registries": regs,
+            "gate": v.as_dict() if v is not None else None, "why": str(refused).splitlines()[0],
+            "worst_kl": v.worst_kl if v else None, "worst_top1": v.worst_top1 if v else None,
+            "worst_depth": v.worst_depth if v else None, "command": command, "commit": env.get("commit"),
+            "dirty": env.get("dirty"), "code_digest": env.get("code_digest"), "device": env.get("device"),
+            "device_name": env.get("device_name"), "versions": env.get("versions")}
+
+
+def record_refusal(row: dict[str, Any], bench: str | Path | None = None) -> dict[str, Any]:
+    d = L.bench_dir(bench)
+    d.mkdir(parents=True, exist_ok=True)
+    L.append(d / L.LEDGER, row)
+    render_all(d)
+    return row
+
+
 def peer_row(run: BenchRun, p: Point, measured: dict[str, Any]) -> dict[str, Any]:
     date = now()
     ours = measured["after"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from rich.table import Table
 
 from ..errors import BadInput
-from ._common import add_json_arg, console, emit_json, registry_path
+from ._common import add_json_arg, console, emit_json, err_console, registry_path
 
 NAME = "bench"
 HELP = "time decode or prefill, A vs B interleaved, gated first; record to the ledger and the raise-only frontier"
@@ -83,6 +83,17 @@ def parse_depths(text: str | None, phase: str) -> tuple[int, ...]:
 MIN_PAIRS_FOR_A_TIER = 6
 
 
+def _record_refusal(req, weights, refused, command, args) -> None:
+    """A refused gate goes on record (a ledger row without any figure), then the refusal stands."""
+    from ..bench import provenance
+    from ..bench.harness import model_info
+    from ..bench.record import record_refusal, refusal_row
+
+    row = record_refusal(refusal_row(req, model_info(weights, args.model), provenance.environment(req.device), refused,
+                                     command, args.change), args.bench_dir)
+    err_console.print(f"recorded the refusal as ledger row {row['id']} (no figure)")
+
+
 def parse_graph(text: str | None) -> tuple[str, ...]:
     if not text:
         return ()
@@ -110,6 +121,7 @@ def gguf_path(spec: str, weights) -> Path | None:
 
 
 def run(args) -> int:
+    from ..bench.gating import GateRefused
     from ..bench import peer as peer_mod
     from ..bench.harness import BenchRequest, parse_dtype, run_bench
     from ..bench.provenance import command_line
@@ -130,7 +142,13 @@ def run(args) -> int:
                        graph=parse_graph(args.graph),
                        fill_registry=Path(args.fill_registry) if args.fill_registry else None,
                        cache_dtype=parse_dtype(args.cache_dtype))
-    bench_run = run_bench(req, weights, command=command_line(canonical_argv(args)), source=args.model)
+    command = command_line(canonical_argv(args))
+    try:
+        bench_run = run_bench(req, weights, command=command, source=args.model)
+    except GateRefused as refused:
+        if not args.no_record:
+            _record_refusal(req, weights, refused, command, args)
+        raise
     rows = []
     if not args.no_record:
         from ..bench.record import record_run
