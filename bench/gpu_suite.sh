@@ -168,8 +168,13 @@ rungs)
       --change "the whole decode step as one CUDA graph (float32 kernels)"
   ;;
 tests)    run gpu-tests 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
-opbench)  run opbench 60 python3 -m pytest -q -p no:cacheprovider bench --benchmark-only \
-            --benchmark-group-by=group --benchmark-json="$R/opbench.json" ;;
+opbench)
+  OPB="python3 -m pytest -q -p no:cacheprovider bench --benchmark-only --benchmark-group-by=group"
+  run opbench 60 $OPB --benchmark-json="$R/opbench.json"
+  # into the machine's ledger: every case side by side, bench/targets.toml met / missed / not measured
+  [ -s "$R/opbench.json" ] && run opbench-ledger 5 sparkops ledger opbench "$R/opbench.json" --bench-dir "$B" \
+      --command "$OPB --benchmark-json=opbench.json"
+  ;;
 *) log "unknown stage $stage" ;;
 esac; done
 log "done"

@@ -102,6 +102,24 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
                        f"| {_cell(r.get('registry', ''))} | {r.get('worst_depth', '')} | {kl} "
                        f"| `{_cell(r.get('command', ''))}` |")
 
+    from .opledger import latest_per_device
+
+    for r in latest_per_device(rows):
+        out += ["", f"## Per-op benchmarks: {', '.join(r.get('devices') or ['?'])} ({r['id']}, run "
+                    f"{str(r.get('run_date') or r['date'])[:16].replace('T', ' ')})", "",
+                f"Read ceiling {_f(r['read_ceiling_gbs'])} GB/s. Source: `{_cell(r.get('source', ''))}`; "
+                f"command: `{_cell(r.get('command', ''))}`.", "",
+                "| target | verdict | measured | best implementation | why (when missed) |", "|---|---|---:|---|---|"]
+        for t in r["targets"]:
+            unit = "%" if t["metric"] == "pct_bandwidth" else " us"
+            measured = f"{_f(t['measured'], 3)}{unit}" if t["measured"] is not None else "—"
+            out.append(f"| {_cell(t['target'])} | **{t['verdict']}** | {measured} | {_cell(t['best_impl'] or '—')} "
+                       f"| {_cell(t['why'])} |")
+        out += ["", "| workload | implementation | us per call | GB/s | % of read ceiling |", "|---|---|---:|---:|---:|"]
+        for c in sorted(r["entries"], key=lambda c: (c["group"], c["us_per_call"])):
+            out.append(f"| {_cell(c['group'])} | {_cell(c['impl'])} | {_f(c['us_per_call'], 4)} "
+                       f"| {_f(c.get('gb_per_s'), 4)} | {_f(c.get('pct_bandwidth'), 3)} |")
+
     peers = [r for r in rows if r["kind"] == "peer"]
     if peers:
         out += ["", "## Peer figures (same box, same GGUF, interleaved)", "",

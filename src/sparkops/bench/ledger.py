@@ -7,6 +7,8 @@ Row kinds:
   retraction   `retracts` = an earlier row's id, `why`; the earlier row is never edited or removed
   refusal      a registry the model gate refused before anything was timed: its verdict and the command,
                and no figure (a refused change is on record, not only in a log)
+  opbench      one per-op benchmark run (pytest bench/ --benchmark-json): every op x implementation side by
+               side, and each target of bench/targets.toml met, missed (figure and reason) or not measured
 
 Rows are appended under an exclusive lock with one write() of the whole line, then fsync'd, so a
 reader never sees half a row and two writers never interleave. Nothing ever rewrites old lines.
@@ -29,7 +31,7 @@ from .provenance import now
 LEDGER = "ledger.jsonl"
 FRONTIER = "frontier.toml"
 LADDER = "LADDER.md"
-KINDS = ("measurement", "peer", "retraction", "refusal")
+KINDS = ("measurement", "peer", "retraction", "refusal", "opbench")
 TIERS = ("win", "none", "regression", "retracted")
 
 

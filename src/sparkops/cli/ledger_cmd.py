@@ -6,6 +6,8 @@
     sparkops ledger import OTHER.jsonl            # append another box's rows this ledger lacks (and apply them)
     sparkops ledger sync                          # raise frontier entries to the best standing figure
     sparkops ledger check                         # frontier vs ledger, and raise-only vs the last commit
+    sparkops ledger opbench RUN.json [--read-gbs G]  # a per-op benchmark run (pytest bench/ --benchmark-json)
+                                                     # into the ledger: side by side, targets met or missed
 """
 
 from __future__ import annotations
@@ -23,8 +25,13 @@ HELP = "show, render, retract, import, sync or check the scoreboard's ledger and
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=("show", "render", "retract", "import", "sync", "check"))
-    p.add_argument("target", nargs="?", help="retract: the row id (or a unique prefix); import: the other ledger file")
+    p.add_argument("action", choices=("show", "render", "retract", "import", "sync", "check", "opbench"))
+    p.add_argument("target", nargs="?", help="retract: the row id (or a unique prefix); import: the other ledger "
+                   "file; opbench: the pytest-benchmark JSON file")
+    p.add_argument("--read-gbs", type=float, help="opbench: the read ceiling in GB/s (default 4040, the H200's)")
+    p.add_argument("--targets", metavar="FILE", help="opbench: the targets (default: bench/targets.toml)")
+    p.add_argument("--command", dest="run_command", metavar="TEXT",
+                   help="opbench: the command that made the JSON file, for the record")
     p.add_argument("--why", help="retract: what was wrong with the measurement (kept in the ledger)")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
     add_json_arg(p)
@@ -36,8 +43,21 @@ def run(args) -> int:
     from ..bench.provenance import command_line
 
     d = L.bench_dir(args.bench_dir)
-    if args.action in ("retract", "import") and not args.target:
-        raise BadInput(f"ledger {args.action} needs a {'row id' if args.action == 'retract' else 'ledger file'}")
+    if args.action in ("retract", "import", "opbench") and not args.target:
+        raise BadInput(f"ledger {args.action} needs a "
+                       f"{ {'retract': 'row id', 'import': 'ledger file', 'opbench': 'benchmark JSON file'}[args.action]}")
+    if args.action == "opbench":
+        from ..bench.opledger import load_targets, opbench_row
+
+        d.mkdir(parents=True, exist_ok=True)
+        row = opbench_row(args.target, targets=load_targets(args.targets), read_gbs=args.read_gbs,
+                          command=args.run_command or "")
+        L.append(d / L.LEDGER, row)
+        R.render_all(d)
+        counts = {v: sum(t["verdict"] == v for t in row["targets"]) for v in ("met", "missed", "not measured")}
+        console.print(f"recorded {len(row['entries'])} case(s) as row {row['id']}; targets: "
+                      + ", ".join(f"{n} {v}" for v, n in counts.items()))
+        return 0
     if args.action == "show":
         rows = L.read(d / L.LEDGER)
         if args.json:
@@ -54,6 +74,13 @@ def run(args) -> int:
             elif r["kind"] == "peer":
                 t.add_row(r["id"], r["date"][:16], f"peer {r['peer']}", r["key"],
                           f"{r['peer_value']:.4g} (peer) vs {r['value']:.4g}", "")
+            elif r["kind"] == "refusal":
+                t.add_row(r["id"], r["date"][:16], "refusal", f"{r['phase']} {r.get('registry')}",
+                          f"KL {r.get('worst_kl')}, top-1 {r.get('worst_top1')}", "refused by the gate")
+            elif r["kind"] == "opbench":
+                verdicts = [t_["verdict"] for t_ in r["targets"]]
+                t.add_row(r["id"], r["date"][:16], "opbench", ",".join(r.get("devices") or []),
+                          f"{len(r['entries'])} cases", f"{verdicts.count('met')} met, {verdicts.count('missed')} missed")
             else:
                 tier = f"retracted (was {r.get('tier')})" if r["id"] in gone else str(r.get("tier"))
                 before = "—" if r.get("before") is None else f"{r['before']:.4g}"

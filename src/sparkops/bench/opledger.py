@@ -1,0 +1,155 @@
+"""Per-op benchmark runs into the ledger: the side-by-side table and the targets, met or missed.
+
+    row = opbench_row("opbench.json", targets=load_targets())   # pytest-benchmark JSON of `pytest bench/`
+
+A run of `pytest bench/ --benchmark-only --benchmark-json=FILE` times every op x implementation that
+passes the gate on that machine (bench/test_bench_*.py); each case's extra_info carries the time per
+call and the bytes it moves. This module turns one such file into one ledger row of kind "opbench":
+every case (workload group, implementation, us per call, GB/s, % of the read ceiling) and every target
+of bench/targets.toml judged against the best implementation that ran its workload - met, missed (with
+the measured figure and the target's recorded reason), or not measured. LADDER.md shows the latest
+row per device side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+from . import ledger as L
+from .provenance import now
+
+#: the measured read ceiling of an H200 (anchors section 1; METHOD.md's copy kernel), used when the
+#: caller gives none
+H200_READ_GBS = 4040.0
+TARGETS_FILE = "targets.toml"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    group: str  # regex over the workload group
+    impl: str  # regex over the implementation key ("attention=triton_splitk"); "" = any
+    metric: str  # "pct_bandwidth" (>= value) | "us_per_call" (<= value)
+    value: float
+    min_bytes: float = 0.0  # only cases that move at least this many bytes per call
+    why_missed: str = ""  # what the engineers found when it was missed (kept with the row)
+
+    def matches(self, case: dict[str, Any]) -> bool:
+        return (re.search(self.group, case["group"]) is not None
+                and (not self.impl or re.search(self.impl, case["impl"]) is not None)
+                and (case.get("bytes") or 0) >= self.min_bytes)
+
+    def met(self, case: dict[str, Any]) -> bool:
+        x = case.get(self.metric)
+        if x is None:
+            return False
+        return x >= self.value if self.metric == "pct_bandwidth" else x <= self.value
+
+    def better(self, a: dict[str, Any], b: dict[str, Any]) -> bool:
+        """Is case a closer to (or further past) the target than case b?"""
+        xa, xb = a.get(self.metric), b.get(self.metric)
+        if xb is None:
+            return xa is not None
+        if xa is None:
+            return False
+        return xa > xb if self.metric == "pct_bandwidth" else xa < xb
+
+
+def load_targets(path: str | Path | None = None) -> list[Target]:
+    """The targets of `path`, else of the scoreboard directory's targets.toml, else of the checkout's."""
+    if path is None:
+        from ..paths import repo_root
+
+        path = L.bench_dir() / TARGETS_FILE
+        if not path.exists():
+            path = repo_root() / "bench" / TARGETS_FILE
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(f"no targets file {path}; write one like bench/targets.toml")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    out = []
+    for i, t in enumerate(doc.get("target", [])):
+        try:
+            tgt = Target(t["name"], t["group"], t.get("impl", ""), t["metric"], float(t["value"]),
+                         float(t.get("min_bytes", 0)), t.get("why_missed", "").strip())
+        except KeyError as exc:
+            raise BadInput(f"{path}: [[target]] number {i + 1} lacks {exc}") from None
+        if tgt.metric not in ("pct_bandwidth", "us_per_call"):
+            raise BadInput(f"{path}: target '{tgt.name}': metric must be pct_bandwidth or us_per_call")
+        out.append(tgt)
+    return out
+
+
+def cases(doc: dict[str, Any], read_gbs: float) -> list[dict[str, Any]]:
+    """One entry per benchmark of a pytest-benchmark JSON document (those without a time per call are left out)."""
+    out = []
+    for b in doc.get("benchmarks", []):
+        x = b.get("extra_info") or {}
+        us = x.get("us_per_call")
+        if us is None:
+            continue
+        gbs = x.get("gb_per_s")
+        out.append({"group": b.get("group") or b.get("name", "?"), "impl": x.get("impl", b.get("name", "?")),
+                    "mode": x.get("mode"), "us_per_call": float(us), "gb_per_s": gbs,
+                    "pct_bandwidth": 100.0 * gbs / read_gbs if gbs else None,
+                    "tflops": x.get("tflops"), "bytes": x.get("bytes_per_call", x.get("bytes"))})
+    return out
+
+
+def judge(targets: list[Target], entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for t in targets:
+        best = None
+        for c in entries:
+            if t.matches(c) and (best is None or t.better(c, best)):
+                best = c
+        if best is None:
+            verdict, why = "not measured", "no implementation ran this workload in the run"
+        elif t.met(best):
+            verdict, why = "met", ""
+        else:
+            verdict, why = "missed", t.why_missed or "(no reason recorded in bench/targets.toml)"
+        out.append({"target": t.name, "metric": t.metric, "value": t.value, "verdict": verdict, "why": why,
+                    "best_impl": best["impl"] if best else None, "group": best["group"] if best else None,
+                    "measured": best.get(t.metric) if best else None})
+    return out
+
+
+def opbench_row(path: str | Path, *, targets: list[Target], read_gbs: float | None = None,
+                command: str = "") -> dict[str, Any]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{path}: not a pytest-benchmark JSON file ({exc})") from None
+    read_gbs = read_gbs or H200_READ_GBS
+    entries = cases(doc, read_gbs)
+    if not entries:
+        raise BadInput(f"{path}: no benchmark with a time per call (was it made by `pytest bench/ --benchmark-only "
+                       f"--benchmark-json=FILE`?)")
+    date = now()
+    machine = doc.get("machine_info") or {}
+    commit = doc.get("commit_info") or {}
+    devices = sorted({str((b.get("extra_info") or {}).get("device", "")) for b in doc.get("benchmarks", [])} - {""})
+    return {"id": L.new_id(date), "kind": "opbench", "date": date, "run_date": doc.get("datetime"),
+            "source": path.name, "node": machine.get("node"), "devices": devices, "read_ceiling_gbs": read_gbs,
+            "commit": commit.get("id"), "dirty": commit.get("dirty"), "entries": entries,
+            "targets": judge(targets, entries), "command": command}
+
+
+def latest_per_device(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    gone = L.retractions(rows)
+    latest: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["kind"] == "opbench" and r["id"] not in gone:
+            latest[",".join(r.get("devices") or ["?"]) + "@" + str(r.get("node"))] = r
+    return list(latest.values())

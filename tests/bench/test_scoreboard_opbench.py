@@ -1,0 +1,95 @@
+"""Per-op benchmark runs into the ledger: cases side by side, targets met / missed (with the figure and the
+recorded reason) / not measured, the LADDER section, and a real CPU run of bench/test_bench_ops.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sparkops.bench import ledger as L
+from sparkops.bench.opledger import Target, load_targets, opbench_row
+from sparkops.cli import main
+from sparkops.errors import BadInput
+from tests.helpers import REPO
+
+
+def _bench(group, impl, us, gbs=None, nbytes=None, device="cuda"):
+    return {"group": group, "name": f"test[{impl}]", "extra_info": {"impl": impl, "us_per_call": us, "gb_per_s": gbs,
+                                                                    "bytes": nbytes, "device": device}}
+
+
+DOC = {"datetime": "2026-12-01T10:00:00", "machine_info": {"node": "h200-box"}, "commit_info": {"id": "abc", "dirty": False},
+       "benchmarks": [
+           _bench("linear Q4_K lm_head 163840x2304 T=1", "linear=triton_fp32", 100.0, 2000.0, 2.1e8),
+           _bench("linear Q4_K lm_head 163840x2304 T=1", "linear=cupy_dp4a", 80.0, 2600.0, 2.1e8),
+           _bench("linear Q4_K small T=1", "linear=cupy_dp4a", 2.0, 3800.0, 4e6),  # under 8 MB: not judged
+           _bench("kda 48B decode T=1", "kda=triton", 4.5, 900.0),
+           _bench("kda 48B decode T=1", "kda=cupy_recurrent", 3.9, 1000.0),
+           {"group": "no extra info", "name": "x", "extra_info": {}},
+       ]}
+TARGETS = [
+    Target("Q4_K GEMV >= 70%", r"^linear Q4_K .* T=1$", "", "pct_bandwidth", 70.0, 8e6, "decode-bound"),
+    Target("kda decode <= 11 us", r"^kda 48B decode T=1$", "", "us_per_call", 11.0),
+    Target("kda prefill <= 4.59 ms", r"^kda 48B prefill T=32768$", "", "us_per_call", 4590.0),
+]
+
+
+def test_targets_are_judged_on_the_best_implementation(tmp_path):
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(DOC))
+    row = opbench_row(f, targets=TARGETS, read_gbs=4000.0, command="pytest bench/ ...")
+    assert row["kind"] == "opbench" and len(row["entries"]) == 5 and row["devices"] == ["cuda"]
+    by = {t["target"]: t for t in row["targets"]}
+    q4 = by["Q4_K GEMV >= 70%"]
+    assert q4["verdict"] == "missed" and q4["best_impl"] == "linear=cupy_dp4a"
+    assert q4["measured"] == pytest.approx(65.0) and q4["why"] == "decode-bound"  # 2600 / 4000; the 4 MB case ignored
+    assert by["kda decode <= 11 us"]["verdict"] == "met" and by["kda decode <= 11 us"]["measured"] == 3.9
+    assert by["kda prefill <= 4.59 ms"]["verdict"] == "not measured"
+
+
+def test_the_cli_records_the_run_and_ladder_shows_it(tmp_path, bench_dir, capsys):
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(DOC))
+    assert main(["ledger", "opbench", str(f), "--read-gbs", "4000", "--command", "pytest bench/"]) == 0
+    # the checkout's targets: Q4_K missed, kda decode <= 11 us met and <= 2.08 us missed, three not measured
+    assert "1 met, 2 missed, 3 not measured" in " ".join(capsys.readouterr().out.split())
+    rows = L.read(bench_dir / L.LEDGER)
+    assert [r["kind"] for r in rows] == ["opbench"]
+    ladder = (bench_dir / L.LADDER).read_text()
+    assert "## Per-op benchmarks: cuda" in ladder and "**missed**" in ladder and "linear=cupy_dp4a" in ladder
+    assert main(["ledger", "show"]) == 0  # every kind renders in the listing
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"benchmarks": []}))
+    assert main(["ledger", "opbench", str(bad)]) == 2
+
+
+def test_the_repo_targets_file_parses_and_covers_the_issue_targets():
+    targets = load_targets(REPO / "bench" / "targets.toml")
+    names = " ".join(t.name for t in targets)
+    for needle in ("Q4_K", "IQ1_S", "triton_splitk", "kda decode", "kda prefill"):
+        assert needle in names
+    assert all(t.why_missed or t.metric == "us_per_call" for t in targets)
+
+
+def test_a_bad_targets_file_is_named(tmp_path):
+    p = tmp_path / "t.toml"
+    p.write_text('[[target]]\nname = "x"\ngroup = "y"\nmetric = "speed"\nvalue = 1\n')
+    with pytest.raises(BadInput, match="metric must be"):
+        load_targets(p)
+
+
+def test_a_real_cpu_run_of_the_op_benchmarks_goes_into_the_ledger(tmp_path, bench_dir):
+    """bench/test_bench_ops.py on the CPU (two ops, k3-nano shapes) -> JSON -> one opbench row."""
+    out = tmp_path / "ops.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "bench/test_bench_ops.py",
+                           "--benchmark-only", "-k", "swiglu or rmsnorm and not add and not gated and not quantize",
+                           f"--benchmark-json={out}"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    row = opbench_row(out, targets=load_targets(REPO / "bench" / "targets.toml"), read_gbs=20.0)
+    impls = {c["impl"] for c in row["entries"]}
+    assert {"swiglu=torch", "rmsnorm=torch"} <= impls and row["devices"] == ["cpu"]
+    assert all(c["us_per_call"] > 0 for c in row["entries"])
+    assert {t["verdict"] for t in row["targets"]} == {"not measured"}  # no 48B GPU workloads on a CPU
