@@ -7,6 +7,8 @@ decode: one token after L cached rows (32 heads, 576-wide bf16 latent rows), a r
         counted once) + w_uk, w_uv + q, out; the anchor is plain torch at 215 us (703 GB/s) for
         L=131072 and 4.04 TB/s the ceiling.
 prefill: T new tokens at position 0, eager; the anchor is torch SDPA at 21.2 ms for T=32768.
+float32: the same with q, latent rows and cache in float32, what a float32 registry runs (the 48B model gate
+        refuses bf16 attention): the workload of attention=triton_fp32 (tf32x3). Groups end in "float32".
 extra_info: us_per_call, GB/s, and the implementation's key. Skipped with the reason without CUDA.
 """
 
@@ -22,25 +24,28 @@ if not torch.cuda.is_available():
 from sparkops.bench import opbench  # noqa: E402
 from sparkops_triton._workloads import attention_args, graph_round  # noqa: E402
 
-CASES = [("decode", 1, 4096), ("decode", 1, 32768), ("decode", 1, 131072), ("prefill", 4096, 0),
-         ("prefill", 32768, 0)]
+BF16, F32 = torch.bfloat16, torch.float32
+CASES = [("decode", 1, 4096, BF16), ("decode", 1, 32768, BF16), ("decode", 1, 131072, BF16),
+         ("prefill", 4096, 0, BF16), ("prefill", 32768, 0, BF16),
+         ("decode", 1, 32768, F32), ("prefill", 4096, 0, F32), ("prefill", 32768, 0, F32)]
 
 
 def _params():
     names = opbench.candidates("attention", "cuda", opbench.session_catalog())
-    return [pytest.param(kind, t, ctx, name, id=f"{kind} T={t} L={ctx} [{name}]")
-            for kind, t, ctx in CASES for name in names]
+    return [pytest.param(kind, t, ctx, act, name,
+                         id=f"{kind} T={t} L={ctx}{' float32' if act == F32 else ''} [{name}]")
+            for kind, t, ctx, act in CASES for name in names]
 
 
-@pytest.mark.parametrize("kind,t,ctx,impl_name", _params())
-def test_bench_attention(benchmark, kind, t, ctx, impl_name):
+@pytest.mark.parametrize("kind,t,ctx,act,impl_name", _params())
+def test_bench_attention(benchmark, kind, t, ctx, act, impl_name):
     why = opbench.session_eligibility().why_not("attention", impl_name, "cuda")
     if why:
         pytest.skip(why)
     fn = opbench.session_catalog().get("attention", impl_name).resolve()
-    sets, nbytes = attention_args(t, ctx, n_sets=None if kind == "decode" else 1)
+    sets, nbytes = attention_args(t, ctx, n_sets=None if kind == "decode" else 1, act=act)
     round_, calls, mode = graph_round(fn, sets, graph=kind == "decode")
-    benchmark.group = f"attention 48B {kind} T={t} L={ctx}"
+    benchmark.group = f"attention 48B {kind} T={t} L={ctx}" + (" float32" if act == F32 else "")
     benchmark.pedantic(round_, rounds=10 if kind == "decode" else 3, iterations=1, warmup_rounds=1)
     per_call = benchmark.stats.stats.median / calls
     benchmark.extra_info.update(impl=f"attention={impl_name}", mode=mode, calls_per_round=calls,

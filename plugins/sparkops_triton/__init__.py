@@ -31,6 +31,9 @@ IMPLEMENTATIONS = [
      ("_runtime.py", "attention_prefill.py")),
     ("attention", "triton_splitk", "sparkops_triton.attention_splitk:attention_splitk", tolerance("bf16"),
      ("_runtime.py", "attention_prefill.py")),
+    # the split-K / flash kernels on float32 operands with tf32x3 dots (about float32 accuracy)
+    ("attention", "triton_fp32", "sparkops_triton.attention_splitk:attention_splitk_fp32", tolerance(),
+     ("_runtime.py", "attention_prefill.py")),
     ("moe_router", "triton", "sparkops_triton.moe_router:moe_router", tolerance(), ("_runtime.py",)),
     ("sample", "triton", "sparkops_triton.sample:sample", tolerance(), ("_runtime.py",)),
     # quantized matmuls: float32 GEMVs for T <= 8; "triton" runs larger T on bf16 tensor-core dots,

@@ -1,4 +1,4 @@
-"""MLA attention in Triton: the pieces both attention implementations share, and the prefill path (T > 1).
+"""MLA attention in Triton: the pieces the attention implementations share, and the prefill path (T > 1).
 
 `pos` stays in device memory: every kernel reads it, none of this code synchronizes the host.
 
@@ -12,9 +12,16 @@ Prefill (spec 4), for T new tokens at absolute positions pos .. pos+T-1:
      state and returns.
   5. `_flash_kernel`: causal flash attention over the new rows in naive form (192-wide keys,
      128-wide values), starting from the partial state of step 4: o = acc / sum.
-Matrix products take bf16 operands and accumulate in float32 (claim variant "bf16"); softmax is float32.
+Softmax is float32 everywhere; the matrix products (tl.dot, float32 accumulation) come in two precisions:
+  default (`fp32=False`; "triton", "triton_splitk"): operands in the cache's 16-bit dtype, else float32 on
+      tf32 tensor cores (10-bit mantissas), so these claim variant "bf16";
+  `fp32=True` ("triton_fp32"): every operand float32 whatever the cache holds (16-bit values widen exactly),
+      every tl.dot in tf32x3 (three tf32 products: about float32 accuracy), so it claims float32 - the
+      accuracy a float32 registry needs (the 48B model gate refuses bf16 attention). tf32x3 costs ~3x the
+      MMA work and holds its operands in registers, so this variant launches smaller tiles and takes the
+      score products in slices (`sliced_dot`; the FP32_* shapes below).
 
-Known cost: step 2's scratch is [T, N, Lkv] bf16 whether or not pos > 0 (pos is not known on the host).
+Known cost: step 2's scratch is [T, N, Lkv] (operand dtype) whether or not pos > 0 (pos is not known on the host).
 """
 
 import torch
@@ -30,6 +37,13 @@ from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_po
 PROJECT_BK, PROJECT_WARPS = 32, 8
 HISTORY_BN, HISTORY_VC, HISTORY_WARPS = 16, 128, 8
 FLASH_BM, FLASH_BN, FLASH_WARPS, FLASH_STAGES = 64, 64, 8, 2
+# "triton_fp32" (tf32x3), from ptxas reports alone (not timed yet): a tf32x3 product holds its operands in
+# registers as tf32 hi and lo parts and keeps a second accumulator, so the tiles are smaller and the score
+# products run in KC-wide slices (`sliced_dot`). No spills: project 226 registers; history 170, 104 KiB of
+# shared memory; flash 249, 132 KiB (sm_90)
+FP32_PROJECT_BK, FP32_PROJECT_WARPS = 16, 8
+FP32_HISTORY_BN, FP32_HISTORY_VC, FP32_HISTORY_KC, FP32_HISTORY_WARPS, FP32_HISTORY_STAGES = 32, 64, 64, 8, 1
+FP32_FLASH_BM, FP32_FLASH_BN, FP32_FLASH_KC, FP32_FLASH_WARPS, FP32_FLASH_STAGES = 64, 16, 32, 4, 2
 
 
 def check_args(op, q, latent, cache, pos, w_uk, w_uv):
@@ -59,17 +73,43 @@ def check_args(op, q, latent, cache, pos, w_uk, w_uv):
     return t, n, dn, r, lkv, dv
 
 
-def operand_dtype(cache):
+def operand_dtype(cache, fp32=False):
     """(torch dtype, triton dtype) of the matrix-product operands: the cache's own 16-bit type, else float32
-    (tf32 tensor cores), so a 16-bit cache is never rounded twice and a float32 one loses only tf32 bits."""
-    if cache.dtype in (torch.bfloat16, torch.float16):
+    (tf32 tensor cores), so a 16-bit cache is never rounded twice and a float32 one loses only tf32 bits.
+    fp32=True ("triton_fp32"): float32 always, so queries, probabilities and projections are never rounded."""
+    if cache.dtype in (torch.bfloat16, torch.float16) and not fp32:
         return cache.dtype, (tl.bfloat16 if cache.dtype == torch.bfloat16 else tl.float16)
     return torch.float32, tl.float32
+
+
+def dot_precision(fp32):
+    """The kernels' PREC (tl.dot input_precision): tf32x3 for "triton_fp32", else None (Triton's default:
+    tf32 for float32 operands, native for 16-bit ones)."""
+    return "tf32x3" if fp32 else None
 
 
 def dims(dn, r, lkv, dv):
     """Power-of-two tile widths (>= 16, the smallest tl.dot size) for Dn, R, Lkv, Dv."""
     return tuple(max(16, next_pow2(x)) for x in (dn, r, lkv, dv))
+
+
+@triton.jit
+def sliced_dot(acc, a_rows, a_ok, a_width, b_rows, b_ok, b_width, W: tl.constexpr, KC: tl.constexpr,
+               OPD: tl.constexpr, PREC: tl.constexpr):
+    """acc + A B^T over W columns, KC at a time, each slice loaded from memory where it is used.
+
+    a_rows [M] / b_rows [N] point at the rows' first columns; a_ok / b_ok mask rows, columns past a_width /
+    b_width read 0. Why: tf32x3 holds both operands of a product in registers twice (tf32 hi and lo parts);
+    a [16, 512] float32 operand per warp alone would take 512 registers per thread, a KC-wide slice fits.
+    """
+    kc = tl.arange(0, KC)
+    for k0 in tl.static_range(0, W, KC):
+        a = tl.load(a_rows[:, None] + k0 + kc[None, :], mask=a_ok[:, None] & (k0 + kc < a_width)[None, :],
+                    other=0.0).to(OPD)  # [M, KC]
+        b = tl.load(b_rows[:, None] + k0 + kc[None, :], mask=b_ok[:, None] & (k0 + kc < b_width)[None, :],
+                    other=0.0).to(OPD)  # [N, KC]
+        acc = tl.dot(a, tl.trans(b), acc, input_precision=PREC)
+    return acc
 
 
 @triton.jit
@@ -92,7 +132,7 @@ def write_rows(latent, cache, pos):
 @triton.jit
 def _absorb_kernel(q_ptr, wuk_ptr, qlat_ptr, pos_ptr, N, DN, LKV, QDIM, ONLY_WITH_HISTORY: tl.constexpr,
                    BL: tl.constexpr, BD: tl.constexpr, LKP: tl.constexpr):
-    """q_lat[t, h, c] = sum_d q[t, h, d] w_uk[h, d, c] for a block of BL latent columns c (bf16 out)."""
+    """q_lat[t, h, c] = sum_d q[t, h, d] w_uk[h, d, c] for a block of BL latent columns c (operand dtype out)."""
     th = tl.program_id(0)  # t * N + h
     h = th % N
     if ONLY_WITH_HISTORY:
@@ -125,8 +165,9 @@ def absorb(q, w_uk, pos, lkp, only_with_history, opd):
 
 @triton.jit
 def _project_kernel(lat_ptr, wuk_ptr, wuv_ptr, k_ptr, v_ptr, T, N, DN, DV, LKV, WROW,
-                    BM: tl.constexpr, BK: tl.constexpr, DNP: tl.constexpr, DVP: tl.constexpr, OPD: tl.constexpr):
-    """k[t, h] = w_uk[h] c_t, v[t, h] = w_uv[h] c_t for BM new rows and one head (bf16 out, [T, N, DNP|DVP])."""
+                    BM: tl.constexpr, BK: tl.constexpr, DNP: tl.constexpr, DVP: tl.constexpr, OPD: tl.constexpr,
+                    PREC: tl.constexpr = None):
+    """k[t, h] = w_uk[h] c_t, v[t, h] = w_uv[h] c_t for BM new rows and one head (OPD out, [T, N, DNP|DVP])."""
     h = tl.program_id(1)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     r_ok = rows < T
@@ -143,8 +184,8 @@ def _project_kernel(lat_ptr, wuk_ptr, wuv_ptr, k_ptr, v_ptr, T, N, DN, DV, LKV, 
                      mask=c_ok[:, None] & (dn < DN)[None, :], other=0.0).to(OPD)  # [BK, DNP] = w_uk[h]^T
         wv = tl.load(wuv_ptr + (h * DV + dv)[None, :].to(tl.int64) * LKV + c0 + kk[:, None],
                      mask=c_ok[:, None] & (dv < DV)[None, :], other=0.0).to(OPD)
-        acc_k = tl.dot(c, wk, acc_k)
-        acc_v = tl.dot(c, wv, acc_v)
+        acc_k = tl.dot(c, wk, acc_k, input_precision=PREC)
+        acc_v = tl.dot(c, wv, acc_v, input_precision=PREC)
     base = rows[:, None].to(tl.int64) * N + h
     tl.store(k_ptr + base * DNP + dn[None, :], acc_k.to(OPD), mask=r_ok[:, None])
     tl.store(v_ptr + base * DVP + dv[None, :], acc_v.to(OPD), mask=r_ok[:, None])
@@ -153,11 +194,13 @@ def _project_kernel(lat_ptr, wuk_ptr, wuv_ptr, k_ptr, v_ptr, T, N, DN, DV, LKV, 
 @triton.jit
 def _history_kernel(q_ptr, qlat_ptr, cache_ptr, pos_ptr, wuv_ptr, m_ptr, l_ptr, acc_ptr, T, N, DN, R, DV, LKV,
                     QDIM, WROW, scale, BM: tl.constexpr, BN: tl.constexpr, LKP: tl.constexpr, RP: tl.constexpr,
-                    DVP: tl.constexpr, VC: tl.constexpr, OPD: tl.constexpr):
+                    DVP: tl.constexpr, VC: tl.constexpr, OPD: tl.constexpr, PREC: tl.constexpr = None,
+                    KC: tl.constexpr = 0):
     """Queries of this call against cached rows 0..pos-1 (absorbed form); writes (max, sum, acc) per (t, h).
 
     The latent accumulator is taken VC columns at a time (recomputing the scores for each slice) and
     lifted by w_uv right away, so no [BM, Lkv] float32 accumulator or [Lkv, Dv] operand is ever held.
+    KC > 0: the scores in KC-wide slices (`sliced_dot`); 0: one product over all LKP (and RP) columns.
     """
     h = tl.program_id(1)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -173,7 +216,7 @@ def _history_kernel(q_ptr, qlat_ptr, cache_ptr, pos_ptr, wuv_ptr, m_ptr, l_ptr, 
     out = tl.zeros((BM, DVP), dtype=tl.float32)
     if hist > 0:
         th = rows[:, None].to(tl.int64) * N + h
-        q_lat = tl.load(qlat_ptr + th * LKP + lk[None, :], mask=r_ok[:, None], other=0.0)  # [BM, LKP] bf16
+        q_lat = tl.load(qlat_ptr + th * LKP + lk[None, :], mask=r_ok[:, None], other=0.0)  # [BM, LKP] OPD
         q_pe = tl.load(q_ptr + th * QDIM + DN + rp[None, :], mask=r_ok[:, None] & (rp < R)[None, :],
                        other=0.0).to(OPD)  # [BM, RP]
         for v0 in range(0, LKP, VC):
@@ -188,7 +231,16 @@ def _history_kernel(q_ptr, qlat_ptr, cache_ptr, pos_ptr, wuv_ptr, m_ptr, l_ptr, 
                             other=0.0).to(OPD)  # [BN, LKP]
                 kpe = tl.load(cache_ptr + srow + LKV + rp[None, :], mask=s_ok[:, None] & (rp < R)[None, :],
                               other=0.0).to(OPD)  # [BN, RP]
-                sc = (tl.dot(q_lat, tl.trans(c)) + tl.dot(q_pe, tl.trans(kpe))) * scale  # [BM, BN]
+                if KC == 0:
+                    sc = (tl.dot(q_lat, tl.trans(c), input_precision=PREC)
+                          + tl.dot(q_pe, tl.trans(kpe), input_precision=PREC)) * scale  # [BM, BN]
+                else:
+                    q_rows = rows.to(tl.int64) * N + h  # [BM]
+                    c_rows = cache_ptr + s.to(tl.int64) * WROW  # [BN]
+                    sc = sliced_dot(tl.zeros((BM, BN), dtype=tl.float32), qlat_ptr + q_rows * LKP, r_ok, LKP,
+                                    c_rows, s_ok, LKV, LKP, KC, OPD, PREC)
+                    sc = sliced_dot(sc, q_ptr + q_rows * QDIM + DN, r_ok, R, c_rows + LKV, s_ok, R, RP, KC, OPD,
+                                    PREC) * scale
                 sc = tl.where(s_ok[None, :], sc, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(sc, axis=1))
                 alpha = tl.exp(m_i - m_new)
@@ -196,11 +248,11 @@ def _history_kernel(q_ptr, qlat_ptr, cache_ptr, pos_ptr, wuv_ptr, m_ptr, l_ptr, 
                 l_i = l_i * alpha + tl.sum(p, axis=1)
                 cv = tl.load(cache_ptr + srow + v0 + vc[None, :], mask=s_ok[:, None] & (v0 + vc < LKV)[None, :],
                              other=0.0).to(OPD)  # [BN, VC]
-                acc = acc * alpha[:, None] + tl.dot(p.to(OPD), cv)
+                acc = acc * alpha[:, None] + tl.dot(p.to(OPD), cv, input_precision=PREC)
                 m_i = m_new
             wv = tl.load(wuv_ptr + (h * DV + dv)[None, :].to(tl.int64) * LKV + v0 + vc[:, None],
                          mask=(v0 + vc < LKV)[:, None] & (dv < DV)[None, :], other=0.0)  # [VC, DVP] = w_uv[h]^T slice
-            out += tl.dot(acc, wv)
+            out += tl.dot(acc, wv, input_precision=PREC)
     th1 = rows.to(tl.int64) * N + h
     tl.store(m_ptr + th1, m_i, mask=r_ok)
     tl.store(l_ptr + th1, l_i, mask=r_ok)
@@ -210,8 +262,9 @@ def _history_kernel(q_ptr, qlat_ptr, cache_ptr, pos_ptr, wuv_ptr, m_ptr, l_ptr, 
 @triton.jit
 def _flash_kernel(q_ptr, lat_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, o_ptr, T, N, DN, R, DV, LKV, QDIM, WROW,
                   scale, BM: tl.constexpr, BN: tl.constexpr, DNP: tl.constexpr, RP: tl.constexpr,
-                  DVP: tl.constexpr, OPD: tl.constexpr):
-    """Causal attention of the new queries over the new rows (naive form), continuing the history's softmax."""
+                  DVP: tl.constexpr, OPD: tl.constexpr, PREC: tl.constexpr = None, KC: tl.constexpr = 0):
+    """Causal attention of the new queries over the new rows (naive form), continuing the history's softmax.
+    KC > 0: the scores in KC-wide slices (`sliced_dot`); 0: one product over all DNP (and RP) columns."""
     h = tl.program_id(1)
     q0 = tl.program_id(0) * BM
     rows = q0 + tl.arange(0, BM)
@@ -236,7 +289,14 @@ def _flash_kernel(q_ptr, lat_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, o_ptr, T,
         k = tl.load(k_ptr + ts[:, None] * DNP + dn[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DNP]
         kpe = tl.load(lat_ptr + s[:, None].to(tl.int64) * WROW + LKV + rp[None, :],
                       mask=s_ok[:, None] & (rp < R)[None, :], other=0.0).to(OPD)
-        sc = (tl.dot(q_nope, tl.trans(k)) + tl.dot(q_pe, tl.trans(kpe))) * scale  # [BM, BN]
+        if KC == 0:
+            sc = (tl.dot(q_nope, tl.trans(k), input_precision=PREC)
+                  + tl.dot(q_pe, tl.trans(kpe), input_precision=PREC)) * scale  # [BM, BN]
+        else:
+            sc = sliced_dot(tl.zeros((BM, BN), dtype=tl.float32), q_ptr + th * QDIM, r_ok, DN, k_ptr + ts * DNP,
+                            s_ok, DNP, DNP, KC, OPD, PREC)
+            sc = sliced_dot(sc, q_ptr + th * QDIM + DN, r_ok, R, lat_ptr + s.to(tl.int64) * WROW + LKV, s_ok, R,
+                            RP, KC, OPD, PREC) * scale
         visible = (s[None, :] <= rows[:, None]) & s_ok[None, :]
         sc = tl.where(visible, sc, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(sc, axis=1))  # finite: key s = t is always visible to row t
@@ -244,15 +304,16 @@ def _flash_kernel(q_ptr, lat_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, o_ptr, T,
         p = tl.exp(sc - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(v_ptr + ts[:, None] * DVP + dv[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DVP]
-        acc = acc * alpha[:, None] + tl.dot(p.to(OPD), v)
+        acc = acc * alpha[:, None] + tl.dot(p.to(OPD), v, input_precision=PREC)
         m_i = m_new
     o = acc / l_i[:, None]
     tl.store(o_ptr + th[:, None] * DV + dv[None, :], o.to(o_ptr.dtype.element_ty),
              mask=r_ok[:, None] & (dv < DV)[None, :])
 
 
-def prefill(q, latent, cache, pos, w_uk, w_uv, scale):
-    """The whole prefill path on checked arguments: write rows, history (absorbed), new rows (naive)."""
+def prefill(q, latent, cache, pos, w_uk, w_uv, scale, fp32=False):
+    """The whole prefill path on checked arguments: write rows, history (absorbed), new rows (naive).
+    fp32=True: float32 operands and tf32x3 dots ("triton_fp32"); else 16-bit / tf32 ones (claim "bf16")."""
     t, n, qdim = q.shape
     _, dn, lkv = w_uk.shape
     dv = w_uv.shape[1]
@@ -261,24 +322,35 @@ def prefill(q, latent, cache, pos, w_uk, w_uv, scale):
     wrow = lkv + r
     dev = q.device
     q, latent, w_uk, w_uv = q.contiguous(), latent.contiguous(), w_uk.contiguous(), w_uv.contiguous()
-    opd, tl_opd = operand_dtype(cache)
+    opd, tl_opd = operand_dtype(cache, fp32)
+    prec = dot_precision(fp32)
     write_rows(latent, cache, pos)
     qlat = absorb(q, w_uk, pos, lkp, True, opd)  # [T, N, LKP]
     k_new = torch.empty((t, n, dnp), dtype=opd, device=dev)
     v_new = torch.empty((t, n, dvp), dtype=opd, device=dev)
     big = t >= 64
     bm = 64 if big else 16
+    if fp32:  # launch shapes: (BK, warps, stages), (BN, VC, KC, warps, stages), (BM, BN, KC, warps, stages)
+        project = (FP32_PROJECT_BK, FP32_PROJECT_WARPS, 3)
+        history = (FP32_HISTORY_BN, FP32_HISTORY_VC, FP32_HISTORY_KC, FP32_HISTORY_WARPS, FP32_HISTORY_STAGES)
+        flash = (FP32_FLASH_BM, FP32_FLASH_BN, FP32_FLASH_KC, FP32_FLASH_WARPS, FP32_FLASH_STAGES)
+    else:
+        project = (PROJECT_BK, PROJECT_WARPS, 3)
+        history = (HISTORY_BN, HISTORY_VC, 0, HISTORY_WARPS, 3)
+        flash = (FLASH_BM, FLASH_BN, 0, FLASH_WARPS, FLASH_STAGES)
     _project_kernel[(cdiv(t, bm), n)](latent, w_uk, w_uv, k_new, v_new, t, n, dn, dv, lkv, wrow, BM=bm,
-                                      BK=min(PROJECT_BK, lkp), DNP=dnp, DVP=dvp, OPD=tl_opd, num_warps=PROJECT_WARPS)
+                                      BK=min(project[0], lkp), DNP=dnp, DVP=dvp, OPD=tl_opd, PREC=prec,
+                                      num_warps=project[1], num_stages=project[2])
     m = torch.empty((t, n), dtype=torch.float32, device=dev)
     l_sum = torch.empty((t, n), dtype=torch.float32, device=dev)
     acc = torch.empty((t, n, dvp), dtype=torch.float32, device=dev)
     _history_kernel[(cdiv(t, 16), n)](q, qlat, cache, pos, w_uv, m, l_sum, acc, t, n, dn, r, dv, lkv, qdim, wrow,
-                                      float(scale), BM=16, BN=HISTORY_BN, LKP=lkp, RP=rp, DVP=dvp,
-                                      VC=min(lkp, HISTORY_VC), OPD=tl_opd, num_warps=HISTORY_WARPS)
+                                      float(scale), BM=16, BN=history[0], LKP=lkp, RP=rp, DVP=dvp,
+                                      VC=min(lkp, history[1]), OPD=tl_opd, PREC=prec, KC=history[2],
+                                      num_warps=history[3], num_stages=history[4])
     out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)
-    bm, bn = (FLASH_BM, FLASH_BN) if big else (16, 16)
+    bm, bn = flash[:2] if big else (16, 16)
     _flash_kernel[(cdiv(t, bm), n)](q, latent, k_new, v_new, m, l_sum, acc, out, t, n, dn, r, dv, lkv, qdim, wrow,
-                                    float(scale), BM=bm, BN=bn, DNP=dnp, RP=rp, DVP=dvp, OPD=tl_opd,
-                                    num_warps=FLASH_WARPS if big else 4, num_stages=FLASH_STAGES)
+                                    float(scale), BM=bm, BN=bn, DNP=dnp, RP=rp, DVP=dvp, OPD=tl_opd, PREC=prec,
+                                    KC=flash[2], num_warps=flash[3] if big else 4, num_stages=flash[4])
     return out

@@ -96,6 +96,9 @@ def launch_every_kernel():
                 r(32, 128, 512), r(32, 128, 512), 192 ** -0.5)
         attention.attention(*args)
         attention_splitk.attention_splitk(*args)
+        fp32_args = (r(t, 32, 192), r(t, 576), r(256, 576), torch.tensor([3]), r(32, 128, 512), r(32, 128, 512),
+                     192 ** -0.5)  # a float32 run: float32 activations and cache, tf32x3 dots
+        attention_splitk.attention_splitk_fp32(*fp32_args)
     logits, step = r(1, 163840), torch.tensor([3])
     for temperature, top_k, top_p in ((0.0, 0, 1.0), (0.8, 0, 1.0), (0.8, 50, 0.9), (0.8, 0, 0.9), (0.8, 500, 1.0)):
         sample.sample(logits, temperature, top_k, top_p, 1, step)
