@@ -122,7 +122,7 @@ gate)
   prereq
   # every CUDA implementation the registries stage did not prove (session 2 proved all 43; this re-proves the rest)
   run gate-others 60 sparkops check linear=torch_bf16 linear=triton kda=torch_recurrent kda=torch_chunked \
-      kda=triton_chunked kda=cupy_recurrent attention=torch_bf16 attention=triton attention=triton_splitk \
+      kda=triton_chunked kda=cupy_recurrent attention=torch_bf16 attention=triton attention=triton_splitk attention=triton_fp32 \
       attention=cupy_splitk_bf16 rmsnorm=cupy linear=cupy_dp4a quantize_act=cupy rmsnorm_quantize=cupy \
       rmsnorm_quantize=cupy_unfused moe_experts=torch_bf16 moe_experts=triton moe_experts=cupy_dp4a \
       --device cuda --json-out "$R/gate-others.json"
