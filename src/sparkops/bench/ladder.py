@@ -39,6 +39,15 @@ def tier_text(row: dict[str, Any], gone: dict[str, dict[str, Any]]) -> str:
     return t
 
 
+def _head(title: str, columns: str, align: str) -> list[str]:
+    """A section's heading and its table's first two lines (columns "a | b", align "|---|---:|")."""
+    return ["", f"## {title}", "", f"| {columns} |", align]
+
+
+def _when(r: dict[str, Any]) -> str:
+    return r["date"][:16].replace("T", " ")
+
+
 def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple[str, str]] = ()) -> str:
     gone = L.retractions(rows)
     out = ["# LADDER", "",
@@ -84,7 +93,7 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
             continue
         n += 1
         kl = f"{_f(r.get('worst_kl'), 3)} / {_f(r.get('worst_top1'), 3)}"
-        out.append(f"| {n} | {r['date'][:16].replace('T', ' ')} | {r['id']} | {_cell(r.get('change', ''))} "
+        out.append(f"| {n} | {_when(r)} | {r['id']} | {_cell(r.get('change', ''))} "
                    f"| {_cell(r.get('metric', r.get('key')))} | {_f(r.get('before'))} → {_f(r.get('after'))} "
                    f"| {_f(r.get('ratio'), 3)} | {_cell(tier_text(r, gone))} | {kl} "
                    f"| `{_cell(r.get('command', ''))}` |")
@@ -93,12 +102,11 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
 
     refusals = [r for r in rows if r["kind"] == "refusal"]
     if refusals:
-        out += ["", "## Refused by the model gate (nothing was timed)", "",
-                "| date | row | change | registry | worst depth | KL / top-1 | command |",
-                "|---|---|---|---|---:|---|---|"]
+        out += _head("Refused by the model gate (nothing was timed)",
+                     "date | row | change | registry | worst depth | KL / top-1 | command", "|---|---|---|---|---:|---|---|")
         for r in refusals:
             kl = f"{_f(r.get('worst_kl'), 3)} / {_f(r.get('worst_top1'), 3)}"
-            out.append(f"| {r['date'][:16].replace('T', ' ')} | {r['id']} | {_cell(r.get('change', ''))} "
+            out.append(f"| {_when(r)} | {r['id']} | {_cell(r.get('change', ''))} "
                        f"| {_cell(r.get('registry', ''))} | {r.get('worst_depth', '')} | {kl} "
                        f"| `{_cell(r.get('command', ''))}` |")
 
@@ -122,14 +130,14 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
 
     peers = [r for r in rows if r["kind"] == "peer"]
     if peers:
-        out += ["", "## Peer figures (same box, same GGUF, interleaved)", "",
-                "| date | workload | peer | peer tok/s | sparkops tok/s | sparkops / peer | peer build | command |",
-                "|---|---|---|---:|---:|---:|---|---|"]
+        out += _head("Peer figures (same box, same GGUF, interleaved)",
+                     "date | workload | peer | peer tok/s | sparkops tok/s | sparkops / peer | peer build | command",
+                     "|---|---|---|---:|---:|---:|---|---|")
         for r in peers:
             figs = r.get("peer_figures") or [{}]
             build = figs[0].get("build_commit", "")
             status = " (retracted)" if r["id"] in gone else ""
-            out.append(f"| {r['date'][:16].replace('T', ' ')} | `{r['key']}`{status} | {r['peer']} "
+            out.append(f"| {_when(r)} | `{r['key']}`{status} | {r['peer']} "
                        f"| {_f(r['peer_value'])} "
                        f"| {_f(r['value'])} | {_f(r.get('ratio'), 3)} | {_cell(build)} "
                        f"| `{_cell(r.get('command', ''))}` |")
