@@ -13,7 +13,8 @@
 #     ladder      48B decode at 0, 4096, 32768: torch eager vs fast through one CUDA graph per step;
 #                 diagnose at those depths; prefill 32768 (torch; fill). Contexts filled once by the fill registry
 #     ladder131k  the same decode pair at 131072; diagnose at 131072
-#     rungs       the single steps at 0, 4096, 32768: torch -> fast (eager), fast eager -> fast graph
+#     rungs       the single steps at 0, 4096, 32768: torch -> fast (eager), fast eager -> fast graph; a bf16
+#                 MLA cache vs float32 at 32768
 #     tests       every test marked gpu
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
 #
@@ -166,6 +167,9 @@ rungs)
   run decode-fast-graph 120 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 64 --repeats 6 \
       --registry $FAST_REG --vs $FAST_REG --graph B $GATE $FILL \
       --change "the whole decode step as one CUDA graph (float32 kernels)"
+  run decode-bf16-cache 120 sparkops bench decode --model $M --depth 32768 --tokens 64 --repeats 6 \
+      --registry $FAST_REG --vs $FAST_REG --graph A,B --cache-dtype A=float32,B=bfloat16 $GATE $FILL \
+      --change "a bf16 MLA cache under float32 activations (fast, graph)"
   ;;
 tests)    run gpu-tests 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
 opbench)

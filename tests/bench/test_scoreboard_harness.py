@@ -187,6 +187,26 @@ def test_a_bf16_cache_under_float32_activations(nano, registries, tmp_path):
     assert cost.bytes < token_cost(nano.config, "decode", depth=8, weights=nano, cache_elsize=4).bytes
 
 
+def test_the_cache_dtype_per_arm(nano, passing_gate, registries, tmp_path):
+    """--cache-dtype A=float32,B=bfloat16: the same registry timed with each cache, ABAB; each arm proves its depth
+    on its own cache, the fill registry keeps one engine per kind of state, the figures say which cache ran."""
+    import shutil
+
+    import torch
+
+    a, b = registries
+    fill = tmp_path / "fill.toml"
+    shutil.copy(a, fill)
+    req = BenchRequest("decode", (12,), 2, [("A", a), ("B", b)], repeats=2, warmup=0, fill_registry=fill,
+                       cache_dtype=bench_cmd.parse_cache_dtype("A=float32,b=bfloat16"))
+    assert req.cache_dtype == {"A": torch.float32, "B": torch.bfloat16}
+    p = run_bench(req, nano).points[0]
+    assert (p.arms["A"].cache_dtype, p.arms["B"].cache_dtype) == ("float32", "bfloat16")
+    assert all(arm.proof["depth"] == 12 for arm in p.arms.values())
+    with pytest.raises(BadInput, match="A=float32,B=bfloat16"):
+        bench_cmd.parse_cache_dtype("C=float32")
+
+
 def test_a_state_copy_refuses_a_different_context(nano):
     from sparkops.engine import Engine
     from sparkops.engine.loading import make_ops

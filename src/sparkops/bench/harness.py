@@ -88,7 +88,9 @@ class BenchRequest:
     matmul_n: int | None = None
     graph: tuple[str, ...] = ()  # arms whose decode steps replay one captured CUDA graph per token
     fill_registry: Path | None = None  # fills the context to each depth once; every arm gets a copy of that state
-    cache_dtype: torch.dtype | None = None  # the MLA cache's dtype (None: each arm's activation dtype)
+    # the MLA cache's dtype: one for every arm, or per arm ({"A": float32, "B": bfloat16}); None: the
+    # arm's activation dtype
+    cache_dtype: torch.dtype | dict[str, torch.dtype] | None = None
 
     def validate(self, config) -> None:
         if self.phase not in PHASES:
@@ -120,6 +122,11 @@ class BenchRequest:
             raise BadInput("--peer needs the model as a GGUF file (the peer runs the same file); "
                            "pass --model FILE.gguf")
 
+    def cache_dtype_of(self, label: str) -> torch.dtype | None:
+        if isinstance(self.cache_dtype, dict):
+            return self.cache_dtype.get(label)
+        return self.cache_dtype
+
     @property
     def fill_chunk(self) -> int:
         """Chunk of the untimed fills up to a depth: --chunk, else FILL_CHUNK (a 131072-token context filled
@@ -142,6 +149,7 @@ class ArmFigures:
     roofline: dict[str, Any] = field(default_factory=dict)
     selections: dict[str, str] = field(default_factory=dict)  # op -> the implementation that ran (a path is not enough)
     mode: str = "eager"  # "eager": one call per op per step; "graph": one CUDA graph replay per step
+    cache_dtype: str = ""  # the MLA cache's dtype this arm ran with
 
     @property
     def spread(self) -> Spread:
@@ -220,7 +228,7 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     gated = list(req.registries) + ([("fill", req.fill_registry)] if req.fill_registry else [])
     for label, path in gated:
         verdict = GATE(on_device, path, device=req.device, dtype=dtypes[label], depths=req.gate_depths,
-                       golden=req.gate_golden, cache_dtype=req.cache_dtype)
+                       golden=req.gate_golden, cache_dtype=req.cache_dtype_of(label))
         if not verdict.passed:
             raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed:\n"
                                      f"{verdict.report}", verdict, label)
@@ -231,9 +239,9 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
 
     # 3. engines sharing one weights object on the device
     engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label],
-                             cache_dtype=req.cache_dtype) for label, path in req.registries}
+                             cache_dtype=req.cache_dtype_of(label)) for label, path in req.registries}
     prompt = dep.random_tokens(req.max_context, weights.config.vocab_size, req.seed)  # [max_context]
-    filler = Filler(req, on_device, {dtypes[label] for label, _ in req.registries})
+    filler = Filler(req, on_device, {_state_kind(e) for e in engines.values()})
 
     # 4. per depth: fill, prove, warm up, time ABAB, check
     points = []
@@ -277,29 +285,36 @@ def _peer_round(req: BenchRequest, point: Point) -> None:
     point.peer_figures.append(fig.as_dict())
 
 
+def _state_kind(engine: Engine) -> tuple[torch.dtype, torch.dtype]:
+    """(activation dtype, MLA cache dtype): engines of one kind can take each other's state."""
+    return engine.dtype, engine.state.cache_dtype
+
+
 class Filler:
     """Brings an arm's engine to depth D: by its own prefill, or by copying the state of one engine on the
-    fill registry (per cache dtype), filled once per depth."""
+    fill registry (one per activation and cache dtype), filled once per depth."""
 
-    def __init__(self, req: BenchRequest, weights: ModelWeights, dtypes: set[torch.dtype]):
+    def __init__(self, req: BenchRequest, weights: ModelWeights, kinds: set[tuple[torch.dtype, torch.dtype]]):
         self.req = req
-        self.engines: dict[torch.dtype, Engine] = {}
+        self.engines: dict[tuple[torch.dtype, torch.dtype], Engine] = {}
         if req.fill_registry:
-            self.engines = {dt: Engine(weights, make_ops(req.device, req.fill_registry), max_context=req.max_context,
-                                       dtype=dt, cache_dtype=req.cache_dtype) for dt in dtypes}
-        self.at: dict[torch.dtype, int] = {}
+            self.engines = {(dt, ct): Engine(weights, make_ops(req.device, req.fill_registry),
+                                             max_context=req.max_context, dtype=dt, cache_dtype=ct)
+                            for dt, ct in kinds}
+        self.at: dict[tuple[torch.dtype, torch.dtype], int] = {}
 
     def fill(self, eng: Engine, prompt: torch.Tensor, d: int) -> None:
         eng.reset()
-        src = self.engines.get(eng.dtype)
+        kind = _state_kind(eng)
+        src = self.engines.get(kind)
         if src is None:
             dep.fill(eng, prompt[:d], self.req.fill_chunk)
             return
-        if self.at.get(eng.dtype) != d:
+        if self.at.get(kind) != d:
             src.reset()
             dep.fill(src, prompt[:d], self.req.fill_chunk)
             dep.verify_depth(src, d, fresh=True)
-            self.at[eng.dtype] = d
+            self.at[kind] = d
         eng.state.copy_from(src.state)
 
 
@@ -342,7 +357,8 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
         dep.check_fingerprint(eng, proofs[label])
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label].as_dict(),
-                                       selections=selections(eng), mode="graph" if label in graphs else "eager")
+                                       selections=selections(eng), mode="graph" if label in graphs else "eager",
+                                       cache_dtype=dtype_name(eng.state.cache_dtype))
     return point
 
 
@@ -393,5 +409,5 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
     for label, eng in engines.items():
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label],
-                                       selections=selections(eng))
+                                       selections=selections(eng), cache_dtype=dtype_name(eng.state.cache_dtype))
     return point

@@ -37,7 +37,8 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) ->
     key = workload_key(p.phase, run.model["name"], run.model["mix"], run.env["device_slug"], p.depth, p.tokens)
     cand = p.arms["B"] if "B" in p.arms else p.arms["A"]
     gate = run.gates[cand.label]
-    figures = [{"label": a.label, "registry": a.registry, "mode": a.mode, "dtype": a.dtype, "value": a.median,
+    figures = [{"label": a.label, "registry": a.registry, "mode": a.mode, "dtype": a.dtype,
+                "cache_dtype": a.cache_dtype, "value": a.median,
                 "rates": a.rates,
                 "iqr": [a.spread.lo, a.spread.hi], "roofline_fraction": a.roofline.get("fraction"),
                 "selections": a.selections}

@@ -54,7 +54,8 @@ def add_parser(sub) -> None:
     p.add_argument("--graph", metavar="A|B|A,B", help="decode these arms through one captured CUDA graph per "
                    "step (teacher-forced like the eager arm); e.g. --registry R --vs R --graph B times graph vs eager")
     p.add_argument("--cache-dtype", default="auto", help="the MLA cache's dtype: auto (the activation dtype), "
-                   "float32 or bfloat16 (half the cache bytes read per token; the gate then judges by the bf16 rule)")
+                   "float32 or bfloat16 (half the cache bytes read per token; the gate then judges by the bf16 rule); "
+                   "per arm as A=float32,B=bfloat16 to time the cache dtype itself")
     p.add_argument("--fill-registry", metavar="F", help="prefill the context to each depth once with this registry "
                    "(gated like the arms) and give every arm a copy of that state, instead of each arm prefilling "
                    "it: for a baseline too slow to prefill 131072 tokens itself")
@@ -92,6 +93,21 @@ def _record_refusal(req, weights, refused, command, args) -> None:
     row = record_refusal(refusal_row(req, model_info(weights, args.model), provenance.environment(req.device), refused,
                                      command, args.change), args.bench_dir)
     err_console.print(f"recorded the refusal as ledger row {row['id']} (no figure)")
+
+
+def parse_cache_dtype(text: str | None):
+    """'auto' -> None; 'bfloat16' -> one dtype for every arm; 'A=float32,B=bfloat16' -> per arm."""
+    from ..bench.harness import parse_dtype
+
+    if not text or "=" not in text:
+        return parse_dtype(text)
+    out = {}
+    for part in text.replace(" ", "").split(","):
+        label, _, name = part.partition("=")
+        if label.upper() not in ("A", "B") or not name:
+            raise BadInput(f"--cache-dtype '{text}': give one dtype, or arms and dtypes like A=float32,B=bfloat16")
+        out[label.upper()] = parse_dtype(name)
+    return out
 
 
 def parse_graph(text: str | None) -> tuple[str, ...]:
@@ -141,7 +157,7 @@ def run(args) -> int:
                        peer_gguf=gguf_path(args.model, weights) if spec else None,
                        graph=parse_graph(args.graph),
                        fill_registry=Path(args.fill_registry) if args.fill_registry else None,
-                       cache_dtype=parse_dtype(args.cache_dtype))
+                       cache_dtype=parse_cache_dtype(args.cache_dtype))
     command = command_line(canonical_argv(args))
     try:
         bench_run = run_bench(req, weights, command=command, source=args.model)
@@ -166,7 +182,8 @@ def run(args) -> int:
 #: (option, attribute) in the order the canonical command spells them
 _OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), ("--registry", "registry"),
             ("--vs", "vs"), ("--repeats", "repeats"), ("--warmup", "warmup"), ("--seed", "seed"),
-            ("--device", "device"), ("--dtype", "dtype"), ("--cache-dtype", "cache_dtype"), ("--chunk", "chunk"), ("--gate-depths", "gate_depths"),
+            ("--device", "device"), ("--dtype", "dtype"), ("--cache-dtype", "cache_dtype"), ("--chunk", "chunk"),
+            ("--gate-depths", "gate_depths"),
             ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--fill-registry", "fill_registry"),
             ("--peer", "peer"), ("--peer-args", "peer_args"))
 

@@ -32,6 +32,7 @@ class SequenceState:
         self.config = config
         self.max_context = max_context
         self.device = device
+        self.cache_dtype = cache_dtype
         self.layers: list[KDAState | MLAState] = []
         p, w = config.kda_inner, config.conv_kernel
         for kind in config.layer_kinds:
