@@ -132,3 +132,6 @@ nano, tmp_path, capsys, monkeypatch, reference_registry):
     assert (tmp_path / "diagnose-k3-nano-f32-d12.png").stat().st_size > 1000
     assert main(["diagnose", "--model", "k3-nano", "--depth", "4,x", "--paper"]) != 0
     assert "give integers" in " ".join(capsys.readouterr().err.split())
+    loads.clear()
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "4", "--fill-registry", str(tmp_path / "no.toml")]) == 2
+    assert "--fill-registry" in " ".join(capsys.readouterr().err.split()) and not loads  # refused before any load

@@ -200,8 +200,11 @@ def test_the_cache_dtype_per_arm(nano, passing_gate, registries, tmp_path):
     req = BenchRequest("decode", (12,), 2, [("A", a), ("B", b)], repeats=2, warmup=0, fill_registry=fill,
                        cache_dtype=bench_cmd.parse_cache_dtype("A=float32,b=bfloat16"))
     assert req.cache_dtype == {"A": torch.float32, "B": torch.bfloat16}
-    p = run_bench(req, nano).points[0]
+    run = run_bench(req, nano)
+    p = run.points[0]
     assert (p.arms["A"].cache_dtype, p.arms["B"].cache_dtype) == ("float32", "bfloat16")
+    # the fill registry is gated as it runs: once per kind of state it fills
+    assert sorted(run.gates) == ["A", "B", "fill (float32, bfloat16 cache)", "fill (float32, float32 cache)"]
     assert all(arm.proof["depth"] == 12 for arm in p.arms.values())
     with pytest.raises(BadInput, match="A=float32,B=bfloat16"):
         bench_cmd.parse_cache_dtype("C=float32")

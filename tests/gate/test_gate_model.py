@@ -134,3 +134,7 @@ def test_bisect_cli(tmp_path, catalog, monkeypatch, capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "moe_router" in out and "missing_scale" in out and "FAIL" in out
     assert main(["check", "--model", "k3-nano", "--registry", str(base), "--bisect", str(base)]) == 2
+    assert main(["check", "--model", "k3-nano", "--registry", str(bad), "--bisect", str(tmp_path / "no.toml")]) == 2
+    assert "--bisect" in " ".join(capsys.readouterr().err.split())
+    assert main(["check", "--model", "k3-nano", "--cache-dtype", "int8"]) == 2
+    assert "--cache-dtype int8" in " ".join(capsys.readouterr().err.split())

@@ -56,11 +56,11 @@ _DTYPES = {"float32": torch.float32, "f32": torch.float32, "bfloat16": torch.bfl
            "float16": torch.float16, "f16": torch.float16}
 
 
-def parse_dtype(text: str | None) -> torch.dtype | None:
+def parse_dtype(text: str | None, option: str = "--dtype") -> torch.dtype | None:
     if text in (None, "auto"):
         return None
     if text not in _DTYPES:
-        raise BadInput(f"--dtype {text}: use auto, float32, bfloat16 or float16")
+        raise BadInput(f"{option} {text}: use auto, float32, bfloat16 or float16")
     return _DTYPES[text]
 
 
@@ -217,18 +217,23 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     req.validate(weights.config)
     env = provenance.environment(req.device)
     dtypes = {label: req.dtype or gating.default_dtype(path, req.device) for label, path in req.registries}
+    # what is gated: each arm as it will be timed, and the fill registry as it will run - once per kind of
+    # state it fills (the arms' activation and cache dtypes), since it fills the caches the arms then read
+    gated = [(label, path, dtypes[label], req.cache_dtype_of(label)) for label, path in req.registries]
     if req.fill_registry:
-        dtypes["fill"] = req.dtype or gating.default_dtype(req.fill_registry, req.device)
+        kinds = sorted({(dtypes[label], req.cache_dtype_of(label) or dtypes[label]) for label, _ in req.registries},
+                       key=str)
+        gated += [("fill" if len(kinds) == 1 else f"fill ({dtype_name(dt)}, {dtype_name(ct)} cache)",
+                   req.fill_registry, dt, ct) for dt, ct in kinds]
 
     # the weights go to the device once: the gate's engines and the timed ones all share this copy
     on_device = weights if weights.embed.device.type == req.device else weights.to(req.device)
 
     # 1. the gate, on exactly what will be timed
     gates = {}
-    gated = list(req.registries) + ([("fill", req.fill_registry)] if req.fill_registry else [])
-    for label, path in gated:
-        verdict = GATE(on_device, path, device=req.device, dtype=dtypes[label], depths=req.gate_depths,
-                       golden=req.gate_golden, cache_dtype=req.cache_dtype_of(label))
+    for label, path, dtype, cache_dtype in gated:
+        verdict = GATE(on_device, path, device=req.device, dtype=dtype, depths=req.gate_depths,
+                       golden=req.gate_golden, cache_dtype=cache_dtype)
         if not verdict.passed:
             raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed:\n"
                                      f"{verdict.report}", verdict, label)
@@ -342,9 +347,7 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
                 for i in range(n):
                     eng.decode(steps[i:i + 1])
             else:
-                for i in range(n):
-                    step.token.copy_(steps[i:i + 1])  # teacher-forced: the eager arm's token, on the device
-                    step()
+                step.forced(steps)  # teacher-forced: the eager arm's tokens, each one graph replay
         if timed:
             rates[label].append(n / t.seconds)
             point.order.append(label)

@@ -58,13 +58,14 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) ->
         "id": L.new_id(date), "kind": "measurement", "date": date, "change": change, "key": key,
         "phase": p.phase, "depth": p.depth, "tokens": p.tokens, "model": run.model, "metric": _metric(p),
         "unit": "tok/s", "before": before, "after": after, "ratio": ratio, "tier": tier, "noise": noise,
-        "registry": _how({"registry": cand.registry, "mode": cand.mode}), "dtype": cand.dtype,
+        "registry": how_run(cand.registry, cand.mode), "dtype": cand.dtype,
         "worst_kl": gate.worst_kl, "worst_top1": gate.worst_top1, "worst_depth": gate.worst_depth,
         "gates": {label: g.as_dict() for label, g in run.gates.items()},
         "figures": figures, "pair_ratios": ratios, "order": p.order, "warmup_order": p.warmup_order,
         "repeats": run.request.repeats, "warmup": run.request.warmup, "seed": run.request.seed,
         "chunk": run.request.chunk,
-        "fill_registry": str(run.request.fill_registry) if run.request.fill_registry else None, "depth_proof": {a.label: a.proof for a in p.arms.values()},
+        "fill_registry": str(run.request.fill_registry) if run.request.fill_registry else None,
+        "depth_proof": {a.label: a.proof for a in p.arms.values()},
         "roofline": {a.label: a.roofline for a in p.arms.values()}, "cost": p.cost.as_dict(),
         "ceilings": run.ceilings.as_dict(), **_box(run),
     }
@@ -80,7 +81,8 @@ def refusal_row(req: Any, model: dict[str, Any], env: dict[str, Any], refused: A
         regs["fill"] = str(req.fill_registry)
     return {"id": L.new_id(date), "kind": "refusal", "date": date, "phase": req.phase, "depths": list(req.depths),
             "tokens": req.tokens, "model": model, "change": change or f"registry {refused.label}",
-            "refused": refused.label, "registry": regs.get(refused.label or "", ""), "registries": regs,
+            "refused": refused.label, "registries": regs,
+            "registry": regs["fill"] if str(refused.label).startswith("fill") else regs.get(refused.label or "", ""),
             "gate": v.as_dict() if v is not None else None, "why": str(refused).splitlines()[0],
             "worst_kl": v.worst_kl if v else None, "worst_top1": v.worst_top1 if v else None,
             "worst_depth": v.worst_depth if v else None, "command": command, "commit": env.get("commit"),
@@ -108,9 +110,13 @@ def peer_row(run: BenchRun, p: Point, measured: dict[str, Any]) -> dict[str, Any
             "model": run.model, **_box(run)}
 
 
-def _how(figure: dict[str, Any]) -> str:
+def how_run(registry: str, mode: str | None) -> str:
     """The registry a figure ran, with its decode mode when that was a CUDA graph."""
-    return figure["registry"] + (" (graph)" if figure.get("mode") == "graph" else "")
+    return str(registry) + (" (graph)" if mode == "graph" else "")
+
+
+def _how(figure: dict[str, Any]) -> str:
+    return how_run(figure["registry"], figure.get("mode"))
 
 
 def offer_row(frontier: Frontier, row: dict[str, Any]) -> dict[str, str]:
@@ -129,7 +135,7 @@ def record_run(run: BenchRun, bench: str | Path | None = None, change: str | Non
     d.mkdir(parents=True, exist_ok=True)
     frontier = Frontier.load(d / L.FRONTIER)
     regs = [str(p) for _, p in run.request.registries]
-    regs = [r + (" (graph)" if label in run.request.graph else "")
+    regs = [how_run(r, "graph" if label in run.request.graph else "eager")
             for r, (label, _) in zip(regs, run.request.registries)]
     change = change or (f"{regs[1]} vs {regs[0]}" if len(regs) == 2 else f"{regs[0]} (no baseline)")
     rows = []

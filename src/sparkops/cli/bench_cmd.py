@@ -100,13 +100,13 @@ def parse_cache_dtype(text: str | None):
     from ..bench.harness import parse_dtype
 
     if not text or "=" not in text:
-        return parse_dtype(text)
+        return parse_dtype(text, "--cache-dtype")
     out = {}
     for part in text.replace(" ", "").split(","):
         label, _, name = part.partition("=")
         if label.upper() not in ("A", "B") or not name:
             raise BadInput(f"--cache-dtype '{text}': give one dtype, or arms and dtypes like A=float32,B=bfloat16")
-        out[label.upper()] = parse_dtype(name)
+        out[label.upper()] = parse_dtype(name, "--cache-dtype")
     return out
 
 
@@ -206,6 +206,8 @@ def _point_json(p) -> dict:
 
 
 def _print(run, rows) -> None:
+    from ..bench.record import how_run
+
     env = run.env
     console.print(f"[bold]{run.model['name']}[/] ({run.model['mix']}) on {env['device_name']}; clocks: "
                   f"{_clocks(env['clocks'])}; torch {env['versions'].get('torch')}; commit "
@@ -231,7 +233,7 @@ def _print(run, rows) -> None:
             point = f"d={p.depth}+{p.tokens}" if p.phase == "decode" else \
                 f"T={p.tokens}" + (f"@d={p.depth}" if p.depth else "")
             table.add_row(point if label == "A" else "", label,
-                          a.registry + (" (graph)" if a.mode == "graph" else ""), f"{a.median:.4g}",
+                          how_run(a.registry, a.mode), f"{a.median:.4g}",
                           f"{s.lo:.4g}..{s.hi:.4g}", f"{100 * a.roofline.get('fraction', 0):.2f}%",
                           (f"{sorted(ratios)[len(ratios) // 2]:.3f} ({min(ratios):.3f}..{max(ratios):.3f})"
                            if ratios and label == "B" else ""),

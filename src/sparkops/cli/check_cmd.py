@@ -78,8 +78,8 @@ def run(args) -> int:
         return _run_model(args)
     if args.depths or args.golden_registry or args.decode_steps is not None or args.bisect or args.dtype != "auto" \
             or args.cache_dtype != "auto":
-        raise BadInput("--depths, --decode-steps, --golden-registry, --dtype and --bisect belong to the model "
-                       "gate; add --model MODEL")
+        raise BadInput("--depths, --decode-steps, --golden-registry, --dtype, --cache-dtype and --bisect belong to "
+                       "the model gate; add --model MODEL")
     if bool(args.pairs) == bool(args.all):
         raise BadInput("give OP=IMPL pairs or --all (not both, not neither), e.g. `sparkops check rmsnorm=torch`")
     if args.case and (args.all or len(args.pairs) != 1):
@@ -201,7 +201,7 @@ def _write_records(args, outcomes) -> list[str]:
 def _dtype(args, attr: str = "dtype"):
     from ..bench.harness import parse_dtype
 
-    return parse_dtype(getattr(args, attr))
+    return parse_dtype(getattr(args, attr), "--" + attr.replace("_", "-"))
 
 
 def _run_bisect(args, registry, golden, device, steps) -> int:
@@ -210,6 +210,8 @@ def _run_bisect(args, registry, golden, device, steps) -> int:
 
     if args.captured:
         raise BadInput("--bisect runs the eager model gate; drop --captured")
+    if not Path(args.bisect).exists():
+        raise BadInput(f"--bisect {args.bisect}: no such registry file (the base each selection is tried on)")
     base = Registry.load(args.bisect)
     trials = bisect_registry(args.model, registry, base, device=device, golden=golden,
                              depths=parse_depths(args.depths), decode_steps=steps, dtype=_dtype(args),

@@ -85,7 +85,11 @@ def run(args) -> int:
     from ..bench.harness import parse_dtype
     from ..bench.ledger import bench_dir
 
-    depths = parse_depths(args.depth)
+    from .bench_cmd import parse_depths
+
+    depths = parse_depths(args.depth, "decode")
+    if args.fill_registry and not Path(args.fill_registry).exists():
+        raise BadInput(f"--fill-registry {args.fill_registry}: no such registry file")
     if args.gpus < 1 or args.steps < 1 or args.prefill_tokens < 1:
         raise BadInput("need --gpus >= 1, --steps >= 1, --prefill-tokens >= 1")
     out = Path(args.out) if args.out else bench_dir()
@@ -107,7 +111,7 @@ def run(args) -> int:
         for depth in depths:
             d = D.measured(weights, reg, depth, device=args.device, dtype=dtype, steps=args.steps,
                            prefill_tokens=args.prefill_tokens, fill_registry=args.fill_registry,
-                           cache_dtype=parse_dtype(args.cache_dtype))
+                           cache_dtype=parse_dtype(args.cache_dtype, "--cache-dtype"))
             if args.worlds:
                 args.depth = depth
                 _collectives(d, args, reg)
@@ -120,16 +124,6 @@ def run(args) -> int:
     for d, pngs in drawn:
         _print(d, pngs)
     return 0
-
-
-def parse_depths(text) -> list[int]:
-    try:
-        depths = [int(x) for x in str(text).replace(",", " ").split()]
-    except ValueError:
-        raise BadInput(f"--depth '{text}': give integers, e.g. --depth 0,4096,32768,131072") from None
-    if not depths or any(d < 0 for d in depths):
-        raise BadInput(f"--depth '{text}': depths must be >= 0")
-    return depths
 
 
 def _collectives(d, args, reg) -> None:

@@ -52,6 +52,13 @@ class DecodeStep:
         e.state.length += 1
         return self.token
 
+    def forced(self, tokens: torch.Tensor) -> None:
+        """Run one step per token of `tokens` ([N] on the device), each fed in as the step's input instead
+        of the token it sampled (teacher forcing: what timing and gating compare against an eager decode)."""
+        for i in range(tokens.shape[0]):
+            self.token.copy_(tokens[i:i + 1])
+            self()
+
     def capture(self, warmup: int = 2) -> None:
         """Capture the step as one CUDA graph. The state is left exactly as it was before."""
         e = self.engine

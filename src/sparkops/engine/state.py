@@ -50,13 +50,8 @@ class SequenceState:
         self.length = 0  # host mirror, advanced by the engine
 
     def reset(self) -> None:
-        for st in self.layers:
-            if isinstance(st, KDAState):
-                for t in (st.conv_q, st.conv_k, st.conv_v, st.recurrent):
-                    t.zero_()
-            else:
-                st.cache.zero_()
-        self.pos.zero_()
+        for t in self.tensors():
+            t.zero_()
         self.length = 0
 
     def tensors(self) -> list[torch.Tensor]:
@@ -86,11 +81,7 @@ class SequenceState:
 
     @property
     def nbytes(self) -> int:
-        total = self.pos.numel() * 8
-        for st in self.layers:
-            tensors = (st.conv_q, st.conv_k, st.conv_v, st.recurrent) if isinstance(st, KDAState) else (st.cache,)
-            total += sum(t.numel() * t.element_size() for t in tensors)
-        return total
+        return sum(t.numel() * t.element_size() for t in self.tensors())
 
 
 class Snapshot:
