@@ -17,6 +17,14 @@
 #                 MLA cache vs float32 at 32768
 #     tests       every test marked gpu
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
+#     iq1s        the 48B iq1_s GGUF: synthesize, generate (torch eager; fast through the graph)
+#     parallel    two GPUs over NCCL: the 48B sharded (tensor + expert parallel) gated against one GPU, the
+#                 collective share and Amdahl fit over worlds 1,2, and a recorded sharded bench; the same from
+#                 weights drawn on each GPU (no file), the k3-2.8t path
+#
+# Lanes (a machine of 2 GPUs): SUITE_LANE=NAME runs the stages as one lane, with its own logs and results file
+# ($OUT/results-NAME.tgz), so two lanes can share the machine, one per GPU (CUDA_VISIBLE_DEVICES). The
+# registries and the 48B are made under a lock: the first lane that needs them makes them, the other waits.
 #
 # Plan for 30 minutes of device time, calls back to back (the machine keeps /tmp only while it is held):
 #   SUITE_BUDGET=540 bash bench/gpu_suite.sh install registries synth gate tests
@@ -35,36 +43,47 @@
 set -uo pipefail
 T0=$(date +%s)
 BUDGET=${SUITE_BUDGET:-560}
+[ -n "${SUITE_DEADLINE:-}" ] && BUDGET=$(( SUITE_DEADLINE - T0 ))  # lanes share one end (bench/gpu_lanes.sh)
 OUT=${OUT:-/tmp/sparkops-out}
-R=/tmp/suite-results/$T0        # this call's logs (the machine's /tmp lives as long as it is held)
+LANE=${SUITE_LANE:-main}
+R=/tmp/suite-results/$T0-$LANE  # this call's logs (the machine's /tmp lives as long as it is held)
 B=/tmp/suite-bench              # the machine's scoreboard, kept across calls
 mkdir -p "$OUT" "$R" "$B"
 export PYTHONUNBUFFERED=1 SPARKOPS_CACHE=/tmp/sparkops-cache COLUMNS=160 PYTHONPATH=/tmp/site SPARKOPS_BENCH_DIR=$B
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-M=/tmp/k48-q4_k_m.gguf
+M=/tmp/k48-q4_k_m.gguf M1=/tmp/k48-iq1_s.gguf
 TORCH_REG=/tmp/cuda-torch.toml FAST_REG=/tmp/cuda-fast.toml FILL_REG=/tmp/cuda-fill.toml
 # the fastest selections that pass the 48B model gate (session 2: every bf16 claim fails it there, see
 # bench/gpu-runs/2026-11-29-session2/README.md): float32-accurate Triton kernels, CuPy split-K attention
 FAST_PAIRS="embedding=triton rmsnorm=triton add_rmsnorm=triton linear=triton_fp32 short_conv=triton kda=triton
 gated_rmsnorm=triton attention=cupy_splitk moe_router=triton moe_experts=triton_fp32 sample=triton"
 
-log() { echo "== $(( $(date +%s) - T0 ))s $*" | tee -a "$OUT/suite.log"; }
+log() { echo "== $(( $(date +%s) - T0 ))s [$LANE] $*" | tee -a "$OUT/suite.log"; }
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 # run NAME MIN_SECONDS CMD...: run CMD if at least MIN_SECONDS are left, never past the budget
+# A step that ended (passed or refused, not stopped at the budget) leaves $DONE/NAME holding its exit status,
+# and a later call on the same machine skips it (SUITE_REDO=1 runs it again): every call can name the stages
+# it wants and carry on where the last one stopped.
+DONE=/tmp/suite-done; mkdir -p $DONE
 run() {
   local name=$1 need=$2; shift 2
+  if [ -f "$DONE/$name" ] && [ -z "${SUITE_REDO:-}" ]; then
+    log "$name: done earlier on this machine (rc=$(cat "$DONE/$name")), skipped"; return "$(cat "$DONE/$name")"
+  fi
   local l; l=$(left)
   if (( l < need )); then log "SKIP $name: ${l}s left, it needs ~${need}s"; return 1; fi
   log "$name (limit ${l}s): $*"
   timeout --kill-after=5 "$l" "$@" > "$R/$name.log" 2>&1
   local rc=$?
   log "$name rc=$rc$( ((rc == 124 || rc == 137)) && echo ' (stopped at the budget)')"
+  # the registries and the GGUFs are their own markers (a failed swap or synth is tried again)
+  [[ $name == swap-* || $name == synth* ]] || ((rc == 124 || rc == 137)) || echo $rc > "$DONE/$name"
   tail -n 12 "$R/$name.log" | cut -c1-200
   return $rc
 }
 pack() {
   cp -f /tmp/cuda-*.toml "$R/" 2>/dev/null
-  tar czf "$OUT/results.tgz" -C "$R" . 2>/dev/null
+  tar czf "$OUT/results-$LANE.tgz" -C "$R" . 2>/dev/null
   tar czf "$OUT/bench.tgz" -C "$B" . 2>/dev/null
   log "packed: $(du -sh "$R" | cut -f1) of results, scoreboard $(wc -l < "$B/ledger.jsonl" 2>/dev/null || echo 0) rows"
 }
@@ -97,8 +116,14 @@ stage_registries() {
       --registry $0.new || sparkops swap attention=torch --device cuda --registry $0.new; } && mv $0.new $0' $FILL_REG $FAST_REG
 }
 stage_synth() { [ -f $M ] || run synth48 150 sparkops synth --preset kimi-linear-48b-a3b --quant q4_k_m -o $M; }
-# a stage that needs the registries and the 48B makes them first on a fresh machine (both are skipped when present)
-prereq() { stage_registries; stage_synth; }
+# a stage that needs the registries and the 48B makes them first on a fresh machine (both are skipped when
+# present); under a lock, so that a second lane waits for the first instead of making them again
+prereq() {
+  exec 9>/tmp/suite-prereq.lock; flock 9; stage_registries; stage_synth; flock -u 9
+  local f; for f in $TORCH_REG $FAST_REG $FILL_REG $M; do
+    [ -f "$f" ] || { log "SKIP the rest of stage $stage: $f is missing"; return 1; }
+  done
+}
 
 for stage in "$@"; do case $stage in
 install)
@@ -106,21 +131,21 @@ install)
     || { log "wheel install failed"; exit 1; }
   python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$R/install.log" 2>&1 \
     || { log "sparkops install failed"; cat "$R/install.log"; exit 1; }
-  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv | tee -a "$OUT/suite.log"
+  nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv | tee -a "$OUT/suite.log"
+  nvidia-smi topo -m 2>/dev/null | head -4 | tee -a "$OUT/suite.log"
   python3 -c "import torch, triton, cupy; print(torch.__version__, triton.__version__, cupy.__version__)" | tee -a "$OUT/suite.log"
   git log --oneline -1 | tee -a "$OUT/suite.log"
   [ -f "$B/ledger.jsonl" ] || cp bench/ledger.jsonl bench/frontier.toml "$B/"
   sparkops plugins > "$R/plugins.txt" 2>&1
   ;;
-registries) stage_registries ;;
-synth)      stage_synth ;;
+registries|synth) prereq || continue ;;
 generate)
-  prereq
+  prereq || continue
   run generate48-torch 60 sparkops generate --model $M --device cuda -n 16 --registry $TORCH_REG
   run generate48-fast-graph 60 sparkops generate --model $M --device cuda -n 64 --registry $FAST_REG --graph
   ;;
 gate)
-  prereq
+  prereq || continue
   # every CUDA implementation the registries stage did not prove (session 2 proved all 43; this re-proves the rest)
   run gate-others 60 sparkops check linear=torch_bf16 linear=triton kda=torch_recurrent kda=torch_chunked \
       kda=triton_chunked kda=cupy_recurrent attention=torch_bf16 attention=triton attention=triton_splitk attention=triton_fp32 \
@@ -139,7 +164,7 @@ gate)
       --device cuda --depths 1,64 --cache-dtype bfloat16
   ;;
 ladder)
-  prereq
+  prereq || continue
   # the baseline and the best gated registry, ABAB at each depth: torch eager (A) vs fast + one CUDA graph per step (B)
   run decode-torch-vs-best 200 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
       --registry $TORCH_REG --vs $FAST_REG --graph B $GATE $FILL \
@@ -152,7 +177,7 @@ ladder)
       --registry $FILL_REG $GATE --change "float32 kernels for prefill (triton GEMMs, float32 attention)"
   ;;
 ladder131k)
-  prereq
+  prereq || continue
   run decode131k 240 sparkops bench decode --model $M --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
       --registry $TORCH_REG --vs $FAST_REG --graph B $GATE $FILL \
       --change "float32 kernels (triton, cupy split-K attention) + the decode step as one CUDA graph, vs torch eager"
@@ -160,7 +185,7 @@ ladder131k)
       --fill-registry $FILL_REG --out "$R/diag"
   ;;
 rungs)
-  prereq
+  prereq || continue
   # the ladder's single steps, each its own row: torch eager -> fast eager -> fast graph
   run decode-torch-vs-fast 150 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
       --registry $TORCH_REG --vs $FAST_REG $GATE $FILL --change "float32 kernels (triton, cupy split-K attention), eager"
@@ -171,13 +196,34 @@ rungs)
       --registry $FAST_REG --vs $FAST_REG --graph A,B --cache-dtype A=float32,B=bfloat16 $GATE $FILL \
       --change "a bf16 MLA cache under float32 activations (fast, graph)"
   ;;
-tests)    run gpu-tests 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
+tests)    # every GPU visible, whichever lane runs it (the NCCL tests need two)
+  run gpu-tests 60 env -u CUDA_VISIBLE_DEVICES python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
 opbench)
-  OPB="python3 -m pytest -q -p no:cacheprovider bench --benchmark-only --benchmark-group-by=group"
+  OPB="python3 -m pytest -q -p no:cacheprovider bench --benchmark-only --benchmark-group-by=group --benchmark-max-time=0.5"
   run opbench 60 $OPB --benchmark-json="$R/opbench.json"
   # into the machine's ledger: every case side by side, bench/targets.toml met / missed / not measured
   [ -s "$R/opbench.json" ] && run opbench-ledger 5 sparkops ledger opbench "$R/opbench.json" --bench-dir "$B" \
       --command "$OPB --benchmark-json=opbench.json"
+  ;;
+iq1s)
+  prereq || continue
+  [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
+  run generate48-iq1s-torch 60 sparkops generate --model $M1 --device cuda -n 16 --registry $TORCH_REG
+  run generate48-iq1s-fast-graph 60 sparkops generate --model $M1 --device cuda -n 64 --registry $FAST_REG --graph
+  run gate48-iq1s-fast 60 sparkops check --model $M1 --registry $FAST_REG --golden-registry $TORCH_REG --device cuda \
+      --depths 1,64
+  ;;
+parallel)
+  prereq || continue
+  # the sharded 48B against one GPU on the same weights and registry (the gate of every figure below)
+  run par-check48 90 sparkops parallel check --model $M --world 2 --device cuda --registry $FAST_REG --depths 1,64
+  run par-scaling48 90 sparkops parallel scaling --model $M --worlds 1,2 --depth 4096 --device cuda \
+      --registry $FAST_REG --steps 8 --rounds 5 --chunk 4096
+  run par-bench48 150 sparkops parallel bench --model $M --world 2 --device cuda --registry $FILL_REG \
+      --prefill 32768 --depth 32768 --chunk 4096 --steps 16 --rounds 5 --record --bench-dir $B
+  # weights drawn on each GPU, no file (what k3-2.8t needs on 8 GPUs), at the 48B's shape and an IQ1_S mix
+  run par-bench48-ondevice 90 sparkops parallel bench --model kimi-linear-48b-a3b --source ondevice --mix ud_iq1_s \
+      --world 2 --device cuda --registry $FILL_REG --prefill 4096 --depth 4096 --chunk 4096 --record --bench-dir $B
   ;;
 *) log "unknown stage $stage" ;;
 esac; done

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# A machine of 2 GPUs in one call: stages of bench/gpu_suite.sh that need both GPUs first, then two lanes at
+# once, one per GPU (each its own process, logs and $OUT/results-gpuN.tgz), all stopping by TOTAL_SECONDS.
+#
+#   bench/gpu_lanes.sh TOTAL_SECONDS "GPU0 STAGES" "GPU1 STAGES" ["STAGES ON BOTH GPUS, FIRST"]
+#
+# Steps already done on this machine are skipped (gpu_suite.sh's $DONE), so each call names what it wants.
+# A lane that times decode shares the host with the other lane: each figure's A/B pair is still interleaved
+# in one process (ABAB), and the write-up says which lanes ran side by side.
+set -u
+T0=$(date +%s)
+[ $# -ge 3 ] || { echo "usage: $0 TOTAL_SECONDS 'GPU0 STAGES' 'GPU1 STAGES' ['BOTH-GPU STAGES']"; exit 2; }
+export SUITE_DEADLINE=$((T0 + $1))
+bash bench/gpu_suite.sh install || exit 1
+# shellcheck disable=SC2086 # the stage lists are word lists
+[ -n "${4:-}" ] && SUITE_LANE=both bash bench/gpu_suite.sh $4
+# shellcheck disable=SC2086
+SUITE_LANE=gpu0 CUDA_VISIBLE_DEVICES=0 bash bench/gpu_suite.sh $2 &
+# shellcheck disable=SC2086
+SUITE_LANE=gpu1 CUDA_VISIBLE_DEVICES=1 bash bench/gpu_suite.sh $3 &
+wait
+SUITE_LANE=final bash bench/gpu_suite.sh  # no stage: packs the scoreboard as the lanes left it
