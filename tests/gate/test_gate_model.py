@@ -61,6 +61,8 @@ def test_the_model_gate_refuses_each_wrong_implementation(tmp_path, catalog, wei
     if key == "add_rmsnorm=fused_lastbit":  # logits agree to ~1e-12 in KL: only the bytes show it
         assert all(r.passed for r in out.depths)
         assert [(b.impl, b.passed) for b in out.bit_identity] == [("fused_lastbit", False)]
+    elif key == "moe_router=no_selection_bias":  # its flips would be pinned away: the pin itself refuses it
+        assert out.routing.inconsistent > 0 and "not a top-k of the router's own scores" in out.summary
     elif key == "swiglu=last_row_unwritten":
         assert out.worst.kl_max == float("inf")  # NaN poison reached the logits
     else:

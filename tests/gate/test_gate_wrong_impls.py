@@ -12,7 +12,7 @@ from sparkops.gate.check import prove
 from sparkops.qweight import QWeight
 
 WRONG = ["attention=kv_off_by_one", "linear=half_rows_fast", "linear=tp_reduce_twice", "embedding=transposed_stride",
-         "moe_router=missing_scale", "swiglu=last_row_unwritten", "swiglu=memorized", "add_rmsnorm=fused_lastbit",
+         "moe_router=missing_scale", "moe_router=no_selection_bias", "swiglu=last_row_unwritten", "swiglu=memorized", "add_rmsnorm=fused_lastbit",
          "short_conv=stale_window", "rmsnorm=in_place"]
 
 #: what the report must point at for each wrong implementation
@@ -22,6 +22,7 @@ EXPECTED = {
     "linear=tp_reduce_twice": "output: nmse 1 ",  # exactly twice the output: NMSE = 1
     "embedding=transposed_stride": "output: nmse",
     "moe_router=missing_scale": "weights: nmse",
+    "moe_router=no_selection_bias": "ids",
     "swiglu=last_row_unwritten": "NaN",
     "swiglu=memorized": "output: nmse",
     "add_rmsnorm=fused_lastbit": "differ in their bits from chain",

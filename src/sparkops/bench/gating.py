@@ -86,4 +86,5 @@ def gate(weights: Any, registry: str | Path, *, device: str, dtype: torch.dtype,
         passed=out.passed, registry=display_path(registry), summary=out.summary, report=out.report, variant=out.variant,
         rule=str(out.rule), worst_depth=w.depth if w else None, worst_kl=w.kl_max if w else None,
         worst_top1=w.top1 if w else None, depths=[r.depth for r in out.depths],
-        details={"golden": str(golden) if golden else "float64 NumPy reference", "unproven": out.unproven})
+        details={"golden": str(golden) if golden else "float64 NumPy reference", "unproven": out.unproven,
+                 "routing": out.routing.as_json() if out.routing else None})

@@ -54,6 +54,9 @@ def add_parser(sub) -> None:
                    "selection claims bf16, else float32; float32 keeps the residual stream in float32 under bf16 ops)")
     p.add_argument("--cache-dtype", default="auto", help="model gate: the MLA cache's dtype (default auto: the "
                    "activation dtype); a 16-bit cache is judged by the bf16 rule")
+    p.add_argument("--free-routing", action="store_true",
+                   help="model gate: let the candidate's routers choose freely instead of pinning expert choices to "
+                        "the golden run's (where a near tie flips, the model's sensitivity then dominates the KL)")
     p.add_argument("--bisect", metavar="BASE",
                    help="model gate: try each op where --registry differs from the BASE registry alone on top of "
                         "BASE, and name the ones that fail")
@@ -77,9 +80,9 @@ def run(args) -> int:
             raise BadInput("--model checks a whole registry; do not combine it with OP=IMPL, --all or --case")
         return _run_model(args)
     if args.depths or args.golden_registry or args.decode_steps is not None or args.bisect or args.dtype != "auto" \
-            or args.cache_dtype != "auto":
-        raise BadInput("--depths, --decode-steps, --golden-registry, --dtype, --cache-dtype and --bisect belong to "
-                       "the model gate; add --model MODEL")
+            or args.cache_dtype != "auto" or args.free_routing:
+        raise BadInput("--depths, --decode-steps, --golden-registry, --dtype, --cache-dtype, --free-routing and --bisect "
+                       "belong to the model gate; add --model MODEL")
     if bool(args.pairs) == bool(args.all):
         raise BadInput("give OP=IMPL pairs or --all (not both, not neither), e.g. `sparkops check rmsnorm=torch`")
     if args.case and (args.all or len(args.pairs) != 1):
@@ -215,7 +218,7 @@ def _run_bisect(args, registry, golden, device, steps) -> int:
     base = Registry.load(args.bisect)
     trials = bisect_registry(args.model, registry, base, device=device, golden=golden,
                              depths=parse_depths(args.depths), decode_steps=steps, dtype=_dtype(args),
-                             cache_dtype=_dtype(args, "cache_dtype"))
+                             cache_dtype=_dtype(args, "cache_dtype"), free_routing=args.free_routing)
     if not trials:
         raise BadInput(f"{registry.path} selects nothing different from {base.path} on {device}: nothing to bisect")
     data = [{"op": t.op, "impl": t.impl, "base_impl": t.base_impl, "passed": t.passed, **t.outcome.as_json()}
@@ -255,7 +258,7 @@ def _run_model(args) -> int:
         return _run_bisect(args, registry, golden, device, steps)
     outcome = model_check(args.model, registry, device=device, depths=parse_depths(args.depths),
                           decode_steps=steps, golden=golden, captured=args.captured, dtype=_dtype(args),
-                          cache_dtype=_dtype(args, "cache_dtype"))
+                          cache_dtype=_dtype(args, "cache_dtype"), free_routing=args.free_routing)
     _save_json(args, outcome.as_json())
     if args.json:
         emit_json(outcome.as_json())
@@ -279,6 +282,8 @@ def _run_model(args) -> int:
         for p in outcome.lock_problems:
             console.print(f"[red]golden run disagrees with reference.lock:[/] {escape(p)} "
                           f"(run `sparkops reference verify`)")
+        if outcome.routing is not None:
+            console.print(outcome.routing.line(), markup=False)
         for u in outcome.unproven:
             console.print(f"[yellow]note:[/] {escape(u)}")
         console.print(outcome.summary, markup=False)

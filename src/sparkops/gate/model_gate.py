@@ -13,6 +13,11 @@ model it must itself agree with reference.lock, so "against the reference" means
 A selection claiming bit-identity is also proven at model level: the model is run again with the
 claimed-equal implementation in its place, and every logit must be the same bytes.
 
+Expert routing is pinned to the golden run's choices (gate/routing.py says why and how): the candidate's
+router must choose a top-k of its own scores, and where its choice differs from the golden's - a near tie
+that flipped - the golden's experts are used, so that the logits compare numbers with numbers instead of
+the model's sensitivity to one flipped decision. Flips are counted and reported; `free_routing` turns it off.
+
 Op-level check records are not required here (this gate judges the composition, and is how a
 candidate registry is evaluated before anything is swapped in); the report lists the selections
 that still lack a valid record, which the engine will refuse until `sparkops swap` proves them.
@@ -34,7 +39,8 @@ from ..registry.file import Registry
 from ..registry.plan import Plan, make_plan
 from .metrics import kl_and_top1
 from .poison import poisoned
-from .tolerances import ModelRule, loosest, model_rule_for
+from .routing import Pinning, RoutingPin, RoutingReport, install, n_moe_layers
+from .tolerances import ModelRule, loosest, model_rule_for, rule_for
 
 #: depths checked by default, per preset. k3-nano: KDA prefill chunks are 64 tokens (spec 3.4), so a
 #: single token, one short of a chunk, exactly one chunk, one past it and two chunks plus one; every
@@ -74,12 +80,13 @@ def default_depths(model_name: str) -> tuple[int, ...]:
 
 # -- running the model -------------------------------------------------------------------------------
 def run_depths(engine: Any, tokens: list[int], depths: tuple[int, ...], decode_steps: int, *,
-               captured: bool = False) -> dict[int, torch.Tensor]:
+               captured: bool = False, pinning: Pinning | None = None) -> dict[int, torch.Tensor]:
     """{depth: logits [depth + decode_steps, V] float64 on the CPU}, one fresh sequence per depth.
 
     captured=True decodes through the engine's DecodeStep - the unit that generation replays as one
     CUDA graph - captured on CUDA (its eager body elsewhere), teacher-forced with the pinned tokens, so
     the gate judges the step that actually runs, not only eager calls.
+    pinning: the routing pin the engine's moe_router goes through (told where each depth's sequence starts).
     """
     out = {}
     for d in depths:
@@ -87,6 +94,8 @@ def run_depths(engine: Any, tokens: list[int], depths: tuple[int, ...], decode_s
             raise BadInput(f"depth {d} + {decode_steps} decode steps needs {d + decode_steps} prompt tokens, "
                            f"only {len(tokens)} are pinned")
         engine.reset()
+        if pinning is not None:
+            pinning.start(d)
         rows = [engine.prefill(torch.tensor(tokens[:d], dtype=torch.int64))]  # [d, V]
         if captured and decode_steps:
             rows += _captured_decode(engine, tokens[d:d + decode_steps])
@@ -132,12 +141,15 @@ def _engine(weights: Any, plan: Plan, max_context: int, dtype: torch.dtype,
 
 
 _GOLDEN: dict[tuple, torch.Tensor] = {}
+_TAPES: dict[tuple, list] = {}  # the golden run's expert choices per depth (RoutingPin.tape entries)
 
 
 def golden_logits(weights: Any, digest: str, tokens: list[int], depths: tuple[int, ...], decode_steps: int,
-                  catalog: Any, golden: Registry | None = None, device: str = "cpu") -> dict[int, torch.Tensor]:
+                  catalog: Any, golden: Registry | None = None, device: str = "cpu",
+                  tapes: dict[int, list] | None = None) -> dict[int, torch.Tensor]:
     """The golden run, cached per process and per depth: the reference registry in float64 on the CPU,
-    or a `golden` registry (whose selections must all hold valid check records) in float32 on `device`."""
+    or a `golden` registry (whose selections must all hold valid check records) in float32 on `device`.
+    `tapes`, if given, receives each depth's recorded expert choices (models with MoE layers)."""
     which = (str(golden.path), device) if golden is not None else ("<reference>", "cpu")
     keys = {d: (digest, tuple(tokens[:d + decode_steps]), d, decode_steps, which) for d in depths}
     missing = tuple(d for d in depths if keys[d] not in _GOLDEN)
@@ -147,8 +159,16 @@ def golden_logits(weights: Any, digest: str, tokens: list[int], depths: tuple[in
         else:
             plan, dtype = make_plan(golden, catalog, device, verify_checks=True), torch.float32
         eng = _engine(weights, plan, max(missing) + decode_steps, dtype)
-        for d, rows in run_depths(eng, tokens, missing, decode_steps).items():
+        n_moe = n_moe_layers(weights)
+        pin = RoutingPin(n_moe, 0.0) if n_moe else None
+        if pin is not None:
+            install(eng.ops, pin)
+        for d, rows in run_depths(eng, tokens, missing, decode_steps, pinning=Pinning(pin, replay=False)).items():
             _GOLDEN[keys[d]] = rows
+            if pin is not None:
+                _TAPES[keys[d]] = pin.tape[d]
+    if tapes is not None:
+        tapes.update({d: _TAPES[keys[d]] for d in depths if keys[d] in _TAPES})
     return {d: _GOLDEN[keys[d]] for d in depths}
 
 
@@ -204,6 +224,7 @@ class ModelOutcome:
     lock_problems: list[str] = field(default_factory=list)  # the golden run disagrees with reference.lock
     selections: dict[str, str] = field(default_factory=dict)
     error: str | None = None  # the candidate raised instead of producing logits
+    routing: RoutingReport | None = None  # what the candidate's routers did under the golden's pin
 
     @property
     def worst(self) -> DepthResult | None:
@@ -212,7 +233,8 @@ class ModelOutcome:
     @property
     def passed(self) -> bool:
         return self.error is None and bool(self.depths) and all(r.passed for r in self.depths) and \
-            all(b.passed for b in self.bit_identity) and not self.lock_problems
+            all(b.passed for b in self.bit_identity) and not self.lock_problems and \
+            (self.routing is None or self.routing.passed)
 
     @property
     def summary(self) -> str:
@@ -222,9 +244,11 @@ class ModelOutcome:
         if w is None:
             return f"model {self.model} under {self.registry}: no depth checked - a check of nothing is a failure"
         verdict = "PASS" if self.passed else "FAIL"
+        routing = "" if self.routing is None or self.routing.passed else \
+            f"; {self.routing.inconsistent} routing decision(s) not a top-k of the router's own scores"
         return (f"model {self.model} under {self.registry} on {self.device} ({self.variant}): worst depth {w.depth}: "
-                f"KL {w.kl_max:.3g} (limit {self.rule.kl_max:g}), top-1 {w.top1:.3f} (min {self.rule.top1_min:g}): "
-                f"{verdict}")
+                f"KL {w.kl_max:.3g} (limit {self.rule.kl_max:g}), top-1 {w.top1:.3f} (min {self.rule.top1_min:g})"
+                f"{routing}: {verdict}")
 
     @property
     def report(self) -> str:
@@ -233,6 +257,8 @@ class ModelOutcome:
             mark = "ok" if r.passed else "FAIL"
             lines.append(f"  depth {r.depth:>6}: {r.positions} positions, KL max {r.kl_max:.3g} (at position "
                          f"{r.worst_position}), mean {r.kl_mean:.3g}, top-1 {r.top1:.3f} {mark}")
+        if self.routing is not None:
+            lines.append(f"  {self.routing.line()}")
         for b in self.bit_identity:
             mark = "ok" if b.passed else "FAIL"
             lines.append(f"  bit-identity {b.op}={b.impl} vs {b.target}: {b.detail} {mark}")
@@ -249,14 +275,17 @@ class ModelOutcome:
                 "depths": [dataclasses.asdict(r) for r in self.depths],
                 "bit_identity": [dataclasses.asdict(b) for b in self.bit_identity],
                 "lock_problems": self.lock_problems, "unproven": self.unproven, "selections": self.selections,
-                "error": self.error}
+                "routing": self.routing.as_json() if self.routing else None, "error": self.error}
 
 
 def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: tuple[int, ...] | None = None,
                 decode_steps: int = DECODE_STEPS, catalog: Any = None, dtype: torch.dtype | None = None,
                 golden: Registry | None = None, weights: Any = None, captured: bool = False,
-                cache_dtype: torch.dtype | None = None) -> ModelOutcome:
-    """Run the model under `registry` at every depth and judge it against the golden run."""
+                cache_dtype: torch.dtype | None = None, free_routing: bool = False) -> ModelOutcome:
+    """Run the model under `registry` at every depth and judge it against the golden run.
+
+    Routing is pinned to the golden's choices (gate/routing.py) unless `free_routing`, the step is
+    `captured` (a CUDA graph cannot take them per step) or the model has no MoE layers."""
     from ..engine import load_model
     from ..plugins import load_catalog
     from . import lockref
@@ -288,20 +317,41 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     variant = loosest(variants)
     rule = model_rule_for(variant)
     cand_dtype = dtype or (torch.bfloat16 if variant == "bf16" else torch.float32)
-    ref = golden_logits(weights, digest, tokens, depths, decode_steps, catalog, golden, device)
+    tapes: dict[int, list] = {}
+    ref = golden_logits(weights, digest, tokens, depths, decode_steps, catalog, golden, device, tapes=tapes)
     lock_problems = lockref.check_golden(pins, ref, tokens, decode_steps) if pinned and golden is None else []
     outcome = ModelOutcome(model=name, registry=str(registry.path), device=device, variant=variant, rule=rule,
                            depths=[], lock_problems=lock_problems, selections={op: i.key for op, i in runs.items()})
     checked = make_plan(registry, catalog, device, verify_checks=True)
     outcome.unproven = [f"{op}: {e.error}" for op, e in checked.entries.items() if e.error]
     max_context = max(depths) + decode_steps + (CAPTURE_WARMUP if captured else 0)
+    why_free = ("asked for (--free-routing)" if free_routing else
+                "the captured step replays one launch sequence and cannot take the golden's choices" if captured else
+                "the model has no MoE layers" if not n_moe_layers(weights) else "")
+    tie = rule_for("moe_router", variant).tie
+
+    def pinning() -> Pinning:
+        if why_free:
+            return Pinning(None, replay=True)
+        pin = RoutingPin(n_moe_layers(weights), tie)
+        pin.tape = dict(tapes)
+        return Pinning(pin, replay=True)
+
+    def make(a_plan: Plan) -> tuple[Any, Pinning]:
+        """An engine for `a_plan`, its moe_router through a fresh replay of the golden's choices."""
+        pins = pinning()
+        eng = _engine(weights, a_plan, max_context, cand_dtype, cache_dtype)
+        if pins.pin is not None:
+            install(eng.ops, pins.pin)
+        return eng, pins
+
     try:
+        eng, pins = make(plan)
         with poisoned():
-            cand = run_depths(_engine(weights, plan, max_context, cand_dtype, cache_dtype), tokens, depths, decode_steps,
-                              captured=captured)
+            cand = run_depths(eng, tokens, depths, decode_steps, captured=captured, pinning=pins)
+        outcome.routing = pins.pin.finish() if pins.pin else RoutingReport(pinned=False, why_free=why_free)
         outcome.depths = judge_depths(ref, cand, rule)
-        outcome.bit_identity = _bit_identity(weights, plan, catalog, cand, tokens, depths, decode_steps, cand_dtype,
-                                             cache_dtype)
+        outcome.bit_identity = _bit_identity(plan, catalog, cand, tokens, depths, decode_steps, make)
     except Exception as exc:  # noqa: BLE001 - a candidate that crashes fails the gate, with why
         outcome.error = f"{type(exc).__name__}: {exc}"
     return outcome
@@ -313,9 +363,9 @@ def _variant(impl: Any, catalog: Any) -> str | None:
     return resolve_claim(impl, catalog)[1]
 
 
-def _bit_identity(weights, plan: Plan, catalog, cand, tokens, depths, decode_steps, dtype,
-                  cache_dtype=None) -> list[BitIdentity]:
-    """For every selection claiming bit-identity: rerun with its target in its place; logits must be equal bytes."""
+def _bit_identity(plan: Plan, catalog, cand, tokens, depths, decode_steps, make) -> list[BitIdentity]:
+    """For every selection claiming bit-identity: rerun with its target in its place (`make(plan)` gives the
+    engine and its routing pin, the same pin as the candidate's); logits must be equal bytes."""
     out = []
     for op, entry in plan.entries.items():
         impl = entry.runs
@@ -325,9 +375,9 @@ def _bit_identity(weights, plan: Plan, catalog, cand, tokens, depths, decode_ste
         trip = plan.device == "cuda" and "cuda" not in target.devices
         swapped = dataclasses.replace(plan, entries={**plan.entries,
                                                      op: dataclasses.replace(entry, runs=target, round_trip=trip)})
+        eng, pins = make(swapped)
         with poisoned():
-            other = run_depths(_engine(weights, swapped, max(depths) + decode_steps, dtype, cache_dtype), tokens, depths,
-                               decode_steps)
+            other = run_depths(eng, tokens, depths, decode_steps, pinning=pins)
         differ = {d: int((cand[d].view(torch.int64) != other[d].view(torch.int64)).any(dim=-1).sum())
                   for d in depths}
         bad = {d: n for d, n in differ.items() if n}
