@@ -74,6 +74,10 @@ def test_cuda_diagnose_counts_kernels_and_busy_time(nano, torch_registry):
     assert p.graph_error is None and p.graph_wall_s is not None and p.graph_wall_s < p.wall_s
     assert d.verdict["graph_binding"] in ("launch overhead", "occupancy", "bandwidth")
     assert "warning" not in d.verdict, d.verdict["warning"]  # busy is never below the bandwidth floor
+    # per op: the device time of the kernels each op launched, which sums to (nearly) the busy time - never the
+    # host's launch time, which on an eager step is several times larger
+    per_op = sum(x["seconds"] for x in p.by_op.values())
+    assert 0.5 * p.busy_s < per_op <= 1.05 * p.busy_s, (per_op, p.busy_s)
 
 
 def test_cuda_graph_arm_against_eager(nano, passing_gate, torch_registry):

@@ -88,8 +88,13 @@ def scaled(c: ceil.Ceilings, gpus: int) -> ceil.Ceilings:
 
 
 # -- profiling one decode step ---------------------------------------------------------------------
+#: the profiler range each op call runs in on CUDA (its kernels' device time is summed under it)
+RANGE = "sparkops.op."
+
+
 class _CountingOps:
-    """Wraps an engine's Ops: counts calls and time inside each op (CPU: the 'busy' time)."""
+    """Wraps an engine's Ops: counts calls and host time inside each op (CPU: the 'busy' time); on CUDA each
+    call also runs in a profiler range named RANGE + op, so the device time of its kernels can be summed."""
 
     def __init__(self, ops: Any, device: str):
         self._ops, self._device = ops, device
@@ -101,10 +106,16 @@ class _CountingOps:
             setattr(self, name, self._wrap(name, getattr(ops, name)))
 
     def _wrap(self, name: str, fn: Any) -> Any:
+        label = RANGE + name
+
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
             t0 = time.perf_counter()
-            out = fn(*args, **kwargs)
+            if self._device == "cuda":
+                with torch.profiler.record_function(label):
+                    out = fn(*args, **kwargs)
+            else:
+                out = fn(*args, **kwargs)
             self.seconds[name] += time.perf_counter() - t0
             return out
 
@@ -150,8 +161,9 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
         snap.restore()
         with RegionTimer(device) as t:  # busy and wall of the SAME run: their ratio is the busy fraction
             if device == "cuda":
-                kernels, busy, _ = _cuda_kernels(decode_all)
-                how = "torch.profiler: CUDA kernels launched and their summed device time"
+                kernels, busy, _, device_by_op = _cuda_kernels(decode_all)
+                counting.seconds = defaultdict(float, device_by_op)  # device time, not the host's launch time
+                how = "torch.profiler: CUDA kernels launched inside each op and their summed device time"
             else:
                 decode_all()
                 kernels, busy = sum(counting.calls.values()), sum(counting.seconds.values())
@@ -189,8 +201,9 @@ def _graph_wall(engine: Any, snap: Any, toks: Any, steps: int) -> float:
     return statistics.median(walls[1:])
 
 
-def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float]]:
-    """(kernels launched, seconds the device was busy (kernels, copies, memsets), seconds by name)."""
+def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float], dict[str, float]]:
+    """(kernels launched, seconds the device was busy (kernels, copies, memsets), seconds by kernel name,
+    device seconds by op: the kernels launched inside each _CountingOps range)."""
     from torch.profiler import ProfilerActivity, profile
 
     sync("cuda")
@@ -199,7 +212,11 @@ def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float]]:
         sync("cuda")
     count, busy = 0, 0.0
     by_name: dict[str, float] = defaultdict(float)
+    by_op: dict[str, float] = defaultdict(float)
     for e in prof.events():
+        if e.name.startswith(RANGE):
+            us = getattr(e, "device_time_total", None)
+            by_op[e.name[len(RANGE):]] += (us if us is not None else e.cuda_time_total) / 1e6
         if not str(getattr(e, "device_type", "")).endswith("CUDA"):
             continue
         seconds = e.time_range.elapsed_us() / 1e6
@@ -207,7 +224,7 @@ def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float]]:
         by_name[e.name] += seconds
         if not e.name.startswith(("Memcpy", "Memset")):
             count += 1
-    return count, busy, dict(by_name)
+    return count, busy, dict(by_name), dict(by_op)
 
 
 # -- the verdict -----------------------------------------------------------------------------------
