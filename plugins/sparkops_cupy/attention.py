@@ -31,9 +31,16 @@ def uses_tensor_cores(t: int, n: int, lkv: int, r: int, cache: torch.Tensor) -> 
     return cache.dtype == torch.bfloat16 and t == 1 and n == 32 and lkv == 512 and r == 64
 
 
-def generic_splits(lmax: int) -> int:
-    """Slices of the context for the CUDA-core split: about 32 rows each, at most 64."""
-    return max(1, min(64, math.ceil(lmax / 32)))
+#: the most the split's partial sums may take (part_acc: splits x T x N x Lkv float32)
+SPLIT_WORKSPACE_BYTES = 256 << 20
+
+
+def generic_splits(lmax: int, t: int = 1, n: int = 32, lkv: int = 512) -> int:
+    """Slices of the context for the CUDA-core split: about 32 rows each, at most 64, and no more than keep the
+    partial sums within SPLIT_WORKSPACE_BYTES (at T = 32768 uncapped they would take 137 GB: a prefill has
+    T x N blocks of parallelism already and needs no split)."""
+    per_split = t * n * lkv * 4
+    return max(1, min(64, math.ceil(lmax / 32), SPLIT_WORKSPACE_BYTES // per_split))
 
 
 def attention(q, latent, cache, pos, w_uk, w_uv, scale):
@@ -78,7 +85,7 @@ def attention(q, latent, cache, pos, w_uk, w_uv, scale):
                rt.i32(t), rt.i32(n), rt.i32(dn), rt.i32(r), rt.i32(lkv), rt.i64(lmax), rt.f32(scale * LOG2E),
                rt.ptr(qa), rt.i32(1 if mma else 0)))
 
-    splits = rt.sm_count(idx) if mma else generic_splits(lmax)
+    splits = rt.sm_count(idx) if mma else generic_splits(lmax, t, n, lkv)
     part_m = torch.empty((splits, t, n), dtype=torch.float32, device=dev)
     part_l = torch.empty_like(part_m)
     part_acc = torch.empty((splits, t, n, lkv), dtype=torch.float32, device=dev)

@@ -63,3 +63,15 @@ def test_cpu_tensors_are_refused_with_a_clear_error():
 
     with pytest.raises(BadInput, match="on cpu.*CUDA"):
         rmsnorm(torch.randn(2, 64), torch.randn(64), 1e-5)
+
+
+def test_the_attention_split_keeps_its_partial_sums_bounded():
+    """Decode splits a long context 64 ways; a 32768-token prefill must not (64 x T x N x Lkv floats would
+    be 137 GB - the out-of-memory the per-op benchmarks hit on the H200 in session 3)."""
+    from sparkops_cupy.attention import SPLIT_WORKSPACE_BYTES, generic_splits
+
+    assert generic_splits(131072) == 64 and generic_splits(64) == 2  # decode: ~32 rows a slice, at most 64
+    for t in (1, 7, 4096, 32768):
+        s = generic_splits(32768, t, 32, 512)
+        assert s >= 1 and (s == 1 or s * t * 32 * 512 * 4 <= SPLIT_WORKSPACE_BYTES)
+    assert generic_splits(32768, 32768, 32, 512) == 1
