@@ -10,8 +10,9 @@
 #     generate    text from the 48B: torch eager, fast through the captured CUDA graph
 #     gate        check every other CUDA implementation; the captured-step gate on k3-nano; the fast registry
 #                 through the 48B model gate
-#     ladder      48B decode at 0, 4096, 32768: torch eager vs fast through one CUDA graph per step;
-#                 diagnose at those depths; prefill 32768 (torch; fill). Contexts filled once by the fill registry
+#     ladder      48B decode at 0, 4096, 32768: torch eager vs the best registry through one CUDA graph per step;
+#                 diagnose at those depths. Contexts filled once by the fill registry
+#     prefill     48B prefill of 32768 tokens: torch vs the best registry for prefill, ABAB
 #     ladder131k  the same decode pair at 131072; diagnose at 131072
 #     rungs       the single steps at 0, 4096, 32768: torch -> fast (eager), fast eager -> fast graph; a bf16
 #                 MLA cache vs float32 at 32768
@@ -26,10 +27,14 @@
 # ($OUT/results-NAME.tgz), so two lanes can share the machine, one per GPU (CUDA_VISIBLE_DEVICES). The
 # registries and the 48B are made under a lock: the first lane that needs them makes them, the other waits.
 #
-# Plan for 30 minutes of device time, calls back to back (the machine keeps /tmp only while it is held):
-#   SUITE_BUDGET=540 bash bench/gpu_suite.sh install registries synth gate tests
-#   SUITE_BUDGET=540 bash bench/gpu_suite.sh install ladder
-#   SUITE_BUDGET=<what status leaves> bash bench/gpu_suite.sh install ladder131k rungs opbench
+# Plan for 30 minutes of device time on nvidia-h200-x2, calls back to back (the machine keeps /tmp only while it
+# is held, and only ~30 s after a call: issue the next call at once). Seen in session 3: registries ~100 s, synth
+# ~50 s, gate ~240 s, GPU tests ~370 s, diagnose at 3 depths ~190 s, torch prefill of 32768 ~215 s, a torch
+# decode pair at 32768 ~300 s.
+#   bash bench/gpu_lanes.sh 570 "registries synth gate ladder" "tests opbench"
+#   bash bench/gpu_lanes.sh 570 "ladder ladder131k rungs" "prefill opbench iq1s"
+#   bash bench/gpu_lanes.sh <what status leaves - 60> "rungs" "opbench iq1s" "parallel"
+# On a 1-GPU machine: SUITE_BUDGET=540 bash bench/gpu_suite.sh install STAGE ... (the same stages, one lane).
 #
 # Budget: the script stops starting work at SUITE_BUDGET seconds (default 560) after it began, and gives
 # each command only the time left, so a call of 600 s always returns its results. Everything a call
@@ -52,11 +57,21 @@ mkdir -p "$OUT" "$R" "$B"
 export PYTHONUNBUFFERED=1 SPARKOPS_CACHE=/tmp/sparkops-cache COLUMNS=160 PYTHONPATH=/tmp/site SPARKOPS_BENCH_DIR=$B
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 M=/tmp/k48-q4_k_m.gguf M1=/tmp/k48-iq1_s.gguf
-TORCH_REG=/tmp/cuda-torch.toml FAST_REG=/tmp/cuda-fast.toml FILL_REG=/tmp/cuda-fill.toml
-# the fastest selections that pass the 48B model gate (session 2: every bf16 claim fails it there, see
-# bench/gpu-runs/2026-11-29-session2/README.md): float32-accurate Triton kernels, CuPy split-K attention
+TORCH_REG=/tmp/cuda-torch.toml FAST_REG=/tmp/cuda-fast.toml FILL_REG=/tmp/cuda-fill.toml BF16_REG=/tmp/cuda-bf16.toml
+BEST_REG=/tmp/cuda-best.toml  # BF16_REG if it passes the 48B gate at 1,64,4096, else FAST_REG (stage_best)
+CUPY_ATTN_REG=/tmp/cuda-fast-cupy-attn.toml  # FAST_REG with attention=cupy_splitk
+PREFILL_REG=/tmp/cuda-prefill.toml  # BF16_REG likewise, else FILL_REG (float32 with a fast prefill attention)
+BEST="the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels: the row's registry B)"
+# float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
+# failed it (later traced to flipped expert choices: the gate now pins routing, see src/sparkops/gate/routing.py
+# and bench/gpu-runs/2026-11-29-session3/README.md). Attention: triton_fp32 (16 heads per pass over the cache)
+# since session 3, where cupy_splitk's float32 path (one head per block: the cache read 32 times) cost ~3.6 ms
+# per token at depth 32768; CUPY_ATTN_REG keeps that one for the rung that measures the change.
 FAST_PAIRS="embedding=triton rmsnorm=triton add_rmsnorm=triton linear=triton_fp32 short_conv=triton kda=triton
-gated_rmsnorm=triton attention=cupy_splitk moe_router=triton moe_experts=triton_fp32 sample=triton"
+gated_rmsnorm=triton attention=triton_fp32 moe_router=triton moe_experts=triton_fp32 sample=triton"
+# the Triton kernels with bf16 claims (bf16 activations: tensor-core GEMMs for prefill, half the activation bytes)
+BF16_PAIRS="embedding=triton rmsnorm=triton add_rmsnorm=triton linear=triton short_conv=triton kda=triton
+gated_rmsnorm=triton attention=triton_splitk moe_router=triton moe_experts=triton sample=triton"
 
 log() { echo "== $(( $(date +%s) - T0 ))s [$LANE] $*" | tee -a "$OUT/suite.log"; }
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
@@ -114,13 +129,26 @@ stage_registries() {
   # the fill registry: FAST with a float32 prefill attention (cupy_splitk runs several tokens on CUDA cores)
   [ -f $FILL_REG ] || run swap-fill 30 bash -c 'cp $1 $0.new && { sparkops swap attention=triton_fp32 --device cuda \
       --registry $0.new || sparkops swap attention=torch --device cuda --registry $0.new; } && mv $0.new $0' $FILL_REG $FAST_REG
+  [ -f $BF16_REG ] || run swap-bf16 60 bash -c 'swap_into "$@"' _ $BF16_REG $TORCH_REG $BF16_PAIRS
+  [ -f $CUPY_ATTN_REG ] || run swap-cupy-attn 20 bash -c 'swap_into "$@"' _ $CUPY_ATTN_REG $FAST_REG attention=cupy_splitk
+}
+# the best registry the ladder times: the bf16 one where the 48B gate (routing pinned) passes it at 1,64,4096
+stage_best() {
+  [ -f $BEST_REG ] && return 0
+  [ -f $BF16_REG ] && [ -f $M ] && [ -f $FAST_REG ] || return 0
+  if run gate48-bf16 75 sparkops check --model $M --registry $BF16_REG --golden-registry $TORCH_REG --device cuda \
+      --depths 1,64,4096 --json-out "$R/gate48-bf16.json"; then
+    cp $BF16_REG $PREFILL_REG; cp $BF16_REG $BEST_REG; log "best registry: bf16"
+  elif [ -f "$DONE/gate48-bf16" ]; then
+    cp $FILL_REG $PREFILL_REG; cp $FAST_REG $BEST_REG; log "best registry: float32 (bf16 refused)"
+  fi
 }
 stage_synth() { [ -f $M ] || run synth48 150 sparkops synth --preset kimi-linear-48b-a3b --quant q4_k_m -o $M; }
 # a stage that needs the registries and the 48B makes them first on a fresh machine (both are skipped when
 # present); under a lock, so that a second lane waits for the first instead of making them again
 prereq() {
-  exec 9>/tmp/suite-prereq.lock; flock 9; stage_registries; stage_synth; flock -u 9
-  local f; for f in $TORCH_REG $FAST_REG $FILL_REG $M; do
+  exec 9>/tmp/suite-prereq.lock; flock 9; stage_registries; stage_synth; stage_best; flock -u 9
+  local f; for f in $TORCH_REG $FAST_REG $FILL_REG $BEST_REG $M; do
     [ -f "$f" ] || { log "SKIP the rest of stage $stage: $f is missing"; return 1; }
   done
 }
@@ -167,21 +195,22 @@ ladder)
   prereq || continue
   # the baseline and the best gated registry, ABAB at each depth: torch eager (A) vs fast + one CUDA graph per step (B)
   run decode-torch-vs-best 200 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
-      --registry $TORCH_REG --vs $FAST_REG --graph B $GATE $FILL \
-      --change "float32 kernels (triton, cupy split-K attention) + the decode step as one CUDA graph, vs torch eager"
-  run diagnose 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $FAST_REG \
+      --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL \
+      --change "$BEST + the decode step as one CUDA graph, vs torch eager"
+  run diagnose 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $BEST_REG \
       --fill-registry $FILL_REG --out "$R/diag"
-  run prefill-32k-torch 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 1 \
-      --registry $TORCH_REG $GATE --change "torch baseline"
-  run prefill-32k-fill 90 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 3 \
-      --registry $FILL_REG $GATE --change "float32 kernels for prefill (triton GEMMs, float32 attention)"
+  ;;
+prefill)
+  prereq || continue
+  run prefill-32k 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 \
+      --registry $TORCH_REG --vs $PREFILL_REG $GATE --change "$BEST, for prefill (float32: with triton_fp32 attention)"
   ;;
 ladder131k)
   prereq || continue
   run decode131k 240 sparkops bench decode --model $M --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
-      --registry $TORCH_REG --vs $FAST_REG --graph B $GATE $FILL \
-      --change "float32 kernels (triton, cupy split-K attention) + the decode step as one CUDA graph, vs torch eager"
-  run diagnose131k 90 sparkops diagnose --model $M --device cuda --depth 131072 --registry $FAST_REG \
+      --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL \
+      --change "$BEST + the decode step as one CUDA graph, vs torch eager"
+  run diagnose131k 90 sparkops diagnose --model $M --device cuda --depth 131072 --registry $BEST_REG \
       --fill-registry $FILL_REG --out "$R/diag"
   ;;
 rungs)
@@ -192,6 +221,12 @@ rungs)
   run decode-fast-graph 120 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 64 --repeats 6 \
       --registry $FAST_REG --vs $FAST_REG --graph B $GATE $FILL \
       --change "the whole decode step as one CUDA graph (float32 kernels)"
+  run decode-attn-cupy-vs-triton 90 sparkops bench decode --model $M --depth 32768 --tokens 64 --repeats 6 \
+      --registry $CUPY_ATTN_REG --vs $FAST_REG --graph A,B $GATE $FILL \
+      --change "attention=triton_fp32 (16 heads per pass over the float32 cache) vs cupy_splitk (one head per block)"
+  run decode-fast-vs-bf16 120 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 64 --repeats 6 \
+      --registry $FAST_REG --vs $BF16_REG --graph A,B $GATE $FILL \
+      --change "bf16 Triton kernels (bf16 activations) vs float32 kernels, both one CUDA graph per step"
   run decode-bf16-cache 120 sparkops bench decode --model $M --depth 32768 --tokens 64 --repeats 6 \
       --registry $FAST_REG --vs $FAST_REG --graph A,B --cache-dtype A=float32,B=bfloat16 $GATE $FILL \
       --change "a bf16 MLA cache under float32 activations (fast, graph)"
@@ -199,11 +234,15 @@ rungs)
 tests)    # every GPU visible, whichever lane runs it (the NCCL tests need two)
   run gpu-tests 60 env -u CUDA_VISIBLE_DEVICES python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
 opbench)
-  OPB="python3 -m pytest -q -p no:cacheprovider bench --benchmark-only --benchmark-group-by=group --benchmark-max-time=0.5"
-  run opbench 60 $OPB --benchmark-json="$R/opbench.json"
-  # into the machine's ledger: every case side by side, bench/targets.toml met / missed / not measured
-  [ -s "$R/opbench.json" ] && run opbench-ledger 5 sparkops ledger opbench "$R/opbench.json" --bench-dir "$B" \
-      --command "$OPB --benchmark-json=opbench.json"
+  # one pytest run and one JSON per file, the files the targets read first, so that a run stopped at the budget
+  # keeps what finished (session 3: all ~570 cases in one run took over 9 minutes and returned nothing)
+  OPB="python3 -m pytest -q -p no:cacheprovider --benchmark-only --benchmark-group-by=group --benchmark-max-time=0.2"
+  for f in linear attention kda cupy ops; do
+    sel=""; [ $f = ops ] && sel="-k kimi-linear-48b"  # the 48B's shapes (k3-nano's are for the CPU)
+    run opbench-$f 45 $OPB bench/test_bench_$f.py $sel --benchmark-json="$R/opbench-$f.json"
+    [ -s "$R/opbench-$f.json" ] && run opbench-ledger-$f 5 sparkops ledger opbench "$R/opbench-$f.json" \
+        --bench-dir "$B" --command "$OPB bench/test_bench_$f.py $sel --benchmark-json=opbench-$f.json"
+  done
   ;;
 iq1s)
   prereq || continue
