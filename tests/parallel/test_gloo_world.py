@@ -36,6 +36,9 @@ def test_two_ranks_give_the_single_process_logits(pool2):
     assert out.error is None and out.rule == MODEL_RULES["fp32"]
     assert out.passed, out.summary
     assert [d.positions for d in out.depths] == [4, 68]
+    # routing pinned to the single process's choices on every rank: 3 MoE layers x 72 positions decided
+    assert out.routing.pinned and out.routing.decisions == 3 * 72 and out.routing.passed
+    assert "routing pinned" in out.summary
 
 
 def test_masked_dispatch_gives_the_same_logits(pool2):

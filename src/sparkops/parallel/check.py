@@ -6,7 +6,9 @@ every position's logits, judged by MODEL_RULES for the registry's loosest claim 
 the worst depth. The reference is the single-process Engine under the same registry and dtype
 (so what is judged is the sharding alone: the split weights, the reduce points, the dispatch).
 The ranks run under poisoning, like any candidate. A run that raises is a failed gate with the
-reason, never a crash of the caller.
+reason, never a crash of the caller. Expert routing is pinned to the single process's choices as in the
+single-device gate (gate/routing.py): every rank replays the same choices, its routers must choose a
+top-k of their own scores, and flips (near ties that an all-reduce's summation order tipped) are counted.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 import torch
 
 from ..gate.model_gate import DECODE_STEPS, DepthResult, judge_depths, prompt_tokens, run_depths, worst_depth
-from ..gate.tolerances import ModelRule, loosest, model_rule_for
+from ..gate.routing import Pinning, RoutingPin, RoutingReport, install, n_moe_layers
+from ..gate.tolerances import ModelRule, loosest, model_rule_for, rule_for
 from .launch import PoolSpec, ShardedPool
 from .worker import dtype_of
 
@@ -33,6 +36,7 @@ class ShardedOutcome:
     placement: str
     depths: list[DepthResult] = field(default_factory=list)
     error: str | None = None
+    routing: RoutingReport | None = None  # rank 0's routers under the single process's pin
 
     @property
     def worst(self) -> DepthResult | None:
@@ -40,7 +44,8 @@ class ShardedOutcome:
 
     @property
     def passed(self) -> bool:
-        return self.error is None and bool(self.depths) and all(d.passed for d in self.depths)
+        return self.error is None and bool(self.depths) and all(d.passed for d in self.depths) and \
+            (self.routing is None or self.routing.passed)
 
     @property
     def summary(self) -> str:
@@ -51,15 +56,17 @@ class ShardedOutcome:
         if w is None:
             return f"{head}: no depth checked - a check of nothing is a failure"
         verdict = "PASS" if self.passed else "FAIL"
+        routing = f"; {self.routing.line()}" if self.routing is not None and self.routing.pinned else ""
         return (f"{head} vs one process: worst depth {w.depth}: KL {w.kl_max:.3g} (limit {self.rule.kl_max:g}), "
-                f"top-1 {w.top1:.3f} (min {self.rule.top1_min:g}): {verdict}")
+                f"top-1 {w.top1:.3f} (min {self.rule.top1_min:g}){routing}: {verdict}")
 
     def as_dict(self) -> dict[str, Any]:
         return {"model": self.model, "world": self.world, "device": self.device, "backend": self.backend,
                 "variant": self.variant, "rule": self.rule.pinned(), "placement": self.placement,
                 "passed": self.passed, "error": self.error, "summary": self.summary,
                 "worst_depth": asdict(self.worst) if self.worst else None,
-                "depths": [asdict(d) for d in self.depths]}
+                "depths": [asdict(d) for d in self.depths],
+                "routing": self.routing.as_json() if self.routing is not None else None}
 
 
 def registry_variant(registry: str | None, device: str) -> str:
@@ -114,7 +121,12 @@ def sharded_check(spec: PoolSpec, depths: tuple[int, ...], *, decode_steps: int 
     ops = make_ops(spec.device, spec.registry)
     single = Engine(weights, ops, max_context=max(depths) + decode_steps, dtype=dtype_of(spec.dtype),
                     cache_dtype=dtype_of(spec.cache_dtype))
-    ref = run_depths(single, tokens, depths, decode_steps)
+    n_moe = n_moe_layers(weights)
+    pin = RoutingPin(n_moe, 0.0) if n_moe else None
+    if pin is not None:
+        install(single.ops, pin)
+    ref = run_depths(single, tokens, depths, decode_steps, pinning=Pinning(pin, replay=False))
+    tape = pin.tape if pin is not None else None
     del single
     own = pool is None
     try:
@@ -122,8 +134,11 @@ def sharded_check(spec: PoolSpec, depths: tuple[int, ...], *, decode_steps: int 
             pool = ShardedPool(spec)
         else:
             pool.call("configure", spec.placement)
-        got = pool.call("run_depths", tokens, list(depths), decode_steps, True)[0]
-        out.depths = judge_depths(ref, {d: torch.from_numpy(v) for d, v in got.items()}, rule)
+        got = pool.call("run_depths", tokens, list(depths), decode_steps, True, tape,
+                        rule_for("moe_router", variant).tie)[0]
+        out.routing = RoutingReport(**got["routing"]) if got["routing"] else \
+            RoutingReport(pinned=False, why_free="the model has no MoE layers")
+        out.depths = judge_depths(ref, {d: torch.from_numpy(v) for d, v in got["logits"].items()}, rule)
     except Exception as exc:  # noqa: BLE001 - a sharded run that crashes fails the gate, with why
         out.error = f"{type(exc).__name__}: {exc}"
     finally:

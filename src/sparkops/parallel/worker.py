@@ -119,17 +119,33 @@ def _reset(r: Rank) -> None:
     r.engine.reset()
 
 
-def _run_depths(r: Rank, tokens: list[int], depths: list[int], decode_steps: int, poison: bool = True) -> Any:
+def _run_depths(r: Rank, tokens: list[int], depths: list[int], decode_steps: int, poison: bool = True,
+                tape: dict[int, list] | None = None, tie: float = 0.0) -> Any:
     """The model gate's run (a fresh sequence per depth: prefill d tokens, decode a few) inside the
-    ranks, under poisoning like any gate candidate."""
+    ranks, under poisoning like any gate candidate; with `tape` (the single process's expert choices per
+    depth and MoE layer), routing pinned to it. Rank 0 returns {"logits": {depth: [P, V]}, "routing": report}."""
     import contextlib
 
     from ..gate.model_gate import run_depths
     from ..gate.poison import poisoned
+    from ..gate.routing import Pinning, RoutingPin, install
 
-    with poisoned() if poison else contextlib.nullcontext():
-        out = run_depths(r.engine, tokens, tuple(depths), decode_steps)
-    return {d: v.numpy() for d, v in out.items()} if r.rank == 0 else None
+    pin = None
+    if tape:
+        pin = RoutingPin(len(next(iter(tape.values()))), tie)
+        pin.tape = dict(tape)
+    router = r.engine.ops.moe_router
+    if pin is not None:
+        install(r.engine.ops, pin)
+    try:
+        with poisoned() if poison else contextlib.nullcontext():
+            out = run_depths(r.engine, tokens, tuple(depths), decode_steps, pinning=Pinning(pin, replay=True))
+    finally:
+        r.engine.ops.moe_router = router  # the pool's later calls run unpinned
+    report = pin.finish().as_json() if pin is not None else None
+    if report is not None:
+        report.pop("passed")
+    return {"logits": {d: v.numpy() for d, v in out.items()}, "routing": report} if r.rank == 0 else None
 
 
 def _configure(r: Rank, placement: Any) -> None:
