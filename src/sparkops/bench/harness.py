@@ -275,7 +275,11 @@ def selections(engine: Engine) -> dict[str, str]:
     plan = getattr(engine.ops, "plan", None)
     if plan is None:
         return {}
-    return {op: e.runs.name + (" (fallback)" if e.fallback_taken else "") for op, e in plan.entries.items() if e.runs}
+    out = {op: e.runs.name + (" (fallback)" if e.fallback_taken else "") for op, e in plan.entries.items() if e.runs}
+    on = [k for k, v in (getattr(plan, "engine", None) or {}).items() if v]
+    if on and getattr(engine, "fused", None) is not None:  # the graph differs too: say how (registry [engine])
+        out["[engine]"] = ", ".join(on)
+    return out
 
 
 def _ceilings(req: BenchRequest, working_set: int) -> ceil.Ceilings:

@@ -20,6 +20,7 @@ COMMANDS = [
     "plugins_cmd",
     "ops_cmd",
     "plan_cmd",
+    "engine_cmd",
     "swap_cmd",
     "check_cmd",
     "reference_cmd",

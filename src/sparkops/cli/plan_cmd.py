@@ -27,7 +27,7 @@ def run(args) -> int:
     registry = Registry.load(registry_path(args.registry))
     plan = make_plan(registry, catalog, args.device)
     if args.json:
-        emit_json({"device": plan.device, "registry": plan.registry, "ok": plan.ok, "ops": {
+        emit_json({"device": plan.device, "registry": plan.registry, "ok": plan.ok, "engine": plan.engine, "ops": {
             op: {"selected": e.selected, "runs": e.runs.key if e.runs else None, "reason": e.reason,
                  "fallback_taken": e.fallback_taken, "round_trip": e.round_trip, "check": e.check,
                  "error": e.error, "others": dict(e.others)}
@@ -44,6 +44,8 @@ def run(args) -> int:
         others = "\n".join(f"{n}: {w}" for n, w in e.others) or "-"
         table.add_row(op, runs, why, e.check, others)
     console.print(table)
+    on = [k for k, v in plan.engine.items() if v]
+    console.print(f"engine: {', '.join(on) if on else 'no [engine] option set'} (`sparkops engine` shows them all)")
     if plan.fallbacks:
         console.print(f"[yellow]fallbacks taken:[/] {', '.join(plan.fallbacks)}")
     if plan.round_trips:

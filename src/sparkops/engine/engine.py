@@ -14,6 +14,7 @@ import torch
 from ..dispatch import Ops
 from ..errors import BadInput
 from ..weights import ModelWeights
+from .fusion import Groups, fuse
 from .graph import forward
 from .state import SequenceState
 
@@ -36,6 +37,12 @@ class GenerationStats:
         return n / self.decode_seconds if self.decode_seconds and n > 0 else float("nan")
 
 
+def engine_options(ops: Ops) -> dict[str, object]:
+    """The [engine] options of the registry the ops were planned from (none for ops built otherwise)."""
+    plan = getattr(ops, "plan", None)
+    return dict(getattr(plan, "engine", None) or {})
+
+
 class Engine:
     def __init__(self, model: ModelWeights, ops: Ops, *, max_context: int | None = None,
                  dtype: torch.dtype = torch.float32, cache_dtype: torch.dtype | None = None,
@@ -53,6 +60,12 @@ class Engine:
             raise BadInput(f"max_context {self.max_context} exceeds the model's context length "
                            f"{self.config.context_length}")
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype)
+        #: the projection groups when the registry's [engine] table asks for fuse_projections (fusion.py)
+        self.fused: Groups | None = fuse(self.model) if self.fusable and engine_options(ops).get(
+            "fuse_projections") else None
+
+    #: whether this engine's graph can take fused projections (the sharded graph cannot)
+    fusable = True
 
     # -- the two phases ------------------------------------------------------------------------
     def prefill(self, tokens: torch.Tensor | list[int], *, last_only: bool = False,
@@ -81,7 +94,7 @@ class Engine:
 
     def _forward(self, ids: torch.Tensor, last_only: bool) -> torch.Tensor:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
-        return forward(self.ops, self.model, self.state, ids, self.dtype, last_only)
+        return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

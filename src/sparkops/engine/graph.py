@@ -12,58 +12,66 @@ import torch
 from ..config import ModelConfig
 from ..dispatch import Ops
 from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights, MoEWeights
+from .fusion import Group, Groups, project
 from .state import KDAState, MLAState, SequenceState
 
 
-def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor) -> torch.Tensor:
+def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
+              groups: tuple[Group, ...] = ()) -> torch.Tensor:
     t = a.shape[0]
     h, dk = cfg.kda_heads, cfg.kda_head_dim
-    q = ops.short_conv(ops.linear(a, w.q), w.conv_q, st.conv_q)  # [T, P]
-    k = ops.short_conv(ops.linear(a, w.k), w.conv_k, st.conv_k)  # [T, P]
-    v = ops.short_conv(ops.linear(a, w.v), w.conv_v, st.conv_v)  # [T, P]
-    g = ops.linear(ops.linear(a, w.f_a), w.f_b)  # [T, P] decay logits
-    beta = ops.linear(a, w.beta)  # [T, H]
+    p = project(ops, a, w, ("q", "k", "v", "f_a", "beta", "g_a"), groups)  # the projections of a (fusion.py)
+    q = ops.short_conv(p["q"], w.conv_q, st.conv_q)  # [T, P]
+    k = ops.short_conv(p["k"], w.conv_k, st.conv_k)  # [T, P]
+    v = ops.short_conv(p["v"], w.conv_v, st.conv_v)  # [T, P]
+    g = ops.linear(p["f_a"], w.f_b)  # [T, P] decay logits
+    beta = p["beta"]  # [T, H]
     o = ops.kda(q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), g.view(t, h, dk), beta,
                 w.a, w.dt_bias, st.recurrent, dk ** -0.5, cfg.l2_eps)  # [T, H, Dk]
-    gate = ops.linear(ops.linear(a, w.g_a), w.g_b)  # [T, P]
+    gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
     y = ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
     return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
 
 
 def mla_block(ops: Ops, cfg: ModelConfig, w: MLAWeights, st: MLAState, pos: torch.Tensor,
-              a: torch.Tensor) -> torch.Tensor:
+              a: torch.Tensor, groups: tuple[Group, ...] = ()) -> torch.Tensor:
     t = a.shape[0]
     n, lkv = cfg.mla_heads, cfg.kv_lora_rank
-    q = ops.linear(a, w.q).view(t, n, cfg.qk_head_dim)  # [T, N, Dn+R]
-    ckv = ops.linear(a, w.kv_a)  # [T, Lkv+R]
+    p = project(ops, a, w, ("q", "kv_a"), groups)
+    q = p["q"].view(t, n, cfg.qk_head_dim)  # [T, N, Dn+R]
+    ckv = p["kv_a"]  # [T, Lkv+R]
     c = ops.rmsnorm(ckv[:, :lkv].contiguous(), w.kv_norm, cfg.kv_norm_eps)  # [T, Lkv]
     latent = torch.cat([c, ckv[:, lkv:]], dim=-1).to(st.cache.dtype)  # [T, Lkv+R], the cache row
     o = ops.attention(q, latent, st.cache, pos, w.w_uk, w.w_uv, cfg.qk_head_dim ** -0.5)  # [T, N, Dv]
     return ops.linear(o.reshape(t, n * cfg.v_head_dim), w.o_proj)  # [T, D]
 
 
-def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: torch.Tensor) -> torch.Tensor:
+def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: torch.Tensor,
+              groups: tuple[Group, ...] = ()) -> torch.Tensor:
     if isinstance(w, DenseFFNWeights):
-        return ops.linear(ops.swiglu(ops.linear(f, w.gate), ops.linear(f, w.up)), w.down)
+        p = project(ops, f, w, ("gate", "up"), groups)
+        return ops.linear(ops.swiglu(p["gate"], p["up"]), w.down)
     weights, ids = ops.moe_router(f, w.router, w.bias, cfg.n_experts_per_token, cfg.n_group, cfg.topk_group,
                                   cfg.routed_scaling_factor, cfg.router_renorm_eps)  # [T, K], [T, K]
     return ops.moe_experts(f, weights, ids, w.gate_exps, w.up_exps, w.down_exps, w.s_gate, w.s_up, w.s_down)
 
 
 def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.Tensor, dtype: torch.dtype,
-            last_only: bool) -> torch.Tensor:
-    """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only)."""
+            last_only: bool, fused: Groups | None = None) -> torch.Tensor:
+    """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
+    `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py)."""
     cfg = model.config
+    fused = fused or {}
     h = ops.embedding(model.embed, tokens, dtype)  # [T, D] residual stream
     a = ops.rmsnorm(h, model.layers[0].attn_norm, cfg.rms_norm_eps)
     for i, layer in enumerate(model.layers):
         st = state.layers[i]
         if layer.kind == "kda":
-            y = kda_block(ops, cfg, layer.attn, st, a)
+            y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()))
         else:
-            y = mla_block(ops, cfg, layer.attn, st, state.pos, a)
+            y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
         f, h = ops.add_rmsnorm(y, h, layer.ffn_norm, cfg.rms_norm_eps)
-        y = ffn_block(ops, cfg, layer.ffn, f)
+        y = ffn_block(ops, cfg, layer.ffn, f, fused.get((i, "ffn"), ()))
         next_norm = model.layers[i + 1].attn_norm if i + 1 < len(model.layers) else model.output_norm
         a, h = ops.add_rmsnorm(y, h, next_norm, cfg.rms_norm_eps)
     if last_only:

@@ -5,6 +5,8 @@
     fallback = "error"            # what to do if it cannot run: "error" or "reference"
     [ops.attention.cuda.check]    # written by `sparkops swap` / `sparkops check` (the gate)
     ...
+    [engine]                      # how the engine composes the ops (`sparkops engine`)
+    fuse_projections = true       # linears that read one input run as one (engine/fusion.py)
 
 Rewritten by the tools through tomlkit, so people's comments survive, and atomically.
 """
@@ -26,6 +28,11 @@ from ..plugins.implementation import DEVICES
 
 FALLBACKS = ("error", "reference")
 _KEYS = {"impl", "fallback", "check"}
+#: the [engine] table's options: name -> (type, default, what it does)
+ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
+    "fuse_projections": (bool, False, "linears that read the same input (KDA q/k/v/f_a/beta/g_a, MLA q/kv_a, "
+                                      "dense gate/up) run as one over their stacked rows, per GGUF type"),
+}
 
 
 @dataclass(frozen=True)
@@ -70,10 +77,19 @@ class Registry:
         return cls(Path(path), doc, "")
 
     def validate(self) -> None:
-        top = set(self.doc.keys()) - {"ops"}
+        top = set(self.doc.keys()) - {"ops", "engine"}
         if top:
-            self._fail(f"unknown top-level key(s) {sorted(top)}; the registry holds only [ops.OP.DEVICE] tables",
-                       sorted(top)[0])
+            self._fail(f"unknown top-level key(s) {sorted(top)}; the registry holds [ops.OP.DEVICE] tables and an "
+                       f"[engine] table", sorted(top)[0])
+        engine = self.doc.get("engine", {})
+        if not isinstance(engine, dict):
+            self._fail("'engine' must be a table: [engine] with options such as fuse_projections = true", "engine")
+        for key, value in engine.items():
+            if key not in ENGINE_KEYS:
+                self._fail(f"[engine]: unknown option '{key}'; the options are: {', '.join(ENGINE_KEYS)}", "engine")
+            kind = ENGINE_KEYS[key][0]
+            if type(value.unwrap() if hasattr(value, "unwrap") else value) is not kind:
+                self._fail(f"[engine]: {key} must be a {kind.__name__} (e.g. {key} = true), got {value!r}", "engine")
         ops = self.doc.get("ops", {})
         if not isinstance(ops, dict):
             self._fail("'ops' must be a table of [ops.OP.DEVICE] tables", "ops")
@@ -107,7 +123,24 @@ class Registry:
         return Selection(op, device, str(entry["impl"]), str(entry.get("fallback", "error")),
                          check.unwrap() if check is not None else None, self._line_of(f"ops.{op}.{device}"))
 
+    def engine_options(self) -> dict[str, object]:
+        """Every [engine] option, the file's value or the default."""
+        engine = self.doc.get("engine", {})
+        return {k: (engine[k].unwrap() if hasattr(engine[k], "unwrap") else engine[k]) if k in engine else default
+                for k, (_, default, _) in ENGINE_KEYS.items()}
+
     # -- writing -------------------------------------------------------------------------------
+    def set_engine(self, key: str, value: object) -> None:
+        """Set one [engine] option (validated like a loaded file)."""
+        if key not in ENGINE_KEYS:
+            raise RegistryError(f"unknown engine option '{key}'; the options are: {', '.join(ENGINE_KEYS)}")
+        kind = ENGINE_KEYS[key][0]
+        if type(value) is not kind:
+            raise RegistryError(f"engine option {key} takes a {kind.__name__}, got {value!r}")
+        if "engine" not in self.doc:
+            self.doc["engine"] = tomlkit.table()
+        self.doc["engine"][key] = value
+
     def set(self, op: str, device: str, impl: str, *, fallback: str | None = None,
             check: dict[str, Any] | None = None) -> None:
         """Select `impl` for `op` on `device`; a new selection replaces any old check record."""

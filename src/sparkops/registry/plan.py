@@ -36,6 +36,7 @@ class Plan:
     device: str
     registry: str
     entries: dict[str, PlanEntry]
+    engine: dict[str, object] = field(default_factory=dict)  # the registry's [engine] options (file.ENGINE_KEYS)
 
     @property
     def ok(self) -> bool:
@@ -63,7 +64,7 @@ def make_plan(registry: Registry, catalog: Catalog, device: str, *, verify_check
     if device not in DEVICES:
         raise RegistryError(f"unknown device class '{device}'; use one of {list(DEVICES)}")
     entries = {op: _plan_op(registry, catalog, op, device, verify_checks) for op in OP_NAMES}
-    return Plan(device=device, registry=str(registry.path), entries=entries)
+    return Plan(device=device, registry=str(registry.path), entries=entries, engine=registry.engine_options())
 
 
 def _plan_op(registry: Registry, catalog: Catalog, op: str, device: str, verify_checks: bool) -> PlanEntry:
