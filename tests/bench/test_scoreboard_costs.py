@@ -135,3 +135,16 @@ nano, tmp_path, capsys, monkeypatch, reference_registry):
     loads.clear()
     assert main(["diagnose", "--model", "k3-nano", "--depth", "4", "--fill-registry", str(tmp_path / "no.toml")]) == 2
     assert "--fill-registry" in " ".join(capsys.readouterr().err.split()) and not loads  # refused before any load
+
+
+def test_kernels_are_counted_under_an_ops_profiler_range():
+    """diagnose on CUDA counts each op's kernels: those its range launched directly and through every call
+    beneath it (aten ops, Triton, CuPy), copies and memsets aside."""
+    from types import SimpleNamespace as E
+
+    from sparkops.bench.diagnose import _kernels_under
+
+    k = E(name="gemv_kernel")
+    leaf = E(kernels=[k, E(name="Memcpy DtoD")], cpu_children=[])
+    op = E(kernels=[k], cpu_children=[leaf, E(kernels=[k, k], cpu_children=[])])
+    assert _kernels_under(op) == 4 and _kernels_under(E()) == 0

@@ -78,6 +78,8 @@ def test_cuda_diagnose_counts_kernels_and_busy_time(nano, torch_registry):
     # host's launch time, which on an eager step is several times larger
     per_op = sum(x["seconds"] for x in p.by_op.values())
     assert 0.5 * p.busy_s < per_op <= 1.05 * p.busy_s, (per_op, p.busy_s)
+    launched = sum(x["kernels"] for x in p.by_op.values())  # each op's kernels; the rest is the graph's glue
+    assert 0.5 * p.kernels <= launched <= p.kernels, (launched, p.kernels)
 
 
 def test_cuda_graph_arm_against_eager(nano, passing_gate, torch_registry):

@@ -162,7 +162,9 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
         with RegionTimer(device) as t:  # busy and wall of the SAME run: their ratio is the busy fraction
             if device == "cuda":
                 kernels, busy, _, device_by_op = _cuda_kernels(decode_all)
-                counting.seconds = defaultdict(float, device_by_op)  # device time, not the host's launch time
+                # device time, not the host's launch time; and the kernels each op launched
+                counting.seconds = defaultdict(float, {op: v[0] for op, v in device_by_op.items()})
+                launched = {op: v[1] for op, v in device_by_op.items()}
                 how = "torch.profiler: CUDA kernels launched inside each op and their summed device time"
             else:
                 decode_all()
@@ -172,6 +174,9 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
         engine.ops = real_ops
     by_op = {op: {"calls": counting.calls[op] / steps, "seconds": counting.seconds[op] / steps}
              for op in sorted(counting.calls, key=lambda o: -counting.seconds[o])}
+    if device == "cuda":
+        for op, x in by_op.items():
+            x["kernels"] = launched.get(op, 0) / steps  # the rest of the step's kernels are the graph's glue
     # busy per token: the device time of the kernels themselves, which profiling does not stretch (the
     # profiled run's wall does stretch: scaling busy by its share of that wall undercounts it), capped at
     # the clean wall
@@ -201,9 +206,15 @@ def _graph_wall(engine: Any, snap: Any, toks: Any, steps: int) -> float:
     return statistics.median(walls[1:])
 
 
-def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float], dict[str, float]]:
+def _kernels_under(e: Any) -> int:
+    """Kernels launched by a profiler event and everything it called."""
+    return sum(1 for k in getattr(e, "kernels", ()) if not str(getattr(k, "name", "")).startswith(("Memcpy", "Memset"))) \
+        + sum(_kernels_under(c) for c in getattr(e, "cpu_children", ()))
+
+
+def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float], dict[str, tuple[float, int]]]:
     """(kernels launched, seconds the device was busy (kernels, copies, memsets), seconds by kernel name,
-    device seconds by op: the kernels launched inside each _CountingOps range)."""
+    by op: (device seconds, kernels) of what was launched inside each _CountingOps range)."""
     from torch.profiler import ProfilerActivity, profile
 
     sync("cuda")
@@ -212,11 +223,13 @@ def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float], dict[str, floa
         sync("cuda")
     count, busy = 0, 0.0
     by_name: dict[str, float] = defaultdict(float)
-    by_op: dict[str, float] = defaultdict(float)
+    by_op: dict[str, tuple[float, int]] = {}
     for e in prof.events():
         if e.name.startswith(RANGE):
             us = getattr(e, "device_time_total", None)
-            by_op[e.name[len(RANGE):]] += (us if us is not None else e.cuda_time_total) / 1e6
+            s, n = by_op.get(e.name[len(RANGE):], (0.0, 0))
+            by_op[e.name[len(RANGE):]] = (s + (us if us is not None else e.cuda_time_total) / 1e6,
+                                          n + _kernels_under(e))
         if not str(getattr(e, "device_type", "")).endswith("CUDA"):
             continue
         seconds = e.time_range.elapsed_us() / 1e6

@@ -200,11 +200,15 @@ def _print(d, pngs) -> None:
                       f"{1e3 * p.busy_s:.3g} ms of {1e3 * p.wall_s:.3g} ms ({100 * p.busy_fraction:.0f}%); "
                       f"launch bill eager ~{1e3 * v['launch_eager_s']:.3g} ms")
         ops = Table(title=f"per op, per token ({p.how})")
-        for col in ("op", "calls", "ms", "share of busy"):
+        kernels = any("kernels" in x for x in p.by_op.values())
+        for col in ("op", "calls") + (("kernels",) if kernels else ()) + ("ms", "share of busy"):
             ops.add_column(col)
         for op, x in p.by_op.items():
-            ops.add_row(op, f"{x['calls']:.3g}", f"{1e3 * x['seconds']:.3g}",
-                        f"{100 * x['seconds'] / p.busy_s:.0f}%" if p.busy_s else "")
+            ops.add_row(op, f"{x['calls']:.3g}", *((f"{x.get('kernels', 0):.3g}",) if kernels else ()),
+                        f"{1e3 * x['seconds']:.3g}", f"{100 * x['seconds'] / p.busy_s:.0f}%" if p.busy_s else "")
+        if kernels:
+            glue = p.kernels - sum(x.get("kernels", 0) for x in p.by_op.values())
+            console.print(f"kernels outside the ops (the graph's own copies, casts, concatenations): {glue:.3g} per token")
         console.print(ops)
     gain = v.get("predicted_gain")
     console.print(f"[bold]binding ceiling: {v['binding']}[/]" + (f"; predicted gain of lifting it: {gain:.3g}x"
