@@ -60,6 +60,7 @@ M=/tmp/k48-q4_k_m.gguf M1=/tmp/k48-iq1_s.gguf
 TORCH_REG=/tmp/cuda-torch.toml FAST_REG=/tmp/cuda-fast.toml FILL_REG=/tmp/cuda-fill.toml BF16_REG=/tmp/cuda-bf16.toml
 BEST_REG=/tmp/cuda-best.toml  # BF16_REG if it passes the 48B gate at 1,64,4096, else FAST_REG (stage_best)
 CUPY_ATTN_REG=/tmp/cuda-fast-cupy-attn.toml  # FAST_REG with attention=cupy_splitk
+FUSED_REG=/tmp/cuda-best-fused.toml  # BEST_REG with [engine] fuse_projections = true
 PREFILL_REG=/tmp/cuda-prefill.toml  # BF16_REG likewise, else FILL_REG (float32 with a fast prefill attention)
 BEST="the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels: the row's registry B)"
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -142,6 +143,7 @@ stage_best() {
   elif [ -f "$DONE/gate48-bf16" ]; then
     cp $FILL_REG $PREFILL_REG; cp $FAST_REG $BEST_REG; log "best registry: float32 (bf16 refused)"
   fi
+  [ -f $BEST_REG ] && cp $BEST_REG $FUSED_REG && sparkops engine fuse_projections=on --registry $FUSED_REG > /dev/null
 }
 stage_synth() { [ -f $M ] || run synth48 150 sparkops synth --preset kimi-linear-48b-a3b --quant q4_k_m -o $M; }
 # a stage that needs the registries and the 48B makes them first on a fresh machine (both are skipped when
@@ -221,6 +223,9 @@ rungs)
   run decode-fast-graph 120 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 64 --repeats 6 \
       --registry $FAST_REG --vs $FAST_REG --graph B $GATE $FILL \
       --change "the whole decode step as one CUDA graph (float32 kernels)"
+  run decode-fuse 120 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 \
+      --registry $BEST_REG --vs $FUSED_REG --graph A,B $GATE $FILL \
+      --change "fuse_projections: the linears that read one input run as one GEMV per GGUF type (best registry, graph)"
   run decode-attn-cupy-vs-triton 90 sparkops bench decode --model $M --depth 32768 --tokens 64 --repeats 6 \
       --registry $CUPY_ATTN_REG --vs $FAST_REG --graph A,B $GATE $FILL \
       --change "attention=triton_fp32 (16 heads per pass over the float32 cache) vs cupy_splitk (one head per block)"
