@@ -53,7 +53,11 @@ OUT=${OUT:-/tmp/sparkops-out}
 LANE=${SUITE_LANE:-main}
 R=/tmp/suite-results/$T0-$LANE  # this call's logs (the machine's /tmp lives as long as it is held)
 B=/tmp/suite-bench              # the machine's scoreboard, kept across calls
-mkdir -p "$OUT" "$R" "$B"
+DJ=/tmp/suite-diag              # diagnoses (diagnose --json-out), the predictions later rows record
+# --prediction FILE for a bench row, set only once that diagnosis exists (a missing file is refused by bench)
+PRED_TORCH=""
+PRED_BEST=""
+mkdir -p "$OUT" "$R" "$B" "$DJ"
 export PYTHONUNBUFFERED=1 SPARKOPS_CACHE=/tmp/sparkops-cache COLUMNS=160 PYTHONPATH=/tmp/site SPARKOPS_BENCH_DIR=$B
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 M=/tmp/k48-q4_k_m.gguf M1=/tmp/k48-iq1_s.gguf
@@ -98,7 +102,7 @@ run() {
   return $rc
 }
 pack() {
-  cp -f /tmp/cuda-*.toml "$R/" 2>/dev/null
+  cp -f /tmp/cuda-*.toml "$DJ"/*.json "$R/" 2>/dev/null
   tar czf "$OUT/results-$LANE.tgz" -C "$R" . 2>/dev/null
   tar czf "$OUT/bench.tgz" -C "$B" . 2>/dev/null
   log "packed: $(du -sh "$R" | cut -f1) of results, scoreboard $(wc -l < "$B/ledger.jsonl" 2>/dev/null || echo 0) rows"
@@ -195,12 +199,16 @@ gate)
   ;;
 ladder)
   prereq || continue
-  # the baseline and the best gated registry, ABAB at each depth: torch eager (A) vs fast + one CUDA graph per step (B)
+  # diagnose the baseline first: its binding ceiling and predicted gain go into the rows of the change
+  run diagnose-torch 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $TORCH_REG \
+      --fill-registry $FILL_REG --steps 4 --out "$R/diag" --json-out $DJ/diag-torch.json
+  [ -s $DJ/diag-torch.json ] && PRED_TORCH="--prediction $DJ/diag-torch.json"
+  # the baseline and the best gated registry, ABAB at each depth: torch eager (A) vs best + one CUDA graph per step (B)
   run decode-torch-vs-best 200 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
-      --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL \
+      --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL $PRED_TORCH \
       --change "$BEST + the decode step as one CUDA graph, vs torch eager"
   run diagnose 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $BEST_REG \
-      --fill-registry $FILL_REG --out "$R/diag"
+      --fill-registry $FILL_REG --out "$R/diag" --json-out $DJ/diag-best.json
   ;;
 prefill)
   prereq || continue
@@ -223,8 +231,9 @@ rungs)
   run decode-fast-graph 120 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 64 --repeats 6 \
       --registry $FAST_REG --vs $FAST_REG --graph B $GATE $FILL \
       --change "the whole decode step as one CUDA graph (float32 kernels)"
+  [ -s $DJ/diag-best.json ] && PRED_BEST="--prediction $DJ/diag-best.json"
   run decode-fuse 120 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 \
-      --registry $BEST_REG --vs $FUSED_REG --graph A,B $GATE $FILL \
+      --registry $BEST_REG --vs $FUSED_REG --graph A,B $GATE $FILL $PRED_BEST \
       --change "fuse_projections: the linears that read one input run as one GEMV per GGUF type (best registry, graph)"
   run decode-attn-cupy-vs-triton 90 sparkops bench decode --model $M --depth 32768 --tokens 64 --repeats 6 \
       --registry $CUPY_ATTN_REG --vs $FAST_REG --graph A,B $GATE $FILL \

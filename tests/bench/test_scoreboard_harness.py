@@ -312,3 +312,32 @@ def test_cli_end_to_end_records_the_run(nano, registries, monkeypatch, capsys, b
 def test_decode_needs_an_explicit_depth(capsys):
     assert main(["bench", "decode", "--model", "k3-nano", "--tokens", "4"]) == 2
     assert "needs --depth" in capsys.readouterr().err
+
+
+def test_a_row_records_the_baselines_diagnosis_beside_the_outcome(nano, registries, monkeypatch, capsys, bench_dir,
+                                                                   tmp_path):
+    """diagnose --json-out on A, then bench --prediction: each depth's row keeps A's binding ceiling and predicted
+    gain, and the measured ratio; LADDER.md shows them side by side. A prediction missing a depth is refused."""
+    from sparkops.cli import diagnose_cmd
+
+    monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: nano)
+    diag = tmp_path / "diag.json"
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "0,8", "--steps", "2", "--out", str(tmp_path),
+                 "--registry", str(registries[0]), "--json-out", str(diag)]) == 0
+    docs = json.loads(diag.read_text())
+    assert [d["depth"] for d in docs] == [0, 8] and docs[0]["registry"] == str(registries[0])
+    argv = ["bench", "decode", "--model", "k3-nano", "--depth", "0,8", "--tokens", "2", "--repeats", "2",
+            "--registry", str(registries[0]), "--vs", str(registries[1]), "--gate-depths", "1"]
+    assert main(argv + ["--prediction", str(diag)]) == 0
+    rows = [r for r in L.read(bench_dir / L.LEDGER) if r["kind"] == "measurement"]
+    for r, d in zip(rows, docs):
+        p = r["prediction"]
+        assert p["binding"] == d["verdict"]["binding"] and p["predicted_gain"] == d["verdict"]["predicted_gain"]
+        assert p["measured_ratio"] == r["ratio"] and p["of"] == "the baseline's eager step"
+        assert "--prediction" in r["command"]
+    assert f"{rows[0]['prediction']['binding']}: x" in (bench_dir / L.LADDER).read_text()
+    capsys.readouterr()
+    assert main(argv[:5] + ["0,8,16"] + argv[6:] + ["--prediction", str(diag)]) == 2
+    assert "not [16]" in " ".join(capsys.readouterr().err.split())
+    assert main(argv + ["--prediction", str(tmp_path / "none.json")]) == 2

@@ -279,7 +279,7 @@ def verdict(d: Diagnosis) -> dict[str, Any]:
         kernels_bind = p.busy_s >= 0.8 * gw
         after = ("bandwidth" if p.busy_s <= AT_ROOFLINE * floor else "occupancy") if kernels_bind else "launch overhead"
         out.update(graph_wall_s=gw, graph_tok_s=1 / gw, graph_fraction_of_roofline=floor / gw,
-                   graph_binding=after,
+                   graph_binding=after, graph_predicted_gain=max(1.0, gw / floor),
                    graph_why=f"replayed as one CUDA graph the step takes {1e3 * gw:.3g} ms ({1 / gw:.4g} tok/s, "
                              f"{100 * floor / gw:.1f}% of the roofline); the kernels are busy {1e3 * p.busy_s:.3g} ms "
                              f"of it, so " + (

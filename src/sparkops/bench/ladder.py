@@ -11,6 +11,7 @@ from typing import Any
 
 from . import ledger as L
 from .frontier import Frontier
+from .prediction import text as prediction_text
 
 
 def _f(v: Any, digits: int = 4) -> str:
@@ -85,8 +86,9 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
             "Tiers: **win** / **none** / **regression** from the ABAB pair ratios (median beyond the noise floor "
             "and a sign test over the pairs at p < 0.05), or against the frontier for a run without a baseline; "
             "**retracted** rows stay, with the reason.", "",
-            "| # | date | row | change | metric | before → after | ratio | tier | worst KL / top-1 | command |",
-            "|---:|---|---|---|---|---|---:|---|---|---|"]
+            "| # | date | row | change | metric | before → after | ratio | tier | diagnosis of before | worst KL / top-1 "
+            "| command |",
+            "|---:|---|---|---|---|---|---:|---|---|---|---|"]
     n = 0
     for r in rows:
         if r["kind"] != "measurement":
@@ -95,10 +97,10 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
         kl = f"{_f(r.get('worst_kl'), 3)} / {_f(r.get('worst_top1'), 3)}"
         out.append(f"| {n} | {_when(r)} | {r['id']} | {_cell(r.get('change', ''))} "
                    f"| {_cell(r.get('metric', r.get('key')))} | {_f(r.get('before'))} → {_f(r.get('after'))} "
-                   f"| {_f(r.get('ratio'), 3)} | {_cell(tier_text(r, gone))} | {kl} "
+                   f"| {_f(r.get('ratio'), 3)} | {_cell(tier_text(r, gone))} | {_cell(prediction_text(r))} | {kl} "
                    f"| `{_cell(r.get('command', ''))}` |")
     if not n:
-        out.append("| | (no measurements yet) | | | | | | | | |")
+        out.append("| | (no measurements yet) | | | | | | | | | |")
 
     refusals = [r for r in rows if r["kind"] == "refusal"]
     if refusals:

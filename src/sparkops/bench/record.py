@@ -32,7 +32,8 @@ def _box(run: BenchRun) -> dict[str, Any]:
             "clocks_after": e.get("clocks_after"), "versions": e.get("versions"), "host": e.get("host")}
 
 
-def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) -> dict[str, Any]:
+def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
+                    prediction: dict[str, Any] | None = None) -> dict[str, Any]:
     date = now()
     key = workload_key(p.phase, run.model["name"], run.model["mix"], run.env["device_slug"], p.depth, p.tokens)
     cand = p.arms["B"] if "B" in p.arms else p.arms["A"]
@@ -54,6 +55,10 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) ->
         tier = tier_against(after, before, cand.spread)
         ratios = []
         noise = max(MIN_EFFECT, cand.spread.relative_iqr)
+    if prediction is not None:
+        from .prediction import for_row
+
+        prediction = for_row(prediction, run.model["name"], p.arms["A"].mode, ratio if "B" in p.arms else None)
     return {
         "id": L.new_id(date), "kind": "measurement", "date": date, "change": change, "key": key,
         "phase": p.phase, "depth": p.depth, "tokens": p.tokens, "model": run.model, "metric": _metric(p),
@@ -68,6 +73,7 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str) ->
         "depth_proof": {a.label: a.proof for a in p.arms.values()},
         "roofline": {a.label: a.roofline for a in p.arms.values()}, "cost": p.cost.as_dict(),
         "ceilings": run.ceilings.as_dict(), **_box(run),
+        **({"prediction": prediction} if prediction is not None else {}),
     }
 
 
@@ -129,8 +135,9 @@ def offer_row(frontier: Frontier, row: dict[str, Any]) -> dict[str, str]:
 
 
 def record_run(run: BenchRun, bench: str | Path | None = None, change: str | None = None,
-               render: bool = True) -> list[dict[str, Any]]:
-    """Append the run's rows, raise the frontier where earned, re-render LADDER.md; returns the rows."""
+               render: bool = True, predictions: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Append the run's rows, raise the frontier where earned, re-render LADDER.md; returns the rows.
+    `predictions`: {depth: the baseline's diagnosis} (bench.prediction), kept in each depth's row."""
     d = L.bench_dir(bench)
     d.mkdir(parents=True, exist_ok=True)
     frontier = Frontier.load(d / L.FRONTIER)
@@ -139,8 +146,8 @@ def record_run(run: BenchRun, bench: str | Path | None = None, change: str | Non
             for r, (label, _) in zip(regs, run.request.registries)]
     change = change or (f"{regs[1]} vs {regs[0]}" if len(regs) == 2 else f"{regs[0]} (no baseline)")
     rows = []
-    for p in run.points:
-        row = measurement_row(run, p, frontier, change)
+    made = [measurement_row(run, p, frontier, change, (predictions or {}).get(p.depth)) for p in run.points]
+    for p, row in zip(run.points, made):  # every row made (and checked) before the first is written
         row["frontier"] = offer_row(frontier, row)
         L.append(d / L.LEDGER, row)  # the row first: a frontier entry must point at an existing row
         rows.append(row)

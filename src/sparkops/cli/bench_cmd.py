@@ -60,6 +60,9 @@ def add_parser(sub) -> None:
                    "(gated like the arms) and give every arm a copy of that state, instead of each arm prefilling "
                    "it: for a baseline too slow to prefill 131072 tokens itself")
     p.add_argument("--change", metavar="TEXT", help="what changed, for the ledger (default: the registries)")
+    p.add_argument("--prediction", metavar="DIAG.json", help="decode: the baseline's diagnosis (`sparkops diagnose "
+                   "--registry A --json-out DIAG.json` at the same depths); each row records its binding ceiling and "
+                   "predicted gain beside the measured ratio")
     p.add_argument("--no-record", action="store_true", help="print only; write nothing under bench/")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
     add_json_arg(p)
@@ -149,6 +152,13 @@ def run(args) -> int:
         if not Path(path).exists():
             raise BadInput(f"registry {label}: {path}: no such file")
     spec = peer_mod.parse_peer_arg(args.peer, args.peer_args) if args.peer else None
+    predictions = None
+    if args.prediction:
+        if args.phase != "decode":
+            raise BadInput("--prediction applies to decode (diagnose predicts a decode step)")
+        from ..bench import prediction
+
+        predictions = prediction.load(args.prediction, depths)  # read and checked before any weight is loaded
     weights = load_weights(args.model)
     req = BenchRequest(phase=args.phase, depths=depths, tokens=args.tokens, registries=regs, repeats=args.repeats,
                        warmup=args.warmup, seed=args.seed, device=args.device, dtype=parse_dtype(args.dtype),
@@ -169,7 +179,7 @@ def run(args) -> int:
     if not args.no_record:
         from ..bench.record import record_run
 
-        rows = record_run(bench_run, args.bench_dir, args.change)
+        rows = record_run(bench_run, args.bench_dir, args.change, predictions=predictions)
     if args.json:
         emit_json({"model": bench_run.model, "env": bench_run.env, "ceilings": bench_run.ceilings.as_dict(),
                    "gates": {k: g.as_dict() for k, g in bench_run.gates.items()},
@@ -185,7 +195,7 @@ _OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), 
             ("--device", "device"), ("--dtype", "dtype"), ("--cache-dtype", "cache_dtype"), ("--chunk", "chunk"),
             ("--gate-depths", "gate_depths"),
             ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--fill-registry", "fill_registry"),
-            ("--peer", "peer"), ("--peer-args", "peer_args"))
+            ("--peer", "peer"), ("--peer-args", "peer_args"), ("--prediction", "prediction"))
 
 
 def canonical_argv(args) -> list[str]:

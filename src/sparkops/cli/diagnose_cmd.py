@@ -49,6 +49,8 @@ def add_parser(sub) -> None:
     p.add_argument("--fill-registry", metavar="F", help="prefill the context with this registry and copy its "
                    "state into the diagnosed engine (for registries that prefill slowly)")
     p.add_argument("--out", metavar="DIR", help="where the PNGs go (default: the checkout's bench/)")
+    p.add_argument("--json-out", metavar="FILE", help="also write the diagnoses to FILE: what `sparkops bench "
+                   "--prediction FILE` records beside the measured outcome of the next change")
     add_registry_arg(p)
     add_json_arg(p)
 
@@ -117,8 +119,17 @@ def run(args) -> int:
                 _collectives(d, args, reg)
             results.append(d)
     drawn = [(d, _draw(d, out)) for d in results]
+    from ..bench.provenance import now
+
+    docs = [{**d.as_dict(), "registry": None if args.paper else str(registry_path(args.registry)), "date": now(),
+             "pngs": [str(p) for p in pngs]} for d, pngs in drawn]
+    if args.json_out:
+        import json
+
+        from ..atomic import write_atomic
+
+        write_atomic(args.json_out, json.dumps(docs, indent=1, default=str) + "\n")
     if args.json:
-        docs = [{**d.as_dict(), "pngs": [str(p) for p in pngs]} for d, pngs in drawn]
         emit_json(docs[0] if len(docs) == 1 else docs)
         return 0
     for d, pngs in drawn:
