@@ -110,7 +110,20 @@ def test_a_synthetic_fill_is_its_own_labelled_workload():
     assert row["key"].endswith(".fill=synthetic") and "synthetically" in row["change"]
 
 
-def test_a_refused_run_records_nothing(tmp_path):
+def test_a_refused_run_records_no_figure_only_the_refusal(tmp_path, monkeypatch, capsys):
     with pytest.raises(BadInput, match="nothing recorded"):
         runbench.record({"refused": "gate failed", "spec": {}, "gates": {}}, "cmd", tmp_path)
     assert not (tmp_path / L.LEDGER).exists()
+    refused = _fake_result("prefill")
+    del refused["summary"]
+    refused["spec"] = {**refused["spec"], "device": "cpu", "backend": "gloo", "world": 2}
+    refused["gates"]["self_consistency"] = {"passed": False, "kl_max": 0.3, "top1": 0.7, "what": "prefill 19 vs ..."}
+    refused["refused"] = "the model failed its self-consistency gate"
+    refused["request"] = {"prefill": 32768, "depth": 131072, "steps": 8, "fill": "prefill"}
+    monkeypatch.setattr(runbench, "run", lambda spec, **kw: refused)
+    assert main(["parallel", "bench", "--world", "2", "--depth", "8", "--record", "--bench-dir", str(tmp_path)]) == 1
+    (row,) = L.read(tmp_path / L.LEDGER)
+    assert row["kind"] == "refusal" and row["refused"] == "self_consistency" and row["worst_kl"] == 0.3
+    assert row["depths"] == [131072] and row["tokens"] == 32768 and "figures" not in row and "after" not in row
+    assert "parallel bench" in row["command"] and not (tmp_path / L.FRONTIER).exists()
+    assert "recorded the refusal" in capsys.readouterr().out

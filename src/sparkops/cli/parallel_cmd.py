@@ -257,6 +257,8 @@ def _bench(args) -> int:
     rows = []
     if args.record and not result.get("refused"):
         rows = runbench.record(result, command_line(), args.bench_dir)
+    elif args.record:  # the refusal is on record too (no figure, the frontier untouched)
+        rows = [runbench.record_refusal(result, command_line(), args.bench_dir)]
     if args.json:
         emit_json({**result, "recorded": [r["id"] for r in rows]})
     else:
@@ -285,4 +287,7 @@ def _print_bench(result, rows) -> None:
         for who, v in SEED_FIGURES.get(key, {}).items():
             console.print(f"    beside the seed's {who}: {v:g} tok/s ({p['tok_s'] / v:.3g}x)")
     for r in rows:
-        console.print(f"recorded {r['id']} ({r['key']}): frontier {r['frontier']}")
+        if r["kind"] == "refusal":
+            console.print(f"recorded the refusal as {r['id']} (no figure)")
+        else:
+            console.print(f"recorded {r['id']} ({r['key']}): frontier {r['frontier']}")

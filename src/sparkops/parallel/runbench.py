@@ -214,7 +214,8 @@ def run(spec: Any, *, prefill: int, depth: int, steps: int = 8, rounds: int = 3,
     if spec.dtype in ("bfloat16", "bf16"):
         variant = loosest([variant, "bf16"])
     rule = model_rule_for(variant)
-    result: dict[str, Any] = {"spec": _spec_dict(spec), "variant": variant, "rule": rule.pinned(), "gates": {}}
+    result: dict[str, Any] = {"spec": _spec_dict(spec), "variant": variant, "rule": rule.pinned(), "gates": {},
+                              "request": {"prefill": prefill, "depth": depth, "steps": steps, "fill": fill}}
     if not skip_gate:
         nano = replace(spec, source=ModelSource("synth", "k3-nano", "f32", 0), max_context=max(gate_depths) + 8,
                        prefill_chunk=None)
@@ -358,6 +359,31 @@ def ledger_rows(result: dict[str, Any], command: str, frontier: Any = None,
     return rows
 
 
+def refusal_row(result: dict[str, Any], command: str, env: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of a sharded run its gate refused: which gate, its verdict, the command; no figure at all."""
+    from ..bench import ledger as L
+    from ..bench.provenance import environment, now
+
+    spec = result["spec"]
+    env = env if env is not None else environment(spec["device"])
+    failed = {name: g for name, g in result.get("gates", {}).items() if not g.get("passed")}
+    name, gate = next(iter(failed.items()), (None, {}))
+    worst = gate.get("worst_depth") or {}
+    date = now()
+    src = spec["source"]
+    req = result.get("request") or {}
+    return {"id": L.new_id(date), "kind": "refusal", "date": date, "phase": "sharded prefill + decode",
+            "depths": [req["depth"]] if req.get("depth", -1) >= 0 else [], "tokens": req.get("prefill"),
+            "model": {"name": src["name"], "mix": src["mix"], "source": src["kind"], "seed": src["seed"]},
+            "change": f"tensor + expert parallel over {spec['world']} ranks ({spec['backend']})",
+            "refused": name or "gate", "registry": spec.get("registry") or "registry.toml", "gate": gate,
+            "why": result["refused"], "worst_kl": worst.get("kl_max", gate.get("kl_max")),
+            "worst_top1": worst.get("top1", gate.get("top1")), "worst_depth": worst.get("depth"),
+            "command": command, "commit": env.get("commit"), "dirty": env.get("dirty"),
+            "code_digest": env.get("code_digest"), "device": env.get("device"), "device_name": env.get("device_name"),
+            "versions": env.get("versions")}
+
+
 def record(result: dict[str, Any], command: str, bench: str | Path | None = None) -> list[dict[str, Any]]:
     """Append the rows (gated ones only) and offer them to the raise-only frontier; re-render the ladder."""
     from ..bench import ledger as L
@@ -365,7 +391,7 @@ def record(result: dict[str, Any], command: str, bench: str | Path | None = None
     from ..bench.record import offer_row, render_all
 
     if result.get("refused"):
-        raise BadInput(f"nothing recorded: {result['refused']}")
+        raise BadInput(f"nothing recorded: {result['refused']} (record_refusal keeps the refusal itself)")
     d = L.bench_dir(bench)
     d.mkdir(parents=True, exist_ok=True)
     frontier = Frontier.load(d / L.FRONTIER)
@@ -376,3 +402,10 @@ def record(result: dict[str, Any], command: str, bench: str | Path | None = None
     frontier.save()
     render_all(d)
     return rows
+
+
+def record_refusal(result: dict[str, Any], command: str, bench: str | Path | None = None) -> dict[str, Any]:
+    """Append the refusal row (no figure; the frontier untouched) and re-render the ladder."""
+    from ..bench.record import record_refusal as append
+
+    return append(refusal_row(result, command), bench)
