@@ -19,6 +19,7 @@
 #     tests       every test marked gpu
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
 #     iq1s        the 48B iq1_s GGUF: synthesize, generate (torch eager; fast through the graph)
+#     iq1s131k    the IQ1_S 48B decode at 131072 under the best registry (issue #10's IQ1_S target)
 #     parallel    two GPUs over NCCL: the 48B sharded (tensor + expert parallel) gated against one GPU, the
 #                 collective share and Amdahl fit over worlds 1,2, and a recorded sharded bench; the same from
 #                 weights drawn on each GPU (no file), the k3-2.8t path
@@ -271,6 +272,12 @@ iq1s)
   run generate48-iq1s-fast-graph 60 sparkops generate --model $M1 --device cuda -n 64 --registry $FAST_REG --graph
   run gate48-iq1s-fast 60 sparkops check --model $M1 --registry $FAST_REG --golden-registry $TORCH_REG --device cuda \
       --depths 1,64
+  ;;
+iq1s131k)
+  prereq || continue
+  # issue #10's IQ1_S target (>= 1000 tok/s at 131072; llama.cpp 196): the best registry, one CUDA graph per step
+  [ -f $M1 ] && run decode131k-iq1s 240 sparkops bench decode --model $M1 --depth 131072 --tokens 16 --repeats 6 \
+      --chunk 4096 --registry $BEST_REG --graph A $GATE $FILL --change "$BEST, one CUDA graph per step (IQ1_S mix)"
   ;;
 parallel)
   prereq || continue

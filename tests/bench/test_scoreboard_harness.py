@@ -336,7 +336,12 @@ def test_a_row_records_the_baselines_diagnosis_beside_the_outcome(nano, registri
         assert p["binding"] == d["verdict"]["binding"] and p["predicted_gain"] == d["verdict"]["predicted_gain"]
         assert p["measured_ratio"] == r["ratio"] and p["of"] == "the baseline's eager step"
         assert "--prediction" in r["command"]
-    assert f"{rows[0]['prediction']['binding']}: x" in (bench_dir / L.LADDER).read_text()
+    ladder = (bench_dir / L.LADDER).read_text()
+    assert f"{rows[0]['prediction']['binding']}: x" in ladder
+    # the gate of the row pinned the routing (k3-nano has MoE layers) and the ladder says how many flipped
+    routing = rows[0]["gates"]["B"]["routing"]
+    assert routing["pinned"] and routing["decisions"] > 0
+    assert f"(routing pinned: {routing['flips']} of {routing['decisions']} flipped)" in ladder
     capsys.readouterr()
     assert main(argv[:5] + ["0,8,16"] + argv[6:] + ["--prediction", str(diag)]) == 2
     assert "not [16]" in " ".join(capsys.readouterr().err.split())

@@ -44,7 +44,7 @@ class GateVerdict:
     def as_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "registry": self.registry, "variant": self.variant, "rule": self.rule,
                 "worst_depth": self.worst_depth, "worst_kl": self.worst_kl, "worst_top1": self.worst_top1,
-                "depths": self.depths, "summary": self.summary}
+                "depths": self.depths, "summary": self.summary, "routing": self.details.get("routing")}
 
 
 def registry_variant(registry: str | Path, device: str) -> str:

@@ -49,6 +49,14 @@ def _when(r: dict[str, Any]) -> str:
     return r["date"][:16].replace("T", " ")
 
 
+def _routing(row: dict[str, Any]) -> str:
+    """' (routing pinned: N flips)' for the candidate's gate of a row, when its gate pinned the routing."""
+    gates = row.get("gates") or {}
+    label = "B" if "B" in gates else "A"
+    r = (gates.get(label) or {}).get("routing") or {}
+    return f" (routing pinned: {r.get('flips', 0)} of {r.get('decisions', 0)} flipped)" if r.get("pinned") else ""
+
+
 def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple[str, str]] = ()) -> str:
     gone = L.retractions(rows)
     out = ["# LADDER", "",
@@ -94,7 +102,7 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
         if r["kind"] != "measurement":
             continue
         n += 1
-        kl = f"{_f(r.get('worst_kl'), 3)} / {_f(r.get('worst_top1'), 3)}"
+        kl = f"{_f(r.get('worst_kl'), 3)} / {_f(r.get('worst_top1'), 3)}{_routing(r)}"
         out.append(f"| {n} | {_when(r)} | {r['id']} | {_cell(r.get('change', ''))} "
                    f"| {_cell(r.get('metric', r.get('key')))} | {_f(r.get('before'))} → {_f(r.get('after'))} "
                    f"| {_f(r.get('ratio'), 3)} | {_cell(tier_text(r, gone))} | {_cell(prediction_text(r))} | {kl} "
