@@ -149,3 +149,22 @@ def test_the_cache_is_sized_from_the_request(nano, passing_gate, registries):
     for p in run.points:
         assert p.arms["A"].proof["depth"] == p.depth and p.arms["A"].proof["max_context"] == 27
         assert p.arms["A"].proof["rows_checked"] == p.depth
+
+
+def test_a_long_fill_shows_its_progress(capsys):
+    """Filling a deep context (many chunks) reports progress on stderr; a short one stays quiet."""
+    from sparkops.bench.depth import PROGRESS_CHUNKS, fill
+
+    class Recorder:  # an engine that only notes what it was fed
+        def __init__(self):
+            self.fed = []
+
+        def prefill(self, ids, last_only=False):
+            self.fed.append(int(ids.numel()))
+
+    e = Recorder()
+    fill(e, torch.arange(100), chunk=10)
+    assert e.fed == [10] * 10 and "filling the context to 100 tokens" in capsys.readouterr().err
+    e = Recorder()
+    fill(e, torch.arange(10 * PROGRESS_CHUNKS), chunk=10)
+    assert sum(e.fed) == 10 * PROGRESS_CHUNKS and capsys.readouterr().err == ""

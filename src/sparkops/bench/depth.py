@@ -14,9 +14,11 @@ Prompts are seeded random token ids (never constant: constant data flatters kern
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import torch
+from tqdm import tqdm
 
 from ..engine import Engine
 from ..engine.state import KDAState, MLAState, Snapshot  # noqa: F401 - Snapshot is part of this module's API
@@ -40,14 +42,23 @@ def random_tokens(n: int, vocab: int, seed: int) -> torch.Tensor:
     return ids
 
 
+#: fills of more chunks than this show a progress bar (stderr): a 131072-token context takes minutes
+PROGRESS_CHUNKS = 4
+
+
 def fill(engine: Engine, tokens: torch.Tensor, chunk: int | None = None) -> None:
     """Prefill `tokens` (in chunks of `chunk`, default all at once) onto the engine's sequence."""
     n = int(tokens.numel())
     step = n if not chunk else int(chunk)
     if step <= 0 and n:
         raise BadInput(f"--chunk must be positive (got {chunk})")
-    for s in range(0, n, max(step, 1)):
-        engine.prefill(tokens[s:s + step], last_only=True)
+    starts = range(0, n, max(step, 1))
+    bar = tqdm(total=n, unit="tok", unit_scale=True, desc=f"filling the context to {n} tokens", file=sys.stderr,
+               mininterval=2.0, disable=len(starts) <= PROGRESS_CHUNKS)
+    with bar:
+        for s in starts:
+            engine.prefill(tokens[s:s + step], last_only=True)
+            bar.update(min(step, n - s))
 
 
 @dataclass
