@@ -12,11 +12,19 @@ T0=$(date +%s)
 [ $# -ge 3 ] || { echo "usage: $0 TOTAL_SECONDS 'GPU0 STAGES' 'GPU1 STAGES' ['BOTH-GPU STAGES']"; exit 2; }
 export SUITE_DEADLINE=$((T0 + $1))
 bash bench/gpu_suite.sh install || exit 1
-# shellcheck disable=SC2086 # the stage lists are word lists
-[ -n "${4:-}" ] && SUITE_LANE=both bash bench/gpu_suite.sh $4
-# shellcheck disable=SC2086
-SUITE_LANE=gpu0 CUDA_VISIBLE_DEVICES=0 bash bench/gpu_suite.sh $2 &
-# shellcheck disable=SC2086
-SUITE_LANE=gpu1 CUDA_VISIBLE_DEVICES=1 bash bench/gpu_suite.sh $3 &
-wait
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$GPUS" -lt 2 ]; then  # a machine of one GPU: one lane, GPU 0's stages then GPU 1's; nothing needing two
+  echo "== $GPUS GPU(s) here: the two lanes run one after the other; skipped (needs two GPUs): ${4:-nothing}" \
+    | tee -a "${OUT:-/tmp/sparkops-out}/suite.log"
+  # shellcheck disable=SC2086 # the stage lists are word lists
+  SUITE_LANE=gpu0 bash bench/gpu_suite.sh $2 $3
+else
+  # shellcheck disable=SC2086
+  [ -n "${4:-}" ] && SUITE_LANE=both bash bench/gpu_suite.sh $4
+  # shellcheck disable=SC2086
+  SUITE_LANE=gpu0 CUDA_VISIBLE_DEVICES=0 bash bench/gpu_suite.sh $2 &
+  # shellcheck disable=SC2086
+  SUITE_LANE=gpu1 CUDA_VISIBLE_DEVICES=1 bash bench/gpu_suite.sh $3 &
+  wait
+fi
 SUITE_LANE=final bash bench/gpu_suite.sh  # no stage: packs the scoreboard as the lanes left it
