@@ -257,7 +257,7 @@ tests)    # every GPU visible, whichever lane runs it (the NCCL tests need two)
 opbench)
   # one pytest run and one JSON per file, the files the targets read first, so that a run stopped at the budget
   # keeps what finished (session 3: all ~570 cases in one run took over 9 minutes and returned nothing)
-  OPB="python3 -m pytest -q -p no:cacheprovider --benchmark-only --benchmark-group-by=group --benchmark-max-time=0.2"
+  OPB="python3 -m pytest -q -p no:cacheprovider --benchmark-only --benchmark-group-by=group --benchmark-max-time=0.2 --timeout=180"  # pytest-timeout: on the image
   for f in linear attention kda cupy ops; do
     sel=""; [ $f = ops ] && sel="-k kimi-linear-48b"  # the 48B's shapes (k3-nano's are for the CPU)
     run opbench-$f 45 $OPB bench/test_bench_$f.py $sel --benchmark-json="$R/opbench-$f.json"
