@@ -172,7 +172,7 @@ install)
   nvidia-smi topo -m 2>/dev/null | head -4 | tee -a "$OUT/suite.log"
   python3 -c "import torch, triton, cupy; print(torch.__version__, triton.__version__, cupy.__version__)" | tee -a "$OUT/suite.log"
   git log --oneline -1 | tee -a "$OUT/suite.log"
-  [ -f "$B/ledger.jsonl" ] || cp bench/ledger.jsonl bench/frontier.toml "$B/"
+  [ -f "$B/ledger.jsonl" ] || cp bench/ledger.jsonl bench/frontier.toml bench/goals.toml "$B/"
   sparkops plugins > "$R/plugins.txt" 2>&1
   ;;
 registries|synth) prereq || continue ;;

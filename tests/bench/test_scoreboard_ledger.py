@@ -197,3 +197,41 @@ def test_the_fewest_pairs_for_a_tier_is_what_the_sign_test_allows():
 
     assert sign_test(n, n) < SIGN_TEST_P <= sign_test(n - 1, n - 1)
     assert tier_of_pairs([2.0] * (n - 1)) == "none" and tier_of_pairs([2.0] * n) == "win"
+
+
+def test_the_goal_table_reads_the_frontier(bench_dir):
+    """bench/goals.toml against the frontier: best gated figure, share of the roofline, x llama.cpp, met or not."""
+    from sparkops.bench import goals as G
+
+    bench_dir.mkdir()
+    (bench_dir / G.GOALS).write_text(
+        f'[[goal]]\nname = "nano decode"\nkey = "{KEY}"\nroofline = 400\nllama_cpp = 50\ntarget = 240\n'
+        f'target_is = ">= 60% of the roofline"\n\n'
+        '[[goal]]\nname = "not measured yet"\nkey = "decode.x.f32.cpu.d=1"\nroofline = 10\nllama_cpp = 1\n'
+        'target = 6\n')
+    add(bench_dir, row(200.0))
+    R.render_all(bench_dir)
+    lines = (bench_dir / L.LADDER).read_text().splitlines()
+    nano = next(x for x in lines if x.startswith("| nano decode"))
+    assert "| 200 | 50% | 4 |" in nano and "| not yet |" in nano
+    assert next(x for x in lines if x.startswith("| not measured yet")).count("—") >= 3
+    add(bench_dir, row(250.0))  # a gated figure above the target raises the frontier: the goal is met
+    R.render_all(bench_dir)
+    assert "| **yes** |" in next(x for x in (bench_dir / L.LADDER).read_text().splitlines()
+                                 if x.startswith("| nano decode"))
+    (bench_dir / G.GOALS).write_text('[[goal]]\nname = "x"\n')
+    with pytest.raises(BadInput, match="goal 1 needs name, key, roofline"):
+        G.load(bench_dir / G.GOALS)
+
+
+def test_the_checkouts_goals_are_issue_10s():
+    """The goals file of the checkout: each 60% target is 60% of its roofline, and every key is a 48B workload."""
+    from sparkops.bench import goals as G
+    from tests.helpers import REPO
+
+    goals = G.load(REPO / "bench" / G.GOALS)
+    assert len(goals) == 6
+    for g in goals:
+        assert g.key.split(".")[1] == "kimi-linear-48b-a3b" and g.llama_cpp < g.target <= g.roofline
+        if "60%" in g.target_is:
+            assert g.target == pytest.approx(0.6 * g.roofline)

@@ -57,7 +57,8 @@ def _routing(row: dict[str, Any]) -> str:
     return f" (routing pinned: {r.get('flips', 0)} of {r.get('decisions', 0)} flipped)" if r.get("pinned") else ""
 
 
-def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple[str, str]] = ()) -> str:
+def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple[str, str]] = (),
+           goals: list[Any] = ()) -> str:
     gone = L.retractions(rows)
     out = ["# LADDER", "",
            "Generated from `bench/ledger.jsonl` and `bench/frontier.toml` by `sparkops ledger render` "
@@ -89,6 +90,21 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
             out.append(f"- `{x['key']}`: {_f(x['from'])} → {_f(x['to'])} ({str(x['date'])[:10]}, "
                        f"row {x['retracted_row']} "
                        f"retracted by {x['retraction_row']}: {_cell(x['why'])})")
+
+    if goals:
+        from .goals import reading
+
+        out += _head("The goal (bench/goals.toml: issue #10; roofline and llama.cpp from spec/anchors.md)",
+                     "workload | best gated tok/s | of the roofline | x llama.cpp | target | met | row",
+                     "|---|---:|---:|---:|---|---|---|")
+        for g in reading(list(goals), entries):
+            goal = g["goal"]
+            out.append(f"| {_cell(goal.name)} | {_f(g['best'])} "
+                       f"| {_f(100 * g['of_roofline'], 3) + '%' if g['of_roofline'] else '—'} "
+                       f"| {_f(g['vs_llama_cpp'], 3) if g['vs_llama_cpp'] else '—'} "
+                       f"| {_cell(goal.target_is)} ({_f(goal.target)} tok/s; roofline {_f(goal.roofline)}, "
+                       f"llama.cpp {_f(goal.llama_cpp)}) | {'**yes**' if g['met'] else 'not yet'} "
+                       f"| {g['row'] or '—'} |")
 
     out += ["", "## Every measured change", "",
             "Tiers: **win** / **none** / **regression** from the ABAB pair ratios (median beyond the noise floor "

@@ -271,4 +271,6 @@ def render_all(bench: str | Path) -> None:
         if plots.roofline_png_from_rows(rows, d / "roofline.png"):
             images.append(("roofline with the latest figures", "roofline.png"))
     (d / L.LADDER).touch(exist_ok=True)  # a new file gets the umask's mode (write_atomic keeps an existing one's)
-    write_atomic(d / L.LADDER, render(rows, frontier, images=images))
+    from .goals import GOALS, load as load_goals
+
+    write_atomic(d / L.LADDER, render(rows, frontier, images=images, goals=load_goals(d / GOALS)))
