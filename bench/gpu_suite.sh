@@ -147,8 +147,10 @@ stage_best() {
   if run gate48-bf16 75 sparkops check --model $M --registry $BF16_REG --golden-registry $TORCH_REG --device cuda \
       --depths 1,64,4096 --json-out "$R/gate48-bf16.json"; then
     cp $BF16_REG $PREFILL_REG; cp $BF16_REG $BEST_REG; log "best registry: bf16"
-  elif [ -f "$DONE/gate48-bf16" ]; then
-    cp $FILL_REG $PREFILL_REG; cp $FAST_REG $BEST_REG; log "best registry: float32 (bf16 refused)"
+  else  # refused, or it could not run in this call's time: the float32 registry, and the log says which
+    cp $FILL_REG $PREFILL_REG; cp $FAST_REG $BEST_REG
+    log "best registry: float32 ($([ -f "$DONE/gate48-bf16" ] && echo "the 48B gate refused bf16" || \
+      echo "the bf16 gate did not run in time"))"
   fi
   [ -f $BEST_REG ] && cp $BEST_REG $FUSED_REG && sparkops engine fuse_projections=on --registry $FUSED_REG > /dev/null
 }
