@@ -9,7 +9,9 @@ decode: one token after L cached rows (32 heads, 576-wide bf16 latent rows), a r
 prefill: T new tokens at position 0, eager; the anchor is torch SDPA at 21.2 ms for T=32768.
 float32: the same with q, latent rows and cache in float32, what a float32 registry runs (the 48B model gate
         refuses bf16 attention): the workload of attention=triton_fp32 (tf32x3). Groups end in "float32".
-extra_info: us_per_call, GB/s, and the implementation's key. Skipped with the reason without CUDA.
+extra_info: us_per_call, GB/s, and the implementation's key; for prefill also TFLOP/s, counted as the anchor
+counts it (spec/anchors.md: causal attention, 4 T^2 H D / 2 with D = Dn + R = 192 per head; torch SDPA reached
+622 TFLOP/s at T=32768), and its share of the ~790 TFLOP/s bf16 ceiling. Skipped with the reason without CUDA.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from sparkops.bench import opbench  # noqa: E402
 from sparkops_triton._workloads import attention_args, graph_round  # noqa: E402
 
 BF16, F32 = torch.bfloat16, torch.float32
+HEADS, QK_DIM = 32, 192  # Kimi-Linear-48B's MLA heads and q/k head width (Dn + R)
+MATMUL_CEILING = 790e12  # the measured bf16 ceiling (spec/anchors.md)
+
+
+def prefill_flops(t: int, ctx: int) -> float:
+    """The causal prefill's work as anchors.md counts it: 4 * T * (rows each token sees, on average) * H * D / 2."""
+    rows = ctx + (t + 1) / 2  # token i of T sees ctx + i + 1 rows
+    return 2.0 * t * rows * HEADS * QK_DIM * 2
 CASES = [("decode", 1, 4096, BF16), ("decode", 1, 32768, BF16), ("decode", 1, 131072, BF16),
          ("prefill", 4096, 0, BF16), ("prefill", 32768, 0, BF16),
          ("decode", 1, 32768, F32), ("prefill", 4096, 0, F32), ("prefill", 32768, 0, F32)]
@@ -54,3 +64,6 @@ def test_bench_attention(benchmark, kind, t, ctx, act, impl_name):
     per_call = benchmark.stats.stats.median / calls
     benchmark.extra_info.update(impl=f"attention={impl_name}", mode=mode, calls_per_round=calls,
                                 bytes_per_call=nbytes, us_per_call=per_call * 1e6, gb_per_s=nbytes / per_call / 1e9)
+    if kind == "prefill":
+        tflops = prefill_flops(t, ctx) / per_call / 1e12
+        benchmark.extra_info.update(tflops=tflops, fraction_of_matmul_ceiling=tflops * 1e12 / MATMUL_CEILING)

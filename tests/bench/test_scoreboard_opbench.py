@@ -28,6 +28,8 @@ DOC = {"datetime": "2026-12-01T10:00:00", "machine_info": {"node": "h200-box"}, 
            _bench("linear Q4_K small T=1", "linear=cupy_dp4a", 2.0, 3800.0, 4e6),  # under 8 MB: not judged
            _bench("kda 48B decode T=1", "kda=triton", 4.5, 900.0),
            _bench("kda 48B decode T=1", "kda=cupy_recurrent", 3.9, 1000.0),
+           {"group": "attention 48B prefill T=32768 L=0", "name": "a",
+            "extra_info": {"impl": "attention=triton", "us_per_call": 30000.0, "gb_per_s": 1.0, "tflops": 440.0}},
            {"group": "no extra info", "name": "x", "extra_info": {}},
        ]}
 TARGETS = [
@@ -41,7 +43,7 @@ def test_targets_are_judged_on_the_best_implementation(tmp_path):
     f = tmp_path / "run.json"
     f.write_text(json.dumps(DOC))
     row = opbench_row(f, targets=TARGETS, read_gbs=4000.0, command="pytest bench/ ...")
-    assert row["kind"] == "opbench" and len(row["entries"]) == 5 and row["devices"] == ["cuda"]
+    assert row["kind"] == "opbench" and len(row["entries"]) == 6 and row["devices"] == ["cuda"]
     by = {t["target"]: t for t in row["targets"]}
     q4 = by["Q4_K GEMV >= 70%"]
     assert q4["verdict"] == "missed" and q4["best_impl"] == "linear=cupy_dp4a"
@@ -60,6 +62,7 @@ def test_the_cli_records_the_run_and_ladder_shows_it(tmp_path, bench_dir, capsys
     assert [r["kind"] for r in rows] == ["opbench"]
     ladder = (bench_dir / L.LADDER).read_text()
     assert "## Per-op benchmarks: cuda" in ladder and "**missed**" in ladder and "linear=cupy_dp4a" in ladder
+    assert "| attention=triton | 3e+04 | 1 |" in ladder and ladder.rstrip().count("| 440 |") == 1  # TFLOP/s shown
     assert main(["ledger", "show"]) == 0  # every kind renders in the listing
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"benchmarks": []}))

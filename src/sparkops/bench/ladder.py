@@ -149,10 +149,11 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
             measured = f"{_f(t['measured'], 3)}{unit}" if t["measured"] is not None else "—"
             out.append(f"| {_cell(t['target'])} | **{t['verdict']}** | {measured} | {_cell(t['best_impl'] or '—')} "
                        f"| {_cell(t['why'])} |")
-        out += ["", "| workload | implementation | us per call | GB/s | % of read ceiling |", "|---|---|---:|---:|---:|"]
+        out += ["", "| workload | implementation | us per call | GB/s | % of read ceiling | TFLOP/s |",
+                "|---|---|---:|---:|---:|---:|"]
         for c in sorted(r["entries"], key=lambda c: (c["group"], c["us_per_call"])):
             out.append(f"| {_cell(c['group'])} | {_cell(c['impl'])} | {_f(c['us_per_call'], 4)} "
-                       f"| {_f(c.get('gb_per_s'), 4)} | {_f(c.get('pct_bandwidth'), 3)} |")
+                       f"| {_f(c.get('gb_per_s'), 4)} | {_f(c.get('pct_bandwidth'), 3)} | {_f(c.get('tflops'), 4)} |")
 
     peers = [r for r in rows if r["kind"] == "peer"]
     if peers:
