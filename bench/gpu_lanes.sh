@@ -15,7 +15,7 @@ bash bench/gpu_suite.sh install || exit 1
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$GPUS" -lt 2 ]; then  # a machine of one GPU: one lane, GPU 0's stages then GPU 1's; nothing needing two
   echo "== $GPUS GPU(s) here: the two lanes run one after the other; skipped (needs two GPUs): ${4:-nothing}" \
-    | tee -a "${OUT:-/tmp/sparkops-out}/suite.log"
+    | tee -a "${OUT:-${SUITE_TMP:-/tmp}/sparkops-out}/suite.log"
   # shellcheck disable=SC2086 # the stage lists are word lists
   SUITE_LANE=gpu0 bash bench/gpu_suite.sh $2 $3
 else

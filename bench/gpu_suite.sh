@@ -52,23 +52,24 @@ set -uo pipefail
 T0=$(date +%s)
 BUDGET=${SUITE_BUDGET:-560}
 [ -n "${SUITE_DEADLINE:-}" ] && BUDGET=$(( SUITE_DEADLINE - T0 ))  # lanes share one end (bench/gpu_lanes.sh)
-OUT=${OUT:-/tmp/sparkops-out}
+TMP=${SUITE_TMP:-/tmp}  # everything the suite keeps on the machine lives here (tests point it elsewhere)
+OUT=${OUT:-$TMP/sparkops-out}
 LANE=${SUITE_LANE:-main}
-R=/tmp/suite-results/$T0-$LANE  # this call's logs (the machine's /tmp lives as long as it is held)
-B=/tmp/suite-bench              # the machine's scoreboard, kept across calls
-DJ=/tmp/suite-diag              # diagnoses (diagnose --json-out), the predictions later rows record
+R=$TMP/suite-results/$T0-$LANE  # this call's logs (the machine's /tmp lives as long as it is held)
+B=$TMP/suite-bench              # the machine's scoreboard, kept across calls
+DJ=$TMP/suite-diag              # diagnoses (diagnose --json-out), the predictions later rows record
 # --prediction FILE for a bench row, set only once that diagnosis exists (a missing file is refused by bench)
 PRED_TORCH=""
 PRED_BEST=""
 mkdir -p "$OUT" "$R" "$B" "$DJ"
-export PYTHONUNBUFFERED=1 SPARKOPS_CACHE=/tmp/sparkops-cache COLUMNS=160 PYTHONPATH=/tmp/site SPARKOPS_BENCH_DIR=$B
+export PYTHONUNBUFFERED=1 SPARKOPS_CACHE=$TMP/sparkops-cache COLUMNS=160 PYTHONPATH=$TMP/site SPARKOPS_BENCH_DIR=$B
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-M=/tmp/k48-q4_k_m.gguf M1=/tmp/k48-iq1_s.gguf
-TORCH_REG=/tmp/cuda-torch.toml FAST_REG=/tmp/cuda-fast.toml FILL_REG=/tmp/cuda-fill.toml BF16_REG=/tmp/cuda-bf16.toml
-BEST_REG=/tmp/cuda-best.toml  # BF16_REG if it passes the 48B gate at 1,64,4096, else FAST_REG (stage_best)
-CUPY_ATTN_REG=/tmp/cuda-fast-cupy-attn.toml  # FAST_REG with attention=cupy_splitk
-FUSED_REG=/tmp/cuda-best-fused.toml  # BEST_REG with [engine] fuse_projections = true
-PREFILL_REG=/tmp/cuda-prefill.toml  # BF16_REG likewise, else FILL_REG (float32 with a fast prefill attention)
+M=$TMP/k48-q4_k_m.gguf M1=$TMP/k48-iq1_s.gguf
+TORCH_REG=$TMP/cuda-torch.toml FAST_REG=$TMP/cuda-fast.toml FILL_REG=$TMP/cuda-fill.toml BF16_REG=$TMP/cuda-bf16.toml
+BEST_REG=$TMP/cuda-best.toml  # BF16_REG if it passes the 48B gate at 1,64,4096, else FAST_REG (stage_best)
+CUPY_ATTN_REG=$TMP/cuda-fast-cupy-attn.toml  # FAST_REG with attention=cupy_splitk
+FUSED_REG=$TMP/cuda-best-fused.toml  # BEST_REG with [engine] fuse_projections = true
+PREFILL_REG=$TMP/cuda-prefill.toml  # BF16_REG likewise, else FILL_REG (float32 with a fast prefill attention)
 BEST="the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels: the row's registry B)"
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
 # failed it (later traced to flipped expert choices: the gate now pins routing, see src/sparkops/gate/routing.py
@@ -87,7 +88,7 @@ left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 # A step that ended (passed or refused, not stopped at the budget) leaves $DONE/NAME holding its exit status,
 # and a later call on the same machine skips it (SUITE_REDO=1 runs it again): every call can name the stages
 # it wants and carry on where the last one stopped.
-DONE=/tmp/suite-done; mkdir -p $DONE
+DONE=$TMP/suite-done; mkdir -p $DONE
 run() {
   local name=$1 need=$2; shift 2
   if [ -f "$DONE/$name" ] && [ -z "${SUITE_REDO:-}" ]; then
@@ -105,7 +106,7 @@ run() {
   return $rc
 }
 pack() {
-  cp -f /tmp/cuda-*.toml "$DJ"/*.json "$R/" 2>/dev/null
+  cp -f "$TMP"/cuda-*.toml "$DJ"/*.json "$R/" 2>/dev/null
   tar czf "$OUT/results-$LANE.tgz" -C "$R" . 2>/dev/null
   tar czf "$OUT/bench.tgz" -C "$B" . 2>/dev/null
   log "packed: $(du -sh "$R" | cut -f1) of results, scoreboard $(wc -l < "$B/ledger.jsonl" 2>/dev/null || echo 0) rows"
@@ -158,7 +159,7 @@ stage_synth() { [ -f $M ] || run synth48 150 sparkops synth --preset kimi-linear
 # a stage that needs the registries and the 48B makes them first on a fresh machine (both are skipped when
 # present); under a lock, so that a second lane waits for the first instead of making them again
 prereq() {
-  exec 9>/tmp/suite-prereq.lock; flock 9; stage_registries; stage_synth; stage_best; flock -u 9
+  exec 9>$TMP/suite-prereq.lock; flock 9; stage_registries; stage_synth; stage_best; flock -u 9
   local f; for f in $TORCH_REG $FAST_REG $FILL_REG $BEST_REG $M; do
     [ -f "$f" ] || { log "SKIP the rest of stage $stage: $f is missing"; return 1; }
   done
@@ -166,7 +167,7 @@ prereq() {
 
 for stage in "$@"; do case $stage in
 install)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $TMP/site .whl/*.whl \
     || { log "wheel install failed"; exit 1; }
   python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$R/install.log" 2>&1 \
     || { log "sparkops install failed"; cat "$R/install.log"; exit 1; }

@@ -1,0 +1,93 @@
+"""bench/gpu_lanes.sh and bench/gpu_suite.sh end to end, with stand-ins for sparkops, python3 and nvidia-smi.
+
+The shell logic that spends the scarce GPU time - two lanes at once, the lock around the prerequisites, the
+markers that let a later call carry on where the last one stopped, the choice of the best registry, the
+predictions handed to bench, the packing of results - runs here on every CI run, in seconds. What the stand-in
+sparkops was asked to do is logged and checked; everything the suite keeps lives under SUITE_TMP.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("bash", "flock", "timeout", "tar")),
+                                reason="needs bash, flock, timeout and tar")
+
+STUB_SPARKOPS = r"""#!/usr/bin/env bash
+echo "$*" >> "$STUB_LOG"
+case "$1" in
+  synth) while [ $# -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done ;;
+  check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac; done ;;
+  diagnose|bench) prev=""; for a in "$@"; do [ "$prev" = "--json-out" ] && echo '[]' > "$a"; prev=$a; done ;;
+esac
+exit 0
+"""
+
+
+def _stubs(tmp: Path, gpus: int) -> Path:
+    d = tmp / "stubs"
+    d.mkdir()
+    (d / "sparkops").write_text(STUB_SPARKOPS)
+    (d / "python3").write_text("#!/usr/bin/env bash\nexit 0\n")
+    listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
+    (d / "nvidia-smi").write_text(f'#!/usr/bin/env bash\n[ "$1" = "-L" ] && printf "{listing}"\nexit 0\n')
+    for f in d.iterdir():
+        f.chmod(0o755)
+    return d
+
+
+def _lanes(tmp: Path, *stages: str, gpus: int = 2, refuse_bf16: bool = False) -> tuple[str, list[str]]:
+    stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, gpus)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
+           "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log")}
+    env.pop("SUITE_REDO", None)
+    if refuse_bf16:
+        env["STUB_REFUSE_BF16"] = "1"
+    (tmp / "machine").mkdir(exist_ok=True)
+    proc = subprocess.run(["bash", "bench/gpu_lanes.sh", "900", *stages], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = (tmp / "out" / "suite.log").read_text()
+    calls = (tmp / "sparkops.log").read_text().splitlines()
+    return log, calls
+
+
+def test_two_lanes_make_the_prerequisites_once_and_pick_the_best_registry(tmp_path):
+    log, calls = _lanes(tmp_path, "registries synth gate ladder", "tests opbench iq1s")
+    assert "[gpu0]" in log and "[gpu1]" in log and "best registry: bf16" in log
+    assert sum(c.startswith("synth --preset kimi-linear-48b-a3b --quant q4_k_m") for c in calls) == 1  # the lock
+    machine = tmp_path / "machine"
+    for reg in ("torch", "fast", "fill", "bf16", "best", "best-fused", "prefill", "fast-cupy-attn"):
+        assert (machine / f"cuda-{reg}.toml").exists(), reg
+    assert any(c.startswith("engine fuse_projections=on --registry") for c in calls)
+    # the baseline was diagnosed first, so the ladder's main row carries that prediction
+    main_row = next(c for c in calls if c.startswith("bench decode") and "--vs " + str(machine / "cuda-best.toml") in c)
+    assert "--prediction " + str(machine / "suite-diag" / "diag-torch.json") in main_row
+    for f in ("results-gpu0.tgz", "results-gpu1.tgz", "bench.tgz"):
+        assert (tmp_path / "out" / f).stat().st_size > 0, f
+
+    # a second call on the same machine carries on: what ended is not run again
+    n_before = len(calls)
+    log2, calls2 = _lanes(tmp_path, "registries synth gate ladder", "tests")
+    assert "gate-others: done earlier on this machine (rc=0), skipped" in log2
+    assert calls2[n_before:] == ["plugins"]  # only the install's listing: every step had ended, none ran again
+
+
+def test_a_refused_bf16_registry_leaves_the_float32_one_as_best(tmp_path):
+    log, _ = _lanes(tmp_path, "registries synth", "tests", refuse_bf16=True)
+    assert "best registry: float32 (the 48B gate refused bf16)" in log
+    machine = tmp_path / "machine"
+    assert (machine / "cuda-best.toml").read_text() == (machine / "cuda-fast.toml").read_text()
+
+
+def test_one_gpu_runs_the_lanes_in_turn_and_skips_what_needs_two(tmp_path):
+    log, calls = _lanes(tmp_path, "registries synth", "tests", "parallel", gpus=1)
+    assert "1 GPU(s) here: the two lanes run one after the other; skipped (needs two GPUs): parallel" in log
+    assert "[gpu1]" not in log and not any(c.startswith("parallel ") for c in calls)
