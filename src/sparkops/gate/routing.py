@@ -147,7 +147,9 @@ class RoutingPin:
         chosen_min = sel.gather(1, ids).min(dim=1).values  # [T]
         others_max = sel.scatter(1, ids, float("-inf")).max(dim=1).values  # [T]
         excess = others_max - chosen_min  # > 0: an unchosen expert outscored a chosen one
-        tol = self.tie * torch.maximum(chosen_min.abs(), others_max.abs())
+        # the router rule's tie, relative to the scores' size (sigmoid-scale: at least 1, so that scores near 0
+        # - a masked group's - are not held to an absolute zero)
+        tol = self.tie * torch.maximum(torch.maximum(chosen_min.abs(), others_max.abs()), torch.ones_like(excess))
         bad = excess > tol
         flips = (torch.sort(ids, dim=1).values != torch.sort(golden, dim=1).values).any(dim=1)  # [T]
         margin = torch.where(flips, chosen_min - sel.gather(1, golden).min(dim=1).values, torch.zeros_like(chosen_min))
