@@ -102,8 +102,8 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
             out.append(f"| {_cell(goal.name)} | {_f(g['best'])} "
                        f"| {_f(100 * g['of_roofline'], 3) + '%' if g['of_roofline'] else '—'} "
                        f"| {_f(g['vs_llama_cpp'], 3) if g['vs_llama_cpp'] else '—'} "
-                       f"| {_cell(goal.target_is)} ({_f(goal.target)} tok/s; roofline {_f(goal.roofline)}, "
-                       f"llama.cpp {_f(goal.llama_cpp)}) | {'**yes**' if g['met'] else 'not yet'} "
+                       f"| {_cell(goal.target_is)} ({goal.target:.0f} tok/s; roofline {goal.roofline:.0f}, "
+                       f"llama.cpp {goal.llama_cpp:.0f}) | {'**yes**' if g['met'] else 'not yet'} "
                        f"| {g['row'] or '—'} |")
 
     out += ["", "## Every measured change", "",
