@@ -211,14 +211,14 @@ ladder)
   prereq || continue
   # diagnose the baseline first: its binding ceiling and predicted gain go into the rows of the change
   run diagnose-torch 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $TORCH_REG \
-      --fill-registry $FILL_REG --steps 4 --out "$R/diag" --json-out $DJ/diag-torch.json
+      --fill-registry $FILL_REG --steps 4 --out "$R/diag" --json-out $DJ/diag-torch.json --record --bench-dir $B
   [ -s $DJ/diag-torch.json ] && PRED_TORCH="--prediction $DJ/diag-torch.json"
   # the baseline and the best gated registry, ABAB at each depth: torch eager (A) vs best + one CUDA graph per step (B)
   run decode-torch-vs-best 200 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
       --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL $PRED_TORCH \
       --change "$BEST + the decode step as one CUDA graph, vs torch eager"
   run diagnose 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $BEST_REG \
-      --fill-registry $FILL_REG --out "$R/diag" --json-out $DJ/diag-best.json
+      --fill-registry $FILL_REG --out "$R/diag" --json-out $DJ/diag-best.json --record --bench-dir $B
   ;;
 prefill)
   prereq || continue
@@ -231,7 +231,7 @@ ladder131k)
       --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL \
       --change "$BEST + the decode step as one CUDA graph, vs torch eager"
   run diagnose131k 90 sparkops diagnose --model $M --device cuda --depth 131072 --registry $BEST_REG \
-      --fill-registry $FILL_REG --out "$R/diag"
+      --fill-registry $FILL_REG --out "$R/diag" --record --bench-dir $B
   ;;
 rungs)
   prereq || continue

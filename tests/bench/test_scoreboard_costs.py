@@ -148,3 +148,31 @@ def test_kernels_are_counted_under_an_ops_profiler_range():
     leaf = E(kernels=[k, E(name="Memcpy DtoD")], cpu_children=[])
     op = E(kernels=[k], cpu_children=[leaf, E(kernels=[k, k], cpu_children=[])])
     assert _kernels_under(op) == 4 and _kernels_under(E()) == 0
+
+
+def test_diagnose_record_puts_each_depths_diagnosis_in_the_ledger(nano, tmp_path, capsys, monkeypatch,
+                                                                    reference_registry, bench_dir):
+    """--record: one 'diagnosis' row per depth (binding ceiling, predicted gain, the profiled figures), its own
+    table in LADDER.md, shown by `ledger show`, never offered to the frontier; a paper diagnosis records too."""
+    from sparkops.bench import ledger as L
+
+    monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
+    real = ceil.measure
+    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
+                                                                              "matmul_n": 256, "launches": 200}))
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "0,8", "--steps", "2", "--out", str(tmp_path),
+                 "--registry", str(reference_registry), "--record"]) == 0
+    rows = L.read(bench_dir / L.LEDGER)
+    assert [(r["kind"], r["depth"]) for r in rows] == [("diagnosis", 0), ("diagnosis", 8)]
+    r = rows[1]
+    assert r["binding"] and r["predicted_gain"] >= 1 and r["kernels_per_token"] == 68 and r["registry"] == str(
+        reference_registry)
+    assert r["pngs"] == ["diagnose-k3-nano-f32-d8.png"] and "--record" in r["command"] and r["code_digest"]
+    assert not (bench_dir / L.FRONTIER).exists() or "diagnosis" not in (bench_dir / L.FRONTIER).read_text()
+    ladder = (bench_dir / L.LADDER).read_text()
+    assert "## Diagnoses" in ladder and r["id"] in ladder and "diagnose-k3-nano-f32-d8.png" in ladder
+    capsys.readouterr()
+    assert main(["ledger", "show"]) == 0 and "diagnosis" in capsys.readouterr().out
+    assert main(["diagnose", "--model", "k3-2.8t", "--depth", "131072", "--paper", "--out", str(tmp_path),
+                 "--record"]) == 0
+    assert L.read(bench_dir / L.LEDGER)[-1]["paper"] is True

@@ -126,6 +126,23 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
     if not n:
         out.append("| | (no measurements yet) | | | | | | | | | |")
 
+    diagnoses = [r for r in rows if r["kind"] == "diagnosis"]
+    if diagnoses:
+        out += _head("Diagnoses (`sparkops diagnose --record`: the profiled step's figures, not gated bench figures)",
+                     "date | row | model | depth | registry | eager tok/s | kernels / token | busy | binds (eager) "
+                     "| in one CUDA graph | PNG",
+                     "|---|---|---|---:|---|---:|---:|---:|---|---|---|")
+        for r in diagnoses:
+            gain, ggain = r.get("predicted_gain"), r.get("graph_predicted_gain")
+            eager = f"{r.get('binding') or '?'}" + (f": x{gain:.3g} if lifted" if gain else "")
+            graph = (f"{_f(r.get('graph_tok_s'))} tok/s, {r.get('graph_binding')}" +
+                     (f": x{ggain:.3g} to the roofline" if ggain else "")) if r.get("graph_tok_s") else "—"
+            busy = f"{100 * r['busy_fraction']:.0f}%" if r.get("busy_fraction") is not None else "—"
+            out.append(f"| {_when(r)} | {r['id']} | {_cell(r['model']['name'])} ({_cell(r['model'].get('mix'))}) "
+                       f"| {r.get('depth')} | {_cell(r.get('registry') or 'on paper')} | {_f(r.get('measured_tok_s'))} "
+                       f"| {_f(r.get('kernels_per_token'))} | {busy} | {_cell(eager)} | {_cell(graph)} "
+                       f"| {_cell(', '.join(r.get('pngs') or []) or '—')} |")
+
     refusals = [r for r in rows if r["kind"] == "refusal"]
     if refusals:
         out += _head("Refused by the model gate (nothing was timed)",

@@ -9,6 +9,8 @@ Row kinds:
                and no figure (a refused change is on record, not only in a log)
   opbench      one per-op benchmark run (pytest bench/ --benchmark-json): every op x implementation side by
                side, and each target of bench/targets.toml met, missed (figure and reason) or not measured
+  diagnosis    `sparkops diagnose --record`: at one depth, the binding ceiling and the predicted gain of lifting
+               it, with the profiled step's figures (not gated bench figures: the frontier never reads them)
 
 Rows are appended under an exclusive lock with one write() of the whole line, then fsync'd, so a
 reader never sees half a row and two writers never interleave. Nothing ever rewrites old lines.
@@ -31,7 +33,7 @@ from .provenance import now
 LEDGER = "ledger.jsonl"
 FRONTIER = "frontier.toml"
 LADDER = "LADDER.md"
-KINDS = ("measurement", "peer", "retraction", "refusal", "opbench")
+KINDS = ("measurement", "peer", "retraction", "refusal", "opbench", "diagnosis")
 TIERS = ("win", "none", "regression", "retracted")
 
 

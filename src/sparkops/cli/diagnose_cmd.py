@@ -51,6 +51,10 @@ def add_parser(sub) -> None:
     p.add_argument("--out", metavar="DIR", help="where the PNGs go (default: the checkout's bench/)")
     p.add_argument("--json-out", metavar="FILE", help="also write the diagnoses to FILE: what `sparkops bench "
                    "--prediction FILE` records beside the measured outcome of the next change")
+    p.add_argument("--record", action="store_true", help="append one ledger row per depth (binding ceiling, "
+                   "predicted gain, the profiled figures) and re-render LADDER.md")
+    p.add_argument("--bench-dir", metavar="DIR", help="with --record: the scoreboard directory (default: the "
+                   "checkout's bench/)")
     add_registry_arg(p)
     add_json_arg(p)
 
@@ -129,6 +133,13 @@ def run(args) -> int:
         from ..atomic import write_atomic
 
         write_atomic(args.json_out, json.dumps(docs, indent=1, default=str) + "\n")
+    if args.record:
+        from ..bench.diagnosis_rows import record
+        from ..bench.provenance import command_line, environment
+
+        rows = record(docs, command_line(getattr(args, "_argv", None)), environment(args.device), args.bench_dir)
+        if not args.json:
+            console.print(f"recorded {len(rows)} diagnosis row(s): {', '.join(r['id'] for r in rows)}")
     if args.json:
         emit_json(docs[0] if len(docs) == 1 else docs)
         return 0

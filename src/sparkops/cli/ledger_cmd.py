@@ -77,6 +77,10 @@ def run(args) -> int:
             elif r["kind"] == "refusal":
                 t.add_row(r["id"], r["date"][:16], "refusal", f"{r['phase']} {r.get('registry')}",
                           f"KL {r.get('worst_kl')}, top-1 {r.get('worst_top1')}", "refused by the gate")
+            elif r["kind"] == "diagnosis":
+                gain = r.get("predicted_gain")
+                t.add_row(r["id"], r["date"][:16], "diagnosis", f"{r['model']['name']} d={r['depth']}",
+                          f"{r.get('binding')}" + (f" x{gain:.3g} predicted" if gain else ""), "")
             elif r["kind"] == "opbench":
                 verdicts = [t_["verdict"] for t_ in r["targets"]]
                 t.add_row(r["id"], r["date"][:16], "opbench", ",".join(r.get("devices") or []),

@@ -256,9 +256,9 @@ def _bench(args) -> int:
                           chunk=args.chunk or runbench.CHUNK, fill=args.fill, seed=args.seed)
     rows = []
     if args.record and not result.get("refused"):
-        rows = runbench.record(result, command_line(), args.bench_dir)
+        rows = runbench.record(result, command_line(getattr(args, "_argv", None)), args.bench_dir)
     elif args.record:  # the refusal is on record too (no figure, the frontier untouched)
-        rows = [runbench.record_refusal(result, command_line(), args.bench_dir)]
+        rows = [runbench.record_refusal(result, command_line(getattr(args, "_argv", None)), args.bench_dir)]
     if args.json:
         emit_json({**result, "recorded": [r["id"] for r in rows]})
     else:
