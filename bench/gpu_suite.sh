@@ -5,17 +5,20 @@
 #   bench/gpu_suite.sh STAGE [STAGE ...]
 #     install     wheels from .whl/ (gguf, tomlkit: not on the image) + sparkops, editable, offline
 #     registries  prove and select the CUDA registries by swap: all-torch (the baseline and the golden run of
-#                 the 48B gate), fast (FAST_PAIRS: float32 kernels) and fill (fast + a float32 prefill attention)
-#     synth       the 48B q4_k_m GGUF, once per machine, in /tmp
+#                 the 48B gate), fast (FAST_PAIRS: float32 kernels), fill (fast + a float32 prefill attention),
+#                 bf16 (BF16_PAIRS); gate bf16 on the 48B and pick the best registry (bf16 if it passes) and its
+#                 fused twin ([engine] fuse_projections)
+#     synth       the 48B q4_k_m GGUF, once per machine, in $SUITE_TMP (default /tmp)
 #     generate    text from the 48B: torch eager, fast through the captured CUDA graph
 #     gate        check every other CUDA implementation; the captured-step gate on k3-nano (fast, bf16)
 #     gate48      the 48B model gate of the fast registry (pinned; free-running at 4096) and of a bf16 cache
-#     ladder      48B decode at 0, 4096, 32768: torch eager vs the best registry through one CUDA graph per step;
-#                 diagnose at those depths. Contexts filled once by the fill registry
+#     ladder      diagnose torch at 0, 4096, 32768 (recorded; the prediction of the next row); 48B decode there:
+#                 torch eager vs the best registry through one CUDA graph per step; diagnose the best registry.
+#                 Contexts filled once by the fill registry
 #     prefill     48B prefill of 32768 tokens: torch vs the best registry for prefill, ABAB
 #     ladder131k  the same decode pair at 131072; diagnose at 131072
-#     rungs       the single steps at 0, 4096, 32768: torch -> fast (eager), fast eager -> fast graph; a bf16
-#                 MLA cache vs float32 at 32768
+#     rungs       the single steps, each its own row: torch -> fast (eager), fast eager -> fast graph,
+#                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
 #     tests       every test marked gpu
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
 #     iq1s        the 48B iq1_s GGUF: synthesize, generate (torch eager; fast through the graph)
@@ -41,9 +44,9 @@
 #
 # Budget: the script stops starting work at SUITE_BUDGET seconds (default 560) after it began, and gives
 # each command only the time left, so a call of 600 s always returns its results. Everything a call
-# produced comes back in three files: $OUT/suite.log, $OUT/results.tgz (logs, JSON, registries, PNGs)
-# and $OUT/bench.tgz (the machine's scoreboard: ledger.jsonl, frontier.toml, LADDER.md).
-# Import the ledger here with `sparkops ledger import FILE`.
+# produced comes back in $OUT: suite.log, results-LANE.tgz per lane (logs, JSON, registries, PNGs) and
+# bench.tgz (the machine's scoreboard: ledger.jsonl, frontier.toml, LADDER.md). Import the ledger here with
+# `sparkops ledger import FILE` (unpack bench.tgz first).
 #
 # The device tool carries .whl (name it in `carry`); prepare it here with:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
