@@ -132,6 +132,7 @@ def test_the_model_gate_judges_a_fused_registry(nano, catalog, tmp_path):
     out = model_check("k3-nano", _registry(tmp_path, True), depths=(1, 65), decode_steps=2, catalog=catalog,
                       weights=nano)
     assert out.passed, out.report
+    assert "engine: fuse_projections" in out.report and out.selections["[engine]"] == "fuse_projections"
 
 
 def test_engine_options_are_validated_with_the_fix_named(tmp_path):

@@ -282,6 +282,8 @@ def _run_model(args) -> int:
         for p in outcome.lock_problems:
             console.print(f"[red]golden run disagrees with reference.lock:[/] {escape(p)} "
                           f"(run `sparkops reference verify`)")
+        if "[engine]" in outcome.selections:
+            console.print(f"engine: {outcome.selections['[engine]']} (the registry's [engine] options)", markup=False)
         if outcome.routing is not None:
             console.print(outcome.routing.line(), markup=False)
         for u in outcome.unproven:

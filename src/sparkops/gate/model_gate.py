@@ -257,6 +257,8 @@ class ModelOutcome:
             mark = "ok" if r.passed else "FAIL"
             lines.append(f"  depth {r.depth:>6}: {r.positions} positions, KL max {r.kl_max:.3g} (at position "
                          f"{r.worst_position}), mean {r.kl_mean:.3g}, top-1 {r.top1:.3f} {mark}")
+        if "[engine]" in self.selections:
+            lines.append(f"  engine: {self.selections['[engine]']} (the registry's [engine] options)")
         if self.routing is not None:
             lines.append(f"  {self.routing.line()}")
         for b in self.bit_identity:
@@ -322,6 +324,9 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     lock_problems = lockref.check_golden(pins, ref, tokens, decode_steps) if pinned and golden is None else []
     outcome = ModelOutcome(model=name, registry=str(registry.path), device=device, variant=variant, rule=rule,
                            depths=[], lock_problems=lock_problems, selections={op: i.key for op, i in runs.items()})
+    engine_on = [k for k, v in plan.engine.items() if v]
+    if engine_on:  # the graph differs from the plain one too: the report says how
+        outcome.selections["[engine]"] = ", ".join(engine_on)
     checked = make_plan(registry, catalog, device, verify_checks=True)
     outcome.unproven = [f"{op}: {e.error}" for op, e in checked.entries.items() if e.error]
     max_context = max(depths) + decode_steps + (CAPTURE_WARMUP if captured else 0)
