@@ -219,9 +219,25 @@ def test_the_goal_table_reads_the_frontier(bench_dir):
     R.render_all(bench_dir)
     assert "| **yes** |" in next(x for x in (bench_dir / L.LADDER).read_text().splitlines()
                                  if x.startswith("| nano decode"))
+    # the kernel budget is read from measured diagnosis rows of the model (a paper one does not count)
+    with open(bench_dir / G.GOALS, "a") as fh:
+        fh.write('\n[[kernel_goal]]\nname = "nano kernels"\nmodel = "k3-nano"\nmix = "f32"\ntarget = 100\n')
+    R.render_all(bench_dir)
+    line = next(x for x in (bench_dir / L.LADDER).read_text().splitlines() if x.startswith("| nano kernels"))
+    assert "no measured diagnosis yet" in line and "| not yet |" in line
+    for n, paper in ((140, False), (90, True), (120, False)):
+        L.append(bench_dir / L.LEDGER, {"id": L.new_id(now()), "kind": "diagnosis", "date": now(), "paper": paper,
+                                        "model": {"name": "k3-nano", "mix": "f32"}, "depth": 0,
+                                        "kernels_per_token": n, "registry": "r.toml"})
+    R.render_all(bench_dir)
+    line = next(x for x in (bench_dir / L.LADDER).read_text().splitlines() if x.startswith("| nano kernels"))
+    assert "fewest diagnosed: 120" in line and "| not yet |" in line
     (bench_dir / G.GOALS).write_text('[[goal]]\nname = "x"\n')
     with pytest.raises(BadInput, match="goal 1 needs name, key, roofline"):
         G.load(bench_dir / G.GOALS)
+    (bench_dir / G.GOALS).write_text('[[kernel_goal]]\nname = "x"\ntarget = "few"\n')
+    with pytest.raises(BadInput, match="kernel_goal 1 needs name, model, mix and target"):
+        G.load_kernel_goals(bench_dir / G.GOALS)
 
 
 def test_the_checkouts_goals_are_issue_10s():
@@ -235,3 +251,5 @@ def test_the_checkouts_goals_are_issue_10s():
         assert g.key.split(".")[1] == "kimi-linear-48b-a3b" and g.llama_cpp < g.target <= g.roofline
         if "60%" in g.target_is:
             assert g.target == pytest.approx(0.6 * g.roofline)
+    (k,) = G.load_kernel_goals(REPO / "bench" / G.GOALS)
+    assert (k.model, k.mix, k.target) == ("kimi-linear-48b-a3b", "q4_k_m", 150)

@@ -58,7 +58,7 @@ def _routing(row: dict[str, Any]) -> str:
 
 
 def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple[str, str]] = (),
-           goals: list[Any] = ()) -> str:
+           goals: list[Any] = (), kernel_goals: list[Any] = ()) -> str:
     gone = L.retractions(rows)
     out = ["# LADDER", "",
            "Generated from `bench/ledger.jsonl` and `bench/frontier.toml` by `sparkops ledger render` "
@@ -105,6 +105,14 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
                        f"| {_cell(goal.target_is)} ({goal.target:.0f} tok/s; roofline {goal.roofline:.0f}, "
                        f"llama.cpp {goal.llama_cpp:.0f}) | {'**yes**' if g['met'] else 'not yet'} "
                        f"| {g['row'] or '—'} |")
+        from .goals import kernel_reading
+
+        for g in kernel_reading(list(kernel_goals), rows):
+            goal = g["goal"]
+            seen = (f"fewest diagnosed: {_f(g['best'])} (row {g['row']}, {_cell(g['registry'] or '?')})"
+                    if g["best"] is not None else "no measured diagnosis yet")
+            out.append(f"| {_cell(goal.name)} | {seen} | | | <= {goal.target} kernels | "
+                       f"{'**yes**' if g['met'] else 'not yet'} | {g['row'] or '—'} |")
 
     out += ["", "## Every measured change", "",
             "Tiers: **win** / **none** / **regression** from the ABAB pair ratios (median beyond the noise floor "

@@ -271,6 +271,7 @@ def render_all(bench: str | Path) -> None:
         if plots.roofline_png_from_rows(rows, d / "roofline.png"):
             images.append(("roofline with the latest figures", "roofline.png"))
     (d / L.LADDER).touch(exist_ok=True)  # a new file gets the umask's mode (write_atomic keeps an existing one's)
-    from .goals import GOALS, load as load_goals
+    from .goals import GOALS, load as load_goals, load_kernel_goals
 
-    write_atomic(d / L.LADDER, render(rows, frontier, images=images, goals=load_goals(d / GOALS)))
+    write_atomic(d / L.LADDER, render(rows, frontier, images=images, goals=load_goals(d / GOALS),
+                                      kernel_goals=load_kernel_goals(d / GOALS)))
