@@ -276,9 +276,8 @@ def selections(engine: Engine) -> dict[str, str]:
     if plan is None:
         return {}
     out = {op: e.runs.name + (" (fallback)" if e.fallback_taken else "") for op, e in plan.entries.items() if e.runs}
-    on = [k for k, v in (getattr(plan, "engine", None) or {}).items() if v]
-    if on and getattr(engine, "fused", None) is not None:  # the graph differs too: say how (registry [engine])
-        out["[engine]"] = ", ".join(on)
+    if plan.engine_on and getattr(engine, "fused", None) is not None:  # the graph differs too: say how
+        out["[engine]"] = ", ".join(plan.engine_on)
     return out
 
 

@@ -228,10 +228,10 @@ def _print(d, pngs) -> None:
         for op, x in p.by_op.items():
             ops.add_row(op, f"{x['calls']:.3g}", *((f"{x.get('kernels', 0):.3g}",) if kernels else ()),
                         f"{1e3 * x['seconds']:.3g}", f"{100 * x['seconds'] / p.busy_s:.0f}%" if p.busy_s else "")
+        console.print(ops)
         if kernels:
             glue = p.kernels - sum(x.get("kernels", 0) for x in p.by_op.values())
             console.print(f"kernels outside the ops (the graph's own copies, casts, concatenations): {glue:.3g} per token")
-        console.print(ops)
     gain = v.get("predicted_gain")
     console.print(f"[bold]binding ceiling: {v['binding']}[/]" + (f"; predicted gain of lifting it: {gain:.3g}x"
                                                                   if gain else ""))

@@ -44,8 +44,7 @@ def run(args) -> int:
         others = "\n".join(f"{n}: {w}" for n, w in e.others) or "-"
         table.add_row(op, runs, why, e.check, others)
     console.print(table)
-    on = [k for k, v in plan.engine.items() if v]
-    console.print(f"engine: {', '.join(on) if on else 'no [engine] option set'} (`sparkops engine` shows them all)")
+    console.print(f"engine: {', '.join(plan.engine_on) or 'no [engine] option set'} (`sparkops engine` shows them all)")
     if plan.fallbacks:
         console.print(f"[yellow]fallbacks taken:[/] {', '.join(plan.fallbacks)}")
     if plan.round_trips:

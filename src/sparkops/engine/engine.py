@@ -44,6 +44,9 @@ def engine_options(ops: Ops) -> dict[str, object]:
 
 
 class Engine:
+    #: whether this engine's graph can take fused projections (the sharded graph cannot)
+    fusable = True
+
     def __init__(self, model: ModelWeights, ops: Ops, *, max_context: int | None = None,
                  dtype: torch.dtype = torch.float32, cache_dtype: torch.dtype | None = None,
                  prefill_chunk: int | None = None):
@@ -63,9 +66,6 @@ class Engine:
         #: the projection groups when the registry's [engine] table asks for fuse_projections (fusion.py)
         self.fused: Groups | None = fuse(self.model) if self.fusable and engine_options(ops).get(
             "fuse_projections") else None
-
-    #: whether this engine's graph can take fused projections (the sharded graph cannot)
-    fusable = True
 
     # -- the two phases ------------------------------------------------------------------------
     def prefill(self, tokens: torch.Tensor | list[int], *, last_only: bool = False,

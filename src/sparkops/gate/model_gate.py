@@ -39,7 +39,7 @@ from ..registry.file import Registry
 from ..registry.plan import Plan, make_plan
 from .metrics import kl_and_top1
 from .poison import poisoned
-from .routing import Pinning, RoutingPin, RoutingReport, install, n_moe_layers
+from .routing import Pinning, RoutingReport, n_moe_layers, recording, replaying
 from .tolerances import ModelRule, loosest, model_rule_for, rule_for
 
 #: depths checked by default, per preset. k3-nano: KDA prefill chunks are 64 tokens (spec 3.4), so a
@@ -159,14 +159,11 @@ def golden_logits(weights: Any, digest: str, tokens: list[int], depths: tuple[in
         else:
             plan, dtype = make_plan(golden, catalog, device, verify_checks=True), torch.float32
         eng = _engine(weights, plan, max(missing) + decode_steps, dtype)
-        n_moe = n_moe_layers(weights)
-        pin = RoutingPin(n_moe, 0.0) if n_moe else None
-        if pin is not None:
-            install(eng.ops, pin)
-        for d, rows in run_depths(eng, tokens, missing, decode_steps, pinning=Pinning(pin, replay=False)).items():
+        rec = recording(eng.ops, weights)
+        for d, rows in run_depths(eng, tokens, missing, decode_steps, pinning=rec).items():
             _GOLDEN[keys[d]] = rows
-            if pin is not None:
-                _TAPES[keys[d]] = pin.tape[d]
+            if rec.pin is not None:
+                _TAPES[keys[d]] = rec.pin.tape[d]
     if tapes is not None:
         tapes.update({d: _TAPES[keys[d]] for d in depths if keys[d] in _TAPES})
     return {d: _GOLDEN[keys[d]] for d in depths}
@@ -324,9 +321,8 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     lock_problems = lockref.check_golden(pins, ref, tokens, decode_steps) if pinned and golden is None else []
     outcome = ModelOutcome(model=name, registry=str(registry.path), device=device, variant=variant, rule=rule,
                            depths=[], lock_problems=lock_problems, selections={op: i.key for op, i in runs.items()})
-    engine_on = [k for k, v in plan.engine.items() if v]
-    if engine_on:  # the graph differs from the plain one too: the report says how
-        outcome.selections["[engine]"] = ", ".join(engine_on)
+    if plan.engine_on:  # the graph differs from the plain one too: the report says how
+        outcome.selections["[engine]"] = ", ".join(plan.engine_on)
     checked = make_plan(registry, catalog, device, verify_checks=True)
     outcome.unproven = [f"{op}: {e.error}" for op, e in checked.entries.items() if e.error]
     max_context = max(depths) + decode_steps + (CAPTURE_WARMUP if captured else 0)
@@ -335,19 +331,10 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
                 "the model has no MoE layers" if not n_moe_layers(weights) else "")
     tie = rule_for("moe_router", variant).tie
 
-    def pinning() -> Pinning:
-        if why_free:
-            return Pinning(None, replay=True)
-        pin = RoutingPin(n_moe_layers(weights), tie)
-        pin.tape = dict(tapes)
-        return Pinning(pin, replay=True)
-
     def make(a_plan: Plan) -> tuple[Any, Pinning]:
         """An engine for `a_plan`, its moe_router through a fresh replay of the golden's choices."""
-        pins = pinning()
         eng = _engine(weights, a_plan, max_context, cand_dtype, cache_dtype)
-        if pins.pin is not None:
-            install(eng.ops, pins.pin)
+        pins = Pinning(None, replay=True) if why_free else replaying(eng.ops, n_moe_layers(weights), tapes, tie)
         return eng, pins
 
     try:

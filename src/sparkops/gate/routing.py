@@ -66,6 +66,11 @@ class RoutingReport:
                 "inconsistent": self.inconsistent, "max_flip_margin": self.max_flip_margin,
                 "worst_inconsistency": self.worst_inconsistency, "passed": self.passed}
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RoutingReport":
+        """The report as_json wrote (its derived 'passed' recomputed, never trusted)."""
+        return cls(**{k: v for k, v in d.items() if k != "passed"})
+
 
 def selection_scores(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, n_group: int,
                      topk_group: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,3 +205,20 @@ def install(ops: Any, pin: RoutingPin) -> Any:
     """Route `ops.moe_router` through `pin` (the Ops object is the engine's; returned for chaining)."""
     ops.moe_router = pin.wrap(ops.moe_router)
     return ops
+
+
+def recording(ops: Any, weights: Any) -> Pinning:
+    """The golden run's side: `ops` record every MoE layer's choices (no pin for a model without MoE layers)."""
+    n_moe = n_moe_layers(weights)
+    pin = RoutingPin(n_moe, 0.0) if n_moe else None
+    if pin is not None:
+        install(ops, pin)
+    return Pinning(pin, replay=False)
+
+
+def replaying(ops: Any, n_moe: int, tape: dict[int, list], tie: float) -> Pinning:
+    """The candidate's side: `ops` replay `tape` (the golden's choices per depth), judged with the router's `tie`."""
+    pin = RoutingPin(n_moe, tie)
+    pin.tape = dict(tape)
+    install(ops, pin)
+    return Pinning(pin, replay=True)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..gate.model_gate import DECODE_STEPS, DepthResult, judge_depths, prompt_tokens, run_depths, worst_depth
-from ..gate.routing import Pinning, RoutingPin, RoutingReport, install, n_moe_layers
+from ..gate.routing import RoutingReport, recording
 from ..gate.tolerances import ModelRule, loosest, model_rule_for, rule_for
 from .launch import PoolSpec, ShardedPool
 from .worker import dtype_of
@@ -121,12 +121,9 @@ def sharded_check(spec: PoolSpec, depths: tuple[int, ...], *, decode_steps: int 
     ops = make_ops(spec.device, spec.registry)
     single = Engine(weights, ops, max_context=max(depths) + decode_steps, dtype=dtype_of(spec.dtype),
                     cache_dtype=dtype_of(spec.cache_dtype))
-    n_moe = n_moe_layers(weights)
-    pin = RoutingPin(n_moe, 0.0) if n_moe else None
-    if pin is not None:
-        install(single.ops, pin)
-    ref = run_depths(single, tokens, depths, decode_steps, pinning=Pinning(pin, replay=False))
-    tape = pin.tape if pin is not None else None
+    rec = recording(single.ops, weights)
+    ref = run_depths(single, tokens, depths, decode_steps, pinning=rec)
+    tape = rec.pin.tape if rec.pin is not None else None
     del single
     own = pool is None
     try:
@@ -136,7 +133,7 @@ def sharded_check(spec: PoolSpec, depths: tuple[int, ...], *, decode_steps: int 
             pool.call("configure", spec.placement)
         got = pool.call("run_depths", tokens, list(depths), decode_steps, True, tape,
                         rule_for("moe_router", variant).tie)[0]
-        out.routing = RoutingReport(**got["routing"]) if got["routing"] else \
+        out.routing = RoutingReport.from_json(got["routing"]) if got["routing"] else \
             RoutingReport(pinned=False, why_free="the model has no MoE layers")
         out.depths = judge_depths(ref, {d: torch.from_numpy(v) for d, v in got["logits"].items()}, rule)
     except Exception as exc:  # noqa: BLE001 - a sharded run that crashes fails the gate, with why

@@ -22,6 +22,7 @@ from .sharding import ShardPlan
 
 class ShardedEngine(Engine):
     fusable = False  # the sharded graph splits q/k/v by heads itself; projection fusion is not applied
+
     def __init__(self, shard: ModelWeights, ops: Ops, plan: ShardPlan, comm: Collectives | None = None, *,
                  max_context: int | None = None, dtype: torch.dtype = torch.float32,
                  cache_dtype: torch.dtype | None = None, placement: Placement | None = None,

@@ -128,23 +128,16 @@ def _run_depths(r: Rank, tokens: list[int], depths: list[int], decode_steps: int
 
     from ..gate.model_gate import run_depths
     from ..gate.poison import poisoned
-    from ..gate.routing import Pinning, RoutingPin, install
+    from ..gate.routing import replaying
 
-    pin = None
-    if tape:
-        pin = RoutingPin(len(next(iter(tape.values()))), tie)
-        pin.tape = dict(tape)
     router = r.engine.ops.moe_router
-    if pin is not None:
-        install(r.engine.ops, pin)
+    pins = replaying(r.engine.ops, len(next(iter(tape.values()))), tape, tie) if tape else None
     try:
         with poisoned() if poison else contextlib.nullcontext():
-            out = run_depths(r.engine, tokens, tuple(depths), decode_steps, pinning=Pinning(pin, replay=True))
+            out = run_depths(r.engine, tokens, tuple(depths), decode_steps, pinning=pins)
     finally:
         r.engine.ops.moe_router = router  # the pool's later calls run unpinned
-    report = pin.finish().as_json() if pin is not None else None
-    if report is not None:
-        report.pop("passed")
+    report = pins.pin.finish().as_json() if pins is not None else None
     return {"logits": {d: v.numpy() for d, v in out.items()}, "routing": report} if r.rank == 0 else None
 
 

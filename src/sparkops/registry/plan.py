@@ -52,6 +52,11 @@ class Plan:
         raise cls(f"the registry {self.registry} cannot run on {self.device}:\n" + "\n".join(lines))
 
     @property
+    def engine_on(self) -> list[str]:
+        """The [engine] options that are set (they change the graph, not an op)."""
+        return [k for k, v in self.engine.items() if v]
+
+    @property
     def fallbacks(self) -> list[str]:
         return [op for op, e in self.entries.items() if e.fallback_taken]
 
