@@ -77,8 +77,9 @@ BEST="the best gated registry (bf16 Triton if it passed the 48B gate, else float
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
 # failed it (later traced to flipped expert choices: the gate now pins routing, see src/sparkops/gate/routing.py
 # and bench/gpu-runs/2026-11-29-session3/README.md). Attention: triton_fp32 (16 heads per pass over the cache)
-# since session 3, where cupy_splitk's float32 path (one head per block: the cache read 32 times) cost ~3.6 ms
-# per token at depth 32768; CUPY_ATTN_REG keeps that one for the rung that measures the change.
+# since session 3, where the busy time grew ~4 ms per token from depth 0 to 32768 and cupy_splitk's float32 path
+# (one head per block: the cache read 32 times) is the suspect - inferred from its code, not yet measured per op;
+# CUPY_ATTN_REG keeps that one for the rung that measures the change.
 FAST_PAIRS="embedding=triton rmsnorm=triton add_rmsnorm=triton linear=triton_fp32 short_conv=triton kda=triton
 gated_rmsnorm=triton attention=triton_fp32 moe_router=triton moe_experts=triton_fp32 sample=triton"
 # the Triton kernels with bf16 claims (bf16 activations: tensor-core GEMMs for prefill, half the activation bytes)
