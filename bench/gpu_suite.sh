@@ -169,6 +169,15 @@ prereq() {
   done
 }
 
+# env's argument for a run on every GPU of the machine with this lane's (CUDA_VISIBLE_DEVICES=N) first:
+# CUDA_VISIBLE_DEVICES=N,others; without a lane or a GPU listing, -u CUDA_VISIBLE_DEVICES (all, in order)
+lane_gpus_first() {
+  local n own=${CUDA_VISIBLE_DEVICES:-} i all
+  n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); all=$own
+  for ((i = 0; i < n; i++)); do [ "$i" = "$own" ] || all=${all:+$all,}$i; done
+  if [ -n "$own" ] && [ -n "$all" ]; then echo "CUDA_VISIBLE_DEVICES=$all"; else echo "-u CUDA_VISIBLE_DEVICES"; fi
+}
+
 for stage in "$@"; do case $stage in
 install)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $TMP/site .whl/*.whl \
@@ -259,8 +268,9 @@ rungs)
       --registry $FAST_REG --vs $FAST_REG --graph A,B --cache-dtype A=float32,B=bfloat16 $GATE $FILL \
       --change "a bf16 MLA cache under float32 activations (fast, graph)"
   ;;
-tests)    # every GPU visible, whichever lane runs it (the NCCL tests need two)
-  run gpu-tests 60 env -u CUDA_VISIBLE_DEVICES python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
+tests)    # every GPU visible (the NCCL tests need two), this lane's own GPU first: the single-GPU tests run there
+  # and not on the GPU where the other lane is timing decode
+  run gpu-tests 60 env $(lane_gpus_first) python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
 opbench)
   # one pytest run and one JSON per file, the files the targets read first, so that a run stopped at the budget
   # keeps what finished (session 3: all ~570 cases in one run took over 9 minutes and returned nothing)
