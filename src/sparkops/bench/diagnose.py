@@ -16,6 +16,7 @@ For one model at one depth:
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 import time
@@ -165,7 +166,8 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
                 # device time, not the host's launch time; and the kernels each op launched
                 counting.seconds = defaultdict(float, {op: v[0] for op, v in device_by_op.items()})
                 launched = {op: v[1] for op, v in device_by_op.items()}
-                how = "torch.profiler: CUDA kernels launched inside each op and their summed device time"
+                how = ("torch.profiler: the kernels inside each op's device-side range and their summed device time "
+                       "(range spans not counted as work)")
             else:
                 decode_all()
                 kernels, busy = sum(counting.calls.values()), sum(counting.seconds.values())
@@ -207,37 +209,95 @@ def _graph_wall(engine: Any, snap: Any, toks: Any, steps: int) -> float:
 
 
 def _kernels_under(e: Any) -> int:
-    """Kernels launched by a profiler event and everything it called."""
+    """Kernels launched by a CPU profiler event and everything it called (the CPU tree: the fallback when the
+    trace has no device-side spans of the op ranges)."""
     return sum(1 for k in getattr(e, "kernels", ()) if not str(getattr(k, "name", "")).startswith(("Memcpy", "Memset"))) \
         + sum(_kernels_under(c) for c in getattr(e, "cpu_children", ()))
 
 
+def _on_device(e: Any) -> bool:
+    return str(getattr(e, "device_type", "")).endswith("CUDA")
+
+
+def _is_copy(name: str) -> bool:
+    return name.startswith(("Memcpy", "Memset"))
+
+
+def _union_seconds(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of (start_us, end_us) intervals: work on several streams counts once."""
+    total, end = 0.0, -math.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total / 1e6
+
+
+def tally(events: Any) -> tuple[int, float, dict[str, float], dict[str, tuple[float, int]]]:
+    """(kernels launched, seconds the device was busy, seconds by kernel name, by op: (device seconds, kernels))
+    from a torch.profiler trace's events.
+
+    The device's own work is its kernels, copies and memsets. Each op range (RANGE + op) also appears on the
+    device as a user-annotation span from its first kernel's start to its last kernel's end: such a span is no
+    work (counting it as a kernel, or its length as busy time, counts the op's kernels and the gaps between them
+    a second time). Each kernel belongs to the innermost op span it lies in, which holds for kernels launched
+    by aten, Triton or CuPy alike; the CPU tree (`_kernels_under`) links only the launches the profiler saw
+    through the runtime API, so it is the fallback where a trace has no device-side spans."""
+    work: list[tuple[float, float, str]] = []
+    spans: list[tuple[float, float, str]] = []
+    cpu_ranges: list[Any] = []
+    for e in events:
+        name = str(e.name)
+        if _on_device(e):
+            if name.startswith(RANGE):
+                spans.append((e.time_range.start, e.time_range.end, name[len(RANGE):]))
+            elif not getattr(e, "is_user_annotation", False):
+                work.append((e.time_range.start, e.time_range.end, name))
+        elif name.startswith(RANGE):
+            cpu_ranges.append(e)
+    count = sum(1 for *_, n in work if not _is_copy(n))
+    busy = _union_seconds([(a, b) for a, b, _ in work])
+    by_name: dict[str, float] = defaultdict(float)
+    for a, b, n in work:
+        by_name[n] += (b - a) / 1e6
+    by_op: dict[str, tuple[float, int]] = {}
+    if spans:
+        spans.sort(key=lambda x: (x[0], -x[1]))
+        starts = [a for a, _, _ in spans]
+        parent, open_ = [-1] * len(spans), []  # the innermost span holding each span (-1: none)
+        for j, (_, b, _) in enumerate(spans):
+            while open_ and spans[open_[-1]][1] < b:
+                open_.pop()
+            parent[j] = open_[-1] if open_ else -1
+            open_.append(j)
+        for a, b, n in work:
+            mid = (a + b) / 2
+            # the latest-starting span at the kernel, else up its chain of enclosing spans: the innermost holder
+            i = bisect.bisect_right(starts, mid) - 1
+            while i >= 0 and spans[i][1] < mid:
+                i = parent[i]
+            if i < 0:
+                continue  # between the ops: the graph's own glue
+            s, k = by_op.get(spans[i][2], (0.0, 0))
+            by_op[spans[i][2]] = (s + (b - a) / 1e6, k + (0 if _is_copy(n) else 1))
+    else:
+        for e in cpu_ranges:
+            us = getattr(e, "device_time_total", None)
+            s, k = by_op.get(e.name[len(RANGE):], (0.0, 0))
+            by_op[e.name[len(RANGE):]] = (s + (us if us is not None else e.cuda_time_total) / 1e6, k + _kernels_under(e))
+    return count, busy, dict(by_name), by_op
+
+
 def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float], dict[str, tuple[float, int]]]:
-    """(kernels launched, seconds the device was busy (kernels, copies, memsets), seconds by kernel name,
-    by op: (device seconds, kernels) of what was launched inside each _CountingOps range)."""
+    """`tally` of one profiled run of `fn` on CUDA."""
     from torch.profiler import ProfilerActivity, profile
 
     sync("cuda")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn()
         sync("cuda")
-    count, busy = 0, 0.0
-    by_name: dict[str, float] = defaultdict(float)
-    by_op: dict[str, tuple[float, int]] = {}
-    for e in prof.events():
-        if e.name.startswith(RANGE):
-            us = getattr(e, "device_time_total", None)
-            s, n = by_op.get(e.name[len(RANGE):], (0.0, 0))
-            by_op[e.name[len(RANGE):]] = (s + (us if us is not None else e.cuda_time_total) / 1e6,
-                                          n + _kernels_under(e))
-        if not str(getattr(e, "device_type", "")).endswith("CUDA"):
-            continue
-        seconds = e.time_range.elapsed_us() / 1e6
-        busy += seconds  # copies and memsets keep the device busy too (a host round trip shows up here)
-        by_name[e.name] += seconds
-        if not e.name.startswith(("Memcpy", "Memset")):
-            count += 1
-    return count, busy, dict(by_name), dict(by_op)
+    return tally(prof.events())
 
 
 # -- the verdict -----------------------------------------------------------------------------------
