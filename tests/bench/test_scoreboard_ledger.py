@@ -232,6 +232,17 @@ def test_the_goal_table_reads_the_frontier(bench_dir):
     R.render_all(bench_dir)
     line = next(x for x in (bench_dir / L.LADDER).read_text().splitlines() if x.startswith("| nano kernels"))
     assert "fewest diagnosed: 120" in line and "| not yet |" in line
+    # a retracted diagnosis no longer counts, its row says why, and a prediction read from it says so
+    rows = L.read(bench_dir / L.LEDGER)
+    fewest = next(r for r in rows if r.get("kernels_per_token") == 120)
+    L.append(bench_dir / L.LEDGER, {**row(260.0), "prediction": {"registry": "r.toml", "diagnosed": fewest["date"],
+                                                                  "binding": "occupancy", "predicted_gain": 3.0}})
+    R.retract(bench_dir, fewest["id"], "the profile counted range spans as kernels", "test")
+    text = (bench_dir / L.LADDER).read_text()
+    line = next(x for x in text.splitlines() if x.startswith("| nano kernels"))
+    assert "fewest diagnosed: 140" in line
+    assert f"{fewest['id']} (retracted: the profile counted range spans as kernels)" in text
+    assert "occupancy: x3 predicted (from a diagnosis since retracted)" in text
     (bench_dir / G.GOALS).write_text('[[goal]]\nname = "x"\n')
     with pytest.raises(BadInput, match="goal 1 needs name, key, roofline"):
         G.load(bench_dir / G.GOALS)

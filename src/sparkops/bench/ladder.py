@@ -11,7 +11,7 @@ from typing import Any
 
 from . import ledger as L
 from .frontier import Frontier
-from .prediction import text as prediction_text
+from .prediction import text as prediction_text, withdrawn as withdrawn_diagnoses
 
 
 def _f(v: Any, digits: int = 4) -> str:
@@ -60,6 +60,7 @@ def _routing(row: dict[str, Any]) -> str:
 def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple[str, str]] = (),
            goals: list[Any] = (), kernel_goals: list[Any] = ()) -> str:
     gone = L.retractions(rows)
+    withdrawn = withdrawn_diagnoses(rows, gone)
     out = ["# LADDER", "",
            "Generated from `bench/ledger.jsonl` and `bench/frontier.toml` by `sparkops ledger render` "
            "(every `sparkops bench` run re-renders it). Do not edit: edits are overwritten.", ""]
@@ -107,7 +108,7 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
                        f"| {g['row'] or '—'} |")
         from .goals import kernel_reading
 
-        for g in kernel_reading(list(kernel_goals), rows):
+        for g in kernel_reading(list(kernel_goals), [r for r in rows if r["id"] not in gone]):
             goal = g["goal"]
             seen = (f"fewest diagnosed: {_f(g['best'])} (row {g['row']}, {_cell(g['registry'] or '?')})"
                     if g["best"] is not None else "no measured diagnosis yet")
@@ -129,7 +130,7 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
         kl = f"{_f(r.get('worst_kl'), 3)} / {_f(r.get('worst_top1'), 3)}{_routing(r)}"
         out.append(f"| {n} | {_when(r)} | {r['id']} | {_cell(r.get('change', ''))} "
                    f"| {_cell(r.get('metric', r.get('key')))} | {_f(r.get('before'))} → {_f(r.get('after'))} "
-                   f"| {_f(r.get('ratio'), 3)} | {_cell(tier_text(r, gone))} | {_cell(prediction_text(r))} | {kl} "
+                   f"| {_f(r.get('ratio'), 3)} | {_cell(tier_text(r, gone))} | {_cell(prediction_text(r, withdrawn))} | {kl} "
                    f"| `{_cell(r.get('command', ''))}` |")
     if not n:
         out.append("| | (no measurements yet) | | | | | | | | | |")
@@ -146,7 +147,8 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
             graph = (f"{_f(r.get('graph_tok_s'))} tok/s, {r.get('graph_binding')}" +
                      (f": x{ggain:.3g} to the roofline" if ggain else "")) if r.get("graph_tok_s") else "—"
             busy = f"{100 * r['busy_fraction']:.0f}%" if r.get("busy_fraction") is not None else "—"
-            out.append(f"| {_when(r)} | {r['id']} | {_cell(r['model']['name'])} ({_cell(r['model'].get('mix'))}) "
+            status = f" (retracted: {gone[r['id']]['why']})" if r["id"] in gone else ""
+            out.append(f"| {_when(r)} | {r['id']}{_cell(status)} | {_cell(r['model']['name'])} ({_cell(r['model'].get('mix'))}) "
                        f"| {r.get('depth')} | {_cell(r.get('registry') or 'on paper')} | {_f(r.get('measured_tok_s'))} "
                        f"| {_f(r.get('kernels_per_token'))} | {busy} | {_cell(eager)} | {_cell(graph)} "
                        f"| {_cell(', '.join(r.get('pngs') or []) or '—')} |")

@@ -61,10 +61,17 @@ def for_row(pred: dict[str, Any], model: str, baseline_mode: str, measured_ratio
             "measured_ratio": measured_ratio}
 
 
-def text(row: dict[str, Any]) -> str:
-    """'launch overhead: x4.99 predicted' for the ladder ('—' without a prediction)."""
+def text(row: dict[str, Any], withdrawn: set[tuple[Any, Any]] = frozenset()) -> str:
+    """'launch overhead: x4.99 predicted' for the ladder ('—' without a prediction). `withdrawn`: (registry, date)
+    of diagnoses whose ledger rows were retracted; a prediction read from one of them says so."""
     p = row.get("prediction")
     if not p:
         return "—"
     gain = p.get("predicted_gain")
-    return f"{p.get('binding') or '?'}: x{gain:.3g} predicted" if gain else f"{p.get('binding') or '?'}"
+    out = f"{p.get('binding') or '?'}: x{gain:.3g} predicted" if gain else f"{p.get('binding') or '?'}"
+    return out + (" (from a diagnosis since retracted)" if (p.get("registry"), p.get("diagnosed")) in withdrawn else "")
+
+
+def withdrawn(rows: list[dict[str, Any]], gone: dict[str, Any]) -> set[tuple[Any, Any]]:
+    """(registry, date) of every retracted diagnosis row: the predictions `text` marks."""
+    return {(r.get("registry"), r.get("date")) for r in rows if r.get("kind") == "diagnosis" and r["id"] in gone}
