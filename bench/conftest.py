@@ -20,6 +20,18 @@ def pytest_collection_modifyitems(config, items):
     skip_gpu_tests_without_cuda(items, "needs a CUDA device (none on this machine)")
 
 
+def pytest_benchmark_update_machine_info(config, machine_info):
+    """The device the run timed, in the JSON's machine_info (`sparkops ledger opbench` labels the run with it)."""
+    from sparkops.bench.opbench import bench_device
+
+    dev = bench_device()
+    if dev == "cuda":
+        import torch
+
+        dev = torch.cuda.get_device_name()
+    machine_info["sparkops_device"] = dev
+
+
 @pytest.fixture(scope="session")
 def device() -> str:
     from sparkops.bench.opbench import bench_device

@@ -61,12 +61,47 @@ def test_the_cli_records_the_run_and_ladder_shows_it(tmp_path, bench_dir, capsys
     rows = L.read(bench_dir / L.LEDGER)
     assert [r["kind"] for r in rows] == ["opbench"]
     ladder = (bench_dir / L.LADDER).read_text()
-    assert "## Per-op benchmarks: cuda" in ladder and "**missed**" in ladder and "linear=cupy_dp4a" in ladder
+    assert "### Per-op run `run.json` on cuda" in ladder and "**missed**" in ladder and "linear=cupy_dp4a" in ladder
     assert "| attention=triton | 3e+04 | 1 |" in ladder and ladder.rstrip().count("| 440 |") == 1  # TFLOP/s shown
     assert main(["ledger", "show"]) == 0  # every kind renders in the listing
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"benchmarks": []}))
     assert main(["ledger", "opbench", str(bad)]) == 2
+
+
+def test_each_files_latest_run_stands_and_the_targets_are_judged_over_all_of_them(tmp_path, bench_dir):
+    """Session 4 timed one file per run; LADDER showed only the last run (whose file timed no target) and every
+    target read 'not measured'. Now each file's latest run keeps its table, and each target takes the best
+    judgement any of them made - with the row it came from."""
+    from sparkops.bench import record as R
+
+    def run(name, benches, device=None):
+        f = tmp_path / name
+        f.write_text(json.dumps({**DOC, "benchmarks": benches,
+                                 "machine_info": {"node": "h200-box", **({"sparkops_device": device} if device else {})}}))
+        return opbench_row(f, targets=TARGETS, read_gbs=4000.0, command=f"pytest {name}")
+
+    linear = run("opbench-linear.json", [_bench("linear Q4_K lm_head 163840x2304 T=1", "linear=cupy_dp4a", 80.0,
+                                                2600.0, 2.1e8, device=None)], device="NVIDIA H200")
+    assert linear["devices"] == ["NVIDIA H200"]  # from the machine info bench/conftest.py writes
+    kda_old = run("opbench-kda.json", [_bench("kda 48B decode T=1", "kda=triton", 14.0, 300.0)])
+    kda = run("opbench-kda.json", [_bench("kda 48B decode T=1", "kda=triton", 4.5, 900.0)])
+    other = run("opbench-cupy.json", [_bench("rmsnorm [1x2304]", "rmsnorm=cupy", 2.0, 10.0)])
+    bench_dir.mkdir()
+    for r in (linear, kda_old, kda, other):
+        L.append(bench_dir / L.LEDGER, r)
+    R.render_all(bench_dir)
+    text = (bench_dir / L.LADDER).read_text()
+    for name in ("opbench-linear.json", "opbench-kda.json", "opbench-cupy.json"):
+        assert text.count(f"### Per-op run `{name}`") == 1  # the latest run of each file, one section each
+    assert "| kda=triton | 14 |" not in text  # the older run of the same file is superseded
+    lines = text.splitlines()
+    q4 = next(x for x in lines if x.startswith("| Q4_K GEMV >= 70%"))
+    assert "**missed**" in q4 and "65%" in q4 and linear["id"] in q4 and "decode-bound" in q4
+    k = next(x for x in lines if x.startswith("| kda decode <= 11 us"))
+    assert "**met**" in k and "4.5 us" in k and kda["id"] in k
+    assert "**not measured**" in next(x for x in lines if x.startswith("| kda prefill <= 4.59 ms"))
+    assert text.count("## Per-op benchmarks: the targets") == 1
 
 
 def test_the_repo_targets_file_parses_and_covers_the_issue_targets():

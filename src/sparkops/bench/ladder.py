@@ -163,20 +163,23 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
                        f"| {_cell(r.get('registry', ''))} | {r.get('worst_depth', '')} | {kl} "
                        f"| `{_cell(r.get('command', ''))}` |")
 
-    from .opledger import latest_per_device
+    from .opledger import combined_targets, latest_per_source
 
-    for r in latest_per_device(rows):
-        out += ["", f"## Per-op benchmarks: {', '.join(r.get('devices') or ['?'])} ({r['id']}, run "
-                    f"{str(r.get('run_date') or r['date'])[:16].replace('T', ' ')})", "",
-                f"Read ceiling {_f(r['read_ceiling_gbs'])} GB/s. Source: `{_cell(r.get('source', ''))}`; "
-                f"command: `{_cell(r.get('command', ''))}`.", "",
-                "| target | verdict | measured | best implementation | why (when missed) |", "|---|---|---:|---|---|"]
-        for t in r["targets"]:
+    runs = latest_per_source(rows)
+    if runs:
+        out += _head("Per-op benchmarks: the targets (each judged on the latest run of every benchmark file)",
+                     "target | verdict | measured | best implementation | row | why (when missed)",
+                     "|---|---|---:|---|---|---|")
+        for t in combined_targets(runs):
             unit = "%" if t["metric"] == "pct_bandwidth" else " us"
             measured = f"{_f(t['measured'], 3)}{unit}" if t["measured"] is not None else "—"
             out.append(f"| {_cell(t['target'])} | **{t['verdict']}** | {measured} | {_cell(t['best_impl'] or '—')} "
-                       f"| {_cell(t['why'])} |")
-        out += ["", "| workload | implementation | us per call | GB/s | % of read ceiling | TFLOP/s |",
+                       f"| {t['row'] or '—'} | {_cell(t['why'])} |")
+    for r in runs:
+        out += ["", f"### Per-op run `{_cell(r.get('source', '?'))}` on {', '.join(r.get('devices') or []) or 'an unnamed device'}"
+                    f" ({r['id']}, run {str(r.get('run_date') or r['date'])[:16].replace('T', ' ')})", "",
+                f"Read ceiling {_f(r['read_ceiling_gbs'])} GB/s. Command: `{_cell(r.get('command', ''))}`.", "",
+                "| workload | implementation | us per call | GB/s | % of read ceiling | TFLOP/s |",
                 "|---|---|---:|---:|---:|---:|"]
         for c in sorted(r["entries"], key=lambda c: (c["group"], c["us_per_call"])):
             out.append(f"| {_cell(c['group'])} | {_cell(c['impl'])} | {_f(c['us_per_call'], 4)} "

@@ -8,7 +8,7 @@ call and the bytes it moves. This module turns one such file into one ledger row
 every case (workload group, implementation, us per call, GB/s, % of the read ceiling) and every target
 of bench/targets.toml judged against the best implementation that ran its workload - met, missed (with
 the measured figure and the target's recorded reason), or not measured. LADDER.md shows the latest
-row per device side by side.
+row of each benchmark file per machine, and every target judged over them.
 """
 
 from __future__ import annotations
@@ -139,17 +139,45 @@ def opbench_row(path: str | Path, *, targets: list[Target], read_gbs: float | No
     date = now()
     machine = doc.get("machine_info") or {}
     commit = doc.get("commit_info") or {}
-    devices = sorted({str((b.get("extra_info") or {}).get("device", "")) for b in doc.get("benchmarks", [])} - {""})
+    devices = sorted({str(x) for b in doc.get("benchmarks", []) if (x := (b.get("extra_info") or {}).get("device"))}) \
+        or ([str(machine["sparkops_device"])] if machine.get("sparkops_device") else [])
     return {"id": L.new_id(date), "kind": "opbench", "date": date, "run_date": doc.get("datetime"),
             "source": path.name, "node": machine.get("node"), "devices": devices, "read_ceiling_gbs": read_gbs,
             "commit": commit.get("id"), "dirty": commit.get("dirty"), "entries": entries,
             "targets": judge(targets, entries), "command": command}
 
 
-def latest_per_device(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def latest_per_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The standing (not retracted) latest row of each benchmark file on each machine: a run of one file does not
+    hide another file's run."""
     gone = L.retractions(rows)
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in rows:
         if r["kind"] == "opbench" and r["id"] not in gone:
-            latest[",".join(r.get("devices") or ["?"]) + "@" + str(r.get("node"))] = r
+            latest[(str(r.get("source")), ",".join(r.get("devices") or []), str(r.get("node")))] = r
     return list(latest.values())
+
+
+def combined_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each target judged over several runs (`latest_per_source`): met if any run met it, else the best measured
+    miss (with its row), else not measured. A run that did not time a target's workload says nothing about it."""
+    order: list[str] = []
+    best: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        for t in r.get("targets", []):
+            name = t["target"]
+            if name not in best:
+                order.append(name)
+                best[name] = {**t, "row": None}
+            if t["verdict"] == "not measured":
+                continue
+            cur = best[name]
+            if cur["row"] is None or _closer(t, cur):
+                best[name] = {**t, "row": r["id"]}
+    return [best[n] for n in order]
+
+
+def _closer(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if (a["verdict"] == "met") != (b["verdict"] == "met"):
+        return a["verdict"] == "met"
+    return a["measured"] > b["measured"] if a["metric"] == "pct_bandwidth" else a["measured"] < b["measured"]
