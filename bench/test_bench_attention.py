@@ -6,7 +6,8 @@ decode: one token after L cached rows (32 heads, 576-wide bf16 latent rows), a r
         one call per argument set, replayed. Bytes = the cache rows once (all heads share the latent:
         counted once) + w_uk, w_uv + q, out; the anchor is plain torch at 215 us (703 GB/s) for
         L=131072 and 4.04 TB/s the ceiling.
-prefill: T new tokens at position 0, eager; the anchor is torch SDPA at 21.2 ms for T=32768.
+prefill: T new tokens after L cached rows (L=0: a prompt; L>0: a chunk of a context fill), eager; the anchor is
+        torch SDPA at 21.2 ms for T=32768, L=0.
 float32: the same with q, latent rows and cache in float32, what a float32 registry runs (the 48B model gate
         refuses bf16 attention): the workload of attention=triton_fp32 (tf32x3). Groups end in "float32".
 extra_info: us_per_call, GB/s, and the implementation's key; for prefill also TFLOP/s, counted as the anchor
@@ -35,9 +36,13 @@ def prefill_flops(t: int, ctx: int) -> float:
     """The causal prefill's work as anchors.md counts it: 4 * T * (rows each token sees, on average) * H * D / 2."""
     rows = ctx + (t + 1) / 2  # token i of T sees ctx + i + 1 rows
     return 2.0 * t * rows * HEADS * QK_DIM * 2
+# ("prefill", 4096, 28672): a chunk of a context fill, 4096 new tokens after 28672 cached rows - the history path
+# (new queries against the cache), which L=0 never runs; session 4's float32 fill of 131072 tokens slowed to ~60 s
+# per chunk at 57k cached rows, far below what the L=0 figures predict
 CASES = [("decode", 1, 4096, BF16), ("decode", 1, 32768, BF16), ("decode", 1, 131072, BF16),
-         ("prefill", 4096, 0, BF16), ("prefill", 32768, 0, BF16),
-         ("decode", 1, 32768, F32), ("prefill", 4096, 0, F32), ("prefill", 32768, 0, F32)]
+         ("prefill", 4096, 0, BF16), ("prefill", 32768, 0, BF16), ("prefill", 4096, 28672, BF16),
+         ("decode", 1, 32768, F32), ("prefill", 4096, 0, F32), ("prefill", 32768, 0, F32),
+         ("prefill", 4096, 28672, F32)]
 
 
 def _params():

@@ -91,3 +91,13 @@ def test_one_gpu_runs_the_lanes_in_turn_and_skips_what_needs_two(tmp_path):
     log, calls = _lanes(tmp_path, "registries synth", "tests", "parallel", gpus=1)
     assert "1 GPU(s) here: the two lanes run one after the other; skipped (needs two GPUs): parallel" in log
     assert "[gpu1]" not in log and not any(c.startswith("parallel ") for c in calls)
+
+
+def test_the_diagnoses_stage_diagnoses_both_registries_and_times_nothing(tmp_path):
+    """"diagnoses": the ladder's two diagnoses (torch, then the best registry) without its decode pair, for a
+    session whose ledger already holds the pair; the rows' change text names the registry that was chosen."""
+    log, calls = _lanes(tmp_path, "registries synth diagnoses", "tests")
+    diags = [c for c in calls if c.startswith("diagnose ")]
+    assert len(diags) == 2 and "cuda-torch.toml" in diags[0] and "cuda-best.toml" in diags[1]
+    assert not any(c.startswith("bench decode") for c in calls)
+    assert (tmp_path / "machine" / "best-kind").read_text().startswith("the bf16 Triton registry")
