@@ -23,3 +23,19 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_writable(path: str | Path, flag: str) -> None:
+    """Refuse, before any work, an output path `write_atomic` could not write: its folder must exist and take a new
+    file, and the path must not be a folder. `flag` names the option in the error (e.g. "--json-out")."""
+    from .errors import BadInput
+
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise BadInput(f"{flag} {path}: is a folder; give a file path, e.g. {p / 'result.json'}")
+    if not folder.is_dir():
+        raise BadInput(f"{flag} {path}: the folder {folder} does not exist; create it or give a path in an existing "
+                       f"folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag} {path}: the folder {folder} is not writable; give a path in a folder you can write")

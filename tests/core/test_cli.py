@@ -1,6 +1,9 @@
 """The CLI surface: version, help, exit codes."""
 
+import os
+
 from sparkops import __version__
+from sparkops.cli import main
 from tests.helpers import run_cli
 
 
@@ -27,3 +30,29 @@ def test_ops_describes_a_contract():
 def test_ops_unknown_op_is_exit_2_listing_ops():
     r = run_cli("ops", "flash")
     assert r.returncode == 2 and "the ops are: embedding" in r.stderr
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_path, capsys, monkeypatch):
+    """--json-out to a missing folder, a folder, or a read-only folder: a clear error naming the flag and the fix,
+    given before the check or the diagnosis runs (a long measurement is never lost to a bad path at the end)."""
+    from sparkops.cli import check_cmd
+
+    ran = []
+    monkeypatch.setattr(check_cmd, "_save_json", lambda *a: ran.append(a))
+    for path, says in ((tmp_path / "nowhere" / "x.json", "does not exist"), (tmp_path, "is a folder")):
+        for argv in (["check", "rmsnorm=torch", "--json-out", str(path)],
+                     ["diagnose", "--model", "k3-nano", "--paper", "--depth", "0", "--json-out", str(path)]):
+            assert main(argv) == 2
+            err = " ".join(capsys.readouterr().err.split())
+            assert "--json-out" in err and says in err, err
+    assert not ran
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if not os.access(ro, os.W_OK):  # root writes anywhere: nothing to refuse then
+            assert main(["check", "rmsnorm=torch", "--json-out", str(ro / "x.json")]) == 2
+            assert "not writable" in " ".join(capsys.readouterr().err.split())
+    finally:
+        ro.chmod(0o700)
+    assert main(["check", "rmsnorm=torch", "--json-out", str(tmp_path / "ok.json")]) == 0

@@ -75,6 +75,10 @@ def _save_json(args, data) -> None:
 
 
 def run(args) -> int:
+    if args.json_out:  # refused before the work, not after it
+        from ..atomic import check_writable
+
+        check_writable(args.json_out, "--json-out")
     if args.model:
         if args.pairs or args.all or args.case:
             raise BadInput("--model checks a whole registry; do not combine it with OP=IMPL, --all or --case")

@@ -87,6 +87,10 @@ def _paper(args):
 
 
 def run(args) -> int:
+    if args.json_out:  # refused before the measurement, not after it
+        from ..atomic import check_writable
+
+        check_writable(args.json_out, "--json-out")
     from ..bench import diagnose as D
     from ..bench.harness import parse_dtype
     from ..bench.ledger import bench_dir
