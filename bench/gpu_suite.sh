@@ -39,8 +39,8 @@
 # cupy 364. Session 4's ledger already holds the decode pair at 0/4096/32768, so the next session runs
 # "diagnoses" (the two diagnoses alone) instead of "ladder":
 #   bash bench/gpu_lanes.sh 560 "registries synth ladder131k" "tests diagnoses"
-#   bash bench/gpu_lanes.sh 560 "ladder131k rungs" "opbench gate48 iq1s"
-#   bash bench/gpu_lanes.sh <what status leaves - 60> "rungs iq1s131k" "opbench iq1s" ["parallel"]
+#   OPBENCH_FILES="attention ops" bash bench/gpu_lanes.sh 560 "ladder131k rungs" "opbench gate48 iq1s"
+#   OPBENCH_FILES="attention ops" bash bench/gpu_lanes.sh <status left - 60> "rungs iq1s131k" "opbench iq1s" ["parallel"]
 # (the registries stage also gates the bf16 registry on the 48B and picks the best one; "parallel" needs both
 # GPUs and runs first in its call: only when the single-GPU stages are done)
 # On a 1-GPU machine: SUITE_BUDGET=540 bash bench/gpu_suite.sh install STAGE ... (the same stages, one lane).
@@ -288,7 +288,8 @@ opbench)
   # one pytest run and one JSON per file, the files the targets read first, so that a run stopped at the budget
   # keeps what finished (session 3: all ~570 cases in one run took over 9 minutes and returned nothing)
   OPB="python3 -m pytest -q -p no:cacheprovider --benchmark-only --benchmark-group-by=group --benchmark-max-time=0.2 --timeout=180"  # pytest-timeout: on the image
-  for f in linear attention kda cupy ops; do
+  # OPBENCH_FILES picks the files (default all; session 5 needs "attention ops": the rest are in the ledger)
+  for f in ${OPBENCH_FILES:-linear attention kda cupy ops}; do
     sel=""; [ $f = ops ] && sel="-k kimi-linear-48b"  # the 48B's shapes (k3-nano's are for the CPU)
     run opbench-$f 45 $OPB bench/test_bench_$f.py $sel --benchmark-json="$R/opbench-$f.json"
     [ -s "$R/opbench-$f.json" ] && run opbench-ledger-$f 5 sparkops ledger opbench "$R/opbench-$f.json" \
