@@ -163,9 +163,12 @@ stage_best() {
       --depths 1,64,4096 --json-out "$R/gate48-bf16.json"; then
     cp $BF16_REG $PREFILL_REG; cp $BF16_REG $BEST_REG; log "best registry: bf16"
     echo "the bf16 Triton registry (passed the 48B gate at 1,64,4096; attention=triton_splitk)" > "$TMP/best-kind"
+    cp "$TMP/best-kind" "$TMP/prefill-kind"
   else  # refused, or it could not run in this call's time: the float32 registry, and the log says which
     cp $FILL_REG $PREFILL_REG; cp $FAST_REG $BEST_REG
     echo "the float32 Triton registry (bf16 refused or not gated in time)" > "$TMP/best-kind"
+    echo "the float32 Triton registry with the fill's triton_splitk attention (bf16 refused or not gated in time)" \
+      > "$TMP/prefill-kind"
     log "best registry: float32 ($([ -f "$DONE/gate48-bf16" ] && echo "the 48B gate refused bf16" || \
       echo "the bf16 gate did not run in time"))"
   fi
@@ -249,7 +252,7 @@ ladder|diagnoses)
 prefill)
   prereq || continue
   run prefill-32k 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 \
-      --registry $TORCH_REG --vs $PREFILL_REG $GATE --change "$(best_is), for prefill"
+      --registry $TORCH_REG --vs $PREFILL_REG $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill"
   ;;
 ladder131k)
   prereq || continue

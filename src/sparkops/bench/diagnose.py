@@ -211,7 +211,7 @@ def _graph_wall(engine: Any, snap: Any, toks: Any, steps: int) -> float:
 def _kernels_under(e: Any) -> int:
     """Kernels launched by a CPU profiler event and everything it called (the CPU tree: the fallback when the
     trace has no device-side spans of the op ranges)."""
-    return sum(1 for k in getattr(e, "kernels", ()) if not str(getattr(k, "name", "")).startswith(("Memcpy", "Memset"))) \
+    return sum(1 for k in getattr(e, "kernels", ()) if not _is_copy(str(getattr(k, "name", "")))) \
         + sum(_kernels_under(c) for c in getattr(e, "cpu_children", ()))
 
 
