@@ -44,6 +44,11 @@
 # (the registries stage also gates the bf16 registry on the 48B and picks the best one; "parallel" needs both
 # GPUs and runs first in its call: only when the single-GPU stages are done)
 # On a 1-GPU machine: SUITE_BUDGET=540 bash bench/gpu_suite.sh install STAGE ... (the same stages, one lane).
+# Session 5 had one H200 and fixed the fill first (attention_prefill's naive-form history; a 131072-token fill
+# had never finished), so its three calls were, back to back:
+#   SUITE_BUDGET=570 bash bench/gpu_suite.sh install registries synth tests
+#   SUITE_BUDGET=570 bash bench/gpu_suite.sh install ladder131k
+#   SUITE_BUDGET=<status left - 90> OPBENCH_FILES=attention bash bench/gpu_suite.sh install diagnoses opbench
 #
 # Budget: the script stops starting work at SUITE_BUDGET seconds (default 560) after it began, and gives
 # each command only the time left, so a call of 600 s always returns its results. Everything a call
@@ -260,7 +265,7 @@ ladder131k)
       --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL \
       --change "$(best_is) + the decode step as one CUDA graph, vs torch eager"
   run diagnose131k 90 sparkops diagnose --model $M --device cuda --depth 131072 --registry $BEST_REG \
-      --fill-registry $FILL_REG --out "$R/diag" --record --bench-dir $B
+      --fill-registry $FILL_REG --out "$R/diag" --json-out $DJ/diag-best-131k.json --record --bench-dir $B
   ;;
 rungs)
   prereq || continue

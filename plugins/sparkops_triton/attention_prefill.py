@@ -4,12 +4,21 @@
 
 Prefill (spec 4), for T new tokens at absolute positions pos .. pos+T-1:
   1. `_write_rows_kernel`: cache[pos + t] = latent[t].
-  2. `_absorb_kernel`: q_lat[t, h] = w_uk[h]^T q_nope[t, h] (only when pos > 0: it serves step 4).
+  2. `_absorb_kernel`: q_lat[t, h] = w_uk[h]^T q_nope[t, h] (short calls with pos > 0: it serves step 4's
+     absorbed form).
   3. `_project_kernel`: for the NEW rows only, k_nope[t, h] = w_uk[h] c_t and v[t, h] = w_uv[h] c_t.
-  4. `_history_kernel`: queries against the rows cached BEFORE this call (0 .. pos-1), in absorbed
-     form (scores in latent space, so old rows need no projection), giving a partial softmax state
-     (running max, sum, w_uv-lifted accumulator) per (token, head); with pos = 0 it writes the empty
-     state and returns.
+  4. the history: queries against the rows cached BEFORE this call (0 .. pos-1), giving a partial softmax
+     state (running max, sum, accumulator) per (token, head); with pos = 0 the empty state. Two forms:
+     - T < NAIVE_HISTORY_MIN_T (short calls): `_history_kernel`, absorbed form (scores in latent space, so
+       old rows need no projection; the latent accumulator is lifted by w_uv);
+     - T >= NAIVE_HISTORY_MIN_T (chunked prefill at depth): `_project_kernel` projects the cached rows
+       into naive form (up to the cache's end, rows past pos skipped on the device), then
+       `_history_naive_kernel` attends over them like the flash kernel without a causal mask.
+     Why two: the absorbed form costs ~5.6k FLOPs per (query, row, head) (576-wide scores, recomputed for
+     each of Lkv/VC accumulator slices) and reads every history row once per 16 queries; the naive form
+     costs 640 plus the projection, ~262k per (row, head) shared by all T queries, so it wins from T ~ 50.
+     Session 4 on the H200: a 131072-token fill in 4096-token chunks slowed to ~60 s per chunk at 57k
+     rows on the absorbed form (triton_fp32) and never finished.
   5. `_flash_kernel`: causal flash attention over the new rows in naive form (192-wide keys,
      128-wide values), starting from the partial state of step 4: o = acc / sum.
 Softmax is float32 everywhere; the matrix products (tl.dot, float32 accumulation) come in two precisions:
@@ -21,7 +30,9 @@ Softmax is float32 everywhere; the matrix products (tl.dot, float32 accumulation
       MMA work and holds its operands in registers, so this variant launches smaller tiles and takes the
       score products in slices (`sliced_dot`; the FP32_* shapes below).
 
-Known cost: step 2's scratch is [T, N, Lkv] (operand dtype) whether or not pos > 0 (pos is not known on the host).
+Known costs: in short calls step 2's scratch is [T, N, Lkv] (operand dtype) whether or not pos > 0 (pos is not
+known on the host); in long calls the naive history's scratch is [Lmax, N, Dn+Dv] (operand dtype: 4.3 GB at the
+48B's 131072 rows in float32), allocated for the cache's whole length for the same reason.
 """
 
 import torch
@@ -36,6 +47,8 @@ from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_po
 # launch shapes (48B sizes: Dn 128, R 64, Lkv 512, Dv 128), chosen from ptxas reports and H200 timings
 PROJECT_BK, PROJECT_WARPS = 32, 8
 HISTORY_BN, HISTORY_VC, HISTORY_WARPS = 16, 128, 8
+#: calls of at least this many new rows take the history in naive form (step 4 of the module docstring)
+NAIVE_HISTORY_MIN_T = 64
 FLASH_BM, FLASH_BN, FLASH_WARPS, FLASH_STAGES = 64, 64, 8, 2
 # "triton_fp32" (tf32x3), from ptxas reports alone (not timed yet): a tf32x3 product holds its operands in
 # registers as tf32 hi and lo parts and keeps a second accumulator, so the tiles are smaller and the score
@@ -164,12 +177,18 @@ def absorb(q, w_uk, pos, lkp, only_with_history, opd):
 
 
 @triton.jit
-def _project_kernel(lat_ptr, wuk_ptr, wuv_ptr, k_ptr, v_ptr, T, N, DN, DV, LKV, WROW,
+def _project_kernel(lat_ptr, wuk_ptr, wuv_ptr, k_ptr, v_ptr, pos_ptr, T, N, DN, DV, LKV, WROW,
                     BM: tl.constexpr, BK: tl.constexpr, DNP: tl.constexpr, DVP: tl.constexpr, OPD: tl.constexpr,
-                    PREC: tl.constexpr = None):
-    """k[t, h] = w_uk[h] c_t, v[t, h] = w_uv[h] c_t for BM new rows and one head (OPD out, [T, N, DNP|DVP])."""
+                    PREC: tl.constexpr = None, UPTO_POS: tl.constexpr = False):
+    """k[t, h] = w_uk[h] c_t, v[t, h] = w_uv[h] c_t for BM rows and one head (OPD out, [T, N, DNP|DVP]).
+    UPTO_POS: only rows t < pos (the cached history; T is then the cache's length), the rest skipped."""
     h = tl.program_id(1)
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    r0 = tl.program_id(0) * BM
+    if UPTO_POS:
+        T = tl.minimum(T, tl.load(pos_ptr).to(tl.int32))
+        if r0 >= T:
+            return
+    rows = r0 + tl.arange(0, BM)
     r_ok = rows < T
     kk = tl.arange(0, BK)
     dn = tl.arange(0, DNP)
@@ -260,6 +279,59 @@ def _history_kernel(q_ptr, qlat_ptr, cache_ptr, pos_ptr, wuv_ptr, m_ptr, l_ptr, 
 
 
 @triton.jit
+def _history_naive_kernel(q_ptr, cache_ptr, k_ptr, v_ptr, pos_ptr, m_ptr, l_ptr, acc_ptr, T, N, DN, R, LKV, QDIM,
+                          WROW, scale, BM: tl.constexpr, BN: tl.constexpr, DNP: tl.constexpr, RP: tl.constexpr,
+                          DVP: tl.constexpr, OPD: tl.constexpr, PREC: tl.constexpr = None, KC: tl.constexpr = 0):
+    """Queries of this call against cached rows 0..pos-1 in naive form: keys [k_nope ; k_pe] with k_nope
+    from `_project_kernel` (UPTO_POS) and k_pe read from the cache rows, values from the projection; every
+    history row is visible to every query. Writes (max, sum, acc) per (t, h), which `_flash_kernel` continues.
+    KC > 0: the scores in KC-wide slices (`sliced_dot`); 0: one product over all DNP (and RP) columns."""
+    h = tl.program_id(1)
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    r_ok = rows < T
+    hist = tl.load(pos_ptr).to(tl.int32)
+    dn = tl.arange(0, DNP)
+    rp = tl.arange(0, RP)
+    dv = tl.arange(0, DVP)
+    nn = tl.arange(0, BN)
+    th = rows.to(tl.int64) * N + h
+    q_nope = tl.load(q_ptr + th[:, None] * QDIM + dn[None, :], mask=r_ok[:, None] & (dn < DN)[None, :],
+                     other=0.0).to(OPD)  # [BM, DNP]
+    q_pe = tl.load(q_ptr + th[:, None] * QDIM + DN + rp[None, :], mask=r_ok[:, None] & (rp < R)[None, :],
+                   other=0.0).to(OPD)  # [BM, RP]
+    m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BM,), dtype=tl.float32)
+    acc = tl.zeros((BM, DVP), dtype=tl.float32)
+    for s0 in range(0, hist, BN):
+        s = s0 + nn
+        s_ok = s < hist
+        ts = s.to(tl.int64) * N + h
+        crow = s.to(tl.int64) * WROW + LKV  # k_pe's place in each cache row
+        if KC == 0:
+            k = tl.load(k_ptr + ts[:, None] * DNP + dn[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DNP]
+            kpe = tl.load(cache_ptr + crow[:, None] + rp[None, :], mask=s_ok[:, None] & (rp < R)[None, :],
+                          other=0.0).to(OPD)  # [BN, RP]
+            sc = (tl.dot(q_nope, tl.trans(k), input_precision=PREC)
+                  + tl.dot(q_pe, tl.trans(kpe), input_precision=PREC)) * scale  # [BM, BN]
+        else:
+            sc = sliced_dot(tl.zeros((BM, BN), dtype=tl.float32), q_ptr + th * QDIM, r_ok, DN, k_ptr + ts * DNP,
+                            s_ok, DNP, DNP, KC, OPD, PREC)
+            sc = sliced_dot(sc, q_ptr + th * QDIM + DN, r_ok, R, cache_ptr + crow, s_ok, R, RP, KC, OPD,
+                            PREC) * scale
+        sc = tl.where(s_ok[None, :], sc, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(sc, axis=1))  # finite: each block holds at least one history row
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(sc - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_ptr + ts[:, None] * DVP + dv[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DVP]
+        acc = acc * alpha[:, None] + tl.dot(p.to(OPD), v, input_precision=PREC)
+        m_i = m_new
+    tl.store(m_ptr + th, m_i, mask=r_ok)
+    tl.store(l_ptr + th, l_i, mask=r_ok)
+    tl.store(acc_ptr + th[:, None] * DVP + dv[None, :], acc, mask=r_ok[:, None])
+
+
+@triton.jit
 def _flash_kernel(q_ptr, lat_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, o_ptr, T, N, DN, R, DV, LKV, QDIM, WROW,
                   scale, BM: tl.constexpr, BN: tl.constexpr, DNP: tl.constexpr, RP: tl.constexpr,
                   DVP: tl.constexpr, OPD: tl.constexpr, PREC: tl.constexpr = None, KC: tl.constexpr = 0):
@@ -312,7 +384,8 @@ def _flash_kernel(q_ptr, lat_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, o_ptr, T,
 
 
 def prefill(q, latent, cache, pos, w_uk, w_uv, scale, fp32=False):
-    """The whole prefill path on checked arguments: write rows, history (absorbed), new rows (naive).
+    """The whole prefill path on checked arguments: write rows, history (absorbed, or naive for long calls),
+    new rows (naive).
     fp32=True: float32 operands and tf32x3 dots ("triton_fp32"); else 16-bit / tf32 ones (claim "bf16")."""
     t, n, qdim = q.shape
     _, dn, lkv = w_uk.shape
@@ -325,7 +398,6 @@ def prefill(q, latent, cache, pos, w_uk, w_uv, scale, fp32=False):
     opd, tl_opd = operand_dtype(cache, fp32)
     prec = dot_precision(fp32)
     write_rows(latent, cache, pos)
-    qlat = absorb(q, w_uk, pos, lkp, True, opd)  # [T, N, LKP]
     k_new = torch.empty((t, n, dnp), dtype=opd, device=dev)
     v_new = torch.empty((t, n, dvp), dtype=opd, device=dev)
     big = t >= 64
@@ -338,18 +410,29 @@ def prefill(q, latent, cache, pos, w_uk, w_uv, scale, fp32=False):
         project = (PROJECT_BK, PROJECT_WARPS, 3)
         history = (HISTORY_BN, HISTORY_VC, 0, HISTORY_WARPS, 3)
         flash = (FLASH_BM, FLASH_BN, 0, FLASH_WARPS, FLASH_STAGES)
-    _project_kernel[(cdiv(t, bm), n)](latent, w_uk, w_uv, k_new, v_new, t, n, dn, dv, lkv, wrow, BM=bm,
-                                      BK=min(project[0], lkp), DNP=dnp, DVP=dvp, OPD=tl_opd, PREC=prec,
-                                      num_warps=project[1], num_stages=project[2])
+    proj = dict(BK=min(project[0], lkp), DNP=dnp, DVP=dvp, OPD=tl_opd, PREC=prec, num_warps=project[1],
+                num_stages=project[2])
+    _project_kernel[(cdiv(t, bm), n)](latent, w_uk, w_uv, k_new, v_new, pos, t, n, dn, dv, lkv, wrow, BM=bm, **proj)
     m = torch.empty((t, n), dtype=torch.float32, device=dev)
     l_sum = torch.empty((t, n), dtype=torch.float32, device=dev)
     acc = torch.empty((t, n, dvp), dtype=torch.float32, device=dev)
-    _history_kernel[(cdiv(t, 16), n)](q, qlat, cache, pos, w_uv, m, l_sum, acc, t, n, dn, r, dv, lkv, qdim, wrow,
-                                      float(scale), BM=16, BN=history[0], LKP=lkp, RP=rp, DVP=dvp,
-                                      VC=min(lkp, history[1]), OPD=tl_opd, PREC=prec, KC=history[2],
-                                      num_warps=history[3], num_stages=history[4])
-    out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)
     bm, bn = flash[:2] if big else (16, 16)
+    if t >= NAIVE_HISTORY_MIN_T:  # naive form: project the cached rows 0..pos-1, then attend over them
+        lmax = cache.shape[0]
+        k_hist = torch.empty((lmax, n, dnp), dtype=opd, device=dev)  # rows past pos stay unwritten, never read
+        v_hist = torch.empty((lmax, n, dvp), dtype=opd, device=dev)
+        _project_kernel[(cdiv(lmax, 64), n)](cache, w_uk, w_uv, k_hist, v_hist, pos, lmax, n, dn, dv, lkv, wrow,
+                                             BM=64, UPTO_POS=True, **proj)
+        _history_naive_kernel[(cdiv(t, bm), n)](q, cache, k_hist, v_hist, pos, m, l_sum, acc, t, n, dn, r, lkv, qdim,
+                                                wrow, float(scale), BM=bm, BN=bn, DNP=dnp, RP=rp, DVP=dvp, OPD=tl_opd,
+                                                PREC=prec, KC=flash[2], num_warps=flash[3], num_stages=flash[4])
+    else:
+        qlat = absorb(q, w_uk, pos, lkp, True, opd)  # [T, N, LKP]
+        _history_kernel[(cdiv(t, 16), n)](q, qlat, cache, pos, w_uv, m, l_sum, acc, t, n, dn, r, dv, lkv, qdim,
+                                          wrow, float(scale), BM=16, BN=history[0], LKP=lkp, RP=rp, DVP=dvp,
+                                          VC=min(lkp, history[1]), OPD=tl_opd, PREC=prec, KC=history[2],
+                                          num_warps=history[3], num_stages=history[4])
+    out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)
     _flash_kernel[(cdiv(t, bm), n)](q, latent, k_new, v_new, m, l_sum, acc, out, t, n, dn, r, dv, lkv, qdim, wrow,
                                     float(scale), BM=bm, BN=bn, DNP=dnp, RP=rp, DVP=dvp, OPD=tl_opd, PREC=prec,
                                     KC=flash[2], num_warps=flash[3] if big else 4, num_stages=flash[4])

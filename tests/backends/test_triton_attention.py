@@ -64,10 +64,13 @@ def test_splitk_uneven_chunks_in_interpreter(splitk, name):
 
 
 @pytest.mark.parametrize("name,module,fn", [("triton", "per_head", "attention"),
+                                            ("triton_splitk", "splitk", "attention_splitk"),
                                             ("triton_fp32", "splitk", "attention_splitk_fp32")])
 def test_prefill_continues_a_history_in_interpreter(request, name, module, fn):
-    """A prefill after cached rows (pos > 0): history in absorbed form + new rows in naive form, one softmax."""
-    calls, state = mla_calls(2, 32, 16, 64, 32, 120, (20, 90, 1), 23)
+    """Prefills after cached rows (pos > 0), one softmax over history and new rows: 90 rows after 20 (a long
+    call: the history projected to naive form, 20 rows in a ragged block), then 30 after 110 (a short call:
+    the history in absorbed form), then a decode step."""
+    calls, state = mla_calls(2, 32, 16, 64, 32, 150, (20, 90, 30, 1), 23)
     check_case(OP, name, getattr(request.getfixturevalue(module), fn), calls, state, label="prefill_after_history")
 
 
@@ -137,16 +140,45 @@ def test_gpu_48b_decode_at_131072():
 
 
 @pytest.mark.gpu
+def test_gpu_48b_prefill_after_history():
+    """The 48B's shape (32 heads, Dn 128, R 64, Lkv 512, Dv 128): 256 rows after 300 take the naive-form history
+    on tensor cores, 40 after 556 the absorbed one, then a decode step (bf16 for the claims of "bf16", float32
+    for triton_fp32's)."""
+    from sparkops_triton.attention import attention
+    from sparkops_triton.attention_splitk import attention_splitk, attention_splitk_fp32
+
+    calls, state = mla_calls(32, 128, 64, 512, 128, 640, (300, 256, 40, 1), 32, dtype=torch.bfloat16)
+    for name, fn in (("triton", attention), ("triton_splitk", attention_splitk)):
+        check_case(OP, name, fn, calls, state, device="cuda", label="48b_prefill_after_history")
+    calls, state = mla_calls(32, 128, 64, 512, 128, 640, (300, 256, 40, 1), 32)
+    check_case(OP, "triton_fp32", attention_splitk_fp32, calls, state, device="cuda",
+               label="48b_prefill_after_history")
+
+
+@pytest.mark.gpu
 def test_gpu_48b_prefill_timing():
     from sparkops_triton._workloads import attention_args, time_calls
     from sparkops_triton.attention_splitk import attention_splitk, attention_splitk_fp32
 
     for name, fn, act in (("triton_splitk", attention_splitk, torch.bfloat16),
                           ("triton_fp32", attention_splitk_fp32, torch.float32)):
-        for t, ctx in ((4096, 0), (32768, 0), (1024, 8192)):
+        for t, ctx in ((4096, 0), (32768, 0), (1024, 8192), (4096, 28672)):  # the last: a fill's chunk at depth
             sets, nbytes = attention_args(t, ctx, n_sets=1, act=act)
             timing = time_calls(fn, sets, nbytes, graph=False, replays=3)
             flops = 2 * 32 * (192 + 128) * (t * t / 2 + t * ctx)
             print(f"\nattention={name} prefill T={t} after {ctx} ({str(act).replace('torch.', '')}): "
                   f"{timing.us / 1e3:.2f} ms, {flops / (timing.us * 1e-6) / 1e12:.0f} TFLOP/s "
                   f"(torch SDPA at T=32768: 21.2 ms)")
+    # the fill chunk at depth with the history in the absorbed form, as before session 5 (bf16 only: its float32
+    # twin took ~8 s per layer at 57k rows), for the before -> after of the naive-form history
+    import sparkops_triton.attention_prefill as ap
+
+    sets, nbytes = attention_args(4096, 28672, n_sets=1, act=torch.bfloat16)
+    naive_min_t = ap.NAIVE_HISTORY_MIN_T
+    try:
+        ap.NAIVE_HISTORY_MIN_T = 1 << 30
+        timing = time_calls(attention_splitk, sets, nbytes, graph=False, replays=1)
+    finally:
+        ap.NAIVE_HISTORY_MIN_T = naive_min_t
+    print(f"\nattention=triton_splitk prefill T=4096 after 28672 (bfloat16), history in absorbed form: "
+          f"{timing.us / 1e3:.2f} ms")

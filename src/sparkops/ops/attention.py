@@ -26,9 +26,11 @@ def attention(q, latent, cache, pos, w_uk, w_uv, scale):
 def cases(seed: int) -> list[Case]:
     gn = gen(seed)
     out = []
-    # (heads N, Dn, R, Lkv, Dv, max length, token counts per call)
+    # (heads N, Dn, R, Lkv, Dv, max length, token counts per call); (50, 70, 1): a long call after a history,
+    # which fast paths may take differently from a short one (attention_prefill's naive-form history)
     for n, dn, r, lkv, dv, lmax, steps in [(2, 16, 8, 32, 16, 24, (1, 1, 1)), (3, 32, 16, 64, 32, 96, (41, 1, 1)),
-                                           (4, 16, 8, 32, 16, 80, (7, 33, 1)), (32, 128, 64, 512, 128, 8, (1, 1))]:
+                                           (4, 16, 8, 32, 16, 80, (7, 33, 1)), (32, 128, 64, 512, 128, 8, (1, 1)),
+                                           (2, 16, 8, 32, 16, 160, (50, 70, 1))]:
         w_uk = randn(gn, n, dn, lkv, std=lkv ** -0.5)
         w_uv = randn(gn, n, dv, lkv, std=lkv ** -0.5)
         cache = randn(gn, lmax, lkv + r)  # stale rows beyond pos: an impl that reads them is wrong
