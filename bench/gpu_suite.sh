@@ -32,23 +32,25 @@
 # ($OUT/results-NAME.tgz), so two lanes can share the machine, one per GPU (CUDA_VISIBLE_DEVICES). The
 # registries and the 48B are made under a lock: the first lane that needs them makes them, the other waits.
 #
-# Plan for 30 minutes of device time on nvidia-h200-x2, calls back to back (the machine keeps /tmp only while it
-# is held, and only ~30 s after a call: issue the next call at once). Seen in session 4 (seconds): registries 137,
-# synth 47, the bf16 48B gate 55, GPU tests 320, diagnose torch at 3 depths 265, the torch-vs-best decode pair at 3
-# depths 430, diagnose best at 3 depths 150, prefill 32768 pair 382, per-op runs: linear 72, attention 72, kda 77,
-# cupy 364. Session 4's ledger already holds the decode pair at 0/4096/32768, so the next session runs
-# "diagnoses" (the two diagnoses alone) instead of "ladder":
-#   bash bench/gpu_lanes.sh 560 "registries synth ladder131k" "tests diagnoses"
-#   OPBENCH_FILES="attention ops" bash bench/gpu_lanes.sh 560 "ladder131k rungs" "opbench gate48 iq1s"
-#   OPBENCH_FILES="attention ops" bash bench/gpu_lanes.sh <status left - 60> "rungs iq1s131k" "opbench iq1s" ["parallel"]
-# (the registries stage also gates the bf16 registry on the 48B and picks the best one; "parallel" needs both
-# GPUs and runs first in its call: only when the single-GPU stages are done)
-# On a 1-GPU machine: SUITE_BUDGET=540 bash bench/gpu_suite.sh install STAGE ... (the same stages, one lane).
-# Session 5 had one H200 and fixed the fill first (attention_prefill's naive-form history; a 131072-token fill
-# had never finished), so its three calls were, back to back:
-#   SUITE_BUDGET=570 bash bench/gpu_suite.sh install registries synth tests
+# Plan for 30 minutes of device time (the machine keeps /tmp only while it is held, and only ~30 s after a call:
+# issue the next call at once; the start-up counts too). Step costs seen on one H200 in session 5 (seconds):
+# install 12, registries 158 (swaps: torch 21, fast 67, fill 15, bf16 26, cupy attention 13), synth 56, the bf16
+# 48B gate 79, GPU tests 246 (one GPU: the NCCL tests skip), decode131k 311 (two 131072-token fills of 73 and 88 s),
+# diagnose131k 104, diagnose torch at 3 depths 116, diagnose best at 3 depths 58, per-op attention 123,
+# decode-fast-graph 168, decode-fuse 103; decode-fast-vs-bf16 was stopped at 121. Session 4 (two lanes at once on
+# nvidia-h200-x2): prefill 32768 pair 382, per-op linear 72, kda 77, cupy 364.
+# Session 5, one H200, back to back (the first fixed the fill: attention_prefill's naive-form history):
+#   SUITE_BUDGET=565 bash bench/gpu_suite.sh install registries synth tests
 #   SUITE_BUDGET=570 bash bench/gpu_suite.sh install ladder131k
-#   SUITE_BUDGET=<status left - 90> OPBENCH_FILES=attention bash bench/gpu_suite.sh install diagnoses opbench
+#   SUITE_BUDGET=565 OPBENCH_FILES=attention bash bench/gpu_suite.sh install diagnoses opbench
+#   SUITE_BUDGET=405 SUITE_SKIP="decode-torch-vs-fast decode-attn-cupy-vs-triton" bash bench/gpu_suite.sh install rungs
+# Next (issue #10's rungs; the ladder's pairs at all four depths and the diagnoses are in the ledger). On one GPU:
+#   SUITE_BUDGET=565 SUITE_SKIP="decode-torch-vs-fast decode-fast-graph decode-fuse" bash bench/gpu_suite.sh \
+#     install registries synth rungs           # cupy attention at 32768/131072 first, then fast-vs-bf16, bf16 cache
+#   SUITE_BUDGET=565 bash bench/gpu_suite.sh install prefill iq1s iq1s131k   # prefill after the history fix
+#   SUITE_BUDGET=<status left - 90> OPBENCH_FILES="ops linear" bash bench/gpu_suite.sh install opbench tests
+# On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
+# ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
 # Budget: the script stops starting work at SUITE_BUDGET seconds (default 560) after it began, and gives
 # each command only the time left, so a call of 600 s always returns its results. Everything a call
@@ -80,6 +82,7 @@ TORCH_REG=$TMP/cuda-torch.toml FAST_REG=$TMP/cuda-fast.toml FILL_REG=$TMP/cuda-f
 BEST_REG=$TMP/cuda-best.toml  # BF16_REG if it passes the 48B gate at 1,64,4096, else FAST_REG (stage_best)
 CUPY_ATTN_REG=$TMP/cuda-fast-cupy-attn.toml  # FAST_REG with attention=cupy_splitk
 FUSED_REG=$TMP/cuda-best-fused.toml  # BEST_REG with [engine] fuse_projections = true
+FUSED_CUPY_ATTN_REG=$TMP/cuda-best-fused-cupy-attn.toml  # FUSED_REG with attention=cupy_splitk_bf16 (bf16 best only)
 PREFILL_REG=$TMP/cuda-prefill.toml  # BF16_REG likewise, else FILL_REG (float32 with a fast prefill attention)
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
@@ -104,6 +107,8 @@ left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 DONE=$TMP/suite-done; mkdir -p $DONE
 run() {
   local name=$1 need=$2; shift 2
+  # SUITE_SKIP="NAME ...": steps this call leaves out (a stage's other steps still run)
+  if [[ " ${SUITE_SKIP:-} " == *" $name "* ]]; then log "$name: left out (SUITE_SKIP)"; return 0; fi
   if [ -f "$DONE/$name" ] && [ -z "${SUITE_REDO:-}" ]; then
     log "$name: done earlier on this machine (rc=$(cat "$DONE/$name")), skipped"; return "$(cat "$DONE/$name")"
   fi
@@ -162,7 +167,16 @@ stage_registries() {
 }
 # the best registry the ladder times: the bf16 one where the 48B gate (routing pinned) passes it at 1,64,4096
 stage_best() {
-  [ -f $BEST_REG ] && return 0
+  [ -f $BEST_REG ] || choose_best
+  # session 5's per-op run at L=131072 (bf16 cache): cupy_splitk_bf16 0.093 ms per layer, triton_splitk 0.154; the
+  # rung decode-attn-cupy-bf16 measures the swap end to end in the fused bf16 registry (a bf16 best only: cupy's
+  # claim is bf16)
+  if [ -f $FUSED_REG ] && grep -q "^the bf16" "$TMP/best-kind" 2>/dev/null && [ ! -f $FUSED_CUPY_ATTN_REG ]; then
+    run swap-fused-cupy-attn 20 bash -c 'swap_into "$@"' _ $FUSED_CUPY_ATTN_REG $FUSED_REG attention=cupy_splitk_bf16
+  fi
+  return 0
+}
+choose_best() {
   [ -f $BF16_REG ] && [ -f $M ] && [ -f $FAST_REG ] || return 0
   if run gate48-bf16 75 sparkops check --model $M --registry $BF16_REG --golden-registry $TORCH_REG --device cuda \
       --depths 1,64,4096 --json-out "$R/gate48-bf16.json"; then
@@ -178,6 +192,7 @@ stage_best() {
       echo "the bf16 gate did not run in time"))"
   fi
   [ -f $BEST_REG ] && cp $BEST_REG $FUSED_REG && sparkops engine fuse_projections=on --registry $FUSED_REG > /dev/null
+  return 0
 }
 stage_synth() { [ -f $M ] || run synth48 150 sparkops synth --preset kimi-linear-48b-a3b --quant q4_k_m -o $M; }
 # a stage that needs the registries and the 48B makes them first on a fresh machine (both are skipped when
@@ -245,14 +260,14 @@ ladder|diagnoses)
   # diagnose the baseline first: its binding ceiling and predicted gain go into the rows of the change
   # ("diagnoses": the two diagnoses alone, for a machine whose ledger already holds the decode pair)
   run diagnose-torch 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $TORCH_REG \
-      --fill-registry $FILL_REG --steps 4 --out "$R/diag" --json-out $DJ/diag-torch.json --record --bench-dir $B
+      --fill-registry $FILL_REG --steps 4 --out "$R/diag-torch" --json-out $DJ/diag-torch.json --record --bench-dir $B
   [ -s $DJ/diag-torch.json ] && PRED_TORCH="--prediction $DJ/diag-torch.json"
   # the baseline and the best gated registry, ABAB at each depth: torch eager (A) vs best + one CUDA graph per step (B)
   [ $stage = ladder ] && run decode-torch-vs-best 200 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
       --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL $PRED_TORCH \
       --change "$(best_is) + the decode step as one CUDA graph, vs torch eager"
   run diagnose 90 sparkops diagnose --model $M --device cuda --depth 0,4096,32768 --registry $BEST_REG \
-      --fill-registry $FILL_REG --out "$R/diag" --json-out $DJ/diag-best.json --record --bench-dir $B
+      --fill-registry $FILL_REG --out "$R/diag-best" --json-out $DJ/diag-best.json --record --bench-dir $B
   ;;
 prefill)
   prereq || continue
@@ -265,11 +280,16 @@ ladder131k)
       --registry $TORCH_REG --vs $BEST_REG --graph B $GATE $FILL \
       --change "$(best_is) + the decode step as one CUDA graph, vs torch eager"
   run diagnose131k 90 sparkops diagnose --model $M --device cuda --depth 131072 --registry $BEST_REG \
-      --fill-registry $FILL_REG --out "$R/diag" --json-out $DJ/diag-best-131k.json --record --bench-dir $B
+      --fill-registry $FILL_REG --out "$R/diag-best" --json-out $DJ/diag-best-131k.json --record --bench-dir $B
   ;;
 rungs)
   prereq || continue
-  # the ladder's single steps, each its own row: torch eager -> fast eager -> fast graph
+  # the ladder's single steps, each its own row. First the one session 5's figures point at: attention at depth
+  # (23% of the bf16 step's busy time at 131072) with cupy's split-K, in the fused bf16 registry (session 5's best)
+  [ -f $FUSED_CUPY_ATTN_REG ] && run decode-attn-cupy-bf16 150 sparkops bench decode --model $M --depth 32768,131072 \
+      --tokens 64 --repeats 6 --chunk 4096 --registry $FUSED_REG --vs $FUSED_CUPY_ATTN_REG --graph A,B $GATE $FILL \
+      --change "attention=cupy_splitk_bf16 vs triton_splitk (bf16 cache), fused bf16 registry, graph"
+  # then torch eager -> fast eager -> fast graph
   run decode-torch-vs-fast 150 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
       --registry $TORCH_REG --vs $FAST_REG $GATE $FILL --change "float32 kernels (triton, cupy split-K attention), eager"
   run decode-fast-graph 120 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 64 --repeats 6 \
@@ -291,7 +311,8 @@ rungs)
   ;;
 tests)    # every GPU visible (the NCCL tests need two), this lane's own GPU first: the single-GPU tests run there
   # and not on the GPU where the other lane is timing decode
-  run gpu-tests 60 env $(lane_gpus_first) python3 -m pytest -q -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
+  # -rP: the passed tests' printed timings go into the log too (session 5's were swallowed by the capture)
+  run gpu-tests 60 env $(lane_gpus_first) python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
 opbench)
   # one pytest run and one JSON per file, the files the targets read first, so that a run stopped at the budget
   # keeps what finished (session 3: all ~570 cases in one run took over 9 minutes and returned nothing)

@@ -64,7 +64,8 @@ def test_two_lanes_make_the_prerequisites_once_and_pick_the_best_registry(tmp_pa
     assert "[gpu0]" in log and "[gpu1]" in log and "best registry: bf16" in log
     assert sum(c.startswith("synth --preset kimi-linear-48b-a3b --quant q4_k_m") for c in calls) == 1  # the lock
     machine = tmp_path / "machine"
-    for reg in ("torch", "fast", "fill", "bf16", "best", "best-fused", "prefill", "fast-cupy-attn"):
+    for reg in ("torch", "fast", "fill", "bf16", "best", "best-fused", "prefill", "fast-cupy-attn",
+                "best-fused-cupy-attn"):
         assert (machine / f"cuda-{reg}.toml").exists(), reg
     assert any(c.startswith("engine fuse_projections=on --registry") for c in calls)
     # the baseline was diagnosed first, so the ladder's main row carries that prediction
@@ -81,10 +82,23 @@ def test_two_lanes_make_the_prerequisites_once_and_pick_the_best_registry(tmp_pa
 
 
 def test_a_refused_bf16_registry_leaves_the_float32_one_as_best(tmp_path):
-    log, _ = _lanes(tmp_path, "registries synth", "tests", refuse_bf16=True)
+    log, calls = _lanes(tmp_path, "registries synth rungs", "tests", refuse_bf16=True)
     assert "best registry: float32 (the 48B gate refused bf16)" in log
     machine = tmp_path / "machine"
     assert (machine / "cuda-best.toml").read_text() == (machine / "cuda-fast.toml").read_text()
+    # cupy's bf16 attention is no rung of a float32 best registry
+    assert not (machine / "cuda-best-fused-cupy-attn.toml").exists()
+    assert not any("cupy_splitk_bf16" in c for c in calls)
+
+
+def test_the_rungs_start_with_cupy_attention_in_the_fused_bf16_registry(tmp_path):
+    _, calls = _lanes(tmp_path, "registries synth rungs", "tests")
+    machine = tmp_path / "machine"
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    first = decodes[0]
+    assert f"--registry {machine / 'cuda-best-fused.toml'} --vs {machine / 'cuda-best-fused-cupy-attn.toml'}" in first
+    assert "--depth 32768,131072" in first and "--graph A,B" in first and "--fill-registry" in first
+    assert any(c.startswith("swap attention=cupy_splitk_bf16") for c in calls)
 
 
 def test_one_gpu_runs_the_lanes_in_turn_and_skips_what_needs_two(tmp_path):

@@ -90,6 +90,21 @@ def test_diagnose_measures_a_real_decode_step(nano, reference_registry):
                                                        cache_elsize=4).bytes)
 
 
+def test_roofline_points_show_the_eager_and_the_graph_step(nano, reference_registry):
+    """A CUDA diagnosis has two measured steps (eager, and one graph replay: what the bench times); the PNG
+    plots both, each at its own rate, else it shows the eager figure alone (session 5: 2.5% drawn where the
+    graph step ran at 17%)."""
+    d = D.measured(nano, reference_registry, 16, device="cpu", dtype=torch.float32, steps=2, ceiling_bytes=8 << 20,
+                   matmul_n=256)
+    labels = [p["label"] for p in D.roofline_points(d)]
+    assert "measured decode d=16" in labels and not any("graph" in x for x in labels)  # CPU: no graph step
+    d.profile.graph_wall_s = d.profile.wall_s / 8
+    pts = {p["label"]: p for p in D.roofline_points(d)}
+    eager, graph = pts["measured decode d=16 (eager)"], pts["measured decode d=16 (one CUDA graph)"]
+    assert graph["intensity"] == pytest.approx(eager["intensity"])
+    assert graph["achieved_flops"] == pytest.approx(8 * eager["achieved_flops"])
+
+
 def test_diagnose_cli_on_paper_for_the_2_8t(tmp_path, capsys):
     assert main(["diagnose", "--model", "k3-2.8t", "--depth", "131072", "--paper", "--gpus", "8",
                  "--out", str(tmp_path), "--json"]) == 0

@@ -411,12 +411,18 @@ def measured(weights: ModelWeights, registry: Any, depth: int, *, device: str, d
 
 
 def roofline_points(d: Diagnosis, depths: tuple[int, ...] = (0, 4096, 32768, 131072)) -> list[dict[str, Any]]:
-    """The measured point (if any) and, for context, each depth's decode ceiling and the prefill's."""
+    """The measured points (eager, and replayed as one CUDA graph where it was) and, for context, each depth's
+    decode ceiling and the prefill's."""
     pts = []
     if d.profile is not None:
+        eager = "" if d.profile.graph_wall_s is None else " (eager)"
         rp = roofline_point(1 / d.profile.wall_s, d.decode, d.ceilings)
-        pts.append({"label": f"measured decode d={d.depth}", "intensity": rp.intensity,
+        pts.append({"label": f"measured decode d={d.depth}{eager}", "intensity": rp.intensity,
                     "achieved_flops": rp.achieved_flops})
+        if d.profile.graph_wall_s:  # the same step replayed as one CUDA graph: what the bench times
+            rp = roofline_point(1 / d.profile.graph_wall_s, d.decode, d.ceilings)
+            pts.append({"label": f"measured decode d={d.depth} (one CUDA graph)", "intensity": rp.intensity,
+                        "achieved_flops": rp.achieved_flops})
     cfg = _config_of(d)
     if cfg is not None:
         for L in depths:
