@@ -286,8 +286,14 @@ rungs)
   prereq || continue
   # the ladder's single steps, each its own row. First the one session 5's figures point at: attention at depth
   # (23% of the bf16 step's busy time at 131072) with cupy's split-K, in the fused bf16 registry (session 5's best)
+  # Its prediction: session 5's diagnoses of the bf16 registry (unfused; the attention op is the same kernel) and
+  # the per-op speed-ups session 5 measured (decode T=1, bf16 cache: 0.241 -> 0.132 ms at L=32768, 0.154 -> 0.092
+  # at 131072), turned into the step's gain by Amdahl
+  S5=bench/gpu-runs/2026-11-29-session5
   [ -f $FUSED_CUPY_ATTN_REG ] && run decode-attn-cupy-bf16 150 sparkops bench decode --model $M --depth 32768,131072 \
       --tokens 64 --repeats 6 --chunk 4096 --registry $FUSED_REG --vs $FUSED_CUPY_ATTN_REG --graph A,B $GATE $FILL \
+      --prediction $S5/diag-best.json --prediction $S5/diag-best-131k.json \
+      --expect attention@32768=1.83,attention@131072=1.67 \
       --change "attention=cupy_splitk_bf16 vs triton_splitk (bf16 cache), fused bf16 registry, graph"
   # then torch eager -> fast eager -> fast graph
   run decode-torch-vs-fast 150 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \

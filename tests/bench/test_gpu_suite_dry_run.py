@@ -98,6 +98,10 @@ def test_the_rungs_start_with_cupy_attention_in_the_fused_bf16_registry(tmp_path
     first = decodes[0]
     assert f"--registry {machine / 'cuda-best-fused.toml'} --vs {machine / 'cuda-best-fused-cupy-attn.toml'}" in first
     assert "--depth 32768,131072" in first and "--graph A,B" in first and "--fill-registry" in first
+    # predicted from session 5's stored diagnoses (files in the repo) and its per-op speed-ups
+    preds = [a for a in first.split() if a.endswith(".json")]
+    assert len(preds) == 2 and all((REPO / a).exists() for a in preds), preds
+    assert "--expect attention@32768=" in first
     assert any(c.startswith("swap attention=cupy_splitk_bf16") for c in calls)
 
 

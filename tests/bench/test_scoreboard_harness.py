@@ -346,3 +346,47 @@ def test_a_row_records_the_baselines_diagnosis_beside_the_outcome(nano, registri
     assert main(argv[:5] + ["0,8,16"] + argv[6:] + ["--prediction", str(diag)]) == 2
     assert "not [16]" in " ".join(capsys.readouterr().err.split())
     assert main(argv + ["--prediction", str(tmp_path / "none.json")]) == 2
+
+
+def test_expect_turns_the_diagnosis_into_a_prediction_of_this_change(nano, registries, monkeypatch, capsys,
+                                                                     bench_dir, tmp_path):
+    """--expect linear=2 (the change's per-op speed-up): each row records the step's gain that implies by Amdahl on
+    the diagnosed per-op times, beside the measured ratio; depths diagnosed in two files; bad use refused before any
+    weight is loaded."""
+    from sparkops.cli import diagnose_cmd
+
+    monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
+    diags = []
+    for depth in (0, 8):
+        diags.append(tmp_path / f"diag{depth}.json")
+        assert main(["diagnose", "--model", "k3-nano", "--depth", str(depth), "--steps", "2", "--out", str(tmp_path),
+                     "--registry", str(registries[0]), "--json-out", str(diags[-1])]) == 0
+    loads = []
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: loads.append(spec) or nano)
+    argv = ["bench", "decode", "--model", "k3-nano", "--depth", "0,8", "--tokens", "2", "--repeats", "2",
+            "--registry", str(registries[0]), "--vs", str(registries[1]), "--gate-depths", "1",
+            "--prediction", str(diags[0]), "--prediction", str(diags[1])]
+    capsys.readouterr()
+    for bad, says in ((["--expect", "linear=0"], "FACTOR the op's speed-up"), (["--expect", "warp_drive=2"],
+                      "timed no such op"), (["--expect", "linear@16=2"], "does not time"),
+                      (["--prediction", str(diags[1])], "in both")):
+        assert main(argv + bad) == 2, bad
+        assert says in " ".join(capsys.readouterr().err.split()), bad
+    assert main(argv[:-4] + ["--expect", "linear=2"]) == 2  # no --prediction
+    assert "--expect needs --prediction" in " ".join(capsys.readouterr().err.split())
+    assert loads == []  # every refusal came before the weights
+
+    assert main(argv + ["--expect", "linear=2,rmsnorm@8=4"]) == 0
+    rows = [r for r in L.read(bench_dir / L.LEDGER) if r["kind"] == "measurement"]
+    for r, path in zip(rows, diags):
+        doc = json.loads(path.read_text())[0]
+        by_op = {op: x["seconds"] for op, x in doc["profile"]["by_op"].items()}
+        want = {"linear": 2.0, **({"rmsnorm": 4.0} if r["depth"] == 8 else {})}
+        p = r["prediction"]
+        assert p["expect"] == want and p["source"] == str(path)
+        step = doc["profile"]["wall_s"]  # the baseline arm ran eager
+        saved = sum(by_op[op] * (1 - 1 / f) for op, f in want.items())
+        assert p["change_predicted_gain"] == pytest.approx(step / (step - saved)) and p["change_predicted_gain"] > 1
+        assert r["command"].count("--prediction") == 2 and "--expect linear=2,rmsnorm@8=4" in r["command"]
+    ladder = (bench_dir / L.LADDER).read_text()
+    assert f"expected linear x2 per op: x{rows[0]['prediction']['change_predicted_gain']:.3g} predicted" in ladder

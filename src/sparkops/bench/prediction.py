@@ -6,6 +6,12 @@ writes the diagnosis; `sparkops bench ... --prediction D.json` records, in each 
 and predicted gain of the baseline arm's step (eager or one CUDA graph, as the arm ran) beside the measured
 ratio, so a reader sees where the diagnosis was right and where it was not. A prediction is never a figure:
 nothing about the gate, the tier or the frontier depends on it.
+
+The diagnosis' own gain is the whole gap to the roofline (or the launch bill), which no single change lifts.
+`--expect OP=FACTOR` states what the change does per op ("attention runs 1.66x faster", from a per-op
+benchmark); the row then also records the step's gain that implies, by Amdahl on the diagnosed per-op device
+times: step - sum(op time x (1 - 1/FACTOR)). `OP@DEPTH=FACTOR` sets one depth's factor (per-op speed-ups often
+differ with the context). Session 5's fusion row showed why: diagnosed "x7.69 to the roofline", measured 1.14.
 """
 
 from __future__ import annotations
@@ -17,8 +23,60 @@ from typing import Any
 from ..errors import BadInput
 
 
-def load(path: str | Path, depths: tuple[int, ...]) -> dict[int, dict[str, Any]]:
-    """{depth: the diagnosis' verdict at that depth} from a `diagnose --json-out` file; every depth must be there."""
+def parse_expect(text: str | None) -> dict[tuple[str, int | None], float]:
+    """'attention=1.66,linear@0=1.2' -> {(op, depth or None): factor}; a factor is the op's speed-up (> 0)."""
+    out: dict[tuple[str, int | None], float] = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, eq, val = part.partition("=")
+        op, at, depth = key.strip().partition("@")
+        try:
+            factor = float(val)
+            d = int(depth) if at else None
+        except ValueError:
+            factor, d = float("nan"), None
+        if not eq or not op or not factor > 0 or (at and d is None):
+            raise BadInput(f"--expect {part!r}: write OP=FACTOR or OP@DEPTH=FACTOR, FACTOR the op's speed-up (> 0), "
+                           f"e.g. attention=1.66 or attention@131072=1.66")
+        out[(op, d)] = factor
+    return out
+
+
+def load(paths: str | Path | list, depths: tuple[int, ...], expect: str | None = None) -> dict[int, dict[str, Any]]:
+    """{depth: the diagnosis at that depth} from `diagnose --json-out` files (one or several, each depth in one of
+    them); every depth must be there. `expect` (`parse_expect`): each depth's per-op factors, checked against the
+    ops the diagnosis timed."""
+    by_depth: dict[int, dict[str, Any]] = {}
+    for path in ([paths] if isinstance(paths, (str, Path)) else list(paths)):
+        for d, pred in _load_one(path).items():
+            if d in by_depth:
+                raise BadInput(f"--prediction: depth {d} is diagnosed in both {by_depth[d]['source']} and {path}; "
+                               f"pass one diagnosis per depth")
+            by_depth[d] = pred
+    missing = [d for d in depths if d not in by_depth]
+    if missing:
+        raise BadInput(f"--prediction {', '.join(map(str, paths if isinstance(paths, list) else [paths]))} "
+                       f"diagnoses depth(s) {sorted(by_depth)}, not {missing}; diagnose every depth the bench times "
+                       f"(`diagnose --depth {','.join(map(str, depths))}`)")
+    factors = parse_expect(expect)
+    stray = sorted({str(d) for _, d in factors if d is not None and d not in depths})
+    if stray:
+        raise BadInput(f"--expect names depth(s) {', '.join(stray)}, which this bench does not time ({depths})")
+    for d in depths:
+        per_op = {op: f for (op, at), f in factors.items() if at is None}
+        per_op.update({op: f for (op, at), f in factors.items() if at == d})
+        if per_op:
+            unknown = sorted(set(per_op) - set(by_depth[d]["by_op"]))
+            if unknown:
+                raise BadInput(f"--expect {', '.join(unknown)}: the diagnosis at depth {d} timed no such op (it timed "
+                               f"{', '.join(sorted(by_depth[d]['by_op'])) or 'none'})")
+            by_depth[d]["expect"] = per_op
+    return by_depth
+
+
+def _load_one(path: str | Path) -> dict[int, dict[str, Any]]:
     p = Path(path)
     try:
         docs = json.loads(p.read_text())
@@ -36,18 +94,22 @@ def load(path: str | Path, depths: tuple[int, ...]) -> dict[int, dict[str, Any]]
             raise BadInput(f"--prediction {path}: a diagnosis on paper predicts nothing measured; diagnose the "
                            f"baseline registry on the device (drop --paper)")
         v = d["verdict"]
+        prof = d.get("profile") or {}
         by_depth[int(d["depth"])] = {
             "source": str(path), "model": d.get("model"), "registry": d.get("registry"), "diagnosed": d.get("date"),
             "eager": {"binding": v.get("binding"), "predicted_gain": v.get("predicted_gain"),
-                      "tok_s": v.get("measured_tok_s")},
+                      "tok_s": v.get("measured_tok_s"), "wall_s": prof.get("wall_s")},
             "graph": {"binding": v.get("graph_binding"), "predicted_gain": v.get("graph_predicted_gain"),
-                      "tok_s": v.get("graph_tok_s")},
+                      "tok_s": v.get("graph_tok_s"), "wall_s": v.get("graph_wall_s")},
+            "by_op": {op: float(x.get("seconds", 0.0)) for op, x in (prof.get("by_op") or {}).items()},
         }
-    missing = [d for d in depths if d not in by_depth]
-    if missing:
-        raise BadInput(f"--prediction {path} diagnoses depth(s) {sorted(by_depth)}, not {missing}; diagnose every "
-                       f"depth the bench times (`diagnose --depth {','.join(map(str, depths))}`)")
     return by_depth
+
+
+def amdahl(step_s: float, by_op: dict[str, float], expect: dict[str, float]) -> float:
+    """The step's speed-up if each op in `expect` ran FACTOR times faster and nothing else changed."""
+    saved = sum(by_op[op] * (1 - 1 / f) for op, f in expect.items())
+    return step_s / max(step_s - saved, 1e-9 * step_s)  # op times that overlap could sum past the step
 
 
 def for_row(pred: dict[str, Any], model: str, baseline_mode: str, measured_ratio: float | None) -> dict[str, Any]:
@@ -55,10 +117,18 @@ def for_row(pred: dict[str, Any], model: str, baseline_mode: str, measured_ratio
     if pred.get("model") and pred["model"] != model:
         raise BadInput(f"--prediction {pred['source']} diagnoses {pred['model']}, the bench timed {model}")
     side = pred["graph" if baseline_mode == "graph" else "eager"]
-    return {"source": pred["source"], "registry": pred["registry"], "diagnosed": pred["diagnosed"],
-            "of": f"the baseline's {baseline_mode} step", "binding": side["binding"],
-            "predicted_gain": side["predicted_gain"], "diagnosed_tok_s": side["tok_s"],
-            "measured_ratio": measured_ratio}
+    out = {"source": pred["source"], "registry": pred["registry"], "diagnosed": pred["diagnosed"],
+           "of": f"the baseline's {baseline_mode} step", "binding": side["binding"],
+           "predicted_gain": side["predicted_gain"], "diagnosed_tok_s": side["tok_s"],
+           "measured_ratio": measured_ratio}
+    expect = pred.get("expect")
+    if expect:
+        if not side.get("wall_s"):
+            raise BadInput(f"--expect: the diagnosis in {pred['source']} has no {baseline_mode} step time to apply "
+                           f"it to (diagnose on the device the bench runs on)")
+        out["expect"] = dict(expect)
+        out["change_predicted_gain"] = amdahl(side["wall_s"], pred["by_op"], expect)
+    return out
 
 
 def text(row: dict[str, Any], withdrawn: set[tuple[Any, Any]] = frozenset()) -> str:
@@ -69,6 +139,9 @@ def text(row: dict[str, Any], withdrawn: set[tuple[Any, Any]] = frozenset()) -> 
         return "—"
     gain = p.get("predicted_gain")
     out = f"{p.get('binding') or '?'}: x{gain:.3g} predicted" if gain else f"{p.get('binding') or '?'}"
+    if p.get("change_predicted_gain"):
+        ops = ", ".join(f"{op} x{f:.3g}" for op, f in p["expect"].items())
+        out = f"{p.get('binding') or '?'}; expected {ops} per op: x{p['change_predicted_gain']:.3g} predicted"
     return out + (" (from a diagnosis since retracted)" if (p.get("registry"), p.get("diagnosed")) in withdrawn else "")
 
 

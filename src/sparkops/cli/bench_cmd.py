@@ -60,9 +60,13 @@ def add_parser(sub) -> None:
                    "(gated like the arms) and give every arm a copy of that state, instead of each arm prefilling "
                    "it: for a baseline too slow to prefill 131072 tokens itself")
     p.add_argument("--change", metavar="TEXT", help="what changed, for the ledger (default: the registries)")
-    p.add_argument("--prediction", metavar="DIAG.json", help="decode: the baseline's diagnosis (`sparkops diagnose "
-                   "--registry A --json-out DIAG.json` at the same depths); each row records its binding ceiling and "
-                   "predicted gain beside the measured ratio")
+    p.add_argument("--prediction", metavar="DIAG.json", action="append", help="decode: the baseline's diagnosis "
+                   "(`sparkops diagnose --registry A --json-out DIAG.json` at the same depths; repeat it for depths "
+                   "diagnosed in separate files); each row records its binding ceiling and predicted gain beside the "
+                   "measured ratio")
+    p.add_argument("--expect", metavar="OP=FACTOR[,...]", help="with --prediction: what the change does per op "
+                   "(its speed-up, e.g. attention=1.66 from a per-op benchmark; OP@DEPTH=FACTOR for one depth); the "
+                   "row also records the step's gain this implies on the diagnosed per-op times")
     p.add_argument("--no-record", action="store_true", help="print only; write nothing under bench/")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
     add_json_arg(p)
@@ -153,12 +157,16 @@ def run(args) -> int:
             raise BadInput(f"registry {label}: {path}: no such file")
     spec = peer_mod.parse_peer_arg(args.peer, args.peer_args) if args.peer else None
     predictions = None
+    if args.expect and not args.prediction:
+        raise BadInput("--expect needs --prediction DIAG.json: the per-op times it applies to come from the "
+                       "baseline's diagnosis")
     if args.prediction:
         if args.phase != "decode":
             raise BadInput("--prediction applies to decode (diagnose predicts a decode step)")
         from ..bench import prediction
 
-        predictions = prediction.load(args.prediction, depths)  # read and checked before any weight is loaded
+        # read and checked before any weight is loaded
+        predictions = prediction.load(args.prediction, depths, args.expect)
     weights = load_weights(args.model)
     req = BenchRequest(phase=args.phase, depths=depths, tokens=args.tokens, registries=regs, repeats=args.repeats,
                        warmup=args.warmup, seed=args.seed, device=args.device, dtype=parse_dtype(args.dtype),
@@ -195,7 +203,7 @@ _OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), 
             ("--device", "device"), ("--dtype", "dtype"), ("--cache-dtype", "cache_dtype"), ("--chunk", "chunk"),
             ("--gate-depths", "gate_depths"),
             ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--fill-registry", "fill_registry"),
-            ("--peer", "peer"), ("--peer-args", "peer_args"), ("--prediction", "prediction"))
+            ("--peer", "peer"), ("--peer-args", "peer_args"), ("--prediction", "prediction"), ("--expect", "expect"))
 
 
 def canonical_argv(args) -> list[str]:
@@ -203,8 +211,8 @@ def canonical_argv(args) -> list[str]:
     argv = [NAME, args.phase]
     for opt, attr in _OPTIONS:
         v = getattr(args, attr, None)
-        if v is not None:
-            argv += [opt, str(v)]
+        for one in (v if isinstance(v, list) else [] if v is None else [v]):  # a repeatable option, each time
+            argv += [opt, str(one)]
     return argv
 
 
