@@ -104,6 +104,23 @@ def test_each_files_latest_run_stands_and_the_targets_are_judged_over_all_of_the
     assert text.count("## Per-op benchmarks: the targets") == 1
 
 
+def test_a_run_that_names_no_device_gives_way_to_a_later_one_that_does(tmp_path):
+    """Session 4's runs named no device; session 5's attention run named the H200. The older run of that file on
+    the same node no longer stands beside it (its 27.2% was judged against the newer 27.0%); another node's
+    run, and another file's unlabelled run, still stand."""
+    from sparkops.bench.opledger import latest_per_source
+
+    def row(i, source, devices, node="vm"):
+        return {"kind": "opbench", "id": f"r{i}", "source": source, "devices": devices, "node": node}
+
+    rows = [row(1, "opbench-attention.json", []), row(2, "opbench-kda.json", []),
+            row(3, "opbench-attention.json", [], node="other"), row(4, "opbench-attention.json", ["NVIDIA H200"])]
+    assert sorted(r["id"] for r in latest_per_source(rows)) == ["r2", "r3", "r4"]
+    # an unlabelled run after the labelled one is the newer run of an unknown machine: both stand
+    rows.append(row(5, "opbench-attention.json", []))
+    assert sorted(r["id"] for r in latest_per_source(rows)) == ["r2", "r3", "r4", "r5"]
+
+
 def test_the_repo_targets_file_parses_and_covers_the_issue_targets():
     targets = load_targets(REPO / "bench" / "targets.toml")
     names = " ".join(t.name for t in targets)

@@ -154,12 +154,22 @@ def opbench_row(path: str | Path, *, targets: list[Target], read_gbs: float | No
 
 def latest_per_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The standing (not retracted) latest row of each benchmark file on each machine: a run of one file does not
-    hide another file's run."""
+    hide another file's run. A run that names no device (recorded before runs named theirs) is superseded by a
+    later run of the same file on the same node that names one: it cannot be told apart from that machine."""
     gone = L.retractions(rows)
     latest: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in rows:
-        if r["kind"] == "opbench" and r["id"] not in gone:
-            latest[(str(r.get("source")), ",".join(r.get("devices") or []), str(r.get("node")))] = r
+    labelled_after: set[tuple[str, str]] = set()  # (file, node) with a device-naming run later in the ledger
+    standing = [r for r in rows if r["kind"] == "opbench" and r["id"] not in gone]
+    keep = []
+    for r in reversed(standing):
+        where = (str(r.get("source")), str(r.get("node")))
+        if r.get("devices"):
+            labelled_after.add(where)
+        elif where in labelled_after:
+            continue
+        keep.append(r)
+    for r in reversed(keep):
+        latest[(str(r.get("source")), ",".join(r.get("devices") or []), str(r.get("node")))] = r
     return list(latest.values())
 
 
