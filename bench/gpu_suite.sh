@@ -271,6 +271,9 @@ ladder|diagnoses)
   ;;
 prefill)
   prereq || continue
+  # where a prefill chunk's time goes, per op, before the pair is timed (from an empty cache and at a fill's depth)
+  run diagnose-prefill 60 sparkops diagnose --model $M --device cuda --depth 0,28672 --prefill-chunk 4096 \
+      --registry $PREFILL_REG --fill-registry $FILL_REG --out "$R/diag-prefill" --json-out $DJ/diag-prefill.json
   run prefill-32k 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 \
       --registry $TORCH_REG --vs $PREFILL_REG $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill"
   ;;

@@ -82,6 +82,22 @@ def test_cuda_diagnose_counts_kernels_and_busy_time(nano, torch_registry):
     assert 0.5 * p.kernels <= launched <= p.kernels, (launched, p.kernels)
 
 
+def test_cuda_prefill_chunk_diagnosis(nano, torch_registry):
+    """One prefill chunk of 256 after 512 rows on CUDA: each op's device time and kernels, summing to (nearly) the
+    busy time; the FLOP classes' achieved rates under the matmul ceiling."""
+    from sparkops.bench import diagnose_prefill as P
+
+    d = P.measured(nano, torch_registry, 512, 256, device="cuda", dtype=torch.float32, ceiling_bytes=1 << 30,
+                   matmul_n=4096)
+    assert d.kernels >= 68 and 0 < d.busy_s <= d.wall_s
+    per_op = sum(x["seconds"] for x in d.by_op.values())
+    assert 0.5 * d.busy_s < per_op <= 1.05 * d.busy_s, (per_op, d.busy_s)
+    assert all(x["kernels"] >= 1 for x in d.by_op.values())
+    for cls, x in d.verdict["flop_classes"].items():
+        assert 0 < x["share_of_matmul_ceiling"] < 1, (cls, x)
+    assert d.verdict["binding"] in ("host", "kernels")
+
+
 def test_cuda_graph_arm_against_eager(nano, passing_gate, torch_registry):
     """Same registry, A eager and B one graph replay per step: both prove their depth, and on a
     launch-bound model the graph arm is the faster one in every pair."""

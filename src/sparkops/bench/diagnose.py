@@ -155,41 +155,48 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
         walls.append(t.seconds / steps)
     wall = statistics.median(walls)
 
-    real_ops = engine.ops
-    counting = _CountingOps(real_ops, device)
-    engine.ops = counting
-    try:
-        snap.restore()
-        with RegionTimer(device) as t:  # busy and wall of the SAME run: their ratio is the busy fraction
-            if device == "cuda":
-                kernels, busy, _, device_by_op = _cuda_kernels(decode_all)
-                # device time, not the host's launch time; and the kernels each op launched
-                counting.seconds = defaultdict(float, {op: v[0] for op, v in device_by_op.items()})
-                launched = {op: v[1] for op, v in device_by_op.items()}
-                how = ("torch.profiler: the kernels inside each op's device-side range and their summed device time "
-                       "(range spans not counted as work)")
-            else:
-                decode_all()
-                kernels, busy = sum(counting.calls.values()), sum(counting.seconds.values())
-                how = "op calls through the Ops object; busy = time inside the ops (the rest is the Python graph)"
-    finally:
-        engine.ops = real_ops
-    by_op = {op: {"calls": counting.calls[op] / steps, "seconds": counting.seconds[op] / steps}
-             for op in sorted(counting.calls, key=lambda o: -counting.seconds[o])}
-    if device == "cuda":
-        for op, x in by_op.items():
-            x["kernels"] = launched.get(op, 0) / steps  # the rest of the step's kernels are the graph's glue
+    kernels, busy, by_op, how = profile_ops(engine, snap, decode_all, device, steps)
     # busy per token: the device time of the kernels themselves, which profiling does not stretch (the
     # profiled run's wall does stretch: scaling busy by its share of that wall undercounts it), capped at
     # the clean wall
-    busy = min(busy / steps, wall)
-    prof = StepProfile(wall, busy, round(kernels / steps), by_op, how)
+    prof = StepProfile(wall, min(busy, wall), round(kernels), by_op, how)
     if device == "cuda":
         try:
             prof.graph_wall_s = _graph_wall(engine, snap, toks, steps)
         except Exception as exc:  # noqa: BLE001 - shown in the verdict, never hidden
             prof.graph_error = f"{type(exc).__name__}: {exc}"
     return prof
+
+
+def profile_ops(engine: Any, snap: Any, work: Any, device: str, per: int) -> tuple[float, float, dict, str]:
+    """One profiled run of `work` (the engine's state restored from `snap` first), divided by `per` (tokens, or
+    chunks): (kernels, busy seconds, {op: calls, seconds and on CUDA kernels}, how it was counted). CUDA: the
+    device time of each op's kernels (torch.profiler); CPU: the host time inside each op."""
+    real_ops = engine.ops
+    counting = _CountingOps(real_ops, device)
+    engine.ops = counting
+    launched: dict[str, int] = {}
+    try:
+        snap.restore()
+        if device == "cuda":
+            kernels, busy, _, device_by_op = _cuda_kernels(work)
+            # device time, not the host's launch time; and the kernels each op launched
+            counting.seconds = defaultdict(float, {op: v[0] for op, v in device_by_op.items()})
+            launched = {op: v[1] for op, v in device_by_op.items()}
+            how = ("torch.profiler: the kernels inside each op's device-side range and their summed device time "
+                   "(range spans not counted as work)")
+        else:
+            work()
+            kernels, busy = sum(counting.calls.values()), sum(counting.seconds.values())
+            how = "op calls through the Ops object; busy = time inside the ops (the rest is the Python graph)"
+    finally:
+        engine.ops = real_ops
+    by_op = {op: {"calls": counting.calls[op] / per, "seconds": counting.seconds[op] / per}
+             for op in sorted(counting.calls, key=lambda o: -counting.seconds[o])}
+    if device == "cuda":
+        for op, x in by_op.items():
+            x["kernels"] = launched.get(op, 0) / per  # the rest of the step's kernels are the graph's glue
+    return kernels / per, busy / per, by_op, how
 
 
 def _graph_wall(engine: Any, snap: Any, toks: Any, steps: int) -> float:

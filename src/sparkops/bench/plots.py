@@ -1,4 +1,4 @@
-"""The two pictures: the ladder over time (bench/ladder.png) and the roofline with measured points.
+"""The pictures: the ladder over time (bench/ladder.png), the roofline with measured points, time per op.
 
 matplotlib (Agg, no display) is imported here only; everything else works without it.
 """
@@ -105,3 +105,21 @@ def roofline_png_from_rows(rows: list[dict[str, Any]], path: str | Path) -> bool
                                "intensity": rp["intensity"], "achieved_flops": rp["achieved_flops"]})
     roofline_png(points, ceilings, path, f"latest figures on {box}")
     return True
+
+
+def ops_png(by_op: dict[str, dict[str, float]], path: str | Path, title: str = "") -> None:
+    """Horizontal bars: milliseconds per op (the most first), each labelled with its share of the total."""
+    ops = sorted(by_op, key=lambda o: by_op[o]["seconds"])
+    ms = [1e3 * by_op[o]["seconds"] for o in ops]
+    total = sum(ms) or 1.0
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(ops) + 1.2))
+    ax.barh(ops, ms, color="tab:blue")
+    for y, v in enumerate(ms):
+        ax.text(v, y, f" {v:.3g} ms ({100 * v / total:.0f}%)", va="center", fontsize=8)
+    ax.set_xlabel("ms")
+    ax.set_xlim(0, max(ms, default=1.0) * 1.3)
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

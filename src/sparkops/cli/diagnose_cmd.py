@@ -3,12 +3,15 @@
     sparkops diagnose --model k3-nano --depth 128                        # measured on this machine
     sparkops diagnose --model FILE.gguf --depth 32768 --device cuda      # a real step on the GPU
     sparkops diagnose --model k3-2.8t --depth 131072 --paper --gpus 8   # on paper, no weights at all
+    sparkops diagnose --model FILE.gguf --depth 28672 --prefill-chunk 4096 --device cuda   # one prefill chunk
 
 Measured: bandwidth (a large sum and copy), matmul rate, launch latency (eager; CUDA graph replay on a
 GPU), kernels per token (torch.profiler on CUDA, op calls on the CPU), device-busy vs wall time; the
 binding ceiling (launch overhead, occupancy, bandwidth/compute, collectives) with the predicted gain
 of lifting it. On paper (--paper): the anchors' H200 ceilings, scaled by --gpus (collectives ignored).
 Draws the roofline with the points (PNG) and re-renders the ladder plot from the ledger.
+With --prefill-chunk C: one prefill chunk of C tokens after each depth instead of a decode step: its time per
+op, each FLOP class's achieved rate against the matmul ceiling, and what binds (bench/diagnose_prefill.py).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ def add_parser(sub) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device class (default: %(default)s)")
     p.add_argument("--dtype", default="auto", help="activation dtype (default: the registry's gate dtype)")
     p.add_argument("--steps", type=int, default=8, help="decode steps profiled (default %(default)s)")
+    p.add_argument("--prefill-chunk", type=int, metavar="C", help="diagnose one prefill chunk of C new tokens after "
+                   "each depth instead of a decode step (measured only; printed, --json-out, a PNG per depth)")
     p.add_argument("--worlds", metavar="N,N,...", help="also measure a sharded decode step on these world sizes "
                    "(e.g. 1,2,4): the collective share of the step and the Amdahl crossover, from measured numbers")
     p.add_argument("--cache-dtype", default="auto", help="the MLA cache's dtype (default auto: the activation dtype)")
@@ -103,6 +108,8 @@ def run(args) -> int:
     if args.gpus < 1 or args.steps < 1 or args.prefill_tokens < 1:
         raise BadInput("need --gpus >= 1, --steps >= 1, --prefill-tokens >= 1")
     out = Path(args.out) if args.out else bench_dir()
+    if args.prefill_chunk is not None:
+        return _prefill(args, depths, out)
     results = []
     if args.paper:
         for depth in depths:
@@ -150,6 +157,87 @@ def run(args) -> int:
     for d, pngs in drawn:
         _print(d, pngs)
     return 0
+
+
+def _prefill(args, depths, out: Path) -> int:
+    """--prefill-chunk: one measured prefill chunk per depth (bench/diagnose_prefill.py)."""
+    if args.prefill_chunk < 1:
+        raise BadInput(f"--prefill-chunk must be at least 1 (got {args.prefill_chunk})")
+    for flag, given in (("--paper", args.paper), ("--record", args.record), ("--worlds", args.worlds),
+                        ("--gpus", args.gpus != 1)):
+        if given:
+            raise BadInput(f"{flag} does not apply with --prefill-chunk: a prefill chunk is diagnosed measured, on one "
+                           f"device, printed and written with --json-out (its ledger rows come from `sparkops bench "
+                           f"prefill`); drop {flag}")
+    from ..bench import diagnose_prefill as P
+    from ..bench.gating import default_dtype
+    from ..bench.harness import parse_dtype
+    from ..bench.provenance import now
+
+    reg = registry_path(args.registry)
+    dtype = parse_dtype(args.dtype) or default_dtype(reg, args.device)
+    weights = load_weights(args.model)
+    if weights.embed.device.type != args.device:
+        weights = weights.to(args.device)
+    docs = []
+    for depth in depths:
+        d = P.measured(weights, reg, depth, args.prefill_chunk, device=args.device, dtype=dtype,
+                       fill_registry=args.fill_registry, cache_dtype=parse_dtype(args.cache_dtype, "--cache-dtype"))
+        pngs = _draw_ops(d, out)
+        docs.append({**d.as_dict(), "registry": str(reg), "date": now(), "pngs": [str(p) for p in pngs]})
+        if not args.json:
+            _print_prefill(d, pngs)
+    if args.json_out:
+        import json
+
+        from ..atomic import write_atomic
+
+        write_atomic(args.json_out, json.dumps(docs, indent=1, default=str) + "\n")
+    if args.json:
+        emit_json(docs[0] if len(docs) == 1 else docs)
+    return 0
+
+
+def _draw_ops(d, out: Path) -> list[Path]:
+    try:
+        from ..bench import plots
+    except ImportError:
+        console.print("[yellow]matplotlib is not installed: no PNGs drawn[/] (pip install matplotlib)")
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"diagnose-prefill-{d.model}-{d.mix}-c{d.chunk}-d{d.depth}.png"
+    plots.ops_png(d.by_op, path, f"{d.model} ({d.mix}): one prefill chunk of {d.chunk} tokens after {d.depth}, "
+                                 f"{d.tok_s:.4g} tok/s on {d.ceilings.device}")
+    return [path]
+
+
+def _print_prefill(d, pngs) -> None:
+    c, v = d.ceilings, d.verdict
+    console.print(f"[bold]{d.model}[/] ({d.mix}) prefill: one chunk of {d.chunk} tokens after {d.depth} on {c.device}")
+    console.print(f"ceilings: matmul {c.matmul_flops / 1e12:.4g} TFLOP/s ({c.matmul_dtype}), read "
+                  f"{c.read_bandwidth / 1e9:.4g} GB/s; the chunk's floor: compute {1e3 * v['time_compute_s']:.3g} ms, "
+                  f"bandwidth {1e3 * v['time_bandwidth_s']:.3g} ms ({v['roofline_tok_s']:.4g} tok/s)")
+    console.print(f"measured: {d.tok_s:.4g} tok/s ({1e3 * d.wall_s:.4g} ms per chunk, "
+                  f"{100 * v['fraction_of_roofline']:.2g}% of the roofline); {d.kernels:.4g} kernels per chunk; busy "
+                  f"{1e3 * d.busy_s:.4g} ms ({100 * v['busy_fraction']:.0f}%)")
+    ops = Table(title=f"per op, per chunk ({d.how})")
+    for col in ("op", "calls", "ms", "share of busy"):
+        ops.add_column(col)
+    for op, x in d.by_op.items():
+        ops.add_row(op, f"{x['calls']:.3g}", f"{1e3 * x['seconds']:.4g}",
+                    f"{100 * x['seconds'] / d.busy_s:.0f}%" if d.busy_s else "")
+    console.print(ops)
+    classes = Table(title="FLOPs the cost model counts, by the ops that do them")
+    for col in ("class", "ops", "GFLOP", "ms", "TFLOP/s", "of the matmul ceiling"):
+        classes.add_column(col)
+    for cls, x in v["flop_classes"].items():
+        classes.add_row(cls, "/".join(x["ops"]), _g(x["flops"] / 1e9), _g(1e3 * x["seconds"]),
+                        _g(x["flops_per_s"] / 1e12), f"{100 * x['share_of_matmul_ceiling']:.2g}%")
+    console.print(classes)
+    console.print(f"[bold]binding: {v['binding']}[/]; predicted gain of lifting it: {v['predicted_gain']:.3g}x")
+    console.print(v["why"])
+    for p in pngs:
+        console.print(f"wrote {p}")
 
 
 def _collectives(d, args, reg) -> None:
