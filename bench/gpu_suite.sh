@@ -22,6 +22,7 @@
 #                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
 #     tests       every test marked gpu
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
+#     tune        launch-shape studies of the Triton kernels (sparkops_triton._tune; TUNE_STUDIES picks them)
 #     iq1s        the 48B iq1_s GGUF: synthesize, generate (torch eager; fast through the graph)
 #     iq1s131k    the IQ1_S 48B decode at 131072 under the best registry (issue #10's IQ1_S target)
 #     parallel    two GPUs over NCCL: the 48B sharded (tensor + expert parallel) gated against one GPU, the
@@ -48,7 +49,7 @@
 #   SUITE_BUDGET=565 SUITE_SKIP="decode-torch-vs-fast decode-fast-graph decode-fuse" bash bench/gpu_suite.sh \
 #     install registries synth rungs           # cupy attention at 32768/131072 first, then fast-vs-bf16, bf16 cache
 #   SUITE_BUDGET=565 bash bench/gpu_suite.sh install prefill iq1s iq1s131k   # prefill after the history fix
-#   SUITE_BUDGET=<status left - 90> OPBENCH_FILES="ops linear" bash bench/gpu_suite.sh install opbench tests
+#   SUITE_BUDGET=<status left - 90> OPBENCH_FILES="ops linear" bash bench/gpu_suite.sh install tune opbench tests
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -334,6 +335,9 @@ opbench)
         --bench-dir "$B" --command "$OPB bench/test_bench_$f.py $sel --benchmark-json=opbench-$f.json"
   done
   ;;
+tune)      # launch-shape studies of the Triton kernels (timed, each checked against the default's output); the log
+  # is the input for the defaults in the kernel modules. TUNE_STUDIES picks them (default: the decode GEMVs)
+  run tune 60 python3 -m sparkops_triton._tune ${TUNE_STUDIES:-linear_gemv router_gemv} ;;
 iq1s)
   prereq || continue
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1

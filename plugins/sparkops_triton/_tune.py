@@ -1,6 +1,7 @@
 """Time the launch-shape variants of the Triton kernels at the 48B shapes, in one call on a GPU.
 
-    python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill]
+    python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
+                                     router_gemv]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -15,8 +16,15 @@ from typing import Any, Callable
 
 import torch
 
-from . import attention_prefill, attention_splitk, kda, kda_chunked
-from ._workloads import attention_args, kda_args, time_calls
+from . import attention_prefill, attention_splitk, kda, kda_chunked, linear, moe_router
+from ._workloads import attention_args, kda_args, router_args, time_calls
+
+#: linear's GEMV table with Q4_K's (rows per program at T=1, fewest rows, warps) replaced
+_q4k = int(linear.Q4_K.value)
+
+
+def _gemv(rows: int, warps: int, per_sm: int) -> dict[str, Any]:
+    return {"GEMV_CONFIG": {**linear.GEMV_CONFIG, _q4k: (rows, min(16, rows), warps)}, "GEMV_PROGRAMS_PER_SM": per_sm}
 
 #: study -> (module, [{constant: value}, ...]); the first variant is the current default
 STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
@@ -33,6 +41,15 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
         {"BLOCK_ROWS": 64, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 2},
         {"BLOCK_ROWS": 32, "SPLITS_PER_SM": 2, "SPLIT_STAGES": 3},
     ]),
+    # the decode step's small Q4_K GEMVs (session 5: linear took 45% of the bf16 graph step at 16-23% of the read
+    # ceiling): rows per program, warps, and how many programs per SM before K is split
+    "linear_gemv": (linear, [_gemv(64, 4, 2), _gemv(32, 4, 2), _gemv(64, 4, 4), _gemv(32, 4, 4), _gemv(64, 8, 2),
+                             _gemv(128, 8, 2), _gemv(64, 4, 8)]),
+    # the router's float32 logits GEMV (256 x 2304): 64 programs at 4 experts each by default
+    "router_gemv": (moe_router, [{"ROUTER_GEMV_BE": 4, "ROUTER_GEMV_BD": 512, "ROUTER_GEMV_WARPS": 4},
+                                 {"ROUTER_GEMV_BE": 2, "ROUTER_GEMV_BD": 512, "ROUTER_GEMV_WARPS": 4},
+                                 {"ROUTER_GEMV_BE": 1, "ROUTER_GEMV_BD": 1024, "ROUTER_GEMV_WARPS": 4},
+                                 {"ROUTER_GEMV_BE": 2, "ROUTER_GEMV_BD": 256, "ROUTER_GEMV_WARPS": 2}]),
     "attention_prefill": (attention_prefill, [
         {"FLASH_BM": 64, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
         {"FLASH_BM": 128, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 3},
@@ -48,6 +65,11 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     if study == "kda_prefill":
         sets, nbytes = kda_args(32768, n_sets=2)
         return kda_chunked.kda_chunked, sets, nbytes, False
+    if study == "linear_gemv":
+        return _linear_workload()
+    if study == "router_gemv":
+        sets, nbytes = router_args(1)
+        return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, True
     if study == "attention_decode":
         sets, nbytes = attention_args(1, 131072)
         return attention_splitk.attention_splitk, sets, nbytes, True
@@ -55,9 +77,38 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     return attention_splitk.attention_splitk, sets, nbytes, False
 
 
+def _linear_workload() -> tuple[Callable[..., Any], list[tuple], int, bool]:
+    """One decode token's worth of the 48B's Q4_K GEMV shapes in one call (q/k/v-like 4096x2304, o_proj 2304x4096,
+    three experts' 1024x2304 and 2304x1024): random real blocks, copies in rotation beyond the L2."""
+    import numpy as np
+
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+
+    shapes = [(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)]
+    q4k = linear.Q4_K
+    rng = np.random.default_rng(0)
+    sets = []
+    for _ in range(16):  # ~16 x 14 MB: well beyond the 50 MB L2 between reuses
+        ws = [QWeight(torch.from_numpy(random_blocks(rng, shape, q4k, 0.02)).cuda(), q4k, shape) for shape in shapes]
+        xs = [torch.randn(1, shape[1], device="cuda") for shape in shapes]
+        sets.append((ws, xs))
+    nbytes = sum(w.nbytes + 4 * (w.shape[0] + w.shape[1]) for w in sets[0][0])  # weights + x in + y out
+
+    def fn(ws, xs):
+        return torch.cat([linear.linear(x, w).flatten() for x, w in zip(xs, ws)])
+
+    return fn, sets, nbytes, True
+
+
 def _output(fn: Callable[..., Any], args: tuple) -> torch.Tensor:
     fresh = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)  # state changes in place
     return fn(*fresh).float()
+
+
+def _label(variant: dict[str, Any]) -> str:
+    """A variant as printed: linear's GEMV table shows only Q4_K's entry."""
+    return str({k: (v[_q4k] if k == "GEMV_CONFIG" else v) for k, v in variant.items()})
 
 
 def run(study: str) -> list[str]:
@@ -69,11 +120,14 @@ def run(study: str) -> list[str]:
         for variant in variants:
             for k, v in variant.items():
                 setattr(module, k, v)
-            out = _output(fn, sets[0])
-            baseline = out if baseline is None else baseline
-            err = float(((out - baseline) ** 2).sum() / (baseline ** 2).sum())
-            t = time_calls(fn, sets, nbytes, graph=graph, replays=10 if graph else 3)
-            rows.append(f"{study:<18} {str(variant):<72} {t}  nmse vs default {err:.1e}")
+            try:
+                out = _output(fn, sets[0])
+                baseline = out if baseline is None else baseline
+                err = float(((out - baseline) ** 2).sum() / (baseline ** 2).sum())
+                t = time_calls(fn, sets, nbytes, graph=graph, replays=10 if graph else 3)
+                rows.append(f"{study:<18} {_label(variant):<72} {t}  nmse vs default {err:.1e}")
+            except Exception as exc:  # noqa: BLE001 - a variant that does not compile or run is a row, not the end
+                rows.append(f"{study:<18} {_label(variant):<72} FAILED: {type(exc).__name__}: {exc}"[:400])
             print(rows[-1], flush=True)
     finally:
         for k, v in saved.items():

@@ -43,6 +43,8 @@ GEMV_CONFIG = {
 }
 #: GEMM tile (tokens, output rows) and warps
 GEMM_BM, GEMM_BN, GEMM_WARPS = 64, 64, 8
+#: a GEMV whose row tiles are fewer than this many programs per SM splits its rows over K (`gemv_plan`)
+GEMV_PROGRAMS_PER_SM = 2
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,11 +216,11 @@ def grid_for_any(weights, raw: torch.Tensor) -> torch.Tensor:
 
 
 def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torch.device) -> tuple[int, int, int, int]:
-    """(R, warps, splits, chunks per split) for a GEMV: enough programs to fill every SM twice."""
+    """(R, warps, splits, chunks per split) for a GEMV: enough programs to fill every SM GEMV_PROGRAMS_PER_SM times."""
     base, fewest, warps = GEMV_CONFIG[int(qtype)]
     rows = max(fewest, base // next_pow2(t))
     tiles = cdiv(out_features, rows)
-    want = 2 * sm_count(device)
+    want = GEMV_PROGRAMS_PER_SM * sm_count(device)
     splits = 1 if tiles >= want else min(n_chunks, cdiv(want, tiles))
     per = cdiv(n_chunks, splits)
     return rows, warps, cdiv(n_chunks, per), per

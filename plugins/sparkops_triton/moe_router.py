@@ -19,6 +19,10 @@ from sparkops.errors import BadInput
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_pow2
 
 
+#: decode's logits GEMV: experts per program and the D-slice width (256 experts / 4 = 64 programs at 48B sizes)
+ROUTER_GEMV_BE, ROUTER_GEMV_BD, ROUTER_GEMV_WARPS = 4, 512, 4
+
+
 @triton.jit
 def _logits_gemv_kernel(x_ptr, w_ptr, out_ptr, E, D, BE: tl.constexpr, BD: tl.constexpr):
     t = tl.program_id(1)
@@ -115,8 +119,9 @@ def moe_router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
     x, weight = x.contiguous(), weight.contiguous()
     logits = torch.empty((t, experts), dtype=torch.float32, device=dev)  # [T, E]
     if t < 16:
-        be = 4
-        _logits_gemv_kernel[(cdiv(experts, be), t)](x, weight, logits, experts, d, BE=be, BD=512, num_warps=4)
+        be = ROUTER_GEMV_BE
+        _logits_gemv_kernel[(cdiv(experts, be), t)](x, weight, logits, experts, d, BE=be, BD=ROUTER_GEMV_BD,
+                                                    num_warps=ROUTER_GEMV_WARPS)
     else:
         _logits_gemm_kernel[(cdiv(t, 64), cdiv(experts, 64))](x, weight, logits, t, experts, d, BT=64, BE=64, BD=32,
                                                               num_warps=4)

@@ -28,6 +28,22 @@ def test_grouped_and_tiled_routing_in_interpreter(kernels, t, d, e, k, ng, tg):
     check_case(OP, NAME, kernels.moe_router, [tokens(t, d, e, k, ng, tg, t + e)], label=f"T{t}_E{e}_g{ng}-{tg}")
 
 
+def test_every_gemv_tuning_variant_passes_the_gate_in_interpreter(kernels):
+    """`python -m sparkops_triton._tune router_gemv` times launch shapes of the decode logits GEMV; each one is
+    judged here as the gate judges the op (D not a multiple of any slice, an expert count no tile divides)."""
+    from sparkops_triton import _tune
+
+    saved = {k: getattr(kernels, k) for k in ("ROUTER_GEMV_BE", "ROUTER_GEMV_BD", "ROUTER_GEMV_WARPS")}
+    try:
+        for variant in _tune.STUDIES["router_gemv"][1]:
+            for k, v in variant.items():
+                setattr(kernels, k, v)
+            check_case(OP, NAME, kernels.moe_router, [tokens(2, 1100, 37, 4, 1, 1, 9)], label=f"tune {variant}")
+    finally:
+        for k, v in saved.items():
+            setattr(kernels, k, v)
+
+
 def test_ties_go_to_the_lower_expert_in_interpreter(kernels):
     call = tokens(2, 32, 16, 4, 1, 1, 4)
     call["weight"][5] = call["weight"][3]  # experts 3 and 5: identical scores
