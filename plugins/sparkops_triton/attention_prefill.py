@@ -279,6 +279,38 @@ def _history_kernel(q_ptr, qlat_ptr, cache_ptr, pos_ptr, wuv_ptr, m_ptr, l_ptr, 
 
 
 @triton.jit
+def _attend_block(q_nope, q_pe, q_rows, r_ok, k_ptr, v_ptr, pe_rows, s, s_ok, visible, m_i, l_i, acc, N, h, DN, R,
+                  scale, BM: tl.constexpr, BN: tl.constexpr, DNP: tl.constexpr, RP: tl.constexpr,
+                  DVP: tl.constexpr, OPD: tl.constexpr, PREC: tl.constexpr, KC: tl.constexpr):
+    """One block of BN keys in naive form for BM queries, folded into the running softmax: scores
+    [q_nope ; q_pe] . [k ; k_pe] * scale (k from k_ptr [rows, N, DNP]; k_pe at pe_rows[j] .. + R), masked to
+    `visible`; returns (max, sum, acc [BM, DVP]) with the block's values (v_ptr [rows, N, DVP]) added.
+    q_rows points at each query's row of q (the sliced products load their own slices: KC > 0)."""
+    dn = tl.arange(0, DNP)
+    rp = tl.arange(0, RP)
+    dv = tl.arange(0, DVP)
+    ts = s.to(tl.int64) * N + h
+    if KC == 0:
+        k = tl.load(k_ptr + ts[:, None] * DNP + dn[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DNP]
+        kpe = tl.load(pe_rows[:, None] + rp[None, :], mask=s_ok[:, None] & (rp < R)[None, :],
+                      other=0.0).to(OPD)  # [BN, RP]
+        sc = (tl.dot(q_nope, tl.trans(k), input_precision=PREC)
+              + tl.dot(q_pe, tl.trans(kpe), input_precision=PREC)) * scale  # [BM, BN]
+    else:
+        sc = sliced_dot(tl.zeros((BM, BN), dtype=tl.float32), q_rows, r_ok, DN, k_ptr + ts * DNP, s_ok, DNP, DNP,
+                        KC, OPD, PREC)
+        sc = sliced_dot(sc, q_rows + DN, r_ok, R, pe_rows, s_ok, R, RP, KC, OPD, PREC) * scale
+    sc = tl.where(visible, sc, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(sc, axis=1))  # finite: the callers' blocks each hold a visible key per row
+    alpha = tl.exp(m_i - m_new)
+    p = tl.exp(sc - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    v = tl.load(v_ptr + ts[:, None] * DVP + dv[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DVP]
+    acc = acc * alpha[:, None] + tl.dot(p.to(OPD), v, input_precision=PREC)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _history_naive_kernel(q_ptr, cache_ptr, k_ptr, v_ptr, pos_ptr, m_ptr, l_ptr, acc_ptr, T, N, DN, R, LKV, QDIM,
                           WROW, scale, BM: tl.constexpr, BN: tl.constexpr, DNP: tl.constexpr, RP: tl.constexpr,
                           DVP: tl.constexpr, OPD: tl.constexpr, PREC: tl.constexpr = None, KC: tl.constexpr = 0):
@@ -305,27 +337,9 @@ def _history_naive_kernel(q_ptr, cache_ptr, k_ptr, v_ptr, pos_ptr, m_ptr, l_ptr,
     for s0 in range(0, hist, BN):
         s = s0 + nn
         s_ok = s < hist
-        ts = s.to(tl.int64) * N + h
-        crow = s.to(tl.int64) * WROW + LKV  # k_pe's place in each cache row
-        if KC == 0:
-            k = tl.load(k_ptr + ts[:, None] * DNP + dn[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DNP]
-            kpe = tl.load(cache_ptr + crow[:, None] + rp[None, :], mask=s_ok[:, None] & (rp < R)[None, :],
-                          other=0.0).to(OPD)  # [BN, RP]
-            sc = (tl.dot(q_nope, tl.trans(k), input_precision=PREC)
-                  + tl.dot(q_pe, tl.trans(kpe), input_precision=PREC)) * scale  # [BM, BN]
-        else:
-            sc = sliced_dot(tl.zeros((BM, BN), dtype=tl.float32), q_ptr + th * QDIM, r_ok, DN, k_ptr + ts * DNP,
-                            s_ok, DNP, DNP, KC, OPD, PREC)
-            sc = sliced_dot(sc, q_ptr + th * QDIM + DN, r_ok, R, cache_ptr + crow, s_ok, R, RP, KC, OPD,
-                            PREC) * scale
-        sc = tl.where(s_ok[None, :], sc, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(sc, axis=1))  # finite: each block holds at least one history row
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(sc - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + ts[:, None] * DVP + dv[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DVP]
-        acc = acc * alpha[:, None] + tl.dot(p.to(OPD), v, input_precision=PREC)
-        m_i = m_new
+        m_i, l_i, acc = _attend_block(q_nope, q_pe, q_ptr + th * QDIM, r_ok, k_ptr, v_ptr,
+                                      cache_ptr + s.to(tl.int64) * WROW + LKV, s, s_ok, s_ok[None, :], m_i, l_i, acc,
+                                      N, h, DN, R, scale, BM, BN, DNP, RP, DVP, OPD, PREC, KC)
     tl.store(m_ptr + th, m_i, mask=r_ok)
     tl.store(l_ptr + th, l_i, mask=r_ok)
     tl.store(acc_ptr + th[:, None] * DVP + dv[None, :], acc, mask=r_ok[:, None])
@@ -357,27 +371,10 @@ def _flash_kernel(q_ptr, lat_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, o_ptr, T,
     for s0 in range(0, end, BN):
         s = s0 + nn
         s_ok = s < T
-        ts = s.to(tl.int64) * N + h
-        k = tl.load(k_ptr + ts[:, None] * DNP + dn[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DNP]
-        kpe = tl.load(lat_ptr + s[:, None].to(tl.int64) * WROW + LKV + rp[None, :],
-                      mask=s_ok[:, None] & (rp < R)[None, :], other=0.0).to(OPD)
-        if KC == 0:
-            sc = (tl.dot(q_nope, tl.trans(k), input_precision=PREC)
-                  + tl.dot(q_pe, tl.trans(kpe), input_precision=PREC)) * scale  # [BM, BN]
-        else:
-            sc = sliced_dot(tl.zeros((BM, BN), dtype=tl.float32), q_ptr + th * QDIM, r_ok, DN, k_ptr + ts * DNP,
-                            s_ok, DNP, DNP, KC, OPD, PREC)
-            sc = sliced_dot(sc, q_ptr + th * QDIM + DN, r_ok, R, lat_ptr + s.to(tl.int64) * WROW + LKV, s_ok, R,
-                            RP, KC, OPD, PREC) * scale
-        visible = (s[None, :] <= rows[:, None]) & s_ok[None, :]
-        sc = tl.where(visible, sc, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(sc, axis=1))  # finite: key s = t is always visible to row t
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(sc - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + ts[:, None] * DVP + dv[None, :], mask=s_ok[:, None], other=0.0)  # [BN, DVP]
-        acc = acc * alpha[:, None] + tl.dot(p.to(OPD), v, input_precision=PREC)
-        m_i = m_new
+        visible = (s[None, :] <= rows[:, None]) & s_ok[None, :]  # causal: key s = t is visible to row t
+        m_i, l_i, acc = _attend_block(q_nope, q_pe, q_ptr + th * QDIM, r_ok, k_ptr, v_ptr,
+                                      lat_ptr + s.to(tl.int64) * WROW + LKV, s, s_ok, visible, m_i, l_i, acc,
+                                      N, h, DN, R, scale, BM, BN, DNP, RP, DVP, OPD, PREC, KC)
     o = acc / l_i[:, None]
     tl.store(o_ptr + th[:, None] * DV + dv[None, :], o.to(o_ptr.dtype.element_ty),
              mask=r_ok[:, None] & (dv < DV)[None, :])

@@ -198,11 +198,19 @@ def _prefill(args, depths, out: Path) -> int:
     return 0
 
 
-def _draw_ops(d, out: Path) -> list[Path]:
+def _plots():
+    """bench.plots, or None (said once per call) where matplotlib is not installed."""
     try:
         from ..bench import plots
     except ImportError:
         console.print("[yellow]matplotlib is not installed: no PNGs drawn[/] (pip install matplotlib)")
+        return None
+    return plots
+
+
+def _draw_ops(d, out: Path) -> list[Path]:
+    plots = _plots()
+    if plots is None:
         return []
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"diagnose-prefill-{d.model}-{d.mix}-c{d.chunk}-d{d.depth}.png"
@@ -261,10 +269,8 @@ def _collectives(d, args, reg) -> None:
 
 
 def _draw(d, out: Path) -> list[Path]:
-    try:
-        from ..bench import plots
-    except ImportError:
-        console.print("[yellow]matplotlib is not installed: no PNGs drawn[/] (pip install matplotlib)")
+    plots = _plots()
+    if plots is None:
         return []
     from ..bench import diagnose as D
     from ..bench import ledger as L
