@@ -374,6 +374,9 @@ def test_expect_turns_the_diagnosis_into_a_prediction_of_this_change(nano, regis
         assert says in " ".join(capsys.readouterr().err.split()), bad
     assert main(argv[:-4] + ["--expect", "linear=2"]) == 2  # no --prediction
     assert "--expect needs --prediction" in " ".join(capsys.readouterr().err.split())
+    # a graph baseline needs the diagnosis' graph step time, which a CPU diagnosis does not have
+    assert main(argv + ["--expect", "linear=2", "--graph", "A"]) == 2
+    assert "has no graph step time" in " ".join(capsys.readouterr().err.split())
     assert loads == []  # every refusal came before the weights
 
     assert main(argv + ["--expect", "linear=2,rmsnorm@8=4"]) == 0

@@ -106,6 +106,15 @@ def _load_one(path: str | Path) -> dict[int, dict[str, Any]]:
     return by_depth
 
 
+def check_step_times(preds: dict[int, dict[str, Any]], baseline_mode: str) -> None:
+    """Refuse, before any timing, an --expect whose diagnosis lacks the step time of the baseline arm's mode."""
+    for d, pred in preds.items():
+        if pred.get("expect") and not pred[baseline_mode].get("wall_s"):
+            raise BadInput(f"--expect: the diagnosis in {pred['source']} at depth {d} has no {baseline_mode} step "
+                           f"time to apply it to (the baseline arm runs {baseline_mode}; diagnose it on the device "
+                           f"the bench runs on{', where its step could be captured' if baseline_mode == 'graph' else ''})")
+
+
 def amdahl(step_s: float, by_op: dict[str, float], expect: dict[str, float]) -> float:
     """The step's speed-up if each op in `expect` ran FACTOR times faster and nothing else changed."""
     saved = sum(by_op[op] * (1 - 1 / f) for op, f in expect.items())

@@ -167,6 +167,7 @@ def run(args) -> int:
 
         # read and checked before any weight is loaded
         predictions = prediction.load(args.prediction, depths, args.expect)
+        prediction.check_step_times(predictions, "graph" if "A" in parse_graph(args.graph) else "eager")
     weights = load_weights(args.model)
     req = BenchRequest(phase=args.phase, depths=depths, tokens=args.tokens, registries=regs, repeats=args.repeats,
                        warmup=args.warmup, seed=args.seed, device=args.device, dtype=parse_dtype(args.dtype),
