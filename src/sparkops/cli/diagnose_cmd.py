@@ -45,7 +45,8 @@ def add_parser(sub) -> None:
                    help="prompt length of the prefill cost (default 32768)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device class (default: %(default)s)")
     p.add_argument("--dtype", default="auto", help="activation dtype (default: the registry's gate dtype)")
-    p.add_argument("--steps", type=int, default=8, help="decode steps profiled (default %(default)s)")
+    p.add_argument("--steps", type=int, default=8, help="decode steps profiled (default %(default)s; a prefill "
+                   "diagnosis times its one chunk instead)")
     p.add_argument("--prefill-chunk", type=int, metavar="C", help="diagnose one prefill chunk of C new tokens after "
                    "each depth instead of a decode step (measured only; printed, --json-out, a PNG per depth)")
     p.add_argument("--worlds", metavar="N,N,...", help="also measure a sharded decode step on these world sizes "
