@@ -47,7 +47,7 @@
 #   SUITE_BUDGET=405 SUITE_SKIP="decode-torch-vs-fast decode-attn-cupy-vs-triton" bash bench/gpu_suite.sh install rungs
 # Next (issue #10's rungs; the ladder's pairs at all four depths and the diagnoses are in the ledger). On one GPU:
 #   SUITE_BUDGET=565 SUITE_SKIP="decode-torch-vs-fast decode-fast-graph decode-fuse" bash bench/gpu_suite.sh \
-#     install registries synth rungs           # cupy attention at 32768/131072 first, then fast-vs-bf16, bf16 cache
+#     install registries synth rungs   # cupy attention at 32768/131072, cupy linear at 0, then fast-vs-bf16, bf16 cache
 #   SUITE_BUDGET=565 bash bench/gpu_suite.sh install prefill iq1s iq1s131k   # prefill after the history fix
 #   SUITE_BUDGET=<status left - 90> OPBENCH_FILES="ops linear" bash bench/gpu_suite.sh install tune opbench tests
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -84,6 +84,7 @@ BEST_REG=$TMP/cuda-best.toml  # BF16_REG if it passes the 48B gate at 1,64,4096,
 CUPY_ATTN_REG=$TMP/cuda-fast-cupy-attn.toml  # FAST_REG with attention=cupy_splitk
 FUSED_REG=$TMP/cuda-best-fused.toml  # BEST_REG with [engine] fuse_projections = true
 FUSED_CUPY_ATTN_REG=$TMP/cuda-best-fused-cupy-attn.toml  # FUSED_REG with attention=cupy_splitk_bf16 (bf16 best only)
+FUSED_CUPY_LINEAR_REG=$TMP/cuda-best-fused-cupy-linear.toml  # FUSED_REG with linear=cupy_dp4a (bf16 best only)
 PREFILL_REG=$TMP/cuda-prefill.toml  # BF16_REG likewise, else FILL_REG (float32 with a fast prefill attention)
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
@@ -174,6 +175,11 @@ stage_best() {
   # claim is bf16)
   if [ -f $FUSED_REG ] && grep -q "^the bf16" "$TMP/best-kind" 2>/dev/null && [ ! -f $FUSED_CUPY_ATTN_REG ]; then
     run swap-fused-cupy-attn 20 bash -c 'swap_into "$@"' _ $FUSED_CUPY_ATTN_REG $FUSED_REG attention=cupy_splitk_bf16
+  fi
+  # session 4's per-op run: the Q6_K lm_head (310 MB a token) took triton 344 us, cupy_dp4a 126 us; Q4_K shapes
+  # were mixed (q_proj 8.2 -> 7.7 us, o_proj 12.7 -> 16.2): the rung decode-linear-cupy says what wins end to end
+  if [ -f $FUSED_REG ] && grep -q "^the bf16" "$TMP/best-kind" 2>/dev/null && [ ! -f $FUSED_CUPY_LINEAR_REG ]; then
+    run swap-fused-cupy-linear 20 bash -c 'swap_into "$@"' _ $FUSED_CUPY_LINEAR_REG $FUSED_REG linear=cupy_dp4a
   fi
   return 0
 }
@@ -299,6 +305,9 @@ rungs)
       --prediction $S5/diag-best.json --prediction $S5/diag-best-131k.json \
       --expect attention@32768=1.83,attention@131072=1.67 \
       --change "attention=cupy_splitk_bf16 vs triton_splitk (bf16 cache), fused bf16 registry, graph"
+  [ -f $FUSED_CUPY_LINEAR_REG ] && run decode-linear-cupy 90 sparkops bench decode --model $M --depth 0 --tokens 64 \
+      --repeats 6 --registry $FUSED_REG --vs $FUSED_CUPY_LINEAR_REG --graph A,B $GATE $FILL \
+      --change "linear=cupy_dp4a (int8 activations, dp4a) vs triton (float32 FMA GEMV), fused bf16 registry, graph"
   # then torch eager -> fast eager -> fast graph
   run decode-torch-vs-fast 150 sparkops bench decode --model $M --depth 0,4096,32768 --tokens 16 --repeats 6 \
       --registry $TORCH_REG --vs $FAST_REG $GATE $FILL --change "float32 kernels (triton, cupy split-K attention), eager"
@@ -337,7 +346,7 @@ opbench)
   ;;
 tune)      # launch-shape studies of the Triton kernels (timed, each checked against the default's output); the log
   # is the input for the defaults in the kernel modules. TUNE_STUDIES picks them (default: the decode GEMVs)
-  run tune 60 python3 -m sparkops_triton._tune ${TUNE_STUDIES:-linear_gemv router_gemv} ;;
+  run tune 60 python3 -m sparkops_triton._tune ${TUNE_STUDIES:-linear_gemv lm_head_q6k router_gemv} ;;
 iq1s)
   prereq || continue
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1

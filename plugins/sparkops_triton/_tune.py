@@ -1,7 +1,7 @@
 """Time the launch-shape variants of the Triton kernels at the 48B shapes, in one call on a GPU.
 
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
-                                     router_gemv]
+                                     lm_head_q6k router_gemv]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -19,12 +19,13 @@ import torch
 from . import attention_prefill, attention_splitk, kda, kda_chunked, linear, moe_router
 from ._workloads import attention_args, kda_args, router_args, time_calls
 
-#: linear's GEMV table with Q4_K's (rows per program at T=1, fewest rows, warps) replaced
-_q4k = int(linear.Q4_K.value)
+#: linear's GEMV table with one type's (rows per program at T=1, fewest rows, warps) replaced
+_q4k, _q6k = int(linear.Q4_K.value), int(linear.Q6_K.value)
 
 
-def _gemv(rows: int, warps: int, per_sm: int) -> dict[str, Any]:
-    return {"GEMV_CONFIG": {**linear.GEMV_CONFIG, _q4k: (rows, min(16, rows), warps)}, "GEMV_PROGRAMS_PER_SM": per_sm}
+def _gemv(rows: int, warps: int, per_sm: int, qtype: int = _q4k) -> dict[str, Any]:
+    return {"GEMV_CONFIG": {**linear.GEMV_CONFIG, qtype: (rows, min(linear.GEMV_CONFIG[qtype][1], rows), warps)},
+            "GEMV_PROGRAMS_PER_SM": per_sm}
 
 #: study -> (module, [{constant: value}, ...]); the first variant is the current default
 STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
@@ -45,6 +46,10 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     # ceiling): rows per program, warps, and how many programs per SM before K is split
     "linear_gemv": (linear, [_gemv(64, 4, 2), _gemv(32, 4, 2), _gemv(64, 4, 4), _gemv(32, 4, 4), _gemv(64, 8, 2),
                              _gemv(128, 8, 2), _gemv(64, 4, 8)]),
+    # the Q6_K lm_head (163840 x 2304, 310 MB a token in the q4_k_m mix): session 4's per-op run timed triton at
+    # 344 us (22% of the read ceiling) and cupy_dp4a at 126 us
+    "lm_head_q6k": (linear, [_gemv(16, 4, 2, _q6k), _gemv(32, 4, 2, _q6k), _gemv(64, 8, 2, _q6k),
+                             _gemv(16, 8, 2, _q6k), _gemv(8, 4, 2, _q6k), _gemv(32, 8, 2, _q6k)]),
     # the router's float32 logits GEMV (256 x 2304): 64 programs at 4 experts each by default
     "router_gemv": (moe_router, [{"ROUTER_GEMV_BE": 4, "ROUTER_GEMV_BD": 512, "ROUTER_GEMV_WARPS": 4},
                                  {"ROUTER_GEMV_BE": 2, "ROUTER_GEMV_BD": 512, "ROUTER_GEMV_WARPS": 4},
@@ -66,7 +71,10 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
         sets, nbytes = kda_args(32768, n_sets=2)
         return kda_chunked.kda_chunked, sets, nbytes, False
     if study == "linear_gemv":
-        return _linear_workload()
+        return _linear_workload([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K,
+                                16)
+    if study == "lm_head_q6k":
+        return _linear_workload([(163840, 2304)], linear.Q6_K, 2)
     if study == "router_gemv":
         sets, nbytes = router_args(1)
         return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, True
@@ -77,20 +85,21 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     return attention_splitk.attention_splitk, sets, nbytes, False
 
 
-def _linear_workload() -> tuple[Callable[..., Any], list[tuple], int, bool]:
-    """One decode token's worth of the 48B's Q4_K GEMV shapes in one call (q/k/v-like 4096x2304, o_proj 2304x4096,
-    three experts' 1024x2304 and 2304x1024): random real blocks, copies in rotation beyond the L2."""
+def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int) -> tuple[Callable[..., Any], list[tuple],
+                                                                                    int, bool]:
+    """GEMVs (T=1) of the 48B's [OUT, IN] shapes in one call: random real blocks of `qtype`, `copies` sets in
+    rotation so that well beyond the 50 MB L2 is touched between reuses (linear_gemv: one token's Q4_K q/k/v-like,
+    o_proj and three experts' shapes, 16 x 14 MB; lm_head_q6k: 2 x 310 MB)."""
     import numpy as np
 
     from sparkops.gguf.quants import random_blocks
     from sparkops.qweight import QWeight
 
-    shapes = [(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)]
-    q4k = linear.Q4_K
     rng = np.random.default_rng(0)
     sets = []
-    for _ in range(16):  # ~16 x 14 MB: well beyond the 50 MB L2 between reuses
-        ws = [QWeight(torch.from_numpy(random_blocks(rng, shape, q4k, 0.02)).cuda(), q4k, shape) for shape in shapes]
+    for _ in range(copies):
+        ws = [QWeight(torch.from_numpy(random_blocks(rng, shape, qtype, 0.02)).cuda(), qtype, shape)
+              for shape in shapes]
         xs = [torch.randn(1, shape[1], device="cuda") for shape in shapes]
         sets.append((ws, xs))
     nbytes = sum(w.nbytes + 4 * (w.shape[0] + w.shape[1]) for w in sets[0][0])  # weights + x in + y out
@@ -107,8 +116,11 @@ def _output(fn: Callable[..., Any], args: tuple) -> torch.Tensor:
 
 
 def _label(variant: dict[str, Any]) -> str:
-    """A variant as printed: linear's GEMV table shows only Q4_K's entry."""
-    return str({k: (v[_q4k] if k == "GEMV_CONFIG" else v) for k, v in variant.items()})
+    """A variant as printed: linear's GEMV table shows only the entries it changes."""
+    def changed(table: dict) -> dict:
+        return {q: c for q, c in table.items() if c != linear.GEMV_CONFIG.get(q)} or {"default": "as in linear.py"}
+
+    return str({k: (changed(v) if k == "GEMV_CONFIG" else v) for k, v in variant.items()})
 
 
 def run(study: str) -> list[str]:

@@ -125,22 +125,23 @@ def test_split_k_is_deterministic(kernels):
 
 
 def test_every_gemv_tuning_variant_is_correct(kernels, poisoned):
-    """`python -m sparkops_triton._tune linear_gemv` times launch shapes of the Q4_K GEMV on a GPU; each one must
+    """`python -m sparkops_triton._tune linear_gemv lm_head_q6k` times launch shapes of the Q4_K / Q6_K GEMVs; each must
     compute the same product (rows per program and the split of K only change the order of the sums), here in
     the interpreter on a shape with a ragged row tile and several chunks."""
     from sparkops_triton import _tune
 
     lin = kernels[0]
     g = torch.Generator().manual_seed(6)
-    w = make_weight(g, 70, 1024, Q.Q4_K)  # 70 rows: no row tile divides it; 4 chunks: the split-K path
     x = torch.randn(2, 1024, generator=g)
-    ref = reference(x, w)
     saved = {k: getattr(lin, k) for k in ("GEMV_CONFIG", "GEMV_PROGRAMS_PER_SM")}
     try:
-        for variant in _tune.STUDIES["linear_gemv"][1]:
-            for k, v in variant.items():
-                setattr(lin, k, v)
-            assert rel_err(lin.linear(x, w), ref) < FP32_TOL, variant
+        for study, qtype in (("linear_gemv", Q.Q4_K), ("lm_head_q6k", Q.Q6_K)):
+            w = make_weight(g, 70, 1024, qtype)  # 70 rows: no row tile divides it; 4 chunks: the split-K path
+            ref = reference(x, w)
+            for variant in _tune.STUDIES[study][1]:
+                for k, v in variant.items():
+                    setattr(lin, k, v)
+                assert rel_err(lin.linear(x, w), ref) < FP32_TOL, (study, variant)
     finally:
         for k, v in saved.items():
             setattr(lin, k, v)

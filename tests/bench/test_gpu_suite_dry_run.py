@@ -65,7 +65,7 @@ def test_two_lanes_make_the_prerequisites_once_and_pick_the_best_registry(tmp_pa
     assert sum(c.startswith("synth --preset kimi-linear-48b-a3b --quant q4_k_m") for c in calls) == 1  # the lock
     machine = tmp_path / "machine"
     for reg in ("torch", "fast", "fill", "bf16", "best", "best-fused", "prefill", "fast-cupy-attn",
-                "best-fused-cupy-attn"):
+                "best-fused-cupy-attn", "best-fused-cupy-linear"):
         assert (machine / f"cuda-{reg}.toml").exists(), reg
     assert any(c.startswith("engine fuse_projections=on --registry") for c in calls)
     # the baseline was diagnosed first, so the ladder's main row carries that prediction
@@ -88,7 +88,8 @@ def test_a_refused_bf16_registry_leaves_the_float32_one_as_best(tmp_path):
     assert (machine / "cuda-best.toml").read_text() == (machine / "cuda-fast.toml").read_text()
     # cupy's bf16 attention is no rung of a float32 best registry
     assert not (machine / "cuda-best-fused-cupy-attn.toml").exists()
-    assert not any("cupy_splitk_bf16" in c for c in calls)
+    assert not (machine / "cuda-best-fused-cupy-linear.toml").exists()
+    assert not any("cupy_splitk_bf16" in c or "linear=cupy_dp4a" in c for c in calls)
 
 
 def test_the_rungs_start_with_cupy_attention_in_the_fused_bf16_registry(tmp_path):
@@ -102,6 +103,9 @@ def test_the_rungs_start_with_cupy_attention_in_the_fused_bf16_registry(tmp_path
     preds = [a for a in first.split() if a.endswith(".json")]
     assert len(preds) == 2 and all((REPO / a).exists() for a in preds), preds
     assert "--expect attention@32768=" in first
+    second = decodes[1]
+    assert f"--vs {machine / 'cuda-best-fused-cupy-linear.toml'}" in second and "--depth 0 " in second
+    assert any(c.startswith("swap linear=cupy_dp4a") for c in calls)
     assert any(c.startswith("swap attention=cupy_splitk_bf16") for c in calls)
 
 
