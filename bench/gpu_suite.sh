@@ -346,7 +346,7 @@ opbench)
   ;;
 tune)      # launch-shape studies of the Triton kernels (timed, each checked against the default's output); the log
   # is the input for the defaults in the kernel modules. TUNE_STUDIES picks them (default: the decode GEMVs)
-  run tune 60 python3 -m sparkops_triton._tune ${TUNE_STUDIES:-linear_gemv lm_head_q6k router_gemv} ;;
+  run tune 60 python3 -m sparkops_triton._tune ${TUNE_STUDIES:-linear_gemv lm_head_q6k moe_decode router_gemv} ;;
 iq1s)
   prereq || continue
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1

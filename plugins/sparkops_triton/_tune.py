@@ -1,7 +1,7 @@
 """Time the launch-shape variants of the Triton kernels at the 48B shapes, in one call on a GPU.
 
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
-                                     lm_head_q6k router_gemv]
+                                     lm_head_q6k moe_decode router_gemv]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import attention_prefill, attention_splitk, kda, kda_chunked, linear, moe_router
+from . import attention_prefill, attention_splitk, kda, kda_chunked, linear, moe_experts, moe_router
 from ._workloads import attention_args, kda_args, router_args, time_calls
 
 #: linear's GEMV table with one type's (rows per program at T=1, fewest rows, warps) replaced
@@ -50,6 +50,14 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     # 344 us (22% of the read ceiling) and cupy_dp4a at 126 us
     "lm_head_q6k": (linear, [_gemv(16, 4, 2, _q6k), _gemv(32, 4, 2, _q6k), _gemv(64, 8, 2, _q6k),
                              _gemv(16, 8, 2, _q6k), _gemv(8, 4, 2, _q6k), _gemv(32, 8, 2, _q6k)]),
+    # the routed + shared experts of one decode token (session 5: 28% of the bf16 graph step, ~23% of the read
+    # ceiling): rows per program of the gate/up and the down GEMV, warps
+    "moe_decode": (moe_experts, [{"UP_ROWS": 16, "DOWN_ROWS": 32, "GEMV_WARPS": 4},
+                                 {"UP_ROWS": 8, "DOWN_ROWS": 16, "GEMV_WARPS": 4},
+                                 {"UP_ROWS": 32, "DOWN_ROWS": 64, "GEMV_WARPS": 4},
+                                 {"UP_ROWS": 16, "DOWN_ROWS": 32, "GEMV_WARPS": 8},
+                                 {"UP_ROWS": 8, "DOWN_ROWS": 32, "GEMV_WARPS": 4},
+                                 {"UP_ROWS": 32, "DOWN_ROWS": 32, "GEMV_WARPS": 8}]),
     # the router's float32 logits GEMV (256 x 2304): 64 programs at 4 experts each by default
     "router_gemv": (moe_router, [{"ROUTER_GEMV_BE": 4, "ROUTER_GEMV_BD": 512, "ROUTER_GEMV_WARPS": 4},
                                  {"ROUTER_GEMV_BE": 2, "ROUTER_GEMV_BD": 512, "ROUTER_GEMV_WARPS": 4},
@@ -75,6 +83,8 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
                                 16)
     if study == "lm_head_q6k":
         return _linear_workload([(163840, 2304)], linear.Q6_K, 2)
+    if study == "moe_decode":
+        return _moe_workload()
     if study == "router_gemv":
         sets, nbytes = router_args(1)
         return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, True
@@ -85,8 +95,8 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     return attention_splitk.attention_splitk, sets, nbytes, False
 
 
-def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int) -> tuple[Callable[..., Any], list[tuple],
-                                                                                    int, bool]:
+def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int,
+                     device: str = "cuda") -> tuple[Callable[..., Any], list[tuple], int, bool]:
     """GEMVs (T=1) of the 48B's [OUT, IN] shapes in one call: random real blocks of `qtype`, `copies` sets in
     rotation so that well beyond the 50 MB L2 is touched between reuses (linear_gemv: one token's Q4_K q/k/v-like,
     o_proj and three experts' shapes, 16 x 14 MB; lm_head_q6k: 2 x 310 MB)."""
@@ -98,9 +108,9 @@ def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int) -> 
     rng = np.random.default_rng(0)
     sets = []
     for _ in range(copies):
-        ws = [QWeight(torch.from_numpy(random_blocks(rng, shape, qtype, 0.02)).cuda(), qtype, shape)
+        ws = [QWeight(torch.from_numpy(random_blocks(rng, shape, qtype, 0.02)).to(device), qtype, shape)
               for shape in shapes]
-        xs = [torch.randn(1, shape[1], device="cuda") for shape in shapes]
+        xs = [torch.randn(1, shape[1], device=device) for shape in shapes]
         sets.append((ws, xs))
     nbytes = sum(w.nbytes + 4 * (w.shape[0] + w.shape[1]) for w in sets[0][0])  # weights + x in + y out
 
@@ -108,6 +118,33 @@ def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int) -> 
         return torch.cat([linear.linear(x, w).flatten() for x, w in zip(xs, ws)])
 
     return fn, sets, nbytes, True
+
+
+def _moe_workload(preset: str = "kimi-linear-48b-a3b", device: str = "cuda",
+                  qtype: Any = linear.Q4_K) -> tuple[Callable[..., Any], list[tuple], int, bool]:
+    """One decode token through the 48B's experts: 256 routed (Q4_K, [1024, 2304] gate/up, [2304, 1024] down; ~1 GB,
+    beyond the L2) plus the shared one; every set routes to 8 other experts. Bytes: what one token reads."""
+    import numpy as np
+
+    from sparkops.config import load_preset
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+
+    cfg = load_preset(preset)
+    d, f, e, k = cfg.hidden_size, cfg.moe_intermediate_size, cfg.n_experts, cfg.n_experts_per_token
+    fs = f * cfg.n_shared_experts
+    rng = np.random.default_rng(0)
+    gen = torch.Generator().manual_seed(0)
+
+    def qw(shape: tuple[int, ...], std: float) -> QWeight:
+        return QWeight(torch.from_numpy(random_blocks(rng, shape, qtype, std)).to(device), qtype, shape)
+
+    w = (qw((e, f, d), d ** -0.5), qw((e, f, d), d ** -0.5), qw((e, d, f), f ** -0.5), qw((fs, d), d ** -0.5),
+         qw((fs, d), d ** -0.5), qw((d, fs), fs ** -0.5))
+    sets = [(torch.randn(1, d, generator=gen).to(device), (torch.rand(1, k, generator=gen) + 0.1).to(device),
+             torch.randperm(e, generator=gen)[:k].reshape(1, k).to(device), *w) for _ in range(16)]
+    nbytes = k * sum(x.nbytes for x in w[:3]) // e + sum(x.nbytes for x in w[3:]) + 8 * d
+    return moe_experts.moe_experts, sets, nbytes, True
 
 
 def _output(fn: Callable[..., Any], args: tuple) -> torch.Tensor:

@@ -1,0 +1,41 @@
+"""sparkops_triton._tune's workloads are real calls of their ops: built on the CPU at small sizes and run through
+the NumPy reference (the studies themselves time on a GPU; a malformed argument set would only show there)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sparkops.plugins import load_catalog
+
+pytest.importorskip("triton")
+
+
+def _reference(op: str):
+    return load_catalog().reference(op).resolve()
+
+
+def test_the_moe_workload_is_a_call_of_moe_experts():
+    from sparkops_triton import _tune
+
+    from gguf import GGMLQuantizationType as Q
+
+    # k3-nano's rows (64 wide) are no multiple of Q4_K's 256: float32 blocks here, the 48B's Q4_K on the GPU
+    fn, sets, nbytes, graph = _tune._moe_workload("k3-nano", device="cpu", qtype=Q.F32)
+    assert graph and len(sets) == 16 and nbytes > 0
+    ids = [tuple(s[2].flatten().tolist()) for s in sets]
+    assert len(set(ids)) > 1  # each set routes to other experts
+    y = _reference("moe_experts")(*sets[0])
+    assert torch.isfinite(y).all() and y.shape == sets[0][0].shape
+
+
+def test_the_linear_workloads_are_calls_of_linear():
+    from sparkops_triton import _tune, linear
+
+    fn, sets, nbytes, graph = _tune._linear_workload([(64, 256), (32, 512)], linear.Q4_K, 2, device="cpu")
+    ws, xs = sets[0]
+    ref = _reference("linear")
+    for w, x in zip(ws, xs):
+        y = ref(x, w)
+        assert y.shape == (1, w.shape[0]) and torch.isfinite(y).all()
+    assert nbytes == sum(w.nbytes + 4 * (w.shape[0] + w.shape[1]) for w in ws)
