@@ -129,17 +129,7 @@ class _CountingOps:
 def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, filler: Any = None) -> StepProfile:
     """Wall, busy and kernel count per decode token at `depth` (engine filled and verified here; by a copy of
     `filler`'s state when given: an engine on a faster registry that prefills the context instead)."""
-    engine.reset()
-    prompt = dep.random_tokens(depth + steps, engine.config.vocab_size, seed)
-    if filler is None:
-        dep.fill(engine, prompt[:depth], 2048)  # chunks: the same cache, bounded activations
-    else:
-        filler.reset()
-        dep.fill(filler, prompt[:depth], 2048)
-        engine.state.copy_from(filler.state)
-    dep.verify_depth(engine, depth, fresh=True, need=steps)
-    snap = dep.Snapshot(engine)
-    toks = prompt[depth:depth + steps].to(engine.device)
+    snap, toks = filled(engine, depth, steps, seed, filler)
 
     def decode_all() -> None:
         for i in range(steps):
@@ -166,6 +156,35 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
         except Exception as exc:  # noqa: BLE001 - shown in the verdict, never hidden
             prof.graph_error = f"{type(exc).__name__}: {exc}"
     return prof
+
+
+def filled(engine: Any, depth: int, need: int, seed: int, filler: Any = None, chunk: int = 2048) -> tuple[Any, Any]:
+    """The engine at a verified context of `depth` seeded random tokens (prefilled in chunks by itself, or by
+    `filler`, an engine on a faster registry, whose state it copies), room for `need` more: (a snapshot of that
+    state, the `need` tokens that follow, on the engine's device)."""
+    engine.reset()
+    prompt = dep.random_tokens(depth + need, engine.config.vocab_size, seed)  # [D + need], never constant
+    src = engine if filler is None else filler
+    src.reset()
+    dep.fill(src, prompt[:depth], chunk)  # chunks: the same cache, bounded activations
+    if filler is not None:
+        engine.state.copy_from(filler.state)
+    dep.verify_depth(engine, depth, fresh=True, need=need)
+    return dep.Snapshot(engine), prompt[depth:].to(engine.device)
+
+
+def engines(weights: ModelWeights, registry: Any, fill_registry: Any, *, device: str, dtype: torch.dtype,
+            cache_dtype: torch.dtype | None, max_context: int) -> tuple[Any, Any]:
+    """(the diagnosed engine, the filler engine or None) sharing one copy of the weights on `device`."""
+    from ..engine import Engine
+    from ..engine.loading import make_ops
+
+    on_device = weights if weights.embed.device.type == device else weights.to(device)
+    engine = Engine(on_device, make_ops(device, registry), max_context=max_context, dtype=dtype,
+                    cache_dtype=cache_dtype)
+    filler = Engine(on_device, make_ops(device, fill_registry), max_context=max_context, dtype=dtype,
+                    cache_dtype=cache_dtype) if fill_registry else None
+    return engine, filler
 
 
 def profile_ops(engine: Any, snap: Any, work: Any, device: str, per: int) -> tuple[float, float, dict, str]:
@@ -395,16 +414,11 @@ def measured(weights: ModelWeights, registry: Any, depth: int, *, device: str, d
              steps: int = 8, seed: int = 0, prefill_tokens: int = 32768, ceiling_bytes: int | None = None,
              matmul_n: int | None = None, fill_registry: Any = None,
              cache_dtype: torch.dtype | None = None) -> Diagnosis:
-    from ..engine import Engine
-    from ..engine.loading import make_ops
     from .harness import model_info
 
     c = ceil.measure(device, nbytes=ceiling_bytes, matmul_n=matmul_n, working_set=weights.nbytes)
-    on_device = weights if weights.embed.device.type == device else weights.to(device)
-    engine = Engine(on_device, make_ops(device, registry), max_context=depth + steps, dtype=dtype,
-                    cache_dtype=cache_dtype)
-    filler = Engine(on_device, make_ops(device, fill_registry), max_context=depth + steps, dtype=dtype,
-                    cache_dtype=cache_dtype) if fill_registry else None
+    engine, filler = engines(weights, registry, fill_registry, device=device, dtype=dtype, cache_dtype=cache_dtype,
+                             max_context=depth + steps)
     prof = profile_decode(engine, depth, steps, seed, device, filler)
     del filler
     elsize = dep.mla_caches(engine)[0][1].element_size()

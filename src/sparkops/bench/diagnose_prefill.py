@@ -20,7 +20,7 @@ from ..weights import ModelWeights
 from . import ceilings as ceil
 from . import depth as dep
 from .costs import TokenCost, token_cost
-from .diagnose import profile_ops
+from .diagnose import engines, filled, profile_ops
 from .timing import RegionTimer
 
 #: the cost model's FLOP classes and the ops that do that work
@@ -59,16 +59,7 @@ def profile_chunk(engine: Any, depth: int, chunk: int, seed: int, device: str, f
                   fill_chunk: int = 2048) -> tuple[float, float, float, dict, str]:
     """(wall, busy, kernels, by_op, how) of one prefill chunk of `chunk` tokens after a verified context of `depth`
     (filled here, or copied from `filler`, an engine on a faster registry)."""
-    engine.reset()
-    prompt = dep.random_tokens(depth + chunk, engine.config.vocab_size, seed)  # [D + C], never constant
-    src = engine if filler is None else filler
-    src.reset()
-    dep.fill(src, prompt[:depth], fill_chunk)
-    if filler is not None:
-        engine.state.copy_from(filler.state)
-    dep.verify_depth(engine, depth, fresh=True, need=chunk)
-    snap = dep.Snapshot(engine)
-    toks = prompt[depth:].to(engine.device)  # [C]
+    snap, toks = filled(engine, depth, chunk, seed, filler, fill_chunk)  # toks [C]
 
     def forward() -> None:
         engine.prefill(toks, last_only=True)
@@ -131,16 +122,11 @@ def verdict(d: PrefillDiagnosis) -> dict[str, Any]:
 def measured(weights: ModelWeights, registry: Any, depth: int, chunk: int, *, device: str, dtype: torch.dtype,
              seed: int = 0, ceiling_bytes: int | None = None, matmul_n: int | None = None,
              fill_registry: Any = None, cache_dtype: torch.dtype | None = None) -> PrefillDiagnosis:
-    from ..engine import Engine
-    from ..engine.loading import make_ops
     from .harness import model_info
 
     c = ceil.measure(device, nbytes=ceiling_bytes, matmul_n=matmul_n, working_set=weights.nbytes, launch=False)
-    on_device = weights if weights.embed.device.type == device else weights.to(device)
-    engine = Engine(on_device, make_ops(device, registry), max_context=depth + chunk, dtype=dtype,
-                    cache_dtype=cache_dtype)
-    filler = Engine(on_device, make_ops(device, fill_registry), max_context=depth + chunk, dtype=dtype,
-                    cache_dtype=cache_dtype) if fill_registry else None
+    engine, filler = engines(weights, registry, fill_registry, device=device, dtype=dtype, cache_dtype=cache_dtype,
+                             max_context=depth + chunk)
     wall, busy, kernels, by_op, how = profile_chunk(engine, depth, chunk, seed, device, filler)
     del filler
     elsize = dep.mla_caches(engine)[0][1].element_size()

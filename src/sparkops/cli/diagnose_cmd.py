@@ -119,13 +119,7 @@ def run(args) -> int:
     else:
         if args.gpus != 1:
             raise BadInput("--gpus applies on paper only (add --paper); a measured diagnosis uses one device")
-        from ..bench.gating import default_dtype
-
-        reg = registry_path(args.registry)
-        dtype = parse_dtype(args.dtype) or default_dtype(reg, args.device)
-        weights = load_weights(args.model)
-        if weights.embed.device.type != args.device:
-            weights = weights.to(args.device)  # once, for every depth
+        reg, dtype, weights = _measuring(args)
         for depth in depths:
             d = D.measured(weights, reg, depth, device=args.device, dtype=dtype, steps=args.steps,
                            prefill_tokens=args.prefill_tokens, fill_registry=args.fill_registry,
@@ -160,6 +154,19 @@ def run(args) -> int:
     return 0
 
 
+def _measuring(args):
+    """(registry path, activation dtype, the weights on the device, moved once for every depth) of a measured run."""
+    from ..bench.gating import default_dtype
+    from ..bench.harness import parse_dtype
+
+    reg = registry_path(args.registry)
+    dtype = parse_dtype(args.dtype) or default_dtype(reg, args.device)
+    weights = load_weights(args.model)
+    if weights.embed.device.type != args.device:
+        weights = weights.to(args.device)
+    return reg, dtype, weights
+
+
 def _prefill(args, depths, out: Path) -> int:
     """--prefill-chunk: one measured prefill chunk per depth (bench/diagnose_prefill.py)."""
     if args.prefill_chunk < 1:
@@ -171,15 +178,10 @@ def _prefill(args, depths, out: Path) -> int:
                            f"device, printed and written with --json-out (its ledger rows come from `sparkops bench "
                            f"prefill`); drop {flag}")
     from ..bench import diagnose_prefill as P
-    from ..bench.gating import default_dtype
     from ..bench.harness import parse_dtype
     from ..bench.provenance import now
 
-    reg = registry_path(args.registry)
-    dtype = parse_dtype(args.dtype) or default_dtype(reg, args.device)
-    weights = load_weights(args.model)
-    if weights.embed.device.type != args.device:
-        weights = weights.to(args.device)
+    reg, dtype, weights = _measuring(args)
     docs = []
     for depth in depths:
         d = P.measured(weights, reg, depth, args.prefill_chunk, device=args.device, dtype=dtype,
