@@ -185,6 +185,9 @@ def run(study: str) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
+    unknown = [a for a in argv if a not in STUDIES]
+    if unknown:
+        raise SystemExit(f"sparkops_triton._tune: no study {', '.join(unknown)}; the studies are {', '.join(STUDIES)}")
     if not torch.cuda.is_available():
         raise SystemExit("sparkops_triton._tune needs a CUDA device")
     rows = [row for study in (argv or list(STUDIES)) for row in run(study)]

@@ -39,3 +39,10 @@ def test_the_linear_workloads_are_calls_of_linear():
         y = ref(x, w)
         assert y.shape == (1, w.shape[0]) and torch.isfinite(y).all()
     assert nbytes == sum(w.nbytes + 4 * (w.shape[0] + w.shape[1]) for w in ws)
+
+
+def test_an_unknown_study_is_named_before_anything_runs():
+    from sparkops_triton import _tune
+
+    with pytest.raises(SystemExit, match="no study warp_drive; the studies are kda_decode"):
+        _tune.main(["linear_gemv", "warp_drive"])
