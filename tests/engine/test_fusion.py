@@ -15,7 +15,8 @@ from sparkops.cli import main
 from sparkops.dispatch import Ops
 from sparkops.engine import Engine, load_model
 from sparkops.engine.decode_step import DecodeStep
-from sparkops.engine.fusion import SHARED_INPUT, block_groups, describe, fuse, project
+from sparkops.engine.fusion import SHARED_INPUT, block_groups, describe, fuse, merged_conv_layers, project
+from sparkops.engine.state import KDAState, SequenceState, Snapshot
 from sparkops.errors import RegistryError
 from sparkops.gate.model_gate import model_check
 from sparkops.qweight import QWeight
@@ -177,3 +178,141 @@ def test_a_member_slice_is_aligned_and_contiguous(nano, catalog, tmp_path):
     out = project(ops, x, w3, SHARED_INPUT[KDAWeights], block_groups(w3))
     for n, t in out.items():
         assert t.is_contiguous() and t.data_ptr() % 16 == 0, n
+
+
+# -- the merged KDA short conv -------------------------------------------------------------------------------
+
+class _CountConv:
+    """Counts the engine's short_conv calls (wraps the Ops attribute)."""
+
+    def __init__(self, engine: Engine):
+        self.calls = 0
+        inner = engine.ops.short_conv
+
+        def short_conv(x, weight, state):
+            self.calls += 1
+            return inner(x, weight, state)
+
+        engine.ops.short_conv = short_conv
+
+
+def _three_convs(eng: Engine) -> Engine:
+    """The fused engine as it was before the merged conv: separate windows, so kda_block runs three convs."""
+    eng.state = SequenceState(eng.config, eng.max_context, eng.device, eng.state.cache_dtype)
+    return eng
+
+
+def _n_kda(nano) -> int:
+    return sum(layer.kind == "kda" for layer in nano.layers)
+
+
+def _run(eng: Engine, prompt: list[int], chunk: int | None, steps: list[int]) -> torch.Tensor:
+    rows = [eng.prefill(prompt, chunk_size=chunk)] + [eng.decode(t) for t in steps]
+    return torch.cat(rows)
+
+
+def test_the_kda_groups_carry_the_concatenated_conv_taps(nano):
+    groups = fuse(nano)
+    for i, layer in enumerate(nano.layers):
+        if layer.kind != "kda":
+            continue
+        (g,) = groups[(i, "attn")]
+        w = layer.attn
+        assert torch.equal(g.conv, torch.cat([w.conv_q, w.conv_k, w.conv_v]))  # [3P, W], q|k|v along channels
+        assert g.span(("q", "k", "v")) == (0, 3 * w.q.shape[0]) and g.span(("k", "q")) is None
+    assert merged_conv_layers(groups) == {i for i, layer in enumerate(nano.layers) if layer.kind == "kda"}
+    assert merged_conv_layers(None) == set()
+    assert any("short_conv q+k+v as one" in line for line in describe(groups))
+
+
+def test_q_k_v_not_adjacent_in_one_group_keep_three_convs(nano):
+    w = next(layer.attn for layer in nano.layers if layer.kind == "kda")
+    for n in ("q", "k", "v"):  # one of them of another type: q, k, v are not consecutive members of one group
+        odd = QWeight(getattr(w, n).raw.to(torch.float16), Q.F16, getattr(w, n).shape, f"{n} as f16")
+        assert all(g.conv is None for g in block_groups(dataclasses.replace(w, **{n: odd})))
+    assert [g.conv is not None for g in block_groups(w)] == [True]
+
+
+def test_the_fused_state_holds_one_window_with_three_views(nano, catalog, tmp_path):
+    fused, plain = _engine(nano, catalog, _registry(tmp_path, True)), _engine(nano, catalog, _registry(tmp_path, False))
+    kda = [i for i, st in enumerate(fused.state.layers) if isinstance(st, KDAState)]
+    assert sorted(fused.state.conv_windows) == kda and plain.state.conv_windows == {}
+    for i in kda:
+        st, conv = fused.state.layers[i], fused.state.conv_windows[i]
+        p = st.conv_q.shape[1]
+        assert conv.shape == (nano.config.conv_kernel - 1, 3 * p) and conv.is_contiguous()
+        for j, view in enumerate((st.conv_q, st.conv_k, st.conv_v)):
+            assert view._base is conv and view.data_ptr() == conv[:, j * p:].data_ptr()
+    assert fused.state.nbytes == plain.state.nbytes  # the same buffers, the three windows laid side by side
+    assert [t.shape for t in fused.state.tensors()] == [t.shape for t in plain.state.tensors()]
+
+
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_the_merged_conv_gives_the_three_convs_bit_for_bit(nano, catalog, tmp_path, chunk):
+    """Prefill (whole or in chunks) then decode steps, the windows carried across: the merged conv's logits
+    equal, bit for bit, those of the same fused engine running three convs; and match the unfused engine as
+    closely as projection fusion does (the stacked linear itself is not bit-identical to the separate ones)."""
+    merged = _engine(nano, catalog, _registry(tmp_path, True))
+    three = _three_convs(_engine(nano, catalog, _registry(tmp_path, True)))
+    plain = _engine(nano, catalog, _registry(tmp_path, False))
+    prompt, steps = list(range(3, 40)), [5, 9, 11, 2, 30]
+    got = [_run(e, prompt, chunk, steps) for e in (merged, three, plain)]
+    assert torch.equal(got[0], got[1])
+    torch.testing.assert_close(got[0], got[2], rtol=1e-4, atol=1e-4)
+    for a, b in zip(merged.state.tensors(), three.state.tensors()):  # the windows too
+        assert torch.equal(a, b)
+
+
+def test_the_fused_engine_runs_one_short_conv_per_kda_layer(nano, catalog, tmp_path):
+    n = _n_kda(nano)
+    for fused, per_forward in ((True, n), (False, 3 * n)):
+        eng = _engine(nano, catalog, _registry(tmp_path, fused))
+        c = _CountConv(eng)
+        eng.prefill(list(range(1, 20)))
+        assert c.calls == per_forward
+        c.calls = 0
+        eng.decode(7)
+        assert c.calls == per_forward
+        c.calls = 0
+        step = DecodeStep(eng)
+        step.forced(torch.tensor([9, 4]))
+        assert c.calls == 2 * per_forward
+    three = _three_convs(_engine(nano, catalog, _registry(tmp_path, True)))
+    c = _CountConv(three)
+    three.decode(7)
+    assert c.calls == 3 * n  # a state without the merged window: three convs, as before
+
+
+def test_snapshot_reset_and_copy_keep_the_merged_window(nano, catalog, tmp_path):
+    eng = _engine(nano, catalog, _registry(tmp_path, True))
+    eng.prefill(list(range(1, 30)), chunk_size=8)
+    snap = Snapshot(eng)
+    first = torch.cat([eng.decode(t) for t in (4, 8, 15)])
+    snap.restore()
+    again = torch.cat([eng.decode(t) for t in (4, 8, 15)])
+    assert torch.equal(first, again)
+    windows = eng.state.conv_windows
+    assert windows and all(eng.state.layers[i].conv_q._base is conv for i, conv in windows.items())  # still views
+
+    # copy_from between a merged and a separate-window state, both ways (the bench's filler does this)
+    three = _three_convs(_engine(nano, catalog, _registry(tmp_path, True)))
+    three.prefill(list(range(1, 30)), chunk_size=8)
+    snap.restore()
+    other = _engine(nano, catalog, _registry(tmp_path, True))
+    other.state.copy_from(three.state)
+    assert torch.equal(other.decode(4), three.decode(4))
+    three.state.copy_from(eng.state)
+    assert torch.equal(three.decode(4), eng.decode(4))
+
+    eng.reset()
+    other.reset()
+    assert all(not conv.any() for conv in windows.values()) and eng.length == 0
+    assert torch.equal(eng.prefill([1, 2, 3]), other.prefill([1, 2, 3]))
+
+
+def test_plan_says_what_fuse_projections_does(tmp_path, capsys):
+    p = tmp_path / "r.toml"
+    p.write_text("[engine]\nfuse_projections = true\n")
+    main(["plan", "--device", "cpu", "--registry", str(p)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "engine: fuse_projections" in out and "q/k/v short convs then run as one" in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from ..plugins import load_catalog
-from ..registry.file import Registry
+from ..registry.file import ENGINE_KEYS, Registry
 from ..registry.plan import make_plan
 from ._common import add_device_arg, add_json_arg, add_registry_arg, console, emit_json, registry_path, \
     warn_failed_plugins
@@ -45,6 +45,8 @@ def run(args) -> int:
         table.add_row(op, runs, why, e.check, others)
     console.print(table)
     console.print(f"engine: {', '.join(plan.engine_on) or 'no [engine] option set'} (`sparkops engine` shows them all)")
+    for key in plan.engine_on:
+        console.print(f"  {key}: {ENGINE_KEYS[key][2]}" if key in ENGINE_KEYS else f"  {key}")
     if plan.fallbacks:
         console.print(f"[yellow]fallbacks taken:[/] {', '.join(plan.fallbacks)}")
     if plan.round_trips:

@@ -14,7 +14,7 @@ import torch
 from ..dispatch import Ops
 from ..errors import BadInput
 from ..weights import ModelWeights
-from .fusion import Groups, fuse
+from .fusion import Groups, fuse, merged_conv_layers
 from .graph import forward
 from .state import SequenceState
 
@@ -62,10 +62,11 @@ class Engine:
         if self.max_context > self.config.context_length:
             raise BadInput(f"max_context {self.max_context} exceeds the model's context length "
                            f"{self.config.context_length}")
-        self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype)
         #: the projection groups when the registry's [engine] table asks for fuse_projections (fusion.py)
         self.fused: Groups | None = fuse(self.model) if self.fusable and engine_options(ops).get(
             "fuse_projections") else None
+        self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
+                                   merged_conv=merged_conv_layers(self.fused))
 
     # -- the two phases ------------------------------------------------------------------------
     def prefill(self, tokens: torch.Tensor | list[int], *, last_only: bool = False,

@@ -10,10 +10,19 @@ members of each shared-input set that have the same GGUF type (rows of GGUF bloc
 one `linear` per group and hands each member its column slice of the output. The op is unchanged - x @ W^T
 for a W that happens to hold several matrices - so every implementation serves, and the model gate judges the
 fused engine like any candidate. Members of another type keep their own linear. Sharded runs do not fuse.
+
+The KDA short convs. When q, k and v are consecutive members of one group, their outputs are adjacent columns
+[q | k | v] of the group's output, and each then went through its own `short_conv` (three launches per KDA
+layer, 60 a decode step on the 48B, each a ~2 us kernel). The conv is depthwise - every channel on its own -
+so one `short_conv` over the [T, 3P] columns, with the three weights' taps concatenated along channels (done
+once, here, cached with the groups: `Group.conv`) and one [W-1, 3P] window (SequenceState.conv_windows, of
+which the layer's conv_q/conv_k/conv_v are column views), gives bit for bit what the three calls give.
+q, k and v are then the column slices of its output. A layer whose q, k, v are not so grouped keeps the three.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +46,24 @@ class Group:
     weight: QWeight  # [sum(rows), D]
     names: tuple[str, ...]
     rows: tuple[int, ...]
+    #: a KDA group holding q, k, v consecutively: conv_q | conv_k | conv_v taps along channels [3P, W], else None
+    conv: torch.Tensor | None = None
 
+    def span(self, names: tuple[str, ...]) -> tuple[int, int] | None:
+        """(start, width) of the output columns of `names` if they are consecutive members here, else None."""
+        if not names or names[0] not in self.names:
+            return None
+        i = self.names.index(names[0])
+        if self.names[i:i + len(names)] != names:
+            return None
+        return sum(self.rows[:i]), sum(self.rows[i:i + len(names)])
+
+
+#: the members whose outputs each go through a short_conv, in channel order, and the weights of their taps
+CONV_INPUTS: tuple[str, ...] = ("q", "k", "v")
+CONV_TAPS: tuple[str, ...] = ("conv_q", "conv_k", "conv_v")
+#: project()'s key for the joint [T, 3P] output of q, k, v
+QKV = "+".join(CONV_INPUTS)
 
 #: (layer index, "attn" | "ffn") -> that block's groups
 Groups = dict[tuple[int, str], tuple[Group, ...]]
@@ -65,7 +91,22 @@ def block_groups(w: Any) -> tuple[Group, ...]:
         q = getattr(w, n)
         if isinstance(q, QWeight) and len(q.shape) == 2:
             by_kind.setdefault(_kind(q), []).append((n, q))
-    return tuple(stack(m) for m in by_kind.values() if len(m) >= 2)
+    groups = tuple(stack(m) for m in by_kind.values() if len(m) >= 2)
+    if isinstance(w, KDAWeights):
+        groups = tuple(_with_conv(g, w) for g in groups)
+    return groups
+
+
+def _with_conv(g: Group, w: KDAWeights) -> Group:
+    """`g` with the concatenated conv taps when it holds q, k, v consecutively (module docstring)."""
+    if g.span(CONV_INPUTS) is None:
+        return g
+    return dataclasses.replace(g, conv=torch.cat([getattr(w, n) for n in CONV_TAPS], dim=0))  # [3P, W]
+
+
+def merged_conv_layers(groups: Groups | None) -> set[int]:
+    """The layers whose KDA q, k, v run one short_conv (their conv windows are one buffer in the state)."""
+    return {i for (i, part), gs in (groups or {}).items() if any(g.conv is not None for g in gs)}
 
 
 def fuse(model: ModelWeights) -> Groups:
@@ -83,23 +124,34 @@ def fuse(model: ModelWeights) -> Groups:
     return out
 
 
+def columns(y: torch.Tensor, start: int, width: int) -> torch.Tensor:
+    """y[:, start:start + width] as an op may take it: contiguous (a view for one token, a copy for several, so
+    an op never sees a strided input it did not before) and on a 16-byte boundary (kernels may load vectors)."""
+    seg = y[:, start:start + width]
+    return seg.clone() if seg.data_ptr() % 16 else seg.contiguous()
+
+
 def project(ops: Any, x: torch.Tensor, w: Any, names: tuple[str, ...],
-            groups: tuple[Group, ...] = ()) -> dict[str, torch.Tensor]:
+            groups: tuple[Group, ...] = (), joint: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
     """{name: x @ W_name^T} for the named weights of block `w`: one linear per group, one per other name.
 
-    A member's slice of a group's output [T, sum(rows)] is contiguous for one token (decode) and copied to be
-    contiguous for several (prefill), so an op never sees a strided input it did not before; a slice that
-    would start off a 16-byte boundary is copied too (kernels may load vectors)."""
+    A member's slice of a group's output [T, sum(rows)] is taken by `columns`. `joint`: names that a group
+    holds consecutively come back as one slice, under the key "+".join(joint), instead of one per name."""
     out: dict[str, torch.Tensor] = {}
+    done: set[str] = set()
     for g in groups:
         y = ops.linear(x, g.weight)  # [T, sum(rows)]
+        span = g.span(joint)
+        if span is not None:
+            out["+".join(joint)] = columns(y, *span)
         start = 0
         for n, r in zip(g.names, g.rows):
-            seg = y[:, start:start + r]
-            out[n] = seg.clone() if seg.data_ptr() % 16 else seg.contiguous()
+            if not (span is not None and n in joint):
+                out[n] = columns(y, start, r)
+            done.add(n)
             start += r
     for n in names:
-        if n not in out:
+        if n not in done:
             out[n] = ops.linear(x, getattr(w, n))
     return out
 
@@ -109,6 +161,9 @@ def describe(groups: Groups) -> list[str]:
     seen: dict[str, int] = {}
     for (_, part), gs in groups.items():
         for g in gs:
-            key = f"{part}: {'+'.join(g.names)} ({g.weight.qtype.name})"
-            seen[key] = seen.get(key, 0) + 1
+            keys = [f"{part}: {'+'.join(g.names)} ({g.weight.qtype.name})"]
+            if g.conv is not None:
+                keys.append(f"{part}: short_conv {QKV} as one over {g.conv.shape[0]} channels")
+            for key in keys:
+                seen[key] = seen.get(key, 0) + 1
     return [f"{k} x{v}" for k, v in sorted(seen.items())]

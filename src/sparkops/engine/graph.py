@@ -1,7 +1,7 @@
 """One Kimi-Linear forward, written against the named ops only.
 
 The graph never imports a backend: every computation is `ops.<name>(...)`. What it does itself is
-layout (views, reshapes, one concatenation of the MLA cache row) and the position bookkeeping.
+layout (views, reshapes, column slices, one concatenation of the MLA cache row) and the position bookkeeping.
 Shapes: T new tokens, D hidden, H/Dk KDA heads and head size, P = H*Dk, N MLA heads.
 """
 
@@ -12,18 +12,26 @@ import torch
 from ..config import ModelConfig
 from ..dispatch import Ops
 from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights, MoEWeights
-from .fusion import Group, Groups, project
+from .fusion import CONV_INPUTS, QKV, Group, Groups, columns, project
 from .state import KDAState, MLAState, SequenceState
 
 
 def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
-              groups: tuple[Group, ...] = ()) -> torch.Tensor:
+              groups: tuple[Group, ...] = (), window: torch.Tensor | None = None) -> torch.Tensor:
+    """`window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one."""
     t = a.shape[0]
     h, dk = cfg.kda_heads, cfg.kda_head_dim
-    p = project(ops, a, w, ("q", "k", "v", "f_a", "beta", "g_a"), groups)  # the projections of a (fusion.py)
-    q = ops.short_conv(p["q"], w.conv_q, st.conv_q)  # [T, P]
-    k = ops.short_conv(p["k"], w.conv_k, st.conv_k)  # [T, P]
-    v = ops.short_conv(p["v"], w.conv_v, st.conv_v)  # [T, P]
+    names = ("q", "k", "v", "f_a", "beta", "g_a")
+    merged = next((g for g in groups if g.conv is not None), None)
+    if merged is not None and window is not None:  # q|k|v adjacent in one group: one conv over 3P channels
+        p = project(ops, a, w, names, groups, joint=CONV_INPUTS)  # the projections of a (fusion.py)
+        qkv = ops.short_conv(p[QKV], merged.conv, window)  # [T, 3P], bit-identical to the three below
+        q, k, v = (columns(qkv, j * h * dk, h * dk) for j in range(3))  # [T, P] each
+    else:
+        p = project(ops, a, w, names, groups)  # the projections of a (fusion.py)
+        q = ops.short_conv(p["q"], w.conv_q, st.conv_q)  # [T, P]
+        k = ops.short_conv(p["k"], w.conv_k, st.conv_k)  # [T, P]
+        v = ops.short_conv(p["v"], w.conv_v, st.conv_v)  # [T, P]
     g = ops.linear(p["f_a"], w.f_b)  # [T, P] decay logits
     beta = p["beta"]  # [T, H]
     o = ops.kda(q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), g.view(t, h, dk), beta,
@@ -67,7 +75,7 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
     for i, layer in enumerate(model.layers):
         st = state.layers[i]
         if layer.kind == "kda":
-            y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()))
+            y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()), state.conv_windows.get(i))
         else:
             y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
         f, h = ops.add_rmsnorm(y, h, layer.ffn_norm, cfg.rms_norm_eps)

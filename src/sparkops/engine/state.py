@@ -7,6 +7,7 @@ mirrored on the host (`length`) for bookkeeping and the scoreboard's depth asser
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import torch
@@ -28,21 +29,28 @@ class MLAState:
 
 
 class SequenceState:
-    def __init__(self, config: ModelConfig, max_context: int, device: torch.device, cache_dtype: torch.dtype):
+    def __init__(self, config: ModelConfig, max_context: int, device: torch.device, cache_dtype: torch.dtype,
+                 merged_conv: Collection[int] = ()):
+        """`merged_conv`: the KDA layers whose q, k, v run one short_conv (engine/fusion.py). Their windows are
+        one [W-1, 3P] buffer, `conv_windows[layer]`, and that layer's conv_q, conv_k, conv_v are its column views,
+        so every other code reads and writes them as before."""
         self.config = config
         self.max_context = max_context
         self.device = device
         self.cache_dtype = cache_dtype
         self.layers: list[KDAState | MLAState] = []
+        self.conv_windows: dict[int, torch.Tensor] = {}  # layer -> [W-1, 3P] q|k|v window (merged_conv)
         p, w = config.kda_inner, config.conv_kernel
-        for kind in config.layer_kinds:
+        for i, kind in enumerate(config.layer_kinds):
             if kind == "kda":
-                self.layers.append(KDAState(
-                    conv_q=torch.zeros(w - 1, p, device=device),
-                    conv_k=torch.zeros(w - 1, p, device=device),
-                    conv_v=torch.zeros(w - 1, p, device=device),
-                    recurrent=torch.zeros(config.kda_heads, config.kda_head_dim, config.kda_head_dim,
-                                          dtype=torch.float32, device=device)))
+                recurrent = torch.zeros(config.kda_heads, config.kda_head_dim, config.kda_head_dim,
+                                        dtype=torch.float32, device=device)
+                if i in merged_conv:
+                    conv = self.conv_windows[i] = torch.zeros(w - 1, 3 * p, device=device)
+                    self.layers.append(KDAState(conv[:, :p], conv[:, p:2 * p], conv[:, 2 * p:], recurrent))
+                else:
+                    self.layers.append(KDAState(*(torch.zeros(w - 1, p, device=device) for _ in range(3)),
+                                                recurrent))
             else:
                 self.layers.append(MLAState(cache=torch.zeros(max_context, config.latent_dim, dtype=cache_dtype,
                                                               device=device)))
@@ -55,7 +63,8 @@ class SequenceState:
         self.length = 0
 
     def tensors(self) -> list[torch.Tensor]:
-        """Every buffer of the state, in a fixed order (the position last)."""
+        """Every buffer of the state, in a fixed order (the position last). A merged conv window is listed as
+        its three views, so states with and without it copy into each other."""
         out = []
         for st in self.layers:
             out += [st.conv_q, st.conv_k, st.conv_v, st.recurrent] if isinstance(st, KDAState) else [st.cache]

@@ -31,7 +31,8 @@ _KEYS = {"impl", "fallback", "check"}
 #: the [engine] table's options: name -> (type, default, what it does)
 ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
     "fuse_projections": (bool, False, "linears that read the same input (KDA q/k/v/f_a/beta/g_a, MLA q/kv_a, "
-                                      "dense gate/up) run as one over their stacked rows, per GGUF type"),
+                                      "dense gate/up) run as one over their stacked rows, per GGUF type; KDA's "
+                                      "q/k/v short convs then run as one over their channels"),
 }
 
 
