@@ -38,10 +38,12 @@ def catalog():
     return load_catalog()
 
 
-def _registry(tmp_path: Path, fused: bool) -> Registry:
-    reg = torch_registry(tmp_path / ("fused.toml" if fused else "plain.toml"))
+def _registry(tmp_path: Path, fused: bool, conv: bool | None = None) -> Registry:
+    """fuse_projections = fused; fuse_short_conv = conv (default: as fused)."""
+    conv = fused if conv is None else conv
+    reg = torch_registry(tmp_path / f"{'fused' if fused else 'plain'}{'-conv' if conv else ''}.toml")
     if fused:
-        reg.set_engine("fuse_projections", True)
+        reg.set_engines({"fuse_projections": True, "fuse_short_conv": conv})
     return reg
 
 
@@ -133,7 +135,8 @@ def test_the_model_gate_judges_a_fused_registry(nano, catalog, tmp_path):
     out = model_check("k3-nano", _registry(tmp_path, True), depths=(1, 65), decode_steps=2, catalog=catalog,
                       weights=nano)
     assert out.passed, out.report
-    assert "engine: fuse_projections" in out.report and out.selections["[engine]"] == "fuse_projections"
+    assert "engine: fuse_projections, fuse_short_conv" in out.report
+    assert out.selections["[engine]"] == "fuse_projections, fuse_short_conv"
 
 
 def test_engine_options_are_validated_with_the_fix_named(tmp_path):
@@ -153,19 +156,21 @@ def test_engine_cli_sets_and_shows(tmp_path, capsys):
     p = tmp_path / "r.toml"
     p.write_text("# my comment\n")
     assert main(["engine", "--registry", str(p), "fuse_projections=on"]) == 0
-    assert "# my comment" in p.read_text() and Registry.load(p).engine_options() == {"fuse_projections": True}
+    assert "# my comment" in p.read_text() and Registry.load(p).engine_options() == {"fuse_projections": True,
+                                                                             "fuse_short_conv": False}
     assert main(["engine", "--registry", str(p), "--json"]) == 0
     assert '"fuse_projections": true' in capsys.readouterr().out
     assert main(["engine", "--registry", str(p), "fuse_projections=maybe"]) == 2
     assert main(["engine", "--registry", str(p), "fuse_projections=off"]) == 0
-    assert Registry.load(p).engine_options() == {"fuse_projections": False}
+    assert Registry.load(p).engine_options() == {"fuse_projections": False, "fuse_short_conv": False}
 
 
 def test_a_bench_row_says_the_engine_fused(nano, catalog, tmp_path):
     from sparkops.bench.harness import selections
 
     assert "[engine]" not in selections(_engine(nano, catalog, _registry(tmp_path, False)))
-    assert selections(_engine(nano, catalog, _registry(tmp_path, True)))["[engine]"] == "fuse_projections"
+    assert selections(_engine(nano, catalog, _registry(tmp_path, True, conv=False)))["[engine]"] == "fuse_projections"
+    assert selections(_engine(nano, catalog, _registry(tmp_path, True)))["[engine]"] == "fuse_projections, fuse_short_conv"
 
 
 def test_a_member_slice_is_aligned_and_contiguous(nano, catalog, tmp_path):
@@ -196,12 +201,6 @@ class _CountConv:
         engine.ops.short_conv = short_conv
 
 
-def _three_convs(eng: Engine) -> Engine:
-    """The fused engine as it was before the merged conv: separate windows, so kda_block runs three convs."""
-    eng.state = SequenceState(eng.config, eng.max_context, eng.device, eng.state.cache_dtype)
-    return eng
-
-
 def _n_kda(nano) -> int:
     return sum(layer.kind == "kda" for layer in nano.layers)
 
@@ -222,7 +221,8 @@ def test_the_kda_groups_carry_the_concatenated_conv_taps(nano):
         assert g.span(("q", "k", "v")) == (0, 3 * w.q.shape[0]) and g.span(("k", "q")) is None
     assert merged_conv_layers(groups) == {i for i, layer in enumerate(nano.layers) if layer.kind == "kda"}
     assert merged_conv_layers(None) == set()
-    assert any("short_conv q+k+v as one" in line for line in describe(groups))
+    assert any("short_conv q+k+v as one" in line for line in describe(groups, merged_conv=True))
+    assert not any("short_conv" in line for line in describe(groups))
 
 
 def test_q_k_v_not_adjacent_in_one_group_keep_three_convs(nano):
@@ -253,7 +253,7 @@ def test_the_merged_conv_gives_the_three_convs_bit_for_bit(nano, catalog, tmp_pa
     equal, bit for bit, those of the same fused engine running three convs; and match the unfused engine as
     closely as projection fusion does (the stacked linear itself is not bit-identical to the separate ones)."""
     merged = _engine(nano, catalog, _registry(tmp_path, True))
-    three = _three_convs(_engine(nano, catalog, _registry(tmp_path, True)))
+    three = _engine(nano, catalog, _registry(tmp_path, True, conv=False))
     plain = _engine(nano, catalog, _registry(tmp_path, False))
     prompt, steps = list(range(3, 40)), [5, 9, 11, 2, 30]
     got = [_run(e, prompt, chunk, steps) for e in (merged, three, plain)]
@@ -277,10 +277,10 @@ def test_the_fused_engine_runs_one_short_conv_per_kda_layer(nano, catalog, tmp_p
         step = DecodeStep(eng)
         step.forced(torch.tensor([9, 4]))
         assert c.calls == 2 * per_forward
-    three = _three_convs(_engine(nano, catalog, _registry(tmp_path, True)))
+    three = _engine(nano, catalog, _registry(tmp_path, True, conv=False))
     c = _CountConv(three)
     three.decode(7)
-    assert c.calls == 3 * n  # a state without the merged window: three convs, as before
+    assert c.calls == 3 * n  # fuse_projections without fuse_short_conv: three convs, as before
 
 
 def test_snapshot_reset_and_copy_keep_the_merged_window(nano, catalog, tmp_path):
@@ -295,7 +295,7 @@ def test_snapshot_reset_and_copy_keep_the_merged_window(nano, catalog, tmp_path)
     assert windows and all(eng.state.layers[i].conv_q._base is conv for i, conv in windows.items())  # still views
 
     # copy_from between a merged and a separate-window state, both ways (the bench's filler does this)
-    three = _three_convs(_engine(nano, catalog, _registry(tmp_path, True)))
+    three = _engine(nano, catalog, _registry(tmp_path, True, conv=False))
     three.prefill(list(range(1, 30)), chunk_size=8)
     snap.restore()
     other = _engine(nano, catalog, _registry(tmp_path, True))
@@ -310,9 +310,24 @@ def test_snapshot_reset_and_copy_keep_the_merged_window(nano, catalog, tmp_path)
     assert torch.equal(eng.prefill([1, 2, 3]), other.prefill([1, 2, 3]))
 
 
-def test_plan_says_what_fuse_projections_does(tmp_path, capsys):
+def test_plan_says_what_the_fusion_options_do(tmp_path, capsys):
     p = tmp_path / "r.toml"
-    p.write_text("[engine]\nfuse_projections = true\n")
+    p.write_text("[engine]\nfuse_projections = true\nfuse_short_conv = true\n")
     main(["plan", "--device", "cpu", "--registry", str(p)])
     out = " ".join(capsys.readouterr().out.split())
-    assert "engine: fuse_projections" in out and "q/k/v short convs then run as one" in out
+    assert "engine: fuse_projections, fuse_short_conv" in out and "q/k/v short convs run as one" in out
+
+
+def test_fuse_short_conv_needs_fuse_projections(tmp_path, capsys):
+    p = tmp_path / "r.toml"
+    p.write_text("[engine]\nfuse_short_conv = true\n")
+    with pytest.raises(RegistryError, match="fuse_short_conv = true needs fuse_projections = true"):
+        Registry.load(p)
+    p.write_text("")
+    assert main(["engine", "--registry", str(p), "fuse_short_conv=on"]) == 2  # refused, nothing written
+    assert "needs fuse_projections" in capsys.readouterr().err and p.read_text() == ""
+    # both at once, in either order; then turning fuse_projections off alone is refused
+    assert main(["engine", "--registry", str(p), "fuse_short_conv=on", "fuse_projections=on"]) == 0
+    assert Registry.load(p).engine_options() == {"fuse_projections": True, "fuse_short_conv": True}
+    assert main(["engine", "--registry", str(p), "fuse_projections=off"]) == 2
+    assert main(["engine", "--registry", str(p), "fuse_projections=off", "fuse_short_conv=off"]) == 0

@@ -7,6 +7,7 @@ old one with `sparkops bench ... --vs`.
 
     sparkops engine                                   # show
     sparkops engine fuse_projections=on --registry fast.toml
+    sparkops engine fuse_projections=on fuse_short_conv=on --registry fast.toml
 """
 
 from __future__ import annotations
@@ -48,8 +49,7 @@ def run(args) -> int:
     path = registry_path(args.registry)
     reg = Registry.load(path)
     changes = [_parse(s) for s in args.settings]  # every setting checked before anything is written
-    for key, value in changes:
-        reg.set_engine(key, value)
+    reg.set_engines(dict(changes))
     if changes:
         reg.save()
     opts = reg.engine_options()

@@ -63,10 +63,12 @@ class Engine:
             raise BadInput(f"max_context {self.max_context} exceeds the model's context length "
                            f"{self.config.context_length}")
         #: the projection groups when the registry's [engine] table asks for fuse_projections (fusion.py)
-        self.fused: Groups | None = fuse(self.model) if self.fusable and engine_options(ops).get(
-            "fuse_projections") else None
+        options = engine_options(ops)
+        self.fused: Groups | None = fuse(self.model) if self.fusable and options.get("fuse_projections") else None
+        #: with fuse_short_conv too, the KDA layers whose q/k/v short convs run as one (their windows one buffer)
+        merged = merged_conv_layers(self.fused) if options.get("fuse_short_conv") else set()
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
-                                   merged_conv=merged_conv_layers(self.fused))
+                                   merged_conv=merged)
 
     # -- the two phases ------------------------------------------------------------------------
     def prefill(self, tokens: torch.Tensor | list[int], *, last_only: bool = False,

@@ -18,6 +18,8 @@ so one `short_conv` over the [T, 3P] columns, with the three weights' taps conca
 once, here, cached with the groups: `Group.conv`) and one [W-1, 3P] window (SequenceState.conv_windows, of
 which the layer's conv_q/conv_k/conv_v are column views), gives bit for bit what the three calls give.
 q, k and v are then the column slices of its output. A layer whose q, k, v are not so grouped keeps the three.
+This runs when the registry's [engine] table also sets fuse_short_conv = true (its own option, so that the
+ladder times it as its own change against the fused engine with three convs).
 """
 
 from __future__ import annotations
@@ -156,13 +158,13 @@ def project(ops: Any, x: torch.Tensor, w: Any, names: tuple[str, ...],
     return out
 
 
-def describe(groups: Groups) -> list[str]:
+def describe(groups: Groups, merged_conv: bool = False) -> list[str]:
     """What the fusion did, per block kind, for `sparkops plan` and the logs."""
     seen: dict[str, int] = {}
     for (_, part), gs in groups.items():
         for g in gs:
             keys = [f"{part}: {'+'.join(g.names)} ({g.weight.qtype.name})"]
-            if g.conv is not None:
+            if merged_conv and g.conv is not None:
                 keys.append(f"{part}: short_conv {QKV} as one over {g.conv.shape[0]} channels")
             for key in keys:
                 seen[key] = seen.get(key, 0) + 1

@@ -31,8 +31,14 @@ _KEYS = {"impl", "fallback", "check"}
 #: the [engine] table's options: name -> (type, default, what it does)
 ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
     "fuse_projections": (bool, False, "linears that read the same input (KDA q/k/v/f_a/beta/g_a, MLA q/kv_a, "
-                                      "dense gate/up) run as one over their stacked rows, per GGUF type; KDA's "
-                                      "q/k/v short convs then run as one over their channels"),
+                                      "dense gate/up) run as one over their stacked rows, per GGUF type"),
+    "fuse_short_conv": (bool, False, "with fuse_projections: a KDA layer's q/k/v short convs run as one over "
+                                     "their stacked channels (bit-identical to three; one launch, not three)"),
+}
+#: options that only mean something with another one on: option -> (the one it needs, why)
+ENGINE_NEEDS: dict[str, tuple[str, str]] = {
+    "fuse_short_conv": ("fuse_projections", "the merged conv reads q, k and v as adjacent columns of one fused "
+                                            "linear"),
 }
 
 
@@ -91,6 +97,7 @@ class Registry:
             kind = ENGINE_KEYS[key][0]
             if type(value.unwrap() if hasattr(value, "unwrap") else value) is not kind:
                 self._fail(f"[engine]: {key} must be a {kind.__name__} (e.g. {key} = true), got {value!r}", "engine")
+        self._check_needs({k: (v.unwrap() if hasattr(v, "unwrap") else v) for k, v in engine.items()})
         ops = self.doc.get("ops", {})
         if not isinstance(ops, dict):
             self._fail("'ops' must be a table of [ops.OP.DEVICE] tables", "ops")
@@ -124,6 +131,13 @@ class Registry:
         return Selection(op, device, str(entry["impl"]), str(entry.get("fallback", "error")),
                          check.unwrap() if check is not None else None, self._line_of(f"ops.{op}.{device}"))
 
+    def _check_needs(self, options: dict[str, object]) -> None:
+        """An option that needs another (ENGINE_NEEDS) is refused on its own, naming the one to turn on."""
+        for key, (needed, why) in ENGINE_NEEDS.items():
+            if options.get(key) and not options.get(needed):
+                raise RegistryError(f"{self.path}: [engine] {key} = true needs {needed} = true ({why}); set both "
+                                    f"(sparkops engine {needed}=on {key}=on) or turn {key} off")
+
     def engine_options(self) -> dict[str, object]:
         """Every [engine] option, the file's value or the default."""
         engine = self.doc.get("engine", {})
@@ -133,14 +147,22 @@ class Registry:
     # -- writing -------------------------------------------------------------------------------
     def set_engine(self, key: str, value: object) -> None:
         """Set one [engine] option (validated like a loaded file)."""
-        if key not in ENGINE_KEYS:
-            raise RegistryError(f"unknown engine option '{key}'; the options are: {', '.join(ENGINE_KEYS)}")
-        kind = ENGINE_KEYS[key][0]
-        if type(value) is not kind:
-            raise RegistryError(f"engine option {key} takes a {kind.__name__}, got {value!r}")
-        if "engine" not in self.doc:
+        self.set_engines({key: value})
+
+    def set_engines(self, changes: dict[str, object]) -> None:
+        """Set several [engine] options at once: each validated, then the needs (ENGINE_NEEDS) of the result, so
+        an option and the one it needs can be turned on together in either order."""
+        for key, value in changes.items():
+            if key not in ENGINE_KEYS:
+                raise RegistryError(f"unknown engine option '{key}'; the options are: {', '.join(ENGINE_KEYS)}")
+            kind = ENGINE_KEYS[key][0]
+            if type(value) is not kind:
+                raise RegistryError(f"engine option {key} takes a {kind.__name__}, got {value!r}")
+        self._check_needs({**self.engine_options(), **changes})
+        if changes and "engine" not in self.doc:
             self.doc["engine"] = tomlkit.table()
-        self.doc["engine"][key] = value
+        for key, value in changes.items():
+            self.doc["engine"][key] = value
 
     def set(self, op: str, device: str, impl: str, *, fallback: str | None = None,
             check: dict[str, Any] | None = None) -> None:
