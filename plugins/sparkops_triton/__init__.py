@@ -40,6 +40,10 @@ IMPLEMENTATIONS = [
     # "triton_fp32" on tf32x3 dots (about float32 accuracy)
     ("linear", "triton", "sparkops_triton.linear:linear", tolerance("bf16"), ("_runtime.py", "_dequant.py")),
     ("linear", "triton_fp32", "sparkops_triton.linear:linear_fp32", tolerance(), ("_runtime.py", "_dequant.py")),
+    # "triton_lastblock": the same kernels with the second (combine / routing) launch folded into the split
+    # kernel's last program to finish (`_arrival`): bit-identical to "triton", one launch fewer per split kernel
+    ("linear", "triton_lastblock", "sparkops_triton.linear:linear_lastblock", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "_arrival.py")),
     ("embedding", "triton", "sparkops_triton.embedding:embedding", tolerance(),
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton", "sparkops_triton.moe_experts:moe_experts", tolerance("bf16"),

@@ -104,10 +104,29 @@ def launch_every_kernel():
         sample.sample(logits, temperature, top_k, top_p, 1, step)
 
 
-def test_every_kernel_compiles_for_sm90_without_spills():
+def launch_lastblock_kernels(monkeypatch):
+    """The last-block GEMVs (`_arrival`) as the 48B decode launches them: split-K on the H200's 132 SMs."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.qweight import QWeight
+    from sparkops_triton import linear
+
+    monkeypatch.setattr(linear, "sm_count", lambda device: 132)
+    monkeypatch.setattr(linear, "interpreting", lambda: False)  # the GPU's PTX decoders, however imported
+
+    def q4k(*shape):  # zero blocks: only the shapes matter when compiling
+        return QWeight(torch.zeros(*shape[:-1], shape[-1] // 256 * 144, dtype=torch.uint8), Q.Q4_K, shape)
+
+    w = q4k(2304, 4096)  # o_proj: 36 row tiles at T=1, so K is split
+    for t in (1, 8):
+        linear.linear_lastblock(r(t, 4096, dtype=BF), w)
+
+
+def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     compiled: dict = {}
     with compile_only(compiled):
         launch_every_kernel()
+        launch_lastblock_kernels(monkeypatch)
     names = {key[0] for key in compiled}
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}
