@@ -50,6 +50,8 @@ IMPLEMENTATIONS = [
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton_fp32", "sparkops_triton.moe_experts:moe_experts_fp32", tolerance(),
      ("_runtime.py", "_dequant.py", "linear.py")),
+    ("moe_experts", "triton_lastblock", "sparkops_triton.moe_experts:moe_experts_lastblock", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
 ]
 
 

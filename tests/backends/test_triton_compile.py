@@ -109,10 +109,11 @@ def launch_lastblock_kernels(monkeypatch):
     from gguf import GGMLQuantizationType as Q
 
     from sparkops.qweight import QWeight
-    from sparkops_triton import linear
+    from sparkops_triton import linear, moe_experts
 
     monkeypatch.setattr(linear, "sm_count", lambda device: 132)
-    monkeypatch.setattr(linear, "interpreting", lambda: False)  # the GPU's PTX decoders, however imported
+    for mod in (linear, moe_experts):  # the GPU's configuration (PTX decoders, row tiles), however imported
+        monkeypatch.setattr(mod, "interpreting", lambda: False)
 
     def q4k(*shape):  # zero blocks: only the shapes matter when compiling
         return QWeight(torch.zeros(*shape[:-1], shape[-1] // 256 * 144, dtype=torch.uint8), Q.Q4_K, shape)
@@ -120,6 +121,9 @@ def launch_lastblock_kernels(monkeypatch):
     w = q4k(2304, 4096)  # o_proj: 36 row tiles at T=1, so K is split
     for t in (1, 8):
         linear.linear_lastblock(r(t, 4096, dtype=BF), w)
+    e, f, d = 4, 1024, 2304
+    moe_experts.moe_experts_lastblock(r(1, d, dtype=BF), r(1, 2), torch.tensor([[0, 1]]), q4k(e, f, d), q4k(e, f, d),
+                                      q4k(e, d, f), q4k(f, d), q4k(f, d), q4k(d, f))
 
 
 def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
