@@ -35,6 +35,8 @@ IMPLEMENTATIONS = [
     ("attention", "triton_fp32", "sparkops_triton.attention_splitk:attention_splitk_fp32", tolerance(),
      ("_runtime.py", "attention_prefill.py")),
     ("moe_router", "triton", "sparkops_triton.moe_router:moe_router", tolerance(), ("_runtime.py",)),
+    ("moe_router", "triton_lastblock", "sparkops_triton.moe_router:moe_router_lastblock", tolerance(),
+     ("_runtime.py", "_arrival.py")),
     ("sample", "triton", "sparkops_triton.sample:sample", tolerance(), ("_runtime.py",)),
     # quantized matmuls: float32 GEMVs for T <= 8; "triton" runs larger T on bf16 tensor-core dots,
     # "triton_fp32" on tf32x3 dots (about float32 accuracy)

@@ -86,6 +86,7 @@ def launch_every_kernel():
         gated_rmsnorm.gated_rmsnorm(r(t, 32, 128, dtype=BF), r(t, 32, 128, dtype=BF), r(128), 1e-5)
         short_conv.short_conv(r(t, 4096, dtype=BF), r(4096, 4), r(3, 4096))
         moe_router.moe_router(r(t, 2304, dtype=BF), r(256, 2304), r(256), 8, 1, 1, 2.446, 1e-20)
+        moe_router.moe_router_lastblock(r(t, 2304, dtype=BF), r(256, 2304), r(256), 8, 1, 1, 2.446, 1e-20)
     for t in (1, 128):
         args = [r(t, 32, 128, dtype=BF) for _ in range(4)] + [r(t, 32, dtype=BF), -r(32).exp(), r(4096),
                                                                r(32, 128, 128), 128 ** -0.5, 1e-6]

@@ -275,7 +275,8 @@ def test_registered():
     assert names[("linear", "triton_fp32")].variant is None
     lastblock = {op: (claim, sources) for op, name, _, claim, sources in sparkops_triton.IMPLEMENTATIONS
                  if name == "triton_lastblock"}
-    assert {op: claim.variant for op, (claim, _) in lastblock.items()} == {"linear": "bf16", "moe_experts": "bf16"}
+    assert {op: claim.variant for op, (claim, _) in lastblock.items()} == {
+        "linear": "bf16", "moe_experts": "bf16", "moe_router": None}
     for op, (_, sources) in lastblock.items():
         assert "_arrival.py" in sources, f"{op}=triton_lastblock: the gate must hash the arrival counters' file"
     assert ("embedding", "triton") in names
