@@ -18,8 +18,11 @@ arriving thread's release (CTA-level synchronization, then a gpu-scope release i
 what it has observed: the pattern CUTLASS's split-K semaphore uses). Each arrival is acq_rel and
 reads the value the previous arrival wrote, so the chain of arrivals carries every earlier program's
 stores to the last one; `arrive` puts a second barrier after the atomic, so every thread of the last
-program reads the partials after that acquire. Results are bit-identical to the two-launch code: the same partials,
-added in the same order, whichever program happens to be last.
+program reads the partials after that acquire. Triton 3.6 compiles this (sm_90 PTX) to: the partial
+st.global; bar.sync; one thread's atom.global.gpu.acq_rel.add.u32; the old value broadcast through
+shared memory between two bar.syncs; the last program's ld.global.cg loop; st.global of the output and
+of the zero. Results are bit-identical to the two-launch code: the same partials, added in the same
+order, whichever program happens to be last.
 
 Assumptions, stated because nothing checks them at run time:
   * one pool of counters per device, shared by every launch: kernels that use it run one at a time
