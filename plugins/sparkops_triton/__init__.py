@@ -35,17 +35,25 @@ IMPLEMENTATIONS = [
     ("attention", "triton_fp32", "sparkops_triton.attention_splitk:attention_splitk_fp32", tolerance(),
      ("_runtime.py", "attention_prefill.py")),
     ("moe_router", "triton", "sparkops_triton.moe_router:moe_router", tolerance(), ("_runtime.py",)),
+    ("moe_router", "triton_lastblock", "sparkops_triton.moe_router:moe_router_lastblock", tolerance(),
+     ("_runtime.py", "_arrival.py")),
     ("sample", "triton", "sparkops_triton.sample:sample", tolerance(), ("_runtime.py",)),
     # quantized matmuls: float32 GEMVs for T <= 8; "triton" runs larger T on bf16 tensor-core dots,
     # "triton_fp32" on tf32x3 dots (about float32 accuracy)
     ("linear", "triton", "sparkops_triton.linear:linear", tolerance("bf16"), ("_runtime.py", "_dequant.py")),
     ("linear", "triton_fp32", "sparkops_triton.linear:linear_fp32", tolerance(), ("_runtime.py", "_dequant.py")),
+    # "triton_lastblock": the same kernels with the second (combine / routing) launch folded into the split
+    # kernel's last program to finish (`_arrival`): bit-identical to "triton", one launch fewer per split kernel
+    ("linear", "triton_lastblock", "sparkops_triton.linear:linear_lastblock", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "_arrival.py")),
     ("embedding", "triton", "sparkops_triton.embedding:embedding", tolerance(),
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton", "sparkops_triton.moe_experts:moe_experts", tolerance("bf16"),
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton_fp32", "sparkops_triton.moe_experts:moe_experts_fp32", tolerance(),
      ("_runtime.py", "_dequant.py", "linear.py")),
+    ("moe_experts", "triton_lastblock", "sparkops_triton.moe_experts:moe_experts_lastblock", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
 ]
 
 

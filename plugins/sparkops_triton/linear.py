@@ -7,7 +7,10 @@ Two paths, picked by the number of rows T of x (a host-side shape decision, fixe
   the current one is decoded in registers and multiplied with float32 activations; one chunk decode
   serves all T tokens. When OUT is too small to fill the GPU, the row is split over programs
   (split-K); the partial sums go to a float32 buffer [splits, T, OUT] that a second small kernel
-  adds in a fixed order, so results are bit-reproducible (no atomics). Claim tolerance().
+  adds in a fixed order, so results are bit-reproducible (no float atomics). Claim tolerance().
+  `linear_lastblock` ("triton_lastblock") drops that second launch: the last program of each row
+  tile to finish (an int32 arrival counter, `_arrival`) adds the partials in the same order, so its
+  output is bit-identical to "triton"'s with one launch fewer per split GEMV.
 * T > GEMV_MAX_T (prefill): a GEMM. Each program decodes a [BN, 256] tile of W per step, and
   multiplies it with the [BM, 256] tile of x on the tensor cores (tl.dot), float32 accumulation.
   `linear` (implementation "triton") rounds both operands to bfloat16 for the dot: claim "bf16".
@@ -28,6 +31,7 @@ import triton.language as tl
 from sparkops.errors import BadInput
 from sparkops.qweight import QWeight
 
+from ._arrival import arrive, counters, depart
 from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q6_K, Q8_0, decode_chunk, gemv_cols, gemv_decode, gemv_dot,
                        gemv_fetch, values)
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2, sm_count
@@ -58,13 +62,28 @@ def _gemv_store(out_ptr, acc, t, T, rows, OUT):
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, T, K, OUT, w_stride, x_stride, out_split_stride,
+def _combine_rows(part_ptr, y_ptr, T, OUT, split_stride, SPLITS, rows, TP: tl.constexpr, R: tl.constexpr):
+    """y[t, rows] = sum_s part[s, t, rows] in order s = 0, 1, ...: `_combine_kernel`'s float32 sums and
+    cast for one row tile and every token, read from L2 (.cg: other programs wrote the partials)."""
+    tt = tl.arange(0, TP)
+    offs = tt[:, None] * OUT + rows[None, :]                            # [TP, R] into one split's [T, OUT]
+    mask = (tt < T)[:, None] & (rows < OUT)[None, :]
+    acc = tl.zeros([TP, R], tl.float32)
+    for s in range(0, SPLITS):
+        acc += tl.load(part_ptr + s * split_stride + offs, mask=mask, other=0.0, cache_modifier=".cg")
+    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, y_ptr, cnt_ptr, T, K, OUT, w_stride, x_stride, out_split_stride,
                  n_chunks, chunks_per_split, QTYPE: tl.constexpr, TP: tl.constexpr, R: tl.constexpr,
-                 SA: tl.constexpr, PTX: tl.constexpr):
+                 SA: tl.constexpr, PTX: tl.constexpr, LASTBLOCK: tl.constexpr):
     """out[pid_k, t, o] = sum over this program's chunks of x[t] . W[o] (rows o of this program).
 
     One 2-D accumulator per token (TP <= 8, unrolled): each keeps the layout of the decoded tile, so
-    nothing is reshuffled between threads until the final sum. A chunk is decoded once for all tokens."""
+    nothing is reshuffled between threads until the final sum. A chunk is decoded once for all tokens.
+    LASTBLOCK (split-K only): the last of the row tile's splits to arrive at counter pid_r also writes
+    y[T, OUT] rows of this tile, the splits' partials added in order (see `_arrival`)."""
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_r * R + tl.arange(0, R)                                  # [R]
@@ -110,6 +129,10 @@ def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, T, K, OUT, w_stride, x_stride,
         _gemv_store(dst, acc5, 5, T, rows, OUT)
         _gemv_store(dst, acc6, 6, T, rows, OUT)
         _gemv_store(dst, acc7, 7, T, rows, OUT)
+    if LASTBLOCK:
+        if arrive(cnt_ptr, pid_r, tl.num_programs(1)):
+            _combine_rows(out_ptr, y_ptr, T, OUT, out_split_stride, tl.num_programs(1), rows, TP, R)
+            depart(cnt_ptr, pid_r)
 
 
 @triton.jit
@@ -226,23 +249,34 @@ def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torc
     return rows, warps, cdiv(n_chunks, per), per
 
 
-def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor) -> None:
-    """y[T, OUT] = x[T, K] @ W^T for T <= GEMV_MAX_T; raw is the 2-D stored weight [OUT, row units]."""
+def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor,
+             lastblock: bool = False) -> None:
+    """y[T, OUT] = x[T, K] @ W^T for T <= GEMV_MAX_T; raw is the 2-D stored weight [OUT, row units].
+
+    Split-K: `_combine_kernel` adds the partials in a second launch, or with `lastblock` the GEMV's last
+    program per row tile does (same sums, same order: the same bits, one launch)."""
     t, k = x.shape
     out_features = raw.shape[0]
     n_chunks = cdiv(k, 256)
     rows, warps, splits, per = gemv_plan(qtype, t, out_features, n_chunks, x.device)
+    tiles = cdiv(out_features, rows)
     tp = next_pow2(t)
+    # the pool exists after any last-block call on the device, split or not (warm-up before graph capture)
+    cnt = counters("linear", x.device, tiles if splits > 1 else 0) if lastblock else y
     if splits == 1:
-        _gemv_kernel[(cdiv(out_features, rows), 1)](
-            x, raw, grid, y, t, k, out_features, raw.stride(0), x.stride(0), 0, n_chunks, per,
-            QTYPE=int(qtype), TP=tp, R=rows, SA=gemv_cols(qtype), PTX=not interpreting(), num_warps=warps)
+        _gemv_kernel[(tiles, 1)](
+            x, raw, grid, y, y, cnt, t, k, out_features, raw.stride(0), x.stride(0), 0, n_chunks, per,
+            QTYPE=int(qtype), TP=tp, R=rows, SA=gemv_cols(qtype), PTX=not interpreting(), LASTBLOCK=False,
+            num_warps=warps)
         return
     part = torch.empty((splits, t, out_features), dtype=torch.float32, device=x.device)  # [splits, T, OUT]
-    _gemv_kernel[(cdiv(out_features, rows), splits)](
-        x, raw, grid, part, t, k, out_features, raw.stride(0), x.stride(0), part.stride(0), n_chunks, per, QTYPE=int(qtype), TP=tp, R=rows, SA=gemv_cols(qtype), PTX=not interpreting(), num_warps=warps)
-    n = t * out_features
-    _combine_kernel[(cdiv(n, 1024),)](part, y, n, splits, BLOCK=1024, num_warps=4)
+    _gemv_kernel[(tiles, splits)](
+        x, raw, grid, part, y, cnt, t, k, out_features, raw.stride(0), x.stride(0), part.stride(0), n_chunks, per,
+        QTYPE=int(qtype), TP=tp, R=rows, SA=gemv_cols(qtype), PTX=not interpreting(), LASTBLOCK=lastblock,
+        num_warps=warps)
+    if not lastblock:
+        n = t * out_features
+        _combine_kernel[(cdiv(n, 1024),)](part, y, n, splits, BLOCK=1024, num_warps=4)
 
 
 def run_gemm(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor, bf16: bool) -> None:
@@ -254,7 +288,7 @@ def run_gemm(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
         num_stages=1 if raw.is_floating_point() else 2)  # float weight tiles are 64 KB: one stage fits
 
 
-def _linear(x: torch.Tensor, weight: QWeight, bf16: bool) -> torch.Tensor:
+def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = False) -> torch.Tensor:
     op = "linear"
     expect(op, "x", x, (None, None), "[T, IN]")
     expect_dtype(op, "x", x, FLOATS)
@@ -276,7 +310,7 @@ def _linear(x: torch.Tensor, weight: QWeight, bf16: bool) -> torch.Tensor:
         return y.zero_()
     grid = grid_for(weight, raw)
     if t <= GEMV_MAX_T:
-        run_gemv(x, raw, weight.qtype, grid, y)
+        run_gemv(x, raw, weight.qtype, grid, y, lastblock)
     else:
         run_gemm(x, raw, weight.qtype, grid, y, bf16)
     return y
@@ -290,3 +324,9 @@ def linear(x, weight):
 def linear_fp32(x, weight):
     """Implementation "triton_fp32": fp32 GEMV for T <= 8, tf32x3 tensor-core GEMM above (claim fp32)."""
     return _linear(x, weight, bf16=False)
+
+
+def linear_lastblock(x, weight):
+    """Implementation "triton_lastblock": "triton" with the split-K GEMV's partials added by its own last
+    program per row tile instead of a second launch (bit-identical to "triton"; claim "bf16")."""
+    return _linear(x, weight, bf16=True, lastblock=True)

@@ -9,6 +9,9 @@ Decode (T <= MOE_GEMV_MAX_T): three launches; the two big ones are float32 GEMVs
   2. down:    one program per (row tile, token, expert): weights[t, k] * W_down[e_k] h[t, k] (and the
               shared expert's S_down hs[t]) into a float32 scratch [T, K + 1, D].
   3. combine: y[t] = the K + 1 partials added in order (no atomics: bit-reproducible), in x's dtype.
+  "triton_lastblock" (`moe_experts_lastblock`) has no third launch: the last of a (row tile, token)'s
+  K + 1 down programs to finish (an int32 arrival counter, `_arrival`) adds the partials in the same
+  order, so its output is bit-identical to "triton"'s.
 Prefill (larger T): the T*K slots are grouped by expert on the device (a stable sort; a tile map
   built with searchsorted, so the grid is a static upper bound and nothing syncs), then two grouped
   GEMM launches on the tensor cores (gate/up with SwiGLU; down times the routing weight), a
@@ -26,6 +29,7 @@ import triton.language as tl
 
 from sparkops.errors import BadInput
 
+from ._arrival import arrive, counters, depart
 from ._dequant import decode_chunk, gemv_cols, gemv_rows, values
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting
 from .linear import dot_acc, grid_for, grid_for_any, run_gemm, weight_rows
@@ -82,12 +86,14 @@ def _moe_up_kernel(x_ptr, ids_ptr, wg_ptr, wu_ptr, sg_ptr, su_ptr, grid_ptr, h_p
 
 
 @triton.jit
-def _moe_down_kernel(h_ptr, ids_ptr, rw_ptr, wd_ptr, sd_ptr, grid_ptr, part_ptr, T, D, F, FS, KSEL, E,
-                     d_estride, d_rstride, s_rstride, h_stride, QTYPE: tl.constexpr, QTYPE_S: tl.constexpr,
+def _moe_down_kernel(h_ptr, ids_ptr, rw_ptr, wd_ptr, sd_ptr, grid_ptr, part_ptr, y_ptr, cnt_ptr, T, D, F, FS, KSEL,
+                     E, d_estride, d_rstride, s_rstride, h_stride, QTYPE: tl.constexpr, QTYPE_S: tl.constexpr,
                      SA: tl.constexpr, SA_S: tl.constexpr, R: tl.constexpr, HAS_SHARED: tl.constexpr,
-                     PTX: tl.constexpr):
+                     PTX: tl.constexpr, LASTBLOCK: tl.constexpr):
     """part[t, k, rows] = rw[t, k] * W_down[ids[t, k]][rows] . h[t, k]; k = K is the shared expert.
-    One program per (row tile, token, expert): the experts of a token run in parallel."""
+    One program per (row tile, token, expert): the experts of a token run in parallel.
+    LASTBLOCK: the last of the K (+1) programs of (row tile, token) to arrive at counter t * tiles + pid_r
+    also writes y[t, rows], the partials added in order k = 0, 1, ... (`_moe_combine_kernel`'s sums)."""
     pid_r = tl.program_id(0)
     t = tl.program_id(1)
     k = tl.program_id(2)
@@ -106,6 +112,15 @@ def _moe_down_kernel(h_ptr, ids_ptr, rw_ptr, wd_ptr, sd_ptr, grid_ptr, part_ptr,
             part = gemv_rows(QTYPE_S, sd_ptr + (rows.to(tl.int64) * s_rstride)[:, None], rmask,
                              h_ptr + (T * KSEL + t) * h_stride, FS, grid_ptr, SA_S, PTX)
             tl.store(dst, part, mask=rows < D)
+    if LASTBLOCK:
+        slot = t * tl.num_programs(0) + pid_r
+        nk = tl.num_programs(2)
+        if arrive(cnt_ptr, slot, nk):
+            acc = tl.zeros([R], tl.float32)                              # [R]
+            for kk in range(0, nk):
+                acc += tl.load(part_ptr + (t * nk + kk) * D + rows, mask=rows < D, other=0.0, cache_modifier=".cg")
+            tl.store(y_ptr + t * D + rows, acc.to(y_ptr.dtype.element_ty), mask=rows < D)
+            depart(cnt_ptr, slot)
 
 
 @triton.jit
@@ -226,7 +241,9 @@ def _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     return raws
 
 
-def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y):
+def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock=False):
+    """y[T, D] by the fused GEMVs: up, down, then `_moe_combine_kernel`; with `lastblock` the down
+    kernel's last program per (row tile, token) does the combine (same sums, same order, one launch fewer)."""
     t, d = x.shape
     n_exp, ffn, _ = w_gate.shape
     ksel = ids.shape[1]
@@ -247,11 +264,14 @@ def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y
         R=up_rows, HAS_SHARED=has_shared, PTX=ptx, num_warps=GEMV_WARPS)
     nk = ksel + int(has_shared)
     part = torch.empty((t, nk, d), dtype=torch.float32, device=x.device)  # [T, K (+1), D]
-    _moe_down_kernel[(cdiv(d, down_rows), t, nk)](
-        h, ids, weights, rd, sd, grid, part, t, d, ffn, fs, ksel, n_exp, rd.stride(0), rd.stride(1), sd.stride(0),
-        h.stride(0), QTYPE=int(w_down.qtype), QTYPE_S=int(qsd), SA=gemv_cols(w_down.qtype), SA_S=gemv_cols(qsd),
-        R=down_rows, HAS_SHARED=has_shared, PTX=ptx, num_warps=GEMV_WARPS)
-    _moe_combine_kernel[(cdiv(d, 1024), t)](part, y, d, nk, BLOCK=1024, num_warps=4)
+    tiles = cdiv(d, down_rows)
+    cnt = counters("moe_experts", x.device, t * tiles) if lastblock else part  # [T, tiles] slots used
+    _moe_down_kernel[(tiles, t, nk)](
+        h, ids, weights, rd, sd, grid, part, y, cnt, t, d, ffn, fs, ksel, n_exp, rd.stride(0), rd.stride(1),
+        sd.stride(0), h.stride(0), QTYPE=int(w_down.qtype), QTYPE_S=int(qsd), SA=gemv_cols(w_down.qtype),
+        SA_S=gemv_cols(qsd), R=down_rows, HAS_SHARED=has_shared, PTX=ptx, LASTBLOCK=lastblock, num_warps=GEMV_WARPS)
+    if not lastblock:
+        _moe_combine_kernel[(cdiv(d, 1024), t)](part, y, d, nk, BLOCK=1024, num_warps=4)
 
 
 def _tile_map(ids: torch.Tensor, n_exp: int, bm: int):
@@ -312,7 +332,7 @@ def _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, 
     y.copy_(out)
 
 
-def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16):
+def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, lastblock=False):
     raws = _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     x = x.contiguous()
     ids = ids.contiguous()
@@ -323,7 +343,7 @@ def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16):
     if ids.shape[1] == 0 and s_gate is None:
         return y.zero_()
     if x.shape[0] <= MOE_GEMV_MAX_T:
-        _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y)
+        _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock)
     else:
         _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, bf16)
     return y
@@ -337,3 +357,9 @@ def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
 def moe_experts_fp32(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     """Implementation "triton_fp32": float32 GEMVs for T <= 8, tf32x3 grouped GEMMs above (claim float32)."""
     return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=False)
+
+
+def moe_experts_lastblock(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "triton_lastblock": "triton" with the decode combine done by the down kernel's last
+    program per (row tile, token) instead of a third launch (bit-identical to "triton"; claim "bf16")."""
+    return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True)

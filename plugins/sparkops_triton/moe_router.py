@@ -8,6 +8,10 @@
    s = sigmoid(logits), s' = s + bias; group score = sum of the two best s' of each group; keep the
    topk_group best groups (ties: lower group), s' of the others := 0 (as the reference code does);
    top_k by iterative max (ties: lower expert id); w = s[ids] / (sum + eps) * scale.
+"triton_lastblock" (`moe_router_lastblock`) runs step 2 inside the decode GEMV: the last of token t's
+logits programs to finish (an int32 arrival counter, `_arrival`) routes token t with the same function
+(`_route_token`), so decode is one launch and its output bit-identical to "triton"'s. Prefill (T >= 16)
+is the same two launches in both.
 """
 
 import torch
@@ -16,15 +20,28 @@ import triton.language as tl
 
 from sparkops.errors import BadInput
 
+from ._arrival import arrive, counters, depart
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_pow2
 
 
 #: decode's logits GEMV: experts per program and the D-slice width (256 experts / 4 = 64 programs at 48B sizes)
 ROUTER_GEMV_BE, ROUTER_GEMV_BD, ROUTER_GEMV_WARPS = 4, 512, 4
+#: warps of `_route_kernel`. "triton_lastblock" runs the same GEMV shape (BE, BD, warps: another tile
+#: would change the order of each logit's sum, so more programs per token are not free) and routes
+#: inside it with ROUTER_GEMV_WARPS warps; the sum of the top_k weights is a reduction whose order
+#: follows the thread layout, so its bits match "triton"'s with ROUTER_GEMV_WARPS == ROUTE_WARPS
+#: (the defaults; the sm_90 PTX of the two routing codes is the same float instruction sequence).
+ROUTE_WARPS = 4
 
 
 @triton.jit
-def _logits_gemv_kernel(x_ptr, w_ptr, out_ptr, E, D, BE: tl.constexpr, BD: tl.constexpr):
+def _logits_gemv_kernel(x_ptr, w_ptr, out_ptr, E, D, bias_ptr, w_out_ptr, id_out_ptr, cnt_ptr, EG, n_group,
+                        topk_group, top_k, scale, renorm_eps, BE: tl.constexpr, BD: tl.constexpr,
+                        GP: tl.constexpr, EGP: tl.constexpr, KP: tl.constexpr, LASTBLOCK: tl.constexpr):
+    """logits[t, e] = x[t] . weight[e] for BE experts e of token t (one program per (expert block, token)).
+    LASTBLOCK: the last of token t's cdiv(E, BE) programs to arrive at counter t also routes token t
+    (`_route_token` on the logits the others wrote): the bias, weights, ids and routing arguments are
+    read only then."""
     t = tl.program_id(1)
     e = tl.program_id(0) * BE + tl.arange(0, BE)
     e_ok = e < E
@@ -37,6 +54,11 @@ def _logits_gemv_kernel(x_ptr, w_ptr, out_ptr, E, D, BE: tl.constexpr, BD: tl.co
                     other=0.0).to(tl.float32)
         acc += w * xv[None, :]
     tl.store(out_ptr + t.to(tl.int64) * E + e, tl.sum(acc, axis=1), mask=e_ok)
+    if LASTBLOCK:
+        if arrive(cnt_ptr, t, tl.num_programs(0)):
+            _route_token(t.to(tl.int64), out_ptr, bias_ptr, w_out_ptr, id_out_ptr, E, EG, n_group, topk_group, top_k,
+                         scale, renorm_eps, GP, EGP, KP, True)
+            depart(cnt_ptr, t)
 
 
 @triton.jit
@@ -56,14 +78,18 @@ def _logits_gemm_kernel(x_ptr, w_ptr, out_ptr, T, E, D, BT: tl.constexpr, BE: tl
 
 
 @triton.jit
-def _route_kernel(logit_ptr, bias_ptr, w_out_ptr, id_out_ptr, E, EG, n_group, topk_group, top_k, scale, renorm_eps,
-                  GP: tl.constexpr, EGP: tl.constexpr, KP: tl.constexpr):
-    t = tl.program_id(0).to(tl.int64)
+def _route_token(t, logit_ptr, bias_ptr, w_out_ptr, id_out_ptr, E, EG, n_group, topk_group, top_k, scale, renorm_eps,
+                 GP: tl.constexpr, EGP: tl.constexpr, KP: tl.constexpr, CG: tl.constexpr):
+    """Route token t (int64) from its logits row: weights[t, :top_k] and ids[t, :top_k] (the module docstring's
+    step 2). CG: read the logits from L2 (ld.global.cg), for logits other programs of this launch wrote."""
     g = tl.arange(0, GP)
     j = tl.arange(0, EGP)
     ok = (g < n_group)[:, None] & (j < EG)[None, :]
     e = g[:, None] * EG + j[None, :]  # expert id of each slot [GP, EGP]
-    logits = tl.load(logit_ptr + t * E + e, mask=ok, other=0.0)
+    if CG:
+        logits = tl.load(logit_ptr + t * E + e, mask=ok, other=0.0, cache_modifier=".cg")
+    else:
+        logits = tl.load(logit_ptr + t * E + e, mask=ok, other=0.0)
     s = tl.sigmoid(logits)  # unbiased scores: the weights
     chooser = tl.where(ok, s + tl.load(bias_ptr + e, mask=ok, other=0.0), float("-inf"))  # s': the choice
     # group score: the sum of each group's two best s' (just the best when a group holds one expert)
@@ -94,7 +120,15 @@ def _route_kernel(logit_ptr, bias_ptr, w_out_ptr, id_out_ptr, E, EG, n_group, to
     tl.store(id_out_ptr + t * top_k + kk, ids.to(tl.int64), mask=k_ok)
 
 
-def moe_router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+@triton.jit
+def _route_kernel(logit_ptr, bias_ptr, w_out_ptr, id_out_ptr, E, EG, n_group, topk_group, top_k, scale, renorm_eps,
+                  GP: tl.constexpr, EGP: tl.constexpr, KP: tl.constexpr):
+    """One program per token: `_route_token`."""
+    _route_token(tl.program_id(0).to(tl.int64), logit_ptr, bias_ptr, w_out_ptr, id_out_ptr, E, EG, n_group,
+                 topk_group, top_k, scale, renorm_eps, GP, EGP, KP, False)
+
+
+def _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, lastblock):
     op = "moe_router"
     expect(op, "x", x, (None, None), "[T, D]")
     t, d = x.shape
@@ -118,15 +152,31 @@ def moe_router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
         return weights, ids
     x, weight = x.contiguous(), weight.contiguous()
     logits = torch.empty((t, experts), dtype=torch.float32, device=dev)  # [T, E]
+    bias = bias.contiguous()
+    eg = experts // n_group
+    route = dict(GP=next_pow2(n_group), EGP=next_pow2(eg), KP=next_pow2(top_k))
     if t < 16:
         be = ROUTER_GEMV_BE
-        _logits_gemv_kernel[(cdiv(experts, be), t)](x, weight, logits, experts, d, BE=be, BD=ROUTER_GEMV_BD,
-                                                    num_warps=ROUTER_GEMV_WARPS)
+        cnt = counters(op, dev, t) if lastblock else logits  # slot t: token t's arrivals
+        _logits_gemv_kernel[(cdiv(experts, be), t)](
+            x, weight, logits, experts, d, bias, weights, ids, cnt, eg, n_group, topk_group, top_k, float(scale),
+            float(renorm_eps), BE=be, BD=ROUTER_GEMV_BD, **route, LASTBLOCK=lastblock, num_warps=ROUTER_GEMV_WARPS)
+        if lastblock:
+            return weights, ids
     else:
         _logits_gemm_kernel[(cdiv(t, 64), cdiv(experts, 64))](x, weight, logits, t, experts, d, BT=64, BE=64, BD=32,
                                                               num_warps=4)
-    eg = experts // n_group
-    _route_kernel[(t,)](logits, bias.contiguous(), weights, ids, experts, eg, n_group, topk_group, top_k, float(scale),
-                        float(renorm_eps), GP=next_pow2(n_group), EGP=next_pow2(eg), KP=next_pow2(top_k),
-                        num_warps=4)
+    _route_kernel[(t,)](logits, bias, weights, ids, experts, eg, n_group, topk_group, top_k, float(scale),
+                        float(renorm_eps), **route, num_warps=ROUTE_WARPS)
     return weights, ids
+
+
+def moe_router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+    """Implementation "triton": the logits GEMV (T < 16) or GEMM, then `_route_kernel` (two launches)."""
+    return _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, lastblock=False)
+
+
+def moe_router_lastblock(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+    """Implementation "triton_lastblock": decode (T < 16) routes inside the logits GEMV, each token by the last
+    of its programs to finish (one launch, bit-identical to "triton"); prefill as "triton"."""
+    return _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, lastblock=True)

@@ -86,6 +86,7 @@ def launch_every_kernel():
         gated_rmsnorm.gated_rmsnorm(r(t, 32, 128, dtype=BF), r(t, 32, 128, dtype=BF), r(128), 1e-5)
         short_conv.short_conv(r(t, 4096, dtype=BF), r(4096, 4), r(3, 4096))
         moe_router.moe_router(r(t, 2304, dtype=BF), r(256, 2304), r(256), 8, 1, 1, 2.446, 1e-20)
+        moe_router.moe_router_lastblock(r(t, 2304, dtype=BF), r(256, 2304), r(256), 8, 1, 1, 2.446, 1e-20)
     for t in (1, 128):
         args = [r(t, 32, 128, dtype=BF) for _ in range(4)] + [r(t, 32, dtype=BF), -r(32).exp(), r(4096),
                                                                r(32, 128, 128), 128 ** -0.5, 1e-6]
@@ -104,10 +105,33 @@ def launch_every_kernel():
         sample.sample(logits, temperature, top_k, top_p, 1, step)
 
 
-def test_every_kernel_compiles_for_sm90_without_spills():
+def launch_lastblock_kernels(monkeypatch):
+    """The last-block GEMVs (`_arrival`) as the 48B decode launches them: split-K on the H200's 132 SMs."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.qweight import QWeight
+    from sparkops_triton import linear, moe_experts
+
+    monkeypatch.setattr(linear, "sm_count", lambda device: 132)
+    for mod in (linear, moe_experts):  # the GPU's configuration (PTX decoders, row tiles), however imported
+        monkeypatch.setattr(mod, "interpreting", lambda: False)
+
+    def q4k(*shape):  # zero blocks: only the shapes matter when compiling
+        return QWeight(torch.zeros(*shape[:-1], shape[-1] // 256 * 144, dtype=torch.uint8), Q.Q4_K, shape)
+
+    w = q4k(2304, 4096)  # o_proj: 36 row tiles at T=1, so K is split
+    for t in (1, 8):
+        linear.linear_lastblock(r(t, 4096, dtype=BF), w)
+    e, f, d = 4, 1024, 2304
+    moe_experts.moe_experts_lastblock(r(1, d, dtype=BF), r(1, 2), torch.tensor([[0, 1]]), q4k(e, f, d), q4k(e, f, d),
+                                      q4k(e, d, f), q4k(f, d), q4k(f, d), q4k(d, f))
+
+
+def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     compiled: dict = {}
     with compile_only(compiled):
         launch_every_kernel()
+        launch_lastblock_kernels(monkeypatch)
     names = {key[0] for key in compiled}
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}

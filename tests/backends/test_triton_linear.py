@@ -4,10 +4,14 @@ CPU: the kernels run in Triton's interpreter (fresh copies of the modules import
 TRITON_INTERPRET=1, see `sparkops_triton._runtime.interpreted`) on tiny shapes: every GGUF type, T on
 both sides of the GEMV/GEMM switch, OUT not a multiple of the row tile, the split-K path, stacked
 expert weights. Outputs are poisoned (torch.empty fills NaN) so an unwritten element fails.
+"triton_lastblock" (the split-K partials added by the GEMV's last program, `_arrival`) must give
+"triton"'s bits, with the interpreter running the programs in a shuffled order, and leave its arrival
+counters at zero.
 
 GPU (marked gpu, run on an H200): the 48B shapes, a row subset checked against float64, and the time
 of each kernel in a replayed CUDA graph (several weight buffers in rotation, so the 50 MB L2 does not
-flatter) printed as GB/s and % of the measured 4.04 TB/s:
+flatter) printed as GB/s and % of the measured 4.04 TB/s; "triton_lastblock" against "triton" bit for
+bit, eagerly and replayed from CUDA graphs:
     pytest -m gpu -s tests/backends/test_triton_linear.py
 """
 
@@ -26,7 +30,8 @@ from sparkops.qweight import QWeight
 
 triton = pytest.importorskip("triton")
 
-from tests.backends.triton_support import poisoned  # noqa: E402,F401 - a fixture
+from tests.backends.triton_support import (assert_pool_clean, assert_same_bits_replayed, poisoned,  # noqa: E402,F401
+                                           same_bits, shuffled_programs)
 
 TYPES = [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_K, Q.Q6_K, Q.IQ1_S]
 #: smallest row length per type that spans two chunks of 256 (so the split-K and prefetch paths run)
@@ -51,10 +56,10 @@ def make_weight(g: torch.Generator, rows: int, cols: int, qtype) -> QWeight:
 
 @pytest.fixture(scope="module")
 def kernels():
-    """(linear, embedding) modules compiled for the interpreter; the normal modules come back after."""
+    """(linear, embedding, _arrival) modules compiled for the interpreter; the normal modules come back after."""
     from sparkops_triton._runtime import interpreted
 
-    with interpreted("linear", "embedding") as mods:
+    with interpreted("linear", "embedding", "_arrival") as mods:
         yield mods
 
 
@@ -64,7 +69,8 @@ def kernels():
 # interpreter (CPU)
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("impl,tol_gemm", [("linear", BF16_TOL), ("linear_fp32", FP32_TOL)])
+@pytest.mark.parametrize("impl,tol_gemm", [("linear", BF16_TOL), ("linear_fp32", FP32_TOL),
+                                           ("linear_lastblock", BF16_TOL)])
 def test_contract_cases(kernels, poisoned, impl, tol_gemm):
     lin = getattr(kernels[0], impl)
     cases = get_contract("linear").cases(20261129)
@@ -147,6 +153,87 @@ def test_every_gemv_tuning_variant_is_correct(kernels, poisoned):
             setattr(lin, k, v)
 
 
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda q: q.name)
+def test_lastblock_is_bitwise_the_two_launch_gemv(kernels, poisoned, monkeypatch, qtype):
+    """linear_lastblock gives linear's bits on split-K GEMVs: T = 1, 3, 8 with float32, bfloat16 and float16
+    activations, 9 rows (no row tile divides them), K of four chunks split four ways, the programs run in a
+    shuffled order (the last to arrive is not the highest split); the counters are zero after every call."""
+    lin, _, arrival = kernels
+    monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", 64)  # 256 programs wanted on the interpreter's 4 "SMs"
+    g = torch.Generator().manual_seed(int(qtype) + 21)
+    w = make_weight(g, 9, 1024, qtype)
+    with shuffled_programs(int(qtype)) as shuffled:
+        for t, dt in ((1, torch.float32), (3, torch.bfloat16), (8, torch.float16)):
+            _, _, splits, _ = lin.gemv_plan(qtype, t, 9, 4, torch.device("cpu"))
+            assert splits == 4, "the shape must take the split-K path"
+            x = torch.randn(t, 1024, generator=g).to(dt)
+            want = lin.linear(x, w)
+            got = lin.linear_lastblock(x, w)
+            assert torch.isfinite(want).all() and same_bits(got, want), (t, dt)
+            assert_pool_clean(arrival)
+    assert shuffled, "the interpreter's programs were not shuffled"
+
+
+def test_lastblock_counters_reset_between_calls(kernels, poisoned, monkeypatch):
+    """Two calls in a row on one counter pool, new inputs each time (uneven splits: 3 chunks over 2 programs),
+    then a GEMV that does not split: each is linear's bits, and the counters are zero after each."""
+    lin, _, arrival = kernels
+    monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", 1)  # 4 programs wanted: 3 row tiles x 2 splits
+    g = torch.Generator().manual_seed(8)
+    w = make_weight(g, 70, 768, Q.Q4_K)
+    assert lin.gemv_plan(Q.Q4_K, 2, 70, 3, torch.device("cpu"))[2:] == (2, 2)
+    for _ in range(2):
+        x = torch.randn(2, 768, generator=g)
+        assert same_bits(lin.linear_lastblock(x, w), lin.linear(x, w))
+        assert_pool_clean(arrival)
+    monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", 0)  # no split: one launch in both implementations
+    x = torch.randn(2, 768, generator=g)
+    assert same_bits(lin.linear_lastblock(x, w), lin.linear(x, w))
+    assert_pool_clean(arrival)
+
+
+def test_arrive_elects_exactly_the_last_arrival(kernels, monkeypatch):
+    """`_arrival.arrive` is True in one program per slot, the one that arrives last (ticket n - 1), whatever the
+    order the programs run in; `depart` leaves the counters at zero. (The interpreter runs programs one at a time,
+    so an election of the first arrival would still end with the right sums: this is where it shows.)"""
+    import sys
+
+    import triton.language as tl
+
+    # the interpreter resolves a kernel's helpers among its module's globals (not closures): lend them for this test
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "tl", tl, raising=False)
+    monkeypatch.setattr(module, "_arrive", kernels[2].arrive, raising=False)
+    monkeypatch.setattr(module, "_depart", kernels[2].depart, raising=False)
+
+    @triton.jit  # decorated under the fixture's TRITON_INTERPRET=1: an interpreted kernel
+    def election(cnt_ptr, ticket_ptr, wins_ptr, N):
+        slot = tl.program_id(1)
+        ticket = tl.atomic_add(ticket_ptr + slot, 1)      # the order of arrival, counted apart
+        if _arrive(cnt_ptr, slot, N):
+            tl.atomic_add(wins_ptr + 2 * slot, 1)         # how many programs were elected
+            tl.store(wins_ptr + 2 * slot + 1, ticket)     # and at which arrival
+            _depart(cnt_ptr, slot)
+
+    for seed in range(3):
+        cnt, tickets = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+        wins = torch.zeros(4, 2, dtype=torch.int32)
+        with shuffled_programs(seed):
+            election[(7, 4)](cnt, tickets, wins, 7)
+        assert wins.tolist() == [[1, 6]] * 4 and tickets.tolist() == [7] * 4 and not cnt.any()
+
+
+def test_arrival_pool_refuses_what_it_cannot_do(kernels, monkeypatch):
+    """More counters than the pool holds, and a pool created during CUDA-graph capture, are named errors."""
+    arrival = kernels[2]
+    with pytest.raises(BadInput, match="POOL_COUNTERS"):
+        arrival.counters("linear", torch.device("cpu"), arrival.POOL_COUNTERS + 1)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert arrival.pool_on(torch.device("cuda", 0)) is None  # this module copy never ran on CUDA
+    with pytest.raises(BadInput, match="before capturing"):
+        arrival.counters("linear", torch.device("cuda", 0), 4)
+
+
 def test_bad_input(kernels):
     lin = kernels[0]
     w = QWeight.from_float(torch.randn(8, 256), Q.Q4_K)
@@ -186,6 +273,12 @@ def test_registered():
     names = {(op, name): claim for op, name, _, claim, _ in sparkops_triton.IMPLEMENTATIONS}
     assert names[("linear", "triton")].variant == "bf16"
     assert names[("linear", "triton_fp32")].variant is None
+    lastblock = {op: (claim, sources) for op, name, _, claim, sources in sparkops_triton.IMPLEMENTATIONS
+                 if name == "triton_lastblock"}
+    assert {op: claim.variant for op, (claim, _) in lastblock.items()} == {
+        "linear": "bf16", "moe_experts": "bf16", "moe_router": None}
+    for op, (_, sources) in lastblock.items():
+        assert "_arrival.py" in sources, f"{op}=triton_lastblock: the gate must hash the arrival counters' file"
     assert ("embedding", "triton") in names
     assert names[("moe_experts", "triton")].variant == "bf16"
 
@@ -275,3 +368,30 @@ def test_gpu_linear_batches(t):
     assert rel_err(linear(x, w), ref) < (FP32_TOL if t <= 8 else BF16_TOL)
     sec = time_in_graph(lambda i: linear(x, w), 8)
     print(f"\nlinear triton Q4_K 4096x2304 T={t}: {sec * 1e6:.1f} us, {2 * t * 4096 * 2304 / sec / 1e12:.2f} TFLOP/s")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q6_K, Q.Q8_0, Q.BF16], ids=lambda q: q.name)
+@pytest.mark.parametrize("shape", SHAPES_48B[:3], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_gpu_lastblock_is_bitwise_the_two_launch_gemv(qtype, shape):
+    """linear_lastblock gives linear's bits at the 48B shapes (most split K on 132 SMs; lm_head never does),
+    T = 1, 3, 8: eagerly, and replayed from CUDA graphs with new activations each replay (the arrival counters
+    reset themselves, on the GPU's real memory ordering)."""
+    from sparkops_triton.linear import gemv_plan, linear, linear_lastblock
+
+    out, k = shape
+    dev = torch.device("cuda")
+    w = random_weight(np.random.default_rng(out + int(qtype)), out, k, qtype, dev)
+    splits = []
+    for t, dt in ((1, torch.bfloat16), (3, torch.bfloat16), (8, torch.bfloat16), (1, torch.float32)):
+        splits.append(gemv_plan(qtype, t, out, k // 256, dev)[2])
+        xs = [torch.randn(t, k, device=dev).to(dt) for _ in range(2)]
+
+        def change(r, xs=xs):
+            for x in xs:
+                x.copy_(torch.randn_like(x, dtype=torch.float32))
+
+        assert_same_bits_replayed(lambda i, xs=xs: linear(xs[i], w), lambda i, xs=xs: linear_lastblock(xs[i], w),
+                                  change)
+    print(f"\nlinear triton_lastblock {qtype.name} {out}x{k}: splits at T=1,3,8 {splits[:3]}: same bits")

@@ -1,8 +1,10 @@
 """The Triton MoE experts (fused decode GEMVs; grouped prefill GEMMs) and, through the gate's own
 `prove`, the linear and embedding implementations, against the float64 reference.
 
-CPU: Triton's interpreter on tiny shapes (see test_triton_linear.py). GPU (marked gpu, H200): the 48B
-MoE shape (256 experts of 1024 x 2304, top-8, a shared expert), checked and timed in a CUDA graph:
+CPU: Triton's interpreter on tiny shapes (see test_triton_linear.py); "triton_lastblock" (the down
+kernel's last program per (row tile, token) does the combine) against "triton" bit for bit. GPU (marked
+gpu, H200): the 48B MoE shape (256 experts of 1024 x 2304, top-8, a shared expert), checked and timed in
+a CUDA graph, and "triton_lastblock" against "triton" bit for bit, eagerly and replayed from CUDA graphs:
     pytest -m gpu -s tests/backends/test_triton_moe.py
 """
 
@@ -18,7 +20,8 @@ from sparkops.qweight import QWeight
 
 triton = pytest.importorskip("triton")
 
-from tests.backends.triton_support import poisoned, prove_contract  # noqa: E402,F401 - poisoned is a fixture
+from tests.backends.triton_support import (assert_pool_clean, assert_same_bits_replayed, poisoned,  # noqa: E402,F401
+                                           prove_contract, same_bits, shuffled_programs)
 
 FP32_TOL, BF16_TOL = 1e-5, 1e-2
 ANCHOR_BW = 4.04e12
@@ -66,7 +69,7 @@ def moe_args(g: torch.Generator, qtype, t: int, d: int, f: int, e: int, k: int, 
 def kernels():
     from sparkops_triton._runtime import interpreted
 
-    with interpreted("moe_experts", "linear", "embedding") as mods:
+    with interpreted("moe_experts", "linear", "embedding", "_arrival") as mods:
         yield mods
 
 
@@ -78,7 +81,9 @@ def kernels():
 
 @pytest.mark.parametrize("op,name,module,fn", [
     ("moe_experts", "triton", 0, "moe_experts"),
+    ("moe_experts", "triton_lastblock", 0, "moe_experts_lastblock"),
     ("linear", "triton", 1, "linear"),
+    ("linear", "triton_lastblock", 1, "linear_lastblock"),
     ("linear", "triton_fp32", 1, "linear_fp32"),
     ("embedding", "triton", 2, "embedding"),
 ])
@@ -135,6 +140,30 @@ def test_decode_is_deterministic(kernels):
     assert torch.equal(moe.moe_experts(**a), moe.moe_experts(**a))
 
 
+@pytest.mark.parametrize("qtype", [pytest.param(Q.Q4_K, marks=pytest.mark.slow), Q.IQ1_S, Q.BF16],
+                         ids=lambda q: q.name)
+def test_lastblock_is_bitwise_the_three_launch_decode(kernels, poisoned, qtype):
+    """moe_experts_lastblock gives moe_experts' bits in decode: T = 1, 3, 8 (with and without the shared expert,
+    float32 and bfloat16 activations), D = 512 (two row tiles in the interpreter), programs run in a shuffled
+    order, and a bad expert id (NaN rows, the same NaN bits); the counters are zero after every call."""
+    moe, arrival = kernels[0], kernels[3]
+    g = torch.Generator().manual_seed(int(qtype) + 40)
+    full = moe_args(g, qtype, t=8, d=512, f=256, e=4, k=2)  # quantized once (IQ1_S quantizes slowly)
+    with shuffled_programs(int(qtype)) as shuffled:
+        for t, shared, dt in ((1, True, torch.float32), (3, True, torch.bfloat16), (8, False, torch.float32)):
+            a = dict(full, x=full["x"][:t].to(dt), weights=full["weights"][:t], ids=full["ids"][:t].clone())
+            if not shared:
+                a.update(s_gate=None, s_up=None, s_down=None)
+            if t == 3:
+                a["ids"][1, 0] = 4                                      # out of range: token 1's row is NaN
+            want = moe.moe_experts(**a)
+            got = moe.moe_experts_lastblock(**a)
+            assert same_bits(got, want), (t, shared, dt)
+            assert torch.isnan(want).any(dim=1).tolist() == [t == 3 and i == 1 for i in range(t)]
+            assert_pool_clean(arrival)
+    assert shuffled
+
+
 # ---------------------------------------------------------------------------------------------
 # GPU (H200): the 48B MoE layer
 # ---------------------------------------------------------------------------------------------
@@ -179,3 +208,32 @@ def test_gpu_moe_48b(qtype):
     nbytes = 3 * k * a["w_gate"].nbytes // e + sum(a[s].nbytes for s in ("s_gate", "s_up", "s_down"))
     print(f"\nmoe_experts triton decode {qtype.name} 48B T=1: {sec * 1e6:.1f} us for {nbytes / 1e6:.1f} MB, "
           f"{nbytes / sec / 1e9:.0f} GB/s, {100 * nbytes / sec / ANCHOR_BW:.1f}% of 4.04 TB/s")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S], ids=lambda q: q.name)
+def test_gpu_lastblock_is_bitwise_the_three_launch_decode(qtype):
+    """The 48B MoE layer (256 experts of [1024, 2304], top-8, a shared expert), T = 1, 3, 8 in bfloat16:
+    moe_experts_lastblock gives moe_experts' bits eagerly, and replayed from CUDA graphs with new activations,
+    expert ids and routing weights each replay (the arrival counters reset themselves)."""
+    from sparkops_triton.moe_experts import moe_experts, moe_experts_lastblock
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(int(qtype) + 1)
+    e, f, d, k = 256, 1024, 2304, 8
+    a = dict(w_gate=stacked_random(rng, (e, f, d), qtype, dev), w_up=stacked_random(rng, (e, f, d), qtype, dev),
+             w_down=stacked_random(rng, (e, d, f), qtype, dev), s_gate=stacked_random(rng, (f, d), qtype, dev),
+             s_up=stacked_random(rng, (f, d), qtype, dev), s_down=stacked_random(rng, (d, f), qtype, dev))
+    for t in (1, 3, 8):
+        calls = [dict(x=torch.randn(t, d, device=dev, dtype=torch.bfloat16), weights=(torch.rand(t, k) + 0.1).to(dev),
+                      ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev)) for _ in range(2)]
+
+        def change(r, calls=calls, t=t):
+            for c in calls:
+                c["x"].copy_(torch.randn(t, d, device=dev))
+                c["weights"].copy_(torch.rand(t, k) + 0.1)
+                c["ids"].copy_(torch.stack([torch.randperm(e)[:k] for _ in range(t)]))
+
+        assert_same_bits_replayed(lambda i, calls=calls: moe_experts(**calls[i], **a),
+                                  lambda i, calls=calls: moe_experts_lastblock(**calls[i], **a), change)

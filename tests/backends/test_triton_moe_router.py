@@ -1,12 +1,19 @@
 """moe_router=triton: the gate on the contract's cases, grouped routing and ties in Triton's interpreter
-(CPU); the same on CUDA, and the 48B shapes timed, on a GPU."""
+(CPU); the same on CUDA, and the 48B shapes timed, on a GPU. moe_router=triton_lastblock (decode routes
+inside the logits GEMV, in each token's last program to finish) against "triton" bit for bit: in the
+interpreter with the programs shuffled, and on a GPU eagerly and replayed from CUDA graphs."""
+
+import sys
 
 import pytest
 import torch
 
-from tests.backends.triton_support import check_case, interpreted_fixture, prove_contract
+from tests.backends.triton_support import (assert_pool_clean, assert_same_bits_replayed, check_case,  # noqa: F401
+                                           interpreted_fixture, poisoned, prove_contract, same_bits,
+                                           shuffled_programs)
 
 OP, NAME = "moe_router", "triton"
+LASTBLOCK = "triton_lastblock"
 kernels = interpreted_fixture("moe_router")
 
 
@@ -17,8 +24,9 @@ def tokens(t, d, e, k, ng, tg, seed):
                 renorm_eps=1e-20)
 
 
-def test_contract_cases_in_interpreter(kernels):
-    prove_contract(OP, NAME, kernels.moe_router)
+@pytest.mark.parametrize("name,fn", [(NAME, "moe_router"), (LASTBLOCK, "moe_router_lastblock")])
+def test_contract_cases_in_interpreter(kernels, name, fn):
+    prove_contract(OP, name, getattr(kernels, fn))
 
 
 @pytest.mark.parametrize("t,d,e,k,ng,tg", [(37, 64, 24, 5, 3, 2), (16, 48, 256, 8, 1, 1), (1, 20, 6, 6, 6, 6),
@@ -39,6 +47,8 @@ def test_every_gemv_tuning_variant_passes_the_gate_in_interpreter(kernels):
             for k, v in variant.items():
                 setattr(kernels, k, v)
             check_case(OP, NAME, kernels.moe_router, [tokens(2, 1100, 37, 4, 1, 1, 9)], label=f"tune {variant}")
+            check_case(OP, LASTBLOCK, kernels.moe_router_lastblock, [tokens(2, 1100, 37, 4, 1, 1, 9)],
+                       label=f"tune {variant}")
     finally:
         for k, v in saved.items():
             setattr(kernels, k, v)
@@ -53,13 +63,56 @@ def test_ties_go_to_the_lower_expert_in_interpreter(kernels):
     assert ids[:, :3].tolist() == [[3, 5, 9], [3, 5, 9]]
 
 
+@pytest.mark.parametrize("d,e,k,ng,tg", [(64, 24, 5, 3, 2), (48, 64, 8, 1, 1), (20, 6, 6, 6, 6), (1100, 37, 4, 1, 1)])
+def test_lastblock_is_bitwise_the_two_launch_router_in_interpreter(kernels, poisoned, d, e, k, ng, tg):
+    """moe_router_lastblock gives moe_router's bits (weights and ids) for T = 1, 3, 8, 15 (all decode: T < 16),
+    grouped and ungrouped, groups of one expert, an expert count no block divides; programs run in a shuffled
+    order, so the token's last program is not the highest block; the counters are zero after every call."""
+    arrival = sys.modules[kernels.counters.__module__]  # the interpreted copy of sparkops_triton._arrival
+    with shuffled_programs(e + d) as shuffled:
+        for t in (1, 3, 8, 15):
+            call = tokens(t, d, e, k, ng, tg, t + d)
+            w1, i1 = kernels.moe_router(**call)
+            w2, i2 = kernels.moe_router_lastblock(**call)
+            assert torch.isfinite(w1).all() and same_bits(w2, w1) and same_bits(i2, i1), t
+            assert_pool_clean(arrival)
+    assert shuffled
+
+
 @pytest.mark.gpu
 def test_gpu_contract_cases_and_48b_timing():
     from sparkops_triton._workloads import router_args, time_calls
-    from sparkops_triton.moe_router import moe_router
+    from sparkops_triton.moe_router import moe_router, moe_router_lastblock
 
     prove_contract(OP, NAME, moe_router, "cuda", seeds=(0, 1))
     check_case(OP, NAME, moe_router, [tokens(300, 2304, 256, 8, 1, 1, 8)], device="cuda", label="48b_300_tokens")
     for t in (1, 4096):
         sets, nbytes = router_args(t)
         print(f"\n{OP}=triton T={t} E=256 D=2304 k=8: {time_calls(moe_router, sets, nbytes)}")
+    prove_contract(OP, LASTBLOCK, moe_router_lastblock, "cuda", seeds=(0, 1))
+    for t in (1, 8):
+        sets, nbytes = router_args(t)
+        print(f"\n{OP}=triton_lastblock T={t} E=256 D=2304 k=8: {time_calls(moe_router_lastblock, sets, nbytes)}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ng,tg", [(1, 1), (8, 4)])
+def test_gpu_lastblock_is_bitwise_the_two_launch_router(ng, tg):
+    """E = 256, D = 2304, top-8 (the 48B's router; n_group 1, and grouped 8/4), bfloat16 x, T = 1, 3, 8, 15:
+    moe_router_lastblock gives moe_router's bits eagerly, and replayed from CUDA graphs with new activations each
+    replay (the arrival counters reset themselves)."""
+    from sparkops_triton.moe_router import moe_router, moe_router_lastblock
+
+    dev = torch.device("cuda")
+    base = tokens(15, 2304, 256, 8, ng, tg, 48)
+    weight, bias = base["weight"].to(dev), base["bias"].to(dev)
+    for t in (1, 3, 8, 15):
+        xs = [torch.randn(t, 2304, device=dev).to(torch.bfloat16) for _ in range(2)]
+        rest = (8, ng, tg, 2.446, 1e-20)
+
+        def change(r, xs=xs):
+            for x in xs:
+                x.copy_(torch.randn_like(x, dtype=torch.float32))
+
+        assert_same_bits_replayed(lambda i, xs=xs: moe_router(xs[i], weight, bias, *rest),
+                                  lambda i, xs=xs: moe_router_lastblock(xs[i], weight, bias, *rest), change)

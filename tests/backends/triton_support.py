@@ -11,7 +11,10 @@ through the same trace runner and comparison.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import random
+import sys
+from typing import Any, Callable, Iterator
 
 import pytest
 import torch
@@ -89,3 +92,113 @@ def check_case(op: str, name: str, fn: Callable[..., Any], calls: list[dict], st
     problems = [f"call {i}: {v.line()}" for i, v in result.verdicts if not v.passed]
     assert result.error is None and not problems, f"{op}={name} {label}: {result.error or ''}\n  " + \
         "\n  ".join(problems)
+
+
+# ---- the "last block" implementations (sparkops_triton._arrival) ----
+
+@contextlib.contextmanager
+def shuffled_programs(seed: int = 0) -> Iterator[list]:
+    """Triton's interpreter runs each launch's programs in a shuffled order (every grid axis permuted) instead
+    of program-id order, so the program that arrives last at an arrival counter is not always the one with the
+    highest id: a last-block reduction must give the same bits whichever it is.
+
+    Done by shadowing `range` in the interpreter's module for its launch loop only (GridExecutor.__call__,
+    `for x in range(grid[0])`, Triton 3.6); yields a list that records each shuffled axis, so a test can
+    assert the shuffling took place (a later Triton that loops differently fails loudly, not silently)."""
+    from triton.runtime import interpreter
+
+    rng = random.Random(seed)
+    launch = interpreter.GridExecutor.__call__.__code__
+    shuffled: list = []
+
+    def grid_range(*args):
+        order = range(*args)
+        if sys._getframe(1).f_code is not launch:
+            return order
+        order = list(order)
+        rng.shuffle(order)
+        shuffled.append(order)
+        return order
+
+    interpreter.range = grid_range  # a module global shadows the builtin for that module's code
+    try:
+        yield shuffled
+    finally:
+        del interpreter.range
+
+
+_BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit: the same dtype, shape and bytes (so -0.0 differs from 0.0 and equal NaNs match)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    view = _BITS.get(a.dtype)
+    return torch.equal(a.view(view), b.view(view)) if view is not None else torch.equal(a, b)
+
+
+def assert_pool_clean(arrival, device="cpu") -> None:
+    """The device's arrival counters exist and are all zero again (every last program reset its slot)."""
+    pool = arrival.pool_on(torch.device(device))
+    assert pool is not None, "no arrival counter pool: the last-block path did not run"
+    busy = torch.nonzero(pool).flatten().tolist()
+    assert not busy, f"arrival counters left non-zero after the call: slots {busy[:10]}"
+
+
+def poison_(outs) -> None:
+    """NaN (floats) / -1 (integers) into outputs in place, so a later launch that does not write them shows."""
+    for o in outs:
+        o.fill_(float("nan") if o.is_floating_point() else -1)
+
+
+def assert_same_bits_replayed(old: Callable[[int], Any], new: Callable[[int], Any], change: Callable[[int], None],
+                              replays: int = 4) -> None:
+    """CUDA: `new(i)` gives exactly `old(i)`'s bits eagerly, and when both are captured in CUDA graphs (each
+    graph calling its function twice, i = 0 and 1: two launches back to back on one counter pool) and replayed
+    `replays` times with `change(r)` writing new inputs in place before replay r and the outputs poisoned.
+    A last-block counter not reset to zero would leave the next replay's outputs unwritten (NaN) or early."""
+    from sparkops.gate.poison import poisoned
+
+    from sparkops_triton import _arrival
+
+    def outs(v):
+        return v if isinstance(v, tuple) else (v,)
+
+    def written(res) -> bool:
+        return all(bool(torch.isfinite(x).all() if x.is_floating_point() else (x >= 0).all()) for x in res)
+
+    for i in (0, 1):  # eager (also the warm-up: compiles, creates the counter pool outside the capture)
+        with poisoned():  # fresh outputs are NaN / max-int, not a previous call's right answer
+            a, b = outs(old(i)), outs(new(i))
+        assert written(a) and all(same_bits(x, y) for x, y in zip(a, b)), f"eager call {i}: the outputs differ"
+        pool = _arrival.pool_on(a[0].device)
+        assert pool is not None and not pool.any().item(), f"eager call {i}: arrival counters left non-zero"
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # a warm-up on a side stream, as torch's graph docs ask
+        old(0), new(0)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graphs, results = [], []
+    for fn in (old, new):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            res = [outs(fn(0)), outs(fn(1))]
+        graphs.append(g)
+        results.append(res)
+    for r in range(replays):
+        change(r)
+        for res in results:
+            for o in res:
+                poison_(o)
+        for g in graphs:
+            g.replay()
+        torch.cuda.synchronize()
+        for i in (0, 1):
+            a, b = results[0][i], results[1][i]
+            assert written(a), f"replay {r}, call {i}: the two-launch graph left poisoned outputs"
+            assert all(same_bits(x, y) for x, y in zip(a, b)), f"replay {r}, call {i}: the outputs differ"
+        pool = _arrival.pool_on(a[0].device)
+        assert pool is not None and not pool.any().item(), f"replay {r}: arrival counters left non-zero"

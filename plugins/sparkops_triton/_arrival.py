@@ -1,0 +1,106 @@
+"""Arrival counters for the "last block" pattern: the program that finishes last adds up the partials.
+
+A split kernel (split-K GEMV, the MoE down GEMV over a token's experts, the router's logits GEMV)
+used to write float32 partials and launch a second small kernel to add them in a fixed order. A
+decode step is hundreds of such tiny launches inside one CUDA graph (~2 us each on an H200), so the
+"_lastblock" implementations fold the second launch into the first:
+
+    every program   writes its partial as before;
+                    tl.debug_barrier()  - every thread of the program has issued its stores;
+                    one thread: old = atomic_add(counter[slot], 1, sem="acq_rel", scope="gpu");
+    old == n - 1    (the n-th and last contributor to `slot`): read ALL n partials (its own too) in
+                    the same fixed order as the old combine kernel, with ld.global.cg (L2, never a
+                    stale L1 line), do the same float32 additions and the same cast, write the
+                    output, and store 0 back into counter[slot].
+
+Memory ordering (PTX memory model): the barrier orders the other threads' partial stores before the
+arriving thread's release (CTA-level synchronization, then a gpu-scope release is cumulative over
+what it has observed: the pattern CUTLASS's split-K semaphore uses). Each arrival is acq_rel and
+reads the value the previous arrival wrote, so the chain of arrivals carries every earlier program's
+stores to the last one; `arrive` puts a second barrier after the atomic, so every thread of the last
+program reads the partials after that acquire. Triton 3.6 compiles this (sm_90 PTX) to: the partial
+st.global; bar.sync; one thread's atom.global.gpu.acq_rel.add.u32; the old value broadcast through
+shared memory between two bar.syncs; the last program's ld.global.cg loop; st.global of the output and
+of the zero. Results are bit-identical to the two-launch code: the same partials, added in the same
+order, whichever program happens to be last.
+
+Assumptions, stated because nothing checks them at run time:
+  * one pool of counters per device, shared by every launch: kernels that use it run one at a time
+    on a device (one stream per device, as the engine and a CUDA graph captured from one stream do).
+    Two streams running such kernels concurrently on one device would corrupt each other's counts;
+  * a launch leaves its counters at zero (the last program of each slot resets it), so the next
+    launch, or the next replay of a captured CUDA graph, starts from zero. A launch that dies half
+    way (a device fault; an exception inside the interpreter) leaves the pool dirty: `reset_pool`.
+The pool is zeroed once (torch.zeros) on the first call on a device; that call must come before any
+CUDA-graph capture (an allocation inside a capture would belong to the graph's private pool and its
+zeroing would not be replayed), so a missing pool during capture is an error, not a silent allocation.
+
+Triton 3.6's interpreter (CPU tests) runs the programs of a launch one after another: atomic_add with
+sem/scope is a plain read-modify-write there, debug_barrier a no-op and cache_modifier ignored, so the
+CPU tests prove the arithmetic and the counter bookkeeping, and only a GPU run proves the ordering.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from sparkops.errors import BadInput
+
+#: int32 counters per device (64 KB). The largest user is the MoE down GEMV: T x cdiv(D, rows) slots
+#: (8 x 72 at the 48B decode shape); a split-K GEMV needs fewer slots than GEMV_PROGRAMS_PER_SM x SMs.
+POOL_COUNTERS = 1 << 14
+
+_POOLS: dict[str, torch.Tensor] = {}
+
+
+def counters(op: str, device: torch.device, needed: int) -> torch.Tensor:
+    """The device's int32 counter pool [POOL_COUNTERS], all zero between launches; created on first use.
+
+    `needed` is how many counters (slots 0 .. needed - 1) the caller's launch uses; more than the pool
+    holds is a BadInput naming the op and the fix."""
+    if needed > POOL_COUNTERS:
+        raise BadInput(f"{op}: the last-block launch needs {needed} arrival counters but the pool holds "
+                       f"{POOL_COUNTERS}; raise sparkops_triton._arrival.POOL_COUNTERS (before the first call "
+                       f"on the device), or use the two-launch implementation (\"triton\")")
+    key = str(device)
+    pool = _POOLS.get(key)
+    if pool is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise BadInput(f"{op}: the arrival counters of {device} do not exist yet and a CUDA graph is being "
+                           f"captured (their zeroing would not be replayed); call the op once on this device "
+                           f"before capturing (a warm-up call), as the engine's warm-up does")
+        with torch.inference_mode(False):  # a normal tensor even when the first call is an inference-mode warm-up
+            pool = torch.zeros(POOL_COUNTERS, dtype=torch.int32, device=device)  # [POOL_COUNTERS]
+        _POOLS[key] = pool
+    return pool
+
+
+def pool_on(device: torch.device) -> torch.Tensor | None:
+    """The device's counter pool if it exists (tests check it is all zeros after every call)."""
+    return _POOLS.get(str(device))
+
+
+def reset_pool(device: torch.device) -> None:
+    """Zero the device's counters (after a launch that did not finish); outside any CUDA-graph capture."""
+    pool = _POOLS.get(str(device))
+    if pool is not None:
+        pool.zero_()
+
+
+@triton.jit
+def arrive(counter_ptr, slot, contributors):
+    """Count this program in at counter[slot]; True in the program that arrives last (the
+    `contributors`-th). Every program of the launch that contributes to `slot` must call it once,
+    after its partial stores; the last one must `depart` after reading the partials."""
+    tl.debug_barrier()                                     # every thread's partial stores issued
+    seen = tl.atomic_add(counter_ptr + slot, 1, sem="acq_rel", scope="gpu")
+    tl.debug_barrier()                                     # the acquire happens before any thread reads
+    return seen == contributors - 1
+
+
+@triton.jit
+def depart(counter_ptr, slot):
+    """The last program leaves counter[slot] at zero for the next launch (or graph replay)."""
+    tl.store(counter_ptr + slot, 0)
