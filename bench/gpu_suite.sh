@@ -20,11 +20,14 @@
 #     ladder131k  the same decode pair at 131072; diagnose at 131072
 #     rungs       the single steps, each its own row: torch -> fast (eager), fast eager -> fast graph,
 #                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
-#     tests       every test marked gpu
+#     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
+#                 launch per reduction), then fuse_short_conv; their GPU tests first; a recorded diagnosis; prefill
+#     tests       every test marked gpu (GPU_TESTS="FILE ..." picks files)
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
 #     tune        launch-shape studies of the Triton kernels (sparkops_triton._tune; TUNE_STUDIES picks them)
 #     iq1s        the 48B iq1_s GGUF: synthesize, generate (torch eager; fast through the graph)
-#     iq1s131k    the IQ1_S 48B decode at 131072 under the best registry (issue #10's IQ1_S target)
+#     iq1s131k    the IQ1_S 48B decode at 131072 under the newest timed registry (now_reg; issue #10 IQ1_S target)
+#     attn131k    cupy's bf16 attention in the newest timed registry (now_reg) at 131072, alone
 #     parallel    two GPUs over NCCL: the 48B sharded (tensor + expert parallel) gated against one GPU, the
 #                 collective share and Amdahl fit over worlds 1,2, and a recorded sharded bench; the same from
 #                 weights drawn on each GPU (no file), the k3-2.8t path
@@ -45,11 +48,12 @@
 #   SUITE_BUDGET=570 bash bench/gpu_suite.sh install ladder131k
 #   SUITE_BUDGET=565 OPBENCH_FILES=attention bash bench/gpu_suite.sh install diagnoses opbench
 #   SUITE_BUDGET=405 SUITE_SKIP="decode-torch-vs-fast decode-attn-cupy-vs-triton" bash bench/gpu_suite.sh install rungs
-# Next (issue #10's rungs; the ladder's pairs at all four depths and the diagnoses are in the ledger). On one GPU:
-#   SUITE_BUDGET=565 SUITE_SKIP="decode-torch-vs-fast decode-fast-graph decode-fuse" bash bench/gpu_suite.sh \
-#     install registries synth rungs   # cupy attention at 32768/131072, cupy linear at 0, then fast-vs-bf16, bf16 cache
-#   SUITE_BUDGET=565 bash bench/gpu_suite.sh install prefill iq1s iq1s131k   # prefill after the history fix
-#   SUITE_BUDGET=<status left - 90> OPBENCH_FILES="ops linear" bash bench/gpu_suite.sh install tune opbench tests
+# Session 6, one H200: "install registries synth rungs" (565 s): registries 192, synth 62, bf16 48B gate 87; the
+# rung decode-attn-cupy-bf16 at 32768,131072 needs ~400 s (two 48B gates, fills of 16 s and ~75 s per arm), it
+# was stopped in its 131072 fill at 189 s; decode-linear-cupy (75 s) was refused by the 48B gate.
+# Then, on a fresh machine: SUITE_BUDGET=565 bash bench/gpu_suite.sh install rungs6
+# Still to run (one call each): the cupy attention rung alone at 131072 (SUITE_SKIP the others; ~400 s),
+#   "install prefill iq1s iq1s131k", and "install tune opbench tests" with OPBENCH_FILES="ops linear".
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -86,6 +90,11 @@ FUSED_REG=$TMP/cuda-best-fused.toml  # BEST_REG with [engine] fuse_projections =
 FUSED_CUPY_ATTN_REG=$TMP/cuda-best-fused-cupy-attn.toml  # FUSED_REG with attention=cupy_splitk_bf16 (bf16 best only)
 FUSED_CUPY_LINEAR_REG=$TMP/cuda-best-fused-cupy-linear.toml  # FUSED_REG with linear=cupy_dp4a (bf16 best only)
 PREFILL_REG=$TMP/cuda-prefill.toml  # BF16_REG likewise, else FILL_REG (float32 with a fast prefill attention)
+# session 6's rungs (stage rungs6): the split-K / MoE / router reductions done by the last program to arrive (one
+# launch where there were two), then the KDA q/k/v short convolutions as one launch per layer
+LB_PAIRS="linear=triton_lastblock moe_experts=triton_lastblock moe_router=triton_lastblock"
+LB_REG=$TMP/cuda-best-fused-lastblock.toml  # FUSED_REG with LB_PAIRS
+CONV_REG=$TMP/cuda-best-fused-lastblock-conv.toml  # LB_REG with [engine] fuse_short_conv = true
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -150,6 +159,8 @@ swap_into() {
 export -f swap_into
 GATE="--gate-depths 1,64,4096 --gate-golden $TORCH_REG --bench-dir $B --device cuda"
 FILL="--fill-registry $FILL_REG"  # decode: each depth's context prefilled once, by the fill registry
+# the lean prerequisites (prereq_lean) make no float32 registries: the bf16 one fills the contexts then
+FILL_LEAN="--fill-registry $BF16_REG"  # (stage rungs6 takes $FILL instead where the fill registry exists)
 
 stage_registries() {
   [ -f $TORCH_REG ] || run swap-torch 60 bash -c 'set -e; cp registry.toml $0.new
@@ -184,19 +195,21 @@ stage_best() {
   return 0
 }
 choose_best() {
-  [ -f $BF16_REG ] && [ -f $M ] && [ -f $FAST_REG ] || return 0
+  [ -f $BF16_REG ] && [ -f $M ] || return 0
   if run gate48-bf16 75 sparkops check --model $M --registry $BF16_REG --golden-registry $TORCH_REG --device cuda \
       --depths 1,64,4096 --json-out "$R/gate48-bf16.json"; then
     cp $BF16_REG $PREFILL_REG; cp $BF16_REG $BEST_REG; log "best registry: bf16"
     echo "the bf16 Triton registry (passed the 48B gate at 1,64,4096; attention=triton_splitk)" > "$TMP/best-kind"
     cp "$TMP/best-kind" "$TMP/prefill-kind"
-  else  # refused, or it could not run in this call's time: the float32 registry, and the log says which
+  elif [ -f $FAST_REG ] && [ -f $FILL_REG ]; then  # refused, or not run in this call's time: the float32 registry
     cp $FILL_REG $PREFILL_REG; cp $FAST_REG $BEST_REG
     echo "the float32 Triton registry (bf16 refused or not gated in time)" > "$TMP/best-kind"
     echo "the float32 Triton registry with the fill's triton_splitk attention (bf16 refused or not gated in time)" \
       > "$TMP/prefill-kind"
     log "best registry: float32 ($([ -f "$DONE/gate48-bf16" ] && echo "the 48B gate refused bf16" || \
       echo "the bf16 gate did not run in time"))"
+  else
+    log "no best registry: bf16 was not passed by the 48B gate and no float32 registry was made"
   fi
   [ -f $BEST_REG ] && cp $BEST_REG $FUSED_REG && sparkops engine fuse_projections=on --registry $FUSED_REG > /dev/null
   return 0
@@ -207,6 +220,28 @@ stage_synth() { [ -f $M ] || run synth48 150 sparkops synth --preset kimi-linear
 prereq() {
   exec 9>$TMP/suite-prereq.lock; flock 9; stage_registries; stage_synth; stage_best; flock -u 9
   local f; for f in $TORCH_REG $FAST_REG $FILL_REG $BEST_REG $M; do
+    [ -f "$f" ] || { log "SKIP the rest of stage $stage: $f is missing"; return 1; }
+  done
+}
+# the newest registry of session 6's ladder that its own rung timed (bench rc 0: gated on the 48B and timed),
+# else the fused best; SUITE_NOW_REG names one instead
+now_reg() {
+  if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
+  elif [ "$(cat $DONE/decode-convmerge 2>/dev/null)" = 0 ]; then echo $CONV_REG
+  elif [ "$(cat $DONE/decode-lastblock 2>/dev/null)" = 0 ]; then echo $LB_REG
+  else echo $FUSED_REG; fi
+}
+# the lean prerequisites of stage rungs6: the torch registry (the golden) and the bf16 one, the 48B, and bf16 as
+# the best once the 48B gate passes it (no float32 registries: ~100 s less on a fresh machine)
+prereq_lean() {
+  exec 9>$TMP/suite-prereq.lock; flock 9
+  [ -f $TORCH_REG ] || run swap-torch 60 bash -c 'set -e; cp registry.toml $0.new
+      sparkops swap $1 --device cuda --registry $0.new; mv $0.new $0' $TORCH_REG "$ALL_TORCH"
+  [ -f $BF16_REG ] || run swap-bf16 60 bash -c 'swap_into "$@"' _ $BF16_REG $TORCH_REG $BF16_PAIRS
+  stage_synth
+  [ -f $BEST_REG ] || choose_best
+  flock -u 9
+  local f; for f in $TORCH_REG $BF16_REG $BEST_REG $FUSED_REG $M; do
     [ -f "$f" ] || { log "SKIP the rest of stage $stage: $f is missing"; return 1; }
   done
 }
@@ -328,10 +363,43 @@ rungs)
       --registry $FAST_REG --vs $FAST_REG --graph A,B --cache-dtype A=float32,B=bfloat16 $GATE $FILL \
       --change "a bf16 MLA cache under float32 activations (fast, graph)"
   ;;
+rungs6)
+  prereq_lean || continue
+  [ -f $FILL_REG ] && FILL_LEAN=$FILL
+  # 1. the reductions by the last program to arrive: the split-K GEMV's combine, the MoE decode's combine and the
+  # router's routing kernel fold into the launch before them (~216 of the 704 kernels of a token, session 5's
+  # diagnosis), bit-identical to the two-launch chain; proven op by op (swap), on the GPU tests (bitwise vs the
+  # old implementation, eager and replayed from a graph) and on k3-nano's captured step, then timed on the 48B
+  [ -f $LB_REG ] || run swap-lastblock 40 bash -c 'swap_into "$@"' _ $LB_REG $FUSED_REG $LB_PAIRS
+  run gpu-tests-rungs6 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider ${RUNGS6_TESTS:-tests/backends/test_triton_linear.py \
+      tests/backends/test_triton_moe.py tests/backends/test_triton_moe_router.py} --junitxml="$R/gpu-tests-rungs6.xml"
+  [ -f $LB_REG ] && run gate-captured-lastblock 30 sparkops check --model k3-nano --registry $LB_REG --device cuda --captured
+  [ -f $LB_REG ] && run decode-lastblock 120 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 \
+      --registry $FUSED_REG --vs $LB_REG --graph A,B $GATE $FILL_LEAN \
+      --change "triton_lastblock: split-K, MoE and router reductions by the last program to arrive (one launch, not two), fused bf16 registry, graph"
+  # 2. the KDA q/k/v short convolutions as one launch per layer over their stacked channels ([engine] fuse_short_conv)
+  if [ -f $LB_REG ] && [ ! -f $CONV_REG ]; then
+    cp $LB_REG $CONV_REG.new && sparkops engine fuse_short_conv=on --registry $CONV_REG.new > /dev/null \
+      && mv $CONV_REG.new $CONV_REG
+  fi
+  [ -f $CONV_REG ] && run gate-captured-conv 30 sparkops check --model k3-nano --registry $CONV_REG --device cuda --captured
+  [ -f $CONV_REG ] && run decode-convmerge 100 sparkops bench decode --model $M --depth 0 --tokens 64 --repeats 6 \
+      --registry $LB_REG --vs $CONV_REG --graph A,B $GATE $FILL_LEAN \
+      --change "fuse_short_conv: a KDA layer's q/k/v short convolutions as one launch (lastblock fused bf16 registry, graph)"
+  # 3. where the step stands now: kernels per token and the per-op split (recorded)
+  NOW_REG=$(now_reg); log "the step now: $NOW_REG"
+  run diagnose-now 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \
+      --out "$R/diag-now" --json-out $DJ/diag-now.json --record --bench-dir $B
+  # 4. prefill 32768 under the best registry against the frontier (1112 tok/s, before the history fix of session 5)
+  run prefill-best 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 --registry $PREFILL_REG \
+      $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill, after the naive-form history (afd502a)"
+  ;;
 tests)    # every GPU visible (the NCCL tests need two), this lane's own GPU first: the single-GPU tests run there
   # and not on the GPU where the other lane is timing decode
   # -rP: the passed tests' printed timings go into the log too (session 5's were swallowed by the capture)
-  run gpu-tests 60 env $(lane_gpus_first) python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests --junitxml="$R/gpu-tests.xml" ;;
+  # GPU_TESTS picks files (default: all of tests/)
+  run gpu-tests 60 env $(lane_gpus_first) python3 -m pytest -q -rP -m gpu -p no:cacheprovider ${GPU_TESTS:-tests} \
+      --junitxml="$R/gpu-tests.xml" ;;
 opbench)
   # one pytest run and one JSON per file, the files the targets read first, so that a run stopped at the budget
   # keeps what finished (session 3: all ~570 cases in one run took over 9 minutes and returned nothing)
@@ -356,10 +424,28 @@ iq1s)
       --depths 1,64
   ;;
 iq1s131k)
-  prereq || continue
-  # issue #10's IQ1_S target (>= 1000 tok/s at 131072; llama.cpp 196): the best registry, one CUDA graph per step
-  [ -f $M1 ] && run decode131k-iq1s 240 sparkops bench decode --model $M1 --depth 131072 --tokens 16 --repeats 6 \
-      --chunk 4096 --registry $BEST_REG --graph A $GATE $FILL --change "$(best_is), one CUDA graph per step (IQ1_S mix)"
+  prereq_lean || continue
+  [ -f $FILL_REG ] && FILL_LEAN=$FILL
+  [ -f $M1 ] || run synth48-iq1s 60 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
+  # issue #10's IQ1_S target (>= 1000 tok/s at 131072; llama.cpp 196): the newest timed registry, one CUDA graph
+  # per step, against the frontier (gated on the IQ1_S model itself)
+  NOW_REG=$(now_reg); log "the step now: $NOW_REG"
+  [ -f $M1 ] && run decode131k-iq1s 200 sparkops bench decode --model $M1 --depth 131072 --tokens 16 --repeats 6 \
+      --chunk 4096 --registry $NOW_REG --graph A $GATE $FILL_LEAN \
+      --change "the newest timed registry ($(basename $NOW_REG)), one CUDA graph per step (IQ1_S mix)"
+  ;;
+attn131k)
+  prereq_lean || continue
+  [ -f $FILL_REG ] && FILL_LEAN=$FILL
+  # cupy's bf16 split-K attention in the newest timed registry at 131072 (23% of the step's busy time there in
+  # session 5's diagnosis; per op 0.154 -> 0.092 ms): session 6's first try stopped at the budget in its fill
+  NOW_REG=$(now_reg); ATT_REG=${NOW_REG%.toml}-cupy-attn.toml
+  [ -f $ATT_REG ] || run swap-now-cupy-attn 20 bash -c 'swap_into "$@"' _ $ATT_REG $NOW_REG attention=cupy_splitk_bf16
+  S5=bench/gpu-runs/2026-11-29-session5
+  [ -f $ATT_REG ] && run decode131k-cupy-attn 240 sparkops bench decode --model $M --depth 131072 --tokens 64 \
+      --repeats 6 --chunk 4096 --registry $NOW_REG --vs $ATT_REG --graph A,B $GATE $FILL_LEAN \
+      --prediction $S5/diag-best-131k.json --expect attention@131072=1.67 \
+      --change "attention=cupy_splitk_bf16 vs triton_splitk (bf16 cache), newest timed registry, graph"
   ;;
 parallel)
   prereq || continue

@@ -123,3 +123,55 @@ def test_the_diagnoses_stage_diagnoses_both_registries_and_times_nothing(tmp_pat
     assert len(diags) == 2 and "cuda-torch.toml" in diags[0] and "cuda-best.toml" in diags[1]
     assert not any(c.startswith("bench decode") for c in calls)
     assert (tmp_path / "machine" / "best-kind").read_text().startswith("the bf16 Triton registry")
+
+
+def test_rungs6_makes_only_the_lean_registries_and_times_lastblock_then_the_merged_conv(tmp_path):
+    """Session 6's stage on a fresh machine: torch and bf16 only (bf16 fills the contexts), the lastblock registry
+    swapped into the fused one, its GPU tests and captured gate before its rung, then the conv rung, a recorded
+    diagnosis of where the step stands and the prefill against the frontier."""
+    log, calls = _lanes(tmp_path, "rungs6", "tests", gpus=1)
+    machine = tmp_path / "machine"
+    assert "best registry: bf16" in log
+    for reg in ("fast", "fill", "fast-cupy-attn"):
+        assert not (machine / f"cuda-{reg}.toml").exists(), reg
+    assert any(c.startswith("swap linear=triton_lastblock moe_experts=triton_lastblock moe_router=triton_lastblock")
+               for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    lb, conv = machine / "cuda-best-fused-lastblock.toml", machine / "cuda-best-fused-lastblock-conv.toml"
+    assert f"--registry {machine / 'cuda-best-fused.toml'} --vs {lb}" in decodes[0]
+    assert f"--registry {lb} --vs {conv}" in decodes[1]
+    assert all(f"--fill-registry {machine / 'cuda-bf16.toml'}" in d for d in decodes)
+    assert any(c.startswith("engine fuse_short_conv=on --registry") for c in calls)
+    diag = next(c for c in calls if c.startswith("diagnose "))
+    assert str(conv) in diag and "--record" in diag
+    assert any(c.startswith("bench prefill") and "--vs" not in c for c in calls)
+    order = [i for i, c in enumerate(calls) if c.startswith(("swap linear=triton_lastblock", "check --model k3-nano",
+                                                               "bench decode"))]
+    assert order == sorted(order) and len(order) >= 3
+
+
+def test_the_follow_up_stages_take_the_newest_registry_its_rung_timed(tmp_path):
+    """After rungs6 on the same machine, iq1s131k and attn131k use the newest registry whose own rung was timed
+    (the stand-in bench always succeeds: the merged-conv one), on the lean prerequisites, filled by bf16."""
+    _lanes(tmp_path, "rungs6", "tests", gpus=1)
+    log, calls = _lanes(tmp_path, "iq1s131k attn131k", "tests", gpus=1)
+    machine = tmp_path / "machine"
+    conv = machine / "cuda-best-fused-lastblock-conv.toml"
+    assert f"the step now: {conv}" in log
+    assert not (machine / "cuda-fast.toml").exists()
+    iq1s = next(c for c in calls if c.startswith("bench decode") and "k48-iq1_s.gguf" in c)
+    assert f"--registry {conv} --graph A" in iq1s and "--depth 131072" in iq1s and "--vs" not in iq1s
+    assert any(c.startswith("synth --preset kimi-linear-48b-a3b --quant iq1_s") for c in calls)
+    att = next(c for c in calls if c.startswith("bench decode") and "--expect attention@131072" in c)
+    assert f"--registry {conv} --vs {machine / 'cuda-best-fused-lastblock-conv-cupy-attn.toml'}" in att
+    assert all(f"--fill-registry {machine / 'cuda-bf16.toml'}" in c for c in (iq1s, att))
+
+
+def test_now_reg_falls_back_when_the_rungs_were_refused(tmp_path):
+    """A refused rung (bench rc 1) leaves its registry out: the fused best is the step then."""
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "decode-lastblock").write_text("1\n")
+    (machine / "suite-done" / "decode-convmerge").write_text("1\n")
+    log, calls = _lanes(tmp_path, "iq1s131k", "tests", gpus=1)
+    assert f"the step now: {machine / 'cuda-best-fused.toml'}" in log
