@@ -152,12 +152,14 @@ def _output(fn: Callable[..., Any], args: tuple) -> torch.Tensor:
     return fn(*fresh).float()
 
 
-def _label(variant: dict[str, Any]) -> str:
-    """A variant as printed: linear's GEMV table shows only the entries it changes."""
-    def changed(table: dict) -> dict:
-        return {q: c for q, c in table.items() if c != linear.GEMV_CONFIG.get(q)} or {"default": "as in linear.py"}
+def _label(variant: dict[str, Any], defaults: dict[str, Any]) -> str:
+    """A variant as printed: a table constant (linear's GEMV_CONFIG) shows only the entries that differ from
+    `defaults`, the module's values before the study set any (not the live ones: the variant is set by then)."""
+    def changed(k: str, table: dict) -> dict:
+        base = defaults.get(k, {})
+        return {q: c for q, c in table.items() if c != base.get(q)} or {"default": "as in the module"}
 
-    return str({k: (changed(v) if k == "GEMV_CONFIG" else v) for k, v in variant.items()})
+    return str({k: (changed(k, v) if isinstance(v, dict) else v) for k, v in variant.items()})
 
 
 def run(study: str) -> list[str]:
@@ -174,9 +176,9 @@ def run(study: str) -> list[str]:
                 baseline = out if baseline is None else baseline
                 err = float(((out - baseline) ** 2).sum() / (baseline ** 2).sum())
                 t = time_calls(fn, sets, nbytes, graph=graph, replays=10 if graph else 3)
-                rows.append(f"{study:<18} {_label(variant):<72} {t}  nmse vs default {err:.1e}")
+                rows.append(f"{study:<18} {_label(variant, saved):<72} {t}  nmse vs default {err:.1e}")
             except Exception as exc:  # noqa: BLE001 - a variant that does not compile or run is a row, not the end
-                rows.append(f"{study:<18} {_label(variant):<72} FAILED: {type(exc).__name__}: {exc}"[:400])
+                rows.append(f"{study:<18} {_label(variant, saved):<72} FAILED: {type(exc).__name__}: {exc}"[:400])
             print(rows[-1], flush=True)
     finally:
         for k, v in saved.items():

@@ -46,3 +46,15 @@ def test_an_unknown_study_is_named_before_anything_runs():
 
     with pytest.raises(SystemExit, match="no study warp_drive; the studies are kda_decode"):
         _tune.main(["linear_gemv", "warp_drive"])
+
+
+def test_each_variant_is_labelled_by_what_it_changes():
+    """Session 6's run printed every GEMV variant as the default: the label compared the variant's table with the
+    module's live one, which the study had already set to that variant. The label uses the values from before."""
+    from sparkops_triton import _tune, linear
+
+    module, variants = _tune.STUDIES["linear_gemv"]
+    saved = {k: getattr(module, k) for v in variants for k in v}
+    labels = [_tune._label(v, saved) for v in variants]
+    assert len(set(labels)) == len(labels), labels
+    assert "as in the module" in labels[0] and str(int(linear.Q4_K.value)) in labels[1]
