@@ -51,9 +51,14 @@
 # Session 6, one H200: "install registries synth rungs" (565 s): registries 192, synth 62, bf16 48B gate 87; the
 # rung decode-attn-cupy-bf16 at 32768,131072 needs ~400 s (two 48B gates, fills of 16 s and ~75 s per arm), it
 # was stopped in its 131072 fill at 189 s; decode-linear-cupy (75 s) was refused by the 48B gate.
-# Then, on a fresh machine: SUITE_BUDGET=565 bash bench/gpu_suite.sh install rungs6
-# Still to run (one call each): the cupy attention rung alone at 131072 (SUITE_SKIP the others; ~400 s),
-#   "install prefill iq1s iq1s131k", and "install tune opbench tests" with OPBENCH_FILES="ops linear".
+# Then, on a fresh machine, two calls of "install rungs6" (the second carries on): swap-torch 25, swap-bf16 76,
+# synth 69, bf16 48B gate 88, swap-lastblock 32, its GPU tests 178, captured gates 29 + 17, decode-lastblock
+# (d=0,32768, with the bit-identity reruns) 143, decode-convmerge (d=0) 144, diagnose-now 34; then tune 38.
+# Next session (one H200), back to back:
+#   SUITE_BUDGET=565 bash bench/gpu_suite.sh install rungs6 iq1s131k   # lean prereqs (~300 s), prefill vs the
+#                                      # frontier (~150 s), the IQ1_S decode at 131072 (synth 20 s + ~200 s)
+#   SUITE_BUDGET=565 bash bench/gpu_suite.sh install attn131k tune     # cupy attention at 131072 (~400 s), tuning
+#   SUITE_BUDGET=<left - 60> bash bench/gpu_suite.sh install tests     # every GPU test (~250 s)
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
