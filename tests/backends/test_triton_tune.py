@@ -71,7 +71,8 @@ def test_the_q6k_studies_compare_the_two_fetches_at_their_shapes():
     for study in ("lm_head_q6k", "linear_q6k_small"):
         module, variants = _tune.STUDIES[study]
         assert module is linear and _tune.LINEAR_WORKLOADS[study][1] == linear.Q6_K
-        assert [v["Q6K_WIDE_LOADS"] for v in variants[:2]] == [False, True] and all("Q6K_WIDE_LOADS" in v for v in variants)
+        assert all("Q6K_WIDE_LOADS" in v for v in variants)
+        assert [v["Q6K_WIDE_LOADS"] for v in variants[:2]] == [False, True]
         assert variants[0]["GEMV_CONFIG"] == linear.GEMV_CONFIG
         assert variants[1]["GEMV_CONFIG"][q6k] == linear.GEMV_CONFIG[q6k] and len(variants) > 2
         saved = {k: getattr(module, k) for v in variants for k in v}
