@@ -24,7 +24,9 @@ anchor a layout with many bytes per thread, activations are loaded 1-D and broad
 tensor is the one converted), and accumulators stay 2-D in the codes' layout. Q4_K turns nibbles into
 floats with eight `prmt` per word (inline PTX; plain shifts under the interpreter). Rows of Q6_K,
 Q8_0 and IQ1_S are only 2-byte aligned, so their codes are read a byte per thread and accumulated
-elementwise, the cross-thread sums left to the end.
+elementwise, the cross-thread sums left to the end. Q6_K has a second fetch (`Q6_K_WIDE`, a pseudo type id
+the host passes instead of Q6_K): its ql and qh bytes as 16-bit words (64 + 32 loads per row-chunk instead of
+128 + 128 byte loads), unpacked with shifts and masks into exactly the byte path's codes, in its column order.
 """
 
 import triton
@@ -38,6 +40,8 @@ Q4_K = tl.constexpr(12)
 Q6_K = tl.constexpr(14)
 IQ1_S = tl.constexpr(19)
 BF16 = tl.constexpr(30)
+#: not a GGML type: Q6_K blocks read through 16-bit word loads (`_gf_q6_k_wide`); the same codes in the same columns
+Q6_K_WIDE = tl.constexpr(256 + 14)
 
 _MAGIC = tl.constexpr(0x4B000000)  # bits of 2^23 as float32
 
@@ -184,7 +188,7 @@ def decode_chunk(QTYPE: tl.constexpr, row, c, rmask, K, grid):
     """
     if QTYPE == Q4_K:
         return _dq_q4_k(row, c, rmask)
-    elif QTYPE == Q6_K:
+    elif QTYPE == Q6_K or QTYPE == Q6_K_WIDE:
         return _dq_q6_k(row, c, rmask)
     elif QTYPE == IQ1_S:
         return _dq_iq1_s(row, c, rmask, grid)
@@ -343,6 +347,13 @@ def _gd_q6_k(raw, row, c, rmask):
     qh = raw[1].to(tl.int32)
     code_lo = (ql & 15) | (((qh >> (2 * r)) & 3) << 4)
     code_hi = (ql >> 4) | (((qh >> (2 * r + 4)) & 3) << 4)
+    return _q6k_scaled(code_lo, code_hi, blk, rmask)
+
+
+@triton.jit
+def _q6k_scaled(code_lo, code_hi, blk, rmask):
+    """The GEMV form of a Q6_K chunk at blk ([R, 1]) from its codes [R, 128] (column p: ql byte p's low and
+    high nibble with their qh bits): a * (code - 32) per nibble; both fetch paths end here."""
     g = tl.arange(0, 8)[None, :]                                    # 16-value group of p: sub-block g + 4 (g // 4)
     sc = (blk + 192).to(tl.pointer_type(tl.int8))
     d = _f16_at_masked(blk + 208, rmask)                            # [R, 1]
@@ -358,6 +369,47 @@ def _gx_q6_k(dec, xc, ok):
     x_lo = tl.load(xc + xo, mask=ok, other=0.0).to(tl.float32)      # [128]
     x_hi = tl.load(xc + 64 + xo, mask=ok, other=0.0).to(tl.float32)
     return dec[0] * x_lo[None, :] + dec[1] * x_hi[None, :]          # [R, 128]
+
+
+@triton.jit
+def _gf_q6_k_wide(row, c, rmask):
+    """Q6_K chunk's ql as 64 int16 words [R, 64] and qh as 32 int16 words [R, 32] (little-endian byte pairs).
+
+    A chunk starts at an even byte (210c) of an even-length row, so 2-byte words are the widest load whose
+    alignment holds for every chunk (210 = 2 mod 4: every other chunk is only 2-byte aligned)."""
+    blk = (row + c * 210).to(tl.pointer_type(tl.int16))             # [R, 1] word pointers
+    return (tl.load(blk + tl.arange(0, 64)[None, :], mask=rmask, other=0),
+            tl.load(blk + 64 + tl.arange(0, 32)[None, :], mask=rmask, other=0))
+
+
+@triton.jit
+def _q6k_codes_of_byte(wl, wh, r, b: tl.constexpr):
+    """The two 6-bit codes (low nibble, high nibble) of byte b (0, 1) of ql words wl [R, 2, 2, 16], each
+    with its top 2 bits from byte b of the qh words wh [R, 2, 1, 16] (bits 2r, 2r+1 and 2r+4, 2r+5).
+    The words are sign-extended int16: every mask below keeps bits 0..15 only, so the sign is harmless."""
+    lo = ((wl >> (8 * b)) & 15) | (((wh >> (8 * b + 2 * r)) & 3) << 4)
+    hi = ((wl >> (8 * b + 4)) & 15) | (((wh >> (8 * b + 2 * r + 4)) & 3) << 4)
+    return lo, hi
+
+
+@triton.jit
+def _gd_q6_k_wide(raw, row, c, rmask):
+    """Q6_K chunk from 16-bit words: the byte path's scaled codes, bit for bit, [R, 128] per nibble.
+
+    ql word w holds ql bytes p = 2w, 2w + 1; with w = 32h + 16r + j (h, r in {0, 1}, j < 16) both bytes take
+    their top bits from qh bytes 32h + 2j + b, i.e. byte b of qh word 16h + j: so ql is viewed [R, 2, 2, 16]
+    and qh [R, 2, 1, 16] broadcast over r (no repeated load). The codes of bytes 0 and 1 are interleaved back
+    (join) to column p = 64h + 32r + 2j + b, the byte path's order, and then scaled by the same operations."""
+    R: tl.constexpr = raw[0].shape[0]
+    blk = row + c * 210                                             # [R, 1]
+    wl = raw[0].to(tl.int32).reshape(R, 2, 2, 16)                   # [R, h, r, j]
+    wh = raw[1].to(tl.int32).reshape(R, 2, 1, 16)                   # [R, h, 1, j]
+    r = tl.arange(0, 2)[None, None, :, None]                        # [1, 1, 2, 1]
+    lo0, hi0 = _q6k_codes_of_byte(wl, wh, r, 0)                     # [R, 2, 2, 16] each
+    lo1, hi1 = _q6k_codes_of_byte(wl, wh, r, 1)
+    code_lo = tl.join(lo0, lo1).reshape(R, 128)                     # [R, 2, 2, 16, 2] -> [R, 128], column p
+    code_hi = tl.join(hi0, hi1).reshape(R, 128)
+    return _q6k_scaled(code_lo, code_hi, blk, rmask)
 
 
 @triton.jit
@@ -445,6 +497,8 @@ def gemv_fetch(QTYPE: tl.constexpr, row, c, rmask, K):
         return _gf_q4_k(row, c, rmask)
     elif QTYPE == Q6_K:
         return _gf_q6_k(row, c, rmask)
+    elif QTYPE == Q6_K_WIDE:
+        return _gf_q6_k_wide(row, c, rmask)
     elif QTYPE == IQ1_S:
         return _gf_iq1_s(row, c, rmask)
     elif QTYPE == Q8_0:
@@ -461,6 +515,8 @@ def gemv_decode(QTYPE: tl.constexpr, raw, row, c, rmask, K, grid, PTX: tl.conste
         return _gd_q4_k(raw, row, c, rmask, PTX)
     elif QTYPE == Q6_K:
         return _gd_q6_k(raw, row, c, rmask)
+    elif QTYPE == Q6_K_WIDE:
+        return _gd_q6_k_wide(raw, row, c, rmask)
     elif QTYPE == IQ1_S:
         return _gd_iq1_s(raw, row, c, rmask, grid)
     elif QTYPE == Q8_0:
@@ -474,7 +530,7 @@ def gemv_dot(QTYPE: tl.constexpr, dec, xc, ok, K, c):
     """Contribution [R, gemv_cols(QTYPE)] of a decoded chunk for the activations at xc (chunk start)."""
     if QTYPE == Q4_K:
         return _gx_q4_k(dec, xc, ok)
-    elif QTYPE == Q6_K:
+    elif QTYPE == Q6_K or QTYPE == Q6_K_WIDE:                       # one dot: the same sums, in the same order
         return _gx_q6_k(dec, xc, ok)
     elif QTYPE == IQ1_S:
         return _gx_iq1_s(dec, xc, ok)
@@ -483,7 +539,7 @@ def gemv_dot(QTYPE: tl.constexpr, dec, xc, ok, K, c):
 
 
 #: columns of one chunk's GEMV contribution per type (Q4_K: its sub-block pairs; the others elementwise)
-_GEMV_COLS = {12: 4, 14: 128, 19: 32}
+_GEMV_COLS = {12: 4, 14: 128, int(Q6_K_WIDE.value): 128, 19: 32}
 
 
 def gemv_cols(qtype: int) -> int:

@@ -1,7 +1,7 @@
 """Time the launch-shape variants of the Triton kernels at the 48B shapes, in one call on a GPU.
 
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
-                                     lm_head_q6k moe_decode router_gemv]
+                                     lm_head_q6k linear_q6k_small moe_decode router_gemv]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -27,6 +27,21 @@ def _gemv(rows: int, warps: int, per_sm: int, qtype: int = _q4k) -> dict[str, An
     return {"GEMV_CONFIG": {**linear.GEMV_CONFIG, qtype: (rows, min(linear.GEMV_CONFIG[qtype][1], rows), warps)},
             "GEMV_PROGRAMS_PER_SM": per_sm}
 
+
+def _q6k_gemv(rows: int, warps: int, wide: bool) -> dict[str, Any]:
+    """A Q6_K GEMV variant: its tile (rows per program at T=1, warps; 2 programs per SM) and which fetch decodes
+    it (linear.Q6K_WIDE_LOADS: 16-bit word loads; in the interpreter the byte loads' bits at the same tile). Every Q6_K
+    variant names the switch, so one variant's setting does not leak into the next."""
+    return {**_gemv(rows, warps, 2, _q6k), "Q6K_WIDE_LOADS": wide}
+
+
+#: the Q6_K GEMV studies' variants: the default (byte loads, default tile) first, then the 16-bit word loads at the
+#: default tile (the same per-column sums; "nmse vs default 0.0e+00" says whether the final row sums kept their bits
+#: on the GPU too), then the word loads at two other tiles
+_Q6K_DEFAULT_TILE = linear.GEMV_CONFIG[_q6k][0], linear.GEMV_CONFIG[_q6k][2]
+_Q6K_VARIANTS = [_q6k_gemv(*_Q6K_DEFAULT_TILE, False), _q6k_gemv(*_Q6K_DEFAULT_TILE, True), _q6k_gemv(32, 4, True),
+                 _q6k_gemv(16, 8, True)]
+
 #: study -> (module, [{constant: value}, ...]); the first variant is the current default
 STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     "kda_decode": (kda, [{"BLOCK_V": 32}, {"BLOCK_V": 16}, {"BLOCK_V": 64}, {"BLOCK_V": 128}]),
@@ -47,9 +62,11 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     "linear_gemv": (linear, [_gemv(64, 4, 2), _gemv(32, 4, 2), _gemv(64, 4, 4), _gemv(32, 4, 4), _gemv(64, 8, 2),
                              _gemv(128, 8, 2), _gemv(64, 4, 8)]),
     # the Q6_K lm_head (163840 x 2304, 310 MB a token in the q4_k_m mix): session 4's per-op run timed triton at
-    # 344 us (22% of the read ceiling) and cupy_dp4a at 126 us
-    "lm_head_q6k": (linear, [_gemv(16, 4, 2, _q6k), _gemv(32, 4, 2, _q6k), _gemv(64, 8, 2, _q6k),
-                             _gemv(16, 8, 2, _q6k), _gemv(8, 4, 2, _q6k), _gemv(32, 8, 2, _q6k)]),
+    # 344 us (22% of the read ceiling) and cupy_dp4a at 126 us; session 6's tiles (16/32/64 rows, 4/8 warps) found
+    # nothing faster than the default, so this study now asks whether the byte loads bind it (_Q6K_VARIANTS)
+    "lm_head_q6k": (linear, _Q6K_VARIANTS),
+    # a layer-sized Q6_K GEMV (4096 x 2304, ~12% of the read ceiling with byte loads): the same variants
+    "linear_q6k_small": (linear, _Q6K_VARIANTS),
     # the routed + shared experts of one decode token (session 5: 28% of the bf16 graph step, ~23% of the read
     # ceiling): rows per program of the gate/up and the down GEMV, warps
     "moe_decode": (moe_experts, [{"UP_ROWS": 16, "DOWN_ROWS": 32, "GEMV_WARPS": 4},
@@ -71,6 +88,14 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
 }
 
 
+#: the linear studies' workloads: ([OUT, IN] shapes, type, sets in rotation), see `_linear_workload`
+LINEAR_WORKLOADS: dict[str, tuple[list[tuple[int, int]], Any, int]] = {
+    "linear_gemv": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
+    "lm_head_q6k": ([(163840, 2304)], linear.Q6_K, 2),
+    "linear_q6k_small": ([(4096, 2304)], linear.Q6_K, 20),  # 7.7 MB a set: 20 sets are ~3x the L2
+}
+
+
 def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     if study == "kda_decode":
         sets, nbytes = kda_args(1)
@@ -78,11 +103,8 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     if study == "kda_prefill":
         sets, nbytes = kda_args(32768, n_sets=2)
         return kda_chunked.kda_chunked, sets, nbytes, False
-    if study == "linear_gemv":
-        return _linear_workload([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K,
-                                16)
-    if study == "lm_head_q6k":
-        return _linear_workload([(163840, 2304)], linear.Q6_K, 2)
+    if study in LINEAR_WORKLOADS:
+        return _linear_workload(*LINEAR_WORKLOADS[study])
     if study == "moe_decode":
         return _moe_workload()
     if study == "router_gemv":
@@ -99,7 +121,7 @@ def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int,
                      device: str = "cuda") -> tuple[Callable[..., Any], list[tuple], int, bool]:
     """GEMVs (T=1) of the 48B's [OUT, IN] shapes in one call: random real blocks of `qtype`, `copies` sets in
     rotation so that well beyond the 50 MB L2 is touched between reuses (linear_gemv: one token's Q4_K q/k/v-like,
-    o_proj and three experts' shapes, 16 x 14 MB; lm_head_q6k: 2 x 310 MB)."""
+    o_proj and three experts' shapes, 16 x 14 MB; lm_head_q6k: 2 x 310 MB; linear_q6k_small: 20 x 7.7 MB)."""
     import numpy as np
 
     from sparkops.gguf.quants import random_blocks

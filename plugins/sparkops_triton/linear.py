@@ -32,8 +32,8 @@ from sparkops.errors import BadInput
 from sparkops.qweight import QWeight
 
 from ._arrival import arrive, counters, depart
-from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q6_K, Q8_0, decode_chunk, gemv_cols, gemv_decode, gemv_dot,
-                       gemv_fetch, values)
+from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q6_K, Q6_K_WIDE, Q8_0, decode_chunk, gemv_cols, gemv_decode,
+                       gemv_dot, gemv_fetch, values)
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2, sm_count
 
 #: the largest T served by the GEMV (each extra token is one more FMA per weight value)
@@ -49,6 +49,11 @@ GEMV_CONFIG = {
 GEMM_BM, GEMM_BN, GEMM_WARPS = 64, 64, 8
 #: a GEMV whose row tiles are fewer than this many programs per SM splits its rows over K (`gemv_plan`)
 GEMV_PROGRAMS_PER_SM = 2
+#: Q6_K GEMVs (linear's and moe_experts' decode) read their codes as 16-bit words (`_dequant.Q6_K_WIDE`): the same
+#: accumulator columns as the byte loads, bit for bit; the final sum over them is bit-identical in the interpreter, but
+#: compiled for sm_90 the accumulator gets another layout (4 columns a thread, not 1), so the GPU may add them in
+#: another order (same tolerance claim). Not yet timed on a GPU, so off (see _tune's lm_head_q6k, linear_q6k_small)
+Q6K_WIDE_LOADS = False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -238,6 +243,14 @@ def grid_for_any(weights, raw: torch.Tensor) -> torch.Tensor:
     return raw
 
 
+def gemv_qtype(qtype: int) -> int:
+    """The QTYPE constexpr a GEMV kernel gets for a weight of type `qtype`: the type itself, or the pseudo
+    type Q6_K_WIDE for Q6_K when Q6K_WIDE_LOADS is set (read at each call, so a study or a test can flip it)."""
+    if int(qtype) == int(Q6_K.value) and Q6K_WIDE_LOADS:
+        return int(Q6_K_WIDE.value)
+    return int(qtype)
+
+
 def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torch.device) -> tuple[int, int, int, int]:
     """(R, warps, splits, chunks per split) for a GEMV: enough programs to fill every SM GEMV_PROGRAMS_PER_SM times."""
     base, fewest, warps = GEMV_CONFIG[int(qtype)]
@@ -261,18 +274,19 @@ def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
     rows, warps, splits, per = gemv_plan(qtype, t, out_features, n_chunks, x.device)
     tiles = cdiv(out_features, rows)
     tp = next_pow2(t)
+    qt = gemv_qtype(qtype)  # the launch shape stays the stored type's (GEMV_CONFIG); the decoder may differ
     # the pool exists after any last-block call on the device, split or not (warm-up before graph capture)
     cnt = counters("linear", x.device, tiles if splits > 1 else 0) if lastblock else y
     if splits == 1:
         _gemv_kernel[(tiles, 1)](
             x, raw, grid, y, y, cnt, t, k, out_features, raw.stride(0), x.stride(0), 0, n_chunks, per,
-            QTYPE=int(qtype), TP=tp, R=rows, SA=gemv_cols(qtype), PTX=not interpreting(), LASTBLOCK=False,
+            QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=not interpreting(), LASTBLOCK=False,
             num_warps=warps)
         return
     part = torch.empty((splits, t, out_features), dtype=torch.float32, device=x.device)  # [splits, T, OUT]
     _gemv_kernel[(tiles, splits)](
         x, raw, grid, part, y, cnt, t, k, out_features, raw.stride(0), x.stride(0), part.stride(0), n_chunks, per,
-        QTYPE=int(qtype), TP=tp, R=rows, SA=gemv_cols(qtype), PTX=not interpreting(), LASTBLOCK=lastblock,
+        QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=not interpreting(), LASTBLOCK=lastblock,
         num_warps=warps)
     if not lastblock:
         n = t * out_features

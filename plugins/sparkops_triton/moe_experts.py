@@ -32,7 +32,7 @@ from sparkops.errors import BadInput
 from ._arrival import arrive, counters, depart
 from ._dequant import decode_chunk, gemv_cols, gemv_rows, values
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting
-from .linear import dot_acc, grid_for, grid_for_any, run_gemm, weight_rows
+from .linear import dot_acc, gemv_qtype, grid_for, grid_for_any, run_gemm, weight_rows
 
 #: the largest T served by the fused GEMV path (each token re-reads its experts' rows)
 MOE_GEMV_MAX_T = 8
@@ -251,8 +251,11 @@ def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y
     fs = s_gate.shape[0] if has_shared else 1
     rg, ru, rd = raws["w_gate"], raws["w_up"], raws["w_down"]
     sg, su, sd = (raws["s_gate"], raws["s_up"], raws["s_down"]) if has_shared else (rg, ru, rd)
-    qs = s_gate.qtype if has_shared else w_gate.qtype
-    qsd = s_down.qtype if has_shared else w_down.qtype
+    # the GEMVs' decoders (linear.Q6K_WIDE_LOADS picks Q6_K's fetch); the placeholders of absent shared weights
+    qg = gemv_qtype(w_gate.qtype)
+    qd = gemv_qtype(w_down.qtype)
+    qs = gemv_qtype(s_gate.qtype) if has_shared else qg
+    qsd = gemv_qtype(s_down.qtype) if has_shared else qd
     grid = grid_for_any((w_gate, w_down, s_gate, s_down), rg)
     fmax = max(ffn, fs if has_shared else 0)
     h = torch.empty((t * ksel + (t if has_shared else 0), fmax), dtype=torch.float32, device=x.device)
@@ -260,7 +263,7 @@ def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y
     up_rows, down_rows, _ = _tiles()
     _moe_up_kernel[(cdiv(fmax, up_rows), h.shape[0])](
         x, ids, rg, ru, sg, su, grid, h, t, d, ffn, fs, ksel, n_exp, rg.stride(0), rg.stride(1), sg.stride(0),
-        h.stride(0), QTYPE=int(w_gate.qtype), QTYPE_S=int(qs), SA=gemv_cols(w_gate.qtype), SA_S=gemv_cols(qs),
+        h.stride(0), QTYPE=qg, QTYPE_S=qs, SA=gemv_cols(qg), SA_S=gemv_cols(qs),
         R=up_rows, HAS_SHARED=has_shared, PTX=ptx, num_warps=GEMV_WARPS)
     nk = ksel + int(has_shared)
     part = torch.empty((t, nk, d), dtype=torch.float32, device=x.device)  # [T, K (+1), D]
@@ -268,7 +271,7 @@ def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y
     cnt = counters("moe_experts", x.device, t * tiles) if lastblock else part  # [T, tiles] slots used
     _moe_down_kernel[(tiles, t, nk)](
         h, ids, weights, rd, sd, grid, part, y, cnt, t, d, ffn, fs, ksel, n_exp, rd.stride(0), rd.stride(1),
-        sd.stride(0), h.stride(0), QTYPE=int(w_down.qtype), QTYPE_S=int(qsd), SA=gemv_cols(w_down.qtype),
+        sd.stride(0), h.stride(0), QTYPE=qd, QTYPE_S=qsd, SA=gemv_cols(qd),
         SA_S=gemv_cols(qsd), R=down_rows, HAS_SHARED=has_shared, PTX=ptx, LASTBLOCK=lastblock, num_warps=GEMV_WARPS)
     if not lastblock:
         _moe_combine_kernel[(cdiv(d, 1024), t)](part, y, d, nk, BLOCK=1024, num_warps=4)

@@ -127,11 +127,43 @@ def launch_lastblock_kernels(monkeypatch):
                                       q4k(e, d, f), q4k(f, d), q4k(f, d), q4k(d, f))
 
 
+def launch_q6k_gemvs(monkeypatch):
+    """The Q6_K GEMVs with both fetches (byte loads; linear.Q6K_WIDE_LOADS' 16-bit words): the lm_head (163840 x 2304)
+    and a layer-sized 4096 x 2304 (split-K on 132 SMs) at T = 1 and 8, and the MoE decode with Q6_K down weights."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.qweight import QWeight
+    from sparkops_triton import linear, moe_experts
+
+    monkeypatch.setattr(linear, "sm_count", lambda device: 132)
+    for mod in (linear, moe_experts):
+        monkeypatch.setattr(mod, "interpreting", lambda: False)
+
+    def blocks(qtype, nbytes, *shape):  # never read (compile only): uninitialized is enough
+        return QWeight(torch.empty(*shape[:-1], shape[-1] // 256 * nbytes, dtype=torch.uint8), qtype, shape)
+
+    e, f, d = 4, 1024, 2304
+    for wide in (False, True):
+        monkeypatch.setattr(linear, "Q6K_WIDE_LOADS", wide)
+        for out in (163840, 4096):
+            w = blocks(Q.Q6_K, 210, out, 2304)
+            for t in (1, 8):
+                linear.linear(r(t, 2304, dtype=BF), w)
+        moe_experts.moe_experts(r(1, d, dtype=BF), r(1, 2), torch.tensor([[0, 1]]), blocks(Q.Q4_K, 144, e, f, d),
+                                blocks(Q.Q4_K, 144, e, f, d), blocks(Q.Q6_K, 210, e, d, f), blocks(Q.Q4_K, 144, f, d),
+                                blocks(Q.Q4_K, 144, f, d), blocks(Q.Q6_K, 210, d, f))
+
+
 def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     compiled: dict = {}
     with compile_only(compiled):
         launch_every_kernel()
         launch_lastblock_kernels(monkeypatch)
+        launch_q6k_gemvs(monkeypatch)
+    from sparkops_triton._dequant import Q6_K_WIDE
+
+    wide = {k[0] for k in compiled if f"): {int(Q6_K_WIDE.value)}," in k[1]}  # a constexpr (QTYPE) of that value
+    assert wide == {"_gemv_kernel", "_moe_down_kernel"}, f"the Q6_K word-load GEMVs were not all compiled: {wide}"
     names = {key[0] for key in compiled}
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}

@@ -131,26 +131,57 @@ def test_split_k_is_deterministic(kernels):
 
 
 def test_every_gemv_tuning_variant_is_correct(kernels, poisoned):
-    """`python -m sparkops_triton._tune linear_gemv lm_head_q6k` times launch shapes of the Q4_K / Q6_K GEMVs; each must
-    compute the same product (rows per program and the split of K only change the order of the sums), here in
-    the interpreter on a shape with a ragged row tile and several chunks."""
+    """`python -m sparkops_triton._tune linear_gemv lm_head_q6k linear_q6k_small` times launch shapes of the Q4_K / Q6_K
+    GEMVs and Q6_K's two fetches; each must compute the same product (rows per program and the split of K only change
+    the order of the sums; the fetch changes nothing: variants of one tile give the same bits), here in the
+    interpreter on a shape with a ragged row tile and several chunks."""
     from sparkops_triton import _tune
 
     lin = kernels[0]
     g = torch.Generator().manual_seed(6)
     x = torch.randn(2, 1024, generator=g)
-    saved = {k: getattr(lin, k) for k in ("GEMV_CONFIG", "GEMV_PROGRAMS_PER_SM")}
+    studies = (("linear_gemv", Q.Q4_K), ("lm_head_q6k", Q.Q6_K), ("linear_q6k_small", Q.Q6_K))
+    saved = {k: getattr(lin, k) for study, _ in studies for v in _tune.STUDIES[study][1] for k in v}
     try:
-        for study, qtype in (("linear_gemv", Q.Q4_K), ("lm_head_q6k", Q.Q6_K)):
+        for study, qtype in studies:
             w = make_weight(g, 70, 1024, qtype)  # 70 rows: no row tile divides it; 4 chunks: the split-K path
             ref = reference(x, w)
+            by_tile: dict = {}
             for variant in _tune.STUDIES[study][1]:
                 for k, v in variant.items():
                     setattr(lin, k, v)
-                assert rel_err(lin.linear(x, w), ref) < FP32_TOL, (study, variant)
+                y = lin.linear(x, w)
+                assert rel_err(y, ref) < FP32_TOL, (study, variant)
+                tile = str((variant["GEMV_CONFIG"][int(qtype)], variant["GEMV_PROGRAMS_PER_SM"]))
+                assert torch.equal(by_tile.setdefault(tile, y), y), (study, variant)
     finally:
         for k, v in saved.items():
             setattr(lin, k, v)
+
+
+@pytest.mark.slow
+def test_q6k_wide_loads_are_bitwise_the_byte_loads(kernels, poisoned, monkeypatch):
+    """Q6K_WIDE_LOADS (Q6_K codes read as 16-bit words, `_dequant.Q6_K_WIDE`) gives the byte loads' GEMV bits: T = 1, 3,
+    8; K = 256, 512, 2304 (one, two, nine chunks); OUT a multiple of the row tile or not; split-K (and its last-block
+    form) and not. Interpreter only: on a GPU the accumulator's layout, hence the final sum's order, may differ."""
+    lin = kernels[0]
+    assert lin.gemv_qtype(Q.Q6_K) == int(Q.Q6_K) and lin.gemv_qtype(Q.Q4_K) == int(Q.Q4_K)
+    g = torch.Generator().manual_seed(14)
+    for k, out in ((256, 5), (256, 16), (512, 37), (512, 16), (2304, 37)):  # row tiles 16, 4, 2 at T = 1, 3, 8
+        w = make_weight(g, out, k, Q.Q6_K)
+        for per_sm in (0, 64):  # no split; split K as far as its chunks go
+            monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", per_sm)
+            for t in (1, 3, 8):
+                x = torch.randn(t, k, generator=g)
+                monkeypatch.setattr(lin, "Q6K_WIDE_LOADS", False)
+                want = lin.linear(x, w)
+                monkeypatch.setattr(lin, "Q6K_WIDE_LOADS", True)
+                assert lin.gemv_qtype(Q.Q6_K) == int(lin.Q6_K_WIDE.value)
+                got = lin.linear(x, w)
+                assert torch.isfinite(want).all() and same_bits(got, want), (k, out, per_sm, t)
+                assert rel_err(got, reference(x, w)) < FP32_TOL
+                if per_sm and t == 3 and k > 256:
+                    assert same_bits(lin.linear_lastblock(x, w), want), (k, out, t)
 
 
 @pytest.mark.parametrize("qtype", TYPES, ids=lambda q: q.name)

@@ -164,6 +164,27 @@ def test_lastblock_is_bitwise_the_three_launch_decode(kernels, poisoned, qtype):
     assert shuffled
 
 
+@pytest.mark.slow
+def test_q6k_wide_loads_are_bitwise_the_byte_loads(kernels, poisoned, monkeypatch):
+    """linear.Q6K_WIDE_LOADS reaches the decode GEMVs (routed and shared gate/up and down, all Q6_K here): the same
+    bits as the byte loads, T = 1, 3, 8, with and without the shared expert, "triton" and "triton_lastblock".
+    D = 512 (gate/up rows of two chunks), F = 256 (down rows of one); interpreter only (see test_triton_linear)."""
+    moe, lin = kernels[0], kernels[1]
+    g = torch.Generator().manual_seed(61)
+    full = moe_args(g, Q.Q6_K, t=8, d=512, f=256, e=4, k=2)
+    for t, shared in ((1, True), (3, False), (8, True)):
+        a = dict(full, x=full["x"][:t], weights=full["weights"][:t], ids=full["ids"][:t])
+        if not shared:
+            a.update(s_gate=None, s_up=None, s_down=None)
+        for fn in (moe.moe_experts, moe.moe_experts_lastblock):
+            monkeypatch.setattr(lin, "Q6K_WIDE_LOADS", False)
+            want = fn(**a)
+            monkeypatch.setattr(lin, "Q6K_WIDE_LOADS", True)
+            got = fn(**a)
+            assert torch.isfinite(want).all() and same_bits(got, want), (t, shared, fn.__name__)
+        assert rel_err(got, moe_reference(**a)) < FP32_TOL
+
+
 # ---------------------------------------------------------------------------------------------
 # GPU (H200): the 48B MoE layer
 # ---------------------------------------------------------------------------------------------

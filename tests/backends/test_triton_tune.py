@@ -58,3 +58,30 @@ def test_each_variant_is_labelled_by_what_it_changes():
     labels = [_tune._label(v, saved) for v in variants]
     assert len(set(labels)) == len(labels), labels
     assert "as in the module" in labels[0] and str(int(linear.Q4_K.value)) in labels[1]
+
+
+def test_the_q6k_studies_compare_the_two_fetches_at_their_shapes():
+    """lm_head_q6k and linear_q6k_small time Q6_K GEMVs (the lm_head, a 4096 x 2304 layer): the default first (byte
+    loads), then linear.Q6K_WIDE_LOADS at the default tile, then at other tiles; every variant names the switch (so a
+    variant's setting does not leak into the next), each is labelled apart, and the small workload is a call of
+    linear (one set, on the CPU, through the reference)."""
+    from sparkops_triton import _tune, linear
+
+    q6k = int(linear.Q6_K.value)
+    for study in ("lm_head_q6k", "linear_q6k_small"):
+        module, variants = _tune.STUDIES[study]
+        assert module is linear and _tune.LINEAR_WORKLOADS[study][1] == linear.Q6_K
+        assert all("Q6K_WIDE_LOADS" in v for v in variants)
+        assert [v["Q6K_WIDE_LOADS"] for v in variants[:2]] == [False, True]
+        assert variants[0]["GEMV_CONFIG"] == linear.GEMV_CONFIG
+        assert variants[1]["GEMV_CONFIG"][q6k] == linear.GEMV_CONFIG[q6k] and len(variants) > 2
+        saved = {k: getattr(module, k) for v in variants for k in v}
+        labels = [_tune._label(v, saved) for v in variants]
+        assert len(set(labels)) == len(labels), labels
+    shapes, qtype, _ = _tune.LINEAR_WORKLOADS["linear_q6k_small"]
+    assert shapes == [(4096, 2304)] and _tune.LINEAR_WORKLOADS["lm_head_q6k"][0] == [(163840, 2304)]
+    fn, sets, nbytes, graph = _tune._linear_workload(shapes, qtype, 1, device="cpu")
+    (w,), (x,) = sets[0]
+    y = _reference("linear")(x, w)
+    assert graph and y.shape == (1, 4096) and torch.isfinite(y).all()
+    assert nbytes == w.nbytes + 4 * (4096 + 2304) and w.nbytes == 4096 * 9 * 210
