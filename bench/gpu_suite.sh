@@ -58,6 +58,7 @@
 #   SUITE_BUDGET=565 bash bench/gpu_suite.sh install rungs6 iq1s131k   # lean prereqs (~300 s), prefill vs the
 #                                      # frontier (~150 s), the IQ1_S decode at 131072 (synth 20 s + ~200 s)
 #   SUITE_BUDGET=565 bash bench/gpu_suite.sh install attn131k tune     # cupy attention at 131072 (~400 s), tuning
+#                                      # (first: Q6_K 16-bit-word loads, linear.Q6K_WIDE_LOADS, vs the byte loads)
 #   SUITE_BUDGET=<left - 60> bash bench/gpu_suite.sh install tests     # every GPU test (~250 s)
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
@@ -419,7 +420,7 @@ opbench)
   ;;
 tune)      # launch-shape studies of the Triton kernels (timed, each checked against the default's output); the log
   # is the input for the defaults in the kernel modules. TUNE_STUDIES picks them (default: the decode GEMVs)
-  run tune 60 python3 -m sparkops_triton._tune ${TUNE_STUDIES:-linear_gemv lm_head_q6k moe_decode router_gemv} ;;
+  run tune 60 python3 -m sparkops_triton._tune ${TUNE_STUDIES:-lm_head_q6k linear_q6k_small router_gemv linear_gemv moe_decode} ;;
 iq1s)
   prereq || continue
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
