@@ -21,7 +21,8 @@
 #     rungs       the single steps, each its own row: torch -> fast (eager), fast eager -> fast graph,
 #                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
-#                 launch per reduction), then fuse_short_conv; their GPU tests first; a recorded diagnosis; prefill
+#                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
+#                 launch); their GPU tests first; a recorded diagnosis; prefill
 #     tests       every test marked gpu (GPU_TESTS="FILE ..." picks files)
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
 #     tune        launch-shape studies of the Triton kernels (sparkops_triton._tune; TUNE_STUDIES picks them)
@@ -101,6 +102,7 @@ PREFILL_REG=$TMP/cuda-prefill.toml  # BF16_REG likewise, else FILL_REG (float32 
 LB_PAIRS="linear=triton_lastblock moe_experts=triton_lastblock moe_router=triton_lastblock"
 LB_REG=$TMP/cuda-best-fused-lastblock.toml  # FUSED_REG with LB_PAIRS
 CONV_REG=$TMP/cuda-best-fused-lastblock-conv.toml  # LB_REG with [engine] fuse_short_conv = true
+PDL_REG=$TMP/cuda-best-fused-lastblock-conv-pdl.toml  # CONV_REG with linear=triton_pdl (an experiment)
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -392,6 +394,17 @@ rungs6)
   [ -f $CONV_REG ] && run decode-convmerge 100 sparkops bench decode --model $M --depth 0 --tokens 64 --repeats 6 \
       --registry $LB_REG --vs $CONV_REG --graph A,B $GATE $FILL_LEAN \
       --change "fuse_short_conv: a KDA layer's q/k/v short convolutions as one launch (lastblock fused bf16 registry, graph)"
+  # 2b. programmatic dependent launch (an experiment, linear=triton_pdl): each decode GEMV fetches its first weight
+  # chunk while the kernel before it finishes, then griddepcontrol.wait (a small GEMV costs ~6 us whatever its
+  # bytes: ramp-up and first-read latency, paid serially); bit-identical to triton_lastblock. Its GPU tests first
+  # (bitwise vs triton_lastblock, chains of PDL GEMVs replayed from a graph, a 20-GEMV chain timed with and without
+  # PDL); a failed test leaves the rung out
+  [ -f $CONV_REG ] && [ ! -f $PDL_REG ] && run swap-pdl 30 bash -c 'swap_into "$@"' _ $PDL_REG $CONV_REG linear=triton_pdl
+  [ -f $PDL_REG ] && run gpu-tests-pdl 45 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k pdl \
+      tests/backends/test_triton_linear.py --junitxml="$R/gpu-tests-pdl.xml"
+  [ -f $PDL_REG ] && [ "$(cat $DONE/gpu-tests-pdl 2>/dev/null || echo 0)" = 0 ] && run decode-pdl 100 sparkops bench \
+      decode --model $M --depth 0 --tokens 64 --repeats 6 --registry $CONV_REG --vs $PDL_REG --graph A,B $GATE $FILL_LEAN \
+      --change "linear=triton_pdl: the decode GEMVs launched with programmatic dependent launch (lastblock conv fused bf16 registry, graph)"
   # 3. where the step stands now: kernels per token and the per-op split (recorded)
   NOW_REG=$(now_reg); log "the step now: $NOW_REG"
   run diagnose-now 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \

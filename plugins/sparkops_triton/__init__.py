@@ -47,6 +47,12 @@ IMPLEMENTATIONS = [
     # "triton" (the gate compares the bytes op by op, and the model gate reruns the model with "triton" in place)
     ("linear", "triton_lastblock", "sparkops_triton.linear:linear_lastblock", bit_identical(to="triton"),
      ("_runtime.py", "_dequant.py", "_arrival.py")),
+    # "triton_pdl" (an experiment no registry selects by default): "triton_lastblock" with the decode GEMV launched
+    # with programmatic dependent launch (Hopper): its first weight chunk is fetched while the previous kernel of the
+    # stream finishes; everything the previous kernel may write is read after griddepcontrol.wait. Same arithmetic,
+    # so bit-identity to "triton_lastblock" is the claim
+    ("linear", "triton_pdl", "sparkops_triton.linear:linear_pdl", bit_identical(to="triton_lastblock"),
+     ("_runtime.py", "_dequant.py", "_arrival.py")),
     ("embedding", "triton", "sparkops_triton.embedding:embedding", tolerance(),
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton", "sparkops_triton.moe_experts:moe_experts", tolerance("bf16"),

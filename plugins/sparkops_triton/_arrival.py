@@ -28,6 +28,16 @@ Assumptions, stated because nothing checks them at run time:
   * one pool of counters per device, shared by every launch: kernels that use it run one at a time
     on a device (one stream per device, as the engine and a CUDA graph captured from one stream do).
     Two streams running such kernels concurrently on one device would corrupt each other's counts;
+  * programmatic dependent launch (linear's "triton_pdl": `_gemv_kernel` with PDL, launched with launch_pdl)
+    breaks "one at a time" on purpose: such a GEMV may start while the previous kernel of the stream - often
+    another GEMV on this same pool, its last programs still arriving, adding partials and zeroing their slots -
+    is running. It is safe because the PDL kernel touches its counters (and its partials and outputs, whose
+    memory the allocator may have taken from a buffer the previous kernel still reads) only after
+    `griddepcontrol.wait`, which returns once the previous grid has completed and its memory operations are
+    visible; before the wait it issues weight loads only (nothing any kernel writes). Every counter operation
+    (arrive, the partial reads, depart) must stay after that wait. The chain is transitive: a kernel completes
+    only after its own wait returned, so the previous kernel's predecessors are complete too. A PDL kernel
+    that skipped the wait would break this for every kernel after it;
   * a launch leaves its counters at zero (the last program of each slot resets it), so the next
     launch, or the next replay of a captured CUDA graph, starts from zero. A launch that dies half
     way (a device fault; an exception inside the interpreter) leaves the pool dirty: `reset_pool`.

@@ -10,7 +10,11 @@ Two paths, picked by the number of rows T of x (a host-side shape decision, fixe
   adds in a fixed order, so results are bit-reproducible (no float atomics). Claim tolerance().
   `linear_lastblock` ("triton_lastblock") drops that second launch: the last program of each row
   tile to finish (an int32 arrival counter, `_arrival`) adds the partials in the same order, so its
-  output is bit-identical to "triton"'s with one launch fewer per split GEMV.
+  output is bit-identical to "triton"'s with one launch fewer per split GEMV. `linear_pdl` ("triton_pdl",
+  an experiment no registry selects by default) is that GEMV launched with programmatic dependent launch
+  (Hopper): its first weight chunk is fetched while the previous kernel finishes (`_gemv_kernel`'s PDL);
+  the same arithmetic, so bit-identical to "triton_lastblock". Interpreter-proven (without the
+  griddepcontrol instructions, which the interpreter lacks) and compiled for sm_90; timed by the GPU tests.
 * T > GEMV_MAX_T (prefill): a GEMM. Each program decodes a [BN, 256] tile of W per step, and
   multiplies it with the [BM, 256] tile of x on the tensor cores (tl.dot), float32 accumulation.
   `linear` (implementation "triton") rounds both operands to bfloat16 for the dot: claim "bf16".
@@ -82,13 +86,20 @@ def _combine_rows(part_ptr, y_ptr, T, OUT, split_stride, SPLITS, rows, TP: tl.co
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, y_ptr, cnt_ptr, T, K, OUT, w_stride, x_stride, out_split_stride,
                  n_chunks, chunks_per_split, QTYPE: tl.constexpr, TP: tl.constexpr, R: tl.constexpr,
-                 SA: tl.constexpr, PTX: tl.constexpr, LASTBLOCK: tl.constexpr):
+                 SA: tl.constexpr, PTX: tl.constexpr, LASTBLOCK: tl.constexpr, PDL: tl.constexpr):
     """out[pid_k, t, o] = sum over this program's chunks of x[t] . W[o] (rows o of this program).
 
     One 2-D accumulator per token (TP <= 8, unrolled): each keeps the layout of the decoded tile, so
     nothing is reshuffled between threads until the final sum. A chunk is decoded once for all tokens.
     LASTBLOCK (split-K only): the last of the row tile's splits to arrive at counter pid_r also writes
-    y[T, OUT] rows of this tile, the splits' partials added in order (see `_arrival`)."""
+    y[T, OUT] rows of this tile, the splits' partials added in order (see `_arrival`).
+    PDL (with PTX; the launch sets launch_pdl): programmatic dependent launch. The program may start while
+    the previous kernel of the stream is still running: it issues the weight loads of its first chunk (weights
+    only: nothing a kernel writes), then `gdc_wait` (the previous grid complete, its memory visible), and only
+    then reads x or writes partials, outputs or arrival counters. After the loop (every weight load of this
+    program issued, scales included) `gdc_launch_dependents` lets the next PDL kernel start its own prologue
+    while this one stores, arrives and reduces; the next kernel's own gdc_wait still waits for all of this
+    grid to finish. Without PDL the kernel is the same code as before (the branches are compile-time)."""
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_r * R + tl.arange(0, R)                                  # [R]
@@ -106,6 +117,9 @@ def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, y_ptr, cnt_ptr, T, K, OUT, w_s
     c1 = tl.minimum(c0 + chunks_per_split, n_chunks)
     xc = x_ptr + c0 * 256
     nxt = gemv_fetch(QTYPE, row, c0, rmask & (c0 < c1), K)
+    if PDL:
+        if PTX:                                                         # the interpreter has no griddepcontrol
+            tl.extra.cuda.gdc_wait()                                    # nothing before this reads what a kernel writes
     for c in range(c0, c1):
         raw = nxt
         nxt = gemv_fetch(QTYPE, row, c + 1, rmask & (c + 1 < c1), K)     # in flight during this chunk's math
@@ -122,6 +136,9 @@ def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, y_ptr, cnt_ptr, T, K, OUT, w_s
             acc6 += gemv_dot(QTYPE, dec, xc + 6 * x_stride, 6 < T, K, c)
             acc7 += gemv_dot(QTYPE, dec, xc + 7 * x_stride, 7 < T, K, c)
         xc += 256
+    if PDL:
+        if PTX:
+            tl.extra.cuda.gdc_launch_dependents()                       # no weight read left to issue
     dst = out_ptr + pid_k * out_split_stride
     _gemv_store(dst, acc0, 0, T, rows, OUT)
     if TP > 1:
@@ -263,11 +280,16 @@ def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torc
 
 
 def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor,
-             lastblock: bool = False) -> None:
+             lastblock: bool = False, pdl: bool = False) -> None:
     """y[T, OUT] = x[T, K] @ W^T for T <= GEMV_MAX_T; raw is the 2-D stored weight [OUT, row units].
 
     Split-K: `_combine_kernel` adds the partials in a second launch, or with `lastblock` the GEMV's last
-    program per row tile does (same sums, same order: the same bits, one launch)."""
+    program per row tile does (same sums, same order: the same bits, one launch). `pdl` (with `lastblock`,
+    so the GEMV is one launch): launched with programmatic dependent launch (`_gemv_kernel`'s PDL; compiled
+    kernels only, the interpreter runs the same arithmetic without the griddepcontrol instructions)."""
+    if pdl and not lastblock:
+        raise BadInput("linear: the PDL GEMV is the last-block one (a second combine launch would follow it "
+                       "without PDL); pass lastblock=True with pdl=True")
     t, k = x.shape
     out_features = raw.shape[0]
     n_chunks = cdiv(k, 256)
@@ -277,17 +299,19 @@ def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
     qt = gemv_qtype(qtype)  # the launch shape stays the stored type's (GEMV_CONFIG); the decoder may differ
     # the pool exists after any last-block call on the device, split or not (warm-up before graph capture)
     cnt = counters("linear", x.device, tiles if splits > 1 else 0) if lastblock else y
+    ptx = not interpreting()
+    launch = {"launch_pdl": True} if pdl and ptx else {}  # the interpreter knows no launch_pdl
     if splits == 1:
         _gemv_kernel[(tiles, 1)](
             x, raw, grid, y, y, cnt, t, k, out_features, raw.stride(0), x.stride(0), 0, n_chunks, per,
-            QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=not interpreting(), LASTBLOCK=False,
-            num_warps=warps)
+            QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=ptx, LASTBLOCK=False, PDL=pdl,
+            num_warps=warps, **launch)
         return
     part = torch.empty((splits, t, out_features), dtype=torch.float32, device=x.device)  # [splits, T, OUT]
     _gemv_kernel[(tiles, splits)](
         x, raw, grid, part, y, cnt, t, k, out_features, raw.stride(0), x.stride(0), part.stride(0), n_chunks, per,
-        QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=not interpreting(), LASTBLOCK=lastblock,
-        num_warps=warps)
+        QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=ptx, LASTBLOCK=lastblock, PDL=pdl,
+        num_warps=warps, **launch)
     if not lastblock:
         n = t * out_features
         _combine_kernel[(cdiv(n, 1024),)](part, y, n, splits, BLOCK=1024, num_warps=4)
@@ -302,7 +326,7 @@ def run_gemm(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
         num_stages=1 if raw.is_floating_point() else 2)  # float weight tiles are 64 KB: one stage fits
 
 
-def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = False) -> torch.Tensor:
+def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = False, pdl: bool = False) -> torch.Tensor:
     op = "linear"
     expect(op, "x", x, (None, None), "[T, IN]")
     expect_dtype(op, "x", x, FLOATS)
@@ -324,7 +348,7 @@ def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = Fals
         return y.zero_()
     grid = grid_for(weight, raw)
     if t <= GEMV_MAX_T:
-        run_gemv(x, raw, weight.qtype, grid, y, lastblock)
+        run_gemv(x, raw, weight.qtype, grid, y, lastblock, pdl)
     else:
         run_gemm(x, raw, weight.qtype, grid, y, bf16)
     return y
@@ -344,3 +368,12 @@ def linear_lastblock(x, weight):
     """Implementation "triton_lastblock": "triton" with the split-K GEMV's partials added by its own last
     program per row tile instead of a second launch (bit-identical to "triton"; claim "bf16")."""
     return _linear(x, weight, bf16=True, lastblock=True)
+
+
+def linear_pdl(x, weight):
+    """Implementation "triton_pdl": "triton_lastblock" with the decode GEMV launched with programmatic dependent
+    launch (Hopper; `_gemv_kernel`'s PDL): each GEMV fetches its first weight chunk while the previous kernel of
+    the stream finishes. PDL changes no arithmetic, so the claim is bit-identity to "triton_lastblock"; the
+    prefill GEMM is "triton_lastblock"'s. An experiment, selected by no registry by default: proven in the
+    interpreter (without the griddepcontrol instructions) and compiled for sm_90; the GPU tests time it."""
+    return _linear(x, weight, bf16=True, lastblock=True, pdl=True)

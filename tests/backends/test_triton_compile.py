@@ -122,6 +122,8 @@ def launch_lastblock_kernels(monkeypatch):
     w = q4k(2304, 4096)  # o_proj: 36 row tiles at T=1, so K is split
     for t in (1, 8):
         linear.linear_lastblock(r(t, 4096, dtype=BF), w)
+        linear.linear_pdl(r(t, 4096, dtype=BF), w)  # the same GEMV with PDL (griddepcontrol, launch_pdl)
+    linear.linear_pdl(r(1, 4096, dtype=BF), q4k(163840, 4096))  # PDL without a split (no counters)
     e, f, d = 4, 1024, 2304
     moe_experts.moe_experts_lastblock(r(1, d, dtype=BF), r(1, 2), torch.tensor([[0, 1]]), q4k(e, f, d), q4k(e, f, d),
                                       q4k(e, d, f), q4k(f, d), q4k(f, d), q4k(d, f))
@@ -164,6 +166,16 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
 
     wide = {k[0] for k in compiled if f"): {int(Q6_K_WIDE.value)}," in k[1]}  # a constexpr (QTYPE) of that value
     assert wide == {"_gemv_kernel", "_moe_down_kernel"}, f"the Q6_K word-load GEMVs were not all compiled: {wide}"
+    pdl = {k: v for k, v in compiled.items() if v.metadata.launch_pdl}
+    assert pdl and {k[0] for k in pdl} == {"_gemv_kernel"}, f"the PDL GEMVs were not compiled: {sorted(pdl)}"
+    for k, v in compiled.items():  # PDL kernels wait once and then let the next kernel launch; no other kernel does
+        ptx = v.asm["ptx"]
+        wait, trigger = ptx.find("griddepcontrol.wait"), ptx.find("griddepcontrol.launch_dependents")
+        if k in pdl:
+            assert ptx.count("griddepcontrol.wait") == 1 and 0 <= wait < trigger, f"{k[0]}: PDL instructions {k[1]}"
+            assert "atom.global" not in ptx[:wait] and "st.global" not in ptx[:wait], f"{k[0]}: writes before the wait"
+        else:
+            assert wait < 0 and trigger < 0, f"{k[0]} was not launched with PDL but has griddepcontrol: {k[1]}"
     names = {key[0] for key in compiled}
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}

@@ -6,12 +6,14 @@ both sides of the GEMV/GEMM switch, OUT not a multiple of the row tile, the spli
 expert weights. Outputs are poisoned (torch.empty fills NaN) so an unwritten element fails.
 "triton_lastblock" (the split-K partials added by the GEMV's last program, `_arrival`) must give
 "triton"'s bits, with the interpreter running the programs in a shuffled order, and leave its arrival
-counters at zero.
+counters at zero. "triton_pdl" (that GEMV launched with programmatic dependent launch) must give
+"triton_lastblock"'s bits; the interpreter has no griddepcontrol, so here only its arithmetic is proven.
 
 GPU (marked gpu, run on an H200): the 48B shapes, a row subset checked against float64, and the time
 of each kernel in a replayed CUDA graph (several weight buffers in rotation, so the 50 MB L2 does not
 flatter) printed as GB/s and % of the measured 4.04 TB/s; "triton_lastblock" against "triton" bit for
-bit, eagerly and replayed from CUDA graphs:
+bit, eagerly and replayed from CUDA graphs; "triton_pdl" against "triton_lastblock" the same way, with chains of
+dependent PDL GEMVs back to back in one graph, and a 20-GEMV chain timed with and without PDL:
     pytest -m gpu -s tests/backends/test_triton_linear.py
 """
 
@@ -70,7 +72,7 @@ def kernels():
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("impl,tol_gemm", [("linear", BF16_TOL), ("linear_fp32", FP32_TOL),
-                                           ("linear_lastblock", BF16_TOL)])
+                                           ("linear_lastblock", BF16_TOL), ("linear_pdl", BF16_TOL)])
 def test_contract_cases(kernels, poisoned, impl, tol_gemm):
     lin = getattr(kernels[0], impl)
     cases = get_contract("linear").cases(20261129)
@@ -223,6 +225,43 @@ def test_lastblock_counters_reset_between_calls(kernels, poisoned, monkeypatch):
     assert_pool_clean(arrival)
 
 
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda q: q.name)
+def test_pdl_is_bitwise_the_lastblock_gemv(kernels, poisoned, monkeypatch, qtype):
+    """linear_pdl ("triton_pdl": the last-block GEMV with its PDL constexpr set) gives linear_lastblock's bits,
+    split-K (9 rows, four chunks split four ways, programs shuffled) and not split (70 rows: a ragged row tile),
+    T = 1, 3, 8 with float32, bfloat16 and float16 activations; the counters are zero after every call. The
+    interpreter has no griddepcontrol (PDL's instructions are gated on PTX, and no launch_pdl is passed), so this
+    proves the PDL kernel's arithmetic and bookkeeping (a reordered prologue), not the GPU's overlap."""
+    lin, _, arrival = kernels
+    g = torch.Generator().manual_seed(int(qtype) + 31)
+    with shuffled_programs(int(qtype) + 1) as shuffled:
+        for per_sm, out, want_splits in ((64, 9, 4), (0, 70, 1)):
+            monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", per_sm)
+            w = make_weight(g, out, 1024, qtype)
+            for t, dt in ((1, torch.float32), (3, torch.bfloat16), (8, torch.float16)):
+                assert lin.gemv_plan(qtype, t, out, 4, torch.device("cpu"))[2] == want_splits
+                x = torch.randn(t, 1024, generator=g).to(dt)
+                want = lin.linear_lastblock(x, w)
+                got = lin.linear_pdl(x, w)
+                assert torch.isfinite(want).all() and same_bits(got, want) and torch.equal(got, want), (out, t, dt)
+                assert_pool_clean(arrival)
+                assert rel_err(got, reference(x.float(), w)) < (FP32_TOL if dt == torch.float32 else 1e-2)
+    assert shuffled, "the interpreter's programs were not shuffled"
+
+
+def test_pdl_prefill_is_the_lastblock_gemm_and_needs_lastblock(kernels, poisoned):
+    """Past the GEMV (T = 17) linear_pdl is linear_lastblock's GEMM, bit for bit; run_gemv refuses PDL without the
+    last-block reduction (the two-launch GEMV's combine kernel would follow it without PDL)."""
+    lin = kernels[0]
+    g = torch.Generator().manual_seed(33)
+    w = make_weight(g, 70, 512, Q.Q4_K)
+    x = torch.randn(17, 512, generator=g)
+    assert same_bits(lin.linear_pdl(x, w), lin.linear_lastblock(x, w))
+    y = torch.empty(1, 70)
+    with pytest.raises(BadInput, match="lastblock=True"):
+        lin.run_gemv(x[:1], w.raw, w.qtype, w.raw, y, lastblock=False, pdl=True)
+
+
 def test_arrive_elects_exactly_the_last_arrival(kernels, monkeypatch):
     """`_arrival.arrive` is True in one program per slot, the one that arrives last (ticket n - 1), whatever the
     order the programs run in; `depart` leaves the counters at zero. (The interpreter runs programs one at a time,
@@ -312,6 +351,12 @@ def test_registered():
         op: ("bit_identical", "triton") for op in ("linear", "moe_experts", "moe_router")}
     for op, (_, sources) in lastblock.items():
         assert "_arrival.py" in sources, f"{op}=triton_lastblock: the gate must hash the arrival counters' file"
+    # the PDL GEMV: the same arithmetic as the last-block one, launched differently (an experiment, off by default)
+    pdl = [(fn, claim, sources) for op, name, fn, claim, sources in sparkops_triton.IMPLEMENTATIONS
+           if name == "triton_pdl"]
+    assert [(fn, claim.kind, claim.to) for fn, claim, _ in pdl] == [
+        ("sparkops_triton.linear:linear_pdl", "bit_identical", "triton_lastblock")]
+    assert {"_dequant.py", "_arrival.py"} <= set(pdl[0][2])
     assert ("embedding", "triton") in names
     assert names[("moe_experts", "triton")].variant == "bf16"
 
@@ -428,3 +473,74 @@ def test_gpu_lastblock_is_bitwise_the_two_launch_gemv(qtype, shape):
         assert_same_bits_replayed(lambda i, xs=xs: linear(xs[i], w), lambda i, xs=xs: linear_lastblock(xs[i], w),
                                   change)
     print(f"\nlinear triton_lastblock {qtype.name} {out}x{k}: splits at T=1,3,8 {splits[:3]}: same bits")
+
+
+def gemv_chain(fn, x: torch.Tensor, ws: list, neg_every: int = 0) -> tuple:
+    """GEMVs back to back, each reading the previous one's output: x -> ws[0] -> ws[1] -> ...; the input of step
+    i + 1 is the first IN(ws[i + 1]) features of step i's output (a view, no copy at T = 1; a copy otherwise).
+    `neg_every` > 0 puts an exact torch kernel (negation) after every neg_every-th GEMV, so some GEMVs follow a
+    kernel that is not theirs. Returns every step's output (the graph keeps them alive)."""
+    outs = []
+    for i, w in enumerate(ws):
+        x = fn(x[:, :w.shape[1]], w)
+        if neg_every and i % neg_every == neg_every - 1:
+            x = x.neg()
+        outs.append(x)
+    return tuple(outs)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q6_K, Q.Q8_0, Q.BF16], ids=lambda q: q.name)
+def test_gpu_pdl_is_bitwise_the_lastblock_gemv(qtype):
+    """linear_pdl gives linear_lastblock's bits at the 48B shapes, T = 1, 3, 8: one GEMV per shape eagerly, then
+    a chain of 8 dependent GEMVs (q_proj 4096x2304 and o_proj 2304x4096 alternating, both split K on 132 SMs, one
+    counter pool; a negation after every third) eagerly and replayed from CUDA graphs holding two chains back to
+    back (16 PDL GEMVs, most launched right behind another one: the overlapping case), new inputs each replay.
+    A PDL GEMV reading x, its partials or its counters before griddepcontrol.wait would show here as wrong bits
+    (or poisoned outputs); the programmatic edges must survive stream capture (CUDA >= 12.3)."""
+    from sparkops_triton.linear import gemv_plan, linear_lastblock, linear_pdl
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(40 + int(qtype))
+    for out, k in SHAPES_48B:
+        w = random_weight(rng, out, k, qtype, dev)
+        for t in (1, 3, 8):
+            x = torch.randn(t, k, device=dev).to(torch.bfloat16)
+            want, got = linear_lastblock(x, w), linear_pdl(x, w)
+            assert torch.isfinite(want).all() and same_bits(got, want), (out, k, t)
+    ws = [random_weight(rng, *((4096, 2304) if i % 2 == 0 else (2304, 4096)), qtype, dev) for i in range(8)]
+    splits = [gemv_plan(qtype, 1, w.shape[0], w.shape[1] // 256, dev)[2] for w in ws[:2]]
+    for t in (1, 3, 8):
+        xs = [torch.randn(t, 2304, device=dev).to(torch.bfloat16) for _ in range(2)]
+
+        def change(r, xs=xs):
+            for x in xs:
+                x.copy_(torch.randn_like(x, dtype=torch.float32))
+
+        assert_same_bits_replayed(lambda i, xs=xs: gemv_chain(linear_lastblock, xs[i], ws, 3),
+                                  lambda i, xs=xs: gemv_chain(linear_pdl, xs[i], ws, 3), change)
+    print(f"\nlinear triton_pdl {qtype.name}: one GEMV at {len(SHAPES_48B)} shapes and chains of 8 (splits at T=1 "
+          f"{splits}), eager and graph-replayed: same bits as triton_lastblock")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("t", [1, 8])
+def test_gpu_pdl_chain_timing(t):
+    """Does PDL pay? A chain of 20 dependent Q4_K 4096x2304 GEMVs (20 different weights, 106 MB: the L2 does not
+    hold them) captured in one CUDA graph: triton (two launches when split), triton_lastblock and triton_pdl,
+    microseconds per GEMV (median of the replays). Bits checked against triton_lastblock once."""
+    from sparkops_triton.linear import gemv_plan, linear, linear_lastblock, linear_pdl
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(77)
+    ws = [random_weight(rng, 4096, 2304, Q.Q4_K, dev) for _ in range(20)]
+    x = torch.randn(t, 2304, device=dev).to(torch.bfloat16)
+    assert all(same_bits(a, b) for a, b in zip(gemv_chain(linear_lastblock, x, ws), gemv_chain(linear_pdl, x, ws)))
+    splits = gemv_plan(Q.Q4_K, t, 4096, 9, dev)[2]
+    times = {name: time_in_graph(lambda i, fn=fn: gemv_chain(fn, x, ws), 1) / len(ws)
+             for name, fn in (("triton", linear), ("triton_lastblock", linear_lastblock), ("triton_pdl", linear_pdl))}
+    print(f"\nlinear chain of {len(ws)} dependent Q4_K 4096x2304 GEMVs T={t} (splits {splits}), us per GEMV: "
+          + ", ".join(f"{name} {sec * 1e6:.2f}" for name, sec in times.items())
+          + f"; pdl/lastblock {times['triton_pdl'] / times['triton_lastblock']:.3f}")

@@ -140,6 +140,12 @@ def test_rungs6_makes_only_the_lean_registries_and_times_lastblock_then_the_merg
     lb, conv = machine / "cuda-best-fused-lastblock.toml", machine / "cuda-best-fused-lastblock-conv.toml"
     assert f"--registry {machine / 'cuda-best-fused.toml'} --vs {lb}" in decodes[0]
     assert f"--registry {lb} --vs {conv}" in decodes[1]
+    # then programmatic dependent launch for the decode GEMVs (an experiment) in a copy of the conv registry, at d=0
+    pdl = machine / "cuda-best-fused-lastblock-conv-pdl.toml"
+    assert f"--registry {conv} --vs {pdl}" in decodes[2] and "--depth 0 " in decodes[2]
+    assert len(decodes) == 3
+    assert any(c.startswith("swap linear=triton_pdl --device cuda") for c in calls)
+    assert "gpu-tests-pdl (limit" in log and "-k pdl tests/backends/test_triton_linear.py" in log
     assert all(f"--fill-registry {machine / 'cuda-bf16.toml'}" in d for d in decodes)
     assert any(c.startswith("engine fuse_short_conv=on --registry") for c in calls)
     diag = next(c for c in calls if c.startswith("diagnose "))
@@ -148,6 +154,18 @@ def test_rungs6_makes_only_the_lean_registries_and_times_lastblock_then_the_merg
     order = [i for i, c in enumerate(calls) if c.startswith(("swap linear=triton_lastblock", "check --model k3-nano",
                                                                "bench decode"))]
     assert order == sorted(order) and len(order) >= 3
+
+
+def test_rungs6_leaves_the_pdl_rung_out_when_its_gpu_tests_failed(tmp_path):
+    """A PDL GEMV that gives other bits than triton_lastblock (a read before griddepcontrol.wait) fails its GPU
+    tests; the rung that would time it on the 48B is then not run."""
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-pdl").write_text("1\n")
+    log, calls = _lanes(tmp_path, "rungs6", "tests", gpus=1)
+    assert any(c.startswith("swap linear=triton_pdl") for c in calls)
+    assert not any(c.startswith("bench decode") and "-pdl.toml" in c for c in calls)
+    assert "decode-pdl" not in log
 
 
 def test_the_follow_up_stages_take_the_newest_registry_its_rung_timed(tmp_path):
