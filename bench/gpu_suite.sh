@@ -56,8 +56,10 @@
 # synth 69, bf16 48B gate 88, swap-lastblock 32, its GPU tests 178, captured gates 29 + 17, decode-lastblock
 # (d=0,32768, with the bit-identity reruns) 143, decode-convmerge (d=0) 144, diagnose-now 34; then tune 38.
 # Next session (one H200), back to back:
-#   SUITE_BUDGET=565 bash bench/gpu_suite.sh install rungs6 iq1s131k   # lean prereqs (~300 s), prefill vs the
-#                                      # frontier (~150 s), the IQ1_S decode at 131072 (synth 20 s + ~200 s)
+#   SUITE_BUDGET=565 SUITE_TIMED="decode-lastblock decode-convmerge" SUITE_SKIP="gpu-tests-rungs6" \
+#     bash bench/gpu_suite.sh install rungs6 iq1s131k   # lean prereqs and the swaps (~330 s), the PDL rung (its
+#                                      # GPU tests ~45 s + ~100 s), diagnose, prefill vs the frontier (~150 s), then
+#                                      # the IQ1_S decode at 131072 (synth 20 s + ~200 s) in a second call if needed
 #   SUITE_BUDGET=565 bash bench/gpu_suite.sh install attn131k tune     # cupy attention at 131072 (~400 s), tuning
 #                                      # (first: Q6_K 16-bit-word loads, linear.Q6K_WIDE_LOADS, vs the byte loads)
 #   SUITE_BUDGET=<left - 60> bash bench/gpu_suite.sh install tests     # every GPU test (~250 s)
@@ -128,6 +130,9 @@ run() {
   local name=$1 need=$2; shift 2
   # SUITE_SKIP="NAME ...": steps this call leaves out (a stage's other steps still run)
   if [[ " ${SUITE_SKIP:-} " == *" $name "* ]]; then log "$name: left out (SUITE_SKIP)"; return 0; fi
+  # SUITE_TIMED="NAME ...": rungs an earlier session timed (their rows are in the ledger): not timed again, and
+  # their registries count as timed for now_reg
+  if [[ " ${SUITE_TIMED:-} " == *" $name "* ]]; then log "$name: timed in an earlier session (SUITE_TIMED)"; return 0; fi
   if [ -f "$DONE/$name" ] && [ -z "${SUITE_REDO:-}" ]; then
     log "$name: done earlier on this machine (rc=$(cat "$DONE/$name")), skipped"; return "$(cat "$DONE/$name")"
   fi
@@ -233,10 +238,12 @@ prereq() {
 }
 # the newest registry of session 6's ladder that its own rung timed (bench rc 0: gated on the 48B and timed),
 # else the fused best; SUITE_NOW_REG names one instead
+timed() { [ "$(cat $DONE/$1 2>/dev/null || true)" = 0 ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
 now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
-  elif [ "$(cat $DONE/decode-convmerge 2>/dev/null)" = 0 ]; then echo $CONV_REG
-  elif [ "$(cat $DONE/decode-lastblock 2>/dev/null)" = 0 ]; then echo $LB_REG
+  elif timed decode-pdl && [ -f $PDL_REG ]; then echo $PDL_REG
+  elif timed decode-convmerge && [ -f $CONV_REG ]; then echo $CONV_REG
+  elif timed decode-lastblock && [ -f $LB_REG ]; then echo $LB_REG
   else echo $FUSED_REG; fi
 }
 # the lean prerequisites of stage rungs6: the torch registry (the golden) and the bf16 one, the 48B, and bf16 as
@@ -402,7 +409,7 @@ rungs6)
   [ -f $CONV_REG ] && [ ! -f $PDL_REG ] && run swap-pdl 30 bash -c 'swap_into "$@"' _ $PDL_REG $CONV_REG linear=triton_pdl
   [ -f $PDL_REG ] && run gpu-tests-pdl 45 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k pdl \
       tests/backends/test_triton_linear.py --junitxml="$R/gpu-tests-pdl.xml"
-  [ -f $PDL_REG ] && [ "$(cat $DONE/gpu-tests-pdl 2>/dev/null || echo 0)" = 0 ] && run decode-pdl 100 sparkops bench \
+  [ -f $PDL_REG ] && [ "$(cat $DONE/gpu-tests-pdl 2>/dev/null || true)" = 0 ] && run decode-pdl 100 sparkops bench \
       decode --model $M --depth 0 --tokens 64 --repeats 6 --registry $CONV_REG --vs $PDL_REG --graph A,B $GATE $FILL_LEAN \
       --change "linear=triton_pdl: the decode GEMVs launched with programmatic dependent launch (lastblock conv fused bf16 registry, graph)"
   # 3. where the step stands now: kernels per token and the per-op split (recorded)

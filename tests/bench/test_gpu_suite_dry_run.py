@@ -43,10 +43,11 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     return d
 
 
-def _lanes(tmp: Path, *stages: str, gpus: int = 2, refuse_bf16: bool = False) -> tuple[str, list[str]]:
+def _lanes(tmp: Path, *stages: str, gpus: int = 2, refuse_bf16: bool = False,
+           extra_env: dict[str, str] | None = None) -> tuple[str, list[str]]:
     stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, gpus)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
-           "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log")}
+           "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), **(extra_env or {})}
     env.pop("SUITE_REDO", None)
     if refuse_bf16:
         env["STUB_REFUSE_BF16"] = "1"
@@ -149,7 +150,7 @@ def test_rungs6_makes_only_the_lean_registries_and_times_lastblock_then_the_merg
     assert all(f"--fill-registry {machine / 'cuda-bf16.toml'}" in d for d in decodes)
     assert any(c.startswith("engine fuse_short_conv=on --registry") for c in calls)
     diag = next(c for c in calls if c.startswith("diagnose "))
-    assert str(conv) in diag and "--record" in diag
+    assert str(pdl) in diag and "--record" in diag  # the newest registry its own rung timed
     assert any(c.startswith("bench prefill") and "--vs" not in c for c in calls)
     order = [i for i, c in enumerate(calls) if c.startswith(("swap linear=triton_lastblock", "check --model k3-nano",
                                                                "bench decode"))]
@@ -170,18 +171,18 @@ def test_rungs6_leaves_the_pdl_rung_out_when_its_gpu_tests_failed(tmp_path):
 
 def test_the_follow_up_stages_take_the_newest_registry_its_rung_timed(tmp_path):
     """After rungs6 on the same machine, iq1s131k and attn131k use the newest registry whose own rung was timed
-    (the stand-in bench always succeeds: the merged-conv one), on the lean prerequisites, filled by bf16."""
+    (the stand-in bench always succeeds: the PDL one), on the lean prerequisites, filled by bf16."""
     _lanes(tmp_path, "rungs6", "tests", gpus=1)
     log, calls = _lanes(tmp_path, "iq1s131k attn131k", "tests", gpus=1)
     machine = tmp_path / "machine"
-    conv = machine / "cuda-best-fused-lastblock-conv.toml"
+    conv = machine / "cuda-best-fused-lastblock-conv-pdl.toml"
     assert f"the step now: {conv}" in log
     assert not (machine / "cuda-fast.toml").exists()
     iq1s = next(c for c in calls if c.startswith("bench decode") and "k48-iq1_s.gguf" in c)
     assert f"--registry {conv} --graph A" in iq1s and "--depth 131072" in iq1s and "--vs" not in iq1s
     assert any(c.startswith("synth --preset kimi-linear-48b-a3b --quant iq1_s") for c in calls)
     att = next(c for c in calls if c.startswith("bench decode") and "--expect attention@131072" in c)
-    assert f"--registry {conv} --vs {machine / 'cuda-best-fused-lastblock-conv-cupy-attn.toml'}" in att
+    assert f"--registry {conv} --vs {machine / 'cuda-best-fused-lastblock-conv-pdl-cupy-attn.toml'}" in att
     assert all(f"--fill-registry {machine / 'cuda-bf16.toml'}" in c for c in (iq1s, att))
 
 
@@ -193,3 +194,18 @@ def test_now_reg_falls_back_when_the_rungs_were_refused(tmp_path):
     (machine / "suite-done" / "decode-convmerge").write_text("1\n")
     log, calls = _lanes(tmp_path, "iq1s131k", "tests", gpus=1)
     assert f"the step now: {machine / 'cuda-best-fused.toml'}" in log
+
+
+def test_rungs_timed_in_an_earlier_session_are_not_timed_again_but_count(tmp_path):
+    """SUITE_TIMED names rungs whose rows are in the ledger already: a fresh machine makes their registries (the
+    swaps prove them again) but does not time them, and now_reg takes them as timed. With the PDL tests failing,
+    the step now is the merged-conv registry."""
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-pdl").write_text("1\n")
+    log, calls = _lanes(tmp_path, "rungs6", "tests", gpus=1,
+                        extra_env={"SUITE_TIMED": "decode-lastblock decode-convmerge"})
+    assert "decode-lastblock: timed in an earlier session (SUITE_TIMED)" in log
+    assert not any(c.startswith("bench decode") for c in calls)
+    assert any(c.startswith("swap linear=triton_lastblock") for c in calls)
+    assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv.toml'}" in log
