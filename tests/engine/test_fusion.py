@@ -331,3 +331,11 @@ def test_fuse_short_conv_needs_fuse_projections(tmp_path, capsys):
     assert Registry.load(p).engine_options() == {"fuse_projections": True, "fuse_short_conv": True}
     assert main(["engine", "--registry", str(p), "fuse_projections=off"]) == 2
     assert main(["engine", "--registry", str(p), "fuse_projections=off", "fuse_short_conv=off"]) == 0
+
+
+def test_plan_without_engine_options_says_so(tmp_path, capsys):
+    """The line names the [engine] table as text (rich once read "[engine]" as a style and printed "no  option set")."""
+    p = tmp_path / "r.toml"
+    p.write_text("")
+    main(["plan", "--device", "cpu", "--registry", str(p)])
+    assert "engine: no [engine] option set" in " ".join(capsys.readouterr().out.split())

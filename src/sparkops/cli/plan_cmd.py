@@ -44,7 +44,8 @@ def run(args) -> int:
         others = "\n".join(f"{n}: {w}" for n, w in e.others) or "-"
         table.add_row(op, runs, why, e.check, others)
     console.print(table)
-    console.print(f"engine: {', '.join(plan.engine_on) or 'no [engine] option set'} (`sparkops engine` shows them all)")
+    console.print(f"engine: {', '.join(plan.engine_on) or 'no [engine] option set'} (`sparkops engine` shows them all)",
+                  markup=False)  # "[engine]" is text, not a style
     for key in plan.engine_on:
         console.print(f"  {key}: {ENGINE_KEYS[key][2]}" if key in ENGINE_KEYS else f"  {key}")
     if plan.fallbacks:
