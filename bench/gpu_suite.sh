@@ -350,7 +350,7 @@ rungs)
   # the per-op speed-ups session 5 measured (decode T=1, bf16 cache: 0.241 -> 0.132 ms at L=32768, 0.154 -> 0.092
   # at 131072), turned into the step's gain by Amdahl
   S5=bench/gpu-runs/2026-11-29-session5
-  [ -f $FUSED_CUPY_ATTN_REG ] && run decode-attn-cupy-bf16 150 sparkops bench decode --model $M --depth 32768,131072 \
+  [ -f $FUSED_CUPY_ATTN_REG ] && run decode-attn-cupy-bf16 400 sparkops bench decode --model $M --depth 32768,131072 \
       --tokens 64 --repeats 6 --chunk 4096 --registry $FUSED_REG --vs $FUSED_CUPY_ATTN_REG --graph A,B $GATE $FILL \
       --prediction $S5/diag-best.json --prediction $S5/diag-best-131k.json \
       --expect attention@32768=1.83,attention@131072=1.67 \
@@ -468,7 +468,7 @@ attn131k)
   NOW_REG=$(now_reg); ATT_REG=${NOW_REG%.toml}-cupy-attn.toml
   [ -f $ATT_REG ] || run swap-now-cupy-attn 20 bash -c 'swap_into "$@"' _ $ATT_REG $NOW_REG attention=cupy_splitk_bf16
   S5=bench/gpu-runs/2026-11-29-session5
-  [ -f $ATT_REG ] && run decode131k-cupy-attn 240 sparkops bench decode --model $M --depth 131072 --tokens 64 \
+  [ -f $ATT_REG ] && run decode131k-cupy-attn 330 sparkops bench decode --model $M --depth 131072 --tokens 64 \
       --repeats 6 --chunk 4096 --registry $NOW_REG --vs $ATT_REG --graph A,B $GATE $FILL_LEAN \
       --prediction $S5/diag-best-131k.json --expect attention@131072=1.67 \
       --change "attention=cupy_splitk_bf16 vs triton_splitk (bf16 cache), newest timed registry, graph"

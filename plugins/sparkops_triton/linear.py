@@ -366,7 +366,8 @@ def linear_fp32(x, weight):
 
 def linear_lastblock(x, weight):
     """Implementation "triton_lastblock": "triton" with the split-K GEMV's partials added by its own last
-    program per row tile instead of a second launch (bit-identical to "triton"; claim "bf16")."""
+    program per row tile instead of a second launch. Claim: bit-identical to "triton" (whose "bf16"
+    claim it inherits)."""
     return _linear(x, weight, bf16=True, lastblock=True)
 
 

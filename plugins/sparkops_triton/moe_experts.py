@@ -364,5 +364,6 @@ def moe_experts_fp32(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down
 
 def moe_experts_lastblock(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     """Implementation "triton_lastblock": "triton" with the decode combine done by the down kernel's last
-    program per (row tile, token) instead of a third launch (bit-identical to "triton"; claim "bf16")."""
+    program per (row tile, token) instead of a third launch. Claim: bit-identical to "triton" (whose
+    "bf16" claim it inherits)."""
     return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True)
