@@ -20,6 +20,8 @@
 #     ladder131k  the same decode pair at 131072; diagnose at 131072
 #     rungs       the single steps, each its own row: torch -> fast (eager), fast eager -> fast graph,
 #                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
+#     rungs7      session 7's rungs on lean prerequisites: the prefetch GPU tests and depth studies, then
+#                 moe_experts=triton_prefetch, then linear=triton_prefetch, each its own row; a recorded diagnosis
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -105,6 +107,10 @@ LB_PAIRS="linear=triton_lastblock moe_experts=triton_lastblock moe_router=triton
 LB_REG=$TMP/cuda-best-fused-lastblock.toml  # FUSED_REG with LB_PAIRS
 CONV_REG=$TMP/cuda-best-fused-lastblock-conv.toml  # LB_REG with [engine] fuse_short_conv = true
 PDL_REG=$TMP/cuda-best-fused-lastblock-conv-pdl.toml  # CONV_REG with linear=triton_pdl (an experiment)
+# session 7's rungs (stage rungs7): deeper weight streams ("triton_prefetch": FETCH_DEPTH chunks of loads in flight;
+# the MoE's gate and up GEMVs in one loop), first in moe_experts, then in linear
+MOEPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf.toml  # CONV_REG with moe_experts=triton_prefetch
+LINPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-linpf.toml  # MOEPF_REG with linear=triton_prefetch
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -241,6 +247,8 @@ prereq() {
 timed() { [ "$(cat $DONE/$1 2>/dev/null || true)" = 0 ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
 now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
+  elif timed decode-linear-prefetch && [ -f $LINPF_REG ]; then echo $LINPF_REG
+  elif timed decode-moe-prefetch && [ -f $MOEPF_REG ]; then echo $MOEPF_REG
   elif timed decode-pdl && [ -f $PDL_REG ]; then echo $PDL_REG
   elif timed decode-convmerge && [ -f $CONV_REG ]; then echo $CONV_REG
   elif timed decode-lastblock && [ -f $LB_REG ]; then echo $LB_REG
@@ -419,6 +427,40 @@ rungs6)
   # 4. prefill 32768 under the best registry against the frontier (1112 tok/s, before the history fix of session 5)
   run prefill-best 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 --registry $PREFILL_REG \
       $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill, after the naive-form history (afd502a)"
+  ;;
+rungs7)
+  prereq_lean || continue
+  [ -f $FILL_REG ] && FILL_LEAN=$FILL
+  [ -f $LB_REG ] || run swap-lastblock 40 bash -c 'swap_into "$@"' _ $LB_REG $FUSED_REG $LB_PAIRS
+  if [ -f $LB_REG ] && [ ! -f $CONV_REG ]; then
+    cp $LB_REG $CONV_REG.new && sparkops engine fuse_short_conv=on --registry $CONV_REG.new > /dev/null \
+      && mv $CONV_REG.new $CONV_REG
+  fi
+  # deeper weight streams (session 7): a MoE decode program used to wait out its gate GEMV's 9 chunk round trips,
+  # then its up GEMV's 9, one chunk in flight (session 6: moe_experts 1.04 ms of the 3.14 ms busy step, 33%, at
+  # ~23% of the read ceiling). "triton_prefetch" streams gate and up in one loop, FETCH_DEPTH chunks ahead; the
+  # arithmetic is unchanged, so bit-identity to triton_lastblock is the claim. Its GPU tests first (bitwise at
+  # depths 1-3, eagerly and replayed from graphs; the decode paths timed side by side), then the depth studies;
+  # a failed test leaves its rungs out
+  run gpu-tests-prefetch 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k prefetch \
+      tests/backends/test_triton_moe.py tests/backends/test_triton_linear.py --junitxml="$R/gpu-tests-prefetch.xml"
+  run tune-prefetch 60 python3 -m sparkops_triton._tune moe_decode_prefetch lm_head_prefetch linear_gemv_prefetch
+  PF_OK=$([ "$(cat $DONE/gpu-tests-prefetch 2>/dev/null || true)" = 0 ] && echo 1)
+  [ -n "$PF_OK" ] && [ -f $CONV_REG ] && [ ! -f $MOEPF_REG ] && run swap-moe-prefetch 30 bash -c 'swap_into "$@"' _ \
+      $MOEPF_REG $CONV_REG moe_experts=triton_prefetch
+  [ -n "$PF_OK" ] && [ -f $MOEPF_REG ] && run decode-moe-prefetch 100 sparkops bench decode --model $M --depth 0 \
+      --tokens 64 --repeats 6 --registry $CONV_REG --vs $MOEPF_REG --graph A,B $GATE $FILL_LEAN \
+      --change "moe_experts=triton_prefetch: gate and up GEMVs in one loop, FETCH_DEPTH chunks in flight (lastblock conv fused bf16 registry, graph)"
+  # the same deeper stream in linear (the lm_head's programs walk 9 chunks each; a split GEMV's 2 or 3)
+  [ -n "$PF_OK" ] && [ -f $MOEPF_REG ] && [ ! -f $LINPF_REG ] && run swap-linear-prefetch 30 bash -c 'swap_into "$@"' _ \
+      $LINPF_REG $MOEPF_REG linear=triton_prefetch
+  [ -n "$PF_OK" ] && [ -f $LINPF_REG ] && timed decode-moe-prefetch && run decode-linear-prefetch 100 sparkops bench \
+      decode --model $M --depth 0 --tokens 64 --repeats 6 --registry $MOEPF_REG --vs $LINPF_REG --graph A,B $GATE \
+      $FILL_LEAN --change "linear=triton_prefetch: FETCH_DEPTH chunks of weight loads in flight per GEMV program (moe prefetch registry, graph)"
+  NOW_REG=$(now_reg); log "the step now: $NOW_REG"
+  [ -f $NOW_REG ] && run gate-captured-now 30 sparkops check --model k3-nano --registry $NOW_REG --device cuda --captured
+  run diagnose-now7 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \
+      --out "$R/diag-now" --json-out $DJ/diag-now7.json --record --bench-dir $B
   ;;
 tests)    # every GPU visible (the NCCL tests need two), this lane's own GPU first: the single-GPU tests run there
   # and not on the GPU where the other lane is timing decode

@@ -53,6 +53,10 @@ IMPLEMENTATIONS = [
     # so bit-identity to "triton_lastblock" is the claim
     ("linear", "triton_pdl", "sparkops_triton.linear:linear_pdl", bit_identical(to="triton_lastblock"),
      ("_runtime.py", "_dequant.py", "_arrival.py")),
+    # "triton_prefetch": "triton_lastblock" with FETCH_DEPTH chunks of weight loads in flight per decode GEMV
+    # program, and (moe_experts) a slot's gate and up GEMVs in one loop: the loads move, the arithmetic does not
+    ("linear", "triton_prefetch", "sparkops_triton.linear:linear_prefetch", bit_identical(to="triton_lastblock"),
+     ("_runtime.py", "_dequant.py", "_arrival.py")),
     ("embedding", "triton", "sparkops_triton.embedding:embedding", tolerance(),
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton", "sparkops_triton.moe_experts:moe_experts", tolerance("bf16"),
@@ -61,6 +65,8 @@ IMPLEMENTATIONS = [
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton_lastblock", "sparkops_triton.moe_experts:moe_experts_lastblock", bit_identical(to="triton"),
      ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
+    ("moe_experts", "triton_prefetch", "sparkops_triton.moe_experts:moe_experts_prefetch",
+     bit_identical(to="triton_lastblock"), ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
 ]
 
 

@@ -548,16 +548,79 @@ def gemv_cols(qtype: int) -> int:
 
 
 @triton.jit
-def gemv_rows(QTYPE: tl.constexpr, row, rmask, xrow, K, grid, SA: tl.constexpr, PTX: tl.constexpr):
+def _fetch_at(QTYPE: tl.constexpr, row, c, n_chunks, rmask, K):
+    """`gemv_fetch` of chunk c, masked off (no memory traffic) past the last chunk n_chunks - 1."""
+    return gemv_fetch(QTYPE, row, c, rmask & (c < n_chunks), K)
+
+
+@triton.jit
+def gemv_rows(QTYPE: tl.constexpr, row, rmask, xrow, K, grid, SA: tl.constexpr, PTX: tl.constexpr,
+              DEPTH: tl.constexpr):
     """[R] float32: the rows `row` ([R, 1] pointers, rmask [R, 1]) dotted with one activation row at xrow
-    (K values), chunk by chunk with the next chunk's bulk loads in flight."""
+    (K values), chunk by chunk with the bulk loads of the next DEPTH chunks (1, 2 or 3) in flight. DEPTH changes
+    when loads are issued, never the arithmetic: every DEPTH gives the same bits."""
     R: tl.constexpr = row.shape[0]
     n_chunks = tl.cdiv(K, 256)
     acc = tl.zeros([R, SA], tl.float32)
-    nxt = gemv_fetch(QTYPE, row, 0, rmask & (0 < n_chunks), K)
+    f1 = _fetch_at(QTYPE, row, 0, n_chunks, rmask, K)
+    if DEPTH > 1:
+        f2 = _fetch_at(QTYPE, row, 1, n_chunks, rmask, K)
+    if DEPTH > 2:
+        f3 = _fetch_at(QTYPE, row, 2, n_chunks, rmask, K)
     for c in range(0, n_chunks):
-        raw = nxt
-        nxt = gemv_fetch(QTYPE, row, c + 1, rmask & (c + 1 < n_chunks), K)
+        raw = f1
+        if DEPTH == 1:
+            f1 = _fetch_at(QTYPE, row, c + 1, n_chunks, rmask, K)
+        elif DEPTH == 2:
+            f1 = f2
+            f2 = _fetch_at(QTYPE, row, c + 2, n_chunks, rmask, K)
+        else:
+            f1 = f2
+            f2 = f3
+            f3 = _fetch_at(QTYPE, row, c + 3, n_chunks, rmask, K)
         dec = gemv_decode(QTYPE, raw, row, c, rmask, K, grid, PTX)
         acc += gemv_dot(QTYPE, dec, xrow + c * 256, True, K, c)
     return tl.sum(acc, axis=1)
+
+
+@triton.jit
+def gemv_rows_pair(QTYPE: tl.constexpr, row_a, row_b, rmask, xrow, K, grid, SA: tl.constexpr, PTX: tl.constexpr,
+                   DEPTH: tl.constexpr):
+    """`gemv_rows` of two weights of one type and shape (a SwiGLU's gate and up rows) against the same activation
+    row, in one loop: both weights' chunks stream together, DEPTH chunks ahead, so the two dot products wait on
+    one chain of memory round trips instead of two in a row. Each accumulator sees the operations `gemv_rows`
+    gives it, in the same order: (gemv_rows(row_a), gemv_rows(row_b)) bit for bit."""
+    R: tl.constexpr = row_a.shape[0]
+    n_chunks = tl.cdiv(K, 256)
+    acc_a = tl.zeros([R, SA], tl.float32)
+    acc_b = tl.zeros([R, SA], tl.float32)
+    a1 = _fetch_at(QTYPE, row_a, 0, n_chunks, rmask, K)
+    b1 = _fetch_at(QTYPE, row_b, 0, n_chunks, rmask, K)
+    if DEPTH > 1:
+        a2 = _fetch_at(QTYPE, row_a, 1, n_chunks, rmask, K)
+        b2 = _fetch_at(QTYPE, row_b, 1, n_chunks, rmask, K)
+    if DEPTH > 2:
+        a3 = _fetch_at(QTYPE, row_a, 2, n_chunks, rmask, K)
+        b3 = _fetch_at(QTYPE, row_b, 2, n_chunks, rmask, K)
+    for c in range(0, n_chunks):
+        raw_a = a1
+        raw_b = b1
+        if DEPTH == 1:
+            a1 = _fetch_at(QTYPE, row_a, c + 1, n_chunks, rmask, K)
+            b1 = _fetch_at(QTYPE, row_b, c + 1, n_chunks, rmask, K)
+        elif DEPTH == 2:
+            a1 = a2
+            b1 = b2
+            a2 = _fetch_at(QTYPE, row_a, c + 2, n_chunks, rmask, K)
+            b2 = _fetch_at(QTYPE, row_b, c + 2, n_chunks, rmask, K)
+        else:
+            a1 = a2
+            b1 = b2
+            a2 = a3
+            b2 = b3
+            a3 = _fetch_at(QTYPE, row_a, c + 3, n_chunks, rmask, K)
+            b3 = _fetch_at(QTYPE, row_b, c + 3, n_chunks, rmask, K)
+        xc = xrow + c * 256
+        acc_a += gemv_dot(QTYPE, gemv_decode(QTYPE, raw_a, row_a, c, rmask, K, grid, PTX), xc, True, K, c)
+        acc_b += gemv_dot(QTYPE, gemv_decode(QTYPE, raw_b, row_b, c, rmask, K, grid, PTX), xc, True, K, c)
+    return tl.sum(acc_a, axis=1), tl.sum(acc_b, axis=1)

@@ -1,7 +1,8 @@
 """Time the launch-shape variants of the Triton kernels at the 48B shapes, in one call on a GPU.
 
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
-                                     lm_head_q6k linear_q6k_small moe_decode router_gemv]
+                                     lm_head_q6k linear_q6k_small moe_decode router_gemv moe_decode_prefetch
+                                     lm_head_prefetch linear_gemv_prefetch]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -80,6 +81,15 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
                                  {"ROUTER_GEMV_BE": 2, "ROUTER_GEMV_BD": 512, "ROUTER_GEMV_WARPS": 4},
                                  {"ROUTER_GEMV_BE": 1, "ROUTER_GEMV_BD": 1024, "ROUTER_GEMV_WARPS": 4},
                                  {"ROUTER_GEMV_BE": 2, "ROUTER_GEMV_BD": 256, "ROUTER_GEMV_WARPS": 2}]),
+    # "triton_prefetch" (weight loads FETCH_DEPTH chunks ahead; the MoE's gate and up in one loop): the first row of
+    # each is depth 1 (the pair loop alone for the MoE; "triton_lastblock"'s stream for linear); the same bits at
+    # every depth, so "nmse vs default" must read 0. The MoE's up kernel takes 96 registers at depth 1, ~127 at 2-3
+    # (sm_90): 4 programs of 4 warps an SM instead of 5, so its row tile is varied with the depth
+    "moe_decode_prefetch": (moe_experts, [{"FETCH_DEPTH": 1, "UP_ROWS": 16}, {"FETCH_DEPTH": 2, "UP_ROWS": 16},
+                                          {"FETCH_DEPTH": 3, "UP_ROWS": 16}, {"FETCH_DEPTH": 2, "UP_ROWS": 8},
+                                          {"FETCH_DEPTH": 3, "UP_ROWS": 8}, {"FETCH_DEPTH": 2, "UP_ROWS": 32}]),
+    "lm_head_prefetch": (linear, [{"FETCH_DEPTH": 1}, {"FETCH_DEPTH": 2}, {"FETCH_DEPTH": 3}]),
+    "linear_gemv_prefetch": (linear, [{"FETCH_DEPTH": 1}, {"FETCH_DEPTH": 2}, {"FETCH_DEPTH": 3}]),
     "attention_prefill": (attention_prefill, [
         {"FLASH_BM": 64, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
         {"FLASH_BM": 128, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 3},
@@ -91,7 +101,9 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
 #: the linear studies' workloads: ([OUT, IN] shapes, type, sets in rotation), see `_linear_workload`
 LINEAR_WORKLOADS: dict[str, tuple[list[tuple[int, int]], Any, int]] = {
     "linear_gemv": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
+    "linear_gemv_prefetch": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
     "lm_head_q6k": ([(163840, 2304)], linear.Q6_K, 2),
+    "lm_head_prefetch": ([(163840, 2304)], linear.Q6_K, 2),
     "linear_q6k_small": ([(4096, 2304)], linear.Q6_K, 20),  # 7.7 MB a set: 20 sets are ~3x the L2
 }
 
@@ -104,9 +116,12 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
         sets, nbytes = kda_args(32768, n_sets=2)
         return kda_chunked.kda_chunked, sets, nbytes, False
     if study in LINEAR_WORKLOADS:
-        return _linear_workload(*LINEAR_WORKLOADS[study])
+        impl = linear.linear_prefetch if study.endswith("_prefetch") else linear.linear
+        return _linear_workload(*LINEAR_WORKLOADS[study], impl=impl)
     if study == "moe_decode":
         return _moe_workload()
+    if study == "moe_decode_prefetch":
+        return _moe_workload(impl=moe_experts.moe_experts_prefetch)
     if study == "router_gemv":
         sets, nbytes = router_args(1)
         return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, True
@@ -117,11 +132,12 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     return attention_splitk.attention_splitk, sets, nbytes, False
 
 
-def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int,
-                     device: str = "cuda") -> tuple[Callable[..., Any], list[tuple], int, bool]:
+def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int, device: str = "cuda",
+                     impl: Callable[..., Any] | None = None) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     """GEMVs (T=1) of the 48B's [OUT, IN] shapes in one call: random real blocks of `qtype`, `copies` sets in
     rotation so that well beyond the 50 MB L2 is touched between reuses (linear_gemv: one token's Q4_K q/k/v-like,
-    o_proj and three experts' shapes, 16 x 14 MB; lm_head_q6k: 2 x 310 MB; linear_q6k_small: 20 x 7.7 MB)."""
+    o_proj and three experts' shapes, 16 x 14 MB; lm_head_q6k: 2 x 310 MB; linear_q6k_small: 20 x 7.7 MB).
+    `impl`: the implementation timed (default linear.linear, "triton")."""
     import numpy as np
 
     from sparkops.gguf.quants import random_blocks
@@ -136,16 +152,19 @@ def _linear_workload(shapes: list[tuple[int, int]], qtype: Any, copies: int,
         sets.append((ws, xs))
     nbytes = sum(w.nbytes + 4 * (w.shape[0] + w.shape[1]) for w in sets[0][0])  # weights + x in + y out
 
+    impl = impl or linear.linear
+
     def fn(ws, xs):
-        return torch.cat([linear.linear(x, w).flatten() for x, w in zip(xs, ws)])
+        return torch.cat([impl(x, w).flatten() for x, w in zip(xs, ws)])
 
     return fn, sets, nbytes, True
 
 
-def _moe_workload(preset: str = "kimi-linear-48b-a3b", device: str = "cuda",
-                  qtype: Any = linear.Q4_K) -> tuple[Callable[..., Any], list[tuple], int, bool]:
+def _moe_workload(preset: str = "kimi-linear-48b-a3b", device: str = "cuda", qtype: Any = linear.Q4_K,
+                  impl: Callable[..., Any] | None = None) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     """One decode token through the 48B's experts: 256 routed (Q4_K, [1024, 2304] gate/up, [2304, 1024] down; ~1 GB,
-    beyond the L2) plus the shared one; every set routes to 8 other experts. Bytes: what one token reads."""
+    beyond the L2) plus the shared one; every set routes to 8 other experts. Bytes: what one token reads.
+    `impl`: the implementation timed (default moe_experts.moe_experts, "triton")."""
     import numpy as np
 
     from sparkops.config import load_preset
@@ -166,7 +185,7 @@ def _moe_workload(preset: str = "kimi-linear-48b-a3b", device: str = "cuda",
     sets = [(torch.randn(1, d, generator=gen).to(device), (torch.rand(1, k, generator=gen) + 0.1).to(device),
              torch.randperm(e, generator=gen)[:k].reshape(1, k).to(device), *w) for _ in range(16)]
     nbytes = k * sum(x.nbytes for x in w[:3]) // e + sum(x.nbytes for x in w[3:]) + 8 * d
-    return moe_experts.moe_experts, sets, nbytes, True
+    return impl or moe_experts.moe_experts, sets, nbytes, True
 
 
 def _output(fn: Callable[..., Any], args: tuple) -> torch.Tensor:

@@ -15,6 +15,8 @@ Two paths, picked by the number of rows T of x (a host-side shape decision, fixe
   (Hopper): its first weight chunk is fetched while the previous kernel finishes (`_gemv_kernel`'s PDL);
   the same arithmetic, so bit-identical to "triton_lastblock". Interpreter-proven (without the
   griddepcontrol instructions, which the interpreter lacks) and compiled for sm_90; timed by the GPU tests.
+  `linear_prefetch` ("triton_prefetch") is "triton_lastblock" with FETCH_DEPTH chunks' loads in flight per
+  program instead of one: the same arithmetic, so bit-identical to it.
 * T > GEMV_MAX_T (prefill): a GEMM. Each program decodes a [BN, 256] tile of W per step, and
   multiplies it with the [BM, 256] tile of x on the tensor cores (tl.dot), float32 accumulation.
   `linear` (implementation "triton") rounds both operands to bfloat16 for the dot: claim "bf16".
@@ -53,6 +55,9 @@ GEMV_CONFIG = {
 GEMM_BM, GEMM_BN, GEMM_WARPS = 64, 64, 8
 #: a GEMV whose row tiles are fewer than this many programs per SM splits its rows over K (`gemv_plan`)
 GEMV_PROGRAMS_PER_SM = 2
+#: "triton_prefetch": chunks of weight loads in flight per GEMV program (the others stream 1 ahead). Not yet timed on
+#: a GPU when written: the tune studies linear_gemv_depth and lm_head_depth compare 1, 2 and 3
+FETCH_DEPTH = 2
 #: Q6_K GEMVs (linear's and moe_experts' decode) read their codes as 16-bit words (`_dequant.Q6_K_WIDE`): the same
 #: accumulator columns as the byte loads, bit for bit; the final sum over them is bit-identical in the interpreter, but
 #: compiled for sm_90 the accumulator gets another layout (4 columns a thread, not 1), so the GPU may add them in
@@ -86,7 +91,8 @@ def _combine_rows(part_ptr, y_ptr, T, OUT, split_stride, SPLITS, rows, TP: tl.co
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, y_ptr, cnt_ptr, T, K, OUT, w_stride, x_stride, out_split_stride,
                  n_chunks, chunks_per_split, QTYPE: tl.constexpr, TP: tl.constexpr, R: tl.constexpr,
-                 SA: tl.constexpr, PTX: tl.constexpr, LASTBLOCK: tl.constexpr, PDL: tl.constexpr):
+                 SA: tl.constexpr, PTX: tl.constexpr, LASTBLOCK: tl.constexpr, PDL: tl.constexpr,
+                 DEPTH: tl.constexpr):
     """out[pid_k, t, o] = sum over this program's chunks of x[t] . W[o] (rows o of this program).
 
     One 2-D accumulator per token (TP <= 8, unrolled): each keeps the layout of the decoded tile, so
@@ -99,7 +105,9 @@ def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, y_ptr, cnt_ptr, T, K, OUT, w_s
     then reads x or writes partials, outputs or arrival counters. After the loop (every weight load of this
     program issued, scales included) `gdc_launch_dependents` lets the next PDL kernel start its own prologue
     while this one stores, arrives and reduces; the next kernel's own gdc_wait still waits for all of this
-    grid to finish. Without PDL the kernel is the same code as before (the branches are compile-time)."""
+    grid to finish. Without PDL the kernel is the same code as before (the branches are compile-time).
+    DEPTH (1, 2, 3): chunks whose weight loads are in flight ahead of the one being multiplied (the same
+    arithmetic at every depth)."""
     pid_r = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_r * R + tl.arange(0, R)                                  # [R]
@@ -116,13 +124,25 @@ def _gemv_kernel(x_ptr, w_ptr, grid_ptr, out_ptr, y_ptr, cnt_ptr, T, K, OUT, w_s
     c0 = pid_k * chunks_per_split
     c1 = tl.minimum(c0 + chunks_per_split, n_chunks)
     xc = x_ptr + c0 * 256
-    nxt = gemv_fetch(QTYPE, row, c0, rmask & (c0 < c1), K)
+    f1 = gemv_fetch(QTYPE, row, c0, rmask & (c0 < c1), K)
+    if DEPTH > 1:
+        f2 = gemv_fetch(QTYPE, row, c0 + 1, rmask & (c0 + 1 < c1), K)
+    if DEPTH > 2:
+        f3 = gemv_fetch(QTYPE, row, c0 + 2, rmask & (c0 + 2 < c1), K)
     if PDL:
         if PTX:                                                         # the interpreter has no griddepcontrol
             tl.extra.cuda.gdc_wait()                                    # nothing before this reads what a kernel writes
     for c in range(c0, c1):
-        raw = nxt
-        nxt = gemv_fetch(QTYPE, row, c + 1, rmask & (c + 1 < c1), K)     # in flight during this chunk's math
+        raw = f1                                                        # later chunks in flight during its math
+        if DEPTH == 1:
+            f1 = gemv_fetch(QTYPE, row, c + 1, rmask & (c + 1 < c1), K)
+        elif DEPTH == 2:
+            f1 = f2
+            f2 = gemv_fetch(QTYPE, row, c + 2, rmask & (c + 2 < c1), K)
+        else:
+            f1 = f2
+            f2 = f3
+            f3 = gemv_fetch(QTYPE, row, c + 3, rmask & (c + 3 < c1), K)
         dec = gemv_decode(QTYPE, raw, row, c, rmask, K, grid_ptr, PTX)
         acc0 += gemv_dot(QTYPE, dec, xc, True, K, c)
         if TP > 1:
@@ -280,13 +300,17 @@ def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torc
 
 
 def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor,
-             lastblock: bool = False, pdl: bool = False) -> None:
+             lastblock: bool = False, pdl: bool = False, depth: int = 1) -> None:
     """y[T, OUT] = x[T, K] @ W^T for T <= GEMV_MAX_T; raw is the 2-D stored weight [OUT, row units].
 
     Split-K: `_combine_kernel` adds the partials in a second launch, or with `lastblock` the GEMV's last
     program per row tile does (same sums, same order: the same bits, one launch). `pdl` (with `lastblock`,
     so the GEMV is one launch): launched with programmatic dependent launch (`_gemv_kernel`'s PDL; compiled
-    kernels only, the interpreter runs the same arithmetic without the griddepcontrol instructions)."""
+    kernels only, the interpreter runs the same arithmetic without the griddepcontrol instructions). `depth`: chunks
+    of weight loads in flight per program (1, 2, 3; the same bits at every depth)."""
+    if depth not in (1, 2, 3):
+        raise BadInput(f"linear: a GEMV keeps 1, 2 or 3 chunks of weight loads in flight, not {depth!r} "
+                       f"(linear.FETCH_DEPTH)")
     if pdl and not lastblock:
         raise BadInput("linear: the PDL GEMV is the last-block one (a second combine launch would follow it "
                        "without PDL); pass lastblock=True with pdl=True")
@@ -304,13 +328,13 @@ def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
     if splits == 1:
         _gemv_kernel[(tiles, 1)](
             x, raw, grid, y, y, cnt, t, k, out_features, raw.stride(0), x.stride(0), 0, n_chunks, per,
-            QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=ptx, LASTBLOCK=False, PDL=pdl,
+            QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=ptx, LASTBLOCK=False, PDL=pdl, DEPTH=depth,
             num_warps=warps, **launch)
         return
     part = torch.empty((splits, t, out_features), dtype=torch.float32, device=x.device)  # [splits, T, OUT]
     _gemv_kernel[(tiles, splits)](
         x, raw, grid, part, y, cnt, t, k, out_features, raw.stride(0), x.stride(0), part.stride(0), n_chunks, per,
-        QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=ptx, LASTBLOCK=lastblock, PDL=pdl,
+        QTYPE=qt, TP=tp, R=rows, SA=gemv_cols(qt), PTX=ptx, LASTBLOCK=lastblock, PDL=pdl, DEPTH=depth,
         num_warps=warps, **launch)
     if not lastblock:
         n = t * out_features
@@ -326,7 +350,8 @@ def run_gemm(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
         num_stages=1 if raw.is_floating_point() else 2)  # float weight tiles are 64 KB: one stage fits
 
 
-def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = False, pdl: bool = False) -> torch.Tensor:
+def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = False, pdl: bool = False,
+            depth: int = 1) -> torch.Tensor:
     op = "linear"
     expect(op, "x", x, (None, None), "[T, IN]")
     expect_dtype(op, "x", x, FLOATS)
@@ -348,7 +373,7 @@ def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = Fals
         return y.zero_()
     grid = grid_for(weight, raw)
     if t <= GEMV_MAX_T:
-        run_gemv(x, raw, weight.qtype, grid, y, lastblock, pdl)
+        run_gemv(x, raw, weight.qtype, grid, y, lastblock, pdl, depth)
     else:
         run_gemm(x, raw, weight.qtype, grid, y, bf16)
     return y
@@ -378,3 +403,10 @@ def linear_pdl(x, weight):
     prefill GEMM is "triton_lastblock"'s. An experiment, selected by no registry by default: proven in the
     interpreter (without the griddepcontrol instructions) and compiled for sm_90; the GPU tests time it."""
     return _linear(x, weight, bf16=True, lastblock=True, pdl=True)
+
+
+def linear_prefetch(x, weight):
+    """Implementation "triton_prefetch": "triton_lastblock" with FETCH_DEPTH chunks of weight loads in flight per
+    decode GEMV program instead of one (the lm_head's programs stream 9 chunks each; a split GEMV's 2 or 3). The
+    loads move, the arithmetic does not: claim bit-identical to "triton_lastblock"; prefill is its GEMM."""
+    return _linear(x, weight, bf16=True, lastblock=True, depth=FETCH_DEPTH)

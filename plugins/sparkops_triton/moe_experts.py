@@ -12,6 +12,10 @@ Decode (T <= MOE_GEMV_MAX_T): three launches; the two big ones are float32 GEMVs
   "triton_lastblock" (`moe_experts_lastblock`) has no third launch: the last of a (row tile, token)'s
   K + 1 down programs to finish (an int32 arrival counter, `_arrival`) adds the partials in the same
   order, so its output is bit-identical to "triton"'s.
+  "triton_prefetch" (`moe_experts_prefetch`) is "triton_lastblock" with deeper weight streams: a slot's gate and
+  up rows go through one loop (`_dequant.gemv_rows_pair`; the up kernel's program used to wait out the gate
+  GEMV's 9 chunk round trips, then the up GEMV's 9) and both GEMVs keep FETCH_DEPTH chunks in flight. Same
+  arithmetic in the same order: bit-identical to "triton_lastblock".
 Prefill (larger T): the T*K slots are grouped by expert on the device (a stable sort; a tile map
   built with searchsorted, so the grid is a static upper bound and nothing syncs), then two grouped
   GEMM launches on the tensor cores (gate/up with SwiGLU; down times the routing weight), a
@@ -30,7 +34,7 @@ import triton.language as tl
 from sparkops.errors import BadInput
 
 from ._arrival import arrive, counters, depart
-from ._dequant import decode_chunk, gemv_cols, gemv_rows, values
+from ._dequant import decode_chunk, gemv_cols, gemv_rows, gemv_rows_pair, values
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting
 from .linear import dot_acc, gemv_qtype, grid_for, grid_for_any, run_gemm, weight_rows
 
@@ -38,8 +42,18 @@ from .linear import dot_acc, gemv_qtype, grid_for, grid_for_any, run_gemm, weigh
 MOE_GEMV_MAX_T = 8
 #: decode row tiles: up (F rows per program) and down (D rows per program), warps
 UP_ROWS, DOWN_ROWS, GEMV_WARPS = 16, 32, 4
+#: "triton_prefetch": chunks of each weight in flight per decode GEMV program (1 is the other implementations'
+#: stream). Not yet timed on a GPU when written: the tune study moe_decode_depth compares 1, 2 and 3
+FETCH_DEPTH = 2
 #: grouped GEMM tile (slots, output rows) and warps
 MOE_BM, MOE_BN, MOE_WARPS = 64, 64, 8
+
+
+def _depth() -> int:
+    """FETCH_DEPTH, checked: the kernels unroll 1, 2 or 3 chunks ahead."""
+    if FETCH_DEPTH not in (1, 2, 3):
+        raise BadInput(f"moe_experts: FETCH_DEPTH is {FETCH_DEPTH!r}; the decode GEMVs keep 1, 2 or 3 chunks in flight")
+    return FETCH_DEPTH
 
 
 def _tiles() -> tuple[int, int, int]:
@@ -60,8 +74,10 @@ def _silu(g):
 def _moe_up_kernel(x_ptr, ids_ptr, wg_ptr, wu_ptr, sg_ptr, su_ptr, grid_ptr, h_ptr, T, D, F, FS, KSEL, E,
                    w_estride, w_rstride, s_rstride, h_stride, QTYPE: tl.constexpr, QTYPE_S: tl.constexpr,
                    SA: tl.constexpr, SA_S: tl.constexpr, R: tl.constexpr, HAS_SHARED: tl.constexpr,
-                   PTX: tl.constexpr):
-    """h[slot, rows] = silu(gate . x) * (up . x) for this program's rows of one slot."""
+                   PTX: tl.constexpr, PAIR: tl.constexpr, DEPTH: tl.constexpr):
+    """h[slot, rows] = silu(gate . x) * (up . x) for this program's rows of one slot.
+    PAIR: gate and up stream through one loop (`gemv_rows_pair`), else one after the other; DEPTH: chunks of
+    each weight in flight. Neither changes the arithmetic (the same bits)."""
     pid_r = tl.program_id(0)
     slot = tl.program_id(1)
     rows = pid_r * R + tl.arange(0, R)                                  # [R]
@@ -71,8 +87,12 @@ def _moe_up_kernel(x_ptr, ids_ptr, wg_ptr, wu_ptr, sg_ptr, su_ptr, grid_ptr, h_p
         ok = (e >= 0) & (e < E)
         off = tl.where(ok, e, 0) * w_estride + (rows.to(tl.int64) * w_rstride)[:, None]  # [R, 1]
         rmask = ((rows < F) & ok)[:, None]
-        g = gemv_rows(QTYPE, wg_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA, PTX)  # [R]
-        u = gemv_rows(QTYPE, wu_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA, PTX)
+        if PAIR:
+            g, u = gemv_rows_pair(QTYPE, wg_ptr + off, wu_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA, PTX,
+                                  DEPTH)                                # [R] each
+        else:
+            g = gemv_rows(QTYPE, wg_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA, PTX, DEPTH)  # [R]
+            u = gemv_rows(QTYPE, wu_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA, PTX, DEPTH)
         h = tl.where(ok, _silu(g) * u, float("nan"))
         tl.store(h_ptr + slot * h_stride + rows, h, mask=rows < F)
     else:
@@ -80,8 +100,12 @@ def _moe_up_kernel(x_ptr, ids_ptr, wg_ptr, wu_ptr, sg_ptr, su_ptr, grid_ptr, h_p
             t = slot - T * KSEL
             off = (rows.to(tl.int64) * s_rstride)[:, None]
             rmask = (rows < FS)[:, None]
-            g = gemv_rows(QTYPE_S, sg_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA_S, PTX)
-            u = gemv_rows(QTYPE_S, su_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA_S, PTX)
+            if PAIR:
+                g, u = gemv_rows_pair(QTYPE_S, sg_ptr + off, su_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA_S,
+                                      PTX, DEPTH)
+            else:
+                g = gemv_rows(QTYPE_S, sg_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA_S, PTX, DEPTH)
+                u = gemv_rows(QTYPE_S, su_ptr + off, rmask, x_ptr + t * D, D, grid_ptr, SA_S, PTX, DEPTH)
             tl.store(h_ptr + slot * h_stride + rows, _silu(g) * u, mask=rows < FS)
 
 
@@ -89,7 +113,7 @@ def _moe_up_kernel(x_ptr, ids_ptr, wg_ptr, wu_ptr, sg_ptr, su_ptr, grid_ptr, h_p
 def _moe_down_kernel(h_ptr, ids_ptr, rw_ptr, wd_ptr, sd_ptr, grid_ptr, part_ptr, y_ptr, cnt_ptr, T, D, F, FS, KSEL,
                      E, d_estride, d_rstride, s_rstride, h_stride, QTYPE: tl.constexpr, QTYPE_S: tl.constexpr,
                      SA: tl.constexpr, SA_S: tl.constexpr, R: tl.constexpr, HAS_SHARED: tl.constexpr,
-                     PTX: tl.constexpr, LASTBLOCK: tl.constexpr):
+                     PTX: tl.constexpr, LASTBLOCK: tl.constexpr, DEPTH: tl.constexpr):
     """part[t, k, rows] = rw[t, k] * W_down[ids[t, k]][rows] . h[t, k]; k = K is the shared expert.
     One program per (row tile, token, expert): the experts of a token run in parallel.
     LASTBLOCK: the last of the K (+1) programs of (row tile, token) to arrive at counter t * tiles + pid_r
@@ -105,12 +129,12 @@ def _moe_down_kernel(h_ptr, ids_ptr, rw_ptr, wd_ptr, sd_ptr, grid_ptr, part_ptr,
         e = tl.load(ids_ptr + slot)
         ok = (e >= 0) & (e < E)                  # a bad id reads no weight; its h row is NaN
         part = gemv_rows(QTYPE, wd_ptr + tl.where(ok, e, 0) * d_estride + (rows.to(tl.int64) * d_rstride)[:, None],
-                         rmask & ok, h_ptr + slot * h_stride, F, grid_ptr, SA, PTX)
+                         rmask & ok, h_ptr + slot * h_stride, F, grid_ptr, SA, PTX, DEPTH)
         tl.store(dst, tl.load(rw_ptr + slot) * part, mask=rows < D)
     else:
         if HAS_SHARED:
             part = gemv_rows(QTYPE_S, sd_ptr + (rows.to(tl.int64) * s_rstride)[:, None], rmask,
-                             h_ptr + (T * KSEL + t) * h_stride, FS, grid_ptr, SA_S, PTX)
+                             h_ptr + (T * KSEL + t) * h_stride, FS, grid_ptr, SA_S, PTX, DEPTH)
             tl.store(dst, part, mask=rows < D)
     if LASTBLOCK:
         slot = t * tl.num_programs(0) + pid_r
@@ -241,9 +265,10 @@ def _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     return raws
 
 
-def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock=False):
+def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock=False, prefetch=False):
     """y[T, D] by the fused GEMVs: up, down, then `_moe_combine_kernel`; with `lastblock` the down
-    kernel's last program per (row tile, token) does the combine (same sums, same order, one launch fewer)."""
+    kernel's last program per (row tile, token) does the combine (same sums, same order, one launch fewer).
+    `prefetch`: gate and up in one loop, FETCH_DEPTH chunks in flight in both GEMVs (the same arithmetic)."""
     t, d = x.shape
     n_exp, ffn, _ = w_gate.shape
     ksel = ids.shape[1]
@@ -261,10 +286,11 @@ def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y
     h = torch.empty((t * ksel + (t if has_shared else 0), fmax), dtype=torch.float32, device=x.device)
     ptx = not interpreting()
     up_rows, down_rows, _ = _tiles()
+    depth = _depth() if prefetch else 1
     _moe_up_kernel[(cdiv(fmax, up_rows), h.shape[0])](
         x, ids, rg, ru, sg, su, grid, h, t, d, ffn, fs, ksel, n_exp, rg.stride(0), rg.stride(1), sg.stride(0),
         h.stride(0), QTYPE=qg, QTYPE_S=qs, SA=gemv_cols(qg), SA_S=gemv_cols(qs),
-        R=up_rows, HAS_SHARED=has_shared, PTX=ptx, num_warps=GEMV_WARPS)
+        R=up_rows, HAS_SHARED=has_shared, PTX=ptx, PAIR=prefetch, DEPTH=depth, num_warps=GEMV_WARPS)
     nk = ksel + int(has_shared)
     part = torch.empty((t, nk, d), dtype=torch.float32, device=x.device)  # [T, K (+1), D]
     tiles = cdiv(d, down_rows)
@@ -272,7 +298,8 @@ def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y
     _moe_down_kernel[(tiles, t, nk)](
         h, ids, weights, rd, sd, grid, part, y, cnt, t, d, ffn, fs, ksel, n_exp, rd.stride(0), rd.stride(1),
         sd.stride(0), h.stride(0), QTYPE=qd, QTYPE_S=qsd, SA=gemv_cols(qd),
-        SA_S=gemv_cols(qsd), R=down_rows, HAS_SHARED=has_shared, PTX=ptx, LASTBLOCK=lastblock, num_warps=GEMV_WARPS)
+        SA_S=gemv_cols(qsd), R=down_rows, HAS_SHARED=has_shared, PTX=ptx, LASTBLOCK=lastblock, DEPTH=depth,
+        num_warps=GEMV_WARPS)
     if not lastblock:
         _moe_combine_kernel[(cdiv(d, 1024), t)](part, y, d, nk, BLOCK=1024, num_warps=4)
 
@@ -335,7 +362,7 @@ def _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, 
     y.copy_(out)
 
 
-def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, lastblock=False):
+def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, lastblock=False, prefetch=False):
     raws = _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     x = x.contiguous()
     ids = ids.contiguous()
@@ -346,7 +373,7 @@ def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, last
     if ids.shape[1] == 0 and s_gate is None:
         return y.zero_()
     if x.shape[0] <= MOE_GEMV_MAX_T:
-        _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock)
+        _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock, prefetch)
     else:
         _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, bf16)
     return y
@@ -367,3 +394,12 @@ def moe_experts_lastblock(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s
     program per (row tile, token) instead of a third launch. Claim: bit-identical to "triton" (whose
     "bf16" claim it inherits)."""
     return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True)
+
+
+def moe_experts_prefetch(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "triton_prefetch": "triton_lastblock" whose decode GEMVs stream their weights deeper: the
+    gate and up rows of a slot in one loop (one chain of memory round trips, not two in a row) and FETCH_DEPTH
+    chunks of each weight in flight. Loads move, the arithmetic does not: claim bit-identical to
+    "triton_lastblock". Prefill is "triton_lastblock"'s."""
+    return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True,
+                prefetch=True)

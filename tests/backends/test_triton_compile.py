@@ -127,6 +127,15 @@ def launch_lastblock_kernels(monkeypatch):
     e, f, d = 4, 1024, 2304
     moe_experts.moe_experts_lastblock(r(1, d, dtype=BF), r(1, 2), torch.tensor([[0, 1]]), q4k(e, f, d), q4k(e, f, d),
                                       q4k(e, d, f), q4k(f, d), q4k(f, d), q4k(d, f))
+    for depth in (2, 3):  # "triton_prefetch": deeper weight streams (depth 1 is the last-block kernels above)
+        monkeypatch.setattr(linear, "FETCH_DEPTH", depth)
+        monkeypatch.setattr(moe_experts, "FETCH_DEPTH", depth)
+        for t in (1, 8):
+            linear.linear_prefetch(r(t, 4096, dtype=BF), w)
+        linear.linear_prefetch(r(1, 2304, dtype=BF), q4k(163840, 2304))  # the lm_head's shape: 9 chunks a program
+        for t in (1, 8):
+            moe_experts.moe_experts_prefetch(r(t, d, dtype=BF), r(t, 2), torch.tensor([[0, 1]] * t), q4k(e, f, d),
+                                             q4k(e, f, d), q4k(e, d, f), q4k(f, d), q4k(f, d), q4k(d, f))
 
 
 def launch_q6k_gemvs(monkeypatch):
@@ -176,6 +185,8 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
             assert "atom.global" not in ptx[:wait] and "st.global" not in ptx[:wait], f"{k[0]}: writes before the wait"
         else:
             assert wait < 0 and trigger < 0, f"{k[0]} was not launched with PDL but has griddepcontrol: {k[1]}"
+    deep = {k[0] for k in compiled if "): 3" in k[1] and k[0] in ("_gemv_kernel", "_moe_up_kernel", "_moe_down_kernel")}
+    assert deep == {"_gemv_kernel", "_moe_up_kernel", "_moe_down_kernel"}, f"depth-3 GEMVs not all compiled: {deep}"
     names = {key[0] for key in compiled}
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}

@@ -8,12 +8,14 @@ expert weights. Outputs are poisoned (torch.empty fills NaN) so an unwritten ele
 "triton"'s bits, with the interpreter running the programs in a shuffled order, and leave its arrival
 counters at zero. "triton_pdl" (that GEMV launched with programmatic dependent launch) must give
 "triton_lastblock"'s bits; the interpreter has no griddepcontrol, so here only its arithmetic is proven.
+"triton_prefetch" (FETCH_DEPTH chunks of weight loads in flight) must give "triton_lastblock"'s bits at depths 1-3.
 
 GPU (marked gpu, run on an H200): the 48B shapes, a row subset checked against float64, and the time
 of each kernel in a replayed CUDA graph (several weight buffers in rotation, so the 50 MB L2 does not
 flatter) printed as GB/s and % of the measured 4.04 TB/s; "triton_lastblock" against "triton" bit for
 bit, eagerly and replayed from CUDA graphs; "triton_pdl" against "triton_lastblock" the same way, with chains of
-dependent PDL GEMVs back to back in one graph, and a 20-GEMV chain timed with and without PDL:
+dependent PDL GEMVs back to back in one graph, and a 20-GEMV chain timed with and without PDL; "triton_prefetch"
+(deeper weight streams) against "triton_lastblock" bit for bit at depths 1-3, and timed at three shapes:
     pytest -m gpu -s tests/backends/test_triton_linear.py
 """
 
@@ -72,7 +74,8 @@ def kernels():
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("impl,tol_gemm", [("linear", BF16_TOL), ("linear_fp32", FP32_TOL),
-                                           ("linear_lastblock", BF16_TOL), ("linear_pdl", BF16_TOL)])
+                                           ("linear_lastblock", BF16_TOL), ("linear_pdl", BF16_TOL),
+                                           ("linear_prefetch", BF16_TOL)])
 def test_contract_cases(kernels, poisoned, impl, tol_gemm):
     lin = getattr(kernels[0], impl)
     cases = get_contract("linear").cases(20261129)
@@ -254,6 +257,32 @@ def test_pdl_is_bitwise_the_lastblock_gemv(kernels, poisoned, monkeypatch, qtype
     assert shuffled, "the interpreter's programs were not shuffled"
 
 
+@pytest.mark.parametrize("qtype", PDL_TYPES, ids=lambda q: q.name)
+def test_prefetch_is_bitwise_the_lastblock_gemv(kernels, poisoned, monkeypatch, qtype):
+    """linear_prefetch (FETCH_DEPTH chunks of weight loads in flight) gives linear_lastblock's bits at depths 1, 2
+    and 3: split-K (9 rows, four chunks split four ways: depths 2 and 3 fetch only past a program's one chunk)
+    and not split (70 rows, four chunks a program), T = 1, 3, 8; programs shuffled; counters zero after each."""
+    lin, _, arrival = kernels
+    g = torch.Generator().manual_seed(int(qtype) + 51)
+    with shuffled_programs(int(qtype) + 2) as shuffled:
+        for per_sm, out, want_splits in ((64, 9, 4), (0, 70, 1)):
+            monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", per_sm)
+            w = make_weight(g, out, 1024, qtype)
+            for depth, t, dt in ((1, 1, torch.float32), (2, 3, torch.bfloat16), (3, 8, torch.float32),
+                                 (3, 1, torch.float16)):
+                monkeypatch.setattr(lin, "FETCH_DEPTH", depth)
+                assert lin.gemv_plan(qtype, t, out, 4, torch.device("cpu"))[2] == want_splits
+                x = torch.randn(t, 1024, generator=g).to(dt)
+                want = lin.linear_lastblock(x, w)
+                got = lin.linear_prefetch(x, w)
+                assert torch.isfinite(want).all() and same_bits(got, want), (out, depth, t, dt)
+                assert_pool_clean(arrival)
+    assert shuffled, "the interpreter's programs were not shuffled"
+    monkeypatch.setattr(lin, "FETCH_DEPTH", 4)
+    with pytest.raises(BadInput, match="not 4"):
+        lin.linear_prefetch(torch.randn(1, 1024), w)
+
+
 def test_pdl_prefill_is_the_lastblock_gemm_and_needs_lastblock(kernels, poisoned):
     """Past the GEMV (T = 17) linear_pdl is linear_lastblock's GEMM, bit for bit; run_gemv refuses PDL without the
     last-block reduction (the two-launch GEMV's combine kernel would follow it without PDL)."""
@@ -362,6 +391,13 @@ def test_registered():
     assert [(fn, claim.kind, claim.to) for fn, claim, _ in pdl] == [
         ("sparkops_triton.linear:linear_pdl", "bit_identical", "triton_lastblock")]
     assert {"_dequant.py", "_arrival.py"} <= set(pdl[0][2])
+    # the deeper weight streams: the same arithmetic as the last-block kernels, loads issued earlier
+    prefetch = {op: (fn, claim, sources) for op, name, fn, claim, sources in sparkops_triton.IMPLEMENTATIONS
+                if name == "triton_prefetch"}
+    assert {op: (fn, claim.kind, claim.to) for op, (fn, claim, _) in prefetch.items()} == {
+        "linear": ("sparkops_triton.linear:linear_prefetch", "bit_identical", "triton_lastblock"),
+        "moe_experts": ("sparkops_triton.moe_experts:moe_experts_prefetch", "bit_identical", "triton_lastblock")}
+    assert all({"_dequant.py", "_arrival.py"} <= set(sources) for _, _, sources in prefetch.values())
     assert ("embedding", "triton") in names
     assert names[("moe_experts", "triton")].variant == "bf16"
 
@@ -549,3 +585,67 @@ def test_gpu_pdl_chain_timing(t):
     print(f"\nlinear chain of {len(ws)} dependent Q4_K 4096x2304 GEMVs T={t} (splits {splits}), us per GEMV: "
           + ", ".join(f"{name} {sec * 1e6:.2f}" for name, sec in times.items())
           + f"; pdl/lastblock {times['triton_pdl'] / times['triton_lastblock']:.3f}")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q6_K, Q.Q8_0, Q.BF16], ids=lambda q: q.name)
+def test_gpu_prefetch_is_bitwise_the_lastblock_gemv(qtype):
+    """linear_prefetch gives linear_lastblock's bits at the 48B shapes (lm_head included: 9 chunks a program), depths
+    1, 2, 3, T = 1, 3, 8; and replayed from CUDA graphs (a chain of 8 split GEMVs) with new inputs each replay."""
+    import sparkops_triton.linear as lin
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(90 + int(qtype))
+    saved = lin.FETCH_DEPTH
+    try:
+        for out, k in SHAPES_48B:
+            w = random_weight(rng, out, k, qtype, dev)
+            for t in (1, 3, 8):
+                x = torch.randn(t, k, device=dev).to(torch.bfloat16)
+                want = lin.linear_lastblock(x, w)
+                assert torch.isfinite(want).all()
+                for depth in (1, 2, 3):
+                    lin.FETCH_DEPTH = depth
+                    assert same_bits(lin.linear_prefetch(x, w), want), (depth, out, k, t)
+        lin.FETCH_DEPTH = 3
+        ws = [random_weight(rng, *((4096, 2304) if i % 2 == 0 else (2304, 4096)), qtype, dev) for i in range(8)]
+        xs = [torch.randn(1, 2304, device=dev).to(torch.bfloat16) for _ in range(2)]
+
+        def change(r):
+            for x in xs:
+                x.copy_(torch.randn_like(x, dtype=torch.float32))
+
+        assert_same_bits_replayed(lambda i: gemv_chain(lin.linear_lastblock, xs[i], ws, 3),
+                                  lambda i: gemv_chain(lin.linear_prefetch, xs[i], ws, 3), change)
+    finally:
+        lin.FETCH_DEPTH = saved
+    print(f"\nlinear triton_prefetch {qtype.name}: {len(SHAPES_48B)} shapes x depths 1-3 x T=1,3,8 and a replayed chain "
+          f"of 8: same bits as triton_lastblock")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype,shape,copies", [(Q.Q6_K, (163840, 2304), 2), (Q.Q4_K, (4096, 2304), 20),
+                                                (Q.Q4_K, (2304, 4096), 20)], ids=["lm_head-Q6_K", "q_proj-Q4_K",
+                                                                                  "o_proj-Q4_K"])
+def test_gpu_prefetch_timing(qtype, shape, copies):
+    """Does the deeper stream pay for the GEMV? T = 1, `copies` weights in rotation (beyond the L2), one CUDA graph:
+    triton_lastblock and triton_prefetch at depths 1, 2, 3, microseconds per GEMV (median of the replays)."""
+    import sparkops_triton.linear as lin
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(5)
+    ws = [random_weight(rng, *shape, qtype, dev) for _ in range(copies)]
+    x = torch.randn(1, shape[1], device=dev).to(torch.bfloat16)
+    times = {"triton_lastblock": time_in_graph(lambda i: lin.linear_lastblock(x, ws[i]), copies)}
+    saved = lin.FETCH_DEPTH
+    try:
+        for depth in (1, 2, 3):
+            lin.FETCH_DEPTH = depth
+            times[f"triton_prefetch@{depth}"] = time_in_graph(lambda i: lin.linear_prefetch(x, ws[i]), copies)
+    finally:
+        lin.FETCH_DEPTH = saved
+    nbytes = ws[0].nbytes
+    print(f"\nlinear {qtype.name} {shape[0]}x{shape[1]} T=1 ({nbytes / 1e6:.1f} MB), us per GEMV: "
+          + ", ".join(f"{name} {sec * 1e6:.2f} ({100 * nbytes / sec / ANCHOR_BW:.0f}%)" for name, sec in times.items()))

@@ -2,9 +2,11 @@
 `prove`, the linear and embedding implementations, against the float64 reference.
 
 CPU: Triton's interpreter on tiny shapes (see test_triton_linear.py); "triton_lastblock" (the down
-kernel's last program per (row tile, token) does the combine) against "triton" bit for bit. GPU (marked
-gpu, H200): the 48B MoE shape (256 experts of 1024 x 2304, top-8, a shared expert), checked and timed in
-a CUDA graph, and "triton_lastblock" against "triton" bit for bit, eagerly and replayed from CUDA graphs:
+kernel's last program per (row tile, token) does the combine) against "triton" bit for bit, and
+"triton_prefetch" (deeper weight streams) against "triton_lastblock" at every depth. GPU (marked gpu,
+H200): the 48B MoE shape (256 experts of 1024 x 2304, top-8, a shared expert), checked and timed in
+a CUDA graph, "triton_lastblock" against "triton" and "triton_prefetch" against "triton_lastblock" bit for
+bit, eagerly and replayed from CUDA graphs, and the three decode paths timed side by side:
     pytest -m gpu -s tests/backends/test_triton_moe.py
 """
 
@@ -82,6 +84,7 @@ def kernels():
 @pytest.mark.parametrize("op,name,module,fn", [
     ("moe_experts", "triton", 0, "moe_experts"),
     ("moe_experts", "triton_lastblock", 0, "moe_experts_lastblock"),
+    ("moe_experts", "triton_prefetch", 0, "moe_experts_prefetch"),
     ("linear", "triton", 1, "linear"),
     ("linear", "triton_lastblock", 1, "linear_lastblock"),
     ("linear", "triton_fp32", 1, "linear_fp32"),
@@ -162,6 +165,45 @@ def test_lastblock_is_bitwise_the_three_launch_decode(kernels, poisoned, qtype):
             assert torch.isnan(want).any(dim=1).tolist() == [t == 3 and i == 1 for i in range(t)]
             assert_pool_clean(arrival)
     assert shuffled
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q8_0], ids=lambda q: q.name)
+def test_prefetch_is_bitwise_the_lastblock_decode(kernels, poisoned, monkeypatch, qtype):
+    """moe_experts_prefetch (gate and up in one loop, FETCH_DEPTH chunks in flight) gives moe_experts_lastblock's
+    bits at every depth 1, 2, 3: D = 1024 (gate/up rows of four chunks, so depth 3 still has chunks to fetch ahead
+    and masked fetches past the end), F = 512 (down rows of two), T = 1 and 3 (one with a bad expert id: the same
+    NaN row), with and without the shared expert; programs shuffled; the counters are zero after every call."""
+    moe, arrival = kernels[0], kernels[3]
+    g = torch.Generator().manual_seed(int(qtype) + 70)
+    full = moe_args(g, qtype, t=3, d=1024, f=512, e=3, k=2)
+    with shuffled_programs(int(qtype) + 5) as shuffled:
+        for depth, t, shared, dt in ((1, 1, True, torch.float32), (2, 3, True, torch.bfloat16),
+                                     (3, 1, False, torch.float32), (3, 3, True, torch.float32)):
+            monkeypatch.setattr(moe, "FETCH_DEPTH", depth)
+            a = dict(full, x=full["x"][:t].to(dt), weights=full["weights"][:t], ids=full["ids"][:t].clone())
+            if not shared:
+                a.update(s_gate=None, s_up=None, s_down=None)
+            if t == 3:
+                a["ids"][2, 1] = 7                                      # out of range: token 2's row is NaN
+            want = moe.moe_experts_lastblock(**a)
+            got = moe.moe_experts_prefetch(**a)
+            assert same_bits(got, want), (depth, t, shared, dt)
+            assert torch.isnan(want).any(dim=1).tolist() == [t == 3 and i == 2 for i in range(t)]
+            assert_pool_clean(arrival)
+            if t == 1:
+                assert rel_err(got, moe_reference(**a)) < FP32_TOL
+    assert shuffled
+
+
+def test_prefetch_depth_is_checked(kernels, monkeypatch):
+    """A FETCH_DEPTH the kernels do not unroll is refused by name, before any launch."""
+    from sparkops.errors import BadInput
+
+    moe = kernels[0]
+    a = moe_args(torch.Generator().manual_seed(5), Q.Q8_0, t=1, d=256, f=256, e=2, k=1)
+    monkeypatch.setattr(moe, "FETCH_DEPTH", 4)
+    with pytest.raises(BadInput, match="FETCH_DEPTH is 4"):
+        moe.moe_experts_prefetch(**a)
 
 
 @pytest.mark.slow
@@ -258,3 +300,74 @@ def test_gpu_lastblock_is_bitwise_the_three_launch_decode(qtype):
 
         assert_same_bits_replayed(lambda i, calls=calls: moe_experts(**calls[i], **a),
                                   lambda i, calls=calls: moe_experts_lastblock(**calls[i], **a), change)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S], ids=lambda q: q.name)
+def test_gpu_prefetch_is_bitwise_the_lastblock_decode(qtype):
+    """The 48B MoE layer, T = 1, 3, 8 in bfloat16: moe_experts_prefetch gives moe_experts_lastblock's bits at depths
+    1, 2 and 3, eagerly and replayed from CUDA graphs with new activations, expert ids and routing weights each
+    replay. The compiled pair loop must keep each accumulator's operations and layout: wrong bits show here."""
+    import sparkops_triton.moe_experts as m
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(int(qtype) + 2)
+    e, f, d, k = 256, 1024, 2304, 8
+    a = dict(w_gate=stacked_random(rng, (e, f, d), qtype, dev), w_up=stacked_random(rng, (e, f, d), qtype, dev),
+             w_down=stacked_random(rng, (e, d, f), qtype, dev), s_gate=stacked_random(rng, (f, d), qtype, dev),
+             s_up=stacked_random(rng, (f, d), qtype, dev), s_down=stacked_random(rng, (d, f), qtype, dev))
+    saved = m.FETCH_DEPTH
+    try:
+        for depth in (1, 2, 3):
+            m.FETCH_DEPTH = depth
+            for t in (1, 3, 8):
+                calls = [dict(x=torch.randn(t, d, device=dev, dtype=torch.bfloat16),
+                              weights=(torch.rand(t, k) + 0.1).to(dev),
+                              ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev)) for _ in range(2)]
+
+                def change(r, calls=calls, t=t):
+                    for c in calls:
+                        c["x"].copy_(torch.randn(t, d, device=dev))
+                        c["weights"].copy_(torch.rand(t, k) + 0.1)
+                        c["ids"].copy_(torch.stack([torch.randperm(e)[:k] for _ in range(t)]))
+
+                assert_same_bits_replayed(lambda i, calls=calls: m.moe_experts_lastblock(**calls[i], **a),
+                                          lambda i, calls=calls: m.moe_experts_prefetch(**calls[i], **a), change)
+    finally:
+        m.FETCH_DEPTH = saved
+    print(f"\nmoe_experts triton_prefetch {qtype.name} 48B, depths 1-3, T=1,3,8: same bits as triton_lastblock")
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_prefetch_decode_timing():
+    """Does the deeper stream pay? One 48B MoE layer's decode (Q4_K, T=1, 16 routings in rotation so the L2 does
+    not hold the experts) in one CUDA graph: triton, triton_lastblock, and triton_prefetch at depths 1, 2, 3
+    (depth 1 isolates the gate/up pair loop), microseconds per layer (median of the replays)."""
+    import sparkops_triton.moe_experts as m
+
+    from tests.backends.test_triton_linear import time_in_graph
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(12)
+    e, f, d, k, n = 256, 1024, 2304, 8, 16
+    a = dict(w_gate=stacked_random(rng, (e, f, d), Q.Q4_K, dev), w_up=stacked_random(rng, (e, f, d), Q.Q4_K, dev),
+             w_down=stacked_random(rng, (e, d, f), Q.Q4_K, dev), s_gate=stacked_random(rng, (f, d), Q.Q4_K, dev),
+             s_up=stacked_random(rng, (f, d), Q.Q4_K, dev), s_down=stacked_random(rng, (d, f), Q.Q4_K, dev))
+    idss = [torch.stack([torch.randperm(e)[:k]]).to(dev) for _ in range(n)]
+    x, wts = torch.randn(1, d, device=dev, dtype=torch.bfloat16), (torch.rand(1, k) + 0.1).to(dev)
+    nbytes = 3 * k * a["w_gate"].nbytes // e + sum(a[s].nbytes for s in ("s_gate", "s_up", "s_down"))
+    times = {}
+    saved = m.FETCH_DEPTH
+    try:
+        for name, fn, depth in (("triton", m.moe_experts, 1), ("triton_lastblock", m.moe_experts_lastblock, 1),
+                                ("triton_prefetch@1", m.moe_experts_prefetch, 1),
+                                ("triton_prefetch@2", m.moe_experts_prefetch, 2),
+                                ("triton_prefetch@3", m.moe_experts_prefetch, 3)):
+            m.FETCH_DEPTH = depth
+            times[name] = time_in_graph(lambda i, fn=fn: fn(x, wts, idss[i], **a), n)
+    finally:
+        m.FETCH_DEPTH = saved
+    print(f"\nmoe_experts decode Q4_K 48B T=1 ({nbytes / 1e6:.1f} MB a layer), us per layer: "
+          + ", ".join(f"{name} {sec * 1e6:.2f} ({100 * nbytes / sec / ANCHOR_BW:.0f}%)" for name, sec in times.items()))

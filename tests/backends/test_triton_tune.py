@@ -85,3 +85,26 @@ def test_the_q6k_studies_compare_the_two_fetches_at_their_shapes():
     y = _reference("linear")(x, w)
     assert graph and y.shape == (1, 4096) and torch.isfinite(y).all()
     assert nbytes == w.nbytes + 4 * (4096 + 2304) and w.nbytes == 4096 * 9 * 210
+
+
+def test_the_prefetch_studies_time_the_prefetch_implementations(monkeypatch):
+    """moe_decode_prefetch, lm_head_prefetch and linear_gemv_prefetch time "triton_prefetch" (not "triton", which
+    ignores FETCH_DEPTH) on their namesakes' workloads; their first variant is depth 1 and every variant names the
+    depth (so one variant's depth does not leak into the next)."""
+    from sparkops_triton import _tune, linear, moe_experts
+
+    seen = {}
+    monkeypatch.setattr(_tune, "_linear_workload", lambda shapes, qtype, copies, impl=None: seen.setdefault(
+        "linear", []).append((shapes, qtype, impl)))
+    monkeypatch.setattr(_tune, "_moe_workload", lambda impl=None: seen.setdefault("moe", []).append(impl))
+    for study in ("lm_head_prefetch", "linear_gemv_prefetch", "moe_decode_prefetch", "linear_gemv", "moe_decode"):
+        _tune._workload(study)
+    assert seen["moe"] == [moe_experts.moe_experts_prefetch, None]
+    lm, small, plain = seen["linear"]
+    assert lm == ([(163840, 2304)], linear.Q6_K, linear.linear_prefetch)
+    assert small[:2] == _tune.LINEAR_WORKLOADS["linear_gemv"][:2] and small[2] is linear.linear_prefetch
+    assert plain[2] is linear.linear
+    for study in ("moe_decode_prefetch", "lm_head_prefetch", "linear_gemv_prefetch"):
+        variants = _tune.STUDIES[study][1]
+        assert variants[0]["FETCH_DEPTH"] == 1 and all("FETCH_DEPTH" in v for v in variants)
+        assert {v["FETCH_DEPTH"] for v in variants} == {1, 2, 3}

@@ -169,6 +169,46 @@ def test_rungs6_leaves_the_pdl_rung_out_when_its_gpu_tests_failed(tmp_path):
     assert "decode-pdl" not in log
 
 
+def test_rungs7_times_the_moe_prefetch_then_the_linear_prefetch_after_their_gpu_tests(tmp_path):
+    """Session 7's stage on a fresh machine: lean registries, the lastblock and merged-conv registries made (not timed:
+    SUITE_TIMED), the prefetch GPU tests and depth studies first, then moe_experts=triton_prefetch over the conv
+    registry and linear=triton_prefetch over that, each its own row at d=0; the captured gate and the recorded
+    diagnosis take the newest timed registry."""
+    log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1,
+                        extra_env={"SUITE_TIMED": "decode-lastblock decode-convmerge"})
+    machine = tmp_path / "machine"
+    conv = machine / "cuda-best-fused-lastblock-conv.toml"
+    moepf, linpf = (machine / "cuda-best-fused-lastblock-conv-moepf.toml",
+                    machine / "cuda-best-fused-lastblock-conv-moepf-linpf.toml")
+    assert not (machine / "cuda-fast.toml").exists()
+    assert "gpu-tests-prefetch (limit" in log and "-k prefetch tests/backends/test_triton_moe.py" in log
+    assert "tune-prefetch (limit" in log and "moe_decode_prefetch lm_head_prefetch linear_gemv_prefetch" in log
+    assert any(c.startswith("swap moe_experts=triton_prefetch --device cuda") for c in calls)
+    assert any(c.startswith("swap linear=triton_prefetch --device cuda") for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 2
+    assert f"--registry {conv} --vs {moepf}" in decodes[0] and "--depth 0 " in decodes[0]
+    assert f"--registry {moepf} --vs {linpf}" in decodes[1]
+    assert f"the step now: {linpf}" in log
+    assert any(c.startswith(f"check --model k3-nano --registry {linpf}") and "--captured" in c for c in calls)
+    diag = next(c for c in calls if c.startswith("diagnose "))
+    assert str(linpf) in diag and "--record" in diag
+    assert log.index("gpu-tests-prefetch (limit") < log.index("decode-moe-prefetch (limit")
+
+
+def test_rungs7_leaves_the_prefetch_rungs_out_when_their_gpu_tests_failed(tmp_path):
+    """Prefetch kernels that give other bits than triton_lastblock on the GPU fail their tests: no prefetch registry
+    is swapped or timed, and the step now stays the merged-conv registry."""
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-prefetch").write_text("1\n")
+    log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1,
+                        extra_env={"SUITE_TIMED": "decode-lastblock decode-convmerge"})
+    assert not any("triton_prefetch" in c for c in calls)
+    assert not any(c.startswith("bench decode") for c in calls)
+    assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv.toml'}" in log
+
+
 def test_the_follow_up_stages_take_the_newest_registry_its_rung_timed(tmp_path):
     """After rungs6 on the same machine, iq1s131k and attn131k use the newest registry whose own rung was timed
     (the stand-in bench always succeeds: the PDL one), on the lean prerequisites, filled by bf16."""
