@@ -55,8 +55,10 @@ GEMV_CONFIG = {
 GEMM_BM, GEMM_BN, GEMM_WARPS = 64, 64, 8
 #: a GEMV whose row tiles are fewer than this many programs per SM splits its rows over K (`gemv_plan`)
 GEMV_PROGRAMS_PER_SM = 2
-#: "triton_prefetch": chunks of weight loads in flight per GEMV program (the others stream 1 ahead). Not yet timed on
-#: a GPU when written: the tune studies linear_gemv_depth and lm_head_depth compare 1, 2 and 3
+#: "triton_prefetch": chunks of weight loads in flight per GEMV program (the others stream 1 ahead). Session 7 on the
+#: H200 (T=1, graph): no depth beat 1 - lm_head Q6_K 342 us at 1, 357 at 2, 484 at 3; Q4_K 4096x2304 7.65 / 8.00 /
+#: 7.74 us - and the 48B decode with linear=triton_prefetch at 2 ran 310.0 -> 304.7 tok/s (0.983, ledger
+#: 20261130-000833-bca4ab). Kept at 2, the setting that row measured, as the record of a loss: no registry selects it
 FETCH_DEPTH = 2
 #: Q6_K GEMVs (linear's and moe_experts' decode) read their codes as 16-bit words (`_dequant.Q6_K_WIDE`): the same
 #: accumulator columns as the byte loads, bit for bit; the final sum over them is bit-identical in the interpreter, but

@@ -43,8 +43,11 @@ MOE_GEMV_MAX_T = 8
 #: decode row tiles: up (F rows per program) and down (D rows per program), warps
 UP_ROWS, DOWN_ROWS, GEMV_WARPS = 16, 32, 4
 #: "triton_prefetch": chunks of each weight in flight per decode GEMV program (1 is the other implementations'
-#: stream). Not yet timed on a GPU when written: the tune study moe_decode_depth compares 1, 2 and 3
-FETCH_DEPTH = 2
+#: stream). Session 7 on the H200, one 48B MoE layer (Q4_K, T=1, graph; tests/backends/test_triton_moe.py and the tune
+#: study moe_decode_prefetch): triton_lastblock 39.7 us; prefetch at depth 1 (the gate/up pair loop alone) 35.2 us,
+#: depth 2 38.7, depth 3 45.0 (the up kernel's registers go from 96 to ~127: fewer programs resident per SM). The
+#: pair loop pays; deeper streams do not
+FETCH_DEPTH = 1
 #: grouped GEMM tile (slots, output rows) and warps
 MOE_BM, MOE_BN, MOE_WARPS = 64, 64, 8
 

@@ -196,6 +196,20 @@ def test_rungs7_times_the_moe_prefetch_then_the_linear_prefetch_after_their_gpu_
     assert log.index("gpu-tests-prefetch (limit") < log.index("decode-moe-prefetch (limit")
 
 
+def test_rungs7_on_a_fresh_machine_may_take_the_prefetch_tests_from_an_earlier_call(tmp_path):
+    """SUITE_TESTS_PASSED names GPU tests that passed in an earlier call on the same kernels: with them left out
+    (SUITE_SKIP) the prefetch rungs still run; without the name they would not."""
+    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge", "SUITE_SKIP": "gpu-tests-prefetch tune-prefetch"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    log, calls = _lanes(tmp_path / "a", "rungs7", "tests", gpus=1, extra_env=env)
+    assert not any(c.startswith("bench decode") for c in calls)
+    log, calls = _lanes(tmp_path / "b", "rungs7", "tests", gpus=1,
+                        extra_env={**env, "SUITE_TESTS_PASSED": "gpu-tests-prefetch"})
+    assert "gpu-tests-prefetch: left out (SUITE_SKIP)" in log
+    assert any(c.startswith("bench decode") and "-moepf.toml" in c for c in calls)
+
+
 def test_rungs7_leaves_the_prefetch_rungs_out_when_their_gpu_tests_failed(tmp_path):
     """Prefetch kernels that give other bits than triton_lastblock on the GPU fail their tests: no prefetch registry
     is swapped or timed, and the step now stays the merged-conv registry."""
