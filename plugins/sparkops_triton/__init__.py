@@ -37,6 +37,10 @@ IMPLEMENTATIONS = [
     ("moe_router", "triton", "sparkops_triton.moe_router:moe_router", tolerance(), ("_runtime.py",)),
     ("moe_router", "triton_lastblock", "sparkops_triton.moe_router:moe_router_lastblock", bit_identical(to="triton"),
      ("_runtime.py", "_arrival.py")),
+    # "triton_prefetch": "triton_lastblock" whose decode logits GEMV issues every D tile's loads before its first
+    # multiply (the D loop unrolled): the loads move, the arithmetic does not
+    ("moe_router", "triton_prefetch", "sparkops_triton.moe_router:moe_router_prefetch",
+     bit_identical(to="triton_lastblock"), ("_runtime.py", "_arrival.py")),
     ("sample", "triton", "sparkops_triton.sample:sample", tolerance(), ("_runtime.py",)),
     # quantized matmuls: float32 GEMVs for T <= 8; "triton" runs larger T on bf16 tensor-core dots,
     # "triton_fp32" on tf32x3 dots (about float32 accuracy)

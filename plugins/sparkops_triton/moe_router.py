@@ -12,6 +12,9 @@
 logits programs to finish (an int32 arrival counter, `_arrival`) routes token t with the same function
 (`_route_token`), so decode is one launch and its output bit-identical to "triton"'s. Prefill (T >= 16)
 is the same two launches in both.
+"triton_prefetch" (`moe_router_prefetch`) is "triton_lastblock" whose decode GEMV issues the loads of all its
+D tiles up front (the loop unrolled, `_logits_gemv_kernel`'s PREFETCH) instead of one tile per memory round trip;
+the same arithmetic in the same order, so bit-identical to "triton_lastblock". Prefill as the others.
 """
 
 import torch
@@ -32,27 +35,54 @@ ROUTER_GEMV_BE, ROUTER_GEMV_BD, ROUTER_GEMV_WARPS = 4, 512, 4
 #: follows the thread layout, so its bits match "triton"'s with ROUTER_GEMV_WARPS == ROUTE_WARPS
 #: (the defaults; the sm_90 PTX of the two routing codes is the same float instruction sequence).
 ROUTE_WARPS = 4
+#: "triton_prefetch": the most D tiles (of ROUTER_GEMV_BD) whose loads are all issued up front; each holds
+#: BE * BD / (32 * warps) float32 weights a thread (16 at the defaults: 80 at the 48B's D = 2304, 5 tiles). A longer
+#: row runs the lastblock kernel's loop (the same bits) rather than spill registers
+ROUTER_PREFETCH_MAX_TILES = 8
+#: .maxnreg of the prefetching GEMV. Without one, ptxas (Triton 3.6, sm_90) schedules it for ~52 registers and sinks
+#: most weight loads back next to their FFMAs: 8 of its 25 loads at D = 2304 came before the first FFMA, the rest one
+#: or two at a time, each waited on in turn (more dependent round trips than the loop's 5). With a .maxnreg of 112 or
+#: more, all 25 come first (106 registers; 40 loads, 158 registers at the 8-tile cap, D = 4096; no spills). Registers
+#: and schedule, not arithmetic: the PTX is the same either way, so are the bits
+ROUTER_PREFETCH_MAXNREG = 168
 
 
 @triton.jit
 def _logits_gemv_kernel(x_ptr, w_ptr, out_ptr, E, D, bias_ptr, w_out_ptr, id_out_ptr, cnt_ptr, EG, n_group,
                         topk_group, top_k, scale, renorm_eps, BE: tl.constexpr, BD: tl.constexpr,
-                        GP: tl.constexpr, EGP: tl.constexpr, KP: tl.constexpr, LASTBLOCK: tl.constexpr):
+                        GP: tl.constexpr, EGP: tl.constexpr, KP: tl.constexpr, LASTBLOCK: tl.constexpr,
+                        PREFETCH: tl.constexpr, NT: tl.constexpr):
     """logits[t, e] = x[t] . weight[e] for BE experts e of token t (one program per (expert block, token)).
     LASTBLOCK: the last of token t's cdiv(E, BE) programs to arrive at counter t also routes token t
     (`_route_token` on the logits the others wrote): the bias, weights, ids and routing arguments are
-    read only then."""
+    read only then.
+    PREFETCH: the D loop unrolled over its NT = cdiv(D, BD) tiles (NT is read only then), every tile's x and
+    weight loads issued before the first multiply, so the program waits on one memory round trip instead of NT
+    in a row (launched with ROUTER_PREFETCH_MAXNREG, or ptxas sinks the loads back). The loads move, the arithmetic
+    does not: the same `acc += w * xv` per tile in the same order, the same tl.sum, so the same bits as the loop.
+    Off, the kernel is the same code as before (compile-time branch)."""
     t = tl.program_id(1)
     e = tl.program_id(0) * BE + tl.arange(0, BE)
     e_ok = e < E
     dd = tl.arange(0, BD)
     acc = tl.zeros((BE, BD), dtype=tl.float32)
-    for d0 in range(0, D, BD):
-        d_ok = d0 + dd < D
-        xv = tl.load(x_ptr + t.to(tl.int64) * D + d0 + dd, mask=d_ok, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + e[:, None].to(tl.int64) * D + d0 + dd[None, :], mask=e_ok[:, None] & d_ok[None, :],
-                    other=0.0).to(tl.float32)
-        acc += w * xv[None, :]
+    if PREFETCH:
+        xs = ()  # NT x [BD]
+        ws = ()  # NT x [BE, BD]
+        for i in tl.static_range(NT):
+            d_ok = i * BD + dd < D
+            xs = xs + (tl.load(x_ptr + t.to(tl.int64) * D + i * BD + dd, mask=d_ok, other=0.0).to(tl.float32),)
+            ws = ws + (tl.load(w_ptr + e[:, None].to(tl.int64) * D + i * BD + dd[None, :],
+                               mask=e_ok[:, None] & d_ok[None, :], other=0.0).to(tl.float32),)
+        for i in tl.static_range(NT):
+            acc += ws[i] * xs[i][None, :]
+    else:
+        for d0 in range(0, D, BD):
+            d_ok = d0 + dd < D
+            xv = tl.load(x_ptr + t.to(tl.int64) * D + d0 + dd, mask=d_ok, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + e[:, None].to(tl.int64) * D + d0 + dd[None, :],
+                        mask=e_ok[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
+            acc += w * xv[None, :]
     tl.store(out_ptr + t.to(tl.int64) * E + e, tl.sum(acc, axis=1), mask=e_ok)
     if LASTBLOCK:
         if arrive(cnt_ptr, t, tl.num_programs(0)):
@@ -128,7 +158,7 @@ def _route_kernel(logit_ptr, bias_ptr, w_out_ptr, id_out_ptr, E, EG, n_group, to
                  topk_group, top_k, scale, renorm_eps, GP, EGP, KP, False)
 
 
-def _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, lastblock):
+def _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, lastblock, prefetch=False):
     op = "moe_router"
     expect(op, "x", x, (None, None), "[T, D]")
     t, d = x.shape
@@ -158,9 +188,13 @@ def _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, last
     if t < 16:
         be = ROUTER_GEMV_BE
         cnt = counters(op, dev, t) if lastblock else logits  # slot t: token t's arrivals
+        tiles = cdiv(d, ROUTER_GEMV_BD)
+        prefetch = prefetch and tiles <= ROUTER_PREFETCH_MAX_TILES
+        deep = dict(NT=tiles, maxnreg=ROUTER_PREFETCH_MAXNREG) if prefetch else dict(NT=0)  # NT: read only then
         _logits_gemv_kernel[(cdiv(experts, be), t)](
             x, weight, logits, experts, d, bias, weights, ids, cnt, eg, n_group, topk_group, top_k, float(scale),
-            float(renorm_eps), BE=be, BD=ROUTER_GEMV_BD, **route, LASTBLOCK=lastblock, num_warps=ROUTER_GEMV_WARPS)
+            float(renorm_eps), BE=be, BD=ROUTER_GEMV_BD, **route, LASTBLOCK=lastblock, PREFETCH=prefetch, **deep,
+            num_warps=ROUTER_GEMV_WARPS)
         if lastblock:
             return weights, ids
     else:
@@ -180,3 +214,13 @@ def moe_router_lastblock(x, weight, bias, top_k, n_group, topk_group, scale, ren
     """Implementation "triton_lastblock": decode (T < 16) routes inside the logits GEMV, each token by the last
     of its programs to finish (one launch, bit-identical to "triton"); prefill as "triton"."""
     return _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, lastblock=True)
+
+
+def moe_router_prefetch(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+    """Implementation "triton_prefetch": "triton_lastblock" whose decode (T < 16) logits GEMV issues every D tile's
+    x and weight loads before its first multiply (`_logits_gemv_kernel`'s PREFETCH, launched with
+    ROUTER_PREFETCH_MAXNREG; up to ROUTER_PREFETCH_MAX_TILES tiles, a longer row runs the loop) instead of one tile
+    per memory round trip. The loads move, the arithmetic does not (the same BE, BD and warps, each tile's
+    `acc += w * xv` in the same order, the same tl.sum, the same `_route_token` by the last program): claim
+    bit-identical to "triton_lastblock". Prefill (T >= 16) is its two launches."""
+    return _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, lastblock=True, prefetch=True)

@@ -5,8 +5,10 @@ The interpreter tests prove the arithmetic but not that the compiler accepts a k
 redefined with another shape in one branch, say) nor what it costs in registers. Here each op's
 host function runs on CPU tensors with kernel launches replaced by compile-only calls (Triton's own
 binder and compiler, target sm_90), and ptxas' resource report (cuobjdump, shipped with Triton) must
-show no stack frame (spilled registers live there). Slow the first time (compiling ~30 kernels takes a
-minute or two); Triton's cache makes reruns quick.
+show no stack frame (spilled registers live there). The prefetching router GEMV (moe_router=triton_prefetch)
+must also keep its schedule: in its SASS every load of the D loop comes before the first FFMA (ptxas sinks
+them back without the launch's .maxnreg). Slow the first time (compiling ~30 kernels takes a minute or two);
+Triton's cache makes reruns quick.
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ def stack_bytes(kernel) -> int:
     return int(re.search(r"STACK:(\d+)", report).group(1))
 
 
+def sass_opcodes(kernel) -> list[str]:
+    """The kernel's SASS instructions' opcodes (predicates dropped), in program order."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)", sass)
+
+
 def r(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
 
@@ -87,6 +98,8 @@ def launch_every_kernel():
         short_conv.short_conv(r(t, 4096, dtype=BF), r(4096, 4), r(3, 4096))
         moe_router.moe_router(r(t, 2304, dtype=BF), r(256, 2304), r(256), 8, 1, 1, 2.446, 1e-20)
         moe_router.moe_router_lastblock(r(t, 2304, dtype=BF), r(256, 2304), r(256), 8, 1, 1, 2.446, 1e-20)
+    for t, d in ((1, 2304), (8, 2304), (1, 4096)):  # "triton_prefetch": all loads up front; 4096: 8 tiles, the cap
+        moe_router.moe_router_prefetch(r(t, d, dtype=BF), r(256, d), r(256), 8, 1, 1, 2.446, 1e-20)
     for t in (1, 128):
         args = [r(t, 32, 128, dtype=BF) for _ in range(4)] + [r(t, 32, dtype=BF), -r(32).exp(), r(4096),
                                                                r(32, 128, 128), 128 ** -0.5, 1e-6]
@@ -187,6 +200,17 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
             assert wait < 0 and trigger < 0, f"{k[0]} was not launched with PDL but has griddepcontrol: {k[1]}"
     deep = {k[0] for k in compiled if "): 3" in k[1] and k[0] in ("_gemv_kernel", "_moe_up_kernel", "_moe_down_kernel")}
     assert deep == {"_gemv_kernel", "_moe_up_kernel", "_moe_down_kernel"}, f"depth-3 GEMVs not all compiled: {deep}"
+    from sparkops_triton.moe_router import _logits_gemv_kernel
+
+    on = f"({_logits_gemv_kernel.arg_names.index('PREFETCH')},): True"
+    router = {k: v for k, v in compiled.items() if k[0] == "_logits_gemv_kernel" and on in k[1]}
+    assert len(router) == 2, f"the prefetching router GEMVs (D = 2304 and 4096) were not compiled: {sorted(router)}"
+    for k, v in router.items():  # up to the cross-warp reduction's first barrier, no global load after the first FFMA
+        ops = sass_opcodes(v)
+        gemv = ops[:next(i for i, o in enumerate(ops) if o.startswith("BAR"))]
+        first = next(i for i, o in enumerate(gemv) if o == "FFMA")
+        late = [o for o in gemv[first:] if o.startswith("LDG")]
+        assert not late, f"router GEMV {k[1]}: {len(late)} loads issued after the first multiply (ptxas sank them)"
     names = {key[0] for key in compiled}
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}

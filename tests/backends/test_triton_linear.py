@@ -396,8 +396,10 @@ def test_registered():
                 if name == "triton_prefetch"}
     assert {op: (fn, claim.kind, claim.to) for op, (fn, claim, _) in prefetch.items()} == {
         "linear": ("sparkops_triton.linear:linear_prefetch", "bit_identical", "triton_lastblock"),
-        "moe_experts": ("sparkops_triton.moe_experts:moe_experts_prefetch", "bit_identical", "triton_lastblock")}
-    assert all({"_dequant.py", "_arrival.py"} <= set(sources) for _, _, sources in prefetch.values())
+        "moe_experts": ("sparkops_triton.moe_experts:moe_experts_prefetch", "bit_identical", "triton_lastblock"),
+        "moe_router": ("sparkops_triton.moe_router:moe_router_prefetch", "bit_identical", "triton_lastblock")}
+    assert all("_arrival.py" in sources for _, _, sources in prefetch.values())
+    assert all("_dequant.py" in prefetch[op][2] for op in ("linear", "moe_experts"))  # the router reads no GGUF blocks
     assert ("embedding", "triton") in names
     assert names[("moe_experts", "triton")].variant == "bf16"
 

@@ -1,7 +1,9 @@
 """moe_router=triton: the gate on the contract's cases, grouped routing and ties in Triton's interpreter
 (CPU); the same on CUDA, and the 48B shapes timed, on a GPU. moe_router=triton_lastblock (decode routes
 inside the logits GEMV, in each token's last program to finish) against "triton" bit for bit: in the
-interpreter with the programs shuffled, and on a GPU eagerly and replayed from CUDA graphs."""
+interpreter with the programs shuffled, and on a GPU eagerly and replayed from CUDA graphs.
+moe_router=triton_prefetch (that GEMV with every D tile's loads issued before its first multiply) against
+"triton_lastblock" bit for bit the same ways, and the three timed at the 48B shape in one CUDA graph."""
 
 import sys
 
@@ -14,6 +16,7 @@ from tests.backends.triton_support import (assert_pool_clean, assert_same_bits_r
 
 OP, NAME = "moe_router", "triton"
 LASTBLOCK = "triton_lastblock"
+PREFETCH = "triton_prefetch"
 kernels = interpreted_fixture("moe_router")
 
 
@@ -24,7 +27,8 @@ def tokens(t, d, e, k, ng, tg, seed):
                 renorm_eps=1e-20)
 
 
-@pytest.mark.parametrize("name,fn", [(NAME, "moe_router"), (LASTBLOCK, "moe_router_lastblock")])
+@pytest.mark.parametrize("name,fn", [(NAME, "moe_router"), (LASTBLOCK, "moe_router_lastblock"),
+                                     (PREFETCH, "moe_router_prefetch")])
 def test_contract_cases_in_interpreter(kernels, name, fn):
     prove_contract(OP, name, getattr(kernels, fn))
 
@@ -48,6 +52,8 @@ def test_every_gemv_tuning_variant_passes_the_gate_in_interpreter(kernels):
                 setattr(kernels, k, v)
             check_case(OP, NAME, kernels.moe_router, [tokens(2, 1100, 37, 4, 1, 1, 9)], label=f"tune {variant}")
             check_case(OP, LASTBLOCK, kernels.moe_router_lastblock, [tokens(2, 1100, 37, 4, 1, 1, 9)],
+                       label=f"tune {variant}")
+            check_case(OP, PREFETCH, kernels.moe_router_prefetch, [tokens(2, 1100, 37, 4, 1, 1, 9)],
                        label=f"tune {variant}")
     finally:
         for k, v in saved.items():
@@ -77,6 +83,49 @@ def test_lastblock_is_bitwise_the_two_launch_router_in_interpreter(kernels, pois
             assert torch.isfinite(w1).all() and same_bits(w2, w1) and same_bits(i2, i1), t
             assert_pool_clean(arrival)
     assert shuffled
+
+
+class LaunchSpy:
+    """Stands in for a kernel: records each launch's keyword arguments, then launches the kernel."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append(kwargs)
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
+
+
+@pytest.mark.parametrize("d,e,k,ng,tg", [(64, 24, 5, 3, 2), (48, 64, 8, 1, 1), (20, 6, 6, 6, 6), (1100, 37, 4, 1, 1),
+                                         (2300, 16, 4, 4, 2), (4100, 6, 2, 1, 1)])
+def test_prefetch_is_bitwise_the_lastblock_router_in_interpreter(kernels, poisoned, monkeypatch, d, e, k, ng, tg):
+    """moe_router_prefetch gives moe_router_lastblock's bits (weights and ids) for T = 1, 3, 8, 15, with D never a
+    multiple of the 512-wide tile (the last tile's mask runs; 1100: three tiles, 2300: five), grouped and ungrouped,
+    an expert count no block divides, the programs shuffled, the counters zero after every call; the GEMV took the
+    PREFETCH path with NT = cdiv(D, 512), except past ROUTER_PREFETCH_MAX_TILES tiles (4100: 9), where it runs the
+    loop. At T = 16 (prefill) both are the two-launch router."""
+    arrival = sys.modules[kernels.counters.__module__]  # the interpreted copy of sparkops_triton._arrival
+    spy = LaunchSpy(kernels._logits_gemv_kernel)
+    monkeypatch.setattr(kernels, "_logits_gemv_kernel", spy)
+    tiles = -(-d // kernels.ROUTER_GEMV_BD)
+    deep = tiles <= kernels.ROUTER_PREFETCH_MAX_TILES
+    with shuffled_programs(e + d + 1) as shuffled:
+        for t in (1, 3, 8, 15):
+            call = tokens(t, d, e, k, ng, tg, t + d)
+            w1, i1 = kernels.moe_router_lastblock(**call)
+            w2, i2 = kernels.moe_router_prefetch(**call)
+            assert torch.isfinite(w1).all() and same_bits(w2, w1) and same_bits(i2, i1), t
+            assert_pool_clean(arrival)
+            plain, prefetch = spy.launches[-2:]
+            assert not plain["PREFETCH"] and (prefetch["PREFETCH"], prefetch["NT"]) == (deep, tiles if deep else 0)
+    assert shuffled
+    call = tokens(16, d, e, k, ng, tg, d)
+    w1, i1 = kernels.moe_router_lastblock(**call)
+    w2, i2 = kernels.moe_router_prefetch(**call)
+    assert same_bits(w2, w1) and same_bits(i2, i1)
 
 
 @pytest.mark.gpu
@@ -116,3 +165,48 @@ def test_gpu_lastblock_is_bitwise_the_two_launch_router(ng, tg):
 
         assert_same_bits_replayed(lambda i, xs=xs: moe_router(xs[i], weight, bias, *rest),
                                   lambda i, xs=xs: moe_router_lastblock(xs[i], weight, bias, *rest), change)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ng,tg", [(1, 1), (8, 4)])
+def test_gpu_prefetch_is_bitwise_the_lastblock_router(ng, tg):
+    """E = 256, D = 2304 (5 tiles, all loads up front), top-8, n_group 1 and grouped 8/4, bfloat16 x, T = 1, 3, 8, 15:
+    moe_router_prefetch passes the gate's contract cases and gives moe_router_lastblock's bits eagerly, and replayed
+    from CUDA graphs with new activations each replay."""
+    from sparkops_triton.moe_router import moe_router_lastblock, moe_router_prefetch
+
+    if (ng, tg) == (1, 1):
+        prove_contract(OP, PREFETCH, moe_router_prefetch, "cuda", seeds=(0, 1))
+    dev = torch.device("cuda")
+    base = tokens(15, 2304, 256, 8, ng, tg, 49)
+    weight, bias = base["weight"].to(dev), base["bias"].to(dev)
+    for t in (1, 3, 8, 15):
+        xs = [torch.randn(t, 2304, device=dev).to(torch.bfloat16) for _ in range(2)]
+        rest = (8, ng, tg, 2.446, 1e-20)
+
+        def change(r, xs=xs):
+            for x in xs:
+                x.copy_(torch.randn_like(x, dtype=torch.float32))
+
+        assert_same_bits_replayed(lambda i, xs=xs: moe_router_lastblock(xs[i], weight, bias, *rest),
+                                  lambda i, xs=xs: moe_router_prefetch(xs[i], weight, bias, *rest), change)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("t", [1, 8])
+def test_gpu_prefetch_timing(t):
+    """Does issuing the loads up front pay? The 48B's 26 routers (26 float32 weights of 256 x 2304, 61 MB: beyond
+    the L2) called in rotation in one CUDA graph: triton (GEMV + routing launch), triton_lastblock and
+    triton_prefetch, microseconds per call (median of the replays). Bits checked against triton_lastblock once."""
+    from sparkops_triton._workloads import router_args
+    from sparkops_triton.moe_router import moe_router, moe_router_lastblock, moe_router_prefetch
+    from tests.backends.test_triton_linear import time_in_graph
+
+    sets, _ = router_args(t, n_sets=26)
+    for args in sets[:2]:
+        assert all(same_bits(a, b) for a, b in zip(moe_router_lastblock(*args), moe_router_prefetch(*args)))
+    times = {name: time_in_graph(lambda i, fn=fn: fn(*sets[i]), len(sets))
+             for name, fn in ((NAME, moe_router), (LASTBLOCK, moe_router_lastblock), (PREFETCH, moe_router_prefetch))}
+    print(f"\n{OP} T={t} E=256 D=2304 k=8, {len(sets)} routers in one graph, us per call: "
+          + ", ".join(f"{name} {sec * 1e6:.2f}" for name, sec in times.items())
+          + f"; prefetch/lastblock {times[PREFETCH] / times[LASTBLOCK]:.3f}")
