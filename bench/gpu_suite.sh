@@ -21,7 +21,8 @@
 #     rungs       the single steps, each its own row: torch -> fast (eager), fast eager -> fast graph,
 #                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
 #     rungs7      session 7's rungs on lean prerequisites: the prefetch GPU tests and depth studies, then
-#                 moe_experts=triton_prefetch, then linear=triton_prefetch, each its own row; a recorded diagnosis
+#                 moe_experts=triton_prefetch, then linear=triton_prefetch, then moe_router=triton_prefetch, each its
+#                 own row; the captured gate and a recorded diagnosis of the newest registry that did not lose
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -111,6 +112,7 @@ PDL_REG=$TMP/cuda-best-fused-lastblock-conv-pdl.toml  # CONV_REG with linear=tri
 # the MoE's gate and up GEMVs in one loop), first in moe_experts, then in linear
 MOEPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf.toml  # CONV_REG with moe_experts=triton_prefetch
 LINPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-linpf.toml  # MOEPF_REG with linear=triton_prefetch
+ROUTPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-routpf.toml  # MOEPF_REG with moe_router=triton_prefetch
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -150,6 +152,8 @@ run() {
   log "$name rc=$rc$( ((rc == 124 || rc == 137)) && echo ' (stopped at the budget)')"
   # the registries and the GGUFs are their own markers (a failed swap or synth is tried again)
   [[ $name == swap-* || $name == synth* ]] || ((rc == 124 || rc == 137)) || echo $rc > "$DONE/$name"
+  # a decode rung whose B arm lost (bench's tier column) is timed, but its registry is no step forward (now_reg)
+  if [[ $name == decode-* ]] && grep -qE "│ +loss +│" "$R/$name.log"; then echo loss > "$DONE/$name.loss"; fi
   tail -n 12 "$R/$name.log" | cut -c1-200
   return $rc
 }
@@ -242,11 +246,15 @@ prereq() {
     [ -f "$f" ] || { log "SKIP the rest of stage $stage: $f is missing"; return 1; }
   done
 }
-# the newest registry of session 6's ladder that its own rung timed (bench rc 0: gated on the 48B and timed),
-# else the fused best; SUITE_NOW_REG names one instead
-timed() { [ "$(cat $DONE/$1 2>/dev/null || true)" = 0 ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
+# the newest registry of the ladder that its own rung timed (bench rc 0: gated on the 48B and timed) and did not
+# lose, else the fused best; SUITE_NOW_REG names one instead. Session 7's IQ1_S row ran under the linear prefetch
+# registry, whose rung had lost (0.983): a loss is a row, not the step now
+timed() {
+  { [ "$(cat $DONE/$1 2>/dev/null || true)" = 0 ] && [ ! -f $DONE/$1.loss ]; } || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]
+}
 now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
+  elif timed decode-router-prefetch && [ -f $ROUTPF_REG ]; then echo $ROUTPF_REG
   elif timed decode-linear-prefetch && [ -f $LINPF_REG ]; then echo $LINPF_REG
   elif timed decode-moe-prefetch && [ -f $MOEPF_REG ]; then echo $MOEPF_REG
   elif timed decode-pdl && [ -f $PDL_REG ]; then echo $PDL_REG
@@ -444,7 +452,8 @@ rungs7)
   # depths 1-3, eagerly and replayed from graphs; the decode paths timed side by side), then the depth studies;
   # a failed test leaves its rungs out
   run gpu-tests-prefetch 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k prefetch \
-      tests/backends/test_triton_moe.py tests/backends/test_triton_linear.py --junitxml="$R/gpu-tests-prefetch.xml"
+      tests/backends/test_triton_moe.py tests/backends/test_triton_linear.py tests/backends/test_triton_moe_router.py \
+      --junitxml="$R/gpu-tests-prefetch.xml"
   run tune-prefetch 60 python3 -m sparkops_triton._tune moe_decode_prefetch lm_head_prefetch linear_gemv_prefetch
   # SUITE_TESTS_PASSED="gpu-tests-prefetch": those tests passed in an earlier call on the same kernels (a fresh machine
   # with too little time left to run them again; the write-up names that call), so the rungs may run without them
@@ -461,6 +470,13 @@ rungs7)
   [ -n "$PF_OK" ] && [ -f $LINPF_REG ] && timed decode-moe-prefetch && run decode-linear-prefetch 100 sparkops bench \
       decode --model $M --depth 0 --tokens 64 --repeats 6 --registry $MOEPF_REG --vs $LINPF_REG --graph A,B $GATE \
       $FILL_LEAN --change "linear=triton_prefetch: $(depth_of linear) chunks of weight loads in flight per GEMV program (moe prefetch registry, graph)"
+  # the router's logits GEMV with every D tile's loads issued up front (session 7, not yet on a GPU when written:
+  # session 6's router took 11.7 us a layer, 26 layers, 9% of the busy step); over the moe prefetch registry
+  [ -n "$PF_OK" ] && [ -f $MOEPF_REG ] && [ ! -f $ROUTPF_REG ] && run swap-router-prefetch 30 bash -c 'swap_into "$@"' _ \
+      $ROUTPF_REG $MOEPF_REG moe_router=triton_prefetch
+  [ -n "$PF_OK" ] && [ -f $ROUTPF_REG ] && timed decode-moe-prefetch && run decode-router-prefetch 100 sparkops bench \
+      decode --model $M --depth 0 --tokens 64 --repeats 6 --registry $MOEPF_REG --vs $ROUTPF_REG --graph A,B $GATE \
+      $FILL_LEAN --change "moe_router=triton_prefetch: the logits GEMV issues every D tile's loads before its first multiply (moe prefetch registry, graph)"
   NOW_REG=$(now_reg); log "the step now: $NOW_REG"
   [ -f $NOW_REG ] && run gate-captured-now 30 sparkops check --model k3-nano --registry $NOW_REG --device cuda --captured
   run diagnose-now7 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \

@@ -25,7 +25,13 @@ echo "$*" >> "$STUB_LOG"
 case "$1" in
   synth) while [ $# -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done ;;
   check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac; done ;;
-  diagnose|bench) prev=""; for a in "$@"; do [ "$prev" = "--json-out" ] && echo '[]' > "$a"; prev=$a; done ;;
+  diagnose|bench) prev=""; for a in "$@"; do [ "$prev" = "--json-out" ] && echo '[]' > "$a"; prev=$a; done
+    # STUB_LOSS="TEXT ...": a bench whose arguments hold one of the TEXTs prints bench's table row of a losing B arm
+    for lose in ${STUB_LOSS:-}; do
+      if [ "$1" = bench ] && [[ "$*" == *"$lose"* ]]; then
+        echo "│        │ B   │ reg.toml (graph) │ 304.7 │ 304.7..304.7 │ 15.65%   │ 0.983 (0.983..0.983)   │ loss │ held     │"
+      fi
+    done ;;
 esac
 exit 0
 """
@@ -172,8 +178,8 @@ def test_rungs6_leaves_the_pdl_rung_out_when_its_gpu_tests_failed(tmp_path):
 def test_rungs7_times_the_moe_prefetch_then_the_linear_prefetch_after_their_gpu_tests(tmp_path):
     """Session 7's stage on a fresh machine: lean registries, the lastblock and merged-conv registries made (not timed:
     SUITE_TIMED), the prefetch GPU tests and depth studies first, then moe_experts=triton_prefetch over the conv
-    registry and linear=triton_prefetch over that, each its own row at d=0; the captured gate and the recorded
-    diagnosis take the newest timed registry."""
+    registry, and linear=triton_prefetch and moe_router=triton_prefetch each over that, each its own row at d=0;
+    the captured gate and the recorded diagnosis take the newest timed registry."""
     log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1,
                         extra_env={"SUITE_TIMED": "decode-lastblock decode-convmerge"})
     machine = tmp_path / "machine"
@@ -185,14 +191,17 @@ def test_rungs7_times_the_moe_prefetch_then_the_linear_prefetch_after_their_gpu_
     assert "tune-prefetch (limit" in log and "moe_decode_prefetch lm_head_prefetch linear_gemv_prefetch" in log
     assert any(c.startswith("swap moe_experts=triton_prefetch --device cuda") for c in calls)
     assert any(c.startswith("swap linear=triton_prefetch --device cuda") for c in calls)
+    routpf = machine / "cuda-best-fused-lastblock-conv-moepf-routpf.toml"
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 2
+    assert len(decodes) == 3
     assert f"--registry {conv} --vs {moepf}" in decodes[0] and "--depth 0 " in decodes[0]
     assert f"--registry {moepf} --vs {linpf}" in decodes[1]
-    assert f"the step now: {linpf}" in log
-    assert any(c.startswith(f"check --model k3-nano --registry {linpf}") and "--captured" in c for c in calls)
+    assert f"--registry {moepf} --vs {routpf}" in decodes[2]
+    assert any(c.startswith("swap moe_router=triton_prefetch --device cuda") for c in calls)
+    assert f"the step now: {routpf}" in log
+    assert any(c.startswith(f"check --model k3-nano --registry {routpf}") and "--captured" in c for c in calls)
     diag = next(c for c in calls if c.startswith("diagnose "))
-    assert str(linpf) in diag and "--record" in diag
+    assert str(routpf) in diag and "--record" in diag
     assert log.index("gpu-tests-prefetch (limit") < log.index("decode-moe-prefetch (limit")
 
 
@@ -208,6 +217,26 @@ def test_rungs7_on_a_fresh_machine_may_take_the_prefetch_tests_from_an_earlier_c
                         extra_env={**env, "SUITE_TESTS_PASSED": "gpu-tests-prefetch"})
     assert "gpu-tests-prefetch: left out (SUITE_SKIP)" in log
     assert any(c.startswith("bench decode") and "-moepf.toml" in c for c in calls)
+
+
+def test_a_losing_rung_is_a_row_but_not_the_step_now(tmp_path):
+    """The linear and router prefetch rungs lose (bench's tier column says loss): both are timed (rows), neither
+    registry is the step now, so the captured gate, the diagnosis and a later call's stages take the moe prefetch
+    registry that won before them."""
+    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge", "STUB_LOSS": "-linpf.toml -routpf.toml"}
+    log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1, extra_env=env)
+    machine = tmp_path / "machine"
+    moepf = machine / "cuda-best-fused-lastblock-conv-moepf.toml"
+    assert sum(c.startswith("bench decode") for c in calls) == 3
+    assert (machine / "suite-done" / "decode-linear-prefetch.loss").exists()
+    assert (machine / "suite-done" / "decode-router-prefetch.loss").exists()
+    assert not (machine / "suite-done" / "decode-moe-prefetch.loss").exists()
+    assert f"the step now: {moepf}" in log
+    diag = next(c for c in calls if c.startswith("diagnose "))
+    assert str(moepf) in diag
+    log, calls = _lanes(tmp_path, "iq1s131k", "tests", gpus=1, extra_env=env)
+    iq1s = next(c for c in calls if c.startswith("bench decode") and "k48-iq1_s.gguf" in c)
+    assert f"--registry {moepf} --graph A" in iq1s
 
 
 def test_rungs7_leaves_the_prefetch_rungs_out_when_their_gpu_tests_failed(tmp_path):
