@@ -152,8 +152,10 @@ run() {
   log "$name rc=$rc$( ((rc == 124 || rc == 137)) && echo ' (stopped at the budget)')"
   # the registries and the GGUFs are their own markers (a failed swap or synth is tried again)
   [[ $name == swap-* || $name == synth* ]] || ((rc == 124 || rc == 137)) || echo $rc > "$DONE/$name"
-  # a decode rung whose B arm lost (bench's tier column) is timed, but its registry is no step forward (now_reg)
-  if [[ $name == decode-* ]] && grep -qE "│ +loss +│" "$R/$name.log"; then echo loss > "$DONE/$name.loss"; fi
+  # a decode rung's tier (bench's tier column, B against A): only a win makes its registry the step now (now_reg)
+  if [[ $name == decode-* ]] && ((rc == 0)); then
+    if grep -qE "│ +win +│" "$R/$name.log"; then echo win > "$DONE/$name.tier"; else echo "no win" > "$DONE/$name.tier"; fi
+  fi
   tail -n 12 "$R/$name.log" | cut -c1-200
   return $rc
 }
@@ -246,12 +248,11 @@ prereq() {
     [ -f "$f" ] || { log "SKIP the rest of stage $stage: $f is missing"; return 1; }
   done
 }
-# the newest registry of the ladder that its own rung timed (bench rc 0: gated on the 48B and timed) and did not
-# lose, else the fused best; SUITE_NOW_REG names one instead. Session 7's IQ1_S row ran under the linear prefetch
-# registry, whose rung had lost (0.983): a loss is a row, not the step now
-timed() {
-  { [ "$(cat $DONE/$1 2>/dev/null || true)" = 0 ] && [ ! -f $DONE/$1.loss ]; } || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]
-}
+# the newest registry of the ladder whose own rung timed it (bench rc 0: gated on the 48B and timed) as a win, else
+# the fused best; SUITE_NOW_REG names one instead. Session 7's IQ1_S row ran under the linear prefetch registry,
+# whose rung had timed 0.983 ("none": inside the 2% noise band, but slower in all 6 pairs): only a win is a step
+# forward. SUITE_TIMED names rungs that an earlier session timed as wins
+timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
 now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
   elif timed decode-router-prefetch && [ -f $ROUTPF_REG ]; then echo $ROUTPF_REG

@@ -26,12 +26,11 @@ case "$1" in
   synth) while [ $# -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done ;;
   check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac; done ;;
   diagnose|bench) prev=""; for a in "$@"; do [ "$prev" = "--json-out" ] && echo '[]' > "$a"; prev=$a; done
-    # STUB_LOSS="TEXT ...": a bench whose arguments hold one of the TEXTs prints bench's table row of a losing B arm
-    for lose in ${STUB_LOSS:-}; do
-      if [ "$1" = bench ] && [[ "$*" == *"$lose"* ]]; then
-        echo "│        │ B   │ reg.toml (graph) │ 304.7 │ 304.7..304.7 │ 15.65%   │ 0.983 (0.983..0.983)   │ loss │ held     │"
-      fi
-    done ;;
+    # bench's table row of the B arm: a win, or where the arguments hold one of STUB_NO_WIN's texts, "none"
+    tier=win
+    for t in ${STUB_NO_WIN:-}; do [[ "$*" == *"$t"* ]] && tier=none; done
+    [ "$1" = bench ] && echo "│        │ B   │ reg.toml (graph) │ 304.7 │ 304.7..304.7 │ 15.65%   │ 0.983 (0.983..0.983)   │ $tier │ held     │"
+    ;;
 esac
 exit 0
 """
@@ -219,18 +218,18 @@ def test_rungs7_on_a_fresh_machine_may_take_the_prefetch_tests_from_an_earlier_c
     assert any(c.startswith("bench decode") and "-moepf.toml" in c for c in calls)
 
 
-def test_a_losing_rung_is_a_row_but_not_the_step_now(tmp_path):
-    """The linear and router prefetch rungs lose (bench's tier column says loss): both are timed (rows), neither
-    registry is the step now, so the captured gate, the diagnosis and a later call's stages take the moe prefetch
-    registry that won before them."""
-    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge", "STUB_LOSS": "-linpf.toml -routpf.toml"}
+def test_only_a_winning_rung_is_the_step_now(tmp_path):
+    """The linear and router prefetch rungs time no win (bench's tier column: "none", as the linear one's 0.983 did):
+    both are rows, neither registry is the step now, so the captured gate, the diagnosis and a later call's stages
+    take the moe prefetch registry that won before them."""
+    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge", "STUB_NO_WIN": "-linpf.toml -routpf.toml"}
     log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1, extra_env=env)
     machine = tmp_path / "machine"
     moepf = machine / "cuda-best-fused-lastblock-conv-moepf.toml"
     assert sum(c.startswith("bench decode") for c in calls) == 3
-    assert (machine / "suite-done" / "decode-linear-prefetch.loss").exists()
-    assert (machine / "suite-done" / "decode-router-prefetch.loss").exists()
-    assert not (machine / "suite-done" / "decode-moe-prefetch.loss").exists()
+    tiers = {n: (machine / "suite-done" / f"decode-{n}-prefetch.tier").read_text().strip()
+             for n in ("moe", "linear", "router")}
+    assert tiers == {"moe": "win", "linear": "no win", "router": "no win"}
     assert f"the step now: {moepf}" in log
     diag = next(c for c in calls if c.startswith("diagnose "))
     assert str(moepf) in diag
