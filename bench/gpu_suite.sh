@@ -58,14 +58,19 @@
 # Then, on a fresh machine, two calls of "install rungs6" (the second carries on): swap-torch 25, swap-bf16 76,
 # synth 69, bf16 48B gate 88, swap-lastblock 32, its GPU tests 178, captured gates 29 + 17, decode-lastblock
 # (d=0,32768, with the bit-identity reruns) 143, decode-convmerge (d=0) 144, diagnose-now 34; then tune 38.
+# Session 7, one H200: a probe call (install + the lastblock/PDL GPU tests, 136 s); "install rungs7" on a fresh
+# machine (565 s: swap-torch 24, swap-bf16 71, synth 64, bf16 48B gate 74, swap-lastblock 30, gpu-tests-prefetch 161,
+# tune-prefetch 27, swap-moe-prefetch 32, swap-linear-prefetch 12, gate-captured 25), then warm: decode-moe-prefetch
+# 97, decode-linear-prefetch 95, diagnose 20, prefill-best 70; iq1s131k 168 (synth 19); a fresh "rungs7" for the
+# depth-1 MoE rung alone took 394 s.
 # Next session (one H200), back to back:
-#   SUITE_BUDGET=565 SUITE_TIMED="decode-lastblock decode-convmerge" SUITE_SKIP="gpu-tests-rungs6" \
-#     bash bench/gpu_suite.sh install rungs6 iq1s131k   # lean prereqs and the swaps (~330 s), the PDL rung (its
-#                                      # GPU tests ~45 s + ~100 s), diagnose, prefill vs the frontier (~150 s), then
-#                                      # the IQ1_S decode at 131072 (synth 20 s + ~200 s) in a second call if needed
-#   SUITE_BUDGET=565 bash bench/gpu_suite.sh install attn131k tune     # cupy attention at 131072 (~400 s), tuning
-#                                      # (first: Q6_K 16-bit-word loads, linear.Q6K_WIDE_LOADS, vs the byte loads)
-#   SUITE_BUDGET=<left - 60> bash bench/gpu_suite.sh install tests     # every GPU test (~250 s)
+#   SUITE_BUDGET=565 SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch" \
+#     SUITE_SKIP="tune-prefetch swap-linear-prefetch" bash bench/gpu_suite.sh install rungs7
+#                                      # lean prereqs (~260 s), the prefetch GPU tests with the router's (~180 s), the
+#                                      # router prefetch rung (~130 s); a warm follow-up call carries on:
+#   SUITE_BUDGET=565 SUITE_TIMED=... bash bench/gpu_suite.sh install rungs7 attn131k   # captured gate, diagnosis of
+#                                      # the step now; cupy attention at 131072 (~400 s)
+#   SUITE_BUDGET=<left - 60> GPU_TESTS="tests" bash bench/gpu_suite.sh install tests   # every GPU test (~250 s)
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
