@@ -21,8 +21,9 @@
 #     rungs       the single steps, each its own row: torch -> fast (eager), fast eager -> fast graph,
 #                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
 #     rungs7      session 7's rungs on lean prerequisites: the prefetch GPU tests and depth studies, then
-#                 moe_experts=triton_prefetch, then linear=triton_prefetch, then moe_router=triton_prefetch, each its
-#                 own row; the captured gate and a recorded diagnosis of the newest registry that did not lose
+#                 moe_experts=triton_prefetch, then linear=triton_prefetch, then moe_router=triton_prefetch, then the
+#                 flat Q4_K GEMVs (their GPU tests and tile studies first; moe_experts, then linear), each its own
+#                 row; the captured gate and a recorded diagnosis of the newest registry whose rung won
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -118,6 +119,9 @@ PDL_REG=$TMP/cuda-best-fused-lastblock-conv-pdl.toml  # CONV_REG with linear=tri
 MOEPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf.toml  # CONV_REG with moe_experts=triton_prefetch
 LINPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-linpf.toml  # MOEPF_REG with linear=triton_prefetch
 ROUTPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-routpf.toml  # MOEPF_REG with moe_router=triton_prefetch
+# the flat Q4_K GEMV form ("triton_flat": no layout change in the chunk loop), over the step now (now_reg) when made
+FLATMOE_REG=$TMP/cuda-step-flatmoe.toml  # the step now with moe_experts=triton_flat
+FLATLIN_REG=$TMP/cuda-step-flatmoe-flatlin.toml  # FLATMOE_REG with linear=triton_flat
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -260,6 +264,8 @@ prereq() {
 timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
 now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
+  elif timed decode-linear-flat && [ -f $FLATLIN_REG ]; then echo $FLATLIN_REG
+  elif timed decode-moe-flat && [ -f $FLATMOE_REG ]; then echo $FLATMOE_REG
   elif timed decode-router-prefetch && [ -f $ROUTPF_REG ]; then echo $ROUTPF_REG
   elif timed decode-linear-prefetch && [ -f $LINPF_REG ]; then echo $LINPF_REG
   elif timed decode-moe-prefetch && [ -f $MOEPF_REG ]; then echo $MOEPF_REG
@@ -483,6 +489,26 @@ rungs7)
   [ -n "$PF_OK" ] && [ -f $ROUTPF_REG ] && timed decode-moe-prefetch && run decode-router-prefetch 100 sparkops bench \
       decode --model $M --depth 0 --tokens 64 --repeats 6 --registry $MOEPF_REG --vs $ROUTPF_REG --graph A,B $GATE \
       $FILL_LEAN --change "moe_router=triton_prefetch: the logits GEMV issues every D tile's loads before its first multiply (moe prefetch registry, graph)"
+  # the flat Q4_K GEMVs (session 7, not yet on a GPU when written): the byte-form Q4_K GEMV's chunk loop compiles to 16
+  # barriers (8 layout changes through shared memory), the flat form's to none. Its GPU tests (accuracy at the 48B
+  # shapes, timed against lastblock / prefetch) and tile studies first; then moe_experts, then linear, each its own
+  # row over the step now
+  run gpu-tests-flat 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k flat tests/backends/test_triton_linear.py \
+      tests/backends/test_triton_moe.py --junitxml="$R/gpu-tests-flat.xml"
+  run tune-flat 45 python3 -m sparkops_triton._tune linear_gemv_flat moe_decode_flat
+  FLAT_OK=$({ [ "$(cat $DONE/gpu-tests-flat 2>/dev/null || true)" = 0 ] || \
+    [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-flat "* ]]; } && echo 1)
+  FLAT_BASE=$(now_reg)
+  [ -n "$FLAT_OK" ] && [ ! -f $FLATMOE_REG ] && run swap-moe-flat 30 bash -c 'swap_into "$@"' _ $FLATMOE_REG $FLAT_BASE \
+      moe_experts=triton_flat
+  [ -n "$FLAT_OK" ] && [ -f $FLATMOE_REG ] && run decode-moe-flat 100 sparkops bench decode --model $M --depth 0 --tokens 64 \
+      --repeats 6 --registry $FLAT_BASE --vs $FLATMOE_REG --graph A,B $GATE $FILL_LEAN \
+      --change "moe_experts=triton_flat: Q4_K expert GEMVs in the flat form (no barrier in the chunk loop), over $(basename $FLAT_BASE), graph"
+  [ -n "$FLAT_OK" ] && [ -f $FLATMOE_REG ] && [ ! -f $FLATLIN_REG ] && run swap-linear-flat 30 bash -c 'swap_into "$@"' _ \
+      $FLATLIN_REG $FLATMOE_REG linear=triton_flat
+  [ -n "$FLAT_OK" ] && [ -f $FLATLIN_REG ] && run decode-linear-flat 100 sparkops bench decode --model $M --depth 0 \
+      --tokens 64 --repeats 6 --registry $FLATMOE_REG --vs $FLATLIN_REG --graph A,B $GATE $FILL_LEAN \
+      --change "linear=triton_flat: Q4_K projection GEMVs in the flat form, over the moe flat registry, graph"
   NOW_REG=$(now_reg); log "the step now: $NOW_REG"
   [ -f $NOW_REG ] && run gate-captured-now 30 sparkops check --model k3-nano --registry $NOW_REG --device cuda --captured
   run diagnose-now7 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \

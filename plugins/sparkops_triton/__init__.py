@@ -61,6 +61,10 @@ IMPLEMENTATIONS = [
     # program, and (moe_experts) a slot's gate and up GEMVs in one loop: the loads move, the arithmetic does not
     ("linear", "triton_prefetch", "sparkops_triton.linear:linear_prefetch", bit_identical(to="triton_lastblock"),
      ("_runtime.py", "_dequant.py", "_arrival.py")),
+    # "triton_flat" (an experiment no registry selects yet): Q4_K decode GEMVs in a form whose loop never changes
+    # layout (no shared-memory round trip, no barrier); other sums, so the tolerance claim of "triton"
+    ("linear", "triton_flat", "sparkops_triton.linear:linear_flat", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "_arrival.py")),
     ("embedding", "triton", "sparkops_triton.embedding:embedding", tolerance(),
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton", "sparkops_triton.moe_experts:moe_experts", tolerance("bf16"),
@@ -71,6 +75,8 @@ IMPLEMENTATIONS = [
      ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
     ("moe_experts", "triton_prefetch", "sparkops_triton.moe_experts:moe_experts_prefetch",
      bit_identical(to="triton_lastblock"), ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
+    ("moe_experts", "triton_flat", "sparkops_triton.moe_experts:moe_experts_flat", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
 ]
 
 

@@ -42,6 +42,9 @@ IQ1_S = tl.constexpr(19)
 BF16 = tl.constexpr(30)
 #: not a GGML type: Q6_K blocks read through 16-bit word loads (`_gf_q6_k_wide`); the same codes in the same columns
 Q6_K_WIDE = tl.constexpr(256 + 14)
+#: not a GGML type: Q4_K blocks in the "flat" GEMV form (`_gf_q4_k_flat`): every tensor of a chunk [R, 32], one qs
+#: word per thread and row, so that nothing in the loop changes layout (no shared-memory round trip, no barrier)
+Q4_K_FLAT = tl.constexpr(256 + 12)
 
 _MAGIC = tl.constexpr(0x4B000000)  # bits of 2^23 as float32
 
@@ -319,6 +322,75 @@ def _gx_q4_k(dec, xc, ok):
 
 
 @triton.jit
+def _gf_q4_k_flat(row, c, rmask):
+    """Q4_K chunk in the flat form, transposed ([32 words, R rows], as IQ1_S's): the qs words [32, R]. The word
+    pointers are built from byte offsets (4w), which the compiler cannot prove contiguous in words: every load of
+    the chunk gets one layout (threads along the words of a row: a warp reads a row's 128 qs bytes in one go), and
+    nothing in the loop changes layout. The header is read in `_gd_q4_k_flat`: its sector comes in with the qs
+    (or the block before), and holding it across the loop would cost 4 registers a row for 16 bytes."""
+    blk = tl.trans(row) + c * 144                                   # [1, R] byte pointers
+    w = tl.arange(0, 32)[:, None]                                   # [32, 1]
+    return (tl.load((blk + 16 + 4 * w).to(tl.pointer_type(tl.int32)), mask=tl.trans(rmask), other=0),)  # [32, R]
+
+
+@triton.jit
+def _byte_of(word, i):
+    """Byte i (0..3, a tensor) of int32 words, as int32 0..255."""
+    return (word >> (8 * i)) & 0xFF
+
+
+@triton.jit
+def _gd_q4_k_flat(raw, row, c, rmask, PTX: tl.constexpr):
+    """Q4_K chunk, flat: the 8 code tensors of `nibbles` ([32, R]: word w holds values 64j + 4(w % 8) + b of
+    sub-block 2j (low nibbles) and 2j + 1 (high), j = w // 8) and, per word, the multipliers and offsets of its two
+    sub-blocks, [32, R] each (d * scale, dmin * min; the 6-bit fields unpacked as `_q4k_scale_min` does). The
+    header words (d | dmin, a[4], b[4], c[4]) are read here, [32, R]: every thread of a row the same 16 bytes."""
+    qs = raw[0]
+    mt = tl.trans(rmask)                                            # [1, R]
+    hdr = (tl.trans(row) + c * 144 + 0 * tl.arange(0, 32)[:, None]).to(tl.pointer_type(tl.int32))  # [32, R]
+    dw = tl.load(hdr, mask=mt, other=0)
+    aw = tl.load(hdr + 1, mask=mt, other=0)
+    bw = tl.load(hdr + 2, mask=mt, other=0)
+    cw = tl.load(hdr + 3, mask=mt, other=0)
+    j = tl.arange(0, 32)[:, None] // 8                              # [32, 1]
+    i_lo = (2 * j) % 4                                              # sub-block 2j's byte in a[], b[], c[]
+    i_hi = (2 * j + 1) % 4
+    low = j < 2                                                     # sub-blocks 0..3 keep 6 bits in a[], b[]
+    a_lo, b_lo, c_lo = _byte_of(aw, i_lo), _byte_of(bw, i_lo), _byte_of(cw, i_lo)
+    a_hi, b_hi, c_hi = _byte_of(aw, i_hi), _byte_of(bw, i_hi), _byte_of(cw, i_hi)
+    sc_lo = tl.where(low, a_lo & 63, (c_lo & 15) | ((a_lo >> 6) << 4))
+    mn_lo = tl.where(low, b_lo & 63, (c_lo >> 4) | ((b_lo >> 6) << 4))
+    sc_hi = tl.where(low, a_hi & 63, (c_hi & 15) | ((a_hi >> 6) << 4))
+    mn_hi = tl.where(low, b_hi & 63, (c_hi >> 4) | ((b_hi >> 6) << 4))
+    d = (dw & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)   # little-endian: d first
+    dmin = ((dw >> 16) & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    q0, q1, q2, q3, q4, q5, q6, q7 = nibbles(qs, PTX)
+    return (q0, q1, q2, q3, q4, q5, q6, q7, d * _u2f(sc_lo, 0), d * _u2f(sc_hi, 0), dmin * _u2f(mn_lo, 0),
+            dmin * _u2f(mn_hi, 0))
+
+
+@triton.jit
+def _gx_q4_k_flat(dec, xc, ok):
+    """Contribution [R, 32] of one flat Q4_K chunk: per word, its 8 codes times their activations, scaled per
+    sub-block, minus the offsets times the activations' sums; computed [32, R] in the codes' layout (the
+    activations loaded 1-D, [32], and broadcast along the rows) and transposed at the end (a relabelling)."""
+    w = tl.arange(0, 32)
+    xp = xc + 64 * (w // 8) + 4 * (w % 8)                           # [32] pointers to byte 0's activation
+    m = ok & (w >= 0)
+    x0 = tl.load(xp, mask=m, other=0.0).to(tl.float32)[:, None]     # [32, 1]
+    x1 = tl.load(xp + 1, mask=m, other=0.0).to(tl.float32)[:, None]
+    x2 = tl.load(xp + 2, mask=m, other=0.0).to(tl.float32)[:, None]
+    x3 = tl.load(xp + 3, mask=m, other=0.0).to(tl.float32)[:, None]
+    x4 = tl.load(xp + 32, mask=m, other=0.0).to(tl.float32)[:, None]
+    x5 = tl.load(xp + 33, mask=m, other=0.0).to(tl.float32)[:, None]
+    x6 = tl.load(xp + 34, mask=m, other=0.0).to(tl.float32)[:, None]
+    x7 = tl.load(xp + 35, mask=m, other=0.0).to(tl.float32)[:, None]
+    dot_lo = dec[0] * x0 + dec[1] * x1 + dec[2] * x2 + dec[3] * x3
+    dot_hi = dec[4] * x4 + dec[5] * x5 + dec[6] * x6 + dec[7] * x7
+    return tl.trans(dec[8] * dot_lo + dec[9] * dot_hi - (dec[10] * (x0 + x1 + x2 + x3) + dec[11] * (x4 + x5 + x6 + x7)))
+
+
+@triton.jit
 def _scale_groups(v, a, G: tl.constexpr):
     """v [R, W] times a [R, G], a[:, g] applying to the g-th run of W // G consecutive columns."""
     R: tl.constexpr = v.shape[0]
@@ -495,6 +567,8 @@ def gemv_fetch(QTYPE: tl.constexpr, row, c, rmask, K):
     chunk ahead of `gemv_decode`, so their latency hides behind the previous chunk's arithmetic."""
     if QTYPE == Q4_K:
         return _gf_q4_k(row, c, rmask)
+    elif QTYPE == Q4_K_FLAT:
+        return _gf_q4_k_flat(row, c, rmask)
     elif QTYPE == Q6_K:
         return _gf_q6_k(row, c, rmask)
     elif QTYPE == Q6_K_WIDE:
@@ -513,6 +587,8 @@ def gemv_decode(QTYPE: tl.constexpr, raw, row, c, rmask, K, grid, PTX: tl.conste
     (scales) hit the sectors the fetch brought in. PTX: inline PTX allowed (False in the interpreter)."""
     if QTYPE == Q4_K:
         return _gd_q4_k(raw, row, c, rmask, PTX)
+    elif QTYPE == Q4_K_FLAT:
+        return _gd_q4_k_flat(raw, row, c, rmask, PTX)
     elif QTYPE == Q6_K:
         return _gd_q6_k(raw, row, c, rmask)
     elif QTYPE == Q6_K_WIDE:
@@ -530,6 +606,8 @@ def gemv_dot(QTYPE: tl.constexpr, dec, xc, ok, K, c):
     """Contribution [R, gemv_cols(QTYPE)] of a decoded chunk for the activations at xc (chunk start)."""
     if QTYPE == Q4_K:
         return _gx_q4_k(dec, xc, ok)
+    elif QTYPE == Q4_K_FLAT:
+        return _gx_q4_k_flat(dec, xc, ok)
     elif QTYPE == Q6_K or QTYPE == Q6_K_WIDE:                       # one dot: the same sums, in the same order
         return _gx_q6_k(dec, xc, ok)
     elif QTYPE == IQ1_S:
@@ -539,7 +617,7 @@ def gemv_dot(QTYPE: tl.constexpr, dec, xc, ok, K, c):
 
 
 #: columns of one chunk's GEMV contribution per type (Q4_K: its sub-block pairs; the others elementwise)
-_GEMV_COLS = {12: 4, 14: 128, int(Q6_K_WIDE.value): 128, 19: 32}
+_GEMV_COLS = {12: 4, 14: 128, int(Q6_K_WIDE.value): 128, 19: 32, int(Q4_K_FLAT.value): 32}
 
 
 def gemv_cols(qtype: int) -> int:

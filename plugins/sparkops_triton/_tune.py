@@ -2,7 +2,7 @@
 
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
                                      lm_head_q6k linear_q6k_small moe_decode router_gemv moe_decode_prefetch
-                                     lm_head_prefetch linear_gemv_prefetch]
+                                     lm_head_prefetch linear_gemv_prefetch linear_gemv_flat moe_decode_flat]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -90,6 +90,15 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
                                           {"FETCH_DEPTH": 3, "UP_ROWS": 8}, {"FETCH_DEPTH": 2, "UP_ROWS": 32}]),
     "lm_head_prefetch": (linear, [{"FETCH_DEPTH": 1}, {"FETCH_DEPTH": 2}, {"FETCH_DEPTH": 3}]),
     "linear_gemv_prefetch": (linear, [{"FETCH_DEPTH": 1}, {"FETCH_DEPTH": 2}, {"FETCH_DEPTH": 3}]),
+    # "triton_flat" (Q4_K through the flat GEMV form: no layout change in the loop, rows cost registers): its tiles.
+    # Compare with linear_gemv_prefetch's / moe_decode_prefetch's first rows (the same workloads, the kernels now)
+    "linear_gemv_flat": (linear, [{"GEMV_FLAT_CONFIG": (16, 8, 4), "GEMV_PROGRAMS_PER_SM": 2},
+                                  {"GEMV_FLAT_CONFIG": (32, 8, 8), "GEMV_PROGRAMS_PER_SM": 2},
+                                  {"GEMV_FLAT_CONFIG": (16, 8, 4), "GEMV_PROGRAMS_PER_SM": 4},
+                                  {"GEMV_FLAT_CONFIG": (8, 8, 2), "GEMV_PROGRAMS_PER_SM": 4},
+                                  {"GEMV_FLAT_CONFIG": (64, 8, 8), "GEMV_PROGRAMS_PER_SM": 2}]),
+    "moe_decode_flat": (moe_experts, [{"FLAT_UP_ROWS": 8, "FLAT_DOWN_ROWS": 16}, {"FLAT_UP_ROWS": 16, "FLAT_DOWN_ROWS": 16},
+                                      {"FLAT_UP_ROWS": 4, "FLAT_DOWN_ROWS": 8}, {"FLAT_UP_ROWS": 8, "FLAT_DOWN_ROWS": 32}]),
     "attention_prefill": (attention_prefill, [
         {"FLASH_BM": 64, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
         {"FLASH_BM": 128, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 3},
@@ -102,6 +111,7 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
 LINEAR_WORKLOADS: dict[str, tuple[list[tuple[int, int]], Any, int]] = {
     "linear_gemv": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
     "linear_gemv_prefetch": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
+    "linear_gemv_flat": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
     "lm_head_q6k": ([(163840, 2304)], linear.Q6_K, 2),
     "lm_head_prefetch": ([(163840, 2304)], linear.Q6_K, 2),
     "linear_q6k_small": ([(4096, 2304)], linear.Q6_K, 20),  # 7.7 MB a set: 20 sets are ~3x the L2
@@ -116,12 +126,15 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
         sets, nbytes = kda_args(32768, n_sets=2)
         return kda_chunked.kda_chunked, sets, nbytes, False
     if study in LINEAR_WORKLOADS:
-        impl = linear.linear_prefetch if study.endswith("_prefetch") else linear.linear
+        impl = {"_prefetch": linear.linear_prefetch, "_flat": linear.linear_flat}.get(study[study.rfind("_"):],
+                                                                                      linear.linear)
         return _linear_workload(*LINEAR_WORKLOADS[study], impl=impl)
     if study == "moe_decode":
         return _moe_workload()
     if study == "moe_decode_prefetch":
         return _moe_workload(impl=moe_experts.moe_experts_prefetch)
+    if study == "moe_decode_flat":
+        return _moe_workload(impl=moe_experts.moe_experts_flat)
     if study == "router_gemv":
         sets, nbytes = router_args(1)
         return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, True

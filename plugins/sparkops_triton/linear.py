@@ -38,7 +38,7 @@ from sparkops.errors import BadInput
 from sparkops.qweight import QWeight
 
 from ._arrival import arrive, counters, depart
-from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q6_K, Q6_K_WIDE, Q8_0, decode_chunk, gemv_cols, gemv_decode,
+from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q4_K_FLAT, Q6_K, Q6_K_WIDE, Q8_0, decode_chunk, gemv_cols, gemv_decode,
                        gemv_dot, gemv_fetch, values)
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2, sm_count
 
@@ -51,6 +51,9 @@ GEMV_CONFIG = {
     int(F32.value): (16, 2, 4), int(F16.value): (16, 2, 4), int(BF16.value): (16, 2, 4), int(Q8_0.value): (16, 2, 4),
     int(Q4_K.value): (64, 16, 4), int(Q6_K.value): (16, 2, 4), int(IQ1_S.value): (32, 4, 4),
 }
+#: "triton_flat": (rows per program at T=1, fewest rows, warps) of the flat Q4_K GEMV (`_dequant.Q4_K_FLAT`: one
+#: word a thread and row: every row costs registers; sm_90, 4 warps: 16 rows take 72 registers at T=1, 32 take 168)
+GEMV_FLAT_CONFIG = (16, 8, 4)
 #: GEMM tile (tokens, output rows) and warps
 GEMM_BM, GEMM_BN, GEMM_WARPS = 64, 64, 8
 #: a GEMV whose row tiles are fewer than this many programs per SM splits its rows over K (`gemv_plan`)
@@ -290,9 +293,17 @@ def gemv_qtype(qtype: int) -> int:
     return int(qtype)
 
 
-def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torch.device) -> tuple[int, int, int, int]:
-    """(R, warps, splits, chunks per split) for a GEMV: enough programs to fill every SM GEMV_PROGRAMS_PER_SM times."""
-    base, fewest, warps = GEMV_CONFIG[int(qtype)]
+def gemv_flat_qtype(qtype: int, flat: bool) -> int:
+    """The QTYPE constexpr of a "triton_flat" GEMV: Q4_K_FLAT for Q4_K (the other types keep their decoders)."""
+    return int(Q4_K_FLAT.value) if flat and int(qtype) == int(Q4_K.value) else int(qtype)
+
+
+def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torch.device,
+              flat: bool = False) -> tuple[int, int, int, int]:
+    """(R, warps, splits, chunks per split) for a GEMV: enough programs to fill every SM GEMV_PROGRAMS_PER_SM times.
+    `flat`: the flat Q4_K GEMV's tile (GEMV_FLAT_CONFIG) for a Q4_K weight."""
+    flat_q4k = flat and int(qtype) == int(Q4_K.value)
+    base, fewest, warps = GEMV_FLAT_CONFIG if flat_q4k else GEMV_CONFIG[int(qtype)]
     rows = max(fewest, base // next_pow2(t))
     tiles = cdiv(out_features, rows)
     want = GEMV_PROGRAMS_PER_SM * sm_count(device)
@@ -302,14 +313,15 @@ def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torc
 
 
 def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor,
-             lastblock: bool = False, pdl: bool = False, depth: int = 1) -> None:
+             lastblock: bool = False, pdl: bool = False, depth: int = 1, flat: bool = False) -> None:
     """y[T, OUT] = x[T, K] @ W^T for T <= GEMV_MAX_T; raw is the 2-D stored weight [OUT, row units].
 
     Split-K: `_combine_kernel` adds the partials in a second launch, or with `lastblock` the GEMV's last
     program per row tile does (same sums, same order: the same bits, one launch). `pdl` (with `lastblock`,
     so the GEMV is one launch): launched with programmatic dependent launch (`_gemv_kernel`'s PDL; compiled
     kernels only, the interpreter runs the same arithmetic without the griddepcontrol instructions). `depth`: chunks
-    of weight loads in flight per program (1, 2, 3; the same bits at every depth)."""
+    of weight loads in flight per program (1, 2, 3; the same bits at every depth). `flat`: Q4_K weights through the
+    flat GEMV form (`_dequant.Q4_K_FLAT`, its own tile GEMV_FLAT_CONFIG; other sums, so other bits)."""
     if depth not in (1, 2, 3):
         raise BadInput(f"linear: a GEMV keeps 1, 2 or 3 chunks of weight loads in flight, not {depth!r} "
                        f"(linear.FETCH_DEPTH)")
@@ -319,10 +331,11 @@ def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
     t, k = x.shape
     out_features = raw.shape[0]
     n_chunks = cdiv(k, 256)
-    rows, warps, splits, per = gemv_plan(qtype, t, out_features, n_chunks, x.device)
+    rows, warps, splits, per = gemv_plan(qtype, t, out_features, n_chunks, x.device, flat)
     tiles = cdiv(out_features, rows)
     tp = next_pow2(t)
-    qt = gemv_qtype(qtype)  # the launch shape stays the stored type's (GEMV_CONFIG); the decoder may differ
+    # the launch shape stays the stored type's (GEMV_CONFIG, or GEMV_FLAT_CONFIG); the decoder may differ
+    qt = gemv_flat_qtype(qtype, flat) if flat else gemv_qtype(qtype)
     # the pool exists after any last-block call on the device, split or not (warm-up before graph capture)
     cnt = counters("linear", x.device, tiles if splits > 1 else 0) if lastblock else y
     ptx = not interpreting()
@@ -353,7 +366,7 @@ def run_gemm(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
 
 
 def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = False, pdl: bool = False,
-            depth: int = 1) -> torch.Tensor:
+            depth: int = 1, flat: bool = False) -> torch.Tensor:
     op = "linear"
     expect(op, "x", x, (None, None), "[T, IN]")
     expect_dtype(op, "x", x, FLOATS)
@@ -375,7 +388,7 @@ def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = Fals
         return y.zero_()
     grid = grid_for(weight, raw)
     if t <= GEMV_MAX_T:
-        run_gemv(x, raw, weight.qtype, grid, y, lastblock, pdl, depth)
+        run_gemv(x, raw, weight.qtype, grid, y, lastblock, pdl, depth, flat)
     else:
         run_gemm(x, raw, weight.qtype, grid, y, bf16)
     return y
@@ -412,3 +425,13 @@ def linear_prefetch(x, weight):
     decode GEMV program instead of one (the lm_head's programs stream 9 chunks each; a split GEMV's 2 or 3). The
     loads move, the arithmetic does not: claim bit-identical to "triton_lastblock"; prefill is its GEMM."""
     return _linear(x, weight, bf16=True, lastblock=True, depth=FETCH_DEPTH)
+
+
+def linear_flat(x, weight):
+    """Implementation "triton_flat": "triton_lastblock" with Q4_K weights through the flat GEMV form
+    (`_dequant.Q4_K_FLAT`). Compiled for sm_90, the byte-form Q4_K GEMV's loop changes layout 8 times a chunk (16
+    barriers): the activations, the sub-block sums and the scales each live in a layout of their own. In the flat
+    form every tensor of a chunk is [R, 32] in one layout (single-word loads, the header's scale bytes unpacked
+    per word), nothing crosses threads until the final row sum, and the loop has no barrier. Other sums than
+    "triton"'s, so no bit-identity: claim "bf16" (its prefill GEMM's); the GEMV alone is float32 arithmetic."""
+    return _linear(x, weight, bf16=True, lastblock=True, flat=True)

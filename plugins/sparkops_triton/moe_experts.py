@@ -36,7 +36,7 @@ from sparkops.errors import BadInput
 from ._arrival import arrive, counters, depart
 from ._dequant import decode_chunk, gemv_cols, gemv_rows, gemv_rows_pair, values
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting
-from .linear import dot_acc, gemv_qtype, grid_for, grid_for_any, run_gemm, weight_rows
+from .linear import dot_acc, gemv_flat_qtype, gemv_qtype, grid_for, grid_for_any, run_gemm, weight_rows
 
 #: the largest T served by the fused GEMV path (each token re-reads its experts' rows)
 MOE_GEMV_MAX_T = 8
@@ -48,6 +48,10 @@ UP_ROWS, DOWN_ROWS, GEMV_WARPS = 16, 32, 4
 #: depth 2 38.7, depth 3 45.0 (the up kernel's registers go from 96 to ~127: fewer programs resident per SM). The
 #: pair loop pays; deeper streams do not
 FETCH_DEPTH = 1
+#: "triton_flat": decode row tiles of the up and down GEMVs when their weights go through the flat Q4_K form
+#: (`_dequant.Q4_K_FLAT`: one word a thread and row, so rows cost registers; sm_90, 4 warps: the paired up kernel
+#: takes 72 registers at 8 rows, 165 at 16; the down kernel 79 at 16). Not yet timed: the tune study moe_decode_flat
+FLAT_UP_ROWS, FLAT_DOWN_ROWS = 8, 16
 #: grouped GEMM tile (slots, output rows) and warps
 MOE_BM, MOE_BN, MOE_WARPS = 64, 64, 8
 
@@ -268,10 +272,12 @@ def _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     return raws
 
 
-def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock=False, prefetch=False):
+def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock=False, prefetch=False,
+            flat=False):
     """y[T, D] by the fused GEMVs: up, down, then `_moe_combine_kernel`; with `lastblock` the down
     kernel's last program per (row tile, token) does the combine (same sums, same order, one launch fewer).
-    `prefetch`: gate and up in one loop, FETCH_DEPTH chunks in flight in both GEMVs (the same arithmetic)."""
+    `prefetch`: gate and up in one loop, FETCH_DEPTH chunks in flight in both GEMVs (the same arithmetic).
+    `flat`: Q4_K weights through the flat GEMV form (`_dequant.Q4_K_FLAT`; FLAT_*_ROWS tiles; other sums)."""
     t, d = x.shape
     n_exp, ffn, _ = w_gate.shape
     ksel = ids.shape[1]
@@ -280,15 +286,18 @@ def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y
     rg, ru, rd = raws["w_gate"], raws["w_up"], raws["w_down"]
     sg, su, sd = (raws["s_gate"], raws["s_up"], raws["s_down"]) if has_shared else (rg, ru, rd)
     # the GEMVs' decoders (linear.Q6K_WIDE_LOADS picks Q6_K's fetch); the placeholders of absent shared weights
-    qg = gemv_qtype(w_gate.qtype)
-    qd = gemv_qtype(w_down.qtype)
-    qs = gemv_qtype(s_gate.qtype) if has_shared else qg
-    qsd = gemv_qtype(s_down.qtype) if has_shared else qd
+    pick = (lambda q: gemv_flat_qtype(q, True)) if flat else gemv_qtype
+    qg = pick(w_gate.qtype)
+    qd = pick(w_down.qtype)
+    qs = pick(s_gate.qtype) if has_shared else qg
+    qsd = pick(s_down.qtype) if has_shared else qd
     grid = grid_for_any((w_gate, w_down, s_gate, s_down), rg)
     fmax = max(ffn, fs if has_shared else 0)
     h = torch.empty((t * ksel + (t if has_shared else 0), fmax), dtype=torch.float32, device=x.device)
     ptx = not interpreting()
     up_rows, down_rows, _ = _tiles()
+    if flat and not interpreting():
+        up_rows, down_rows = FLAT_UP_ROWS, FLAT_DOWN_ROWS
     depth = _depth() if prefetch else 1
     _moe_up_kernel[(cdiv(fmax, up_rows), h.shape[0])](
         x, ids, rg, ru, sg, su, grid, h, t, d, ffn, fs, ksel, n_exp, rg.stride(0), rg.stride(1), sg.stride(0),
@@ -365,7 +374,8 @@ def _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, 
     y.copy_(out)
 
 
-def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, lastblock=False, prefetch=False):
+def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, lastblock=False, prefetch=False,
+         flat=False):
     raws = _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     x = x.contiguous()
     ids = ids.contiguous()
@@ -376,7 +386,7 @@ def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, last
     if ids.shape[1] == 0 and s_gate is None:
         return y.zero_()
     if x.shape[0] <= MOE_GEMV_MAX_T:
-        _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock, prefetch)
+        _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock, prefetch, flat)
     else:
         _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, bf16)
     return y
@@ -406,3 +416,11 @@ def moe_experts_prefetch(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_
     "triton_lastblock". Prefill is "triton_lastblock"'s."""
     return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True,
                 prefetch=True)
+
+
+def moe_experts_flat(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "triton_flat": "triton_prefetch" (the gate/up pair loop, FETCH_DEPTH) with Q4_K weights through
+    the flat GEMV form (`_dequant.Q4_K_FLAT`, as linear's "triton_flat": no layout change, so no barrier, in the
+    loop). Other sums than "triton"'s: claim "bf16" (its prefill GEMMs'); the decode GEMVs are float32 arithmetic."""
+    return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True,
+                prefetch=True, flat=True)

@@ -140,6 +140,11 @@ def launch_lastblock_kernels(monkeypatch):
     e, f, d = 4, 1024, 2304
     moe_experts.moe_experts_lastblock(r(1, d, dtype=BF), r(1, 2), torch.tensor([[0, 1]]), q4k(e, f, d), q4k(e, f, d),
                                       q4k(e, d, f), q4k(f, d), q4k(f, d), q4k(d, f))
+    for t in (1, 8):  # "triton_flat": the flat Q4_K GEMV form (its loops must hold no barrier, see the test)
+        linear.linear_flat(r(t, 4096, dtype=BF), w)
+        moe_experts.moe_experts_flat(r(t, d, dtype=BF), r(t, 2), torch.tensor([[0, 1]] * t), q4k(e, f, d),
+                                     q4k(e, f, d), q4k(e, d, f), q4k(f, d), q4k(f, d), q4k(d, f))
+    linear.linear_flat(r(1, 2304, dtype=BF), q4k(163840, 2304))
     for depth in (2, 3):  # "triton_prefetch": deeper weight streams (depth 1 is the last-block kernels above)
         monkeypatch.setattr(linear, "FETCH_DEPTH", depth)
         monkeypatch.setattr(moe_experts, "FETCH_DEPTH", depth)
@@ -178,6 +183,18 @@ def launch_q6k_gemvs(monkeypatch):
                                 blocks(Q.Q4_K, 144, f, d), blocks(Q.Q6_K, 210, d, f))
 
 
+def loop_barriers(ptx: str) -> list[int]:
+    """bar.sync count of each loop body of a PTX listing (a backward branch to a label: the body in between)."""
+    lines = ptx.splitlines()
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\$L__BB\d+_\d+):", line.strip()))}
+    counts = []
+    for i, line in enumerate(lines):
+        m = re.search(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", line)
+        if m and labels.get(m.group(1), i) < i:
+            counts.append(sum("bar.sync" in x for x in lines[labels[m.group(1)]:i]))
+    return counts
+
+
 def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     compiled: dict = {}
     with compile_only(compiled):
@@ -198,6 +215,17 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
             assert "atom.global" not in ptx[:wait] and "st.global" not in ptx[:wait], f"{k[0]}: writes before the wait"
         else:
             assert wait < 0 and trigger < 0, f"{k[0]} was not launched with PDL but has griddepcontrol: {k[1]}"
+    from sparkops_triton._dequant import Q4_K_FLAT
+
+    # the flat Q4_K GEMVs exist to keep layout changes (shared memory and a barrier each) out of the chunk loop: the
+    # byte-form Q4_K GEMV's loop has 16 barriers (session 7's count); the flat ones must have none
+    flat = {k: v for k, v in compiled.items() if f"): {int(Q4_K_FLAT.value)}," in k[1]}
+    assert {k[0] for k in flat} == {"_gemv_kernel", "_moe_up_kernel", "_moe_down_kernel"}, sorted(flat)
+    for k, v in flat.items():
+        loops = loop_barriers(v.asm["ptx"])
+        assert loops and not any(loops), f"{k[0]} (flat Q4_K) has barriers in its loops: {loops} {k[1]}"
+    byte_form = [v for k, v in compiled.items() if k[0] == "_gemv_kernel" and "): 12," in k[1]]  # QTYPE Q4_K
+    assert byte_form and all(any(loop_barriers(v.asm["ptx"])) for v in byte_form), "the barrier count sees nothing"
     deep = {k[0] for k in compiled if "): 3" in k[1] and k[0] in ("_gemv_kernel", "_moe_up_kernel", "_moe_down_kernel")}
     assert deep == {"_gemv_kernel", "_moe_up_kernel", "_moe_down_kernel"}, f"depth-3 GEMVs not all compiled: {deep}"
     from sparkops_triton.moe_router import _logits_gemv_kernel

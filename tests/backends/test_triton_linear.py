@@ -75,7 +75,7 @@ def kernels():
 
 @pytest.mark.parametrize("impl,tol_gemm", [("linear", BF16_TOL), ("linear_fp32", FP32_TOL),
                                            ("linear_lastblock", BF16_TOL), ("linear_pdl", BF16_TOL),
-                                           ("linear_prefetch", BF16_TOL)])
+                                           ("linear_prefetch", BF16_TOL), ("linear_flat", BF16_TOL)])
 def test_contract_cases(kernels, poisoned, impl, tol_gemm):
     lin = getattr(kernels[0], impl)
     cases = get_contract("linear").cases(20261129)
@@ -283,6 +283,28 @@ def test_prefetch_is_bitwise_the_lastblock_gemv(kernels, poisoned, monkeypatch, 
         lin.linear_prefetch(torch.randn(1, 1024), w)
 
 
+def test_flat_q4k_gemv_is_float32_accurate(kernels, poisoned, monkeypatch):
+    """linear_flat ("triton_flat": Q4_K through the flat GEMV form) against float64: split-K (9 rows, four chunks
+    split four ways; T = 1 float32, T = 3 bfloat16) and not split (70 rows, ragged against the tile; T = 8 float16),
+    programs shuffled, counters clean; other types take triton_lastblock's GEMV, bit for bit."""
+    lin, _, arrival = kernels
+    g = torch.Generator().manual_seed(111)
+    with shuffled_programs(7) as shuffled:
+        for per_sm, out, want_splits in ((64, 9, 4), (0, 70, 1)):
+            monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", per_sm)
+            w = make_weight(g, out, 1024, Q.Q4_K)
+            for t, dt in ((1, torch.float32), (3, torch.bfloat16)) if out == 9 else ((8, torch.float16),):
+                assert lin.gemv_plan(Q.Q4_K, t, out, 4, torch.device("cpu"), flat=True)[2] == want_splits
+                x = torch.randn(t, 1024, generator=g).to(dt)
+                got = lin.linear_flat(x, w)
+                assert rel_err(got, reference(x.float(), w)) < (FP32_TOL if dt == torch.float32 else 1e-2), (out, t)
+                assert_pool_clean(arrival)
+    assert shuffled
+    w = make_weight(g, 9, 512, Q.Q6_K)
+    x = torch.randn(2, 512, generator=g)
+    assert same_bits(lin.linear_flat(x, w), lin.linear_lastblock(x, w))
+
+
 def test_pdl_prefill_is_the_lastblock_gemm_and_needs_lastblock(kernels, poisoned):
     """Past the GEMV (T = 17) linear_pdl is linear_lastblock's GEMM, bit for bit; run_gemv refuses PDL without the
     last-block reduction (the two-launch GEMV's combine kernel would follow it without PDL)."""
@@ -400,6 +422,11 @@ def test_registered():
         "moe_router": ("sparkops_triton.moe_router:moe_router_prefetch", "bit_identical", "triton_lastblock")}
     assert all("_arrival.py" in sources for _, _, sources in prefetch.values())
     assert all("_dequant.py" in prefetch[op][2] for op in ("linear", "moe_experts"))  # the router reads no GGUF blocks
+    # the flat Q4_K GEMVs: other sums, so the tolerance claim of "triton" (its "bf16", for the prefill GEMM)
+    flat = {op: (fn, claim) for op, name, fn, claim, _ in sparkops_triton.IMPLEMENTATIONS if name == "triton_flat"}
+    assert {op: (fn, claim.kind, claim.variant) for op, (fn, claim) in flat.items()} == {
+        "linear": ("sparkops_triton.linear:linear_flat", "tolerance", "bf16"),
+        "moe_experts": ("sparkops_triton.moe_experts:moe_experts_flat", "tolerance", "bf16")}
     assert ("embedding", "triton") in names
     assert names[("moe_experts", "triton")].variant == "bf16"
 
@@ -651,3 +678,30 @@ def test_gpu_prefetch_timing(qtype, shape, copies):
     nbytes = ws[0].nbytes
     print(f"\nlinear {qtype.name} {shape[0]}x{shape[1]} T=1 ({nbytes / 1e6:.1f} MB), us per GEMV: "
           + ", ".join(f"{name} {sec * 1e6:.2f} ({100 * nbytes / sec / ANCHOR_BW:.0f}%)" for name, sec in times.items()))
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_flat_q4k_gemv_48b():
+    """linear_flat at the 48B's Q4_K shapes (the lm_head's size too), T = 1 and 8: a row subset against float64; then
+    each timed against triton_lastblock, T = 1, in one CUDA graph with weights in rotation beyond the L2."""
+    from sparkops_triton.linear import linear_flat, linear_lastblock
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(3)
+    rows = []
+    for (out, k), copies in zip(SHAPES_48B, (20, 20, 40, 2)):
+        ws = [random_weight(rng, out, k, Q.Q4_K, dev) for _ in range(copies)]
+        some = torch.arange(0, out, max(1, out // 64), device=dev)
+        for t in (1, 8):
+            x = torch.randn(t, k, device=dev).to(torch.bfloat16)
+            ref = x.double().cpu() @ QWeight(ws[0].raw[some], Q.Q4_K, (len(some), k)).dequantize().double().T
+            assert rel_err(linear_flat(x, ws[0])[:, some], ref) < 1e-5, (out, k, t)
+        x = torch.randn(1, k, device=dev).to(torch.bfloat16)
+        t_lb = time_in_graph(lambda i: linear_lastblock(x, ws[i]), copies)
+        t_flat = time_in_graph(lambda i: linear_flat(x, ws[i]), copies)
+        nbytes = ws[0].nbytes
+        rows.append(f"{out}x{k} ({nbytes / 1e6:.1f} MB): lastblock {t_lb * 1e6:.2f} us "
+                    f"({100 * nbytes / t_lb / ANCHOR_BW:.0f}%), flat {t_flat * 1e6:.2f} us "
+                    f"({100 * nbytes / t_flat / ANCHOR_BW:.0f}%), flat/lastblock time {t_flat / t_lb:.3f}")
+    print("\nlinear Q4_K T=1, triton_lastblock vs triton_flat:\n  " + "\n  ".join(rows))

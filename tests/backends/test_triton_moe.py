@@ -85,6 +85,8 @@ def kernels():
     ("moe_experts", "triton", 0, "moe_experts"),
     ("moe_experts", "triton_lastblock", 0, "moe_experts_lastblock"),
     ("moe_experts", "triton_prefetch", 0, "moe_experts_prefetch"),
+    ("moe_experts", "triton_flat", 0, "moe_experts_flat"),
+    ("linear", "triton_flat", 1, "linear_flat"),
     ("linear", "triton", 1, "linear"),
     ("linear", "triton_lastblock", 1, "linear_lastblock"),
     ("linear", "triton_fp32", 1, "linear_fp32"),
@@ -193,6 +195,28 @@ def test_prefetch_is_bitwise_the_lastblock_decode(kernels, poisoned, monkeypatch
             if t == 1:
                 assert rel_err(got, moe_reference(**a)) < FP32_TOL
     assert shuffled
+
+
+def test_flat_decode_is_float32_accurate(kernels, poisoned):
+    """moe_experts_flat (the pair loop with Q4_K through the flat GEMV form) against float64 in decode: T = 1 and 2,
+    with and without the shared expert (gate/up rows of two chunks), a bad expert id giving its token's NaN row;
+    Q6_K down weights keep their own decoder."""
+    moe, arrival = kernels[0], kernels[3]
+    g = torch.Generator().manual_seed(80)
+    full = moe_args(g, Q.Q4_K, t=3, d=512, f=256, e=3, k=2)
+    for t, shared in ((1, True), (2, False)):
+        a = dict(full, x=full["x"][:t], weights=full["weights"][:t], ids=full["ids"][:t].clone())
+        if not shared:
+            a.update(s_gate=None, s_up=None, s_down=None)
+        assert rel_err(moe.moe_experts_flat(**a), moe_reference(**a)) < FP32_TOL, (t, shared)
+        assert_pool_clean(arrival)
+    a = dict(full, x=full["x"][:3], weights=full["weights"][:3], ids=full["ids"][:3].clone())
+    a["ids"][1, 0] = 9
+    y = moe.moe_experts_flat(**a)
+    assert torch.isnan(y).any(dim=1).tolist() == [False, True, False]
+    mixed = dict(full, x=full["x"][:1], weights=full["weights"][:1], ids=full["ids"][:1],
+                 w_down=QWeight.from_float(torch.randn(3, 512, 256, generator=g) * 256 ** -0.5, Q.Q6_K))
+    assert rel_err(moe.moe_experts_flat(**mixed), moe_reference(**mixed)) < FP32_TOL
 
 
 def test_prefetch_depth_is_checked(kernels, monkeypatch):
@@ -369,5 +393,33 @@ def test_gpu_prefetch_decode_timing():
             times[name] = time_in_graph(lambda i, fn=fn: fn(x, wts, idss[i], **a), n)
     finally:
         m.FETCH_DEPTH = saved
+    print(f"\nmoe_experts decode Q4_K 48B T=1 ({nbytes / 1e6:.1f} MB a layer), us per layer: "
+          + ", ".join(f"{name} {sec * 1e6:.2f} ({100 * nbytes / sec / ANCHOR_BW:.0f}%)" for name, sec in times.items()))
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_flat_decode_48b():
+    """The 48B MoE layer (Q4_K, top-8, a shared expert): moe_experts_flat against float64 (T = 1 and 3), then timed
+    against triton_prefetch (T=1, 16 routings in rotation, one CUDA graph)."""
+    import sparkops_triton.moe_experts as m
+
+    from tests.backends.test_triton_linear import time_in_graph
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(21)
+    e, f, d, k, n = 256, 1024, 2304, 8, 16
+    a = dict(w_gate=stacked_random(rng, (e, f, d), Q.Q4_K, dev), w_up=stacked_random(rng, (e, f, d), Q.Q4_K, dev),
+             w_down=stacked_random(rng, (e, d, f), Q.Q4_K, dev), s_gate=stacked_random(rng, (f, d), Q.Q4_K, dev),
+             s_up=stacked_random(rng, (f, d), Q.Q4_K, dev), s_down=stacked_random(rng, (d, f), Q.Q4_K, dev))
+    for t in (1, 3):
+        call = dict(a, x=torch.randn(t, d, device=dev), weights=(torch.rand(t, k) + 0.1).to(dev),
+                    ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev))
+        assert rel_err(m.moe_experts_flat(**call), moe_reference(**call)) < 1e-5, t
+    idss = [torch.stack([torch.randperm(e)[:k]]).to(dev) for _ in range(n)]
+    x, wts = torch.randn(1, d, device=dev, dtype=torch.bfloat16), (torch.rand(1, k) + 0.1).to(dev)
+    nbytes = 3 * k * a["w_gate"].nbytes // e + sum(a[s].nbytes for s in ("s_gate", "s_up", "s_down"))
+    times = {name: time_in_graph(lambda i, fn=fn: fn(x, wts, idss[i], **a), n)
+             for name, fn in (("triton_prefetch", m.moe_experts_prefetch), ("triton_flat", m.moe_experts_flat))}
     print(f"\nmoe_experts decode Q4_K 48B T=1 ({nbytes / 1e6:.1f} MB a layer), us per layer: "
           + ", ".join(f"{name} {sec * 1e6:.2f} ({100 * nbytes / sec / ANCHOR_BW:.0f}%)" for name, sec in times.items()))

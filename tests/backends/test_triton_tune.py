@@ -89,18 +89,21 @@ def test_the_q6k_studies_compare_the_two_fetches_at_their_shapes():
 
 def test_the_prefetch_studies_time_the_prefetch_implementations(monkeypatch):
     """moe_decode_prefetch, lm_head_prefetch and linear_gemv_prefetch time "triton_prefetch" (not "triton", which
-    ignores FETCH_DEPTH) on their namesakes' workloads; their first variant is depth 1 and every variant names the
-    depth (so one variant's depth does not leak into the next)."""
+    ignores FETCH_DEPTH) on their namesakes' workloads, and the _flat studies "triton_flat"; the prefetch studies'
+    first variant is depth 1 and every variant names the depth (so one variant's depth does not leak into the
+    next); every flat variant names the tile it sets, and the first is the module's default."""
     from sparkops_triton import _tune, linear, moe_experts
 
     seen = {}
     monkeypatch.setattr(_tune, "_linear_workload", lambda shapes, qtype, copies, impl=None: seen.setdefault(
         "linear", []).append((shapes, qtype, impl)))
     monkeypatch.setattr(_tune, "_moe_workload", lambda impl=None: seen.setdefault("moe", []).append(impl))
-    for study in ("lm_head_prefetch", "linear_gemv_prefetch", "moe_decode_prefetch", "linear_gemv", "moe_decode"):
+    for study in ("lm_head_prefetch", "linear_gemv_prefetch", "moe_decode_prefetch", "linear_gemv", "moe_decode",
+                  "linear_gemv_flat", "moe_decode_flat"):
         _tune._workload(study)
-    assert seen["moe"] == [moe_experts.moe_experts_prefetch, None]
-    lm, small, plain = seen["linear"]
+    assert seen["moe"] == [moe_experts.moe_experts_prefetch, None, moe_experts.moe_experts_flat]
+    lm, small, plain, flat = seen["linear"]
+    assert flat[:2] == _tune.LINEAR_WORKLOADS["linear_gemv"][:2] and flat[2] is linear.linear_flat
     assert lm == ([(163840, 2304)], linear.Q6_K, linear.linear_prefetch)
     assert small[:2] == _tune.LINEAR_WORKLOADS["linear_gemv"][:2] and small[2] is linear.linear_prefetch
     assert plain[2] is linear.linear
@@ -108,3 +111,9 @@ def test_the_prefetch_studies_time_the_prefetch_implementations(monkeypatch):
         variants = _tune.STUDIES[study][1]
         assert variants[0]["FETCH_DEPTH"] == 1 and all("FETCH_DEPTH" in v for v in variants)
         assert {v["FETCH_DEPTH"] for v in variants} == {1, 2, 3}
+    lin_flat = _tune.STUDIES["linear_gemv_flat"][1]
+    assert lin_flat[0]["GEMV_FLAT_CONFIG"] == linear.GEMV_FLAT_CONFIG and all("GEMV_FLAT_CONFIG" in v for v in lin_flat)
+    moe_flat = _tune.STUDIES["moe_decode_flat"][1]
+    assert (moe_flat[0]["FLAT_UP_ROWS"], moe_flat[0]["FLAT_DOWN_ROWS"]) == (moe_experts.FLAT_UP_ROWS,
+                                                                             moe_experts.FLAT_DOWN_ROWS)
+    assert all({"FLAT_UP_ROWS", "FLAT_DOWN_ROWS"} <= set(v) for v in moe_flat)

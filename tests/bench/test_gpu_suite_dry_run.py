@@ -191,16 +191,22 @@ def test_rungs7_times_the_moe_prefetch_then_the_linear_prefetch_after_their_gpu_
     assert any(c.startswith("swap moe_experts=triton_prefetch --device cuda") for c in calls)
     assert any(c.startswith("swap linear=triton_prefetch --device cuda") for c in calls)
     routpf = machine / "cuda-best-fused-lastblock-conv-moepf-routpf.toml"
+    flatmoe, flatlin = machine / "cuda-step-flatmoe.toml", machine / "cuda-step-flatmoe-flatlin.toml"
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 3
+    assert len(decodes) == 5
     assert f"--registry {conv} --vs {moepf}" in decodes[0] and "--depth 0 " in decodes[0]
     assert f"--registry {moepf} --vs {linpf}" in decodes[1]
     assert f"--registry {moepf} --vs {routpf}" in decodes[2]
+    # the flat rungs over the step now (the router prefetch registry, whose stand-in rung won), then each other
+    assert f"--registry {routpf} --vs {flatmoe}" in decodes[3] and f"--registry {flatmoe} --vs {flatlin}" in decodes[4]
     assert any(c.startswith("swap moe_router=triton_prefetch --device cuda") for c in calls)
-    assert f"the step now: {routpf}" in log
-    assert any(c.startswith(f"check --model k3-nano --registry {routpf}") and "--captured" in c for c in calls)
+    assert any(c.startswith("swap moe_experts=triton_flat --device cuda") for c in calls)
+    assert "gpu-tests-flat (limit" in log and "tune-flat (limit" in log
+    assert log.index("gpu-tests-flat (limit") < log.index("decode-moe-flat (limit")
+    assert f"the step now: {flatlin}" in log
+    assert any(c.startswith(f"check --model k3-nano --registry {flatlin}") and "--captured" in c for c in calls)
     diag = next(c for c in calls if c.startswith("diagnose "))
-    assert str(routpf) in diag and "--record" in diag
+    assert str(flatlin) in diag and "--record" in diag
     assert log.index("gpu-tests-prefetch (limit") < log.index("decode-moe-prefetch (limit")
 
 
@@ -211,7 +217,7 @@ def test_rungs7_on_a_fresh_machine_may_take_the_prefetch_tests_from_an_earlier_c
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     log, calls = _lanes(tmp_path / "a", "rungs7", "tests", gpus=1, extra_env=env)
-    assert not any(c.startswith("bench decode") for c in calls)
+    assert not any(c.startswith("bench decode") and "-moepf.toml" in c for c in calls)
     log, calls = _lanes(tmp_path / "b", "rungs7", "tests", gpus=1,
                         extra_env={**env, "SUITE_TESTS_PASSED": "gpu-tests-prefetch"})
     assert "gpu-tests-prefetch: left out (SUITE_SKIP)" in log
@@ -222,11 +228,12 @@ def test_only_a_winning_rung_is_the_step_now(tmp_path):
     """The linear and router prefetch rungs time no win (bench's tier column: "none", as the linear one's 0.983 did):
     both are rows, neither registry is the step now, so the captured gate, the diagnosis and a later call's stages
     take the moe prefetch registry that won before them."""
-    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge", "STUB_NO_WIN": "-linpf.toml -routpf.toml"}
+    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge", "STUB_NO_WIN": "-linpf.toml -routpf.toml",
+           "SUITE_SKIP": "gpu-tests-flat"}
     log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1, extra_env=env)
     machine = tmp_path / "machine"
     moepf = machine / "cuda-best-fused-lastblock-conv-moepf.toml"
-    assert sum(c.startswith("bench decode") for c in calls) == 3
+    assert sum(c.startswith("bench decode") for c in calls) == 3  # the flat rungs wait for their GPU tests
     tiers = {n: (machine / "suite-done" / f"decode-{n}-prefetch.tier").read_text().strip()
              for n in ("moe", "linear", "router")}
     assert tiers == {"moe": "win", "linear": "no win", "router": "no win"}
@@ -238,17 +245,31 @@ def test_only_a_winning_rung_is_the_step_now(tmp_path):
     assert f"--registry {moepf} --graph A" in iq1s
 
 
+def test_rungs7_leaves_the_flat_rungs_out_when_their_gpu_tests_failed(tmp_path):
+    """Flat GEMVs that fail their GPU tests (accuracy at the 48B shapes) are not swapped or timed."""
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-flat").write_text("1\n")
+    log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1,
+                        extra_env={"SUITE_TIMED": "decode-lastblock decode-convmerge"})
+    assert not any("triton_flat" in c for c in calls)
+    assert not any(c.startswith("bench decode") and "cuda-step-flat" in c for c in calls)
+    assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv-moepf-routpf.toml'}" in log
+
+
 def test_rungs7_leaves_the_prefetch_rungs_out_when_their_gpu_tests_failed(tmp_path):
     """Prefetch kernels that give other bits than triton_lastblock on the GPU fail their tests: no prefetch registry
-    is swapped or timed, and the step now stays the merged-conv registry."""
+    is swapped or timed; the flat rungs take the merged-conv registry as the step they start from."""
     machine = tmp_path / "machine"
     (machine / "suite-done").mkdir(parents=True)
     (machine / "suite-done" / "gpu-tests-prefetch").write_text("1\n")
     log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1,
                         extra_env={"SUITE_TIMED": "decode-lastblock decode-convmerge"})
     assert not any("triton_prefetch" in c for c in calls)
-    assert not any(c.startswith("bench decode") for c in calls)
-    assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv.toml'}" in log
+    assert not any(c.startswith("bench decode") and "-moepf" in c for c in calls)
+    # the flat rungs (their own tests passed) build on the step now: the merged-conv registry
+    flat = next(c for c in calls if c.startswith("bench decode") and "cuda-step-flatmoe.toml" in c)
+    assert f"--registry {machine / 'cuda-best-fused-lastblock-conv.toml'} --vs" in flat
 
 
 def test_the_follow_up_stages_take_the_newest_registry_its_rung_timed(tmp_path):
