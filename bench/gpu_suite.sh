@@ -64,14 +64,16 @@
 # tune-prefetch 27, swap-moe-prefetch 32, swap-linear-prefetch 12, gate-captured 25), then warm: decode-moe-prefetch
 # 97, decode-linear-prefetch 95, diagnose 20, prefill-best 70; iq1s131k 168 (synth 19); a fresh "rungs7" for the
 # depth-1 MoE rung alone took 394 s.
-# Next session (one H200), back to back:
+# Next session (one H200), back to back (the first call on a fresh machine, the next ones warm, carrying on):
 #   SUITE_BUDGET=565 SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch" \
 #     SUITE_SKIP="tune-prefetch swap-linear-prefetch" bash bench/gpu_suite.sh install rungs7
 #                                      # lean prereqs (~260 s), the prefetch GPU tests with the router's (~180 s), the
-#                                      # router prefetch rung (~130 s); a warm follow-up call carries on:
-#   SUITE_BUDGET=565 SUITE_TIMED=... bash bench/gpu_suite.sh install rungs7 attn131k   # captured gate, diagnosis of
-#                                      # the step now; cupy attention at 131072 (~400 s)
-#   SUITE_BUDGET=<left - 60> GPU_TESTS="tests" bash bench/gpu_suite.sh install tests   # every GPU test (~250 s)
+#                                      # router prefetch rung (~130 s)
+#   SUITE_BUDGET=565 SUITE_TIMED=... SUITE_SKIP=... bash bench/gpu_suite.sh install rungs7   # the flat GPU tests
+#                                      # (~90 s) and tile studies (~40 s), the two flat rungs (~100 s each), the
+#                                      # captured gate and the diagnosis of the step now
+#   SUITE_BUDGET=<left - 30> GPU_TESTS="tests" bash bench/gpu_suite.sh install tests attn131k   # every GPU test
+#                                      # (~250 s), then cupy attention at 131072 if time is left (~400 s)
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
