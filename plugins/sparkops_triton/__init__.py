@@ -34,6 +34,11 @@ IMPLEMENTATIONS = [
     # the split-K / flash kernels on float32 operands with tf32x3 dots (about float32 accuracy)
     ("attention", "triton_fp32", "sparkops_triton.attention_splitk:attention_splitk_fp32", tolerance(),
      ("_runtime.py", "attention_prefill.py")),
+    # "triton_splitk_wide": "triton_splitk" whose decode combine runs on (head, row group) programs and skips the
+    # acc of splits without rows (stored by none, loaded by none: they held +0.0, the masked loads' value); the
+    # loads move, the arithmetic does not
+    ("attention", "triton_splitk_wide", "sparkops_triton.attention_splitk:attention_splitk_wide",
+     bit_identical(to="triton_splitk"), ("_runtime.py", "attention_prefill.py")),
     ("moe_router", "triton", "sparkops_triton.moe_router:moe_router", tolerance(), ("_runtime.py",)),
     ("moe_router", "triton_lastblock", "sparkops_triton.moe_router:moe_router_lastblock", bit_identical(to="triton"),
      ("_runtime.py", "_arrival.py")),

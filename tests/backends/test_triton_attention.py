@@ -1,8 +1,11 @@
-"""attention=triton (one program per head), attention=triton_splitk (flash-decoding over the context) and
-attention=triton_fp32 (the split-K / flash kernels on float32 operands with tf32x3 dots, claiming float32):
-the gate on the contract's cases and on awkward splits in Triton's interpreter (CPU); on a GPU, the same
-on CUDA, the decode step at L=131072 (48B: 32 heads, 576-wide bf16 latent) against 4.04 TB/s of cache
-read (goal >= 70%, counting the shared latent once), and the prefill path timed.
+"""attention=triton (one program per head), attention=triton_splitk (flash-decoding over the context),
+attention=triton_fp32 (the split-K / flash kernels on float32 operands with tf32x3 dots, claiming float32) and
+attention=triton_splitk_wide (triton_splitk with its decode combine on (head, row group) programs, empty splits'
+partials neither stored nor loaded; claimed bit-identical to triton_splitk): the gate on the contract's cases
+and on awkward splits in Triton's interpreter (CPU), the wide combine's bits against triton_splitk's; on a GPU,
+the same on CUDA, the decode step at L=131072 (48B: 32 heads, 576-wide bf16 latent) against 4.04 TB/s of cache
+read (goal >= 70%, counting the shared latent once), the prefill path timed, the wide combine's bits at the
+48B's shape (eager and replayed from a CUDA graph) and its decode timed against triton_splitk's.
 
 The interpreter computes every tl.dot in NumPy float32 whatever its input_precision, so on CPU the
 float32 claim of triton_fp32 checks the plumbing (float32 operands everywhere, the sliced score products,
@@ -11,13 +14,15 @@ the head groups), not tf32x3's accuracy on tensor cores: that is the GPU tests' 
 import pytest
 import torch
 
-from tests.backends.triton_support import IMPLEMENTATIONS, check_case, interpreted_fixture, prove_contract
+from tests.backends.triton_support import (IMPLEMENTATIONS, assert_same_bits_replayed, check_case,  # noqa: F401
+                                           interpreted_fixture, poisoned, prove_contract, same_bits)
 
 OP = "attention"
 per_head = interpreted_fixture("attention")
 splitk = interpreted_fixture("attention_splitk")
 #: the implementations of attention_splitk.py: name -> function
-SPLITK = {"triton_splitk": "attention_splitk", "triton_fp32": "attention_splitk_fp32"}
+SPLITK = {"triton_splitk": "attention_splitk", "triton_fp32": "attention_splitk_fp32",
+          "triton_splitk_wide": "attention_splitk_wide"}
 
 
 def mla_calls(n, dn, r, lkv, dv, lmax, steps, seed, dtype=torch.float32):
@@ -34,9 +39,15 @@ def mla_calls(n, dn, r, lkv, dv, lmax, steps, seed, dtype=torch.float32):
 
 
 def test_claims():
-    """The claims the module docstrings state: tf32 / 16-bit products claim "bf16", tf32x3 ones float32."""
-    claims = {name: claim.variant for op, name, _, claim, _ in IMPLEMENTATIONS if op == OP}
-    assert claims == {"triton": "bf16", "triton_splitk": "bf16", "triton_fp32": None}
+    """The claims the module docstrings state: tf32 / 16-bit products claim "bf16", tf32x3 ones float32, and the
+    wide combine bit-identity to triton_splitk (its kernels' sources hashed like triton_splitk's)."""
+    claims = {name: claim for op, name, _, claim, _ in IMPLEMENTATIONS if op == OP}
+    assert {name: c.variant for name, c in claims.items() if c.kind == "tolerance"} == {
+        "triton": "bf16", "triton_splitk": "bf16", "triton_fp32": None}
+    wide = [(fn, claim.kind, claim.to, sources) for op, name, fn, claim, sources in IMPLEMENTATIONS
+            if (op, name) == (OP, "triton_splitk_wide")]
+    assert wide == [("sparkops_triton.attention_splitk:attention_splitk_wide", "bit_identical", "triton_splitk",
+                     ("_runtime.py", "attention_prefill.py"))]
 
 
 def test_per_head_contract_cases_in_interpreter(per_head):
@@ -45,8 +56,11 @@ def test_per_head_contract_cases_in_interpreter(per_head):
 
 @pytest.mark.parametrize("name", list(SPLITK))
 def test_splitk_contract_cases_in_interpreter(splitk, name):
-    """For triton_fp32 the rule is float32's (NMSE <= 1e-10): only the plumbing, as the module docstring says."""
-    prove_contract(OP, name, getattr(splitk, SPLITK[name]))
+    """For triton_fp32 the rule is float32's (NMSE <= 1e-10): only the plumbing, as the module docstring says.
+    For triton_splitk_wide the gate also compares its bytes with triton_splitk's (both interpreted); the 48B-sized
+    case (N32, ~17 s here for the two) is left to the GPU's contract test and the wide tests below."""
+    skip = (lambda case: case.startswith("N32_")) if name == "triton_splitk_wide" else None
+    prove_contract(OP, name, getattr(splitk, SPLITK[name]), skip=skip)
 
 
 @pytest.mark.parametrize("name", list(SPLITK))
@@ -72,6 +86,84 @@ def test_prefill_continues_a_history_in_interpreter(request, name, module, fn):
     the history in absorbed form), then a decode step."""
     calls, state = mla_calls(2, 32, 16, 64, 32, 150, (20, 90, 30, 1), 23)
     check_case(OP, name, getattr(request.getfixturevalue(module), fn), calls, state, label="prefill_after_history")
+
+
+def wide_vs_splitk(splitk, calls, cache):
+    """Each call through triton_splitk and triton_splitk_wide, each on its own copy of the cache: the outputs
+    (and the caches after) must be the same bits; returns the outputs."""
+    caches = [cache.clone(), cache.clone()]
+    outs = []
+    for i, call in enumerate(calls):
+        want = splitk.attention_splitk(**call, cache=caches[0])
+        got = splitk.attention_splitk_wide(**call, cache=caches[1])
+        assert torch.isfinite(want.float()).all(), f"call {i}: triton_splitk gave non-finite values"
+        assert same_bits(got, want), f"call {i} (T={call['q'].shape[0]}, pos={int(call['pos'])}): the bits differ"
+        outs.append(got)
+    assert same_bits(caches[1], caches[0]), "the caches differ after the calls"
+    return outs
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_splitk_wide_decode_is_bitwise_splitk_in_interpreter(splitk, poisoned, monkeypatch, dtype):
+    """triton_splitk_wide's decode gives triton_splitk's bits (fresh allocations NaN, so a read of an unwritten
+    empty split's partials would show): 20 splits (two 16-split steps of the combine, the second ragged) at
+    contexts of 1 row (19 splits empty), 41 (18 empty), 620 (every split holds rows, the last 12) and 640 (all
+    full); 4 splits at 1 and 101 rows. 5 heads, Lkv 48 (masked to 64), Dv 20: row groups of 8, the last ragged
+    (4 rows)."""
+    n, dn, r, lkv, dv = 5, 16, 8, 48, 20
+    assert splitk.cdiv(splitk.cdiv(dv, splitk.COMBINE_GROUPS), splitk.COMBINE_BD) * splitk.COMBINE_BD == 8
+    g = torch.Generator().manual_seed(26)
+    w_uk = torch.randn(n, dn, lkv, generator=g) * lkv ** -0.5
+    w_uv = torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5
+    cache = torch.randn(640, lkv + r, generator=g).to(dtype)
+    for per_sm, depths in ((5, (0, 40, 619, 639)), (1, (0, 100))):
+        monkeypatch.setattr(splitk, "SPLITS_PER_SM", per_sm)  # x the interpreter's 4 "SMs"
+        calls = [dict(q=torch.randn(1, n, dn + r, generator=g).to(dtype),
+                      latent=torch.randn(1, lkv + r, generator=g).to(dtype), pos=torch.tensor([d]), w_uk=w_uk,
+                      w_uv=w_uv, scale=(dn + r) ** -0.5) for d in depths]
+        wide_vs_splitk(splitk, calls, cache)
+
+
+def test_splitk_wide_empty_splits_are_skipped_in_interpreter(splitk, monkeypatch):
+    """What the wide decode relies on: an empty split's partials in triton_splitk are max -inf, sum 0 and acc +0.0
+    (sign bit clear), the value its masked loads give; with SKIP_EMPTY the split kernel leaves that acc unwritten
+    and writes the rest as before."""
+    n, dn, r, lkv, dv = 3, 16, 8, 32, 16
+    g = torch.Generator().manual_seed(27)
+    args = dict(q=torch.randn(1, n, dn + r, generator=g), latent=torch.randn(1, lkv + r, generator=g),
+                pos=torch.tensor([40]), w_uk=torch.randn(n, dn, lkv, generator=g),
+                w_uv=torch.randn(n, dv, lkv, generator=g), scale=0.2)
+    cache = torch.randn(64, lkv + r, generator=g)
+    splitk.check_args(OP, args["q"], args["latent"], cache, args["pos"], args["w_uk"], args["w_uv"])  # the
+    # interpreter's fixes, applied as the public functions apply them
+    kept = {}
+    real = splitk._split_kernel
+
+    class Spy:  # records the partials each launch wrote (the launch's buffers start as NaN)
+        def __getitem__(self, grid):
+            def launch(*a, **kw):
+                for buf in a[4:7]:
+                    buf.fill_(float("nan"))
+                real[grid](*a, **kw)
+                kept[kw.get("SKIP_EMPTY", False)] = [buf.clone() for buf in a[4:7]]
+            return launch
+
+    monkeypatch.setattr(splitk, "_split_kernel", Spy())
+    for wide in (False, True):
+        splitk.decode_splitk(**args, cache=cache.clone(), n_split=4, wide=wide)
+    (m0, l0, acc0), (m1, l1, acc1) = kept[False], kept[True]
+    # 41 rows over 4 splits: chunks of 32 rows, splits 0 and 1 hold rows, 2 and 3 are empty
+    assert torch.isfinite(m0[:2]).all() and (m0[2:] == float("-inf")).all() and (l0[2:] == 0).all()
+    assert (acc0[2:].view(torch.int32) == 0).all(), "an empty split's acc is not +0.0 in triton_splitk"
+    assert same_bits(m1, m0) and same_bits(l1, l0) and same_bits(acc1[:2], acc0[:2])
+    assert torch.isnan(acc1[2:]).all(), "SKIP_EMPTY wrote an empty split's acc"
+
+
+def test_splitk_wide_prefill_is_splitk_in_interpreter(splitk, poisoned):
+    """T > 1 is triton_splitk's prefill (the same function): 12 rows, 20 after them, then a decode step; the
+    bits and the caches agree."""
+    calls, state = mla_calls(3, 16, 8, 32, 24, 40, (12, 20, 1), 28)
+    wide_vs_splitk(splitk, calls, state["cache"])
 
 
 def test_fp32_slices_and_head_groups_in_interpreter(splitk):
@@ -182,3 +274,86 @@ def test_gpu_48b_prefill_timing():
         ap.NAIVE_HISTORY_MIN_T = naive_min_t
     print(f"\nattention=triton_splitk prefill T=4096 after 28672 (bfloat16), history in absorbed form: "
           f"{timing.us / 1e3:.2f} ms")
+
+
+#: the 48B's MLA shape: heads, Dn (nope), R (rope), Lkv (kv_lora), Dv
+MLA_48B = (32, 128, 64, 512, 128)
+
+
+def cuda_rand(g, dtype):
+    def rand(*shape, std=1.0, dt=None):
+        return (torch.randn(*shape, generator=g, device="cuda") * std).to(dt or dtype)
+    return rand
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_gpu_48b_wide_decode_is_bitwise_splitk(dtype):
+    """At the 48B's shape triton_splitk_wide gives triton_splitk's bits at pos 0 (one row: all splits but one
+    empty), 64, 4095 and 32767, eagerly (fresh allocations NaN) and replayed from CUDA graphs: each graph holds
+    two decode calls, each implementation on its own copy of the cache; the replays move pos through the four
+    depths (the wide combine finds the empty splits from pos on the device) and write new queries and latent
+    rows in place."""
+    from sparkops.gate.poison import poisoned as fresh_nan
+
+    from sparkops_triton.attention_splitk import attention_splitk, attention_splitk_wide
+
+    depths = (0, 64, 4095, 32767)
+    n, dn, r, lkv, dv = MLA_48B
+    g = torch.Generator(device="cuda").manual_seed(33)
+    rand = cuda_rand(g, dtype)
+    w_uk = rand(n, dn, lkv, std=lkv ** -0.5, dt=torch.float32)
+    w_uv = rand(n, dv, lkv, std=lkv ** -0.5, dt=torch.float32)
+    cache = rand(depths[-1] + 1, lkv + r)
+    caches = {"old": cache.clone(), "new": cache}
+    qs, lats = [rand(1, n, dn + r) for _ in (0, 1)], [rand(1, lkv + r) for _ in (0, 1)]
+    pos = torch.tensor([0], device="cuda")
+    scale = (dn + r) ** -0.5
+
+    def old(i):
+        return attention_splitk(qs[i], lats[i], caches["old"], pos, w_uk, w_uv, scale)
+
+    def new(i):
+        return attention_splitk_wide(qs[i], lats[i], caches["new"], pos, w_uk, w_uv, scale)
+
+    for d in depths:
+        pos.fill_(d)
+        for i in (0, 1):
+            with fresh_nan():
+                want, got = old(i), new(i)
+            assert torch.isfinite(want.float()).all() and same_bits(got, want), f"eager, pos {d}, call {i}"
+
+    def change(rep):
+        pos.fill_(depths[rep % len(depths)])
+        for x in qs + lats:
+            x.copy_(torch.randn(x.shape, generator=g, device="cuda").to(dtype))
+
+    pos.fill_(depths[0])
+    assert_same_bits_replayed(old, new, change, replays=len(depths), counters=False)
+    assert same_bits(caches["new"], caches["old"]), "the caches differ"
+
+
+@pytest.mark.gpu
+def test_gpu_48b_wide_decode_timing():
+    """Microseconds per decode call at the 48B's shape (bf16 cache), triton_splitk against triton_splitk_wide:
+    7 calls (the 48B's MLA layers, each with its own weights and cache, so w_uk / w_uv are not all L2-resident)
+    in one CUDA graph, at pos 64, 4096 and 32768; each timed twice, alternating, the faster kept."""
+    from sparkops_triton.attention_splitk import COMBINE_GROUPS, attention_splitk, attention_splitk_wide
+    from tests.backends.test_triton_linear import time_in_graph
+
+    n, dn, r, lkv, dv = MLA_48B
+    for depth in (64, 4096, 32768):
+        rand = cuda_rand(torch.Generator(device="cuda").manual_seed(depth), torch.bfloat16)
+        sets = [(rand(1, n, dn + r), rand(1, lkv + r), rand(depth + 1, lkv + r), torch.tensor([depth], device="cuda"),
+                 rand(n, dn, lkv, std=lkv ** -0.5, dt=torch.float32),
+                 rand(n, dv, lkv, std=lkv ** -0.5, dt=torch.float32),
+                 (dn + r) ** -0.5) for _ in range(7)]
+        us = {}
+        for _ in range(2):
+            for name, fn in (("triton_splitk", attention_splitk), ("triton_splitk_wide", attention_splitk_wide)):
+                t = time_in_graph(lambda i: fn(*sets[i]), len(sets)) * 1e6
+                us[name] = min(us.get(name, t), t)
+        print(f"\nattention decode 48B pos={depth} (bf16 cache, 7 layers in one graph), us per call: "
+              f"triton_splitk {us['triton_splitk']:.1f}, triton_splitk_wide {us['triton_splitk_wide']:.1f} "
+              f"(COMBINE_GROUPS {COMBINE_GROUPS}; {us['triton_splitk'] / us['triton_splitk_wide']:.3f}x)")
+        del sets

@@ -110,6 +110,14 @@ def launch_every_kernel():
                 r(32, 128, 512), r(32, 128, 512), 192 ** -0.5)
         attention.attention(*args)
         attention_splitk.attention_splitk(*args)
+        if t == 1:  # "triton_splitk_wide": the wide combine (and the split kernel's SKIP_EMPTY), at the interpreter's
+            attention_splitk.attention_splitk_wide(*args)  # 4 splits and at the H200's 132 (NS: the max unrolled)
+            real_sm_count = attention_splitk.sm_count
+            attention_splitk.sm_count = lambda device: 132
+            try:
+                attention_splitk.attention_splitk_wide(*args)
+            finally:
+                attention_splitk.sm_count = real_sm_count
         fp32_args = (r(t, 32, 192), r(t, 576), r(256, 576), torch.tensor([3]), r(32, 128, 512), r(32, 128, 512),
                      192 ** -0.5)  # a float32 run: float32 activations and cache, tf32x3 dots
         attention_splitk.attention_splitk_fp32(*fp32_args)
