@@ -21,8 +21,8 @@
 #     rungs       the single steps, each its own row: torch -> fast (eager), fast eager -> fast graph,
 #                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
 #     rungs7      session 7's rungs on lean prerequisites: the prefetch GPU tests and depth studies, then
-#                 moe_experts=triton_prefetch, then linear=triton_prefetch, then moe_router=triton_prefetch, then the
-#                 flat Q4_K GEMVs (their GPU tests and tile studies first; moe_experts, then linear), each its own
+#                 moe_experts=triton_prefetch, then linear=triton_prefetch, then moe_router=triton_prefetch, then
+#                 attention=triton_splitk_wide, then the flat Q4_K GEMVs (their GPU tests and tile studies first; moe_experts, then linear), each its own
 #                 row; the captured gate and a recorded diagnosis of the newest registry whose rung won
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
@@ -121,6 +121,7 @@ PDL_REG=$TMP/cuda-best-fused-lastblock-conv-pdl.toml  # CONV_REG with linear=tri
 MOEPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf.toml  # CONV_REG with moe_experts=triton_prefetch
 LINPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-linpf.toml  # MOEPF_REG with linear=triton_prefetch
 ROUTPF_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-routpf.toml  # MOEPF_REG with moe_router=triton_prefetch
+WIDE_REG=$TMP/cuda-step-wide.toml  # the step now (when made) with attention=triton_splitk_wide
 # the flat Q4_K GEMV form ("triton_flat": no layout change in the chunk loop), over the step now (now_reg) when made
 FLATMOE_REG=$TMP/cuda-step-flatmoe.toml  # the step now with moe_experts=triton_flat
 FLATLIN_REG=$TMP/cuda-step-flatmoe-flatlin.toml  # FLATMOE_REG with linear=triton_flat
@@ -268,6 +269,7 @@ now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
   elif timed decode-linear-flat && [ -f $FLATLIN_REG ]; then echo $FLATLIN_REG
   elif timed decode-moe-flat && [ -f $FLATMOE_REG ]; then echo $FLATMOE_REG
+  elif timed decode-attn-wide && [ -f $WIDE_REG ]; then echo $WIDE_REG
   elif timed decode-router-prefetch && [ -f $ROUTPF_REG ]; then echo $ROUTPF_REG
   elif timed decode-linear-prefetch && [ -f $LINPF_REG ]; then echo $LINPF_REG
   elif timed decode-moe-prefetch && [ -f $MOEPF_REG ]; then echo $MOEPF_REG
@@ -491,6 +493,20 @@ rungs7)
   [ -n "$PF_OK" ] && [ -f $ROUTPF_REG ] && timed decode-moe-prefetch && run decode-router-prefetch 100 sparkops bench \
       decode --model $M --depth 0 --tokens 64 --repeats 6 --registry $MOEPF_REG --vs $ROUTPF_REG --graph A,B $GATE \
       $FILL_LEAN --change "moe_router=triton_prefetch: the logits GEMV issues every D tile's loads before its first multiply (moe prefetch registry, graph)"
+  # the split-K attention's combine on N x 4 programs, empty splits neither written nor read (session 7, not yet on a
+  # GPU when written): at depth 0 attention took 0.35 ms of the 3.2 ms step (7 layers, ~49 us each for ~17 MB), its
+  # combine 32 programs deep in ~34 dependent round trips; bit-identical to triton_splitk. Timed at 0 and 32768 (at
+  # depth each of the 4 groups re-reads its head's partials)
+  run gpu-tests-wide 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k wide tests/backends/test_triton_attention.py \
+      --junitxml="$R/gpu-tests-wide.xml"
+  WIDE_OK=$({ [ "$(cat $DONE/gpu-tests-wide 2>/dev/null || true)" = 0 ] || \
+    [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-wide "* ]]; } && echo 1)
+  WIDE_BASE=$(now_reg)
+  [ -n "$WIDE_OK" ] && [ ! -f $WIDE_REG ] && run swap-attn-wide 30 bash -c 'swap_into "$@"' _ $WIDE_REG $WIDE_BASE \
+      attention=triton_splitk_wide
+  [ -n "$WIDE_OK" ] && [ -f $WIDE_REG ] && run decode-attn-wide 140 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $WIDE_BASE --vs $WIDE_REG --graph A,B $GATE $FILL_LEAN \
+      --change "attention=triton_splitk_wide: the decode combine on N x 4 programs, empty splits skipped, over $(basename $WIDE_BASE), graph"
   # the flat Q4_K GEMVs (session 7, not yet on a GPU when written): the byte-form Q4_K GEMV's chunk loop compiles to 16
   # barriers (8 layout changes through shared memory), the flat form's to none. Its GPU tests (accuracy at the 48B
   # shapes, timed against lastblock / prefetch) and tile studies first; then moe_experts, then linear, each its own

@@ -192,13 +192,18 @@ def test_rungs7_times_the_moe_prefetch_then_the_linear_prefetch_after_their_gpu_
     assert any(c.startswith("swap linear=triton_prefetch --device cuda") for c in calls)
     routpf = machine / "cuda-best-fused-lastblock-conv-moepf-routpf.toml"
     flatmoe, flatlin = machine / "cuda-step-flatmoe.toml", machine / "cuda-step-flatmoe-flatlin.toml"
+    wide = machine / "cuda-step-wide.toml"
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 5
+    assert len(decodes) == 6
     assert f"--registry {conv} --vs {moepf}" in decodes[0] and "--depth 0 " in decodes[0]
     assert f"--registry {moepf} --vs {linpf}" in decodes[1]
     assert f"--registry {moepf} --vs {routpf}" in decodes[2]
-    # the flat rungs over the step now (the router prefetch registry, whose stand-in rung won), then each other
-    assert f"--registry {routpf} --vs {flatmoe}" in decodes[3] and f"--registry {flatmoe} --vs {flatlin}" in decodes[4]
+    # the wide attention combine over the step now (the router prefetch registry, whose stand-in rung won), at two
+    # depths; then the flat rungs over that, then each other
+    assert f"--registry {routpf} --vs {wide}" in decodes[3] and "--depth 0,32768 " in decodes[3]
+    assert any(c.startswith("swap attention=triton_splitk_wide --device cuda") for c in calls)
+    assert "-k wide tests/backends/test_triton_attention.py" in log
+    assert f"--registry {wide} --vs {flatmoe}" in decodes[4] and f"--registry {flatmoe} --vs {flatlin}" in decodes[5]
     assert any(c.startswith("swap moe_router=triton_prefetch --device cuda") for c in calls)
     assert any(c.startswith("swap moe_experts=triton_flat --device cuda") for c in calls)
     assert "gpu-tests-flat (limit" in log and "tune-flat (limit" in log
@@ -229,7 +234,7 @@ def test_only_a_winning_rung_is_the_step_now(tmp_path):
     both are rows, neither registry is the step now, so the captured gate, the diagnosis and a later call's stages
     take the moe prefetch registry that won before them."""
     env = {"SUITE_TIMED": "decode-lastblock decode-convmerge", "STUB_NO_WIN": "-linpf.toml -routpf.toml",
-           "SUITE_SKIP": "gpu-tests-flat"}
+           "SUITE_SKIP": "gpu-tests-flat gpu-tests-wide"}
     log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1, extra_env=env)
     machine = tmp_path / "machine"
     moepf = machine / "cuda-best-fused-lastblock-conv-moepf.toml"
@@ -254,12 +259,12 @@ def test_rungs7_leaves_the_flat_rungs_out_when_their_gpu_tests_failed(tmp_path):
                         extra_env={"SUITE_TIMED": "decode-lastblock decode-convmerge"})
     assert not any("triton_flat" in c for c in calls)
     assert not any(c.startswith("bench decode") and "cuda-step-flat" in c for c in calls)
-    assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv-moepf-routpf.toml'}" in log
+    assert f"the step now: {machine / 'cuda-step-wide.toml'}" in log  # the wide attention's stand-in rung won
 
 
 def test_rungs7_leaves_the_prefetch_rungs_out_when_their_gpu_tests_failed(tmp_path):
     """Prefetch kernels that give other bits than triton_lastblock on the GPU fail their tests: no prefetch registry
-    is swapped or timed; the flat rungs take the merged-conv registry as the step they start from."""
+    is swapped or timed; the later rungs take the merged-conv registry as the step they start from."""
     machine = tmp_path / "machine"
     (machine / "suite-done").mkdir(parents=True)
     (machine / "suite-done" / "gpu-tests-prefetch").write_text("1\n")
@@ -267,9 +272,9 @@ def test_rungs7_leaves_the_prefetch_rungs_out_when_their_gpu_tests_failed(tmp_pa
                         extra_env={"SUITE_TIMED": "decode-lastblock decode-convmerge"})
     assert not any("triton_prefetch" in c for c in calls)
     assert not any(c.startswith("bench decode") and "-moepf" in c for c in calls)
-    # the flat rungs (their own tests passed) build on the step now: the merged-conv registry
-    flat = next(c for c in calls if c.startswith("bench decode") and "cuda-step-flatmoe.toml" in c)
-    assert f"--registry {machine / 'cuda-best-fused-lastblock-conv.toml'} --vs" in flat
+    # the rungs whose own tests passed build on the step now: the wide attention on the merged-conv registry
+    wide = next(c for c in calls if c.startswith("bench decode") and "cuda-step-wide.toml" in c)
+    assert f"--registry {machine / 'cuda-best-fused-lastblock-conv.toml'} --vs" in wide
 
 
 def test_the_follow_up_stages_take_the_newest_registry_its_rung_timed(tmp_path):
