@@ -69,9 +69,10 @@
 #     SUITE_SKIP="tune-prefetch swap-linear-prefetch" bash bench/gpu_suite.sh install rungs7
 #                                      # lean prereqs (~260 s), the prefetch GPU tests with the router's (~180 s), the
 #                                      # router prefetch rung (~130 s)
-#   SUITE_BUDGET=565 SUITE_TIMED=... SUITE_SKIP=... bash bench/gpu_suite.sh install rungs7   # the flat GPU tests
-#                                      # (~90 s) and tile studies (~40 s), the two flat rungs (~100 s each), the
-#                                      # captured gate and the diagnosis of the step now
+#   SUITE_BUDGET=565 SUITE_TIMED=... SUITE_SKIP=... bash bench/gpu_suite.sh install rungs7   # the wide attention's
+#                                      # GPU tests (~60 s) and rung (~140 s), the flat GPU tests (~90 s) and tile
+#                                      # studies (~40 s), the two flat rungs (~100 s each; a third call if needed),
+#                                      # the captured gate and the diagnosis of the step now
 #   SUITE_BUDGET=<left - 30> GPU_TESTS="tests" bash bench/gpu_suite.sh install tests attn131k   # every GPU test
 #                                      # (~250 s), then cupy attention at 131072 if time is left (~400 s)
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
