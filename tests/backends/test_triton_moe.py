@@ -67,6 +67,17 @@ def moe_args(g: torch.Generator, qtype, t: int, d: int, f: int, e: int, k: int, 
                 s_down=qw(d, f) if shared else None)
 
 
+def decode_case(full: dict, t: int, dt=torch.float32, shared: bool = True, bad: tuple | None = None) -> dict:
+    """The first t tokens of `full` (moe_args) with x in dtype dt, without the shared expert unless `shared`;
+    bad = (token, slot, id) puts that expert id (out of range: a NaN row) into the ids."""
+    a = dict(full, x=full["x"][:t].to(dt), weights=full["weights"][:t], ids=full["ids"][:t].clone())
+    if not shared:
+        a.update(s_gate=None, s_up=None, s_down=None)
+    if bad is not None:
+        a["ids"][bad[0], bad[1]] = bad[2]
+    return a
+
+
 @pytest.fixture(scope="module")
 def kernels():
     from sparkops_triton._runtime import interpreted
@@ -156,11 +167,7 @@ def test_lastblock_is_bitwise_the_three_launch_decode(kernels, poisoned, qtype):
     full = moe_args(g, qtype, t=8, d=512, f=256, e=4, k=2)  # quantized once (IQ1_S quantizes slowly)
     with shuffled_programs(int(qtype)) as shuffled:
         for t, shared, dt in ((1, True, torch.float32), (3, True, torch.bfloat16), (8, False, torch.float32)):
-            a = dict(full, x=full["x"][:t].to(dt), weights=full["weights"][:t], ids=full["ids"][:t].clone())
-            if not shared:
-                a.update(s_gate=None, s_up=None, s_down=None)
-            if t == 3:
-                a["ids"][1, 0] = 4                                      # out of range: token 1's row is NaN
+            a = decode_case(full, t, dt, shared, bad=(1, 0, 4) if t == 3 else None)  # token 1's row NaN at T=3
             want = moe.moe_experts(**a)
             got = moe.moe_experts_lastblock(**a)
             assert same_bits(got, want), (t, shared, dt)
@@ -182,11 +189,7 @@ def test_prefetch_is_bitwise_the_lastblock_decode(kernels, poisoned, monkeypatch
         for depth, t, shared, dt in ((1, 1, True, torch.float32), (2, 3, True, torch.bfloat16),
                                      (3, 1, False, torch.float32), (3, 3, True, torch.float32)):
             monkeypatch.setattr(moe, "FETCH_DEPTH", depth)
-            a = dict(full, x=full["x"][:t].to(dt), weights=full["weights"][:t], ids=full["ids"][:t].clone())
-            if not shared:
-                a.update(s_gate=None, s_up=None, s_down=None)
-            if t == 3:
-                a["ids"][2, 1] = 7                                      # out of range: token 2's row is NaN
+            a = decode_case(full, t, dt, shared, bad=(2, 1, 7) if t == 3 else None)  # token 2's row NaN at T=3
             want = moe.moe_experts_lastblock(**a)
             got = moe.moe_experts_prefetch(**a)
             assert same_bits(got, want), (depth, t, shared, dt)
@@ -205,14 +208,10 @@ def test_flat_decode_is_float32_accurate(kernels, poisoned):
     g = torch.Generator().manual_seed(80)
     full = moe_args(g, Q.Q4_K, t=3, d=512, f=256, e=3, k=2)
     for t, shared in ((1, True), (2, False)):
-        a = dict(full, x=full["x"][:t], weights=full["weights"][:t], ids=full["ids"][:t].clone())
-        if not shared:
-            a.update(s_gate=None, s_up=None, s_down=None)
+        a = decode_case(full, t, shared=shared)
         assert rel_err(moe.moe_experts_flat(**a), moe_reference(**a)) < FP32_TOL, (t, shared)
         assert_pool_clean(arrival)
-    a = dict(full, x=full["x"][:3], weights=full["weights"][:3], ids=full["ids"][:3].clone())
-    a["ids"][1, 0] = 9
-    y = moe.moe_experts_flat(**a)
+    y = moe.moe_experts_flat(**decode_case(full, 3, bad=(1, 0, 9)))
     assert torch.isnan(y).any(dim=1).tolist() == [False, True, False]
     mixed = dict(full, x=full["x"][:1], weights=full["weights"][:1], ids=full["ids"][:1],
                  w_down=QWeight.from_float(torch.randn(3, 512, 256, generator=g) * 256 ** -0.5, Q.Q6_K))
@@ -240,9 +239,7 @@ def test_q6k_wide_loads_are_bitwise_the_byte_loads(kernels, poisoned, monkeypatc
     full = moe_args(g, Q.Q6_K, t=8, d=512, f=256, e=4, k=2)
     for t, shared, fn in ((1, True, moe.moe_experts), (3, False, moe.moe_experts_lastblock),
                           (8, True, moe.moe_experts_lastblock)):  # 2 CPU cores: three runs, not six
-        a = dict(full, x=full["x"][:t], weights=full["weights"][:t], ids=full["ids"][:t])
-        if not shared:
-            a.update(s_gate=None, s_up=None, s_down=None)
+        a = decode_case(full, t, shared=shared)
         monkeypatch.setattr(lin, "Q6K_WIDE_LOADS", False)
         want = fn(**a)
         monkeypatch.setattr(lin, "Q6K_WIDE_LOADS", True)

@@ -152,19 +152,25 @@ def test_gpu_lastblock_is_bitwise_the_two_launch_router(ng, tg):
     replay (the arrival counters reset themselves)."""
     from sparkops_triton.moe_router import moe_router, moe_router_lastblock
 
+    assert_router_bits_replayed(moe_router, moe_router_lastblock, ng, tg, 48)
+
+
+def assert_router_bits_replayed(old, new, ng: int, tg: int, seed: int) -> None:
+    """The 48B's router (E = 256, D = 2304, top-8, grouping ng/tg), bfloat16 x, T = 1, 3, 8, 15: `new` gives `old`'s
+    bits eagerly and replayed from CUDA graphs with new activations each replay (`assert_same_bits_replayed`)."""
     dev = torch.device("cuda")
-    base = tokens(15, 2304, 256, 8, ng, tg, 48)
+    base = tokens(15, 2304, 256, 8, ng, tg, seed)
     weight, bias = base["weight"].to(dev), base["bias"].to(dev)
+    rest = (8, ng, tg, 2.446, 1e-20)
     for t in (1, 3, 8, 15):
         xs = [torch.randn(t, 2304, device=dev).to(torch.bfloat16) for _ in range(2)]
-        rest = (8, ng, tg, 2.446, 1e-20)
 
         def change(r, xs=xs):
             for x in xs:
                 x.copy_(torch.randn_like(x, dtype=torch.float32))
 
-        assert_same_bits_replayed(lambda i, xs=xs: moe_router(xs[i], weight, bias, *rest),
-                                  lambda i, xs=xs: moe_router_lastblock(xs[i], weight, bias, *rest), change)
+        assert_same_bits_replayed(lambda i, xs=xs: old(xs[i], weight, bias, *rest),
+                                  lambda i, xs=xs: new(xs[i], weight, bias, *rest), change)
 
 
 @pytest.mark.gpu
@@ -177,19 +183,7 @@ def test_gpu_prefetch_is_bitwise_the_lastblock_router(ng, tg):
 
     if (ng, tg) == (1, 1):
         prove_contract(OP, PREFETCH, moe_router_prefetch, "cuda", seeds=(0, 1))
-    dev = torch.device("cuda")
-    base = tokens(15, 2304, 256, 8, ng, tg, 49)
-    weight, bias = base["weight"].to(dev), base["bias"].to(dev)
-    for t in (1, 3, 8, 15):
-        xs = [torch.randn(t, 2304, device=dev).to(torch.bfloat16) for _ in range(2)]
-        rest = (8, ng, tg, 2.446, 1e-20)
-
-        def change(r, xs=xs):
-            for x in xs:
-                x.copy_(torch.randn_like(x, dtype=torch.float32))
-
-        assert_same_bits_replayed(lambda i, xs=xs: moe_router_lastblock(xs[i], weight, bias, *rest),
-                                  lambda i, xs=xs: moe_router_prefetch(xs[i], weight, bias, *rest), change)
+    assert_router_bits_replayed(moe_router_lastblock, moe_router_prefetch, ng, tg, 49)
 
 
 @pytest.mark.gpu
