@@ -97,8 +97,8 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
                                   {"GEMV_FLAT_CONFIG": (16, 8, 4), "GEMV_PROGRAMS_PER_SM": 4},
                                   {"GEMV_FLAT_CONFIG": (8, 8, 2), "GEMV_PROGRAMS_PER_SM": 4},
                                   {"GEMV_FLAT_CONFIG": (64, 8, 8), "GEMV_PROGRAMS_PER_SM": 2}]),
-    "moe_decode_flat": (moe_experts, [{"FLAT_UP_ROWS": 8, "FLAT_DOWN_ROWS": 16}, {"FLAT_UP_ROWS": 16, "FLAT_DOWN_ROWS": 16},
-                                      {"FLAT_UP_ROWS": 4, "FLAT_DOWN_ROWS": 8}, {"FLAT_UP_ROWS": 8, "FLAT_DOWN_ROWS": 32}]),
+    "moe_decode_flat": (moe_experts, [{"FLAT_UP_ROWS": up, "FLAT_DOWN_ROWS": down}
+                                      for up, down in ((8, 16), (16, 16), (4, 8), (8, 32))]),
     "attention_prefill": (attention_prefill, [
         {"FLASH_BM": 64, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
         {"FLASH_BM": 128, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 3},

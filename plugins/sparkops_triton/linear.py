@@ -38,8 +38,8 @@ from sparkops.errors import BadInput
 from sparkops.qweight import QWeight
 
 from ._arrival import arrive, counters, depart
-from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q4_K_FLAT, Q6_K, Q6_K_WIDE, Q8_0, decode_chunk, gemv_cols, gemv_decode,
-                       gemv_dot, gemv_fetch, values)
+from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q4_K_FLAT, Q6_K, Q6_K_WIDE, Q8_0, decode_chunk, gemv_cols,
+                       gemv_decode, gemv_dot, gemv_fetch, values)
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2, sm_count
 
 #: the largest T served by the GEMV (each extra token is one more FMA per weight value)

@@ -649,8 +649,8 @@ def test_gpu_prefetch_is_bitwise_the_lastblock_gemv(qtype):
                                   lambda i: gemv_chain(lin.linear_prefetch, xs[i], ws, 3), change)
     finally:
         lin.FETCH_DEPTH = saved
-    print(f"\nlinear triton_prefetch {qtype.name}: {len(SHAPES_48B)} shapes x depths 1-3 x T=1,3,8 and a replayed chain "
-          f"of 8: same bits as triton_lastblock")
+    print(f"\nlinear triton_prefetch {qtype.name}: {len(SHAPES_48B)} shapes x depths 1-3 x T=1,3,8 and a replayed "
+          f"chain of 8: same bits as triton_lastblock")
 
 
 @gpu

@@ -264,6 +264,49 @@ def stacked_random(rng, shape, qtype, device) -> QWeight:
     return QWeight(raw.to(device), qtype, shape)
 
 
+def layer_48b(rng, qtype, device) -> dict:
+    """One 48B MoE layer's weights, real random blocks of `qtype` on `device`: 256 routed experts of [1024, 2304]
+    gate/up and [2304, 1024] down, and the shared expert."""
+    e, f, d = 256, 1024, 2304
+    shapes = dict(w_gate=(e, f, d), w_up=(e, f, d), w_down=(e, d, f), s_gate=(f, d), s_up=(f, d), s_down=(d, f))
+    return {name: stacked_random(rng, shape, qtype, device) for name, shape in shapes.items()}
+
+
+def time_decode_48b(a: dict, named: dict, device, n: int = 16) -> tuple[dict, int]:
+    """Seconds per T=1 decode call of each of `named` ({name: fn}) on the 48B layer `a`, bfloat16 x, n routings to 8
+    of 256 experts in rotation (the L2 does not hold them) in one CUDA graph each; and the bytes a call reads."""
+    from tests.backends.test_triton_linear import time_in_graph
+
+    e, d, k = 256, 2304, 8
+    idss = [torch.stack([torch.randperm(e)[:k]]).to(device) for _ in range(n)]
+    x, wts = torch.randn(1, d, device=device, dtype=torch.bfloat16), (torch.rand(1, k) + 0.1).to(device)
+    nbytes = 3 * k * a["w_gate"].nbytes // e + sum(a[s].nbytes for s in ("s_gate", "s_up", "s_down"))
+    return {name: time_in_graph(lambda i, fn=fn: fn(x, wts, idss[i], **a), n) for name, fn in named.items()}, nbytes
+
+
+def per_layer(times: dict, nbytes: int) -> str:
+    return ", ".join(f"{name} {sec * 1e6:.2f} ({100 * nbytes / sec / ANCHOR_BW:.0f}%)" for name, sec in times.items())
+
+
+def assert_moe_bits_replayed(old, new, a: dict, device) -> None:
+    """`new` gives `old`'s bits on the 48B layer `a` at T = 1, 3, 8 (bfloat16 x, top-8 of 256), eagerly and replayed
+    from CUDA graphs with new activations, expert ids and routing weights written before each replay."""
+    e, d, k = 256, 2304, 8
+    for t in (1, 3, 8):
+        calls = [dict(x=torch.randn(t, d, device=device, dtype=torch.bfloat16),
+                      weights=(torch.rand(t, k) + 0.1).to(device),
+                      ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(device)) for _ in range(2)]
+
+        def change(r, calls=calls, t=t):
+            for c in calls:
+                c["x"].copy_(torch.randn(t, d, device=device))
+                c["weights"].copy_(torch.rand(t, k) + 0.1)
+                c["ids"].copy_(torch.stack([torch.randperm(e)[:k] for _ in range(t)]))
+
+        assert_same_bits_replayed(lambda i, calls=calls: old(**calls[i], **a),
+                                  lambda i, calls=calls: new(**calls[i], **a), change)
+
+
 @gpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S], ids=lambda q: q.name)
@@ -275,10 +318,8 @@ def test_gpu_moe_48b(qtype):
 
     dev = torch.device("cuda")
     rng = np.random.default_rng(int(qtype))
-    e, f, d, k = 256, 1024, 2304, 8
-    a = dict(w_gate=stacked_random(rng, (e, f, d), qtype, dev), w_up=stacked_random(rng, (e, f, d), qtype, dev),
-             w_down=stacked_random(rng, (e, d, f), qtype, dev), s_gate=stacked_random(rng, (f, d), qtype, dev),
-             s_up=stacked_random(rng, (f, d), qtype, dev), s_down=stacked_random(rng, (d, f), qtype, dev))
+    e, d, k = 256, 2304, 8
+    a = layer_48b(rng, qtype, dev)
     for t, fn, tol in [(1, moe_experts_fp32, FP32_TOL), (256, moe_experts, BF16_TOL)]:
         call = dict(a, x=torch.randn(t, d, device=dev), weights=(torch.rand(t, k) + 0.1).to(dev),
                     ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev))
@@ -305,22 +346,8 @@ def test_gpu_lastblock_is_bitwise_the_three_launch_decode(qtype):
 
     dev = torch.device("cuda")
     rng = np.random.default_rng(int(qtype) + 1)
-    e, f, d, k = 256, 1024, 2304, 8
-    a = dict(w_gate=stacked_random(rng, (e, f, d), qtype, dev), w_up=stacked_random(rng, (e, f, d), qtype, dev),
-             w_down=stacked_random(rng, (e, d, f), qtype, dev), s_gate=stacked_random(rng, (f, d), qtype, dev),
-             s_up=stacked_random(rng, (f, d), qtype, dev), s_down=stacked_random(rng, (d, f), qtype, dev))
-    for t in (1, 3, 8):
-        calls = [dict(x=torch.randn(t, d, device=dev, dtype=torch.bfloat16), weights=(torch.rand(t, k) + 0.1).to(dev),
-                      ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev)) for _ in range(2)]
-
-        def change(r, calls=calls, t=t):
-            for c in calls:
-                c["x"].copy_(torch.randn(t, d, device=dev))
-                c["weights"].copy_(torch.rand(t, k) + 0.1)
-                c["ids"].copy_(torch.stack([torch.randperm(e)[:k] for _ in range(t)]))
-
-        assert_same_bits_replayed(lambda i, calls=calls: moe_experts(**calls[i], **a),
-                                  lambda i, calls=calls: moe_experts_lastblock(**calls[i], **a), change)
+    a = layer_48b(rng, qtype, dev)
+    assert_moe_bits_replayed(moe_experts, moe_experts_lastblock, a, dev)
 
 
 @gpu
@@ -334,27 +361,12 @@ def test_gpu_prefetch_is_bitwise_the_lastblock_decode(qtype):
 
     dev = torch.device("cuda")
     rng = np.random.default_rng(int(qtype) + 2)
-    e, f, d, k = 256, 1024, 2304, 8
-    a = dict(w_gate=stacked_random(rng, (e, f, d), qtype, dev), w_up=stacked_random(rng, (e, f, d), qtype, dev),
-             w_down=stacked_random(rng, (e, d, f), qtype, dev), s_gate=stacked_random(rng, (f, d), qtype, dev),
-             s_up=stacked_random(rng, (f, d), qtype, dev), s_down=stacked_random(rng, (d, f), qtype, dev))
+    a = layer_48b(rng, qtype, dev)
     saved = m.FETCH_DEPTH
     try:
         for depth in (1, 2, 3):
             m.FETCH_DEPTH = depth
-            for t in (1, 3, 8):
-                calls = [dict(x=torch.randn(t, d, device=dev, dtype=torch.bfloat16),
-                              weights=(torch.rand(t, k) + 0.1).to(dev),
-                              ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev)) for _ in range(2)]
-
-                def change(r, calls=calls, t=t):
-                    for c in calls:
-                        c["x"].copy_(torch.randn(t, d, device=dev))
-                        c["weights"].copy_(torch.rand(t, k) + 0.1)
-                        c["ids"].copy_(torch.stack([torch.randperm(e)[:k] for _ in range(t)]))
-
-                assert_same_bits_replayed(lambda i, calls=calls: m.moe_experts_lastblock(**calls[i], **a),
-                                          lambda i, calls=calls: m.moe_experts_prefetch(**calls[i], **a), change)
+            assert_moe_bits_replayed(m.moe_experts_lastblock, m.moe_experts_prefetch, a, dev)
     finally:
         m.FETCH_DEPTH = saved
     print(f"\nmoe_experts triton_prefetch {qtype.name} 48B, depths 1-3, T=1,3,8: same bits as triton_lastblock")
@@ -368,30 +380,22 @@ def test_gpu_prefetch_decode_timing():
     (depth 1 isolates the gate/up pair loop), microseconds per layer (median of the replays)."""
     import sparkops_triton.moe_experts as m
 
-    from tests.backends.test_triton_linear import time_in_graph
-
     dev = torch.device("cuda")
-    rng = np.random.default_rng(12)
-    e, f, d, k, n = 256, 1024, 2304, 8, 16
-    a = dict(w_gate=stacked_random(rng, (e, f, d), Q.Q4_K, dev), w_up=stacked_random(rng, (e, f, d), Q.Q4_K, dev),
-             w_down=stacked_random(rng, (e, d, f), Q.Q4_K, dev), s_gate=stacked_random(rng, (f, d), Q.Q4_K, dev),
-             s_up=stacked_random(rng, (f, d), Q.Q4_K, dev), s_down=stacked_random(rng, (d, f), Q.Q4_K, dev))
-    idss = [torch.stack([torch.randperm(e)[:k]]).to(dev) for _ in range(n)]
-    x, wts = torch.randn(1, d, device=dev, dtype=torch.bfloat16), (torch.rand(1, k) + 0.1).to(dev)
-    nbytes = 3 * k * a["w_gate"].nbytes // e + sum(a[s].nbytes for s in ("s_gate", "s_up", "s_down"))
-    times = {}
+    a = layer_48b(np.random.default_rng(12), Q.Q4_K, dev)
+    def at_depth(depth):
+        def fn(*args, **kwargs):  # the depth is read when the kernels are launched (captured)
+            m.FETCH_DEPTH = depth
+            return m.moe_experts_prefetch(*args, **kwargs)
+        return fn
+
     saved = m.FETCH_DEPTH
     try:
-        for name, fn, depth in (("triton", m.moe_experts, 1), ("triton_lastblock", m.moe_experts_lastblock, 1),
-                                ("triton_prefetch@1", m.moe_experts_prefetch, 1),
-                                ("triton_prefetch@2", m.moe_experts_prefetch, 2),
-                                ("triton_prefetch@3", m.moe_experts_prefetch, 3)):
-            m.FETCH_DEPTH = depth
-            times[name] = time_in_graph(lambda i, fn=fn: fn(x, wts, idss[i], **a), n)
+        times, nbytes = time_decode_48b(a, {"triton": m.moe_experts, "triton_lastblock": m.moe_experts_lastblock,
+                                            **{f"triton_prefetch@{d}": at_depth(d) for d in (1, 2, 3)}}, dev)
     finally:
         m.FETCH_DEPTH = saved
     print(f"\nmoe_experts decode Q4_K 48B T=1 ({nbytes / 1e6:.1f} MB a layer), us per layer: "
-          + ", ".join(f"{name} {sec * 1e6:.2f} ({100 * nbytes / sec / ANCHOR_BW:.0f}%)" for name, sec in times.items()))
+          f"{per_layer(times, nbytes)}")
 
 
 @gpu
@@ -401,22 +405,14 @@ def test_gpu_flat_decode_48b():
     against triton_prefetch (T=1, 16 routings in rotation, one CUDA graph)."""
     import sparkops_triton.moe_experts as m
 
-    from tests.backends.test_triton_linear import time_in_graph
-
     dev = torch.device("cuda")
-    rng = np.random.default_rng(21)
-    e, f, d, k, n = 256, 1024, 2304, 8, 16
-    a = dict(w_gate=stacked_random(rng, (e, f, d), Q.Q4_K, dev), w_up=stacked_random(rng, (e, f, d), Q.Q4_K, dev),
-             w_down=stacked_random(rng, (e, d, f), Q.Q4_K, dev), s_gate=stacked_random(rng, (f, d), Q.Q4_K, dev),
-             s_up=stacked_random(rng, (f, d), Q.Q4_K, dev), s_down=stacked_random(rng, (d, f), Q.Q4_K, dev))
+    e, d, k = 256, 2304, 8
+    a = layer_48b(np.random.default_rng(21), Q.Q4_K, dev)
     for t in (1, 3):
         call = dict(a, x=torch.randn(t, d, device=dev), weights=(torch.rand(t, k) + 0.1).to(dev),
                     ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev))
         assert rel_err(m.moe_experts_flat(**call), moe_reference(**call)) < 1e-5, t
-    idss = [torch.stack([torch.randperm(e)[:k]]).to(dev) for _ in range(n)]
-    x, wts = torch.randn(1, d, device=dev, dtype=torch.bfloat16), (torch.rand(1, k) + 0.1).to(dev)
-    nbytes = 3 * k * a["w_gate"].nbytes // e + sum(a[s].nbytes for s in ("s_gate", "s_up", "s_down"))
-    times = {name: time_in_graph(lambda i, fn=fn: fn(x, wts, idss[i], **a), n)
-             for name, fn in (("triton_prefetch", m.moe_experts_prefetch), ("triton_flat", m.moe_experts_flat))}
+    times, nbytes = time_decode_48b(a, {"triton_prefetch": m.moe_experts_prefetch, "triton_flat": m.moe_experts_flat},
+                                    dev)
     print(f"\nmoe_experts decode Q4_K 48B T=1 ({nbytes / 1e6:.1f} MB a layer), us per layer: "
-          + ", ".join(f"{name} {sec * 1e6:.2f} ({100 * nbytes / sec / ANCHOR_BW:.0f}%)" for name, sec in times.items()))
+          f"{per_layer(times, nbytes)}")
