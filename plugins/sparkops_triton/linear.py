@@ -294,8 +294,9 @@ def gemv_qtype(qtype: int) -> int:
 
 
 def gemv_flat_qtype(qtype: int, flat: bool) -> int:
-    """The QTYPE constexpr of a "triton_flat" GEMV: Q4_K_FLAT for Q4_K (the other types keep their decoders)."""
-    return int(Q4_K_FLAT.value) if flat and int(qtype) == int(Q4_K.value) else int(qtype)
+    """The QTYPE constexpr of a GEMV: Q4_K_FLAT for Q4_K when `flat` ("triton_flat"), else `gemv_qtype`'s (the other
+    types keep their decoders, Q6K_WIDE_LOADS included)."""
+    return int(Q4_K_FLAT.value) if flat and int(qtype) == int(Q4_K.value) else gemv_qtype(qtype)
 
 
 def gemv_plan(qtype: int, t: int, out_features: int, n_chunks: int, device: torch.device,
@@ -335,7 +336,7 @@ def run_gemv(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
     tiles = cdiv(out_features, rows)
     tp = next_pow2(t)
     # the launch shape stays the stored type's (GEMV_CONFIG, or GEMV_FLAT_CONFIG); the decoder may differ
-    qt = gemv_flat_qtype(qtype, flat) if flat else gemv_qtype(qtype)
+    qt = gemv_flat_qtype(qtype, flat)
     # the pool exists after any last-block call on the device, split or not (warm-up before graph capture)
     cnt = counters("linear", x.device, tiles if splits > 1 else 0) if lastblock else y
     ptx = not interpreting()

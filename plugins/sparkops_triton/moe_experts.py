@@ -36,7 +36,7 @@ from sparkops.errors import BadInput
 from ._arrival import arrive, counters, depart
 from ._dequant import decode_chunk, gemv_cols, gemv_rows, gemv_rows_pair, values
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting
-from .linear import dot_acc, gemv_flat_qtype, gemv_qtype, grid_for, grid_for_any, run_gemm, weight_rows
+from .linear import dot_acc, gemv_flat_qtype, grid_for, grid_for_any, run_gemm, weight_rows
 
 #: the largest T served by the fused GEMV path (each token re-reads its experts' rows)
 MOE_GEMV_MAX_T = 8
@@ -286,11 +286,10 @@ def _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y
     rg, ru, rd = raws["w_gate"], raws["w_up"], raws["w_down"]
     sg, su, sd = (raws["s_gate"], raws["s_up"], raws["s_down"]) if has_shared else (rg, ru, rd)
     # the GEMVs' decoders (linear.Q6K_WIDE_LOADS picks Q6_K's fetch); the placeholders of absent shared weights
-    pick = (lambda q: gemv_flat_qtype(q, True)) if flat else gemv_qtype
-    qg = pick(w_gate.qtype)
-    qd = pick(w_down.qtype)
-    qs = pick(s_gate.qtype) if has_shared else qg
-    qsd = pick(s_down.qtype) if has_shared else qd
+    qg = gemv_flat_qtype(w_gate.qtype, flat)
+    qd = gemv_flat_qtype(w_down.qtype, flat)
+    qs = gemv_flat_qtype(s_gate.qtype, flat) if has_shared else qg
+    qsd = gemv_flat_qtype(s_down.qtype, flat) if has_shared else qd
     grid = grid_for_any((w_gate, w_down, s_gate, s_down), rg)
     fmax = max(ffn, fs if has_shared else 0)
     h = torch.empty((t * ksel + (t if has_shared else 0), fmax), dtype=torch.float32, device=x.device)
