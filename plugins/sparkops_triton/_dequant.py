@@ -42,8 +42,8 @@ IQ1_S = tl.constexpr(19)
 BF16 = tl.constexpr(30)
 #: not a GGML type: Q6_K blocks read through 16-bit word loads (`_gf_q6_k_wide`); the same codes in the same columns
 Q6_K_WIDE = tl.constexpr(256 + 14)
-#: not a GGML type: Q4_K blocks in the "flat" GEMV form (`_gf_q4_k_flat`): every tensor of a chunk [R, 32], one qs
-#: word per thread and row, so that nothing in the loop changes layout (no shared-memory round trip, no barrier)
+#: not a GGML type: Q4_K blocks in the "flat" GEMV form (`_gf_q4_k_flat`): every tensor of a chunk [32 words, R rows]
+#: in one layout, one qs word per thread and row, so that nothing in the loop changes layout (no barrier)
 Q4_K_FLAT = tl.constexpr(256 + 12)
 
 _MAGIC = tl.constexpr(0x4B000000)  # bits of 2^23 as float32

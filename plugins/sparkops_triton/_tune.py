@@ -107,13 +107,18 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
 }
 
 
-#: the linear studies' workloads: ([OUT, IN] shapes, type, sets in rotation), see `_linear_workload`
+#: one decode token's Q4_K GEMV shapes [OUT, IN]: q/k/v-like, o_proj and three experts'
+_TOKEN_Q4K = ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16)
+#: the Q6_K lm_head, two copies in rotation (2 x 310 MB)
+_LM_HEAD_Q6K = ([(163840, 2304)], linear.Q6_K, 2)
+#: the linear studies' workloads: ([OUT, IN] shapes, type, sets in rotation), see `_linear_workload`; a study named
+#: *_prefetch or *_flat times that implementation on its namesake's workload
 LINEAR_WORKLOADS: dict[str, tuple[list[tuple[int, int]], Any, int]] = {
-    "linear_gemv": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
-    "linear_gemv_prefetch": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
-    "linear_gemv_flat": ([(4096, 2304), (2304, 4096), (1024, 2304), (1024, 2304), (2304, 1024)], linear.Q4_K, 16),
-    "lm_head_q6k": ([(163840, 2304)], linear.Q6_K, 2),
-    "lm_head_prefetch": ([(163840, 2304)], linear.Q6_K, 2),
+    "linear_gemv": _TOKEN_Q4K,
+    "linear_gemv_prefetch": _TOKEN_Q4K,
+    "linear_gemv_flat": _TOKEN_Q4K,
+    "lm_head_q6k": _LM_HEAD_Q6K,
+    "lm_head_prefetch": _LM_HEAD_Q6K,
     "linear_q6k_small": ([(4096, 2304)], linear.Q6_K, 20),  # 7.7 MB a set: 20 sets are ~3x the L2
 }
 

@@ -432,7 +432,8 @@ def linear_flat(x, weight):
     """Implementation "triton_flat": "triton_lastblock" with Q4_K weights through the flat GEMV form
     (`_dequant.Q4_K_FLAT`). Compiled for sm_90, the byte-form Q4_K GEMV's loop changes layout 8 times a chunk (16
     barriers): the activations, the sub-block sums and the scales each live in a layout of their own. In the flat
-    form every tensor of a chunk is [R, 32] in one layout (single-word loads, the header's scale bytes unpacked
-    per word), nothing crosses threads until the final row sum, and the loop has no barrier. Other sums than
+    form every tensor of a chunk is [32 words, R rows] in one layout (single-word loads, the header's scale bytes
+    unpacked per word, the activations broadcast along the rows), nothing crosses threads until the final row sum,
+    and the loop has no barrier. Other sums than
     "triton"'s, so no bit-identity: claim "bf16" (its prefill GEMM's); the GEMV alone is float32 arithmetic."""
     return _linear(x, weight, bf16=True, lastblock=True, flat=True)
