@@ -64,17 +64,14 @@
 # tune-prefetch 27, swap-moe-prefetch 32, swap-linear-prefetch 12, gate-captured 25), then warm: decode-moe-prefetch
 # 97, decode-linear-prefetch 95, diagnose 20, prefill-best 70; iq1s131k 168 (synth 19); a fresh "rungs7" for the
 # depth-1 MoE rung alone took 394 s.
-# Next session (one H200), back to back (the first call on a fresh machine, the next ones warm, carrying on):
-#   SUITE_BUDGET=565 SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch" \
-#     SUITE_SKIP="tune-prefetch swap-linear-prefetch" bash bench/gpu_suite.sh install rungs7
-#                                      # lean prereqs (~260 s), the prefetch GPU tests with the router's (~180 s), the
-#                                      # router prefetch rung (~130 s)
-#   SUITE_BUDGET=565 SUITE_TIMED=... SUITE_SKIP=... bash bench/gpu_suite.sh install rungs7   # the wide attention's
-#                                      # GPU tests (~60 s) and rung (~140 s), the flat GPU tests (~90 s) and tile
-#                                      # studies (~40 s), the two flat rungs (~100 s each; a third call if needed),
-#                                      # the captured gate and the diagnosis of the step now
-#   SUITE_BUDGET=<left - 30> GPU_TESTS="tests" bash bench/gpu_suite.sh install tests attn131k   # every GPU test
-#                                      # (~250 s), then cupy attention at 131072 if time is left (~400 s)
+# Session 8, two H200s (nvidia-h200-x2), back to back, the rungs in lane gpu0 and their proofs beside them in gpu1
+# (run() lets the rungs7 lane wait for a proof the other lane is running instead of running it twice):
+#   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch" SUITE_SKIP="tune-prefetch swap-linear-prefetch"'
+#   $E GPU_TESTS="tests --ignore=tests/parallel" GPU_TESTS_K="not prefetch and not wide and not flat" \
+#     bash bench/gpu_lanes.sh 565 "rungs7" "proofs7 tests"     # fresh: lean prereqs (~265 s) beside the proofs
+#                                      # (~300 s), then the router and wide rungs beside every other GPU test (~250 s)
+#   $E bash bench/gpu_lanes.sh 565 "rungs7" "attn131k"          # warm: the flat rungs, the captured gate, the
+#                                      # diagnosis; cupy attention at 131072 beside them
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -154,11 +151,25 @@ run() {
   # SUITE_TIMED="NAME ...": rungs an earlier session timed (their rows are in the ledger): not timed again, and
   # their registries count as timed for now_reg
   if [[ " ${SUITE_TIMED:-} " == *" $name "* ]]; then log "$name: timed in an earlier session (SUITE_TIMED)"; return 0; fi
+  # another lane running the same step now ($DONE/NAME.running, made atomically by mkdir, holding the owner's pid):
+  # wait for its end and take its result, so that two lanes naming one step (a rung's GPU tests) run it once. A
+  # marker whose owner is gone (a call killed from outside) is taken over
+  claim() { mkdir "$DONE/$name.running" 2>/dev/null && echo $BASHPID > "$DONE/$name.running/pid"; }
+  local waited=""
+  while [ ! -f "$DONE/$name" ] && ! claim; do
+    local owner; owner=$(cat "$DONE/$name.running/pid" 2>/dev/null || true)
+    if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; then rm -rf "$DONE/$name.running"; continue; fi
+    [ -z "$waited" ] && { log "$name: running in another lane, waiting for it"; waited=1; }
+    (( $(left) > 0 )) || { log "SKIP $name: the budget ended while another lane ran it"; return 1; }
+    sleep 2
+  done
   if [ -f "$DONE/$name" ] && [ -z "${SUITE_REDO:-}" ]; then
+    # ours, if claim() took it just as the other lane finished
+    [ "$(cat "$DONE/$name.running/pid" 2>/dev/null)" = "$BASHPID" ] && rm -rf "$DONE/$name.running"
     log "$name: done earlier on this machine (rc=$(cat "$DONE/$name")), skipped"; return "$(cat "$DONE/$name")"
   fi
   local l; l=$(left)
-  if (( l < need )); then log "SKIP $name: ${l}s left, it needs ~${need}s"; return 1; fi
+  if (( l < need )); then rm -rf "$DONE/$name.running"; log "SKIP $name: ${l}s left, it needs ~${need}s"; return 1; fi
   log "$name (limit ${l}s): $*"
   timeout --kill-after=5 "$l" "$@" > "$R/$name.log" 2>&1
   local rc=$?
@@ -169,6 +180,7 @@ run() {
   if [[ $name == decode-* ]] && ((rc == 0)); then
     if grep -qE "│ +win +│" "$R/$name.log"; then echo win > "$DONE/$name.tier"; else echo "no win" > "$DONE/$name.tier"; fi
   fi
+  rm -rf "$DONE/$name.running"
   tail -n 12 "$R/$name.log" | cut -c1-200
   return $rc
 }
@@ -292,6 +304,25 @@ prereq_lean() {
   local f; for f in $TORCH_REG $BF16_REG $BEST_REG $FUSED_REG $M; do
     [ -f "$f" ] || { log "SKIP the rest of stage $stage: $f is missing"; return 1; }
   done
+}
+
+# the GPU proofs of session 7's rungs (their GPU tests and launch-shape studies), one function each: stage rungs7
+# runs each before its rungs; stage proofs7 runs them all in another lane (no prerequisites), and run() lets a
+# step that one lane is running be waited for by the other, not run twice
+proof_prefetch() {
+  run gpu-tests-prefetch 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k prefetch \
+      tests/backends/test_triton_moe.py tests/backends/test_triton_linear.py tests/backends/test_triton_moe_router.py \
+      --junitxml="$R/gpu-tests-prefetch.xml"
+  run tune-prefetch 60 python3 -m sparkops_triton._tune moe_decode_prefetch lm_head_prefetch linear_gemv_prefetch
+}
+proof_wide() {
+  run gpu-tests-wide 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k wide tests/backends/test_triton_attention.py \
+      --junitxml="$R/gpu-tests-wide.xml"
+}
+proof_flat() {
+  run gpu-tests-flat 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k flat tests/backends/test_triton_linear.py \
+      tests/backends/test_triton_moe.py --junitxml="$R/gpu-tests-flat.xml"
+  run tune-flat 45 python3 -m sparkops_triton._tune linear_gemv_flat moe_decode_flat
 }
 
 # env's argument for a run on every GPU of the machine with this lane's (CUDA_VISIBLE_DEVICES=N) first:
@@ -453,6 +484,8 @@ rungs6)
   run prefill-best 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 --registry $PREFILL_REG \
       $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill, after the naive-form history (afd502a)"
   ;;
+proofs7)  # the rungs7 proofs alone: the lane beside a rungs7 lane (bench/gpu_lanes.sh)
+  proof_prefetch; proof_wide; proof_flat ;;
 rungs7)
   prereq_lean || continue
   depth_of() { python3 -c "import sparkops_triton.$1 as m; print(m.FETCH_DEPTH)" 2>/dev/null || echo "?"; }
@@ -468,10 +501,7 @@ rungs7)
   # arithmetic is unchanged, so bit-identity to triton_lastblock is the claim. Its GPU tests first (bitwise at
   # depths 1-3, eagerly and replayed from graphs; the decode paths timed side by side), then the depth studies;
   # a failed test leaves its rungs out
-  run gpu-tests-prefetch 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k prefetch \
-      tests/backends/test_triton_moe.py tests/backends/test_triton_linear.py tests/backends/test_triton_moe_router.py \
-      --junitxml="$R/gpu-tests-prefetch.xml"
-  run tune-prefetch 60 python3 -m sparkops_triton._tune moe_decode_prefetch lm_head_prefetch linear_gemv_prefetch
+  proof_prefetch
   # SUITE_TESTS_PASSED="gpu-tests-prefetch": those tests passed in an earlier call on the same kernels (a fresh machine
   # with too little time left to run them again; the write-up names that call), so the rungs may run without them
   PF_OK=$({ [ "$(cat $DONE/gpu-tests-prefetch 2>/dev/null || true)" = 0 ] || \
@@ -498,8 +528,7 @@ rungs7)
   # GPU when written): at depth 0 attention took 0.35 ms of the 3.2 ms step (7 layers, ~49 us each for ~17 MB), its
   # combine 32 programs deep in ~34 dependent round trips; bit-identical to triton_splitk. Timed at 0 and 32768 (at
   # depth each of the 4 groups re-reads its head's partials)
-  run gpu-tests-wide 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k wide tests/backends/test_triton_attention.py \
-      --junitxml="$R/gpu-tests-wide.xml"
+  proof_wide
   WIDE_OK=$({ [ "$(cat $DONE/gpu-tests-wide 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-wide "* ]]; } && echo 1)
   WIDE_BASE=$(now_reg)
@@ -512,9 +541,7 @@ rungs7)
   # barriers (8 layout changes through shared memory), the flat form's to none. Its GPU tests (accuracy at the 48B
   # shapes, timed against lastblock / prefetch) and tile studies first; then moe_experts, then linear, each its own
   # row over the step now
-  run gpu-tests-flat 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k flat tests/backends/test_triton_linear.py \
-      tests/backends/test_triton_moe.py --junitxml="$R/gpu-tests-flat.xml"
-  run tune-flat 45 python3 -m sparkops_triton._tune linear_gemv_flat moe_decode_flat
+  proof_flat
   FLAT_OK=$({ [ "$(cat $DONE/gpu-tests-flat 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-flat "* ]]; } && echo 1)
   FLAT_BASE=$(now_reg)
@@ -537,8 +564,9 @@ tests)    # every GPU visible (the NCCL tests need two), this lane's own GPU fir
   # and not on the GPU where the other lane is timing decode
   # -rP: the passed tests' printed timings go into the log too (session 5's were swallowed by the capture)
   # GPU_TESTS picks files (default: all of tests/)
+  # GPU_TESTS_K: a -k expression (e.g. leaving out what stage proofs7 ran in this call)
   run gpu-tests 60 env $(lane_gpus_first) python3 -m pytest -q -rP -m gpu -p no:cacheprovider ${GPU_TESTS:-tests} \
-      --junitxml="$R/gpu-tests.xml" ;;
+      ${GPU_TESTS_K:+-k "$GPU_TESTS_K"} --junitxml="$R/gpu-tests.xml" ;;
 opbench)
   # one pytest run and one JSON per file, the files the targets read first, so that a run stopped at the budget
   # keeps what finished (session 3: all ~570 cases in one run took over 9 minutes and returned nothing)

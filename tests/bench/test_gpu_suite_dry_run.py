@@ -40,7 +40,9 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     d = tmp / "stubs"
     d.mkdir()
     (d / "sparkops").write_text(STUB_SPARKOPS)
-    (d / "python3").write_text("#!/usr/bin/env bash\nexit 0\n")
+    # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
+    (d / "python3").write_text('#!/usr/bin/env bash\n[[ "$*" == *pytest* ]] && sleep "${STUB_PYTEST_SECONDS:-0}"\n'
+                               'exit 0\n')
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
     (d / "nvidia-smi").write_text(f'#!/usr/bin/env bash\n[ "$1" = "-L" ] && printf "{listing}"\nexit 0\n')
     for f in d.iterdir():
@@ -317,3 +319,27 @@ def test_rungs_timed_in_an_earlier_session_are_not_timed_again_but_count(tmp_pat
     assert not any(c.startswith("bench decode") for c in calls)
     assert any(c.startswith("swap linear=triton_lastblock") for c in calls)
     assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv.toml'}" in log
+
+
+def test_two_lanes_naming_the_same_gpu_tests_run_them_once(tmp_path):
+    """rungs7 on GPU 0 and proofs7 beside it on GPU 1: each proof (GPU tests, tile studies) runs in one lane only,
+    the other lane waits for it or finds it done, and the rungs behind each proof still run."""
+    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge", "STUB_PYTEST_SECONDS": "2"}
+    log, calls = _lanes(tmp_path, "rungs7", "proofs7", extra_env=env)
+    for step in ("gpu-tests-prefetch", "tune-prefetch", "gpu-tests-wide", "gpu-tests-flat", "tune-flat"):
+        assert log.count(f"{step} (limit") == 1, step
+    assert "running in another lane, waiting for it" in log or "done earlier on this machine" in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 6 and "cuda-step-flatmoe-flatlin.toml" in decodes[-1]
+    assert not list((tmp_path / "machine" / "suite-done").glob("*.running"))
+
+
+def test_a_step_marked_running_by_a_process_that_is_gone_is_taken_over(tmp_path):
+    """A call killed from outside leaves its step's running marker behind; the next call does not wait on it."""
+    gone = subprocess.run(["bash", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
+    marker = tmp_path / "machine" / "suite-done" / "gpu-tests.running"
+    marker.mkdir(parents=True)
+    (marker / "pid").write_text(gone + "\n")
+    log, _ = _lanes(tmp_path, "tests", "", gpus=1)
+    assert "gpu-tests (limit" in log and "waiting for it" not in log
+    assert (tmp_path / "machine" / "suite-done" / "gpu-tests").read_text().strip() == "0"
