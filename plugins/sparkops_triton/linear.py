@@ -435,5 +435,9 @@ def linear_flat(x, weight):
     form every tensor of a chunk is [32 words, R rows] in one layout (single-word loads, the header's scale bytes
     unpacked per word, the activations broadcast along the rows), nothing crosses threads until the final row sum,
     and the loop has no barrier. Other sums than
-    "triton"'s, so no bit-identity: claim "bf16" (its prefill GEMM's); the GEMV alone is float32 arithmetic."""
+    "triton"'s, so no bit-identity: claim "bf16" (its prefill GEMM's); the GEMV alone is float32 arithmetic.
+
+    Measured on the H200 (session 8, bench/gpu-runs/2026-11-30-session8): slower, not faster. A token's Q4_K
+    projections (14 MiB, the tune study linear_gemv_flat) took 37.5-40.9 us over its tiles against 34.2 us for
+    "triton_lastblock". No registry selects it: it stays as the record that the barriers were not what bound."""
     return _linear(x, weight, bf16=True, lastblock=True, flat=True)

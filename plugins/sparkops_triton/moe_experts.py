@@ -420,6 +420,8 @@ def moe_experts_prefetch(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_
 def moe_experts_flat(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     """Implementation "triton_flat": "triton_prefetch" (the gate/up pair loop, FETCH_DEPTH) with Q4_K weights through
     the flat GEMV form (`_dequant.Q4_K_FLAT`, as linear's "triton_flat": no layout change, so no barrier, in the
-    loop). Other sums than "triton"'s: claim "bf16" (its prefill GEMMs'); the decode GEMVs are float32 arithmetic."""
+    loop). Other sums than "triton"'s: claim "bf16" (its prefill GEMMs'); the decode GEMVs are float32 arithmetic.
+    Measured on the H200 (session 8): a 48B MoE layer at T=1 took 44.8 us against "triton_prefetch"'s 34.4 (the
+    tile study's best, 44.6). No registry selects it."""
     return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True,
                 prefetch=True, flat=True)

@@ -694,7 +694,9 @@ def test_gpu_flat_q4k_gemv_48b():
         ws = [random_weight(rng, out, k, Q.Q4_K, dev) for _ in range(copies)]
         some = torch.arange(0, out, max(1, out // 64), device=dev)
         for t in (1, 8):
-            x = torch.randn(t, k, device=dev).to(torch.bfloat16)
+            # bf16-valued activations passed as float32, so that the output is float32 too: a bf16 output's own
+            # rounding (~1e-3 relative, session 8's first run of this test) would hide what the GEMV computed
+            x = torch.randn(t, k, device=dev).to(torch.bfloat16).float()
             ref = x.double().cpu() @ QWeight(ws[0].raw[some], Q.Q4_K, (len(some), k)).dequantize().double().T
             assert rel_err(linear_flat(x, ws[0])[:, some], ref) < 1e-5, (out, k, t)
         x = torch.randn(1, k, device=dev).to(torch.bfloat16)
