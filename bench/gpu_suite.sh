@@ -17,6 +17,7 @@
 #                 Contexts filled once by the fill registry
 #     diagnoses   the ladder's two diagnoses without its decode pair
 #     prefill     48B prefill of 32768 tokens: torch vs the best registry for prefill, ABAB
+#     prefill_lean  prefill 32768 under the bf16 registry alone, on the lean prerequisites (a row against the frontier)
 #     ladder131k  the same decode pair at 131072; diagnose at 131072
 #     rungs       the single steps, each its own row: torch -> fast (eager), fast eager -> fast graph,
 #                 fuse_projections, cupy vs triton float32 attention, float32 vs bf16 kernels, a bf16 MLA cache
@@ -24,6 +25,8 @@
 #                 moe_experts=triton_prefetch, then linear=triton_prefetch, then moe_router=triton_prefetch, then
 #                 attention=triton_splitk_wide, then the flat Q4_K GEMVs (their GPU tests and tile studies first; moe_experts, then linear), each its own
 #                 row; the captured gate and a recorded diagnosis of the newest registry whose rung won
+#     rungs8      session 8's step rebuilt by swaps (the rungs SUITE_TIMED names), then linear=cupy_float over it
+#                 after its GPU tests (proofs8 runs them in the lane beside); the captured gate, a recorded diagnosis
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -68,10 +71,17 @@
 # (run() lets the rungs7 lane wait for a proof the other lane is running instead of running it twice):
 #   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch" SUITE_SKIP="tune-prefetch swap-linear-prefetch"'
 #   $E GPU_TESTS="tests --ignore=tests/parallel" GPU_TESTS_K="not prefetch and not wide and not flat" \
-#     bash bench/gpu_lanes.sh 565 "rungs7" "proofs7 tests"     # fresh: lean prereqs (~265 s) beside the proofs
-#                                      # (~300 s), then the router and wide rungs beside every other GPU test (~250 s)
-#   $E bash bench/gpu_lanes.sh 565 "rungs7" "attn131k"          # warm: the flat rungs, the captured gate, the
-#                                      # diagnosis; cupy attention at 131072 beside them
+#     bash bench/gpu_lanes.sh 565 "rungs7" "proofs7 tests"     # 566 s: prereqs 315 beside the proofs (prefetch 247,
+#                                      # wide 29, flat 84, tune-flat 28); the other GPU tests stopped at the budget
+#   $E GPU_TESTS=... GPU_TESTS_K=... bash bench/gpu_lanes.sh 565 "rungs7" "tests iq1s131k"   # 496 s: router rung 138,
+#                                      # wide rung 142, diagnose 31 beside every other GPU test (445)
+#   $E bash bench/gpu_lanes.sh 430 "attn131k" "iq1s131k"        # 229 s: cupy attention at 131072 (207) beside IQ1_S
+#   then two direct calls (cupy attention at 0 / 32768 beside IQ1_S under it, 154 s; a diagnosis, 48 s)
+# Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh then warm:
+#   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now"'
+#   $E bash bench/gpu_lanes.sh 565 "rungs8" "proofs8 tests"  # the step rebuilt by swaps (~400 s) beside the
+#                                      # cupy_float GPU tests (~60 s) and every GPU test; the cupy_float rung (~140 s)
+#   $E bash bench/gpu_lanes.sh 565 "rungs8 prefill_lean" "iq1s131k"  # what the first call left; prefill 32768
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -123,6 +133,11 @@ WIDE_REG=$TMP/cuda-step-wide.toml  # the step now (when made) with attention=tri
 # the flat Q4_K GEMV form ("triton_flat": no layout change in the chunk loop), over the step now (now_reg) when made
 FLATMOE_REG=$TMP/cuda-step-flatmoe.toml  # the step now with moe_experts=triton_flat
 FLATLIN_REG=$TMP/cuda-step-flatmoe-flatlin.toml  # FLATMOE_REG with linear=triton_flat
+# session 8's step (stage rungs8): the router prefetch registry with cupy's bf16 split-K attention (won at 0, 32768
+# and 131072 in session 8), then linear=cupy_float over it (the Q6_K lm_head through cupy's weight stream with float
+# activations)
+ATTN_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml  # ROUTPF_REG with attention=cupy_splitk_bf16
+CUFLOAT_REG=$TMP/cuda-step8-cupy-float.toml  # ATTN_REG with linear=cupy_float
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -280,6 +295,8 @@ prereq() {
 timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
 now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
+  elif timed decode-linear-cupy-float && [ -f $CUFLOAT_REG ]; then echo $CUFLOAT_REG
+  elif timed decode-attn-cupy-now && [ -f $ATTN_REG ]; then echo $ATTN_REG
   elif timed decode-linear-flat && [ -f $FLATLIN_REG ]; then echo $FLATLIN_REG
   elif timed decode-moe-flat && [ -f $FLATMOE_REG ]; then echo $FLATMOE_REG
   elif timed decode-attn-wide && [ -f $WIDE_REG ]; then echo $WIDE_REG
@@ -318,6 +335,10 @@ proof_prefetch() {
 proof_wide() {
   run gpu-tests-wide 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k wide tests/backends/test_triton_attention.py \
       --junitxml="$R/gpu-tests-wide.xml"
+}
+proof_cupy_float() {  # session 8's linear=cupy_float: accuracy at the 48B shapes, then timed beside the others
+  run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear" \
+      tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-cupy-float.xml"
 }
 proof_flat() {
   run gpu-tests-flat 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k flat tests/backends/test_triton_linear.py \
@@ -483,6 +504,50 @@ rungs6)
   # 4. prefill 32768 under the best registry against the frontier (1112 tok/s, before the history fix of session 5)
   run prefill-best 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 --registry $PREFILL_REG \
       $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill, after the naive-form history (afd502a)"
+  ;;
+prefill_lean)  # prefill 32768 under the bf16 registry (the prefill paths), on the lean prerequisites
+  prereq_lean || continue
+  run prefill-best 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 --registry $PREFILL_REG \
+      $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill"
+  ;;
+proofs8)  # the rungs8 proof alone: the lane beside a rungs8 lane (bench/gpu_lanes.sh)
+  proof_cupy_float ;;
+rungs8)
+  prereq_lean || continue
+  [ -f $FILL_REG ] && FILL_LEAN=$FILL
+  # session 8's step, made by swaps (each proven again on this machine) from the rungs that timed wins: lastblock,
+  # the merged conv, the MoE prefetch, the router prefetch, cupy's bf16 attention (SUITE_TIMED names their rungs)
+  [ -f $LB_REG ] || run swap-lastblock 40 bash -c 'swap_into "$@"' _ $LB_REG $FUSED_REG $LB_PAIRS
+  if [ -f $LB_REG ] && [ ! -f $CONV_REG ]; then
+    cp $LB_REG $CONV_REG.new && sparkops engine fuse_short_conv=on --registry $CONV_REG.new > /dev/null \
+      && mv $CONV_REG.new $CONV_REG
+  fi
+  [ -f $CONV_REG ] && [ ! -f $MOEPF_REG ] && run swap-moe-prefetch 30 bash -c 'swap_into "$@"' _ \
+      $MOEPF_REG $CONV_REG moe_experts=triton_prefetch
+  [ -f $MOEPF_REG ] && [ ! -f $ROUTPF_REG ] && run swap-router-prefetch 30 bash -c 'swap_into "$@"' _ \
+      $ROUTPF_REG $MOEPF_REG moe_router=triton_prefetch
+  [ -f $ROUTPF_REG ] && [ ! -f $ATTN_REG ] && run swap-attn-cupy-now 20 bash -c 'swap_into "$@"' _ \
+      $ATTN_REG $ROUTPF_REG attention=cupy_splitk_bf16
+  [ -f $ATTN_REG ] && run decode-attn-cupy-now 140 sparkops bench decode --model $M --depth 0,32768 --tokens 64 \
+      --repeats 6 --registry $ROUTPF_REG --vs $ATTN_REG --graph A,B $GATE $FILL_LEAN \
+      --change "attention=cupy_splitk_bf16 vs triton_splitk (bf16 cache) at 0 and 32768, router prefetch registry, graph"
+  # linear=cupy_float (session 8, not yet on a GPU when written): the Q6_K lm_head took 349 us in Triton (22% of the
+  # read ceiling, 12% of the step); cupy's integer kernel streamed it at 126 us (session 4) but its Q8_0 activations
+  # were refused by the 48B gate. The float kernel keeps that weight stream with float activations. Every linear
+  # of the step moves to it, so the row says what the Q4_K projections gain or lose beside the lm_head
+  proof_cupy_float
+  CF_OK=$({ [ "$(cat $DONE/gpu-tests-cupy-float 2>/dev/null || true)" = 0 ] || \
+    [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-cupy-float "* ]]; } && echo 1)
+  CF_BASE=$(now_reg)
+  [ -n "$CF_OK" ] && [ ! -f $CUFLOAT_REG ] && run swap-linear-cupy-float 30 bash -c 'swap_into "$@"' _ $CUFLOAT_REG \
+      $CF_BASE linear=cupy_float
+  [ -n "$CF_OK" ] && [ -f $CUFLOAT_REG ] && run decode-linear-cupy-float 140 sparkops bench decode --model $M \
+      --depth 0,32768 --tokens 64 --repeats 6 --registry $CF_BASE --vs $CUFLOAT_REG --graph A,B $GATE $FILL_LEAN \
+      --change "linear=cupy_float: cupy's streamed GEMV with float activations, over $(basename $CF_BASE), graph"
+  NOW_REG=$(now_reg); log "the step now: $NOW_REG"
+  [ -f $NOW_REG ] && run gate-captured-now8 30 sparkops check --model k3-nano --registry $NOW_REG --device cuda --captured
+  run diagnose-now8 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \
+      --out "$R/diag-now8" --json-out $DJ/diag-now8.json --record --bench-dir $B
   ;;
 proofs7)  # the rungs7 proofs alone: the lane beside a rungs7 lane (bench/gpu_lanes.sh)
   proof_prefetch; proof_wide; proof_flat ;;

@@ -30,6 +30,8 @@ IMPLEMENTATIONS = [
      "rmsnorm.cu"),
     # integer dot products on Q8_0 activations: llama.cpp's arithmetic, not the float reference's
     ("linear", "cupy_dp4a", "sparkops_cupy.linear:linear", tolerance("act_q8"), "linear.cu"),
+    # the same weight stream dotted with float32 activations: the reference's arithmetic, other sums
+    ("linear", "cupy_float", "sparkops_cupy.linear:linear_float", tolerance(), "linear.cu"),
     ("kda", "cupy_recurrent", "sparkops_cupy.kda:kda", tolerance(), "kda.cu"),
     ("attention", "cupy_splitk", "sparkops_cupy.attention:attention", tolerance(), "attention.cu"),
     # the same function judged on bfloat16 inputs: a bf16 cache at the 48B decode shape takes the

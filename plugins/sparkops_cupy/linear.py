@@ -1,8 +1,14 @@
-"""linear on CUDA: GEMV per token over GGUF blocks with integer dot products (kernels/linear.cu).
+"""linear on CUDA: GEMV per token over GGUF blocks, the weight streamed through shared memory (kernels/linear.cu).
 
-Block-quantized weights (Q8_0, Q4_K, Q6_K, IQ1_S) are dotted with Q8_0-quantized activations through
-__dp4a, as llama.cpp does: not the float reference's arithmetic, hence the claim tolerance("act_q8").
-F32/F16/BF16 weights are dotted in float32 with unquantized activations.
+Two implementations share the kernel body and differ in what they do with the activations:
+- "cupy_dp4a" (`linear`): block-quantized weights (Q8_0, Q4_K, Q6_K, IQ1_S) are dotted with Q8_0-quantized
+  activations through __dp4a, as llama.cpp does: not the float reference's arithmetic, hence the claim
+  tolerance("act_q8"). The 48B model gate refused it (session 6).
+- "cupy_float" (`linear_float`): the same weight stream and the same chunk loads, dotted with the activations as
+  they came, in float32 (kernels/float_dot.cuh): the reference's arithmetic up to the order of the sums, claim
+  tolerance(). Session 4 measured the integer kernel's Q6_K lm_head at 126 us against Triton's 344; this keeps
+  that weight stream without the quantized activations.
+F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
 """
 
 from __future__ import annotations
@@ -24,6 +30,16 @@ ROWS_PER_PASS = 16
 
 
 def linear(x, weight):
+    """Implementation "cupy_dp4a": Q8_0-quantized activations, integer dot products."""
+    return _linear(x, weight, float_act=False)
+
+
+def linear_float(x, weight):
+    """Implementation "cupy_float": float32 activations and products (no quantization of the activations)."""
+    return _linear(x, weight, float_act=True)
+
+
+def _linear(x, weight, float_act: bool):
     dev = rt.cuda_device("linear", x=x)
     kw = kernel_weight("linear", "weight", weight, dev)
     if len(weight.shape) != 2:
@@ -34,13 +50,18 @@ def linear(x, weight):
     code = rt.act_code("linear", "x", x)
     x = rt.contiguous(x)
     y = torch.empty((x.shape[0], n), dtype=x.dtype, device=dev)
-    launch_linear(x, code, kw, n, k, y)
+    launch_linear(x, code, kw, n, k, y, float_act)
     return y
 
 
-def staging_bytes(k: int, tokens: int, is_float: bool) -> int:
-    """Shared memory a block needs to stage `tokens` activation rows of length k."""
-    return tokens * k * 4 if is_float else tokens * k + 2 * tokens * (k // 32) * 4
+def staging_bytes(k: int, tokens: int, is_float: bool, float_act: bool = False) -> int:
+    """Shared memory a block needs to stage `tokens` activation rows of length k: floats for float weights; for
+    block weights Q8_0 codes with a scale and a sum per 32, or (float_act) floats with a sum per 32."""
+    if is_float:
+        return tokens * k * 4
+    if float_act:
+        return tokens * k * 4 + tokens * (k // 32) * 4
+    return tokens * k + 2 * tokens * (k // 32) * 4
 
 
 def tile_rows(n: int, row_bytes: int, sms: int) -> int:
@@ -52,7 +73,8 @@ def tile_rows(n: int, row_bytes: int, sms: int) -> int:
     return max(1, min(rt, spread))
 
 
-def launch_linear(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+def launch_linear(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
+                  float_act: bool = False) -> None:
     t = x.shape[0]
     dev = x.device
     idx = dev.index if dev.index is not None else torch.cuda.current_device()
@@ -65,7 +87,7 @@ def launch_linear(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, 
     rows = tile_rows(n, kw.row_bytes, sms)
     while True:
         stage = (rows * kw.row_bytes + 16 + 15) // 16 * 16
-        smem = STAGES * stage + staging_bytes(k, nt, kw.is_float)
+        smem = STAGES * stage + staging_bytes(k, nt, kw.is_float, float_act)
         if smem <= limit:
             break
         if rows > 1:
@@ -79,6 +101,7 @@ def launch_linear(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, 
     per_sm = max(1, min(8, rt.shared_memory_per_sm(idx) // smem))
     grid_x = min(n_tiles, sms * per_sm)
     table = iq1s_grid(dev) if kw.suffix == "iq1_s" else None
-    rt.launch("linear.cu", f"linear_{kw.suffix}_t{nt}", dev, (grid_x, (t + nt - 1) // nt), (256,),
+    name = f"linear_{kw.suffix}_f_t{nt}" if float_act and not kw.is_float else f"linear_{kw.suffix}_t{nt}"
+    rt.launch("linear.cu", name, dev, (grid_x, (t + nt - 1) // nt), (256,),
               (rt.ptr(x), rt.i32(code), rt.i32(t), rt.i32(k), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(kw.wdt),
                rt.i32(n), rt.i32(rows), rt.i32(stage), rt.ptr(y), rt.ptr(table)), shared_mem=smem)

@@ -26,6 +26,7 @@ cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sp
 from sparkops_cupy import attention as cu_attention  # noqa: E402  (after the skip: needs nothing of cupy)
 from sparkops_cupy.kda import kda as cu_kda  # noqa: E402
 from sparkops_cupy.linear import linear as cu_linear  # noqa: E402
+from sparkops_cupy.linear import linear_float as cu_linear_float  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
 from sparkops_cupy.quantize_act import quantize_act as cu_quantize  # noqa: E402
 from sparkops_cupy.rmsnorm import rmsnorm as cu_rmsnorm  # noqa: E402
@@ -61,28 +62,51 @@ def on_cpu(v):
 
 # ---- linear ----------------------------------------------------------------------------------------------
 
+#: the two linear implementations and the claim variant each is judged by
+LINEARS = {"cupy_dp4a": (cu_linear, "act_q8"), "cupy_float": (cu_linear_float, "fp32")}
+
+
+@pytest.mark.parametrize("impl", list(LINEARS))
 @pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q6_K, Q.Q8_0, Q.F32, Q.BF16])
 @pytest.mark.parametrize("out_f,in_f", [(4096, 2304), (2304, 9216), (333, 512)])
 @pytest.mark.parametrize("t", [1, 5])
-def test_linear_at_48b_shapes(qtype, out_f, in_f, t):
+def test_linear_at_48b_shapes(impl, qtype, out_f, in_f, t):
+    fn, variant = LINEARS[impl]
     rng = np.random.default_rng(out_f + in_f + t + int(qtype))
     g = torch.Generator().manual_seed(int(qtype) * 7 + t)
     w = qweight(rng, (out_f, in_f), qtype, 0.02)
     x = torch.randn(t, in_f, generator=g).to(DEV)
-    got = cu_linear(x, w)
+    y = fn(x, w)
     want = ref("linear")(x.cpu(), w.to("cpu"))
-    assert got.shape == (t, out_f) and got.dtype == x.dtype
-    assert nmse(got, want) <= rule_for("linear", "act_q8").limit
+    assert y.shape == (t, out_f) and y.dtype == x.dtype
+    assert nmse(y, want) <= rule_for("linear", variant).limit
 
 
-def test_linear_bf16_activations_give_bf16():
+@pytest.mark.parametrize("impl", list(LINEARS))
+def test_linear_bf16_activations_give_bf16(impl):
+    fn, variant = LINEARS[impl]
     rng = np.random.default_rng(3)
     w = qweight(rng, (256, 2304), Q.Q4_K, 0.02)
     x = torch.randn(2, 2304, generator=torch.Generator().manual_seed(3))
-    got = cu_linear(x.to(DEV, torch.bfloat16), w)
+    got = fn(x.to(DEV, torch.bfloat16), w)
     assert got.dtype == torch.bfloat16
     want = ref("linear")(x.to(torch.bfloat16).float(), w.to("cpu"))
-    assert nmse(got, want) <= rule_for("linear", "act_q8").limit
+    assert nmse(got, want) <= rule_for("linear", "bf16" if variant == "fp32" else variant).limit
+
+
+def test_float_linear_is_float32_accurate_where_the_integer_one_is_not():
+    """cupy_float keeps the activations: at the lm_head's type and width its error is float32 rounding (the
+    integer kernel's Q8_0 activations sit decades above), and every row of a 163840-row Q6_K weight is written."""
+    rng = np.random.default_rng(11)
+    w = qweight(rng, (163840, 2304), Q.Q6_K, 0.02)
+    x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(11)).to(DEV)
+    some = torch.arange(0, 163840, 997)
+    w_some = QWeight(w.raw[some.to(DEV)].cpu(), Q.Q6_K, (len(some), 2304))
+    want = x.cpu().double() @ w_some.dequantize().double().T
+    got_f, got_q = cu_linear_float(x, w), cu_linear(x, w)
+    assert torch.isfinite(got_f).all()
+    err_f, err_q = nmse(got_f[:, some.to(DEV)], want), nmse(got_q[:, some.to(DEV)], want)
+    assert err_f < 1e-10 and err_q > 100 * err_f, (err_f, err_q)
 
 
 # ---- attention: the tensor-core split at the 48B decode shape -----------------------------------------------

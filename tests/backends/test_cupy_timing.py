@@ -45,3 +45,26 @@ def test_time_at_48b_shape(w):
     print(line)
     assert t.mode == "graph", f"{impl.key} could not be captured in a CUDA graph: {t.mode}"
     assert 0 < t.fraction <= 1.05, f"{impl.key}: {100 * t.fraction:.0f}% of the ceiling cannot be right (bytes?)"
+
+
+def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
+    """The rung's per-op evidence for linear=cupy_float: the Q6_K lm_head (what it is for) and the 48B's Q4_K
+    projections, each timed under cupy_float, cupy_dp4a and triton_lastblock (the step's linear) on the same
+    argument sets in one CUDA graph each. Printed; asserted only that each was captured."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import linear_workload
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    d, v, p = cfg.hidden_size, cfg.vocab_size, cfg.kda_heads * cfg.kda_head_dim
+    impls = {n: load_catalog().get("linear", n).resolve() for n in ("triton_lastblock", "cupy_dp4a", "cupy_float")}
+    rows = []
+    for w in (linear_workload(Q.Q6_K, v, d, "lm_head"), linear_workload(Q.Q4_K, p, d, "kda q_proj"),
+              linear_workload(Q.Q4_K, d, p, "o_proj")):
+        sets, nbytes = w.build(torch.device("cuda"), 99)
+        times = {n: time_op("linear", fn, sets, nbytes) for n, fn in impls.items()}
+        assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
+        rows.append(f"{w.label:<40} " + "  ".join(f"{n} {t.seconds * 1e6:.2f} us ({100 * t.fraction:.0f}%)"
+                                                     for n, t in times.items()))
+    print("\nlinear T=1, float vs integer cupy GEMV vs triton_lastblock:\n  " + "\n  ".join(rows))

@@ -343,3 +343,36 @@ def test_a_step_marked_running_by_a_process_that_is_gone_is_taken_over(tmp_path)
     log, _ = _lanes(tmp_path, "tests", "", gpus=1)
     assert "gpu-tests (limit" in log and "waiting for it" not in log
     assert (tmp_path / "machine" / "suite-done" / "gpu-tests").read_text().strip() == "0"
+
+
+S8_TIMED = "decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now"
+
+
+def test_rungs8_rebuilds_session_8s_step_and_times_cupy_float_over_it(tmp_path):
+    """A fresh machine: the step's registries made again by swaps (their rungs timed in earlier sessions), the
+    cupy_float GPU tests in the lane beside, then linear=cupy_float over the cupy-attention registry at 0 and
+    32768; the captured gate and the diagnosis take the winner."""
+    log, calls = _lanes(tmp_path, "rungs8", "proofs8", extra_env={"SUITE_TIMED": S8_TIMED, "STUB_PYTEST_SECONDS": "1"})
+    machine = tmp_path / "machine"
+    attn, cf = (machine / "cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml",
+                machine / "cuda-step8-cupy-float.toml")
+    swaps = [c for c in calls if c.startswith("swap ")]
+    for pair in ("linear=triton_lastblock", "moe_experts=triton_prefetch", "moe_router=triton_prefetch",
+                 "attention=cupy_splitk_bf16", "linear=cupy_float"):
+        assert any(c.startswith(f"swap {pair}") for c in swaps), pair
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {attn} --vs {cf}" in decodes[0] and "--depth 0,32768 " in decodes[0]
+    assert log.count("gpu-tests-cupy-float (limit") == 1
+    assert log.index("gpu-tests-cupy-float rc=0") < log.index("decode-linear-cupy-float (limit")
+    assert f"the step now: {cf}" in log
+    diag = next(c for c in calls if c.startswith("diagnose "))
+    assert str(cf) in diag and "--record" in diag
+
+
+def test_rungs8_leaves_cupy_float_out_when_its_gpu_tests_failed(tmp_path):
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-cupy-float").write_text("1\n")
+    log, calls = _lanes(tmp_path, "rungs8", "tests", gpus=1, extra_env={"SUITE_TIMED": S8_TIMED})
+    assert not any("linear=cupy_float" in c or "cuda-step8-cupy-float" in c for c in calls)
+    assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml'}" in log

@@ -12,12 +12,19 @@
 // NT tokens share every weight byte (NT = 1 for decode, 4 for longer inputs; blockIdx.y = token group).
 //
 // Dynamic shared memory: STAGES * stage_bytes, then the activations: quantized NT*K int8 + 2*NT*K/32
-// floats, or NT*K floats for float weights. stage_bytes >= RT * row_bytes + 16, a multiple of 16.
-#include "quant_dot.cuh"
+// floats (ACT_Q8), NT*K floats for float weights (ACT_FLOAT), or NT*K floats + NT*K/32 sums of 32 for block
+// weights dotted with float activations (ACT_FLOAT_SUMS, float_dot.cuh). stage_bytes >= RT * row_bytes + 16,
+// a multiple of 16.
+#include "float_dot.cuh"
+
+// how a kernel stages its activations (the dots read them accordingly)
+#define ACT_Q8 0
+#define ACT_FLOAT 1
+#define ACT_FLOAT_SUMS 2
 
 #define LINEAR_STAGES 3
 
-template <typename F, int NT, bool FLOAT_ACT>
+template <typename F, int NT, int ACT>
 __device__ __forceinline__ void linear_rows(const void* __restrict__ x, int x_dt, int T, int K,
                                             const u8* __restrict__ w, i64 row_bytes, int wdt, int N, int RT,
                                             int stage_bytes, void* __restrict__ y, const uint2* __restrict__ grid) {
@@ -59,7 +66,12 @@ __device__ __forceinline__ void linear_rows(const void* __restrict__ x, int x_dt
     a.d = sd;
     a.s = ss;
     a.f = sf;
-    stage_activations<FLOAT_ACT>(x, x_dt, K, t0, nt, sq, sd, ss, sf);
+    if (ACT == ACT_FLOAT_SUMS) {
+        a.s = sf + NT * K;  // the sums of 32 after the floats
+        stage_float_sums(x, x_dt, K, t0, nt, sf, sf + NT * K);
+    } else {
+        stage_activations<ACT == ACT_FLOAT>(x, x_dt, K, t0, nt, sq, sd, ss, sf);
+    }
 
     const int n_chunks = F::chunks(K);
     for (int j = 0; j < my_tiles; ++j) {
@@ -80,7 +92,10 @@ __device__ __forceinline__ void linear_rows(const void* __restrict__ x, int x_dt
 #pragma unroll
             for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
             if (ok) {
-#pragma unroll 2
+                // two chunks in flight per lane; one where four tokens of float activations would not fit the
+                // registers (the t4 float dots spill at two)
+                constexpr int CHUNKS_IN_FLIGHT = ACT == ACT_FLOAT_SUMS && NT > 1 ? 1 : 2;
+#pragma unroll CHUNKS_IN_FLIGHT
                 for (int c = hl; c < n_chunks; c += 16) F::template dot<NT>(F::load(row, c, wdt), c, a, grid, acc);
             }
 #pragma unroll
@@ -104,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_float_t1(const void*
                                                                   const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                   int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                   const uint2* __restrict__ grid) {
-    linear_rows<DotFloat, 1, true>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotFloat, 1, ACT_FLOAT>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -112,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_float_t4(const void*
                                                                   const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                   int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                   const uint2* __restrict__ grid) {
-    linear_rows<DotFloat, 4, true>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotFloat, 4, ACT_FLOAT>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -120,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_q8_0_t1(const void* 
                                                                  const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                  int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                  const uint2* __restrict__ grid) {
-    linear_rows<DotQ8_0, 1, false>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotQ8_0, 1, ACT_Q8>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -128,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_q8_0_t4(const void* 
                                                                  const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                  int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                  const uint2* __restrict__ grid) {
-    linear_rows<DotQ8_0, 4, false>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotQ8_0, 4, ACT_Q8>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -136,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_q4_k_t1(const void* 
                                                                  const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                  int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                  const uint2* __restrict__ grid) {
-    linear_rows<DotQ4_K, 1, false>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotQ4_K, 1, ACT_Q8>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -144,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_q4_k_t4(const void* 
                                                                  const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                  int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                  const uint2* __restrict__ grid) {
-    linear_rows<DotQ4_K, 4, false>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotQ4_K, 4, ACT_Q8>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -152,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_q6_k_t1(const void* 
                                                                  const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                  int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                  const uint2* __restrict__ grid) {
-    linear_rows<DotQ6_K, 1, false>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotQ6_K, 1, ACT_Q8>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -160,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_q6_k_t4(const void* 
                                                                  const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                  int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                  const uint2* __restrict__ grid) {
-    linear_rows<DotQ6_K, 4, false>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotQ6_K, 4, ACT_Q8>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -168,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_iq1_s_t1(const void*
                                                                   const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                   int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                   const uint2* __restrict__ grid) {
-    linear_rows<DotIQ1_S, 1, false>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotIQ1_S, 1, ACT_Q8>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -176,5 +191,71 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_iq1_s_t4(const void*
                                                                   const u8* __restrict__ w, i64 row_bytes, int wdt,
                                                                   int N, int RT, int stage_bytes, void* __restrict__ y,
                                                                   const uint2* __restrict__ grid) {
-    linear_rows<DotIQ1_S, 4, false>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+    linear_rows<DotIQ1_S, 4, ACT_Q8>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+}
+
+// Block weights dotted with float activations (float_dot.cuh): the kernels of implementation "cupy_float".
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 2) linear_q8_0_f_t1(const void* __restrict__ x, int x_dt, int T,
+                                                                  int K, const u8* __restrict__ w, i64 row_bytes,
+                                                                  int wdt, int N, int RT, int stage_bytes,
+                                                                  void* __restrict__ y, const uint2* __restrict__ grid) {
+    linear_rows<DotQ8_0F, 1, ACT_FLOAT_SUMS>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 2) linear_q8_0_f_t4(const void* __restrict__ x, int x_dt, int T,
+                                                                  int K, const u8* __restrict__ w, i64 row_bytes,
+                                                                  int wdt, int N, int RT, int stage_bytes,
+                                                                  void* __restrict__ y, const uint2* __restrict__ grid) {
+    linear_rows<DotQ8_0F, 4, ACT_FLOAT_SUMS>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 2) linear_q4_k_f_t1(const void* __restrict__ x, int x_dt, int T,
+                                                                  int K, const u8* __restrict__ w, i64 row_bytes,
+                                                                  int wdt, int N, int RT, int stage_bytes,
+                                                                  void* __restrict__ y, const uint2* __restrict__ grid) {
+    linear_rows<DotQ4_KF, 1, ACT_FLOAT_SUMS>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+}
+
+// budget: stack 0, spills 0 (one block per SM's worth of registers: at 128 a thread, four tokens' sums spill)
+extern "C" __global__ void __launch_bounds__(256, 1) linear_q4_k_f_t4(const void* __restrict__ x, int x_dt, int T,
+                                                                  int K, const u8* __restrict__ w, i64 row_bytes,
+                                                                  int wdt, int N, int RT, int stage_bytes,
+                                                                  void* __restrict__ y, const uint2* __restrict__ grid) {
+    linear_rows<DotQ4_KF, 4, ACT_FLOAT_SUMS>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 2) linear_q6_k_f_t1(const void* __restrict__ x, int x_dt, int T,
+                                                                  int K, const u8* __restrict__ w, i64 row_bytes,
+                                                                  int wdt, int N, int RT, int stage_bytes,
+                                                                  void* __restrict__ y, const uint2* __restrict__ grid) {
+    linear_rows<DotQ6_KF, 1, ACT_FLOAT_SUMS>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 2) linear_q6_k_f_t4(const void* __restrict__ x, int x_dt, int T,
+                                                                  int K, const u8* __restrict__ w, i64 row_bytes,
+                                                                  int wdt, int N, int RT, int stage_bytes,
+                                                                  void* __restrict__ y, const uint2* __restrict__ grid) {
+    linear_rows<DotQ6_KF, 4, ACT_FLOAT_SUMS>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 2) linear_iq1_s_f_t1(const void* __restrict__ x, int x_dt, int T,
+                                                                  int K, const u8* __restrict__ w, i64 row_bytes,
+                                                                  int wdt, int N, int RT, int stage_bytes,
+                                                                  void* __restrict__ y, const uint2* __restrict__ grid) {
+    linear_rows<DotIQ1_SF, 1, ACT_FLOAT_SUMS>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 2) linear_iq1_s_f_t4(const void* __restrict__ x, int x_dt, int T,
+                                                                  int K, const u8* __restrict__ w, i64 row_bytes,
+                                                                  int wdt, int N, int RT, int stage_bytes,
+                                                                  void* __restrict__ y, const uint2* __restrict__ grid) {
+    linear_rows<DotIQ1_SF, 4, ACT_FLOAT_SUMS>(x, x_dt, T, K, w, row_bytes, wdt, N, RT, stage_bytes, y, grid);
 }
