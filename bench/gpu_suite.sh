@@ -180,7 +180,8 @@ run() {
   done
   if [ -f "$DONE/$name" ] && [ -z "${SUITE_REDO:-}" ]; then
     # ours, if claim() took it just as the other lane finished
-    [ "$(cat "$DONE/$name.running/pid" 2>/dev/null)" = "$BASHPID" ] && rm -rf "$DONE/$name.running"
+    local mine; mine=$(cat "$DONE/$name.running/pid" 2>/dev/null || true)
+    [ "$mine" = "$BASHPID" ] && rm -rf "$DONE/$name.running"
     log "$name: done earlier on this machine (rc=$(cat "$DONE/$name")), skipped"; return "$(cat "$DONE/$name")"
   fi
   local l; l=$(left)
@@ -220,8 +221,13 @@ swap_into() {
     for pair in "$@"; do sparkops swap "$pair" --device cuda --registry "$reg.new" || echo "-- KEPT BASE FOR $pair"; done
   fi
   mv "$reg.new" "$reg"
+  echo "$base" > "$reg.base"  # what it was made over (fresh_over)
 }
 export -f swap_into
+# fresh_over REGISTRY BASE: drop a rung's registry made over another base than the one its rung now compares it
+# with (session 8: the wide attention's registry, made over the MoE prefetch registry in one call, was timed in the
+# next against the router prefetch registry, two changes in one row); the swap then makes it again over BASE
+fresh_over() { [ -f "$1" ] && [ "$(cat "$1.base" 2>/dev/null || true)" != "$2" ] && rm -f "$1" "$1.base"; return 0; }
 GATE="--gate-depths 1,64,4096 --gate-golden $TORCH_REG --bench-dir $B --device cuda"
 FILL="--fill-registry $FILL_REG"  # decode: each depth's context prefilled once, by the fill registry
 # the lean prerequisites (prereq_lean) make no float32 registries: the bf16 one fills the contexts then
@@ -336,7 +342,7 @@ proof_wide() {
   run gpu-tests-wide 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k wide tests/backends/test_triton_attention.py \
       --junitxml="$R/gpu-tests-wide.xml"
 }
-proof_cupy_float() {  # session 8's linear=cupy_float: accuracy at the 48B shapes, then timed beside the others
+proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shapes, then timed beside the others
   run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear" \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-cupy-float.xml"
 }
@@ -529,7 +535,7 @@ rungs8)
   [ -f $ROUTPF_REG ] && [ ! -f $ATTN_REG ] && run swap-attn-cupy-now 20 bash -c 'swap_into "$@"' _ \
       $ATTN_REG $ROUTPF_REG attention=cupy_splitk_bf16
   [ -f $ATTN_REG ] && run decode-attn-cupy-now 140 sparkops bench decode --model $M --depth 0,32768 --tokens 64 \
-      --repeats 6 --registry $ROUTPF_REG --vs $ATTN_REG --graph A,B $GATE $FILL_LEAN \
+      --repeats 6 --registry $ROUTPF_REG --vs $ATTN_REG --graph A,B $GATE $FILL_LEAN --changes attention \
       --change "attention=cupy_splitk_bf16 vs triton_splitk (bf16 cache) at 0 and 32768, router prefetch registry, graph"
   # linear=cupy_float (session 8, not yet on a GPU when written): the Q6_K lm_head took 349 us in Triton (22% of the
   # read ceiling, 12% of the step); cupy's integer kernel streamed it at 126 us (session 4) but its Q8_0 activations
@@ -539,10 +545,12 @@ rungs8)
   CF_OK=$({ [ "$(cat $DONE/gpu-tests-cupy-float 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-cupy-float "* ]]; } && echo 1)
   CF_BASE=$(now_reg)
+  fresh_over $CUFLOAT_REG $CF_BASE
   [ -n "$CF_OK" ] && [ ! -f $CUFLOAT_REG ] && run swap-linear-cupy-float 30 bash -c 'swap_into "$@"' _ $CUFLOAT_REG \
       $CF_BASE linear=cupy_float
   [ -n "$CF_OK" ] && [ -f $CUFLOAT_REG ] && run decode-linear-cupy-float 140 sparkops bench decode --model $M \
       --depth 0,32768 --tokens 64 --repeats 6 --registry $CF_BASE --vs $CUFLOAT_REG --graph A,B $GATE $FILL_LEAN \
+      --changes linear \
       --change "linear=cupy_float: cupy's streamed GEMV with float activations, over $(basename $CF_BASE), graph"
   NOW_REG=$(now_reg); log "the step now: $NOW_REG"
   [ -f $NOW_REG ] && run gate-captured-now8 30 sparkops check --model k3-nano --registry $NOW_REG --device cuda --captured
@@ -597,10 +605,11 @@ rungs7)
   WIDE_OK=$({ [ "$(cat $DONE/gpu-tests-wide 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-wide "* ]]; } && echo 1)
   WIDE_BASE=$(now_reg)
+  fresh_over $WIDE_REG $WIDE_BASE
   [ -n "$WIDE_OK" ] && [ ! -f $WIDE_REG ] && run swap-attn-wide 30 bash -c 'swap_into "$@"' _ $WIDE_REG $WIDE_BASE \
       attention=triton_splitk_wide
   [ -n "$WIDE_OK" ] && [ -f $WIDE_REG ] && run decode-attn-wide 140 sparkops bench decode --model $M --depth 0,32768 \
-      --tokens 64 --repeats 6 --registry $WIDE_BASE --vs $WIDE_REG --graph A,B $GATE $FILL_LEAN \
+      --tokens 64 --repeats 6 --registry $WIDE_BASE --vs $WIDE_REG --graph A,B $GATE $FILL_LEAN --changes attention \
       --change "attention=triton_splitk_wide: the decode combine on N x 4 programs, empty splits skipped, over $(basename $WIDE_BASE), graph"
   # the flat Q4_K GEMVs (session 7, not yet on a GPU when written): the byte-form Q4_K GEMV's chunk loop compiles to 16
   # barriers (8 layout changes through shared memory), the flat form's to none. Its GPU tests (accuracy at the 48B
@@ -610,6 +619,7 @@ rungs7)
   FLAT_OK=$({ [ "$(cat $DONE/gpu-tests-flat 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-flat "* ]]; } && echo 1)
   FLAT_BASE=$(now_reg)
+  fresh_over $FLATMOE_REG $FLAT_BASE
   [ -n "$FLAT_OK" ] && [ ! -f $FLATMOE_REG ] && run swap-moe-flat 30 bash -c 'swap_into "$@"' _ $FLATMOE_REG $FLAT_BASE \
       moe_experts=triton_flat
   [ -n "$FLAT_OK" ] && [ -f $FLATMOE_REG ] && run decode-moe-flat 100 sparkops bench decode --model $M --depth 0 --tokens 64 \

@@ -376,3 +376,23 @@ def test_rungs8_leaves_cupy_float_out_when_its_gpu_tests_failed(tmp_path):
     log, calls = _lanes(tmp_path, "rungs8", "tests", gpus=1, extra_env={"SUITE_TIMED": S8_TIMED})
     assert not any("linear=cupy_float" in c or "cuda-step8-cupy-float" in c for c in calls)
     assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml'}" in log
+
+
+def test_a_rung_registry_made_over_another_base_is_made_again(tmp_path):
+    """Session 8: the wide attention's registry was made over the MoE prefetch registry in one call and timed in the
+    next against the router prefetch registry (two changes, one row). A registry whose recorded base is not the
+    rung's base now is swapped again over it."""
+    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge decode-moe-prefetch",
+           "SUITE_SKIP": "gpu-tests-flat tune-flat", "STUB_NO_WIN": "-routpf.toml -linpf.toml"}
+    machine = tmp_path / "machine"
+    _lanes(tmp_path, "rungs7", "tests", gpus=1, extra_env={**env, "SUITE_SKIP": env["SUITE_SKIP"] + " decode-attn-wide"})
+    wide = machine / "cuda-step-wide.toml"
+    moepf = machine / "cuda-best-fused-lastblock-conv-moepf.toml"
+    assert (machine / "cuda-step-wide.toml.base").read_text().strip() == str(moepf)
+    # the router rung now wins: its registry is the base, and the wide registry is made again over it
+    (machine / "suite-done" / "decode-router-prefetch.tier").write_text("win\n")
+    routpf = machine / "cuda-best-fused-lastblock-conv-moepf-routpf.toml"
+    log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1, extra_env=env)
+    assert (machine / "cuda-step-wide.toml.base").read_text().strip() == str(routpf)
+    timed = next(c for c in calls[::-1] if c.startswith("bench decode") and str(wide) in c)
+    assert f"--registry {routpf} --vs {wide}" in timed and "--changes attention" in timed

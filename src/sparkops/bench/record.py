@@ -44,7 +44,11 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
                 "iqr": [a.spread.lo, a.spread.hi], "roofline_fraction": a.roofline.get("fraction"),
                 "selections": a.selections}
                for a in p.arms.values()]
+    differs = None
     if "B" in p.arms:
+        from .registry_diff import selection_differences
+
+        differs = selection_differences(p.arms["A"].selections, p.arms["B"].selections)
         before, after = p.arms["A"].median, p.arms["B"].median
         ratios = p.ratios or []
         ratio, tier = Spread.of(ratios).median, p.tier
@@ -63,6 +67,7 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
         "id": L.new_id(date), "kind": "measurement", "date": date, "change": change, "key": key,
         "phase": p.phase, "depth": p.depth, "tokens": p.tokens, "model": run.model, "metric": _metric(p),
         "unit": "tok/s", "before": before, "after": after, "ratio": ratio, "tier": tier, "noise": noise,
+        "differs": differs,
         "registry": how_run(cand.registry, cand.mode), "dtype": cand.dtype,
         "worst_kl": gate.worst_kl, "worst_top1": gate.worst_top1, "worst_depth": gate.worst_depth,
         "gates": {label: g.as_dict() for label, g in run.gates.items()},

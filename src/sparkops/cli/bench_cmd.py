@@ -67,6 +67,8 @@ def add_parser(sub) -> None:
     p.add_argument("--expect", metavar="OP=FACTOR[,...]", help="with --prediction: what the change does per op "
                    "(its speed-up, e.g. attention=1.66 from a per-op benchmark; OP@DEPTH=FACTOR for one depth); the "
                    "row also records the step's gain this implies on the diagnosed per-op times")
+    p.add_argument("--changes", metavar="OP[,OP]", help="the ops (or 'engine') B's registry changes from A's: "
+                   "bench refuses to run when the registries differ in anything else, or not in these")
     p.add_argument("--no-record", action="store_true", help="print only; write nothing under bench/")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
     add_json_arg(p)
@@ -177,6 +179,15 @@ def run(args) -> int:
                        graph=parse_graph(args.graph),
                        fill_registry=Path(args.fill_registry) if args.fill_registry else None,
                        cache_dtype=parse_cache_dtype(args.cache_dtype))
+    if len(regs) == 2:
+        from ..bench import registry_diff as rd
+
+        diff = rd.differences(regs[0][1], regs[1][1], "cuda" if args.device.startswith("cuda") else "cpu")
+        if args.changes:
+            rd.expect_changes(diff, args.changes, regs[0][1], regs[1][1])
+        err_console.print(f"B differs from A in: {rd.describe(diff)}")
+    elif args.changes:
+        raise BadInput("--changes needs two arms (--registry A --vs B)")
     command = command_line(canonical_argv(args))
     try:
         bench_run = run_bench(req, weights, command=command, source=args.model)
@@ -204,7 +215,8 @@ _OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), 
             ("--device", "device"), ("--dtype", "dtype"), ("--cache-dtype", "cache_dtype"), ("--chunk", "chunk"),
             ("--gate-depths", "gate_depths"),
             ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--fill-registry", "fill_registry"),
-            ("--peer", "peer"), ("--peer-args", "peer_args"), ("--prediction", "prediction"), ("--expect", "expect"))
+            ("--peer", "peer"), ("--peer-args", "peer_args"), ("--prediction", "prediction"), ("--expect", "expect"),
+            ("--changes", "changes"))
 
 
 def canonical_argv(args) -> list[str]:
