@@ -49,22 +49,40 @@ def test_time_at_48b_shape(w):
 
 def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
     """The rung's per-op evidence for linear=cupy_float: the Q6_K lm_head (what it is for) and the 48B's Q4_K
-    projections, each timed under cupy_float, cupy_dp4a and triton_lastblock (the step's linear) on the same
-    argument sets in one CUDA graph each. Printed; asserted only that each was captured."""
+    projections as the fused decode step runs them (KDA q/k/v fused, KDA and MLA o_proj, MLA q and kv_a, the shared
+    expert's gate+up fused and its down), each timed under cupy_float, cupy_dp4a and triton_lastblock (the step's
+    linear) on the same argument sets in one CUDA graph each. Printed with the calls per token, so that the step's
+    gain or loss follows by Amdahl; asserted only that each was captured."""
     from gguf import GGMLQuantizationType as Q
 
     from sparkops.config import load_preset
     from sparkops_cupy._workloads import linear_workload
 
     cfg = load_preset("kimi-linear-48b-a3b")
-    d, v, p = cfg.hidden_size, cfg.vocab_size, cfg.kda_heads * cfg.kda_head_dim
+    d, v, p = cfg.hidden_size, cfg.vocab_size, cfg.kda_inner
+    kinds = cfg.layer_kinds
+    n_kda, n_mla, n_moe = sum(k == "kda" for k in kinds), sum(k != "kda" for k in kinds), sum(
+        cfg.is_moe(i) for i in range(cfg.num_layers))
+    shapes = [  # (type, OUT, IN, what, calls per token)
+        (Q.Q6_K, v, d, "lm_head", 1),
+        (Q.Q4_K, 3 * p, d, "kda q/k/v fused", n_kda),
+        (Q.Q4_K, d, p, "kda o_proj", n_kda),
+        (Q.Q4_K, cfg.mla_heads * cfg.qk_head_dim, d, "mla q_proj", n_mla),
+        (Q.Q4_K, cfg.latent_dim, d, "mla kv_a", n_mla),
+        (Q.Q4_K, d, cfg.mla_heads * cfg.v_head_dim, "mla o_proj", n_mla),
+        (Q.Q4_K, 2 * cfg.shared_intermediate, d, "shared gate+up fused", n_moe),
+        (Q.Q4_K, d, cfg.shared_intermediate, "shared down", n_moe),
+    ]
     impls = {n: load_catalog().get("linear", n).resolve() for n in ("triton_lastblock", "cupy_dp4a", "cupy_float")}
-    rows = []
-    for w in (linear_workload(Q.Q6_K, v, d, "lm_head"), linear_workload(Q.Q4_K, p, d, "kda q_proj"),
-              linear_workload(Q.Q4_K, d, p, "o_proj")):
+    rows, per_token = [], dict.fromkeys(impls, 0.0)
+    for qt, out_f, in_f, what, calls in shapes:
+        w = linear_workload(qt, out_f, in_f, what)
         sets, nbytes = w.build(torch.device("cuda"), 99)
         times = {n: time_op("linear", fn, sets, nbytes) for n, fn in impls.items()}
         assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
-        rows.append(f"{w.label:<40} " + "  ".join(f"{n} {t.seconds * 1e6:.2f} us ({100 * t.fraction:.0f}%)"
-                                                     for n, t in times.items()))
+        for n, t in times.items():
+            per_token[n] += calls * t.seconds
+        rows.append(f"{w.label:<48} x{calls:<3} " + "  ".join(
+            f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%)" for n, t in times.items()))
     print("\nlinear T=1, float vs integer cupy GEMV vs triton_lastblock:\n  " + "\n  ".join(rows))
+    print("  these linears per token: " + ", ".join(f"{n} {s * 1e6:.0f} us" for n, s in per_token.items()))
