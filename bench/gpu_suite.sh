@@ -25,8 +25,9 @@
 #                 moe_experts=triton_prefetch, then linear=triton_prefetch, then moe_router=triton_prefetch, then
 #                 attention=triton_splitk_wide, then the flat Q4_K GEMVs (their GPU tests and tile studies first; moe_experts, then linear), each its own
 #                 row; the captured gate and a recorded diagnosis of the newest registry whose rung won
-#     rungs8      session 8's step rebuilt by swaps (the rungs SUITE_TIMED names), then linear=cupy_float over it
-#                 after its GPU tests (proofs8 runs them in the lane beside); the captured gate, a recorded diagnosis
+#     rungs8      session 8's step rebuilt by swaps (the rungs SUITE_TIMED names), then cupy_float for the Q6_K
+#                 lm_head alone (linear@Q6_K), then for every linear, after its GPU tests (proofs8 runs them in the
+#                 lane beside); the captured gate, a recorded diagnosis
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -80,7 +81,8 @@
 # Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh then warm:
 #   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now"'
 #   $E bash bench/gpu_lanes.sh 565 "rungs8" "proofs8 tests"  # the step rebuilt by swaps (~400 s) beside the
-#                                      # cupy_float GPU tests (~60 s) and every GPU test; the cupy_float rung (~140 s)
+#                                      # cupy_float GPU tests (~60 s) and every GPU test; the lm_head rung
+#                                      # (linear@Q6_K=cupy_float, ~140 s), then every linear on cupy_float (~140 s)
 #   $E bash bench/gpu_lanes.sh 565 "rungs8 prefill_lean" "iq1s131k"  # what the first call left; prefill 32768
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
@@ -137,7 +139,8 @@ FLATLIN_REG=$TMP/cuda-step-flatmoe-flatlin.toml  # FLATMOE_REG with linear=trito
 # and 131072 in session 8), then linear=cupy_float over it (the Q6_K lm_head through cupy's weight stream with float
 # activations)
 ATTN_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml  # ROUTPF_REG with attention=cupy_splitk_bf16
-CUFLOAT_REG=$TMP/cuda-step8-cupy-float.toml  # ATTN_REG with linear=cupy_float
+CUHEAD_REG=$TMP/cuda-step8-q6k-cupy-float.toml  # ATTN_REG with linear@Q6_K=cupy_float (the lm_head's type alone)
+CUFLOAT_REG=$TMP/cuda-step8-cupy-float.toml  # the step then with linear=cupy_float for every type
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -302,6 +305,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
   elif timed decode-linear-cupy-float && [ -f $CUFLOAT_REG ]; then echo $CUFLOAT_REG
+  elif timed decode-lmhead-cupy-float && [ -f $CUHEAD_REG ]; then echo $CUHEAD_REG
   elif timed decode-attn-cupy-now && [ -f $ATTN_REG ]; then echo $ATTN_REG
   elif timed decode-linear-flat && [ -f $FLATLIN_REG ]; then echo $FLATLIN_REG
   elif timed decode-moe-flat && [ -f $FLATMOE_REG ]; then echo $FLATMOE_REG
@@ -539,11 +543,20 @@ rungs8)
       --change "attention=cupy_splitk_bf16 vs triton_splitk (bf16 cache) at 0 and 32768, router prefetch registry, graph"
   # linear=cupy_float (session 8, not yet on a GPU when written): the Q6_K lm_head took 349 us in Triton (22% of the
   # read ceiling, 12% of the step); cupy's integer kernel streamed it at 126 us (session 4) but its Q8_0 activations
-  # were refused by the 48B gate. The float kernel keeps that weight stream with float activations. Every linear
-  # of the step moves to it, so the row says what the Q4_K projections gain or lose beside the lm_head
+  # were refused by the 48B gate. The float kernel keeps that weight stream with float activations. First for the
+  # lm_head's type alone (a per-type selection, linear@Q6_K: every Q4_K projection stays on Triton), then for every
+  # type over the step that makes, so that each row times one change
   proof_cupy_float
   CF_OK=$({ [ "$(cat $DONE/gpu-tests-cupy-float 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-cupy-float "* ]]; } && echo 1)
+  CH_BASE=$(now_reg)
+  fresh_over $CUHEAD_REG $CH_BASE
+  [ -n "$CF_OK" ] && [ ! -f $CUHEAD_REG ] && run swap-lmhead-cupy-float 30 bash -c 'swap_into "$@"' _ $CUHEAD_REG \
+      $CH_BASE linear@Q6_K=cupy_float
+  [ -n "$CF_OK" ] && [ -f $CUHEAD_REG ] && run decode-lmhead-cupy-float 140 sparkops bench decode --model $M \
+      --depth 0,32768 --tokens 64 --repeats 6 --registry $CH_BASE --vs $CUHEAD_REG --graph A,B $GATE $FILL_LEAN \
+      --changes linear@Q6_K \
+      --change "linear@Q6_K=cupy_float: the Q6_K lm_head through cupy's streamed GEMV with float activations, over $(basename $CH_BASE), graph"
   CF_BASE=$(now_reg)
   fresh_over $CUFLOAT_REG $CF_BASE
   [ -n "$CF_OK" ] && [ ! -f $CUFLOAT_REG ] && run swap-linear-cupy-float 30 bash -c 'swap_into "$@"' _ $CUFLOAT_REG \
@@ -551,7 +564,7 @@ rungs8)
   [ -n "$CF_OK" ] && [ -f $CUFLOAT_REG ] && run decode-linear-cupy-float 140 sparkops bench decode --model $M \
       --depth 0,32768 --tokens 64 --repeats 6 --registry $CF_BASE --vs $CUFLOAT_REG --graph A,B $GATE $FILL_LEAN \
       --changes linear \
-      --change "linear=cupy_float: cupy's streamed GEMV with float activations, over $(basename $CF_BASE), graph"
+      --change "linear=cupy_float: every linear through cupy's streamed GEMV with float activations, over $(basename $CF_BASE), graph"
   NOW_REG=$(now_reg); log "the step now: $NOW_REG"
   [ -f $NOW_REG ] && run gate-captured-now8 30 sparkops check --model k3-nano --registry $NOW_REG --device cuda --captured
   run diagnose-now8 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \

@@ -36,12 +36,31 @@ class Ops:
                 fn = _host_round_trip(fn, op, torch.device(plan.device), self.counters)
             if entry.fallback_taken:
                 fn = _counted(fn, self.counters, f"{op}:fallback")
+            if entry.by_type:
+                fn = _by_weight_type(fn, op, {t: i.resolve() for t, i in entry.by_type.items()})
             if check_finite:
-                fn = _finite_checked(fn, op, entry.runs.key)
+                fn = _finite_checked(fn, op, entry.describe_runs())
             setattr(self, op, fn)
 
     def summary(self) -> dict[str, int]:
         return dict(self.counters)
+
+
+def _by_weight_type(fn: Callable[..., Any], op: str, typed: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
+    """Calls whose typed weight (registry.file.TYPED_OPS) is one of `typed`'s GGUF types go to that type's
+    implementation, the others to `fn`. Decided per call on the host, before any launch: a captured graph records
+    the implementation each call picked."""
+    from .registry.file import TYPED_OPS
+
+    param = TYPED_OPS[op]
+    at = get_contract(op).param_names.index(param)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        w = kwargs[param] if param in kwargs else args[at]
+        impl = typed.get(w.qtype.name) if isinstance(w, QWeight) else None
+        return (impl or fn)(*args, **kwargs)
+
+    return call
 
 
 def _counted(fn: Callable[..., Any], counters: Counter[str], key: str) -> Callable[..., Any]:

@@ -350,20 +350,24 @@ S8_TIMED = "decode-lastblock decode-convmerge decode-moe-prefetch decode-router-
 
 def test_rungs8_rebuilds_session_8s_step_and_times_cupy_float_over_it(tmp_path):
     """A fresh machine: the step's registries made again by swaps (their rungs timed in earlier sessions), the
-    cupy_float GPU tests in the lane beside, then linear=cupy_float over the cupy-attention registry at 0 and
-    32768; the captured gate and the diagnosis take the winner."""
+    cupy_float GPU tests in the lane beside, then cupy_float for the lm_head's type alone (linear@Q6_K) over the
+    cupy-attention registry, then for every type over that, each at 0 and 32768 and naming its one change; the
+    captured gate and the diagnosis take the winner."""
     log, calls = _lanes(tmp_path, "rungs8", "proofs8", extra_env={"SUITE_TIMED": S8_TIMED, "STUB_PYTEST_SECONDS": "1"})
     machine = tmp_path / "machine"
-    attn, cf = (machine / "cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml",
-                machine / "cuda-step8-cupy-float.toml")
+    attn, head, cf = (machine / "cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml",
+                      machine / "cuda-step8-q6k-cupy-float.toml", machine / "cuda-step8-cupy-float.toml")
     swaps = [c for c in calls if c.startswith("swap ")]
     for pair in ("linear=triton_lastblock", "moe_experts=triton_prefetch", "moe_router=triton_prefetch",
-                 "attention=cupy_splitk_bf16", "linear=cupy_float"):
-        assert any(c.startswith(f"swap {pair}") for c in swaps), pair
+                 "attention=cupy_splitk_bf16", "linear@Q6_K=cupy_float", "linear=cupy_float"):
+        assert any(c.startswith(f"swap {pair} ") for c in swaps), pair
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 1 and f"--registry {attn} --vs {cf}" in decodes[0] and "--depth 0,32768 " in decodes[0]
+    assert len(decodes) == 2
+    assert f"--registry {attn} --vs {head}" in decodes[0] and "--changes linear@Q6_K" in decodes[0]
+    assert f"--registry {head} --vs {cf}" in decodes[1] and "--changes linear " in decodes[1]
+    assert all("--depth 0,32768 " in c for c in decodes)
     assert log.count("gpu-tests-cupy-float (limit") == 1
-    assert log.index("gpu-tests-cupy-float rc=0") < log.index("decode-linear-cupy-float (limit")
+    assert log.index("gpu-tests-cupy-float rc=0") < log.index("decode-lmhead-cupy-float (limit")
     assert f"the step now: {cf}" in log
     diag = next(c for c in calls if c.startswith("diagnose "))
     assert str(cf) in diag and "--record" in diag
@@ -374,7 +378,7 @@ def test_rungs8_leaves_cupy_float_out_when_its_gpu_tests_failed(tmp_path):
     (machine / "suite-done").mkdir(parents=True)
     (machine / "suite-done" / "gpu-tests-cupy-float").write_text("1\n")
     log, calls = _lanes(tmp_path, "rungs8", "tests", gpus=1, extra_env={"SUITE_TIMED": S8_TIMED})
-    assert not any("linear=cupy_float" in c or "cuda-step8-cupy-float" in c for c in calls)
+    assert not any("=cupy_float" in c or "cuda-step8-" in c for c in calls)
     assert f"the step now: {machine / 'cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml'}" in log
 
 

@@ -58,7 +58,7 @@ def registry_variant(registry: str | Path, device: str) -> str:
     catalog = load_catalog()
     plan = make_plan(Registry.load(registry), catalog, device, verify_checks=False)
     plan.require()
-    return loosest([resolve_claim(e.runs, catalog)[1] for e in plan.entries.values()])
+    return loosest([resolve_claim(i, catalog)[1] for e in plan.entries.values() for i in e.all_runs])
 
 
 def default_dtype(registry: str | Path, device: str) -> torch.dtype:

@@ -275,7 +275,7 @@ def selections(engine: Engine) -> dict[str, str]:
     plan = getattr(engine.ops, "plan", None)
     if plan is None:
         return {}
-    out = {op: e.runs.name + (" (fallback)" if e.fallback_taken else "") for op, e in plan.entries.items() if e.runs}
+    out = {op: e.describe_runs() for op, e in plan.entries.items() if e.runs}
     if plan.engine_on and getattr(engine, "fused", None) is not None:  # the graph differs too: say how
         out["[engine]"] = ", ".join(plan.engine_on)
     return out

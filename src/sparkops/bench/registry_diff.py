@@ -18,8 +18,9 @@ ENGINE = "[engine]"
 
 
 def differences(a: str | Path, b: str | Path, device: str) -> dict[str, list[str]]:
-    """{op: [A's implementation, B's]} for every op whose selection on `device` differs, and {"[engine]": [A's
-    options, B's]} where the [engine] tables differ; an op one file leaves out reads "(none)"."""
+    """{op: [A's implementation, B's]} for every op whose selection on `device` differs ("op@TYPE" for a per-type
+    selection), and {"[engine]": [A's options, B's]} where the [engine] tables differ; an op one file leaves out
+    reads "(none)"."""
     ra, rb = Registry.load(a), Registry.load(b)
     ops = sorted(set(ra.doc.get("ops", {})) | set(rb.doc.get("ops", {})))
     out: dict[str, list[str]] = {}
@@ -28,6 +29,11 @@ def differences(a: str | Path, b: str | Path, device: str) -> dict[str, list[str
         ia, ib = (sa.impl if sa else "(none)"), (sb.impl if sb else "(none)")
         if ia != ib:
             out[op] = [ia, ib]
+        ta, tb = ra.type_selections(op, device), rb.type_selections(op, device)
+        for qtype in sorted(set(ta) | set(tb)):  # per-type selections: "linear@Q6_K"
+            xa, xb = (ta[qtype].impl if qtype in ta else "(none)"), (tb[qtype].impl if qtype in tb else "(none)")
+            if xa != xb:
+                out[f"{op}@{qtype}"] = [xa, xb]
     ea, eb = ra.engine_options(), rb.engine_options()
     if ea != eb:
         out[ENGINE] = [_on(ea), _on(eb)]

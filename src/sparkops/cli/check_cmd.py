@@ -100,7 +100,10 @@ def _targets(args, catalog) -> tuple[list, list[tuple[str, str]]]:
 
     skipped = []
     if args.pairs:
-        impls = [catalog.get(op, name) for op, name in parse_pairs(args.pairs)]
+        pairs = parse_pairs(args.pairs)
+        if any(name == "-" for _, name, _ in pairs):
+            raise BadInput("'-' removes a per-type selection in `sparkops swap`; `check` checks implementations")
+        impls = [catalog.get(op, name) for op, name, _ in pairs]  # OP@TYPE=IMPL: the same proof as OP=IMPL
     else:
         impls = []
         device = args.device or "cpu"

@@ -28,7 +28,8 @@ def run(args) -> int:
     plan = make_plan(registry, catalog, args.device)
     if args.json:
         emit_json({"device": plan.device, "registry": plan.registry, "ok": plan.ok, "engine": plan.engine, "ops": {
-            op: {"selected": e.selected, "runs": e.runs.key if e.runs else None, "reason": e.reason,
+            op: {"selected": e.selected, "runs": e.runs.key if e.runs else None,
+                 "by_type": {t: i.key for t, i in e.by_type.items()}, "reason": e.reason,
                  "fallback_taken": e.fallback_taken, "round_trip": e.round_trip, "check": e.check,
                  "error": e.error, "others": dict(e.others)}
             for op, e in plan.entries.items()}})
@@ -37,9 +38,9 @@ def run(args) -> int:
     for col in ("op", "runs", "why", "check", "other candidates"):
         table.add_column(col)
     for op, e in plan.entries.items():
-        runs = f"[red]NOTHING[/]" if e.runs is None else e.runs.name
+        runs = f"[red]NOTHING[/]" if e.runs is None else e.describe_runs()
         if e.fallback_taken:
-            runs = f"[yellow]{runs} (fallback)[/]"
+            runs = f"[yellow]{runs}[/]"
         why = e.error and f"[red]{e.error}[/]" or e.reason
         others = "\n".join(f"{n}: {w}" for n, w in e.others) or "-"
         table.add_row(op, runs, why, e.check, others)

@@ -310,7 +310,7 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     plan = make_plan(registry, catalog, device, verify_checks=False)
     plan.require()
     runs = {op: e.runs for op, e in plan.entries.items()}
-    variants = [_variant(i, catalog) for i in runs.values()]
+    variants = [_variant(i, catalog) for e in plan.entries.values() for i in e.all_runs]  # per-type ones too
     if dtype == torch.bfloat16 or cache_dtype in (torch.bfloat16, torch.float16):
         variants.append("bf16")  # 16-bit activations or a 16-bit MLA cache: judged by the bf16 rule
     variant = loosest(variants)
@@ -320,7 +320,9 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     ref = golden_logits(weights, digest, tokens, depths, decode_steps, catalog, golden, device, tapes=tapes)
     lock_problems = lockref.check_golden(pins, ref, tokens, decode_steps) if pinned and golden is None else []
     outcome = ModelOutcome(model=name, registry=str(registry.path), device=device, variant=variant, rule=rule,
-                           depths=[], lock_problems=lock_problems, selections={op: i.key for op, i in runs.items()})
+                           depths=[], lock_problems=lock_problems,
+                           selections={op: i.key + "".join(f"; {t}: {x.name}" for t, x in plan.entries[op].by_type.items())
+                                       for op, i in runs.items()})
     if plan.engine_on:  # the graph differs from the plain one too: the report says how
         outcome.selections["[engine]"] = ", ".join(plan.engine_on)
     checked = make_plan(registry, catalog, device, verify_checks=True)
@@ -359,14 +361,23 @@ def _bit_identity(plan: Plan, catalog, cand, tokens, depths, decode_steps, make)
     """For every selection claiming bit-identity: rerun with its target in its place (`make(plan)` gives the
     engine and its routing pin, the same pin as the candidate's); logits must be equal bytes."""
     out = []
-    for op, entry in plan.entries.items():
-        impl = entry.runs
+    claims = [(op, None, entry.runs) for op, entry in plan.entries.items()] + \
+        [(op, t, i) for op, entry in plan.entries.items() for t, i in entry.by_type.items()]
+    for op, qtype, impl in claims:  # qtype: a per-type selection ([ops.OP.DEVICE.by_type.TYPE]), swapped alone
         if impl is None or impl.claim.kind != "bit_identical":
             continue
+        entry = plan.entries[op]
         target = catalog.get(op, impl.claim.to)
-        trip = plan.device == "cuda" and "cuda" not in target.devices
-        swapped = dataclasses.replace(plan, entries={**plan.entries,
-                                                     op: dataclasses.replace(entry, runs=target, round_trip=trip)})
+        if qtype is None:
+            trip = plan.device == "cuda" and "cuda" not in target.devices
+            changed = dataclasses.replace(entry, runs=target, round_trip=trip)
+        else:
+            if plan.device not in target.devices:
+                out.append(BitIdentity(op, f"{impl.name} ({qtype})", target.name, False,
+                                       f"its target {target.key} cannot run natively on {plan.device}"))
+                continue
+            changed = dataclasses.replace(entry, by_type={**entry.by_type, qtype: target})
+        swapped = dataclasses.replace(plan, entries={**plan.entries, op: changed})
         eng, pins = make(swapped)
         with poisoned():
             other = run_depths(eng, tokens, depths, decode_steps, pinning=pins)
@@ -375,5 +386,5 @@ def _bit_identity(plan: Plan, catalog, cand, tokens, depths, decode_steps, make)
         bad = {d: n for d, n in differ.items() if n}
         detail = "every logit the same bytes" if not bad else \
             "logits differ at " + ", ".join(f"depth {d} ({n} positions)" for d, n in bad.items())
-        out.append(BitIdentity(op, impl.name, target.name, not bad, detail))
+        out.append(BitIdentity(op, impl.name + (f" ({qtype})" if qtype else ""), target.name, not bad, detail))
     return out

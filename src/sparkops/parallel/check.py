@@ -79,7 +79,7 @@ def registry_variant(registry: str | None, device: str) -> str:
 
     catalog = load_catalog()
     plan = make_plan(Registry.load(registry or default_registry()), catalog, device, verify_checks=False)
-    return loosest([resolve_claim(e.runs, catalog)[1] for e in plan.entries.values() if e.runs is not None])
+    return loosest([resolve_claim(i, catalog)[1] for e in plan.entries.values() for i in e.all_runs])
 
 
 def single_process_weights(spec: PoolSpec, device: str):

@@ -27,7 +27,15 @@ from ..ops import OP_NAMES
 from ..plugins.implementation import DEVICES
 
 FALLBACKS = ("error", "reference")
-_KEYS = {"impl", "fallback", "check"}
+_KEYS = {"impl", "fallback", "check", "by_type"}
+#: ops whose implementation can be chosen per GGUF type of one weight argument ([ops.OP.DEVICE.by_type.TYPE]):
+#: op -> the parameter whose type picks. A linear's speed depends on its weight's block format more than on
+#: anything else (session 8: the Q6_K lm_head at 22% of the read ceiling in Triton, Q4_K at 44%), so a registry
+#: may send one type to another implementation
+TYPED_OPS = {"linear": "weight"}
+#: the GGUF type names a by_type table may name (sparkops.qweight.SUPPORTED)
+TYPE_NAMES = ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q6_K", "IQ1_S")
+_TYPE_KEYS = {"impl", "check"}
 #: the [engine] table's options: name -> (type, default, what it does)
 ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
     "fuse_projections": (bool, False, "linears that read the same input (KDA q/k/v/f_a/beta/g_a, MLA q/kv_a, "
@@ -117,11 +125,30 @@ class Registry:
                     self._fail(f"[{where}]: unknown key(s) {sorted(extra)}; allowed: {sorted(_KEYS)}", where)
                 if not isinstance(entry.get("impl"), str):
                     self._fail(f"[{where}]: impl = \"NAME\" is required (a string)", where)
+                if "by_type" in entry:
+                    self._validate_by_type(op, where, entry["by_type"])
                 fb = entry.get("fallback", "error")
                 if fb not in FALLBACKS:
                     self._fail(f"[{where}]: fallback = {fb!r}; use one of {list(FALLBACKS)}", where)
                 if "check" in entry and not isinstance(entry["check"], dict):
                     self._fail(f"[{where}]: check must be a table (written by the gate)", where)
+
+    def _validate_by_type(self, op: str, where: str, table: Any) -> None:
+        if op not in TYPED_OPS:
+            self._fail(f"[{where}.by_type]: '{op}' cannot be chosen per weight type; the ops that can: "
+                       f"{', '.join(TYPED_OPS)}", where)
+        if not isinstance(table, dict):
+            self._fail(f"[{where}.by_type] must hold tables [{where}.by_type.TYPE] with impl = \"NAME\"", where)
+        for qtype, sub in table.items():
+            w = f"{where}.by_type.{qtype}"
+            if qtype not in TYPE_NAMES:
+                self._fail(f"[{w}]: unknown GGUF type '{qtype}'; use one of {', '.join(TYPE_NAMES)}", w)
+            if not isinstance(sub, dict) or not isinstance(sub.get("impl"), str):
+                self._fail(f"[{w}]: impl = \"NAME\" is required (a string)", w)
+            extra = set(sub) - _TYPE_KEYS
+            if extra:
+                self._fail(f"[{w}]: unknown key(s) {sorted(extra)}; allowed: {sorted(_TYPE_KEYS)} (a type's "
+                           f"implementation has no fallback of its own: it must run, or the plan refuses)", w)
 
     def selection(self, op: str, device: str) -> Selection | None:
         entry = self.doc.get("ops", {}).get(op, {}).get(device)
@@ -130,6 +157,16 @@ class Registry:
         check = entry.get("check")
         return Selection(op, device, str(entry["impl"]), str(entry.get("fallback", "error")),
                          check.unwrap() if check is not None else None, self._line_of(f"ops.{op}.{device}"))
+
+    def type_selections(self, op: str, device: str) -> dict[str, Selection]:
+        """{GGUF type name: its selection} from [ops.OP.DEVICE.by_type.TYPE] (empty where there is none)."""
+        entry = self.doc.get("ops", {}).get(op, {}).get(device)
+        out = {}
+        for qtype, sub in ((entry or {}).get("by_type") or {}).items():
+            check = sub.get("check")
+            out[qtype] = Selection(op, device, str(sub["impl"]), "error", check.unwrap() if check is not None else None,
+                                   self._line_of(f"ops.{op}.{device}.by_type.{qtype}"))
+        return out
 
     def _check_needs(self, options: dict[str, object]) -> None:
         """An option that needs another (ENGINE_NEEDS) is refused on its own, naming the one to turn on."""
@@ -184,6 +221,33 @@ class Registry:
             del entry["check"]
         if check is not None:
             entry["check"] = _to_table(check)
+
+    def set_type(self, op: str, device: str, qtype: str, impl: str | None,
+                 check: dict[str, Any] | None = None) -> None:
+        """Send `op`'s calls whose typed weight (TYPED_OPS) is `qtype` to `impl` on `device`, with its check
+        record; impl None removes that type's selection."""
+        if op not in TYPED_OPS:
+            raise RegistryError(f"'{op}' cannot be chosen per weight type; the ops that can: {', '.join(TYPED_OPS)}")
+        if qtype not in TYPE_NAMES:
+            raise RegistryError(f"unknown GGUF type '{qtype}'; use one of {', '.join(TYPE_NAMES)}")
+        entry = self.doc.get("ops", {}).get(op, {}).get(device)
+        if entry is None:
+            raise RegistryError(f"{self.path}: [ops.{op}.{device}] has no implementation yet; select one for every "
+                                f"type first (sparkops swap {op}=IMPL --device {device}), then {op}@{qtype}=IMPL")
+        if impl is None:
+            table = entry.get("by_type")
+            if table is not None and qtype in table:
+                del table[qtype]
+                if not table:
+                    del entry["by_type"]
+            return
+        if "by_type" not in entry:
+            entry["by_type"] = tomlkit.table(is_super_table=True)
+        sub = tomlkit.table()
+        sub["impl"] = impl
+        if check is not None:
+            sub["check"] = _to_table(check)
+        entry["by_type"][qtype] = sub
 
     def text(self) -> str:
         return tomlkit.dumps(self.doc)

@@ -29,6 +29,17 @@ class PlanEntry:
     check: str = "n/a"  # the state of the check record ("ok", "the reference needs none", or the problem)
     error: str | None = None  # why nothing can run
     others: list[tuple[str, str]] = field(default_factory=list)  # (name, why not selected)
+    by_type: dict[str, Implementation] = field(default_factory=dict)  # GGUF type name -> what runs for it
+
+    @property
+    def all_runs(self) -> list[Implementation]:
+        """Every implementation this op runs: the selection for all types, then each type's own."""
+        return ([self.runs] if self.runs is not None else []) + list(self.by_type.values())
+
+    def describe_runs(self) -> str:
+        """What runs, as a person reads it: 'triton_lastblock' or 'triton_lastblock; Q6_K: cupy_float'."""
+        main = self.runs.name + (" (fallback)" if self.fallback_taken else "") if self.runs else "NOTHING"
+        return "; ".join([main] + [f"{t}: {i.name}" for t, i in self.by_type.items()])
 
 
 @dataclass
@@ -114,6 +125,7 @@ def _plan_op(registry: Registry, catalog: Catalog, op: str, device: str, verify_
                 entry.error += f"; and the reference '{ref_name}' cannot run either"
     if entry.runs is not None and entry.runs.name == ref_name and not entry.fallback_taken:
         entry.check = "the reference needs none"
+    _plan_types(registry, catalog, entry, impls, verify_checks)
     for name, impl in sorted(impls.items()):
         if entry.runs is not None and name == entry.runs.name:
             continue
@@ -123,6 +135,40 @@ def _plan_op(registry: Registry, catalog: Catalog, op: str, device: str, verify_
             why += f"; {blocker}"
         entry.others.append((name, why))
     return entry
+
+
+def _plan_types(registry: Registry, catalog: Catalog, entry: PlanEntry, impls: dict[str, Implementation],
+                verify_checks: bool) -> None:
+    """The op's per-type selections ([ops.OP.DEVICE.by_type.TYPE]). Policy: a type's implementation has no
+    fallback; one that cannot run here, or is unproven, makes the plan refuse (naming the table to fix), since
+    running the op's other implementation in its place would be a silent substitution."""
+    op, device = entry.op, entry.device
+    problems = []
+    for qtype, sel in registry.type_selections(op, device).items():
+        where = f"[ops.{op}.{device}.by_type.{qtype}]"
+        impl = impls.get(sel.impl)
+        if impl is None:
+            at = f"{registry.path}:{sel.line}" if sel.line else str(registry.path)
+            raise RegistryError(f"{at}: {where} selects unknown implementation '{sel.impl}' of '{op}'; its "
+                                f"implementations are: {', '.join(sorted(impls))}")
+        problem = _cannot_run(impl, device)
+        if problem is None and device not in impl.devices:
+            problem = (f"{impl.key} runs only on {'/'.join(impl.devices)}, and a type's implementation runs "
+                       f"natively (no host round trip)")
+        if problem is None and verify_checks and impl.name != get_contract(op).reference:
+            check_problem = _check_problem(impl, sel, device, catalog)
+            if check_problem:
+                problem = (f"{impl.key} has no valid check record on {device} ({check_problem}); run "
+                           f"`sparkops swap {op}@{qtype}={impl.name} --device {device}` to prove it")
+        if problem is not None:
+            problems.append(f"{where}: {problem} (remove it with `sparkops swap {op}@{qtype}=- --device {device}`)")
+            continue
+        entry.by_type[qtype] = impl
+        entry.reason += f"; {qtype} weights: {impl.name} ({where})"
+    if problems:
+        entry.error = "; ".join(([entry.error] if entry.error else []) + problems)
+        entry.runs = None
+        entry.by_type = {}
 
 
 def _cannot_run(impl: Implementation, device: str) -> str | None:
