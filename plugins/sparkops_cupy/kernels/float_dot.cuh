@@ -30,33 +30,6 @@ __device__ __forceinline__ float dot4(u32 w, float4 x, float bias_plus) {
     return __fmaf_rn(byte_value<3>(w, bias_plus), x.w, s);
 }
 
-// Stage rows t0..t0+nt-1 of x [T, K] (K a multiple of 32) into shared memory as float32, sf [nt*K], and the
-// float sum of every 32 consecutive values, ss [nt*K/32]. All threads; 16 blocks of 32 per warp loaded before
-// any is used (one trip to L2 for a 4096-wide row).
-__device__ __forceinline__ void stage_float_sums(const void* __restrict__ x, int x_dt, int K, i64 t0, int nt,
-                                                 float* sf, float* ss) {
-    const i64 off = t0 * (i64)K;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    const int n_blocks = nt * (K >> 5);
-    for (int b0 = warp; b0 < n_blocks; b0 += 16 * n_warps) {
-        float v[16];
-#pragma unroll
-        for (int u = 0; u < 16; ++u) {
-            const int b = b0 + u * n_warps;
-            v[u] = b < n_blocks ? load_act(x, off + b * 32 + lane, x_dt) : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < 16; ++u) {
-            const int b = b0 + u * n_warps;  // the same for all lanes: whole warps sum together
-            if (b < n_blocks) {
-                const float s = warp_sum(v[u]);
-                sf[b * 32 + lane] = v[u];
-                if (lane == 0) ss[b] = s;
-            }
-        }
-    }
-}
-
 // ---- Q8_0: value = d * q, q int8 ---------------------------------------------------------------------
 struct DotQ8_0F : DotQ8_0 {
     template <int NT>

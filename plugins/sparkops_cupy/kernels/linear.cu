@@ -68,7 +68,7 @@ __device__ __forceinline__ void linear_rows(const void* __restrict__ x, int x_dt
     a.f = sf;
     if (ACT == ACT_FLOAT_SUMS) {
         a.s = sf + NT * K;  // the sums of 32 after the floats
-        stage_float_sums(x, x_dt, K, t0, nt, sf, sf + NT * K);
+        stage_activations<false, true>(x, x_dt, K, t0, nt, sq, sd, sf + NT * K, sf);
     } else {
         stage_activations<ACT == ACT_FLOAT>(x, x_dt, K, t0, nt, sq, sd, ss, sf);
     }

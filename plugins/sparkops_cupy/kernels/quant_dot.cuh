@@ -33,8 +33,10 @@ struct ActQ8 {
     int K;
 };
 
-// Stage rows t0..t0+nt-1 of x [T, K] into shared memory: quantized (Q8) or as floats. All threads.
-template <bool FLOAT_ACT>
+// Stage rows t0..t0+nt-1 of x [T, K] into shared memory: quantized (Q8), or as floats. All threads.
+// FLOAT_SUMS (K a multiple of 32): the floats in sf with the float sum of every 32 in ss, nothing quantized (the
+// float dots of float_dot.cuh); sq and sd are not touched.
+template <bool FLOAT_ACT, bool FLOAT_SUMS = false>
 __device__ __forceinline__ void stage_activations(const void* __restrict__ x, int x_dt, int K, i64 t0, int nt,
                                                   i8* sq, float* sd, float* ss, float* sf) {
     const i64 off = t0 * (i64)K;
@@ -56,7 +58,11 @@ __device__ __forceinline__ void stage_activations(const void* __restrict__ x, in
 #pragma unroll
         for (int u = 0; u < 16; ++u) {
             const int b = b0 + u * n_warps;  // the same for all lanes: whole warps quantize together
-            if (b < n_blocks) {
+            if (b < n_blocks && FLOAT_SUMS) {
+                const float s = warp_sum(v[u]);
+                sf[b * 32 + lane] = v[u];
+                if (lane == 0) ss[b] = s;
+            } else if (b < n_blocks) {
                 int q;
                 float d;
                 q8_quantize_lane(v[u], q, d);
