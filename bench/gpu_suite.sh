@@ -517,6 +517,9 @@ rungs6)
   ;;
 prefill_lean)  # prefill 32768 under the bf16 registry (the prefill paths), on the lean prerequisites
   prereq_lean || continue
+  # where a 4096-token chunk's time goes, per op (never run on a GPU yet): from an empty cache and at 28672 rows
+  run diagnose-prefill 60 sparkops diagnose --model $M --device cuda --depth 0,28672 --prefill-chunk 4096 \
+      --registry $PREFILL_REG $FILL_LEAN --out "$R/diag-prefill" --json-out $DJ/diag-prefill.json
   run prefill-best 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 --registry $PREFILL_REG \
       $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill"
   ;;

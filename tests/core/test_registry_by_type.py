@@ -118,3 +118,16 @@ def test_two_registries_differing_in_one_type_selection(reg_path, tmp_path):
     diff = rd.differences(reg_path, other, "cpu")
     assert diff == {"linear@Q6_K": ["(none)", "numpy"]}
     rd.expect_changes(diff, "linear@Q6_K", reg_path, other)
+
+
+def test_bisect_tries_a_differing_type_selection_alone(reg_path, tmp_path):
+    from sparkops.gate.bisect import differing, one_swap
+
+    cand = tmp_path / "cand.toml"
+    cand.write_text(reg_path.read_text())
+    assert run_cli("swap", "linear@Q6_K=numpy", "--device", "cpu", "--registry", str(cand)).returncode == 0
+    diffs = differing(Registry.load(cand), Registry.load(reg_path), "cpu")
+    assert diffs == [("linear@Q6_K", "numpy", None)]
+    trial = one_swap(Registry.load(reg_path), "linear@Q6_K", "cpu", "numpy")
+    assert trial.selection("linear", "cpu").impl == "torch"
+    assert {t: s.impl for t, s in trial.type_selections("linear", "cpu").items()} == {"Q6_K": "numpy"}

@@ -33,19 +33,28 @@ class Trial:
 
 
 def differing(candidate: Registry, base: Registry, device: str) -> list[tuple[str, str, str | None]]:
-    """(op, candidate impl, base impl) for every op the two registries select differently on `device`."""
+    """(op, candidate impl, base impl) for every op the two registries select differently on `device`; a per-type
+    selection the candidate makes differently is its own suspect, named "op@TYPE"."""
     out = []
     for op in OP_NAMES:
         c, b = candidate.selection(op, device), base.selection(op, device)
         if c is not None and (b is None or c.impl != b.impl):
             out.append((op, c.impl, b.impl if b else None))
+        ct, bt = candidate.type_selections(op, device), base.type_selections(op, device)
+        for qtype, sel in ct.items():
+            if qtype not in bt or bt[qtype].impl != sel.impl:
+                out.append((f"{op}@{qtype}", sel.impl, bt[qtype].impl if qtype in bt else None))
     return out
 
 
 def one_swap(base: Registry, op: str, device: str, impl: str) -> Registry:
-    """The base registry with one selection replaced (in memory; nothing is written)."""
+    """The base registry with one selection replaced, "op@TYPE" a per-type one (in memory; nothing is written)."""
     reg = Registry(base.path, copy.deepcopy(base.doc), base.text())
-    reg.set(op, device, impl)
+    name, _, qtype = op.partition("@")
+    if qtype:
+        reg.set_type(name, device, qtype, impl)
+    else:
+        reg.set(name, device, impl)
     return reg
 
 
