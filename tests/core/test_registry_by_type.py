@@ -131,3 +131,13 @@ def test_bisect_tries_a_differing_type_selection_alone(reg_path, tmp_path):
     trial = one_swap(Registry.load(reg_path), "linear@Q6_K", "cpu", "numpy")
     assert trial.selection("linear", "cpu").impl == "torch"
     assert {t: s.impl for t, s in trial.type_selections("linear", "cpu").items()} == {"Q6_K": "numpy"}
+
+
+def test_a_type_selection_needs_the_ops_selection_first(tmp_path):
+    empty = tmp_path / "empty.toml"
+    r = run_cli("swap", "linear@Q6_K=numpy", "--device", "cpu", "--registry", str(empty))
+    assert r.returncode == 2 and "has no implementation yet" in r.stderr and "linear=IMPL" in r.stderr
+    assert not empty.exists()
+    r = run_cli("swap", "linear@Q6_K=numpy", "linear=numpy", "--device", "cpu", "--registry", str(empty))
+    assert r.returncode == 0, r.stderr
+    assert Registry.load(empty).type_selections("linear", "cpu")["Q6_K"].impl == "numpy"

@@ -74,6 +74,10 @@ def run(args) -> int:
         if qtype and device not in impl.devices:
             raise BadInput(f"{impl.key} runs only on {'/'.join(impl.devices)}: a per-type selection runs natively "
                            f"on its device class (no host round trip)")
+        if qtype and registry.selection(impl.op, device) is None and \
+                not any(i.op == impl.op and t is None for i, t in impls):  # refused before any proof runs
+            raise BadInput(f"[ops.{impl.op}.{device}] has no implementation yet in {path}; select one for every type "
+                           f"first (sparkops swap {impl.op}=IMPL --device {device}), then {impl.op}@{qtype}=IMPL")
         if device == "cpu" and "cpu" not in impl.devices:
             raise BadInput(f"{impl.key} runs only on {'/'.join(impl.devices)}; pass --device cuda")
         if impl.unavailable:
@@ -89,7 +93,7 @@ def run(args) -> int:
             console.print(outcome.report, markup=False)
             raise CheckFailed(f"{impl.key} failed its check on {device}; registry {path} left unchanged")
     try:
-        for impl, qtype, device, record, _ in results:
+        for impl, qtype, device, record, _ in sorted(results, key=lambda r: r[1] is not None):  # ops, then types
             if qtype:
                 registry.set_type(impl.op, device, qtype, impl.name, check=record)
             else:

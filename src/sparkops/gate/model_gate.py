@@ -321,7 +321,8 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     lock_problems = lockref.check_golden(pins, ref, tokens, decode_steps) if pinned and golden is None else []
     outcome = ModelOutcome(model=name, registry=str(registry.path), device=device, variant=variant, rule=rule,
                            depths=[], lock_problems=lock_problems,
-                           selections={op: i.key + "".join(f"; {t}: {x.name}" for t, x in plan.entries[op].by_type.items())
+                           selections={op: i.key + "".join(f"; {t}: {x.name}"
+                                                           for t, x in plan.entries[op].by_type.items())
                                        for op, i in runs.items()})
     if plan.engine_on:  # the graph differs from the plain one too: the report says how
         outcome.selections["[engine]"] = ", ".join(plan.engine_on)

@@ -145,6 +145,8 @@ class Registry:
                 self._fail(f"[{w}]: unknown GGUF type '{qtype}'; use one of {', '.join(TYPE_NAMES)}", w)
             if not isinstance(sub, dict) or not isinstance(sub.get("impl"), str):
                 self._fail(f"[{w}]: impl = \"NAME\" is required (a string)", w)
+            if "check" in sub and not isinstance(sub["check"], dict):
+                self._fail(f"[{w}]: check must be a table (written by the gate)", w)
             extra = set(sub) - _TYPE_KEYS
             if extra:
                 self._fail(f"[{w}]: unknown key(s) {sorted(extra)}; allowed: {sorted(_TYPE_KEYS)} (a type's "

@@ -126,8 +126,9 @@ def _plan_op(registry: Registry, catalog: Catalog, op: str, device: str, verify_
     if entry.runs is not None and entry.runs.name == ref_name and not entry.fallback_taken:
         entry.check = "the reference needs none"
     _plan_types(registry, catalog, entry, impls, verify_checks)
+    typed = {i.name for i in entry.by_type.values()}
     for name, impl in sorted(impls.items()):
-        if entry.runs is not None and name == entry.runs.name:
+        if (entry.runs is not None and name == entry.runs.name) or name in typed:  # shown under "runs"
             continue
         why = "not selected" if name != entry.selected else "selected, but cannot run"
         blocker = _cannot_run(impl, device)
