@@ -50,11 +50,8 @@ struct DotQ4_KF : DotQ4_K {
     template <int NT>
     static __device__ __forceinline__ void dot(const Chunk& ch, int c, const ActQ8& a, const uint2*, float (&acc)[NT]) {
         const int b = c >> 2, j = c & 3;
-        const float d = f16_to_f32((u16)(ch.hd.x & 0xffffu)), dmin = f16_to_f32((u16)(ch.hd.x >> 16));
-        u32 sc, mn;
-        q4k_scale_min_pair(j, ch.hd.y, ch.hd.z, ch.hd.w, sc, mn);
-        const float d0 = d * (float)(sc & 255u), d1 = d * (float)(sc >> 8);
-        const float m0 = dmin * (float)(mn & 255u), m1 = dmin * (float)(mn >> 8);
+        float d0, d1, m0, m1;
+        scales(ch, j, d0, d1, m0, m1);  // DotQ4_K's
         const u32 lo = 0x0f0f0f0fu;
         const u32 q[8] = {ch.q0.x, ch.q0.y, ch.q0.z, ch.q0.w, ch.q1.x, ch.q1.y, ch.q1.z, ch.q1.w};
 #pragma unroll
@@ -78,15 +75,11 @@ struct DotQ6_KF : DotQ6_K {
     template <int NT>
     static __device__ __forceinline__ void dot(const Chunk& ch, int c, const ActQ8& a, const uint2*, float (&acc)[NT]) {
         const int b = c >> 4, hh = (c >> 3) & 1, l0 = (c & 7) * 4;
-        const u32 lo = 0x0f0f0f0fu, hi = 0x30303030u;
-        // 6-bit codes of rows r = 0..3 (value 128hh + 32r + l0 + i in byte i), as DotQ6_K reads them
-        const u32 u0 = (ch.qla & lo) | ((ch.qh << 4) & hi);
-        const u32 u1 = (ch.qlb & lo) | ((ch.qh << 2) & hi);
-        const u32 u2 = ((ch.qla >> 4) & lo) | (ch.qh & hi);
-        const u32 u3 = ((ch.qlb >> 4) & lo) | ((ch.qh >> 2) & hi);
-        const float d = f16_to_f32((u16)ch.d);
-        const float s0 = d * (float)(i8)(ch.sc & 255u), s1 = d * (float)(i8)((ch.sc >> 8) & 255u);
-        const float s2 = d * (float)(i8)((ch.sc >> 16) & 255u), s3 = d * (float)(i8)(ch.sc >> 24);
+        u32 u[4];  // 6-bit codes of rows r = 0..3 (value 128hh + 32r + l0 + i in byte i), DotQ6_K's decode
+        float sr[4];
+        decode(ch, u, sr);
+        const u32 u0 = u[0], u1 = u[1], u2 = u[2], u3 = u[3];
+        const float s0 = sr[0], s1 = sr[1], s2 = sr[2], s3 = sr[3];
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const float* xf = a.f + t * a.K + b * 256 + 128 * hh + l0;
@@ -103,13 +96,10 @@ struct DotIQ1_SF : DotIQ1_S {
     template <int NT>
     static __device__ __forceinline__ void dot(const Chunk& ch, int c, const ActQ8& a, const uint2* __restrict__ grid,
                                                float (&acc)[NT]) {
-        const float dl = f16_to_f32((u16)ch.d) * (float)(2 * ((ch.qh >> 12) & 7u) + 1);
-        const float delta = (ch.qh & 0x8000u) ? -0.125f : 0.125f;
+        float dl, delta;
+        uint2 g0, g1, g2, g3;
+        decode(ch, grid, dl, delta, g0, g1, g2, g3);  // DotIQ1_S's
         const u32 m = 0x80808080u;  // int8 -1, 0, 1 -> 127, 128, 129
-        const uint2 g0 = __ldg(grid + ((ch.qs & 255u) | ((ch.qh & 7u) << 8)));
-        const uint2 g1 = __ldg(grid + (((ch.qs >> 8) & 255u) | (((ch.qh >> 3) & 7u) << 8)));
-        const uint2 g2 = __ldg(grid + (((ch.qs >> 16) & 255u) | (((ch.qh >> 6) & 7u) << 8)));
-        const uint2 g3 = __ldg(grid + ((ch.qs >> 24) | (((ch.qh >> 9) & 7u) << 8)));
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const float4* xf = (const float4*)(a.f + t * a.K + c * 32);

@@ -138,14 +138,21 @@ struct DotQ4_K {
         ch.q1 = *(const uint4*)(blk + 32 + 32 * (c & 3));
         return ch;
     }
-    template <int NT>
-    static __device__ __forceinline__ void dot(const Chunk& ch, int c, const ActQ8& a, const uint2*, float (&acc)[NT]) {
-        const int b = c >> 2, j = c & 3;
+    // the multipliers (d * scale) and offsets (dmin * min) of sub-blocks 2j and 2j+1, from the chunk's header
+    static __device__ __forceinline__ void scales(const Chunk& ch, int j, float& d0, float& d1, float& m0, float& m1) {
         const float d = f16_to_f32((u16)(ch.hd.x & 0xffffu)), dmin = f16_to_f32((u16)(ch.hd.x >> 16));
         u32 sc, mn;
         q4k_scale_min_pair(j, ch.hd.y, ch.hd.z, ch.hd.w, sc, mn);
-        const float d0 = d * (float)(sc & 255u), d1 = d * (float)(sc >> 8);
-        const float m0 = dmin * (float)(mn & 255u), m1 = dmin * (float)(mn >> 8);
+        d0 = d * (float)(sc & 255u);
+        d1 = d * (float)(sc >> 8);
+        m0 = dmin * (float)(mn & 255u);
+        m1 = dmin * (float)(mn >> 8);
+    }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const Chunk& ch, int c, const ActQ8& a, const uint2*, float (&acc)[NT]) {
+        const int b = c >> 2, j = c & 3;
+        float d0, d1, m0, m1;
+        scales(ch, j, d0, d1, m0, m1);
         const u32 lo = 0x0f0f0f0fu;
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
@@ -194,18 +201,31 @@ struct DotQ6_K {
         ch.d = ld_u16(blk + 208);
         return ch;
     }
+    // the unsigned 6-bit codes of rows r = 0..3 (value 128hh + 32r + l0 + i in byte i of u[r]) and their
+    // sub-blocks' multipliers d * scale
+    static __device__ __forceinline__ void decode(const Chunk& ch, u32 (&u)[4], float (&s)[4]) {
+        const u32 lo = 0x0f0f0f0fu, hi = 0x30303030u;
+        u[0] = (ch.qla & lo) | ((ch.qh << 4) & hi);
+        u[1] = (ch.qlb & lo) | ((ch.qh << 2) & hi);
+        u[2] = ((ch.qla >> 4) & lo) | (ch.qh & hi);
+        u[3] = ((ch.qlb >> 4) & lo) | ((ch.qh >> 2) & hi);
+        const float d = f16_to_f32((u16)ch.d);
+        s[0] = d * (float)(i8)(ch.sc & 255u);
+        s[1] = d * (float)(i8)((ch.sc >> 8) & 255u);
+        s[2] = d * (float)(i8)((ch.sc >> 16) & 255u);
+        s[3] = d * (float)(i8)(ch.sc >> 24);
+    }
     template <int NT>
     static __device__ __forceinline__ void dot(const Chunk& ch, int c, const ActQ8& a, const uint2*, float (&acc)[NT]) {
         const int b = c >> 4, hh = (c >> 3) & 1, l0 = (c & 7) * 4;
-        const u32 lo = 0x0f0f0f0fu, hi = 0x30303030u, k32 = 0x20202020u;
-        // 6-bit codes of rows r = 0..3, then minus 32 per byte (wrapping: -32..31 as int8)
-        const int q0 = (int)__vsub4((ch.qla & lo) | ((ch.qh << 4) & hi), k32);
-        const int q1 = (int)__vsub4((ch.qlb & lo) | ((ch.qh << 2) & hi), k32);
-        const int q2 = (int)__vsub4(((ch.qla >> 4) & lo) | (ch.qh & hi), k32);
-        const int q3 = (int)__vsub4(((ch.qlb >> 4) & lo) | ((ch.qh >> 2) & hi), k32);
-        const float d = f16_to_f32((u16)ch.d);
-        const float s0 = d * (float)(i8)(ch.sc & 255u), s1 = d * (float)(i8)((ch.sc >> 8) & 255u);
-        const float s2 = d * (float)(i8)((ch.sc >> 16) & 255u), s3 = d * (float)(i8)(ch.sc >> 24);
+        const u32 k32 = 0x20202020u;
+        u32 u[4];
+        float sr[4];
+        decode(ch, u, sr);
+        // minus 32 per byte (wrapping: -32..31 as int8)
+        const int q0 = (int)__vsub4(u[0], k32), q1 = (int)__vsub4(u[1], k32);
+        const int q2 = (int)__vsub4(u[2], k32), q3 = (int)__vsub4(u[3], k32);
+        const float s0 = sr[0], s1 = sr[1], s2 = sr[2], s3 = sr[3];
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const i8* xq = a.q + t * a.K + b * 256 + 128 * hh + l0;
@@ -233,15 +253,22 @@ struct DotIQ1_S {
         ch.qh = ld_u16(blk + 34 + 2 * s);
         return ch;
     }
+    // the sub-block's scale dl, its delta, and the grid rows (8 int8 values of -1, 0, 1) of its 4 groups
+    static __device__ __forceinline__ void decode(const Chunk& ch, const uint2* __restrict__ grid, float& dl,
+                                                  float& delta, uint2& g0, uint2& g1, uint2& g2, uint2& g3) {
+        dl = f16_to_f32((u16)ch.d) * (float)(2 * ((ch.qh >> 12) & 7u) + 1);
+        delta = (ch.qh & 0x8000u) ? -0.125f : 0.125f;
+        g0 = __ldg(grid + ((ch.qs & 255u) | ((ch.qh & 7u) << 8)));
+        g1 = __ldg(grid + (((ch.qs >> 8) & 255u) | (((ch.qh >> 3) & 7u) << 8)));
+        g2 = __ldg(grid + (((ch.qs >> 16) & 255u) | (((ch.qh >> 6) & 7u) << 8)));
+        g3 = __ldg(grid + ((ch.qs >> 24) | (((ch.qh >> 9) & 7u) << 8)));
+    }
     template <int NT>
     static __device__ __forceinline__ void dot(const Chunk& ch, int c, const ActQ8& a, const uint2* __restrict__ grid,
                                                float (&acc)[NT]) {
-        const float dl = f16_to_f32((u16)ch.d) * (float)(2 * ((ch.qh >> 12) & 7u) + 1);
-        const float delta = (ch.qh & 0x8000u) ? -0.125f : 0.125f;
-        const uint2 g0 = __ldg(grid + ((ch.qs & 255u) | ((ch.qh & 7u) << 8)));
-        const uint2 g1 = __ldg(grid + (((ch.qs >> 8) & 255u) | (((ch.qh >> 3) & 7u) << 8)));
-        const uint2 g2 = __ldg(grid + (((ch.qs >> 16) & 255u) | (((ch.qh >> 6) & 7u) << 8)));
-        const uint2 g3 = __ldg(grid + ((ch.qs >> 24) | (((ch.qh >> 9) & 7u) << 8)));
+        float dl, delta;
+        uint2 g0, g1, g2, g3;
+        decode(ch, grid, dl, delta, g0, g1, g2, g3);
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const i8* xq = a.q + t * a.K + c * 32;
