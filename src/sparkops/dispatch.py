@@ -39,7 +39,8 @@ class Ops:
             if entry.by_type:
                 fn = _by_weight_type(fn, op, {t: i.resolve() for t, i in entry.by_type.items()})
             if check_finite:
-                fn = _finite_checked(fn, op, entry.describe_runs())
+                fn = _finite_checked(fn, op, entry.runs.key + "".join(f"; {t}: {i.name}"
+                                                                      for t, i in entry.by_type.items()))
             setattr(self, op, fn)
 
     def summary(self) -> dict[str, int]:
