@@ -82,7 +82,8 @@
 #   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now"'
 #   $E bash bench/gpu_lanes.sh 565 "rungs8" "proofs8 tests"  # the step rebuilt by swaps (~400 s) beside the
 #                                      # cupy_float GPU tests (~60 s) and every GPU test; the lm_head rung
-#                                      # (linear@Q6_K=cupy_float, ~140 s), then every linear on cupy_float (~140 s)
+#                                      # (linear@Q6_K=cupy_float, ~140 s), then every linear on cupy_float (~140 s),
+#                                      # then fuse_low_rank (~130 s)
 #   $E bash bench/gpu_lanes.sh 565 "rungs8 prefill_lean" "iq1s131k"  # what the first call left; prefill 32768
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
@@ -141,6 +142,7 @@ FLATLIN_REG=$TMP/cuda-step-flatmoe-flatlin.toml  # FLATMOE_REG with linear=trito
 ATTN_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml  # ROUTPF_REG with attention=cupy_splitk_bf16
 CUHEAD_REG=$TMP/cuda-step8-q6k-cupy-float.toml  # ATTN_REG with linear@Q6_K=cupy_float (the lm_head's type alone)
 CUFLOAT_REG=$TMP/cuda-step8-cupy-float.toml  # the step then with linear=cupy_float for every type
+LOWRANK_REG=$TMP/cuda-step8-lowrank.toml  # the step then with [engine] fuse_low_rank = true
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -304,6 +306,7 @@ prereq() {
 timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
 now_reg() {
   if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
+  elif timed decode-fuse-lowrank && [ -f $LOWRANK_REG ]; then echo $LOWRANK_REG
   elif timed decode-linear-cupy-float && [ -f $CUFLOAT_REG ]; then echo $CUFLOAT_REG
   elif timed decode-lmhead-cupy-float && [ -f $CUHEAD_REG ]; then echo $CUHEAD_REG
   elif timed decode-attn-cupy-now && [ -f $ATTN_REG ]; then echo $ATTN_REG
@@ -568,6 +571,20 @@ rungs8)
       --depth 0,32768 --tokens 64 --repeats 6 --registry $CF_BASE --vs $CUFLOAT_REG --graph A,B $GATE $FILL_LEAN \
       --changes linear \
       --change "linear=cupy_float: every linear through cupy's streamed GEMV with float activations, over $(basename $CF_BASE), graph"
+  # a KDA layer's two low-rank up-projections (f_b, g_b: [4096, 128] F16 each, ~4 us a launch for 1 MB) as one
+  # block-diagonal linear ([engine] fuse_low_rank, session 8, not yet on a GPU when written): 20 launches fewer a
+  # token for 40 MB of zeros read; predicted ~2% from the launch count (per-op figures not taken)
+  LR_BASE=$(now_reg)
+  fresh_over $LOWRANK_REG $LR_BASE
+  if [ ! -f $LOWRANK_REG ] && [ -f $LR_BASE ]; then
+    cp $LR_BASE $LOWRANK_REG.new && sparkops engine fuse_low_rank=on --registry $LOWRANK_REG.new > /dev/null \
+      && mv $LOWRANK_REG.new $LOWRANK_REG && echo "$LR_BASE" > $LOWRANK_REG.base
+  fi
+  [ -f $LOWRANK_REG ] && run gate-captured-lowrank 30 sparkops check --model k3-nano --registry $LOWRANK_REG --device cuda \
+      --captured
+  [ -f $LOWRANK_REG ] && run decode-fuse-lowrank 100 sparkops bench decode --model $M --depth 0 --tokens 64 \
+      --repeats 6 --registry $LR_BASE --vs $LOWRANK_REG --graph A,B $GATE $FILL_LEAN --changes engine \
+      --change "fuse_low_rank: a KDA layer's f_b and g_b as one block-diagonal linear, over $(basename $LR_BASE), graph"
   NOW_REG=$(now_reg); log "the step now: $NOW_REG"
   [ -f $NOW_REG ] && run gate-captured-now8 30 sparkops check --model k3-nano --registry $NOW_REG --device cuda --captured
   run diagnose-now8 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \

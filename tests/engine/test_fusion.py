@@ -15,7 +15,8 @@ from sparkops.cli import main
 from sparkops.dispatch import Ops
 from sparkops.engine import Engine, load_model
 from sparkops.engine.decode_step import DecodeStep
-from sparkops.engine.fusion import SHARED_INPUT, block_groups, describe, fuse, merged_conv_layers, project
+from sparkops.engine.fusion import (LOW_RANK, SHARED_INPUT, block_groups, describe, fuse, low_rank_weights,
+                                    merged_conv_layers, project)
 from sparkops.engine.state import KDAState, SequenceState, Snapshot
 from sparkops.errors import RegistryError
 from sparkops.gate.model_gate import model_check
@@ -82,7 +83,7 @@ def test_a_member_of_another_type_keeps_its_own_linear(nano):
     w = next(layer.attn for layer in nano.layers if layer.kind == "kda")
     v16 = QWeight(w.v.raw.to(torch.float16), Q.F16, w.v.shape, "v as f16")
     groups = block_groups(dataclasses.replace(w, v=v16))
-    assert [g.names for g in groups] == [("q", "k", "f_a", "beta", "g_a")]
+    assert [g.names for g in groups] == [("q", "k", "f_a", "g_a", "beta")]
 
 
 def test_project_gives_each_member_its_linear(nano, catalog, tmp_path):
@@ -156,13 +157,14 @@ def test_engine_cli_sets_and_shows(tmp_path, capsys):
     p = tmp_path / "r.toml"
     p.write_text("# my comment\n")
     assert main(["engine", "--registry", str(p), "fuse_projections=on"]) == 0
-    assert "# my comment" in p.read_text() and Registry.load(p).engine_options() == {"fuse_projections": True,
-                                                                             "fuse_short_conv": False}
+    assert "# my comment" in p.read_text() and Registry.load(p).engine_options() == {
+        "fuse_projections": True, "fuse_short_conv": False, "fuse_low_rank": False}
     assert main(["engine", "--registry", str(p), "--json"]) == 0
     assert '"fuse_projections": true' in capsys.readouterr().out
     assert main(["engine", "--registry", str(p), "fuse_projections=maybe"]) == 2
     assert main(["engine", "--registry", str(p), "fuse_projections=off"]) == 0
-    assert Registry.load(p).engine_options() == {"fuse_projections": False, "fuse_short_conv": False}
+    assert Registry.load(p).engine_options() == {"fuse_projections": False, "fuse_short_conv": False,
+                                                 "fuse_low_rank": False}
 
 
 def test_a_bench_row_says_the_engine_fused(nano, catalog, tmp_path):
@@ -328,7 +330,8 @@ def test_fuse_short_conv_needs_fuse_projections(tmp_path, capsys):
     assert "needs fuse_projections" in capsys.readouterr().err and p.read_text() == ""
     # both at once, in either order; then turning fuse_projections off alone is refused
     assert main(["engine", "--registry", str(p), "fuse_short_conv=on", "fuse_projections=on"]) == 0
-    assert Registry.load(p).engine_options() == {"fuse_projections": True, "fuse_short_conv": True}
+    assert Registry.load(p).engine_options() == {"fuse_projections": True, "fuse_short_conv": True,
+                                                 "fuse_low_rank": False}
     assert main(["engine", "--registry", str(p), "fuse_projections=off"]) == 2
     assert main(["engine", "--registry", str(p), "fuse_projections=off", "fuse_short_conv=off"]) == 0
 
@@ -339,3 +342,77 @@ def test_plan_without_engine_options_says_so(tmp_path, capsys):
     p.write_text("")
     main(["plan", "--device", "cpu", "--registry", str(p)])
     assert "engine: no [engine] option set" in " ".join(capsys.readouterr().out.split())
+
+
+
+# ---- fuse_low_rank: f_b and g_b as one block-diagonal linear -------------------------------------------------------
+
+def _low_rank_registry(tmp_path: Path, low_rank: bool) -> Registry:
+    reg = _registry(tmp_path, True)
+    reg.set_engines({"fuse_low_rank": low_rank})
+    reg.path = tmp_path / f"fused-conv{'-lowrank' if low_rank else ''}.toml"
+    return reg
+
+
+def test_the_block_diagonal_weight_holds_f_b_and_g_b_and_zeros(nano):
+    weights = low_rank_weights(nano, fuse(nano))
+    kda = [i for i, layer in enumerate(nano.layers) if layer.kind == "kda"]
+    assert sorted(weights) == kda and low_rank_weights(nano, fuse(nano)) is weights  # cached on the weights
+    w, bd = nano.layers[kda[0]].attn, weights[kda[0]]
+    p, dk = w.f_b.shape
+    assert bd.shape == (2 * p, 2 * dk) and bd.qtype == w.f_b.qtype
+    assert torch.equal(bd.raw[:p, :dk], w.f_b.raw) and torch.equal(bd.raw[p:, dk:], w.g_b.raw)
+    assert not bd.raw[:p, dk:].any() and not bd.raw[p:, :dk].any()
+
+
+def test_a_quantized_low_rank_pair_keeps_its_two_linears(nano):
+    """Zeros are written into float weights only: a layer whose f_b is quantized is left out (and so runs two)."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.gguf.quants import quantize
+
+    w = next(layer.attn for layer in nano.layers if layer.kind == "kda")
+    p, dk = w.f_b.shape
+    if dk % 32:
+        pytest.skip("k3-nano's rank is not a multiple of 32")
+    q8 = QWeight(torch.from_numpy(quantize(w.f_b.raw.float().numpy(), Q.Q8_0)), Q.Q8_0, (p, dk), "f_b q8")
+    model = dataclasses.replace(nano, layers=[dataclasses.replace(layer, attn=dataclasses.replace(layer.attn, f_b=q8))
+                                              if layer.kind == "kda" else layer for layer in nano.layers])
+    assert low_rank_weights(model, fuse(model)) == {}
+
+
+def test_the_low_rank_engine_launches_one_linear_fewer_per_kda_layer_and_agrees(nano, catalog, tmp_path):
+    n = _n_kda(nano)
+    engines = [_engine(nano, catalog, _low_rank_registry(tmp_path, on)) for on in (False, True)]
+    assert engines[0].low_rank == {} and len(engines[1].low_rank) == n
+    counts, logits = [], []
+    for eng in engines:
+        c = _CountLinear(eng)
+        out = [eng.prefill(list(range(1, 40)), chunk_size=16)]
+        c.calls = 0
+        out.append(eng.decode(7))
+        counts.append(c.calls)
+        step = DecodeStep(eng)  # the replayed step's body takes the pair too
+        step.forced(torch.tensor([9]))
+        out.append(step.logits.float())
+        logits.append(torch.cat(out))
+    assert counts[0] - counts[1] == n
+    torch.testing.assert_close(logits[1], logits[0], rtol=1e-4, atol=1e-4)
+
+
+def test_project_returns_the_low_rank_inputs_as_one_slice(nano, catalog, tmp_path):
+    ops = Ops(make_plan(_registry(tmp_path, False), catalog, "cpu", verify_checks=False))
+    w = next(layer.attn for layer in nano.layers if layer.kind == "kda")
+    x = torch.randn(3, w.q.shape[1], generator=torch.Generator().manual_seed(2))
+    names = SHARED_INPUT[KDAWeights]
+    both = project(ops, x, w, names, block_groups(w), joints=(("f_a", "g_a"),))
+    one = project(ops, x, w, names, block_groups(w))
+    assert "f_a" not in both and "g_a" not in both and both[LOW_RANK].is_contiguous()
+    torch.testing.assert_close(both[LOW_RANK], torch.cat([one["f_a"], one["g_a"]], dim=1))
+
+
+def test_fuse_low_rank_needs_fuse_projections(tmp_path):
+    p = tmp_path / "r.toml"
+    p.write_text("[engine]\nfuse_low_rank = true\n")
+    with pytest.raises(RegistryError, match="fuse_low_rank = true needs fuse_projections = true"):
+        Registry.load(p)

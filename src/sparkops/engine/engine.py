@@ -14,7 +14,7 @@ import torch
 from ..dispatch import Ops
 from ..errors import BadInput
 from ..weights import ModelWeights
-from .fusion import Groups, fuse, merged_conv_layers
+from .fusion import Groups, fuse, low_rank_weights, merged_conv_layers
 from .graph import forward
 from .state import SequenceState
 
@@ -67,6 +67,9 @@ class Engine:
         self.fused: Groups | None = fuse(self.model) if self.fusable and options.get("fuse_projections") else None
         #: with fuse_short_conv too, the KDA layers whose q/k/v short convs run as one (their windows one buffer)
         merged = merged_conv_layers(self.fused) if options.get("fuse_short_conv") else set()
+        #: with fuse_low_rank too, the KDA layers' block-diagonal [[f_b, 0], [0, g_b]] weights (fusion.py)
+        self.low_rank = low_rank_weights(self.model, self.fused) if self.fused and options.get("fuse_low_rank") \
+            else {}
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
                                    merged_conv=merged)
 
@@ -97,7 +100,7 @@ class Engine:
 
     def _forward(self, ids: torch.Tensor, last_only: bool) -> torch.Tensor:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
-        return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused)
+        return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

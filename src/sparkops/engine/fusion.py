@@ -20,6 +20,14 @@ which the layer's conv_q/conv_k/conv_v are column views), gives bit for bit what
 q, k and v are then the column slices of its output. A layer whose q, k, v are not so grouped keeps the three.
 This runs when the registry's [engine] table also sets fuse_short_conv = true (its own option, so that the
 ladder times it as its own change against the fused engine with three convs).
+
+The KDA low-rank gates. f = f_b(f_a(x)) and gate = g_b(g_a(x)) are two rank-Dk factorizations: f_a and g_a are
+members of the shared-input group (adjacent columns [f_a | g_a] of its output, SHARED_INPUT's order), and f_b and g_b
+([P, Dk] each) then ran as two tiny GEMVs per layer (40 launches a decode step on the 48B). With fuse_low_rank = true
+they run as one linear of the block-diagonal weight [[f_b, 0], [0, g_b]] ([2P, 2Dk]) on the [f_a | g_a] columns,
+whose output is [f | gate]. The zeros are read (2 MB more a layer at F16), and the products' sums are taken in other
+groupings than the two GEMVs', so this is not bit-identical: the model gate judges it. Float weights only (F32, F16,
+BF16, as the quantized mixes keep these gates): a layer of another type keeps the two linears.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights
 
 #: the weights of each block that read the same input, in the order the graph uses them
 SHARED_INPUT: dict[type, tuple[str, ...]] = {
-    KDAWeights: ("q", "k", "v", "f_a", "beta", "g_a"),
+    KDAWeights: ("q", "k", "v", "f_a", "g_a", "beta"),  # f_a, g_a adjacent: the low-rank pair's input
     MLAWeights: ("q", "kv_a"),
     DenseFFNWeights: ("gate", "up"),
 }
@@ -66,6 +74,11 @@ CONV_INPUTS: tuple[str, ...] = ("q", "k", "v")
 CONV_TAPS: tuple[str, ...] = ("conv_q", "conv_k", "conv_v")
 #: project()'s key for the joint [T, 3P] output of q, k, v
 QKV = "+".join(CONV_INPUTS)
+#: the KDA low-rank pair's inputs, and project()'s key for their joint [T, 2Dk] output
+LOW_RANK_INPUTS: tuple[str, ...] = ("f_a", "g_a")
+LOW_RANK = "+".join(LOW_RANK_INPUTS)
+#: the float types whose block-diagonal weight is built by writing zeros (quantized blocks are not)
+_FLOAT_TYPES = {"F32", "F16", "BF16"}
 
 #: (layer index, "attn" | "ffn") -> that block's groups
 Groups = dict[tuple[int, str], tuple[Group, ...]]
@@ -106,6 +119,30 @@ def _with_conv(g: Group, w: KDAWeights) -> Group:
     return dataclasses.replace(g, conv=torch.cat([getattr(w, n) for n in CONV_TAPS], dim=0))  # [3P, W]
 
 
+def low_rank_weights(model: ModelWeights, groups: Groups) -> dict[int, QWeight]:
+    """{KDA layer: the block-diagonal [[f_b, 0], [0, g_b]] weight [2P, 2Dk]} for the layers whose fused group holds
+    f_a, g_a adjacently and whose f_b, g_b are one float type of one shape (module docstring); cached on the
+    weights."""
+    cache = model.__dict__.get("_low_rank_weights")
+    if cache is not None:
+        return cache
+    out: dict[int, QWeight] = {}
+    for (i, part), gs in groups.items():
+        w = model.layers[i].attn if part == "attn" else None
+        if not isinstance(w, KDAWeights) or not any(g.span(LOW_RANK_INPUTS) for g in gs):
+            continue
+        fb, gb = w.f_b, w.g_b
+        if fb.qtype.name not in _FLOAT_TYPES or _kind(fb) != _kind(gb) or fb.shape != gb.shape:
+            continue
+        p, dk = fb.shape
+        raw = torch.zeros((2 * p, 2 * dk), dtype=fb.raw.dtype, device=fb.raw.device)  # [2P, 2Dk]
+        raw[:p, :dk] = fb.raw
+        raw[p:, dk:] = gb.raw
+        out[i] = QWeight(raw, fb.qtype, (2 * p, 2 * dk), f"{fb.name}+{gb.name} (block-diagonal)")
+    model.__dict__["_low_rank_weights"] = out
+    return out
+
+
 def merged_conv_layers(groups: Groups | None) -> set[int]:
     """The layers whose KDA q, k, v run one short_conv (their conv windows are one buffer in the state)."""
     return {i for (i, part), gs in (groups or {}).items() if any(g.conv is not None for g in gs)}
@@ -134,21 +171,27 @@ def columns(y: torch.Tensor, start: int, width: int) -> torch.Tensor:
 
 
 def project(ops: Any, x: torch.Tensor, w: Any, names: tuple[str, ...],
-            groups: tuple[Group, ...] = (), joint: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
+            groups: tuple[Group, ...] = (), joint: tuple[str, ...] = (),
+            joints: tuple[tuple[str, ...], ...] = ()) -> dict[str, torch.Tensor]:
     """{name: x @ W_name^T} for the named weights of block `w`: one linear per group, one per other name.
 
-    A member's slice of a group's output [T, sum(rows)] is taken by `columns`. `joint`: names that a group
-    holds consecutively come back as one slice, under the key "+".join(joint), instead of one per name."""
+    A member's slice of a group's output [T, sum(rows)] is taken by `columns`. `joint` (and each of `joints`):
+    names that a group holds consecutively come back as one slice, under the key "+".join(joint), instead of one
+    per name."""
     out: dict[str, torch.Tensor] = {}
     done: set[str] = set()
+    wanted = tuple(j for j in (joint, *joints) if j)
     for g in groups:
         y = ops.linear(x, g.weight)  # [T, sum(rows)]
-        span = g.span(joint)
-        if span is not None:
-            out["+".join(joint)] = columns(y, *span)
+        joined: set[str] = set()
+        for j in wanted:
+            span = g.span(j)
+            if span is not None:
+                out["+".join(j)] = columns(y, *span)
+                joined.update(j)
         start = 0
         for n, r in zip(g.names, g.rows):
-            if not (span is not None and n in joint):
+            if n not in joined:
                 out[n] = columns(y, start, r)
             done.add(n)
             start += r

@@ -12,31 +12,40 @@ import torch
 from ..config import ModelConfig
 from ..dispatch import Ops
 from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights, MoEWeights
-from .fusion import CONV_INPUTS, QKV, Group, Groups, columns, project
+from ..qweight import QWeight
+from .fusion import CONV_INPUTS, LOW_RANK, LOW_RANK_INPUTS, QKV, Group, Groups, columns, project
 from .state import KDAState, MLAState, SequenceState
 
 
 def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
-              groups: tuple[Group, ...] = (), window: torch.Tensor | None = None) -> torch.Tensor:
-    """`window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one."""
+              groups: tuple[Group, ...] = (), window: torch.Tensor | None = None,
+              low_rank: QWeight | None = None) -> torch.Tensor:
+    """`window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one.
+    `low_rank`: the block-diagonal [[f_b, 0], [0, g_b]] weight [2P, 2Dk] (fusion.py, fuse_low_rank)."""
     t = a.shape[0]
     h, dk = cfg.kda_heads, cfg.kda_head_dim
-    names = ("q", "k", "v", "f_a", "beta", "g_a")
+    names = ("q", "k", "v", "f_a", "g_a", "beta")
+    joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()
     merged = next((g for g in groups if g.conv is not None), None)
     if merged is not None and window is not None:  # q|k|v adjacent in one group: one conv over 3P channels
-        p = project(ops, a, w, names, groups, joint=CONV_INPUTS)  # the projections of a (fusion.py)
+        p = project(ops, a, w, names, groups, joint=CONV_INPUTS, joints=joints)  # the projections of a (fusion.py)
         qkv = ops.short_conv(p[QKV], merged.conv, window)  # [T, 3P], bit-identical to the three below
         q, k, v = (columns(qkv, j * h * dk, h * dk) for j in range(3))  # [T, P] each
     else:
-        p = project(ops, a, w, names, groups)  # the projections of a (fusion.py)
+        p = project(ops, a, w, names, groups, joints=joints)  # the projections of a (fusion.py)
         q = ops.short_conv(p["q"], w.conv_q, st.conv_q)  # [T, P]
         k = ops.short_conv(p["k"], w.conv_k, st.conv_k)  # [T, P]
         v = ops.short_conv(p["v"], w.conv_v, st.conv_v)  # [T, P]
-    g = ops.linear(p["f_a"], w.f_b)  # [T, P] decay logits
+    if LOW_RANK in p:  # f_a | g_a adjacent: both up-projections as one block-diagonal linear
+        fg = ops.linear(p[LOW_RANK], low_rank)  # [T, 2P]: [f | gate]
+        g, gate = columns(fg, 0, h * dk), columns(fg, h * dk, h * dk)  # [T, P] each
+    else:
+        g = ops.linear(p["f_a"], w.f_b)  # [T, P] decay logits
     beta = p["beta"]  # [T, H]
     o = ops.kda(q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), g.view(t, h, dk), beta,
                 w.a, w.dt_bias, st.recurrent, dk ** -0.5, cfg.l2_eps)  # [T, H, Dk]
-    gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
+    if LOW_RANK not in p:
+        gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
     y = ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
     return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
 
@@ -65,17 +74,21 @@ def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: to
 
 
 def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.Tensor, dtype: torch.dtype,
-            last_only: bool, fused: Groups | None = None) -> torch.Tensor:
+            last_only: bool, fused: Groups | None = None,
+            low_rank: dict[int, QWeight] | None = None) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
-    `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py)."""
+    `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
+    layers' block-diagonal low-rank weights when it fuses those too."""
     cfg = model.config
     fused = fused or {}
+    low_rank = low_rank or {}
     h = ops.embedding(model.embed, tokens, dtype)  # [T, D] residual stream
     a = ops.rmsnorm(h, model.layers[0].attn_norm, cfg.rms_norm_eps)
     for i, layer in enumerate(model.layers):
         st = state.layers[i]
         if layer.kind == "kda":
-            y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()), state.conv_windows.get(i))
+            y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()), state.conv_windows.get(i),
+                          low_rank.get(i))
         else:
             y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
         f, h = ops.add_rmsnorm(y, h, layer.ffn_norm, cfg.rms_norm_eps)

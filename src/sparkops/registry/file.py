@@ -42,11 +42,16 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
                                       "dense gate/up) run as one over their stacked rows, per GGUF type"),
     "fuse_short_conv": (bool, False, "with fuse_projections: a KDA layer's q/k/v short convs run as one over "
                                      "their stacked channels (bit-identical to three; one launch, not three)"),
+    "fuse_low_rank": (bool, False, "with fuse_projections: a KDA layer's two low-rank up-projections (f_b on f_a's "
+                                   "output, g_b on g_a's) run as one linear over a block-diagonal weight (float "
+                                   "types; zeros read, one launch saved)"),
 }
 #: options that only mean something with another one on: option -> (the one it needs, why)
 ENGINE_NEEDS: dict[str, tuple[str, str]] = {
     "fuse_short_conv": ("fuse_projections", "the merged conv reads q, k and v as adjacent columns of one fused "
                                             "linear"),
+    "fuse_low_rank": ("fuse_projections", "the block-diagonal linear reads f_a's and g_a's outputs as adjacent "
+                                          "columns of one fused linear"),
 }
 
 
