@@ -19,8 +19,8 @@ ENGINE = "[engine]"
 
 def differences(a: str | Path, b: str | Path, device: str) -> dict[str, list[str]]:
     """{op: [A's implementation, B's]} for every op whose selection on `device` differs ("op@TYPE" for a per-type
-    selection), and {"[engine]": [A's options, B's]} where the [engine] tables differ; an op one file leaves out
-    reads "(none)"."""
+    selection), and {"[engine]": [A's options, B's]} for the [engine] options that differ; an op one file leaves
+    out reads "(none)"."""
     ra, rb = Registry.load(a), Registry.load(b)
     ops = sorted(set(ra.doc.get("ops", {})) | set(rb.doc.get("ops", {})))
     out: dict[str, list[str]] = {}
@@ -35,8 +35,9 @@ def differences(a: str | Path, b: str | Path, device: str) -> dict[str, list[str
             if xa != xb:
                 out[f"{op}@{qtype}"] = [xa, xb]
     ea, eb = ra.engine_options(), rb.engine_options()
-    if ea != eb:
-        out[ENGINE] = [_on(ea), _on(eb)]
+    changed = sorted(k for k in set(ea) | set(eb) if ea.get(k) != eb.get(k))  # only the options that differ
+    if changed:
+        out[ENGINE] = [_on({k: ea.get(k) for k in changed}), _on({k: eb.get(k) for k in changed})]
     return out
 
 
