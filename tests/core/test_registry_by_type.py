@@ -141,3 +141,14 @@ def test_a_type_selection_needs_the_ops_selection_first(tmp_path):
     r = run_cli("swap", "linear@Q6_K=numpy", "linear=numpy", "--device", "cpu", "--registry", str(empty))
     assert r.returncode == 0, r.stderr
     assert Registry.load(empty).type_selections("linear", "cpu")["Q6_K"].impl == "numpy"
+
+
+@pytest.mark.parametrize("args,why", [
+    (("linear@Q6_K=-", "--device", "cpu"), "no per-type selection for Q6_K to remove"),
+    (("linear@Q6_K=numpy", "--device", "cpu", "--fallback", "error"), "--fallback sets the op's policy"),
+])
+def test_a_removal_of_nothing_and_a_fallback_for_a_type_are_refused(reg_path, args, why):
+    before = reg_path.read_bytes()
+    r = run_cli("swap", *args, "--registry", str(reg_path))
+    assert r.returncode == 2 and why in r.stderr, r.stdout + r.stderr
+    assert reg_path.read_bytes() == before

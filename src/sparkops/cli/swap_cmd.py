@@ -66,6 +66,9 @@ def run(args) -> int:
     removals = [(op, qtype) for op, name, qtype in pairs if name == "-"]
     if removals and not args.device:
         raise BadInput("removing a per-type selection needs --device cpu|cuda (the table it lives in)")
+    if args.fallback and all(qtype for _, _, qtype in pairs):
+        raise BadInput("--fallback sets the op's policy (OP=IMPL); a per-type selection has none: it runs, or the "
+                       "plan refuses")
     # unknown names: exit 2 before anything runs
     impls = [(catalog.get(op, name), qtype) for op, name, qtype in pairs if name != "-"]
     results = []

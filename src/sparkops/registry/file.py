@@ -243,10 +243,12 @@ class Registry:
                                 f"type first (sparkops swap {op}=IMPL --device {device}), then {op}@{qtype}=IMPL")
         if impl is None:
             table = entry.get("by_type")
-            if table is not None and qtype in table:
-                del table[qtype]
-                if not table:
-                    del entry["by_type"]
+            if table is None or qtype not in table:
+                raise RegistryError(f"{self.path}: [ops.{op}.{device}] has no per-type selection for {qtype} to "
+                                    f"remove (its types: {', '.join(table or {}) or 'none'})")
+            del table[qtype]
+            if not table:
+                del entry["by_type"]
             return
         if "by_type" not in entry:
             entry["by_type"] = tomlkit.table(is_super_table=True)
