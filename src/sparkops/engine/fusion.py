@@ -171,20 +171,17 @@ def columns(y: torch.Tensor, start: int, width: int) -> torch.Tensor:
 
 
 def project(ops: Any, x: torch.Tensor, w: Any, names: tuple[str, ...],
-            groups: tuple[Group, ...] = (), joint: tuple[str, ...] = (),
-            joints: tuple[tuple[str, ...], ...] = ()) -> dict[str, torch.Tensor]:
+            groups: tuple[Group, ...] = (), joints: tuple[tuple[str, ...], ...] = ()) -> dict[str, torch.Tensor]:
     """{name: x @ W_name^T} for the named weights of block `w`: one linear per group, one per other name.
 
-    A member's slice of a group's output [T, sum(rows)] is taken by `columns`. `joint` (and each of `joints`):
-    names that a group holds consecutively come back as one slice, under the key "+".join(joint), instead of one
-    per name."""
+    A member's slice of a group's output [T, sum(rows)] is taken by `columns`. Each of `joints`: names that a group
+    holds consecutively come back as one slice, under the key "+".join(joint), instead of one per name."""
     out: dict[str, torch.Tensor] = {}
     done: set[str] = set()
-    wanted = tuple(j for j in (joint, *joints) if j)
     for g in groups:
         y = ops.linear(x, g.weight)  # [T, sum(rows)]
         joined: set[str] = set()
-        for j in wanted:
+        for j in joints:
             span = g.span(j)
             if span is not None:
                 out["+".join(j)] = columns(y, *span)

@@ -28,7 +28,7 @@ def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.
     joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()
     merged = next((g for g in groups if g.conv is not None), None)
     if merged is not None and window is not None:  # q|k|v adjacent in one group: one conv over 3P channels
-        p = project(ops, a, w, names, groups, joint=CONV_INPUTS, joints=joints)  # the projections of a (fusion.py)
+        p = project(ops, a, w, names, groups, joints=(CONV_INPUTS, *joints))  # the projections of a (fusion.py)
         qkv = ops.short_conv(p[QKV], merged.conv, window)  # [T, 3P], bit-identical to the three below
         q, k, v = (columns(qkv, j * h * dk, h * dk) for j in range(3))  # [T, P] each
     else:
