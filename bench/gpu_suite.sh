@@ -304,22 +304,32 @@ prereq() {
 # whose rung had timed 0.983 ("none": inside the 2% noise band, but slower in all 6 pairs): only a win is a step
 # forward. SUITE_TIMED names rungs that an earlier session timed as wins
 timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
+# the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
+# registry that rung times)
+NOW_RUNGS=(
+  decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
+  decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
+  decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
+  decode-convmerge=CONV_REG decode-lastblock=LB_REG
+)
+# now_reg [BELOW]: the step now, the newest registry of NOW_RUNGS that exists and whose rung was timed as a win,
+# else the fused best. Without an argument SUITE_NOW_REG, when set, is the answer instead. With BELOW (a rung of
+# NOW_RUNGS) only the rungs older than BELOW count, and SUITE_NOW_REG does not: the base a rung's registry is made
+# over and timed against, never its own registry or a newer one. Session 8: the lm_head rung's base was taken as
+# the step now after that rung had won in the call before, i.e. its own registry, so fresh_over dropped the winner
+# (its .base named the older one) and every later rung was made over the older registry
 now_reg() {
-  if [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"
-  elif timed decode-fuse-lowrank && [ -f $LOWRANK_REG ]; then echo $LOWRANK_REG
-  elif timed decode-linear-cupy-float && [ -f $CUFLOAT_REG ]; then echo $CUFLOAT_REG
-  elif timed decode-lmhead-cupy-float && [ -f $CUHEAD_REG ]; then echo $CUHEAD_REG
-  elif timed decode-attn-cupy-now && [ -f $ATTN_REG ]; then echo $ATTN_REG
-  elif timed decode-linear-flat && [ -f $FLATLIN_REG ]; then echo $FLATLIN_REG
-  elif timed decode-moe-flat && [ -f $FLATMOE_REG ]; then echo $FLATMOE_REG
-  elif timed decode-attn-wide && [ -f $WIDE_REG ]; then echo $WIDE_REG
-  elif timed decode-router-prefetch && [ -f $ROUTPF_REG ]; then echo $ROUTPF_REG
-  elif timed decode-linear-prefetch && [ -f $LINPF_REG ]; then echo $LINPF_REG
-  elif timed decode-moe-prefetch && [ -f $MOEPF_REG ]; then echo $MOEPF_REG
-  elif timed decode-pdl && [ -f $PDL_REG ]; then echo $PDL_REG
-  elif timed decode-convmerge && [ -f $CONV_REG ]; then echo $CONV_REG
-  elif timed decode-lastblock && [ -f $LB_REG ]; then echo $LB_REG
-  else echo $FUSED_REG; fi
+  local below=${1:-} pair var older=""
+  if [ -z "$below" ] && [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"; return 0; fi
+  [ -z "$below" ] && older=1
+  for pair in "${NOW_RUNGS[@]}"; do
+    if [ -z "$older" ]; then [ "${pair%%=*}" = "$below" ] && older=1; continue; fi
+    var=${pair#*=}
+    timed "${pair%%=*}" && [ -f "${!var}" ] && { echo "${!var}"; return 0; }
+  done
+  # a name that is no rung of NOW_RUNGS is a mistake in this script: no base, said on stderr (not in the value)
+  [ -z "$older" ] && { echo "now_reg: $below is no rung of NOW_RUNGS" >&2; return 1; }
+  echo "$FUSED_REG"
 }
 # the lean prerequisites of stage rungs6: the torch registry (the golden) and the bf16 one, the 48B, and bf16 as
 # the best once the 48B gate passes it (no float32 registries: ~100 s less on a fresh machine)
@@ -555,7 +565,7 @@ rungs8)
   proof_cupy_float
   CF_OK=$({ [ "$(cat $DONE/gpu-tests-cupy-float 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-cupy-float "* ]]; } && echo 1)
-  CH_BASE=$(now_reg)
+  CH_BASE=$(now_reg decode-lmhead-cupy-float)
   fresh_over $CUHEAD_REG $CH_BASE
   [ -n "$CF_OK" ] && [ ! -f $CUHEAD_REG ] && run swap-lmhead-cupy-float 30 bash -c 'swap_into "$@"' _ $CUHEAD_REG \
       $CH_BASE linear@Q6_K=cupy_float
@@ -563,7 +573,7 @@ rungs8)
       --depth 0,32768 --tokens 64 --repeats 6 --registry $CH_BASE --vs $CUHEAD_REG --graph A,B $GATE $FILL_LEAN \
       --changes linear@Q6_K \
       --change "linear@Q6_K=cupy_float: the Q6_K lm_head through cupy's streamed GEMV with float activations, over $(basename $CH_BASE), graph"
-  CF_BASE=$(now_reg)
+  CF_BASE=$(now_reg decode-linear-cupy-float)
   fresh_over $CUFLOAT_REG $CF_BASE
   [ -n "$CF_OK" ] && [ ! -f $CUFLOAT_REG ] && run swap-linear-cupy-float 30 bash -c 'swap_into "$@"' _ $CUFLOAT_REG \
       $CF_BASE linear=cupy_float
@@ -574,7 +584,7 @@ rungs8)
   # a KDA layer's two low-rank up-projections (f_b, g_b: [4096, 128] F16 each, ~4 us a launch for 1 MB) as one
   # block-diagonal linear ([engine] fuse_low_rank, session 8, not yet on a GPU when written): 20 launches fewer a
   # token for 40 MB of zeros read; predicted ~2% from the launch count (per-op figures not taken)
-  LR_BASE=$(now_reg)
+  LR_BASE=$(now_reg decode-fuse-lowrank)
   fresh_over $LOWRANK_REG $LR_BASE
   if [ ! -f $LOWRANK_REG ] && [ -f $LR_BASE ]; then
     cp $LR_BASE $LOWRANK_REG.new && sparkops engine fuse_low_rank=on --registry $LOWRANK_REG.new > /dev/null \
@@ -637,7 +647,7 @@ rungs7)
   proof_wide
   WIDE_OK=$({ [ "$(cat $DONE/gpu-tests-wide 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-wide "* ]]; } && echo 1)
-  WIDE_BASE=$(now_reg)
+  WIDE_BASE=$(now_reg decode-attn-wide)
   fresh_over $WIDE_REG $WIDE_BASE
   [ -n "$WIDE_OK" ] && [ ! -f $WIDE_REG ] && run swap-attn-wide 30 bash -c 'swap_into "$@"' _ $WIDE_REG $WIDE_BASE \
       attention=triton_splitk_wide
@@ -651,7 +661,7 @@ rungs7)
   proof_flat
   FLAT_OK=$({ [ "$(cat $DONE/gpu-tests-flat 2>/dev/null || true)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-flat "* ]]; } && echo 1)
-  FLAT_BASE=$(now_reg)
+  FLAT_BASE=$(now_reg decode-moe-flat)
   fresh_over $FLATMOE_REG $FLAT_BASE
   [ -n "$FLAT_OK" ] && [ ! -f $FLATMOE_REG ] && run swap-moe-flat 30 bash -c 'swap_into "$@"' _ $FLATMOE_REG $FLAT_BASE \
       moe_experts=triton_flat

@@ -403,3 +403,59 @@ def test_a_rung_registry_made_over_another_base_is_made_again(tmp_path):
     assert (machine / "cuda-step-wide.toml.base").read_text().strip() == str(routpf)
     timed = next(c for c in calls[::-1] if c.startswith("bench decode") and str(wide) in c)
     assert f"--registry {routpf} --vs {wide}" in timed and "--changes attention" in timed
+
+
+def test_a_rung_that_won_in_an_earlier_call_keeps_its_registry_and_is_the_next_rungs_base(tmp_path):
+    """Session 8: the lm_head rung won in one call; in the next, its base was taken as the step now, i.e. its own
+    registry, so fresh_over dropped the winner (its .base named the cupy-attention registry) and the later rungs
+    were made over the older registry. A rung's base is the newest won registry older than the rung (now_reg RUNG):
+    the winner stays, and the every-linear rung is made and timed over it; a third call remakes nothing."""
+    machine = tmp_path / "machine"
+    attn, head, cf, lowrank = (machine / "cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml",
+                               machine / "cuda-step8-q6k-cupy-float.toml", machine / "cuda-step8-cupy-float.toml",
+                               machine / "cuda-step8-lowrank.toml")
+    env = {"SUITE_TIMED": S8_TIMED}
+    # the first call: the lm_head rung wins, the later rungs are left out (the budget ended)
+    _lanes(tmp_path, "rungs8", "tests", gpus=1,
+           extra_env={**env, "SUITE_SKIP": "decode-linear-cupy-float decode-fuse-lowrank"})
+    assert (machine / "suite-done" / "decode-lmhead-cupy-float.tier").read_text().strip() == "win"
+    assert head.exists() and Path(f"{head}.base").read_text().strip() == str(attn)
+    # the next call on the same machine
+    n_before = len((tmp_path / "sparkops.log").read_text().splitlines())
+    log, calls = _lanes(tmp_path, "rungs8", "tests", gpus=1, extra_env=env)
+    new = calls[n_before:]
+    assert head.exists() and Path(f"{head}.base").read_text().strip() == str(attn)
+    assert not any(c.startswith("swap linear@Q6_K=cupy_float") for c in new)
+    assert Path(f"{cf}.base").read_text().strip() == str(head)  # made over the winner in the first call, kept
+    decodes = [c for c in new if c.startswith("bench decode")]
+    assert len(decodes) == 2
+    assert f"--registry {head} --vs {cf}" in decodes[0] and "--changes linear " in decodes[0]
+    # the low-rank registry, made over the lm_head one in the first call, is made again over the every-linear one
+    assert Path(f"{lowrank}.base").read_text().strip() == str(cf)
+    assert f"--registry {cf} --vs {lowrank}" in decodes[1]
+    assert f"the step now: {lowrank}" in log.split("decode-fuse-lowrank rc=0")[-1]
+    # every rung has won: a third call remakes and times nothing, and no registry loses its base
+    n_before = len((tmp_path / "sparkops.log").read_text().splitlines())
+    log, calls = _lanes(tmp_path, "rungs8", "tests", gpus=1, extra_env=env)
+    new = calls[n_before:]
+    assert not any(c.startswith(("swap linear", "engine fuse_low_rank", "bench decode")) for c in new), new
+    assert [Path(f"{r}.base").read_text().strip() for r in (head, cf, lowrank)] == [str(attn), str(head), str(cf)]
+    assert log.count(f"the step now: {lowrank}") == 2
+
+
+def test_the_rungs7_rungs_that_won_keep_their_registries_in_a_later_call(tmp_path):
+    """The same in rungs7: after the wide attention and flat rungs won, a later call takes each rung's base below
+    it (now_reg RUNG), not the newest winner (the flat linear registry), and neither registry is made again."""
+    machine = tmp_path / "machine"
+    env = {"SUITE_TIMED": "decode-lastblock decode-convmerge"}
+    routpf = machine / "cuda-best-fused-lastblock-conv-moepf-routpf.toml"
+    wide, flatmoe, flatlin = (machine / "cuda-step-wide.toml", machine / "cuda-step-flatmoe.toml",
+                              machine / "cuda-step-flatmoe-flatlin.toml")
+    _lanes(tmp_path, "rungs7", "tests", gpus=1, extra_env=env)
+    n_before = len((tmp_path / "sparkops.log").read_text().splitlines())
+    log, calls = _lanes(tmp_path, "rungs7", "tests", gpus=1, extra_env=env)
+    new = calls[n_before:]
+    assert not any(c.startswith(("swap attention=triton_splitk_wide", "swap moe_experts=triton_flat")) for c in new)
+    assert wide.exists() and Path(f"{wide}.base").read_text().strip() == str(routpf)
+    assert flatmoe.exists() and Path(f"{flatmoe}.base").read_text().strip() == str(wide)
+    assert log.count(f"the step now: {flatlin}") == 2
