@@ -70,6 +70,10 @@ IMPLEMENTATIONS = [
     # layout (no shared-memory round trip, no barrier); other sums, so the tolerance claim of "triton"
     ("linear", "triton_flat", "sparkops_triton.linear:linear_flat", tolerance("bf16"),
      ("_runtime.py", "_dequant.py", "_arrival.py")),
+    # "triton_dqmm" (session 9, not yet on a GPU when written): decode as "triton_lastblock"; prefill (T > 8) decodes
+    # the weight once to bfloat16 and multiplies on cuBLAS instead of decoding a weight tile per tile of tokens
+    ("linear", "triton_dqmm", "sparkops_triton.linear:linear_dqmm", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "_arrival.py", "dequantize.py")),
     ("embedding", "triton", "sparkops_triton.embedding:embedding", tolerance(),
      ("_runtime.py", "_dequant.py", "linear.py")),
     ("moe_experts", "triton", "sparkops_triton.moe_experts:moe_experts", tolerance("bf16"),
@@ -82,6 +86,10 @@ IMPLEMENTATIONS = [
      bit_identical(to="triton_lastblock"), ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
     ("moe_experts", "triton_flat", "sparkops_triton.moe_experts:moe_experts_flat", tolerance("bf16"),
      ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py")),
+    # "triton_dqmm" (session 9, not yet on a GPU when written): decode as "triton_prefetch"; a prefill with enough
+    # slots per expert decodes every stacked weight once to bfloat16 and multiplies with torch's grouped GEMM
+    ("moe_experts", "triton_dqmm", "sparkops_triton.moe_experts:moe_experts_dqmm", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py", "dequantize.py")),
 ]
 
 

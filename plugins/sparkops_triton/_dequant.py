@@ -202,6 +202,15 @@ def decode_chunk(QTYPE: tl.constexpr, row, c, rmask, K, grid):
 
 
 @triton.jit
+def round_bf16(v):
+    """float32 v rounded to bfloat16 precision (nearest, ties to even), still float32: the interpreter's
+    own float32 -> bfloat16 cast truncates, so its runs emulate the GPU's rounding with this."""
+    bits = v.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def values(q, a, b):
     """[R, S, L] float32 values of a decoded chunk."""
     return a[:, :, None] * q + b[:, :, None]

@@ -21,6 +21,9 @@ Two paths, picked by the number of rows T of x (a host-side shape decision, fixe
   multiplies it with the [BM, 256] tile of x on the tensor cores (tl.dot), float32 accumulation.
   `linear` (implementation "triton") rounds both operands to bfloat16 for the dot: claim "bf16".
   `linear_fp32` ("triton_fp32") uses tf32x3 (three tf32 products, ~fp32 accuracy): claim tolerance().
+  `linear_dqmm` ("triton_dqmm") decodes the whole weight once to bfloat16 (`dequantize.dequantize_bf16`) and runs
+  the product on cuBLAS: the fused GEMM above decodes each weight tile again for every tile of tokens, and a 4096-token
+  chunk of the 48B ran its linears and experts at 3.3% of the bf16 matmul ceiling (session 9). Claim "bf16".
 
 The IQ1_S grid is uploaded once per device (`iq1s_grid_on`); the first call on a device must come
 before any CUDA-graph capture. Measured on an H200 (T=1, lm_head 163840x2304, graph replay):
@@ -39,8 +42,9 @@ from sparkops.qweight import QWeight
 
 from ._arrival import arrive, counters, depart
 from ._dequant import (BF16, F16, F32, IQ1_S, Q4_K, Q4_K_FLAT, Q6_K, Q6_K_WIDE, Q8_0, decode_chunk, gemv_cols,
-                       gemv_decode, gemv_dot, gemv_fetch, values)
+                       gemv_decode, gemv_dot, gemv_fetch, round_bf16, values)
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2, sm_count
+from .dequantize import dequantize_bf16
 
 #: the largest T served by the GEMV (each extra token is one more FMA per weight value)
 GEMV_MAX_T = 8
@@ -194,20 +198,11 @@ def _combine_kernel(part_ptr, y_ptr, N, SPLITS, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _round_bf16(v):
-    """float32 v rounded to bfloat16 precision (nearest, ties to even), still float32: the interpreter's
-    own float32 -> bfloat16 cast truncates, so its runs emulate the GPU's rounding with this."""
-    bits = v.to(tl.uint32, bitcast=True)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.to(tl.float32, bitcast=True)
-
-
-@triton.jit
 def dot_acc(a, w, acc, BF16_DOT: tl.constexpr, INTERPRETED: tl.constexpr):
     """acc + a @ w^T on the tensor cores, float32 accumulation; a [M, K], w [N, K] float32 values.
     BF16_DOT: bfloat16 operands; else tf32x3 (three tf32 products: about float32 accuracy)."""
     if BF16_DOT and INTERPRETED:  # Triton 3.6's interpreter multiplies bf16 bit patterns in tl.dot
-        return tl.dot(_round_bf16(a), tl.trans(_round_bf16(w)), acc, input_precision="ieee")
+        return tl.dot(round_bf16(a), tl.trans(round_bf16(w)), acc, input_precision="ieee")
     elif BF16_DOT:
         return tl.dot(a.to(tl.bfloat16), tl.trans(w.to(tl.bfloat16)), acc)
     else:
@@ -366,8 +361,15 @@ def run_gemm(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor,
         num_stages=1 if raw.is_floating_point() else 2)  # float weight tiles are 64 KB: one stage fits
 
 
+def run_dqmm(x: torch.Tensor, raw: torch.Tensor, qtype: int, grid: torch.Tensor, y: torch.Tensor) -> None:
+    """y[T, OUT] = x[T, K] @ W^T for prefill ("triton_dqmm"): W decoded once to bfloat16 (`dequantize_bf16`), then
+    one cuBLAS GEMM on bfloat16 operands with float32 accumulation; its bfloat16 result is widened into y."""
+    w = dequantize_bf16(raw, qtype, grid, x.shape[1])                  # [OUT, K] bf16
+    y.copy_(torch.matmul(x.to(torch.bfloat16), w.t()))                 # [T, OUT]
+
+
 def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = False, pdl: bool = False,
-            depth: int = 1, flat: bool = False) -> torch.Tensor:
+            depth: int = 1, flat: bool = False, dqmm: bool = False) -> torch.Tensor:
     op = "linear"
     expect(op, "x", x, (None, None), "[T, IN]")
     expect_dtype(op, "x", x, FLOATS)
@@ -390,6 +392,8 @@ def _linear(x: torch.Tensor, weight: QWeight, bf16: bool, lastblock: bool = Fals
     grid = grid_for(weight, raw)
     if t <= GEMV_MAX_T:
         run_gemv(x, raw, weight.qtype, grid, y, lastblock, pdl, depth, flat)
+    elif dqmm:
+        run_dqmm(x, raw, weight.qtype, grid, y)
     else:
         run_gemm(x, raw, weight.qtype, grid, y, bf16)
     return y
@@ -441,3 +445,10 @@ def linear_flat(x, weight):
     projections (14 MiB, the tune study linear_gemv_flat) took 37.5-40.9 us over its tiles against 34.2 us for
     "triton_lastblock". No registry selects it: it stays as the record that the barriers were not what bound."""
     return _linear(x, weight, bf16=True, lastblock=True, flat=True)
+
+
+def linear_dqmm(x, weight):
+    """Implementation "triton_dqmm": decode as "triton_lastblock" (the same GEMVs); prefill (T > GEMV_MAX_T) decodes
+    the weight once to bfloat16 and multiplies on cuBLAS (`run_dqmm`) instead of decoding a weight tile per tile of
+    tokens. bf16 operands like "triton"'s GEMM but another order of sums and a bf16-rounded product: claim "bf16"."""
+    return _linear(x, weight, bf16=True, lastblock=True, dqmm=True)

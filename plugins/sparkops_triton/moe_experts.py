@@ -36,7 +36,8 @@ from sparkops.errors import BadInput
 from ._arrival import arrive, counters, depart
 from ._dequant import decode_chunk, gemv_cols, gemv_rows, gemv_rows_pair, values
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting
-from .linear import dot_acc, gemv_flat_qtype, grid_for, grid_for_any, run_gemm, weight_rows
+from .dequantize import dequantize_bf16
+from .linear import dot_acc, gemv_flat_qtype, grid_for, grid_for_any, run_dqmm, run_gemm, weight_rows
 
 #: the largest T served by the fused GEMV path (each token re-reads its experts' rows)
 MOE_GEMV_MAX_T = 8
@@ -54,6 +55,10 @@ FETCH_DEPTH = 1
 FLAT_UP_ROWS, FLAT_DOWN_ROWS = 8, 16
 #: grouped GEMM tile (slots, output rows) and warps
 MOE_BM, MOE_BN, MOE_WARPS = 64, 64, 8
+#: "triton_dqmm": a prefill decodes every expert's weights once when its slots average at least this many per expert
+#: (a 4096-token chunk of the 48B: 32768 slots over 256 experts, 128 each); fewer slots run the fused grouped GEMMs.
+#: Chosen, not yet measured: the GPU test of "triton_dqmm" times both paths
+DQMM_SLOTS_PER_EXPERT = 4
 
 
 def _depth() -> int:
@@ -373,8 +378,67 @@ def _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, 
     y.copy_(out)
 
 
+def _grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """[N, OUT] bf16: row block g of a (rows offs[g-1] .. offs[g]) times b[g] ([E, K, OUT], bf16), on torch's
+    grouped GEMM (CUTLASS on Hopper). Refused, with the fix, on a torch without it (before 2.8)."""
+    mm = getattr(torch, "_grouped_mm", None)
+    if mm is None:
+        raise BadInput(f"moe_experts: implementation \"triton_dqmm\" needs torch._grouped_mm (torch >= 2.8; this is "
+                       f"torch {torch.__version__}); upgrade torch or select another moe_experts implementation")
+    return mm(a, b, offs=offs)
+
+
+def dqmm_applies(t: int, ksel: int, n_exp: int) -> bool:
+    """Whether "triton_dqmm"'s prefill decodes every expert (T > MOE_GEMV_MAX_T and at least DQMM_SLOTS_PER_EXPERT
+    slots per expert on average, where one decode of all experts is shared by enough rows); else its prefill is the
+    fused grouped GEMMs ("triton_lastblock"'s)."""
+    return t > MOE_GEMV_MAX_T and t * ksel >= DQMM_SLOTS_PER_EXPERT * n_exp
+
+
+def _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y):
+    """y[T, D] for prefill by decode-once GEMMs: each stacked expert weight decoded to bfloat16 in one launch
+    (`dequantize_bf16`: all E experts, one weight at a time, so the scratch peaks at one [E, F, D] bf16 weight),
+    the slots sorted by expert, and one grouped GEMM per weight (`torch._grouped_mm`, groups = experts). No host
+    synchronisation: the group ends are a device tensor."""
+    t, d = x.shape
+    n_exp, ffn, _ = w_gate.shape
+    ksel = ids.shape[1]
+    bad = ((ids < 0) | (ids >= n_exp)).any(dim=1)                       # [T]: NaN rows below
+    flat_ids = ids.clamp(0, n_exp - 1).to(torch.int64).reshape(-1)      # [N] slot -> expert
+    order = torch.sort(flat_ids, stable=True).indices                   # [N] sorted position -> slot
+    counts = torch.zeros(n_exp, dtype=torch.int64, device=x.device).scatter_add_(0, flat_ids, torch.ones_like(flat_ids))
+    ends = torch.cumsum(counts, 0).to(torch.int32)                      # [E] group ends (bincount would sync)
+    xs = x.to(torch.bfloat16)[order // ksel]                            # [N, D] each slot's token, sorted
+    rg, ru, rd = raws["w_gate"], raws["w_up"], raws["w_down"]
+    wg = dequantize_bf16(rg, w_gate.qtype, grid_for(w_gate, rg), d)     # [E, F, D]
+    g = _grouped_mm(xs, wg.transpose(1, 2), ends)                       # [N, F]
+    del wg
+    wu = dequantize_bf16(ru, w_up.qtype, grid_for(w_up, ru), d)         # [E, F, D]
+    u = _grouped_mm(xs, wu.transpose(1, 2), ends)                       # [N, F]
+    del wu
+    h = (torch.nn.functional.silu(g.float()) * u.float()).to(torch.bfloat16)  # [N, F]
+    wd = dequantize_bf16(rd, w_down.qtype, grid_for(w_down, rd), ffn)   # [E, D, F]
+    ys = _grouped_mm(h, wd.transpose(1, 2), ends)                       # [N, D] sorted
+    del wd
+    yslot = torch.empty((t * ksel, d), dtype=torch.float32, device=x.device)  # [N, D] in slot order
+    yslot[order] = ys.float() * weights.reshape(-1)[order][:, None]
+    out = yslot.view(t, ksel, d).sum(dim=1)                             # [T, D], fixed order over K
+    if s_gate is not None:
+        fs = s_gate.shape[0]
+        gs = torch.empty((t, fs), dtype=torch.float32, device=x.device)
+        us = torch.empty((t, fs), dtype=torch.float32, device=x.device)
+        run_dqmm(x, raws["s_gate"], s_gate.qtype, grid_for(s_gate, raws["s_gate"]), gs)
+        run_dqmm(x, raws["s_up"], s_up.qtype, grid_for(s_up, raws["s_up"]), us)
+        hs = torch.nn.functional.silu(gs) * us                          # [T, Fs]
+        sh = torch.empty((t, d), dtype=torch.float32, device=x.device)
+        run_dqmm(hs, raws["s_down"], s_down.qtype, grid_for(s_down, raws["s_down"]), sh)
+        out += sh
+    out = torch.where(bad[:, None], torch.full_like(out, float("nan")), out)
+    y.copy_(out)
+
+
 def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, lastblock=False, prefetch=False,
-         flat=False):
+         flat=False, dqmm=False):
     raws = _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     x = x.contiguous()
     ids = ids.contiguous()
@@ -386,6 +450,8 @@ def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, last
         return y.zero_()
     if x.shape[0] <= MOE_GEMV_MAX_T:
         _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock, prefetch, flat)
+    elif dqmm and dqmm_applies(x.shape[0], ids.shape[1], w_gate.shape[0]):
+        _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y)
     else:
         _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, bf16)
     return y
@@ -425,3 +491,12 @@ def moe_experts_flat(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down
     tile study's best, 44.6). No registry selects it."""
     return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True,
                 prefetch=True, flat=True)
+
+
+def moe_experts_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "triton_dqmm": decode as "triton_prefetch" (the same GEMVs); a prefill with enough slots per
+    expert (`dqmm_applies`) decodes each stacked weight once to bfloat16 and runs grouped GEMMs on torch's
+    `_grouped_mm` (`_prefill_dqmm`), its shared expert through linear's "triton_dqmm" path; smaller prefills run
+    "triton_lastblock"'s fused grouped GEMMs. bf16 operands, other sums than "triton"'s: claim "bf16"."""
+    return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True,
+                prefetch=True, dqmm=True)

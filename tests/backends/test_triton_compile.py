@@ -191,6 +191,22 @@ def launch_q6k_gemvs(monkeypatch):
                                 blocks(Q.Q4_K, 144, f, d), blocks(Q.Q6_K, 210, d, f))
 
 
+def launch_dequantize(monkeypatch):
+    """"triton_dqmm"'s whole-weight decode to bfloat16 for every type at the 48B's expert stacks and the lm_head."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops_triton import dequantize, linear
+
+    monkeypatch.setattr(linear, "interpreting", lambda: False)
+    unit = {Q.Q4_K: 144, Q.Q6_K: 210, Q.Q8_0: 34 * 8, Q.IQ1_S: 50}
+    for qtype, nbytes in unit.items():  # never read (compile only): uninitialized is enough
+        raw = torch.empty(4, 1024, 2304 // 256 * nbytes, dtype=torch.uint8)
+        grid = torch.empty(2048 * 4, dtype=torch.int32)  # IQ1_S's table (int32 words; any pointer for the others)
+        dequantize.dequantize_bf16(raw, qtype, grid, 2304)
+    for dtype, qtype in ((torch.bfloat16, Q.BF16), (torch.float16, Q.F16), (torch.float32, Q.F32)):
+        dequantize.dequantize_bf16(torch.empty(64, 2304, dtype=dtype), qtype, torch.empty(1), 2304)
+
+
 def loop_barriers(ptx: str) -> list[int]:
     """bar.sync count of each loop body of a PTX listing (a backward branch to a label: the body in between)."""
     lines = ptx.splitlines()
@@ -209,6 +225,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
         launch_every_kernel()
         launch_lastblock_kernels(monkeypatch)
         launch_q6k_gemvs(monkeypatch)
+        launch_dequantize(monkeypatch)
     from sparkops_triton._dequant import Q6_K_WIDE
 
     wide = {k[0] for k in compiled if f"): {int(Q6_K_WIDE.value)}," in k[1]}  # a constexpr (QTYPE) of that value
@@ -249,6 +266,8 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
         assert not late, f"router GEMV {k[1]}: {len(late)} loads issued after the first multiply (ptxas sank them)"
     names = {key[0] for key in compiled}
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
+    dq = {k[1] for k in compiled if k[0] == "_dequant_kernel"}
+    assert len(dq) == 7, f"the whole-weight decode was not compiled for every type: {sorted(dq)}"
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}
     assert not spills, f"kernels with a stack frame (spilled registers), bytes: {spills}"
     too_big = {k[0]: v.metadata.shared for k, v in compiled.items() if v.metadata.shared > 227 * 1024}

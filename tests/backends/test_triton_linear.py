@@ -75,7 +75,8 @@ def kernels():
 
 @pytest.mark.parametrize("impl,tol_gemm", [("linear", BF16_TOL), ("linear_fp32", FP32_TOL),
                                            ("linear_lastblock", BF16_TOL), ("linear_pdl", BF16_TOL),
-                                           ("linear_prefetch", BF16_TOL), ("linear_flat", BF16_TOL)])
+                                           ("linear_prefetch", BF16_TOL), ("linear_flat", BF16_TOL),
+                                           ("linear_dqmm", BF16_TOL)])
 def test_contract_cases(kernels, poisoned, impl, tol_gemm):
     lin = getattr(kernels[0], impl)
     cases = get_contract("linear").cases(20261129)
@@ -111,6 +112,35 @@ def test_gemm_awkward_shapes(kernels, poisoned, qtype):
     assert rel_err(lin.linear_fp32(x, w), ref) < FP32_TOL
     err = rel_err(lin.linear(x, w), ref)
     assert 1e-5 < err < BF16_TOL, "the bf16 path should be bf16-accurate (and not silently float32)"
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda q: q.name)
+def test_dqmm_prefill_is_bf16_accurate_and_decode_is_lastblock(kernels, poisoned, qtype):
+    """"triton_dqmm": T = 17 and 40 through the decoded bf16 weight and one matmul (bf16-accurate, not float32,
+    every element written); T = 1 and 8 bit for bit "triton_lastblock"'s GEMV."""
+    lin = kernels[0]
+    g = torch.Generator().manual_seed(int(qtype) + 11)
+    w = make_weight(g, 70, TWO_CHUNKS[qtype], qtype)
+    for t in (17, 40):
+        x = torch.randn(t, w.shape[1], generator=g)
+        y = lin.linear_dqmm(x, w)
+        assert y.dtype == x.dtype and y.shape == (t, 70)
+        assert 1e-5 < rel_err(y, reference(x, w)) < BF16_TOL, t
+    for t in (1, 8):
+        x = torch.randn(t, w.shape[1], generator=g)
+        assert same_bits(lin.linear_dqmm(x, w), lin.linear_lastblock(x, w)), t
+
+
+def test_dqmm_activation_dtypes(kernels, poisoned):
+    """bf16 / fp16 activations through the dqmm prefill give that dtype back, bf16-accurate."""
+    lin = kernels[0]
+    g = torch.Generator().manual_seed(12)
+    w = make_weight(g, 33, 512, Q.Q4_K)
+    x = torch.randn(20, 512, generator=g)
+    for dt in (torch.bfloat16, torch.float16):
+        y = lin.linear_dqmm(x.to(dt), w)
+        assert y.dtype == dt
+        assert rel_err(y, reference(x.to(dt).float(), w)) < BF16_TOL
 
 
 def test_activation_dtypes_and_stacked_experts(kernels, poisoned):
@@ -429,6 +459,13 @@ def test_registered():
         "moe_experts": ("sparkops_triton.moe_experts:moe_experts_flat", "tolerance", "bf16")}
     assert ("embedding", "triton") in names
     assert names[("moe_experts", "triton")].variant == "bf16"
+    # decode once to bf16, multiply on cuBLAS / torch's grouped GEMM: other sums than "triton"'s GEMM, so its "bf16"
+    dqmm = {op: (fn, claim, sources) for op, name, fn, claim, sources in sparkops_triton.IMPLEMENTATIONS
+            if name == "triton_dqmm"}
+    assert {op: (fn, claim.kind, claim.variant) for op, (fn, claim, _) in dqmm.items()} == {
+        "linear": ("sparkops_triton.linear:linear_dqmm", "tolerance", "bf16"),
+        "moe_experts": ("sparkops_triton.moe_experts:moe_experts_dqmm", "tolerance", "bf16")}
+    assert all("dequantize.py" in sources for _, _, sources in dqmm.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -707,3 +744,37 @@ def test_gpu_flat_q4k_gemv_48b():
                     f"({100 * nbytes / t_lb / ANCHOR_BW:.0f}%), flat {t_flat * 1e6:.2f} us "
                     f"({100 * nbytes / t_flat / ANCHOR_BW:.0f}%), flat/lastblock time {t_flat / t_lb:.3f}")
     print("\nlinear Q4_K T=1, triton_lastblock vs triton_flat:\n  " + "\n  ".join(rows))
+
+
+#: prefill projections [OUT, IN] of the 48B's sizes: KDA q/k/v (fused), o_proj, the shared expert's gate (Q4_K) and
+#: down (Q6_K), and a 4608-row one
+DQMM_SHAPES = [(Q.Q4_K, (12288, 2304)), (Q.Q4_K, (2304, 4096)), (Q.Q4_K, (1024, 2304)), (Q.Q6_K, (2304, 1024)),
+               (Q.Q4_K, (4608, 2304))]
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype,shape", DQMM_SHAPES, ids=lambda v: getattr(v, "name", None) or "x".join(map(str, v)))
+def test_gpu_dqmm_prefill_48b(qtype, shape):
+    """"triton_dqmm" against the fused GEMM ("triton_lastblock"'s) at the 48B's prefill shapes: both bf16-accurate on
+    a row subset against float64; timed side by side at T = 64, 512, 4096 (TFLOP/s of the product, and the share of
+    the fused GEMM's time), in CUDA graphs with two weights in rotation."""
+    from sparkops_triton.linear import linear_dqmm, linear_lastblock
+
+    out, k = shape
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(out + k)
+    ws = [random_weight(rng, out, k, qtype, dev) for _ in range(2)]
+    rows = torch.arange(0, out, max(1, out // 128), device=dev)
+    sub = QWeight(ws[0].raw[rows].cpu(), qtype, (len(rows), k)).dequantize().double()
+    for t in (64, 512, 4096):
+        x = torch.randn(t, k, device=dev)
+        ref = x[:8].cpu().double() @ sub.T
+        for fn in (linear_dqmm, linear_lastblock):
+            assert rel_err(fn(x, ws[0])[:8, rows], ref) < BF16_TOL, (fn.__name__, t)
+        times = {fn.__name__: time_in_graph(lambda i, fn=fn: fn(x, ws[i]), 2, reps=10)
+                 for fn in (linear_dqmm, linear_lastblock)}
+        flop = 2 * t * out * k
+        print(f"\nlinear prefill {qtype.name} {out}x{k} T={t}: dqmm {times['linear_dqmm'] * 1e6:.1f} us "
+              f"({flop / times['linear_dqmm'] / 1e12:.1f} TFLOP/s), fused GEMM {times['linear_lastblock'] * 1e6:.1f} us "
+              f"({flop / times['linear_lastblock'] / 1e12:.1f} TFLOP/s): dqmm/fused {times['linear_dqmm'] / times['linear_lastblock']:.3f}")

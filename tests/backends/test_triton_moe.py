@@ -97,6 +97,8 @@ def kernels():
     ("moe_experts", "triton_lastblock", 0, "moe_experts_lastblock"),
     ("moe_experts", "triton_prefetch", 0, "moe_experts_prefetch"),
     ("moe_experts", "triton_flat", 0, "moe_experts_flat"),
+    ("moe_experts", "triton_dqmm", 0, "moe_experts_dqmm"),
+    ("linear", "triton_dqmm", 1, "linear_dqmm"),
     ("linear", "triton_flat", 1, "linear_flat"),
     ("linear", "triton", 1, "linear"),
     ("linear", "triton_lastblock", 1, "linear_lastblock"),
@@ -136,6 +138,48 @@ def test_prefill_uneven_experts_no_shared(kernels, poisoned):
     a = moe_args(torch.Generator().manual_seed(3), Q.Q8_0, t=10, d=64, f=96, e=4, k=2, shared=False)
     a["ids"] = torch.tensor([[2, 0]] * 10)
     assert rel_err(moe.moe_experts_fp32(**a), moe_reference(**a)) < FP32_TOL
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q6_K, Q.BF16], ids=lambda q: q.name)
+def test_dqmm_prefill_decodes_once_and_is_bf16_accurate(kernels, poisoned, qtype):
+    """"triton_dqmm" at T = 24, 8 experts, top-2 (6 slots per expert: the decode-once path), with a shared expert,
+    uneven routing (one expert gets no slot): bf16-accurate, not float32; T = 3 gives "triton_prefetch"'s bits."""
+    moe = kernels[0]
+    a = moe_args(torch.Generator().manual_seed(int(qtype) + 3), qtype, t=24, d=256, f=256, e=8, k=2)
+    a["ids"][a["ids"] == 7] = 6  # expert 7 gets no slot: an empty group
+    a["ids"][:, 1] = torch.where(a["ids"][:, 0] == a["ids"][:, 1], (a["ids"][:, 1] + 1) % 7, a["ids"][:, 1])
+    assert moe.dqmm_applies(24, 2, 8)
+    err = rel_err(moe.moe_experts_dqmm(**a), moe_reference(**a))
+    assert 1e-5 < err < BF16_TOL
+    d = decode_case(a, 3)
+    assert same_bits(moe.moe_experts_dqmm(**d), moe.moe_experts_prefetch(**d))
+
+
+def test_dqmm_small_prefill_is_the_fused_grouped_gemm(kernels, poisoned):
+    """Below DQMM_SLOTS_PER_EXPERT slots per expert "triton_dqmm" keeps the fused grouped GEMMs: "triton"'s bits."""
+    moe = kernels[0]
+    a = moe_args(torch.Generator().manual_seed(21), Q.Q4_K, t=10, d=256, f=256, e=8, k=2)
+    assert not moe.dqmm_applies(10, 2, 8) and moe.dqmm_applies(16, 2, 8) and not moe.dqmm_applies(8, 4, 8)
+    assert same_bits(moe.moe_experts_dqmm(**a), moe.moe_experts(**a))
+
+
+def test_dqmm_bad_expert_id_gives_nan_rows(kernels):
+    moe = kernels[0]
+    a = moe_args(torch.Generator().manual_seed(22), Q.Q8_0, t=20, d=64, f=96, e=4, k=2, shared=False)
+    a["ids"][1, 1] = 4
+    y = moe.moe_experts_dqmm(**a)
+    assert torch.isnan(y[1]).all()
+    keep = [i for i in range(20) if i != 1]
+    assert rel_err(y[keep], moe_reference(**{**a, "x": a["x"][keep], "weights": a["weights"][keep],
+                                             "ids": a["ids"][keep]})) < BF16_TOL
+
+
+def test_dqmm_needs_torch_grouped_mm(kernels, monkeypatch):
+    moe = kernels[0]
+    monkeypatch.delattr(torch, "_grouped_mm")
+    a = moe_args(torch.Generator().manual_seed(23), Q.Q8_0, t=20, d=64, f=96, e=4, k=2, shared=False)
+    with pytest.raises(Exception, match="torch._grouped_mm .torch >= 2.8"):
+        moe.moe_experts_dqmm(**a)
 
 
 def test_bad_expert_id_gives_nan_rows(kernels):
@@ -417,3 +461,33 @@ def test_gpu_flat_decode_48b():
                                     dev)
     print(f"\nmoe_experts decode Q4_K 48B T=1 ({nbytes / 1e6:.1f} MB a layer), us per layer: "
           f"{per_layer(times, nbytes)}")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S], ids=lambda q: q.name)
+def test_gpu_dqmm_prefill_48b(qtype):
+    """"triton_dqmm" against the fused grouped GEMMs ("triton_lastblock"'s prefill) on one 48B MoE layer (256 experts of
+    [1024, 2304], top-8, a shared expert): both bf16-accurate on 4 tokens against float64; timed side by side at
+    T = 512, 4096 (one CUDA graph each; TFLOP/s of the routed and shared products)."""
+    from sparkops_triton.moe_experts import moe_experts_dqmm, moe_experts_lastblock
+
+    from tests.backends.test_triton_linear import time_in_graph
+
+    dev = torch.device("cuda")
+    e, d, f, k = 256, 2304, 1024, 8
+    a = layer_48b(np.random.default_rng(int(qtype) + 40), qtype, dev)
+    for t in (512, 4096):
+        call = dict(a, x=torch.randn(t, d, device=dev, dtype=torch.bfloat16), weights=(torch.rand(t, k) + 0.1).to(dev),
+                    ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev))
+        some = [0, 1, t // 2, t - 1]
+        ref = moe_reference(**dict(call, x=call["x"][some].float(), weights=call["weights"][some],
+                                   ids=call["ids"][some]))
+        for fn in (moe_experts_dqmm, moe_experts_lastblock):
+            assert rel_err(fn(**call)[some], ref) < BF16_TOL, (fn.__name__, t)
+        times = {fn.__name__: time_in_graph(lambda i, fn=fn: fn(**call), 1, reps=5)
+                 for fn in (moe_experts_dqmm, moe_experts_lastblock)}
+        flop = 2 * 3 * t * (k + 1) * d * f
+        dq, fu = times["moe_experts_dqmm"], times["moe_experts_lastblock"]
+        print(f"\nmoe_experts prefill {qtype.name} 48B layer T={t}: dqmm {dq * 1e3:.2f} ms ({flop / dq / 1e12:.1f} "
+              f"TFLOP/s), fused grouped GEMMs {fu * 1e3:.2f} ms ({flop / fu / 1e12:.1f} TFLOP/s): dqmm/fused {dq / fu:.3f}")

@@ -24,7 +24,9 @@ def cases(seed: int) -> list[Case]:
     g = gen(seed)
     out = []
     for t, d, f, e, k, qtype, shared in [(1, 64, 32, 16, 4, Q.F32, True), (4, 256, 64, 16, 4, Q.Q8_0, True),
-                                         (3, 256, 256, 8, 2, Q.Q4_K, False), (2, 256, 256, 6, 3, Q.IQ1_S, True)]:
+                                         (3, 256, 256, 8, 2, Q.Q4_K, False), (2, 256, 256, 6, 3, Q.IQ1_S, True),
+                                         # a prefill: T past the decode GEMVs (T <= 8), 6 slots per expert
+                                         (24, 256, 256, 8, 2, Q.Q4_K, True)]:
         def qw(*shape, nm):
             return QWeight.from_float(randn(g, *shape, std=shape[-1] ** -0.5), qtype, name=nm)
 
