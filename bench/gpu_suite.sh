@@ -28,6 +28,10 @@
 #     rungs8      session 8's step rebuilt by swaps (the rungs SUITE_TIMED names), then cupy_float for the Q6_K
 #                 lm_head alone (linear@Q6_K), then for every linear, after its GPU tests (proofs8 runs them in the
 #                 lane beside); the captured gate, a recorded diagnosis
+#     rungs9      session 9's prefill rung on the lean prerequisites: linear, moe_experts = triton_dqmm (each weight
+#                 decoded once to bf16, then cuBLAS / grouped GEMM) over the prefill registry, after its GPU tests
+#                 (proofs9 runs them in the lane beside); the chunk diagnosed before (where missing) and after; a
+#                 16384-token chunk study when the rung wins
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -78,13 +82,22 @@
 #                                      # wide rung 142, diagnose 31 beside every other GPU test (445)
 #   $E bash bench/gpu_lanes.sh 430 "attn131k" "iq1s131k"        # 229 s: cupy attention at 131072 (207) beside IQ1_S
 #   then two direct calls (cupy attention at 0 / 32768 beside IQ1_S under it, 154 s; a diagnosis, 48 s)
+# Session 9, two H200s, 7 calls, 1628 s: call 1 rungs8 beside proofs8+tests 566 s; call 2 rungs8 beside
+#   prefill_lean+iq1s131k 350 s; then direct commands (bench/gpu-runs/2026-11-30-session9/README.md)
 # Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh then warm:
-#   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now"'
-#   $E bash bench/gpu_lanes.sh 565 "rungs8" "proofs8 tests"  # the step rebuilt by swaps (~400 s) beside the
-#                                      # cupy_float GPU tests (~60 s) and every GPU test; the lm_head rung
-#                                      # (linear@Q6_K=cupy_float, ~140 s), then every linear on cupy_float (~140 s),
-#                                      # then fuse_low_rank (~130 s)
-#   $E bash bench/gpu_lanes.sh 565 "rungs8 prefill_lean" "iq1s131k"  # what the first call left; prefill 32768
+#   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now decode-lmhead-cupy-float"'
+#   $E bash bench/gpu_lanes.sh 565 "rungs9" "proofs9 rungs8"  # the prefill rung on GPU 0 beside its proof and the
+#                                      # decode step rebuilt by swaps on GPU 1: GPU 0 makes the lean prerequisites
+#                                      # (~235 s) while GPU 1 runs the dqmm GPU tests, then swaps dqmm over the
+#                                      # prefill registry, diagnoses the chunk, times the pair (6 pairs: ~150-200 s
+#                                      # estimated from session 9's 89 s prefill row of 2 rounds);
+#                                      # GPU 1 rebuilds session 8's step and the lm_head registry (its cupy_float
+#                                      # tests again first; its rung is not timed again), so now_reg is the lm_head
+#                                      # step. rungs8 then times again linear=cupy_float and fuse_low_rank (session
+#                                      # 9: regression, none) unless SUITE_SKIP names decode-linear-cupy-float and
+#                                      # decode-fuse-lowrank
+#   $E bash bench/gpu_lanes.sh 565 "rungs9" "iq1s131k"  # what the first left: the dqmm diagnosis, the 16384-token
+#                                      # chunk study after a win; IQ1_S at 131072 under the step now
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -143,6 +156,8 @@ ATTN_REG=$TMP/cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml  # ROUT
 CUHEAD_REG=$TMP/cuda-step8-q6k-cupy-float.toml  # ATTN_REG with linear@Q6_K=cupy_float (the lm_head's type alone)
 CUFLOAT_REG=$TMP/cuda-step8-cupy-float.toml  # the step then with linear=cupy_float for every type
 LOWRANK_REG=$TMP/cuda-step8-lowrank.toml  # the step then with [engine] fuse_low_rank = true
+# session 9's prefill rung (stage rungs9): each GGUF weight decoded once to bf16, then cuBLAS / grouped GEMM
+DQMM_REG=$TMP/cuda-prefill-dqmm.toml  # PREFILL_REG with linear=triton_dqmm moe_experts=triton_dqmm
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -197,8 +212,10 @@ run() {
   log "$name rc=$rc$( ((rc == 124 || rc == 137)) && echo ' (stopped at the budget)')"
   # the registries and the GGUFs are their own markers (a failed swap or synth is tried again)
   [[ $name == swap-* || $name == synth* ]] || ((rc == 124 || rc == 137)) || echo $rc > "$DONE/$name"
-  # a decode rung's tier (bench's tier column, B against A): only a win makes its registry the step now (now_reg)
-  if [[ $name == decode-* ]] && ((rc == 0)); then
+  # a rung's tier (bench's tier column, B against A): only a decode win makes its registry the step now (now_reg);
+  # a prefill pair's win opens its follow-up (rungs9's chunk study). A prefill of one arm (a row against the
+  # frontier) has no B against A: no tier is kept for it
+  if ((rc == 0)) && { [[ $name == decode-* ]] || [[ $name == prefill-* && " $* " == *" --vs "* ]]; }; then
     if grep -qE "│ +win +│" "$R/$name.log"; then echo win > "$DONE/$name.tier"; else echo "no win" > "$DONE/$name.tier"; fi
   fi
   rm -rf "$DONE/$name.running"
@@ -363,10 +380,23 @@ proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shape
   run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear" \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-cupy-float.xml"
 }
+proof_dqmm() {  # linear / moe_experts = triton_dqmm (session 9): the bf16 decode of every GGUF type, then the GEMMs
+  run gpu-tests-dqmm 150 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "dqmm or dequantize" \
+      tests/backends/test_triton_dequantize.py tests/backends/test_triton_linear.py tests/backends/test_triton_moe.py \
+      --junitxml="$R/gpu-tests-dqmm.xml"
+}
 proof_flat() {
   run gpu-tests-flat 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k flat tests/backends/test_triton_linear.py \
       tests/backends/test_triton_moe.py --junitxml="$R/gpu-tests-flat.xml"
   run tune-flat 45 python3 -m sparkops_triton._tune linear_gemv_flat moe_decode_flat
+}
+
+# the first prefill diagnosis (session 9): where a 4096-token chunk's time goes, per op, under the prefill registry,
+# from an empty cache and at 28672 rows (the contexts filled like prefill_lean's); stage prefill_lean runs it, stage
+# rungs9 where it is missing (the chunk's time before the dqmm rung, beside the diagnosis after)
+diagnose_prefill() {
+  run diagnose-prefill 60 sparkops diagnose --model $M --device cuda --depth 0,28672 --prefill-chunk 4096 \
+      --registry $PREFILL_REG $FILL_LEAN --out "$R/diag-prefill" --json-out $DJ/diag-prefill.json
 }
 
 # env's argument for a run on every GPU of the machine with this lane's (CUDA_VISIBLE_DEVICES=N) first:
@@ -530,9 +560,8 @@ rungs6)
   ;;
 prefill_lean)  # prefill 32768 under the bf16 registry (the prefill paths), on the lean prerequisites
   prereq_lean || continue
-  # where a 4096-token chunk's time goes, per op (never run on a GPU yet): from an empty cache and at 28672 rows
-  run diagnose-prefill 60 sparkops diagnose --model $M --device cuda --depth 0,28672 --prefill-chunk 4096 \
-      --registry $PREFILL_REG $FILL_LEAN --out "$R/diag-prefill" --json-out $DJ/diag-prefill.json
+  # where a 4096-token chunk's time goes, per op: from an empty cache and at 28672 rows
+  diagnose_prefill
   run prefill-best 150 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 2 --registry $PREFILL_REG \
       $GATE --change "$(cat "$TMP/prefill-kind" 2>/dev/null || best_is), for prefill"
   ;;
@@ -599,6 +628,39 @@ rungs8)
   [ -f $NOW_REG ] && run gate-captured-now8 30 sparkops check --model k3-nano --registry $NOW_REG --device cuda --captured
   run diagnose-now8 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \
       --out "$R/diag-now8" --json-out $DJ/diag-now8.json --record --bench-dir $B
+  ;;
+proofs9)  # the rungs9 proof alone: the lane beside a rungs9 lane (bench/gpu_lanes.sh)
+  proof_dqmm ;;
+rungs9)
+  prereq_lean || continue
+  # session 9's prefill diagnosis ($DJ/diag-prefill.json, stage prefill_lean): the linears and experts took 883 ms
+  # of a 4096-token chunk's 1153 (moe_experts 502, linear 381), at 3.3% of the matmul ceiling. triton_dqmm (session
+  # 9, not yet on a GPU when written) decodes each GGUF weight once to bf16 and multiplies on cuBLAS /
+  # torch._grouped_mm; its decode paths are lastblock's / prefetch's GEMVs. Its GPU tests first (proofs9 runs them in
+  # the lane beside); a failed test leaves the rung out
+  proof_dqmm
+  DQ_OK=$({ [ "$(cat $DONE/gpu-tests-dqmm 2>/dev/null || true)" = 0 ] || \
+    [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-dqmm "* ]]; } && echo 1)
+  fresh_over $DQMM_REG $PREFILL_REG
+  [ -n "$DQ_OK" ] && [ -f $PREFILL_REG ] && [ ! -f $DQMM_REG ] && run swap-dqmm 40 bash -c 'swap_into "$@"' _ \
+      $DQMM_REG $PREFILL_REG linear=triton_dqmm moe_experts=triton_dqmm
+  if [ -n "$DQ_OK" ] && [ -f $DQMM_REG ]; then
+    # the chunk's time per op before the change, where this machine has none yet (stage prefill_lean's diagnosis)
+    [ -s $DJ/diag-prefill.json ] || diagnose_prefill
+    # the pair, ABAB. 6 pairs: fewer can never pass bench's sign test (2 give the tier "none" whatever the ratio,
+    # and the chunk study below waits for a win). No --prediction: bench takes it for decode only (diagnose
+    # predicts a decode step); the diagnoses before and after are in the results
+    run prefill-dqmm 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 6 \
+        --registry $PREFILL_REG --vs $DQMM_REG $GATE --changes linear,moe_experts \
+        --change "linear,moe_experts=triton_dqmm: prefill decodes each weight once to bf16, then cuBLAS / grouped GEMM, over $(basename $PREFILL_REG)"
+    # where the chunk's time goes after it
+    run diagnose-prefill-dqmm 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 4096 \
+        --registry $DQMM_REG $FILL_LEAN --out "$R/diag-prefill-dqmm" --json-out $DJ/diag-prefill-dqmm.json
+    # a win: larger chunks (fewer weight decodes per token), one arm against the frontier
+    timed prefill-dqmm && run prefill-dqmm-chunk16k 150 sparkops bench prefill --model $M --tokens 32768 \
+        --chunk 16384 --repeats 2 --registry $DQMM_REG $GATE \
+        --change "triton_dqmm prefill in chunks of 16384 (one arm, against the frontier)"
+  fi
   ;;
 proofs7)  # the rungs7 proofs alone: the lane beside a rungs7 lane (bench/gpu_lanes.sh)
   proof_prefetch; proof_wide; proof_flat ;;

@@ -459,3 +459,115 @@ def test_the_rungs7_rungs_that_won_keep_their_registries_in_a_later_call(tmp_pat
     assert wide.exists() and Path(f"{wide}.base").read_text().strip() == str(routpf)
     assert flatmoe.exists() and Path(f"{flatmoe}.base").read_text().strip() == str(wide)
     assert log.count(f"the step now: {flatlin}") == 2
+
+
+S9_TIMED = S8_TIMED + " decode-lmhead-cupy-float"
+
+
+def test_rungs9_swaps_dqmm_over_the_prefill_registry_and_times_the_pair_after_its_gpu_tests(tmp_path):
+    """A fresh machine, rungs9 on GPU 0 beside proofs9 on GPU 1: the dqmm GPU tests run once (the rungs lane waits
+    for the proof lane's run or finds it done); then triton_dqmm is swapped into a copy of the prefill registry for
+    both ops, the first prefill diagnosis is made (missing here), the pair is timed with enough pairs for a tier and
+    naming its two changed ops, the chunk is diagnosed under dqmm, and the (stand-in) win opens the 16384-token chunk
+    study. A second call on the machine runs none of it again."""
+    from sparkops.cli.bench_cmd import MIN_PAIRS_FOR_A_TIER
+
+    log, calls = _lanes(tmp_path, "rungs9", "proofs9", extra_env={"STUB_PYTEST_SECONDS": "1"})
+    machine = tmp_path / "machine"
+    prefill, dqmm, bf16 = machine / "cuda-prefill.toml", machine / "cuda-prefill-dqmm.toml", machine / "cuda-bf16.toml"
+    assert "best registry: bf16" in log and not (machine / "cuda-fast.toml").exists()  # the lean prerequisites
+    assert log.count("gpu-tests-dqmm (limit") == 1
+    assert "[gpu1] gpu-tests-dqmm" in log and "unknown stage" not in log  # proofs9 took its part in GPU 1's lane
+    assert ("-k dqmm or dequantize tests/backends/test_triton_dequantize.py tests/backends/test_triton_linear.py "
+            "tests/backends/test_triton_moe.py") in log
+    swaps = [c for c in calls if c.startswith("swap ") and "triton_dqmm" in c]
+    assert swaps == [f"swap linear=triton_dqmm moe_experts=triton_dqmm --device cuda --registry {dqmm}.new"]
+    assert dqmm.exists() and Path(f"{dqmm}.base").read_text().strip() == str(prefill)
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 2
+    pair, chunk = prefills
+    assert f"--registry {prefill} --vs {dqmm}" in pair and "--changes linear,moe_experts" in pair
+    assert "--tokens 32768 --chunk 4096 " in pair
+    assert int(pair.split("--repeats ")[1].split()[0]) >= MIN_PAIRS_FOR_A_TIER  # fewer pairs never give a win
+    assert "--prediction" not in pair  # bench refuses --prediction for prefill (a diagnosis predicts decode)
+    assert (machine / "suite-done" / "prefill-dqmm.tier").read_text().strip() == "win"
+    assert f"--registry {dqmm} " in chunk and "--chunk 16384 " in chunk and "--vs" not in chunk
+    diags = [c for c in calls if c.startswith("diagnose ")]
+    assert len(diags) == 2
+    assert f"--registry {prefill} " in diags[0] and "--depth 0,28672 --prefill-chunk 4096 " in diags[0]
+    assert f"--registry {dqmm} " in diags[1] and "--depth 0 --prefill-chunk 4096 " in diags[1]
+    assert all(f"--fill-registry {bf16}" in d for d in diags)
+    assert str(machine / "suite-diag" / "diag-prefill-dqmm.json") in diags[1]
+    steps = ["gpu-tests-dqmm rc=0", "] swap-dqmm (limit", "] diagnose-prefill (limit", "] prefill-dqmm (limit",
+             "] diagnose-prefill-dqmm (limit", "] prefill-dqmm-chunk16k (limit"]
+    at = [log.index(s) for s in steps]
+    assert at == sorted(at), list(zip(steps, at))
+    # the same call again on this machine: every step ended, none runs again
+    n_before = len(calls)
+    _, calls2 = _lanes(tmp_path, "rungs9", "proofs9")
+    assert calls2[n_before:] == ["plugins"]
+
+
+def test_rungs9_leaves_the_dqmm_rung_out_when_its_gpu_tests_failed(tmp_path):
+    """dqmm kernels that fail their GPU tests (the bf16 decode of a type, or the prefill GEMMs off at the 48B's
+    shapes) are neither swapped nor timed, nor is the chunk diagnosed for them."""
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-dqmm").write_text("1\n")
+    log, calls = _lanes(tmp_path, "rungs9", "", gpus=1)
+    assert "best registry: bf16" in log  # the stage ran: its prerequisites, then its proof's (failed) result
+    assert "gpu-tests-dqmm: done earlier on this machine (rc=1), skipped" in log
+    assert not any("triton_dqmm" in c or "cuda-prefill-dqmm" in c for c in calls)
+    assert not any(c.startswith(("bench prefill", "diagnose ")) for c in calls)
+    assert not (machine / "cuda-prefill-dqmm.toml").exists()
+    assert "prefill-dqmm" not in log
+
+
+def test_rungs9_studies_16384_token_chunks_only_after_the_pair_won(tmp_path):
+    """The chunk study follows the dqmm pair's win (bench's tier column, kept in $DONE like a decode rung's); after
+    "none" the pair is a row and nothing follows. A prefill of one arm (prefill_lean's, against the frontier) keeps
+    no tier, and prefill_lean takes the first prefill diagnosis rungs9 made."""
+    for case, env in (("win", {}), ("none", {"STUB_NO_WIN": "cuda-prefill-dqmm.toml"})):
+        (tmp_path / case).mkdir()
+        log, calls = _lanes(tmp_path / case, "rungs9", "", gpus=1, extra_env=env)
+        machine = tmp_path / case / "machine"
+        dqmm = machine / "cuda-prefill-dqmm.toml"
+        prefills = [c for c in calls if c.startswith("bench prefill")]
+        assert f"--vs {dqmm} " in prefills[0], case
+        assert any(c.startswith("diagnose ") and f"--registry {dqmm} " in c for c in calls), case
+        tier = (machine / "suite-done" / "prefill-dqmm.tier").read_text().strip()
+        chunks = [c for c in prefills if "--chunk 16384" in c]
+        if case == "win":
+            assert tier == "win" and len(chunks) == 1 and f"--registry {dqmm} " in chunks[0]
+        else:
+            assert tier == "no win" and not chunks and "prefill-dqmm-chunk16k" not in log
+    n_before = len(calls)
+    log, calls = _lanes(tmp_path / "none", "prefill_lean", "", gpus=1)
+    new = calls[n_before:]
+    assert "diagnose-prefill: done earlier on this machine (rc=0), skipped" in log
+    assert [c for c in new if c.startswith("bench prefill")] and not any("--vs" in c for c in new)
+    assert not (tmp_path / "none" / "machine" / "suite-done" / "prefill-best.tier").exists()
+
+
+def test_the_next_sessions_plan_rebuilds_the_lm_head_step_beside_the_prefill_rung(tmp_path):
+    """The header's plan on a fresh machine: rungs9 on GPU 0, proofs9 then rungs8 on GPU 1, with session 9's winner
+    (the lm_head rung) in SUITE_TIMED: rungs8 does not time it again but still swaps its registry (its cupy_float
+    tests run first) over the cupy-attention step, so that now_reg takes it; session 9's other rungs did not win
+    (stand-ins: "none"). The second call's IQ1_S row runs under the lm_head step."""
+    env = {"SUITE_TIMED": S9_TIMED, "STUB_NO_WIN": "step8-cupy-float.toml step8-lowrank.toml",
+           "STUB_PYTEST_SECONDS": "1"}
+    log, calls = _lanes(tmp_path, "rungs9", "proofs9 rungs8", extra_env=env)
+    machine = tmp_path / "machine"
+    attn = machine / "cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml"
+    head = machine / "cuda-step8-q6k-cupy-float.toml"
+    assert "decode-lmhead-cupy-float: timed in an earlier session (SUITE_TIMED)" in log
+    assert log.index("gpu-tests-cupy-float rc=0") < log.index("swap-lmhead-cupy-float (limit")
+    assert any(c.startswith(f"swap linear@Q6_K=cupy_float --device cuda --registry {head}.new") for c in calls)
+    assert Path(f"{head}.base").read_text().strip() == str(attn)
+    assert not any(c.startswith("bench decode") and f"--vs {head}" in c for c in calls)
+    assert f"the step now: {head}" in log
+    assert any(c.startswith("bench prefill") and f"--vs {machine / 'cuda-prefill-dqmm.toml'}" in c for c in calls)
+    n_before = len(calls)
+    log, calls = _lanes(tmp_path, "rungs9", "iq1s131k", extra_env=env)
+    iq1s = next(c for c in calls[n_before:] if c.startswith("bench decode") and "k48-iq1_s.gguf" in c)
+    assert f"--registry {head} --graph A" in iq1s
