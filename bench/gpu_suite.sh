@@ -30,8 +30,9 @@
 #                 lane beside); the captured gate, a recorded diagnosis
 #     rungs9      session 9's prefill rung on the lean prerequisites: linear, moe_experts = triton_dqmm (each weight
 #                 decoded once to bf16, then cuBLAS / grouped GEMM) over the prefill registry, after its GPU tests
-#                 (proofs9 runs them in the lane beside); the chunk diagnosed before (where missing) and after; a
-#                 16384-token chunk study when the rung wins
+#                 (proofs9 runs them in the lane beside); the chunk diagnosed before (where missing) and after;
+#                 then kda=triton_chunked over the newest winner (prefill ran the recurrent kernel); a 16384-token
+#                 chunk study on the newest prefill registry that won
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -85,19 +86,19 @@
 # Session 9, two H200s, 7 calls, 1628 s: call 1 rungs8 beside proofs8+tests 566 s; call 2 rungs8 beside
 #   prefill_lean+iq1s131k 350 s; then direct commands (bench/gpu-runs/2026-11-30-session9/README.md)
 # Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh then warm:
-#   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now decode-lmhead-cupy-float"'
-#   $E bash bench/gpu_lanes.sh 565 "rungs9" "proofs9 rungs8"  # the prefill rung on GPU 0 beside its proof and the
+#   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now decode-lmhead-cupy-float" SUITE_SKIP="decode-linear-cupy-float decode-fuse-lowrank"'
+#   $E bash bench/gpu_lanes.sh 565 "rungs9" "proofs9 rungs8"  # the prefill rungs on GPU 0 beside their proof and the
 #                                      # decode step rebuilt by swaps on GPU 1: GPU 0 makes the lean prerequisites
 #                                      # (~235 s) while GPU 1 runs the dqmm GPU tests, then swaps dqmm over the
 #                                      # prefill registry, diagnoses the chunk, times the pair (6 pairs: ~150-200 s
-#                                      # estimated from session 9's 89 s prefill row of 2 rounds);
+#                                      # estimated from session 9's 89 s prefill row of 2 rounds); then
+#                                      # kda=triton_chunked over the winner (~150 s) and a 16384-token chunk study;
 #                                      # GPU 1 rebuilds session 8's step and the lm_head registry (its cupy_float
 #                                      # tests again first; its rung is not timed again), so now_reg is the lm_head
-#                                      # step. rungs8 then times again linear=cupy_float and fuse_low_rank (session
-#                                      # 9: regression, none) unless SUITE_SKIP names decode-linear-cupy-float and
-#                                      # decode-fuse-lowrank
-#   $E bash bench/gpu_lanes.sh 565 "rungs9" "iq1s131k"  # what the first left: the dqmm diagnosis, the 16384-token
-#                                      # chunk study after a win; IQ1_S at 131072 under the step now
+#                                      # step; SUITE_SKIP leaves out session 9's rungs that did not win
+#                                      # (linear=cupy_float: regression; fuse_low_rank: none)
+#   $E bash bench/gpu_lanes.sh 565 "rungs9" "iq1s131k"  # what the first left: the chunked-KDA rung, the chunk
+#                                      # study; IQ1_S at 131072 under the step now
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -158,6 +159,7 @@ CUFLOAT_REG=$TMP/cuda-step8-cupy-float.toml  # the step then with linear=cupy_fl
 LOWRANK_REG=$TMP/cuda-step8-lowrank.toml  # the step then with [engine] fuse_low_rank = true
 # session 9's prefill rung (stage rungs9): each GGUF weight decoded once to bf16, then cuBLAS / grouped GEMM
 DQMM_REG=$TMP/cuda-prefill-dqmm.toml  # PREFILL_REG with linear=triton_dqmm moe_experts=triton_dqmm
+KDAC_REG=$TMP/cuda-prefill-kdac.toml  # the prefill registry now (DQMM_REG if its rung won) with kda=triton_chunked
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -377,7 +379,9 @@ proof_wide() {
       --junitxml="$R/gpu-tests-wide.xml"
 }
 proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shapes, then timed beside the others
-  run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear" \
+  # -k selects by the implementation's name too: the side-by-side timing test that predicts both rungs has no
+  # "linear" in its name (session 9's proof ran without it)
+  run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear or float" \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-cupy-float.xml"
 }
 proof_dqmm() {  # linear / moe_experts = triton_dqmm (session 9): the bf16 decode of every GGUF type, then the GEMMs
@@ -656,11 +660,30 @@ rungs9)
     # where the chunk's time goes after it
     run diagnose-prefill-dqmm 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 4096 \
         --registry $DQMM_REG $FILL_LEAN --out "$R/diag-prefill-dqmm" --json-out $DJ/diag-prefill-dqmm.json
-    # a win: larger chunks (fewer weight decodes per token), one arm against the frontier
-    timed prefill-dqmm && run prefill-dqmm-chunk16k 150 sparkops bench prefill --model $M --tokens 32768 \
-        --chunk 16384 --repeats 2 --registry $DQMM_REG $GATE \
-        --change "triton_dqmm prefill in chunks of 16384 (one arm, against the frontier)"
   fi
+  # kda=triton_chunked for prefill. Session 9's diagnosis: kda took 163 ms of the chunk, 20 calls of 8.1 ms, because
+  # the prefill registry runs the recurrent kernel token after token. The chunked kernel took 2.38 ms a layer at
+  # T=4096 (session 1) and passed its op check on the H200 (session 2), but no registry had selected it. Its calls of
+  # fewer than 16 tokens (decode) run the same recurrent kernel, so decode is unchanged. Over the dqmm registry when
+  # that rung won; after the dqmm rung ran (or could not), so that its base does not move under it
+  if [ -f $DONE/prefill-dqmm ] || [ -z "$DQ_OK" ]; then
+    PK_BASE=$PREFILL_REG
+    timed prefill-dqmm && [ -f $DQMM_REG ] && PK_BASE=$DQMM_REG
+    fresh_over $KDAC_REG $PK_BASE
+    [ -f $PK_BASE ] && [ ! -f $KDAC_REG ] && run swap-kda-chunked 40 bash -c 'swap_into "$@"' _ $KDAC_REG $PK_BASE \
+        kda=triton_chunked
+    [ -f $KDAC_REG ] && run prefill-kda-chunked 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 \
+        --repeats 6 --registry $PK_BASE --vs $KDAC_REG $GATE --changes kda \
+        --change "kda=triton_chunked for prefill (decode keeps the recurrent kernel), over $(basename $PK_BASE)"
+  fi
+  # the newest prefill registry whose rung won: larger chunks (fewer weight decodes per token), one arm against the
+  # frontier
+  PNOW=""
+  timed prefill-dqmm && [ -f $DQMM_REG ] && PNOW=$DQMM_REG
+  timed prefill-kda-chunked && [ -f $KDAC_REG ] && PNOW=$KDAC_REG
+  [ -n "$PNOW" ] && run prefill-chunk16k 150 sparkops bench prefill --model $M --tokens 32768 \
+      --chunk 16384 --repeats 2 --registry $PNOW $GATE \
+      --change "$(basename $PNOW) prefill in chunks of 16384 (one arm, against the frontier)"
   ;;
 proofs7)  # the rungs7 proofs alone: the lane beside a rungs7 lane (bench/gpu_lanes.sh)
   proof_prefetch; proof_wide; proof_flat ;;

@@ -483,15 +483,21 @@ def test_rungs9_swaps_dqmm_over_the_prefill_registry_and_times_the_pair_after_it
     swaps = [c for c in calls if c.startswith("swap ") and "triton_dqmm" in c]
     assert swaps == [f"swap linear=triton_dqmm moe_experts=triton_dqmm --device cuda --registry {dqmm}.new"]
     assert dqmm.exists() and Path(f"{dqmm}.base").read_text().strip() == str(prefill)
+    kdac = machine / "cuda-prefill-kdac.toml"
     prefills = [c for c in calls if c.startswith("bench prefill")]
-    assert len(prefills) == 2
-    pair, chunk = prefills
+    assert len(prefills) == 3
+    pair, kda_pair, chunk = prefills
     assert f"--registry {prefill} --vs {dqmm}" in pair and "--changes linear,moe_experts" in pair
     assert "--tokens 32768 --chunk 4096 " in pair
     assert int(pair.split("--repeats ")[1].split()[0]) >= MIN_PAIRS_FOR_A_TIER  # fewer pairs never give a win
     assert "--prediction" not in pair  # bench refuses --prediction for prefill (a diagnosis predicts decode)
     assert (machine / "suite-done" / "prefill-dqmm.tier").read_text().strip() == "win"
-    assert f"--registry {dqmm} " in chunk and "--chunk 16384 " in chunk and "--vs" not in chunk
+    # the chunked KDA over the dqmm registry (its rung won), then the chunk study on the newest winner
+    assert f"--registry {dqmm} --vs {kdac}" in kda_pair and "--changes kda" in kda_pair
+    assert Path(f"{kdac}.base").read_text().strip() == str(dqmm)
+    assert [c for c in calls if c.startswith("swap ") and "kda=triton_chunked" in c] == [
+        f"swap kda=triton_chunked --device cuda --registry {kdac}.new"]
+    assert f"--registry {kdac} " in chunk and "--chunk 16384 " in chunk and "--vs" not in chunk
     diags = [c for c in calls if c.startswith("diagnose ")]
     assert len(diags) == 2
     assert f"--registry {prefill} " in diags[0] and "--depth 0,28672 --prefill-chunk 4096 " in diags[0]
@@ -499,7 +505,8 @@ def test_rungs9_swaps_dqmm_over_the_prefill_registry_and_times_the_pair_after_it
     assert all(f"--fill-registry {bf16}" in d for d in diags)
     assert str(machine / "suite-diag" / "diag-prefill-dqmm.json") in diags[1]
     steps = ["gpu-tests-dqmm rc=0", "] swap-dqmm (limit", "] diagnose-prefill (limit", "] prefill-dqmm (limit",
-             "] diagnose-prefill-dqmm (limit", "] prefill-dqmm-chunk16k (limit"]
+             "] diagnose-prefill-dqmm (limit", "] swap-kda-chunked (limit", "] prefill-kda-chunked (limit",
+             "] prefill-chunk16k (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
     # the same call again on this machine: every step ended, none runs again
@@ -518,14 +525,18 @@ def test_rungs9_leaves_the_dqmm_rung_out_when_its_gpu_tests_failed(tmp_path):
     assert "best registry: bf16" in log  # the stage ran: its prerequisites, then its proof's (failed) result
     assert "gpu-tests-dqmm: done earlier on this machine (rc=1), skipped" in log
     assert not any("triton_dqmm" in c or "cuda-prefill-dqmm" in c for c in calls)
-    assert not any(c.startswith(("bench prefill", "diagnose ")) for c in calls)
+    assert not any(c.startswith("diagnose ") for c in calls)
     assert not (machine / "cuda-prefill-dqmm.toml").exists()
     assert "prefill-dqmm" not in log
+    # the chunked-KDA rung does not depend on dqmm: it is timed over the prefill registry
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 2 and "--changes kda" in prefills[0] and "--chunk 16384" in prefills[1]
+    assert f"--registry {machine / 'cuda-prefill.toml'} --vs {machine / 'cuda-prefill-kdac.toml'}" in prefills[0]
 
 
 def test_rungs9_studies_16384_token_chunks_only_after_the_pair_won(tmp_path):
-    """The chunk study follows the dqmm pair's win (bench's tier column, kept in $DONE like a decode rung's); after
-    "none" the pair is a row and nothing follows. A prefill of one arm (prefill_lean's, against the frontier) keeps
+    """The chunk study follows a prefill rung's win (bench's tier column, kept in $DONE like a decode rung's) and runs
+    on the newest winner; after "none" the dqmm pair is a row and the chunked-KDA rung takes the prefill registry. A prefill of one arm (prefill_lean's, against the frontier) keeps
     no tier, and prefill_lean takes the first prefill diagnosis rungs9 made."""
     for case, env in (("win", {}), ("none", {"STUB_NO_WIN": "cuda-prefill-dqmm.toml"})):
         (tmp_path / case).mkdir()
@@ -537,10 +548,12 @@ def test_rungs9_studies_16384_token_chunks_only_after_the_pair_won(tmp_path):
         assert any(c.startswith("diagnose ") and f"--registry {dqmm} " in c for c in calls), case
         tier = (machine / "suite-done" / "prefill-dqmm.tier").read_text().strip()
         chunks = [c for c in prefills if "--chunk 16384" in c]
-        if case == "win":
-            assert tier == "win" and len(chunks) == 1 and f"--registry {dqmm} " in chunks[0]
-        else:
-            assert tier == "no win" and not chunks and "prefill-dqmm-chunk16k" not in log
+        kdac = machine / "cuda-prefill-kdac.toml"
+        if case == "win":  # every rung won: the chunk study runs on the newest winner, the chunked-KDA registry
+            assert tier == "win" and len(chunks) == 1 and f"--registry {kdac} " in chunks[0]
+        else:  # dqmm did not win: the chunked KDA is timed over the prefill registry, and wins: the study runs on it
+            assert tier == "no win" and f"--registry {machine / 'cuda-prefill.toml'} --vs {kdac}" in prefills[1]
+            assert len(chunks) == 1 and f"--registry {kdac} " in chunks[0]
     n_before = len(calls)
     log, calls = _lanes(tmp_path / "none", "prefill_lean", "", gpus=1)
     new = calls[n_before:]
@@ -571,3 +584,16 @@ def test_the_next_sessions_plan_rebuilds_the_lm_head_step_beside_the_prefill_run
     log, calls = _lanes(tmp_path, "rungs9", "iq1s131k", extra_env=env)
     iq1s = next(c for c in calls[n_before:] if c.startswith("bench decode") and "k48-iq1_s.gguf" in c)
     assert f"--registry {head} --graph A" in iq1s
+
+
+def test_rungs9_studies_no_chunk_size_when_no_prefill_rung_won(tmp_path):
+    """Neither dqmm nor the chunked KDA wins (stand-ins: "none"): two rows, no chunk study, and the chunked-KDA
+    registry was made over the prefill registry (the dqmm one did not win)."""
+    log, calls = _lanes(tmp_path, "rungs9", "", gpus=1,
+                        extra_env={"STUB_NO_WIN": "cuda-prefill-dqmm.toml cuda-prefill-kdac.toml"})
+    machine = tmp_path / "machine"
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 2 and not any("--chunk 16384" in c for c in prefills)
+    assert Path(f"{machine / 'cuda-prefill-kdac.toml'}.base").read_text().strip() == str(machine / "cuda-prefill.toml")
+    assert (machine / "suite-done" / "prefill-kda-chunked.tier").read_text().strip() == "no win"
+    assert "prefill-chunk16k" not in log
