@@ -160,6 +160,9 @@ LOWRANK_REG=$TMP/cuda-step8-lowrank.toml  # the step then with [engine] fuse_low
 # session 9's prefill rung (stage rungs9): each GGUF weight decoded once to bf16, then cuBLAS / grouped GEMM
 DQMM_REG=$TMP/cuda-prefill-dqmm.toml  # PREFILL_REG with linear=triton_dqmm moe_experts=triton_dqmm
 KDAC_REG=$TMP/cuda-prefill-kdac.toml  # the prefill registry now (DQMM_REG if its rung won) with kda=triton_chunked
+# the per-op speed-ups the rungs9 rows predict with (bench --expect, on their baseline's chunk diagnosis)
+DQMM_EXPECT="--expect linear=9.5,moe_experts=6.3"
+KDAC_EXPECT="--expect kda=3.4"
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -652,10 +655,15 @@ rungs9)
     # the chunk's time per op before the change, where this machine has none yet (stage prefill_lean's diagnosis)
     [ -s $DJ/diag-prefill.json ] || diagnose_prefill
     # the pair, ABAB. 6 pairs: fewer can never pass bench's sign test (2 give the tier "none" whatever the ratio,
-    # and the chunk study below waits for a win). No --prediction: bench takes it for decode only (diagnose
-    # predicts a decode step); the diagnoses before and after are in the results
-    run prefill-dqmm 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 --repeats 6 \
-        --registry $PREFILL_REG --vs $DQMM_REG $GATE --changes linear,moe_experts \
+    # and the chunk study below waits for a win). The prediction: the chunk diagnosis of A, with the per-op
+    # factors estimated from bytes and FLOPs (not yet measured per op: the GPU tests above print them): linear
+    # 381 -> ~40 ms a chunk (x9.5: a weight's decode ~10 us, its bf16 GEMM at ~60% of the ceiling), moe_experts
+    # 502 -> ~80 ms (x6.3: 3.6 GB of bf16 experts written and read a layer, 464 GFLOP at ~50%)
+    # (a rung is not timed without its baseline's diagnosis: the ladder diagnoses before each step)
+    [ -s $DJ/diag-prefill.json ] || log "SKIP prefill-dqmm: no diagnosis of its baseline ($DJ/diag-prefill.json)"
+    [ -s $DJ/diag-prefill.json ] && run prefill-dqmm 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 \
+        --repeats 6 --registry $PREFILL_REG --vs $DQMM_REG $GATE --changes linear,moe_experts \
+        --prediction $DJ/diag-prefill.json $DQMM_EXPECT \
         --change "linear,moe_experts=triton_dqmm: prefill decodes each weight once to bf16, then cuBLAS / grouped GEMM, over $(basename $PREFILL_REG)"
     # where the chunk's time goes after it
     run diagnose-prefill-dqmm 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 4096 \
@@ -672,8 +680,13 @@ rungs9)
     fresh_over $KDAC_REG $PK_BASE
     [ -f $PK_BASE ] && [ ! -f $KDAC_REG ] && run swap-kda-chunked 40 bash -c 'swap_into "$@"' _ $KDAC_REG $PK_BASE \
         kda=triton_chunked
-    [ -f $KDAC_REG ] && run prefill-kda-chunked 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 \
-        --repeats 6 --registry $PK_BASE --vs $KDAC_REG $GATE --changes kda \
+    # predicted from the base's chunk diagnosis: kda 8.13 -> 2.38 ms a call (x3.4: session 9's recurrent calls in
+    # the chunk against session 1's chunked kernel at T=4096)
+    PK_DIAG=$DJ/diag-prefill.json; [ "$PK_BASE" = "$DQMM_REG" ] && PK_DIAG=$DJ/diag-prefill-dqmm.json
+    [ "$PK_BASE" = "$PREFILL_REG" ] && [ ! -s $PK_DIAG ] && diagnose_prefill
+    [ -f $KDAC_REG ] && [ ! -s $PK_DIAG ] && log "SKIP prefill-kda-chunked: no diagnosis of its baseline ($PK_DIAG)"
+    [ -f $KDAC_REG ] && [ -s $PK_DIAG ] && run prefill-kda-chunked 240 sparkops bench prefill --model $M --tokens 32768 \
+        --chunk 4096 --repeats 6 --registry $PK_BASE --vs $KDAC_REG $GATE --changes kda --prediction $PK_DIAG $KDAC_EXPECT \
         --change "kda=triton_chunked for prefill (decode keeps the recurrent kernel), over $(basename $PK_BASE)"
   fi
   # the newest prefill registry whose rung won: larger chunks (fewer weight decodes per token), one arm against the

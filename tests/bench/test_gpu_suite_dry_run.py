@@ -490,7 +490,9 @@ def test_rungs9_swaps_dqmm_over_the_prefill_registry_and_times_the_pair_after_it
     assert f"--registry {prefill} --vs {dqmm}" in pair and "--changes linear,moe_experts" in pair
     assert "--tokens 32768 --chunk 4096 " in pair
     assert int(pair.split("--repeats ")[1].split()[0]) >= MIN_PAIRS_FOR_A_TIER  # fewer pairs never give a win
-    assert "--prediction" not in pair  # bench refuses --prediction for prefill (a diagnosis predicts decode)
+    # predicted from A's chunk diagnosis (made first), with the per-op factors the stage states
+    assert f"--prediction {machine / 'suite-diag' / 'diag-prefill.json'} --expect linear=9.5,moe_experts=6.3" in pair
+    assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-dqmm.json'} --expect kda=3.4" in kda_pair
     assert (machine / "suite-done" / "prefill-dqmm.tier").read_text().strip() == "win"
     # the chunked KDA over the dqmm registry (its rung won), then the chunk study on the newest winner
     assert f"--registry {dqmm} --vs {kdac}" in kda_pair and "--changes kda" in kda_pair
@@ -525,12 +527,15 @@ def test_rungs9_leaves_the_dqmm_rung_out_when_its_gpu_tests_failed(tmp_path):
     assert "best registry: bf16" in log  # the stage ran: its prerequisites, then its proof's (failed) result
     assert "gpu-tests-dqmm: done earlier on this machine (rc=1), skipped" in log
     assert not any("triton_dqmm" in c or "cuda-prefill-dqmm" in c for c in calls)
-    assert not any(c.startswith("diagnose ") for c in calls)
+    # the chunked-KDA rung's baseline (the prefill registry) is diagnosed for its prediction, nothing under dqmm
+    diags = [c for c in calls if c.startswith("diagnose ")]
+    assert len(diags) == 1 and f"--registry {machine / 'cuda-prefill.toml'} " in diags[0]
     assert not (machine / "cuda-prefill-dqmm.toml").exists()
     assert "prefill-dqmm" not in log
     # the chunked-KDA rung does not depend on dqmm: it is timed over the prefill registry
     prefills = [c for c in calls if c.startswith("bench prefill")]
     assert len(prefills) == 2 and "--changes kda" in prefills[0] and "--chunk 16384" in prefills[1]
+    assert f"--prediction {machine / 'suite-diag' / 'diag-prefill.json'} --expect kda=3.4" in prefills[0]
     assert f"--registry {machine / 'cuda-prefill.toml'} --vs {machine / 'cuda-prefill-kdac.toml'}" in prefills[0]
 
 

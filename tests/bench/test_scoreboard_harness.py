@@ -393,3 +393,51 @@ def test_expect_turns_the_diagnosis_into_a_prediction_of_this_change(nano, regis
         assert r["command"].count("--prediction") == 2 and "--expect linear=2,rmsnorm@8=4" in r["command"]
     ladder = (bench_dir / L.LADDER).read_text()
     assert f"expected linear x2 per op: x{rows[0]['prediction']['change_predicted_gain']:.3g} predicted" in ladder
+
+
+def test_a_prefill_row_records_the_baselines_prefill_diagnosis(nano, registries, monkeypatch, capsys, bench_dir,
+                                                                tmp_path):
+    """diagnose --prefill-chunk 8 at chunk depths 0 and 8 on A, then bench prefill --chunk 8 --prediction --expect:
+    the row predicts from both chunks (their per-op times and walls summed) and keeps the measured ratio. A decode
+    diagnosis for a prefill bench, a prefill one for decode, another chunk size and OP@DEPTH are refused before any
+    weight is loaded."""
+    from sparkops.cli import diagnose_cmd
+
+    monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
+    diag, dec = tmp_path / "prefill.json", tmp_path / "decode.json"
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "0,8", "--prefill-chunk", "8", "--out", str(tmp_path),
+                 "--registry", str(registries[0]), "--json-out", str(diag)]) == 0
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "0", "--steps", "2", "--out", str(tmp_path),
+                 "--registry", str(registries[0]), "--json-out", str(dec)]) == 0
+    docs = json.loads(diag.read_text())
+    assert [(d["phase"], d["depth"], d["chunk"]) for d in docs] == [("prefill", 0, 8), ("prefill", 8, 8)]
+    loads = []
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: loads.append(spec) or nano)
+    argv = ["bench", "prefill", "--model", "k3-nano", "--tokens", "16", "--chunk", "8", "--repeats", "2",
+            "--registry", str(registries[0]), "--vs", str(registries[1]), "--gate-depths", "1"]
+    capsys.readouterr()
+    for bad, says in ((["--prediction", str(dec)], "a decode diagnosis predicts a decode step"),
+                      (["--prediction", str(diag), "--expect", "linear@8=2"], "write OP=FACTOR"),
+                      (["--prediction", str(diag), "--expect", "warp_drive=2"], "timed no such op")):
+        assert main(argv + bad) == 2, bad
+        assert says in " ".join(capsys.readouterr().err.split()), bad
+    assert main(argv[:6] + argv[8:] + ["--prediction", str(diag)]) == 2  # no --chunk: one forward
+    assert "diagnosed chunks of 8 tokens" in " ".join(capsys.readouterr().err.split())
+    decode_argv = ["bench", "decode", "--model", "k3-nano", "--depth", "0", "--tokens", "2",
+                   "--registry", str(registries[0]), "--prediction", str(diag)]
+    assert main(decode_argv) == 2
+    assert "a prefill diagnosis" in " ".join(capsys.readouterr().err.split())
+    assert loads == []
+
+    assert main(argv + ["--prediction", str(diag), "--expect", "linear=2"]) == 0
+    row = [r for r in L.read(bench_dir / L.LEDGER) if r["kind"] == "measurement"][-1]
+    p = row["prediction"]
+    walls = [d["profile"]["wall_s"] for d in docs]
+    by_op = [{op: x["seconds"] for op, x in d["profile"]["by_op"].items()} for d in docs]
+    linear = sum(b.get("linear", 0.0) for b in by_op)
+    assert linear > 0
+    assert p["change_predicted_gain"] == pytest.approx(sum(walls) / (sum(walls) - linear / 2))
+    gains = [d["verdict"]["predicted_gain"] for d in docs]
+    assert p["predicted_gain"] == pytest.approx(sum(walls) / sum(w / g for w, g in zip(walls, gains)))
+    assert p["of"] == "the baseline's 8-token chunks at depths 0, 8" and p["measured_ratio"] == row["ratio"]
+    assert p["expect"] == {"linear": 2.0} and "--prediction" in row["command"]

@@ -12,6 +12,10 @@ The diagnosis' own gain is the whole gap to the roofline (or the launch bill), w
 benchmark); the row then also records the step's gain that implies, by Amdahl on the diagnosed per-op device
 times: step - sum(op time x (1 - 1/FACTOR)). `OP@DEPTH=FACTOR` sets one depth's factor (per-op speed-ups often
 differ with the context). Session 5's fusion row showed why: diagnosed "x7.69 to the roofline", measured 1.14.
+
+A prefill bench takes a prefill diagnosis (`diagnose --prefill-chunk N`, N the bench's --chunk): the chunks it
+diagnosed (say at depths 0 and T - N, a prompt's first and last) stand for the prompt's, their per-op times summed,
+so `--expect kda=3.4` predicts a prompt's speed-up the same way.
 """
 
 from __future__ import annotations
@@ -77,6 +81,11 @@ def load(paths: str | Path | list, depths: tuple[int, ...], expect: str | None =
 
 
 def _load_one(path: str | Path) -> dict[int, dict[str, Any]]:
+    return _decode_docs(path, _read(path))
+
+
+def _read(path: str | Path) -> list[dict[str, Any]]:
+    """The diagnosis documents of a `diagnose --json-out` file (each checked to be one)."""
     p = Path(path)
     try:
         docs = json.loads(p.read_text())
@@ -86,13 +95,21 @@ def _load_one(path: str | Path) -> dict[int, dict[str, Any]]:
     except json.JSONDecodeError as exc:
         raise BadInput(f"--prediction {path}: not JSON ({exc}); it must be what `diagnose --json-out` wrote") from None
     docs = docs if isinstance(docs, list) else [docs]
-    by_depth: dict[int, dict[str, Any]] = {}
     for d in docs:
         if not isinstance(d, dict) or "verdict" not in d or "depth" not in d:
             raise BadInput(f"--prediction {path}: not a diagnosis (no depth / verdict); use `diagnose --json-out`")
         if d.get("paper"):
             raise BadInput(f"--prediction {path}: a diagnosis on paper predicts nothing measured; diagnose the "
                            f"baseline registry on the device (drop --paper)")
+    return docs
+
+
+def _decode_docs(path: str | Path, docs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    by_depth: dict[int, dict[str, Any]] = {}
+    for d in docs:
+        if d.get("phase") == "prefill":
+            raise BadInput(f"--prediction {path}: a prefill diagnosis (diagnose --prefill-chunk) predicts a prefill "
+                           f"bench, not a decode step; diagnose the baseline's decode step (without --prefill-chunk)")
         v = d["verdict"]
         prof = d.get("profile") or {}
         by_depth[int(d["depth"])] = {
@@ -104,6 +121,64 @@ def _load_one(path: str | Path) -> dict[int, dict[str, Any]]:
             "by_op": {op: float(x.get("seconds", 0.0)) for op, x in (prof.get("by_op") or {}).items()},
         }
     return by_depth
+
+
+def load_prefill(paths: str | Path | list, depths: tuple[int, ...], chunk: int | None,
+                 expect: str | None = None) -> dict[int, dict[str, Any]]:
+    """A prefill row's prediction, {depth: it} for every depth the bench times: the baseline's prefill diagnosis
+    (`diagnose --prefill-chunk N --json-out`), its chunks at every diagnosed depth taken together as the "step" (a
+    prompt runs chunks at depths 0 .. T - N; the diagnosed ones, typically the first and the last, stand for them):
+    their summed per-op device times and walls, their joint predicted gain (summed walls over summed predicted
+    walls). `chunk`: the bench's --chunk, which must be the diagnosed chunk size. `expect`: OP=FACTOR per op (no
+    @DEPTH: the factors apply to every chunk)."""
+    docs = []
+    for path in ([paths] if isinstance(paths, (str, Path)) else list(paths)):
+        docs += [(str(path), d) for d in _read(path)]
+    for path, d in docs:
+        if d.get("phase") != "prefill":
+            raise BadInput(f"--prediction {path}: a decode diagnosis predicts a decode step, not this prefill; "
+                           f"diagnose the baseline with --prefill-chunk {chunk or 'N'}")
+        if chunk is None or int(d.get("chunk") or 0) != int(chunk):
+            raise BadInput(f"--prediction {path}: diagnosed chunks of {d.get('chunk')} tokens, but the bench prefills "
+                           f"{'in one forward (no --chunk)' if chunk is None else f'in chunks of {chunk}'}; diagnose "
+                           f"with --prefill-chunk equal to the bench's --chunk")
+    at = sorted(int(d["depth"]) for _, d in docs)
+    if len(set(at)) != len(at):
+        raise BadInput(f"--prediction: a chunk depth is diagnosed twice ({at}); pass one diagnosis per depth")
+    walls = [float((d.get("profile") or {}).get("wall_s") or 0.0) for _, d in docs]
+    if not all(w > 0 for w in walls):
+        raise BadInput("--prediction: a prefill diagnosis without a measured chunk time (profile.wall_s) predicts "
+                       "nothing; diagnose on the device the bench runs on")
+    by_op: dict[str, float] = {}
+    for _, d in docs:
+        for op, x in ((d.get("profile") or {}).get("by_op") or {}).items():
+            by_op[op] = by_op.get(op, 0.0) + float(x.get("seconds", 0.0))
+    gains = [float(d["verdict"].get("predicted_gain") or 0.0) for _, d in docs]
+    predicted = sum(walls) / sum(w / g for w, g in zip(walls, gains)) if all(g > 0 for g in gains) else None
+    first = docs[0][1]
+    registries = {d.get("registry") for _, d in docs}
+    if len(registries) > 1:
+        raise BadInput(f"--prediction: the chunks were diagnosed under different registries ({sorted(map(str, registries))}); "
+                       f"diagnose the baseline's")
+    side = {"binding": docs[-1][1]["verdict"].get("binding"), "predicted_gain": predicted,
+            "tok_s": chunk * len(docs) / sum(walls), "wall_s": sum(walls)}
+    pred = {"source": ", ".join(sorted({p for p, _ in docs})), "model": first.get("model"),
+            "registry": first.get("registry"), "diagnosed": max(str(d.get("date")) for _, d in docs),
+            "eager": side, "graph": side, "by_op": by_op,
+            "of": f"the baseline's {chunk}-token chunks at depth{'s' if len(at) > 1 else ''} "
+                  f"{', '.join(map(str, at))}"}
+    factors = parse_expect(expect)
+    if any(d is not None for _, d in factors):
+        raise BadInput("--expect OP@DEPTH=FACTOR: a prefill prediction applies one factor per op to every chunk; "
+                       "write OP=FACTOR")
+    if factors:
+        per_op = {op: f for (op, _), f in factors.items()}
+        unknown = sorted(set(per_op) - set(by_op))
+        if unknown:
+            raise BadInput(f"--expect {', '.join(unknown)}: the prefill diagnosis timed no such op (it timed "
+                           f"{', '.join(sorted(by_op)) or 'none'})")
+        pred["expect"] = per_op
+    return {d: dict(pred) for d in depths}
 
 
 def check_step_times(preds: dict[int, dict[str, Any]], baseline_mode: str) -> None:
@@ -127,7 +202,7 @@ def for_row(pred: dict[str, Any], model: str, baseline_mode: str, measured_ratio
         raise BadInput(f"--prediction {pred['source']} diagnoses {pred['model']}, the bench timed {model}")
     side = pred["graph" if baseline_mode == "graph" else "eager"]
     out = {"source": pred["source"], "registry": pred["registry"], "diagnosed": pred["diagnosed"],
-           "of": f"the baseline's {baseline_mode} step", "binding": side["binding"],
+           "of": pred.get("of") or f"the baseline's {baseline_mode} step", "binding": side["binding"],
            "predicted_gain": side["predicted_gain"], "diagnosed_tok_s": side["tok_s"],
            "measured_ratio": measured_ratio}
     expect = pred.get("expect")

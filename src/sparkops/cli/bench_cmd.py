@@ -60,10 +60,11 @@ def add_parser(sub) -> None:
                    "(gated like the arms) and give every arm a copy of that state, instead of each arm prefilling "
                    "it: for a baseline too slow to prefill 131072 tokens itself")
     p.add_argument("--change", metavar="TEXT", help="what changed, for the ledger (default: the registries)")
-    p.add_argument("--prediction", metavar="DIAG.json", action="append", help="decode: the baseline's diagnosis "
-                   "(`sparkops diagnose --registry A --json-out DIAG.json` at the same depths; repeat it for depths "
-                   "diagnosed in separate files); each row records its binding ceiling and predicted gain beside the "
-                   "measured ratio")
+    p.add_argument("--prediction", metavar="DIAG.json", action="append", help="the baseline's diagnosis "
+                   "(decode: `sparkops diagnose --registry A --json-out DIAG.json` at the same depths; repeat it for depths "
+                   "diagnosed in separate files; prefill: `diagnose --prefill-chunk N` with N the bench's --chunk, its "
+                   "chunks at the diagnosed depths standing for the prompt's); each row records its binding ceiling and "
+                   "predicted gain beside the measured ratio")
     p.add_argument("--expect", metavar="OP=FACTOR[,...]", help="with --prediction: what the change does per op "
                    "(its speed-up, e.g. attention=1.66 from a per-op benchmark; OP@DEPTH=FACTOR for one depth); the "
                    "row also records the step's gain this implies on the diagnosed per-op times")
@@ -163,13 +164,14 @@ def run(args) -> int:
         raise BadInput("--expect needs --prediction DIAG.json: the per-op times it applies to come from the "
                        "baseline's diagnosis")
     if args.prediction:
-        if args.phase != "decode":
-            raise BadInput("--prediction applies to decode (diagnose predicts a decode step)")
         from ..bench import prediction
 
         # read and checked before any weight is loaded
-        predictions = prediction.load(args.prediction, depths, args.expect)
-        prediction.check_step_times(predictions, "graph" if "A" in parse_graph(args.graph) else "eager")
+        if args.phase == "prefill":  # a prefill diagnosis (diagnose --prefill-chunk) of the baseline's chunks
+            predictions = prediction.load_prefill(args.prediction, depths, args.chunk, args.expect)
+        else:
+            predictions = prediction.load(args.prediction, depths, args.expect)
+            prediction.check_step_times(predictions, "graph" if "A" in parse_graph(args.graph) else "eager")
     weights = load_weights(args.model)
     req = BenchRequest(phase=args.phase, depths=depths, tokens=args.tokens, registries=regs, repeats=args.repeats,
                        warmup=args.warmup, seed=args.seed, device=args.device, dtype=parse_dtype(args.dtype),
