@@ -27,6 +27,23 @@ def test_ops_describes_a_contract():
     assert "1/sqrt(Dn + R)" in r.stdout and "w_uk" in r.stdout
 
 
+def test_ops_shows_why_an_implementation_is_unavailable_verbatim():
+    """An unavailable implementation's reason names its fix; square brackets in it ("pip install sparkops[gpu]")
+    are text, not rich markup that would vanish from the table."""
+    from sparkops.plugins import load_catalog
+
+    reasons = {i.unavailable for op in ("linear", "attention") for i in load_catalog().implementations(op).values()
+               if not i.available and "[" in str(i.unavailable)}
+    if not reasons:
+        import pytest
+
+        pytest.skip("every implementation is available here (no reason with brackets to show)")
+    r = run_cli("ops", "linear", env={"COLUMNS": "400"})
+    assert r.returncode == 0, r.stderr
+    shown = " ".join(r.stdout.split())
+    assert any(" ".join(str(why).split()) in shown for why in reasons), (reasons, shown[-2000:])
+
+
 def test_ops_unknown_op_is_exit_2_listing_ops():
     r = run_cli("ops", "flash")
     assert r.returncode == 2 and "the ops are: embedding" in r.stderr

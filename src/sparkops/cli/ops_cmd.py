@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..ops import CONTRACTS, get_contract
@@ -44,7 +45,8 @@ def run(args) -> int:
             table.add_row(op, "[red](none)[/]", "", "", "", "", "")
         for n, (name, i) in enumerate(sorted(impls.items(), key=lambda kv: (kv[0] != CONTRACTS[op].reference, kv[0]))):
             ref = " (reference)" if name == CONTRACTS[op].reference else ""
-            avail = "[green]yes[/]" if i.available else f"[yellow]no[/]: {i.unavailable}"
+            # escaped: a reason names its fix, and "pip install sparkops[gpu]" is not rich markup
+            avail = "[green]yes[/]" if i.available else f"[yellow]no[/]: {escape(str(i.unavailable))}"
             table.add_row(op if n == 0 else "", name + ref, i.backend, ",".join(i.devices), str(i.claim), avail,
                           i.where())
     console.print(table)
