@@ -38,10 +38,11 @@ def test_ops_shows_why_an_implementation_is_unavailable_verbatim():
         import pytest
 
         pytest.skip("every implementation is available here (no reason with brackets to show)")
-    r = run_cli("ops", "linear", env={"COLUMNS": "400"})
-    assert r.returncode == 0, r.stderr
-    shown = " ".join(r.stdout.split())
-    assert any(" ".join(str(why).split()) in shown for why in reasons), (reasons, shown[-2000:])
+    for argv in (("ops", "linear"), ("plugins",)):  # the table, and the plugins' report
+        r = run_cli(*argv, env={"COLUMNS": "400"})
+        assert r.returncode == 0, r.stderr
+        shown = " ".join(r.stdout.split())
+        assert any(" ".join(str(why).split()) in shown for why in reasons), (argv, reasons, shown[-2000:])
 
 
 def test_ops_unknown_op_is_exit_2_listing_ops():

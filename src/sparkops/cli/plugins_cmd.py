@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..plugins import load_catalog
@@ -38,10 +39,10 @@ def run(args) -> int:
     console.print(table)
     for i in catalog.plugins:
         if i.error:
-            console.print(f"\n[red]plugin '{i.name}' ({i.module}) failed:[/]\n{i.error.rstrip()}")
+            console.print(f"\n[red]plugin '{escape(i.name)}' ({escape(i.module)}) failed:[/]\n{escape(i.error.rstrip())}")
         for why in i.rejected:
-            console.print(f"[yellow]rejected:[/] {why}")
+            console.print(f"[yellow]rejected:[/] {escape(why)}")
         unavailable = {impl.unavailable for impl in i.implementations if impl.unavailable}
         for why in sorted(unavailable):
-            console.print(f"[dim]{i.name}: unavailable here: {why}[/]")
+            console.print(f"[dim]{escape(i.name)}: unavailable here: {escape(why)}[/]")
     return 0
