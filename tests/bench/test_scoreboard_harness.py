@@ -395,6 +395,39 @@ def test_expect_turns_the_diagnosis_into_a_prediction_of_this_change(nano, regis
     assert f"expected linear x2 per op: x{rows[0]['prediction']['change_predicted_gain']:.3g} predicted" in ladder
 
 
+def test_a_per_type_change_is_predicted_from_its_types_share(nano, registries, monkeypatch, capsys, bench_dir,
+                                                              tmp_path):
+    """diagnose keeps a typed op's time per weight type (linear@F32 for k3-nano's float weights: every linear call),
+    summing to the op's; --expect linear@F32=2 predicts from that share (here all of linear, so linear=2's gain);
+    naming an op and one of its types together, or an unknown type, is refused."""
+    from sparkops.cli import diagnose_cmd
+    from sparkops.registry.file import TYPE_NAMES
+
+    monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: nano)
+    diag = tmp_path / "diag.json"
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "0", "--steps", "2", "--out", str(tmp_path),
+                 "--registry", str(registries[0]), "--json-out", str(diag)]) == 0
+    linear = json.loads(diag.read_text())[0]["profile"]["by_op"]["linear"]
+    assert set(linear["by_type"]) <= set(TYPE_NAMES) and linear["by_type"]
+    assert sum(x["calls"] for x in linear["by_type"].values()) == pytest.approx(linear["calls"])
+    assert sum(x["seconds"] for x in linear["by_type"].values()) == pytest.approx(linear["seconds"])
+    (qtype,) = linear["by_type"]  # k3-nano stores every linear in one type
+    argv = ["bench", "decode", "--model", "k3-nano", "--depth", "0", "--tokens", "2", "--repeats", "2",
+            "--registry", str(registries[0]), "--vs", str(registries[1]), "--gate-depths", "1",
+            "--prediction", str(diag)]
+    capsys.readouterr()
+    for bad, says in ((f"linear=2,linear@{qtype}=3", "and its whole op too"), ("linear@Q9_Z=2", "OP@TYPE=FACTOR")):
+        assert main(argv + ["--expect", bad]) == 2, bad
+        assert says in " ".join(capsys.readouterr().err.split()), bad
+    gains = []
+    for expect in (f"linear@{qtype}=2", "linear=2"):
+        assert main(argv + ["--expect", expect]) == 0
+        row = [r for r in L.read(bench_dir / L.LEDGER) if r["kind"] == "measurement"][-1]
+        gains.append(row["prediction"]["change_predicted_gain"])
+    assert gains[0] == pytest.approx(gains[1]) and gains[0] > 1
+
+
 def test_a_prefill_row_records_the_baselines_prefill_diagnosis(nano, registries, monkeypatch, capsys, bench_dir,
                                                                 tmp_path):
     """diagnose --prefill-chunk 8 at chunk depths 0 and 8 on A, then bench prefill --chunk 8 --prediction --expect:

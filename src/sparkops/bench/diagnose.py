@@ -95,7 +95,11 @@ RANGE = "sparkops.op."
 
 class _CountingOps:
     """Wraps an engine's Ops: counts calls and host time inside each op (CPU: the 'busy' time); on CUDA each
-    call also runs in a profiler range named RANGE + op, so the device time of its kernels can be summed."""
+    call also runs in a profiler range named RANGE + op, so the device time of its kernels can be summed.
+
+    A call of an op a registry selects per weight type (`registry.file.TYPED_OPS`: linear) is counted under
+    "op@TYPE" (linear@Q6_K), its range named so too: `profile_ops` adds them up per op and keeps each type's share
+    (what a per-type change, `swap linear@Q6_K=...`, acts on)."""
 
     def __init__(self, ops: Any, device: str):
         self._ops, self._device = ops, device
@@ -107,17 +111,26 @@ class _CountingOps:
             setattr(self, name, self._wrap(name, getattr(ops, name)))
 
     def _wrap(self, name: str, fn: Any) -> Any:
-        label = RANGE + name
+        from ..ops import get_contract
+        from ..registry.file import TYPED_OPS
+
+        typed = TYPED_OPS.get(name)
+        at = [p.name for p in get_contract(name).params].index(typed) if typed else -1
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
+            key = name
+            if typed:
+                w = kwargs[typed] if typed in kwargs else (args[at] if at < len(args) else None)
+                qtype = getattr(getattr(w, "qtype", None), "name", None)
+                key = f"{name}@{qtype}" if qtype else name
+            self.calls[key] += 1
             t0 = time.perf_counter()
             if self._device == "cuda":
-                with torch.profiler.record_function(label):
+                with torch.profiler.record_function(RANGE + key):
                     out = fn(*args, **kwargs)
             else:
                 out = fn(*args, **kwargs)
-            self.seconds[name] += time.perf_counter() - t0
+            self.seconds[key] += time.perf_counter() - t0
             return out
 
         return call
@@ -210,12 +223,28 @@ def profile_ops(engine: Any, snap: Any, work: Any, device: str, per: int) -> tup
             how = "op calls through the Ops object; busy = time inside the ops (the rest is the Python graph)"
     finally:
         engine.ops = real_ops
-    by_op = {op: {"calls": counting.calls[op] / per, "seconds": counting.seconds[op] / per}
-             for op in sorted(counting.calls, key=lambda o: -counting.seconds[o])}
-    if device == "cuda":
-        for op, x in by_op.items():
-            x["kernels"] = launched.get(op, 0) / per  # the rest of the step's kernels are the graph's glue
-    return kernels / per, busy / per, by_op, how
+    return kernels / per, busy / per, by_op_of(counting.calls, counting.seconds, launched, per, device), how
+
+
+def by_op_of(calls: Counter[str], seconds: dict[str, float], launched: dict[str, int], per: int,
+             device: str) -> dict[str, dict[str, Any]]:
+    """{op: calls, seconds (and on CUDA kernels) per token or chunk}, most time first; the calls counted under
+    "op@TYPE" are added into their op, which keeps each type's own figures under "by_type"."""
+    by_op: dict[str, dict[str, Any]] = {}
+    for key in calls:
+        op, _, qtype = key.partition("@")
+        x = {"calls": calls[key] / per, "seconds": seconds.get(key, 0.0) / per}
+        if device == "cuda":
+            x["kernels"] = launched.get(key, 0) / per  # the rest of the step's kernels are the graph's glue
+        total = by_op.setdefault(op, {k: 0.0 for k in x})
+        for k, v in x.items():
+            total[k] += v
+        if qtype:
+            total.setdefault("by_type", {})[qtype] = x
+    for x in by_op.values():
+        if "by_type" in x:
+            x["by_type"] = dict(sorted(x["by_type"].items(), key=lambda kv: -kv[1]["seconds"]))
+    return dict(sorted(by_op.items(), key=lambda kv: -kv[1]["seconds"]))
 
 
 def _graph_wall(engine: Any, snap: Any, toks: Any, steps: int) -> float:

@@ -28,23 +28,37 @@ from ..errors import BadInput
 
 
 def parse_expect(text: str | None) -> dict[tuple[str, int | None], float]:
-    """'attention=1.66,linear@0=1.2' -> {(op, depth or None): factor}; a factor is the op's speed-up (> 0)."""
+    """'attention=1.66,linear@0=1.2,linear@Q6_K=2.4' -> {(op, depth or None): factor}; a factor is the op's
+    speed-up (> 0). OP@TYPE (a weight type: the calls of a per-type selection, `swap linear@Q6_K=...`) names the
+    op "OP@TYPE", whose time the diagnosis keeps apart (diagnose.by_op_of); it cannot be given with its whole op."""
+    from ..registry.file import TYPE_NAMES
+
     out: dict[tuple[str, int | None], float] = {}
     for part in (text or "").split(","):
         part = part.strip()
         if not part:
             continue
         key, eq, val = part.partition("=")
-        op, at, depth = key.strip().partition("@")
+        op, at, where = key.strip().partition("@")
+        d = None
         try:
             factor = float(val)
-            d = int(depth) if at else None
+            if at and where in TYPE_NAMES:
+                op = f"{op}@{where}"
+            elif at:
+                d = int(where)
         except ValueError:
-            factor, d = float("nan"), None
-        if not eq or not op or not factor > 0 or (at and d is None):
-            raise BadInput(f"--expect {part!r}: write OP=FACTOR or OP@DEPTH=FACTOR, FACTOR the op's speed-up (> 0), "
-                           f"e.g. attention=1.66 or attention@131072=1.66")
+            factor = float("nan")
+        if not eq or not op or not factor > 0:
+            raise BadInput(f"--expect {part!r}: write OP=FACTOR, OP@DEPTH=FACTOR or OP@TYPE=FACTOR (TYPE one of "
+                           f"{', '.join(TYPE_NAMES)}), FACTOR the op's speed-up (> 0), e.g. attention=1.66, "
+                           f"attention@131072=1.66 or linear@Q6_K=2.4")
         out[(op, d)] = factor
+    whole = {op for op, _ in out if "@" not in op}
+    both = sorted(op for op, _ in out if "@" in op and op.split("@")[0] in whole)
+    if both:
+        raise BadInput(f"--expect names {', '.join(both)} and its whole op too: the typed calls are part of it; "
+                       f"give the op's factor or its types', not both")
     return out
 
 
@@ -118,9 +132,19 @@ def _decode_docs(path: str | Path, docs: list[dict[str, Any]]) -> dict[int, dict
                       "tok_s": v.get("measured_tok_s"), "wall_s": prof.get("wall_s")},
             "graph": {"binding": v.get("graph_binding"), "predicted_gain": v.get("graph_predicted_gain"),
                       "tok_s": v.get("graph_tok_s"), "wall_s": v.get("graph_wall_s")},
-            "by_op": {op: float(x.get("seconds", 0.0)) for op, x in (prof.get("by_op") or {}).items()},
+            "by_op": op_seconds(prof.get("by_op") or {}),
         }
     return by_depth
+
+
+def op_seconds(by_op: dict[str, Any]) -> dict[str, float]:
+    """{op: seconds} of a diagnosis' profile, with "op@TYPE" entries for the ops it timed per weight type."""
+    out = {}
+    for op, x in by_op.items():
+        out[op] = float(x.get("seconds", 0.0))
+        for qtype, y in (x.get("by_type") or {}).items():
+            out[f"{op}@{qtype}"] = float(y.get("seconds", 0.0))
+    return out
 
 
 def load_prefill(paths: str | Path | list, depths: tuple[int, ...], chunk: int | None,
@@ -151,8 +175,8 @@ def load_prefill(paths: str | Path | list, depths: tuple[int, ...], chunk: int |
                        "nothing; diagnose on the device the bench runs on")
     by_op: dict[str, float] = {}
     for _, d in docs:
-        for op, x in ((d.get("profile") or {}).get("by_op") or {}).items():
-            by_op[op] = by_op.get(op, 0.0) + float(x.get("seconds", 0.0))
+        for op, sec in op_seconds((d.get("profile") or {}).get("by_op") or {}).items():
+            by_op[op] = by_op.get(op, 0.0) + sec
     gains = [float(d["verdict"].get("predicted_gain") or 0.0) for _, d in docs]
     predicted = sum(walls) / sum(w / g for w, g in zip(walls, gains)) if all(g > 0 for g in gains) else None
     first = docs[0][1]

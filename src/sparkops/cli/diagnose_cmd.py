@@ -234,7 +234,7 @@ def _print_prefill(d, pngs) -> None:
     ops = Table(title=f"per op, per chunk ({d.how})")
     for col in ("op", "calls", "ms", "share of busy"):
         ops.add_column(col)
-    for op, x in d.by_op.items():
+    for op, x in op_rows(d.by_op):
         ops.add_row(op, f"{x['calls']:.3g}", f"{1e3 * x['seconds']:.4g}",
                     f"{100 * x['seconds'] / d.busy_s:.0f}%" if d.busy_s else "")
     console.print(ops)
@@ -289,6 +289,16 @@ def _draw(d, out: Path) -> list[Path]:
     return drawn
 
 
+def op_rows(by_op: dict) -> list[tuple[str, dict]]:
+    """The per-op table's rows: each op, then (indented) its share by weight type where it has one (linear@Q6_K:
+    what a per-type selection acts on)."""
+    rows = []
+    for op, x in by_op.items():
+        rows.append((op, x))
+        rows += [(f"  {op}@{qtype}", y) for qtype, y in (x.get("by_type") or {}).items()]
+    return rows
+
+
 def _g(x: float, unit: str = "") -> str:
     return f"{x:.4g}{unit}"
 
@@ -326,7 +336,7 @@ def _print(d, pngs) -> None:
         kernels = any("kernels" in x for x in p.by_op.values())
         for col in ("op", "calls") + (("kernels",) if kernels else ()) + ("ms", "share of busy"):
             ops.add_column(col)
-        for op, x in p.by_op.items():
+        for op, x in op_rows(p.by_op):
             ops.add_row(op, f"{x['calls']:.3g}", *((f"{x.get('kernels', 0):.3g}",) if kernels else ()),
                         f"{1e3 * x['seconds']:.3g}", f"{100 * x['seconds'] / p.busy_s:.0f}%" if p.busy_s else "")
         console.print(ops)
