@@ -66,7 +66,8 @@ def add_parser(sub) -> None:
                    "chunks at the diagnosed depths standing for the prompt's); each row records its binding ceiling and "
                    "predicted gain beside the measured ratio")
     p.add_argument("--expect", metavar="OP=FACTOR[,...]", help="with --prediction: what the change does per op "
-                   "(its speed-up, e.g. attention=1.66 from a per-op benchmark; OP@DEPTH=FACTOR for one depth); the "
+                   "(its speed-up, e.g. attention=1.66 from a per-op benchmark; OP@DEPTH=FACTOR for one depth; "
+                   "OP@TYPE=FACTOR for the calls on one weight type, e.g. linear@Q6_K=2.4); the "
                    "row also records the step's gain this implies on the diagnosed per-op times")
     p.add_argument("--changes", metavar="OP[,OP]", help="the ops (or 'engine') B's registry changes from A's: "
                    "bench refuses to run when the registries differ in anything else, or not in these")
