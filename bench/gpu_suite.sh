@@ -255,7 +255,9 @@ export -f swap_into
 # with (session 8: the wide attention's registry, made over the MoE prefetch registry in one call, was timed in the
 # next against the router prefetch registry, two changes in one row); the swap then makes it again over BASE
 fresh_over() { [ -f "$1" ] && [ "$(cat "$1.base" 2>/dev/null || true)" != "$2" ] && rm -f "$1" "$1.base"; return 0; }
-GATE="--gate-depths 1,64,4096 --gate-golden $TORCH_REG --bench-dir $B --device cuda"
+# --reuse-gate: a passing verdict made on this machine for exactly the same inputs is given back (each two-arm bench
+# gates A, B and the fill registry, ~70 s each for the 48B; A and the fill are usually the previous rung's)
+GATE="--gate-depths 1,64,4096 --gate-golden $TORCH_REG --bench-dir $B --device cuda --reuse-gate"
 FILL="--fill-registry $FILL_REG"  # decode: each depth's context prefilled once, by the fill registry
 # the lean prerequisites (prereq_lean) make no float32 registries: the bf16 one fills the contexts then
 FILL_LEAN="--fill-registry $BF16_REG"  # (stage rungs6 takes $FILL instead where the fill registry exists)

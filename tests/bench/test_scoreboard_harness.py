@@ -309,6 +309,76 @@ def test_cli_end_to_end_records_the_run(nano, registries, monkeypatch, capsys, b
     assert "A/A: the same registry twice" in ladder and r["id"] in ladder
 
 
+def test_reuse_gates_gives_back_a_passing_verdict_for_the_same_inputs_only(nano, passing_gate, registries, tmp_path,
+                                                                         monkeypatch):
+    """reuse_gates: a passing verdict is kept under everything it judged and given back (marked, with when it was
+    made) only for the same model file, registry bytes, gate depths and code; anything else, a failed verdict,
+    in-memory weights or no reuse_gates: the gate runs."""
+    from sparkops.bench import gating, provenance
+
+    monkeypatch.setenv("SPARKOPS_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"stands for the weights file")
+    a, b = registries
+
+    def bench(source=model, **kw):
+        kw.setdefault("reuse_gates", True)
+        return run_bench(BenchRequest("decode", (4,), 2, [("A", a), ("B", b)], repeats=2, warmup=1, **kw), nano,
+                         source=source)
+
+    first = bench()
+    assert passing_gate == [str(a), str(b)] and not any(g.details.get("reused") for g in first.gates.values())
+    again = bench()
+    assert len(passing_gate) == 2  # nothing gated again
+    assert all(g.details["reused"]["gated_at"] and g.as_dict()["reused"] for g in again.gates.values())
+    b.write_text(b.read_text() + "\n# one byte more is another registry\n")
+    bench()
+    assert passing_gate[2:] == [str(b)]
+    bench(gate_depths=(1, 2))
+    assert passing_gate[3:] == [str(a), str(b)]
+    monkeypatch.setattr(provenance, "code_digest", lambda root=None: "other code")
+    bench()
+    assert passing_gate[5:] == [str(a), str(b)]
+    model.write_bytes(b"other weights")
+    bench()
+    assert passing_gate[7:] == [str(a), str(b)]
+    bench(reuse_gates=False)
+    bench(source=None)  # weights without a file: nothing pins them
+    assert passing_gate[9:] == [str(a), str(b)] * 2
+    # a failing verdict is never kept: the next run gates again
+    kept = sorted((tmp_path / "cache" / gating.VERDICTS).glob("*.json"))
+    monkeypatch.setattr(harness, "GATE", lambda w, reg, **kw: gating.GateVerdict(False, str(reg), "fails", "fails"))
+    model.write_bytes(b"weights a third time")
+    with pytest.raises(GateRefused):
+        bench()
+    assert sorted((tmp_path / "cache" / gating.VERDICTS).glob("*.json")) == kept
+
+
+def test_bench_reuse_gate_is_recorded_in_the_row_and_its_command(nano, registries, monkeypatch, capsys, bench_dir,
+                                                                  tmp_path, passing_gate):
+    """bench --reuse-gate: the second run's rows record the reuse (when the verdict was made) and the command says
+    --reuse-gate; weights that are not from a file are gated every time, and bench says why."""
+    import dataclasses
+
+    monkeypatch.setenv("SPARKOPS_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "nano.gguf"
+    model.write_bytes(b"stands for the file")
+    filed = dataclasses.replace(nano, metadata={**nano.metadata, "path": str(model)})
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: filed)
+    argv = ["bench", "decode", "--model", str(model), "--depth", "4", "--tokens", "2", "--repeats", "2",
+            "--registry", str(registries[0]), "--vs", str(registries[1]), "--gate-depths", "1", "--reuse-gate"]
+    assert main(argv) == 0 and main(argv) == 0
+    assert len(passing_gate) == 2
+    rows = [r for r in L.read(bench_dir / L.LEDGER) if r["kind"] == "measurement"]
+    assert not any(g.get("reused") for g in rows[0]["gates"].values())
+    assert all(g["reused"]["gated_at"] for g in rows[1]["gates"].values())
+    assert rows[1]["command"].endswith("--reuse-gate")
+    assert "(reused: gated at" in capsys.readouterr().out
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: nano)
+    assert main(["bench", "decode", "--model", "k3-nano"] + argv[4:]) == 0
+    assert "do not come from a GGUF file" in " ".join(capsys.readouterr().err.split()) and len(passing_gate) == 4
+
+
 def test_decode_needs_an_explicit_depth(capsys):
     assert main(["bench", "decode", "--model", "k3-nano", "--tokens", "4"]) == 2
     assert "needs --depth" in capsys.readouterr().err

@@ -42,9 +42,12 @@ class GateVerdict:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"passed": self.passed, "registry": self.registry, "variant": self.variant, "rule": self.rule,
-                "worst_depth": self.worst_depth, "worst_kl": self.worst_kl, "worst_top1": self.worst_top1,
-                "depths": self.depths, "summary": self.summary, "routing": self.details.get("routing")}
+        out = {"passed": self.passed, "registry": self.registry, "variant": self.variant, "rule": self.rule,
+               "worst_depth": self.worst_depth, "worst_kl": self.worst_kl, "worst_top1": self.worst_top1,
+               "depths": self.depths, "summary": self.summary, "routing": self.details.get("routing")}
+        if self.details.get("reused"):
+            out["reused"] = self.details["reused"]
+        return out
 
 
 def registry_variant(registry: str | Path, device: str) -> str:
@@ -88,3 +91,99 @@ def gate(weights: Any, registry: str | Path, *, device: str, dtype: torch.dtype,
         worst_top1=w.top1 if w else None, depths=[r.depth for r in out.depths],
         details={"golden": str(golden) if golden else "float64 NumPy reference", "unproven": out.unproven,
                  "routing": out.routing.as_json() if out.routing else None})
+
+
+# -- reusing a verdict (bench --reuse-gate) -----------------------------------------------------------------------
+# A model gate of the 48B costs ~70 s on the H200, and a two-arm bench with a fill registry runs three: the fill
+# registry and arm A are usually the ones the previous rung already gated. With --reuse-gate a passing verdict is
+# kept on this machine under the sha256 of everything it judged, and given back only when all of it is the same:
+# the model file (path, size, mtime), the registry (path and bytes: selections, check records, [engine] options), the
+# golden's, the gate depths, the activation and cache dtypes, the device, torch, and the code (sparkops' and its
+# built-in plugins' sources, and the source hash of every implementation the registries run). A failing verdict is
+# never kept. The verdict given back says when it was made, and the bench row records that.
+
+VERDICTS = "gate-verdicts"
+
+
+def verdict_key(model_file: str | Path | None, registry: str | Path, *, device: str, dtype: torch.dtype,
+                depths: tuple[int, ...] | None, golden: str | Path | None,
+                cache_dtype: torch.dtype | None) -> tuple[str, dict[str, Any]] | None:
+    """(sha256, what it covers) of one gate's inputs, or None when they cannot be pinned (weights not from a
+    file)."""
+    import hashlib
+    import json
+
+    from . import provenance
+
+    if model_file is None or not Path(model_file).is_file():
+        return None
+    st = Path(model_file).stat()
+    regs = [Path(registry)] + ([Path(golden)] if golden else [])
+    inputs = {
+        "model": {"path": str(Path(model_file).resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns},
+        "registry": {"path": str(Path(registry).resolve()), "sha256": hashlib.sha256(Path(registry).read_bytes()).hexdigest()},
+        "golden": hashlib.sha256(Path(golden).read_bytes()).hexdigest() if golden else None,
+        "depths": list(depths) if depths is not None else None, "dtype": str(dtype),
+        "cache_dtype": str(cache_dtype) if cache_dtype is not None else None,
+        "device": provenance.device_name(device), "torch": torch.__version__,
+        "code": provenance.code_digest(), "implementations": _implementation_hashes(regs, device),
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest(), inputs
+
+
+def _implementation_hashes(registries: list[Path], device: str) -> dict[str, str]:
+    """{op=impl: source hash} of everything the registries run on `device` (a plugin outside this tree too)."""
+    from ..gate.records import source_hash
+    from ..plugins import load_catalog
+    from ..registry.file import Registry
+    from ..registry.plan import make_plan
+
+    catalog = load_catalog()
+    out = {}
+    for reg in registries:
+        plan = make_plan(Registry.load(reg), catalog, device, verify_checks=False)
+        for entry in plan.entries.values():
+            for impl in entry.all_runs:
+                out[impl.key] = source_hash(impl)
+    return out
+
+
+def _verdict_file(key: str) -> Path:
+    from ..paths import cache_dir
+
+    return cache_dir() / VERDICTS / f"{key}.json"
+
+
+def load_verdict(key: str) -> GateVerdict | None:
+    """The passing verdict kept under `key`, marked reused (with when it was made), or None."""
+    import json
+
+    f = _verdict_file(key)
+    if not f.is_file():
+        return None
+    try:
+        doc = json.loads(f.read_text())
+        v = GateVerdict(**doc["verdict"])
+    except (ValueError, KeyError, TypeError):
+        return None  # a damaged entry is no verdict: the gate runs again (and rewrites it)
+    if not v.passed:
+        return None
+    v.details = {**v.details, "reused": {"gated_at": doc.get("gated_at"), "key": key}}
+    return v
+
+
+def store_verdict(key: str, inputs: dict[str, Any], verdict: GateVerdict) -> None:
+    """Keep a passing verdict under `key` (written whole or not at all)."""
+    from dataclasses import asdict
+
+    import json
+
+    from ..atomic import write_atomic
+    from .provenance import now
+
+    if not verdict.passed:
+        return
+    f = _verdict_file(key)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(f, json.dumps({"gated_at": now(), "inputs": inputs, "verdict": asdict(verdict)}, indent=1,
+                                    default=str))

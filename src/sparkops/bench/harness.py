@@ -91,6 +91,9 @@ class BenchRequest:
     # the MLA cache's dtype: one for every arm, or per arm ({"A": float32, "B": bfloat16}); None: the
     # arm's activation dtype
     cache_dtype: torch.dtype | dict[str, torch.dtype] | None = None
+    # reuse a passing model-gate verdict kept on this machine for exactly the same inputs (gating.verdict_key;
+    # the model file, registries' bytes, golden, depths, dtypes, device, code); the row records the reuse
+    reuse_gates: bool = False
 
     def validate(self, config) -> None:
         if self.phase not in PHASES:
@@ -231,9 +234,16 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
 
     # 1. the gate, on exactly what will be timed
     gates = {}
+    model_file = (weights.metadata or {}).get("path") or source
     for label, path, dtype, cache_dtype in gated:
-        verdict = GATE(on_device, path, device=req.device, dtype=dtype, depths=req.gate_depths,
-                       golden=req.gate_golden, cache_dtype=cache_dtype)
+        keyed = gating.verdict_key(model_file, path, device=req.device, dtype=dtype, depths=req.gate_depths,
+                                   golden=req.gate_golden, cache_dtype=cache_dtype) if req.reuse_gates else None
+        verdict = gating.load_verdict(keyed[0]) if keyed else None
+        if verdict is None:
+            verdict = GATE(on_device, path, device=req.device, dtype=dtype, depths=req.gate_depths,
+                           golden=req.gate_golden, cache_dtype=cache_dtype)
+            if keyed:
+                gating.store_verdict(*keyed, verdict)
         if not verdict.passed:
             raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed:\n"
                                      f"{verdict.report}", verdict, label)

@@ -71,6 +71,10 @@ def add_parser(sub) -> None:
                    "row also records the step's gain this implies on the diagnosed per-op times")
     p.add_argument("--changes", metavar="OP[,OP]", help="the ops (or 'engine') B's registry changes from A's: "
                    "bench refuses to run when the registries differ in anything else, or not in these")
+    p.add_argument("--reuse-gate", action="store_true", help="reuse a passing model-gate verdict made on this "
+                   "machine for exactly the same inputs (model file, registry and golden bytes, gate depths, dtypes, "
+                   "device, torch and the code of sparkops and of every implementation run); the row records it. "
+                   "Without it every arm is gated afresh")
     p.add_argument("--no-record", action="store_true", help="print only; write nothing under bench/")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
     add_json_arg(p)
@@ -181,7 +185,7 @@ def run(args) -> int:
                        peer_gguf=gguf_path(args.model, weights) if spec else None,
                        graph=parse_graph(args.graph),
                        fill_registry=Path(args.fill_registry) if args.fill_registry else None,
-                       cache_dtype=parse_cache_dtype(args.cache_dtype))
+                       cache_dtype=parse_cache_dtype(args.cache_dtype), reuse_gates=args.reuse_gate)
     if len(regs) == 2:
         from ..bench import registry_diff as rd
 
@@ -191,6 +195,9 @@ def run(args) -> int:
         err_console.print(f"B differs from A in: {rd.describe(diff)}")
     elif args.changes:
         raise BadInput("--changes needs two arms (--registry A --vs B)")
+    if args.reuse_gate and gguf_path(args.model, weights) is None:
+        err_console.print("--reuse-gate: these weights do not come from a GGUF file, so nothing pins what a kept "
+                          "verdict judged; every gate runs")
     command = command_line(canonical_argv(args))
     try:
         bench_run = run_bench(req, weights, command=command, source=args.model)
@@ -229,6 +236,8 @@ def canonical_argv(args) -> list[str]:
         v = getattr(args, attr, None)
         for one in (v if isinstance(v, list) else [] if v is None else [v]):  # a repeatable option, each time
             argv += [opt, str(one)]
+    if getattr(args, "reuse_gate", False):
+        argv.append("--reuse-gate")
     return argv
 
 
@@ -247,7 +256,9 @@ def _print(run, rows) -> None:
                   f"{_clocks(env['clocks'])}; torch {env['versions'].get('torch')}; commit "
                   f"{str(env.get('commit'))[:10]}{'+dirty' if env.get('dirty') else ''}")
     for label, g in run.gates.items():
-        console.print(f"gate {label}: {g.summary}")
+        reused = g.details.get("reused")
+        console.print(f"gate {label}: {g.summary}" + (f" (reused: gated at {reused['gated_at']} on the same inputs, "
+                                                      f"--reuse-gate)" if reused else ""))
     c = run.ceilings
     console.print(f"ceilings measured here: read {c.read_bandwidth / 1e9:.4g} GB/s, matmul "
                   f"{c.matmul_flops / 1e12:.4g} TFLOP/s ({c.matmul_dtype})" + (f"; {c.note}" if c.note else ""))
