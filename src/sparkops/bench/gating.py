@@ -126,9 +126,24 @@ def verdict_key(model_file: str | Path | None, registry: str | Path, *, device: 
         "depths": list(depths) if depths is not None else None, "dtype": str(dtype),
         "cache_dtype": str(cache_dtype) if cache_dtype is not None else None,
         "device": provenance.device_name(device), "torch": torch.__version__,
-        "code": provenance.code_digest(), "implementations": _implementation_hashes(regs, device),
+        "code": provenance.code_digest(), "package": _package_digest(),
+        "implementations": _implementation_hashes(regs, device),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest(), inputs
+
+
+def _package_digest() -> str:
+    """sha256 of the installed sparkops package's own sources (the engine, the gate): the checkout's code digest
+    does not see them when sparkops is installed from a wheel rather than from this tree."""
+    import hashlib
+
+    import sparkops
+
+    root = Path(sparkops.__file__).parent
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def _implementation_hashes(registries: list[Path], device: str) -> dict[str, str]:
