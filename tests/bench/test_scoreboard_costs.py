@@ -198,7 +198,8 @@ def test_tally_counts_work_once_and_gives_each_kernel_to_its_innermost_op():
     assert by_op["moe_experts"] == (pytest.approx(18e-6), 2)
     assert sum(k for _, k in by_op.values()) == count - 1  # the glue kernel belongs to no op
     assert sum(s for s, _ in by_op.values()) <= busy
-    assert by_name["gemv_q4k"] == pytest.approx(20e-6)
+    assert by_name["gemv_q4k"] == (pytest.approx(20e-6), 2)  # two launches of one kernel
+    assert sum(n for _, n in by_name.values()) == count + 1  # every piece of work by name (the memset too)
 
 
 def test_tally_overlapping_work_is_busy_once_and_without_spans_falls_back_to_the_cpu_tree():
@@ -240,3 +241,44 @@ def test_diagnose_record_puts_each_depths_diagnosis_in_the_ledger(nano, tmp_path
     assert main(["diagnose", "--model", "k3-2.8t", "--depth", "131072", "--paper", "--out", str(tmp_path),
                  "--record"]) == 0
     assert L.read(bench_dir / L.LEDGER)[-1]["paper"] is True
+
+
+def test_profile_ops_lists_the_kernels_with_the_most_time_per_token_and_splits_typed_ops(monkeypatch):
+    """On CUDA the diagnosis keeps the TOP_KERNELS kernels by device time (per token, most first, names cut to 120
+    characters), and a per-type op's calls under op@TYPE inside its op (by_type): here a stand-in profile."""
+    from types import SimpleNamespace as NS
+
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.bench import diagnose as D
+    from sparkops.ops import OP_NAMES
+
+    engine = NS(ops=NS(**{op: (lambda *a, **k: None) for op in OP_NAMES}))
+    w4, w6 = NS(qtype=Q.Q4_K), NS(qtype=Q.Q6_K)
+
+    def work():
+        for _ in range(3):
+            engine.ops.linear(None, w4)
+        engine.ops.linear(None, weight=w6)
+        engine.ops.rmsnorm(None, None, 1e-6)
+
+    last = D.TOP_KERNELS + 3  # the most time, and a name of 200+ characters (a C++ template's, say)
+    names = {f"k{i}" + "x" * (200 if i == last else 0): (float(i + 1) * 1e-6, 2) for i in range(last + 1)}
+
+    def fake_cuda(fn):
+        fn()
+        return 40, 1e-3, names, {"linear@Q4_K": (3e-4, 3), "linear@Q6_K": (2e-4, 1), "rmsnorm": (1e-5, 1)}
+
+    monkeypatch.setattr(D, "_cuda_kernels", fake_cuda)
+    kernels, busy, by_op, how, by_kernel = D.profile_ops(engine, NS(restore=lambda: None), work, "cuda", 2)
+    assert (kernels, busy) == (20, 5e-4)
+    secs = [x["seconds"] for x in by_kernel.values()]
+    assert len(by_kernel) == D.TOP_KERNELS and secs == sorted(secs, reverse=True)
+    assert secs[0] == pytest.approx((D.TOP_KERNELS + 4) * 1e-6 / 2) and all(x["launches"] == 1 for x in by_kernel.values())
+    assert "k0" not in by_kernel and "k3" not in by_kernel and "k4" in by_kernel  # the least time: not listed
+    assert next(iter(by_kernel)) == (f"k{last}" + "x" * 200)[:120]
+    lin = by_op["linear"]
+    assert lin["calls"] == 2 and lin["seconds"] == pytest.approx(2.5e-4) and lin["kernels"] == 2
+    assert lin["by_type"] == {"Q4_K": {"calls": 1.5, "seconds": pytest.approx(1.5e-4), "kernels": 1.5},
+                              "Q6_K": {"calls": 0.5, "seconds": pytest.approx(1e-4), "kernels": 0.5}}
+    assert list(by_op) == ["linear", "rmsnorm"] and "by_type" not in by_op["rmsnorm"]

@@ -80,6 +80,10 @@ def test_cuda_diagnose_counts_kernels_and_busy_time(nano, torch_registry):
     assert 0.5 * p.busy_s < per_op <= 1.05 * p.busy_s, (per_op, p.busy_s)
     launched = sum(x["kernels"] for x in p.by_op.values())  # each op's kernels; the rest is the graph's glue
     assert 0.5 * p.kernels <= launched <= p.kernels, (launched, p.kernels)
+    # the kernels by name: the TOP_KERNELS with the most device time, most first, within the busy time
+    secs = [x["seconds"] for x in p.by_kernel.values()]
+    assert 0 < len(secs) <= D.TOP_KERNELS and secs == sorted(secs, reverse=True) and sum(secs) <= 1.05 * p.busy_s
+    assert all(x["launches"] > 0 for x in p.by_kernel.values())
 
 
 def test_cuda_prefill_chunk_diagnosis(nano, torch_registry):

@@ -47,6 +47,8 @@ class StepProfile:
     kernels: int  # kernels (CUDA) or op calls (CPU) per token
     by_op: dict[str, dict[str, float]] = field(default_factory=dict)  # op -> calls, seconds per token
     how: str = ""
+    # CUDA: kernel name -> launches, seconds per token, the most time first (TOP_KERNELS of them)
+    by_kernel: dict[str, dict[str, float]] = field(default_factory=dict)
     graph_wall_s: float | None = None  # CUDA: median seconds per token replaying the step as one graph
     graph_error: str | None = None  # why the step could not be captured (the eager figures still stand)
 
@@ -76,7 +78,8 @@ class Diagnosis:
                 "prefill": self.prefill.as_dict(), "memory_bytes": self.memory_bytes,
                 "profile": None if self.profile is None else {
                     "wall_s": self.profile.wall_s, "busy_s": self.profile.busy_s, "kernels": self.profile.kernels,
-                    "busy_fraction": self.profile.busy_fraction, "by_op": self.profile.by_op, "how": self.profile.how},
+                    "busy_fraction": self.profile.busy_fraction, "by_op": self.profile.by_op, "how": self.profile.how,
+                    "by_kernel": self.profile.by_kernel},
                 "verdict": self.verdict}
 
 
@@ -158,11 +161,11 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
         walls.append(t.seconds / steps)
     wall = statistics.median(walls)
 
-    kernels, busy, by_op, how = profile_ops(engine, snap, decode_all, device, steps)
+    kernels, busy, by_op, how, by_kernel = profile_ops(engine, snap, decode_all, device, steps)
     # busy per token: the device time of the kernels themselves, which profiling does not stretch (the
     # profiled run's wall does stretch: scaling busy by its share of that wall undercounts it), capped at
     # the clean wall
-    prof = StepProfile(wall, min(busy, wall), round(kernels), by_op, how)
+    prof = StepProfile(wall, min(busy, wall), round(kernels), by_op, how, by_kernel)
     if device == "cuda":
         try:
             prof.graph_wall_s = _graph_wall(engine, snap, toks, steps)
@@ -200,18 +203,24 @@ def engines(weights: ModelWeights, registry: Any, fill_registry: Any, *, device:
     return engine, filler
 
 
-def profile_ops(engine: Any, snap: Any, work: Any, device: str, per: int) -> tuple[float, float, dict, str]:
+#: the kernels a diagnosis lists by name (the most device time first)
+TOP_KERNELS = 16
+
+
+def profile_ops(engine: Any, snap: Any, work: Any, device: str, per: int) -> tuple[float, float, dict, str, dict]:
     """One profiled run of `work` (the engine's state restored from `snap` first), divided by `per` (tokens, or
-    chunks): (kernels, busy seconds, {op: calls, seconds and on CUDA kernels}, how it was counted). CUDA: the
-    device time of each op's kernels (torch.profiler); CPU: the host time inside each op."""
+    chunks): (kernels, busy seconds, {op: calls, seconds and on CUDA kernels}, how it was counted, {kernel name:
+    launches, seconds} of the TOP_KERNELS that took the most time). CUDA: the device time of each op's kernels
+    (torch.profiler); CPU: the host time inside each op, and no kernels."""
     real_ops = engine.ops
     counting = _CountingOps(real_ops, device)
     engine.ops = counting
     launched: dict[str, int] = {}
+    by_name: dict[str, tuple[float, int]] = {}
     try:
         snap.restore()
         if device == "cuda":
-            kernels, busy, _, device_by_op = _cuda_kernels(work)
+            kernels, busy, by_name, device_by_op = _cuda_kernels(work)
             # device time, not the host's launch time; and the kernels each op launched
             counting.seconds = defaultdict(float, {op: v[0] for op, v in device_by_op.items()})
             launched = {op: v[1] for op, v in device_by_op.items()}
@@ -223,7 +232,10 @@ def profile_ops(engine: Any, snap: Any, work: Any, device: str, per: int) -> tup
             how = "op calls through the Ops object; busy = time inside the ops (the rest is the Python graph)"
     finally:
         engine.ops = real_ops
-    return kernels / per, busy / per, by_op_of(counting.calls, counting.seconds, launched, per, device), how
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:TOP_KERNELS]
+    by_kernel = {name[:120]: {"launches": n / per, "seconds": sec / per} for name, (sec, n) in top}
+    return (kernels / per, busy / per, by_op_of(counting.calls, counting.seconds, launched, per, device), how,
+            by_kernel)
 
 
 def by_op_of(calls: Counter[str], seconds: dict[str, float], launched: dict[str, int], per: int,
@@ -289,8 +301,9 @@ def _union_seconds(intervals: list[tuple[float, float]]) -> float:
     return total / 1e6
 
 
-def tally(events: Any) -> tuple[int, float, dict[str, float], dict[str, tuple[float, int]]]:
-    """(kernels launched, seconds the device was busy, seconds by kernel name, by op: (device seconds, kernels))
+def tally(events: Any) -> tuple[int, float, dict[str, tuple[float, int]], dict[str, tuple[float, int]]]:
+    """(kernels launched, seconds the device was busy, by kernel name: (seconds, launches), by op: (device seconds,
+    kernels))
     from a torch.profiler trace's events.
 
     The device's own work is its kernels, copies and memsets. Each op range (RANGE + op) also appears on the
@@ -313,9 +326,10 @@ def tally(events: Any) -> tuple[int, float, dict[str, float], dict[str, tuple[fl
             cpu_ranges.append(e)
     count = sum(1 for *_, n in work if not _is_copy(n))
     busy = _union_seconds([(a, b) for a, b, _ in work])
-    by_name: dict[str, float] = defaultdict(float)
+    by_name: dict[str, tuple[float, int]] = {}
     for a, b, n in work:
-        by_name[n] += (b - a) / 1e6
+        sec, k = by_name.get(n, (0.0, 0))
+        by_name[n] = (sec + (b - a) / 1e6, k + 1)
     by_op: dict[str, tuple[float, int]] = {}
     if spans:
         spans.sort(key=lambda x: (x[0], -x[1]))
@@ -344,7 +358,7 @@ def tally(events: Any) -> tuple[int, float, dict[str, float], dict[str, tuple[fl
     return count, busy, dict(by_name), by_op
 
 
-def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, float], dict[str, tuple[float, int]]]:
+def _cuda_kernels(fn: Any) -> tuple[int, float, dict[str, tuple[float, int]], dict[str, tuple[float, int]]]:
     """`tally` of one profiled run of `fn` on CUDA."""
     from torch.profiler import ProfilerActivity, profile
 

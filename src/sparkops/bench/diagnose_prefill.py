@@ -42,6 +42,7 @@ class PrefillDiagnosis:
     by_op: dict[str, dict[str, float]] = field(default_factory=dict)
     how: str = ""
     verdict: dict[str, Any] = field(default_factory=dict)
+    by_kernel: dict[str, dict[str, float]] = field(default_factory=dict)  # CUDA: the top kernels by device time
 
     @property
     def tok_s(self) -> float:
@@ -51,13 +52,13 @@ class PrefillDiagnosis:
         return {"phase": "prefill", "model": self.model, "mix": self.mix, "depth": self.depth, "chunk": self.chunk,
                 "device": self.device, "ceilings": self.ceilings.as_dict(), "cost": self.cost.as_dict(),
                 "profile": {"wall_s": self.wall_s, "busy_s": self.busy_s, "kernels": self.kernels,
-                            "tok_s": self.tok_s, "by_op": self.by_op, "how": self.how},
+                            "tok_s": self.tok_s, "by_op": self.by_op, "how": self.how, "by_kernel": self.by_kernel},
                 "verdict": self.verdict}
 
 
 def profile_chunk(engine: Any, depth: int, chunk: int, seed: int, device: str, filler: Any = None,
                   fill_chunk: int = 2048) -> tuple[float, float, float, dict, str]:
-    """(wall, busy, kernels, by_op, how) of one prefill chunk of `chunk` tokens after a verified context of `depth`
+    """(wall, busy, kernels, by_op, how, by_kernel) of one prefill chunk of `chunk` tokens after a verified context of `depth`
     (filled here, or copied from `filler`, an engine on a faster registry)."""
     snap, toks = filled(engine, depth, chunk, seed, filler, fill_chunk)  # toks [C]
 
@@ -74,8 +75,8 @@ def profile_chunk(engine: Any, depth: int, chunk: int, seed: int, device: str, f
         walls.append(t.seconds)
     wall = statistics.median(walls)
     dep.verify_depth(engine, depth + chunk, fresh=False)  # the timed forward really appended C rows
-    kernels, busy, by_op, how = profile_ops(engine, snap, forward, device, 1)
-    return wall, min(busy, wall), kernels, by_op, how
+    kernels, busy, by_op, how, by_kernel = profile_ops(engine, snap, forward, device, 1)
+    return wall, min(busy, wall), kernels, by_op, how, by_kernel
 
 
 def verdict(d: PrefillDiagnosis) -> dict[str, Any]:
@@ -127,13 +128,13 @@ def measured(weights: ModelWeights, registry: Any, depth: int, chunk: int, *, de
     c = ceil.measure(device, nbytes=ceiling_bytes, matmul_n=matmul_n, working_set=weights.nbytes, launch=False)
     engine, filler = engines(weights, registry, fill_registry, device=device, dtype=dtype, cache_dtype=cache_dtype,
                              max_context=depth + chunk)
-    wall, busy, kernels, by_op, how = profile_chunk(engine, depth, chunk, seed, device, filler)
+    wall, busy, kernels, by_op, how, by_kernel = profile_chunk(engine, depth, chunk, seed, device, filler)
     del filler
     elsize = dep.mla_caches(engine)[0][1].element_size()
     info = model_info(weights)
     d = PrefillDiagnosis(info["name"], info["mix"], depth, chunk, device, c,
                          token_cost(weights.config, "prefill", tokens=chunk, depth=depth, weights=weights,
                                     cache_elsize=elsize),
-                         wall, busy, kernels, by_op, how)
+                         wall, busy, kernels, by_op, how, by_kernel=by_kernel)
     d.verdict = verdict(d)
     return d

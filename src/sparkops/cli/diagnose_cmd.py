@@ -238,6 +238,7 @@ def _print_prefill(d, pngs) -> None:
         ops.add_row(op, f"{x['calls']:.3g}", f"{1e3 * x['seconds']:.4g}",
                     f"{100 * x['seconds'] / d.busy_s:.0f}%" if d.busy_s else "")
     console.print(ops)
+    print_kernels(d.by_kernel, d.busy_s, "chunk")
     classes = Table(title="FLOPs the cost model counts, by the ops that do them")
     for col in ("class", "ops", "GFLOP", "ms", "TFLOP/s", "of the matmul ceiling"):
         classes.add_column(col)
@@ -287,6 +288,19 @@ def _draw(d, out: Path) -> list[Path]:
     if rows and plots.ladder_png(rows, out / "ladder.png"):
         drawn.append(out / "ladder.png")
     return drawn
+
+
+def print_kernels(by_kernel: dict, busy_s: float, per: str) -> None:
+    """The kernels that took the most device time (CUDA), by name: where inside an op the time goes."""
+    if not by_kernel:
+        return
+    t = Table(title=f"the kernels with the most device time, per {per}")
+    for col in ("kernel", "launches", "us", "share of busy"):
+        t.add_column(col)
+    for name, x in by_kernel.items():
+        t.add_row(escape(name), f"{x['launches']:.3g}", f"{1e6 * x['seconds']:.4g}",
+                  f"{100 * x['seconds'] / busy_s:.0f}%" if busy_s else "")
+    console.print(t)
 
 
 def op_rows(by_op: dict) -> list[tuple[str, dict]]:
@@ -343,6 +357,7 @@ def _print(d, pngs) -> None:
         if kernels:
             glue = p.kernels - sum(x.get("kernels", 0) for x in p.by_op.values())
             console.print(f"kernels outside the ops (the graph's own copies, casts, concatenations): {glue:.3g} per token")
+        print_kernels(p.by_kernel, p.busy_s, "token")
     gain = v.get("predicted_gain")
     console.print(f"[bold]binding ceiling: {v['binding']}[/]" + (f"; predicted gain of lifting it: {gain:.3g}x"
                                                                   if gain else ""))
