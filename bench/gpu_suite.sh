@@ -99,6 +99,9 @@
 #                                      # (linear=cupy_float: regression; fuse_low_rank: none)
 #   $E bash bench/gpu_lanes.sh 565 "rungs9" "iq1s131k"  # what the first left: the chunked-KDA rung, the chunk
 #                                      # study; IQ1_S at 131072 under the step now
+#   The step costs above were measured before --reuse-gate (session 9's last commits): a two-arm bench then gated
+#   A, B and the fill registry afresh (~70 s each for the 48B); with it, arm A and the fill are usually given back
+#   the previous rung's verdicts, so expect the rungs to take ~100-140 s less than listed
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
