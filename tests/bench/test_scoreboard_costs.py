@@ -233,6 +233,8 @@ def test_diagnose_record_puts_each_depths_diagnosis_in_the_ledger(nano, tmp_path
     assert r["binding"] and r["predicted_gain"] >= 1 and r["kernels_per_token"] == 68 and r["registry"] == str(
         reference_registry)
     assert r["pngs"] == ["diagnose-k3-nano-f32-d8.png"] and "--record" in r["command"] and r["code_digest"]
+    assert r["by_kernel"] == {}  # the CPU launches no kernels; on CUDA the row keeps the top kernels by name
+    assert set(r["by_op"]["linear"]["by_type"]) == {"F32"}  # and each typed op's share per weight type
     assert not (bench_dir / L.FRONTIER).exists() or "diagnosis" not in (bench_dir / L.FRONTIER).read_text()
     ladder = (bench_dir / L.LADDER).read_text()
     assert "## Diagnoses" in ladder and r["id"] in ladder and "diagnose-k3-nano-f32-d8.png" in ladder
