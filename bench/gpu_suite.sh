@@ -28,6 +28,7 @@
 #     rungs8      session 8's step rebuilt by swaps (the rungs SUITE_TIMED names), then cupy_float for the Q6_K
 #                 lm_head alone (linear@Q6_K), then for every linear, after its GPU tests (proofs8 runs them in the
 #                 lane beside); the captured gate, a recorded diagnosis
+#     prefill_diag  the chunk diagnosis of the prefill registry alone (diagnose --prefill-chunk 4096 at 0 and 28672)
 #     rungs9      session 9's prefill rung on the lean prerequisites: linear, moe_experts = triton_dqmm (each weight
 #                 decoded once to bf16, then cuBLAS / grouped GEMM) over the prefill registry, after its GPU tests
 #                 (proofs9 runs them in the lane beside); the chunk diagnosed before (where missing) and after;
@@ -87,10 +88,11 @@
 #   prefill_lean+iq1s131k 350 s; then direct commands (bench/gpu-runs/2026-11-30-session9/README.md)
 # Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh then warm:
 #   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now decode-lmhead-cupy-float" SUITE_SKIP="decode-linear-cupy-float decode-fuse-lowrank"'
-#   $E bash bench/gpu_lanes.sh 565 "rungs9" "proofs9 rungs8"  # the prefill rungs on GPU 0 beside their proof and the
+#   $E bash bench/gpu_lanes.sh 565 "rungs9" "proofs9 prefill_diag rungs8"  # the prefill rungs on GPU 0 beside their
+#                                      # proof, the chunk diagnosis they are predicted from (~60 s off GPU 0's path), and the
 #                                      # decode step rebuilt by swaps on GPU 1: GPU 0 makes the lean prerequisites
 #                                      # (~235 s) while GPU 1 runs the dqmm GPU tests, then swaps dqmm over the
-#                                      # prefill registry, diagnoses the chunk, times the pair (6 pairs: ~150-200 s
+#                                      # prefill registry (GPU 1 diagnoses the chunk meanwhile), times the pair (6 pairs: ~150-200 s
 #                                      # estimated from session 9's 89 s prefill row of 2 rounds); then
 #                                      # kda=triton_chunked over the winner (~150 s) and a 16384-token chunk study;
 #                                      # GPU 1 rebuilds session 8's step and the lm_head registry (its cupy_float
@@ -643,6 +645,10 @@ rungs8)
   ;;
 proofs9)  # the rungs9 proof alone: the lane beside a rungs9 lane (bench/gpu_lanes.sh)
   proof_dqmm ;;
+prefill_diag)  # the chunk diagnosis rungs9's first rung is predicted from, alone: in the lane beside rungs9, so that
+  # it runs while that lane swaps dqmm (run() lets rungs9 wait for it, or finds it done)
+  prereq_lean || continue
+  diagnose_prefill ;;
 rungs9)
   prereq_lean || continue
   # session 9's prefill diagnosis ($DJ/diag-prefill.json, stage prefill_lean): the linears and experts took 883 ms

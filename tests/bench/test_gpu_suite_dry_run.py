@@ -574,7 +574,7 @@ def test_the_next_sessions_plan_rebuilds_the_lm_head_step_beside_the_prefill_run
     (stand-ins: "none"). The second call's IQ1_S row runs under the lm_head step."""
     env = {"SUITE_TIMED": S9_TIMED, "STUB_NO_WIN": "step8-cupy-float.toml step8-lowrank.toml",
            "STUB_PYTEST_SECONDS": "1"}
-    log, calls = _lanes(tmp_path, "rungs9", "proofs9 rungs8", extra_env=env)
+    log, calls = _lanes(tmp_path, "rungs9", "proofs9 prefill_diag rungs8", extra_env=env)
     machine = tmp_path / "machine"
     attn = machine / "cuda-best-fused-lastblock-conv-moepf-routpf-cupy-attn.toml"
     head = machine / "cuda-step8-q6k-cupy-float.toml"
@@ -585,6 +585,11 @@ def test_the_next_sessions_plan_rebuilds_the_lm_head_step_beside_the_prefill_run
     assert not any(c.startswith("bench decode") and f"--vs {head}" in c for c in calls)
     assert f"the step now: {head}" in log
     assert any(c.startswith("bench prefill") and f"--vs {machine / 'cuda-prefill-dqmm.toml'}" in c for c in calls)
+    # the chunk diagnosis the dqmm pair is predicted from: made once (by GPU 1's prefill_diag, or by rungs9 where it
+    # got there first: the lanes race, and run() lets the other wait), before the pair
+    assert log.count("diagnose-prefill (limit") == 1 and "unknown stage" not in log
+    done = log.index("] diagnose-prefill rc=0")
+    assert done < log.index("] prefill-dqmm (limit")
     n_before = len(calls)
     log, calls = _lanes(tmp_path, "rungs9", "iq1s131k", extra_env=env)
     iq1s = next(c for c in calls[n_before:] if c.startswith("bench decode") and "k48-iq1_s.gguf" in c)
