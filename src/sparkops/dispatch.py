@@ -51,14 +51,12 @@ def _by_weight_type(fn: Callable[..., Any], op: str, typed: dict[str, Callable[.
     """Calls whose typed weight (registry.file.TYPED_OPS) is one of `typed`'s GGUF types go to that type's
     implementation, the others to `fn`. Decided per call on the host, before any launch: a captured graph records
     the implementation each call picked."""
-    from .registry.file import TYPED_OPS
+    from .registry.file import typed_weight_type
 
-    param = TYPED_OPS[op]
-    at = get_contract(op).param_names.index(param)
+    type_of = typed_weight_type(op)
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        w = kwargs[param] if param in kwargs else args[at]
-        impl = typed.get(w.qtype.name) if isinstance(w, QWeight) else None
+        impl = typed.get(type_of(args, kwargs))
         return (impl or fn)(*args, **kwargs)
 
     return call

@@ -256,7 +256,9 @@ def test_profile_ops_lists_the_kernels_with_the_most_time_per_token_and_splits_t
     from sparkops.ops import OP_NAMES
 
     engine = NS(ops=NS(**{op: (lambda *a, **k: None) for op in OP_NAMES}))
-    w4, w6 = NS(qtype=Q.Q4_K), NS(qtype=Q.Q6_K)
+    from sparkops.qweight import QWeight
+
+    w4, w6 = (QWeight.from_float(torch.zeros(2, 256), q) for q in (Q.Q4_K, Q.Q6_K))
 
     def work():
         for _ in range(3):

@@ -114,18 +114,13 @@ class _CountingOps:
             setattr(self, name, self._wrap(name, getattr(ops, name)))
 
     def _wrap(self, name: str, fn: Any) -> Any:
-        from ..ops import get_contract
-        from ..registry.file import TYPED_OPS
+        from ..registry.file import typed_weight_type
 
-        typed = TYPED_OPS.get(name)
-        at = [p.name for p in get_contract(name).params].index(typed) if typed else -1
+        type_of = typed_weight_type(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            key = name
-            if typed:
-                w = kwargs[typed] if typed in kwargs else (args[at] if at < len(args) else None)
-                qtype = getattr(getattr(w, "qtype", None), "name", None)
-                key = f"{name}@{qtype}" if qtype else name
+            qtype = type_of(args, kwargs) if type_of else None
+            key = f"{name}@{qtype}" if qtype else name
             self.calls[key] += 1
             t0 = time.perf_counter()
             if self._device == "cuda":

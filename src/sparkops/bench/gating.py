@@ -133,17 +133,13 @@ def verdict_key(model_file: str | Path | None, registry: str | Path, *, device: 
 
 
 def _package_digest() -> str:
-    """sha256 of the installed sparkops package's own sources (the engine, the gate): the checkout's code digest
-    does not see them when sparkops is installed from a wheel rather than from this tree."""
-    import hashlib
-
+    """The code digest of the installed sparkops package's own sources (the engine, the gate): the checkout's does
+    not see them when sparkops is installed from a wheel rather than from this tree."""
     import sparkops
 
-    root = Path(sparkops.__file__).parent
-    h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
-        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
+    from .provenance import code_digest
+
+    return code_digest(Path(sparkops.__file__).parent, ("**/*.py",))
 
 
 def _implementation_hashes(registries: list[Path], device: str) -> dict[str, str]:
@@ -201,4 +197,4 @@ def store_verdict(key: str, inputs: dict[str, Any], verdict: GateVerdict) -> Non
     f = _verdict_file(key)
     f.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(f, json.dumps({"gated_at": now(), "inputs": inputs, "verdict": asdict(verdict)}, indent=1,
-                                    default=str))
+                               default=str))

@@ -84,7 +84,7 @@ def library_versions() -> dict[str, str]:
 CODE_GLOBS = ("src/sparkops/**/*.py", "plugins/**/*.py", "plugins/**/*.cu", "plugins/**/*.cuh")
 
 
-def code_digest(root: Path | None = None) -> str:
+def code_digest(root: Path | None = None, globs: tuple[str, ...] = CODE_GLOBS) -> str:
     """sha256 over the paths and bytes of the sources that run (CODE_GLOBS), in path order.
 
     A commit id says which code ran only where the checkout's git history is the one the row was made
@@ -94,7 +94,7 @@ def code_digest(root: Path | None = None) -> str:
 
     root = root or repo_root()
     h = hashlib.sha256()
-    files = sorted({p for g in CODE_GLOBS for p in root.glob(g) if p.is_file() and "__pycache__" not in p.parts})
+    files = sorted({p for g in globs for p in root.glob(g) if p.is_file() and "__pycache__" not in p.parts})
     for p in files:
         h.update(p.relative_to(root).as_posix().encode() + b"\0")
         h.update(p.read_bytes() + b"\0")

@@ -25,6 +25,7 @@ from ..atomic import write_atomic
 from ..errors import RegistryError
 from ..ops import OP_NAMES
 from ..plugins.implementation import DEVICES
+from ..qweight import SUPPORTED
 
 FALLBACKS = ("error", "reference")
 _KEYS = {"impl", "fallback", "check", "by_type"}
@@ -33,9 +34,28 @@ _KEYS = {"impl", "fallback", "check", "by_type"}
 #: anything else (session 8: the Q6_K lm_head at 22% of the read ceiling in Triton, Q4_K at 44%), so a registry
 #: may send one type to another implementation
 TYPED_OPS = {"linear": "weight"}
-#: the GGUF type names a by_type table may name (sparkops.qweight.SUPPORTED)
-TYPE_NAMES = ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q6_K", "IQ1_S")
+#: the GGUF type names a by_type table may name: the types sparkops reads
+TYPE_NAMES = tuple(t.name for t in SUPPORTED)
 _TYPE_KEYS = {"impl", "check"}
+
+
+def typed_weight_type(op: str) -> Any:
+    """For a TYPED_OPS op, a function of a call's (args, kwargs) giving the GGUF type name of its typed weight (None
+    where that argument is not a quantized weight); None for any other op. Used where calls are sent or counted per
+    type: the dispatch of per-type selections, and diagnose's per-type times."""
+    param = TYPED_OPS.get(op)
+    if param is None:
+        return None
+    from ..ops import get_contract
+    from ..qweight import QWeight
+
+    at = get_contract(op).param_names.index(param)
+
+    def type_of(args: tuple, kwargs: dict) -> str | None:
+        w = kwargs[param] if param in kwargs else (args[at] if at < len(args) else None)
+        return w.qtype.name if isinstance(w, QWeight) else None
+
+    return type_of
 #: the [engine] table's options: name -> (type, default, what it does)
 ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
     "fuse_projections": (bool, False, "linears that read the same input (KDA q/k/v/f_a/beta/g_a, MLA q/kv_a, "
