@@ -268,6 +268,10 @@ def test_profile_ops_lists_the_kernels_with_the_most_time_per_token_and_splits_t
 
     last = D.TOP_KERNELS + 3  # the most time, and a name of 200+ characters (a C++ template's, say)
     names = {f"k{i}" + "x" * (200 if i == last else 0): (float(i + 1) * 1e-6, 2) for i in range(last + 1)}
+    # two templated kernels whose names share their first 200 characters (torch's elementwise kernels do, as the
+    # H200 showed): two labels, not one overwriting the other
+    twin = "void at::native::elementwise_kernel<" + "t" * 200
+    names |= {twin + "A>": (float(last) * 1e-6, 2), twin + "B>": (float(last - 1) * 1e-6, 2)}
 
     def fake_cuda(fn):
         fn()
@@ -279,8 +283,12 @@ def test_profile_ops_lists_the_kernels_with_the_most_time_per_token_and_splits_t
     secs = [x["seconds"] for x in by_kernel.values()]
     assert len(by_kernel) == D.TOP_KERNELS and secs == sorted(secs, reverse=True)
     assert secs[0] == pytest.approx((D.TOP_KERNELS + 4) * 1e-6 / 2) and all(x["launches"] == 1 for x in by_kernel.values())
-    assert "k0" not in by_kernel and "k3" not in by_kernel and "k4" in by_kernel  # the least time: not listed
-    assert next(iter(by_kernel)) == (f"k{last}" + "x" * 200)[:120]
+    assert "k0" not in by_kernel and "k5" not in by_kernel and "k6" in by_kernel  # the least time: not listed
+    first = next(iter(by_kernel))
+    assert len(first) == 120 and first.startswith(f"k{last}" + "x" * 100) and first == D.kernel_label(f"k{last}" + "x" * 200)
+    twins = [k for k in by_kernel if k.startswith("void at::native::elementwise_kernel<")]
+    assert len(twins) == 2 and len(set(twins)) == 2 and all(len(k) == 120 for k in twins)
+    assert D.kernel_label("short") == "short"
     lin = by_op["linear"]
     assert lin["calls"] == 2 and lin["seconds"] == pytest.approx(2.5e-4) and lin["kernels"] == 2
     assert lin["by_type"] == {"Q4_K": {"calls": 1.5, "seconds": pytest.approx(1.5e-4), "kernels": 1.5},

@@ -17,6 +17,7 @@ For one model at one depth:
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 import statistics
 import time
@@ -202,6 +203,15 @@ def engines(weights: ModelWeights, registry: Any, fill_registry: Any, *, device:
 TOP_KERNELS = 16
 
 
+def kernel_label(name: str, width: int = 120) -> str:
+    """A kernel's name cut to `width` characters for tables and the ledger, still one label per kernel: templated
+    kernels (torch's elementwise ones) often share their first hundred characters, so a cut name ends in a digest
+    of the whole one."""
+    if len(name) <= width:
+        return name
+    return name[:width - 10] + "~" + hashlib.sha1(name.encode()).hexdigest()[:9]
+
+
 def profile_ops(engine: Any, snap: Any, work: Any, device: str, per: int) -> tuple[float, float, dict, str, dict]:
     """One profiled run of `work` (the engine's state restored from `snap` first), divided by `per` (tokens, or
     chunks): (kernels, busy seconds, {op: calls, seconds and on CUDA kernels}, how it was counted, {kernel name:
@@ -228,7 +238,7 @@ def profile_ops(engine: Any, snap: Any, work: Any, device: str, per: int) -> tup
     finally:
         engine.ops = real_ops
     top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:TOP_KERNELS]
-    by_kernel = {name[:120]: {"launches": n / per, "seconds": sec / per} for name, (sec, n) in top}
+    by_kernel = {kernel_label(name): {"launches": n / per, "seconds": sec / per} for name, (sec, n) in top}
     return (kernels / per, busy / per, by_op_of(counting.calls, counting.seconds, launched, per, device), how,
             by_kernel)
 

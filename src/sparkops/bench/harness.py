@@ -13,7 +13,8 @@ Order of events, and why:
      the caches hold exactly D tokens; warm-up rounds (ABAB, untimed) then timed rounds (ABAB),
      each decode round restored to depth D first, so every round times steps D..D+N-1;
   5. after timing: the lengths must be D+N, the context rows unchanged (fingerprint), and no figure
-     may exceed 100% of the roofline (AboveCeiling).
+     may exceed 100% of the roofline (AboveCeiling); a prefill's result must not depend on the chunk it
+     was timed in (chunking.prove: the timed chunks against a size the gate proved, by the gate's rule).
 A peer (llama-bench) joins each round after the sparkops arms: A, B, peer, A, B, peer, ...
 
 With a fill registry (gated like the arms), the context up to each depth is prefilled once by an engine
@@ -42,7 +43,7 @@ from ..errors import BadInput
 from ..weights import ModelWeights
 from . import ceilings as ceil
 from . import depth as dep
-from . import gating, peer as peer_mod, provenance
+from . import chunking, gating, peer as peer_mod, provenance
 from .costs import TokenCost, token_cost
 from .roofline import point as roofline_point, refuse_above_ceiling
 from .timing import RegionTimer, Spread, pair_ratios, sync, tier_of_pairs
@@ -137,9 +138,15 @@ class BenchRequest:
         return self.chunk or FILL_CHUNK
 
     @property
-    def max_context(self) -> int:
-        """The cache size this request needs (every timed token has its row; nothing hard-coded)."""
+    def prompt_length(self) -> int:
+        """Tokens of the seeded prompt: the deepest context plus the timed tokens."""
         return max(self.depths) + self.tokens
+
+    @property
+    def max_context(self) -> int:
+        """The cache size this request needs (every timed token has its row; nothing hard-coded): a prefill's
+        arms also decode the chunk proof's steps after the prompt."""
+        return self.prompt_length + (chunking.CHECK_STEPS if self.phase == "prefill" else 0)
 
 
 @dataclass
@@ -153,6 +160,7 @@ class ArmFigures:
     selections: dict[str, str] = field(default_factory=dict)  # op -> the implementation that ran (a path is not enough)
     mode: str = "eager"  # "eager": one call per op per step; "graph": one CUDA graph replay per step
     cache_dtype: str = ""  # the MLA cache's dtype this arm ran with
+    chunking: dict[str, Any] = field(default_factory=dict)  # prefill: the chunk proof (chunking.ChunkProof)
 
     @property
     def spread(self) -> Spread:
@@ -255,7 +263,7 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     # 3. engines sharing one weights object on the device
     engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label],
                              cache_dtype=req.cache_dtype_of(label)) for label, path in req.registries}
-    prompt = dep.random_tokens(req.max_context, weights.config.vocab_size, req.seed)  # [max_context]
+    prompt = dep.random_tokens(req.prompt_length, weights.config.vocab_size, req.seed)  # [max(depths) + tokens]
     filler = Filler(req, on_device, {_state_kind(e) for e in engines.values()})
 
     # 4. per depth: fill, prove, warm up, time ABAB, check
@@ -264,7 +272,7 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
         if req.phase == "decode":
             points.append(_decode_point(req, engines, prompt, d, dtypes, filler))
         else:
-            points.append(_prefill_point(req, engines, prompt, d, dtypes, filler))
+            points.append(_prefill_point(req, engines, prompt, d, dtypes, filler, gates))
 
     # 5. the roofline refusal: no round of any arm may beat the ceiling (each arm's own cache dtype)
     for p in points:
@@ -400,7 +408,7 @@ def _abab(req: BenchRequest, engines: dict[str, Engine], point: Point, one_round
 
 
 def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.Tensor, d: int,
-                   dtypes: dict[str, torch.dtype], filler: Filler) -> Point:
+                   dtypes: dict[str, torch.dtype], filler: Filler, gates: dict[str, gating.GateVerdict]) -> Point:
     t_len = req.tokens
     point = Point("prefill", d, t_len, {}, [], [], cost=None)  # type: ignore[arg-type]
     rates: dict[str, list[float]] = {label: [] for label in engines}
@@ -422,8 +430,33 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
             point.warmup_order.append(label)
 
     _abab(req, engines, point, one_round)
+    steps = dep.random_tokens(chunking.CHECK_STEPS, next(iter(engines.values())).config.vocab_size,
+                              req.seed + 2).to(req.device)  # [S]
     for label, eng in engines.items():
+        chunks = _chunk_proof(req, eng, prompt, d, steps, filler, gates[label])
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label],
-                                       selections=selections(eng), cache_dtype=dtype_name(eng.state.cache_dtype))
+                                       selections=selections(eng), cache_dtype=dtype_name(eng.state.cache_dtype),
+                                       chunking=chunks.as_dict())
     return point
+
+
+def _chunk_proof(req: BenchRequest, eng: Engine, prompt: torch.Tensor, d: int, steps: torch.Tensor,
+                 filler: Filler, gate: gating.GateVerdict) -> chunking.ChunkProof:
+    """The arm's prefill of the timed prompt, in the timed chunks and in a size the gate proved, judged by the
+    gate's model rule for the arm's claim; raises ChunkDependence when they differ beyond it."""
+    from ..gate.tolerances import model_rule_for
+
+    rule = model_rule_for(gate.variant)
+    proof = chunking.prove(eng, lambda: filler.fill(eng, prompt, d), prompt[d:d + req.tokens], steps, req.chunk,
+                           gate.depths or (), rule)
+    if not proof.passed:
+        raise chunking.ChunkDependence(
+            f"registry {gate.registry}: the prefill of {req.tokens} tokens"
+            + (f" after {d} cached" if d else "") + f" gives different logits in chunks of {proof.timed_chunk} "
+            f"and of {proof.reference_chunk} (KL max {proof.kl_max:.3g}, mean {proof.kl_mean:.3g}, top-1 "
+            f"{proof.top1:.3f}; the gate's rule: {proof.rule}), so no figure was recorded. An implementation is "
+            f"wrong at the timed chunk's shapes: time with --chunk {proof.reference_chunk} (a size the gate "
+            f"proved), or find the op with `sparkops check --model MODEL --registry REGISTRY --depths "
+            f"{proof.timed_chunk}`")
+    return proof

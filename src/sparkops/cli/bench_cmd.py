@@ -245,10 +245,12 @@ def _point_json(p) -> dict:
     return {"phase": p.phase, "depth": p.depth, "tokens": p.tokens, "order": p.order, "warmup_order": p.warmup_order,
             "ratios": p.ratios, "tier": p.tier, "peer_rates": p.peer_rates,
             "arms": {k: {"registry": a.registry, "mode": a.mode, "dtype": a.dtype, "rates": a.rates, "median": a.median,
-                         "roofline": a.roofline, "proof": a.proof} for k, a in p.arms.items()}}
+                         "roofline": a.roofline, "proof": a.proof,
+                         **({"chunking": a.chunking} if a.chunking else {})} for k, a in p.arms.items()}}
 
 
 def _print(run, rows) -> None:
+    from ..bench.chunking import ChunkProof
     from ..bench.record import how_run
 
     env = run.env
@@ -290,6 +292,10 @@ def _print(run, rows) -> None:
     console.print(table)
     console.print("d=D+N: N decode steps timed from a verified context of D tokens; tok/s: median of the rounds; "
                   "roofline: share of the measured ceiling")
+    for p in run.points:
+        for label, a in p.arms.items():
+            if a.chunking:
+                console.print(f"{label}: {ChunkProof(**a.chunking).line()}")
     pairs = run.request.repeats
     if len(run.request.registries) == 2 and pairs < MIN_PAIRS_FOR_A_TIER:
         console.print(f"[yellow]note:[/] {pairs} pairs can never pass the sign test (p < 0.05 needs at least "

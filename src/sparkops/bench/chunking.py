@@ -1,0 +1,100 @@
+"""The chunk proof of a prefill figure: the prompt's result must not depend on the chunk it was timed in.
+
+    proof = prove(engine, fill, prompt, depth, tokens, timed_chunk, gate_depths, rule, steps)
+
+The model gate runs forwards of its depths' sizes (1, 64, 4096 for the 48B); a prefill timed in chunks of
+32768 runs shapes the gate never saw (a grouped GEMM of 262144 routed rows, a KDA pass over 512 sub-chunks,
+a causal attention over 32768 queries). A kernel that is wrong only at those shapes would still give a fast,
+well-formed cache, and verify_depth (rows written, finite) would pass it. So after the timed rounds each arm
+prefills the same prompt twice more, untimed: in the timed chunks, and in chunks of a size the gate proved
+(its largest depth below the timed chunk); then decodes the same `steps` tokens after each. The two runs'
+logits - the prompt's last position and every decode step after it, [1 + steps, V] - must agree within the
+gate's own model rule for the arm's claim (KL, mean KL, top-1). A figure whose arm fails is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..errors import CheckFailed
+from ..gate.metrics import kl_and_top1
+from ..gate.tolerances import ModelRule
+
+#: decode steps after the prompt whose logits are compared too (each arm's cache holds them: max_context)
+CHECK_STEPS = 8
+#: the reference chunking runs at most this many forwards; a gate depth that would need more (a 64-token
+#: depth under a 32768-token prompt) gives way to half the timed chunk
+MAX_REFERENCE_CHUNKS = 64
+
+
+class ChunkDependence(CheckFailed):
+    """A prefill's result changed with its chunk size beyond the gate's tolerance: no figure."""
+
+
+@dataclass
+class ChunkProof:
+    timed_chunk: int  # tokens per forward in the timed prefill (the whole prompt when no --chunk)
+    reference_chunk: int | None  # tokens per forward in the run it is compared with; None: nothing to compare
+    why: str  # how the reference chunk was chosen (or why there is none)
+    rows: int = 0  # logit rows compared: the prompt's last position and the decode steps after it
+    kl_max: float = math.nan
+    kl_mean: float = math.nan
+    top1: float = math.nan
+    rule: str = ""
+    passed: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+    def line(self) -> str:
+        if self.reference_chunk is None:
+            return f"chunking: timed in chunks of {self.timed_chunk}; not compared ({self.why})"
+        verdict = "ok" if self.passed else "FAIL"
+        return (f"chunking: chunks of {self.timed_chunk} vs {self.reference_chunk} ({self.why}): {self.rows} rows, "
+                f"KL max {self.kl_max:.3g}, mean {self.kl_mean:.3g}, top-1 {self.top1:.3f} ({self.rule}): {verdict}")
+
+
+def reference_chunk(tokens: int, timed_chunk: int | None, gate_depths: list[int] | tuple[int, ...]) -> tuple[int | None, int, str]:
+    """(reference chunk or None, the timed chunk, why): the largest gate depth below the timed chunk, so the
+    comparison runs forwards of a size the gate compared with the golden; half the timed chunk where that
+    depth would need more than MAX_REFERENCE_CHUNKS forwards."""
+    timed = min(int(timed_chunk or tokens), tokens)
+    if timed <= 1:
+        return None, timed, "one token per forward has no smaller chunking"
+    below = [d for d in gate_depths if 1 <= d < timed]
+    if below and math.ceil(tokens / max(below)) <= MAX_REFERENCE_CHUNKS:
+        return max(below), timed, "the largest gate depth below the timed chunk"
+    ref = max(1, timed // 2)
+    why = (f"half the timed chunk: the largest gate depth below it ({max(below)}) would take over "
+           f"{MAX_REFERENCE_CHUNKS} forwards" if below else "half the timed chunk: no gate depth lies below it")
+    return ref, timed, why
+
+
+def prove(engine: Any, fill: Callable[[], None], prompt: torch.Tensor, steps: torch.Tensor, timed_chunk: int | None,
+          gate_depths: list[int] | tuple[int, ...], rule: ModelRule) -> ChunkProof:
+    """Compare the engine's prefill of `prompt` [T] in the timed chunks with one in the reference chunks, each
+    started from `fill()` (the context before the prompt) and followed by decoding `steps` [S] teacher-forced."""
+    t = int(prompt.numel())
+    ref_chunk, timed, why = reference_chunk(t, timed_chunk, gate_depths)
+    if ref_chunk is None:
+        return ChunkProof(timed, None, why)
+    cand = _run(engine, fill, prompt, steps, timed)  # [1 + S, V]
+    ref = _run(engine, fill, prompt, steps, ref_chunk)
+    kl, agree = kl_and_top1(ref, cand, rule.tie)
+    kl_max, kl_mean, top1 = float(np.max(kl)), float(np.mean(kl)), float(np.mean(agree))
+    passed = kl_max <= rule.kl_max and kl_mean <= rule.kl_mean_max and top1 >= rule.top1_min
+    return ChunkProof(timed, ref_chunk, why, len(kl), kl_max, kl_mean, top1, str(rule), passed)
+
+
+def _run(engine: Any, fill: Callable[[], None], prompt: torch.Tensor, steps: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Logits [1 + S, V] in float64 on the CPU: the prompt's last position, then each decode step's."""
+    fill()
+    rows = [engine.prefill(prompt, last_only=True, chunk_size=chunk)]  # [1, V]
+    for i in range(int(steps.numel())):
+        rows.append(engine.decode(steps[i:i + 1]))  # [1, V]
+    return torch.cat([r.detach().to("cpu", torch.float64) for r in rows])
