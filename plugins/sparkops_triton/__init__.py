@@ -90,6 +90,10 @@ IMPLEMENTATIONS = [
     # slots per expert decodes every stacked weight once to bfloat16 and multiplies with torch's grouped GEMM
     ("moe_experts", "triton_dqmm", "sparkops_triton.moe_experts:moe_experts_dqmm", tolerance("bf16"),
      ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py", "dequantize.py")),
+    # "triton_dqmm_fused" (session 10, not yet on a GPU when written): "triton_dqmm" whose prefill does gate and up in
+    # one grouped GEMM and the element-wise steps between and after the GEMMs in two kernels (moe_glue.py)
+    ("moe_experts", "triton_dqmm_fused", "sparkops_triton.moe_experts:moe_experts_dqmm_fused", tolerance("bf16"),
+     ("_runtime.py", "_dequant.py", "linear.py", "_arrival.py", "dequantize.py", "moe_glue.py")),
 ]
 
 

@@ -38,6 +38,7 @@ from ._dequant import decode_chunk, gemv_cols, gemv_rows, gemv_rows_pair, values
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting
 from .dequantize import dequantize_bf16
 from .linear import dot_acc, gemv_flat_qtype, grid_for, grid_for_any, run_dqmm, run_gemm, weight_rows
+from .moe_glue import combine_slots, swiglu_pairs
 
 #: the largest T served by the fused GEMV path (each token re-reads its experts' rows)
 MOE_GEMV_MAX_T = 8
@@ -395,11 +396,13 @@ def dqmm_applies(t: int, ksel: int, n_exp: int) -> bool:
     return t > MOE_GEMV_MAX_T and t * ksel >= DQMM_SLOTS_PER_EXPERT * n_exp
 
 
-def _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y):
+def _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, fused=False):
     """y[T, D] for prefill by decode-once GEMMs: each stacked expert weight decoded to bfloat16 in one launch
     (`dequantize_bf16`: all E experts, one weight at a time, so the scratch peaks at one [E, F, D] bf16 weight),
     the slots sorted by expert, and one grouped GEMM per weight (`torch._grouped_mm`, groups = experts). No host
-    synchronisation: the group ends are a device tensor."""
+    synchronisation: the group ends are a device tensor. fused: `_prefill_dqmm_fused`'s glue instead."""
+    if fused:
+        return _prefill_dqmm_fused(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y)
     t, d = x.shape
     n_exp, ffn, _ = w_gate.shape
     ksel = ids.shape[1]
@@ -437,8 +440,47 @@ def _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, r
     y.copy_(out)
 
 
+def _prefill_dqmm_fused(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y):
+    """"triton_dqmm_fused"'s prefill: `_prefill_dqmm` with gate and up decoded into one interleaved [E, F, 2, D]
+    bf16 weight (row 2f gate f, row 2f + 1 up f) so one grouped GEMM gives both, SiLU * up in one pass over its
+    (g, u) column pairs (`moe_glue.swiglu_pairs`), and each token's slots summed straight from the expert-sorted
+    rows, the shared expert and the NaN rows of bad ids in the same pass (`moe_glue.combine_slots`, into y)."""
+    t, d = x.shape
+    n_exp, ffn, _ = w_gate.shape
+    ksel = ids.shape[1]
+    bad = ((ids < 0) | (ids >= n_exp)).any(dim=1)                       # [T]
+    flat_ids = ids.clamp(0, n_exp - 1).to(torch.int64).reshape(-1)      # [N] slot -> expert
+    order = torch.sort(flat_ids, stable=True).indices                   # [N] sorted position -> slot
+    pos = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=x.device))  # slot -> row
+    counts = torch.zeros(n_exp, dtype=torch.int64, device=x.device).scatter_add_(0, flat_ids, torch.ones_like(flat_ids))
+    ends = torch.cumsum(counts, 0).to(torch.int32)                      # [E] group ends (bincount would sync)
+    xs = x.to(torch.bfloat16)[order // ksel]                            # [N, D] each slot's token, sorted
+    pairs = torch.empty((n_exp * ffn, 2, d), dtype=torch.bfloat16, device=x.device)  # [E*F, 2, D]
+    for half, name, w in ((0, "w_gate", w_gate), (1, "w_up", w_up)):
+        dequantize_bf16(raws[name], w.qtype, grid_for(w, raws[name]), d, out=pairs[:, half])
+    gu = _grouped_mm(xs, pairs.view(n_exp, 2 * ffn, d).transpose(1, 2), ends)  # [N, 2F]: (g, u) column pairs
+    del pairs
+    h = swiglu_pairs(gu)                                                # [N, F] bf16
+    del gu
+    rd = raws["w_down"]
+    wd = dequantize_bf16(rd, w_down.qtype, grid_for(w_down, rd), ffn)   # [E, D, F]
+    ys = _grouped_mm(h, wd.transpose(1, 2), ends)                       # [N, D] sorted
+    del wd, h
+    sh = None
+    if s_gate is not None:
+        fs = s_gate.shape[0]
+        gs = torch.empty((t, fs), dtype=torch.float32, device=x.device)
+        us = torch.empty((t, fs), dtype=torch.float32, device=x.device)
+        run_dqmm(x, raws["s_gate"], s_gate.qtype, grid_for(s_gate, raws["s_gate"]), gs)
+        run_dqmm(x, raws["s_up"], s_up.qtype, grid_for(s_up, raws["s_up"]), us)
+        hs = torch.nn.functional.silu(gs) * us                          # [T, Fs]
+        sh = torch.empty((t, d), dtype=torch.float32, device=x.device)
+        run_dqmm(hs, raws["s_down"], s_down.qtype, grid_for(s_down, raws["s_down"]), sh)
+    combine_slots(ys, pos.view(t, ksel), weights, bad, y, add=sh)
+
+
 def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, lastblock=False, prefetch=False,
-         flat=False, dqmm=False):
+         flat=False, dqmm=False, fused=False):
     raws = _check(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     x = x.contiguous()
     ids = ids.contiguous()
@@ -451,7 +493,7 @@ def _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16, last
     if x.shape[0] <= MOE_GEMV_MAX_T:
         _decode(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, lastblock, prefetch, flat)
     elif dqmm and dqmm_applies(x.shape[0], ids.shape[1], w_gate.shape[0]):
-        _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y)
+        _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, fused)
     else:
         _prefill(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, bf16)
     return y
@@ -500,3 +542,12 @@ def moe_experts_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down
     "triton_lastblock"'s fused grouped GEMMs. bf16 operands, other sums than "triton"'s: claim "bf16"."""
     return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True,
                 prefetch=True, dqmm=True)
+
+
+def moe_experts_dqmm_fused(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "triton_dqmm_fused": "triton_dqmm" (the same decode, the same decode-once weights and the same
+    choice of path) whose prefill runs gate and up as one grouped GEMM over an interleaved weight and does the steps
+    between and after the GEMMs in two kernels (`moe_glue`) instead of torch's element-wise passes. Other sums than
+    "triton_dqmm"'s (one GEMM shape for gate and up, the top_k sum in order): claim "bf16"."""
+    return _moe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, bf16=True, lastblock=True,
+                prefetch=True, dqmm=True, fused=True)

@@ -207,6 +207,19 @@ def launch_dequantize(monkeypatch):
         dequantize.dequantize_bf16(torch.empty(64, 2304, dtype=dtype), qtype, torch.empty(1), 2304)
 
 
+def launch_moe_glue():
+    """"triton_dqmm_fused"'s element-wise kernels at a 16384-token chunk of the 48B (top-8: 131072 slots), bf16 and
+    float32 outputs, with and without the shared expert's rows."""
+    from sparkops_triton import moe_glue
+
+    n, t, f, d = 131072, 16384, 1024, 2304
+    moe_glue.swiglu_pairs(torch.empty(n, 2 * f, dtype=BF))
+    for out_dtype in (BF, torch.float32):
+        for add in (None, torch.empty(t, d)):
+            moe_glue.combine_slots(torch.empty(n, d, dtype=BF), torch.zeros(t, 8, dtype=torch.int64), torch.empty(t, 8),
+                                   torch.zeros(t, dtype=torch.bool), torch.empty(t, d, dtype=out_dtype), add=add)
+
+
 def loop_barriers(ptx: str) -> list[int]:
     """bar.sync count of each loop body of a PTX listing (a backward branch to a label: the body in between)."""
     lines = ptx.splitlines()
@@ -226,6 +239,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
         launch_lastblock_kernels(monkeypatch)
         launch_q6k_gemvs(monkeypatch)
         launch_dequantize(monkeypatch)
+        launch_moe_glue()
     from sparkops_triton._dequant import Q6_K_WIDE
 
     wide = {k[0] for k in compiled if f"): {int(Q6_K_WIDE.value)}," in k[1]}  # a constexpr (QTYPE) of that value
@@ -268,6 +282,8 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
     dq = {k[1] for k in compiled if k[0] == "_dequant_kernel"}
     assert len(dq) == 7, f"the whole-weight decode was not compiled for every type: {sorted(dq)}"
+    glue = [k for k in compiled if k[0] in ("_swiglu_pairs_kernel", "_combine_slots_kernel")]
+    assert len(glue) == 3, f"the fused MoE glue kernels were not all compiled: {sorted(glue)}"  # HAS_ADD both ways
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}
     assert not spills, f"kernels with a stack frame (spilled registers), bytes: {spills}"
     too_big = {k[0]: v.metadata.shared for k, v in compiled.items() if v.metadata.shared > 227 * 1024}

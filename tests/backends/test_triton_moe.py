@@ -98,7 +98,7 @@ def decode_case(full: dict, t: int, dt=torch.float32, shared: bool = True, bad: 
 def kernels():
     from sparkops_triton._runtime import interpreted
 
-    with interpreted("moe_experts", "linear", "embedding", "_arrival") as mods:
+    with interpreted("moe_experts", "linear", "embedding", "_arrival", "moe_glue") as mods:
         yield mods
 
 
@@ -114,6 +114,7 @@ def kernels():
     ("moe_experts", "triton_prefetch", 0, "moe_experts_prefetch"),
     ("moe_experts", "triton_flat", 0, "moe_experts_flat"),
     pytest.param("moe_experts", "triton_dqmm", 0, "moe_experts_dqmm", marks=needs_grouped_mm),
+    pytest.param("moe_experts", "triton_dqmm_fused", 0, "moe_experts_dqmm_fused", marks=needs_grouped_mm),
     ("linear", "triton_dqmm", 1, "linear_dqmm"),
     ("linear", "triton_flat", 1, "linear_flat"),
     ("linear", "triton", 1, "linear"),
@@ -190,6 +191,83 @@ def test_dqmm_bad_expert_id_gives_nan_rows(kernels):
     keep = [i for i in range(20) if i != 1]
     assert rel_err(y[keep], moe_reference(**{**a, "x": a["x"][keep], "weights": a["weights"][keep],
                                              "ids": a["ids"][keep]})) < BF16_TOL
+
+
+@needs_grouped_mm
+@pytest.mark.parametrize("qtype, dt", [(Q.Q4_K, torch.float32), (Q.Q6_K, torch.bfloat16), (Q.IQ1_S, torch.float32)],
+                         ids=lambda v: getattr(v, "name", str(v).replace("torch.", "")))
+def test_dqmm_fused_prefill_is_dqmm_with_its_glue_fused(kernels, poisoned, qtype, dt):
+    """"triton_dqmm_fused" on "triton_dqmm"'s prefill case (T = 24, 8 experts, top-2, a shared expert, an expert with
+    no slot): bf16-accurate against the float64 formula, and within float32 rounding of "triton_dqmm" (the same
+    bf16 operands; only the order of the top_k sum and the SiLU's formula differ); decode is "triton_prefetch"'s."""
+    moe = kernels[0]
+    a = moe_args(torch.Generator().manual_seed(int(qtype) + 11), qtype, t=24, d=256, f=256, e=8, k=2)
+    a["ids"][a["ids"] == 7] = 6
+    a["ids"][:, 1] = torch.where(a["ids"][:, 0] == a["ids"][:, 1], (a["ids"][:, 1] + 1) % 7, a["ids"][:, 1])
+    a["x"] = a["x"].to(dt)
+    y = moe.moe_experts_dqmm_fused(**a)
+    assert y.dtype == dt
+    assert 1e-5 < rel_err(y, moe_reference(**a)) < BF16_TOL
+    assert rel_err(y, moe.moe_experts_dqmm(**a)) < (4e-3 if dt == torch.bfloat16 else 1e-4)
+    d = decode_case(a, 3)
+    assert same_bits(moe.moe_experts_dqmm_fused(**d), moe.moe_experts_prefetch(**d))
+
+
+@needs_grouped_mm
+@pytest.mark.parametrize("shared", [True, False])
+def test_dqmm_fused_bad_expert_id_gives_nan_rows(kernels, shared):
+    moe = kernels[0]
+    a = moe_args(torch.Generator().manual_seed(24), Q.Q8_0, t=20, d=64, f=96, e=4, k=2, shared=shared)
+    a["ids"][1, 1] = -1
+    a["ids"][7, 0] = 4
+    y = moe.moe_experts_dqmm_fused(**a)
+    assert torch.isnan(y[1]).all() and torch.isnan(y[7]).all()
+    keep = [i for i in range(20) if i not in (1, 7)]
+    assert rel_err(y[keep], moe_reference(**{**a, "x": a["x"][keep], "weights": a["weights"][keep],
+                                             "ids": a["ids"][keep]})) < BF16_TOL
+
+
+def test_swiglu_pairs_reads_gate_up_column_pairs(kernels):
+    """h = silu(g) * u over (g, u) column pairs in float32, rounded to bfloat16 once: torch's formula to within one
+    bf16 rounding step (the SiLU's own float32 formula may differ in the last bit); odd sizes cover the masks."""
+    glue = kernels[4]
+    g = torch.Generator().manual_seed(5)
+    gu = (torch.randn(37, 2 * 300, generator=g) * 3).to(torch.bfloat16)  # [N, 2F]
+    h = glue.swiglu_pairs(gu)
+    want = (torch.nn.functional.silu(gu[:, 0::2].float()) * gu[:, 1::2].float()).to(torch.bfloat16)
+    assert h.shape == (37, 300) and h.dtype == torch.bfloat16
+    assert torch.allclose(h.float(), want.float(), rtol=2 ** -7, atol=1e-6)
+    assert (h == want).float().mean() > 0.99
+    with pytest.raises(Exception, match="pairs"):
+        glue.swiglu_pairs(gu[:, :599])
+
+
+def test_combine_slots_sums_each_tokens_slots_in_order(kernels):
+    """out[t] = sum_k w[t, k] ys[pos[t, k]] + add[t], k in order, float32: exactly that loop in torch; NaN rows where
+    bad; bf16 out rounds once."""
+    glue = kernels[4]
+    g = torch.Generator().manual_seed(6)
+    t, k, d = 19, 3, 300
+    ys = torch.randn(t * k, d, generator=g).to(torch.bfloat16)        # [N, D] sorted rows
+    pos = torch.randperm(t * k, generator=g).view(t, k)
+    w = torch.rand(t, k, generator=g)
+    add = torch.randn(t, d, generator=g)
+    bad = torch.zeros(t, dtype=torch.bool)
+    bad[4] = True
+    slots = torch.zeros(t, d)
+    for j in range(k):
+        slots += ys[pos[:, j]].float() * w[:, j:j + 1]
+    want = slots + add
+    out = glue.combine_slots(ys, pos, w, bad, torch.empty(t, d), add=add)
+    assert torch.isnan(out[4]).all()
+    keep = [i for i in range(t) if i != 4]
+    assert torch.equal(out[keep], want[keep])
+    out16 = glue.combine_slots(ys, pos, w, bad, torch.empty(t, d, dtype=torch.bfloat16))
+    assert torch.equal(out16[keep], slots[keep].to(torch.bfloat16))
+    with pytest.raises(Exception, match="contiguous"):
+        glue.combine_slots(ys, pos[:, :2], w, bad, torch.empty(t, d))
+    with pytest.raises(Exception, match="'add'"):
+        glue.combine_slots(ys, pos, w, bad, torch.empty(t, d), add=add.double())
 
 
 def test_dqmm_needs_torch_grouped_mm(kernels, monkeypatch):
@@ -520,3 +598,36 @@ def test_gpu_dqmm_prefill_48b(qtype):
         dq, fu = times["moe_experts_dqmm"], times["moe_experts_lastblock"]
         print(f"\nmoe_experts prefill {qtype.name} 48B layer T={t}: dqmm {dq * 1e3:.2f} ms ({flop / dq / 1e12:.1f} "
               f"TFLOP/s), fused grouped GEMMs {fu * 1e3:.2f} ms ({flop / fu / 1e12:.1f} TFLOP/s): dqmm/fused {dq / fu:.3f}")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S], ids=lambda q: q.name)
+def test_gpu_dqmm_fused_prefill_48b(qtype):
+    """"triton_dqmm_fused" against "triton_dqmm" on one 48B MoE layer (256 experts of [1024, 2304], top-8, a shared
+    expert) at T = 4096 and 16384 (the prefill chunks the suite times): bf16-accurate on 4 tokens against float64,
+    within float32 rounding of "triton_dqmm" everywhere, a bad id's row NaN; timed side by side (one CUDA graph each)."""
+    from sparkops_triton.moe_experts import moe_experts_dqmm, moe_experts_dqmm_fused
+
+    from tests.backends.test_triton_linear import time_in_graph
+
+    dev = torch.device("cuda")
+    e, d, f, k = 256, 2304, 1024, 8
+    a = layer_48b(np.random.default_rng(int(qtype) + 50), qtype, dev)
+    for t in (4096, 16384):
+        call = dict(a, x=torch.randn(t, d, device=dev, dtype=torch.bfloat16), weights=(torch.rand(t, k) + 0.1).to(dev),
+                    ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev))
+        some = [0, 1, t // 2, t - 1]
+        fused, plain = moe_experts_dqmm_fused(**call), moe_experts_dqmm(**call)
+        assert rel_err(fused[some], moe_reference(**used_experts(call, some))) < BF16_TOL, t
+        assert rel_err(fused, plain) < 4e-3, t  # bf16 outputs: one rounding apart at most
+        bad = dict(call, ids=call["ids"].clone())
+        bad["ids"][5, 3] = e
+        y = moe_experts_dqmm_fused(**bad)
+        assert torch.isnan(y[5]).all() and torch.isfinite(y[:5]).all() and torch.isfinite(y[6:]).all()
+        times = {fn.__name__: time_in_graph(lambda i, fn=fn: fn(**call), 1, reps=5)
+                 for fn in (moe_experts_dqmm, moe_experts_dqmm_fused)}
+        flop = 2 * 3 * t * (k + 1) * d * f
+        dq, fu = times["moe_experts_dqmm"], times["moe_experts_dqmm_fused"]
+        print(f"\nmoe_experts prefill {qtype.name} 48B layer T={t}: dqmm {dq * 1e3:.2f} ms ({flop / dq / 1e12:.1f} "
+              f"TFLOP/s), dqmm_fused {fu * 1e3:.2f} ms ({flop / fu / 1e12:.1f} TFLOP/s): fused/dqmm {fu / dq:.3f}")
