@@ -2,7 +2,8 @@
 
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
                                      lm_head_q6k linear_q6k_small moe_decode router_gemv moe_decode_prefetch
-                                     lm_head_prefetch linear_gemv_prefetch linear_gemv_flat moe_decode_flat]
+                                     lm_head_prefetch linear_gemv_prefetch linear_gemv_flat moe_decode_flat
+                                     router_prefill dequant_bf16]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -17,8 +18,8 @@ from typing import Any, Callable
 
 import torch
 
-from . import attention_prefill, attention_splitk, kda, kda_chunked, linear, moe_experts, moe_router
-from ._workloads import attention_args, kda_args, router_args, time_calls
+from . import attention_prefill, attention_splitk, dequantize, kda, kda_chunked, linear, moe_experts, moe_router
+from ._workloads import attention_args, expert_stack_args, kda_args, router_args, time_calls
 
 #: linear's GEMV table with one type's (rows per program at T=1, fewest rows, warps) replaced
 _q4k, _q6k = int(linear.Q4_K.value), int(linear.Q6_K.value)
@@ -49,6 +50,8 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     "kda_prefill": (kda_chunked, [
         {"PREPARE_WARPS": 8, "STATE_WARPS": 8, "BLOCK_V": 32},
         {"PREPARE_WARPS": 4, "STATE_WARPS": 8, "BLOCK_V": 32},
+        {"PREPARE_WARPS": 2, "STATE_WARPS": 8, "BLOCK_V": 32},
+        {"PREPARE_WARPS": 4, "STATE_WARPS": 4, "BLOCK_V": 32},
         {"PREPARE_WARPS": 8, "STATE_WARPS": 4, "BLOCK_V": 16},
         {"PREPARE_WARPS": 8, "STATE_WARPS": 8, "BLOCK_V": 64},
     ]),
@@ -102,8 +105,20 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     "attention_prefill": (attention_prefill, [
         {"FLASH_BM": 64, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
         {"FLASH_BM": 128, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 3},
+        {"FLASH_BM": 128, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
+        {"FLASH_BM": 128, "FLASH_BN": 32, "FLASH_WARPS": 8, "FLASH_STAGES": 3},
+        {"FLASH_BM": 64, "FLASH_BN": 128, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
         {"FLASH_BM": 64, "FLASH_BN": 32, "FLASH_WARPS": 4, "FLASH_STAGES": 3},
     ]),
+    # prefill's router logits GEMM (float32 FMA) at a 16384-token chunk: (tokens, experts, D slice, warps) per program
+    "router_prefill": (moe_router, [{"ROUTER_GEMM_BT": bt, "ROUTER_GEMM_BE": be, "ROUTER_GEMM_BD": bd,
+                                     "ROUTER_GEMM_WARPS": w}
+                                    for bt, be, bd, w in ((64, 64, 32, 4), (128, 64, 32, 8), (128, 128, 32, 8),
+                                                          (64, 128, 16, 4), (128, 128, 16, 8), (64, 64, 64, 4))]),
+    # "triton_dqmm"'s whole-weight decode to bf16 (session 10's 16384-token chunk: ~48 ms over 360 launches, by
+    # estimate under a tenth of the read ceiling): rows per program, warps; one 48B expert stack (Q4_K)
+    "dequant_bf16": (dequantize, [{"DEQUANT_ROWS": r, "DEQUANT_WARPS": w}
+                                  for r, w in ((16, 4), (32, 4), (32, 8), (64, 8), (8, 4), (16, 2))]),
 }
 
 
@@ -143,6 +158,12 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     if study == "router_gemv":
         sets, nbytes = router_args(1)
         return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, True
+    if study == "router_prefill":
+        sets, nbytes = router_args(16384, n_sets=2)
+        return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, False
+    if study == "dequant_bf16":
+        sets, nbytes = expert_stack_args()
+        return dequantize.dequantize_bf16, sets, nbytes, True
     if study == "attention_decode":
         sets, nbytes = attention_args(1, 131072)
         return attention_splitk.attention_splitk, sets, nbytes, True

@@ -215,3 +215,20 @@ def sample_args(temperature: float, top_k: int, top_p: float, rows: int = 1, n_s
     make = lambda: (_rand(gen, rows, VOCAB, std=3.0, dtype=torch.float32), temperature, top_k, top_p, 7,
                     torch.tensor([3], device="cuda"))
     return [make() for _ in range(n_sets or sets_for(nbytes))], nbytes
+
+
+def expert_stack_args(n_sets: int = 2, seed: int = 0):
+    """One 48B expert weight stack, Q4_K [256, 1024, 2304] (~340 MB of blocks, random real blocks), for the
+    whole-weight decode to bf16: (raw, qtype, grid, k) per set. Bytes: the blocks read plus the bf16 written."""
+    import numpy as np
+
+    from sparkops.gguf.quants import random_blocks
+
+    from .linear import Q4_K
+
+    shape = (EXPERTS, 1024, HIDDEN)
+    rng = np.random.default_rng(seed)
+    sets = [(torch.from_numpy(random_blocks(rng, shape, int(Q4_K.value), HIDDEN ** -0.5)).to("cuda"), int(Q4_K.value),
+             torch.empty(1, device="cuda"), HIDDEN) for _ in range(n_sets)]
+    nbytes = sets[0][0].numel() + EXPERTS * 1024 * HIDDEN * 2
+    return sets, nbytes

@@ -23,8 +23,9 @@ from sparkops.errors import BadInput
 from ._dequant import decode_chunk, round_bf16, values
 from ._runtime import cdiv
 
-#: rows per program (each program decodes one 256-value chunk of R rows)
-DEQUANT_ROWS = 16
+#: rows per program (each program decodes one 256-value chunk of R rows) and warps; the tune study dequant_bf16 times
+#: the alternatives
+DEQUANT_ROWS, DEQUANT_WARPS = 16, 4
 
 
 @triton.jit
@@ -62,5 +63,5 @@ def dequantize_bf16(raw: torch.Tensor, qtype: int, grid: torch.Tensor, k: int,
     if rows and k:
         _dequant_kernel[(cdiv(rows, DEQUANT_ROWS), cdiv(k, 256))](
             rows2d, grid, out, rows, k, rows2d.stride(0), out.stride(0), QTYPE=int(qtype), R=DEQUANT_ROWS,
-            num_warps=4)
+            num_warps=DEQUANT_WARPS)
     return out.view(*shape, k)

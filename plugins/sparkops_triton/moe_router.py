@@ -29,6 +29,11 @@ from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_po
 
 #: decode's logits GEMV: experts per program and the D-slice width (256 experts / 4 = 64 programs at 48B sizes)
 ROUTER_GEMV_BE, ROUTER_GEMV_BD, ROUTER_GEMV_WARPS = 4, 512, 4
+#: prefill's logits GEMM (T >= 16): tokens and experts per program, the D slice per step, warps. Every implementation's
+#: prefill runs this kernel, so a change of tile keeps their bit-identity claims (and changes all their bits alike).
+#: The tune study router_prefill times the alternatives (session 10's 16384-token chunk: 1.46 ms a layer, 13 TFLOP/s of
+#: float32 FMA)
+ROUTER_GEMM_BT, ROUTER_GEMM_BE, ROUTER_GEMM_BD, ROUTER_GEMM_WARPS = 64, 64, 32, 4
 #: warps of `_route_kernel`. "triton_lastblock" runs the same GEMV shape (BE, BD, warps: another tile
 #: would change the order of each logit's sum, so more programs per token are not free) and routes
 #: inside it with ROUTER_GEMV_WARPS warps; the sum of the top_k weights is a reduction whose order
@@ -198,8 +203,9 @@ def _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, last
         if lastblock:
             return weights, ids
     else:
-        _logits_gemm_kernel[(cdiv(t, 64), cdiv(experts, 64))](x, weight, logits, t, experts, d, BT=64, BE=64, BD=32,
-                                                              num_warps=4)
+        bt, be = ROUTER_GEMM_BT, ROUTER_GEMM_BE
+        _logits_gemm_kernel[(cdiv(t, bt), cdiv(experts, be))](x, weight, logits, t, experts, d, BT=bt, BE=be,
+                                                              BD=ROUTER_GEMM_BD, num_warps=ROUTER_GEMM_WARPS)
     _route_kernel[(t,)](logits, bias, weights, ids, experts, eg, n_group, topk_group, top_k, float(scale),
                         float(renorm_eps), **route, num_warps=ROUTE_WARPS)
     return weights, ids

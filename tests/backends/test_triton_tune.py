@@ -117,3 +117,19 @@ def test_the_prefetch_studies_time_the_prefetch_implementations(monkeypatch):
     assert (moe_flat[0]["FLAT_UP_ROWS"], moe_flat[0]["FLAT_DOWN_ROWS"]) == (moe_experts.FLAT_UP_ROWS,
                                                                              moe_experts.FLAT_DOWN_ROWS)
     assert all({"FLAT_UP_ROWS", "FLAT_DOWN_ROWS"} <= set(v) for v in moe_flat)
+
+
+def test_every_study_sets_constants_its_module_has_and_starts_from_the_default():
+    """A variant naming a constant the module lacks would set a new attribute and time the default under another
+    label; each study's first variant is the module's configuration now (the baseline of its "nmse vs default")."""
+    from sparkops_triton import _tune
+
+    for study, (module, variants) in _tune.STUDIES.items():
+        for v in variants:
+            missing = [k for k in v if not hasattr(module, k)]
+            assert not missing, f"{study}: {module.__name__} has no {missing}"
+        if study in ("kda_prefill", "attention_prefill", "router_prefill", "dequant_bf16", "kda_decode",
+                     "attention_decode", "moe_decode"):
+            assert all(getattr(module, k) == x for k, x in variants[0].items()), study
+        labels = [_tune._label(v, {k: getattr(module, k) for v2 in variants for k in v2}) for v in variants]
+        assert len(set(labels)) == len(labels), (study, labels)
