@@ -34,6 +34,10 @@
 #                 (proofs9 runs them in the lane beside); the chunk diagnosed before (where missing) and after;
 #                 then kda=triton_chunked over the newest winner (prefill ran the recurrent kernel); a 16384-token
 #                 chunk study on the newest prefill registry that won
+#     rungs10     session 10's prefill rung over the prefill registry now (stage rungs9 rebuilds it first):
+#                 moe_experts=triton_dqmm_fused after its GPU tests, timed at 16384-token chunks against the chunk
+#                 diagnosis there, diagnosed after; the winner in one 32768-token forward; the prefill tune studies
+#     proofs10    rungs10's GPU tests and the prefill tune studies (the lane beside rungs10)
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -86,24 +90,19 @@
 #   then two direct calls (cupy attention at 0 / 32768 beside IQ1_S under it, 154 s; a diagnosis, 48 s)
 # Session 9, two H200s, 7 calls, 1628 s: call 1 rungs8 beside proofs8+tests 566 s; call 2 rungs8 beside
 #   prefill_lean+iq1s131k 350 s; then direct commands (bench/gpu-runs/2026-11-30-session9/README.md)
-# Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh then warm:
-#   E='SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now decode-lmhead-cupy-float" SUITE_SKIP="decode-linear-cupy-float decode-fuse-lowrank"'
-#   $E bash bench/gpu_lanes.sh 565 "rungs9" "proofs9 prefill_diag rungs8"  # the prefill rungs on GPU 0 beside their
-#                                      # proof, the chunk diagnosis they are predicted from (~60 s off GPU 0's path), and the
-#                                      # decode step rebuilt by swaps on GPU 1: GPU 0 makes the lean prerequisites
-#                                      # (~235 s) while GPU 1 runs the dqmm GPU tests, then swaps dqmm over the
-#                                      # prefill registry (GPU 1 diagnoses the chunk meanwhile), times the pair (6 pairs: ~150-200 s
-#                                      # estimated from session 9's 89 s prefill row of 2 rounds); then
-#                                      # kda=triton_chunked over the winner (~150 s) and a 16384-token chunk study;
-#                                      # GPU 1 rebuilds session 8's step and the lm_head registry (its cupy_float
-#                                      # tests again first; its rung is not timed again), so now_reg is the lm_head
-#                                      # step; SUITE_SKIP leaves out session 9's rungs that did not win
-#                                      # (linear=cupy_float: regression; fuse_low_rank: none)
-#   $E bash bench/gpu_lanes.sh 565 "rungs9" "iq1s131k"  # what the first left: the chunked-KDA rung, the chunk
-#                                      # study; IQ1_S at 131072 under the step now
-#   The step costs above were measured before --reuse-gate (session 9's last commits): a two-arm bench then gated
-#   A, B and the fill registry afresh (~70 s each for the 48B); with it, arm A and the fill are usually given back
-#   the previous rung's verdicts, so expect the rungs to take ~100-140 s less than listed
+# Session 10, two H200s, 6 calls, 1656 s (bench/gpu-runs/2026-11-30-session10/README.md): call 1 "rungs9" beside
+#   "proofs9 prefill_diag rungs8" 491 s (dqmm pair 2.91x; the chunked-KDA pair stopped at the budget); call 2 "rungs9"
+#   beside "iq1s131k" 176 s (chunked KDA 1.47x, the 16384-token chunk); then direct calls (chunk study, the 16384-token
+#   diagnosis, the GPU tests split over two GPUs by file)
+# Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh:
+#   E='SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k"'
+#   $E bash bench/gpu_lanes.sh 565 "rungs9 rungs10" "proofs9 proofs10"  # GPU 0 makes the lean prerequisites
+#                                      # (~235 s) and rebuilds the chunked-KDA prefill registry by swaps (~30 s; its
+#                                      # rows are not timed again) while GPU 1 runs the dqmm and fused-MoE GPU tests and
+#                                      # the prefill tune studies (~150 s); then the 16384-token diagnosis (~25 s), the
+#                                      # fused-MoE pair (~150 s with the chunk proofs), its diagnosis, one 32768 chunk
+#   Then set the tune studies' winners as defaults (each its own commit and rung) and the decode rungs (rungs8's
+#   step, SUITE_TIMED as session 9 wrote it) as time allows.
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -168,6 +167,12 @@ KDAC_REG=$TMP/cuda-prefill-kdac.toml  # the prefill registry now (DQMM_REG if it
 # the per-op speed-ups the rungs9 rows predict with (bench --expect, on their baseline's chunk diagnosis)
 DQMM_EXPECT="--expect linear=9.5,moe_experts=6.3"
 KDAC_EXPECT="--expect kda=3.4"
+# session 10's prefill rung (stage rungs10): the MoE prefill's element-wise glue in two kernels, gate+up one GEMM
+MOEFUSED_REG=$TMP/cuda-prefill-moefused.toml  # the prefill registry now with moe_experts=triton_dqmm_fused
+# predicted on the 16384-token chunk diagnosis of its base (session 10: moe_experts 302 ms of 702): the grouped GEMMs
+# (~85 ms) and the weight decode (~40) stay; of the ~177 ms of torch element-wise passes, index_put and the sum (~13 GB
+# a layer), about 160 go (the two kernels read each slot tensor once: ~1 GB a layer) -> ~160 ms, x1.9
+MOEFUSED_EXPECT="--expect moe_experts=1.9"
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -408,6 +413,24 @@ proof_flat() {
 # the first prefill diagnosis (session 9): where a 4096-token chunk's time goes, per op, under the prefill registry,
 # from an empty cache and at 28672 rows (the contexts filled like prefill_lean's); stage prefill_lean runs it, stage
 # rungs9 where it is missing (the chunk's time before the dqmm rung, beside the diagnosis after)
+# session 10: the chunk diagnosis at 16384 tokens (the rungs10 pair's chunk) of the prefill registry now
+diagnose_prefill16k() {
+  run diagnose-prefill-16k 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 16384 \
+      --registry "$1" $FILL_LEAN --out "$R/diag-prefill-16k" --json-out $DJ/diag-prefill-16k.json
+}
+proof_moefused() {
+  run gpu-tests-moefused 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "dqmm_fused" \
+      tests/backends/test_triton_moe.py --junitxml="$R/gpu-tests-moefused.xml"
+}
+# the launch-shape studies of the prefill chunk's slow kernels (session 10's diagnosis at 16384: KDA's prepare kernel
+# 136 ms, flash attention 109, the router's logits GEMM 38, the whole-weight decodes ~48): the table that picks their
+# defaults
+tune_prefill() {
+  run tune-prefill 150 python3 -m sparkops_triton._tune router_prefill dequant_bf16 attention_prefill kda_prefill
+}
+# earlier NAME: the rung was timed in an earlier session (SUITE_TIMED), so what only predicts it is not needed either
+earlier() { [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
+
 diagnose_prefill() {
   run diagnose-prefill 60 sparkops diagnose --model $M --device cuda --depth 0,28672 --prefill-chunk 4096 \
       --registry $PREFILL_REG $FILL_LEAN --out "$R/diag-prefill" --json-out $DJ/diag-prefill.json
@@ -664,20 +687,21 @@ rungs9)
       $DQMM_REG $PREFILL_REG linear=triton_dqmm moe_experts=triton_dqmm
   if [ -n "$DQ_OK" ] && [ -f $DQMM_REG ]; then
     # the chunk's time per op before the change, where this machine has none yet (stage prefill_lean's diagnosis)
-    [ -s $DJ/diag-prefill.json ] || diagnose_prefill
+    [ -s $DJ/diag-prefill.json ] || earlier prefill-dqmm || diagnose_prefill
     # the pair, ABAB. 6 pairs: fewer can never pass bench's sign test (2 give the tier "none" whatever the ratio,
     # and the chunk study below waits for a win). The prediction: the chunk diagnosis of A, with the per-op
     # factors estimated from bytes and FLOPs (not yet measured per op: the GPU tests above print them): linear
     # 381 -> ~40 ms a chunk (x9.5: a weight's decode ~10 us, its bf16 GEMM at ~60% of the ceiling), moe_experts
     # 502 -> ~80 ms (x6.3: 3.6 GB of bf16 experts written and read a layer, 464 GFLOP at ~50%)
     # (a rung is not timed without its baseline's diagnosis: the ladder diagnoses before each step)
-    [ -s $DJ/diag-prefill.json ] || log "SKIP prefill-dqmm: no diagnosis of its baseline ($DJ/diag-prefill.json)"
-    [ -s $DJ/diag-prefill.json ] && run prefill-dqmm 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 \
+    [ -s $DJ/diag-prefill.json ] || earlier prefill-dqmm || \
+      log "SKIP prefill-dqmm: no diagnosis of its baseline ($DJ/diag-prefill.json)"
+    { [ -s $DJ/diag-prefill.json ] || earlier prefill-dqmm; } && run prefill-dqmm 240 sparkops bench prefill --model $M --tokens 32768 --chunk 4096 \
         --repeats 6 --registry $PREFILL_REG --vs $DQMM_REG $GATE --changes linear,moe_experts \
         --prediction $DJ/diag-prefill.json $DQMM_EXPECT \
         --change "linear,moe_experts=triton_dqmm: prefill decodes each weight once to bf16, then cuBLAS / grouped GEMM, over $(basename $PREFILL_REG)"
-    # where the chunk's time goes after it
-    run diagnose-prefill-dqmm 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 4096 \
+    # where the chunk's time goes after it (the next rung's prediction, unless that was timed earlier too)
+    earlier prefill-kda-chunked || run diagnose-prefill-dqmm 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 4096 \
         --registry $DQMM_REG $FILL_LEAN --out "$R/diag-prefill-dqmm" --json-out $DJ/diag-prefill-dqmm.json
   fi
   # kda=triton_chunked for prefill. Session 9's diagnosis: kda took 163 ms of the chunk, 20 calls of 8.1 ms, because
@@ -685,7 +709,7 @@ rungs9)
   # T=4096 (session 1) and passed its op check on the H200 (session 2), but no registry had selected it. Its calls of
   # fewer than 16 tokens (decode) run the same recurrent kernel, so decode is unchanged. Over the dqmm registry when
   # that rung won; after the dqmm rung ran (or could not), so that its base does not move under it
-  if [ -f $DONE/prefill-dqmm ] || [ -z "$DQ_OK" ]; then
+  if [ -f $DONE/prefill-dqmm ] || [ -z "$DQ_OK" ] || earlier prefill-dqmm; then
     PK_BASE=$PREFILL_REG
     timed prefill-dqmm && [ -f $DQMM_REG ] && PK_BASE=$DQMM_REG
     fresh_over $KDAC_REG $PK_BASE
@@ -694,9 +718,10 @@ rungs9)
     # predicted from the base's chunk diagnosis: kda 8.13 -> 2.38 ms a call (x3.4: session 9's recurrent calls in
     # the chunk against session 1's chunked kernel at T=4096)
     PK_DIAG=$DJ/diag-prefill.json; [ "$PK_BASE" = "$DQMM_REG" ] && PK_DIAG=$DJ/diag-prefill-dqmm.json
-    [ "$PK_BASE" = "$PREFILL_REG" ] && [ ! -s $PK_DIAG ] && diagnose_prefill
-    [ -f $KDAC_REG ] && [ ! -s $PK_DIAG ] && log "SKIP prefill-kda-chunked: no diagnosis of its baseline ($PK_DIAG)"
-    [ -f $KDAC_REG ] && [ -s $PK_DIAG ] && run prefill-kda-chunked 240 sparkops bench prefill --model $M --tokens 32768 \
+    earlier prefill-kda-chunked || { [ "$PK_BASE" = "$PREFILL_REG" ] && [ ! -s $PK_DIAG ] && diagnose_prefill; }
+    [ -f $KDAC_REG ] && [ ! -s $PK_DIAG ] && ! earlier prefill-kda-chunked && \
+      log "SKIP prefill-kda-chunked: no diagnosis of its baseline ($PK_DIAG)"
+    [ -f $KDAC_REG ] && { [ -s $PK_DIAG ] || earlier prefill-kda-chunked; } && run prefill-kda-chunked 240 sparkops bench prefill --model $M --tokens 32768 \
         --chunk 4096 --repeats 6 --registry $PK_BASE --vs $KDAC_REG $GATE --changes kda --prediction $PK_DIAG $KDAC_EXPECT \
         --change "kda=triton_chunked for prefill (decode keeps the recurrent kernel), over $(basename $PK_BASE)"
   fi
@@ -708,6 +733,39 @@ rungs9)
   [ -n "$PNOW" ] && run prefill-chunk16k 150 sparkops bench prefill --model $M --tokens 32768 \
       --chunk 16384 --repeats 2 --registry $PNOW $GATE \
       --change "$(basename $PNOW) prefill in chunks of 16384 (one arm, against the frontier)"
+  ;;
+proofs10)  # the rungs10 proof and the prefill tune studies: the lane beside a rungs10 lane (no prerequisites)
+  proof_moefused; tune_prefill ;;
+rungs10)
+  prereq_lean || continue
+  # the prefill registry now: rungs9's chain (run that stage first: its swaps rebuild it; SUITE_TIMED keeps the
+  # session 10 rows from being timed again)
+  PNOW=$PREFILL_REG
+  timed prefill-dqmm && [ -f $DQMM_REG ] && PNOW=$DQMM_REG
+  timed prefill-kda-chunked && [ -f $KDAC_REG ] && PNOW=$KDAC_REG
+  [ -f $PNOW ] || { log "SKIP the rest of stage rungs10: no prefill registry ($PNOW); run rungs9 first"; continue; }
+  log "the prefill registry now: $PNOW"
+  # moe_experts=triton_dqmm_fused (session 10, not yet on a GPU when written): the dqmm prefill whose gate and up are
+  # one grouped GEMM and whose element-wise steps are two kernels. Its GPU tests first (proofs10 runs them beside)
+  proof_moefused
+  MF_OK=$([ "$(cat $DONE/gpu-tests-moefused 2>/dev/null || true)" = 0 ] && echo 1)
+  fresh_over $MOEFUSED_REG $PNOW
+  [ -n "$MF_OK" ] && [ ! -f $MOEFUSED_REG ] && run swap-moe-fused 40 bash -c 'swap_into "$@"' _ $MOEFUSED_REG $PNOW \
+      moe_experts=triton_dqmm_fused
+  [ -s $DJ/diag-prefill-16k.json ] || diagnose_prefill16k $PNOW
+  if [ -n "$MF_OK" ] && [ -f $MOEFUSED_REG ] && [ -s $DJ/diag-prefill-16k.json ]; then
+    run prefill-moe-fused 200 sparkops bench prefill --model $M --tokens 32768 --chunk 16384 --repeats 6 \
+        --registry $PNOW --vs $MOEFUSED_REG $GATE --changes moe_experts --prediction $DJ/diag-prefill-16k.json \
+        $MOEFUSED_EXPECT --change "moe_experts=triton_dqmm_fused: the MoE prefill's gate+up one grouped GEMM, its \
+element-wise steps two kernels, over $(basename $PNOW)"
+    run diagnose-prefill-moefused 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 16384 \
+        --registry $MOEFUSED_REG $FILL_LEAN --out "$R/diag-prefill-moefused" --json-out $DJ/diag-prefill-moefused.json
+  fi
+  # the newest winner in one forward of the whole prompt (the frontier's chunk), one arm
+  timed prefill-moe-fused && [ -f $MOEFUSED_REG ] && run prefill-moefused-32k 120 sparkops bench prefill --model $M \
+      --tokens 32768 --chunk 32768 --repeats 2 --registry $MOEFUSED_REG $GATE \
+      --change "$(basename $MOEFUSED_REG) prefill in one chunk of 32768 (one arm, against the frontier)"
+  tune_prefill
   ;;
 proofs7)  # the rungs7 proofs alone: the lane beside a rungs7 lane (bench/gpu_lanes.sh)
   proof_prefetch; proof_wide; proof_flat ;;

@@ -567,8 +567,8 @@ def test_rungs9_studies_16384_token_chunks_only_after_the_pair_won(tmp_path):
     assert not (tmp_path / "none" / "machine" / "suite-done" / "prefill-best.tier").exists()
 
 
-def test_the_next_sessions_plan_rebuilds_the_lm_head_step_beside_the_prefill_rung(tmp_path):
-    """The header's plan on a fresh machine: rungs9 on GPU 0, proofs9 then rungs8 on GPU 1, with session 9's winner
+def test_session_10s_first_call_rebuilt_the_lm_head_step_beside_the_prefill_rung(tmp_path):
+    """Session 10's first call (session 9's plan) on a fresh machine: rungs9 on GPU 0, proofs9 then rungs8 on GPU 1, with session 9's winner
     (the lm_head rung) in SUITE_TIMED: rungs8 does not time it again but still swaps its registry (its cupy_float
     tests run first) over the cupy-attention step, so that now_reg takes it; session 9's other rungs did not win
     (stand-ins: "none"). The second call's IQ1_S row runs under the lm_head step."""
@@ -607,3 +607,58 @@ def test_rungs9_studies_no_chunk_size_when_no_prefill_rung_won(tmp_path):
     assert Path(f"{machine / 'cuda-prefill-kdac.toml'}.base").read_text().strip() == str(machine / "cuda-prefill.toml")
     assert (machine / "suite-done" / "prefill-kda-chunked.tier").read_text().strip() == "no win"
     assert "prefill-chunk16k" not in log
+
+
+S10_TIMED = "prefill-dqmm prefill-kda-chunked prefill-chunk16k"
+
+
+def test_rungs10_times_the_fused_moe_prefill_over_the_prefill_registry_now(tmp_path):
+    """The next session's first call: rungs9 then rungs10 on GPU 0 beside proofs9 and proofs10 on GPU 1, session 10's
+    prefill rows in SUITE_TIMED. rungs9 rebuilds the chunked-KDA registry by its swaps alone (no pair, and none of
+    the diagnoses that only predicted them); rungs10 runs the fused MoE's GPU tests once, swaps it over that registry,
+    diagnoses the 16384-token chunk of its base, times the pair there against that diagnosis, diagnoses the chunk
+    after it, times the winner in one 32768-token forward, and the prefill tune studies run once."""
+    from sparkops.cli.bench_cmd import MIN_PAIRS_FOR_A_TIER
+
+    env = {"SUITE_TIMED": S10_TIMED, "STUB_PYTEST_SECONDS": "1"}
+    log, calls = _lanes(tmp_path, "rungs9 rungs10", "proofs9 proofs10", extra_env=env)
+    machine = tmp_path / "machine"
+    kdac, fused = machine / "cuda-prefill-kdac.toml", machine / "cuda-prefill-moefused.toml"
+    assert "unknown stage" not in log and f"the prefill registry now: {kdac}" in log
+    assert "prefill-dqmm: timed in an earlier session (SUITE_TIMED)" in log and "SKIP prefill" not in log
+    assert "prefill-kda-chunked: timed in an earlier session (SUITE_TIMED)" in log
+    assert kdac.exists() and Path(f"{kdac}.base").read_text().strip() == str(machine / "cuda-prefill-dqmm.toml")
+    assert log.count("gpu-tests-moefused (limit") == 1 and log.count("tune-prefill (limit") == 1
+    assert "-k dqmm_fused tests/backends/test_triton_moe.py" in log
+    assert "router_prefill dequant_bf16 attention_prefill kda_prefill" in log
+    assert [c for c in calls if c.startswith("swap ") and "dqmm_fused" in c] == [
+        f"swap moe_experts=triton_dqmm_fused --device cuda --registry {fused}.new"]
+    assert Path(f"{fused}.base").read_text().strip() == str(kdac)
+    diags = [c for c in calls if c.startswith("diagnose ")]
+    assert len(diags) == 2 and all("--prefill-chunk 16384 " in d for d in diags)  # the 4096 ones predicted timed rows
+    assert f"--registry {kdac} " in diags[0] and f"--registry {fused} " in diags[1]
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 2
+    pair, whole = prefills
+    assert f"--registry {kdac} --vs {fused}" in pair and "--chunk 16384 " in pair and "--changes moe_experts" in pair
+    assert int(pair.split("--repeats ")[1].split()[0]) >= MIN_PAIRS_FOR_A_TIER
+    assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-16k.json'} --expect moe_experts=1.9" in pair
+    assert f"--registry {fused} " in whole and "--chunk 32768 " in whole and "--vs" not in whole
+    steps = ["gpu-tests-moefused rc=0", "] swap-moe-fused (limit", "] diagnose-prefill-16k (limit",
+             "] prefill-moe-fused (limit", "] diagnose-prefill-moefused (limit", "] prefill-moefused-32k (limit"]
+    at = [log.index(s) for s in steps]
+    assert at == sorted(at), list(zip(steps, at))
+
+
+def test_rungs10_leaves_the_fused_moe_out_when_its_gpu_tests_failed(tmp_path):
+    """Failed GPU tests: no swap, no pair; the 16384-token chunk of the registry now is still diagnosed (the next
+    rung's baseline) and the tune studies still run."""
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-moefused").write_text("1\n")
+    log, calls = _lanes(tmp_path, "rungs9 rungs10", "", gpus=1, extra_env={"SUITE_TIMED": S10_TIMED})
+    assert "gpu-tests-moefused: done earlier on this machine (rc=1), skipped" in log
+    assert not any("dqmm_fused" in c or "moefused" in c for c in calls)
+    assert not (machine / "cuda-prefill-moefused.toml").exists()
+    assert [c for c in calls if c.startswith("diagnose ")] and not any(c.startswith("bench prefill") for c in calls)
+    assert "tune-prefill rc=0" in log
