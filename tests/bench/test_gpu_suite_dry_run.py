@@ -568,8 +568,8 @@ def test_rungs9_studies_16384_token_chunks_only_after_the_pair_won(tmp_path):
 
 
 def test_session_10s_first_call_rebuilt_the_lm_head_step_beside_the_prefill_rung(tmp_path):
-    """Session 10's first call (session 9's plan) on a fresh machine: rungs9 on GPU 0, proofs9 then rungs8 on GPU 1, with session 9's winner
-    (the lm_head rung) in SUITE_TIMED: rungs8 does not time it again but still swaps its registry (its cupy_float
+    """Session 10's first call (session 9's plan) on a fresh machine: rungs9 on GPU 0, proofs9 then rungs8 on GPU 1,
+    with session 9's winner (the lm_head rung) in SUITE_TIMED: rungs8 does not time it again but still swaps its registry (its cupy_float
     tests run first) over the cupy-attention step, so that now_reg takes it; session 9's other rungs did not win
     (stand-ins: "none"). The second call's IQ1_S row runs under the lm_head step."""
     env = {"SUITE_TIMED": S9_TIMED, "STUB_NO_WIN": "step8-cupy-float.toml step8-lowrank.toml",
