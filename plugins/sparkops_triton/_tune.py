@@ -52,6 +52,9 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
         {"PREPARE_WARPS": 4, "STATE_WARPS": 8, "BLOCK_V": 32},
         {"PREPARE_WARPS": 2, "STATE_WARPS": 8, "BLOCK_V": 32},
         {"PREPARE_WARPS": 4, "STATE_WARPS": 4, "BLOCK_V": 32},
+        # the prepare kernel's small products on the tensor cores (its "ieee" FMA products are a latency chain)
+        {"PREPARE_WARPS": 8, "PREPARE_PRECISION": "tf32x3"},
+        {"PREPARE_WARPS": 4, "PREPARE_PRECISION": "tf32x3"},
         {"PREPARE_WARPS": 8, "STATE_WARPS": 4, "BLOCK_V": 16},
         {"PREPARE_WARPS": 8, "STATE_WARPS": 8, "BLOCK_V": 64},
     ]),
@@ -114,7 +117,12 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     "router_prefill": (moe_router, [{"ROUTER_GEMM_BT": bt, "ROUTER_GEMM_BE": be, "ROUTER_GEMM_BD": bd,
                                      "ROUTER_GEMM_WARPS": w}
                                     for bt, be, bd, w in ((64, 64, 32, 4), (128, 64, 32, 8), (128, 128, 32, 8),
-                                                          (64, 128, 16, 4), (128, 128, 16, 8), (64, 64, 64, 4))]),
+                                                          (64, 128, 16, 4), (128, 128, 16, 8), (64, 64, 64, 4))]
+                                   # on the tensor cores at about float32's accuracy (three tf32 products)
+                                   + [{"ROUTER_GEMM_BT": 128, "ROUTER_GEMM_BE": 128, "ROUTER_GEMM_BD": 32,
+                                       "ROUTER_GEMM_WARPS": 8, "ROUTER_GEMM_PRECISION": "tf32x3"},
+                                      {"ROUTER_GEMM_BT": 64, "ROUTER_GEMM_BE": 64, "ROUTER_GEMM_BD": 32,
+                                       "ROUTER_GEMM_WARPS": 4, "ROUTER_GEMM_PRECISION": "tf32x3"}]),
     # "triton_dqmm"'s whole-weight decode to bf16 (session 10's 16384-token chunk: ~48 ms over 360 launches, by
     # estimate under a tenth of the read ceiling): rows per program, warps; one 48B expert stack (Q4_K)
     "dequant_bf16": (dequantize, [{"DEQUANT_ROWS": r, "DEQUANT_WARPS": w}
@@ -249,7 +257,7 @@ def run(study: str) -> list[str]:
     rows, baseline = [], None
     try:
         for variant in variants:
-            for k, v in variant.items():
+            for k, v in {**saved, **variant}.items():  # the defaults, then this variant's changes: nothing leaks on
                 setattr(module, k, v)
             try:
                 out = _output(fn, sets[0])

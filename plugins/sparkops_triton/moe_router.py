@@ -34,6 +34,9 @@ ROUTER_GEMV_BE, ROUTER_GEMV_BD, ROUTER_GEMV_WARPS = 4, 512, 4
 #: The tune study router_prefill times the alternatives (session 10's 16384-token chunk: 1.46 ms a layer, 13 TFLOP/s of
 #: float32 FMA)
 ROUTER_GEMM_BT, ROUTER_GEMM_BE, ROUTER_GEMM_BD, ROUTER_GEMM_WARPS = 64, 64, 32, 4
+#: its products: "ieee" (float32 FMA) or "tf32x3" (three tf32 tensor-core products per product, about float32's
+#: accuracy; never plain "tf32", whose 10-bit operands flip near-tied choices): a study variant until timed
+ROUTER_GEMM_PRECISION = "ieee"
 #: warps of `_route_kernel`. "triton_lastblock" runs the same GEMV shape (BE, BD, warps: another tile
 #: would change the order of each logit's sum, so more programs per token are not free) and routes
 #: inside it with ROUTER_GEMV_WARPS warps; the sum of the top_k weights is a reduction whose order
@@ -97,7 +100,8 @@ def _logits_gemv_kernel(x_ptr, w_ptr, out_ptr, E, D, bias_ptr, w_out_ptr, id_out
 
 
 @triton.jit
-def _logits_gemm_kernel(x_ptr, w_ptr, out_ptr, T, E, D, BT: tl.constexpr, BE: tl.constexpr, BD: tl.constexpr):
+def _logits_gemm_kernel(x_ptr, w_ptr, out_ptr, T, E, D, BT: tl.constexpr, BE: tl.constexpr, BD: tl.constexpr,
+                        PREC: tl.constexpr = "ieee"):
     rows = tl.program_id(0) * BT + tl.arange(0, BT)
     e = tl.program_id(1) * BE + tl.arange(0, BE)
     dd = tl.arange(0, BD)
@@ -108,7 +112,7 @@ def _logits_gemm_kernel(x_ptr, w_ptr, out_ptr, T, E, D, BT: tl.constexpr, BE: tl
                      mask=(rows < T)[:, None] & d_ok[None, :], other=0.0).to(tl.float32)  # [BT, BD]
         w = tl.load(w_ptr + e[None, :].to(tl.int64) * D + d0 + dd[:, None], mask=(e < E)[None, :] & d_ok[:, None],
                     other=0.0).to(tl.float32)  # [BD, BE] = weight^T slice
-        acc = tl.dot(xv, w, acc, input_precision="ieee")
+        acc = tl.dot(xv, w, acc, input_precision=PREC)
     tl.store(out_ptr + rows[:, None].to(tl.int64) * E + e[None, :], acc, mask=(rows < T)[:, None] & (e < E)[None, :])
 
 
@@ -205,7 +209,8 @@ def _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, last
     else:
         bt, be = ROUTER_GEMM_BT, ROUTER_GEMM_BE
         _logits_gemm_kernel[(cdiv(t, bt), cdiv(experts, be))](x, weight, logits, t, experts, d, BT=bt, BE=be,
-                                                              BD=ROUTER_GEMM_BD, num_warps=ROUTER_GEMM_WARPS)
+                                                              BD=ROUTER_GEMM_BD, PREC=ROUTER_GEMM_PRECISION,
+                                                              num_warps=ROUTER_GEMM_WARPS)
     _route_kernel[(t,)](logits, bias, weights, ids, experts, eg, n_group, topk_group, top_k, float(scale),
                         float(renorm_eps), **route, num_warps=ROUTE_WARPS)
     return weights, ids

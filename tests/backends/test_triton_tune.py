@@ -133,3 +133,21 @@ def test_every_study_sets_constants_its_module_has_and_starts_from_the_default()
             assert all(getattr(module, k) == x for k, x in variants[0].items()), study
         labels = [_tune._label(v, {k: getattr(module, k) for v2 in variants for k in v2}) for v in variants]
         assert len(set(labels)) == len(labels), (study, labels)
+
+
+def test_a_variant_is_the_default_plus_its_own_changes(monkeypatch):
+    """A variant that names fewer constants than the one before it runs them at their defaults, not at the previous
+    variant's values (kda_prefill's precision variants name no STATE_WARPS); the defaults come back after."""
+    from sparkops_triton import _tune, kda_chunked
+
+    seen = []
+    variants = [{"STATE_WARPS": 4, "BLOCK_V": 16}, {"PREPARE_PRECISION": "tf32x3"}]
+    monkeypatch.setitem(_tune.STUDIES, "probe", (kda_chunked, variants))
+    monkeypatch.setattr(_tune, "_workload", lambda study: (lambda: None, [()], 1, False))
+    monkeypatch.setattr(_tune, "_output", lambda fn, args: (seen.append(
+        (kda_chunked.STATE_WARPS, kda_chunked.BLOCK_V, kda_chunked.PREPARE_PRECISION)), torch.ones(1))[1])
+    monkeypatch.setattr(_tune, "time_calls", lambda *a, **k: "t")
+    before = (kda_chunked.STATE_WARPS, kda_chunked.BLOCK_V, kda_chunked.PREPARE_PRECISION)
+    _tune.run("probe")
+    assert seen == [(4, 16, before[2]), (before[0], before[1], "tf32x3")]
+    assert (kda_chunked.STATE_WARPS, kda_chunked.BLOCK_V, kda_chunked.PREPARE_PRECISION) == before
