@@ -55,6 +55,8 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
         # the prepare kernel's small products on the tensor cores (its "ieee" FMA products are a latency chain)
         {"PREPARE_WARPS": 8, "PREPARE_PRECISION": "tf32x3"},
         {"PREPARE_WARPS": 4, "PREPARE_PRECISION": "tf32x3"},
+        {"DIAG_UNROLL": True},
+        {"DIAG_UNROLL": True, "PREPARE_WARPS": 4},
         {"PREPARE_WARPS": 8, "STATE_WARPS": 4, "BLOCK_V": 16},
         {"PREPARE_WARPS": 8, "STATE_WARPS": 8, "BLOCK_V": 64},
     ]),

@@ -46,6 +46,10 @@ BLOCK_V = 32  # value columns per program of the state kernel
 PREPARE_WARPS = 8  # 188 registers, no spills (ptxas, sm_90, D = 128)
 STATE_WARPS = 8  # 164 registers, no spills, 128 KiB shared memory with BLOCK_V = 32
 STATE_STAGES = 1  # the loop loads [64, D] float32 tiles: a second stage overflows shared memory
+#: the diagonal sub-blocks' 16 column steps: a runtime loop (False; each step's two scratch-row loads wait in turn)
+#: or unrolled (True; the loads can all be issued ahead, the code grows ~16x). Same arithmetic in the same order;
+#: the tune study kda_prefill times both
+DIAG_UNROLL = False
 
 
 @triton.jit
@@ -71,26 +75,37 @@ def _block(ptr, row0, col0, ncols):
 
 
 @triton.jit
-def _diag_products(kn_ptr, gam_ptr, row0, kn_i, qn_i, gam_i, DK: tl.constexpr):
+def _diag_column(kn_ptr, gam_ptr, row0, s, kn_i, qn_i, gam_i, kk, qk, DK: tl.constexpr):
+    """Column s of a diagonal sub-block's two products, written into kk and qk."""
+    r = tl.arange(0, 16)
+    dk = tl.arange(0, DK)
+    row = (row0 + s).to(tl.int64)
+    k_s = tl.load(kn_ptr + row * DK + dk)  # [DK]
+    g_s = tl.load(gam_ptr + row * DK + dk)
+    decay = tl.exp(tl.where((r >= s)[:, None], gam_i - g_s[None, :], float("-inf")))  # [16, DK]
+    kd = k_s[None, :] * decay
+    kk_col = tl.sum(kn_i * kd, axis=1)  # [16]
+    qk_col = tl.sum(qn_i * kd, axis=1)
+    kk = tl.where((r[None, :] == s) & (r[:, None] > s), kk_col[:, None], kk)
+    qk = tl.where((r[None, :] == s) & (r[:, None] >= s), qk_col[:, None], qk)
+    return kk, qk
+
+
+@triton.jit
+def _diag_products(kn_ptr, gam_ptr, row0, kn_i, qn_i, gam_i, DK: tl.constexpr, UNROLL: tl.constexpr):
     """Diagonal sub-block: (strict-lower K-K products, lower Q-K products incl. the diagonal), [16, 16] each.
 
     Column s at a time: its key row and Γ row come from scratch; the exponent Γ_r - Γ_s is masked to
     -inf where s > r before exp, so only non-positive differences are exponentiated.
     """
-    r = tl.arange(0, 16)
-    dk = tl.arange(0, DK)
     kk = tl.zeros((16, 16), dtype=tl.float32)
     qk = tl.zeros((16, 16), dtype=tl.float32)
-    for s in range(16):  # a runtime loop: unrolled, 4 sub-blocks x 16 columns bloat the kernel
-        row = (row0 + s).to(tl.int64)
-        k_s = tl.load(kn_ptr + row * DK + dk)  # [DK]
-        g_s = tl.load(gam_ptr + row * DK + dk)
-        decay = tl.exp(tl.where((r >= s)[:, None], gam_i - g_s[None, :], float("-inf")))  # [16, DK]
-        kd = k_s[None, :] * decay
-        kk_col = tl.sum(kn_i * kd, axis=1)  # [16]
-        qk_col = tl.sum(qn_i * kd, axis=1)
-        kk = tl.where((r[None, :] == s) & (r[:, None] > s), kk_col[:, None], kk)
-        qk = tl.where((r[None, :] == s) & (r[:, None] >= s), qk_col[:, None], qk)
+    if UNROLL:
+        for s in tl.static_range(16):
+            kk, qk = _diag_column(kn_ptr, gam_ptr, row0, s, kn_i, qn_i, gam_i, kk, qk, DK)
+    else:
+        for s in range(16):  # a runtime loop: unrolled, 4 sub-blocks x 16 columns bloat the kernel
+            kk, qk = _diag_column(kn_ptr, gam_ptr, row0, s, kn_i, qn_i, gam_i, kk, qk, DK)
     return kk, qk
 
 
@@ -110,7 +125,8 @@ def _unit_lower_inverse(lmat):
 def _chunk_prepare_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr,
                           gam_ptr, kn_ptr, qn_ptr, b_ptr, l_ptr, x_ptr,
                           w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, gc_ptr,
-                          T, H, D, TP, scale, l2_eps, DK: tl.constexpr, PREC: tl.constexpr):
+                          T, H, D, TP, scale, l2_eps, DK: tl.constexpr, PREC: tl.constexpr,
+                          UNROLL: tl.constexpr = False):
     n = tl.program_id(0)
     h = tl.program_id(1)
     r = tl.arange(0, 16)
@@ -149,7 +165,7 @@ def _chunk_prepare_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr,
         qn_i = _tile(qn_ptr, row_i, DK, DK)
         gam_i = _tile(gam_ptr, row_i, DK, DK)
         b_i = tl.load(b_ptr + row_i + r)
-        kk, qk = _diag_products(kn_ptr, gam_ptr, row_i, kn_i, qn_i, gam_i, DK)
+        kk, qk = _diag_products(kn_ptr, gam_ptr, row_i, kn_i, qn_i, gam_i, DK, UNROLL)
         _put(l_ptr, row_i, 64, i * 16, kk * b_i[:, None], 16)
         _put(aqk_ptr, row_i, 64, i * 16, qk, 16)
         ref = tl.load(gam_ptr + row_i.to(tl.int64) * DK + dk)  # Γ at the first row of sub-block i
@@ -254,7 +270,7 @@ def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None):
     _chunk_prepare_kernel[(n_chunks, h)](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(),
                                          gam, kn, qn, b, lmat, xmat, w, u, qg, kg, aqk, gc,
                                          t, h, d, tp, float(scale), float(l2_eps), DK=dk, PREC=PREPARE_PRECISION,
-                                         num_warps=PREPARE_WARPS)
+                                         UNROLL=DIAG_UNROLL, num_warps=PREPARE_WARPS)
     bv = block_v or min(dk, BLOCK_V)
     _chunk_state_kernel[(cdiv(d, bv), h)](w, u, qg, kg, aqk, gc, state, out, t, h, d, tp, DK=dk, BV=bv,
                                           PREC=DOT_PRECISION, num_warps=STATE_WARPS,

@@ -51,6 +51,18 @@ def test_chunked_survives_decay_that_overflows_a_factorised_exp_in_interpreter(c
     check_case(OP, "triton_chunked", chunked.kda_chunked, calls, state, label="strong_decay")
 
 
+def test_chunked_unrolled_diagonal_is_bitwise_the_loop_in_interpreter(chunked, monkeypatch):
+    """DIAG_UNROLL (a tune study variant) moves loads, not arithmetic: the same bits as the runtime loop."""
+    calls, state = kda_calls(2, 16, (70,), 5)
+    args = dict(calls[0])
+    outs = []
+    for unroll in (False, True):
+        monkeypatch.setattr(chunked, "DIAG_UNROLL", unroll)
+        s = state["state"].clone()
+        outs.append((chunked.kda_chunked(**args, state=s), s))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
 def test_recurrent_awkward_heads_in_interpreter(recurrent):
     calls, state = kda_calls(3, 40, (2, 1, 3), 11)
     check_case(OP, "triton", recurrent.kda, calls, state, label="H3_D40")
