@@ -396,6 +396,34 @@ def dqmm_applies(t: int, ksel: int, n_exp: int) -> bool:
     return t > MOE_GEMV_MAX_T and t * ksel >= DQMM_SLOTS_PER_EXPERT * n_exp
 
 
+def _slots_by_expert(x, ids, n_exp):
+    """The T*K slots grouped by expert, on the device (no host sync): (bad [T]: a token with an id outside [0, E),
+    order [N]: sorted position -> slot, ends [E] int32: each expert's group end, xs [N, D] bf16: each slot's token
+    in sorted order)."""
+    ksel = ids.shape[1]
+    bad = ((ids < 0) | (ids >= n_exp)).any(dim=1)                       # [T]: NaN rows
+    flat_ids = ids.clamp(0, n_exp - 1).to(torch.int64).reshape(-1)      # [N] slot -> expert
+    order = torch.sort(flat_ids, stable=True).indices                   # [N] sorted position -> slot
+    counts = torch.zeros(n_exp, dtype=torch.int64, device=x.device).scatter_add_(0, flat_ids, torch.ones_like(flat_ids))
+    ends = torch.cumsum(counts, 0).to(torch.int32)                      # [E] group ends (bincount would sync)
+    xs = x.to(torch.bfloat16)[order // ksel]                            # [N, D]
+    return bad, order, ends, xs
+
+
+def _shared_dqmm(x, s_gate, s_up, s_down, raws):
+    """[T, D] float32: the shared expert through linear's decode-once path ("triton_dqmm")."""
+    t, d = x.shape
+    fs = s_gate.shape[0]
+    gs = torch.empty((t, fs), dtype=torch.float32, device=x.device)
+    us = torch.empty((t, fs), dtype=torch.float32, device=x.device)
+    run_dqmm(x, raws["s_gate"], s_gate.qtype, grid_for(s_gate, raws["s_gate"]), gs)
+    run_dqmm(x, raws["s_up"], s_up.qtype, grid_for(s_up, raws["s_up"]), us)
+    hs = torch.nn.functional.silu(gs) * us                              # [T, Fs]
+    sh = torch.empty((t, d), dtype=torch.float32, device=x.device)
+    run_dqmm(hs, raws["s_down"], s_down.qtype, grid_for(s_down, raws["s_down"]), sh)
+    return sh
+
+
 def _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, raws, y, fused=False):
     """y[T, D] for prefill by decode-once GEMMs: each stacked expert weight decoded to bfloat16 in one launch
     (`dequantize_bf16`: all E experts, one weight at a time, so the scratch peaks at one [E, F, D] bf16 weight),
@@ -406,12 +434,7 @@ def _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, r
     t, d = x.shape
     n_exp, ffn, _ = w_gate.shape
     ksel = ids.shape[1]
-    bad = ((ids < 0) | (ids >= n_exp)).any(dim=1)                       # [T]: NaN rows below
-    flat_ids = ids.clamp(0, n_exp - 1).to(torch.int64).reshape(-1)      # [N] slot -> expert
-    order = torch.sort(flat_ids, stable=True).indices                   # [N] sorted position -> slot
-    counts = torch.zeros(n_exp, dtype=torch.int64, device=x.device).scatter_add_(0, flat_ids, torch.ones_like(flat_ids))
-    ends = torch.cumsum(counts, 0).to(torch.int32)                      # [E] group ends (bincount would sync)
-    xs = x.to(torch.bfloat16)[order // ksel]                            # [N, D] each slot's token, sorted
+    bad, order, ends, xs = _slots_by_expert(x, ids, n_exp)
     rg, ru, rd = raws["w_gate"], raws["w_up"], raws["w_down"]
     wg = dequantize_bf16(rg, w_gate.qtype, grid_for(w_gate, rg), d)     # [E, F, D]
     g = _grouped_mm(xs, wg.transpose(1, 2), ends)                       # [N, F]
@@ -427,15 +450,7 @@ def _prefill_dqmm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, r
     yslot[order] = ys.float() * weights.reshape(-1)[order][:, None]
     out = yslot.view(t, ksel, d).sum(dim=1)                             # [T, D], fixed order over K
     if s_gate is not None:
-        fs = s_gate.shape[0]
-        gs = torch.empty((t, fs), dtype=torch.float32, device=x.device)
-        us = torch.empty((t, fs), dtype=torch.float32, device=x.device)
-        run_dqmm(x, raws["s_gate"], s_gate.qtype, grid_for(s_gate, raws["s_gate"]), gs)
-        run_dqmm(x, raws["s_up"], s_up.qtype, grid_for(s_up, raws["s_up"]), us)
-        hs = torch.nn.functional.silu(gs) * us                          # [T, Fs]
-        sh = torch.empty((t, d), dtype=torch.float32, device=x.device)
-        run_dqmm(hs, raws["s_down"], s_down.qtype, grid_for(s_down, raws["s_down"]), sh)
-        out += sh
+        out += _shared_dqmm(x, s_gate, s_up, s_down, raws)
     out = torch.where(bad[:, None], torch.full_like(out, float("nan")), out)
     y.copy_(out)
 
@@ -448,13 +463,8 @@ def _prefill_dqmm_fused(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
     t, d = x.shape
     n_exp, ffn, _ = w_gate.shape
     ksel = ids.shape[1]
-    bad = ((ids < 0) | (ids >= n_exp)).any(dim=1)                       # [T]
-    flat_ids = ids.clamp(0, n_exp - 1).to(torch.int64).reshape(-1)      # [N] slot -> expert
-    order = torch.sort(flat_ids, stable=True).indices                   # [N] sorted position -> slot
+    bad, order, ends, xs = _slots_by_expert(x, ids, n_exp)
     pos = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=x.device))  # slot -> row
-    counts = torch.zeros(n_exp, dtype=torch.int64, device=x.device).scatter_add_(0, flat_ids, torch.ones_like(flat_ids))
-    ends = torch.cumsum(counts, 0).to(torch.int32)                      # [E] group ends (bincount would sync)
-    xs = x.to(torch.bfloat16)[order // ksel]                            # [N, D] each slot's token, sorted
     pairs = torch.empty((n_exp * ffn, 2, d), dtype=torch.bfloat16, device=x.device)  # [E*F, 2, D]
     for half, name, w in ((0, "w_gate", w_gate), (1, "w_up", w_up)):
         dequantize_bf16(raws[name], w.qtype, grid_for(w, raws[name]), d, out=pairs[:, half])
@@ -466,16 +476,7 @@ def _prefill_dqmm_fused(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
     wd = dequantize_bf16(rd, w_down.qtype, grid_for(w_down, rd), ffn)   # [E, D, F]
     ys = _grouped_mm(h, wd.transpose(1, 2), ends)                       # [N, D] sorted
     del wd, h
-    sh = None
-    if s_gate is not None:
-        fs = s_gate.shape[0]
-        gs = torch.empty((t, fs), dtype=torch.float32, device=x.device)
-        us = torch.empty((t, fs), dtype=torch.float32, device=x.device)
-        run_dqmm(x, raws["s_gate"], s_gate.qtype, grid_for(s_gate, raws["s_gate"]), gs)
-        run_dqmm(x, raws["s_up"], s_up.qtype, grid_for(s_up, raws["s_up"]), us)
-        hs = torch.nn.functional.silu(gs) * us                          # [T, Fs]
-        sh = torch.empty((t, d), dtype=torch.float32, device=x.device)
-        run_dqmm(hs, raws["s_down"], s_down.qtype, grid_for(s_down, raws["s_down"]), sh)
+    sh = _shared_dqmm(x, s_gate, s_up, s_down, raws) if s_gate is not None else None
     combine_slots(ys, pos.view(t, ksel), weights, bad, y, add=sh)
 
 

@@ -571,6 +571,31 @@ def used_experts(call: dict, tokens: list) -> dict:
                 ids=torch.searchsorted(used, ids), **sub, **shared)
 
 
+def prefill_48b(qtype, seed: int, ts: tuple[int, ...]):
+    """One 48B MoE layer (`layer_48b`: 256 experts of [1024, 2304], a shared expert) and, per T in ts, a prefill call
+    (bf16 activations, top-8 of the 256 at random, routing weights in [0.1, 1.1)) with the 4 rows checked against
+    float64: yields (T, call, rows)."""
+    dev = torch.device("cuda")
+    e, d, k = 256, 2304, 8
+    a = layer_48b(np.random.default_rng(seed), qtype, dev)
+    for t in ts:
+        call = dict(a, x=torch.randn(t, d, device=dev, dtype=torch.bfloat16), weights=(torch.rand(t, k) + 0.1).to(dev),
+                    ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev))
+        yield t, call, [0, 1, t // 2, t - 1]
+
+
+def print_side_by_side(qtype, t: int, call: dict, fns: tuple) -> None:
+    """Each implementation timed on `call` in one CUDA graph: ms, TFLOP/s of the routed and shared products, and each
+    one's time over the first's."""
+    from tests.backends.test_triton_linear import time_in_graph
+
+    times = [time_in_graph(lambda i, fn=fn: fn(**call), 1, reps=5) for fn in fns]
+    flop = 2 * 3 * t * (call["ids"].shape[1] + 1) * call["x"].shape[1] * call["w_gate"].shape[1]
+    cols = ", ".join(f"{fn.__name__} {s * 1e3:.2f} ms ({flop / s / 1e12:.1f} TFLOP/s, x{s / times[0]:.3f})"
+                     for fn, s in zip(fns, times))
+    print(f"\nmoe_experts prefill {qtype.name} 48B layer T={t}: {cols}")
+
+
 @gpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S], ids=lambda q: q.name)
@@ -580,24 +605,11 @@ def test_gpu_dqmm_prefill_48b(qtype):
     T = 512, 4096 (one CUDA graph each; TFLOP/s of the routed and shared products)."""
     from sparkops_triton.moe_experts import moe_experts_dqmm, moe_experts_lastblock
 
-    from tests.backends.test_triton_linear import time_in_graph
-
-    dev = torch.device("cuda")
-    e, d, f, k = 256, 2304, 1024, 8
-    a = layer_48b(np.random.default_rng(int(qtype) + 40), qtype, dev)
-    for t in (512, 4096):
-        call = dict(a, x=torch.randn(t, d, device=dev, dtype=torch.bfloat16), weights=(torch.rand(t, k) + 0.1).to(dev),
-                    ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev))
-        some = [0, 1, t // 2, t - 1]
+    for t, call, some in prefill_48b(qtype, int(qtype) + 40, (512, 4096)):
         ref = moe_reference(**used_experts(call, some))
         for fn in (moe_experts_dqmm, moe_experts_lastblock):
             assert rel_err(fn(**call)[some], ref) < BF16_TOL, (fn.__name__, t)
-        times = {fn.__name__: time_in_graph(lambda i, fn=fn: fn(**call), 1, reps=5)
-                 for fn in (moe_experts_dqmm, moe_experts_lastblock)}
-        flop = 2 * 3 * t * (k + 1) * d * f
-        dq, fu = times["moe_experts_dqmm"], times["moe_experts_lastblock"]
-        print(f"\nmoe_experts prefill {qtype.name} 48B layer T={t}: dqmm {dq * 1e3:.2f} ms ({flop / dq / 1e12:.1f} "
-              f"TFLOP/s), fused grouped GEMMs {fu * 1e3:.2f} ms ({flop / fu / 1e12:.1f} TFLOP/s): dqmm/fused {dq / fu:.3f}")
+        print_side_by_side(qtype, t, call, (moe_experts_lastblock, moe_experts_dqmm))
 
 
 @gpu
@@ -609,25 +621,12 @@ def test_gpu_dqmm_fused_prefill_48b(qtype):
     within float32 rounding of "triton_dqmm" everywhere, a bad id's row NaN; timed side by side (one CUDA graph each)."""
     from sparkops_triton.moe_experts import moe_experts_dqmm, moe_experts_dqmm_fused
 
-    from tests.backends.test_triton_linear import time_in_graph
-
-    dev = torch.device("cuda")
-    e, d, f, k = 256, 2304, 1024, 8
-    a = layer_48b(np.random.default_rng(int(qtype) + 50), qtype, dev)
-    for t in (4096, 16384):
-        call = dict(a, x=torch.randn(t, d, device=dev, dtype=torch.bfloat16), weights=(torch.rand(t, k) + 0.1).to(dev),
-                    ids=torch.stack([torch.randperm(e)[:k] for _ in range(t)]).to(dev))
-        some = [0, 1, t // 2, t - 1]
+    for t, call, some in prefill_48b(qtype, int(qtype) + 50, (4096, 16384)):
         fused, plain = moe_experts_dqmm_fused(**call), moe_experts_dqmm(**call)
         assert rel_err(fused[some], moe_reference(**used_experts(call, some))) < BF16_TOL, t
         assert rel_err(fused, plain) < 4e-3, t  # bf16 outputs: one rounding apart at most
         bad = dict(call, ids=call["ids"].clone())
-        bad["ids"][5, 3] = e
+        bad["ids"][5, 3] = call["w_gate"].shape[0]
         y = moe_experts_dqmm_fused(**bad)
         assert torch.isnan(y[5]).all() and torch.isfinite(y[:5]).all() and torch.isfinite(y[6:]).all()
-        times = {fn.__name__: time_in_graph(lambda i, fn=fn: fn(**call), 1, reps=5)
-                 for fn in (moe_experts_dqmm, moe_experts_dqmm_fused)}
-        flop = 2 * 3 * t * (k + 1) * d * f
-        dq, fu = times["moe_experts_dqmm"], times["moe_experts_dqmm_fused"]
-        print(f"\nmoe_experts prefill {qtype.name} 48B layer T={t}: dqmm {dq * 1e3:.2f} ms ({flop / dq / 1e12:.1f} "
-              f"TFLOP/s), dqmm_fused {fu * 1e3:.2f} ms ({flop / fu / 1e12:.1f} TFLOP/s): fused/dqmm {fu / dq:.3f}")
+        print_side_by_side(qtype, t, call, (moe_experts_dqmm, moe_experts_dqmm_fused))
