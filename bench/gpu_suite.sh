@@ -42,6 +42,9 @@
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
 #     tests       every test marked gpu (GPU_TESTS="FILE ..." picks files)
+#     tests1of2, tests2of2  the single-GPU test files in two halves of about equal time (bench/gpu_test_shard.py, from
+#                 the seconds each file took last time: after a session, `python3 bench/gpu_test_shard.py --record
+#                 X.xml ...` with its JUnit files), one per lane: ~160 s each in session 10's figures
 #     opbench     per-op benchmarks, cupy / triton / torch side by side
 #     tune        launch-shape studies of the Triton kernels (sparkops_triton._tune; TUNE_STUDIES picks them)
 #     iq1s        the 48B iq1_s GGUF: synthesize, generate (torch eager; fast through the graph)
@@ -101,6 +104,7 @@
 #                                      # rows are not timed again) while GPU 1 runs the dqmm and fused-MoE GPU tests and
 #                                      # the prefill tune studies (~150 s); then the 16384-token diagnosis (~25 s), the
 #                                      # fused-MoE pair (~150 s with the chunk proofs), its diagnosis, one 32768 chunk
+#   bash bench/gpu_lanes.sh 300 "tests1of2" "tests2of2"  # every single-GPU test, halves of ~160 s (warm)
 #   Then set the tune studies' winners as defaults (each its own commit and rung) and the decode rungs (rungs8's
 #   step, SUITE_TIMED as session 9 wrote it) as time allows.
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -845,6 +849,13 @@ rungs7)
   run diagnose-now7 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $NOW_REG $FILL_LEAN \
       --out "$R/diag-now" --json-out $DJ/diag-now7.json --record --bench-dir $B
   ;;
+tests1of2|tests2of2)  # half of the single-GPU test files each, balanced by the seconds they took last time
+  # (bench/gpu_test_shard.py, bench/gpu-test-seconds.json): one stage per lane of a two-GPU machine
+  part=${stage#tests}; part=${part/of//}
+  files=$(python3 bench/gpu_test_shard.py "$part") && [ -n "$files" ] || {
+    log "SKIP gpu-$stage: bench/gpu_test_shard.py $part gave no test files"; continue; }
+  # shellcheck disable=SC2086 # a word list of test files
+  run gpu-$stage 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider $files --junitxml="$R/gpu-$stage.xml" ;;
 tests)    # every GPU visible (the NCCL tests need two), this lane's own GPU first: the single-GPU tests run there
   # and not on the GPU where the other lane is timing decode
   # -rP: the passed tests' printed timings go into the log too (session 5's were swallowed by the capture)

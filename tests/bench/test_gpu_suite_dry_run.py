@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,10 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     d.mkdir()
     (d / "sparkops").write_text(STUB_SPARKOPS)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
-    (d / "python3").write_text('#!/usr/bin/env bash\n[[ "$*" == *pytest* ]] && sleep "${STUB_PYTEST_SECONDS:-0}"\n'
+    # bench/gpu_test_shard.py is pure Python: the real interpreter runs it (its output picks the shards' files)
+    (d / "python3").write_text('#!/usr/bin/env bash\n'
+                               f'[ "$1" = bench/gpu_test_shard.py ] && exec "{sys.executable}" "$@"\n'
+                               '[[ "$*" == *pytest* ]] && sleep "${STUB_PYTEST_SECONDS:-0}"\n'
                                'exit 0\n')
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
     (d / "nvidia-smi").write_text(f'#!/usr/bin/env bash\n[ "$1" = "-L" ] && printf "{listing}"\nexit 0\n')
@@ -662,3 +666,17 @@ def test_rungs10_leaves_the_fused_moe_out_when_its_gpu_tests_failed(tmp_path):
     assert not (machine / "cuda-prefill-moefused.toml").exists()
     assert [c for c in calls if c.startswith("diagnose ")] and not any(c.startswith("bench prefill") for c in calls)
     assert "tune-prefill rc=0" in log
+
+
+def test_the_two_test_halves_run_one_per_lane_and_cover_every_gpu_test_file(tmp_path):
+    """tests1of2 on GPU 0 and tests2of2 on GPU 1: each runs pytest -m gpu on its shard's files (bench/gpu_test_shard.py
+    from the recorded seconds), the two lists disjoint and together every test file but tests/parallel."""
+    log, _ = _lanes(tmp_path, "tests1of2", "tests2of2")
+    lines = {lane: next(l for l in log.splitlines() if f"[{lane}] gpu-tests{part} (limit" in l)
+             for lane, part in (("gpu0", "1of2"), ("gpu1", "2of2"))}
+    halves = [{w for w in line.split() if w.startswith("tests/") and w.endswith(".py")} for line in lines.values()]
+    assert halves[0] and halves[1] and not halves[0] & halves[1]
+    every = {str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py")
+             if not str(p.relative_to(REPO)).startswith("tests/parallel/")}
+    assert halves[0] | halves[1] == every
+    assert all("-m gpu" in line for line in lines.values()) and "SKIP" not in log
