@@ -34,9 +34,10 @@
 #                 (proofs9 runs them in the lane beside); the chunk diagnosed before (where missing) and after;
 #                 then kda=triton_chunked over the newest winner (prefill ran the recurrent kernel); a 16384-token
 #                 chunk study on the newest prefill registry that won
-#     rungs10     session 10's prefill rung over the prefill registry now (stage rungs9 rebuilds it first):
-#                 moe_experts=triton_dqmm_fused after its GPU tests, timed at 16384-token chunks against the chunk
-#                 diagnosis there, diagnosed after; the winner in one 32768-token forward; the prefill tune studies
+#     rungs10     session 10's prefill rungs over the prefill registry now (stage rungs9 rebuilds it first), each
+#                 after its GPU tests, timed at 16384-token chunks against the chunk diagnosis of its base:
+#                 moe_experts=triton_dqmm_fused (diagnosed after), then attention=triton_sdpa over the newest
+#                 winner; the newest winner in one 32768-token forward and diagnosed; the prefill tune studies
 #     proofs10    rungs10's GPU tests and the prefill tune studies (the lane beside rungs10)
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
@@ -97,16 +98,18 @@
 #   "proofs9 prefill_diag rungs8" 491 s (dqmm pair 2.91x; the chunked-KDA pair stopped at the budget); call 2 "rungs9"
 #   beside "iq1s131k" 176 s (chunked KDA 1.47x, the 16384-token chunk); then direct calls (chunk study, the 16384-token
 #   diagnosis, the GPU tests split over two GPUs by file)
-# Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh:
+# Next session (nvidia-h200-x2; on one GPU the lanes run in turn), fresh then warm:
 #   E='SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k"'
 #   $E bash bench/gpu_lanes.sh 565 "rungs9 rungs10" "proofs9 proofs10"  # GPU 0 makes the lean prerequisites
 #                                      # (~235 s) and rebuilds the chunked-KDA prefill registry by swaps (~30 s; its
-#                                      # rows are not timed again) while GPU 1 runs the dqmm and fused-MoE GPU tests and
-#                                      # the prefill tune studies (~150 s); then the 16384-token diagnosis (~25 s), the
-#                                      # fused-MoE pair (~150 s with the chunk proofs), its diagnosis, one 32768 chunk
-#   bash bench/gpu_lanes.sh 300 "tests1of2" "tests2of2"  # every single-GPU test, halves of ~160 s (warm)
-#   Then set the tune studies' winners as defaults (each its own commit and rung) and the decode rungs (rungs8's
-#   step, SUITE_TIMED as session 9 wrote it) as time allows.
+#                                      # rows are not timed again) while GPU 1 runs the dqmm, fused-MoE and SDPA GPU
+#                                      # tests and the prefill tune studies (~250 s); then the 16384-token diagnosis
+#                                      # (~25 s), the fused-MoE pair (~150 s with the chunk proofs), its diagnosis
+#   $E bash bench/gpu_lanes.sh 565 "rungs10" "tests1of2 tests2of2"  # what the first left (the SDPA pair ~150 s,
+#                                      # one 32768 chunk, a diagnosis) beside every single-GPU test (~320 s)
+#   Then set the tune studies' winners as defaults (one-arm prefill rows against the frontier: a launch shape has
+#   no second implementation to pair with) and the decode rungs (rungs8's step, SUITE_TIMED as session 9 wrote
+#   it) as time allows.
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -177,6 +180,11 @@ MOEFUSED_REG=$TMP/cuda-prefill-moefused.toml  # the prefill registry now with mo
 # (~85 ms) and the weight decode (~40) stay; of the ~177 ms of torch element-wise passes, index_put and the sum (~13 GB
 # a layer), about 160 go (the two kernels read each slot tensor once: ~1 GB a layer) -> ~160 ms, x1.9
 MOEFUSED_EXPECT="--expect moe_experts=1.9"
+SDPA_REG=$TMP/cuda-prefill-sdpa.toml  # the prefill registry then (the fused MoE's if it won) with attention=triton_sdpa
+# predicted on the 16384-token chunk diagnosis of its base: attention 115 ms of 702 (the flash kernel 109, ~170
+# TFLOP/s); torch's fused attention took 21.2 ms a layer at T=32768 in session 1's probe against ~60 by the flash
+# kernel's rate: x2.5 with the naive form's projection and copy kept
+SDPA_EXPECT="--expect attention=2.5"
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -421,6 +429,10 @@ proof_flat() {
 diagnose_prefill16k() {
   run diagnose-prefill-16k 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 16384 \
       --registry "$1" $FILL_LEAN --out "$R/diag-prefill-16k" --json-out $DJ/diag-prefill-16k.json
+}
+proof_sdpa() {
+  run gpu-tests-sdpa 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "prefill or contract" \
+      tests/backends/test_triton_attention.py --junitxml="$R/gpu-tests-sdpa.xml"
 }
 proof_moefused() {
   run gpu-tests-moefused 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "dqmm_fused" \
@@ -738,8 +750,8 @@ rungs9)
       --chunk 16384 --repeats 2 --registry $PNOW $GATE \
       --change "$(basename $PNOW) prefill in chunks of 16384 (one arm, against the frontier)"
   ;;
-proofs10)  # the rungs10 proof and the prefill tune studies: the lane beside a rungs10 lane (no prerequisites)
-  proof_moefused; tune_prefill ;;
+proofs10)  # the rungs10 proofs and the prefill tune studies: the lane beside a rungs10 lane (no prerequisites)
+  proof_moefused; proof_sdpa; tune_prefill ;;
 rungs10)
   prereq_lean || continue
   # the prefill registry now: rungs9's chain (run that stage first: its swaps rebuild it; SUITE_TIMED keeps the
@@ -765,10 +777,31 @@ element-wise steps two kernels, over $(basename $PNOW)"
     run diagnose-prefill-moefused 60 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 16384 \
         --registry $MOEFUSED_REG $FILL_LEAN --out "$R/diag-prefill-moefused" --json-out $DJ/diag-prefill-moefused.json
   fi
+  # attention=triton_sdpa (session 10, not yet on a GPU when written): prefill calls on torch's fused attention, over
+  # the newest winner, after the fused-MoE rung ran (or could not), so that its base does not move under it; predicted
+  # on its base's 16384-token chunk diagnosis
+  if [ -f $DONE/prefill-moe-fused ] || [ -z "$MF_OK" ] || earlier prefill-moe-fused; then
+    SD_BASE=$PNOW SD_DIAG=$DJ/diag-prefill-16k.json
+    timed prefill-moe-fused && [ -f $MOEFUSED_REG ] && SD_BASE=$MOEFUSED_REG SD_DIAG=$DJ/diag-prefill-moefused.json
+    proof_sdpa
+    SD_OK=$([ "$(cat $DONE/gpu-tests-sdpa 2>/dev/null || true)" = 0 ] && echo 1)
+    fresh_over $SDPA_REG $SD_BASE
+    [ -n "$SD_OK" ] && [ ! -f $SDPA_REG ] && run swap-sdpa 40 bash -c 'swap_into "$@"' _ $SDPA_REG $SD_BASE \
+        attention=triton_sdpa
+    [ -n "$SD_OK" ] && [ -f $SDPA_REG ] && [ ! -s $SD_DIAG ] && log "SKIP prefill-sdpa: no diagnosis of its base ($SD_DIAG)"
+    [ -n "$SD_OK" ] && [ -f $SDPA_REG ] && [ -s $SD_DIAG ] && run prefill-sdpa 200 sparkops bench prefill --model $M \
+        --tokens 32768 --chunk 16384 --repeats 6 --registry $SD_BASE --vs $SDPA_REG $GATE --changes attention \
+        --prediction $SD_DIAG $SDPA_EXPECT \
+        --change "attention=triton_sdpa: prefill on torch's fused attention (naive form), over $(basename $SD_BASE)"
+  fi
   # the newest winner in one forward of the whole prompt (the frontier's chunk), one arm
-  timed prefill-moe-fused && [ -f $MOEFUSED_REG ] && run prefill-moefused-32k 120 sparkops bench prefill --model $M \
-      --tokens 32768 --chunk 32768 --repeats 2 --registry $MOEFUSED_REG $GATE \
-      --change "$(basename $MOEFUSED_REG) prefill in one chunk of 32768 (one arm, against the frontier)"
+  P32=""
+  timed prefill-moe-fused && [ -f $MOEFUSED_REG ] && P32=$MOEFUSED_REG
+  timed prefill-sdpa && [ -f $SDPA_REG ] && P32=$SDPA_REG
+  [ -n "$P32" ] && run prefill-now-32k 120 sparkops bench prefill --model $M --tokens 32768 --chunk 32768 \
+      --repeats 2 --registry $P32 $GATE --change "$(basename $P32) prefill in one chunk of 32768 (one arm, against the frontier)"
+  [ -n "$P32" ] && run diagnose-prefill-now-16k 60 sparkops diagnose --model $M --device cuda --depth 0 \
+      --prefill-chunk 16384 --registry $P32 $FILL_LEAN --out "$R/diag-prefill-now-16k" --json-out $DJ/diag-prefill-now-16k.json
   tune_prefill
   ;;
 proofs7)  # the rungs7 proofs alone: the lane beside a rungs7 lane (bench/gpu_lanes.sh)

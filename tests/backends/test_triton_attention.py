@@ -20,6 +20,7 @@ from tests.backends.triton_support import (IMPLEMENTATIONS, assert_same_bits_rep
 OP = "attention"
 per_head = interpreted_fixture("attention")
 splitk = interpreted_fixture("attention_splitk")
+sdpa = interpreted_fixture("attention_sdpa")
 #: the implementations of attention_splitk.py: name -> function
 SPLITK = {"triton_splitk": "attention_splitk", "triton_fp32": "attention_splitk_fp32",
           "triton_splitk_wide": "attention_splitk_wide"}
@@ -43,7 +44,7 @@ def test_claims():
     wide combine bit-identity to triton_splitk (its kernels' sources hashed like triton_splitk's)."""
     claims = {name: claim for op, name, _, claim, _ in IMPLEMENTATIONS if op == OP}
     assert {name: c.variant for name, c in claims.items() if c.kind == "tolerance"} == {
-        "triton": "bf16", "triton_splitk": "bf16", "triton_fp32": None}
+        "triton": "bf16", "triton_splitk": "bf16", "triton_fp32": None, "triton_sdpa": "bf16"}
     wide = [(fn, claim.kind, claim.to, sources) for op, name, fn, claim, sources in IMPLEMENTATIONS
             if (op, name) == (OP, "triton_splitk_wide")]
     assert wide == [("sparkops_triton.attention_splitk:attention_splitk_wide", "bit_identical", "triton_splitk",
@@ -79,13 +80,43 @@ def test_splitk_uneven_chunks_in_interpreter(splitk, name):
 
 @pytest.mark.parametrize("name,module,fn", [("triton", "per_head", "attention"),
                                             ("triton_splitk", "splitk", "attention_splitk"),
-                                            ("triton_fp32", "splitk", "attention_splitk_fp32")])
+                                            ("triton_fp32", "splitk", "attention_splitk_fp32"),
+                                            ("triton_sdpa", "sdpa", "attention_sdpa")])
 def test_prefill_continues_a_history_in_interpreter(request, name, module, fn):
     """Prefills after cached rows (pos > 0), one softmax over history and new rows: 90 rows after 20 (a long
     call: the history projected to naive form, 20 rows in a ragged block), then 30 after 110 (a short call:
     the history in absorbed form), then a decode step."""
     calls, state = mla_calls(2, 32, 16, 64, 32, 150, (20, 90, 30, 1), 23)
     check_case(OP, name, getattr(request.getfixturevalue(module), fn), calls, state, label="prefill_after_history")
+
+
+def test_sdpa_contract_cases_in_interpreter(sdpa):
+    prove_contract(OP, "triton_sdpa", sdpa.attention_sdpa)
+
+
+def test_sdpa_long_calls_from_empty_and_after_history_match_splitk_in_interpreter(sdpa, splitk, poisoned):
+    """T >= SDPA_MIN_T goes to torch's attention (causal from the top at pos 0, from the lower right after a
+    history), shorter calls and decode to "triton_splitk"'s code: 64 rows from an empty cache, 80 after them, then 10
+    and a decode step. Each output within bf16 rounding of "triton_splitk"'s (bf16 operands in both), the caches
+    alike; rows past the written ones stay as they were."""
+    calls, state = mla_calls(2, 32, 16, 64, 32, 170, (64, 80, 10, 1), 41)
+    assert sdpa.SDPA_MIN_T == 64
+    caches = [state["cache"].clone(), state["cache"].clone()]
+    for call in calls:
+        got = sdpa.attention_sdpa(**call, cache=caches[0])
+        want = splitk.attention_splitk(**call, cache=caches[1])
+        assert got.shape == want.shape and got.dtype == want.dtype and torch.isfinite(got).all()
+        err = ((got - want).double().norm() / want.double().norm()).item()
+        assert err < 2e-2, (call["q"].shape[0], int(call["pos"]), err)
+    assert torch.equal(caches[0], caches[1])
+    assert torch.equal(caches[0][155:], state["cache"][155:])
+
+
+def test_sdpa_refuses_a_call_past_the_cache(sdpa):
+    calls, state = mla_calls(2, 32, 16, 64, 32, 100, (64,), 42)
+    call = dict(calls[0], pos=torch.tensor([50]))
+    with pytest.raises(Exception, match="overrun the cache|cache"):
+        sdpa.attention_sdpa(**call, cache=state["cache"])
 
 
 def wide_vs_splitk(splitk, calls, cache):
@@ -198,11 +229,12 @@ def test_fp32_keeps_float32_operands_with_a_16bit_cache(splitk):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["triton", *SPLITK])
+@pytest.mark.parametrize("name", ["triton", *SPLITK, "triton_sdpa"])
 def test_gpu_contract_cases(name):
-    from sparkops_triton import attention, attention_splitk
+    from sparkops_triton import attention, attention_sdpa, attention_splitk
 
-    fn = attention.attention if name == "triton" else getattr(attention_splitk, SPLITK[name])
+    fn = attention.attention if name == "triton" else attention_sdpa.attention_sdpa if name == "triton_sdpa" \
+        else getattr(attention_splitk, SPLITK[name])
     prove_contract(OP, name, fn, "cuda", seeds=(0, 1))
 
 
@@ -240,7 +272,9 @@ def test_gpu_48b_prefill_after_history():
     from sparkops_triton.attention_splitk import attention_splitk, attention_splitk_fp32
 
     calls, state = mla_calls(32, 128, 64, 512, 128, 640, (300, 256, 40, 1), 32, dtype=torch.bfloat16)
-    for name, fn in (("triton", attention), ("triton_splitk", attention_splitk)):
+    from sparkops_triton.attention_sdpa import attention_sdpa
+
+    for name, fn in (("triton", attention), ("triton_splitk", attention_splitk), ("triton_sdpa", attention_sdpa)):
         check_case(OP, name, fn, calls, state, device="cuda", label="48b_prefill_after_history")
     calls, state = mla_calls(32, 128, 64, 512, 128, 640, (300, 256, 40, 1), 32)
     check_case(OP, "triton_fp32", attention_splitk_fp32, calls, state, device="cuda",
@@ -250,9 +284,11 @@ def test_gpu_48b_prefill_after_history():
 @pytest.mark.gpu
 def test_gpu_48b_prefill_timing():
     from sparkops_triton._workloads import attention_args, time_calls
+    from sparkops_triton.attention_sdpa import attention_sdpa
     from sparkops_triton.attention_splitk import attention_splitk, attention_splitk_fp32
 
     for name, fn, act in (("triton_splitk", attention_splitk, torch.bfloat16),
+                          ("triton_sdpa", attention_sdpa, torch.bfloat16),
                           ("triton_fp32", attention_splitk_fp32, torch.float32)):
         for t, ctx in ((4096, 0), (32768, 0), (1024, 8192), (4096, 28672)):  # the last: a fill's chunk at depth
             sets, nbytes = attention_args(t, ctx, n_sets=1, act=act)

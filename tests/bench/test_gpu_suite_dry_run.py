@@ -639,33 +639,51 @@ def test_rungs10_times_the_fused_moe_prefill_over_the_prefill_registry_now(tmp_p
         f"swap moe_experts=triton_dqmm_fused --device cuda --registry {fused}.new"]
     assert Path(f"{fused}.base").read_text().strip() == str(kdac)
     diags = [c for c in calls if c.startswith("diagnose ")]
-    assert len(diags) == 2 and all("--prefill-chunk 16384 " in d for d in diags)  # the 4096 ones predicted timed rows
+    assert len(diags) == 3 and all("--prefill-chunk 16384 " in d for d in diags)  # the 4096 ones predicted timed rows
     assert f"--registry {kdac} " in diags[0] and f"--registry {fused} " in diags[1]
     prefills = [c for c in calls if c.startswith("bench prefill")]
-    assert len(prefills) == 2
-    pair, whole = prefills
+    assert len(prefills) == 3
+    pair, sdpa_pair, whole = prefills
     assert f"--registry {kdac} --vs {fused}" in pair and "--chunk 16384 " in pair and "--changes moe_experts" in pair
     assert int(pair.split("--repeats ")[1].split()[0]) >= MIN_PAIRS_FOR_A_TIER
     assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-16k.json'} --expect moe_experts=1.9" in pair
-    assert f"--registry {fused} " in whole and "--chunk 32768 " in whole and "--vs" not in whole
+    # the SDPA attention over the fused-MoE registry (its rung won), predicted from the diagnosis after that rung
+    sdpa = machine / "cuda-prefill-sdpa.toml"
+    assert f"--registry {fused} --vs {sdpa}" in sdpa_pair and "--changes attention" in sdpa_pair
+    assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-moefused.json'} --expect attention=2.5" in sdpa_pair
+    assert Path(f"{sdpa}.base").read_text().strip() == str(fused)
+    assert log.count("gpu-tests-sdpa (limit") == 1
+    assert f"--registry {sdpa} " in whole and "--chunk 32768 " in whole and "--vs" not in whole
+    assert diags[-1].count("--prefill-chunk 16384") == 1 and f"--registry {sdpa} " in diags[-1]
     steps = ["gpu-tests-moefused rc=0", "] swap-moe-fused (limit", "] diagnose-prefill-16k (limit",
-             "] prefill-moe-fused (limit", "] diagnose-prefill-moefused (limit", "] prefill-moefused-32k (limit"]
+             "] prefill-moe-fused (limit", "] diagnose-prefill-moefused (limit", "] swap-sdpa (limit",
+             "] prefill-sdpa (limit", "] prefill-now-32k (limit", "] diagnose-prefill-now-16k (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
 
 
 def test_rungs10_leaves_the_fused_moe_out_when_its_gpu_tests_failed(tmp_path):
-    """Failed GPU tests: no swap, no pair; the 16384-token chunk of the registry now is still diagnosed (the next
-    rung's baseline) and the tune studies still run."""
-    machine = tmp_path / "machine"
-    (machine / "suite-done").mkdir(parents=True)
-    (machine / "suite-done" / "gpu-tests-moefused").write_text("1\n")
-    log, calls = _lanes(tmp_path, "rungs9 rungs10", "", gpus=1, extra_env={"SUITE_TIMED": S10_TIMED})
-    assert "gpu-tests-moefused: done earlier on this machine (rc=1), skipped" in log
-    assert not any("dqmm_fused" in c or "moefused" in c for c in calls)
-    assert not (machine / "cuda-prefill-moefused.toml").exists()
-    assert [c for c in calls if c.startswith("diagnose ")] and not any(c.startswith("bench prefill") for c in calls)
-    assert "tune-prefill rc=0" in log
+    """Failed GPU tests of the fused MoE: no swap, no pair; the 16384-token chunk of the registry now is still
+    diagnosed, and the SDPA rung is timed over that registry against it. Failed ones of the SDPA attention too:
+    neither rung, no row; the tune studies still run."""
+    for case, failed in (("moe", ("gpu-tests-moefused",)), ("both", ("gpu-tests-moefused", "gpu-tests-sdpa"))):
+        machine = tmp_path / case / "machine"
+        (machine / "suite-done").mkdir(parents=True)
+        for name in failed:
+            (machine / "suite-done" / name).write_text("1\n")
+        log, calls = _lanes(tmp_path / case, "rungs9 rungs10", "", gpus=1, extra_env={"SUITE_TIMED": S10_TIMED})
+        assert "gpu-tests-moefused: done earlier on this machine (rc=1), skipped" in log
+        assert not any("dqmm_fused" in c or "moefused" in c for c in calls)
+        assert not (machine / "cuda-prefill-moefused.toml").exists()
+        assert [c for c in calls if c.startswith("diagnose ")]
+        prefills = [c for c in calls if c.startswith("bench prefill")]
+        kdac, sdpa = machine / "cuda-prefill-kdac.toml", machine / "cuda-prefill-sdpa.toml"
+        if case == "moe":
+            assert f"--registry {kdac} --vs {sdpa}" in prefills[0], prefills
+            assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-16k.json'} --expect attention=2.5" in prefills[0]
+        else:
+            assert not prefills and not sdpa.exists()
+        assert "tune-prefill rc=0" in log
 
 
 def test_the_two_test_halves_run_one_per_lane_and_cover_every_gpu_test_file(tmp_path):

@@ -1,0 +1,99 @@
+"""attention "triton_sdpa": "triton_splitk"'s decode; long prefill calls on torch's fused attention (cuDNN / flash).
+
+Why: session 10's diagnosis of a 16384-token prefill chunk of the 48B put `_flash_kernel` at 109 ms (7 MLA layers,
+~170 TFLOP/s of the bf16 matmul ceiling's ~790): 16% of the chunk. torch's `scaled_dot_product_attention` has
+tuned Hopper kernels (cuDNN's accepts keys of 192 and values of 128 per head, the MLA naive form).
+
+A call of T >= SDPA_MIN_T new tokens at absolute positions p .. p+T-1 (p = pos, read on the host once: a prefill
+is never captured in a CUDA graph, unlike decode):
+  1. cache[p + t] = latent[t] (`write_rows`, as the other implementations);
+  2. every cached row 0 .. p+T-1 in naive form: k_nope[s, h] = w_uk[h] c_s and v[s, h] = w_uv[h] c_s
+     (`_project_kernel`, bf16 out), k[s, h] = [k_nope ; k_pe_s] with the row's shared k_pe;
+  3. o = softmax(q k^T * scale, causal) v over those S = p + T rows: the query at p + t sees rows 0 .. p + t
+     (causal from the lower right: `causal_lower_right`; p = 0 is plain `is_causal`).
+The backends are cuDNN, flash and memory-efficient attention only: torch's math backend would build the [T, S]
+scores of every head at once (34 GB at a 16384-token chunk), so a shape none of the three takes is refused with
+the fix, never run slowly. Interpreted runs (CPU, TRITON_INTERPRET=1: the tests) allow the math backend too -
+stated, since the fused ones are CUDA kernels.
+Operands bf16 (q, k, v), softmax in float32 inside the fused kernels: claim "bf16". Short calls (T < SDPA_MIN_T)
+and decode are "triton_splitk"'s own code.
+"""
+
+import torch
+
+from sparkops.errors import BadInput
+
+from ._runtime import cdiv, interpreting
+from .attention_prefill import PROJECT_BK, PROJECT_WARPS, _project_kernel, check_args, dims, write_rows
+from .attention_splitk import _attention
+
+#: calls of at least this many new tokens go to torch's fused attention (shorter ones: "triton_splitk")
+SDPA_MIN_T = 64
+#: rows per program of the projection into naive form
+PROJECT_BM = 64
+
+
+def _backends() -> list:
+    from torch.nn.attention import SDPBackend
+
+    fused = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+    return fused + ([SDPBackend.MATH] if interpreting() else [])
+
+
+def naive_rows(cache, pos, upto: int, w_uk, w_uv, lkv: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(k [S, N, Dn+R], v [S, N, Dv]) bfloat16 of cache rows 0 .. upto-1 in naive form (S = upto)."""
+    n, dn, _ = w_uk.shape
+    dv = w_uv.shape[1]
+    wrow = cache.shape[1]
+    r = wrow - lkv
+    dnp, _, lkp, dvp = dims(dn, r, lkv, dv)
+    dev = cache.device
+    k_nope = torch.empty((upto, n, dnp), dtype=torch.bfloat16, device=dev)  # [S, N, DNP]
+    v = torch.empty((upto, n, dvp), dtype=torch.bfloat16, device=dev)       # [S, N, DVP]
+    if upto:
+        import triton.language as tl
+
+        _project_kernel[(cdiv(upto, PROJECT_BM), n)](
+            cache, w_uk.contiguous(), w_uv.contiguous(), k_nope, v, pos, upto, n, dn, dv, lkv, wrow, BM=PROJECT_BM,
+            BK=min(PROJECT_BK, lkp), DNP=dnp, DVP=dvp, OPD=tl.bfloat16, num_warps=PROJECT_WARPS, num_stages=3)
+    k_pe = cache[:upto, lkv:].to(torch.bfloat16)                            # [S, R]: one per row, every head
+    k = torch.cat([k_nope[:, :, :dn], k_pe[:, None, :].expand(upto, n, r)], dim=-1)  # [S, N, Dn+R]
+    return k, v[:, :, :dv]
+
+
+def prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
+    """Steps 1-3 of the module docstring on checked arguments; [T, N, Dv] in q's dtype."""
+    from torch.nn.attention import sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+
+    t, n, _ = q.shape
+    lkv = w_uk.shape[2]
+    write_rows(latent, cache, pos)
+    p = int(pos.reshape(-1)[0])                                              # host read: prefill is never captured
+    s = p + t
+    if s > cache.shape[0]:
+        raise BadInput(f"attention: {t} new rows at position {p} overrun the cache of {cache.shape[0]} rows; "
+                       f"make the cache longer (max_context)")
+    k, v = naive_rows(cache, pos, s, w_uk, w_uv, lkv)                             # [S, N, Dn+R], [S, N, Dv]
+    qh = q.to(torch.bfloat16).permute(1, 0, 2).unsqueeze(0)                  # [1, N, T, Dn+R]
+    kh = k.permute(1, 0, 2).unsqueeze(0)                                     # [1, N, S, Dn+R]
+    vh = v.permute(1, 0, 2).unsqueeze(0)                                     # [1, N, S, Dv]
+    mask = dict(is_causal=True) if p == 0 else dict(attn_mask=causal_lower_right(t, s))
+    try:
+        with sdpa_kernel(_backends()):
+            o = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, scale=float(scale), **mask)
+    except RuntimeError as exc:
+        raise BadInput(f"attention \"triton_sdpa\": no fused attention of this torch ({torch.__version__}) takes "
+                       f"{t} queries over {s} rows, {n} heads, keys of {kh.shape[-1]} and values of {vh.shape[-1]} "
+                       f"per head on {q.device} ({str(exc).splitlines()[0][:200]}); select attention=triton_splitk "
+                       f"for prefill") from None
+    return o[0].permute(1, 0, 2).to(q.dtype).contiguous()                   # [T, N, Dv]
+
+
+def attention_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
+    """Implementation "triton_sdpa": decode and short calls as "triton_splitk"; T >= SDPA_MIN_T on torch's fused
+    attention over the naive form (claim "bf16")."""
+    t = check_args("attention", q, latent, cache, pos, w_uk, w_uv)[0]
+    if t < SDPA_MIN_T:
+        return _attention(q, latent, cache, pos, w_uk, w_uv, scale, fp32=False)
+    return prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale)
