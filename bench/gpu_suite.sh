@@ -185,6 +185,7 @@ SDPA_REG=$TMP/cuda-prefill-sdpa.toml  # the prefill registry then (the fused MoE
 # TFLOP/s); torch's fused attention took 21.2 ms a layer at T=32768 in session 1's probe against ~60 by the flash
 # kernel's rate: x2.5 with the naive form's projection and copy kept
 SDPA_EXPECT="--expect attention=2.5"
+KSPLIT_REG=$TMP/cuda-prefill-kdasplit.toml  # the newest prefill winner with kda=triton_chunked_split
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -442,7 +443,20 @@ proof_moefused() {
 # 136 ms, flash attention 109, the router's logits GEMM 38, the whole-weight decodes ~48): the table that picks their
 # defaults
 tune_prefill() {
-  run tune-prefill 150 python3 -m sparkops_triton._tune router_prefill dequant_bf16 attention_prefill kda_prefill
+  run tune-prefill 180 python3 -m sparkops_triton._tune router_prefill dequant_bf16 attention_prefill kda_prefill \
+      kda_prefill_split
+}
+proof_kdasplit() {
+  run gpu-tests-kdasplit 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "split or contract" \
+      tests/backends/test_triton_kda.py --junitxml="$R/gpu-tests-kdasplit.xml"
+}
+# kda's per-op speed-up for the split rung's prediction: the split/one time ratio its GPU test printed at T=16384
+# (the rung's chunk), inverted; none printed: no prediction factor (the row then records the diagnosis alone)
+kdasplit_expect() {
+  local ratio
+  ratio=$(grep -ohE "kda prefill T=16384 per layer: .*split/one [0-9.]+" "$R"/gpu-tests-kdasplit.log \
+    "$TMP"/suite-results/*/gpu-tests-kdasplit.log 2>/dev/null | grep -oE "[0-9.]+\)?$" | tr -d ')' | head -1)
+  [ -n "$ratio" ] && python3 -c "print(f'--expect kda={1 / float(\"$ratio\"):.2f}')" 2>/dev/null
 }
 # earlier NAME: the rung was timed in an earlier session (SUITE_TIMED), so what only predicts it is not needed either
 earlier() { [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
@@ -751,7 +765,7 @@ rungs9)
       --change "$(basename $PNOW) prefill in chunks of 16384 (one arm, against the frontier)"
   ;;
 proofs10)  # the rungs10 proofs and the prefill tune studies: the lane beside a rungs10 lane (no prerequisites)
-  proof_moefused; proof_sdpa; tune_prefill ;;
+  proof_moefused; proof_sdpa; proof_kdasplit; tune_prefill ;;
 rungs10)
   prereq_lean || continue
   # the prefill registry now: rungs9's chain (run that stage first: its swaps rebuild it; SUITE_TIMED keeps the
@@ -794,10 +808,32 @@ element-wise steps two kernels, over $(basename $PNOW)"
         --prediction $SD_DIAG $SDPA_EXPECT \
         --change "attention=triton_sdpa: prefill on torch's fused attention (naive form), over $(basename $SD_BASE)"
   fi
+  # kda=triton_chunked_split (session 10, not yet on a GPU when written): the prepare kernel's phases as four
+  # launches over 4x the programs, claimed bit-identical; over the newest winner, after the SDPA rung ran (or could
+  # not); predicted from its GPU test's per-layer ratio at T=16384 on its base's diagnosis
+  if [ -f $DONE/prefill-sdpa ] || [ -z "${SD_OK:-}" ] || earlier prefill-sdpa; then
+    KS_BASE=$PNOW KS_DIAG=$DJ/diag-prefill-16k.json
+    timed prefill-moe-fused && [ -f $MOEFUSED_REG ] && KS_BASE=$MOEFUSED_REG KS_DIAG=$DJ/diag-prefill-moefused.json
+    timed prefill-sdpa && [ -f $SDPA_REG ] && KS_BASE=$SDPA_REG KS_DIAG=$DJ/diag-prefill-sdpa.json
+    proof_kdasplit
+    KS_OK=$([ "$(cat $DONE/gpu-tests-kdasplit 2>/dev/null || true)" = 0 ] && echo 1)
+    fresh_over $KSPLIT_REG $KS_BASE
+    [ -n "$KS_OK" ] && [ ! -f $KSPLIT_REG ] && run swap-kda-split 40 bash -c 'swap_into "$@"' _ $KSPLIT_REG $KS_BASE \
+        kda=triton_chunked_split
+    [ -n "$KS_OK" ] && [ -f $KSPLIT_REG ] && [ ! -s $KS_DIAG ] && run diagnose-prefill-kdabase 60 sparkops diagnose \
+        --model $M --device cuda --depth 0 --prefill-chunk 16384 --registry $KS_BASE $FILL_LEAN \
+        --out "$R/diag-prefill-kdabase" --json-out $KS_DIAG
+    # shellcheck disable=SC2046 # the --expect option, or nothing
+    [ -n "$KS_OK" ] && [ -f $KSPLIT_REG ] && [ -s $KS_DIAG ] && run prefill-kda-split 200 sparkops bench prefill \
+        --model $M --tokens 32768 --chunk 16384 --repeats 6 --registry $KS_BASE --vs $KSPLIT_REG $GATE --changes kda \
+        --prediction $KS_DIAG $(kdasplit_expect) \
+        --change "kda=triton_chunked_split: the KDA prepare kernel's phases as four launches, over $(basename $KS_BASE)"
+  fi
   # the newest winner in one forward of the whole prompt (the frontier's chunk), one arm
   P32=""
   timed prefill-moe-fused && [ -f $MOEFUSED_REG ] && P32=$MOEFUSED_REG
   timed prefill-sdpa && [ -f $SDPA_REG ] && P32=$SDPA_REG
+  timed prefill-kda-split && [ -f $KSPLIT_REG ] && P32=$KSPLIT_REG
   [ -n "$P32" ] && run prefill-now-32k 120 sparkops bench prefill --model $M --tokens 32768 --chunk 32768 \
       --repeats 2 --registry $P32 $GATE --change "$(basename $P32) prefill in one chunk of 32768 (one arm, against the frontier)"
   [ -n "$P32" ] && run diagnose-prefill-now-16k 60 sparkops diagnose --model $M --device cuda --depth 0 \

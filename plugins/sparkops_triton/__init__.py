@@ -27,6 +27,10 @@ IMPLEMENTATIONS = [
     ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py",)),
     ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),
      ("_runtime.py", "kda.py")),
+    # "triton_chunked_split" (session 10, not yet on a GPU when written): the prepare kernel's phases as four launches
+    # over 4x the programs; the same helpers in the same order
+    ("kda", "triton_chunked_split", "sparkops_triton.kda_chunked:kda_chunked_split", bit_identical(to="triton_chunked"),
+     ("_runtime.py", "kda.py")),
     ("attention", "triton", "sparkops_triton.attention:attention", tolerance("bf16"),
      ("_runtime.py", "attention_prefill.py")),
     ("attention", "triton_splitk", "sparkops_triton.attention_splitk:attention_splitk", tolerance("bf16"),

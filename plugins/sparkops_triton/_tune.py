@@ -3,7 +3,7 @@
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
                                      lm_head_q6k linear_q6k_small moe_decode router_gemv moe_decode_prefetch
                                      lm_head_prefetch linear_gemv_prefetch linear_gemv_flat moe_decode_flat
-                                     router_prefill dequant_bf16]
+                                     router_prefill dequant_bf16 kda_prefill_split]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -60,6 +60,9 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
         {"PREPARE_WARPS": 8, "STATE_WARPS": 4, "BLOCK_V": 16},
         {"PREPARE_WARPS": 8, "STATE_WARPS": 8, "BLOCK_V": 64},
     ]),
+    # "triton_chunked_split": its phase kernels' warps (SPLIT_WARPS other than PREPARE_WARPS changes the reductions'
+    # layouts, so the bits: the nmse column says by how much)
+    "kda_prefill_split": (kda_chunked, [{"SPLIT_WARPS": 8}, {"SPLIT_WARPS": 4}, {"SPLIT_WARPS": 4, "DIAG_UNROLL": True}]),
     "attention_decode": (attention_splitk, [
         {"BLOCK_ROWS": 32, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 3},
         {"BLOCK_ROWS": 16, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 4},
@@ -152,9 +155,10 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     if study == "kda_decode":
         sets, nbytes = kda_args(1)
         return kda.kda, sets, nbytes, True
-    if study == "kda_prefill":
+    if study in ("kda_prefill", "kda_prefill_split"):
         sets, nbytes = kda_args(32768, n_sets=2)
-        return kda_chunked.kda_chunked, sets, nbytes, False
+        fn = kda_chunked.kda_chunked_split if study.endswith("_split") else kda_chunked.kda_chunked
+        return fn, sets, nbytes, False
     if study in LINEAR_WORKLOADS:
         impl = {"_prefetch": linear.linear_prefetch, "_flat": linear.linear_flat}.get(study[study.rfind("_"):],
                                                                                       linear.linear)

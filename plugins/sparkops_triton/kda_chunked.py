@@ -46,6 +46,9 @@ BLOCK_V = 32  # value columns per program of the state kernel
 PREPARE_WARPS = 8  # 188 registers, no spills (ptxas, sm_90, D = 128)
 STATE_WARPS = 8  # 164 registers, no spills, 128 KiB shared memory with BLOCK_V = 32
 STATE_STAGES = 1  # the loop loads [64, D] float32 tiles: a second stage overflows shared memory
+#: "triton_chunked_split": warps of its prepare phases' kernels (PREPARE_WARPS: the same tile layouts, so the same
+#: reduction orders and the same bits as the one-kernel form)
+SPLIT_WARPS = PREPARE_WARPS
 #: the diagonal sub-blocks' 16 column steps: a runtime loop (False; each step's two scratch-row loads wait in turn)
 #: or unrolled (True; the loads can all be issued ahead, the code grows ~16x). Same arithmetic in the same order;
 #: the tune study kda_prefill times both
@@ -122,6 +125,118 @@ def _unit_lower_inverse(lmat):
 
 
 @triton.jit
+def _phase_norms(q_ptr, k_ptr, g_ptr, beta_ptr, a, dtb, gam_ptr, kn_ptr, qn_ptr, b_ptr, n, i, carry, base, T, H, D,
+                 scale, l2_eps, DK: tl.constexpr):
+    """A, sub-block i of chunk n: normalised q/k, gate, Γ (cumulative from the chunk start: `carry` holds the
+    gate sums of the sub-blocks before), beta -> scratch; returns the carry after this sub-block."""
+    r = tl.arange(0, 16)
+    dk = tl.arange(0, DK)
+    k_ok = dk < D
+    t = n * 64 + i * 16 + r  # tokens [16]
+    valid = t < T
+    m2 = valid[:, None] & k_ok[None, :]
+    offs = (t.to(tl.int64) * H + tl.program_id(1))[:, None] * D + dk[None, :]  # into [T, H, D]
+    q = tl.load(q_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+    k = tl.load(k_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+    beta = tl.load(beta_ptr + t.to(tl.int64) * H + tl.program_id(1), mask=valid, other=0.0).to(tl.float32)
+    q = q * (scale / tl.sqrt(tl.sum(q * q, axis=1) + l2_eps))[:, None]
+    k = k / tl.sqrt(tl.sum(k * k, axis=1) + l2_eps)[:, None]
+    gate = tl.where(m2, a * softplus(g + dtb[None, :]), 0.0)  # padding: no decay
+    gam = tl.cumsum(gate, axis=0) + carry[None, :]
+    _put(gam_ptr, base + i * 16, DK, 0, gam, DK)
+    _put(kn_ptr, base + i * 16, DK, 0, k, DK)
+    _put(qn_ptr, base + i * 16, DK, 0, q, DK)
+    tl.store(b_ptr + base + i * 16 + r, tl.where(valid, tl.sigmoid(beta), 0.0))
+    return carry + tl.sum(gate, axis=0)
+
+
+@triton.jit
+def _gate_sum(g_ptr, a, dtb, n, i, T, H, D, DK: tl.constexpr):
+    """Σ over sub-block i of chunk n of the gate (what `_phase_norms` adds to its carry), [DK]."""
+    r = tl.arange(0, 16)
+    dk = tl.arange(0, DK)
+    t = n * 64 + i * 16 + r
+    m2 = (t < T)[:, None] & (dk < D)[None, :]
+    g = tl.load(g_ptr + (t.to(tl.int64) * H + tl.program_id(1))[:, None] * D + dk[None, :], mask=m2,
+                other=0.0).to(tl.float32)
+    return tl.sum(tl.where(m2, a * softplus(g + dtb[None, :]), 0.0), axis=0)
+
+
+@triton.jit
+def _phase_products(gam_ptr, kn_ptr, qn_ptr, b_ptr, l_ptr, aqk_ptr, base, i, DK: tl.constexpr, PREC: tl.constexpr,
+                    UNROLL: tl.constexpr):
+    """B, block row i: L = strict_lower(diag(beta) P_kk) and Aqk by 16x16 blocks (zeros above the diagonal)."""
+    r = tl.arange(0, 16)
+    dk = tl.arange(0, DK)
+    row_i = base + i * 16
+    kn_i = _tile(kn_ptr, row_i, DK, DK)
+    qn_i = _tile(qn_ptr, row_i, DK, DK)
+    gam_i = _tile(gam_ptr, row_i, DK, DK)
+    b_i = tl.load(b_ptr + row_i + r)
+    kk, qk = _diag_products(kn_ptr, gam_ptr, row_i, kn_i, qn_i, gam_i, DK, UNROLL)
+    _put(l_ptr, row_i, 64, i * 16, kk * b_i[:, None], 16)
+    _put(aqk_ptr, row_i, 64, i * 16, qk, 16)
+    ref = tl.load(gam_ptr + row_i.to(tl.int64) * DK + dk)  # Γ at the first row of sub-block i
+    dec_i = tl.exp(gam_i - ref[None, :])  # <= 1
+    kd_i = kn_i * dec_i
+    qd_i = qn_i * dec_i
+    for j in range(i):
+        row_j = base + j * 16
+        kr_j = _tile(kn_ptr, row_j, DK, DK) * tl.exp(ref[None, :] - _tile(gam_ptr, row_j, DK, DK))  # <= 1
+        kk = tl.dot(kd_i, tl.trans(kr_j), input_precision=PREC)
+        qk = tl.dot(qd_i, tl.trans(kr_j), input_precision=PREC)
+        _put(l_ptr, row_i, 64, j * 16, kk * b_i[:, None], 16)
+        _put(aqk_ptr, row_i, 64, j * 16, qk, 16)
+    for j in range(i + 1, 4):  # above the diagonal: zeros, so later readers see a full matrix
+        _put(aqk_ptr, row_i, 64, j * 16, tl.zeros((16, 16), dtype=tl.float32), 16)
+
+
+@triton.jit
+def _phase_inverse_row(l_ptr, x_ptr, base, i, PREC: tl.constexpr):
+    """C, block row i of X = (I + L)^-1: X_ii = (I + L_ii)^-1, X_ij = -X_ii Σ_{j<=m<i} L_im X_mj (rows < i done)."""
+    r = tl.arange(0, 16)
+    row_i = base + i * 16
+    lmat = tl.where(r[:, None] > r[None, :], _block(l_ptr, row_i, i * 16, 64), 0.0)
+    x_ii = _unit_lower_inverse(lmat)
+    _put(x_ptr, row_i, 64, i * 16, x_ii, 16)
+    for j in range(i):
+        acc = tl.zeros((16, 16), dtype=tl.float32)
+        for m in range(j, i):
+            acc += tl.dot(_block(l_ptr, row_i, m * 16, 64), _block(x_ptr, base + m * 16, j * 16, 64),
+                          input_precision=PREC)
+        _put(x_ptr, row_i, 64, j * 16, -tl.dot(x_ii, acc, input_precision=PREC), 16)
+
+
+@triton.jit
+def _phase_wu(v_ptr, gam_ptr, kn_ptr, qn_ptr, b_ptr, x_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, gam_c, base, n, i, T, H, D,
+              DK: tl.constexpr, PREC: tl.constexpr):
+    """D, block row i: W = X (beta exp(Γ) K), U = X (beta V), Qg = Q exp(Γ), Kg = K exp(Γ_C - Γ)."""
+    r = tl.arange(0, 16)
+    dk = tl.arange(0, DK)
+    k_ok = dk < D
+    row_i = base + i * 16
+    w = tl.zeros((16, DK), dtype=tl.float32)
+    u = tl.zeros((16, DK), dtype=tl.float32)
+    for j in range(i + 1):
+        row_j = base + j * 16
+        b_j = tl.load(b_ptr + row_j + r)
+        t_j = n * 64 + j * 16 + r
+        vm = (t_j < T)[:, None] & k_ok[None, :]
+        v_j = tl.load(v_ptr + (t_j.to(tl.int64) * H + tl.program_id(1))[:, None] * D + dk[None, :], mask=vm,
+                      other=0.0)
+        kb_j = _tile(kn_ptr, row_j, DK, DK) * tl.exp(_tile(gam_ptr, row_j, DK, DK)) * b_j[:, None]
+        x_ij = _block(x_ptr, row_i, j * 16, 64)
+        w += tl.dot(x_ij, kb_j, input_precision=PREC)
+        u += tl.dot(x_ij, v_j.to(tl.float32) * b_j[:, None], input_precision=PREC)
+    _put(w_ptr, row_i, DK, 0, w, DK)
+    _put(u_ptr, row_i, DK, 0, u, DK)
+    gam_i = _tile(gam_ptr, row_i, DK, DK)
+    _put(qg_ptr, row_i, DK, 0, _tile(qn_ptr, row_i, DK, DK) * tl.exp(gam_i), DK)
+    _put(kg_ptr, row_i, DK, 0, _tile(kn_ptr, row_i, DK, DK) * tl.exp(gam_c[None, :] - gam_i), DK)
+
+
+@triton.jit
 def _chunk_prepare_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr,
                           gam_ptr, kn_ptr, qn_ptr, b_ptr, l_ptr, x_ptr,
                           w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, gc_ptr,
@@ -129,96 +244,74 @@ def _chunk_prepare_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr,
                           UNROLL: tl.constexpr = False):
     n = tl.program_id(0)
     h = tl.program_id(1)
-    r = tl.arange(0, 16)
     dk = tl.arange(0, DK)
-    k_ok = dk < D
     base = h * TP + n * 64  # first scratch row of this (head, chunk)
     a = tl.load(a_ptr + h).to(tl.float32)
-    dtb = tl.load(dtb_ptr + h * D + dk, mask=k_ok, other=0.0).to(tl.float32)
-
-    # ---- A: per sub-block, normalised q/k, gate, Γ (cumulative from the chunk start), beta
+    dtb = tl.load(dtb_ptr + h * D + dk, mask=dk < D, other=0.0).to(tl.float32)
     carry = tl.zeros((DK,), dtype=tl.float32)
     for i in range(4):
-        t = n * 64 + i * 16 + r  # tokens [16]
-        valid = t < T
-        m2 = valid[:, None] & k_ok[None, :]
-        offs = (t.to(tl.int64) * H + h)[:, None] * D + dk[None, :]  # into [T, H, D]
-        q = tl.load(q_ptr + offs, mask=m2, other=0.0).to(tl.float32)
-        k = tl.load(k_ptr + offs, mask=m2, other=0.0).to(tl.float32)
-        g = tl.load(g_ptr + offs, mask=m2, other=0.0).to(tl.float32)
-        beta = tl.load(beta_ptr + t.to(tl.int64) * H + h, mask=valid, other=0.0).to(tl.float32)
-        q = q * (scale / tl.sqrt(tl.sum(q * q, axis=1) + l2_eps))[:, None]
-        k = k / tl.sqrt(tl.sum(k * k, axis=1) + l2_eps)[:, None]
-        gate = tl.where(m2, a * softplus(g + dtb[None, :]), 0.0)  # padding: no decay
-        gam = tl.cumsum(gate, axis=0) + carry[None, :]
-        carry = carry + tl.sum(gate, axis=0)
-        _put(gam_ptr, base + i * 16, DK, 0, gam, DK)
-        _put(kn_ptr, base + i * 16, DK, 0, k, DK)
-        _put(qn_ptr, base + i * 16, DK, 0, q, DK)
-        tl.store(b_ptr + base + i * 16 + r, tl.where(valid, tl.sigmoid(beta), 0.0))
+        carry = _phase_norms(q_ptr, k_ptr, g_ptr, beta_ptr, a, dtb, gam_ptr, kn_ptr, qn_ptr, b_ptr, n, i, carry, base,
+                             T, H, D, scale, l2_eps, DK)
     tl.debug_barrier()
-
-    # ---- B: L = strict_lower(diag(beta) P_kk) and Aqk, by 16x16 blocks
     for i in range(4):
-        row_i = base + i * 16
-        kn_i = _tile(kn_ptr, row_i, DK, DK)
-        qn_i = _tile(qn_ptr, row_i, DK, DK)
-        gam_i = _tile(gam_ptr, row_i, DK, DK)
-        b_i = tl.load(b_ptr + row_i + r)
-        kk, qk = _diag_products(kn_ptr, gam_ptr, row_i, kn_i, qn_i, gam_i, DK, UNROLL)
-        _put(l_ptr, row_i, 64, i * 16, kk * b_i[:, None], 16)
-        _put(aqk_ptr, row_i, 64, i * 16, qk, 16)
-        ref = tl.load(gam_ptr + row_i.to(tl.int64) * DK + dk)  # Γ at the first row of sub-block i
-        dec_i = tl.exp(gam_i - ref[None, :])  # <= 1
-        kd_i = kn_i * dec_i
-        qd_i = qn_i * dec_i
-        for j in range(i):
-            row_j = base + j * 16
-            kr_j = _tile(kn_ptr, row_j, DK, DK) * tl.exp(ref[None, :] - _tile(gam_ptr, row_j, DK, DK))  # <= 1
-            kk = tl.dot(kd_i, tl.trans(kr_j), input_precision=PREC)
-            qk = tl.dot(qd_i, tl.trans(kr_j), input_precision=PREC)
-            _put(l_ptr, row_i, 64, j * 16, kk * b_i[:, None], 16)
-            _put(aqk_ptr, row_i, 64, j * 16, qk, 16)
-        for j in range(i + 1, 4):  # above the diagonal: zeros, so later readers see a full matrix
-            _put(aqk_ptr, row_i, 64, j * 16, tl.zeros((16, 16), dtype=tl.float32), 16)
+        _phase_products(gam_ptr, kn_ptr, qn_ptr, b_ptr, l_ptr, aqk_ptr, base, i, DK, PREC, UNROLL)
     tl.debug_barrier()
-
-    # ---- C: X = (I + L)^-1 by block rows: X_ii = (I + L_ii)^-1, X_ij = -X_ii Σ_{j<=m<i} L_im X_mj
     for i in range(4):
-        row_i = base + i * 16
-        lmat = tl.where(r[:, None] > r[None, :], _block(l_ptr, row_i, i * 16, 64), 0.0)
-        x_ii = _unit_lower_inverse(lmat)
-        _put(x_ptr, row_i, 64, i * 16, x_ii, 16)
-        for j in range(i):
-            acc = tl.zeros((16, 16), dtype=tl.float32)
-            for m in range(j, i):
-                acc += tl.dot(_block(l_ptr, row_i, m * 16, 64), _block(x_ptr, base + m * 16, j * 16, 64),
-                              input_precision=PREC)
-            _put(x_ptr, row_i, 64, j * 16, -tl.dot(x_ii, acc, input_precision=PREC), 16)
+        _phase_inverse_row(l_ptr, x_ptr, base, i, PREC)
         tl.debug_barrier()
-
-    # ---- D: W = X (beta exp(Γ) K), U = X (beta V), Qg, Kg, exp(Γ_C)
     gam_c = tl.load(gam_ptr + (base + 63).to(tl.int64) * DK + dk)  # Γ at the chunk's last row (padding adds 0)
     for i in range(4):
-        row_i = base + i * 16
-        w = tl.zeros((16, DK), dtype=tl.float32)
-        u = tl.zeros((16, DK), dtype=tl.float32)
-        for j in range(i + 1):
-            row_j = base + j * 16
-            b_j = tl.load(b_ptr + row_j + r)
-            t_j = n * 64 + j * 16 + r
-            vm = (t_j < T)[:, None] & k_ok[None, :]
-            v_j = tl.load(v_ptr + (t_j.to(tl.int64) * H + h)[:, None] * D + dk[None, :], mask=vm, other=0.0)
-            kb_j = _tile(kn_ptr, row_j, DK, DK) * tl.exp(_tile(gam_ptr, row_j, DK, DK)) * b_j[:, None]
-            x_ij = _block(x_ptr, row_i, j * 16, 64)
-            w += tl.dot(x_ij, kb_j, input_precision=PREC)
-            u += tl.dot(x_ij, v_j.to(tl.float32) * b_j[:, None], input_precision=PREC)
-        _put(w_ptr, row_i, DK, 0, w, DK)
-        _put(u_ptr, row_i, DK, 0, u, DK)
-        gam_i = _tile(gam_ptr, row_i, DK, DK)
-        _put(qg_ptr, row_i, DK, 0, _tile(qn_ptr, row_i, DK, DK) * tl.exp(gam_i), DK)
-        _put(kg_ptr, row_i, DK, 0, _tile(kn_ptr, row_i, DK, DK) * tl.exp(gam_c[None, :] - gam_i), DK)
+        _phase_wu(v_ptr, gam_ptr, kn_ptr, qn_ptr, b_ptr, x_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, gam_c, base, n, i, T, H,
+                  D, DK, PREC)
     tl.store(gc_ptr + (h * (TP // 64) + n).to(tl.int64) * DK + dk, tl.exp(gam_c))
+
+
+# -- "triton_chunked_split": the same phases as four launches, A, B and D over (sub-block, chunk, head) programs --
+@triton.jit
+def _split_norms_kernel(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, gam_ptr, kn_ptr, qn_ptr, b_ptr, T, H, D, TP,
+                        scale, l2_eps, DK: tl.constexpr):
+    n = tl.program_id(0) // 4
+    i = tl.program_id(0) % 4
+    h = tl.program_id(1)
+    dk = tl.arange(0, DK)
+    a = tl.load(a_ptr + h).to(tl.float32)
+    dtb = tl.load(dtb_ptr + h * D + dk, mask=dk < D, other=0.0).to(tl.float32)
+    carry = tl.zeros((DK,), dtype=tl.float32)
+    for j in range(i):  # the sub-blocks before, summed in the order the one-kernel form adds them
+        carry = carry + _gate_sum(g_ptr, a, dtb, n, j, T, H, D, DK)
+    _phase_norms(q_ptr, k_ptr, g_ptr, beta_ptr, a, dtb, gam_ptr, kn_ptr, qn_ptr, b_ptr, n, i, carry, h * TP + n * 64,
+                 T, H, D, scale, l2_eps, DK)
+
+
+@triton.jit
+def _split_products_kernel(gam_ptr, kn_ptr, qn_ptr, b_ptr, l_ptr, aqk_ptr, TP, DK: tl.constexpr, PREC: tl.constexpr,
+                           UNROLL: tl.constexpr):
+    n = tl.program_id(0) // 4
+    i = tl.program_id(0) % 4
+    _phase_products(gam_ptr, kn_ptr, qn_ptr, b_ptr, l_ptr, aqk_ptr, tl.program_id(1) * TP + n * 64, i, DK, PREC, UNROLL)
+
+
+@triton.jit
+def _split_inverse_kernel(l_ptr, x_ptr, TP, PREC: tl.constexpr):
+    base = tl.program_id(1) * TP + tl.program_id(0) * 64
+    for i in range(4):
+        _phase_inverse_row(l_ptr, x_ptr, base, i, PREC)
+        tl.debug_barrier()
+
+
+@triton.jit
+def _split_wu_kernel(v_ptr, gam_ptr, kn_ptr, qn_ptr, b_ptr, x_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, gc_ptr, T, H, D, TP,
+                     DK: tl.constexpr, PREC: tl.constexpr):
+    n = tl.program_id(0) // 4
+    i = tl.program_id(0) % 4
+    h = tl.program_id(1)
+    dk = tl.arange(0, DK)
+    base = h * TP + n * 64
+    gam_c = tl.load(gam_ptr + (base + 63).to(tl.int64) * DK + dk)
+    _phase_wu(v_ptr, gam_ptr, kn_ptr, qn_ptr, b_ptr, x_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, gam_c, base, n, i, T, H, D,
+              DK, PREC)
+    if i == 0:
+        tl.store(gc_ptr + (h * (TP // 64) + n).to(tl.int64) * DK + dk, tl.exp(gam_c))
 
 
 @triton.jit
@@ -251,8 +344,9 @@ def _chunk_state_kernel(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, gc_ptr, s_ptr, o_
     tl.store(s_ptr + s_offs, S, mask=s_mask)
 
 
-def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None):
-    """Launch the two chunked kernels on checked arguments."""
+def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None, split=False):
+    """Launch the chunked kernels on checked arguments: the prepare kernel (split: its four phases as four launches)
+    and the state kernel."""
     t, h, d = q.shape
     out = torch.empty((t, h, d), dtype=v.dtype, device=v.device)  # [T, H, D]
     if t == 0:
@@ -267,10 +361,20 @@ def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None):
     lmat, xmat, aqk = (torch.empty((h, tp, CHUNK), **f32) for _ in range(3))  # [H, Tp, 64]
     gc = torch.empty((h, n_chunks, dk), **f32)
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
-    _chunk_prepare_kernel[(n_chunks, h)](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(),
-                                         gam, kn, qn, b, lmat, xmat, w, u, qg, kg, aqk, gc,
-                                         t, h, d, tp, float(scale), float(l2_eps), DK=dk, PREC=PREPARE_PRECISION,
-                                         UNROLL=DIAG_UNROLL, num_warps=PREPARE_WARPS)
+    if split:
+        sub = (4 * n_chunks, h)  # (sub-block of a chunk, head) programs
+        _split_norms_kernel[sub](q, k, g, beta, a.contiguous(), dt_bias.contiguous(), gam, kn, qn, b, t, h, d, tp,
+                                 float(scale), float(l2_eps), DK=dk, num_warps=SPLIT_WARPS)
+        _split_products_kernel[sub](gam, kn, qn, b, lmat, aqk, tp, DK=dk, PREC=PREPARE_PRECISION, UNROLL=DIAG_UNROLL,
+                                    num_warps=SPLIT_WARPS)
+        _split_inverse_kernel[(n_chunks, h)](lmat, xmat, tp, PREC=PREPARE_PRECISION, num_warps=SPLIT_WARPS)
+        _split_wu_kernel[sub](v, gam, kn, qn, b, xmat, w, u, qg, kg, gc, t, h, d, tp, DK=dk, PREC=PREPARE_PRECISION,
+                              num_warps=SPLIT_WARPS)
+    else:
+        _chunk_prepare_kernel[(n_chunks, h)](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(),
+                                             gam, kn, qn, b, lmat, xmat, w, u, qg, kg, aqk, gc,
+                                             t, h, d, tp, float(scale), float(l2_eps), DK=dk, PREC=PREPARE_PRECISION,
+                                             UNROLL=DIAG_UNROLL, num_warps=PREPARE_WARPS)
     bv = block_v or min(dk, BLOCK_V)
     _chunk_state_kernel[(cdiv(d, bv), h)](w, u, qg, kg, aqk, gc, state, out, t, h, d, tp, DK=dk, BV=bv,
                                           PREC=DOT_PRECISION, num_warps=STATE_WARPS,
@@ -283,3 +387,22 @@ def kda_chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
     if t < RECURRENT_BELOW:
         return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
     return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
+
+
+def kda_chunked_split(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
+    """Implementation "triton_chunked_split": "triton_chunked" with its prepare kernel's phases as four launches.
+
+    Why: the one prepare program per (chunk, head) runs every phase in turn, one CTA per SM (188 registers x 256
+    threads): session 10's 16384-token chunk spent 136 ms in it (20 KDA layers, ~110 us a program, the state
+    kernel 38). The phases that work per 16-row sub-block (A: norms and Γ; B: a block row of L and Aqk; D: a block
+    row of W, U, Qg, Kg) run on (sub-block, chunk, head) programs, 4x as many and each a quarter as long; only C,
+    the triangular inverse, keeps a program per (chunk, head). A program of A re-sums the gates of the sub-blocks
+    before its own (in the order the one-kernel form adds them) instead of reading another program's carry.
+    The same helper functions compute every value in the same order: claim bit-identical to "triton_chunked" (the
+    reductions' order follows the tile layout, which follows the warps: SPLIT_WARPS = PREPARE_WARPS).
+    ptxas (sm_90, 8 warps, D = 128): norms 64 registers, products 80, inverse 80, W/U 160, against the one
+    kernel's 188; not yet timed (the GPU test and the tune study kda_prefill_split time it)."""
+    t, _, _ = check_args("kda", q, k, v, g, beta, a, dt_bias, state)
+    if t < RECURRENT_BELOW:
+        return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
+    return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True)

@@ -105,6 +105,7 @@ def launch_every_kernel():
                                                                r(32, 128, 128), 128 ** -0.5, 1e-6]
         kda.kda(*args)
         kda_chunked.kda_chunked(*args)
+        kda_chunked.kda_chunked_split(*args)
     for t in (1, 100):
         args = (r(t, 32, 192, dtype=BF), r(t, 576, dtype=BF), r(256, 576, dtype=BF), torch.tensor([3]),
                 r(32, 128, 512), r(32, 128, 512), 192 ** -0.5)
@@ -282,6 +283,8 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     assert len(names) >= 20, sorted(names)  # every op's kernels were reached
     dq = {k[1] for k in compiled if k[0] == "_dequant_kernel"}
     assert len(dq) == 7, f"the whole-weight decode was not compiled for every type: {sorted(dq)}"
+    split = {"_split_norms_kernel", "_split_products_kernel", "_split_inverse_kernel", "_split_wu_kernel"}
+    assert split <= {k[0] for k in compiled}, "kda=triton_chunked_split's prepare kernels were not all compiled"
     glue = [k for k in compiled if k[0] in ("_swiglu_pairs_kernel", "_combine_slots_kernel")]
     assert len(glue) == 3, f"the fused MoE glue kernels were not all compiled: {sorted(glue)}"  # HAS_ADD both ways
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}

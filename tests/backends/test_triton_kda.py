@@ -63,18 +63,37 @@ def test_chunked_unrolled_diagonal_is_bitwise_the_loop_in_interpreter(chunked, m
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
 
 
+def test_chunked_split_contract_cases_in_interpreter(chunked):
+    prove_contract(OP, "triton_chunked_split", chunked.kda_chunked_split)
+
+
+@pytest.mark.parametrize("h,d,steps,gate_std", [(2, 16, (70,), 1.0), (2, 24, (16, 70), 1.0), (2, 16, (130,), 6.0)])
+def test_chunked_split_is_bitwise_the_one_kernel_form_in_interpreter(chunked, h, d, steps, gate_std):
+    """The four-launch prepare computes every value with the same helpers in the same order: the same bits as the one
+    prepare kernel, outputs and states, over ragged chunks, D not a power of two, and decay strong enough to
+    overflow a factorised exp."""
+    calls, state = kda_calls(h, d, steps, 31 + h + d, gate_std=gate_std)
+    states = [state["state"].clone(), state["state"].clone()]
+    for call in calls:
+        one = chunked.kda_chunked(**call, state=states[0])
+        split = chunked.kda_chunked_split(**call, state=states[1])
+        assert torch.isfinite(one).all() and torch.equal(one, split), call["q"].shape
+    assert torch.equal(states[0], states[1])
+
+
 def test_recurrent_awkward_heads_in_interpreter(recurrent):
     calls, state = kda_calls(3, 40, (2, 1, 3), 11)
     check_case(OP, "triton", recurrent.kda, calls, state, label="H3_D40")
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["triton", "triton_chunked"])
+@pytest.mark.parametrize("name", ["triton", "triton_chunked", "triton_chunked_split"])
 def test_gpu_contract_cases(name):
     from sparkops_triton.kda import kda
-    from sparkops_triton.kda_chunked import kda_chunked
+    from sparkops_triton.kda_chunked import kda_chunked, kda_chunked_split
 
-    prove_contract(OP, name, kda if name == "triton" else kda_chunked, "cuda", seeds=(0, 1))
+    fn = {"triton": kda, "triton_chunked": kda_chunked, "triton_chunked_split": kda_chunked_split}[name]
+    prove_contract(OP, name, fn, "cuda", seeds=(0, 1))
 
 
 @pytest.mark.gpu
@@ -111,3 +130,24 @@ def test_gpu_48b_chunked_prefill_against_recurrent_and_fla():
         timing = time_calls(kda_chunked, sets, nbytes, graph=False, replays=5)
         print(f"kda=triton_chunked prefill T={t}: {timing.us / 1e3:.3f} ms per layer "
               f"({t / timing.us:.2f} M tokens/s; fla chunk_kda at T=32768: 4.59 ms)")
+
+
+@pytest.mark.gpu
+def test_gpu_48b_chunked_split_is_bitwise_and_timed():
+    """"triton_chunked_split" against "triton_chunked" at the 48B's sizes: the same bits (output and state) at T=4096
+    and 16384; the two prepare forms timed side by side (the whole op per layer) at T=16384 and 32768."""
+    from sparkops_triton._workloads import kda_args, time_calls
+    from sparkops_triton.kda_chunked import kda_chunked, kda_chunked_split
+
+    for t in (4096, 16384):
+        (args,), _ = kda_args(t, n_sets=1, seed=11)
+        s_one, s_split = args[7].clone(), args[7].clone()
+        o_one = kda_chunked(*args[:7], s_one, *args[8:])
+        o_split = kda_chunked_split(*args[:7], s_split, *args[8:])
+        assert torch.equal(o_one, o_split) and torch.equal(s_one, s_split), f"T={t}: the bits differ"
+    for t in (16384, 32768):
+        sets, nbytes = kda_args(t, n_sets=2)
+        one = time_calls(kda_chunked, sets, nbytes, graph=False, replays=5)
+        split = time_calls(kda_chunked_split, sets, nbytes, graph=False, replays=5)
+        print(f"\nkda prefill T={t} per layer: triton_chunked {one.us / 1e3:.3f} ms, triton_chunked_split "
+              f"{split.us / 1e3:.3f} ms (split/one {split.us / one.us:.3f})")

@@ -42,9 +42,11 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     d.mkdir()
     (d / "sparkops").write_text(STUB_SPARKOPS)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
-    # bench/gpu_test_shard.py is pure Python: the real interpreter runs it (its output picks the shards' files)
+    # bench/gpu_test_shard.py and `python3 -c "print(...)"` arithmetic are pure Python: the real interpreter runs
+    # them (the shards' files, a prediction factor); imports of torch and the kernels stay stand-ins
     (d / "python3").write_text('#!/usr/bin/env bash\n'
-                               f'[ "$1" = bench/gpu_test_shard.py ] && exec "{sys.executable}" "$@"\n'
+                               f'if [ "$1" = bench/gpu_test_shard.py ] || [[ "$1" = -c && "$2" == print\\(* ]]; then '
+                               f'exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && sleep "${STUB_PYTEST_SECONDS:-0}"\n'
                                'exit 0\n')
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
@@ -639,11 +641,11 @@ def test_rungs10_times_the_fused_moe_prefill_over_the_prefill_registry_now(tmp_p
         f"swap moe_experts=triton_dqmm_fused --device cuda --registry {fused}.new"]
     assert Path(f"{fused}.base").read_text().strip() == str(kdac)
     diags = [c for c in calls if c.startswith("diagnose ")]
-    assert len(diags) == 3 and all("--prefill-chunk 16384 " in d for d in diags)  # the 4096 ones predicted timed rows
+    assert len(diags) == 4 and all("--prefill-chunk 16384 " in d for d in diags)  # the 4096 ones predicted timed rows
     assert f"--registry {kdac} " in diags[0] and f"--registry {fused} " in diags[1]
     prefills = [c for c in calls if c.startswith("bench prefill")]
-    assert len(prefills) == 3
-    pair, sdpa_pair, whole = prefills
+    assert len(prefills) == 4
+    pair, sdpa_pair, split_pair, whole = prefills
     assert f"--registry {kdac} --vs {fused}" in pair and "--chunk 16384 " in pair and "--changes moe_experts" in pair
     assert int(pair.split("--repeats ")[1].split()[0]) >= MIN_PAIRS_FOR_A_TIER
     assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-16k.json'} --expect moe_experts=1.9" in pair
@@ -653,19 +655,26 @@ def test_rungs10_times_the_fused_moe_prefill_over_the_prefill_registry_now(tmp_p
     assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-moefused.json'} --expect attention=2.5" in sdpa_pair
     assert Path(f"{sdpa}.base").read_text().strip() == str(fused)
     assert log.count("gpu-tests-sdpa (limit") == 1
-    assert f"--registry {sdpa} " in whole and "--chunk 32768 " in whole and "--vs" not in whole
-    assert diags[-1].count("--prefill-chunk 16384") == 1 and f"--registry {sdpa} " in diags[-1]
+    # the split KDA prepare over the SDPA registry (it won), its base diagnosed first (the SDPA rung has no diagnosis
+    # after it); no --expect here: the stand-in GPU test printed no ratio
+    split = machine / "cuda-prefill-kdasplit.toml"
+    assert f"--registry {sdpa} --vs {split}" in split_pair and "--changes kda" in split_pair
+    assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-sdpa.json'}" in split_pair and "--expect" not in split_pair
+    assert f"--registry {sdpa} " in diags[2] and log.count("gpu-tests-kdasplit (limit") == 1
+    assert f"--registry {split} " in whole and "--chunk 32768 " in whole and "--vs" not in whole
+    assert f"--registry {split} " in diags[-1]
     steps = ["gpu-tests-moefused rc=0", "] swap-moe-fused (limit", "] diagnose-prefill-16k (limit",
              "] prefill-moe-fused (limit", "] diagnose-prefill-moefused (limit", "] swap-sdpa (limit",
-             "] prefill-sdpa (limit", "] prefill-now-32k (limit", "] diagnose-prefill-now-16k (limit"]
+             "] prefill-sdpa (limit", "] swap-kda-split (limit", "] diagnose-prefill-kdabase (limit",
+             "] prefill-kda-split (limit", "] prefill-now-32k (limit", "] diagnose-prefill-now-16k (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
 
 
 def test_rungs10_leaves_the_fused_moe_out_when_its_gpu_tests_failed(tmp_path):
     """Failed GPU tests of the fused MoE: no swap, no pair; the 16384-token chunk of the registry now is still
-    diagnosed, and the SDPA rung is timed over that registry against it. Failed ones of the SDPA attention too:
-    neither rung, no row; the tune studies still run."""
+    diagnosed, and the SDPA rung is timed over that registry against it, the split KDA over the SDPA one. Failed
+    ones of the SDPA attention too: neither rung; the split KDA over the registry now. The tune studies still run."""
     for case, failed in (("moe", ("gpu-tests-moefused",)), ("both", ("gpu-tests-moefused", "gpu-tests-sdpa"))):
         machine = tmp_path / case / "machine"
         (machine / "suite-done").mkdir(parents=True)
@@ -678,11 +687,14 @@ def test_rungs10_leaves_the_fused_moe_out_when_its_gpu_tests_failed(tmp_path):
         assert [c for c in calls if c.startswith("diagnose ")]
         prefills = [c for c in calls if c.startswith("bench prefill")]
         kdac, sdpa = machine / "cuda-prefill-kdac.toml", machine / "cuda-prefill-sdpa.toml"
+        split = machine / "cuda-prefill-kdasplit.toml"
         if case == "moe":
             assert f"--registry {kdac} --vs {sdpa}" in prefills[0], prefills
             assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-16k.json'} --expect attention=2.5" in prefills[0]
-        else:
-            assert not prefills and not sdpa.exists()
+            assert f"--registry {sdpa} --vs {split}" in prefills[1], prefills
+        else:  # the split KDA is timed over the registry now, against its diagnosis
+            assert not sdpa.exists() and f"--registry {kdac} --vs {split}" in prefills[0], prefills
+            assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-16k.json'}" in prefills[0]
         assert "tune-prefill rc=0" in log
 
 
@@ -698,3 +710,19 @@ def test_the_two_test_halves_run_one_per_lane_and_cover_every_gpu_test_file(tmp_
              if not str(p.relative_to(REPO)).startswith("tests/parallel/")}
     assert halves[0] | halves[1] == every
     assert all("-m gpu" in line for line in lines.values()) and "SKIP" not in log
+
+
+def test_the_split_kda_rung_is_predicted_from_its_gpu_tests_per_layer_ratio(tmp_path):
+    """The split KDA's GPU test printed split/one 0.512 at T=16384 (in an earlier call, another lane's log): the pair
+    is predicted with kda x1.95 on its base's diagnosis."""
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-kdasplit").write_text("0\n")
+    old = machine / "suite-results" / "1700000000-gpu1"
+    old.mkdir(parents=True)
+    (old / "gpu-tests-kdasplit.log").write_text(
+        "kda prefill T=32768 per layer: triton_chunked 17.6 ms, triton_chunked_split 9.1 ms (split/one 0.517)\n"
+        "kda prefill T=16384 per layer: triton_chunked 8.80 ms, triton_chunked_split 4.51 ms (split/one 0.512)\n")
+    log, calls = _lanes(tmp_path, "rungs9 rungs10", "", gpus=1, extra_env={"SUITE_TIMED": S10_TIMED})
+    pair = next(c for c in calls if c.startswith("bench prefill") and "--changes kda" in c)
+    assert "--expect kda=1.95" in pair
