@@ -443,8 +443,8 @@ proof_moefused() {
 # 136 ms, flash attention 109, the router's logits GEMM 38, the whole-weight decodes ~48): the table that picks their
 # defaults
 tune_prefill() {
-  run tune-prefill 180 python3 -m sparkops_triton._tune router_prefill dequant_bf16 attention_prefill kda_prefill \
-      kda_prefill_split
+  run tune-prefill 200 python3 -m sparkops_triton._tune router_prefill dequant_bf16 attention_prefill kda_prefill \
+      kda_prefill_split attention_prefill_sdpa
 }
 proof_kdasplit() {
   run gpu-tests-kdasplit 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "split or contract" \

@@ -3,7 +3,7 @@
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
                                      lm_head_q6k linear_q6k_small moe_decode router_gemv moe_decode_prefetch
                                      lm_head_prefetch linear_gemv_prefetch linear_gemv_flat moe_decode_flat
-                                     router_prefill dequant_bf16 kda_prefill_split]
+                                     router_prefill dequant_bf16 kda_prefill_split attention_prefill_sdpa]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import torch
 
-from . import attention_prefill, attention_splitk, dequantize, kda, kda_chunked, linear, moe_experts, moe_router
+from . import (attention_prefill, attention_sdpa, attention_splitk, dequantize, kda, kda_chunked, linear, moe_experts,
+               moe_router)
 from ._workloads import attention_args, expert_stack_args, kda_args, router_args, time_calls
 
 #: linear's GEMV table with one type's (rows per program at T=1, fewest rows, warps) replaced
@@ -118,6 +119,13 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
         {"FLASH_BM": 64, "FLASH_BN": 128, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
         {"FLASH_BM": 64, "FLASH_BN": 32, "FLASH_WARPS": 4, "FLASH_STAGES": 3},
     ]),
+    # "triton_sdpa"'s prefill on each of torch's fused attention backends alone (a backend that cannot take the shape
+    # is a FAILED row), at a 16384-token chunk
+    "attention_prefill_sdpa": (attention_sdpa, [{"SDPA_BACKENDS": ("CUDNN_ATTENTION", "FLASH_ATTENTION",
+                                                                    "EFFICIENT_ATTENTION")},
+                                                {"SDPA_BACKENDS": ("CUDNN_ATTENTION",)},
+                                                {"SDPA_BACKENDS": ("EFFICIENT_ATTENTION",)},
+                                                {"SDPA_BACKENDS": ("FLASH_ATTENTION",)}]),
     # prefill's router logits GEMM (float32 FMA) at a 16384-token chunk: (tokens, experts, D slice, warps) per program
     "router_prefill": (moe_router, [{"ROUTER_GEMM_BT": bt, "ROUTER_GEMM_BE": be, "ROUTER_GEMM_BD": bd,
                                      "ROUTER_GEMM_WARPS": w}
@@ -172,6 +180,9 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     if study == "router_gemv":
         sets, nbytes = router_args(1)
         return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, True
+    if study == "attention_prefill_sdpa":
+        sets, nbytes = attention_args(16384, 0, n_sets=1)
+        return attention_sdpa.attention_sdpa, sets, nbytes, False
     if study == "router_prefill":
         sets, nbytes = router_args(16384, n_sets=2)
         return (lambda *a: moe_router.moe_router(*a)[0]), sets, nbytes, False

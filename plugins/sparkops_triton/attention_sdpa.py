@@ -11,7 +11,7 @@ is never captured in a CUDA graph, unlike decode):
      (`_project_kernel`, bf16 out), k[s, h] = [k_nope ; k_pe_s] with the row's shared k_pe;
   3. o = softmax(q k^T * scale, causal) v over those S = p + T rows: the query at p + t sees rows 0 .. p + t
      (causal from the lower right: `causal_lower_right`; p = 0 is plain `is_causal`).
-The backends are cuDNN, flash and memory-efficient attention only: torch's math backend would build the [T, S]
+The backends are cuDNN, flash and memory-efficient attention only (SDPA_BACKENDS, in that priority): torch's math backend would build the [T, S]
 scores of every head at once (34 GB at a 16384-token chunk), so a shape none of the three takes is refused with
 the fix, never run slowly. Interpreted runs (CPU, TRITON_INTERPRET=1: the tests) allow the math backend too -
 stated, since the fused ones are CUDA kernels.
@@ -31,13 +31,28 @@ from .attention_splitk import _attention
 SDPA_MIN_T = 64
 #: rows per program of the projection into naive form
 PROJECT_BM = 64
+#: torch's fused attention backends allowed, first preferred (`sdpa_kernel(..., set_priority=True)`): cuDNN's takes
+#: keys and values of different widths; flash's needs them equal (it is skipped for the MLA's 192 / 128); the
+#: memory-efficient one takes any mask. The tune study attention_prefill_sdpa times each alone
+SDPA_BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
 
 
 def _backends() -> list:
     from torch.nn.attention import SDPBackend
 
-    fused = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+    fused = [getattr(SDPBackend, name) for name in SDPA_BACKENDS]
     return fused + ([SDPBackend.MATH] if interpreting() else [])
+
+
+def _sdpa_context():
+    """sdpa_kernel over _backends(), in that priority where this torch can take one (set_priority: torch >= 2.6)."""
+    import inspect
+
+    from torch.nn.attention import sdpa_kernel
+
+    if "set_priority" in inspect.signature(sdpa_kernel).parameters:
+        return sdpa_kernel(_backends(), set_priority=True)
+    return sdpa_kernel(_backends())
 
 
 def naive_rows(cache, pos, upto: int, w_uk, w_uv, lkv: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,7 +78,6 @@ def naive_rows(cache, pos, upto: int, w_uk, w_uv, lkv: int) -> tuple[torch.Tenso
 
 def prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
     """Steps 1-3 of the module docstring on checked arguments; [T, N, Dv] in q's dtype."""
-    from torch.nn.attention import sdpa_kernel
     from torch.nn.attention.bias import causal_lower_right
 
     t, n, _ = q.shape
@@ -80,7 +94,7 @@ def prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
     vh = v.permute(1, 0, 2).unsqueeze(0)                                     # [1, N, S, Dv]
     mask = dict(is_causal=True) if p == 0 else dict(attn_mask=causal_lower_right(t, s))
     try:
-        with sdpa_kernel(_backends()):
+        with _sdpa_context():
             o = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, scale=float(scale), **mask)
     except RuntimeError as exc:
         raise BadInput(f"attention \"triton_sdpa\": no fused attention of this torch ({torch.__version__}) takes "
