@@ -64,9 +64,10 @@ def _combine_slots_kernel(ys_ptr, pos_ptr, w_ptr, add_ptr, bad_ptr, out_ptr, T, 
 def swiglu_pairs(gu: torch.Tensor) -> torch.Tensor:
     """[N, F] bfloat16 silu(g) * u from gu [N, 2F] whose column 2f is g_f and 2f + 1 is u_f."""
     n, two_f = gu.shape
-    if two_f % 2 or gu.stride(-1) != 1 or gu.stride(0) != two_f:
-        raise BadInput(f"moe_experts: the gate/up product is {list(gu.shape)} with strides {list(gu.stride())}; "
-                       f"swiglu_pairs needs a contiguous [N, 2F] of (gate, up) column pairs")
+    if two_f % 2:
+        raise BadInput(f"moe_experts: the gate/up product is {list(gu.shape)}; swiglu_pairs needs [N, 2F] of "
+                       f"(gate, up) column pairs")
+    gu = gu.contiguous()
     expect_device("moe_experts", gu=gu)
     f = two_f // 2
     h = torch.empty((n, f), dtype=torch.bfloat16, device=gu.device)     # [N, F]

@@ -240,6 +240,7 @@ def test_swiglu_pairs_reads_gate_up_column_pairs(kernels):
     assert (h == want).float().mean() > 0.99
     with pytest.raises(Exception, match="pairs"):
         glue.swiglu_pairs(gu[:, :599])
+    assert torch.equal(glue.swiglu_pairs(gu.t().contiguous().t()), h)  # strided rows: made contiguous first
 
 
 def test_combine_slots_sums_each_tokens_slots_in_order(kernels):
