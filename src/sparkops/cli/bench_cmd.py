@@ -7,7 +7,10 @@
 The model gate runs first on every registry (same weights, device, dtype); if it fails nothing is
 timed, printed or recorded (exit 1). A and B alternate ABAB... in this one process over one weights
 object; warm-up rounds are excluded; medians and per-pair ratios are reported. Decode is timed at the
-given depths only after the harness has proven the caches hold exactly that many tokens. Every figure
+given depths only after the harness has proven the caches hold exactly that many tokens. A prefill figure
+stands only if each arm's result does not depend on its chunk: the prompt is prefilled again in chunks of a
+size the gate ran and the logits (its last position and 8 decode steps after) must agree by the gate's rule,
+else nothing is recorded (exit 1). Every figure
 is recorded in bench/ledger.jsonl, offered to the raise-only bench/frontier.toml, and LADDER.md is
 re-rendered (--no-record to only print).
 """
