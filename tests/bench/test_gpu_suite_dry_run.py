@@ -656,10 +656,10 @@ def test_rungs10_times_the_fused_moe_prefill_over_the_prefill_registry_now(tmp_p
     assert Path(f"{sdpa}.base").read_text().strip() == str(fused)
     assert log.count("gpu-tests-sdpa (limit") == 1
     # the split KDA prepare over the SDPA registry (it won), its base diagnosed first (the SDPA rung has no diagnosis
-    # after it); no --expect here: the stand-in GPU test printed no ratio
+    # after it); the stated estimate: the stand-in GPU test printed no ratio
     split = machine / "cuda-prefill-kdasplit.toml"
     assert f"--registry {sdpa} --vs {split}" in split_pair and "--changes kda" in split_pair
-    assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-sdpa.json'}" in split_pair and "--expect" not in split_pair
+    assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-sdpa.json'} --expect kda=1.6" in split_pair
     assert f"--registry {sdpa} " in diags[2] and log.count("gpu-tests-kdasplit (limit") == 1
     assert f"--registry {split} " in whole and "--chunk 32768 " in whole and "--vs" not in whole
     assert f"--registry {split} " in diags[-1]

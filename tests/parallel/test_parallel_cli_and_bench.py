@@ -68,7 +68,12 @@ def test_bench_gates_then_times_and_records(tmp_path):
     for phase in ("prefill", "decode"):
         assert 0 < s[phase]["collective_share"] < 1 and s[phase]["tok_s"] > 0
     assert s["decode"]["reduces_per_step"] == {"attn": 4.0, "ffn": 4.0}
+    # the chunk proof: the 24-token prompt again in chunks of 16 and of 9 (the gate's depth), 8 decode steps after
+    cp = result["gates"]["chunk_proof_prefill"]
+    assert cp["passed"] and (cp["timed_chunk"], cp["reference_chunk"], cp["rows"]) == (16, 9, 9)
+    assert s["prefill"]["chunk_proof"]["passed"]
     rows = runbench.record(result, "sparkops parallel bench (test)", tmp_path)
+    assert rows[0]["chunk_proof"]["A"]["passed"] and "chunk_proof" not in rows[1]
     assert [r["key"] for r in rows] == ["prefill.k3-nano.q8_0.2xcpu.t=24", "decode.k3-nano.q8_0.2xcpu.d=20"]
     assert [r["id"] for r in L.read(tmp_path / L.LEDGER)] == [r["id"] for r in rows]
     assert all(r["frontier"] == {"A": "new"} and r["parallel"]["world"] == 2 for r in rows)
@@ -128,3 +133,18 @@ def test_a_refused_run_records_no_figure_only_the_refusal(tmp_path, monkeypatch,
     assert row["depths"] == [131072] and row["tokens"] == 32768 and "figures" not in row and "after" not in row
     assert "parallel bench" in row["command"] and not (tmp_path / L.FRONTIER).exists()
     assert "recorded the refusal" in capsys.readouterr().out
+
+
+def test_a_chunk_dependent_prefill_is_a_failed_gate_and_its_refusal_names_it():
+    """chunk_gate turns rank 0's chunk proof into a gate verdict; a failing one is what the refusal row names."""
+    per_rank = [{"prefill": {"chunk_proof": {"timed_chunk": 2048, "reference_chunk": 1024, "why": "half", "rows": 9,
+                                             "kl_max": 3.5, "kl_mean": 1.0, "top1": 0.4, "rule": "KL <= 2",
+                                             "passed": False}}}]
+    cp = runbench.chunk_gate(per_rank)
+    assert not cp["passed"] and "chunks of 2048 vs 1024" in cp["what"]
+    assert runbench.chunk_gate([{"decode": {}}]) is None
+    result = _fake_result("prefill")
+    result["gates"]["chunk_proof_prefill"] = cp
+    result["refused"] = "the prefill's result depends on its chunk"
+    row = runbench.refusal_row(result, "cmd", env=ENV)
+    assert row["refused"] == "chunk_proof_prefill" and row["worst_kl"] == 3.5 and row["worst_top1"] == 0.4

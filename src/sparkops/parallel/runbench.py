@@ -13,7 +13,10 @@ Order, as the scoreboard demands (seed, lectures 02 and 10): the gate first, the
                prefilled shorter and decoded token by token (the caches and states carried between
                steps), within the model rule; every rank's logits must be the same bytes; all finite.
   prefill  a fresh sequence, the P-token prompt prefilled (in --chunk pieces), timed from a barrier
-           to the last rank's end; the cache then proven to hold P tokens (bench.depth).
+           to the last rank's end; the cache then proven to hold P tokens (bench.depth); then the chunk
+           proof (bench.chunking): the prompt prefilled again in the timed chunks and in a size the
+           k3-nano gate ran, 8 decode steps after each, the logits judged by the model rule - a figure
+           whose result depends on its chunk is refused like a failed gate.
   decode   the sequence filled to D - by prefilling D tokens (its time is recorded too: a prefill
            figure at that length) or, with --fill synthetic, by writing random RMS-normed latent rows
            and random KDA states (decode's cost at depth D does not depend on what the rows hold:
@@ -32,6 +35,7 @@ from typing import Any
 
 import torch
 
+from ..bench.chunking import CHECK_STEPS
 from ..errors import BadInput
 
 #: the seed's figures (seed/part4-optimizing-a-real-engine.txt), 8x H200, UD-IQ1_S, same box and
@@ -171,6 +175,14 @@ def bench_on_rank(r: Any, req: dict[str, Any]) -> dict[str, Any]:
         proof = dep.verify_depth(e, P, fresh=True)
         out["prefill"] = {"tokens": P, "wall_s": wall, "collective_s": coll, "tok_s": P / wall,
                           "proof": proof.as_dict()}
+        if req.get("rule") is not None:  # every rank in lockstep (the sharded forwards need them all)
+            from ..bench import chunking
+            from ..gate.tolerances import ModelRule
+
+            steps_tok = dep.random_tokens(chunking.CHECK_STEPS, e.config.vocab_size, seed + 3)
+            out["prefill"]["chunk_proof"] = chunking.prove(e, e.reset, prompt, steps_tok, chunk,
+                                                           tuple(req.get("proof_depths") or ()),
+                                                           ModelRule(**req["rule"])).as_dict()
     if D >= 0:
         prompt = dep.random_tokens(D + steps, e.config.vocab_size, seed + 1)
         e.reset()
@@ -224,7 +236,7 @@ def run(spec: Any, *, prefill: int, depth: int, steps: int = 8, rounds: int = 3,
         if not o.passed:
             result["refused"] = f"the sharded graph failed the gate on this box: {o.summary}"
             return result
-    need = max(prefill, depth + steps, sum(consistency)) + 1
+    need = max(prefill + CHECK_STEPS, depth + steps, sum(consistency)) + 1
     t0 = time.perf_counter()
     with ShardedPool(replace(spec, max_context=max(spec.max_context, need))) as pool:
         result["startup_s"] = time.perf_counter() - t0
@@ -245,10 +257,27 @@ def run(spec: Any, *, prefill: int, depth: int, steps: int = 8, rounds: int = 3,
                 result["refused"] = f"the model failed its self-consistency gate: {result['gates']['self_consistency']}"
                 return result
         req = {"prefill": prefill, "depth": depth, "steps": steps, "rounds": rounds, "chunk": chunk, "fill": fill,
-               "seed": seed}
+               "seed": seed, "rule": rule.pinned(), "proof_depths": list(gate_depths)}
         result["per_rank"] = pool.call("bench", req)
     result["summary"] = summarize(result["per_rank"])
+    cp = chunk_gate(result["per_rank"])
+    if cp is not None:
+        result["gates"]["chunk_proof_prefill"] = cp
+        if not cp["passed"]:
+            result["refused"] = (f"the prefill's result depends on its chunk: chunks of {cp['timed_chunk']} against "
+                                 f"{cp['reference_chunk']} gave KL max {cp['kl_max']:.3g}, top-1 {cp['top1']:.3f} "
+                                 f"({cp['rule']}); time with --chunk {cp['reference_chunk']}, or find the op that "
+                                 f"breaks at the timed shapes")
     return result
+
+
+def chunk_gate(per_rank: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The prefill's chunk proof as a gate verdict (rank 0's; every rank judged the same logits), or None."""
+    cp = (per_rank[0].get("prefill") or {}).get("chunk_proof") if per_rank else None
+    if cp is None:
+        return None
+    return {**cp, "what": f"prefill in chunks of {cp['timed_chunk']} vs {cp['reference_chunk']} ({cp['why']}), "
+                          f"the last position and the decode steps after"}
 
 
 def summarize(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
@@ -259,7 +288,8 @@ def summarize(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
         coll = statistics.fmean(p["prefill"]["collective_s"] for p in per_rank)
         toks = per_rank[0]["prefill"]["tokens"]
         out["prefill"] = {"tokens": toks, "wall_s": wall, "tok_s": toks / wall, "collective_s": coll,
-                          "collective_share": coll / wall, "proof": per_rank[0]["prefill"]["proof"]}
+                          "collective_share": coll / wall, "proof": per_rank[0]["prefill"]["proof"],
+                          "chunk_proof": per_rank[0]["prefill"].get("chunk_proof")}
     if "decode" in per_rank[0]:
         d0 = per_rank[0]["decode"]
         rounds = len(d0["wall_s"])
@@ -350,6 +380,7 @@ def ledger_rows(result: dict[str, Any], command: str, frontier: Any = None,
                          "reduces_per_step": p.get("reduces_per_step")},
             "fill": p.get("fill") if phase == "decode" else None,
             "depth_proof": {"A": p["proof"]},
+            **({"chunk_proof": {"A": p["chunk_proof"]}} if p.get("chunk_proof") else {}),
             "seed_figures": {"figures": SEED_FIGURES.get(seed_key, {}), "source": SEED_SOURCE,
                              "ratio_to": {k: spread.median / v for k, v in SEED_FIGURES.get(seed_key, {}).items()}},
             "command": command, "commit": env.get("commit"), "dirty": env.get("dirty"), "device": spec["device"],
