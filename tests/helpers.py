@@ -13,11 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 def run_cli(*args: str, cwd: Path | None = None, extra_path: list[Path] | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`sparkops ARGS` in a fresh interpreter (entry points are re-read there)."""
-    e = dict(os.environ)
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     if extra_path:
         e["PYTHONPATH"] = os.pathsep.join([*map(str, extra_path), e.get("PYTHONPATH", "")])
+    e["COLUMNS"] = "200"  # wide tables: a long tmp path (an xdist worker's) must not wrap what tests look for
     e.update(env or {})
-    e.setdefault("COLUMNS", "200")
     return subprocess.run([sys.executable, "-m", "sparkops", *args], cwd=cwd, env=e, capture_output=True,
                           text=True, timeout=300)
 

@@ -4,6 +4,7 @@ recorded reason) / not measured, the LADDER section, and a real CPU run of bench
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -139,9 +140,12 @@ def test_a_bad_targets_file_is_named(tmp_path):
 def test_a_real_cpu_run_of_the_op_benchmarks_goes_into_the_ledger(tmp_path, bench_dir):
     """bench/test_bench_ops.py on the CPU (two ops, k3-nano shapes) -> JSON -> one opbench row."""
     out = tmp_path / "ops.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "bench/test_bench_ops.py",
+    # its own pytest, without xdist (under which pytest-benchmark disables itself) whether or not this run uses it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "bench/test_bench_ops.py",
                            "--benchmark-only", "-k", "swiglu or rmsnorm and not add and not gated and not quantize",
-                           f"--benchmark-json={out}"], cwd=REPO, capture_output=True, text=True, timeout=600)
+                           f"--benchmark-json={out}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     row = opbench_row(out, targets=load_targets(REPO / "bench" / "targets.toml"), read_gbs=20.0)
     impls = {c["impl"] for c in row["entries"]}
