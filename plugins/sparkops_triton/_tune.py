@@ -63,7 +63,8 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     ]),
     # "triton_chunked_split": its phase kernels' warps (SPLIT_WARPS other than PREPARE_WARPS changes the reductions'
     # layouts, so the bits: the nmse column says by how much)
-    "kda_prefill_split": (kda_chunked, [{"SPLIT_WARPS": 8}, {"SPLIT_WARPS": 4}, {"SPLIT_WARPS": 4, "DIAG_UNROLL": True}]),
+    "kda_prefill_split": (kda_chunked, [{"SPLIT_WARPS": 8}, {"SPLIT_WARPS": 4},
+                                        {"SPLIT_WARPS": 4, "DIAG_UNROLL": True}]),
     "attention_decode": (attention_splitk, [
         {"BLOCK_ROWS": 32, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 3},
         {"BLOCK_ROWS": 16, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 4},

@@ -11,10 +11,10 @@ is never captured in a CUDA graph, unlike decode):
      (`_project_kernel`, bf16 out), k[s, h] = [k_nope ; k_pe_s] with the row's shared k_pe;
   3. o = softmax(q k^T * scale, causal) v over those S = p + T rows: the query at p + t sees rows 0 .. p + t
      (causal from the lower right: `causal_lower_right`; p = 0 is plain `is_causal`).
-The backends are cuDNN, flash and memory-efficient attention only (SDPA_BACKENDS, in that priority): torch's math backend would build the [T, S]
-scores of every head at once (34 GB at a 16384-token chunk), so a shape none of the three takes is refused with
-the fix, never run slowly. Interpreted runs (CPU, TRITON_INTERPRET=1: the tests) allow the math backend too -
-stated, since the fused ones are CUDA kernels.
+The backends are cuDNN, flash and memory-efficient attention only (SDPA_BACKENDS, in that priority): torch's math
+backend would build the [T, S] scores of every head at once (34 GB at a 16384-token chunk), so a shape none of the
+three takes is refused with the fix, never run slowly. Interpreted runs (CPU, TRITON_INTERPRET=1: the tests) allow
+the math backend too - stated, since the fused ones are CUDA kernels.
 Operands bf16 (q, k, v), softmax in float32 inside the fused kernels: claim "bf16". Short calls (T < SDPA_MIN_T)
 and decode are "triton_splitk"'s own code.
 """
@@ -82,13 +82,13 @@ def prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
 
     t, n, _ = q.shape
     lkv = w_uk.shape[2]
-    write_rows(latent, cache, pos)
     p = int(pos.reshape(-1)[0])                                              # host read: prefill is never captured
     s = p + t
-    if s > cache.shape[0]:
+    if s > cache.shape[0]:  # refused before any row is written
         raise BadInput(f"attention: {t} new rows at position {p} overrun the cache of {cache.shape[0]} rows; "
                        f"make the cache longer (max_context)")
-    k, v = naive_rows(cache, pos, s, w_uk, w_uv, lkv)                             # [S, N, Dn+R], [S, N, Dv]
+    write_rows(latent, cache, pos)
+    k, v = naive_rows(cache, pos, s, w_uk, w_uv, lkv)                        # [S, N, Dn+R], [S, N, Dv]
     # heads first, each contiguous (a copy of ~0.5 GB at a 16384-token chunk, ~0.3 ms): the layout every fused
     # backend takes, rather than strides one of them may refuse
     qh = q.to(torch.bfloat16).permute(1, 0, 2).contiguous().unsqueeze(0)     # [1, N, T, Dn+R]

@@ -138,11 +138,10 @@ def _phase_norms(q_ptr, k_ptr, g_ptr, beta_ptr, a, dtb, gam_ptr, kn_ptr, qn_ptr,
     offs = (t.to(tl.int64) * H + tl.program_id(1))[:, None] * D + dk[None, :]  # into [T, H, D]
     q = tl.load(q_ptr + offs, mask=m2, other=0.0).to(tl.float32)
     k = tl.load(k_ptr + offs, mask=m2, other=0.0).to(tl.float32)
-    g = tl.load(g_ptr + offs, mask=m2, other=0.0).to(tl.float32)
     beta = tl.load(beta_ptr + t.to(tl.int64) * H + tl.program_id(1), mask=valid, other=0.0).to(tl.float32)
     q = q * (scale / tl.sqrt(tl.sum(q * q, axis=1) + l2_eps))[:, None]
     k = k / tl.sqrt(tl.sum(k * k, axis=1) + l2_eps)[:, None]
-    gate = tl.where(m2, a * softplus(g + dtb[None, :]), 0.0)  # padding: no decay
+    gate = _gate_tile(g_ptr, a, dtb, n, i, T, H, D, DK)
     gam = tl.cumsum(gate, axis=0) + carry[None, :]
     _put(gam_ptr, base + i * 16, DK, 0, gam, DK)
     _put(kn_ptr, base + i * 16, DK, 0, k, DK)
@@ -152,15 +151,15 @@ def _phase_norms(q_ptr, k_ptr, g_ptr, beta_ptr, a, dtb, gam_ptr, kn_ptr, qn_ptr,
 
 
 @triton.jit
-def _gate_sum(g_ptr, a, dtb, n, i, T, H, D, DK: tl.constexpr):
-    """Σ over sub-block i of chunk n of the gate (what `_phase_norms` adds to its carry), [DK]."""
+def _gate_tile(g_ptr, a, dtb, n, i, T, H, D, DK: tl.constexpr):
+    """[16, DK] gate a * softplus(g + dt_bias) of sub-block i of chunk n (head: program axis 1); padding 0 (no decay)."""
     r = tl.arange(0, 16)
     dk = tl.arange(0, DK)
     t = n * 64 + i * 16 + r
     m2 = (t < T)[:, None] & (dk < D)[None, :]
     g = tl.load(g_ptr + (t.to(tl.int64) * H + tl.program_id(1))[:, None] * D + dk[None, :], mask=m2,
                 other=0.0).to(tl.float32)
-    return tl.sum(tl.where(m2, a * softplus(g + dtb[None, :]), 0.0), axis=0)
+    return tl.where(m2, a * softplus(g + dtb[None, :]), 0.0)
 
 
 @triton.jit
@@ -278,7 +277,7 @@ def _split_norms_kernel(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, gam_ptr, 
     dtb = tl.load(dtb_ptr + h * D + dk, mask=dk < D, other=0.0).to(tl.float32)
     carry = tl.zeros((DK,), dtype=tl.float32)
     for j in range(i):  # the sub-blocks before, summed in the order the one-kernel form adds them
-        carry = carry + _gate_sum(g_ptr, a, dtb, n, j, T, H, D, DK)
+        carry = carry + tl.sum(_gate_tile(g_ptr, a, dtb, n, j, T, H, D, DK), axis=0)
     _phase_norms(q_ptr, k_ptr, g_ptr, beta_ptr, a, dtb, gam_ptr, kn_ptr, qn_ptr, b_ptr, n, i, carry, h * TP + n * 64,
                  T, H, D, scale, l2_eps, DK)
 

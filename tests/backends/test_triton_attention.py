@@ -115,8 +115,10 @@ def test_sdpa_long_calls_from_empty_and_after_history_match_splitk_in_interprete
 def test_sdpa_refuses_a_call_past_the_cache(sdpa):
     calls, state = mla_calls(2, 32, 16, 64, 32, 100, (64,), 42)
     call = dict(calls[0], pos=torch.tensor([50]))
-    with pytest.raises(Exception, match="overrun the cache|cache"):
-        sdpa.attention_sdpa(**call, cache=state["cache"])
+    cache = state["cache"].clone()
+    with pytest.raises(Exception, match="overrun the cache of 100 rows"):
+        sdpa.attention_sdpa(**call, cache=cache)
+    assert torch.equal(cache, state["cache"])  # nothing half-written
 
 
 def wide_vs_splitk(splitk, calls, cache):

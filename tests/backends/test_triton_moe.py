@@ -619,7 +619,8 @@ def test_gpu_dqmm_prefill_48b(qtype):
 def test_gpu_dqmm_fused_prefill_48b(qtype):
     """"triton_dqmm_fused" against "triton_dqmm" on one 48B MoE layer (256 experts of [1024, 2304], top-8, a shared
     expert) at T = 4096 and 16384 (the prefill chunks the suite times): bf16-accurate on 4 tokens against float64,
-    within float32 rounding of "triton_dqmm" everywhere, a bad id's row NaN; timed side by side (one CUDA graph each)."""
+    within float32 rounding of "triton_dqmm" everywhere, a bad id's row NaN; timed side by side (one CUDA graph
+    each)."""
     from sparkops_triton.moe_experts import moe_experts_dqmm, moe_experts_dqmm_fused
 
     for t, call, some in prefill_48b(qtype, int(qtype) + 50, (4096, 16384)):

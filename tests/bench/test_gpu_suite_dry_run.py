@@ -575,9 +575,9 @@ def test_rungs9_studies_16384_token_chunks_only_after_the_pair_won(tmp_path):
 
 def test_session_10s_first_call_rebuilt_the_lm_head_step_beside_the_prefill_rung(tmp_path):
     """Session 10's first call (session 9's plan) on a fresh machine: rungs9 on GPU 0, proofs9 then rungs8 on GPU 1,
-    with session 9's winner (the lm_head rung) in SUITE_TIMED: rungs8 does not time it again but still swaps its registry (its cupy_float
-    tests run first) over the cupy-attention step, so that now_reg takes it; session 9's other rungs did not win
-    (stand-ins: "none"). The second call's IQ1_S row runs under the lm_head step."""
+    with session 9's winner (the lm_head rung) in SUITE_TIMED: rungs8 does not time it again but still swaps its
+    registry (its cupy_float tests run first) over the cupy-attention step, so that now_reg takes it; session 9's
+    other rungs did not win (stand-ins: "none"). The second call's IQ1_S row runs under the lm_head step."""
     env = {"SUITE_TIMED": S9_TIMED, "STUB_NO_WIN": "step8-cupy-float.toml step8-lowrank.toml",
            "STUB_PYTEST_SECONDS": "1"}
     log, calls = _lanes(tmp_path, "rungs9", "proofs9 prefill_diag rungs8", extra_env=env)
@@ -690,7 +690,8 @@ def test_rungs10_leaves_the_fused_moe_out_when_its_gpu_tests_failed(tmp_path):
         split = machine / "cuda-prefill-kdasplit.toml"
         if case == "moe":
             assert f"--registry {kdac} --vs {sdpa}" in prefills[0], prefills
-            assert f"--prediction {machine / 'suite-diag' / 'diag-prefill-16k.json'} --expect attention=2.5" in prefills[0]
+            diag16 = machine / "suite-diag" / "diag-prefill-16k.json"
+            assert f"--prediction {diag16} --expect attention=2.5" in prefills[0]
             assert f"--registry {sdpa} --vs {split}" in prefills[1], prefills
         else:  # the split KDA is timed over the registry now, against its diagnosis
             assert not sdpa.exists() and f"--registry {kdac} --vs {split}" in prefills[0], prefills

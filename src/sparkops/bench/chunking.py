@@ -1,6 +1,6 @@
 """The chunk proof of a prefill figure: the prompt's result must not depend on the chunk it was timed in.
 
-    proof = prove(engine, fill, prompt, depth, tokens, timed_chunk, gate_depths, rule, steps)
+    proof = prove(engine, fill, prompt, steps, timed_chunk, gate_depths, rule)
 
 The model gate runs forwards of its depths' sizes (1, 64, 4096 for the 48B); a prefill timed in chunks of
 32768 runs shapes the gate never saw (a grouped GEMM of 262144 routed rows, a KDA pass over 512 sub-chunks,
@@ -18,11 +18,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from ..errors import CheckFailed
-from ..gate.metrics import kl_and_top1
+from ..gate.model_gate import judge_depths
 from ..gate.tolerances import ModelRule
 
 #: decode steps after the prompt whose logits are compared too (each arm's cache holds them: max_context)
@@ -59,7 +58,8 @@ class ChunkProof:
                 f"KL max {self.kl_max:.3g}, mean {self.kl_mean:.3g}, top-1 {self.top1:.3f} ({self.rule}): {verdict}")
 
 
-def reference_chunk(tokens: int, timed_chunk: int | None, gate_depths: list[int] | tuple[int, ...]) -> tuple[int | None, int, str]:
+def reference_chunk(tokens: int, timed_chunk: int | None,
+                    gate_depths: list[int] | tuple[int, ...]) -> tuple[int | None, int, str]:
     """(reference chunk or None, the timed chunk, why): the largest gate depth below the timed chunk, so the
     comparison runs forwards of a size the gate compared with the golden; half the timed chunk where that
     depth would need more than MAX_REFERENCE_CHUNKS forwards."""
@@ -85,10 +85,8 @@ def prove(engine: Any, fill: Callable[[], None], prompt: torch.Tensor, steps: to
         return ChunkProof(timed, None, why)
     cand = _run(engine, fill, prompt, steps, timed)  # [1 + S, V]
     ref = _run(engine, fill, prompt, steps, ref_chunk)
-    kl, agree = kl_and_top1(ref, cand, rule.tie)
-    kl_max, kl_mean, top1 = float(np.max(kl)), float(np.mean(kl)), float(np.mean(agree))
-    passed = kl_max <= rule.kl_max and kl_mean <= rule.kl_mean_max and top1 >= rule.top1_min
-    return ChunkProof(timed, ref_chunk, why, len(kl), kl_max, kl_mean, top1, str(rule), passed)
+    r = judge_depths({t: ref}, {t: cand}, rule)[0]  # the gate's own judgement of one depth's rows
+    return ChunkProof(timed, ref_chunk, why, r.positions, r.kl_max, r.kl_mean, r.top1, str(rule), r.passed)
 
 
 def _run(engine: Any, fill: Callable[[], None], prompt: torch.Tensor, steps: torch.Tensor, chunk: int) -> torch.Tensor:

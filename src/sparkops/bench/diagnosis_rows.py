@@ -28,7 +28,8 @@ def row(doc: dict[str, Any], command: str, env: dict[str, Any]) -> dict[str, Any
             "graph_binding": v.get("graph_binding"), "graph_predicted_gain": v.get("graph_predicted_gain"),
             "graph_tok_s": v.get("graph_tok_s"), "graph_why": v.get("graph_why"),
             "kernels_per_token": prof.get("kernels"), "busy_fraction": prof.get("busy_fraction"),
-            "by_op": prof.get("by_op"), "by_kernel": prof.get("by_kernel"), "pngs": [Path(p).name for p in doc.get("pngs", [])],
+            "by_op": prof.get("by_op"), "by_kernel": prof.get("by_kernel"),
+            "pngs": [Path(p).name for p in doc.get("pngs", [])],
             "command": command, "commit": env.get("commit"), "dirty": env.get("dirty"),
             "code_digest": env.get("code_digest"), "device_name": env.get("device_name")}
 

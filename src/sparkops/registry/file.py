@@ -56,6 +56,8 @@ def typed_weight_type(op: str) -> Any:
         return w.qtype.name if isinstance(w, QWeight) else None
 
     return type_of
+
+
 #: the [engine] table's options: name -> (type, default, what it does)
 ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
     "fuse_projections": (bool, False, "linears that read the same input (KDA q/k/v/f_a/beta/g_a, MLA q/kv_a, "
