@@ -152,7 +152,7 @@ def _phase_norms(q_ptr, k_ptr, g_ptr, beta_ptr, a, dtb, gam_ptr, kn_ptr, qn_ptr,
 
 @triton.jit
 def _gate_tile(g_ptr, a, dtb, n, i, T, H, D, DK: tl.constexpr):
-    """[16, DK] gate a * softplus(g + dt_bias) of sub-block i of chunk n (head: program axis 1); padding 0 (no decay)."""
+    """[16, DK] gate a * softplus(g + dt_bias), sub-block i of chunk n (head: program axis 1); padding 0: no decay."""
     r = tl.arange(0, 16)
     dk = tl.arange(0, DK)
     t = n * 64 + i * 16 + r
