@@ -151,3 +151,27 @@ def test_a_variant_is_the_default_plus_its_own_changes(monkeypatch):
     _tune.run("probe")
     assert seen == [(4, 16, before[2]), (before[0], before[1], "tf32x3")]
     assert (kda_chunked.STATE_WARPS, kda_chunked.BLOCK_V, kda_chunked.PREPARE_PRECISION) == before
+
+
+def test_every_variant_is_checked_on_the_inputs_the_default_saw(monkeypatch):
+    """The timing calls advance a state argument in place (KDA's); the check of each later variant must still start
+    from the first variant's inputs, so a variant that changes nothing reads nmse 0 (session 11's KDA studies read
+    3.9e-05 for every variant before this)."""
+    from sparkops_triton import _tune, kda_chunked
+
+    def step(x, state):  # a state-space op: output from the state, the state advanced in place
+        state.mul_(0.5).add_(x)
+        return state.clone()
+
+    def timing(fn, sets, nbytes, graph, replays):
+        for args in sets:
+            fn(*args)
+        return "t"
+
+    variants = [{"STATE_WARPS": kda_chunked.STATE_WARPS}, {"STATE_WARPS": kda_chunked.STATE_WARPS}]
+    monkeypatch.setitem(_tune.STUDIES, "probe", (kda_chunked, variants))
+    sets = [(torch.ones(4), torch.full((4,), 3.0))]
+    monkeypatch.setattr(_tune, "_workload", lambda study: (step, sets, 1, False))
+    monkeypatch.setattr(_tune, "time_calls", timing)
+    rows = _tune.run("probe")
+    assert [r.rsplit(" ", 1)[-1] for r in rows] == ["0.0e+00", "0.0e+00"], rows
