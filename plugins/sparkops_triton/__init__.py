@@ -27,9 +27,10 @@ IMPLEMENTATIONS = [
     ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py",)),
     ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),
      ("_runtime.py", "kda.py")),
-    # "triton_chunked_split" (session 10, not yet on a GPU when written): the prepare kernel's phases as four launches
-    # over 4x the programs; the same helpers in the same order
-    ("kda", "triton_chunked_split", "sparkops_triton.kda_chunked:kda_chunked_split", bit_identical(to="triton_chunked"),
+    # "triton_chunked_split": the prepare kernel's phases as four launches over 4x the programs; the same helpers in
+    # the same order, bitwise the one-kernel form in the interpreter but not compiled (session 11, H200), so it claims
+    # the tolerance, not bit-identity
+    ("kda", "triton_chunked_split", "sparkops_triton.kda_chunked:kda_chunked_split", tolerance("bf16"),
      ("_runtime.py", "kda.py")),
     ("attention", "triton", "sparkops_triton.attention:attention", tolerance("bf16"),
      ("_runtime.py", "attention_prefill.py")),

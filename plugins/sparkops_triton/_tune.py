@@ -49,22 +49,18 @@ _Q6K_VARIANTS = [_q6k_gemv(*_Q6K_DEFAULT_TILE, False), _q6k_gemv(*_Q6K_DEFAULT_T
 STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     "kda_decode": (kda, [{"BLOCK_V": 32}, {"BLOCK_V": 16}, {"BLOCK_V": 64}, {"BLOCK_V": 128}]),
     "kda_prefill": (kda_chunked, [
-        {"PREPARE_WARPS": 8, "STATE_WARPS": 8, "BLOCK_V": 32},
-        {"PREPARE_WARPS": 4, "STATE_WARPS": 8, "BLOCK_V": 32},
-        {"PREPARE_WARPS": 2, "STATE_WARPS": 8, "BLOCK_V": 32},
-        {"PREPARE_WARPS": 4, "STATE_WARPS": 4, "BLOCK_V": 32},
+        {"PREPARE_WARPS": 4, "STATE_WARPS": 8, "BLOCK_V": 32, "DIAG_UNROLL": False},
+        {"PREPARE_WARPS": 8},  # session 10's defaults
+        {"DIAG_UNROLL": True},  # session 11's fastest, 56 bytes of spills
+        {"PREPARE_WARPS": 2},
+        {"STATE_WARPS": 4},
+        {"STATE_WARPS": 4, "BLOCK_V": 16},
         # the prepare kernel's small products on the tensor cores (its "ieee" FMA products are a latency chain)
-        {"PREPARE_WARPS": 8, "PREPARE_PRECISION": "tf32x3"},
-        {"PREPARE_WARPS": 4, "PREPARE_PRECISION": "tf32x3"},
-        {"DIAG_UNROLL": True},
-        {"DIAG_UNROLL": True, "PREPARE_WARPS": 4},
-        {"PREPARE_WARPS": 8, "STATE_WARPS": 4, "BLOCK_V": 16},
-        {"PREPARE_WARPS": 8, "STATE_WARPS": 8, "BLOCK_V": 64},
+        {"PREPARE_PRECISION": "tf32x3"},
     ]),
-    # "triton_chunked_split": its phase kernels' warps (SPLIT_WARPS other than PREPARE_WARPS changes the reductions'
-    # layouts, so the bits: the nmse column says by how much)
-    "kda_prefill_split": (kda_chunked, [{"SPLIT_WARPS": 8}, {"SPLIT_WARPS": 4},
-                                        {"SPLIT_WARPS": 4, "DIAG_UNROLL": True}]),
+    # "triton_chunked_split": its phase kernels' warps
+    "kda_prefill_split": (kda_chunked, [{"SPLIT_WARPS": 4, "SPLIT_UNROLL": True}, {"SPLIT_WARPS": 8},
+                                        {"SPLIT_UNROLL": False}, {"SPLIT_WARPS": 2}]),
     "attention_decode": (attention_splitk, [
         {"BLOCK_ROWS": 32, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 3},
         {"BLOCK_ROWS": 16, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 4},
@@ -113,12 +109,12 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     "moe_decode_flat": (moe_experts, [{"FLAT_UP_ROWS": up, "FLAT_DOWN_ROWS": down}
                                       for up, down in ((8, 16), (16, 16), (4, 8), (8, 32))]),
     "attention_prefill": (attention_prefill, [
-        {"FLASH_BM": 64, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
         {"FLASH_BM": 128, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 3},
-        {"FLASH_BM": 128, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
-        {"FLASH_BM": 128, "FLASH_BN": 32, "FLASH_WARPS": 8, "FLASH_STAGES": 3},
-        {"FLASH_BM": 64, "FLASH_BN": 128, "FLASH_WARPS": 8, "FLASH_STAGES": 2},
-        {"FLASH_BM": 64, "FLASH_BN": 32, "FLASH_WARPS": 4, "FLASH_STAGES": 3},
+        {"FLASH_BM": 64, "FLASH_BN": 64, "FLASH_WARPS": 8, "FLASH_STAGES": 2},  # session 10's default
+        {"FLASH_STAGES": 4},
+        {"FLASH_WARPS": 4},
+        {"FLASH_BN": 128, "FLASH_STAGES": 2},
+        {"FLASH_BM": 256, "FLASH_STAGES": 2},
     ]),
     # "triton_sdpa"'s prefill on each of torch's fused attention backends alone (a backend that cannot take the shape
     # is a FAILED row), at a 16384-token chunk
@@ -127,20 +123,18 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
                                                 {"SDPA_BACKENDS": ("CUDNN_ATTENTION",)},
                                                 {"SDPA_BACKENDS": ("EFFICIENT_ATTENTION",)},
                                                 {"SDPA_BACKENDS": ("FLASH_ATTENTION",)}]),
-    # prefill's router logits GEMM (float32 FMA) at a 16384-token chunk: (tokens, experts, D slice, warps) per program
-    "router_prefill": (moe_router, [{"ROUTER_GEMM_BT": bt, "ROUTER_GEMM_BE": be, "ROUTER_GEMM_BD": bd,
-                                     "ROUTER_GEMM_WARPS": w}
-                                    for bt, be, bd, w in ((64, 64, 32, 4), (128, 64, 32, 8), (128, 128, 32, 8),
-                                                          (64, 128, 16, 4), (128, 128, 16, 8), (64, 64, 64, 4))]
-                                   # on the tensor cores at about float32's accuracy (three tf32 products)
-                                   + [{"ROUTER_GEMM_BT": 128, "ROUTER_GEMM_BE": 128, "ROUTER_GEMM_BD": 32,
-                                       "ROUTER_GEMM_WARPS": 8, "ROUTER_GEMM_PRECISION": "tf32x3"},
-                                      {"ROUTER_GEMM_BT": 64, "ROUTER_GEMM_BE": 64, "ROUTER_GEMM_BD": 32,
-                                       "ROUTER_GEMM_WARPS": 4, "ROUTER_GEMM_PRECISION": "tf32x3"}]),
+    # prefill's router logits GEMM at a 16384-token chunk: (tokens, experts, D slice, warps) per program, tf32x3
+    "router_prefill": (moe_router, [{"ROUTER_GEMM_BT": 128, "ROUTER_GEMM_BE": 128, "ROUTER_GEMM_BD": 32,
+                                     "ROUTER_GEMM_WARPS": 8, "ROUTER_GEMM_PRECISION": "tf32x3"},
+                                    {"ROUTER_GEMM_BT": 64, "ROUTER_GEMM_BE": 64, "ROUTER_GEMM_BD": 32,
+                                     "ROUTER_GEMM_WARPS": 4, "ROUTER_GEMM_PRECISION": "ieee"},  # session 10's
+                                    {"ROUTER_GEMM_BD": 64}, {"ROUTER_GEMM_BD": 16},
+                                    {"ROUTER_GEMM_BT": 64, "ROUTER_GEMM_WARPS": 4},
+                                    {"ROUTER_GEMM_BE": 256, "ROUTER_GEMM_BT": 64}]),
     # "triton_dqmm"'s whole-weight decode to bf16 (session 10's 16384-token chunk: ~48 ms over 360 launches, by
     # estimate under a tenth of the read ceiling): rows per program, warps; one 48B expert stack (Q4_K)
     "dequant_bf16": (dequantize, [{"DEQUANT_ROWS": r, "DEQUANT_WARPS": w}
-                                  for r, w in ((16, 4), (32, 4), (32, 8), (64, 8), (8, 4), (16, 2))]),
+                                  for r, w in ((16, 2), (16, 4), (8, 2), (32, 2), (8, 1), (4, 1))]),
 }
 
 

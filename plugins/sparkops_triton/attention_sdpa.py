@@ -1,16 +1,23 @@
-"""attention "triton_sdpa": "triton_splitk"'s decode; long prefill calls on torch's fused attention (cuDNN / flash).
+"""attention "triton_sdpa": "triton_splitk"; a long first prefill call (no history) on torch's fused attention (cuDNN).
 
 Why: session 10's diagnosis of a 16384-token prefill chunk of the 48B put `_flash_kernel` at 109 ms (7 MLA layers,
 ~170 TFLOP/s of the bf16 matmul ceiling's ~790): 16% of the chunk. torch's `scaled_dot_product_attention` has
 tuned Hopper kernels (cuDNN's accepts keys of 192 and values of 128 per head, the MLA naive form).
 
-A call of T >= SDPA_MIN_T new tokens at absolute positions p .. p+T-1 (p = pos, read on the host once: a prefill
-is never captured in a CUDA graph, unlike decode):
-  1. cache[p + t] = latent[t] (`write_rows`, as the other implementations);
-  2. every cached row 0 .. p+T-1 in naive form: k_nope[s, h] = w_uk[h] c_s and v[s, h] = w_uv[h] c_s
-     (`_project_kernel`, bf16 out), k[s, h] = [k_nope ; k_pe_s] with the row's shared k_pe;
-  3. o = softmax(q k^T * scale, causal) v over those S = p + T rows: the query at p + t sees rows 0 .. p + t
-     (causal from the lower right: `causal_lower_right`; p = 0 is plain `is_causal`).
+A call of T >= SDPA_MIN_T new tokens at position p = 0 (pos read on the host once: a prefill is never captured in a
+CUDA graph, unlike decode):
+  1. cache[t] = latent[t] (`write_rows`, as the other implementations);
+  2. the rows 0 .. T-1 in naive form: k_nope[s, h] = w_uk[h] c_s and v[s, h] = w_uv[h] c_s (`_project_kernel`, bf16
+     out), k[s, h] = [k_nope ; k_pe_s] with the row's shared k_pe;
+  3. o = softmax(q k^T * scale, causal) v (`is_causal`: the query at t sees rows 0 .. t).
+A call after a history (p > 0) runs "triton_splitk"'s code, the Triton naive-form history and flash kernels. Why:
+torch has no cuDNN path for a causal mask from the lower right (`causal_lower_right` dispatches to the
+memory-efficient kernel), and on the H200 in session 11 that path (a) made the 48B's prefill logits depend on the
+chunk size (32768 tokens in chunks of 16384 against chunks of 4096: KL max 0.565, top-1 0.222 - the chunk proof
+refused the figure) and (b) was slower than the Triton kernels after a history (4096 rows after 28672: 20.9 ms
+against 13.0). From an empty cache cuDNN leads: 20.7 ms at T = 32768 (530 TFLOP/s) against 28.7 ms for the
+Triton flash kernel at its tuned tile. The GPU test test_gpu_sdpa_long_calls_against_exact_attention measures
+both torch paths against exact float32 attention at the 48B's shapes.
 The backends are cuDNN, flash and memory-efficient attention only (SDPA_BACKENDS, in that priority): torch's math
 backend would build the [T, S] scores of every head at once (34 GB at a 16384-token chunk), so a shape none of the
 three takes is refused with the fix, never run slowly. Interpreted runs (CPU, TRITON_INTERPRET=1: the tests) allow
@@ -78,8 +85,6 @@ def naive_rows(cache, pos, upto: int, w_uk, w_uv, lkv: int) -> tuple[torch.Tenso
 
 def prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
     """Steps 1-3 of the module docstring on checked arguments; [T, N, Dv] in q's dtype."""
-    from torch.nn.attention.bias import causal_lower_right
-
     t, n, _ = q.shape
     lkv = w_uk.shape[2]
     p = int(pos.reshape(-1)[0])                                              # host read: prefill is never captured
@@ -87,6 +92,8 @@ def prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
     if s > cache.shape[0]:  # refused before any row is written
         raise BadInput(f"attention: {t} new rows at position {p} overrun the cache of {cache.shape[0]} rows; "
                        f"make the cache longer (max_context)")
+    if p > 0:  # after a history: the Triton kernels (the module docstring says why)
+        return _attention(q, latent, cache, pos, w_uk, w_uv, scale, fp32=False)
     write_rows(latent, cache, pos)
     k, v = naive_rows(cache, pos, s, w_uk, w_uv, lkv)                        # [S, N, Dn+R], [S, N, Dv]
     # heads first, each contiguous (a copy of ~0.5 GB at a 16384-token chunk, ~0.3 ms): the layout every fused
@@ -94,10 +101,9 @@ def prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
     qh = q.to(torch.bfloat16).permute(1, 0, 2).contiguous().unsqueeze(0)     # [1, N, T, Dn+R]
     kh = k.permute(1, 0, 2).contiguous().unsqueeze(0)                        # [1, N, S, Dn+R]
     vh = v.permute(1, 0, 2).contiguous().unsqueeze(0)                        # [1, N, S, Dv]
-    mask = dict(is_causal=True) if p == 0 else dict(attn_mask=causal_lower_right(t, s))
     try:
         with _sdpa_context():
-            o = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, scale=float(scale), **mask)
+            o = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, scale=float(scale), is_causal=True)
     except RuntimeError as exc:
         raise BadInput(f"attention \"triton_sdpa\": no fused attention of this torch ({torch.__version__}) takes "
                        f"{t} queries over {s} rows, {n} heads, keys of {kh.shape[-1]} and values of {vh.shape[-1]} "
@@ -107,8 +113,8 @@ def prefill_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
 
 
 def attention_sdpa(q, latent, cache, pos, w_uk, w_uv, scale):
-    """Implementation "triton_sdpa": decode and short calls as "triton_splitk"; T >= SDPA_MIN_T on torch's fused
-    attention over the naive form (claim "bf16")."""
+    """Implementation "triton_sdpa": decode, short calls and calls after a history as "triton_splitk"; T >= SDPA_MIN_T
+    from an empty cache on torch's fused attention over the naive form (claim "bf16")."""
     t = check_args("attention", q, latent, cache, pos, w_uk, w_uv)[0]
     if t < SDPA_MIN_T:
         return _attention(q, latent, cache, pos, w_uk, w_uv, scale, fp32=False)

@@ -43,15 +43,19 @@ RECURRENT_BELOW = 16  # shorter calls run the recurrent kernel: one chunk of mos
 PREPARE_PRECISION = "ieee"  # the small products around the triangular solve: float32 FMA
 DOT_PRECISION = "tf32"  # the state kernel's [64, D] x [D, BV] products: tensor cores
 BLOCK_V = 32  # value columns per program of the state kernel
-PREPARE_WARPS = 8  # 188 registers, no spills (ptxas, sm_90, D = 128)
+#: session 11's tune study kda_prefill (H200, T = 32768, 48B sizes, one layer): 17.6 ms at 8 warps and the loop, 13.9
+#: at 4 warps, 12.7 at 4 warps with DIAG_UNROLL - which spills 56 bytes of registers (ptxas, sm_90), so not that one
+#: (its nmse column was void that run: the harness fed later variants an advanced state, since fixed)
+PREPARE_WARPS = 4
 STATE_WARPS = 8  # 164 registers, no spills, 128 KiB shared memory with BLOCK_V = 32
 STATE_STAGES = 1  # the loop loads [64, D] float32 tiles: a second stage overflows shared memory
-#: "triton_chunked_split": warps of its prepare phases' kernels (PREPARE_WARPS: the same tile layouts, so the same
-#: reduction orders and the same bits as the one-kernel form)
-SPLIT_WARPS = PREPARE_WARPS
+#: "triton_chunked_split": warps of its prepare phases' kernels and whether its products kernel unrolls the diagonal
+#: sub-blocks' steps (as DIAG_UNROLL). Session 11 (as above): 14.9 ms at 8, 12.0 at 4, 10.9 at 4 unrolled
+SPLIT_WARPS = 4
+SPLIT_UNROLL = True
 #: the diagonal sub-blocks' 16 column steps: a runtime loop (False; each step's two scratch-row loads wait in turn)
 #: or unrolled (True; the loads can all be issued ahead, the code grows ~16x). Same arithmetic in the same order;
-#: the tune study kda_prefill times both
+#: the tune study kda_prefill times both (session 11: unrolled is faster at 4 warps but spills, see PREPARE_WARPS)
 DIAG_UNROLL = False
 
 
@@ -364,7 +368,7 @@ def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None, sp
         sub = (4 * n_chunks, h)  # (sub-block of a chunk, head) programs
         _split_norms_kernel[sub](q, k, g, beta, a.contiguous(), dt_bias.contiguous(), gam, kn, qn, b, t, h, d, tp,
                                  float(scale), float(l2_eps), DK=dk, num_warps=SPLIT_WARPS)
-        _split_products_kernel[sub](gam, kn, qn, b, lmat, aqk, tp, DK=dk, PREC=PREPARE_PRECISION, UNROLL=DIAG_UNROLL,
+        _split_products_kernel[sub](gam, kn, qn, b, lmat, aqk, tp, DK=dk, PREC=PREPARE_PRECISION, UNROLL=SPLIT_UNROLL,
                                     num_warps=SPLIT_WARPS)
         _split_inverse_kernel[(n_chunks, h)](lmat, xmat, tp, PREC=PREPARE_PRECISION, num_warps=SPLIT_WARPS)
         _split_wu_kernel[sub](v, gam, kn, qn, b, xmat, w, u, qg, kg, gc, t, h, d, tp, DK=dk, PREC=PREPARE_PRECISION,
@@ -397,10 +401,12 @@ def kda_chunked_split(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
     row of W, U, Qg, Kg) run on (sub-block, chunk, head) programs, 4x as many and each a quarter as long; only C,
     the triangular inverse, keeps a program per (chunk, head). A program of A re-sums the gates of the sub-blocks
     before its own (in the order the one-kernel form adds them) instead of reading another program's carry.
-    The same helper functions compute every value in the same order: claim bit-identical to "triton_chunked" (the
-    reductions' order follows the tile layout, which follows the warps: SPLIT_WARPS = PREPARE_WARPS).
-    ptxas (sm_90, 8 warps, D = 128): norms 64 registers, products 80, inverse 80, W/U 160, against the one
-    kernel's 188; not yet timed (the GPU test and the tune study kda_prefill_split time it)."""
+    The same helper functions compute every value in the same order, so the interpreter gives the same bits as the
+    one-kernel form; compiled, it does not (session 11, H200, T = 4096 at 48B sizes, both at 8 warps: the bits
+    differed - the compiler schedules and contracts the same source differently in a different kernel). It claims
+    "bf16" against the reference like "triton_chunked", and its GPU test bounds its distance from that form.
+    Session 11's tune study (T = 32768, one layer): 10.9 ms at 4 warps unrolled, against 13.9 ms for the one kernel at
+    its best launch without spills."""
     t, _, _ = check_args("kda", q, k, v, g, beta, a, dt_bias, state)
     if t < RECURRENT_BELOW:
         return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)

@@ -31,12 +31,12 @@ from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_po
 ROUTER_GEMV_BE, ROUTER_GEMV_BD, ROUTER_GEMV_WARPS = 4, 512, 4
 #: prefill's logits GEMM (T >= 16): tokens and experts per program, the D slice per step, warps. Every implementation's
 #: prefill runs this kernel, so a change of tile keeps their bit-identity claims (and changes all their bits alike).
-#: The tune study router_prefill times the alternatives (session 10's 16384-token chunk: 1.46 ms a layer, 13 TFLOP/s of
-#: float32 FMA)
-ROUTER_GEMM_BT, ROUTER_GEMM_BE, ROUTER_GEMM_BD, ROUTER_GEMM_WARPS = 64, 64, 32, 4
-#: its products: "ieee" (float32 FMA) or "tf32x3" (three tf32 tensor-core products per product, about float32's
-#: accuracy; never plain "tf32", whose 10-bit operands flip near-tied choices): a study variant until timed
-ROUTER_GEMM_PRECISION = "ieee"
+#: The tune study router_prefill times the alternatives. Session 11 (H200, 16384 tokens, one layer): the old (64, 64,
+#: 32, 4) in float32 FMA 1.61 ms; (128, 128, 32, 8) 1.06 ms; the same in tf32x3 0.41 ms (nmse 2.2e-09 against FMA)
+ROUTER_GEMM_BT, ROUTER_GEMM_BE, ROUTER_GEMM_BD, ROUTER_GEMM_WARPS = 128, 128, 32, 8
+#: its products: "tf32x3" (three tf32 tensor-core products per product, about float32's accuracy) or "ieee" (float32
+#: FMA, 4x slower above); never plain "tf32", whose 10-bit operands flip near-tied choices
+ROUTER_GEMM_PRECISION = "tf32x3"
 #: warps of `_route_kernel`. "triton_lastblock" runs the same GEMV shape (BE, BD, warps: another tile
 #: would change the order of each logit's sum, so more programs per token are not free) and routes
 #: inside it with ROUTER_GEMV_WARPS warps; the sum of the top_k weights is a reduction whose order

@@ -6,7 +6,11 @@ chunked prefill at T=32768 against fla's chunk_kda (4.59 ms per layer, anchors.m
 import pytest
 import torch
 
-from tests.backends.triton_support import check_case, interpreted_fixture, prove_contract
+from tests.backends.triton_support import (
+    check_case,
+    interpreted_fixture,
+    prove_contract,
+)
 
 OP = "kda"
 recurrent = interpreted_fixture("kda")
@@ -113,10 +117,11 @@ def test_gpu_48b_decode_step_in_a_cuda_graph():
 
 @pytest.mark.gpu
 def test_gpu_48b_chunked_prefill_against_recurrent_and_fla():
-    from sparkops.gate.metrics import nmse
     from sparkops_triton._workloads import kda_args, time_calls
     from sparkops_triton.kda import kda
     from sparkops_triton.kda_chunked import kda_chunked
+
+    from sparkops.gate.metrics import nmse
 
     (args,), _ = kda_args(4096, n_sets=1, seed=9)
     s_rec, s_chk = args[7].clone(), args[7].clone()
@@ -133,18 +138,27 @@ def test_gpu_48b_chunked_prefill_against_recurrent_and_fla():
 
 
 @pytest.mark.gpu
-def test_gpu_48b_chunked_split_is_bitwise_and_timed():
-    """"triton_chunked_split" against "triton_chunked" at the 48B's sizes: the same bits (output and state) at T=4096
-    and 16384; the two prepare forms timed side by side (the whole op per layer) at T=16384 and 32768."""
+def test_gpu_48b_chunked_split_agrees_and_is_timed():
+    """"triton_chunked_split" against "triton_chunked" at the 48B's sizes, T=4096 and 16384: compiled they are not
+    bit-identical (session 11), so the distance is printed and bounded (NMSE <= 1e-5 for output and state: the two
+    compute the same float32 sums; a hundred times tighter than the op's tolerance of 1e-3); the two prepare forms timed
+    side by side (the whole op per layer) at T=16384 and 32768."""
     from sparkops_triton._workloads import kda_args, time_calls
     from sparkops_triton.kda_chunked import kda_chunked, kda_chunked_split
+
+    from sparkops.gate.metrics import nmse
 
     for t in (4096, 16384):
         (args,), _ = kda_args(t, n_sets=1, seed=11)
         s_one, s_split = args[7].clone(), args[7].clone()
         o_one = kda_chunked(*args[:7], s_one, *args[8:])
         o_split = kda_chunked_split(*args[:7], s_split, *args[8:])
-        assert torch.equal(o_one, o_split) and torch.equal(s_one, s_split), f"T={t}: the bits differ"
+        same = torch.equal(o_one, o_split) and torch.equal(s_one, s_split)
+        v_out = nmse("output", o_split.float(), o_one.float(), 1e-5)
+        v_state = nmse("state", s_split, s_one, 1e-5)
+        print(f"\nkda split vs one kernel, T={t}: {'bitwise' if same else 'not bitwise'}; {v_out.line()} / "
+              f"{v_state.line()}")
+        assert v_out.passed and v_state.passed, f"T={t}"
     for t in (16384, 32768):
         sets, nbytes = kda_args(t, n_sets=2)
         one = time_calls(kda_chunked, sets, nbytes, graph=False, replays=5)
