@@ -727,3 +727,38 @@ def test_the_split_kda_rung_is_predicted_from_its_gpu_tests_per_layer_ratio(tmp_
     log, calls = _lanes(tmp_path, "rungs9 rungs10", "", gpus=1, extra_env={"SUITE_TIMED": S10_TIMED})
     pair = next(c for c in calls if c.startswith("bench prefill") and "--changes kda" in c)
     assert "--expect kda=1.95" in pair
+
+
+S11_TIMED = "prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused"
+
+
+def test_rungs11_times_the_tuned_defaults_then_sdpa_and_split_kda_at_32768(tmp_path):
+    """Session 11's third call, fresh: rungs9 then rungs11 on GPU 0 beside proofs9 and proofs11 on GPU 1. rungs11
+    rebuilds the fused-MoE registry by swap (its GPU tests once, in either lane), times it in one forward of 32768
+    (one arm: the tuned launch defaults), diagnoses that forward, then the SDPA pair and the split-KDA pair over the
+    newest winner at 32768, each predicted from that diagnosis; proofs11 runs the retuned kernels' tests and the tune
+    studies once."""
+    env = {"SUITE_TIMED": S11_TIMED, "STUB_PYTEST_SECONDS": "1"}
+    log, calls = _lanes(tmp_path, "rungs9 rungs11", "proofs9 proofs11", extra_env=env)
+    machine = tmp_path / "machine"
+    kdac, fused = machine / "cuda-prefill-kdac.toml", machine / "cuda-prefill-moefused.toml"
+    sdpa, split = machine / "cuda-prefill-sdpa.toml", machine / "cuda-prefill-kdasplit.toml"
+    assert "unknown stage" not in log and f"the prefill registry now: {fused}" in log and "SKIP" not in log
+    assert Path(f"{fused}.base").read_text().strip() == str(kdac)
+    for proof in ("moefused", "sdpa", "kdasplit", "tuned"):
+        assert log.count(f"gpu-tests-{proof} (limit") == 1, proof
+    assert log.count("tune-prefill (limit") == 1 and "-k prefill or contract or exact" in log
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 3 and all("--chunk 32768 " in c for c in prefills)
+    tuned, sdpa_pair, split_pair = prefills
+    assert f"--registry {fused} " in tuned and "--vs" not in tuned and "tuned launch defaults" in tuned
+    diag = machine / "suite-diag" / "diag-prefill-32k.json"
+    diags = [c for c in calls if c.startswith("diagnose ")]
+    assert len(diags) == 1 and "--prefill-chunk 32768 " in diags[0] and f"--registry {fused} " in diags[0]
+    assert f"--registry {fused} --vs {sdpa}" in sdpa_pair and f"--prediction {diag} --expect attention=1.3" in sdpa_pair
+    assert f"--registry {sdpa} --vs {split}" in split_pair and f"--prediction {diag} --expect kda=1.17" in split_pair
+    steps = ["] swap-moe-fused (limit", "] prefill-tuned-32k (limit", "] diagnose-prefill-32k (limit",
+             "] swap-sdpa (limit", "] prefill-sdpa-32k (limit", "] swap-kda-split (limit",
+             "] prefill-kda-split-32k (limit"]
+    at = [log.index(s) for s in steps]
+    assert at == sorted(at), list(zip(steps, at))
