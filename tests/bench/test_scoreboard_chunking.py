@@ -109,7 +109,68 @@ def test_the_proof_compares_the_prompts_last_row_and_the_decode_steps_after(nano
 
     prompt = dep.random_tokens(10, nano.config.vocab_size, 8)
     steps = dep.random_tokens(3, nano.config.vocab_size, 9)
-    proof = chunking.prove(eng, fill, prompt, steps, None, (1, 5), model_rule_for("fp32"))
+    router = eng.ops.moe_router
+    proof = chunking.prove(eng, fill, prompt, steps, None, (1, 5), model_rule_for("fp32"), router_tie("fp32"))
     assert fills == [1, 1] and (proof.timed_chunk, proof.reference_chunk, proof.rows) == (10, 5, 4)
     assert proof.passed and proof.kl_max < 1e-9 and eng.length == 4 + 10 + 3
     assert torch.isfinite(torch.tensor(proof.kl_mean))
+    # routing pinned: every MoE layer's choice at each of the prompt's and the steps' positions replayed (the fill's
+    # are not on the tape), none flipped on the float64 reference; the engine's router is its own again after
+    n_moe = n_moe_layers(nano)
+    assert n_moe and f"0 of {(10 + 3) * n_moe} decisions flipped" in proof.routing, proof.routing
+    assert "routing pinned" in proof.line() and eng.ops.moe_router is router
+
+
+def router_tie(variant):
+    from sparkops.gate.tolerances import rule_for
+
+    return rule_for("moe_router", variant).tie
+
+
+def n_moe_layers(weights):
+    from sparkops.gate.routing import n_moe_layers as count
+
+    return count(weights)
+
+
+def _engine_and_fill(nano, reference_registry):
+    from sparkops.engine.loading import make_ops
+
+    eng = Engine(nano, make_ops("cpu", reference_registry), max_context=32)
+
+    def fill():
+        eng.reset()
+        dep.fill(eng, dep.random_tokens(4, nano.config.vocab_size, 7))
+
+    return eng, fill, dep.random_tokens(10, nano.config.vocab_size, 8), dep.random_tokens(3, nano.config.vocab_size, 9)
+
+
+def test_a_router_wrong_only_at_the_timed_chunk_fails_the_pinned_proof(nano, reference_registry):
+    """Forwards of more than 4 tokens (the timed chunk of 10; the reference runs chunks of 4) swap each token's last
+    choice for its lowest-scoring expert: not a top-k of the router's own scores, so the replay refuses it whatever
+    the logits say, and the proof names the routing."""
+    from sparkops.gate.tolerances import model_rule_for
+
+    eng, fill, prompt, steps = _engine_and_fill(nano, reference_registry)
+    real = eng.ops.moe_router
+
+    def wrong_when_long(x, weight, bias, top_k, *rest):
+        w, ids = real(x, weight, bias, top_k, *rest)
+        if x.shape[0] > 4:
+            ids = ids.clone()
+            ids[:, -1] = (x.double() @ weight.double().T).argmin(dim=1).to(ids.dtype)
+        return w, ids
+
+    eng.ops.moe_router = wrong_when_long
+    proof = chunking.prove(eng, fill, prompt, steps, None, (1, 4), model_rule_for("fp32"), router_tie("fp32"))
+    assert (proof.timed_chunk, proof.reference_chunk) == (10, 4)
+    assert not proof.passed and "not a top-k of the router's own scores" in proof.routing, proof.routing
+    assert "FAIL" in proof.line() and eng.ops.moe_router is wrong_when_long
+
+
+def test_without_a_router_tolerance_routing_runs_free_and_says_so(nano, reference_registry):
+    from sparkops.gate.tolerances import model_rule_for
+
+    eng, fill, prompt, steps = _engine_and_fill(nano, reference_registry)
+    proof = chunking.prove(eng, fill, prompt, steps, None, (1, 5), model_rule_for("fp32"), None)
+    assert proof.passed and proof.routing == "routing: free (no router tolerance was given)"

@@ -10,6 +10,14 @@ prefills the same prompt twice more, untimed: in the timed chunks, and in chunks
 (its largest depth below the timed chunk); then decodes the same `steps` tokens after each. The two runs'
 logits - the prompt's last position and every decode step after it, [1 + steps, V] - must agree within the
 gate's own model rule for the arm's claim (KL, mean KL, top-1). A figure whose arm fails is refused.
+
+Routing is pinned as the model gate pins it (gate/routing.py): the reference run records each MoE layer's
+expert choices by (layer, position), the timed-chunk run replays them. Without it, a kernel whose bits change
+with the chunk (correctly: another cuBLAS tile, cuDNN's attention from an empty cache and another kernel after
+a history) flips near-tied expert choices, and on a random model each flip cascades through the KDA state:
+session 11's SDPA arm was refused at KL max 0.565 though its attention agreed with exact float32 attention to
+NMSE 9e-6 at the very shapes of both chunkings. A flip is counted and reported; a router whose choice is not a
+top-k of its own scores fails the proof.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import torch
 
 from ..errors import CheckFailed
 from ..gate.model_gate import judge_depths
+from ..gate.routing import RoutingPin, RoutingReport, install, n_moe_layers
 from ..gate.tolerances import ModelRule
 
 #: decode steps after the prompt whose logits are compared too (each arm's cache holds them: max_context)
@@ -46,6 +55,7 @@ class ChunkProof:
     top1: float = math.nan
     rule: str = ""
     passed: bool = True
+    routing: str = ""  # the routing pin's report line (RoutingReport.line), or why routing ran free
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
@@ -54,8 +64,10 @@ class ChunkProof:
         if self.reference_chunk is None:
             return f"chunking: timed in chunks of {self.timed_chunk}; not compared ({self.why})"
         verdict = "ok" if self.passed else "FAIL"
+        routing = f"; {self.routing}" if self.routing else ""
         return (f"chunking: chunks of {self.timed_chunk} vs {self.reference_chunk} ({self.why}): {self.rows} rows, "
-                f"KL max {self.kl_max:.3g}, mean {self.kl_mean:.3g}, top-1 {self.top1:.3f} ({self.rule}): {verdict}")
+                f"KL max {self.kl_max:.3g}, mean {self.kl_mean:.3g}, top-1 {self.top1:.3f} ({self.rule}){routing}: "
+                f"{verdict}")
 
 
 def reference_chunk(tokens: int, timed_chunk: int | None,
@@ -76,23 +88,46 @@ def reference_chunk(tokens: int, timed_chunk: int | None,
 
 
 def prove(engine: Any, fill: Callable[[], None], prompt: torch.Tensor, steps: torch.Tensor, timed_chunk: int | None,
-          gate_depths: list[int] | tuple[int, ...], rule: ModelRule) -> ChunkProof:
+          gate_depths: list[int] | tuple[int, ...], rule: ModelRule, router_tie: float | None) -> ChunkProof:
     """Compare the engine's prefill of `prompt` [T] in the timed chunks with one in the reference chunks, each
-    started from `fill()` (the context before the prompt) and followed by decoding `steps` [S] teacher-forced."""
+    started from `fill()` (the context before the prompt) and followed by decoding `steps` [S] teacher-forced.
+    `router_tie`: the moe_router tolerance row's tie for the arm's claim (the gate's), with which the timed run
+    replays the reference's expert choices; None runs routing free (stated in the proof)."""
     t = int(prompt.numel())
     ref_chunk, timed, why = reference_chunk(t, timed_chunk, gate_depths)
     if ref_chunk is None:
         return ChunkProof(timed, None, why)
-    cand = _run(engine, fill, prompt, steps, timed)  # [1 + S, V]
-    ref = _run(engine, fill, prompt, steps, ref_chunk)
+    n_moe = n_moe_layers(engine.model) if hasattr(engine, "model") and hasattr(engine, "ops") else 0
+    free = ("no router tolerance was given" if router_tie is None else
+            "the model has no MoE layers" if not n_moe else "")
+    pin = None if free else RoutingPin(n_moe, router_tie)
+    original = engine.ops.moe_router if pin is not None else None
+    if pin is not None:
+        install(engine.ops, pin)
+    try:
+        ref = _run(engine, fill, prompt, steps, ref_chunk, pin, replay=False)  # [1 + S, V], its choices recorded
+        cand = _run(engine, fill, prompt, steps, timed, pin, replay=True)       # the timed chunks, replaying them
+    finally:
+        if pin is not None:
+            engine.ops.moe_router = original
+    report = pin.report if pin is not None else RoutingReport(pinned=False, why_free=free)
     r = judge_depths({t: ref}, {t: cand}, rule)[0]  # the gate's own judgement of one depth's rows
-    return ChunkProof(timed, ref_chunk, why, r.positions, r.kl_max, r.kl_mean, r.top1, str(rule), r.passed)
+    return ChunkProof(timed, ref_chunk, why, r.positions, r.kl_max, r.kl_mean, r.top1, str(rule),
+                      r.passed and report.passed, report.line())
 
 
-def _run(engine: Any, fill: Callable[[], None], prompt: torch.Tensor, steps: torch.Tensor, chunk: int) -> torch.Tensor:
-    """Logits [1 + S, V] in float64 on the CPU: the prompt's last position, then each decode step's."""
+def _run(engine: Any, fill: Callable[[], None], prompt: torch.Tensor, steps: torch.Tensor, chunk: int,
+         pin: RoutingPin | None, replay: bool) -> torch.Tensor:
+    """Logits [1 + S, V] in float64 on the CPU: the prompt's last position, then each decode step's; the pin (if
+    any) records or replays the expert choices of the prompt and the steps (not the fill's)."""
     fill()
-    rows = [engine.prefill(prompt, last_only=True, chunk_size=chunk)]  # [1, V]
-    for i in range(int(steps.numel())):
-        rows.append(engine.decode(steps[i:i + 1]))  # [1, V]
+    if pin is not None:
+        pin.start(int(prompt.numel()), replay=replay)
+    try:
+        rows = [engine.prefill(prompt, last_only=True, chunk_size=chunk)]  # [1, V]
+        for i in range(int(steps.numel())):
+            rows.append(engine.decode(steps[i:i + 1]))  # [1, V]
+    finally:
+        if pin is not None:
+            pin.finish()  # the replay's decisions into its report; either way later calls (the next fill) pass through
     return torch.cat([r.detach().to("cpu", torch.float64) for r in rows])

@@ -445,11 +445,11 @@ def _chunk_proof(req: BenchRequest, eng: Engine, prompt: torch.Tensor, d: int, s
                  filler: Filler, gate: gating.GateVerdict) -> chunking.ChunkProof:
     """The arm's prefill of the timed prompt, in the timed chunks and in a size the gate proved, judged by the
     gate's model rule for the arm's claim; raises ChunkDependence when they differ beyond it."""
-    from ..gate.tolerances import model_rule_for
+    from ..gate.tolerances import model_rule_for, rule_for
 
     rule = model_rule_for(gate.variant)
     proof = chunking.prove(eng, lambda: filler.fill(eng, prompt, d), prompt[d:d + req.tokens], steps, req.chunk,
-                           gate.depths or (), rule)
+                           gate.depths or (), rule, rule_for("moe_router", gate.variant).tie)
     if not proof.passed:
         raise chunking.ChunkDependence(
             f"registry {gate.registry}: the prefill of {req.tokens} tokens"

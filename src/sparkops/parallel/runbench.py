@@ -182,7 +182,7 @@ def bench_on_rank(r: Any, req: dict[str, Any]) -> dict[str, Any]:
             steps_tok = dep.random_tokens(chunking.CHECK_STEPS, e.config.vocab_size, seed + 3)
             out["prefill"]["chunk_proof"] = chunking.prove(e, e.reset, prompt, steps_tok, chunk,
                                                            tuple(req.get("proof_depths") or ()),
-                                                           ModelRule(**req["rule"])).as_dict()
+                                                           ModelRule(**req["rule"]), req.get("router_tie")).as_dict()
     if D >= 0:
         prompt = dep.random_tokens(D + steps, e.config.vocab_size, seed + 1)
         e.reset()
@@ -214,7 +214,7 @@ def run(spec: Any, *, prefill: int, depth: int, steps: int = 8, rounds: int = 3,
         consistency: tuple[int, int] = (16, 3), skip_gate: bool = False) -> dict[str, Any]:
     """Gate, then time (module docstring). Returns everything measured; `ledger_rows` turns it into rows."""
     from ..gate.model_gate import judge_depths
-    from ..gate.tolerances import loosest, model_rule_for
+    from ..gate.tolerances import loosest, model_rule_for, rule_for
     from .check import registry_variant, sharded_check
     from .launch import ModelSource, ShardedPool
 
@@ -257,7 +257,8 @@ def run(spec: Any, *, prefill: int, depth: int, steps: int = 8, rounds: int = 3,
                 result["refused"] = f"the model failed its self-consistency gate: {result['gates']['self_consistency']}"
                 return result
         req = {"prefill": prefill, "depth": depth, "steps": steps, "rounds": rounds, "chunk": chunk, "fill": fill,
-               "seed": seed, "rule": rule.pinned(), "proof_depths": list(gate_depths)}
+               "seed": seed, "rule": rule.pinned(), "proof_depths": list(gate_depths),
+               "router_tie": rule_for("moe_router", variant).tie}
         result["per_rank"] = pool.call("bench", req)
     result["summary"] = summarize(result["per_rank"])
     cp = chunk_gate(result["per_rank"])
