@@ -71,7 +71,7 @@ def test_a_kernel_wrong_only_at_the_timed_chunk_is_refused(nano, passing_gate, r
                                                             capsys):
     """A stand-in for a kernel that breaks past the gate's shapes: forwards of more than 4 tokens write their MLA
     cache rows negated. The cache is full and finite (the depth proof passes it); the chunk proof refuses the
-    figure, names the chunks and the fix, and nothing is recorded."""
+    figure, names the chunks and the fix; no figure is recorded, the refusal is (with the failed proof)."""
     real = Engine._forward
 
     def wrong_when_long(self, ids, last_only):
@@ -90,8 +90,15 @@ def test_a_kernel_wrong_only_at_the_timed_chunk_is_refused(nano, passing_gate, r
     monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: nano)
     assert main(["bench", "prefill", "--model", "k3-nano", "--tokens", "12", "--chunk", "8", "--repeats", "1",
                  "--registry", str(registries[0])]) == 1  # CheckFailed: exit 1, as --help says
-    assert "gives different logits in chunks of 8" in " ".join(capsys.readouterr().err.split())
-    assert not [r for r in L.read(bench_dir / L.LEDGER) if r.get("kind") == "measurement"]
+    err = " ".join(capsys.readouterr().err.split())
+    assert "gives different logits in chunks of 8" in err and "recorded the refusal as ledger row" in err
+    rows = L.read(bench_dir / L.LEDGER)
+    assert not [r for r in rows if r.get("kind") == "measurement"]
+    (refusal,) = [r for r in rows if r.get("kind") == "refusal"]
+    assert refusal["refused"] == "A" and refusal["registry"] == str(registries[0]) and refusal["gate"] is None
+    proof = refusal["chunk_proof"]
+    assert not proof["passed"] and (proof["timed_chunk"], proof["reference_chunk"]) == (8, 1)
+    assert "chunks of 8" in refusal["why"] and "bench prefill" in refusal["command"]
 
 
 def test_the_proof_compares_the_prompts_last_row_and_the_decode_steps_after(nano, reference_registry):

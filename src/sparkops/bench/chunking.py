@@ -41,7 +41,14 @@ MAX_REFERENCE_CHUNKS = 64
 
 
 class ChunkDependence(CheckFailed):
-    """A prefill's result changed with its chunk size beyond the gate's tolerance: no figure."""
+    """A prefill's result changed with its chunk size beyond the gate's tolerance: no figure (the refusal, with the
+    arm's label and its proof, goes on record like a gate's)."""
+
+    def __init__(self, message: str, label: str | None = None, proof: "ChunkProof | None" = None):
+        super().__init__(message)
+        self.label = label
+        self.proof = proof
+        self.verdict = None  # the gate passed; what refused the figure is the proof
 
 
 @dataclass

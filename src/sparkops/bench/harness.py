@@ -433,7 +433,7 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
     steps = dep.random_tokens(chunking.CHECK_STEPS, next(iter(engines.values())).config.vocab_size,
                               req.seed + 2).to(req.device)  # [S]
     for label, eng in engines.items():
-        chunks = _chunk_proof(req, eng, prompt, d, steps, filler, gates[label])
+        chunks = _chunk_proof(req, eng, prompt, d, steps, filler, gates[label], label)
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label],
                                        selections=selections(eng), cache_dtype=dtype_name(eng.state.cache_dtype),
@@ -442,7 +442,7 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
 
 
 def _chunk_proof(req: BenchRequest, eng: Engine, prompt: torch.Tensor, d: int, steps: torch.Tensor,
-                 filler: Filler, gate: gating.GateVerdict) -> chunking.ChunkProof:
+                 filler: Filler, gate: gating.GateVerdict, label: str) -> chunking.ChunkProof:
     """The arm's prefill of the timed prompt, in the timed chunks and in a size the gate proved, judged by the
     gate's model rule for the arm's claim; raises ChunkDependence when they differ beyond it."""
     from ..gate.tolerances import model_rule_for, rule_for
@@ -458,5 +458,5 @@ def _chunk_proof(req: BenchRequest, eng: Engine, prompt: torch.Tensor, d: int, s
             f"{proof.top1:.3f}; the gate's rule: {proof.rule}), so no figure was recorded. An implementation is "
             f"wrong at the timed chunk's shapes: time with --chunk {proof.reference_chunk} (a size the gate "
             f"proved), or find the op with `sparkops check --model MODEL --registry REGISTRY --depths "
-            f"{proof.timed_chunk}`")
+            f"{proof.timed_chunk}`", label=label, proof=proof)
     return proof

@@ -85,7 +85,8 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
 
 def refusal_row(req: Any, model: dict[str, Any], env: dict[str, Any], refused: Any, command: str,
                 change: str | None) -> dict[str, Any]:
-    """The record of a gate refusal: which registry, its verdict, the command; no figure of any kind."""
+    """The record of a refusal - the model gate's, or the chunk proof's (`refused.proof`) - which registry, its
+    verdict, the command; no figure of any kind."""
     date = now()
     v = refused.verdict
     regs = {label: str(path) for label, path in req.registries}
@@ -99,7 +100,8 @@ def refusal_row(req: Any, model: dict[str, Any], env: dict[str, Any], refused: A
             "worst_kl": v.worst_kl if v else None, "worst_top1": v.worst_top1 if v else None,
             "worst_depth": v.worst_depth if v else None, "command": command, "commit": env.get("commit"),
             "dirty": env.get("dirty"), "code_digest": env.get("code_digest"), "device": env.get("device"),
-            "device_name": env.get("device_name"), "versions": env.get("versions")}
+            "device_name": env.get("device_name"), "versions": env.get("versions"),
+            **({"chunk_proof": refused.proof.as_dict()} if getattr(refused, "proof", None) is not None else {})}
 
 
 def record_refusal(row: dict[str, Any], bench: str | Path | None = None) -> dict[str, Any]:

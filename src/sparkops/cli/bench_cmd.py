@@ -103,7 +103,7 @@ MIN_PAIRS_FOR_A_TIER = 6
 
 
 def _record_refusal(req, weights, refused, command, args) -> None:
-    """A refused gate goes on record (a ledger row without any figure), then the refusal stands."""
+    """A refused gate or chunk proof goes on record (a ledger row without any figure), then the refusal stands."""
     from ..bench import provenance
     from ..bench.harness import model_info
     from ..bench.record import record_refusal, refusal_row
@@ -155,6 +155,7 @@ def gguf_path(spec: str, weights) -> Path | None:
 
 
 def run(args) -> int:
+    from ..bench.chunking import ChunkDependence
     from ..bench.gating import GateRefused
     from ..bench import peer as peer_mod
     from ..bench.harness import BenchRequest, parse_dtype, run_bench
@@ -204,7 +205,7 @@ def run(args) -> int:
     command = command_line(canonical_argv(args))
     try:
         bench_run = run_bench(req, weights, command=command, source=args.model)
-    except GateRefused as refused:
+    except (GateRefused, ChunkDependence) as refused:
         if not args.no_record:
             _record_refusal(req, weights, refused, command, args)
         raise
