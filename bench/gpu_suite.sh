@@ -119,7 +119,15 @@
 #   2 "rungs10" beside "tests1of2 tests2of2" (the SDPA pair refused by the chunk proof; one 32768 forward 25210); a
 #   direct `sparkops check --depths 16384` ran out its 200 s with no output. Then, fresh:
 #   SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused" \
-#     bash bench/gpu_lanes.sh 480 "rungs9 rungs11" "proofs9 proofs11"
+#     bash bench/gpu_lanes.sh 470 "rungs9 rungs11" "proofs9 proofs11"   # 436 s: the prerequisites and swaps took
+#                                      # 360 s (swap-bf16 95 cold, gate48-bf16 73, four prefill swaps 96), so no
+#                                      # rung was timed; every proof passed; the 32768 diagnosis ran
+# Next session (nvidia-h200-x2), fresh then warm; SUITE_PREFILL_BASE=bf16 skips choose_best's 48B gate (~75 s):
+#   E='SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused" SUITE_PREFILL_BASE=bf16'
+#   $E bash bench/gpu_lanes.sh 565 "rungs9 rungs11" "proofs9 proofs11"  # ~290 s of prerequisites and swaps, then
+#                                      # the tuned row (~70 s), the 32768 diagnosis (25), the SDPA pair (~90)
+#   $E bash bench/gpu_lanes.sh 565 "rungs11" "tests1of2 tests2of2"       # the split-KDA pair, beside every GPU test
+#   then the decode rungs (rungs8's step) as time allows
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -338,7 +346,15 @@ stage_best() {
 }
 choose_best() {
   [ -f $BF16_REG ] && [ -f $M ] || return 0
-  if run gate48-bf16 75 sparkops check --model $M --registry $BF16_REG --golden-registry $TORCH_REG --device cuda \
+  # SUITE_PREFILL_BASE=bf16: the bf16 registry is the base without this 48B gate (~75 s on a fresh machine). Every
+  # registry a row times is gated on the 48B by its own bench, so no figure goes ungated; the choice alone is taken
+  # from earlier sessions (bf16 has passed the 48B gate every session since session 4)
+  if [ "${SUITE_PREFILL_BASE:-}" = bf16 ]; then
+    cp $BF16_REG $PREFILL_REG; cp $BF16_REG $BEST_REG
+    log "best registry: bf16 (SUITE_PREFILL_BASE; not gated here: each timed registry is gated by its bench)"
+    echo "the bf16 Triton registry (attention=triton_splitk; gated by each bench that times it)" > "$TMP/best-kind"
+    cp "$TMP/best-kind" "$TMP/prefill-kind"
+  elif run gate48-bf16 75 sparkops check --model $M --registry $BF16_REG --golden-registry $TORCH_REG --device cuda \
       --depths 1,64,4096 --json-out "$R/gate48-bf16.json"; then
     cp $BF16_REG $PREFILL_REG; cp $BF16_REG $BEST_REG; log "best registry: bf16"
     echo "the bf16 Triton registry (passed the 48B gate at 1,64,4096; attention=triton_splitk)" > "$TMP/best-kind"
@@ -889,7 +905,7 @@ rungs11)
   # implementation to pair with): one arm in one forward of 32768 against the frontier (25210, the same registry
   # before them). The swaps above re-checked every changed kernel against the reference, the bench gates the 48B
   # and proves the figure against a 4096-token chunking
-  run prefill-tuned-32k 150 sparkops bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 2 \
+  run prefill-tuned-32k 100 sparkops bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 2 \
       --registry $PNOW $GATE --change "session 11's tuned launch defaults: the flash tile 128x64 (3 stages), the \
 router GEMM 128x128 in tf32x3, the bf16 decode 16 rows / 2 warps, the KDA prepare at 4 warps unrolled; \
 $(basename $PNOW) in one chunk of 32768 (one arm, against the frontier)"
@@ -904,7 +920,7 @@ $(basename $PNOW) in one chunk of 32768 (one arm, against the frontier)"
   fresh_over $SDPA_REG $PNOW
   [ -n "$SD_OK" ] && [ ! -f $SDPA_REG ] && run swap-sdpa 40 bash -c 'swap_into "$@"' _ $SDPA_REG $PNOW \
       attention=triton_sdpa
-  [ -n "$SD_OK" ] && [ -f $SDPA_REG ] && [ -s $DJ/diag-prefill-32k.json ] && run prefill-sdpa-32k 150 sparkops bench \
+  [ -n "$SD_OK" ] && [ -f $SDPA_REG ] && [ -s $DJ/diag-prefill-32k.json ] && run prefill-sdpa-32k 110 sparkops bench \
       prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry $PNOW --vs $SDPA_REG $GATE \
       --changes attention --prediction $DJ/diag-prefill-32k.json $SDPA_FULL_EXPECT \
       --change "attention=triton_sdpa: a prefill from an empty cache on cuDNN's attention, over $(basename $PNOW)"
@@ -916,7 +932,7 @@ $(basename $PNOW) in one chunk of 32768 (one arm, against the frontier)"
   fresh_over $KSPLIT_REG $KS_BASE
   [ -n "$KS_OK" ] && [ ! -f $KSPLIT_REG ] && run swap-kda-split 40 bash -c 'swap_into "$@"' _ $KSPLIT_REG $KS_BASE \
       kda=triton_chunked_split
-  [ -n "$KS_OK" ] && [ -f $KSPLIT_REG ] && [ -s $DJ/diag-prefill-32k.json ] && run prefill-kda-split-32k 150 sparkops \
+  [ -n "$KS_OK" ] && [ -f $KSPLIT_REG ] && [ -s $DJ/diag-prefill-32k.json ] && run prefill-kda-split-32k 110 sparkops \
       bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry $KS_BASE --vs $KSPLIT_REG $GATE \
       --changes kda --prediction $DJ/diag-prefill-32k.json $KSPLIT_FULL_EXPECT \
       --change "kda=triton_chunked_split: the KDA prepare kernel's phases as four launches, over $(basename $KS_BASE)"

@@ -762,3 +762,15 @@ def test_rungs11_times_the_tuned_defaults_then_sdpa_and_split_kda_at_32768(tmp_p
              "] prefill-kda-split-32k (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
+
+
+def test_the_prefill_base_can_skip_the_48b_gate_of_choose_best_but_no_row_skips_its_own(tmp_path):
+    """SUITE_PREFILL_BASE=bf16: no 48B gate of the bf16 registry before the rungs (the base is taken as bf16, said so
+    in the log), and every timed prefill row still runs its bench's own 48B gate (the gate options, no --no-gate)."""
+    env = {"SUITE_TIMED": S11_TIMED, "STUB_PYTEST_SECONDS": "1", "SUITE_PREFILL_BASE": "bf16"}
+    log, calls = _lanes(tmp_path, "rungs9 rungs11", "proofs9 proofs11", extra_env=env)
+    assert "gate48-bf16" not in log and "best registry: bf16 (SUITE_PREFILL_BASE" in log
+    assert not [c for c in calls if c.startswith("check ") and "k48" in c]
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 3
+    assert all("--gate-depths 1,64,4096 --gate-golden" in c and "--no-gate" not in c for c in prefills)
