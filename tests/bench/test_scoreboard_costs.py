@@ -42,6 +42,22 @@ def test_prefill_flops_at_32k_match_the_anchors():
     assert 790e12 / cost.flops == pytest.approx(99e3, rel=0.03)  # "~99k tok/s at 790 TFLOP/s"
 
 
+@pytest.mark.parametrize("tokens, depth", [(32768, 0), (4096, 28672), (16384, 0)])
+def test_prefill_is_compute_bound_and_reads_each_cache_row_once_per_forward(tokens, depth):
+    """A forward of T tokens after D reads every weight and every MLA cache row once (a tiled attention serves a
+    tile of queries from each key block): per token, weights / T and the D + T rows / T. At the 48B's prefill
+    shapes that is far below the compute floor, so the roofline is compute-bound (session 11 found every query
+    charged every earlier row: a 1.07 s "bandwidth floor" at T = 32768 and prefill shares of 81%)."""
+    cfg = load_preset(K48)
+    cost = token_cost(cfg, "prefill", tokens=tokens, depth=depth, mix="q4_k_m")
+    n_mla = sum(k != "kda" for k in cfg.layer_kinds)
+    assert n_mla == 7  # spec: 27 layers, every fourth MLA (3, 7, ..., 23) and the last
+    assert cost.bytes_by_class["mla_cache"] == pytest.approx(n_mla * cfg.latent_dim * 2 * (depth + tokens) / tokens)
+    forward_bytes, forward_flops = cost.bytes * tokens, cost.flops * tokens
+    assert forward_bytes / 1e9 < 35  # the ~28 GB of weights and ~0.5 GB of cache, once
+    assert forward_flops / 790e12 > 5 * forward_bytes / BW  # compute-bound, several times over
+
+
 def test_loaded_weights_count_what_the_engine_reads():
     from sparkops.synth import synth_weights
 

@@ -173,8 +173,12 @@ def token_cost(config: ModelConfig, phase: str, *, tokens: int = 1, depth: int =
     """The per-token cost of decode at `depth`, or of prefilling `tokens` after `depth` (averaged).
 
     Bytes come from `weights` (the loaded file's actual types) when given, else from the quant `mix`
-    on paper. Prefill reads every weight once per forward (T tokens x top-k cover all experts) and
-    each token's cache traffic is its share of the prompt.
+    on paper. Prefill reads every weight once per forward (T tokens x top-k cover all experts), and the
+    MLA cache once per forward too: the floor of a tiled attention, whose key blocks serve a whole tile
+    of queries from on-chip memory. Each token's share of both is 1/T. (Until session 11 each query was
+    charged every earlier row, as if nothing were reused: 132 MB a token at T = 32768, a bandwidth
+    "floor" of 1.07 s for a forward the compute floor puts at 0.33 s, so prefill rows reported shares of
+    a wrong, bandwidth-bound roofline - 81% for 25.2k tok/s, where the compute roofline gives ~26%.)
     """
     if phase not in ("decode", "prefill"):
         raise ValueError(f"unknown phase {phase!r}")
@@ -192,7 +196,7 @@ def token_cost(config: ModelConfig, phase: str, *, tokens: int = 1, depth: int =
         t = max(tokens, 1)
         every = all_weight_bytes(wb, config)
         n_kda, n_mla = _counts(config)
-        cache_read = n_mla * config.latent_dim * cache_elsize * (depth + (t + 1) / 2)  # naive form reads rows
+        cache_read = n_mla * config.latent_dim * cache_elsize * (depth + t) / t  # every row once per forward
         cost.bytes_by_class = {"weights": every / t, "mla_cache": float(cache_read),
                                "kda_state": state_bytes(config, 0, cache_elsize)["kda_state"] / t}
     return cost
