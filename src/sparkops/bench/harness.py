@@ -455,8 +455,9 @@ def _chunk_proof(req: BenchRequest, eng: Engine, prompt: torch.Tensor, d: int, s
             f"registry {gate.registry}: the prefill of {req.tokens} tokens"
             + (f" after {d} cached" if d else "") + f" gives different logits in chunks of {proof.timed_chunk} "
             f"and of {proof.reference_chunk} (KL max {proof.kl_max:.3g}, mean {proof.kl_mean:.3g}, top-1 "
-            f"{proof.top1:.3f}; the gate's rule: {proof.rule}), so no figure was recorded. An implementation is "
-            f"wrong at the timed chunk's shapes: time with --chunk {proof.reference_chunk} (a size the gate "
-            f"proved), or find the op with `sparkops check --model MODEL --registry REGISTRY --depths "
-            f"{proof.timed_chunk}`", label=label, proof=proof)
+            f"{proof.top1:.3f}; the gate's rule: {proof.rule}; {proof.routing}), so no figure was recorded. With "
+            f"routing pinned to the reference chunking, an implementation is wrong at the timed chunk's shapes (or "
+            f"its error grows with them): time with --chunk {proof.reference_chunk} (a size the gate proved), and "
+            f"find the op with the GPU tests of the registry's implementations, which run them at the 48B's shapes "
+            f"(`pytest -m gpu tests/backends`)", label=label, proof=proof)
     return proof
