@@ -79,12 +79,21 @@ def test_a_true_fusion_passes_the_model_level_bit_identity(tmp_path, catalog, we
 def test_check_model_cli(tmp_path, catalog, monkeypatch, capsys):
     import sparkops.plugins
 
+    import sparkops.gate.model_gate as mg
+
     monkeypatch.setattr(sparkops.plugins, "load_catalog", lambda extra=None: catalog)  # what model_check loads
+    monkeypatch.setattr(mg, "_GOLDEN", {})  # a golden cached by an earlier test in this process is not announced
+    monkeypatch.setattr(mg, "_TAPES", {})
     good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
     torch_registry(good).save()
     torch_registry(bad, attention="kv_off_by_one").save()
     args = ["check", "--model", "k3-nano", "--depths", "1", "--decode-steps", "2", "--registry"]
     assert main(args + [str(good)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    # each run announced and timed on stderr (a NumPy golden of the 48B at depth 16384 runs for hours: session 11
+    # waited 200 s on a silent one); the golden is cached per process, so it is announced once
+    assert "model gate: golden run on the float64 NumPy reference" in err and "--golden-registry" in err
+    assert f"model gate: candidate under {good} on cpu: depth 1 done in" in err
     assert main(args + [str(bad)]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "worst depth" in out and "FAIL" in out

@@ -80,16 +80,25 @@ def default_depths(model_name: str) -> tuple[int, ...]:
 
 # -- running the model -------------------------------------------------------------------------------
 def run_depths(engine: Any, tokens: list[int], depths: tuple[int, ...], decode_steps: int, *,
-               captured: bool = False, pinning: Pinning | None = None) -> dict[int, torch.Tensor]:
+               captured: bool = False, pinning: Pinning | None = None, label: str = "") -> dict[int, torch.Tensor]:
     """{depth: logits [depth + decode_steps, V] float64 on the CPU}, one fresh sequence per depth.
 
     captured=True decodes through the engine's DecodeStep - the unit that generation replays as one
     CUDA graph - captured on CUDA (its eager body elsewhere), teacher-forced with the pinned tokens, so
     the gate judges the step that actually runs, not only eager calls.
     pinning: the routing pin the engine's moe_router goes through (told where each depth's sequence starts).
+    label: when given, each depth's run is announced on stderr and its time reported (a golden run on the NumPy
+    reference takes minutes to hours at the 48B's depths: the user sees which run is going and how fast).
     """
+    import sys
+    import time
+
     out = {}
     for d in depths:
+        t0 = time.perf_counter()
+        if label:
+            print(f"model gate: {label}: depth {d} ({d} tokens prefilled, {decode_steps} decoded) ...",
+                  file=sys.stderr, flush=True)
         if d + decode_steps > len(tokens):
             raise BadInput(f"depth {d} + {decode_steps} decode steps needs {d + decode_steps} prompt tokens, "
                            f"only {len(tokens)} are pinned")
@@ -103,6 +112,9 @@ def run_depths(engine: Any, tokens: list[int], depths: tuple[int, ...], decode_s
             for j in range(decode_steps):
                 rows.append(engine.decode(torch.tensor([tokens[d + j]], dtype=torch.int64)))  # [1, V]
         out[d] = torch.cat([r.detach().to("cpu", torch.float64) for r in rows])
+        if label:
+            print(f"model gate: {label}: depth {d} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+                  flush=True)
     return out
 
 
@@ -160,7 +172,9 @@ def golden_logits(weights: Any, digest: str, tokens: list[int], depths: tuple[in
             plan, dtype = make_plan(golden, catalog, device, verify_checks=True), torch.float32
         eng = _engine(weights, plan, max(missing) + decode_steps, dtype)
         rec = recording(eng.ops, weights)
-        for d, rows in run_depths(eng, tokens, missing, decode_steps, pinning=rec).items():
+        label = ("golden run on the float64 NumPy reference (CPU; --golden-registry runs a proven registry on the "
+                 "device instead)" if golden is None else f"golden run under {golden.path} on {device}")
+        for d, rows in run_depths(eng, tokens, missing, decode_steps, pinning=rec, label=label).items():
             _GOLDEN[keys[d]] = rows
             if rec.pin is not None:
                 _TAPES[keys[d]] = rec.pin.tape[d]
@@ -343,7 +357,8 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     try:
         eng, pins = make(plan)
         with poisoned():
-            cand = run_depths(eng, tokens, depths, decode_steps, captured=captured, pinning=pins)
+            cand = run_depths(eng, tokens, depths, decode_steps, captured=captured, pinning=pins,
+                              label=f"candidate under {registry.path} on {device}")
         outcome.routing = pins.pin.finish() if pins.pin else RoutingReport(pinned=False, why_free=why_free)
         outcome.depths = judge_depths(ref, cand, rule)
         outcome.bit_identity = _bit_identity(plan, catalog, cand, tokens, depths, decode_steps, make)
