@@ -43,7 +43,9 @@
 #                 the tuned launch defaults (one arm, one forward of 32768), its diagnosis at 32768, then
 #                 attention=triton_sdpa (cuDNN from an empty cache) and kda=triton_chunked_split, each a pair at 32768
 #     proofs11    rungs11's GPU tests (fused MoE, SDPA against exact attention, split KDA, the retuned router and
-#                 decode kernels) and the prefill tune studies again (the lane beside rungs11)
+#                 decode kernels): the lane beside rungs11
+#     rungs11b    the split-KDA rung of rungs11 in the other lane, once rungs11 has made its base and diagnosis
+#     tune11      the prefill tune studies (their first rows are session 11's defaults)
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -124,9 +126,11 @@
 #                                      # rung was timed; every proof passed; the 32768 diagnosis ran
 # Next session (nvidia-h200-x2), fresh then warm; SUITE_PREFILL_BASE=bf16 skips choose_best's 48B gate (~75 s):
 #   E='SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused" SUITE_PREFILL_BASE=bf16'
-#   $E bash bench/gpu_lanes.sh 565 "rungs9 rungs11" "proofs9 proofs11"  # ~290 s of prerequisites and swaps, then
-#                                      # the tuned row (~70 s), the 32768 diagnosis (25), the SDPA pair (~90)
-#   $E bash bench/gpu_lanes.sh 565 "rungs11" "tests1of2 tests2of2"       # the split-KDA pair, beside every GPU test
+#   $E bash bench/gpu_lanes.sh 565 "rungs9 rungs11" "proofs9 proofs11 rungs11b tune11"  # GPU 0: ~290 s of
+#                                      # prerequisites and swaps, the tuned row (~70 s), the 32768 diagnosis (25), the
+#                                      # SDPA pair (~90); GPU 1: the proofs (~260 s), then the split-KDA pair once GPU 0
+#                                      # has made its base and diagnosis (~400 s in), the tune studies if time is left
+#   $E bash bench/gpu_lanes.sh 565 "rungs11" "tests1of2 tests2of2"       # what the first left, beside every GPU test
 #   then the decode rungs (rungs8's step) as time allows
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
@@ -486,6 +490,30 @@ tune_prefill() {
 proof_tuned() {
   run gpu-tests-tuned 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_triton_moe_router.py \
       tests/backends/test_triton_dequantize.py --junitxml="$R/gpu-tests-tuned.xml"
+}
+# split_rung_32k BASE: kda=triton_chunked_split (no longer claimed bit-identical: compiled, it is not) over BASE in one
+# forward of 32768, predicted from BASE's 32768 diagnosis; its GPU tests first
+split_rung_32k() {
+  proof_kdasplit
+  local ok; ok=$([ "$(cat $DONE/gpu-tests-kdasplit 2>/dev/null || true)" = 0 ] && echo 1)
+  fresh_over $KSPLIT_REG "$1"
+  [ -n "$ok" ] && [ -f "$1" ] && [ ! -f $KSPLIT_REG ] && run swap-kda-split 40 bash -c 'swap_into "$@"' _ $KSPLIT_REG \
+      "$1" kda=triton_chunked_split
+  [ -n "$ok" ] && [ -f $KSPLIT_REG ] && [ -s $DJ/diag-prefill-32k.json ] && run prefill-kda-split-32k 110 sparkops \
+      bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry "$1" --vs $KSPLIT_REG $GATE \
+      --changes kda --prediction $DJ/diag-prefill-32k.json $KSPLIT_FULL_EXPECT \
+      --change "kda=triton_chunked_split: the KDA prepare kernel's phases as four launches, over $(basename "$1")"
+  return 0
+}
+# await_file FILE: wait for FILE, which another lane makes (a registry, a diagnosis); 1 if a minute of budget is all
+# that is left first
+await_file() {
+  local waited=""
+  while [ ! -s "$1" ]; do
+    [ -z "$waited" ] && { log "waiting for $1 (the other lane makes it)"; waited=1; }
+    (( $(left) > 60 )) || { log "SKIP the rest of stage $stage: $1 did not appear in time"; return 1; }
+    sleep 5
+  done
 }
 proof_kdasplit() {
   run gpu-tests-kdasplit 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "split or contract" \
@@ -883,8 +911,14 @@ element-wise steps two kernels, over $(basename $PNOW)"
       --prefill-chunk 16384 --registry $P32 $FILL_LEAN --out "$R/diag-prefill-now-16k" --json-out $DJ/diag-prefill-now-16k.json
   tune_prefill
   ;;
-proofs11)  # the rungs11 proofs and the prefill tune studies again: the lane beside a rungs11 lane (no prerequisites)
-  proof_moefused; proof_sdpa; proof_kdasplit; proof_tuned; tune_prefill ;;
+proofs11)  # the rungs11 proofs: the lane beside a rungs11 lane (no prerequisites)
+  proof_moefused; proof_sdpa; proof_kdasplit; proof_tuned ;;
+tune11)  # the prefill tune studies (after session 11's new defaults: each study's first row is the default now)
+  tune_prefill ;;
+rungs11b)  # the lane beside rungs11, after proofs11's tests: the split-KDA rung, once the other lane has made the
+  # fused-MoE registry and its 32768 diagnosis (waited for within the budget), so both GPUs time rungs
+  await_file $MOEFUSED_REG && await_file $DJ/diag-prefill-32k.json || continue
+  split_rung_32k $MOEFUSED_REG ;;
 rungs11)
   prereq_lean || continue
   # the prefill registry now, rebuilt by swaps: rungs9's chain (run that stage first), then the fused MoE (session
@@ -924,18 +958,9 @@ $(basename $PNOW) in one chunk of 32768 (one arm, against the frontier)"
       prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry $PNOW --vs $SDPA_REG $GATE \
       --changes attention --prediction $DJ/diag-prefill-32k.json $SDPA_FULL_EXPECT \
       --change "attention=triton_sdpa: a prefill from an empty cache on cuDNN's attention, over $(basename $PNOW)"
-  KS_BASE=$PNOW
-  timed prefill-sdpa-32k && [ -f $SDPA_REG ] && KS_BASE=$SDPA_REG
-  # kda=triton_chunked_split (no longer claimed bit-identical: compiled, it is not), over the newest winner
-  proof_kdasplit
-  KS_OK=$([ "$(cat $DONE/gpu-tests-kdasplit 2>/dev/null || true)" = 0 ] && echo 1)
-  fresh_over $KSPLIT_REG $KS_BASE
-  [ -n "$KS_OK" ] && [ ! -f $KSPLIT_REG ] && run swap-kda-split 40 bash -c 'swap_into "$@"' _ $KSPLIT_REG $KS_BASE \
-      kda=triton_chunked_split
-  [ -n "$KS_OK" ] && [ -f $KSPLIT_REG ] && [ -s $DJ/diag-prefill-32k.json ] && run prefill-kda-split-32k 110 sparkops \
-      bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry $KS_BASE --vs $KSPLIT_REG $GATE \
-      --changes kda --prediction $DJ/diag-prefill-32k.json $KSPLIT_FULL_EXPECT \
-      --change "kda=triton_chunked_split: the KDA prepare kernel's phases as four launches, over $(basename $KS_BASE)"
+  # kda=triton_chunked_split over the same base (its own rung, beside the SDPA one; rungs11b may have run it in the
+  # other lane already, and run() then takes its result)
+  split_rung_32k $PNOW
   ;;
 proofs7)  # the rungs7 proofs alone: the lane beside a rungs7 lane (bench/gpu_lanes.sh)
   proof_prefetch; proof_wide; proof_flat ;;

@@ -733,13 +733,13 @@ S11_TIMED = "prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused
 
 
 def test_rungs11_times_the_tuned_defaults_then_sdpa_and_split_kda_at_32768(tmp_path):
-    """Session 11's third call, fresh: rungs9 then rungs11 on GPU 0 beside proofs9 and proofs11 on GPU 1. rungs11
-    rebuilds the fused-MoE registry by swap (its GPU tests once, in either lane), times it in one forward of 32768
-    (one arm: the tuned launch defaults), diagnoses that forward, then the SDPA pair and the split-KDA pair over the
-    newest winner at 32768, each predicted from that diagnosis; proofs11 runs the retuned kernels' tests and the tune
-    studies once."""
+    """Session 11's third call, fresh: rungs9 then rungs11 on GPU 0 beside proofs9, proofs11 and tune11 on GPU 1.
+    rungs11 rebuilds the fused-MoE registry by swap (its GPU tests once, in either lane), times it in one forward of
+    32768 (one arm: the tuned launch defaults), diagnoses that forward, then the SDPA pair and the split-KDA pair,
+    both over that registry at 32768 and predicted from that diagnosis; GPU 1 runs the retuned kernels' tests and
+    the tune studies once."""
     env = {"SUITE_TIMED": S11_TIMED, "STUB_PYTEST_SECONDS": "1"}
-    log, calls = _lanes(tmp_path, "rungs9 rungs11", "proofs9 proofs11", extra_env=env)
+    log, calls = _lanes(tmp_path, "rungs9 rungs11", "proofs9 proofs11 tune11", extra_env=env)
     machine = tmp_path / "machine"
     kdac, fused = machine / "cuda-prefill-kdac.toml", machine / "cuda-prefill-moefused.toml"
     sdpa, split = machine / "cuda-prefill-sdpa.toml", machine / "cuda-prefill-kdasplit.toml"
@@ -756,7 +756,7 @@ def test_rungs11_times_the_tuned_defaults_then_sdpa_and_split_kda_at_32768(tmp_p
     diags = [c for c in calls if c.startswith("diagnose ")]
     assert len(diags) == 1 and "--prefill-chunk 32768 " in diags[0] and f"--registry {fused} " in diags[0]
     assert f"--registry {fused} --vs {sdpa}" in sdpa_pair and f"--prediction {diag} --expect attention=1.3" in sdpa_pair
-    assert f"--registry {sdpa} --vs {split}" in split_pair and f"--prediction {diag} --expect kda=1.17" in split_pair
+    assert f"--registry {fused} --vs {split}" in split_pair and f"--prediction {diag} --expect kda=1.17" in split_pair
     steps = ["] swap-moe-fused (limit", "] prefill-tuned-32k (limit", "] diagnose-prefill-32k (limit",
              "] swap-sdpa (limit", "] prefill-sdpa-32k (limit", "] swap-kda-split (limit",
              "] prefill-kda-split-32k (limit"]
@@ -774,3 +774,18 @@ def test_the_prefill_base_can_skip_the_48b_gate_of_choose_best_but_no_row_skips_
     prefills = [c for c in calls if c.startswith("bench prefill")]
     assert len(prefills) == 3
     assert all("--gate-depths 1,64,4096 --gate-golden" in c and "--no-gate" not in c for c in prefills)
+
+
+def test_rungs11b_times_the_split_kda_in_the_other_lane_once_its_base_exists(tmp_path):
+    """GPU 1 (proofs9, proofs11, rungs11b) waits for the fused-MoE registry and the 32768 diagnosis that GPU 0's
+    rungs11 makes, then times the split-KDA pair over that registry; the pair runs once (GPU 0 finds it done or waits
+    for it), and GPU 0's own rungs all ran."""
+    env = {"SUITE_TIMED": S11_TIMED, "STUB_PYTEST_SECONDS": "1", "SUITE_PREFILL_BASE": "bf16"}
+    log, calls = _lanes(tmp_path, "rungs9 rungs11", "proofs9 proofs11 rungs11b", extra_env=env)
+    machine = tmp_path / "machine"
+    fused, split = machine / "cuda-prefill-moefused.toml", machine / "cuda-prefill-kdasplit.toml"
+    assert "unknown stage" not in log and "did not appear in time" not in log
+    pairs = [c for c in calls if c.startswith("bench prefill") and "--changes kda" in c]
+    assert len(pairs) == 1 and f"--registry {fused} --vs {split}" in pairs[0]
+    assert log.count("] prefill-kda-split-32k (limit") == 1
+    assert "] prefill-tuned-32k (limit" in log and "] prefill-sdpa-32k (limit" in log
