@@ -104,7 +104,7 @@ def prove(engine: Any, fill: Callable[[], None], prompt: torch.Tensor, steps: to
     ref_chunk, timed, why = reference_chunk(t, timed_chunk, gate_depths)
     if ref_chunk is None:
         return ChunkProof(timed, None, why)
-    n_moe = n_moe_layers(engine.model) if hasattr(engine, "model") and hasattr(engine, "ops") else 0
+    n_moe = n_moe_layers(engine.model)  # the engine's weights (a rank's shard in the sharded bench)
     free = ("no router tolerance was given" if router_tie is None else
             "the model has no MoE layers" if not n_moe else "")
     pin = None if free else RoutingPin(n_moe, router_tie)
