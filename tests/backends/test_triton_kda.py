@@ -165,3 +165,38 @@ def test_gpu_48b_chunked_split_agrees_and_is_timed():
         split = time_calls(kda_chunked_split, sets, nbytes, graph=False, replays=5)
         print(f"\nkda prefill T={t} per layer: triton_chunked {one.us / 1e3:.3f} ms, triton_chunked_split "
               f"{split.us / 1e3:.3f} ms (split/one {split.us / one.us:.3f})")
+
+
+@pytest.mark.gpu
+def test_gpu_48b_chunked_kernels_timed_one_by_one():
+    """Where a 32768-token KDA layer's time goes, kernel by kernel (torch.profiler's device times, the median of 3
+    calls), for both prepare forms: the split form's four phases (norms, products, inverse, W/U) and the state kernel.
+    The next optimization of the prepare picks its phase from this table (session 11: the one-kernel prepare took
+    201 of the 48B forward's 925 ms). Every kernel must show up with a positive time."""
+    import statistics
+
+    from sparkops_triton._workloads import kda_args
+    from sparkops_triton.kda_chunked import kda_chunked, kda_chunked_split
+    from torch.profiler import ProfilerActivity, profile
+
+    from sparkops.bench.diagnose import tally
+
+    (args,), _ = kda_args(32768, n_sets=1, seed=13)
+    for name, fn, kernels in (("triton_chunked", kda_chunked, ("_chunk_prepare_kernel", "_chunk_state_kernel")),
+                              ("triton_chunked_split", kda_chunked_split,
+                               ("_split_norms_kernel", "_split_products_kernel", "_split_inverse_kernel",
+                                "_split_wu_kernel", "_chunk_state_kernel"))):
+        fn(*args[:7], args[7].clone(), *args[8:])  # compiled before the profile
+        torch.cuda.synchronize()
+        per_call: dict[str, list[float]] = {k: [] for k in kernels}
+        for _ in range(3):
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                fn(*args[:7], args[7].clone(), *args[8:])
+                torch.cuda.synchronize()
+            by_name = tally(prof.events())[2]  # {kernel name: (seconds, launches)}: diagnose's own reading
+            for k in kernels:
+                per_call[k].append(sum(sec for n, (sec, _) in by_name.items() if k in n))
+        med = {k: statistics.median(v) for k, v in per_call.items()}
+        print(f"\nkda={name} T=32768 per layer, by kernel (ms): "
+              + ", ".join(f"{k} {sec * 1e3:.3f}" for k, sec in med.items()) + f"; sum {sum(med.values()) * 1e3:.3f}")
+        assert all(sec > 0 for sec in med.values()), med
