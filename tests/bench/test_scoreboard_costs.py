@@ -311,3 +311,16 @@ def test_profile_ops_lists_the_kernels_with_the_most_time_per_token_and_splits_t
     assert lin["by_type"] == {"Q4_K": {"calls": 1.5, "seconds": pytest.approx(1.5e-4), "kernels": 1.5},
                               "Q6_K": {"calls": 0.5, "seconds": pytest.approx(1e-4), "kernels": 0.5}}
     assert list(by_op) == ["linear", "rmsnorm"] and "by_type" not in by_op["rmsnorm"]
+
+
+def test_the_roofline_plot_places_old_prefill_rows_by_todays_cost_model():
+    """A prefill row recorded before the cache-read fix stored an intensity of ~60 FLOP/byte for the 48B at 32768
+    tokens; the plot takes today's (~2000: compute-bound), and leaves decode rows and unknown models as recorded."""
+    from sparkops.bench.plots import _prefill_intensity_now
+
+    old = {"phase": "prefill", "tokens": 32768, "depth": 0, "model": {"name": K48, "mix": "q4_k_m"}}
+    now = _prefill_intensity_now(old)
+    want = token_cost(load_preset(K48), "prefill", tokens=32768, mix="q4_k_m")
+    assert now == pytest.approx(want.flops / want.bytes) and now > 790e12 / BW  # right of the ridge point
+    assert _prefill_intensity_now({**old, "phase": "decode"}) is None
+    assert _prefill_intensity_now({**old, "model": {"name": "/tmp/a-file.gguf", "mix": "q4_k_m"}}) is None

@@ -99,12 +99,31 @@ def roofline_png_from_rows(rows: list[dict[str, Any]], path: str | Path) -> bool
     ceilings = Ceilings(**{k: c[k] for k in Ceilings.__dataclass_fields__ if k in c})
     points = []
     for key, r in latest.items():
+        intensity = _prefill_intensity_now(r)
         for label, rp in r["roofline"].items():
             if rp.get("achieved_flops"):
                 points.append({"label": f"{key.split('.', 1)[0]} {key.rsplit('.', 1)[-1]} {label}",
-                               "intensity": rp["intensity"], "achieved_flops": rp["achieved_flops"]})
+                               "intensity": intensity or rp["intensity"], "achieved_flops": rp["achieved_flops"]})
     roofline_png(points, ceilings, path, f"latest figures on {box}")
     return True
+
+
+def _prefill_intensity_now(row: dict[str, Any]) -> float | None:
+    """A prefill row's FLOP per byte under today's cost model, for a preset's quant mix; None otherwise (the row's
+    own figure is used). Rows recorded before session 11's fix of `costs.token_cost` charged every query every
+    earlier cache row, an intensity ~40x too low at 32768 tokens; the FLOPs (and so the achieved FLOP/s) were right."""
+    if row.get("phase") != "prefill":
+        return None
+    from ..config import load_preset
+    from .costs import token_cost
+
+    model = row.get("model") or {}
+    try:
+        cost = token_cost(load_preset(model.get("name", "")), "prefill", tokens=int(row["tokens"]),
+                          depth=int(row.get("depth") or 0), mix=model.get("mix"))
+    except Exception:  # noqa: BLE001 - not a preset, or no mix on record: the row's own figure stands
+        return None
+    return cost.intensity
 
 
 def ops_png(by_op: dict[str, dict[str, float]], path: str | Path, title: str = "") -> None:
