@@ -44,8 +44,8 @@ IMPLEMENTATIONS = [
     # loads move, the arithmetic does not
     ("attention", "triton_splitk_wide", "sparkops_triton.attention_splitk:attention_splitk_wide",
      bit_identical(to="triton_splitk"), ("_runtime.py", "attention_prefill.py")),
-    # "triton_sdpa" (session 10, not yet on a GPU when written): "triton_splitk"'s decode; prefill calls of 64 or more
-    # tokens on torch's fused attention (cuDNN / flash / memory-efficient, never the math backend) in naive form
+    # "triton_sdpa": "triton_splitk", except that a prefill call of 64 or more tokens from an empty cache runs on
+    # torch's fused attention (cuDNN first; never the math backend) in naive form
     ("attention", "triton_sdpa", "sparkops_triton.attention_sdpa:attention_sdpa", tolerance("bf16"),
      ("_runtime.py", "attention_prefill.py", "attention_splitk.py")),
     ("moe_router", "triton", "sparkops_triton.moe_router:moe_router", tolerance(), ("_runtime.py",)),

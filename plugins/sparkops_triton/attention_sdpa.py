@@ -10,14 +10,14 @@ CUDA graph, unlike decode):
   2. the rows 0 .. T-1 in naive form: k_nope[s, h] = w_uk[h] c_s and v[s, h] = w_uv[h] c_s (`_project_kernel`, bf16
      out), k[s, h] = [k_nope ; k_pe_s] with the row's shared k_pe;
   3. o = softmax(q k^T * scale, causal) v (`is_causal`: the query at t sees rows 0 .. t).
-A call after a history (p > 0) runs "triton_splitk"'s code, the Triton naive-form history and flash kernels. Why:
-torch has no cuDNN path for a causal mask from the lower right (`causal_lower_right` dispatches to the
-memory-efficient kernel), and on the H200 in session 11 that path (a) made the 48B's prefill logits depend on the
-chunk size (32768 tokens in chunks of 16384 against chunks of 4096: KL max 0.565, top-1 0.222 - the chunk proof
-refused the figure) and (b) was slower than the Triton kernels after a history (4096 rows after 28672: 20.9 ms
-against 13.0). From an empty cache cuDNN leads: 20.7 ms at T = 32768 (530 TFLOP/s) against 28.7 ms for the
-Triton flash kernel at its tuned tile. The GPU test test_gpu_sdpa_long_calls_against_exact_attention measures
-both torch paths against exact float32 attention at the 48B's shapes.
+A call after a history (p > 0) runs "triton_splitk"'s code, the Triton naive-form history and flash kernels: torch
+has no cuDNN path for a causal mask from the lower right (`causal_lower_right` dispatches to the memory-efficient
+kernel), which was slower there (session 11, H200, 4096 rows after 28672: 20.9 ms against 13.0 for the Triton
+kernels at their old tile, 8.8 at the tuned one). It is correct: the GPU test test_gpu_sdpa_long_calls_against_exact_attention
+measures both torch paths against exact float32 attention at the 48B's shapes (NMSE ~9e-6). (Session 11's chunk
+proof first refused this implementation as chunk-dependent; that was near-tie routing flips cascading in unpinned
+runs, since fixed in bench/chunking.py, not the attention.) From an empty cache cuDNN leads: 21.4 ms at T = 32768
+(~510 TFLOP/s) against 28.9 ms for the Triton flash kernel at its tuned tile.
 The backends are cuDNN, flash and memory-efficient attention only (SDPA_BACKENDS, in that priority): torch's math
 backend would build the [T, S] scores of every head at once (34 GB at a 16384-token chunk), so a shape none of the
 three takes is refused with the fix, never run slowly. Interpreted runs (CPU, TRITON_INTERPRET=1: the tests) allow
