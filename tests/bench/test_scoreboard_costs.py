@@ -324,3 +324,13 @@ def test_the_roofline_plot_places_old_prefill_rows_by_todays_cost_model():
     assert now == pytest.approx(want.flops / want.bytes) and now > 790e12 / BW  # right of the ridge point
     assert _prefill_intensity_now({**old, "phase": "decode"}) is None
     assert _prefill_intensity_now({**old, "model": {"name": "/tmp/a-file.gguf", "mix": "q4_k_m"}}) is None
+
+
+def test_diagnose_says_in_red_when_a_measurement_is_above_its_roofline(capsys):
+    from sparkops.cli.diagnose_cmd import _warn_above_roofline
+
+    _warn_above_roofline(0.99)
+    assert capsys.readouterr().err == ""
+    _warn_above_roofline(1.2)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "above the roofline (120%)" in err and "bench/costs.py" in err and "per-op times stand" in err

@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import BadInput
-from ._common import add_json_arg, add_registry_arg, console, emit_json, registry_path
+from ._common import add_json_arg, add_registry_arg, console, emit_json, err_console, registry_path
 
 NAME = "diagnose"
 HELP = "bytes/FLOPs per token, measured bandwidth and launch cost, kernels per token, the binding ceiling"
@@ -222,6 +222,16 @@ def _draw_ops(d, out: Path) -> list[Path]:
     return [path]
 
 
+def _warn_above_roofline(fraction: float) -> None:
+    """A measurement above 100% of its roofline is impossible: the cost model's floor or the timing is wrong (session
+    11's prefill diagnosis printed 120%: every query was charged every earlier cache row). Said in red, never
+    silently; the per-op times stand, the roofline share and the binding verdict do not."""
+    if fraction > 1.0:
+        err_console.print(f"[red]above the roofline ({100 * fraction:.0f}%):[/] no engine beats its ceiling, so the "
+                          f"cost model's floor (bench/costs.py) or this timing is wrong; the per-op times stand, the "
+                          f"roofline share and the binding ceiling do not")
+
+
 def _print_prefill(d, pngs) -> None:
     c, v = d.ceilings, d.verdict
     console.print(f"[bold]{d.model}[/] ({d.mix}) prefill: one chunk of {d.chunk} tokens after {d.depth} on {c.device}")
@@ -231,6 +241,7 @@ def _print_prefill(d, pngs) -> None:
     console.print(f"measured: {d.tok_s:.4g} tok/s ({1e3 * d.wall_s:.4g} ms per chunk, "
                   f"{100 * v['fraction_of_roofline']:.2g}% of the roofline); {d.kernels:.4g} kernels per chunk; busy "
                   f"{1e3 * d.busy_s:.4g} ms ({100 * v['busy_fraction']:.0f}%)")
+    _warn_above_roofline(v['fraction_of_roofline'])
     ops = Table(title=f"per op, per chunk ({d.how})")
     for col in ("op", "calls", "ms", "share of busy"):
         ops.add_column(col)
@@ -346,6 +357,7 @@ def _print(d, pngs) -> None:
                       f"{100 * v['fraction_of_roofline']:.2f}% of the roofline); {p.kernels} kernels per token; busy "
                       f"{1e3 * p.busy_s:.3g} ms of {1e3 * p.wall_s:.3g} ms ({100 * p.busy_fraction:.0f}%); "
                       f"launch bill eager ~{1e3 * v['launch_eager_s']:.3g} ms")
+        _warn_above_roofline(v['fraction_of_roofline'])
         ops = Table(title=f"per op, per token ({p.how})")
         kernels = any("kernels" in x for x in p.by_op.values())
         for col in ("op", "calls") + (("kernels",) if kernels else ()) + ("ms", "share of busy"):
