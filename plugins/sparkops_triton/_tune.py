@@ -60,10 +60,13 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
         # its tolerance NMSE 1e-3 against the reference's 4e-6 measured: the nmse column says what it costs)
         {"PREPARE_PRECISION": "tf32x3"},
         {"PREPARE_PRECISION": "tf32"},
+        # the state kernel's W, Qg, Kg in bfloat16 between the kernels (half their bytes)
+        {"SCRATCH_BF16": True},
     ]),
     # "triton_chunked_split": its phase kernels' warps
     "kda_prefill_split": (kda_chunked, [{"SPLIT_WARPS": 4, "SPLIT_UNROLL": True}, {"SPLIT_WARPS": 8},
-                                        {"SPLIT_UNROLL": False}, {"SPLIT_WARPS": 2}, {"PREPARE_PRECISION": "tf32"}]),
+                                        {"SPLIT_UNROLL": False}, {"SPLIT_WARPS": 2}, {"PREPARE_PRECISION": "tf32"},
+                                        {"SCRATCH_BF16": True}]),
     "attention_decode": (attention_splitk, [
         {"BLOCK_ROWS": 32, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 3},
         {"BLOCK_ROWS": 16, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 4},

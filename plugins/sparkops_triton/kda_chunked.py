@@ -49,6 +49,11 @@ BLOCK_V = 32  # value columns per program of the state kernel
 PREPARE_WARPS = 4
 STATE_WARPS = 8  # 164 registers, no spills, 128 KiB shared memory with BLOCK_V = 32
 STATE_STAGES = 1  # the loop loads [64, D] float32 tiles: a second stage overflows shared memory
+#: W, Qg and Kg (the state kernel's [64, D] operands, read once per BV block of a head: 4x at D = 128) kept in bfloat16
+#: instead of float32 between the two kernels: half their bytes written and read (by estimate the state kernel moves
+#: ~16 MB a chunk step over all heads at float32, ~4 us of its ~7.5 us a step at T = 32768), their products still
+#: tf32 on the widened values. A tune study variant until timed; its nmse column says what it costs
+SCRATCH_BF16 = False
 #: "triton_chunked_split": warps of its prepare phases' kernels and whether its products kernel unrolls the diagonal
 #: sub-blocks' steps (as DIAG_UNROLL). Session 11 (as above): 14.9 ms at 8, 12.0 at 4, 10.9 at 4 unrolled
 SPLIT_WARPS = 4
@@ -332,9 +337,9 @@ def _chunk_state_kernel(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, gc_ptr, s_ptr, o_
     for n in range(n_chunks):
         row0 = (h * TP + n * 64).to(tl.int64)
         tile = (row0 + rows)[:, None] * DK
-        w = tl.load(w_ptr + tile + dk[None, :])  # [64, DK]
-        qg = tl.load(qg_ptr + tile + dk[None, :])
-        kg = tl.load(kg_ptr + tile + dk[None, :])
+        w = tl.load(w_ptr + tile + dk[None, :]).to(tl.float32)  # [64, DK] (stored float32 or bfloat16: SCRATCH_BF16)
+        qg = tl.load(qg_ptr + tile + dk[None, :]).to(tl.float32)
+        kg = tl.load(kg_ptr + tile + dk[None, :]).to(tl.float32)
         u = tl.load(u_ptr + tile + cols[None, :], mask=c_ok[None, :], other=0.0)  # [64, BV]
         aqk = tl.load(aqk_ptr + (row0 + rows)[:, None] * 64 + rows[None, :])  # [64, 64]
         gc = tl.load(gc_ptr + (h * n_chunks + n).to(tl.int64) * DK + dk)  # [DK]
@@ -359,7 +364,9 @@ def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None, sp
     tp = n_chunks * CHUNK
     dev = q.device
     f32 = dict(dtype=torch.float32, device=dev)
-    gam, kn, qn, w, u, qg, kg = (torch.empty((h, tp, dk), **f32) for _ in range(7))  # [H, Tp, DK] scratch
+    gam, kn, qn, u = (torch.empty((h, tp, dk), **f32) for _ in range(4))  # [H, Tp, DK] scratch
+    state_in = dict(f32, dtype=torch.bfloat16) if SCRATCH_BF16 else f32  # the state kernel's W, Qg, Kg
+    w, qg, kg = (torch.empty((h, tp, dk), **state_in) for _ in range(3))
     b = torch.empty((h, tp), **f32)
     lmat, xmat, aqk = (torch.empty((h, tp, CHUNK), **f32) for _ in range(3))  # [H, Tp, 64]
     gc = torch.empty((h, n_chunks, dk), **f32)
