@@ -93,6 +93,8 @@ def test_check_model_cli(tmp_path, catalog, monkeypatch, capsys):
     # each run announced and timed on stderr (a NumPy golden of the 48B at depth 16384 runs for hours: session 11
     # waited 200 s on a silent one); the golden is cached per process, so it is announced once
     assert "model gate: golden run on the float64 NumPy reference" in err and "--golden-registry" in err
+    assert "TFLOP at ~" in err and "GFLOP/s (a float64 matmul here) - at least" in err  # its cost, said up front
+    assert err.index("TFLOP at ~") < err.index("golden run on the float64 NumPy reference (CPU; ")
     assert f"model gate: candidate under {good} on cpu: depth 1 done in" in err
     assert main(args + [str(bad)]) == 1
     out = " ".join(capsys.readouterr().out.split())

@@ -167,6 +167,7 @@ def golden_logits(weights: Any, digest: str, tokens: list[int], depths: tuple[in
     missing = tuple(d for d in depths if keys[d] not in _GOLDEN)
     if missing:
         if golden is None:
+            _announce_reference_golden(weights, missing, decode_steps)
             plan, dtype = make_plan(reference_registry(), catalog, "cpu", verify_checks=False), torch.float64
         else:
             plan, dtype = make_plan(golden, catalog, device, verify_checks=True), torch.float32
@@ -181,6 +182,35 @@ def golden_logits(weights: Any, digest: str, tokens: list[int], depths: tuple[in
     if tapes is not None:
         tapes.update({d: _TAPES[keys[d]] for d in depths if keys[d] in _TAPES})
     return {d: _GOLDEN[keys[d]] for d in depths}
+
+
+def _announce_reference_golden(weights: Any, depths: tuple[int, ...], decode_steps: int) -> None:
+    """Say on stderr, before it starts, what a golden run on the float64 NumPy reference will cost: its FLOPs (the
+    cost model's, from the loaded weights) over a float64 matmul rate measured here, a lower bound on its time (the
+    reference runs op by op, slower than one large matmul). A 48B gate at depth 16384 is hours; the line names
+    --golden-registry, the proven registry on the device that such a model needs."""
+    import sys
+    import time
+
+    from ..bench.costs import token_cost
+
+    try:
+        flops = sum(token_cost(weights.config, "prefill", tokens=max(d, 1), weights=weights).flops * d
+                    + decode_steps * token_cost(weights.config, "decode", depth=d, weights=weights).flops
+                    for d in depths)
+    except Exception:  # noqa: BLE001 - a model the cost model cannot price: say nothing rather than guess
+        return
+    a = torch.rand(384, 384, dtype=torch.float64)
+    t0 = time.perf_counter()
+    for _ in range(4):
+        a @ a
+    rate = 4 * 2 * 384 ** 3 / max(time.perf_counter() - t0, 1e-9)
+    seconds = flops / rate
+    when = f"{seconds:.2g} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
+    print(f"model gate: the golden run on the float64 NumPy reference (CPU): {flops / 1e12:.3g} TFLOP at ~"
+          f"{rate / 1e9:.3g} GFLOP/s (a float64 matmul here) - at least {when}; --golden-registry FILE runs a proven "
+          f"registry on the device instead", file=sys.stderr, flush=True)
 
 
 # -- judging --------------------------------------------------------------------------------------
