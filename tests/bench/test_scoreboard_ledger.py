@@ -264,3 +264,25 @@ def test_the_checkouts_goals_are_issue_10s():
             assert g.target == pytest.approx(0.6 * g.roofline)
     (k,) = G.load_kernel_goals(REPO / "bench" / G.GOALS)
     assert (k.model, k.mix, k.target) == ("kimi-linear-48b-a3b", "q4_k_m", 150)
+
+
+def test_recordings_into_one_bench_directory_take_turns(bench_dir, tmp_path):
+    """Two benches finishing together (the two GPU lanes share a bench directory) each load the frontier, offer and
+    save it: interleaved, one could save over the other's raise. Every writer takes the directory's lock first: while
+    another holds it, an import (like a record, a retraction, a sync or a refusal) waits, then lands whole."""
+    import threading
+    import time
+
+    bench_dir.mkdir()
+    add(bench_dir, row(100.0))
+    other = tmp_path / "gpu-box"
+    L.append(other / L.LEDGER, row(130.0, before=100.0, tier="win"))
+    done = []
+    with L.writer_lock(bench_dir):
+        t = threading.Thread(target=lambda: done.append(R.import_rows(bench_dir, other / L.LEDGER)))
+        t.start()
+        time.sleep(0.5)
+        assert t.is_alive() and not done and len(L.read(bench_dir / L.LEDGER)) == 1  # waiting for the lock
+    t.join(10)
+    assert len(done[0]) == 1 and Frontier.load(bench_dir / L.FRONTIER).value(KEY) == 130.0
+    assert R.consistency_problems(bench_dir) == []

@@ -37,6 +37,28 @@ KINDS = ("measurement", "peer", "retraction", "refusal", "opbench", "diagnosis")
 TIERS = ("win", "none", "regression", "retracted")
 
 
+#: the bench directory's writer lock: one recording (ledger rows, the frontier's read-modify-write, the render) at a
+#: time, so two benches finishing together (two GPUs' lanes on one bench directory) cannot lose a frontier raise
+LOCK = ".bench.lock"
+
+
+class writer_lock:
+    """`with writer_lock(bench_dir):` - an exclusive flock on bench_dir/.bench.lock for the block (blocking)."""
+
+    def __init__(self, d: str | Path):
+        self.path = Path(d) / LOCK
+
+    def __enter__(self) -> "writer_lock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
 def bench_dir(arg: str | Path | None = None) -> Path:
     """Where the scoreboard lives: --bench-dir, else $SPARKOPS_BENCH_DIR, else the checkout's bench/."""
     if arg:

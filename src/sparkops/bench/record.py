@@ -106,9 +106,9 @@ def refusal_row(req: Any, model: dict[str, Any], env: dict[str, Any], refused: A
 
 def record_refusal(row: dict[str, Any], bench: str | Path | None = None) -> dict[str, Any]:
     d = L.bench_dir(bench)
-    d.mkdir(parents=True, exist_ok=True)
-    L.append(d / L.LEDGER, row)
-    render_all(d)
+    with L.writer_lock(d):
+        L.append(d / L.LEDGER, row)
+        render_all(d)
     return row
 
 
@@ -147,7 +147,12 @@ def record_run(run: BenchRun, bench: str | Path | None = None, change: str | Non
     """Append the run's rows, raise the frontier where earned, re-render LADDER.md; returns the rows.
     `predictions`: {depth: the baseline's diagnosis} (bench.prediction), kept in each depth's row."""
     d = L.bench_dir(bench)
-    d.mkdir(parents=True, exist_ok=True)
+    with L.writer_lock(d):  # the frontier's load .. save is a read-modify-write: one recording at a time
+        return _record_run(run, d, change, render, predictions)
+
+
+def _record_run(run: BenchRun, d: Path, change: str | None, render: bool,
+                predictions: dict[int, dict[str, Any]] | None) -> list[dict[str, Any]]:
     frontier = Frontier.load(d / L.FRONTIER)
     regs = [str(p) for _, p in run.request.registries]
     regs = [how_run(r, "graph" if label in run.request.graph else "eager")
@@ -182,6 +187,11 @@ def best_standing(rows: list[dict[str, Any]], key: str) -> tuple[float, dict[str
 def retract(bench: str | Path | None, ref: str, why: str, command: str) -> tuple[dict[str, Any], dict | None]:
     """Append a retraction of row `ref`; if that row set a frontier entry, lower it (logged). Re-render."""
     d = L.bench_dir(bench)
+    with L.writer_lock(d):
+        return _retract(d, ref, why, command)
+
+
+def _retract(d: Path, ref: str, why: str, command: str) -> tuple[dict[str, Any], dict | None]:
     rows = L.read(d / L.LEDGER)
     r = L.retraction_row(rows, ref, why, command)
     L.append(d / L.LEDGER, r)
@@ -199,6 +209,11 @@ def retract(bench: str | Path | None, ref: str, why: str, command: str) -> tuple
 def import_rows(bench: str | Path | None, source: str | Path) -> list[dict[str, Any]]:
     """Append rows of another ledger (e.g. the GPU box's) that this one lacks; apply them to the frontier."""
     d = L.bench_dir(bench)
+    with L.writer_lock(d):
+        return _import_rows(d, source)
+
+
+def _import_rows(d: Path, source: str | Path) -> list[dict[str, Any]]:
     mine = {r["id"] for r in L.read(d / L.LEDGER)}
     frontier = Frontier.load(d / L.FRONTIER)
     added = []
@@ -247,6 +262,11 @@ def consistency_problems(bench: str | Path | None) -> list[str]:
 def sync(bench: str | Path | None) -> list[str]:
     """Raise every frontier entry to the best standing figure in the ledger (repairs an interrupted write)."""
     d = L.bench_dir(bench)
+    with L.writer_lock(d):
+        return _sync(d)
+
+
+def _sync(d: Path) -> list[str]:
     rows = L.read(d / L.LEDGER)
     frontier = Frontier.load(d / L.FRONTIER)
     raised = []

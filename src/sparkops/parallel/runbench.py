@@ -425,14 +425,14 @@ def record(result: dict[str, Any], command: str, bench: str | Path | None = None
     if result.get("refused"):
         raise BadInput(f"nothing recorded: {result['refused']} (record_refusal keeps the refusal itself)")
     d = L.bench_dir(bench)
-    d.mkdir(parents=True, exist_ok=True)
-    frontier = Frontier.load(d / L.FRONTIER)
-    rows = ledger_rows(result, command, frontier)
-    for row in rows:
-        row["frontier"] = offer_row(frontier, row)
-        L.append(d / L.LEDGER, row)
-    frontier.save()
-    render_all(d)
+    with L.writer_lock(d):  # one recording at a time in this bench directory (bench/ledger.py)
+        frontier = Frontier.load(d / L.FRONTIER)
+        rows = ledger_rows(result, command, frontier)
+        for row in rows:
+            row["frontier"] = offer_row(frontier, row)
+            L.append(d / L.LEDGER, row)
+        frontier.save()
+        render_all(d)
     return rows
 
 
