@@ -125,7 +125,8 @@
 #                                      # 360 s (swap-bf16 95 cold, gate48-bf16 73, four prefill swaps 96), so no
 #                                      # rung was timed; every proof passed; the 32768 diagnosis ran
 # Next session (nvidia-h200-x2), fresh then warm; SUITE_PREFILL_BASE=bf16 skips choose_best's 48B gate (~75 s):
-#   E='SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused" SUITE_PREFILL_BASE=bf16'
+#   (each device command starts with: export SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k
+#   prefill-moe-fused" SUITE_PREFILL_BASE=bf16; - written $E below)
 #   $E bash bench/gpu_lanes.sh 565 "rungs9 rungs11" "proofs9 proofs11 rungs11b tune11"  # GPU 0: ~290 s of
 #                                      # prerequisites and swaps, the tuned row (~70 s), the 32768 diagnosis (25), the
 #                                      # SDPA pair (~90); GPU 1: the proofs (~260 s), then the split-KDA pair once GPU 0
