@@ -148,6 +148,10 @@
 set -uo pipefail
 T0=$(date +%s)
 BUDGET=${SUITE_BUDGET:-560}
+# SUITE_PREFILL_BASE takes one value (choose_best): anything else is a typo that would silently run the 48B gate
+case "${SUITE_PREFILL_BASE:-}" in ""|bf16) ;;
+  *) echo "SUITE_PREFILL_BASE='$SUITE_PREFILL_BASE': the only value is bf16 (or leave it unset)" >&2; exit 2 ;;
+esac
 [ -n "${SUITE_DEADLINE:-}" ] && BUDGET=$(( SUITE_DEADLINE - T0 ))  # lanes share one end (bench/gpu_lanes.sh)
 TMP=${SUITE_TMP:-/tmp}  # everything the suite keeps on the machine lives here (tests point it elsewhere)
 OUT=${OUT:-$TMP/sparkops-out}

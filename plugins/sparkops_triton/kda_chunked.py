@@ -20,7 +20,8 @@ Two kernels:
 Precision: the prepare kernel's small products (around the triangular solve) are float32 FMA
 ("ieee"); the state kernel's products run on tensor cores in tf32 (10-bit mantissa operands, float32
 accumulation), hence the "bf16" claim. ("tf32x3", about float32, spilled ~1.5 KB of registers per
-thread in the state kernel.) All intermediates are stored in float32. Calls with fewer than
+thread in the state kernel.) All intermediates are stored in float32 (SCRATCH_BF16, a study variant: the state
+kernel's W, Qg, Kg in bfloat16). Calls with fewer than
 `RECURRENT_BELOW` tokens (decode steps) go to the recurrent kernel of `kda.py` instead.
 
 Measured on the H200 (2026-11-29, 48B sizes, bf16 inputs): 2.38 ms at T=4096, 17.6 ms at T=32768 per
@@ -28,6 +29,9 @@ layer - 3.8x slower than fla's chunk_kda (4.59 ms); against the recurrent kernel
 (output) and 6e-7 (state). Where the time goes was not measured; by estimate the prepare kernel (one
 CTA per SM at 188 registers x 256 threads, 16 dependent column steps per diagonal sub-block, scratch
 round trips) dominates. `python -m sparkops_triton._tune kda_prefill` times the launch variants.
+Session 11 (H200, the 48B's 32768-token forward): at 4 warps 13.98 ms a layer (the split form 10.94); the
+diagnosis put the one-kernel prepare at 201 ms and the state kernel at 77 ms of the forward's 925 (20 layers).
+The GPU test test_gpu_48b_chunked_kernels_timed_one_by_one times each kernel of both forms.
 """
 
 import torch

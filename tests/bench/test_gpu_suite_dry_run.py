@@ -789,3 +789,11 @@ def test_rungs11b_times_the_split_kda_in_the_other_lane_once_its_base_exists(tmp
     assert len(pairs) == 1 and f"--registry {fused} --vs {split}" in pairs[0]
     assert log.count("] prefill-kda-split-32k (limit") == 1
     assert "] prefill-tuned-32k (limit" in log and "] prefill-sdpa-32k (limit" in log
+
+
+def test_a_misspelt_prefill_base_stops_the_suite_before_any_work():
+    """SUITE_PREFILL_BASE has one value; a typo would otherwise run the 48B gate it meant to skip, unnoticed."""
+    env = {**os.environ, "SUITE_PREFILL_BASE": "bf17"}
+    proc = subprocess.run(["bash", "bench/gpu_suite.sh", "install"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "the only value is bf16" in proc.stderr

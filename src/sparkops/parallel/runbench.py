@@ -267,8 +267,9 @@ def run(spec: Any, *, prefill: int, depth: int, steps: int = 8, rounds: int = 3,
         if not cp["passed"]:
             result["refused"] = (f"the prefill's result depends on its chunk: chunks of {cp['timed_chunk']} against "
                                  f"{cp['reference_chunk']} gave KL max {cp['kl_max']:.3g}, top-1 {cp['top1']:.3f} "
-                                 f"({cp['rule']}); time with --chunk {cp['reference_chunk']}, or find the op that "
-                                 f"breaks at the timed shapes")
+                                 f"({cp['rule']}; {cp.get('routing') or 'routing: not reported'}); time with "
+                                 f"--chunk {cp['reference_chunk']}, and find the op with the GPU tests of the "
+                                 f"registry's implementations (`pytest -m gpu tests/backends`)")
     return result
 
 
