@@ -46,6 +46,10 @@
 #                 decode kernels): the lane beside rungs11
 #     rungs11b    the split-KDA rung of rungs11 in the other lane, once rungs11 has made its base and diagnosis
 #     tune11      the prefill tune studies (their first rows are session 11's defaults)
+#     rungs12     session 12's prefill rung over the prefill registry rebuilt (rungs9 first; the fused MoE, the split
+#                 KDA and SDPA by swap, SUITE_TIMED naming their rows): its 32768 diagnosis, then
+#                 kda=triton_chunked_split_tf32 as a pair at 32768 after its GPU tests
+#     proofs12    rungs12's GPU tests and the tf32 split prepare's launch study: the lane beside rungs12
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -133,6 +137,15 @@
 #                                      # has made its base and diagnosis (~400 s in), the tune studies if time is left
 #   $E bash bench/gpu_lanes.sh 565 "rungs11" "tests1of2 tests2of2"       # what the first left, beside every GPU test
 #   then the decode rungs (rungs8's step) as time allows
+# Session 12, two H200s: call 1 as planned above (426 s: tuned row 35.2k, SDPA 1.053x, split KDA 1.062x, no time for
+#   the tune studies), call 2 "tests1of2 tests2of2" then SDPA over the split registry by hand (its bench lacked
+#   --prediction), call 3 that pair with 4 repeats (tier none: 4 pairs cannot pass the sign test) beside tune11,
+#   call 4 the pair with 6 repeats (39.4k, 1.059x). Then, fresh:
+#   export SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused prefill-kda-split-32k
+#   prefill-sdpa-32k prefill-both-32k" SUITE_PREFILL_BASE=bf16;
+#   bash bench/gpu_lanes.sh 565 "rungs9 rungs12 tests1of2" "proofs12 tests2of2"  # GPU 0: ~255 s rebuilding the
+#                                      # prefill registry, its diagnosis, the tf32 pair (~80); GPU 1: the tf32 tests
+#                                      # and launch study (~150), then half the GPU tests; what is left, warm, after
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -222,6 +235,11 @@ KSPLIT_EXPECT="--expect kda=1.6"
 # studies at T=32768: x1.17
 SDPA_FULL_EXPECT="--expect attention=1.3"
 KSPLIT_FULL_EXPECT="--expect kda=1.17"
+# session 12 (stage rungs12): both rungs of session 12's first call together (attention=triton_sdpa over the split
+# KDA), then the split prepare's products on tf32 dots; its tune study at T=32768: 10.79 -> 9.17 ms a layer, x1.18
+BOTH_REG=$TMP/cuda-prefill-both.toml
+KTF32_REG=$TMP/cuda-prefill-kdatf32.toml
+KTF32_EXPECT="--expect kda=1.18"
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -498,6 +516,36 @@ proof_tuned() {
 }
 # split_rung_32k BASE: kda=triton_chunked_split (no longer claimed bit-identical: compiled, it is not) over BASE in one
 # forward of 32768, predicted from BASE's 32768 diagnosis; its GPU tests first
+# prefill_now_fused: PNOW = the prefill registry now, rebuilt by swaps: rungs9's chain (run that stage first), then
+# the fused MoE (session 11 timed it, 1.181x; its GPU tests run again here, once per machine, the proofs lane beside)
+prefill_now_fused() {
+  PNOW=$PREFILL_REG
+  timed prefill-dqmm && [ -f $DQMM_REG ] && PNOW=$DQMM_REG
+  timed prefill-kda-chunked && [ -f $KDAC_REG ] && PNOW=$KDAC_REG
+  [ -f $PNOW ] || { log "SKIP the rest of stage $stage: no prefill registry ($PNOW); run rungs9 first"; return 1; }
+  if timed prefill-moe-fused; then
+    proof_moefused
+    fresh_over $MOEFUSED_REG $PNOW
+    [ "$(cat $DONE/gpu-tests-moefused 2>/dev/null || true)" = 0 ] && [ ! -f $MOEFUSED_REG ] && \
+      run swap-moe-fused 40 bash -c 'swap_into "$@"' _ $MOEFUSED_REG $PNOW moe_experts=triton_dqmm_fused
+    [ -f $MOEFUSED_REG ] && PNOW=$MOEFUSED_REG
+  fi
+  log "the prefill registry now: $PNOW"
+}
+# rebuild_over NAME REGISTRY BASE PAIR: a rung an earlier call timed (SUITE_TIMED names it), its registry made again
+# by swap over BASE (the swap re-checks the kernel against the reference on this machine; its GPU tests passed in
+# the call that timed it). 1 if the registry could not be made
+rebuild_over() {
+  fresh_over "$2" "$3"
+  [ -f "$2" ] || run "swap-$1" 40 bash -c 'swap_into "$@"' _ "$2" "$3" "$4"
+  [ -f "$2" ]
+}
+# the GPU tests of kda=triton_chunked_split_tf32 (contract cases on CUDA, its distance from the split form and the
+# split form's from the one kernel, each timed, the kernels one by one)
+proof_kdatf32() {
+  run gpu-tests-kdatf32 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "split or contract or one_by_one" \
+      tests/backends/test_triton_kda.py --junitxml="$R/gpu-tests-kdatf32.xml"
+}
 split_rung_32k() {
   proof_kdasplit
   local ok; ok=$([ "$(cat $DONE/gpu-tests-kdasplit 2>/dev/null || true)" = 0 ] && echo 1)
@@ -924,22 +972,38 @@ rungs11b)  # the lane beside rungs11, after proofs11's tests: the split-KDA rung
   # fused-MoE registry and its 32768 diagnosis (waited for within the budget), so both GPUs time rungs
   await_file $MOEFUSED_REG && await_file $DJ/diag-prefill-32k.json || continue
   split_rung_32k $MOEFUSED_REG ;;
-rungs11)
+rungs12)
   prereq_lean || continue
-  # the prefill registry now, rebuilt by swaps: rungs9's chain (run that stage first), then the fused MoE (session
-  # 11's first call timed it, 1.181x; its GPU tests run again here, proofs11 beside)
-  PNOW=$PREFILL_REG
-  timed prefill-dqmm && [ -f $DQMM_REG ] && PNOW=$DQMM_REG
-  timed prefill-kda-chunked && [ -f $KDAC_REG ] && PNOW=$KDAC_REG
-  [ -f $PNOW ] || { log "SKIP the rest of stage rungs11: no prefill registry ($PNOW); run rungs9 first"; continue; }
-  if timed prefill-moe-fused; then
-    proof_moefused
-    fresh_over $MOEFUSED_REG $PNOW
-    [ "$(cat $DONE/gpu-tests-moefused 2>/dev/null || true)" = 0 ] && [ ! -f $MOEFUSED_REG ] && \
-      run swap-moe-fused 40 bash -c 'swap_into "$@"' _ $MOEFUSED_REG $PNOW moe_experts=triton_dqmm_fused
-    [ -f $MOEFUSED_REG ] && PNOW=$MOEFUSED_REG
+  prefill_now_fused || continue
+  # session 12's first call timed the split KDA (1.062x) and SDPA (1.053x) over the fused MoE, then both together
+  # (1.059x over the split one): the prefill registry now is rebuilt by those swaps
+  if timed prefill-kda-split-32k; then rebuild_over kda-split $KSPLIT_REG $PNOW kda=triton_chunked_split && PNOW=$KSPLIT_REG; fi
+  if [ "$PNOW" = $KSPLIT_REG ] && timed prefill-both-32k; then
+    rebuild_over both $BOTH_REG $PNOW attention=triton_sdpa && PNOW=$BOTH_REG
   fi
   log "the prefill registry now: $PNOW"
+  # where its 32768-token forward's time goes: the tf32 rung's prediction
+  run diagnose-prefill-now-32k 90 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 32768 \
+      --registry $PNOW $FILL_LEAN --out "$R/diag-prefill-now-32k" --json-out $DJ/diag-prefill-now-32k.json
+  # kda=triton_chunked_split_tf32: the split prepare's small products on plain tf32 dots (session 12's tune study:
+  # 9.17 against 10.79 ms a layer at T=32768), after its GPU tests (proofs12 runs them beside)
+  proof_kdatf32
+  KT_OK=$([ "$(cat $DONE/gpu-tests-kdatf32 2>/dev/null || true)" = 0 ] && echo 1)
+  fresh_over $KTF32_REG $PNOW
+  [ -n "$KT_OK" ] && [ ! -f $KTF32_REG ] && run swap-kda-tf32 40 bash -c 'swap_into "$@"' _ $KTF32_REG $PNOW \
+      kda=triton_chunked_split_tf32
+  [ -n "$KT_OK" ] && [ -f $KTF32_REG ] && [ -s $DJ/diag-prefill-now-32k.json ] && run prefill-kda-tf32-32k 110 \
+      sparkops bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry $PNOW --vs $KTF32_REG \
+      $GATE --changes kda --prediction $DJ/diag-prefill-now-32k.json $KTF32_EXPECT \
+      --change "kda=triton_chunked_split_tf32: the split KDA prepare's small products on tf32 tensor cores, over \
+$(basename $PNOW)"
+  ;;
+proofs12)  # the rungs12 proofs and the tf32 prepare's launch study: the lane beside a rungs12 lane
+  proof_kdatf32
+  run tune-kda-tf32 120 python3 -m sparkops_triton._tune kda_prefill_split_tf32 ;;
+rungs11)
+  prereq_lean || continue
+  prefill_now_fused || continue
   # session 11's tuned launch defaults (the tune studies of its first call; module constants, so no second
   # implementation to pair with): one arm in one forward of 32768 against the frontier (25210, the same registry
   # before them). The swaps above re-checked every changed kernel against the reference, the bench gates the 48B

@@ -32,6 +32,10 @@ IMPLEMENTATIONS = [
     # the tolerance, not bit-identity
     ("kda", "triton_chunked_split", "sparkops_triton.kda_chunked:kda_chunked_split", tolerance("bf16"),
      ("_runtime.py", "kda.py")),
+    # "triton_chunked_split_tf32": the split form with the prepare phases' small products on plain tf32 tensor-core
+    # dots (session 12's tune study: 0.85x its time a layer at T=32768, nmse 2.3e-6 from it)
+    ("kda", "triton_chunked_split_tf32", "sparkops_triton.kda_chunked:kda_chunked_split_tf32", tolerance("bf16"),
+     ("_runtime.py", "kda.py")),
     ("attention", "triton", "sparkops_triton.attention:attention", tolerance("bf16"),
      ("_runtime.py", "attention_prefill.py")),
     ("attention", "triton_splitk", "sparkops_triton.attention_splitk:attention_splitk", tolerance("bf16"),

@@ -3,7 +3,8 @@
     python -m sparkops_triton._tune [kda_decode kda_prefill attention_decode attention_prefill linear_gemv
                                      lm_head_q6k linear_q6k_small moe_decode router_gemv moe_decode_prefetch
                                      lm_head_prefetch linear_gemv_prefetch linear_gemv_flat moe_decode_flat
-                                     router_prefill dequant_bf16 kda_prefill_split attention_prefill_sdpa]
+                                     router_prefill dequant_bf16 kda_prefill_split attention_prefill_sdpa
+                                     kda_prefill_split_tf32]
 
 Each variant sets module constants (block sizes, warps, stages), checks its output against the
 default configuration's on the same inputs (NMSE, so a variant that is fast because it is wrong shows
@@ -67,6 +68,10 @@ STUDIES: dict[str, tuple[Any, list[dict[str, Any]]]] = {
     "kda_prefill_split": (kda_chunked, [{"SPLIT_WARPS": 4, "SPLIT_UNROLL": True}, {"SPLIT_WARPS": 8},
                                         {"SPLIT_UNROLL": False}, {"SPLIT_WARPS": 2}, {"PREPARE_PRECISION": "tf32"},
                                         {"SCRATCH_BF16": True}]),
+    # "triton_chunked_split_tf32" (session 12): its launch shape again (tf32 dots change the register budget) and
+    # the bf16 scratch on top of tf32 (session 12's study of the split form: 9.17 ms tf32, 9.58 bf16 scratch apart)
+    "kda_prefill_split_tf32": (kda_chunked, [{"SPLIT_WARPS": 4, "SPLIT_UNROLL": True}, {"SCRATCH_BF16": True},
+                                             {"SPLIT_WARPS": 8}, {"SPLIT_UNROLL": False}, {"SPLIT_WARPS": 2}]),
     "attention_decode": (attention_splitk, [
         {"BLOCK_ROWS": 32, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 3},
         {"BLOCK_ROWS": 16, "SPLITS_PER_SM": 1, "SPLIT_STAGES": 4},
@@ -164,9 +169,10 @@ def _workload(study: str) -> tuple[Callable[..., Any], list[tuple], int, bool]:
     if study == "kda_decode":
         sets, nbytes = kda_args(1)
         return kda.kda, sets, nbytes, True
-    if study in ("kda_prefill", "kda_prefill_split"):
+    if study in ("kda_prefill", "kda_prefill_split", "kda_prefill_split_tf32"):
         sets, nbytes = kda_args(32768, n_sets=2)
-        fn = kda_chunked.kda_chunked_split if study.endswith("_split") else kda_chunked.kda_chunked
+        fn = {"kda_prefill": kda_chunked.kda_chunked, "kda_prefill_split": kda_chunked.kda_chunked_split,
+              "kda_prefill_split_tf32": kda_chunked.kda_chunked_split_tf32}[study]
         return fn, sets, nbytes, False
     if study in LINEAR_WORKLOADS:
         impl = {"_prefetch": linear.linear_prefetch, "_flat": linear.linear_flat}.get(study[study.rfind("_"):],

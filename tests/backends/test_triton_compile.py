@@ -106,6 +106,7 @@ def launch_every_kernel():
         kda.kda(*args)
         kda_chunked.kda_chunked(*args)
         kda_chunked.kda_chunked_split(*args)
+        kda_chunked.kda_chunked_split_tf32(*args)
     for t in (1, 100):
         args = (r(t, 32, 192, dtype=BF), r(t, 576, dtype=BF), r(256, 576, dtype=BF), torch.tensor([3]),
                 r(32, 128, 512), r(32, 128, 512), 192 ** -0.5)
@@ -285,6 +286,8 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     assert len(dq) == 7, f"the whole-weight decode was not compiled for every type: {sorted(dq)}"
     split = {"_split_norms_kernel", "_split_products_kernel", "_split_inverse_kernel", "_split_wu_kernel"}
     assert split <= {k[0] for k in compiled}, "kda=triton_chunked_split's prepare kernels were not all compiled"
+    tf32 = {k[0] for k in compiled if k[0] in split and "'tf32'" in k[1]}
+    assert tf32 == split - {"_split_norms_kernel"}, f"kda=triton_chunked_split_tf32's tf32 kernels: {sorted(tf32)}"
     glue = [k for k in compiled if k[0] in ("_swiglu_pairs_kernel", "_combine_slots_kernel")]
     assert len(glue) == 3, f"the fused MoE glue kernels were not all compiled: {sorted(glue)}"  # HAS_ADD both ways
     spills = {f"{k[0]} (warps {k[2]}, stages {k[3]})": n for k, v in compiled.items() if (n := stack_bytes(v))}

@@ -95,6 +95,38 @@ def test_chunked_split_contract_cases_in_interpreter(chunked):
     prove_contract(OP, "triton_chunked_split", chunked.kda_chunked_split)
 
 
+def test_chunked_split_tf32_contract_cases_in_interpreter(chunked):
+    prove_contract(OP, "triton_chunked_split_tf32", chunked.kda_chunked_split_tf32)
+
+
+def test_chunked_split_tf32_launches_its_prepare_products_in_tf32(chunked, monkeypatch):
+    """The variant differs from "triton_chunked_split" only in the prepare products' precision: every prepare
+    kernel that takes PREC gets "tf32", the state kernel keeps DOT_PRECISION (the interpreter cannot tell tf32 from
+    float32, so the launch arguments are what can be checked here)."""
+    seen = {}
+    for name in ("_split_products_kernel", "_split_inverse_kernel", "_split_wu_kernel", "_chunk_state_kernel"):
+        kernel = getattr(chunked, name)
+
+        class Spy:
+            def __init__(self, kernel, name):
+                self.kernel, self.name = kernel, name
+
+            def __getitem__(self, grid):
+                launch = self.kernel[grid]
+
+                def call(*args, **kw):
+                    seen[self.name] = kw["PREC"]
+                    return launch(*args, **kw)
+                return call
+        monkeypatch.setattr(chunked, name, Spy(kernel, name))
+    calls, state = kda_calls(2, 16, (40,), 5)
+    chunked.kda_chunked_split_tf32(**calls[0], state=state["state"].clone())
+    assert seen == {"_split_products_kernel": "tf32", "_split_inverse_kernel": "tf32", "_split_wu_kernel": "tf32",
+                    "_chunk_state_kernel": chunked.DOT_PRECISION}, seen
+    chunked.kda_chunked_split(**calls[0], state=state["state"].clone())
+    assert seen["_split_products_kernel"] == chunked.PREPARE_PRECISION != "tf32", seen
+
+
 @pytest.mark.parametrize("h,d,steps,gate_std", [(2, 16, (70,), 1.0), (2, 24, (16, 70), 1.0), (2, 16, (130,), 6.0)])
 def test_chunked_split_is_bitwise_the_one_kernel_form_in_interpreter(chunked, h, d, steps, gate_std):
     """The four-launch prepare computes every value with the same helpers in the same order: the same bits as the one
@@ -115,12 +147,13 @@ def test_recurrent_awkward_heads_in_interpreter(recurrent):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["triton", "triton_chunked", "triton_chunked_split"])
+@pytest.mark.parametrize("name", ["triton", "triton_chunked", "triton_chunked_split", "triton_chunked_split_tf32"])
 def test_gpu_contract_cases(name):
     from sparkops_triton.kda import kda
-    from sparkops_triton.kda_chunked import kda_chunked, kda_chunked_split
+    from sparkops_triton.kda_chunked import kda_chunked, kda_chunked_split, kda_chunked_split_tf32
 
-    fn = {"triton": kda, "triton_chunked": kda_chunked, "triton_chunked_split": kda_chunked_split}[name]
+    fn = {"triton": kda, "triton_chunked": kda_chunked, "triton_chunked_split": kda_chunked_split,
+          "triton_chunked_split_tf32": kda_chunked_split_tf32}[name]
     prove_contract(OP, name, fn, "cuda", seeds=(0, 1))
 
 
@@ -192,6 +225,35 @@ def test_gpu_48b_chunked_split_agrees_and_is_timed():
 
 
 @pytest.mark.gpu
+def test_gpu_48b_chunked_split_tf32_agrees_and_is_timed():
+    """"triton_chunked_split_tf32" against "triton_chunked_split" at the 48B's sizes, T=4096 and 16384: plain tf32
+    operands keep 10 mantissa bits, so the outputs differ; the distance is printed and bounded at NMSE <= 1e-4 (the
+    tune study measured 2.3e-6 at T=32768; the op's tolerance is 1e-3 against the reference), and the two timed side
+    by side per layer at T=16384 and 32768 (the tf32 form must not be slower: it is registered for speed alone)."""
+    from sparkops_triton._workloads import kda_args, time_calls
+    from sparkops_triton.kda_chunked import kda_chunked_split, kda_chunked_split_tf32
+
+    from sparkops.gate.metrics import nmse
+
+    for t in (4096, 16384):
+        (args,), _ = kda_args(t, n_sets=1, seed=12)
+        s_ieee, s_tf32 = args[7].clone(), args[7].clone()
+        o_ieee = kda_chunked_split(*args[:7], s_ieee, *args[8:])
+        o_tf32 = kda_chunked_split_tf32(*args[:7], s_tf32, *args[8:])
+        v_out = nmse("output", o_tf32.float(), o_ieee.float(), 1e-4)
+        v_state = nmse("state", s_tf32, s_ieee, 1e-4)
+        print(f"\nkda split tf32 vs ieee prepare, T={t}: {v_out.line()} / {v_state.line()}")
+        assert v_out.passed and v_state.passed, f"T={t}"
+    for t in (16384, 32768):
+        sets, nbytes = kda_args(t, n_sets=2)
+        ieee = time_calls(kda_chunked_split, sets, nbytes, graph=False, replays=5)
+        tf32 = time_calls(kda_chunked_split_tf32, sets, nbytes, graph=False, replays=5)
+        print(f"\nkda prefill T={t} per layer: triton_chunked_split {ieee.us / 1e3:.3f} ms, "
+              f"triton_chunked_split_tf32 {tf32.us / 1e3:.3f} ms (tf32/ieee {tf32.us / ieee.us:.3f})")
+        assert tf32.us < ieee.us * 1.02, f"T={t}: the tf32 prepare is not faster"
+
+
+@pytest.mark.gpu
 def test_gpu_48b_chunked_kernels_timed_one_by_one():
     """Where a 32768-token KDA layer's time goes, kernel by kernel (torch.profiler's device times, the median of 3
     calls), for both prepare forms: the split form's four phases (norms, products, inverse, W/U) and the state kernel.
@@ -200,7 +262,7 @@ def test_gpu_48b_chunked_kernels_timed_one_by_one():
     import statistics
 
     from sparkops_triton._workloads import kda_args
-    from sparkops_triton.kda_chunked import kda_chunked, kda_chunked_split
+    from sparkops_triton.kda_chunked import kda_chunked, kda_chunked_split, kda_chunked_split_tf32
     from torch.profiler import ProfilerActivity, profile
 
     from sparkops.bench.diagnose import tally
@@ -208,6 +270,9 @@ def test_gpu_48b_chunked_kernels_timed_one_by_one():
     (args,), _ = kda_args(32768, n_sets=1, seed=13)
     for name, fn, kernels in (("triton_chunked", kda_chunked, ("_chunk_prepare_kernel", "_chunk_state_kernel")),
                               ("triton_chunked_split", kda_chunked_split,
+                               ("_split_norms_kernel", "_split_products_kernel", "_split_inverse_kernel",
+                                "_split_wu_kernel", "_chunk_state_kernel")),
+                              ("triton_chunked_split_tf32", kda_chunked_split_tf32,
                                ("_split_norms_kernel", "_split_products_kernel", "_split_inverse_kernel",
                                 "_split_wu_kernel", "_chunk_state_kernel"))):
         fn(*args[:7], args[7].clone(), *args[8:])  # compiled before the profile

@@ -128,8 +128,8 @@ def test_every_study_sets_constants_its_module_has_and_starts_from_the_default()
         for v in variants:
             missing = [k for k in v if not hasattr(module, k)]
             assert not missing, f"{study}: {module.__name__} has no {missing}"
-        if study in ("kda_prefill", "kda_prefill_split", "attention_prefill", "attention_prefill_sdpa",
-                     "router_prefill", "dequant_bf16", "kda_decode", "attention_decode", "moe_decode"):
+        if study in ("kda_prefill", "kda_prefill_split", "kda_prefill_split_tf32", "attention_prefill",
+                     "attention_prefill_sdpa", "router_prefill", "dequant_bf16", "kda_decode", "attention_decode", "moe_decode"):
             assert all(getattr(module, k) == x for k, x in variants[0].items()), study
         labels = [_tune._label(v, {k: getattr(module, k) for v2 in variants for k in v2}) for v in variants]
         assert len(set(labels)) == len(labels), (study, labels)

@@ -797,3 +797,48 @@ def test_a_misspelt_prefill_base_stops_the_suite_before_any_work():
     proc = subprocess.run(["bash", "bench/gpu_suite.sh", "install"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and "the only value is bf16" in proc.stderr
+
+
+S12_TIMED = f"{S11_TIMED} prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k"
+
+
+def test_rungs12_rebuilds_both_wins_then_times_the_tf32_prepare_over_them(tmp_path):
+    """Session 12's second call, fresh: rungs9 then rungs12 on GPU 0 beside proofs12 on GPU 1. rungs12 rebuilds the
+    prefill registry by swaps (the fused MoE, then the split KDA over it, then SDPA over that: each over the one before,
+    no row timed again), diagnoses its 32768 forward, and times kda=triton_chunked_split_tf32 over it as a pair at
+    32768, predicted from that diagnosis, after the tf32 GPU tests (run once, in either lane)."""
+    env = {"SUITE_TIMED": S12_TIMED, "STUB_PYTEST_SECONDS": "1", "SUITE_PREFILL_BASE": "bf16"}
+    log, calls = _lanes(tmp_path, "rungs9 rungs12", "proofs12", extra_env=env)
+    machine = tmp_path / "machine"
+    fused, split = machine / "cuda-prefill-moefused.toml", machine / "cuda-prefill-kdasplit.toml"
+    both, tf32 = machine / "cuda-prefill-both.toml", machine / "cuda-prefill-kdatf32.toml"
+    assert "unknown stage" not in log and "SKIP" not in log and f"the prefill registry now: {both}" in log
+    for reg, base in ((split, fused), (both, split), (tf32, both)):
+        assert Path(f"{reg}.base").read_text().strip() == str(base), reg
+    swaps = [c for c in calls if c.startswith("swap ")]
+    assert any("kda=triton_chunked_split_tf32" in c for c in swaps)
+    assert log.count("gpu-tests-kdatf32 (limit") == 1 and "-k split or contract or one_by_one" in log
+    assert log.count("tune-kda-tf32 (limit") == 1
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 1, prefills  # the rebuilt rungs are not timed again
+    diag = machine / "suite-diag" / "diag-prefill-now-32k.json"
+    assert f"--registry {both} --vs {tf32}" in prefills[0] and "--chunk 32768 " in prefills[0]
+    assert f"--prediction {diag} --expect kda=1.18" in prefills[0] and "--changes kda" in prefills[0]
+    steps = ["] swap-kda-split (limit", "] swap-both (limit", "] diagnose-prefill-now-32k (limit",
+             "] swap-kda-tf32 (limit", "] prefill-kda-tf32-32k (limit"]
+    at = [log.index(s) for s in steps]
+    assert at == sorted(at), list(zip(steps, at))
+
+
+def test_rungs12_without_the_split_row_keeps_sdpa_out_of_the_base(tmp_path):
+    """The combined registry was timed as SDPA over the split KDA: when the split row is not named as timed, neither
+    registry is rebuilt (SDPA over another base would be a registry no row measured), and the tf32 rung is timed over
+    the fused-MoE registry."""
+    env = {"SUITE_TIMED": f"{S11_TIMED} prefill-both-32k", "STUB_PYTEST_SECONDS": "0", "SUITE_PREFILL_BASE": "bf16"}
+    log, calls = _lanes(tmp_path, "rungs9 rungs12", "proofs12", extra_env=env)
+    machine = tmp_path / "machine"
+    fused = machine / "cuda-prefill-moefused.toml"
+    assert f"the prefill registry now: {fused}" in log and "cuda-prefill-both.toml" not in log
+    assert "swap-both (limit" not in log and "swap-kda-split (limit" not in log
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 1 and f"--registry {fused} --vs" in prefills[0]
