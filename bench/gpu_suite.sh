@@ -50,6 +50,9 @@
 #                 KDA and SDPA by swap, SUITE_TIMED naming their rows): its 32768 diagnosis, then
 #                 kda=triton_chunked_split_tf32 as a pair at 32768 after its GPU tests
 #     proofs12    rungs12's GPU tests and the tf32 split prepare's launch study: the lane beside rungs12
+#     rungs13     the prefill registry rebuilt through session 12's tf32 row (the chain of timed rungs, each swap over the
+#                 one before), its 32768 diagnosis, then kda=triton_chunked_split_tf32_bf16scratch as a pair
+#     proofs13    rungs13's GPU tests: the lane beside rungs13
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -146,6 +149,13 @@
 #   bash bench/gpu_lanes.sh 565 "rungs9 rungs12 tests1of2" "proofs12 tests2of2"  # GPU 0: ~255 s rebuilding the
 #                                      # prefill registry, its diagnosis, the tf32 pair (~80); GPU 1: the tf32 tests
 #                                      # and launch study (~150), then half the GPU tests; what is left, warm, after
+#   (ran in 544 s: the tf32 pair 1.039x, 41480 tok/s; tests1of2 did not fit, tests2of2 and the tf32 proofs passed)
+# Next session (nvidia-h200-x2), fresh:
+#   export SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused prefill-kda-split-32k
+#   prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k" SUITE_PREFILL_BASE=bf16;
+#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "proofs13 tests2of2"  # GPU 0: ~270 s of prerequisites and
+#                                      # rebuilds, the diagnosis (~30), the bf16-scratch pair (~90); GPU 1: its proofs
+#                                      # (~70), half the GPU tests (~400); then, warm: "tests1of2" beside decode work
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -240,6 +250,9 @@ KSPLIT_FULL_EXPECT="--expect kda=1.17"
 BOTH_REG=$TMP/cuda-prefill-both.toml
 KTF32_REG=$TMP/cuda-prefill-kdatf32.toml
 KTF32_EXPECT="--expect kda=1.18"
+# session 12's last study (stage rungs13): the tf32 split with bfloat16 W, Qg, Kg: 9.41 -> 8.06 ms a layer, x1.17
+KBF16S_REG=$TMP/cuda-prefill-kdabf16s.toml
+KBF16S_EXPECT="--expect kda=1.17"
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -531,6 +544,34 @@ prefill_now_fused() {
     [ -f $MOEFUSED_REG ] && PNOW=$MOEFUSED_REG
   fi
   log "the prefill registry now: $PNOW"
+}
+# prefill_chain UNTIL: after prefill_now_fused, the rungs timed since (SUITE_TIMED names their rows, or they won on
+# this machine) rebuilt by swaps in the order they were timed, each over the one before; stops at the first link
+# not timed, or at the row UNTIL (the calling stage's own rung). PNOW = the last link made
+PREFILL_CHAIN=(
+  "prefill-kda-split-32k KSPLIT_REG kda=triton_chunked_split"
+  "prefill-both-32k BOTH_REG attention=triton_sdpa"
+  "prefill-kda-tf32-32k KTF32_REG kda=triton_chunked_split_tf32"
+  "prefill-kda-bf16scratch-32k KBF16S_REG kda=triton_chunked_split_tf32_bf16scratch"
+)
+prefill_chain() {
+  local link row var pair reg
+  [ "$PNOW" = $MOEFUSED_REG ] || { log "the prefill registry now: $PNOW"; return 0; }
+  for link in "${PREFILL_CHAIN[@]}"; do
+    read -r row var pair <<< "$link"
+    [ "$row" = "$1" ] && break
+    timed "$row" || break
+    reg=${!var}
+    rebuild_over "${row#prefill-}" "$reg" "$PNOW" "$pair" || break
+    PNOW=$reg
+  done
+  log "the prefill registry now: $PNOW"
+}
+# the GPU tests of kda=triton_chunked_split_tf32_bf16scratch (and its siblings': contract cases on CUDA, each form's
+# distance from the one before, timed, the kernels one by one)
+proof_kdabf16s() {
+  run gpu-tests-kdabf16s 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "split or contract or one_by_one" \
+      tests/backends/test_triton_kda.py --junitxml="$R/gpu-tests-kdabf16s.xml"
 }
 # rebuild_over NAME REGISTRY BASE PAIR: a rung an earlier call timed (SUITE_TIMED names it), its registry made again
 # by swap over BASE (the swap re-checks the kernel against the reference on this machine; its GPU tests passed in
@@ -975,13 +1016,7 @@ rungs11b)  # the lane beside rungs11, after proofs11's tests: the split-KDA rung
 rungs12)
   prereq_lean || continue
   prefill_now_fused || continue
-  # session 12's first call timed the split KDA (1.062x) and SDPA (1.053x) over the fused MoE, then both together
-  # (1.059x over the split one): the prefill registry now is rebuilt by those swaps
-  if timed prefill-kda-split-32k; then rebuild_over kda-split $KSPLIT_REG $PNOW kda=triton_chunked_split && PNOW=$KSPLIT_REG; fi
-  if [ "$PNOW" = $KSPLIT_REG ] && timed prefill-both-32k; then
-    rebuild_over both $BOTH_REG $PNOW attention=triton_sdpa && PNOW=$BOTH_REG
-  fi
-  log "the prefill registry now: $PNOW"
+  prefill_chain prefill-kda-tf32-32k
   # where its 32768-token forward's time goes: the tf32 rung's prediction
   run diagnose-prefill-now-32k 90 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 32768 \
       --registry $PNOW $FILL_LEAN --out "$R/diag-prefill-now-32k" --json-out $DJ/diag-prefill-now-32k.json
@@ -998,6 +1033,27 @@ rungs12)
       --change "kda=triton_chunked_split_tf32: the split KDA prepare's small products on tf32 tensor cores, over \
 $(basename $PNOW)"
   ;;
+rungs13)
+  prereq_lean || continue
+  prefill_now_fused || continue
+  prefill_chain prefill-kda-bf16scratch-32k
+  run diagnose-prefill-tf32-32k 90 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 32768 \
+      --registry $PNOW $FILL_LEAN --out "$R/diag-prefill-tf32-32k" --json-out $DJ/diag-prefill-tf32-32k.json
+  # kda=triton_chunked_split_tf32_bf16scratch: the state kernel's W, Qg, Kg in bfloat16 (session 12's tune study:
+  # 8.06 against 9.41 ms a layer at T=32768), after its GPU tests (proofs13 runs them beside)
+  proof_kdabf16s
+  KB_OK=$([ "$(cat $DONE/gpu-tests-kdabf16s 2>/dev/null || true)" = 0 ] && echo 1)
+  fresh_over $KBF16S_REG $PNOW
+  [ -n "$KB_OK" ] && [ ! -f $KBF16S_REG ] && run swap-kda-bf16scratch 40 bash -c 'swap_into "$@"' _ $KBF16S_REG \
+      $PNOW kda=triton_chunked_split_tf32_bf16scratch
+  [ -n "$KB_OK" ] && [ -f $KBF16S_REG ] && [ -s $DJ/diag-prefill-tf32-32k.json ] && run prefill-kda-bf16scratch-32k \
+      110 sparkops bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry $PNOW \
+      --vs $KBF16S_REG $GATE --changes kda --prediction $DJ/diag-prefill-tf32-32k.json $KBF16S_EXPECT \
+      --change "kda=triton_chunked_split_tf32_bf16scratch: the KDA state kernel's W, Qg, Kg in bfloat16, over \
+$(basename $PNOW)"
+  ;;
+proofs13)  # the rungs13 proofs: the lane beside a rungs13 lane
+  proof_kdabf16s ;;
 proofs12)  # the rungs12 proofs and the tf32 prepare's launch study: the lane beside a rungs12 lane
   proof_kdatf32
   run tune-kda-tf32 120 python3 -m sparkops_triton._tune kda_prefill_split_tf32 ;;

@@ -36,6 +36,10 @@ IMPLEMENTATIONS = [
     # dots (session 12's tune study: 0.85x its time a layer at T=32768, nmse 2.3e-6 from it)
     ("kda", "triton_chunked_split_tf32", "sparkops_triton.kda_chunked:kda_chunked_split_tf32", tolerance("bf16"),
      ("_runtime.py", "kda.py")),
+    # "triton_chunked_split_tf32_bf16scratch": that, with the state kernel's W, Qg, Kg in bfloat16 between the kernels
+    # (session 12's tune study: 0.86x its time a layer at T=32768, nmse 2.5e-7 from it)
+    ("kda", "triton_chunked_split_tf32_bf16scratch", "sparkops_triton.kda_chunked:kda_chunked_split_tf32_bf16scratch",
+     tolerance("bf16"), ("_runtime.py", "kda.py")),
     ("attention", "triton", "sparkops_triton.attention:attention", tolerance("bf16"),
      ("_runtime.py", "attention_prefill.py")),
     ("attention", "triton_splitk", "sparkops_triton.attention_splitk:attention_splitk", tolerance("bf16"),

@@ -66,6 +66,8 @@ SPLIT_UNROLL = True
 #: kda_prefill_split (H200, T = 32768, 48B sizes, one layer): 10.79 ms at "ieee", 9.17 ms at "tf32", nmse 2.3e-6
 #: against the "ieee" output (the op's bf16 claim allows 1e-3 against the reference)
 SPLIT_TF32_PRECISION = "tf32"
+#: "triton_chunked_split_tf32_bf16scratch": that variant with SCRATCH_BF16's bfloat16 W, Qg, Kg. Session 12's tune study
+#: kda_prefill_split_tf32 (as above): 9.41 ms with float32 scratch, 8.06 ms with bfloat16, nmse 2.5e-7 between them
 #: the diagonal sub-blocks' 16 column steps: a runtime loop (False; each step's two scratch-row loads wait in turn)
 #: or unrolled (True; the loads can all be issued ahead, the code grows ~16x). Same arithmetic in the same order;
 #: the tune study kda_prefill times both (session 11: unrolled is faster at 4 warps but spills, see PREPARE_WARPS)
@@ -360,10 +362,13 @@ def _chunk_state_kernel(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, gc_ptr, s_ptr, o_
     tl.store(s_ptr + s_offs, S, mask=s_mask)
 
 
-def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None, split=False, prec=None):
+def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None, split=False, prec=None,
+            scratch_bf16=None):
     """Launch the chunked kernels on checked arguments: the prepare kernel (split: its four phases as four launches)
-    and the state kernel. `prec`: the prepare products' dot precision (default PREPARE_PRECISION)."""
+    and the state kernel. `prec`: the prepare products' dot precision (default PREPARE_PRECISION); `scratch_bf16`:
+    the state kernel's W, Qg, Kg held in bfloat16 (default SCRATCH_BF16)."""
     prec = prec or PREPARE_PRECISION
+    scratch_bf16 = SCRATCH_BF16 if scratch_bf16 is None else scratch_bf16
     t, h, d = q.shape
     out = torch.empty((t, h, d), dtype=v.dtype, device=v.device)  # [T, H, D]
     if t == 0:
@@ -374,7 +379,7 @@ def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None, sp
     dev = q.device
     f32 = dict(dtype=torch.float32, device=dev)
     gam, kn, qn, u = (torch.empty((h, tp, dk), **f32) for _ in range(4))  # [H, Tp, DK] scratch
-    state_in = dict(f32, dtype=torch.bfloat16) if SCRATCH_BF16 else f32  # the state kernel's W, Qg, Kg
+    state_in = dict(f32, dtype=torch.bfloat16) if scratch_bf16 else f32  # the state kernel's W, Qg, Kg
     w, qg, kg = (torch.empty((h, tp, dk), **state_in) for _ in range(3))
     b = torch.empty((h, tp), **f32)
     lmat, xmat, aqk = (torch.empty((h, tp, CHUNK), **f32) for _ in range(3))  # [H, Tp, 64]
@@ -441,3 +446,18 @@ def kda_chunked_split_tf32(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
     if t < RECURRENT_BELOW:
         return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
     return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True, prec=SPLIT_TF32_PRECISION)
+
+
+def kda_chunked_split_tf32_bf16scratch(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
+    """Implementation "triton_chunked_split_tf32_bf16scratch": "triton_chunked_split_tf32" with the state kernel's
+    [64, D] operands W, Qg and Kg stored in bfloat16 between the kernels instead of float32.
+
+    Why: the state kernel re-reads W, Qg and Kg once per value block of a head (4x at D = 128) and was the largest
+    KDA kernel after the tf32 prepare (3.84 of 9.16 ms a layer at T = 32768, session 12). Half their bytes; the
+    products stay tf32 on the widened values, the state and U stay float32. Claims the op's "bf16" tolerance; its
+    GPU test bounds its distance from "triton_chunked_split_tf32". Session 12's tune study: 8.06 against 9.41 ms."""
+    t, _, _ = check_args("kda", q, k, v, g, beta, a, dt_bias, state)
+    if t < RECURRENT_BELOW:
+        return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
+    return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True, prec=SPLIT_TF32_PRECISION,
+                   scratch_bf16=True)

@@ -107,6 +107,7 @@ def launch_every_kernel():
         kda_chunked.kda_chunked(*args)
         kda_chunked.kda_chunked_split(*args)
         kda_chunked.kda_chunked_split_tf32(*args)
+        kda_chunked.kda_chunked_split_tf32_bf16scratch(*args)
     for t in (1, 100):
         args = (r(t, 32, 192, dtype=BF), r(t, 576, dtype=BF), r(256, 576, dtype=BF), torch.tensor([3]),
                 r(32, 128, 512), r(32, 128, 512), 192 ** -0.5)

@@ -824,7 +824,7 @@ def test_rungs12_rebuilds_both_wins_then_times_the_tf32_prepare_over_them(tmp_pa
     diag = machine / "suite-diag" / "diag-prefill-now-32k.json"
     assert f"--registry {both} --vs {tf32}" in prefills[0] and "--chunk 32768 " in prefills[0]
     assert f"--prediction {diag} --expect kda=1.18" in prefills[0] and "--changes kda" in prefills[0]
-    steps = ["] swap-kda-split (limit", "] swap-both (limit", "] diagnose-prefill-now-32k (limit",
+    steps = ["] swap-kda-split-32k (limit", "] swap-both-32k (limit", "] diagnose-prefill-now-32k (limit",
              "] swap-kda-tf32 (limit", "] prefill-kda-tf32-32k (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
@@ -839,6 +839,36 @@ def test_rungs12_without_the_split_row_keeps_sdpa_out_of_the_base(tmp_path):
     machine = tmp_path / "machine"
     fused = machine / "cuda-prefill-moefused.toml"
     assert f"the prefill registry now: {fused}" in log and "cuda-prefill-both.toml" not in log
-    assert "swap-both (limit" not in log and "swap-kda-split (limit" not in log
+    assert "swap-both-32k (limit" not in log and "swap-kda-split-32k (limit" not in log
     prefills = [c for c in calls if c.startswith("bench prefill")]
     assert len(prefills) == 1 and f"--registry {fused} --vs" in prefills[0]
+
+
+S13_TIMED = f"{S12_TIMED} prefill-kda-tf32-32k"
+
+
+def test_rungs13_rebuilds_the_chain_through_tf32_then_times_the_bf16_scratch(tmp_path):
+    """Session 13's plan, fresh: rungs13 rebuilds the chain of timed prefill rungs (split KDA, SDPA, the tf32 prepare),
+    each over the one before, diagnoses that registry at 32768 and times the bf16-scratch variant over it, predicted
+    from that diagnosis; the chain stops before the stage's own rung."""
+    env = {"SUITE_TIMED": S13_TIMED, "STUB_PYTEST_SECONDS": "1", "SUITE_PREFILL_BASE": "bf16"}
+    log, calls = _lanes(tmp_path, "rungs9 rungs13", "proofs13", extra_env=env)
+    machine = tmp_path / "machine"
+    fused, split = machine / "cuda-prefill-moefused.toml", machine / "cuda-prefill-kdasplit.toml"
+    both, tf32 = machine / "cuda-prefill-both.toml", machine / "cuda-prefill-kdatf32.toml"
+    bf16s = machine / "cuda-prefill-kdabf16s.toml"
+    assert "unknown stage" not in log and "SKIP" not in log and f"the prefill registry now: {tf32}" in log
+    for reg, base in ((split, fused), (both, split), (tf32, both), (bf16s, tf32)):
+        assert Path(f"{reg}.base").read_text().strip() == str(base), reg
+    assert "swap-kda-bf16scratch-32k (limit" not in log  # its own rung is a swap of the stage, not a rebuild
+    assert log.count("gpu-tests-kdabf16s (limit") == 1
+    prefills = [c for c in calls if c.startswith("bench prefill")]
+    assert len(prefills) == 1, prefills
+    diag = machine / "suite-diag" / "diag-prefill-tf32-32k.json"
+    assert f"--registry {tf32} --vs {bf16s}" in prefills[0] and "--changes kda" in prefills[0]
+    assert f"--prediction {diag} --expect kda=1.17" in prefills[0]
+    steps = ["] swap-kda-split-32k (limit", "] swap-both-32k (limit", "] swap-kda-tf32-32k (limit",
+             "] diagnose-prefill-tf32-32k (limit", "] swap-kda-bf16scratch (limit",
+             "] prefill-kda-bf16scratch-32k (limit"]
+    at = [log.index(s) for s in steps]
+    assert at == sorted(at), list(zip(steps, at))
