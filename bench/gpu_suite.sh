@@ -53,6 +53,7 @@
 #     rungs13     the prefill registry rebuilt through session 12's tf32 row (the chain of timed rungs, each swap over the
 #                 one before), its 32768 diagnosis, then kda=triton_chunked_split_tf32_bf16scratch as a pair
 #     proofs13    rungs13's GPU tests: the lane beside rungs13
+#     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -1054,6 +1055,13 @@ $(basename $PNOW)"
   ;;
 proofs13)  # the rungs13 proofs: the lane beside a rungs13 lane
   proof_kdabf16s ;;
+probe_l2)  # decode lead (session 12): the L2 prefetch kernel's GPU tests, then the probe (bench/probes/l2_prefetch.py)
+  # timing one token's Q4_K GEMVs plain, with the next weights prefetched, and L2-hot; JSON beside the log
+  run gpu-tests-l2prefetch 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_cupy_l2_prefetch.py --junitxml="$R/gpu-tests-l2prefetch.xml"
+  [ "$(cat $DONE/gpu-tests-l2prefetch 2>/dev/null || true)" = 0 ] && run probe-l2-prefetch 120 \
+      python3 bench/probes/l2_prefetch.py --out "$R/probe-l2-prefetch.json"
+  ;;
 proofs12)  # the rungs12 proofs and the tf32 prepare's launch study: the lane beside a rungs12 lane
   proof_kdatf32
   run tune-kda-tf32 120 python3 -m sparkops_triton._tune kda_prefill_split_tf32 ;;

@@ -872,3 +872,21 @@ def test_rungs13_rebuilds_the_chain_through_tf32_then_times_the_bf16_scratch(tmp
              "] prefill-kda-bf16scratch-32k (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
+
+
+def test_probe_l2_runs_the_prefetch_tests_then_the_probe(tmp_path):
+    """The decode lead's stage: the prefetch kernel's GPU tests first, then the probe, whose JSON lands with the
+    results; no model, no prerequisites (a short call on one GPU)."""
+    stubs = _stubs(tmp_path, 1)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp_path / "machine"),
+           "OUT": str(tmp_path / "out"), "STUB_LOG": str(tmp_path / "sparkops.log")}
+    (tmp_path / "machine").mkdir()
+    proc = subprocess.run(["bash", "bench/gpu_suite.sh", "probe_l2"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = (tmp_path / "out" / "suite.log").read_text()
+    calls = (tmp_path / "sparkops.log").read_text().splitlines() if (tmp_path / "sparkops.log").exists() else []
+    assert "unknown stage" not in log and "synth48" not in log
+    at = [log.index(s) for s in ("] gpu-tests-l2prefetch (limit", "] probe-l2-prefetch (limit")]
+    assert at == sorted(at) and "bench/probes/l2_prefetch.py --out" in log
+    assert not [c for c in calls if c.startswith(("bench ", "synth ", "swap "))]

@@ -1,0 +1,38 @@
+"""Warm the L2 with tensors a later kernel reads: not an op (it computes nothing), a scheduling hint the decode
+step may place before a kernel so that the next one's weights stream in while it runs.
+
+`prefetch(tensor)` launches `kernels/l2_prefetch.cu` on torch's current stream (so a CUDA graph capture records
+it); the kernel issues bulk L2 prefetches and returns at once. A prefetch changes no value anywhere: it can only
+change time. Whether it pays is measured by bench/probes/l2_prefetch.py before anything uses it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sparkops.errors import BadInput
+
+from ._runtime import launch
+
+#: bytes per bulk prefetch instruction, and the launch shape: 4 warps of one block issue ~40 instructions for a
+#: 5 MB weight
+CHUNK = 32 * 1024
+THREADS = 128
+
+
+def prefetch(t: torch.Tensor, nbytes: int | None = None) -> None:
+    """Prefetch the first `nbytes` (default all) of `t`'s storage into the L2. Asynchronous, on the current stream."""
+    if t.device.type != "cuda":
+        raise BadInput(f"l2 prefetch: the tensor is on {t.device}, not a CUDA device")
+    if not t.is_contiguous():
+        raise BadInput("l2 prefetch: the tensor is not contiguous; prefetch its contiguous storage instead")
+    total = t.numel() * t.element_size()
+    n = total if nbytes is None else int(nbytes)
+    if not 0 <= n <= total:
+        raise BadInput(f"l2 prefetch: {n} bytes asked of a tensor of {total}")
+    if t.data_ptr() % 16:
+        raise BadInput("l2 prefetch: the tensor's address is not 16-byte aligned (bulk prefetch needs it)")
+    blocks = max(1, min(8, -(-n // (CHUNK * THREADS))))
+    launch("l2_prefetch.cu", "l2_prefetch", t.device, (blocks,), (THREADS,),
+           (np.uint64(t.data_ptr()), np.uint64(n), np.uint32(CHUNK)))
