@@ -6,7 +6,6 @@
 // edges of those kernels the memory system idles. Prefetching the next kernel's weights while the current one
 // runs keeps it busy (the probe bench/probes/l2_prefetch.py measures whether that pays).
 
-#include <cstdint>
 
 extern "C" __global__ void l2_prefetch(const unsigned char* __restrict__ base, unsigned long long nbytes,
                                        unsigned int chunk) {
