@@ -63,7 +63,10 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
     withdrawn = withdrawn_diagnoses(rows, gone)
     out = ["# LADDER", "",
            "Generated from `bench/ledger.jsonl` and `bench/frontier.toml` by `sparkops ledger render` "
-           "(every `sparkops bench` run re-renders it). Do not edit: edits are overwritten.", ""]
+           "(every `sparkops bench` run re-renders it). Do not edit: edits are overwritten.", "",
+           "A commit shown `+dirty` is what the measuring box's `.git` said: a GPU box keeps the session's first "
+           "`.git` under newer files. `sparkops ledger provenance` names the commit whose sources each row ran, "
+           "from the code digest the row carries.", ""]
 
     latest_peer: dict[str, dict[str, Any]] = {}
     for r in rows:

@@ -6,6 +6,8 @@
     sparkops ledger import OTHER.jsonl            # append another box's rows this ledger lacks (and apply them)
     sparkops ledger sync                          # raise frontier entries to the best standing figure
     sparkops ledger check                         # frontier vs ledger, and raise-only vs the last commit
+    sparkops ledger provenance [ROW] [--json]     # which commit's sources each row ran: its code digest matched
+                                                  # against this checkout's history ("+dirty" rows from a GPU box)
     sparkops ledger opbench RUN.json [--read-gbs G]  # a per-op benchmark run (pytest bench/ --benchmark-json)
                                                      # into the ledger: side by side, targets met or missed
 """
@@ -25,9 +27,10 @@ HELP = "show, render, retract, import, sync or check the scoreboard's ledger and
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=("show", "render", "retract", "import", "sync", "check", "opbench"))
+    p.add_argument("action", choices=("show", "render", "retract", "import", "sync", "check", "opbench", "provenance"))
     p.add_argument("target", nargs="?", help="retract: the row id (or a unique prefix); import: the other ledger "
-                   "file; opbench: the pytest-benchmark JSON file")
+                   "file; opbench: the pytest-benchmark JSON file; provenance: a row id prefix (default: every row)")
+    p.add_argument("--depth", type=int, default=400, help="provenance: how many commits back to search (default 400)")
     p.add_argument("--read-gbs", type=float, help="opbench: the read ceiling in GB/s (default 4040, the H200's)")
     p.add_argument("--targets", metavar="FILE", help="opbench: the targets (default: bench/targets.toml)")
     p.add_argument("--command", dest="run_command", metavar="TEXT",
@@ -91,6 +94,8 @@ def run(args) -> int:
                 t.add_row(r["id"], r["date"][:16], "measurement", r["key"], f"{before} -> {r['after']:.4g}", tier)
         console.print(t)
         return 0
+    if args.action == "provenance":
+        return _provenance(d, args)
     if args.action == "render":
         R.render_all(d)
         console.print(f"rendered {d / L.LADDER}")
@@ -122,6 +127,41 @@ def run(args) -> int:
     if problems:
         raise CheckFailed(f"{len(problems)} problem(s) with the scoreboard in {d}")
     console.print(f"[green]ok[/]: {d / L.FRONTIER} agrees with the ledger and no commit lowered it by hand")
+    return 0
+
+
+def _provenance(d, args) -> int:
+    """The table of `ledger provenance`: per row, what it says ran and which commit's sources have its digest."""
+    from collections import Counter
+
+    from ..bench import ledger as L
+    from ..bench.sources import checkout_of, row_sources
+
+    rows = L.read(d / L.LEDGER)
+    if args.target:
+        rows = [r for r in rows if r["id"].startswith(args.target)]
+        if not rows:
+            raise BadInput(f"ledger provenance: no row id starts with {args.target!r}; `sparkops ledger show` lists them")
+    root = checkout_of(d)
+    if root is None:
+        raise BadInput(f"ledger provenance: {d} is not inside a git checkout (or git is missing); run it in the "
+                       "checkout whose history the rows' code came from")
+    with console.status(f"matching code digests against the last {args.depth} commits of {root} ..."):
+        found = row_sources(rows, root, args.depth)
+    if args.json:
+        emit_json(found)
+        return 0
+    t = Table(title=f"which sources each row ran ({d / L.LEDGER})")
+    for col in ("id", "kind", "recorded commit", "code digest", "sources of commit", "verdict"):
+        t.add_column(col)
+    for f in found:
+        rec = f"{str(f['commit'])[:10]}{'+dirty' if f['dirty'] else ''}"
+        style = "red" if f["verdict"].startswith("in no commit") else ""
+        t.add_row(f["id"], f["kind"], rec, f["code_digest"][:12] or "—", f["sources_commit"][:10] or "—",
+                  f"[{style}]{f['verdict']}[/]" if style else f["verdict"])
+    console.print(t)
+    counts = Counter(f["verdict"] for f in found)
+    console.print("; ".join(f"{n} {v}" for v, n in counts.most_common()))
     return 0
 
 
