@@ -273,8 +273,13 @@ left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 # run NAME MIN_SECONDS CMD...: run CMD if at least MIN_SECONDS are left, never past the budget
 # A step that ended (passed or refused, not stopped at the budget) leaves $DONE/NAME holding its exit status,
 # and a later call on the same machine skips it (SUITE_REDO=1 runs it again): every call can name the stages
-# it wants and carry on where the last one stopped.
+# it wants and carry on where the last one stopped. A step that failed is run again when the code differs from the
+# code it failed under (SUITE_CODE_ID: a hash of the sources and tests this call carries; session 12 fixed a kernel
+# between two warm calls and the second skipped its test as "done earlier (rc=1)")
 DONE=$TMP/suite-done; mkdir -p $DONE
+SUITE_CODE_ID=${SUITE_CODE_ID:-$(find src plugins tests bench -type f \( -name '*.py' -o -name '*.cu' -o -name '*.cuh' \
+  -o -name '*.sh' -o -name '*.toml' \) -not -path '*/__pycache__/*' -not -path 'bench/gpu-runs/*' -print0 2>/dev/null \
+  | sort -z | xargs -0 sha256sum 2>/dev/null | sha256sum | cut -c1-16)}
 run() {
   local name=$1 need=$2; shift 2
   # SUITE_SKIP="NAME ...": steps this call leaves out (a stage's other steps still run)
@@ -294,6 +299,13 @@ run() {
     (( $(left) > 0 )) || { log "SKIP $name: the budget ended while another lane ran it"; return 1; }
     sleep 2
   done
+  # (a marker without .code predates the rule, or a test wrote it: kept as it was)
+  if [ -f "$DONE/$name" ] && [ "$(cat "$DONE/$name")" != 0 ] && [ -f "$DONE/$name.code" ] && \
+      [ "$(cat "$DONE/$name.code")" != "$SUITE_CODE_ID" ]; then
+    log "$name: failed earlier on this machine (rc=$(cat "$DONE/$name")) under other code; run again"
+    rm -f "$DONE/$name" "$DONE/$name.code"
+    claim || true
+  fi
   if [ -f "$DONE/$name" ] && [ -z "${SUITE_REDO:-}" ]; then
     # ours, if claim() took it just as the other lane finished
     local mine; mine=$(cat "$DONE/$name.running/pid" 2>/dev/null || true)
@@ -307,7 +319,8 @@ run() {
   local rc=$?
   log "$name rc=$rc$( ((rc == 124 || rc == 137)) && echo ' (stopped at the budget)')"
   # the registries and the GGUFs are their own markers (a failed swap or synth is tried again)
-  [[ $name == swap-* || $name == synth* ]] || ((rc == 124 || rc == 137)) || echo $rc > "$DONE/$name"
+  [[ $name == swap-* || $name == synth* ]] || ((rc == 124 || rc == 137)) || \
+    { echo $rc > "$DONE/$name"; echo "$SUITE_CODE_ID" > "$DONE/$name.code"; }
   # a rung's tier (bench's tier column, B against A): only a decode win makes its registry the step now (now_reg);
   # a prefill pair's win opens its follow-up (rungs9's chunk study). A prefill of one arm (a row against the
   # frontier) has no B against A: no tier is kept for it

@@ -44,7 +44,7 @@ def _commands_in(text: str) -> list[list[str]]:
 
 def _sparkops_commands(text: str) -> list[list[str]]:
     """The argument lists of every `sparkops ...` the suite runs, shell variables replaced by placeholders."""
-    variables = dict(re.findall(r'^([A-Z_]+)="([^"]*)"', text, re.M))
+    variables = dict(re.findall(r'^([A-Z_][A-Z0-9_]*)="([^"]*)"', text, re.M))
     text = "\n".join(_logical_lines(text))
     text = re.sub(r'\blog "[^"]*"', " ", text)  # messages, not commands
     for name, value in variables.items():  # $GATE, $FILL, ...: spelled out (they hold options)

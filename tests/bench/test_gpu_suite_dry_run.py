@@ -47,7 +47,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     (d / "python3").write_text('#!/usr/bin/env bash\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [[ "$1" = -c && "$2" == print\\(* ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
-                               '[[ "$*" == *pytest* ]] && sleep "${STUB_PYTEST_SECONDS:-0}"\n'
+                               '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
+                               'exit "${STUB_PYTEST_RC:-0}"; }\n'
                                'exit 0\n')
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
     (d / "nvidia-smi").write_text(f'#!/usr/bin/env bash\n[ "$1" = "-L" ] && printf "{listing}"\nexit 0\n')
@@ -872,6 +873,36 @@ def test_rungs13_rebuilds_the_chain_through_tf32_then_times_the_bf16_scratch(tmp
              "] prefill-kda-bf16scratch-32k (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
+
+
+def test_a_failed_step_runs_again_when_the_code_changed_and_only_then(tmp_path):
+    """Session 12: a kernel's test failed, the kernel was fixed, and the next warm call skipped the test as "done
+    earlier (rc=1)". A failed step is now run again under other code (SUITE_CODE_ID), skipped under the same code,
+    and a passed step stays done whatever the code."""
+    stubs = _stubs(tmp_path, 1)
+    (tmp_path / "machine").mkdir()
+
+    def call(code: str, rc: str) -> str:
+        env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp_path / "machine"),
+               "OUT": str(tmp_path / "out"), "STUB_LOG": str(tmp_path / "sparkops.log"), "SUITE_CODE_ID": code,
+               "STUB_PYTEST_RC": rc}
+        env.pop("SUITE_REDO", None)
+        (tmp_path / "out").mkdir(exist_ok=True)
+        (tmp_path / "out" / "suite.log").write_text("")
+        subprocess.run(["bash", "bench/gpu_suite.sh", "probe_l2"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=120)
+        return (tmp_path / "out" / "suite.log").read_text()
+
+    first = call("a", "1")
+    assert "gpu-tests-l2prefetch rc=1" in first and "probe-l2-prefetch (limit" not in first
+    same = call("a", "0")
+    assert "gpu-tests-l2prefetch: done earlier on this machine (rc=1), skipped" in same
+    assert "probe-l2-prefetch (limit" not in same
+    fixed = call("b", "0")
+    assert "failed earlier on this machine (rc=1) under other code; run again" in fixed
+    assert "gpu-tests-l2prefetch rc=0" in fixed and "probe-l2-prefetch (limit" in fixed
+    later = call("c", "0")
+    assert "gpu-tests-l2prefetch: done earlier on this machine (rc=0), skipped" in later
 
 
 def test_probe_l2_runs_the_prefetch_tests_then_the_probe(tmp_path):
