@@ -54,6 +54,7 @@
 #                 one before), its 32768 diagnosis, then kda=triton_chunked_split_tf32_bf16scratch as a pair
 #     proofs13    rungs13's GPU tests: the lane beside rungs13
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
+#     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -156,7 +157,9 @@
 #   prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k" SUITE_PREFILL_BASE=bf16;
 #   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "proofs13 tests2of2"  # GPU 0: ~270 s of prerequisites and
 #                                      # rebuilds, the diagnosis (~30), the bf16-scratch pair (~90); GPU 1: its proofs
-#                                      # (~70), half the GPU tests (~400); then, warm: "tests1of2" beside decode work
+#                                      # (~70), half the GPU tests (~400); then, warm:
+#   bash bench/gpu_lanes.sh 560 "tests1of2" "probe_gemv"   # the other half of the GPU tests beside the GEMV anatomy
+#                                      # probe (~60 s), whose answer picks the decode work: fusion or the GEMV itself
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -1075,6 +1078,9 @@ probe_l2)  # decode lead (session 12): the L2 prefetch kernel's GPU tests, then 
   [ "$(cat $DONE/gpu-tests-l2prefetch 2>/dev/null || true)" = 0 ] && run probe-l2-prefetch 120 \
       python3 bench/probes/l2_prefetch.py --out "$R/probe-l2-prefetch.json"
   ;;
+probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
+  # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
+  run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json" ;;
 proofs12)  # the rungs12 proofs and the tf32 prepare's launch study: the lane beside a rungs12 lane
   proof_kdatf32
   run tune-kda-tf32 120 python3 -m sparkops_triton._tune kda_prefill_split_tf32 ;;

@@ -921,3 +921,16 @@ def test_probe_l2_runs_the_prefetch_tests_then_the_probe(tmp_path):
     at = [log.index(s) for s in ("] gpu-tests-l2prefetch (limit", "] probe-l2-prefetch (limit")]
     assert at == sorted(at) and "bench/probes/l2_prefetch.py --out" in log
     assert not [c for c in calls if c.startswith(("bench ", "synth ", "swap "))]
+
+
+def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
+    stubs = _stubs(tmp_path, 1)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp_path / "machine"),
+           "OUT": str(tmp_path / "out"), "STUB_LOG": str(tmp_path / "sparkops.log")}
+    (tmp_path / "machine").mkdir()
+    proc = subprocess.run(["bash", "bench/gpu_suite.sh", "probe_gemv"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = (tmp_path / "out" / "suite.log").read_text()
+    assert "] probe-gemv-anatomy (limit" in log and "bench/probes/gemv_anatomy.py --out" in log
+    assert "unknown stage" not in log and "synth48" not in log
