@@ -20,8 +20,9 @@ Two kernels:
 Precision: the prepare kernel's small products (around the triangular solve) are float32 FMA
 ("ieee"); the state kernel's products run on tensor cores in tf32 (10-bit mantissa operands, float32
 accumulation), hence the "bf16" claim. ("tf32x3", about float32, spilled ~1.5 KB of registers per
-thread in the state kernel.) All intermediates are stored in float32 (SCRATCH_BF16, a study variant: the state
-kernel's W, Qg, Kg in bfloat16). Calls with fewer than
+thread in the state kernel.) All intermediates are stored in float32. Two variants trade that: "triton_chunked_split_tf32"
+runs the prepare's small products as plain tf32 dots, and "triton_chunked_split_tf32_bf16scratch" also stores the state
+kernel's W, Qg, Kg in bfloat16 (SCRATCH_BF16 makes the other forms do so in the tune studies). Calls with fewer than
 `RECURRENT_BELOW` tokens (decode steps) go to the recurrent kernel of `kda.py` instead.
 
 Measured on the H200 (2026-11-29, 48B sizes, bf16 inputs): 2.38 ms at T=4096, 17.6 ms at T=32768 per
@@ -32,6 +33,9 @@ round trips) dominates. `python -m sparkops_triton._tune kda_prefill` times the 
 Session 11 (H200, the 48B's 32768-token forward): at 4 warps 13.98 ms a layer (the split form 10.94); the
 diagnosis put the one-kernel prepare at 201 ms and the state kernel at 77 ms of the forward's 925 (20 layers).
 The GPU test test_gpu_48b_chunked_kernels_timed_one_by_one times each kernel of both forms.
+Session 12 (the same test, T=32768, a layer): split 10.84 ms, split with tf32 prepare products 9.22 (products 3.49 ->
+2.18, W/U 1.66 -> 1.31; a 1.039x row of the 48B's 32768-token prefill, 41480 tok/s), and with bfloat16 scratch too
+8.00 (its GPU test; the next prefill rung).
 """
 
 import torch
@@ -56,7 +60,8 @@ STATE_STAGES = 1  # the loop loads [64, D] float32 tiles: a second stage overflo
 #: W, Qg and Kg (the state kernel's [64, D] operands, read once per BV block of a head: 4x at D = 128) kept in bfloat16
 #: instead of float32 between the two kernels: half their bytes written and read (by estimate the state kernel moves
 #: ~16 MB a chunk step over all heads at float32, ~4 us of its ~7.5 us a step at T = 32768), their products still
-#: tf32 on the widened values. A tune study variant until timed; its nmse column says what it costs
+#: tf32 on the widened values. The default of no registered form but "triton_chunked_split_tf32_bf16scratch" (which
+#: asks for it per call); this switch lets the tune studies try it on the other forms
 SCRATCH_BF16 = False
 #: "triton_chunked_split": warps of its prepare phases' kernels and whether its products kernel unrolls the diagonal
 #: sub-blocks' steps (as DIAG_UNROLL). Session 11 (as above): 14.9 ms at 8, 12.0 at 4, 10.9 at 4 unrolled

@@ -1,10 +1,10 @@
 // Warm the L2 with a byte range that a later kernel will read: each thread issues Hopper bulk prefetches
-// (cp.async.bulk.prefetch.L2, sm_90+) of CHUNK bytes and returns at once; the copies into the L2 run on
-// without it, so the kernel costs a launch and a few instructions, not the bytes.
+// (cp.async.bulk.prefetch.L2, sm_90+) of CHUNK bytes. It was meant to cost a launch, not the bytes; session 12
+// measured 11 us a launch for ~3 MB inside a CUDA graph (bench/GPU-PROBES.md), so nothing uses it.
 //
 // Why: a decode step's GEMVs read 2-14 MB each and reach 5-30% of the read ceiling; between and at the
 // edges of those kernels the memory system idles. Prefetching the next kernel's weights while the current one
-// runs keeps it busy (the probe bench/probes/l2_prefetch.py measures whether that pays).
+// runs keeps it busy (the probe bench/probes/l2_prefetch.py measured that it does not pay).
 
 
 extern "C" __global__ void l2_prefetch(const unsigned char* __restrict__ base, unsigned long long nbytes,
