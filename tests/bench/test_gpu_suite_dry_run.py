@@ -74,6 +74,23 @@ def _lanes(tmp: Path, *stages: str, gpus: int = 2, refuse_bf16: bool = False,
     return log, calls
 
 
+def _suite(tmp: Path, *stages: str, extra_env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """bench/gpu_suite.sh STAGES on one stub GPU (no lanes), as a single-GPU device call runs it; its log and calls."""
+    stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, 1)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
+           "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), **(extra_env or {})}
+    env.pop("SUITE_REDO", None)
+    (tmp / "machine").mkdir(exist_ok=True)
+    (tmp / "out").mkdir(exist_ok=True)
+    (tmp / "out" / "suite.log").write_text("")
+    proc = subprocess.run(["bash", "bench/gpu_suite.sh", *stages], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = (tmp / "out" / "suite.log").read_text()
+    calls = (tmp / "sparkops.log").read_text().splitlines() if (tmp / "sparkops.log").exists() else []
+    return log, calls
+
+
 def test_two_lanes_make_the_prerequisites_once_and_pick_the_best_registry(tmp_path):
     log, calls = _lanes(tmp_path, "registries synth gate ladder", "tests opbench iq1s")
     assert "[gpu0]" in log and "[gpu1]" in log and "best registry: bf16" in log
@@ -879,19 +896,8 @@ def test_a_failed_step_runs_again_when_the_code_changed_and_only_then(tmp_path):
     """Session 12: a kernel's test failed, the kernel was fixed, and the next warm call skipped the test as "done
     earlier (rc=1)". A failed step is now run again under other code (SUITE_CODE_ID), skipped under the same code,
     and a passed step stays done whatever the code."""
-    stubs = _stubs(tmp_path, 1)
-    (tmp_path / "machine").mkdir()
-
     def call(code: str, rc: str) -> str:
-        env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp_path / "machine"),
-               "OUT": str(tmp_path / "out"), "STUB_LOG": str(tmp_path / "sparkops.log"), "SUITE_CODE_ID": code,
-               "STUB_PYTEST_RC": rc}
-        env.pop("SUITE_REDO", None)
-        (tmp_path / "out").mkdir(exist_ok=True)
-        (tmp_path / "out" / "suite.log").write_text("")
-        subprocess.run(["bash", "bench/gpu_suite.sh", "probe_l2"], cwd=REPO, env=env, capture_output=True,
-                       text=True, timeout=120)
-        return (tmp_path / "out" / "suite.log").read_text()
+        return _suite(tmp_path, "probe_l2", extra_env={"SUITE_CODE_ID": code, "STUB_PYTEST_RC": rc})[0]
 
     first = call("a", "1")
     assert "gpu-tests-l2prefetch rc=1" in first and "probe-l2-prefetch (limit" not in first
@@ -908,15 +914,7 @@ def test_a_failed_step_runs_again_when_the_code_changed_and_only_then(tmp_path):
 def test_probe_l2_runs_the_prefetch_tests_then_the_probe(tmp_path):
     """The decode lead's stage: the prefetch kernel's GPU tests first, then the probe, whose JSON lands with the
     results; no model, no prerequisites (a short call on one GPU)."""
-    stubs = _stubs(tmp_path, 1)
-    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp_path / "machine"),
-           "OUT": str(tmp_path / "out"), "STUB_LOG": str(tmp_path / "sparkops.log")}
-    (tmp_path / "machine").mkdir()
-    proc = subprocess.run(["bash", "bench/gpu_suite.sh", "probe_l2"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    log = (tmp_path / "out" / "suite.log").read_text()
-    calls = (tmp_path / "sparkops.log").read_text().splitlines() if (tmp_path / "sparkops.log").exists() else []
+    log, calls = _suite(tmp_path, "probe_l2")
     assert "unknown stage" not in log and "synth48" not in log
     at = [log.index(s) for s in ("] gpu-tests-l2prefetch (limit", "] probe-l2-prefetch (limit")]
     assert at == sorted(at) and "bench/probes/l2_prefetch.py --out" in log
@@ -924,13 +922,6 @@ def test_probe_l2_runs_the_prefetch_tests_then_the_probe(tmp_path):
 
 
 def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
-    stubs = _stubs(tmp_path, 1)
-    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp_path / "machine"),
-           "OUT": str(tmp_path / "out"), "STUB_LOG": str(tmp_path / "sparkops.log")}
-    (tmp_path / "machine").mkdir()
-    proc = subprocess.run(["bash", "bench/gpu_suite.sh", "probe_gemv"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    log = (tmp_path / "out" / "suite.log").read_text()
+    log, calls = _suite(tmp_path, "probe_gemv")
     assert "] probe-gemv-anatomy (limit" in log and "bench/probes/gemv_anatomy.py --out" in log
-    assert "unknown stage" not in log and "synth48" not in log
+    assert "unknown stage" not in log and "synth48" not in log and not calls
