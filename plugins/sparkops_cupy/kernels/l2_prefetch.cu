@@ -7,6 +7,7 @@
 // runs keeps it busy (the probe bench/probes/l2_prefetch.py measured that it does not pay).
 
 
+// budget: stack 0, spills 0
 extern "C" __global__ void l2_prefetch(const unsigned char* __restrict__ base, unsigned long long nbytes,
                                        unsigned int chunk) {
     // base: 16-byte aligned; chunk: a multiple of 16; the tail is rounded down to 16 bytes (a prefetch is a hint)
