@@ -82,6 +82,19 @@ def test_rows_resolve_to_the_commit_that_made_their_sources(repo):
     assert got["r4"]["verdict"].startswith("no digest recorded")
 
 
+def test_history_from_before_the_plugins_folder_existed_is_searched_too(tmp_path):
+    root = tmp_path / "young"
+    (root / "src/sparkops").mkdir(parents=True)
+    (root / "src/sparkops/a.py").write_text("A = 1\n")
+    _git(root, "init", "-q")
+    first = _commit(root, "no plugins yet")
+    d1 = code_digest(root)
+    (root / "plugins/p").mkdir(parents=True)
+    (root / "plugins/p/m.py").write_text("M\n")
+    second = _commit(root, "plugins")
+    assert resolve(root, {d1, code_digest(root)}) == {d1: first, code_digest(root): second}
+
+
 def test_the_cli_reports_a_row_from_an_older_git_and_refuses_an_unknown_id(repo, tmp_path):
     """End to end through `sparkops ledger provenance` on a scoreboard directory inside the repository: the history
     searched is that checkout's (the one the ledger lives in), not sparkops' own."""

@@ -79,8 +79,10 @@ def resolve(root: Path, digests: set[str], depth: int = 400) -> dict[str, str]:
     seen: dict[str, str] = {}  # the code trees' combined ids -> digest
     prefixes = sorted({g.partition("/**/")[0] for g in CODE_GLOBS})
     for commit in _git(root, "rev-list", f"--max-count={depth}", "HEAD").decode().split():
-        trees = _git(root, "rev-parse", *(f"{commit}:{p}" for p in prefixes)).decode().split()
-        key = " ".join(trees)
+        try:
+            key = " ".join(_git(root, "rev-parse", *(f"{commit}:{p}" for p in prefixes)).decode().split())
+        except RuntimeError:  # a commit from before one of the source folders existed: hashed on its own
+            key = f"commit {commit}"
         digest = seen.get(key)
         if digest is None:
             digest = seen[key] = digest_of_commit(root, commit)
