@@ -155,8 +155,10 @@
 # Next session (nvidia-h200-x2), fresh:
 #   export SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused prefill-kda-split-32k
 #   prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k" SUITE_PREFILL_BASE=bf16;
-#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "proofs13 tests2of2"  # GPU 0: ~270 s of prerequisites and
-#                                      # rebuilds, the diagnosis (~30), the bf16-scratch pair (~90); GPU 1: its proofs
+#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "proofs13 tests2of2"  # GPU 0: ~190 s of prerequisites and
+#                                      # rebuilds (the synthesis beside the swaps, no GPU tests before rebuilt rungs:
+#                                      # ~140 s less than session 12's 330), the diagnosis (~30), the bf16-scratch pair
+#                                      # (~90); GPU 1: its proofs
 #                                      # (~70), half the GPU tests (~400); then, warm:
 #   bash bench/gpu_lanes.sh 560 "tests1of2" "probe_gemv"   # the other half of the GPU tests beside the GEMV anatomy
 #                                      # probe (~60 s), whose answer picks the decode work: fusion or the GEMV itself
@@ -474,10 +476,15 @@ now_reg() {
 # the best once the 48B gate passes it (no float32 registries: ~100 s less on a fresh machine)
 prereq_lean() {
   exec 9>$TMP/suite-prereq.lock; flock 9
+  # the 48B's synthesis (CPU work, ~60 s on a fresh machine) runs beside the registries' swaps (the GPU and Triton's
+  # cold compiles, ~100 s): session 12's fresh calls ran them one after the other
+  local synth_pid=""
+  [ -f $M ] || { stage_synth & synth_pid=$!; }
   [ -f $TORCH_REG ] || run swap-torch 60 bash -c 'set -e; cp registry.toml $0.new
       sparkops swap $1 --device cuda --registry $0.new; mv $0.new $0' $TORCH_REG "$ALL_TORCH"
   [ -f $BF16_REG ] || run swap-bf16 60 bash -c 'swap_into "$@"' _ $BF16_REG $TORCH_REG $BF16_PAIRS
-  stage_synth
+  [ -n "$synth_pid" ] && wait "$synth_pid"
+  stage_synth  # (made: nothing to do; failed: tried again, in the open)
   [ -f $BEST_REG ] || choose_best
   flock -u 9
   local f; for f in $TORCH_REG $BF16_REG $BEST_REG $FUSED_REG $M; do
@@ -547,16 +554,17 @@ proof_tuned() {
 # split_rung_32k BASE: kda=triton_chunked_split (no longer claimed bit-identical: compiled, it is not) over BASE in one
 # forward of 32768, predicted from BASE's 32768 diagnosis; its GPU tests first
 # prefill_now_fused: PNOW = the prefill registry now, rebuilt by swaps: rungs9's chain (run that stage first), then
-# the fused MoE (session 11 timed it, 1.181x; its GPU tests run again here, once per machine, the proofs lane beside)
+# the fused MoE (session 11 timed it, 1.181x; its GPU tests run first unless SUITE_TIMED names its row)
 prefill_now_fused() {
   PNOW=$PREFILL_REG
   timed prefill-dqmm && [ -f $DQMM_REG ] && PNOW=$DQMM_REG
   timed prefill-kda-chunked && [ -f $KDAC_REG ] && PNOW=$KDAC_REG
   [ -f $PNOW ] || { log "SKIP the rest of stage $stage: no prefill registry ($PNOW); run rungs9 first"; return 1; }
   if timed prefill-moe-fused; then
-    proof_moefused
+    earlier prefill-moe-fused || proof_moefused  # (timed in an earlier session: rebuilt, as the dqmm rung above)
     fresh_over $MOEFUSED_REG $PNOW
-    [ "$(cat $DONE/gpu-tests-moefused 2>/dev/null || true)" = 0 ] && [ ! -f $MOEFUSED_REG ] && \
+    { [ "$(cat $DONE/gpu-tests-moefused 2>/dev/null || true)" = 0 ] || earlier prefill-moe-fused; } && \
+      [ ! -f $MOEFUSED_REG ] && \
       run swap-moe-fused 40 bash -c 'swap_into "$@"' _ $MOEFUSED_REG $PNOW moe_experts=triton_dqmm_fused
     [ -f $MOEFUSED_REG ] && PNOW=$MOEFUSED_REG
   fi
@@ -891,8 +899,11 @@ rungs9)
   # 9, not yet on a GPU when written) decodes each GGUF weight once to bf16 and multiplies on cuBLAS /
   # torch._grouped_mm; its decode paths are lastblock's / prefetch's GEMVs. Its GPU tests first (proofs9 runs them in
   # the lane beside); a failed test leaves the rung out
-  proof_dqmm
-  DQ_OK=$({ [ "$(cat $DONE/gpu-tests-dqmm 2>/dev/null || true)" = 0 ] || \
+  # (a rung an earlier session timed is only rebuilt: its swap re-checks the kernels against the reference on this
+  # machine, and its GPU tests ran in that session and run in the test halves; ~57 s a fresh machine saved)
+  earlier prefill-dqmm && log "gpu-tests-dqmm: not run first, the rung was timed in an earlier session (SUITE_TIMED)" \
+    || proof_dqmm
+  DQ_OK=$({ [ "$(cat $DONE/gpu-tests-dqmm 2>/dev/null || true)" = 0 ] || earlier prefill-dqmm || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-dqmm "* ]]; } && echo 1)
   fresh_over $DQMM_REG $PREFILL_REG
   [ -n "$DQ_OK" ] && [ -f $PREFILL_REG ] && [ ! -f $DQMM_REG ] && run swap-dqmm 40 bash -c 'swap_into "$@"' _ \

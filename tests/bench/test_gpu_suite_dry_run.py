@@ -25,6 +25,7 @@ STUB_SPARKOPS = r"""#!/usr/bin/env bash
 echo "$*" >> "$STUB_LOG"
 case "$1" in
   synth) while [ $# -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done ;;
+  swap) sleep "${STUB_SWAP_SECONDS:-0}" ;;
   check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac; done ;;
   diagnose|bench) prev=""; for a in "$@"; do [ "$prev" = "--json-out" ] && echo '[]' > "$a"; prev=$a; done
     # bench's table row of the B arm: a win, or where the arguments hold one of STUB_NO_WIN's texts, "none"
@@ -879,6 +880,9 @@ def test_rungs13_rebuilds_the_chain_through_tf32_then_times_the_bf16_scratch(tmp
     for reg, base in ((split, fused), (both, split), (tf32, both), (bf16s, tf32)):
         assert Path(f"{reg}.base").read_text().strip() == str(base), reg
     assert "swap-kda-bf16scratch-32k (limit" not in log  # its own rung is a swap of the stage, not a rebuild
+    # rungs timed in earlier sessions are rebuilt by their swaps alone (which check the kernels): no GPU tests first
+    assert "gpu-tests-dqmm (limit" not in log and "gpu-tests-moefused (limit" not in log
+    assert "gpu-tests-dqmm: not run first, the rung was timed in an earlier session" in log
     assert log.count("gpu-tests-kdabf16s (limit") == 1
     prefills = [c for c in calls if c.startswith("bench prefill")]
     assert len(prefills) == 1, prefills
@@ -925,3 +929,13 @@ def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
     log, calls = _suite(tmp_path, "probe_gemv")
     assert "] probe-gemv-anatomy (limit" in log and "bench/probes/gemv_anatomy.py --out" in log
     assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
+def test_the_48b_is_synthesized_beside_the_registries_swaps(tmp_path):
+    """A fresh machine's prerequisites: the synthesis (CPU) starts before the first swap (GPU) has ended, not after
+    the last (session 12: ~60 s of each fresh call were spent waiting on one or the other); it runs once."""
+    log, calls = _suite(tmp_path, "rungs9", extra_env={"STUB_SWAP_SECONDS": "2", "SUITE_PREFILL_BASE": "bf16",
+                                                       "SUITE_TIMED": "prefill-dqmm prefill-kda-chunked"})
+    assert log.index("] synth48 (limit") < log.index("] swap-torch rc=")
+    assert sum(c.startswith("synth --preset kimi-linear-48b-a3b --quant q4_k_m") for c in calls) == 1
+    assert "best registry: bf16" in log and "SKIP" not in log
