@@ -1091,7 +1091,10 @@ probe_l2)  # decode lead (session 12): the L2 prefetch kernel's GPU tests, then 
   ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
-  run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json" ;;
+  run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"
+  # and the decode GEMVs' launch shapes again on the same machine (rows, warps, programs per SM before a split-K),
+  # the linear's and the experts': if the probe says the GEMV's structure binds, these say which way it gives
+  run tune-decode-gemv 90 python3 -m sparkops_triton._tune linear_gemv moe_decode ;;
 proofs12)  # the rungs12 proofs and the tf32 prepare's launch study: the lane beside a rungs12 lane
   proof_kdatf32
   run tune-kda-tf32 120 python3 -m sparkops_triton._tune kda_prefill_split_tf32 ;;

@@ -928,6 +928,8 @@ def test_probe_l2_runs_the_prefetch_tests_then_the_probe(tmp_path):
 def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
     log, calls = _suite(tmp_path, "probe_gemv")
     assert "] probe-gemv-anatomy (limit" in log and "bench/probes/gemv_anatomy.py --out" in log
+    assert log.index("] probe-gemv-anatomy (limit") < log.index("] tune-decode-gemv (limit")
+    assert "_tune linear_gemv moe_decode" in log
     assert "unknown stage" not in log and "synth48" not in log and not calls
 
 
