@@ -411,11 +411,18 @@ def chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None, sp
     return out
 
 
-def kda_chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
+def _chunked_or_recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, **launch):
+    """Every chunked form's entry: the arguments checked, calls shorter than RECURRENT_BELOW (decode steps) on the
+    recurrent kernel, the rest on `chunked` with the form's `launch` options (split, prec, scratch_bf16)."""
     t, _, _ = check_args("kda", q, k, v, g, beta, a, dt_bias, state)
     if t < RECURRENT_BELOW:
         return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
-    return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
+    return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, **launch)
+
+
+def kda_chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
+    """Implementation "triton_chunked": the two kernels of the module docstring, the prepare kernel in one launch."""
+    return _chunked_or_recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
 
 
 def kda_chunked_split(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
@@ -433,10 +440,7 @@ def kda_chunked_split(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
     "bf16" against the reference like "triton_chunked", and its GPU test bounds its distance from that form.
     Session 11's tune study (T = 32768, one layer): 10.9 ms at 4 warps unrolled, against 13.9 ms for the one kernel at
     its best launch without spills."""
-    t, _, _ = check_args("kda", q, k, v, g, beta, a, dt_bias, state)
-    if t < RECURRENT_BELOW:
-        return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
-    return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True)
+    return _chunked_or_recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True)
 
 
 def kda_chunked_split_tf32(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
@@ -447,10 +451,8 @@ def kda_chunked_split_tf32(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
     tensor cores they are short. tf32 keeps 10 mantissa bits of each operand, so it claims the op's "bf16" tolerance
     like its siblings, not bit-identity; its GPU test bounds its distance from "triton_chunked_split".
     Session 12's tune study (T = 32768, 48B sizes, one layer): 9.17 ms against 10.79 at "ieee", nmse 2.3e-6."""
-    t, _, _ = check_args("kda", q, k, v, g, beta, a, dt_bias, state)
-    if t < RECURRENT_BELOW:
-        return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
-    return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True, prec=SPLIT_TF32_PRECISION)
+    return _chunked_or_recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True,
+                                 prec=SPLIT_TF32_PRECISION)
 
 
 def kda_chunked_split_tf32_bf16scratch(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):
@@ -461,8 +463,5 @@ def kda_chunked_split_tf32_bf16scratch(q, k, v, g, beta, a, dt_bias, state, scal
     KDA kernel after the tf32 prepare (3.84 of 9.16 ms a layer at T = 32768, session 12). Half their bytes; the
     products stay tf32 on the widened values, the state and U stay float32. Claims the op's "bf16" tolerance; its
     GPU test bounds its distance from "triton_chunked_split_tf32". Session 12's tune study: 8.06 against 9.41 ms."""
-    t, _, _ = check_args("kda", q, k, v, g, beta, a, dt_bias, state)
-    if t < RECURRENT_BELOW:
-        return recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps)
-    return chunked(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True, prec=SPLIT_TF32_PRECISION,
-                   scratch_bf16=True)
+    return _chunked_or_recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, split=True,
+                                 prec=SPLIT_TF32_PRECISION, scratch_bf16=True)
