@@ -115,6 +115,9 @@ def test_the_cli_reports_a_row_from_an_older_git_and_refuses_an_unknown_id(repo,
     bad = subprocess.run(cmd[:5] + ["nosuchrow", "--bench-dir", str(bench)], capture_output=True, text=True,
                          cwd=repo, env=_env())
     assert bad.returncode != 0 and "no row id starts with 'nosuchrow'" in bad.stdout + bad.stderr
+    none = subprocess.run(cmd[:5] + ["--depth", "0", "--bench-dir", str(bench)], capture_output=True, text=True,
+                          cwd=repo, env=_env())
+    assert none.returncode != 0 and "--depth 0 searches no commit" in none.stdout + none.stderr
 
 
 def _env():

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +91,20 @@ def code_digest(root: Path | None = None, globs: tuple[str, ...] = CODE_GLOBS) -
     A commit id says which code ran only where the checkout's git history is the one the row was made
     from; a copy of the tree on another machine may carry an older .git. This digest is computed from the
     files themselves, so `git checkout C && python -c "...code_digest()"` confirms a row's commit C."""
+    root = root or repo_root()
+    files = sorted({p for g in globs for p in root.glob(g) if p.is_file() and "__pycache__" not in p.parts})
+    return digest_of((p.relative_to(root).as_posix(), p.read_bytes()) for p in files)
+
+
+def digest_of(files: Iterable[tuple[str, bytes]]) -> str:
+    """sha256 over (posix path, bytes) pairs, in the order given: code_digest's hash, also of a commit's blobs
+    (bench/sources.py), so the two cannot drift apart."""
     import hashlib
 
-    root = root or repo_root()
     h = hashlib.sha256()
-    files = sorted({p for g in globs for p in root.glob(g) if p.is_file() and "__pycache__" not in p.parts})
-    for p in files:
-        h.update(p.relative_to(root).as_posix().encode() + b"\0")
-        h.update(p.read_bytes() + b"\0")
+    for path, data in files:
+        h.update(path.encode() + b"\0")
+        h.update(data + b"\0")
     return h.hexdigest()
 
 

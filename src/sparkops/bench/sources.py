@@ -10,14 +10,13 @@ no commit has means the code that ran was never committed: an audit must treat t
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from .provenance import CODE_GLOBS
+from .provenance import CODE_GLOBS, digest_of
 
 
 def is_code(path: str, globs: tuple[str, ...] = CODE_GLOBS) -> bool:
@@ -57,16 +56,17 @@ def digest_of_commit(root: Path, commit: str, globs: tuple[str, ...] = CODE_GLOB
             entries.append((p, sha.decode()))
     entries.sort()
     blobs = _git(root, "cat-file", "--batch", stdin="".join(f"{sha}\n" for _, sha in entries).encode())
-    h = hashlib.sha256()
+    return digest_of(zip((p for p, _ in entries), _batch_bodies(blobs)))
+
+
+def _batch_bodies(out: bytes):
+    """The blob bodies of `git cat-file --batch` output, in order (each: "<sha> blob <size>\\n<body>\\n")."""
     at = 0
-    for p, _ in entries:
-        header_end = blobs.index(b"\n", at)
-        size = int(blobs[at:header_end].split()[2])
-        body = blobs[header_end + 1:header_end + 1 + size]
-        at = header_end + 1 + size + 1  # the blob, then the batch's newline
-        h.update(p.encode() + b"\0")
-        h.update(body + b"\0")
-    return h.hexdigest()
+    while at < len(out):
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split()[2])
+        yield out[header_end + 1:header_end + 1 + size]
+        at = header_end + 1 + size + 1
 
 
 def resolve(root: Path, digests: set[str], depth: int = 400) -> dict[str, str]:

@@ -137,6 +137,8 @@ def _provenance(d, args) -> int:
     from ..bench import ledger as L
     from ..bench.sources import checkout_of, row_sources
 
+    if args.depth < 1:
+        raise BadInput(f"ledger provenance: --depth {args.depth} searches no commit; give 1 or more (default 400)")
     rows = L.read(d / L.LEDGER)
     if args.target:
         rows = [r for r in rows if r["id"].startswith(args.target)]
