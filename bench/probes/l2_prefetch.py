@@ -22,39 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-from typing import Callable
 
 import torch
-
-
-def graph_time(thunks: list[Callable[[], object]], replays: int = 30) -> float:
-    """Median microseconds of one replay of all thunks captured as one CUDA graph."""
-    for t in thunks[:10]:
-        t()
-    torch.cuda.synchronize()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for t in thunks:
-            t()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for t in thunks:
-            t()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkops_cupy.l2_prefetch import prefetch
     from sparkops_triton import linear
     from sparkops_triton._tune import _TOKEN_Q4K, _linear_workload
+    from sparkops_triton._workloads import time_thunks as graph_time
 
     shapes, qtype, copies = _TOKEN_Q4K
     _, sets, _, _ = _linear_workload(shapes, qtype, copies)

@@ -89,6 +89,16 @@ def time_calls(fn: Callable[..., Any], arg_sets: list[tuple], nbytes: int, graph
     return Timing(statistics.median(times), nbytes, mode)
 
 
+def time_thunks(thunks: list[Callable[[], Any]], replays: int = 30) -> float:
+    """Median microseconds of one replay of a sequence of calls captured as one CUDA graph (time_calls over
+    argument-free calls: the probes' mixed sequences, e.g. a prefetch launch before each GEMV). Refuses to fall back
+    to eager timing: a probe's question is about a graph replay."""
+    timing = time_calls(lambda thunk: thunk(), [(t,) for t in thunks], 0, graph=True, replays=replays)
+    if timing.mode != "graph":
+        raise RuntimeError("these calls could not be captured in a CUDA graph; time_thunks times graph replays only")
+    return timing.us * len(thunks)
+
+
 def _rand(gen: torch.Generator, *shape: int, std: float = 1.0, dtype=torch.bfloat16, device="cuda") -> torch.Tensor:
     return (torch.randn(*shape, generator=gen, device=device, dtype=torch.float32) * std).to(dtype)
 
