@@ -255,10 +255,10 @@ KSPLIT_FULL_EXPECT="--expect kda=1.17"
 # KDA), then the split prepare's products on tf32 dots; its tune study at T=32768: 10.79 -> 9.17 ms a layer, x1.18
 BOTH_REG=$TMP/cuda-prefill-both.toml
 KTF32_REG=$TMP/cuda-prefill-kdatf32.toml
-KTF32_EXPECT="--expect kda=1.18"
+KTF32_FACTOR="kda=1.18"
 # session 12's last study (stage rungs13): the tf32 split with bfloat16 W, Qg, Kg: 9.41 -> 8.06 ms a layer, x1.17
 KBF16S_REG=$TMP/cuda-prefill-kdabf16s.toml
-KBF16S_EXPECT="--expect kda=1.17"
+KBF16S_FACTOR="kda=1.17"
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -569,6 +569,23 @@ prefill_now_fused() {
     [ -f $MOEFUSED_REG ] && PNOW=$MOEFUSED_REG
   fi
   log "the prefill registry now: $PNOW"
+}
+# kda_rung_32k DIAG TESTS NAME REG PAIR FACTOR WHAT: a KDA prefill rung over PNOW (prefill_chain's registry) in one
+# forward of 32768: the base diagnosed at that shape (diag-prefill-DIAG-32k, the prediction), the rung's GPU tests
+# (step gpu-tests-TESTS, run by proof_TESTS unless the lane beside ran them), PAIR swapped into REG over PNOW (step
+# swap-NAME), then the pair (step prefill-NAME-32k), its expected per-op factor FACTOR (e.g. kda=1.18)
+kda_rung_32k() {
+  local diag=$DJ/diag-prefill-$1-32k.json tests=$2 name=$3 reg=$4 pair=$5 factor=$6 what=$7 ok
+  run diagnose-prefill-$1-32k 90 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 32768 \
+      --registry $PNOW $FILL_LEAN --out "$R/diag-prefill-$1-32k" --json-out $diag
+  proof_$tests
+  ok=$([ "$(cat $DONE/gpu-tests-$tests 2>/dev/null || true)" = 0 ] && echo 1)
+  fresh_over $reg $PNOW
+  [ -n "$ok" ] && [ ! -f $reg ] && run swap-$name 40 bash -c 'swap_into "$@"' _ $reg $PNOW $pair
+  [ -n "$ok" ] && [ -f $reg ] && [ -s $diag ] && run prefill-$name-32k 110 sparkops bench prefill --model $M \
+      --tokens 32768 --chunk 32768 --repeats 6 --registry $PNOW --vs $reg $GATE --changes kda --prediction $diag \
+      --expect "$factor" --change "$pair: $what, over $(basename $PNOW)"
+  return 0
 }
 # prefill_chain UNTIL: after prefill_now_fused, the rungs timed since (SUITE_TIMED names their rows, or they won on
 # this machine) rebuilt by swaps in the order they were timed, each over the one before; stops at the first link
@@ -1045,40 +1062,19 @@ rungs12)
   prereq_lean || continue
   prefill_now_fused || continue
   prefill_chain prefill-kda-tf32-32k
-  # where its 32768-token forward's time goes: the tf32 rung's prediction
-  run diagnose-prefill-now-32k 90 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 32768 \
-      --registry $PNOW $FILL_LEAN --out "$R/diag-prefill-now-32k" --json-out $DJ/diag-prefill-now-32k.json
   # kda=triton_chunked_split_tf32: the split prepare's small products on plain tf32 dots (session 12's tune study:
   # 9.17 against 10.79 ms a layer at T=32768), after its GPU tests (proofs12 runs them beside)
-  proof_kdatf32
-  KT_OK=$([ "$(cat $DONE/gpu-tests-kdatf32 2>/dev/null || true)" = 0 ] && echo 1)
-  fresh_over $KTF32_REG $PNOW
-  [ -n "$KT_OK" ] && [ ! -f $KTF32_REG ] && run swap-kda-tf32 40 bash -c 'swap_into "$@"' _ $KTF32_REG $PNOW \
-      kda=triton_chunked_split_tf32
-  [ -n "$KT_OK" ] && [ -f $KTF32_REG ] && [ -s $DJ/diag-prefill-now-32k.json ] && run prefill-kda-tf32-32k 110 \
-      sparkops bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry $PNOW --vs $KTF32_REG \
-      $GATE --changes kda --prediction $DJ/diag-prefill-now-32k.json $KTF32_EXPECT \
-      --change "kda=triton_chunked_split_tf32: the split KDA prepare's small products on tf32 tensor cores, over \
-$(basename $PNOW)"
+  kda_rung_32k now kdatf32 kda-tf32 $KTF32_REG kda=triton_chunked_split_tf32 "$KTF32_FACTOR" \
+      "the split KDA prepare's small products on tf32 tensor cores"
   ;;
 rungs13)
   prereq_lean || continue
   prefill_now_fused || continue
   prefill_chain prefill-kda-bf16scratch-32k
-  run diagnose-prefill-tf32-32k 90 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 32768 \
-      --registry $PNOW $FILL_LEAN --out "$R/diag-prefill-tf32-32k" --json-out $DJ/diag-prefill-tf32-32k.json
   # kda=triton_chunked_split_tf32_bf16scratch: the state kernel's W, Qg, Kg in bfloat16 (session 12's tune study:
   # 8.06 against 9.41 ms a layer at T=32768), after its GPU tests (proofs13 runs them beside)
-  proof_kdabf16s
-  KB_OK=$([ "$(cat $DONE/gpu-tests-kdabf16s 2>/dev/null || true)" = 0 ] && echo 1)
-  fresh_over $KBF16S_REG $PNOW
-  [ -n "$KB_OK" ] && [ ! -f $KBF16S_REG ] && run swap-kda-bf16scratch 40 bash -c 'swap_into "$@"' _ $KBF16S_REG \
-      $PNOW kda=triton_chunked_split_tf32_bf16scratch
-  [ -n "$KB_OK" ] && [ -f $KBF16S_REG ] && [ -s $DJ/diag-prefill-tf32-32k.json ] && run prefill-kda-bf16scratch-32k \
-      110 sparkops bench prefill --model $M --tokens 32768 --chunk 32768 --repeats 6 --registry $PNOW \
-      --vs $KBF16S_REG $GATE --changes kda --prediction $DJ/diag-prefill-tf32-32k.json $KBF16S_EXPECT \
-      --change "kda=triton_chunked_split_tf32_bf16scratch: the KDA state kernel's W, Qg, Kg in bfloat16, over \
-$(basename $PNOW)"
+  kda_rung_32k tf32 kdabf16s kda-bf16scratch $KBF16S_REG kda=triton_chunked_split_tf32_bf16scratch \
+      "$KBF16S_FACTOR" "the KDA state kernel's W, Qg, Kg in bfloat16"
   ;;
 proofs13)  # the rungs13 proofs: the lane beside a rungs13 lane
   proof_kdabf16s ;;
