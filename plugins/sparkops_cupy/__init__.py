@@ -32,6 +32,8 @@ IMPLEMENTATIONS = [
     ("linear", "cupy_dp4a", "sparkops_cupy.linear:linear", tolerance("act_q8"), "linear.cu"),
     # the same weight stream dotted with float32 activations: the reference's arithmetic, other sums
     ("linear", "cupy_float", "sparkops_cupy.linear:linear_float", tolerance(), "linear.cu"),
+    # decode's one-token Q4_K GEMV as one warp per row, all its loads at once; every other call is cupy_float's
+    ("linear", "cupy_rowwarp", "sparkops_cupy.linear:linear_rowwarp", tolerance(), ("linear.cu", "linear_rowwarp.cu")),
     ("kda", "cupy_recurrent", "sparkops_cupy.kda:kda", tolerance(), "kda.cu"),
     ("attention", "cupy_splitk", "sparkops_cupy.attention:attention", tolerance(), "attention.cu"),
     # the same function judged on bfloat16 inputs: a bf16 cache at the 48B decode shape takes the

@@ -9,13 +9,20 @@ Two implementations share the kernel body and differ in what they do with the ac
   tolerance(). Session 4 measured the integer kernel's Q6_K lm_head at 126 us against Triton's 344; this keeps
   that weight stream without the quantized activations.
 F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
+- "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode as one warp per output row, every byte of
+  the row requested before any is used (kernels/linear_rowwarp.cu): one launch, no split-K, no staging in shared
+  memory. Float32 products as cupy_float's, summed in another order: claim tolerance(). Its policy for every
+  other call - more than one token, or a weight that is not Q4_K - is cupy_float's kernel, stated here and in the
+  implementation's description; a registry selects it per type (linear@Q4_K) so the other types keep theirs.
 """
 
 from __future__ import annotations
 
 import torch
+from gguf import GGMLQuantizationType as Q
 
 from sparkops.errors import BadInput
+from sparkops.qweight import QWeight
 
 from . import _runtime as rt
 from ._weights import KernelWeight, iq1s_grid, kernel_weight
@@ -37,6 +44,42 @@ def linear(x, weight):
 def linear_float(x, weight):
     """Implementation "cupy_float": float32 activations and products (no quantization of the activations)."""
     return _linear(x, weight, float_act=True)
+
+
+def linear_rowwarp(x, weight):
+    """Implementation "cupy_rowwarp": one token times a Q4_K weight as one warp per row (kernels/linear_rowwarp.cu);
+    every other call runs cupy_float's kernel (the stated policy: the row-warp kernel is the decode GEMV only)."""
+    if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or weight.qtype != Q.Q4_K:
+        return _linear(x, weight, float_act=True)
+    dev = rt.cuda_device("linear", x=x)
+    kw = kernel_weight("linear", "weight", weight, dev)
+    if len(weight.shape) != 2:
+        raise BadInput(f"linear: 'weight' ({weight.name}) has shape {list(weight.shape)}, expected a 2-D "
+                       f"[OUT, IN] weight")
+    n, k = weight.shape
+    rt.expect_shape("linear", "x", x, (None, k), f"rows of the weight's {k} input features")
+    code = rt.act_code("linear", "x", x)
+    x = rt.contiguous(x)
+    if x.data_ptr() % 16:  # the kernel reads the activations 16 bytes at a time
+        x = x.clone()
+    y = torch.empty((1, n), dtype=x.dtype, device=dev)
+    launch_rowwarp(x, code, kw, n, k, y)
+    return y
+
+
+#: the row-warp kernel per activation dtype code (rt.DTYPE_CODE)
+_ROWWARP = {0: "linear_q4_k_rowwarp_f32", 1: "linear_q4_k_rowwarp_bf16", 2: "linear_q4_k_rowwarp_f16"}
+#: rows (warps) per block of the row-warp kernel: 128 threads (its __launch_bounds__)
+ROWWARP_ROWS = 4
+
+
+def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned."""
+    if kw.raw.data_ptr() % 16:
+        raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
+                       f"give it its own allocation (QWeight(raw.clone(), ...))")
+    rt.launch("linear_rowwarp.cu", _ROWWARP[code], x.device, ((n + ROWWARP_ROWS - 1) // ROWWARP_ROWS,),
+              (32 * ROWWARP_ROWS,), (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)))
 
 
 def _linear(x, weight, float_act: bool):

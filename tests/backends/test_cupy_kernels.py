@@ -27,6 +27,7 @@ from sparkops_cupy import attention as cu_attention  # noqa: E402  (after the sk
 from sparkops_cupy.kda import kda as cu_kda  # noqa: E402
 from sparkops_cupy.linear import linear as cu_linear  # noqa: E402
 from sparkops_cupy.linear import linear_float as cu_linear_float  # noqa: E402
+from sparkops_cupy.linear import linear_rowwarp as cu_linear_rowwarp  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
 from sparkops_cupy.quantize_act import quantize_act as cu_quantize  # noqa: E402
 from sparkops_cupy.rmsnorm import rmsnorm as cu_rmsnorm  # noqa: E402
@@ -63,7 +64,8 @@ def on_cpu(v):
 # ---- linear ----------------------------------------------------------------------------------------------
 
 #: the two linear implementations and the claim variant each is judged by
-LINEARS = {"cupy_dp4a": (cu_linear, "act_q8"), "cupy_float": (cu_linear_float, "fp32")}
+LINEARS = {"cupy_dp4a": (cu_linear, "act_q8"), "cupy_float": (cu_linear_float, "fp32"),
+           "cupy_rowwarp": (cu_linear_rowwarp, "fp32")}
 
 
 @pytest.mark.parametrize("impl", list(LINEARS))
@@ -92,6 +94,41 @@ def test_linear_bf16_activations_give_bf16(impl):
     assert got.dtype == torch.bfloat16
     want = ref("linear")(x.to(torch.bfloat16).float(), w.to("cpu"))
     assert nmse(got, want) <= rule_for("linear", "bf16" if variant == "fp32" else variant).limit
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (1027, 1024), (5, 3072), (7, 4352),
+                                        (2, 256)])
+def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(dtype, out_f, in_f):
+    """cupy_rowwarp's own kernel (one token, Q4_K): rows that fill whole blocks of 4 warps and rows that do not,
+    inputs of 1 to 17 super-blocks (one group of 16 in flight, and a second group), every activation dtype. The
+    output starts as NaN, so a row no warp wrote fails; the sums are float32 up to their order."""
+    from sparkops_cupy._weights import kernel_weight
+    from sparkops_cupy.linear import launch_rowwarp
+    from sparkops_cupy._runtime import DTYPE_CODE
+
+    rng = np.random.default_rng(out_f * 7 + in_f)
+    w = qweight(rng, (out_f, in_f), Q.Q4_K, 0.02)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f)).to(DEV, dtype)
+    y = torch.full((1, out_f), float("nan"), dtype=dtype, device=DEV)
+    launch_rowwarp(x, DTYPE_CODE[dtype], kernel_weight("linear", "weight", w, DEV), out_f, in_f, y)
+    want = ref("linear")(x.float().cpu(), w.to("cpu"))
+    variant = "fp32" if dtype == torch.float32 else "bf16"
+    assert nmse(y.float(), want) <= rule_for("linear", variant).limit
+    assert torch.equal(cu_linear_rowwarp(x, w), y), "the op's result differs from its kernel's (same launch)"
+    y2 = torch.full_like(y, float("nan"))
+    launch_rowwarp(x, DTYPE_CODE[dtype], kernel_weight("linear", "weight", w, DEV), out_f, in_f, y2)
+    assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
+
+
+def test_rowwarp_reads_an_unaligned_activation_row():
+    """A one-token x that starts off a 16-byte boundary (a row view into a larger buffer) gives the aligned result."""
+    rng = np.random.default_rng(5)
+    w = qweight(rng, (64, 512), Q.Q4_K, 0.02)
+    buf = torch.randn(1, 513, generator=torch.Generator().manual_seed(5)).to(DEV)
+    x = buf[:, 1:]
+    assert x.data_ptr() % 16 == 4, "the test needs an activation row off a 16-byte boundary"
+    assert torch.equal(cu_linear_rowwarp(x, w), cu_linear_rowwarp(x.clone(), w))
 
 
 def test_float_linear_is_float32_accurate_where_the_integer_one_is_not():

@@ -47,23 +47,18 @@ def test_time_at_48b_shape(w):
     assert 0 < t.fraction <= 1.05, f"{impl.key}: {100 * t.fraction:.0f}% of the ceiling cannot be right (bytes?)"
 
 
-def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
-    """The rung's per-op evidence for linear=cupy_float: the Q6_K lm_head (what it is for) and the 48B's Q4_K
-    projections as the fused decode step runs them (KDA q/k/v fused, KDA and MLA o_proj, MLA q and kv_a, the shared
-    expert's gate+up fused and its down), each timed under cupy_float, cupy_dp4a and triton_lastblock (the step's
-    linear) on the same argument sets in one CUDA graph each. Printed with the calls per token, so that the step's
-    gain or loss follows by Amdahl; asserted only that each was captured."""
+def _decode_linears():
+    """The 48B's decode linears as the fused step runs them: (type, OUT, IN, what, calls per token)."""
     from gguf import GGMLQuantizationType as Q
 
     from sparkops.config import load_preset
-    from sparkops_cupy._workloads import linear_workload
 
     cfg = load_preset("kimi-linear-48b-a3b")
     d, v, p = cfg.hidden_size, cfg.vocab_size, cfg.kda_inner
     kinds = cfg.layer_kinds
     n_kda, n_mla, n_moe = sum(k == "kda" for k in kinds), sum(k != "kda" for k in kinds), sum(
         cfg.is_moe(i) for i in range(cfg.num_layers))
-    shapes = [  # (type, OUT, IN, what, calls per token)
+    return [
         (Q.Q6_K, v, d, "lm_head", 1),
         (Q.Q4_K, 3 * p, d, "kda q/k/v fused", n_kda),
         (Q.Q4_K, d, p, "kda o_proj", n_kda),
@@ -73,7 +68,14 @@ def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
         (Q.Q4_K, 2 * cfg.shared_intermediate, d, "shared gate+up fused", n_moe),
         (Q.Q4_K, d, cfg.shared_intermediate, "shared down", n_moe),
     ]
-    impls = {n: load_catalog().get("linear", n).resolve() for n in ("triton_lastblock", "cupy_dp4a", "cupy_float")}
+
+
+def _side_by_side(names, shapes, title):
+    """Each shape timed under each linear implementation on the same argument sets in one CUDA graph each; printed
+    with the calls per token and the per-token sums (the step's gain or loss follows by Amdahl)."""
+    from sparkops_cupy._workloads import linear_workload
+
+    impls = {n: load_catalog().get("linear", n).resolve() for n in names}
     rows, per_token = [], dict.fromkeys(impls, 0.0)
     for qt, out_f, in_f, what, calls in shapes:
         w = linear_workload(qt, out_f, in_f, what)
@@ -84,5 +86,27 @@ def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
             per_token[n] += calls * t.seconds
         rows.append(f"{w.label:<48} x{calls:<3} " + "  ".join(
             f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%)" for n, t in times.items()))
-    print("\nlinear T=1, float vs integer cupy GEMV vs triton_lastblock:\n  " + "\n  ".join(rows))
+    print(f"\n{title}:\n  " + "\n  ".join(rows))
     print("  these linears per token: " + ", ".join(f"{n} {s * 1e6:.0f} us" for n, s in per_token.items()))
+    return per_token
+
+
+def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
+    """The rung's per-op evidence for linear=cupy_float: the Q6_K lm_head (what it is for) and the 48B's Q4_K
+    projections as the fused decode step runs them (KDA q/k/v fused, KDA and MLA o_proj, MLA q and kv_a, the shared
+    expert's gate+up fused and its down), each timed under cupy_float, cupy_dp4a and triton_lastblock (the step's
+    linear) on the same argument sets in one CUDA graph each. Printed with the calls per token, so that the step's
+    gain or loss follows by Amdahl; asserted only that each was captured."""
+    _side_by_side(("triton_lastblock", "cupy_dp4a", "cupy_float"), _decode_linears(),
+                  "linear T=1, float vs integer cupy GEMV vs triton_lastblock")
+
+
+def test_rowwarp_gemv_side_by_side_with_triton():
+    """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp: the 48B's Q4_K decode projections under
+    triton_lastblock (the step's linear), cupy_rowwarp and cupy_float. The per-token sums are the prediction's
+    input: the step's linear time falls by their difference. Asserted: each was captured in a graph, and the
+    row-warp kernel's sum is not above triton_lastblock's (it exists to be faster at these shapes)."""
+    shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
+    per_token = _side_by_side(("triton_lastblock", "cupy_rowwarp", "cupy_float"), shapes,
+                              "linear T=1 Q4_K, one warp per row vs triton_lastblock")
+    assert per_token["cupy_rowwarp"] <= per_token["triton_lastblock"], per_token

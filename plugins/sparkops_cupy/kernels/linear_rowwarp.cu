@@ -1,0 +1,150 @@
+// linear_rowwarp.cu: the one-token Q4_K GEMV of decode. One warp per output row, and every weight byte the
+// warp needs is requested before any of it is used.
+//
+// Why. A decode step's Q4_K projections hold 1-12 MB each: a few microseconds of bytes at 4.04 TB/s. Session
+// 13's probe (bench/GPU-PROBES.md) timed one plain read of such a weight at 2.9 us a launch inside a CUDA graph,
+// and the split-K Triton GEMV on the same bytes at 6.8 us (6.2 with the bytes already in the L2): the GEMV's own
+// chain (chunk loop, partials, the last block's combine) costs more than its bytes. Here a warp owns a row: its
+// lanes issue all the row's loads at once (rows up to 4096 inputs; longer ones in groups of 16 super-blocks), so
+// a warp waits out one DRAM round trip, then decodes in registers and sums with shuffles. No split-K, no partial
+// sums, no second pass: one launch, and each output is written by one warp in a fixed order (deterministic).
+//
+// Layout. A Q4_K super-block (256 inputs, 144 bytes): fp16 d | fp16 dmin | 12 bytes of 6-bit (scale, min) x 8 |
+// qs[128]. A round of the warp covers 4 consecutive super-blocks, one per octet of lanes; lane o (0..7) of an
+// octet loads the block's 16-byte header and qs bytes 16o..16o+15. Those hold sub-block pair j = o / 2: the low
+// nibbles are inputs 64j + 16(o % 2) + 0..15 (sub-block 2j), the high nibbles the same + 32 (sub-block 2j + 1).
+// Each lane adds d*sc * sum(q x) - dmin*m * sum(x) for its two half sub-blocks; the warp then adds its lanes.
+#include "common.cuh"
+
+// super-blocks a warp has in flight at once: 4 rounds of 4 (a row of 4096 inputs in one trip)
+#define RW_ROUNDS 4
+
+// nibble byte b (0..3) of a word already masked to 0x0F0F0F0F, as a float: the bits 2^23 + byte, less 2^23
+__device__ __forceinline__ float rw_nib(u32 w, int b) {
+    return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540 + b)) - 8388608.0f;
+}
+
+// 16 consecutive activations from x + i (i a multiple of 16; the row 16-byte aligned) as float32
+template <int DT>
+__device__ __forceinline__ void rw_load16(const void* __restrict__ x, i64 i, float* v) {
+    if (DT == DT_F32) {
+        const float4* p = (const float4*)((const float*)x + i);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            float4 f = __ldg(p + k);
+            v[4 * k] = f.x;
+            v[4 * k + 1] = f.y;
+            v[4 * k + 2] = f.z;
+            v[4 * k + 3] = f.w;
+        }
+    } else {
+        const uint4* p = (const uint4*)((const u16*)x + i);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            uint4 u = __ldg(p + k);
+            u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                if (DT == DT_BF16) {
+                    v[8 * k + 2 * h] = __uint_as_float(w[h] << 16);
+                    v[8 * k + 2 * h + 1] = __uint_as_float(w[h] & 0xffff0000u);
+                } else {
+                    v[8 * k + 2 * h] = f16_to_f32((u16)(w[h] & 0xffffu));
+                    v[8 * k + 2 * h + 1] = f16_to_f32((u16)(w[h] >> 16));
+                }
+            }
+        }
+    }
+}
+
+// the 6-bit (scale, min) of sub-block s (0..7) from the header's scale words a = bytes 4..7, b = 8..11, c = 12..15
+__device__ __forceinline__ void rw_scale_min(u32 a, u32 b, u32 c, int s, float& sc, float& mn) {
+    const int i = 8 * (s & 3);
+    const u32 ab = (a >> i) & 0xffu, bb = (b >> i) & 0xffu, cb = (c >> i) & 0xffu;
+    const u32 s_lo = ab & 63u, m_lo = bb & 63u;
+    const u32 s_hi = (cb & 15u) | ((ab >> 6) << 4), m_hi = (cb >> 4) | ((bb >> 6) << 4);
+    sc = (float)(s < 4 ? s_lo : s_hi);
+    mn = (float)(s < 4 ? m_lo : m_hi);
+}
+
+// one lane's share of one super-block: header h, its 16 qs bytes q, activations from x + xi (the block's start)
+template <int DT>
+__device__ __forceinline__ float rw_block(uint4 h, uint4 q, const void* __restrict__ x, i64 xi, int o) {
+    const int j = o >> 1;
+    const i64 base = xi + 64 * j + 16 * (o & 1);
+    float xl[16], xh[16];
+    rw_load16<DT>(x, base, xl);
+    rw_load16<DT>(x, base + 32, xh);
+    float sc_l, mn_l, sc_h, mn_h;
+    rw_scale_min(h.y, h.z, h.w, 2 * j, sc_l, mn_l);
+    rw_scale_min(h.y, h.z, h.w, 2 * j + 1, sc_h, mn_h);
+    const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
+    const u32 w[4] = {q.x, q.y, q.z, q.w};
+    float al = 0.0f, ah = 0.0f, sl = 0.0f, sh = 0.0f;  // sum(q x) and sum(x), low and high nibbles
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const u32 lo = w[k] & 0x0F0F0F0Fu, hi = (w[k] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+            const float a = xl[4 * k + b], c = xh[4 * k + b];
+            al = fmaf(rw_nib(lo, b), a, al);
+            ah = fmaf(rw_nib(hi, b), c, ah);
+            sl += a;
+            sh += c;
+        }
+    }
+    return (d * sc_l) * al - (dmin * mn_l) * sl + ((d * sc_h) * ah - (dmin * mn_h) * sh);
+}
+
+// y[row] = x . dequantize(W[row]) for one token: x [K] (dtype DT), w [N, row_bytes] Q4_K (row_bytes = K / 256 * 144,
+// 16-byte aligned), y [N] (x's dtype). 128 threads = 4 rows a block; grid ceil(N / 4).
+template <int DT>
+__device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
+                                             int K, int N, void* __restrict__ y) {
+    const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3;
+    const i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;  // the whole warp
+    const u8* r = w + row * row_bytes;
+    const int nsb = K >> 8;
+    float acc = 0.0f;
+    for (int g = 0; g < nsb; g += 4 * RW_ROUNDS) {
+        uint4 h[RW_ROUNDS], q[RW_ROUNDS];
+#pragma unroll
+        for (int i = 0; i < RW_ROUNDS; ++i) {  // every load of the group first
+            const int sb = g + 4 * i + oct;
+            if (sb < nsb) {
+                const uint4* b = (const uint4*)(r + (i64)sb * 144);
+                h[i] = __ldcs(b);
+                q[i] = __ldcs(b + 1 + o);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < RW_ROUNDS; ++i) {
+            const int sb = g + 4 * i + oct;
+            if (sb < nsb) acc += rw_block<DT>(h[i], q[i], x, (i64)sb * 256, o);
+        }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) store_act(y, row, DT, acc);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarp_f32(const void* __restrict__ x,
+                                                                         const u8* __restrict__ w, i64 row_bytes,
+                                                                         int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_F32>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarp_bf16(const void* __restrict__ x,
+                                                                          const u8* __restrict__ w, i64 row_bytes,
+                                                                          int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_BF16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarp_f16(const void* __restrict__ x,
+                                                                         const u8* __restrict__ w, i64 row_bytes,
+                                                                         int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_F16>(x, w, row_bytes, K, N, y);
+}
