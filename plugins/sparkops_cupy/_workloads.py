@@ -86,18 +86,20 @@ def _sets_for(per_set_bytes: int) -> int:
     return max(2, min(MAX_SETS, math.ceil(ROTATE_BYTES / max(1, per_set_bytes))))
 
 
-def linear_workload(qtype: Q, out_f: int, in_f: int, what: str, target: str = "") -> Workload:
+def linear_workload(qtype: Q, out_f: int, in_f: int, what: str, target: str = "",
+                    dtype: torch.dtype = torch.float32) -> Workload:
     def build(device: torch.device, seed: int):
         rng = np.random.default_rng(seed)
         g = torch.Generator().manual_seed(seed)
         one = _qweight(rng, (out_f, in_f), qtype, device, 0.02, what)
         n = _sets_for(one.nbytes)
-        sets = [dict(x=_randn(g, 1, in_f, device=device),
+        sets = [dict(x=_randn(g, 1, in_f, dtype=dtype, device=device),
                      weight=one if i == 0 else _qweight(rng, (out_f, in_f), qtype, device, 0.02, what))
                 for i in range(n)]
-        return sets, one.nbytes + 4 * (in_f + out_f)
+        return sets, one.nbytes + dtype.itemsize * (in_f + out_f)
 
-    return Workload("linear", f"{what} {qtype.name} [{out_f}x{in_f}] T=1", build, target)
+    act = "" if dtype == torch.float32 else f" {str(dtype).removeprefix('torch.')}"
+    return Workload("linear", f"{what} {qtype.name} [{out_f}x{in_f}] T=1{act}", build, target)
 
 
 def rmsnorm_workload(d: int, what: str) -> Workload:

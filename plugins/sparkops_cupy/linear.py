@@ -67,19 +67,38 @@ def linear_rowwarp(x, weight):
     return y
 
 
-#: the row-warp kernel per activation dtype code (rt.DTYPE_CODE)
-_ROWWARP = {0: "linear_q4_k_rowwarp_f32", 1: "linear_q4_k_rowwarp_bf16", 2: "linear_q4_k_rowwarp_f16"}
-#: rows (warps) per block of the row-warp kernel: 128 threads (its __launch_bounds__)
-ROWWARP_ROWS = 4
+#: the row-warp kernels' dtype suffix per activation dtype code (rt.DTYPE_CODE)
+_DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
+#: the two forms of kernels/linear_rowwarp.cu and the rows one block of 128 threads computes: "warp", a warp per row
+#: (each row's loads all at once); "octet", a warp per 4 rows (the activations staged once a block in shared memory,
+#: one read serving the warp's 4 rows)
+ROWWARP_FORMS = {"warp": 4, "octet": 16}
+#: weights of at least this many rows take the "octet" form: the one-row form reads 16 bytes of activations from L1
+#: per weight byte, which binds once the rows no longer fit one wave of warps (a first GPU run, session 13: 6144 rows
+#: 10.7 us against triton_lastblock's 9.8, 12288 ~19 against ~13; 2304 rows and fewer won by 15-35%)
+ROWWARP_OCTET_ROWS = 4096
 
 
-def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
-    """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned."""
+def rowwarp_form(n: int) -> str:
+    """The row-warp form for a weight of n rows (ROWWARP_OCTET_ROWS)."""
+    return "octet" if n >= ROWWARP_OCTET_ROWS else "warp"
+
+
+def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
+                   form: str | None = None) -> None:
+    """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
+    `form`: "warp" or "octet" (ROWWARP_FORMS); None picks by the rows (rowwarp_form)."""
+    form = form or rowwarp_form(n)
+    if form not in ROWWARP_FORMS:
+        raise BadInput(f"linear: the row-warp GEMV has the forms {sorted(ROWWARP_FORMS)}, not {form!r}")
     if kw.raw.data_ptr() % 16:
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
-    rt.launch("linear_rowwarp.cu", _ROWWARP[code], x.device, ((n + ROWWARP_ROWS - 1) // ROWWARP_ROWS,),
-              (32 * ROWWARP_ROWS,), (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)))
+    rows = ROWWARP_FORMS[form]
+    name = f"linear_q4_k_row{'warp' if form == 'warp' else 'oct'}_{_DT_SUFFIX[code]}"
+    smem = 4 * k + 4 * (k // 16) if form == "octet" else 0  # the staged activations and their sums of 16
+    rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (128,),
+              (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
 
 
 def _linear(x, weight, float_act: bool):

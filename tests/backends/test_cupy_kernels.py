@@ -96,28 +96,32 @@ def test_linear_bf16_activations_give_bf16(impl):
     assert nmse(got, want) <= rule_for("linear", "bf16" if variant == "fp32" else variant).limit
 
 
+@pytest.mark.parametrize("form", ["warp", "octet"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (1027, 1024), (5, 3072), (7, 4352),
-                                        (2, 256)])
-def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(dtype, out_f, in_f):
-    """cupy_rowwarp's own kernel (one token, Q4_K): rows that fill whole blocks of 4 warps and rows that do not,
-    inputs of 1 to 17 super-blocks (one group of 16 in flight, and a second group), every activation dtype. The
-    output starts as NaN, so a row no warp wrote fails; the sums are float32 up to their order."""
+                                        (2, 256), (19, 1280)])
+def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(form, dtype, out_f, in_f):
+    """cupy_rowwarp's kernels (one token, Q4_K), both forms: rows that fill whole blocks and rows that do not (the
+    octet form's last warp with 1-3 rows), inputs of 1 to 17 super-blocks (the one-row form's group of 16 in flight
+    and a second group; the octet form's ring of 4, wrapped or not), every activation dtype. The output starts as
+    NaN, so a row no warp wrote fails; the sums are float32 up to their order."""
     from sparkops_cupy._weights import kernel_weight
-    from sparkops_cupy.linear import launch_rowwarp
+    from sparkops_cupy.linear import launch_rowwarp, rowwarp_form
     from sparkops_cupy._runtime import DTYPE_CODE
 
     rng = np.random.default_rng(out_f * 7 + in_f)
     w = qweight(rng, (out_f, in_f), Q.Q4_K, 0.02)
     x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f)).to(DEV, dtype)
+    kw = kernel_weight("linear", "weight", w, x.device)
     y = torch.full((1, out_f), float("nan"), dtype=dtype, device=DEV)
-    launch_rowwarp(x, DTYPE_CODE[dtype], kernel_weight("linear", "weight", w, DEV), out_f, in_f, y)
+    launch_rowwarp(x, DTYPE_CODE[dtype], kw, out_f, in_f, y, form)
     want = ref("linear")(x.float().cpu(), w.to("cpu"))
     variant = "fp32" if dtype == torch.float32 else "bf16"
     assert nmse(y.float(), want) <= rule_for("linear", variant).limit
-    assert torch.equal(cu_linear_rowwarp(x, w), y), "the op's result differs from its kernel's (same launch)"
+    if form == rowwarp_form(out_f):
+        assert torch.equal(cu_linear_rowwarp(x, w), y), "the op's result differs from its kernel's (same launch)"
     y2 = torch.full_like(y, float("nan"))
-    launch_rowwarp(x, DTYPE_CODE[dtype], kernel_weight("linear", "weight", w, DEV), out_f, in_f, y2)
+    launch_rowwarp(x, DTYPE_CODE[dtype], kw, out_f, in_f, y2, form)
     assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
 
 

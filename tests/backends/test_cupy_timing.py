@@ -70,15 +70,16 @@ def _decode_linears():
     ]
 
 
-def _side_by_side(names, shapes, title):
-    """Each shape timed under each linear implementation on the same argument sets in one CUDA graph each; printed
-    with the calls per token and the per-token sums (the step's gain or loss follows by Amdahl)."""
+def _side_by_side(names, shapes, title, dtype=torch.float32):
+    """Each shape timed under each linear implementation (a name, or a label: callable) on the same argument sets in
+    one CUDA graph each; printed with the calls per token and the per-token sums (the step's gain or loss follows by
+    Amdahl). `dtype`: the activations'."""
     from sparkops_cupy._workloads import linear_workload
 
-    impls = {n: load_catalog().get("linear", n).resolve() for n in names}
+    impls = names if isinstance(names, dict) else {n: load_catalog().get("linear", n).resolve() for n in names}
     rows, per_token = [], dict.fromkeys(impls, 0.0)
     for qt, out_f, in_f, what, calls in shapes:
-        w = linear_workload(qt, out_f, in_f, what)
+        w = linear_workload(qt, out_f, in_f, what, dtype=dtype)
         sets, nbytes = w.build(torch.device("cuda"), 99)
         times = {n: time_op("linear", fn, sets, nbytes) for n, fn in impls.items()}
         assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
@@ -101,12 +102,32 @@ def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
                   "linear T=1, float vs integer cupy GEMV vs triton_lastblock")
 
 
-def test_rowwarp_gemv_side_by_side_with_triton():
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp: the 48B's Q4_K decode projections under
-    triton_lastblock (the step's linear), cupy_rowwarp and cupy_float. The per-token sums are the prediction's
-    input: the step's linear time falls by their difference. Asserted: each was captured in a graph, and the
-    row-warp kernel's sum is not above triton_lastblock's (it exists to be faster at these shapes)."""
+    triton_lastblock (the step's linear), cupy_rowwarp, and each of its two forms forced (a warp per row, a warp per 4
+    rows: what ROWWARP_OCTET_ROWS chooses between), with bfloat16 activations (the bf16 registries' step) and float32.
+    The per-token sums are the prediction's input: the step's linear time falls by their difference. Asserted: each
+    was captured in a graph, and the row-warp kernel's bf16 sum is not above triton_lastblock's (it exists to be
+    faster at these shapes)."""
+    from sparkops_cupy import linear as cl
+    from sparkops_cupy._runtime import DTYPE_CODE, cuda_device
+    from sparkops_cupy._weights import kernel_weight
+
+    def forced(form):
+        def call(x, weight):
+            dev = cuda_device("linear", x=x)
+            y = torch.empty((1, weight.shape[0]), dtype=x.dtype, device=dev)
+            cl.launch_rowwarp(x, DTYPE_CODE[x.dtype], kernel_weight("linear", "weight", weight, dev),
+                              weight.shape[0], weight.shape[1], y, form)
+            return y
+        return call
+
+    cat = load_catalog()
+    impls = {"triton_lastblock": cat.get("linear", "triton_lastblock").resolve(),
+             "cupy_rowwarp": cat.get("linear", "cupy_rowwarp").resolve(),
+             "warp form": forced("warp"), "octet form": forced("octet")}
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
-    per_token = _side_by_side(("triton_lastblock", "cupy_rowwarp", "cupy_float"), shapes,
-                              "linear T=1 Q4_K, one warp per row vs triton_lastblock")
-    assert per_token["cupy_rowwarp"] <= per_token["triton_lastblock"], per_token
+    per_token = _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, row-warp forms vs triton_lastblock", dtype)
+    if dtype == torch.bfloat16:
+        assert per_token["cupy_rowwarp"] <= per_token["triton_lastblock"], per_token

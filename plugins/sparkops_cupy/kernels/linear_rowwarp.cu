@@ -128,6 +128,122 @@ __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u
     if (lane == 0) store_act(y, row, DT, acc);
 }
 
+// The same sums for tall weights, four rows a warp. A first GPU run of the one-row form (session 13) lost to the
+// Triton GEMV once the rows no longer fit one wave (12288 x 2304: 16 against 13.8 us): it spends ~6 instructions a
+// weight (the activation's conversion, the nibble, the product, the sum of the activations) and reads 16 bytes of
+// activations from L1 per weight byte. Here a block of 4 warps first issues its weight loads, then stages the
+// activations once in shared memory as float32, with the sum of every 16 (what the min term multiplies), and each
+// octet of a warp owns a row: the four octets take the same super-block at once, so one shared-memory read serves
+// four rows, and a weight costs 3 instructions (the nibble's two, one product). Each octet walks its row's
+// super-blocks with 4 in flight (a ring of 4 register slots, each reloaded 4 super-blocks ahead once used).
+// Shared memory: K floats of activations (16-byte groups swizzled so the 8 lanes of an octet read 8 different bank
+// groups), then K / 16 sums. 128 threads = 16 rows a block.
+
+// the float4 slot of activation group f (4 activations) in shared memory: within each run of 8 groups, shifted by
+// (f / 16) % 4, so the 8 lanes of an octet (groups 16j + 4(o % 2) + k, j = o / 2) hit 8 different bank groups
+__device__ __forceinline__ int ro_slot(int f) { return (f & ~7) | ((f + ((f >> 4) & 3)) & 7); }
+
+// one lane's share of one super-block sb from the staged activations: d*sc * sum(q x) - dmin*m * sum(x)
+__device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __restrict__ sx,
+                                          const float* __restrict__ ssum, int sb, int o) {
+    const int j = o >> 1;
+    const int f = sb * 64 + 16 * j + 4 * (o & 1);  // the lane's first group of low-nibble activations
+    float sc_l, mn_l, sc_h, mn_h;
+    rw_scale_min(h.y, h.z, h.w, 2 * j, sc_l, mn_l);
+    rw_scale_min(h.y, h.z, h.w, 2 * j + 1, sc_h, mn_h);
+    const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
+    const u32 w[4] = {q.x, q.y, q.z, q.w};
+    float al = 0.0f, ah = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // a word of codes against its 4 low and 4 high activations
+        const float4 a = sx[ro_slot(f + k)], c = sx[ro_slot(f + 8 + k)];
+        const u32 lo = w[k] & 0x0F0F0F0Fu, hi = (w[k] >> 4) & 0x0F0F0F0Fu;
+        al = fmaf(rw_nib(lo, 0), a.x, al);
+        al = fmaf(rw_nib(lo, 1), a.y, al);
+        al = fmaf(rw_nib(lo, 2), a.z, al);
+        al = fmaf(rw_nib(lo, 3), a.w, al);
+        ah = fmaf(rw_nib(hi, 0), c.x, ah);
+        ah = fmaf(rw_nib(hi, 1), c.y, ah);
+        ah = fmaf(rw_nib(hi, 2), c.z, ah);
+        ah = fmaf(rw_nib(hi, 3), c.w, ah);
+    }
+    const int s16 = f >> 2;  // the lane's sum of 16 (low nibbles); the high nibbles' is 2 further
+    return (d * sc_l) * al - (dmin * mn_l) * ssum[s16] + ((d * sc_h) * ah - (dmin * mn_h) * ssum[s16 + 2]);
+}
+
+template <int DT>
+__device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
+                                            int K, int N, void* __restrict__ y) {
+    extern __shared__ __align__(16) float ro_smem[];
+    float4* sx = (float4*)ro_smem;
+    float* ssum = ro_smem + K;
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 row = ((i64)blockIdx.x * (blockDim.x >> 5) + (tid >> 5)) * 4 + oct;
+    const bool ok = row < N;  // an octet past the end computes row N - 1 and writes nothing (all reach the barrier)
+    const u8* r = w + (ok ? row : (i64)N - 1) * row_bytes;
+    const int nsb = K >> 8;
+    uint4 h[4], q[4];
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {  // the weights first: their round trip overlaps the staging below
+        if (s < nsb) {
+            const uint4* b = (const uint4*)(r + (i64)s * 144);
+            h[s] = __ldcs(b);
+            q[s] = __ldcs(b + 1 + o);
+        }
+    }
+    for (int i = tid; i < (K >> 4); i += blockDim.x) {  // 16 activations a thread: 4 slots and their sum
+        float v[16];
+        rw_load16<DT>(x, 16 * (i64)i, v);
+        float t = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            sx[ro_slot(4 * i + k)] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+            t += (v[4 * k] + v[4 * k + 1]) + (v[4 * k + 2] + v[4 * k + 3]);
+        }
+        ssum[i] = t;
+    }
+    __syncthreads();
+    float acc = 0.0f;
+    for (int base = 0; base < nsb; base += 4) {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int sb = base + s;
+            if (sb < nsb) {
+                acc += ro_block(h[s], q[s], sx, ssum, sb, o);
+                if (sb + 4 < nsb) {
+                    const uint4* b = (const uint4*)(r + (i64)(sb + 4) * 144);
+                    h[s] = __ldcs(b);
+                    q[s] = __ldcs(b + 1 + o);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    if (o == 0 && ok) store_act(y, row, DT, acc);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128, 8) linear_q4_k_rowoct_f32(const void* __restrict__ x,
+                                                                        const u8* __restrict__ w, i64 row_bytes,
+                                                                        int K, int N, void* __restrict__ y) {
+    rowoct_q4_k<DT_F32>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128, 8) linear_q4_k_rowoct_bf16(const void* __restrict__ x,
+                                                                         const u8* __restrict__ w, i64 row_bytes,
+                                                                         int K, int N, void* __restrict__ y) {
+    rowoct_q4_k<DT_BF16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128, 8) linear_q4_k_rowoct_f16(const void* __restrict__ x,
+                                                                        const u8* __restrict__ w, i64 row_bytes,
+                                                                        int K, int N, void* __restrict__ y) {
+    rowoct_q4_k<DT_F16>(x, w, row_bytes, K, N, y);
+}
+
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarp_f32(const void* __restrict__ x,
                                                                          const u8* __restrict__ w, i64 row_bytes,
