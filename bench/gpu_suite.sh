@@ -53,6 +53,9 @@
 #     rungs13     the prefill registry rebuilt through session 12's tf32 row (the chain of timed rungs, each swap over the
 #                 one before), its 32768 diagnosis, then kda=triton_chunked_split_tf32_bf16scratch as a pair
 #     proofs13    rungs13's GPU tests: the lane beside rungs13
+#     rungs13d    session 13's decode rung: the decode step rebuilt by swaps (decode_chain; SUITE_TIMED names its rows),
+#                 its diagnosis at d=0, then linear@Q4_K=cupy_rowwarp as a pair at 0 and 32768 after its GPU tests
+#     proofs13d   rungs13d's GPU tests: the lane beside rungs13d
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
@@ -259,6 +262,13 @@ KTF32_FACTOR="kda=1.18"
 # session 12's last study (stage rungs13): the tf32 split with bfloat16 W, Qg, Kg: 9.41 -> 8.06 ms a layer, x1.17
 KBF16S_REG=$TMP/cuda-prefill-kdabf16s.toml
 KBF16S_FACTOR="kda=1.17"
+# session 13's decode rung (stage rungs13d): the Q4_K projections through cupy's row-warp GEMV (one warp per row, a
+# row's loads all at once), a per-type selection over the decode step now. Its per-op figure (the side-by-side GPU
+# test, bf16 activations, session 13): the Q4_K decode linears 954 -> 719 us a token in isolation (x0.754). In the
+# step, linear is ~1.0 ms (session 9's diagnosis), of which the lm_head 0.14 and the F16 low-rank gates ~0.05 stay:
+# ~0.8 ms of Q4_K -> ~0.6, so the op x1.25
+RW_REG=$TMP/cuda-s13-rowwarp.toml
+RW_FACTOR="linear=1.25"
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -448,7 +458,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
+  decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
   decode-convmerge=CONV_REG decode-lastblock=LB_REG
@@ -510,6 +520,30 @@ proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shape
   # "linear" in its name (session 9's proof ran without it)
   run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear or float" \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-cupy-float.xml"
+}
+proof_rowwarp() {  # linear@Q4_K=cupy_rowwarp (session 13): every row from NaN, both forms, then timed beside triton
+  run gpu-tests-rowwarp 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k rowwarp \
+      tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-rowwarp.xml"
+}
+# decode_chain: the decode step of session 9 made again by swaps (each proven again on this machine) over the fused
+# best, in the order its rungs were timed: the last-block reductions, the merged KDA convs, the MoE and router
+# prefetch, cupy's bf16 attention, the Q6_K lm_head on cupy_float, fuse_low_rank. now_reg then picks the newest whose
+# rung won (SUITE_TIMED names the rows of earlier sessions)
+decode_chain() {
+  [ -f $LB_REG ] || run swap-lastblock 40 bash -c 'swap_into "$@"' _ $LB_REG $FUSED_REG $LB_PAIRS
+  if [ -f $LB_REG ] && [ ! -f $CONV_REG ]; then
+    cp $LB_REG $CONV_REG.new && sparkops engine fuse_short_conv=on --registry $CONV_REG.new > /dev/null \
+      && mv $CONV_REG.new $CONV_REG
+  fi
+  [ -f $CONV_REG ] && rebuild_over moe-prefetch $MOEPF_REG $CONV_REG moe_experts=triton_prefetch
+  [ -f $MOEPF_REG ] && rebuild_over router-prefetch $ROUTPF_REG $MOEPF_REG moe_router=triton_prefetch
+  [ -f $ROUTPF_REG ] && rebuild_over attn-cupy-now $ATTN_REG $ROUTPF_REG attention=cupy_splitk_bf16
+  [ -f $ATTN_REG ] && rebuild_over lmhead-cupy-float $CUHEAD_REG $ATTN_REG linear@Q6_K=cupy_float
+  if [ -f $CUHEAD_REG ] && [ ! -f $LOWRANK_REG ]; then
+    cp $CUHEAD_REG $LOWRANK_REG.new && sparkops engine fuse_low_rank=on --registry $LOWRANK_REG.new > /dev/null \
+      && mv $LOWRANK_REG.new $LOWRANK_REG && echo "$CUHEAD_REG" > $LOWRANK_REG.base
+  fi
+  return 0
 }
 proof_dqmm() {  # linear / moe_experts = triton_dqmm (session 9): the bf16 decode of every GGUF type, then the GEMMs
   run gpu-tests-dqmm 150 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "dqmm or dequantize" \
@@ -1085,6 +1119,27 @@ probe_l2)  # decode lead (session 12): the L2 prefetch kernel's GPU tests, then 
   [ "$(cat $DONE/gpu-tests-l2prefetch 2>/dev/null || true)" = 0 ] && run probe-l2-prefetch 120 \
       python3 bench/probes/l2_prefetch.py --out "$R/probe-l2-prefetch.json"
   ;;
+rungs13d)  # session 13's decode rung over the decode step rebuilt (rungs8's chain by swaps; SUITE_TIMED names rows)
+  prereq_lean || continue
+  decode_chain
+  proof_rowwarp
+  RW_BASE=$(now_reg decode-linear-rowwarp)
+  RW_OK=$([ "$(cat $DONE/gpu-tests-rowwarp 2>/dev/null || true)" = 0 ] && echo 1)
+  # the base's diagnosis at d=0 (the prediction's input): where the step's time goes before the rung
+  run diagnose-decode-rw 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $RW_BASE $FILL_LEAN \
+      --out "$R/diag-decode-rw" --json-out $DJ/diag-decode-rw.json
+  fresh_over $RW_REG $RW_BASE
+  [ -n "$RW_OK" ] && [ ! -f $RW_REG ] && run swap-linear-rowwarp 30 bash -c 'swap_into "$@"' _ $RW_REG $RW_BASE \
+      linear@Q4_K=cupy_rowwarp
+  [ -n "$RW_OK" ] && [ -f $RW_REG ] && run gate-captured-rowwarp 30 sparkops check --model k3-nano --registry $RW_REG \
+      --device cuda --captured
+  [ -n "$RW_OK" ] && [ -f $RW_REG ] && [ -s $DJ/diag-decode-rw.json ] && run decode-linear-rowwarp 150 sparkops bench \
+      decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $RW_BASE --vs $RW_REG --graph A,B $GATE \
+      $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-rw.json --expect "$RW_FACTOR" \
+      --change "linear@Q4_K=cupy_rowwarp: the Q4_K projections as one warp per row, a row's loads at once, over $(basename $RW_BASE), graph"
+  ;;
+proofs13d)  # the rungs13d proofs: the lane beside a rungs13d lane
+  proof_rowwarp ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
   run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"

@@ -896,6 +896,43 @@ def test_rungs13_rebuilds_the_chain_through_tf32_then_times_the_bf16_scratch(tmp
     assert at == sorted(at), list(zip(steps, at))
 
 
+def test_rungs13d_rebuilds_the_decode_step_then_times_the_row_warp_gemv_over_it(tmp_path):
+    """Session 13's decode rung, fresh: rungs13d makes session 9's decode step again by swaps (no decode row timed
+    again), diagnoses it at d=0, and after the row-warp GPU tests (run once, in either lane) times
+    linear@Q4_K=cupy_rowwarp over the lm_head registry (the newest decode win; fuse_low_rank was a none) at 0 and
+    32768, predicted from that diagnosis, naming its one per-type change."""
+    env = {"SUITE_TIMED": S9_TIMED, "STUB_PYTEST_SECONDS": "1"}
+    log, calls = _lanes(tmp_path, "rungs13d", "proofs13d", extra_env=env)
+    machine = tmp_path / "machine"
+    head, rw = machine / "cuda-step8-q6k-cupy-float.toml", machine / "cuda-s13-rowwarp.toml"
+    assert "unknown stage" not in log and "SKIP" not in log
+    swaps = [c for c in calls if c.startswith("swap ")]
+    for pair in ("linear=triton_lastblock", "moe_experts=triton_prefetch", "moe_router=triton_prefetch",
+                 "attention=cupy_splitk_bf16", "linear@Q6_K=cupy_float", "linear@Q4_K=cupy_rowwarp"):
+        assert any(c.startswith(f"swap {pair} ") for c in swaps), pair
+    assert Path(f"{rw}.base").read_text().strip() == str(head)
+    assert log.count("gpu-tests-rowwarp (limit") == 1 and "-k rowwarp" in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1, decodes  # the rebuilt rungs are not timed again
+    diag = machine / "suite-diag" / "diag-decode-rw.json"
+    assert f"--registry {head} --vs {rw}" in decodes[0] and "--depth 0,32768 " in decodes[0]
+    assert f"--prediction {diag} --expect linear=1.25" in decodes[0] and "--changes linear@Q4_K" in decodes[0]
+    steps = ["] swap-lmhead-cupy-float (limit", "] diagnose-decode-rw (limit", "] swap-linear-rowwarp (limit",
+             "] gate-captured-rowwarp (limit", "] decode-linear-rowwarp (limit"]
+    at = [log.index(s) for s in steps]
+    assert at == sorted(at), list(zip(steps, at))
+    assert log.index("gpu-tests-rowwarp rc=0") < log.index("] swap-linear-rowwarp (limit")
+
+
+def test_rungs13d_leaves_the_row_warp_rung_out_when_its_gpu_tests_failed(tmp_path):
+    machine = tmp_path / "machine"
+    (machine / "suite-done").mkdir(parents=True)
+    (machine / "suite-done" / "gpu-tests-rowwarp").write_text("1\n")
+    log, calls = _lanes(tmp_path, "rungs13d", "tests", gpus=1, extra_env={"SUITE_TIMED": S9_TIMED})
+    assert not any("cupy_rowwarp" in c or "cuda-s13-rowwarp.toml" in c for c in calls)
+    assert any(c.startswith("diagnose ") for c in calls)  # the base's diagnosis is still taken
+
+
 def test_a_failed_step_runs_again_when_the_code_changed_and_only_then(tmp_path):
     """Session 12: a kernel's test failed, the kernel was fixed, and the next warm call skipped the test as "done
     earlier (rc=1)". A failed step is now run again under other code (SUITE_CODE_ID), skipped under the same code,
