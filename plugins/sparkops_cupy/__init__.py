@@ -18,7 +18,11 @@ from . import _runtime
 #: files every implementation depends on besides its module and its kernel sources
 _COMMON = ("_runtime.py", "_weights.py")
 
-#: (op, implementation name, "module:function", claim, kernel source(s)) for every implementation
+#: the torch plugin's modules an implementation runs when its stated policy hands a call to the torch plugin
+_TORCH_DELEGATE = ("../sparkops_torch/_common.py", "../sparkops_torch/_weights.py", "../sparkops_torch/dequant.py")
+
+#: (op, implementation name, "module:function", claim, kernel source(s)[, other Python sources it runs]) for every
+#: implementation
 IMPLEMENTATIONS = [
     # the Q8_0 quantizer is exact arithmetic: the same bytes as the reference, not merely close
     ("quantize_act", "cupy", "sparkops_cupy.quantize_act:quantize_act", bit_identical(to="numpy"), "quantize_act.cu"),
@@ -33,21 +37,26 @@ IMPLEMENTATIONS = [
     # the same weight stream dotted with float32 activations: the reference's arithmetic, other sums
     ("linear", "cupy_float", "sparkops_cupy.linear:linear_float", tolerance(), "linear.cu"),
     # decode's one-token Q4_K GEMV as one warp per row, all its loads at once; every other call is cupy_float's
-    ("linear", "cupy_rowwarp", "sparkops_cupy.linear:linear_rowwarp", tolerance(), ("linear.cu", "linear_rowwarp.cu")),
+    # (a prefill goes to the torch plugin's float32 linear: its sources are part of this implementation's record)
+    ("linear", "cupy_rowwarp", "sparkops_cupy.linear:linear_rowwarp", tolerance(), ("linear.cu", "linear_rowwarp.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     ("kda", "cupy_recurrent", "sparkops_cupy.kda:kda", tolerance(), "kda.cu"),
     ("attention", "cupy_splitk", "sparkops_cupy.attention:attention", tolerance(), "attention.cu"),
     # the same function judged on bfloat16 inputs: a bf16 cache at the 48B decode shape takes the
     # tensor-core split (bf16 operands), which only this claim's cases reach
     ("attention", "cupy_splitk_bf16", "sparkops_cupy.attention:attention", tolerance("bf16"), "attention.cu"),
     ("moe_experts", "cupy_dp4a", "sparkops_cupy.moe_experts:moe_experts", tolerance("act_q8"), "moe_experts.cu"),
+    # one token's Q4_K experts in two row-warp launches; every other call is the torch plugin's float32 moe_experts
+    ("moe_experts", "cupy_rowwarp", "sparkops_cupy.moe_experts:moe_experts_rowwarp", tolerance(), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
 ]
 
 
 @hookimpl
 def register_implementations(register):
     why = _runtime.unavailable_reason()
-    for op, name, fn, claim, source in IMPLEMENTATIONS:
+    for op, name, fn, claim, source, *delegate in IMPLEMENTATIONS:
         kernels = (source,) if isinstance(source, str) else source
         files = dict.fromkeys(f for cu in kernels for f in _runtime.source_files(cu))  # headers once, in order
         register(op=op, name=name, backend="cupy", devices=("cuda",), fn=fn, claim=claim, unavailable=why,
-                 sources=tuple(files) + _COMMON)
+                 sources=tuple(files) + _COMMON + (delegate[0] if delegate else ()))

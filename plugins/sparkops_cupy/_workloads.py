@@ -162,7 +162,7 @@ def attention_workload(cfg: ModelConfig, context: int) -> Workload:
     return Workload("attention", f"MLA decode L={context} bf16 cache ({cache_bytes / 2**20:.0f} MiB)", build, target)
 
 
-def moe_workload(cfg: ModelConfig, qtype: Q) -> Workload:
+def moe_workload(cfg: ModelConfig, qtype: Q, dtype: torch.dtype = torch.float32) -> Workload:
     d, f, e, k, fs = (cfg.hidden_size, cfg.moe_intermediate_size, cfg.n_experts, cfg.n_experts_per_token,
                       cfg.moe_intermediate_size * cfg.n_shared_experts)
 
@@ -181,11 +181,12 @@ def moe_workload(cfg: ModelConfig, qtype: Q) -> Workload:
         sets = []
         for _ in range(MAX_SETS):  # a different token, routed to different experts, every call
             ids = torch.randperm(e, generator=g)[:k].reshape(1, k).to(device)
-            sets.append(dict(x=_randn(g, 1, d, device=device), weights=(torch.rand(1, k, generator=g) + 0.1).to(device),
-                             ids=ids, **w))
-        return sets, k * per_expert + shared + 4 * 2 * d
+            sets.append(dict(x=_randn(g, 1, d, dtype=dtype, device=device),
+                             weights=(torch.rand(1, k, generator=g) + 0.1).to(device), ids=ids, **w))
+        return sets, k * per_expert + shared + dtype.itemsize * 2 * d
 
-    return Workload("moe_experts", f"{qtype.name} E={e} top-{k} + shared, one token", build)
+    act = "" if dtype == torch.float32 else f" {str(dtype).removeprefix('torch.')}"
+    return Workload("moe_experts", f"{qtype.name} E={e} top-{k} + shared, one token{act}", build)
 
 
 def workloads(cfg: ModelConfig | None = None) -> list[Workload]:

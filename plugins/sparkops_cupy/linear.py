@@ -11,9 +11,10 @@ Two implementations share the kernel body and differ in what they do with the ac
 F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
 - "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode as one warp per output row, every byte of
   the row requested before any is used (kernels/linear_rowwarp.cu): one launch, no split-K, no staging in shared
-  memory. Float32 products as cupy_float's, summed in another order: claim tolerance(). Its policy for every
-  other call - more than one token, or a weight that is not Q4_K - is cupy_float's kernel, stated here and in the
-  implementation's description; a registry selects it per type (linear@Q4_K) so the other types keep theirs.
+  memory. Float32 products as cupy_float's, summed in another order: claim tolerance(). Its stated policy for every
+  other call: one token of another type, or up to 8 tokens, runs cupy_float's kernel; more tokens (a prefill chunk)
+  the torch plugin's float32 linear (the weight dequantized once, cuBLAS), since a GEMV per token group would read
+  the weight again for every 4 tokens. A registry selects it per type (linear@Q4_K) so the other types keep theirs.
 """
 
 from __future__ import annotations
@@ -48,7 +49,12 @@ def linear_float(x, weight):
 
 def linear_rowwarp(x, weight):
     """Implementation "cupy_rowwarp": one token times a Q4_K weight as one warp per row (kernels/linear_rowwarp.cu);
-    every other call runs cupy_float's kernel (the stated policy: the row-warp kernel is the decode GEMV only)."""
+    every other call by the stated policy: up to ROWWARP_GEMV_MAX_T tokens cupy_float's kernel, more the torch
+    plugin's float32 linear."""
+    if x.dim() == 2 and x.shape[0] > ROWWARP_GEMV_MAX_T:
+        from sparkops_torch.linear import linear as torch_linear
+
+        return torch_linear(x, weight)
     if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or weight.qtype != Q.Q4_K:
         return _linear(x, weight, float_act=True)
     dev = rt.cuda_device("linear", x=x)
@@ -67,6 +73,8 @@ def linear_rowwarp(x, weight):
     return y
 
 
+#: cupy_rowwarp: the most tokens a call hands to cupy_float's GEMV; more go to the torch plugin's GEMM
+ROWWARP_GEMV_MAX_T = 8
 #: the row-warp kernels' dtype suffix per activation dtype code (rt.DTYPE_CODE)
 _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: the two forms of kernels/linear_rowwarp.cu and the rows one block of 128 threads computes: "warp", a warp per row

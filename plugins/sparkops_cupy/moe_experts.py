@@ -5,13 +5,22 @@ read on the device) and down (the weighted combine, one warp per output row, no 
 shared expert is stored in another type than the routed experts it gets its own two launches, the
 second accumulating into the output. Block-quantized weights use Q8_0 activations and __dp4a, as
 linear does: claim tolerance("act_q8").
+
+"cupy_rowwarp" (`moe_experts_rowwarp`, kernels/moe_rowwarp.cu): one token with every expert weight in Q4_K, in two
+launches built like linear's row-warp GEMVs (a row's loads requested before any is used, no split-K): gate/up into a
+float32 hidden vector, then down with the routing weights. Float32 products as the reference's, other sums: claim
+tolerance(). Its stated policy for every other call (more than one token, another type, a width that is not a whole
+number of Q4_K blocks) is the torch plugin's float32 moe_experts (dequantized weights, cuBLAS): correct everywhere,
+and fast where decode never goes (a prefill chunk).
 """
 
 from __future__ import annotations
 
 import torch
+from gguf import GGMLQuantizationType as Q
 
 from sparkops.errors import BadInput
+from sparkops.qweight import QWeight
 
 from . import _runtime as rt
 from ._weights import KernelWeight, iq1s_grid, kernel_weight
@@ -72,6 +81,73 @@ def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     _down(h, width, 0, kd, f, k, ids, e, weights, sd if same_down else None, fs if same_down else 0, d, y, code, 0)
     if has_shared and not same_down:
         _down(h, width, k * f, sd, fs, 1, None, 1, None, None, 0, d, y, code, 1)
+    return y
+
+
+#: the row-warp gate/up kernel per activation dtype code (rt.DTYPE_CODE)
+_GATEUP = {0: "moe_q4_k_gateup_f32", 1: "moe_q4_k_gateup_bf16", 2: "moe_q4_k_gateup_f16"}
+
+
+def rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
+    """Whether cupy_rowwarp's kernels take this call: one token, every expert weight Q4_K, widths of whole blocks."""
+    shared = (s_gate, s_up, s_down)
+    if x.dim() != 2 or x.shape[0] != 1 or not all(isinstance(w, QWeight) for w in (w_gate, w_up, w_down)):
+        return False
+    if any(s is not None and not isinstance(s, QWeight) for s in shared):
+        return False
+    ws = [w for w in (w_gate, w_up, w_down, *shared) if w is not None]
+    if any(w.qtype != Q.Q4_K for w in ws) or any(w.shape[-1] % 256 for w in ws):
+        return False
+    return all(s is None for s in shared) or s_gate.shape[0] % 2 == 0
+
+
+def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp": one token's Q4_K experts in two row-warp launches (kernels/moe_rowwarp.cu);
+    every other call runs the torch plugin's float32 moe_experts (the stated policy, `rowwarp_serves`)."""
+    if not rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down):
+        from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
+
+        return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    op = "moe_experts"
+    dev = rt.cuda_device(op, x=x, weights=weights, ids=ids)
+    d = x.shape[1]
+    rt.expect_shape(op, "ids", ids, (1, None), "[T, K]")
+    k = ids.shape[1]
+    rt.expect_shape(op, "weights", weights, (1, k), "[T, K], one weight per chosen expert")
+    e, f, _ = w_gate.shape
+    if tuple(w_gate.shape) != (e, f, d) or tuple(w_up.shape) != (e, f, d) or tuple(w_down.shape) != (e, d, f):
+        raise BadInput(f"{op}: expert weights must be gate/up [E, F, D] and down [E, D, F] with D = {d}; got "
+                       f"{list(w_gate.shape)}, {list(w_up.shape)}, {list(w_down.shape)}")
+    shared = [s is not None for s in (s_gate, s_up, s_down)]
+    if any(shared) and not all(shared):
+        raise BadInput(f"{op}: pass all three shared-expert weights (s_gate, s_up, s_down) or none")
+    fs = s_gate.shape[0] if all(shared) else 0
+    if fs and (tuple(s_gate.shape) != (fs, d) or tuple(s_up.shape) != (fs, d) or tuple(s_down.shape) != (d, fs)):
+        raise BadInput(f"{op}: shared expert weights must be gate/up [Fs, D] and down [D, Fs] with D = {d}")
+    code = rt.act_code(op, "x", x)
+    x = rt.contiguous(x)
+    if x.data_ptr() % 16:  # the activations are read 16 bytes at a time
+        x = x.clone()
+    ids = rt.contiguous(ids.long())
+    weights = rt.contiguous(weights.float())
+    kg, ku, kd = (kernel_weight(op, n, w, dev) for n, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)))
+    sg = su = sd = None
+    if fs:
+        sg, su, sd = (kernel_weight(op, n, w, dev) for n, w in (("s_gate", s_gate), ("s_up", s_up), ("s_down", s_down)))
+    for kw in (kg, ku, kd, sg, su, sd):
+        if kw is not None and kw.raw.data_ptr() % 16:
+            raise BadInput(f"{op}: an expert weight's data is not 16-byte aligned; give it its own allocation")
+    rows = k * f + fs
+    h = torch.empty((rows,), dtype=torch.float32, device=dev)  # [K * F + Fs]
+    y = torch.empty((1, d), dtype=x.dtype, device=dev)
+    rt.launch("moe_rowwarp.cu", _GATEUP[code], dev, ((rows + 7) // 8,), (128,),
+              (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
+               rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(fs), rt.i32(d),
+               rt.ptr(h)), shared_mem=4 * d + 4 * (d // 16))
+    rt.launch("moe_rowwarp.cu", "moe_q4_k_down", dev, ((d + 3) // 4,), (128,),
+              (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
+               rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
+               rt.ptr(y), rt.i32(code)))
     return y
 
 

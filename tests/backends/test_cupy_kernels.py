@@ -29,6 +29,7 @@ from sparkops_cupy.linear import linear as cu_linear  # noqa: E402
 from sparkops_cupy.linear import linear_float as cu_linear_float  # noqa: E402
 from sparkops_cupy.linear import linear_rowwarp as cu_linear_rowwarp  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
+from sparkops_cupy.moe_experts import moe_experts_rowwarp as cu_moe_rowwarp  # noqa: E402
 from sparkops_cupy.quantize_act import quantize_act as cu_quantize  # noqa: E402
 from sparkops_cupy.rmsnorm import rmsnorm as cu_rmsnorm  # noqa: E402
 from sparkops_cupy.rmsnorm_quantize import rmsnorm_quantize, rmsnorm_quantize_unfused  # noqa: E402
@@ -235,6 +236,74 @@ def test_moe_experts_at_48b_shape(qtype, shared_qtype, t):
     want = ref("moe_experts")(x, weights, ids, **{n: on_cpu(v) for n, v in w.items()})
     variant = "fp32" if qtype == Q.F32 else "act_q8"
     assert nmse(got, want) <= rule_for("moe_experts", variant).limit
+
+
+def _moe_args(seed, t, d, f, e, k, qtype, shared_qtype, device=DEV):
+    rng = np.random.default_rng(seed)
+    g = torch.Generator().manual_seed(seed)
+    w = dict(w_gate=qweight(rng, (e, f, d), qtype, d ** -0.5, device), w_up=qweight(rng, (e, f, d), qtype, d ** -0.5,
+                                                                                    device),
+             w_down=qweight(rng, (e, d, f), qtype, f ** -0.5, device))
+    if shared_qtype is None:
+        w.update(s_gate=None, s_up=None, s_down=None)
+    else:
+        w.update(s_gate=qweight(rng, (f, d), shared_qtype, d ** -0.5, device),
+                 s_up=qweight(rng, (f, d), shared_qtype, d ** -0.5, device),
+                 s_down=qweight(rng, (d, f), shared_qtype, f ** -0.5, device))
+    ids = torch.stack([torch.randperm(e, generator=g)[:k] for _ in range(t)])
+    x, weights = torch.randn(t, d, generator=g), torch.rand(t, k, generator=g) + 0.1
+    return x, weights, ids, w
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("d,f,e,k", [(2304, 1024, 256, 8), (512, 256, 6, 3), (1280, 768, 9, 5)])
+def test_rowwarp_moe_one_token_q4k_matches_reference(dtype, shared, d, f, e, k):
+    """cupy_rowwarp's kernels (one token, every expert Q4_K): the 48B's shape (256 experts, top-8, a shared expert of
+    1024) and small odd ones (a gate/up ring of 4 super-blocks that wraps after 5, down units that end 2 into a group
+    of 16), with and without the shared expert, float32 and bf16 activations; two runs give the same bits."""
+    x, weights, ids, w = _moe_args(d + f + e + k, 1, d, f, e, k, Q.Q4_K, Q.Q4_K if shared else None)
+    xd = x.to(DEV, dtype)
+    got = cu_moe_rowwarp(xd, weights.to(DEV), ids.to(DEV), **w)
+    assert got.dtype == dtype and got.shape == (1, d)
+    want = ref("moe_experts")(xd.float().cpu(), weights, ids, **{n: on_cpu(v) for n, v in w.items()})
+    variant = "fp32" if dtype == torch.float32 else "bf16"
+    assert nmse(got.float(), want) <= rule_for("moe_experts", variant).limit
+    again = cu_moe_rowwarp(xd, weights.to(DEV), ids.to(DEV), **w)
+    assert torch.equal(got, again), "two runs disagree: every sum must be in a fixed order"
+
+
+def test_rowwarp_moe_an_expert_id_out_of_range_gives_nan():
+    x, weights, ids, w = _moe_args(7, 1, 512, 256, 6, 3, Q.Q4_K, Q.Q4_K)
+    ids[0, 1] = 6  # one past the last expert
+    got = cu_moe_rowwarp(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)
+    assert torch.isnan(got).all(), "an expert id outside [0, E) must poison the token's output, not read past it"
+
+
+@pytest.mark.parametrize("t,qtype", [(3, Q.Q4_K), (1, Q.Q6_K), (1, Q.Q8_0), (20, Q.Q4_K)])
+def test_rowwarp_moe_hands_other_calls_to_the_torch_plugin(t, qtype):
+    """The stated policy: more than one token, or experts of another type, run the torch plugin's float32
+    moe_experts - the same result as calling it, within the float32 row of the reference."""
+    from sparkops_torch.moe_experts import moe_experts as torch_moe
+
+    x, weights, ids, w = _moe_args(11 + t, t, 512, 256, 6, 3, qtype, qtype)
+    args = (x.to(DEV), weights.to(DEV), ids.to(DEV))
+    got = cu_moe_rowwarp(*args, **w)
+    assert torch.equal(got, torch_moe(*args, **w))
+    want = ref("moe_experts")(x, weights, ids, **{n: on_cpu(v) for n, v in w.items()})
+    assert nmse(got, want) <= rule_for("moe_experts", "fp32").limit
+
+
+def test_rowwarp_linear_hands_a_prefill_to_the_torch_plugin():
+    """The stated policy of linear's cupy_rowwarp: up to 8 tokens cupy_float's GEMV, more the torch plugin's linear."""
+    from sparkops_torch.linear import linear as torch_linear
+
+    rng = np.random.default_rng(13)
+    w = qweight(rng, (256, 512), Q.Q4_K, 0.02)
+    g = torch.Generator().manual_seed(13)
+    for t, same in ((5, cu_linear_float), (40, torch_linear)):
+        x = torch.randn(t, 512, generator=g).to(DEV)
+        assert torch.equal(cu_linear_rowwarp(x, w), same(x, w)), t
 
 
 # ---- the fused rmsnorm + quantize kernel -----------------------------------------------------------------

@@ -19,7 +19,7 @@ def test_every_implementation_registers_with_a_matching_signature():
     catalog = load_catalog()
     cupy_plugin = next(p for p in catalog.plugins if p.name == "cupy")
     assert cupy_plugin.status == "ok" and not cupy_plugin.rejected, cupy_plugin.error or cupy_plugin.rejected
-    for op, name, spec, _, _ in sparkops_cupy.IMPLEMENTATIONS:
+    for op, name, spec, *_ in sparkops_cupy.IMPLEMENTATIONS:
         impl = catalog.get(op, name)
         assert impl.backend == "cupy" and impl.devices == ("cuda",)
         module, _, attr = spec.partition(":")

@@ -131,3 +131,30 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     per_token = _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, row-warp forms vs triton_lastblock", dtype)
     if dtype == torch.bfloat16:
         assert per_token["cupy_rowwarp"] <= per_token["triton_lastblock"], per_token
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_rowwarp_moe_side_by_side_with_triton(dtype):
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp: one token through the 48B's Q4_K experts (256 of
+    them, top-8, the shared expert) under triton_prefetch (the decode step's moe_experts), cupy_rowwarp and
+    triton_lastblock, on the same argument sets in one CUDA graph each. Printed per layer and per token (x the MoE
+    layers); asserted: each was captured, and the row-warp kernels are not slower than triton_prefetch with bf16
+    activations (what the step runs)."""
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import moe_workload
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    from gguf import GGMLQuantizationType as Q
+
+    layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
+    cat = load_catalog()
+    names = ("triton_prefetch", "cupy_rowwarp", "triton_lastblock")
+    w = moe_workload(cfg, Q.Q4_K, dtype)
+    sets, nbytes = w.build(torch.device("cuda"), 7)
+    times = {n: time_op("moe_experts", cat.get("moe_experts", n).resolve(), sets, nbytes) for n in names}
+    assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
+    print(f"\nmoe_experts {w.label}: " + "  ".join(
+        f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"
+        for n, t in times.items()))
+    if dtype == torch.bfloat16:
+        assert times["cupy_rowwarp"].seconds <= times["triton_prefetch"].seconds, times

@@ -9,92 +9,8 @@
 // a warp waits out one DRAM round trip, then decodes in registers and sums with shuffles. No split-K, no partial
 // sums, no second pass: one launch, and each output is written by one warp in a fixed order (deterministic).
 //
-// Layout. A Q4_K super-block (256 inputs, 144 bytes): fp16 d | fp16 dmin | 12 bytes of 6-bit (scale, min) x 8 |
-// qs[128]. A round of the warp covers 4 consecutive super-blocks, one per octet of lanes; lane o (0..7) of an
-// octet loads the block's 16-byte header and qs bytes 16o..16o+15. Those hold sub-block pair j = o / 2: the low
-// nibbles are inputs 64j + 16(o % 2) + 0..15 (sub-block 2j), the high nibbles the same + 32 (sub-block 2j + 1).
-// Each lane adds d*sc * sum(q x) - dmin*m * sum(x) for its two half sub-blocks; the warp then adds its lanes.
-#include "common.cuh"
-
-// super-blocks a warp has in flight at once: 4 rounds of 4 (a row of 4096 inputs in one trip)
-#define RW_ROUNDS 4
-
-// nibble byte b (0..3) of a word already masked to 0x0F0F0F0F, as a float: the bits 2^23 + byte, less 2^23
-__device__ __forceinline__ float rw_nib(u32 w, int b) {
-    return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540 + b)) - 8388608.0f;
-}
-
-// 16 consecutive activations from x + i (i a multiple of 16; the row 16-byte aligned) as float32
-template <int DT>
-__device__ __forceinline__ void rw_load16(const void* __restrict__ x, i64 i, float* v) {
-    if (DT == DT_F32) {
-        const float4* p = (const float4*)((const float*)x + i);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            float4 f = __ldg(p + k);
-            v[4 * k] = f.x;
-            v[4 * k + 1] = f.y;
-            v[4 * k + 2] = f.z;
-            v[4 * k + 3] = f.w;
-        }
-    } else {
-        const uint4* p = (const uint4*)((const u16*)x + i);
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-            uint4 u = __ldg(p + k);
-            u32 w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                if (DT == DT_BF16) {
-                    v[8 * k + 2 * h] = __uint_as_float(w[h] << 16);
-                    v[8 * k + 2 * h + 1] = __uint_as_float(w[h] & 0xffff0000u);
-                } else {
-                    v[8 * k + 2 * h] = f16_to_f32((u16)(w[h] & 0xffffu));
-                    v[8 * k + 2 * h + 1] = f16_to_f32((u16)(w[h] >> 16));
-                }
-            }
-        }
-    }
-}
-
-// the 6-bit (scale, min) of sub-block s (0..7) from the header's scale words a = bytes 4..7, b = 8..11, c = 12..15
-__device__ __forceinline__ void rw_scale_min(u32 a, u32 b, u32 c, int s, float& sc, float& mn) {
-    const int i = 8 * (s & 3);
-    const u32 ab = (a >> i) & 0xffu, bb = (b >> i) & 0xffu, cb = (c >> i) & 0xffu;
-    const u32 s_lo = ab & 63u, m_lo = bb & 63u;
-    const u32 s_hi = (cb & 15u) | ((ab >> 6) << 4), m_hi = (cb >> 4) | ((bb >> 6) << 4);
-    sc = (float)(s < 4 ? s_lo : s_hi);
-    mn = (float)(s < 4 ? m_lo : m_hi);
-}
-
-// one lane's share of one super-block: header h, its 16 qs bytes q, activations from x + xi (the block's start)
-template <int DT>
-__device__ __forceinline__ float rw_block(uint4 h, uint4 q, const void* __restrict__ x, i64 xi, int o) {
-    const int j = o >> 1;
-    const i64 base = xi + 64 * j + 16 * (o & 1);
-    float xl[16], xh[16];
-    rw_load16<DT>(x, base, xl);
-    rw_load16<DT>(x, base + 32, xh);
-    float sc_l, mn_l, sc_h, mn_h;
-    rw_scale_min(h.y, h.z, h.w, 2 * j, sc_l, mn_l);
-    rw_scale_min(h.y, h.z, h.w, 2 * j + 1, sc_h, mn_h);
-    const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
-    const u32 w[4] = {q.x, q.y, q.z, q.w};
-    float al = 0.0f, ah = 0.0f, sl = 0.0f, sh = 0.0f;  // sum(q x) and sum(x), low and high nibbles
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        const u32 lo = w[k] & 0x0F0F0F0Fu, hi = (w[k] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            const float a = xl[4 * k + b], c = xh[4 * k + b];
-            al = fmaf(rw_nib(lo, b), a, al);
-            ah = fmaf(rw_nib(hi, b), c, ah);
-            sl += a;
-            sh += c;
-        }
-    }
-    return (d * sc_l) * al - (dmin * mn_l) * sl + ((d * sc_h) * ah - (dmin * mn_h) * sh);
-}
+// The Q4_K decoding and the activation staging both forms use are in q4k_rows.cuh (moe_rowwarp.cu shares them).
+#include "q4k_rows.cuh"
 
 // y[row] = x . dequantize(W[row]) for one token: x [K] (dtype DT), w [N, row_bytes] Q4_K (row_bytes = K / 256 * 144,
 // 16-byte aligned), y [N] (x's dtype). 128 threads = 4 rows a block; grid ceil(N / 4).
@@ -112,11 +28,7 @@ __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u
 #pragma unroll
         for (int i = 0; i < RW_ROUNDS; ++i) {  // every load of the group first
             const int sb = g + 4 * i + oct;
-            if (sb < nsb) {
-                const uint4* b = (const uint4*)(r + (i64)sb * 144);
-                h[i] = __ldcs(b);
-                q[i] = __ldcs(b + 1 + o);
-            }
+            if (sb < nsb) q4k_load(r + (i64)sb * 144, o, h[i], q[i]);
         }
 #pragma unroll
         for (int i = 0; i < RW_ROUNDS; ++i) {
@@ -139,38 +51,6 @@ __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u
 // Shared memory: K floats of activations (16-byte groups swizzled so the 8 lanes of an octet read 8 different bank
 // groups), then K / 16 sums. 128 threads = 16 rows a block.
 
-// the float4 slot of activation group f (4 activations) in shared memory: within each run of 8 groups, shifted by
-// (f / 16) % 4, so the 8 lanes of an octet (groups 16j + 4(o % 2) + k, j = o / 2) hit 8 different bank groups
-__device__ __forceinline__ int ro_slot(int f) { return (f & ~7) | ((f + ((f >> 4) & 3)) & 7); }
-
-// one lane's share of one super-block sb from the staged activations: d*sc * sum(q x) - dmin*m * sum(x)
-__device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __restrict__ sx,
-                                          const float* __restrict__ ssum, int sb, int o) {
-    const int j = o >> 1;
-    const int f = sb * 64 + 16 * j + 4 * (o & 1);  // the lane's first group of low-nibble activations
-    float sc_l, mn_l, sc_h, mn_h;
-    rw_scale_min(h.y, h.z, h.w, 2 * j, sc_l, mn_l);
-    rw_scale_min(h.y, h.z, h.w, 2 * j + 1, sc_h, mn_h);
-    const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
-    const u32 w[4] = {q.x, q.y, q.z, q.w};
-    float al = 0.0f, ah = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {  // a word of codes against its 4 low and 4 high activations
-        const float4 a = sx[ro_slot(f + k)], c = sx[ro_slot(f + 8 + k)];
-        const u32 lo = w[k] & 0x0F0F0F0Fu, hi = (w[k] >> 4) & 0x0F0F0F0Fu;
-        al = fmaf(rw_nib(lo, 0), a.x, al);
-        al = fmaf(rw_nib(lo, 1), a.y, al);
-        al = fmaf(rw_nib(lo, 2), a.z, al);
-        al = fmaf(rw_nib(lo, 3), a.w, al);
-        ah = fmaf(rw_nib(hi, 0), c.x, ah);
-        ah = fmaf(rw_nib(hi, 1), c.y, ah);
-        ah = fmaf(rw_nib(hi, 2), c.z, ah);
-        ah = fmaf(rw_nib(hi, 3), c.w, ah);
-    }
-    const int s16 = f >> 2;  // the lane's sum of 16 (low nibbles); the high nibbles' is 2 further
-    return (d * sc_l) * al - (dmin * mn_l) * ssum[s16] + ((d * sc_h) * ah - (dmin * mn_h) * ssum[s16 + 2]);
-}
-
 template <int DT>
 __device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                             int K, int N, void* __restrict__ y) {
@@ -185,23 +65,9 @@ __device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8
     uint4 h[4], q[4];
 #pragma unroll
     for (int s = 0; s < 4; ++s) {  // the weights first: their round trip overlaps the staging below
-        if (s < nsb) {
-            const uint4* b = (const uint4*)(r + (i64)s * 144);
-            h[s] = __ldcs(b);
-            q[s] = __ldcs(b + 1 + o);
-        }
+        if (s < nsb) q4k_load(r + (i64)s * 144, o, h[s], q[s]);
     }
-    for (int i = tid; i < (K >> 4); i += blockDim.x) {  // 16 activations a thread: 4 slots and their sum
-        float v[16];
-        rw_load16<DT>(x, 16 * (i64)i, v);
-        float t = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            sx[ro_slot(4 * i + k)] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
-            t += (v[4 * k] + v[4 * k + 1]) + (v[4 * k + 2] + v[4 * k + 3]);
-        }
-        ssum[i] = t;
-    }
+    ro_stage<DT>(x, K, sx, ssum);
     __syncthreads();
     float acc = 0.0f;
     for (int base = 0; base < nsb; base += 4) {
@@ -210,11 +76,7 @@ __device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8
             const int sb = base + s;
             if (sb < nsb) {
                 acc += ro_block(h[s], q[s], sx, ssum, sb, o);
-                if (sb + 4 < nsb) {
-                    const uint4* b = (const uint4*)(r + (i64)(sb + 4) * 144);
-                    h[s] = __ldcs(b);
-                    q[s] = __ldcs(b + 1 + o);
-                }
+                if (sb + 4 < nsb) q4k_load(r + (i64)(sb + 4) * 144, o, h[s], q[s]);
             }
         }
     }
