@@ -69,13 +69,14 @@ __device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8
     }
     ro_stage<DT>(x, K, sx, ssum);
     __syncthreads();
+    const RoLane lp = ro_lane(o);
     float acc = 0.0f;
     for (int base = 0; base < nsb; base += 4) {
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int sb = base + s;
             if (sb < nsb) {
-                acc += ro_block(h[s], q[s], sx, ssum, sb, o);
+                acc += ro_block(h[s], q[s], sx + 64 * sb, ssum + 16 * sb, lp);
                 if (sb + 4 < nsb) q4k_load(r + (i64)(sb + 4) * 144, o, h[s], q[s]);
             }
         }

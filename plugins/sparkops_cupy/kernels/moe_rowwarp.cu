@@ -52,13 +52,14 @@ __device__ __forceinline__ void gateup_q4_k(const void* __restrict__ x, const i6
         if (s < nsb) q4k_load(w + (i64)s * 144, o, hd[s], q[s]);
     ro_stage<DT>(x, D, sx, ssum);
     __syncthreads();
+    const RoLane lp = ro_lane(o);
     float acc = 0.0f;
     for (int base = 0; base < nsb; base += 4) {
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int sb = base + s;
             if (sb < nsb) {
-                acc += ro_block(hd[s], q[s], sx, ssum, sb, o);
+                acc += ro_block(hd[s], q[s], sx + 64 * sb, ssum + 16 * sb, lp);
                 if (sb + 4 < nsb) q4k_load(w + (i64)(sb + 4) * 144, o, hd[s], q[s]);
             }
         }

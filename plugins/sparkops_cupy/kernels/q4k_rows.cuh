@@ -94,32 +94,54 @@ __device__ __forceinline__ float rw_block(uint4 h, uint4 q, const void* __restri
 // (f / 16) % 4, so the 8 lanes of an octet (groups 16j + 4(o % 2) + k, j = o / 2) hit 8 different bank groups
 __device__ __forceinline__ int ro_slot(int f) { return (f & ~7) | ((f + ((f >> 4) & 3)) & 7); }
 
-// one lane's share of one super-block sb from the staged activations: d*sc * sum(q x) - dmin*m * sum(x)
-__device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __restrict__ sx,
-                                          const float* __restrict__ ssum, int sb, int o) {
-    const int j = o >> 1;
-    const int f = sb * 64 + 16 * j + 4 * (o & 1);  // the lane's first group of low-nibble activations
-    float sc_l, mn_l, sc_h, mn_h;
-    rw_scale_min(h.y, h.z, h.w, 2 * j, sc_l, mn_l);
-    rw_scale_min(h.y, h.z, h.w, 2 * j + 1, sc_h, mn_h);
+// What a lane's place o (0..7) in its octet fixes for every super-block of the staged form, worked out once: its
+// sub-block pair j, the shared-memory float4 slots of its 16 low-nibble activations relative to the super-block's 64
+// (ro_slot of 16j + 4(o % 2) + k is 16j + (4(o % 2) + k + j) % 8: the high nibbles' are 8 further), its sum of 16
+// relative to the super-block's 16, and the shift of its (scale, min) bytes in the header's scale words.
+struct RoLane {
+    int slot[4];
+    int s16, sh;
+    bool low;
+};
+
+__device__ __forceinline__ RoLane ro_lane(int o) {
+    RoLane l;
+    const int j = o >> 1, b = o & 1;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) l.slot[k] = 16 * j + ((4 * b + k + j) & 7);
+    l.s16 = 4 * j + b;
+    l.sh = 16 * (j & 1);  // sub-blocks 2j, 2j + 1 are bytes (2j) % 4 and (2j) % 4 + 1 of the scale words
+    l.low = j < 2;
+    return l;
+}
+
+// one lane's share of one super-block from the staged activations: d*sc * sum(q x) - dmin*m * sum(x); sxb and ssb
+// point at the super-block's 64 float4 slots and 16 sums
+__device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __restrict__ sxb,
+                                          const float* __restrict__ ssb, const RoLane& l) {
+    const u32 a = h.y >> l.sh, b = h.z >> l.sh, c = h.w >> l.sh;  // byte 0: sub-block 2j, byte 1: 2j + 1
+    const u32 sc0 = l.low ? (a & 63u) : ((c & 15u) | ((a >> 2) & 48u));
+    const u32 mn0 = l.low ? (b & 63u) : (((c >> 4) & 15u) | ((b >> 2) & 48u));
+    const u32 sc1 = l.low ? ((a >> 8) & 63u) : (((c >> 8) & 15u) | ((a >> 10) & 48u));
+    const u32 mn1 = l.low ? ((b >> 8) & 63u) : (((c >> 12) & 15u) | ((b >> 10) & 48u));
     const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
     const u32 w[4] = {q.x, q.y, q.z, q.w};
     float al = 0.0f, ah = 0.0f;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {  // a word of codes against its 4 low and 4 high activations
-        const float4 a = sx[ro_slot(f + k)], c = sx[ro_slot(f + 8 + k)];
+        const float4 x0 = sxb[l.slot[k]], x1 = sxb[l.slot[k] + 8];
         const u32 lo = w[k] & 0x0F0F0F0Fu, hi = (w[k] >> 4) & 0x0F0F0F0Fu;
-        al = fmaf(rw_nib(lo, 0), a.x, al);
-        al = fmaf(rw_nib(lo, 1), a.y, al);
-        al = fmaf(rw_nib(lo, 2), a.z, al);
-        al = fmaf(rw_nib(lo, 3), a.w, al);
-        ah = fmaf(rw_nib(hi, 0), c.x, ah);
-        ah = fmaf(rw_nib(hi, 1), c.y, ah);
-        ah = fmaf(rw_nib(hi, 2), c.z, ah);
-        ah = fmaf(rw_nib(hi, 3), c.w, ah);
+        al = fmaf(rw_nib(lo, 0), x0.x, al);
+        al = fmaf(rw_nib(lo, 1), x0.y, al);
+        al = fmaf(rw_nib(lo, 2), x0.z, al);
+        al = fmaf(rw_nib(lo, 3), x0.w, al);
+        ah = fmaf(rw_nib(hi, 0), x1.x, ah);
+        ah = fmaf(rw_nib(hi, 1), x1.y, ah);
+        ah = fmaf(rw_nib(hi, 2), x1.z, ah);
+        ah = fmaf(rw_nib(hi, 3), x1.w, ah);
     }
-    const int s16 = f >> 2;  // the lane's sum of 16 (low nibbles); the high nibbles' is 2 further
-    return (d * sc_l) * al - (dmin * mn_l) * ssum[s16] + ((d * sc_h) * ah - (dmin * mn_h) * ssum[s16 + 2]);
+    return (d * (float)sc0) * al - (dmin * (float)mn0) * ssb[l.s16] +
+           ((d * (float)sc1) * ah - (dmin * (float)mn1) * ssb[l.s16 + 2]);
 }
 
 // Stage activations x [K] (dtype DT) in shared memory for ro_block: K floats in swizzled 16-byte groups, then the
