@@ -1126,16 +1126,16 @@ rungs13d)  # session 13's decode rung over the decode step rebuilt (rungs8's cha
   RW_BASE=$(now_reg decode-linear-rowwarp)
   RW_OK=$([ "$(cat $DONE/gpu-tests-rowwarp 2>/dev/null || true)" = 0 ] && echo 1)
   # the base's diagnosis at d=0 (the prediction's input): where the step's time goes before the rung
-  run diagnose-decode-rw 60 sparkops diagnose --model $M --device cuda --depth 0 --registry $RW_BASE $FILL_LEAN \
-      --out "$R/diag-decode-rw" --json-out $DJ/diag-decode-rw.json
+  run diagnose-decode-rw-2d 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $RW_BASE $FILL_LEAN \
+      --out "$R/diag-decode-rw" --json-out $DJ/diag-decode-rw-2d.json
   fresh_over $RW_REG $RW_BASE
   [ -n "$RW_OK" ] && [ ! -f $RW_REG ] && run swap-linear-rowwarp 30 bash -c 'swap_into "$@"' _ $RW_REG $RW_BASE \
       linear@Q4_K=cupy_rowwarp
   [ -n "$RW_OK" ] && [ -f $RW_REG ] && run gate-captured-rowwarp 30 sparkops check --model k3-nano --registry $RW_REG \
       --device cuda --captured
-  [ -n "$RW_OK" ] && [ -f $RW_REG ] && [ -s $DJ/diag-decode-rw.json ] && run decode-linear-rowwarp 150 sparkops bench \
+  [ -n "$RW_OK" ] && [ -f $RW_REG ] && [ -s $DJ/diag-decode-rw-2d.json ] && run decode-linear-rowwarp 150 sparkops bench \
       decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $RW_BASE --vs $RW_REG --graph A,B $GATE \
-      $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-rw.json --expect "$RW_FACTOR" \
+      $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-rw-2d.json --expect "$RW_FACTOR" \
       --change "linear@Q4_K=cupy_rowwarp: the Q4_K projections as one warp per row, a row's loads at once, over $(basename $RW_BASE), graph"
   ;;
 proofs13d)  # the rungs13d proofs: the lane beside a rungs13d lane
