@@ -155,16 +155,23 @@
 #                                      # prefill registry, its diagnosis, the tf32 pair (~80); GPU 1: the tf32 tests
 #                                      # and launch study (~150), then half the GPU tests; what is left, warm, after
 #   (ran in 544 s: the tf32 pair 1.039x, 41480 tok/s; tests1of2 did not fit, tests2of2 and the tf32 proofs passed)
+# Session 13: five short calls on one H200 (the GEMV probe, then the row-warp kernels' GPU tests and side-by-side
+#   timings as they were built), then two H200s, fresh then warm:
+#   export SUITE_TIMED="<session 9's decode rungs and session 12's prefill rungs>" SUITE_PREFILL_BASE=bf16
+#   bash bench/gpu_lanes.sh 560 "rungs13d" "proofs13d tests2of2"  # 427 s: prerequisites ~125 s, the decode chain's six
+#                                      # swaps ~105, the diagnosis 22, the rung's swap and captured gate ~30; the pair
+#                                      # was refused (its prediction lacked d=32768). GPU 1: row-warp proofs 67, half
+#                                      # the GPU tests 344
+#   bash bench/gpu_lanes.sh 555 "rungs13d" "tests1of2"            # 336 s: diagnosis at 0 and 32768 (43), the pair
+#                                      # (133: 1.056x), beside the other half of the GPU tests (320)
 # Next session (nvidia-h200-x2), fresh:
-#   export SUITE_TIMED="prefill-dqmm prefill-kda-chunked prefill-chunk16k prefill-moe-fused prefill-kda-split-32k
-#   prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k" SUITE_PREFILL_BASE=bf16;
-#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "proofs13 tests2of2"  # GPU 0: ~190 s of prerequisites and
-#                                      # rebuilds (the synthesis beside the swaps, no GPU tests before rebuilt rungs:
-#                                      # ~140 s less than session 12's 330), the diagnosis (~30), the bf16-scratch pair
-#                                      # (~90); GPU 1: its proofs
-#                                      # (~70), half the GPU tests (~400); then, warm:
-#   bash bench/gpu_lanes.sh 560 "tests1of2" "probe_gemv"   # the other half of the GPU tests beside the GEMV anatomy
-#                                      # probe (~60 s), whose answer picks the decode work: fusion or the GEMV itself
+#   export SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch
+#   decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
+#   prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k"
+#   SUITE_PREFILL_BASE=bf16
+#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "rungs13d proofs13"  # GPU 0: the prefill chain rebuilt and the
+#                                      # bf16-scratch pair (~330 s); GPU 1: the decode step rebuilt through the row-warp
+#                                      # rung (~260 s, no row timed again), then the next decode rung's proofs
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
