@@ -79,8 +79,9 @@ ROWWARP_GEMV_MAX_T = 8
 _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: the two forms of kernels/linear_rowwarp.cu and the rows one block of 128 threads computes: "warp", a warp per row
 #: (each row's loads all at once); "octet", a warp per 4 rows (the activations staged once a block in shared memory,
-#: one read serving the warp's 4 rows)
-ROWWARP_FORMS = {"warp": 4, "octet": 16}
+#: one read serving the warp's 4 rows, 4 super-blocks a row in flight in registers); "copy", the octet form with the
+#: block's 16 rows copied whole into shared memory first (every weight byte in flight at once)
+ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16}
 #: weights of at least this many rows take the "octet" form: the one-row form reads 16 bytes of activations from L1
 #: per weight byte, which binds once the rows no longer fit one wave of warps (a first GPU run, session 13: 6144 rows
 #: 10.7 us against triton_lastblock's 9.8, 12288 ~19 against ~13; 2304 rows and fewer won by 15-35%)
@@ -103,8 +104,11 @@ def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
     rows = ROWWARP_FORMS[form]
-    name = f"linear_q4_k_row{'warp' if form == 'warp' else 'oct'}_{_DT_SUFFIX[code]}"
-    smem = 4 * k + 4 * (k // 16) if form == "octet" else 0  # the staged activations and their sums of 16
+    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp"}[form]
+    name = f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}"
+    smem = 0 if form == "warp" else 4 * k + 4 * (k // 16)  # the staged activations and their sums of 16
+    if form == "copy":
+        smem += rows * kw.row_bytes  # and the block's rows of weights
     rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (128,),
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
 

@@ -84,8 +84,12 @@ def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     return y
 
 
-#: the row-warp gate/up kernel per activation dtype code (rt.DTYPE_CODE)
-_GATEUP = {0: "moe_q4_k_gateup_f32", 1: "moe_q4_k_gateup_bf16", 2: "moe_q4_k_gateup_f16"}
+#: the row-warp kernels' dtype suffix per activation dtype code (rt.DTYPE_CODE)
+_DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
+#: cupy_rowwarp's forms (kernels/moe_rowwarp.cu), read at each call: gate/up "octet" (4 super-blocks a row in flight
+#: in registers) or "copy" (the block's gate and up rows copied whole into shared memory first); down "warp" (16
+#: super-blocks in flight a warp) or "copy" (the block's rows of every chosen expert copied into shared memory first)
+ROWWARP_GATEUP, ROWWARP_DOWN = "octet", "warp"
 
 
 def rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
@@ -140,14 +144,22 @@ def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
     rows = k * f + fs
     h = torch.empty((rows,), dtype=torch.float32, device=dev)  # [K * F + Fs]
     y = torch.empty((1, d), dtype=x.dtype, device=dev)
-    rt.launch("moe_rowwarp.cu", _GATEUP[code], dev, ((rows + 7) // 8,), (128,),
+    if ROWWARP_GATEUP not in ("octet", "copy") or ROWWARP_DOWN not in ("warp", "copy"):
+        raise BadInput(f"{op}: cupy_rowwarp's forms are gate/up 'octet' or 'copy' and down 'warp' or 'copy', not "
+                       f"{ROWWARP_GATEUP!r} / {ROWWARP_DOWN!r} (sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
+    copy_up = ROWWARP_GATEUP == "copy"
+    smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if copy_up else 0)  # activations, sums (, 8 gate + 8 up rows)
+    rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{'cp' if copy_up else ''}_{_DT_SUFFIX[code]}", dev,
+              ((rows + 7) // 8,), (128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
                rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(fs), rt.i32(d),
-               rt.ptr(h)), shared_mem=4 * d + 4 * (d // 16))
-    rt.launch("moe_rowwarp.cu", "moe_q4_k_down", dev, ((d + 3) // 4,), (128,),
+               rt.ptr(h)), shared_mem=smem)
+    copy_down = ROWWARP_DOWN == "copy"
+    smem = 4 * (k * kd.row_bytes + (sd.row_bytes if sd else 0)) if copy_down else 0  # 4 rows of every slot
+    rt.launch("moe_rowwarp.cu", "moe_q4_k_downcp" if copy_down else "moe_q4_k_down", dev, ((d + 3) // 4,), (128,),
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
-               rt.ptr(y), rt.i32(code)))
+               rt.ptr(y), rt.i32(code)), shared_mem=smem)
     return y
 
 

@@ -97,15 +97,16 @@ def test_linear_bf16_activations_give_bf16(impl):
     assert nmse(got, want) <= rule_for("linear", "bf16" if variant == "fp32" else variant).limit
 
 
-@pytest.mark.parametrize("form", ["warp", "octet"])
+@pytest.mark.parametrize("form", ["warp", "octet", "copy"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (1027, 1024), (5, 3072), (7, 4352),
                                         (2, 256), (19, 1280)])
 def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(form, dtype, out_f, in_f):
-    """cupy_rowwarp's kernels (one token, Q4_K), both forms: rows that fill whole blocks and rows that do not (the
-    octet form's last warp with 1-3 rows), inputs of 1 to 17 super-blocks (the one-row form's group of 16 in flight
-    and a second group; the octet form's ring of 4, wrapped or not), every activation dtype. The output starts as
-    NaN, so a row no warp wrote fails; the sums are float32 up to their order."""
+    """cupy_rowwarp's kernels (one token, Q4_K), every form: rows that fill whole blocks and rows that do not (the
+    octet and copy forms' last block with 1-15 rows), inputs of 1 to 17 super-blocks (the one-row form's group of 16
+    in flight and a second group; the octet form's ring of 4, wrapped or not; the copy form's block of 16 rows at
+    17 super-blocks is 39 KB of shared memory), every activation dtype. The output starts as NaN, so a row no warp
+    wrote fails; the sums are float32 up to their order."""
     from sparkops_cupy._weights import kernel_weight
     from sparkops_cupy.linear import launch_rowwarp, rowwarp_form
     from sparkops_cupy._runtime import DTYPE_CODE
@@ -255,13 +256,19 @@ def _moe_args(seed, t, d, f, e, k, qtype, shared_qtype, device=DEV):
     return x, weights, ids, w
 
 
+@pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy")], ids=["octet-warp", "copy-copy"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("d,f,e,k", [(2304, 1024, 256, 8), (512, 256, 6, 3), (1280, 768, 9, 5)])
-def test_rowwarp_moe_one_token_q4k_matches_reference(dtype, shared, d, f, e, k):
+def test_rowwarp_moe_one_token_q4k_matches_reference(monkeypatch, forms, dtype, shared, d, f, e, k):
     """cupy_rowwarp's kernels (one token, every expert Q4_K): the 48B's shape (256 experts, top-8, a shared expert of
     1024) and small odd ones (a gate/up ring of 4 super-blocks that wraps after 5, down units that end 2 into a group
-    of 16), with and without the shared expert, float32 and bf16 activations; two runs give the same bits."""
+    of 16), with and without the shared expert, float32 and bf16 activations, both pairs of forms (ROWWARP_GATEUP,
+    ROWWARP_DOWN); two runs give the same bits."""
+    import sparkops_cupy.moe_experts as cm
+
+    monkeypatch.setattr(cm, "ROWWARP_GATEUP", forms[0])
+    monkeypatch.setattr(cm, "ROWWARP_DOWN", forms[1])
     x, weights, ids, w = _moe_args(d + f + e + k, 1, d, f, e, k, Q.Q4_K, Q.Q4_K if shared else None)
     xd = x.to(DEV, dtype)
     got = cu_moe_rowwarp(xd, weights.to(DEV), ids.to(DEV), **w)
@@ -273,7 +280,12 @@ def test_rowwarp_moe_one_token_q4k_matches_reference(dtype, shared, d, f, e, k):
     assert torch.equal(got, again), "two runs disagree: every sum must be in a fixed order"
 
 
-def test_rowwarp_moe_an_expert_id_out_of_range_gives_nan():
+@pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy")], ids=["octet-warp", "copy-copy"])
+def test_rowwarp_moe_an_expert_id_out_of_range_gives_nan(monkeypatch, forms):
+    import sparkops_cupy.moe_experts as cm
+
+    monkeypatch.setattr(cm, "ROWWARP_GATEUP", forms[0])
+    monkeypatch.setattr(cm, "ROWWARP_DOWN", forms[1])
     x, weights, ids, w = _moe_args(7, 1, 512, 256, 6, 3, Q.Q4_K, Q.Q4_K)
     ids[0, 1] = 6  # one past the last expert
     got = cu_moe_rowwarp(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)

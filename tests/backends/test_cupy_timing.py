@@ -106,7 +106,8 @@ def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
 def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp: the 48B's Q4_K decode projections under
     triton_lastblock (the step's linear), cupy_rowwarp, and each of its two forms forced (a warp per row, a warp per 4
-    rows: what ROWWARP_OCTET_ROWS chooses between), with bfloat16 activations (the bf16 registries' step) and float32.
+    rows; the octet form with the block's rows copied to shared memory first: what rowwarp_form chooses between), with
+    bfloat16 activations (the bf16 registries' step) and float32.
     The per-token sums are the prediction's input: the step's linear time falls by their difference. Asserted: each
     was captured in a graph, and the row-warp kernel's bf16 sum is not above triton_lastblock's (it exists to be
     faster at these shapes)."""
@@ -126,7 +127,7 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     cat = load_catalog()
     impls = {"triton_lastblock": cat.get("linear", "triton_lastblock").resolve(),
              "cupy_rowwarp": cat.get("linear", "cupy_rowwarp").resolve(),
-             "warp form": forced("warp"), "octet form": forced("octet")}
+             "warp form": forced("warp"), "octet form": forced("octet"), "copy form": forced("copy")}
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
     per_token = _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, row-warp forms vs triton_lastblock", dtype)
     if dtype == torch.bfloat16:
@@ -138,8 +139,9 @@ def test_rowwarp_moe_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for moe_experts=cupy_rowwarp: one token through the 48B's Q4_K experts (256 of
     them, top-8, the shared expert) under triton_prefetch (the decode step's moe_experts), cupy_rowwarp and
     triton_lastblock, on the same argument sets in one CUDA graph each. Printed per layer and per token (x the MoE
-    layers); asserted only that each was captured (session 13's first run: 35.9 us against triton_prefetch's 34.9,
-    so no speed is promised here: the figure decides whether it becomes a rung)."""
+    layers), each pair of cupy_rowwarp's forms (ROWWARP_GATEUP, ROWWARP_DOWN) on its own; asserted only that each was
+    captured (session 13's first run: 35.9 us against triton_prefetch's 34.9, so no speed is promised here: the
+    figure decides the forms and whether it becomes a rung)."""
     from sparkops.config import load_preset
     from sparkops_cupy._workloads import moe_workload
 
@@ -147,11 +149,27 @@ def test_rowwarp_moe_side_by_side_with_triton(dtype):
     from gguf import GGMLQuantizationType as Q
 
     layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
+    import sparkops_cupy.moe_experts as cm
+
     cat = load_catalog()
-    names = ("triton_prefetch", "cupy_rowwarp", "triton_lastblock")
+    rowwarp = cat.get("moe_experts", "cupy_rowwarp").resolve()
+
+    def forms(gateup, down):
+        def call(*args, **kwargs):
+            cm.ROWWARP_GATEUP, cm.ROWWARP_DOWN = gateup, down
+            try:
+                return rowwarp(*args, **kwargs)
+            finally:
+                cm.ROWWARP_GATEUP, cm.ROWWARP_DOWN = "octet", "warp"
+        return call
+
+    impls = {n: cat.get("moe_experts", n).resolve() for n in ("triton_prefetch", "triton_lastblock")}
+    for gateup in ("octet", "copy"):
+        for down in ("warp", "copy"):
+            impls[f"cupy_rowwarp {gateup}/{down}"] = forms(gateup, down)
     w = moe_workload(cfg, Q.Q4_K, dtype)
     sets, nbytes = w.build(torch.device("cuda"), 7)
-    times = {n: time_op("moe_experts", cat.get("moe_experts", n).resolve(), sets, nbytes) for n in names}
+    times = {n: time_op("moe_experts", fn, sets, nbytes) for n, fn in impls.items()}
     assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
     print(f"\nmoe_experts {w.label}: " + "  ".join(
         f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"

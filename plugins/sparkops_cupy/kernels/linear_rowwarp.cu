@@ -86,6 +86,67 @@ __device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8
     if (o == 0 && ok) store_act(y, row, DT, acc);
 }
 
+// The octet form with every weight byte in flight at once ("copy"). In the octet form each octet holds 4 super-blocks
+// in registers and reloads one as it uses one: a row of 9 is ~3 dependent DRAM round trips, the step's bottleneck
+// once the instructions are counted (session 13: 12.8 us at 12288 x 2304 for ~6 us of issue). Here the block copies
+// its 16 rows (one contiguous range, 20 KB for 2304 inputs) into shared memory with cp.async before it stages the
+// activations, so the whole weight is requested in the first microsecond, as a plain read of it would be; then the
+// octets decode from shared memory. No register ring: fewer registers, more warps. Shared memory: the staged
+// activations and sums (as the octet form), then 16 rows of weights. 128 threads = 16 rows a block.
+template <int DT>
+__device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
+                                           int K, int N, void* __restrict__ y) {
+    extern __shared__ __align__(16) float ro_smem[];
+    float4* sx = (float4*)ro_smem;
+    float* ssum = ro_smem + K;
+    u8* sw = (u8*)(ssum + (K >> 4));  // 16-byte aligned: K is a multiple of 256
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 r0 = (i64)blockIdx.x * 16;
+    const int rows = (int)min((i64)16, (i64)N - r0);
+    const int n16 = (int)(rows * row_bytes / 16);  // row_bytes = K / 256 * 144, a multiple of 16
+    const u8* src = w + r0 * row_bytes;
+    const u32 dst = smem_addr(sw);
+    for (int c = tid; c < n16; c += blockDim.x) cp_async16(dst + 16 * c, src + 16 * (i64)c, 16);
+    cp_async_commit();
+    ro_stage<DT>(x, K, sx, ssum);
+    cp_async_wait_all();
+    __syncthreads();
+    const int local = (tid >> 5) * 4 + oct;
+    const bool ok = local < rows;  // an octet past the end decodes row 0 and writes nothing
+    const u8* r = sw + (ok ? local : 0) * row_bytes;
+    const RoLane lp = ro_lane(o);
+    const int nsb = K >> 8;
+    float acc = 0.0f;
+    for (int sb = 0; sb < nsb; ++sb) {
+        const uint4* b = (const uint4*)(r + sb * 144);
+        acc += ro_block(b[0], b[1 + o], sx + 64 * sb, ssum + 16 * sb, lp);
+    }
+#pragma unroll
+    for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp_f32(const void* __restrict__ x,
+                                                                       const u8* __restrict__ w, i64 row_bytes,
+                                                                       int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_F32>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp_bf16(const void* __restrict__ x,
+                                                                        const u8* __restrict__ w, i64 row_bytes,
+                                                                        int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_BF16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp_f16(const void* __restrict__ x,
+                                                                       const u8* __restrict__ w, i64 row_bytes,
+                                                                       int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_F16>(x, w, row_bytes, K, N, y);
+}
+
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128, 8) linear_q4_k_rowoct_f32(const void* __restrict__ x,
                                                                         const u8* __restrict__ w, i64 row_bytes,

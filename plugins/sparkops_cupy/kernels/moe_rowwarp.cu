@@ -5,7 +5,8 @@
 // Why. Session 13's decode step spent ~36% of its busy time in the experts: Triton's decode GEMVs take 38.5 us a
 // layer for 34 MB (23% of 4.04 TB/s), a chunk loop of dependent round trips per program.
 //
-// 1. gate/up (the "octet" form): the hidden vector h [K * F + Fs] (the K chosen experts' F rows slot by slot, then
+// 1. gate/up (the "octet" form, or "copy": the block's weights copied whole into shared memory first): the hidden
+//    vector h [K * F + Fs] (the K chosen experts' F rows slot by slot, then
 //    the shared expert's Fs) as h[r] = silu(gate_r . x) * (up_r . x). A warp owns two rows r, r + 1: octets 0, 1
 //    take their gate rows, octets 2, 3 their up rows, all four on the same super-block at once from the activations
 //    staged in shared memory (ro_stage), each walking its row with 4 super-blocks in flight. 128 threads = 8 rows.
@@ -70,6 +71,64 @@ __device__ __forceinline__ void gateup_q4_k(const void* __restrict__ x, const i6
     if (o == 0 && oct < 2 && ok) h[r] = bad ? QNAN : mr_silu(acc) * u;
 }
 
+// gate/up with every weight byte of the block in flight at once ("copy", as linear_rowwarp.cu's rowcp): the block's
+// 8 hidden rows are one slot's (F and Fs are multiples of 256), so its 8 gate rows and 8 up rows are two contiguous
+// ranges, copied into shared memory with cp.async before the activations are staged; the octets then decode from
+// shared memory. Shared memory: the staged activations and sums, then 8 gate rows and 8 up rows. Same arguments and
+// grid as gateup_q4_k.
+template <int DT>
+__device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
+                                               const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
+                                               i64 row_bytes, int F, const u8* __restrict__ s_gate,
+                                               const u8* __restrict__ s_up, int Fs, int D, float* __restrict__ h) {
+    extern __shared__ __align__(16) float mr_smem[];
+    float4* sx = (float4*)mr_smem;
+    float* ssum = mr_smem + D;
+    u8* sw = (u8*)(ssum + (D >> 4));
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 rows = (i64)K * F + Fs;
+    const i64 r0 = (i64)blockIdx.x * 8;
+    const int here = (int)min((i64)8, rows - r0);
+    bool bad = false;
+    const u8 *g, *u;
+    if (r0 < (i64)K * F) {
+        i64 e = ids[r0 / F];
+        bad = e < 0 || e >= E;
+        e = bad ? 0 : e;
+        g = w_gate + (e * F + r0 % F) * row_bytes;
+        u = w_up + (e * F + r0 % F) * row_bytes;
+    } else {
+        g = s_gate + (r0 - (i64)K * F) * row_bytes;
+        u = s_up + (r0 - (i64)K * F) * row_bytes;
+    }
+    const int n16 = (int)(here * row_bytes / 16);
+    const u32 dst = smem_addr(sw);
+    const u32 dst_up = dst + (u32)(8 * row_bytes);
+    for (int c = tid; c < 2 * n16; c += blockDim.x) {
+        const bool second = c >= n16;
+        const int cc = second ? c - n16 : c;
+        cp_async16((second ? dst_up : dst) + 16 * cc, (second ? u : g) + 16 * (i64)cc, 16);
+    }
+    cp_async_commit();
+    ro_stage<DT>(x, D, sx, ssum);
+    cp_async_wait_all();
+    __syncthreads();
+    const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the block
+    const bool ok = local < here;
+    const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
+    const RoLane lp = ro_lane(o);
+    const int nsb = D >> 8;
+    float acc = 0.0f;
+    for (int sb = 0; sb < nsb; ++sb) {
+        const uint4* b = (const uint4*)(r + sb * 144);
+        acc += ro_block(b[0], b[1 + o], sx + 64 * sb, ssum + 16 * sb, lp);
+    }
+#pragma unroll
+    for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    const float up = __shfl_down_sync(0xffffffffu, acc, 16);  // lanes 0 and 8: the up row of their gate row
+    if (o == 0 && oct < 2 && ok) h[r0 + local] = bad ? QNAN : mr_silu(acc) * up;
+}
+
 // h [K * F + Fs] float32, ids [K], weights [K] float32, w_down [E, D, F] Q4_K (rows of row_bytes = F / 256 * 144),
 // s_down [D, Fs] (rows of s_row_bytes; null, Fs = 0: none); y [D] in dtype y_dt. grid ceil(D / 4).
 __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64* __restrict__ ids,
@@ -118,6 +177,75 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
     if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
 }
 
+// down with every weight byte of the block in flight at once ("copy"): the block's 4 outputs d0..d0+3 are 4
+// consecutive rows of each chosen expert's down matrix (and of the shared one), so K + 1 contiguous ranges of 4 rows,
+// copied into shared memory with cp.async first; then each warp walks its output's super-blocks from shared memory
+// (h still read through L1). Shared memory: (K + 1) x 4 rows of F / 256 (Fs / 256) super-blocks. Same arguments as
+// down_q4_k; grid ceil(D / 4).
+__device__ __forceinline__ void down_cp_q4_k(const float* __restrict__ h, const i64* __restrict__ ids,
+                                             const float* __restrict__ weights, int K, int E,
+                                             const u8* __restrict__ w_down, i64 row_bytes, int F,
+                                             const u8* __restrict__ s_down, i64 s_row_bytes, int Fs, int D,
+                                             void* __restrict__ y, int y_dt) {
+    extern __shared__ __align__(16) u8 md_smem[];
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 d0 = (i64)blockIdx.x * 4;
+    const int here = (int)min((i64)4, (i64)D - d0);
+    const int per = F >> 8, routed = K * per, units = routed + (Fs >> 8);
+    const u32 base = smem_addr(md_smem);
+    bool bad = false;
+    // the copies: slot s's rows d0..d0+here-1 to md_smem + s * 4 * row_bytes; the shared expert's after the K slots
+    for (int s = 0; s <= K; ++s) {
+        if (s == K && Fs == 0) break;
+        const u8* src;
+        i64 len;
+        if (s < K) {
+            i64 e = ids[s];
+            if (e < 0 || e >= E) {
+                bad = true;
+                e = 0;
+            }
+            src = w_down + (e * D + d0) * row_bytes;
+            len = here * row_bytes;
+        } else {
+            src = s_down + d0 * s_row_bytes;
+            len = here * s_row_bytes;
+        }
+        const u32 dst = base + (u32)((i64)s * 4 * row_bytes);
+        for (int c = tid; c < (int)(len / 16); c += blockDim.x) cp_async16(dst + 16 * c, src + 16 * (i64)c, 16);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    const int i = tid >> 5;  // this warp's output: d0 + i
+    if (i >= here) return;  // the whole warp (after the barrier)
+    float acc = 0.0f;
+    for (int u = oct; u < units; u += 4) {
+        const u8* b;
+        float scale = 1.0f;
+        if (u < routed) {
+            const int slot = u / per;
+            scale = weights[slot];
+            b = md_smem + ((i64)slot * 4 + i) * row_bytes + (u - slot * per) * 144;
+        } else {
+            b = md_smem + (i64)K * 4 * row_bytes + i * s_row_bytes + (u - routed) * 144;
+        }
+        const uint4* bb = (const uint4*)b;
+        acc += scale * rw_block<DT_F32>(bb[0], bb[1 + o], h, (i64)u * 256, o);
+    }
+    acc = warp_sum(acc);
+    bad = __any_sync(0xffffffffu, bad);
+    if (lane == 0) store_act(y, d0 + i, y_dt, bad ? QNAN : acc);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downcp(
+    const float* __restrict__ h, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_cp_q4_k(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128, 8) moe_q4_k_gateup_f32(
     const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
@@ -140,6 +268,30 @@ extern "C" __global__ void __launch_bounds__(128, 8) moe_q4_k_gateup_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_q4_k<DT_F16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcp_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_F32>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcp_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_BF16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcp_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_F16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
 
 // budget: stack 0, spills 0
