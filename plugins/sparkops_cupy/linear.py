@@ -82,21 +82,23 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: one read serving the warp's 4 rows, 4 super-blocks a row in flight in registers); "copy", the octet form with the
 #: block's 16 rows copied whole into shared memory first (every weight byte in flight at once)
 ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16}
-#: weights of at least this many rows take the "octet" form: the one-row form reads 16 bytes of activations from L1
-#: per weight byte, which binds once the rows no longer fit one wave of warps (a first GPU run, session 13: 6144 rows
-#: 10.7 us against triton_lastblock's 9.8, 12288 ~19 against ~13; 2304 rows and fewer won by 15-35%)
-ROWWARP_OCTET_ROWS = 4096
+#: weights of at least this many rows take the "copy" form, the others the "warp" form. One warp per row reads 16 bytes
+#: of activations from L1 per weight byte, which binds once the rows no longer fit one wave; the forms that stage the
+#: activations in shared memory win there. Session 13 (bf16 activations, graph; bench/gpu-runs/2026-11-30-session13):
+#: 12288 x 2304 warp 16.0 us, octet 13.0, copy 12.3 (triton_lastblock 13.9); 6144 x 2304 9.6 / 8.5 / 7.4 (10.3);
+#: 2304 x 4096 6.6 / 11.7 / 7.5 (11.2); 2048 x 2304 4.7 / 6.8 / 4.7; 576 x 2304 3.1 / 4.9 / 3.5 (4.0)
+ROWWARP_TALL_ROWS = 4096
 
 
 def rowwarp_form(n: int) -> str:
-    """The row-warp form for a weight of n rows (ROWWARP_OCTET_ROWS)."""
-    return "octet" if n >= ROWWARP_OCTET_ROWS else "warp"
+    """The row-warp form for a weight of n rows (ROWWARP_TALL_ROWS): "copy" for tall weights, else "warp"."""
+    return "copy" if n >= ROWWARP_TALL_ROWS else "warp"
 
 
 def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
                    form: str | None = None) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
-    `form`: "warp" or "octet" (ROWWARP_FORMS); None picks by the rows (rowwarp_form)."""
+    `form`: "warp", "octet" or "copy" (ROWWARP_FORMS); None picks by the rows (rowwarp_form)."""
     form = form or rowwarp_form(n)
     if form not in ROWWARP_FORMS:
         raise BadInput(f"linear: the row-warp GEMV has the forms {sorted(ROWWARP_FORMS)}, not {form!r}")

@@ -153,6 +153,7 @@ def test_rowwarp_moe_side_by_side_with_triton(dtype):
 
     cat = load_catalog()
     rowwarp = cat.get("moe_experts", "cupy_rowwarp").resolve()
+    defaults = (cm.ROWWARP_GATEUP, cm.ROWWARP_DOWN)
 
     def forms(gateup, down):
         def call(*args, **kwargs):
@@ -160,7 +161,7 @@ def test_rowwarp_moe_side_by_side_with_triton(dtype):
             try:
                 return rowwarp(*args, **kwargs)
             finally:
-                cm.ROWWARP_GATEUP, cm.ROWWARP_DOWN = "octet", "warp"
+                cm.ROWWARP_GATEUP, cm.ROWWARP_DOWN = defaults
         return call
 
     impls = {n: cat.get("moe_experts", n).resolve() for n in ("triton_prefetch", "triton_lastblock")}
