@@ -56,6 +56,9 @@
 #     rungs13d    session 13's decode rung: the decode step rebuilt by swaps (decode_chain; SUITE_TIMED names its rows),
 #                 its diagnosis at d=0, then linear@Q4_K=cupy_rowwarp as a pair at 0 and 32768 after its GPU tests
 #     proofs13d   rungs13d's GPU tests: the lane beside rungs13d
+#     rungs14d    the decode step rebuilt through session 13's row-warp rung, the row-warp GPU tests, the step now as one
+#                 arm against the frontier (cupy_rowwarp's defaults changed after its row), its diagnosis at 0 and
+#                 32768, then moe_experts=cupy_rowwarp as a pair
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
@@ -169,9 +172,10 @@
 #   decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #   prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k"
 #   SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "rungs13d proofs13"  # GPU 0: the prefill chain rebuilt and the
+#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "rungs14d proofs13"  # GPU 0: the prefill chain rebuilt and the
 #                                      # bf16-scratch pair (~330 s); GPU 1: the decode step rebuilt through the row-warp
-#                                      # rung (~260 s, no row timed again), then the next decode rung's proofs
+#                                      # rung (~200 s), its one arm (~100), diagnosis (~45), the MoE pair (~140): what
+#                                      # does not fit carries on in the next, warm call beside "tests1of2 tests2of2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -276,6 +280,11 @@ KBF16S_FACTOR="kda=1.17"
 # ~0.8 ms of Q4_K -> ~0.6, so the op x1.25
 RW_REG=$TMP/cuda-s13-rowwarp.toml
 RW_FACTOR="linear=1.25"
+# the next decode rung (stage rungs14d): the experts through cupy's row-warp kernels over the row-warp step. Session
+# 13's call 8 (the 48B's experts, one token, bf16): copy gate/up + warp down 34.2 us a layer against triton_prefetch's
+# 35.0, x1.02 on the op
+MOERW_REG=$TMP/cuda-s14-moe-rowwarp.toml
+MOERW_FACTOR="moe_experts=1.02"
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -465,7 +474,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
+  decode-moe-rowwarp=MOERW_REG decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
   decode-convmerge=CONV_REG decode-lastblock=LB_REG
@@ -1147,6 +1156,29 @@ rungs13d)  # session 13's decode rung over the decode step rebuilt (rungs8's cha
   ;;
 proofs13d)  # the rungs13d proofs: the lane beside a rungs13d lane
   proof_rowwarp ;;
+rungs14d)  # the decode rungs after session 13: over the step rebuilt through the row-warp rung (SUITE_TIMED names it)
+  prereq_lean || continue
+  decode_chain
+  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
+      linear@Q4_K=cupy_rowwarp
+  proof_rowwarp
+  NOW14=$(now_reg decode-moe-rowwarp)
+  # cupy_rowwarp's defaults changed after session 13's row (its call 8: the copy form for weights of 4096 rows and
+  # more): the step now as one arm at 0 and 32768, against the frontier (399.2 and 384.1)
+  run decode-rowwarp-copy 110 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 \
+      --registry $NOW14 --graph A $GATE $FILL_LEAN --change "cupy_rowwarp's copy form for weights of 4096 rows and \
+more (session 13, call 8: 12288 x 2304 12.3 against 13.0 us); $(basename $NOW14) (one arm, against the frontier)"
+  run diagnose-decode-now14 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $NOW14 \
+      $FILL_LEAN --out "$R/diag-decode-now14" --json-out $DJ/diag-decode-now14.json
+  MRW_OK=$([ "$(cat $DONE/gpu-tests-rowwarp 2>/dev/null || true)" = 0 ] && echo 1)
+  fresh_over $MOERW_REG $NOW14
+  [ -n "$MRW_OK" ] && [ ! -f $MOERW_REG ] && run swap-moe-rowwarp 30 bash -c 'swap_into "$@"' _ $MOERW_REG $NOW14 \
+      moe_experts=cupy_rowwarp
+  [ -n "$MRW_OK" ] && [ -f $MOERW_REG ] && [ -s $DJ/diag-decode-now14.json ] && run decode-moe-rowwarp 150 sparkops \
+      bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $NOW14 --vs $MOERW_REG --graph A,B \
+      $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-now14.json --expect "$MOERW_FACTOR" \
+      --change "moe_experts=cupy_rowwarp: one token's Q4_K experts in two row-warp launches, over $(basename $NOW14), graph"
+  ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
   run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"

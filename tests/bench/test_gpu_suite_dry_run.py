@@ -914,10 +914,12 @@ def test_rungs13d_rebuilds_the_decode_step_then_times_the_row_warp_gemv_over_it(
     assert log.count("gpu-tests-rowwarp (limit") == 1 and "-k rowwarp" in log
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 1, decodes  # the rebuilt rungs are not timed again
-    diag = machine / "suite-diag" / "diag-decode-rw.json"
+    diag = machine / "suite-diag" / "diag-decode-rw-2d.json"
     assert f"--registry {head} --vs {rw}" in decodes[0] and "--depth 0,32768 " in decodes[0]
     assert f"--prediction {diag} --expect linear=1.25" in decodes[0] and "--changes linear@Q4_K" in decodes[0]
-    steps = ["] swap-lmhead-cupy-float (limit", "] diagnose-decode-rw (limit", "] swap-linear-rowwarp (limit",
+    diag_call = next(c for c in calls if c.startswith("diagnose "))
+    assert "--depth 0,32768 " in diag_call  # every depth the pair times (bench refuses a prediction without one)
+    steps = ["] swap-lmhead-cupy-float (limit", "] diagnose-decode-rw-2d (limit", "] swap-linear-rowwarp (limit",
              "] gate-captured-rowwarp (limit", "] decode-linear-rowwarp (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
@@ -931,6 +933,37 @@ def test_rungs13d_leaves_the_row_warp_rung_out_when_its_gpu_tests_failed(tmp_pat
     log, calls = _lanes(tmp_path, "rungs13d", "tests", gpus=1, extra_env={"SUITE_TIMED": S9_TIMED})
     assert not any("cupy_rowwarp" in c or "cuda-s13-rowwarp.toml" in c for c in calls)
     assert any(c.startswith("diagnose ") for c in calls)  # the base's diagnosis is still taken
+
+
+S13D_TIMED = S9_TIMED + " decode-linear-rowwarp"
+
+
+def test_rungs14d_rebuilds_the_row_warp_step_then_times_its_defaults_and_the_moe_rung(tmp_path):
+    """The decode plan after session 13, fresh: the step rebuilt through the row-warp rung by swaps (no decode row timed
+    again), the row-warp GPU tests, the step now as one arm against the frontier (cupy_rowwarp's defaults changed
+    after its row), its diagnosis at 0 and 32768, then moe_experts=cupy_rowwarp as a pair over it, predicted from
+    that diagnosis."""
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1"}
+    log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
+    machine = tmp_path / "machine"
+    head, rw = machine / "cuda-step8-q6k-cupy-float.toml", machine / "cuda-s13-rowwarp.toml"
+    moe = machine / "cuda-s14-moe-rowwarp.toml"
+    assert "unknown stage" not in log and "SKIP" not in log
+    assert Path(f"{rw}.base").read_text().strip() == str(head)
+    assert Path(f"{moe}.base").read_text().strip() == str(rw)
+    assert any(c.startswith("swap moe_experts=cupy_rowwarp ") for c in calls)
+    assert log.count("gpu-tests-rowwarp (limit") == 1
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 2, decodes  # session 13's rung is rebuilt, not timed again
+    assert f"--registry {rw} --graph A " in decodes[0] and "--vs" not in decodes[0]
+    assert "one arm, against the frontier" in decodes[0]
+    diag = machine / "suite-diag" / "diag-decode-now14.json"
+    assert f"--registry {rw} --vs {moe}" in decodes[1] and "--changes moe_experts " in decodes[1]
+    assert f"--prediction {diag} --expect moe_experts=1.02" in decodes[1]
+    steps = ["] swap-linear-rowwarp (limit", "] decode-rowwarp-copy (limit", "] diagnose-decode-now14 (limit",
+             "] swap-moe-rowwarp (limit", "] decode-moe-rowwarp (limit"]
+    at = [log.index(s) for s in steps]
+    assert at == sorted(at), list(zip(steps, at))
 
 
 def test_a_failed_step_runs_again_when_the_code_changed_and_only_then(tmp_path):
