@@ -11,6 +11,9 @@ variant runs 80 kernels in one CUDA graph replay (the median of the replays):
   gemv       linear=triton_lastblock on the same weights (DRAM), and gemv_hot (L2)
   read_set   one read kernel over a whole set's bytes at once (5 weights, 14 MB, 16 launches instead of 80): what
              fusing a token's independent GEMVs into one launch could approach
+  rowwarp    linear=cupy_rowwarp on the same weights (session 13's GEMV: a row's loads at once), and rowwarp_hot (L2):
+             with read and read_hot, how much of its time is the decode's arithmetic rather than its bytes (where
+             cupy is installed)
 If read is close to gemv, a kernel of this size costs that much whatever it does, and only fewer launches (fusion,
 a persistent kernel) can help. If read is far below gemv, the GEMV's own structure (the Q4_K decode chain, the
 split-K combine) is the target.
@@ -74,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         "gemv_hot": [lambda x=x, w=w: linear.linear_lastblock(x, w) for x, w in hot],
         "read_set": [read(b) for b in set_bufs],
     }
+    try:
+        from sparkops_cupy.linear import linear_rowwarp
+    except ImportError as e:  # the cupy plugin needs cupy; the other variants do not
+        print(f"gemv_anatomy probe: no cupy_rowwarp variants ({e})", file=sys.stderr)
+    else:
+        variants["rowwarp"] = [lambda x=x, w=w: linear_rowwarp(x, w) for x, w in seq]
+        variants["rowwarp_hot"] = [lambda x=x, w=w: linear_rowwarp(x, w) for x, w in hot]
     results = {"kernels": n, "weight_mb": weight_bytes / 1e6, "shapes": shapes, "variants": {}}
     for label, thunks in variants.items():
         us = graph_time(thunks, args.replays)
