@@ -48,7 +48,11 @@ def test_time_at_48b_shape(w):
 
 
 def _decode_linears():
-    """The 48B's decode linears as the fused step runs them: (type, OUT, IN, what, calls per token)."""
+    """The 48B's decode linears as the fused step calls `linear`: (type, OUT, IN, what, calls per token). fuse_projections
+    stacks the weights that read one input, so a KDA layer's q/k/v are one GEMV, an MLA layer's q and kv_a one, the
+    dense layer's gate and up one. The shared expert is not here: moe_experts runs it with the routed ones. (Session 13
+    found this list had the shared expert's two GEMVs, 52 calls a token, and MLA q and kv_a apart: 113 calls against the
+    step's 56 Q4_K linears, which made the per-token sums overstate the step's linear time.)"""
     from gguf import GGMLQuantizationType as Q
 
     from sparkops.config import load_preset
@@ -56,17 +60,16 @@ def _decode_linears():
     cfg = load_preset("kimi-linear-48b-a3b")
     d, v, p = cfg.hidden_size, cfg.vocab_size, cfg.kda_inner
     kinds = cfg.layer_kinds
-    n_kda, n_mla, n_moe = sum(k == "kda" for k in kinds), sum(k != "kda" for k in kinds), sum(
-        cfg.is_moe(i) for i in range(cfg.num_layers))
+    n_kda, n_mla = sum(k == "kda" for k in kinds), sum(k != "kda" for k in kinds)
+    n_dense = sum(not cfg.is_moe(i) for i in range(cfg.num_layers))
     return [
         (Q.Q6_K, v, d, "lm_head", 1),
         (Q.Q4_K, 3 * p, d, "kda q/k/v fused", n_kda),
         (Q.Q4_K, d, p, "kda o_proj", n_kda),
-        (Q.Q4_K, cfg.mla_heads * cfg.qk_head_dim, d, "mla q_proj", n_mla),
-        (Q.Q4_K, cfg.latent_dim, d, "mla kv_a", n_mla),
+        (Q.Q4_K, cfg.mla_heads * cfg.qk_head_dim + cfg.latent_dim, d, "mla q/kv_a fused", n_mla),
         (Q.Q4_K, d, cfg.mla_heads * cfg.v_head_dim, "mla o_proj", n_mla),
-        (Q.Q4_K, 2 * cfg.shared_intermediate, d, "shared gate+up fused", n_moe),
-        (Q.Q4_K, d, cfg.shared_intermediate, "shared down", n_moe),
+        (Q.Q4_K, 2 * cfg.intermediate_size, d, "dense gate+up fused", n_dense),
+        (Q.Q4_K, d, cfg.intermediate_size, "dense down", n_dense),
     ]
 
 
@@ -94,9 +97,8 @@ def _side_by_side(names, shapes, title, dtype=torch.float32):
 
 def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
     """The rung's per-op evidence for linear=cupy_float: the Q6_K lm_head (what it is for) and the 48B's Q4_K
-    projections as the fused decode step runs them (KDA q/k/v fused, KDA and MLA o_proj, MLA q and kv_a, the shared
-    expert's gate+up fused and its down), each timed under cupy_float, cupy_dp4a and triton_lastblock (the step's
-    linear) on the same argument sets in one CUDA graph each. Printed with the calls per token, so that the step's
+    projections as the fused decode step calls linear (`_decode_linears`), each timed under cupy_float, cupy_dp4a and
+    triton_lastblock (the step's linear) on the same argument sets in one CUDA graph each. Printed with the calls per token, so that the step's
     gain or loss follows by Amdahl; asserted only that each was captured."""
     _side_by_side(("triton_lastblock", "cupy_dp4a", "cupy_float"), _decode_linears(),
                   "linear T=1, float vs integer cupy GEMV vs triton_lastblock")
