@@ -57,18 +57,10 @@ def linear_rowwarp(x, weight):
         return torch_linear(x, weight)
     if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or weight.qtype != Q.Q4_K:
         return _linear(x, weight, float_act=True)
-    dev = rt.cuda_device("linear", x=x)
-    kw = kernel_weight("linear", "weight", weight, dev)
-    if len(weight.shape) != 2:
-        raise BadInput(f"linear: 'weight' ({weight.name}) has shape {list(weight.shape)}, expected a 2-D "
-                       f"[OUT, IN] weight")
-    n, k = weight.shape
-    rt.expect_shape("linear", "x", x, (None, k), f"rows of the weight's {k} input features")
-    code = rt.act_code("linear", "x", x)
-    x = rt.contiguous(x)
+    x, code, kw, n, k = _checked(x, weight)
     if x.data_ptr() % 16:  # the kernel reads the activations 16 bytes at a time
         x = x.clone()
-    y = torch.empty((1, n), dtype=x.dtype, device=dev)
+    y = torch.empty((1, n), dtype=x.dtype, device=x.device)
     launch_rowwarp(x, code, kw, n, k, y)
     return y
 
@@ -115,7 +107,8 @@ def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
 
 
-def _linear(x, weight, float_act: bool):
+def _checked(x, weight) -> tuple[torch.Tensor, int, KernelWeight, int, int]:
+    """A linear call's arguments checked: (x dense, its dtype code, the kernel's view of the weight, OUT, IN)."""
     dev = rt.cuda_device("linear", x=x)
     kw = kernel_weight("linear", "weight", weight, dev)
     if len(weight.shape) != 2:
@@ -124,8 +117,12 @@ def _linear(x, weight, float_act: bool):
     n, k = weight.shape
     rt.expect_shape("linear", "x", x, (None, k), f"rows of the weight's {k} input features")
     code = rt.act_code("linear", "x", x)
-    x = rt.contiguous(x)
-    y = torch.empty((x.shape[0], n), dtype=x.dtype, device=dev)
+    return rt.contiguous(x), code, kw, n, k
+
+
+def _linear(x, weight, float_act: bool):
+    x, code, kw, n, k = _checked(x, weight)
+    y = torch.empty((x.shape[0], n), dtype=x.dtype, device=x.device)
     launch_linear(x, code, kw, n, k, y, float_act)
     return y
 

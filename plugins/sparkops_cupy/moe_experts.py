@@ -36,27 +36,9 @@ def _stage_bytes(n: int, is_float: bool) -> int:
 def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     op = "moe_experts"
     dev = rt.cuda_device(op, x=x, weights=weights, ids=ids)
-    rt.expect_shape(op, "x", x, (None, None), "[T, D]")
+    k, e, f, fs = _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     t, d = x.shape
-    rt.expect_shape(op, "ids", ids, (t, None), "[T, K]")
-    k = ids.shape[1]
-    rt.expect_shape(op, "weights", weights, (t, k), "[T, K], one weight per chosen expert")
-    for name, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
-        if w is None or len(w.shape) != 3:
-            raise BadInput(f"{op}: '{name}' must be a stacked [E, rows, cols] QWeight")
-    e, f, _ = w_gate.shape
-    if tuple(w_gate.shape) != (e, f, d) or tuple(w_up.shape) != (e, f, d) or tuple(w_down.shape) != (e, d, f):
-        raise BadInput(f"{op}: expert weights must be gate/up [E, F, D] and down [E, D, F] with D = {d}; got "
-                       f"{list(w_gate.shape)}, {list(w_up.shape)}, {list(w_down.shape)}")
-    shared = [s is not None for s in (s_gate, s_up, s_down)]
-    if any(shared) and not all(shared):
-        raise BadInput(f"{op}: pass all three shared-expert weights (s_gate, s_up, s_down) or none")
-    has_shared = all(shared)
-    fs = 0
-    if has_shared:
-        fs = s_gate.shape[0]
-        if tuple(s_gate.shape) != (fs, d) or tuple(s_up.shape) != (fs, d) or tuple(s_down.shape) != (d, fs):
-            raise BadInput(f"{op}: shared expert weights must be gate/up [Fs, D] and down [D, Fs] with D = {d}")
+    has_shared = fs > 0
     if w_gate.qtype != w_up.qtype or (has_shared and s_gate.qtype != s_up.qtype):
         raise BadInput(f"{op}: gate and up projections must share a quant type (got {w_gate.qtype.name} / "
                        f"{w_up.qtype.name}); re-quantize one of them")
@@ -94,6 +76,30 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 ROWWARP_GATEUP, ROWWARP_DOWN = "copy", "warp"
 
 
+def _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> tuple[int, int, int, int]:
+    """A call's shapes checked against each other: (K chosen, E experts, F, Fs; Fs = 0 without a shared expert)."""
+    op = "moe_experts"
+    rt.expect_shape(op, "x", x, (None, None), "[T, D]")
+    t, d = x.shape
+    rt.expect_shape(op, "ids", ids, (t, None), "[T, K]")
+    k = ids.shape[1]
+    rt.expect_shape(op, "weights", weights, (t, k), "[T, K], one weight per chosen expert")
+    for name, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)):
+        if w is None or len(w.shape) != 3:
+            raise BadInput(f"{op}: '{name}' must be a stacked [E, rows, cols] QWeight")
+    e, f, _ = w_gate.shape
+    if tuple(w_gate.shape) != (e, f, d) or tuple(w_up.shape) != (e, f, d) or tuple(w_down.shape) != (e, d, f):
+        raise BadInput(f"{op}: expert weights must be gate/up [E, F, D] and down [E, D, F] with D = {d}; got "
+                       f"{list(w_gate.shape)}, {list(w_up.shape)}, {list(w_down.shape)}")
+    shared = [s is not None for s in (s_gate, s_up, s_down)]
+    if any(shared) and not all(shared):
+        raise BadInput(f"{op}: pass all three shared-expert weights (s_gate, s_up, s_down) or none")
+    fs = s_gate.shape[0] if all(shared) else 0
+    if fs and (tuple(s_gate.shape) != (fs, d) or tuple(s_up.shape) != (fs, d) or tuple(s_down.shape) != (d, fs)):
+        raise BadInput(f"{op}: shared expert weights must be gate/up [Fs, D] and down [D, Fs] with D = {d}")
+    return k, e, f, fs
+
+
 def rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
     """Whether cupy_rowwarp's kernels take this call: one token, every expert weight Q4_K, widths of whole blocks."""
     shared = (s_gate, s_up, s_down)
@@ -117,19 +123,7 @@ def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
     op = "moe_experts"
     dev = rt.cuda_device(op, x=x, weights=weights, ids=ids)
     d = x.shape[1]
-    rt.expect_shape(op, "ids", ids, (1, None), "[T, K]")
-    k = ids.shape[1]
-    rt.expect_shape(op, "weights", weights, (1, k), "[T, K], one weight per chosen expert")
-    e, f, _ = w_gate.shape
-    if tuple(w_gate.shape) != (e, f, d) or tuple(w_up.shape) != (e, f, d) or tuple(w_down.shape) != (e, d, f):
-        raise BadInput(f"{op}: expert weights must be gate/up [E, F, D] and down [E, D, F] with D = {d}; got "
-                       f"{list(w_gate.shape)}, {list(w_up.shape)}, {list(w_down.shape)}")
-    shared = [s is not None for s in (s_gate, s_up, s_down)]
-    if any(shared) and not all(shared):
-        raise BadInput(f"{op}: pass all three shared-expert weights (s_gate, s_up, s_down) or none")
-    fs = s_gate.shape[0] if all(shared) else 0
-    if fs and (tuple(s_gate.shape) != (fs, d) or tuple(s_up.shape) != (fs, d) or tuple(s_down.shape) != (d, fs)):
-        raise BadInput(f"{op}: shared expert weights must be gate/up [Fs, D] and down [D, Fs] with D = {d}")
+    k, e, f, fs = _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     code = rt.act_code(op, "x", x)
     x = rt.contiguous(x)
     if x.data_ptr() % 16:  # the activations are read 16 bytes at a time

@@ -63,24 +63,10 @@ __device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8
     const u8* r = w + (ok ? row : (i64)N - 1) * row_bytes;
     const int nsb = K >> 8;
     uint4 h[4], q[4];
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {  // the weights first: their round trip overlaps the staging below
-        if (s < nsb) q4k_load(r + (i64)s * 144, o, h[s], q[s]);
-    }
+    ro_ring_start(r, nsb, o, h, q);  // the weights first: their round trip overlaps the staging below
     ro_stage<DT>(x, K, sx, ssum);
     __syncthreads();
-    const RoLane lp = ro_lane(o);
-    float acc = 0.0f;
-    for (int base = 0; base < nsb; base += 4) {
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            const int sb = base + s;
-            if (sb < nsb) {
-                acc += ro_block(h[s], q[s], sx + 64 * sb, ssum + 16 * sb, lp);
-                if (sb + 4 < nsb) q4k_load(r + (i64)(sb + 4) * 144, o, h[s], q[s]);
-            }
-        }
-    }
+    float acc = ro_ring_walk(r, nsb, o, h, q, sx, ssum);
 #pragma unroll
     for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
     if (o == 0 && ok) store_act(y, row, DT, acc);

@@ -48,23 +48,10 @@ __device__ __forceinline__ void gateup_q4_k(const void* __restrict__ x, const i6
     }
     const int nsb = D >> 8;
     uint4 hd[4], q[4];
-#pragma unroll
-    for (int s = 0; s < 4; ++s)  // the weights first: their round trip overlaps the staging below
-        if (s < nsb) q4k_load(w + (i64)s * 144, o, hd[s], q[s]);
+    ro_ring_start(w, nsb, o, hd, q);  // the weights first: their round trip overlaps the staging below
     ro_stage<DT>(x, D, sx, ssum);
     __syncthreads();
-    const RoLane lp = ro_lane(o);
-    float acc = 0.0f;
-    for (int base = 0; base < nsb; base += 4) {
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            const int sb = base + s;
-            if (sb < nsb) {
-                acc += ro_block(hd[s], q[s], sx + 64 * sb, ssum + 16 * sb, lp);
-                if (sb + 4 < nsb) q4k_load(w + (i64)(sb + 4) * 144, o, hd[s], q[s]);
-            }
-        }
-    }
+    float acc = ro_ring_walk(w, nsb, o, hd, q, sx, ssum);
 #pragma unroll
     for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
     const float u = __shfl_down_sync(0xffffffffu, acc, 16);  // lanes 0 and 8: the up row of their gate row

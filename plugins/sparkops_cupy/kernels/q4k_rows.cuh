@@ -168,3 +168,29 @@ __device__ __forceinline__ void q4k_load(const u8* b, int o, uint4& h, uint4& q)
     h = __ldcs((const uint4*)b);
     q = __ldcs((const uint4*)b + 1 + o);
 }
+
+// The octet form's ring: a row's first 4 super-blocks requested into registers (before the activations are staged,
+// so the two round trips overlap), then the walk over all nsb of them from the staged activations, each slot
+// reloaded 4 super-blocks ahead as soon as it is used. r: the row's first byte.
+__device__ __forceinline__ void ro_ring_start(const u8* r, int nsb, int o, uint4 (&h)[4], uint4 (&q)[4]) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+        if (s < nsb) q4k_load(r + (i64)s * 144, o, h[s], q[s]);
+}
+
+__device__ __forceinline__ float ro_ring_walk(const u8* r, int nsb, int o, uint4 (&h)[4], uint4 (&q)[4],
+                                              const float4* __restrict__ sx, const float* __restrict__ ssum) {
+    const RoLane lp = ro_lane(o);
+    float acc = 0.0f;
+    for (int base = 0; base < nsb; base += 4) {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int sb = base + s;
+            if (sb < nsb) {
+                acc += ro_block(h[s], q[s], sx + 64 * sb, ssum + 16 * sb, lp);
+                if (sb + 4 < nsb) q4k_load(r + (i64)(sb + 4) * 144, o, h[s], q[s]);
+            }
+        }
+    }
+    return acc;
+}
