@@ -100,15 +100,7 @@ __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8*
     const int local = (tid >> 5) * 4 + oct;
     const bool ok = local < rows;  // an octet past the end decodes row 0 and writes nothing
     const u8* r = sw + (ok ? local : 0) * row_bytes;
-    const RoLane lp = ro_lane(o);
-    const int nsb = K >> 8;
-    float acc = 0.0f;
-    for (int sb = 0; sb < nsb; ++sb) {
-        const uint4* b = (const uint4*)(r + sb * 144);
-        acc += ro_block(b[0], b[1 + o], sx + 64 * sb, ssum + 16 * sb, lp);
-    }
-#pragma unroll
-    for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    const float acc = ro_copied_row(r, K >> 8, o, sx, ssum);
     if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
 }
 

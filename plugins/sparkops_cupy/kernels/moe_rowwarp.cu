@@ -103,15 +103,7 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
     const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the block
     const bool ok = local < here;
     const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
-    const RoLane lp = ro_lane(o);
-    const int nsb = D >> 8;
-    float acc = 0.0f;
-    for (int sb = 0; sb < nsb; ++sb) {
-        const uint4* b = (const uint4*)(r + sb * 144);
-        acc += ro_block(b[0], b[1 + o], sx + 64 * sb, ssum + 16 * sb, lp);
-    }
-#pragma unroll
-    for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    const float acc = ro_copied_row(r, D >> 8, o, sx, ssum);
     const float up = __shfl_down_sync(0xffffffffu, acc, 16);  // lanes 0 and 8: the up row of their gate row
     if (o == 0 && oct < 2 && ok) h[r0 + local] = bad ? QNAN : mr_silu(acc) * up;
 }
