@@ -61,6 +61,7 @@
 #                 32768, then moe_experts=cupy_rowwarp as a pair
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
+#     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -172,7 +173,9 @@
 #   decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #   prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k"
 #   SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "rungs14d proofs13"  # GPU 0: the prefill chain rebuilt and the
+#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "probe_ncu probe_gemv rungs14d proofs13"  # probe_ncu (~60 s, where
+#                                      # ncu reads counters) and probe_gemv (~40) first: what binds the row-warp GEMVs
+#                                      # picks the next decode work. GPU 0: the prefill chain rebuilt and the
 #                                      # bf16-scratch pair (~330 s); GPU 1: the decode step rebuilt through the row-warp
 #                                      # rung (~200 s), its one arm (~100), diagnosis (~45), the MoE pair (~140): what
 #                                      # does not fit carries on in the next, warm call beside "tests1of2 tests2of2"
@@ -1179,6 +1182,17 @@ more (session 13, call 8: 12288 x 2304 12.3 against 13.0 us); $(basename $NOW14)
       $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-now14.json --expect "$MOERW_FACTOR" \
       --change "moe_experts=cupy_rowwarp: one token's Q4_K experts in two row-warp launches, over $(basename $NOW14), graph"
   ;;
+probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
+  # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,
+  # occupancy, DRAM throughput. ncu reads counters only on some machines (the device notes: Firecracker, not gVisor)
+  if command -v ncu > /dev/null; then
+    run probe-ncu-rowwarp 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+        -k "regex:rowwarp|rowoct|rowcp|_gemv_kernel" --launch-skip 8 --launch-count 8 \
+        python3 bench/probes/rowwarp_kernels.py
+  else
+    log "probe-ncu-rowwarp: no ncu on this machine; nothing profiled"
+  fi ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
   run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"

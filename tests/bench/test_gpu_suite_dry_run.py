@@ -1003,6 +1003,30 @@ def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
     assert "unknown stage" not in log and "synth48" not in log and not calls
 
 
+def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_not(tmp_path):
+    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 8 launches skipped) with the
+    sections that say what binds; without it, it says that nothing was profiled and runs nothing."""
+    bare = tmp_path / "without"
+    bare.mkdir()
+    stubs = _stubs(bare, 1)
+    log, calls = _suite(bare, "probe_ncu", extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
+    assert "probe-ncu-rowwarp: no ncu on this machine; nothing profiled" in log and not calls
+    stubs = _stubs(tmp_path, 1)
+    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
+    (stubs / "ncu").chmod(0o755)
+    log, calls = _suite(tmp_path, "probe_ncu")
+    assert "] probe-ncu-rowwarp (limit" in log and "unknown stage" not in log
+    ncu = next(c for c in calls if c.startswith("ncu "))
+    assert "--clock-control none" in ncu and "--launch-skip 8 --launch-count 8" in ncu
+    assert "--section WarpStateStats" in ncu and "bench/probes/rowwarp_kernels.py" in ncu
+
+
+def _path_without(tool: str) -> str:
+    """PATH with every directory holding `tool` left out (the stubs are put in front by _suite)."""
+    return os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if not (Path(d) / tool).exists())
+
+
 def test_the_48b_is_synthesized_beside_the_registries_swaps(tmp_path):
     """A fresh machine's prerequisites: the synthesis (CPU) starts before the first swap (GPU) has ended, not after
     the last (session 12: ~60 s of each fresh call were spent waiting on one or the other); it runs once."""

@@ -1,0 +1,71 @@
+"""Probe: one launch of each decode GEMV form at the 48B's two largest decode projections, for a profiler to read.
+A lead for the decode ladder, not a ledger row (bench/GPU-PROBES.md keeps what it showed).
+
+Session 13's row-warp GEMVs (`linear=cupy_rowwarp`) reach ~30% of the read ceiling on the tall projections. By the
+disassembly they issue ~6.5 instructions a weight, which accounts for about half of their time. Copying every weight
+byte into shared memory first (the "copy" form) bought only ~5%, so waiting on DRAM round trips is not the other
+half either. Hardware counters can say what is: issue-slot use, stall reasons, achieved occupancy, DRAM throughput.
+This script makes the launches for Nsight Compute, without a CUDA graph (ncu profiles kernels one by one):
+
+    ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
+        --section SchedulerStats --section MemoryWorkloadAnalysis -k regex:"rowwarp|rowoct|rowcp|_gemv_kernel" \\
+        python3 bench/probes/rowwarp_kernels.py
+
+Stage `probe_ncu` of bench/gpu_suite.sh runs that when ncu is on the machine, skipping the warm-up launches
+(`--launch-skip 8`: with the default shapes each pass makes 8 launches, 3 row-warp forms and Triton's per shape).
+Each kernel runs once in the warm-up pass (compilation, the arrival counters), then once measured, on random Q4_K
+weights and bf16 activations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import torch
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default="12288x2304,2304x4096", help="OUTxIN of each weight (Q4_K), comma-separated")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("rowwarp_kernels probe: needs a CUDA device", file=sys.stderr)
+        return 2
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+    from sparkops_cupy import linear as cl
+    from sparkops_cupy._runtime import DTYPE_CODE
+    from sparkops_cupy._weights import kernel_weight
+    from sparkops_triton.linear import linear_lastblock
+
+    dev = torch.device("cuda")
+    rng = np.random.default_rng(0)
+    g = torch.Generator().manual_seed(0)
+    calls = []
+    for shape in args.shapes.split(","):
+        out_f, in_f = (int(v) for v in shape.lower().split("x"))
+        raw = torch.from_numpy(np.ascontiguousarray(random_blocks(rng, (out_f, in_f), Q.Q4_K, 0.02))).to(dev)
+        w = QWeight(raw, Q.Q4_K, (out_f, in_f), f"w{out_f}x{in_f}")
+        x = torch.randn(1, in_f, generator=g).to(dev, torch.bfloat16)
+        kw = kernel_weight("linear", "weight", w, dev)
+        for form in cl.ROWWARP_FORMS:
+            y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
+            calls.append((f"{shape} {form}", lambda x=x, kw=kw, y=y, f=form, n=out_f, k=in_f:
+                          cl.launch_rowwarp(x, DTYPE_CODE[x.dtype], kw, n, k, y, f)))
+        calls.append((f"{shape} triton_lastblock", lambda x=x, w=w: linear_lastblock(x, w)))
+    for _, call in calls:  # the warm-up pass: compiles, counters (ncu --launch-skip passes over these)
+        call()
+    torch.cuda.synchronize()
+    for label, call in calls:
+        call()
+        torch.cuda.synchronize()
+        print(f"launched {label}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
