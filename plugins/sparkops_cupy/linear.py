@@ -69,7 +69,7 @@ def linear_rowwarp(x, weight):
 ROWWARP_GEMV_MAX_T = 8
 #: the row-warp kernels' dtype suffix per activation dtype code (rt.DTYPE_CODE)
 _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
-#: the two forms of kernels/linear_rowwarp.cu and the rows one block of 128 threads computes: "warp", a warp per row
+#: the three forms of kernels/linear_rowwarp.cu and the rows one block of 128 threads computes: "warp", a warp per row
 #: (each row's loads all at once); "octet", a warp per 4 rows (the activations staged once a block in shared memory,
 #: one read serving the warp's 4 rows, 4 super-blocks a row in flight in registers); "copy", the octet form with the
 #: block's 16 rows copied whole into shared memory first (every weight byte in flight at once)
