@@ -58,7 +58,8 @@
 #     proofs13d   rungs13d's GPU tests: the lane beside rungs13d
 #     rungs14d    the decode step rebuilt through session 13's row-warp rung, the row-warp GPU tests, the step now as one
 #                 arm against the frontier (cupy_rowwarp's defaults changed after its row), its diagnosis at 0 and
-#                 32768, then moe_experts=cupy_rowwarp as a pair
+#                 32768, then moe_experts=cupy_rowwarp as a pair, then linear@F16=cupy_floatrow as a pair after its
+#                 GPU tests, predicted from their per-op record (bench/perop_factor.py)
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
@@ -288,6 +289,9 @@ RW_FACTOR="linear=1.25"
 # 35.0, x1.02 on the op
 MOERW_REG=$TMP/cuda-s14-moe-rowwarp.toml
 MOERW_FACTOR="moe_experts=1.02"
+# then the F16 linears (KDA's low-rank gates: 60 calls, 0.156 ms a token in session 13's diagnosis) through cupy's
+# float-row GEMV, predicted from its own proof's record (bench/perop_factor.py), not from a typed number
+FLOATROW_REG=$TMP/cuda-s14-floatrow.toml
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -477,7 +481,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-moe-rowwarp=MOERW_REG decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
+  decode-linear-floatrow=FLOATROW_REG decode-moe-rowwarp=MOERW_REG decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
   decode-convmerge=CONV_REG decode-lastblock=LB_REG
@@ -563,6 +567,13 @@ decode_chain() {
       && mv $LOWRANK_REG.new $LOWRANK_REG && echo "$CUHEAD_REG" > $LOWRANK_REG.base
   fi
   return 0
+}
+proof_floatrow() {  # linear@F16=cupy_floatrow (session 13, not yet on a GPU when written): every row from NaN, then
+  # timed beside triton_lastblock at the 48B's F16 shapes; the timing's record (perop-floatrow-*.json) is the rung's
+  # prediction
+  run gpu-tests-floatrow 60 env SPARKOPS_PEROP_DIR="$R" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k floatrow tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-floatrow.xml"
 }
 proof_dqmm() {  # linear / moe_experts = triton_dqmm (session 9): the bf16 decode of every GGUF type, then the GEMMs
   run gpu-tests-dqmm 150 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "dqmm or dequantize" \
@@ -1181,6 +1192,22 @@ more (session 13, call 8: 12288 x 2304 12.3 against 13.0 us); $(basename $NOW14)
       bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $NOW14 --vs $MOERW_REG --graph A,B \
       $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-now14.json --expect "$MOERW_FACTOR" \
       --change "moe_experts=cupy_rowwarp: one token's Q4_K experts in two row-warp launches, over $(basename $NOW14), graph"
+  # linear@F16=cupy_floatrow over the newest winner, after its GPU tests, predicted from their per-op record
+  proof_floatrow
+  FR_BASE=$(now_reg decode-linear-floatrow)
+  FR_FACTOR=$(python3 bench/perop_factor.py "$R/perop-floatrow-bfloat16.json" triton_lastblock cupy_floatrow || true)
+  FR_OK=$([ "$(cat $DONE/gpu-tests-floatrow 2>/dev/null || true)" = 0 ] && [ -n "$FR_FACTOR" ] && echo 1)
+  [ -n "$FR_OK" ] || log "decode-linear-floatrow: left out (its GPU tests failed, or their record gave no factor)"
+  [ -n "$FR_OK" ] && run diagnose-decode-fr 90 sparkops diagnose --model $M --device cuda --depth 0,32768 \
+      --registry $FR_BASE $FILL_LEAN --out "$R/diag-decode-fr" --json-out $DJ/diag-decode-fr.json
+  fresh_over $FLOATROW_REG $FR_BASE
+  [ -n "$FR_OK" ] && [ ! -f $FLOATROW_REG ] && run swap-linear-floatrow 30 bash -c 'swap_into "$@"' _ $FLOATROW_REG \
+      $FR_BASE linear@F16=cupy_floatrow
+  [ -n "$FR_OK" ] && [ -f $FLOATROW_REG ] && [ -s $DJ/diag-decode-fr.json ] && run decode-linear-floatrow 150 \
+      sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $FR_BASE --vs $FLOATROW_REG \
+      --graph A,B $GATE $FILL_LEAN --changes linear@F16 --prediction $DJ/diag-decode-fr.json \
+      --expect "linear@F16=$FR_FACTOR" \
+      --change "linear@F16=cupy_floatrow: KDA's F16 low-rank GEMVs as lanes a row, a row's loads at once, over $(basename $FR_BASE), graph"
   ;;
 probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,

@@ -40,6 +40,9 @@ IMPLEMENTATIONS = [
     # (a prefill goes to the torch plugin's float32 linear: its sources are part of this implementation's record)
     ("linear", "cupy_rowwarp", "sparkops_cupy.linear:linear_rowwarp", tolerance(), ("linear.cu", "linear_rowwarp.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
+    # the same for float weights (F16 / BF16 / F32 rows, 8 or 32 lanes a row), with the same policy for other calls
+    ("linear", "cupy_floatrow", "sparkops_cupy.linear:linear_floatrow", tolerance(), ("linear.cu", "linear_floatrow.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     ("kda", "cupy_recurrent", "sparkops_cupy.kda:kda", tolerance(), "kda.cu"),
     ("attention", "cupy_splitk", "sparkops_cupy.attention:attention", tolerance(), "attention.cu"),
     # the same function judged on bfloat16 inputs: a bf16 cache at the 48B decode shape takes the

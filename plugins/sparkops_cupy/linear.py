@@ -9,12 +9,14 @@ Two implementations share the kernel body and differ in what they do with the ac
   tolerance(). Session 4 measured the integer kernel's Q6_K lm_head at 126 us against Triton's 344; this keeps
   that weight stream without the quantized activations.
 F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
-- "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode as one warp per output row, every byte of
-  the row requested before any is used (kernels/linear_rowwarp.cu): one launch, no split-K, no staging in shared
-  memory. Float32 products as cupy_float's, summed in another order: claim tolerance(). Its stated policy for every
+- "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode, every byte of a row requested before any is
+  used (kernels/linear_rowwarp.cu): one launch, no split-K. One warp a row, or for tall weights a warp per 4 rows
+  from activations staged once a block in shared memory (ROWWARP_FORMS, rowwarp_form). Float32 products as cupy_float's, summed in another order: claim tolerance(). Its stated policy for every
   other call: one token of another type, or up to 8 tokens, runs cupy_float's kernel; more tokens (a prefill chunk)
   the torch plugin's float32 linear (the weight dequantized once, cuBLAS), since a GEMV per token group would read
   the weight again for every 4 tokens. A registry selects it per type (linear@Q4_K) so the other types keep theirs.
+- "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
+  8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
 """
 
 from __future__ import annotations
@@ -67,6 +69,50 @@ def linear_rowwarp(x, weight):
 
 #: cupy_rowwarp: the most tokens a call hands to cupy_float's GEMV; more go to the torch plugin's GEMM
 ROWWARP_GEMV_MAX_T = 8
+
+
+def linear_floatrow(x, weight):
+    """Implementation "cupy_floatrow": one token times a float weight (F16, BF16, F32) with LPR lanes a row
+    (kernels/linear_floatrow.cu); every other call by cupy_rowwarp's stated policy: up to ROWWARP_GEMV_MAX_T tokens
+    cupy_float's kernel, more the torch plugin's float32 linear."""
+    if x.dim() == 2 and x.shape[0] > ROWWARP_GEMV_MAX_T:
+        from sparkops_torch.linear import linear as torch_linear
+
+        return torch_linear(x, weight)
+    if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or not weight.is_float:
+        return _linear(x, weight, float_act=True)
+    x, code, kw, n, k = _checked(x, weight)
+    if kw.row_bytes % 16 or kw.raw.data_ptr() % 16:  # the kernel reads whole 16-byte vectors of a row
+        return _linear(x, weight, float_act=True)
+    if x.data_ptr() % 16:
+        x = x.clone()
+    y = torch.empty((1, n), dtype=x.dtype, device=x.device)
+    launch_floatrow(x, code, kw, n, y)
+    return y
+
+
+#: cupy_floatrow: rows of at most this many 16-byte vectors take 8 lanes (4 rows a warp), longer ones a whole warp
+FLOATROW_SHORT_VECTORS = 64
+#: the float weight's kernel suffix per element type code (KernelWeight.wdt)
+_W_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
+
+
+def floatrow_lanes(row_bytes: int) -> int:
+    """Lanes a row of `row_bytes` gets in cupy_floatrow's kernel (FLOATROW_SHORT_VECTORS)."""
+    return 8 if row_bytes // 16 <= FLOATROW_SHORT_VECTORS else 32
+
+
+def launch_floatrow(x: torch.Tensor, code: int, kw: KernelWeight, n: int, y: torch.Tensor,
+                    lanes: int | None = None) -> None:
+    """y[0, :n] = x[0] @ W^T for a float weight (kernels/linear_floatrow.cu); x, the weight and its rows 16-byte
+    aligned. `lanes`: 8 or 32 a row; None picks by the row's length (floatrow_lanes)."""
+    lanes = lanes or floatrow_lanes(kw.row_bytes)
+    if lanes not in (8, 32) or not kw.is_float or kw.row_bytes % 16:
+        raise BadInput(f"linear: the float row GEMV takes 8 or 32 lanes a row and float weights of whole 16-byte "
+                       f"vectors a row, not {lanes} lanes on {kw.suffix} rows of {kw.row_bytes} bytes")
+    rows = 4 * 32 // lanes  # a block of 128 threads
+    rt.launch("linear_floatrow.cu", f"linear_floatrow{lanes}_{_W_SUFFIX[kw.wdt]}", x.device, ((n + rows - 1) // rows,),
+              (128,), (rt.ptr(x), rt.i32(code), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(n), rt.ptr(y)))
 #: the row-warp kernels' dtype suffix per activation dtype code (rt.DTYPE_CODE)
 _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: the three forms of kernels/linear_rowwarp.cu and the rows one block of 128 threads computes: "warp", a warp per row

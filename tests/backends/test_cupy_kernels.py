@@ -27,6 +27,7 @@ from sparkops_cupy import attention as cu_attention  # noqa: E402  (after the sk
 from sparkops_cupy.kda import kda as cu_kda  # noqa: E402
 from sparkops_cupy.linear import linear as cu_linear  # noqa: E402
 from sparkops_cupy.linear import linear_float as cu_linear_float  # noqa: E402
+from sparkops_cupy.linear import linear_floatrow as cu_linear_floatrow  # noqa: E402
 from sparkops_cupy.linear import linear_rowwarp as cu_linear_rowwarp  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts_rowwarp as cu_moe_rowwarp  # noqa: E402
@@ -66,7 +67,7 @@ def on_cpu(v):
 
 #: the two linear implementations and the claim variant each is judged by
 LINEARS = {"cupy_dp4a": (cu_linear, "act_q8"), "cupy_float": (cu_linear_float, "fp32"),
-           "cupy_rowwarp": (cu_linear_rowwarp, "fp32")}
+           "cupy_rowwarp": (cu_linear_rowwarp, "fp32"), "cupy_floatrow": (cu_linear_floatrow, "fp32")}
 
 
 @pytest.mark.parametrize("impl", list(LINEARS))
@@ -125,6 +126,50 @@ def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(form, dtype, out_f, in
     y2 = torch.full_like(y, float("nan"))
     launch_rowwarp(x, DTYPE_CODE[dtype], kw, out_f, in_f, y2, form)
     assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
+
+
+@pytest.mark.parametrize("lanes", [8, 32])
+@pytest.mark.parametrize("wtype", [Q.F16, Q.BF16, Q.F32])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("out_f,in_f", [(288, 2304), (4096, 128), (7, 64), (3, 1032), (33, 4096)])
+def test_floatrow_writes_every_row_of_a_one_token_float_gemv(lanes, wtype, dtype, out_f, in_f):
+    """cupy_floatrow's kernels (one token, float weights), 8 and 32 lanes a row: the 48B's low-rank gate shapes (the
+    stacked f_a|g_a|beta, and f_b) and odd ones (rows that leave a warp's 4 row slots part empty; rows of 129 vectors,
+    past one group in flight; 4096 F32 inputs, 1024 vectors a row), every weight and activation dtype. The output
+    starts as NaN; two launches give the same bits."""
+    from sparkops_cupy._runtime import DTYPE_CODE
+    from sparkops_cupy._weights import kernel_weight
+    from sparkops_cupy.linear import floatrow_lanes, launch_floatrow
+
+    rng = np.random.default_rng(out_f * 3 + in_f + int(wtype))
+    w = qweight(rng, (out_f, in_f), wtype, 0.05)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f)).to(DEV, dtype)
+    kw = kernel_weight("linear", "weight", w, x.device)
+    y = torch.full((1, out_f), float("nan"), dtype=dtype, device=DEV)
+    launch_floatrow(x, DTYPE_CODE[dtype], kw, out_f, y, lanes)
+    want = ref("linear")(x.float().cpu(), w.to("cpu"))
+    assert nmse(y.float(), want) <= rule_for("linear", "fp32" if dtype == torch.float32 else "bf16").limit
+    if lanes == floatrow_lanes(kw.row_bytes):
+        assert torch.equal(cu_linear_floatrow(x, w), y), "the op's result differs from its kernel's (same launch)"
+    y2 = torch.full_like(y, float("nan"))
+    launch_floatrow(x, DTYPE_CODE[dtype], kw, out_f, y2, lanes)
+    assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
+
+
+def test_floatrow_hands_rows_of_partial_vectors_and_other_types_to_cupy_float():
+    """The stated policy: rows that are no whole number of 16-byte vectors (100 F16 inputs: 200 bytes) and block types
+    run cupy_float's kernel, more than 8 tokens the torch plugin's linear."""
+    from sparkops_torch.linear import linear as torch_linear
+
+    rng = np.random.default_rng(17)
+    g = torch.Generator().manual_seed(17)
+    for wtype, in_f in ((Q.F16, 100), (Q.Q4_K, 256)):
+        w = qweight(rng, (40, in_f), wtype, 0.05)
+        x = torch.randn(1, in_f, generator=g).to(DEV)
+        assert torch.equal(cu_linear_floatrow(x, w), cu_linear_float(x, w)), wtype
+    w = qweight(rng, (40, 256), Q.F16, 0.05)
+    x = torch.randn(12, 256, generator=g).to(DEV)
+    assert torch.equal(cu_linear_floatrow(x, w), torch_linear(x, w))
 
 
 def test_rowwarp_reads_an_unaligned_activation_row():

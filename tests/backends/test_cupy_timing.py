@@ -9,6 +9,10 @@ be captured in a CUDA graph, since the decode step must be.
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -73,10 +77,11 @@ def _decode_linears():
     ]
 
 
-def _side_by_side(names, shapes, title, dtype=torch.float32):
+def _side_by_side(names, shapes, title, dtype=torch.float32, record: str | None = None):
     """Each shape timed under each linear implementation (a name, or a label: callable) on the same argument sets in
     one CUDA graph each; printed with the calls per token and the per-token sums (the step's gain or loss follows by
-    Amdahl). `dtype`: the activations'."""
+    Amdahl). `dtype`: the activations'. `record`: with SPARKOPS_PEROP_DIR set, the sums are also written to
+    $SPARKOPS_PEROP_DIR/perop-RECORD.json, from which bench/perop_factor.py gives a rung its --expect."""
     from sparkops_cupy._workloads import linear_workload
 
     impls = names if isinstance(names, dict) else {n: load_catalog().get("linear", n).resolve() for n in names}
@@ -92,6 +97,11 @@ def _side_by_side(names, shapes, title, dtype=torch.float32):
             f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%)" for n, t in times.items()))
     print(f"\n{title}:\n  " + "\n  ".join(rows))
     print("  these linears per token: " + ", ".join(f"{n} {s * 1e6:.0f} us" for n, s in per_token.items()))
+    out = os.environ.get("SPARKOPS_PEROP_DIR")
+    if record and out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, f"perop-{record}.json").write_text(json.dumps(
+            {"title": title, "dtype": str(dtype), "per_token_seconds": per_token, "rows": rows}, indent=1))
     return per_token
 
 
@@ -131,9 +141,29 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
              "cupy_rowwarp": cat.get("linear", "cupy_rowwarp").resolve(),
              "warp form": forced("warp"), "octet form": forced("octet"), "copy form": forced("copy")}
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
-    per_token = _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, row-warp forms vs triton_lastblock", dtype)
+    per_token = _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, row-warp forms vs triton_lastblock", dtype,
+                              record=f"rowwarp-{str(dtype).removeprefix('torch.')}")
     if dtype == torch.bfloat16:
         assert per_token["cupy_rowwarp"] <= per_token["triton_lastblock"], per_token
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_floatrow_gemv_side_by_side_with_triton(dtype):
+    """The rung's per-op evidence for linear@F16=cupy_floatrow: the 48B's F16 decode linears (KDA's stacked
+    f_a|g_a|beta and its f_b, g_b, as the fused step without fuse_low_rank calls them) under triton_lastblock (the
+    step's linear for F16), cupy_floatrow and cupy_float. Recorded as perop-floatrow-DTYPE.json for the rung's
+    --expect; asserted only that each was captured in a graph (no speed is promised before a GPU has measured it)."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.config import load_preset
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    n_kda = sum(k == "kda" for k in cfg.layer_kinds)
+    dk, h, d, p = cfg.kda_head_dim, cfg.kda_heads, cfg.hidden_size, cfg.kda_inner
+    shapes = [(Q.F16, 2 * dk + h, d, "kda f_a|g_a|beta fused", n_kda), (Q.F16, p, dk, "kda f_b, g_b", 2 * n_kda)]
+    _side_by_side(("triton_lastblock", "cupy_floatrow", "cupy_float"), shapes,
+                  f"linear T=1 F16 {dtype}, float rows vs triton_lastblock", dtype,
+                  record=f"floatrow-{str(dtype).removeprefix('torch.')}")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])

@@ -8,6 +8,7 @@ sparkops was asked to do is logged and checked; everything the suite keeps lives
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -45,10 +46,13 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
     # bench/gpu_test_shard.py and `python3 -c "print(...)"` arithmetic are pure Python: the real interpreter runs
     # them (the shards' files, a prediction factor); imports of torch and the kernels stay stand-ins
+    # STUB_PEROP: a per-op record a GPU test would have written (SPARKOPS_PEROP_DIR), copied there by the pytest stand-in
     (d / "python3").write_text('#!/usr/bin/env bash\n'
-                               f'if [ "$1" = bench/gpu_test_shard.py ] || [[ "$1" = -c && "$2" == print\\(* ]]; then '
-                               f'exec "{sys.executable}" "$@"; fi\n'
+                               f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
+                               f'[[ "$1" = -c && "$2" == print\\(* ]]; then exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
+                               '[ -n "${SPARKOPS_PEROP_DIR:-}" ] && [ -n "${STUB_PEROP:-}" ] && '
+                               'cp "$STUB_PEROP" "$SPARKOPS_PEROP_DIR/perop-floatrow-bfloat16.json"; '
                                'exit "${STUB_PYTEST_RC:-0}"; }\n'
                                'exit 0\n')
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
@@ -964,6 +968,33 @@ def test_rungs14d_rebuilds_the_row_warp_step_then_times_its_defaults_and_the_moe
              "] swap-moe-rowwarp (limit", "] decode-moe-rowwarp (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
+
+
+def test_rungs14d_times_the_float_row_gemv_with_the_factor_its_own_proof_recorded(tmp_path):
+    """After the MoE rung, linear@F16=cupy_floatrow: its GPU tests write a per-op record, bench/perop_factor.py turns it
+    into the pair's --expect (1.5 here: 3 us a token before, 2 after), and the pair runs over the newest winner (the
+    MoE rung's registry, a stand-in win) after a diagnosis of that base."""
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 3e-6, "cupy_floatrow": 2e-6}}))
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": str(record)}
+    log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
+    machine = tmp_path / "machine"
+    moe, fr = machine / "cuda-s14-moe-rowwarp.toml", machine / "cuda-s14-floatrow.toml"
+    assert "unknown stage" not in log and "left out" not in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 3, decodes
+    diag = machine / "suite-diag" / "diag-decode-fr.json"
+    assert f"--registry {moe} --vs {fr}" in decodes[2] and "--changes linear@F16 " in decodes[2]
+    assert f"--prediction {diag} --expect linear@F16=1.500" in decodes[2]
+    assert log.index("] gpu-tests-floatrow (limit") < log.index("] swap-linear-floatrow (limit")
+
+
+def test_rungs14d_leaves_the_float_row_rung_out_without_a_record(tmp_path):
+    """No per-op record (the tests wrote none): no factor, so no pair - the stage says so instead of guessing."""
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
+    assert "decode-linear-floatrow: left out" in log
+    assert not any("cupy_floatrow" in c or "cuda-s14-floatrow.toml" in c for c in calls)
 
 
 def test_a_failed_step_runs_again_when_the_code_changed_and_only_then(tmp_path):

@@ -1,0 +1,43 @@
+"""The per-op speed-up a rung's --expect takes, from a side-by-side GPU test's record (perop-NAME.json).
+
+    python3 bench/perop_factor.py perop-floatrow-bfloat16.json triton_lastblock cupy_floatrow   # prints 1.234
+
+The record holds each implementation's time a token, summed over the step's own calls of that op (the test's list of
+shapes and calls per token). The factor is BEFORE's sum over AFTER's. A stage computes its prediction from the proof it
+has just run, instead of a number typed into the script (session 13: a hand-made factor rested on a wrong call list).
+Exit 2, with the reason on stderr, when the record or an implementation is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def factor(record: Path, before: str, after: str) -> float:
+    """BEFORE's per-token seconds over AFTER's, from `record`."""
+    sums = json.loads(record.read_text())["per_token_seconds"]
+    for name in (before, after):
+        if name not in sums:
+            raise KeyError(f"{record}: no implementation '{name}' (it holds {', '.join(sorted(sums))})")
+    if sums[after] <= 0:
+        raise ValueError(f"{record}: {after} has no time a token ({sums[after]})")
+    return sums[before] / sums[after]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python3 bench/perop_factor.py RECORD.json BEFORE AFTER", file=sys.stderr)
+        return 2
+    try:
+        print(f"{factor(Path(args[0]), args[1], args[2]):.3f}")
+    except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:
+        print(f"perop_factor: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,32 @@
+"""bench/perop_factor.py: a rung's --expect from its proof's per-op record, and a clear refusal without one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.helpers import REPO
+
+SCRIPT = REPO / "bench" / "perop_factor.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_factor_is_before_over_after(tmp_path):
+    rec = tmp_path / "perop-x.json"
+    rec.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 954e-6, "cupy_rowwarp": 719e-6}}))
+    out = run(str(rec), "triton_lastblock", "cupy_rowwarp")
+    assert out.returncode == 0 and out.stdout.strip() == "1.327"
+
+
+def test_a_missing_implementation_or_record_is_refused_with_the_reason(tmp_path):
+    rec = tmp_path / "perop-x.json"
+    rec.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 1e-6}}))
+    out = run(str(rec), "triton_lastblock", "cupy_rowwarp")
+    assert out.returncode == 2 and "no implementation 'cupy_rowwarp'" in out.stderr and not out.stdout
+    out = run(str(tmp_path / "none.json"), "a", "b")
+    assert out.returncode == 2 and "none.json" in out.stderr
+    assert run().returncode == 2
