@@ -59,7 +59,8 @@
 #     rungs14d    the decode step rebuilt through session 13's row-warp rung, the row-warp GPU tests, the step now as one
 #                 arm against the frontier (cupy_rowwarp's defaults changed after its row), its diagnosis at 0 and
 #                 32768, then moe_experts=cupy_rowwarp as a pair, then linear@F16=cupy_floatrow as a pair after its
-#                 GPU tests, predicted from their per-op record (bench/perop_factor.py)
+#                 GPU tests, predicted from their per-op record (bench/perop_factor.py), then linear@Q4_K=cupy_mma
+#                 (the tensor cores) the same way
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
@@ -292,6 +293,9 @@ MOERW_FACTOR="moe_experts=1.02"
 # then the F16 linears (KDA's low-rank gates: 60 calls, 0.156 ms a token in session 13's diagnosis) through cupy's
 # float-row GEMV, predicted from its own proof's record (bench/perop_factor.py), not from a typed number
 FLOATROW_REG=$TMP/cuda-s14-floatrow.toml
+# then the Q4_K projections on the tensor cores (cupy_mma, written after session 13's GPU calls), over the newest
+# winner, predicted from its proof's record (cupy_rowwarp's time a token over cupy_mma's)
+MMA_REG=$TMP/cuda-s14-mma.toml
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -481,7 +485,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-linear-floatrow=FLOATROW_REG decode-moe-rowwarp=MOERW_REG decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
+  decode-linear-mma=MMA_REG decode-linear-floatrow=FLOATROW_REG decode-moe-rowwarp=MOERW_REG decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
   decode-convmerge=CONV_REG decode-lastblock=LB_REG
@@ -567,6 +571,13 @@ decode_chain() {
       && mv $LOWRANK_REG.new $LOWRANK_REG && echo "$CUHEAD_REG" > $LOWRANK_REG.base
   fi
   return 0
+}
+proof_mma() {  # linear@Q4_K=cupy_mma (session 13, not yet on a GPU when written): every row from NaN against the
+  # bf16-rounded reference, the contract on CUDA, then timed beside cupy_rowwarp and triton_lastblock (its record,
+  # perop-mma-*.json, is the rung's prediction)
+  run gpu-tests-mma 60 env SPARKOPS_PEROP_DIR="$R" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k "mma" tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py \
+      --junitxml="$R/gpu-tests-mma.xml"
 }
 proof_floatrow() {  # linear@F16=cupy_floatrow (session 13, not yet on a GPU when written): every row from NaN, then
   # timed beside triton_lastblock at the 48B's F16 shapes; the timing's record (perop-floatrow-*.json) is the rung's
@@ -1208,6 +1219,21 @@ more (session 13, call 8: 12288 x 2304 12.3 against 13.0 us); $(basename $NOW14)
       --graph A,B $GATE $FILL_LEAN --changes linear@F16 --prediction $DJ/diag-decode-fr.json \
       --expect "linear@F16=$FR_FACTOR" \
       --change "linear@F16=cupy_floatrow: KDA's F16 low-rank GEMVs as lanes a row, a row's loads at once, over $(basename $FR_BASE), graph"
+  # linear@Q4_K=cupy_mma over the newest winner, after its GPU tests, predicted from their per-op record
+  proof_mma
+  MMA_BASE=$(now_reg decode-linear-mma)
+  MMA_FACTOR=$(python3 bench/perop_factor.py "$R/perop-mma-bfloat16.json" cupy_rowwarp cupy_mma || true)
+  MMA_OK=$([ "$(cat $DONE/gpu-tests-mma 2>/dev/null || true)" = 0 ] && [ -n "$MMA_FACTOR" ] && echo 1)
+  [ -n "$MMA_OK" ] || log "decode-linear-mma: left out (its GPU tests failed, or their record gave no factor)"
+  [ -n "$MMA_OK" ] && run diagnose-decode-mma 90 sparkops diagnose --model $M --device cuda --depth 0,32768 \
+      --registry $MMA_BASE $FILL_LEAN --out "$R/diag-decode-mma" --json-out $DJ/diag-decode-mma.json
+  fresh_over $MMA_REG $MMA_BASE
+  [ -n "$MMA_OK" ] && [ ! -f $MMA_REG ] && run swap-linear-mma 30 bash -c 'swap_into "$@"' _ $MMA_REG $MMA_BASE \
+      linear@Q4_K=cupy_mma
+  [ -n "$MMA_OK" ] && [ -f $MMA_REG ] && [ -s $DJ/diag-decode-mma.json ] && run decode-linear-mma 150 sparkops \
+      bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $MMA_BASE --vs $MMA_REG --graph A,B \
+      $GATE $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-mma.json --expect "linear@Q4_K=$MMA_FACTOR" \
+      --change "linear@Q4_K=cupy_mma: the Q4_K projections on the tensor cores, over $(basename $MMA_BASE), graph"
   ;;
 probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,

@@ -40,6 +40,9 @@ IMPLEMENTATIONS = [
     # (a prefill goes to the torch plugin's float32 linear: its sources are part of this implementation's record)
     ("linear", "cupy_rowwarp", "sparkops_cupy.linear:linear_rowwarp", tolerance(), ("linear.cu", "linear_rowwarp.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
+    # the one-token Q4_K GEMV on the tensor cores: bf16 activations in the products, so the bf16 row of the tolerances
+    ("linear", "cupy_mma", "sparkops_cupy.linear:linear_mma", tolerance("bf16"), ("linear.cu", "linear_mma.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     # the same for float weights (F16 / BF16 / F32 rows, 8 or 32 lanes a row), with the same policy for other calls
     ("linear", "cupy_floatrow", "sparkops_cupy.linear:linear_floatrow", tolerance(), ("linear.cu", "linear_floatrow.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),

@@ -15,6 +15,10 @@ F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
   other call: one token of another type, or up to 8 tokens, runs cupy_float's kernel; more tokens (a prefill chunk)
   the torch plugin's float32 linear (the weight dequantized once, cuBLAS), since a GEMV per token group would read
   the weight again for every 4 tokens. A registry selects it per type (linear@Q4_K) so the other types keep theirs.
+- "cupy_mma" (`linear_mma`): the one-token Q4_K GEMV on the tensor cores (kernels/linear_mma.cu): a weight's two codes
+  become a bfloat16 pair in two instructions and mma.sync does the products, the scales applied once a sub-block.
+  The activations are rounded to bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for the
+  other calls. Written in session 13 after its GPU calls: its GPU tests have not run yet.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
 """
@@ -89,6 +93,34 @@ def linear_floatrow(x, weight):
     y = torch.empty((1, n), dtype=x.dtype, device=x.device)
     launch_floatrow(x, code, kw, n, y)
     return y
+
+
+def linear_mma(x, weight):
+    """Implementation "cupy_mma": one token times a Q4_K weight on the tensor cores (kernels/linear_mma.cu: the codes as
+    bfloat16 128 + q, the activations rounded to bfloat16, float32 sums; claim tolerance("bf16")); every other call by
+    cupy_rowwarp's stated policy: up to ROWWARP_GEMV_MAX_T tokens cupy_float's kernel, more the torch plugin's linear."""
+    if x.dim() == 2 and x.shape[0] > ROWWARP_GEMV_MAX_T:
+        from sparkops_torch.linear import linear as torch_linear
+
+        return torch_linear(x, weight)
+    if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or weight.qtype != Q.Q4_K:
+        return _linear(x, weight, float_act=True)
+    x, code, kw, n, k = _checked(x, weight)
+    if x.data_ptr() % 16:  # the kernel reads the activations 16 bytes at a time
+        x = x.clone()
+    y = torch.empty((1, n), dtype=x.dtype, device=x.device)
+    launch_mma(x, code, kw, n, k, y)
+    return y
+
+
+def launch_mma(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """y[0, :n] = x[0] @ W^T for a Q4_K weight on the tensor cores (kernels/linear_mma.cu), 16 rows a block."""
+    if kw.raw.data_ptr() % 16:
+        raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
+                       f"give it its own allocation (QWeight(raw.clone(), ...))")
+    smem = 2 * k + 4 * (k // 32) + 4 * 64  # bf16 activations, their sums of 32, the 4 warps' 16 row sums
+    rt.launch("linear_mma.cu", f"linear_q4_k_mma_{_DT_SUFFIX[code]}", x.device, ((n + 15) // 16,), (128,),
+              (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
 
 
 #: cupy_floatrow: rows of at most this many 16-byte vectors take 8 lanes (4 rows a warp), longer ones a whole warp

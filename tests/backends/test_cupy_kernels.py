@@ -28,6 +28,7 @@ from sparkops_cupy.kda import kda as cu_kda  # noqa: E402
 from sparkops_cupy.linear import linear as cu_linear  # noqa: E402
 from sparkops_cupy.linear import linear_float as cu_linear_float  # noqa: E402
 from sparkops_cupy.linear import linear_floatrow as cu_linear_floatrow  # noqa: E402
+from sparkops_cupy.linear import linear_mma as cu_linear_mma  # noqa: E402
 from sparkops_cupy.linear import linear_rowwarp as cu_linear_rowwarp  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts_rowwarp as cu_moe_rowwarp  # noqa: E402
@@ -67,7 +68,8 @@ def on_cpu(v):
 
 #: the two linear implementations and the claim variant each is judged by
 LINEARS = {"cupy_dp4a": (cu_linear, "act_q8"), "cupy_float": (cu_linear_float, "fp32"),
-           "cupy_rowwarp": (cu_linear_rowwarp, "fp32"), "cupy_floatrow": (cu_linear_floatrow, "fp32")}
+           "cupy_rowwarp": (cu_linear_rowwarp, "fp32"), "cupy_floatrow": (cu_linear_floatrow, "fp32"),
+           "cupy_mma": (cu_linear_mma, "bf16")}
 
 
 @pytest.mark.parametrize("impl", list(LINEARS))
@@ -170,6 +172,35 @@ def test_floatrow_hands_rows_of_partial_vectors_and_other_types_to_cupy_float():
     w = qweight(rng, (40, 256), Q.F16, 0.05)
     x = torch.randn(12, 256, generator=g).to(DEV)
     assert torch.equal(cu_linear_floatrow(x, w), torch_linear(x, w))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (6720, 2304), (33, 256), (5, 1280), (17, 9216)])
+def test_mma_writes_every_row_of_a_one_token_q4k_gemv(dtype, out_f, in_f):
+    """cupy_mma's kernel (one token, Q4_K, the tensor cores): the 48B's projections and odd shapes (a last block of
+    1 to 15 rows; 1 super-block, so three of a block's four warps add nothing; 5 and 36, split unevenly over the
+    warps), every activation dtype, against the reference on the bfloat16-rounded activations the kernel uses. The
+    output starts as NaN; two launches give the same bits."""
+    from sparkops_cupy._runtime import DTYPE_CODE
+    from sparkops_cupy._weights import kernel_weight
+    from sparkops_cupy.linear import launch_mma
+
+    rng = np.random.default_rng(out_f * 5 + in_f)
+    w = qweight(rng, (out_f, in_f), Q.Q4_K, 0.02)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f + 1)).to(DEV, dtype)
+    kw = kernel_weight("linear", "weight", w, x.device)
+    y = torch.full((1, out_f), float("nan"), dtype=dtype, device=DEV)
+    launch_mma(x, DTYPE_CODE[dtype], kw, out_f, in_f, y)
+    want = ref("linear")(x.to(torch.bfloat16).float().cpu(), w.to("cpu"))  # the kernel's products take bf16 x
+    # against the activations it used, the kernel's error is its float32 sums' (and the 128 offset's cancellation):
+    # far inside 1e-8 with a float32 output, where a wrong code, scale or lane would cost ~1e-1. A 16-bit output adds
+    # its own rounding (~1e-6): the claim's row then
+    limit = 1e-8 if dtype == torch.float32 else rule_for("linear", "bf16").limit
+    assert nmse(y.float(), want) <= limit
+    assert torch.equal(cu_linear_mma(x, w), y), "the op's result differs from its kernel's (same launch)"
+    y2 = torch.full_like(y, float("nan"))
+    launch_mma(x, DTYPE_CODE[dtype], kw, out_f, in_f, y2)
+    assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
 
 
 def test_rowwarp_reads_an_unaligned_activation_row():

@@ -148,6 +148,17 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_mma_gemv_side_by_side_with_rowwarp_and_triton(dtype):
+    """The rung's per-op evidence for linear@Q4_K=cupy_mma: the step's Q4_K decode linears under triton_lastblock,
+    cupy_rowwarp (the step's linear@Q4_K since session 13) and cupy_mma. Recorded as perop-mma-DTYPE.json (the rung's
+    --expect is cupy_rowwarp's sum over cupy_mma's); asserted only that each was captured in a graph."""
+    shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
+    _side_by_side(("triton_lastblock", "cupy_rowwarp", "cupy_mma"), shapes,
+                  f"linear T=1 Q4_K {dtype}, tensor cores vs row-warp vs triton_lastblock", dtype,
+                  record=f"mma-{str(dtype).removeprefix('torch.')}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_floatrow_gemv_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for linear@F16=cupy_floatrow: the 48B's F16 decode linears (KDA's stacked
     f_a|g_a|beta and its f_b, g_b, as the fused step without fuse_low_rank calls them) under triton_lastblock (the

@@ -46,13 +46,14 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
     # bench/gpu_test_shard.py and `python3 -c "print(...)"` arithmetic are pure Python: the real interpreter runs
     # them (the shards' files, a prediction factor); imports of torch and the kernels stay stand-ins
-    # STUB_PEROP: a per-op record a GPU test would have written (SPARKOPS_PEROP_DIR), copied there by the pytest stand-in
+    # STUB_PEROP="FILE:NAME ...": per-op records a GPU test would have written (SPARKOPS_PEROP_DIR/NAME), copied there by
+    # the pytest stand-in
     (d / "python3").write_text('#!/usr/bin/env bash\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
                                f'[[ "$1" = -c && "$2" == print\\(* ]]; then exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
-                               '[ -n "${SPARKOPS_PEROP_DIR:-}" ] && [ -n "${STUB_PEROP:-}" ] && '
-                               'cp "$STUB_PEROP" "$SPARKOPS_PEROP_DIR/perop-floatrow-bfloat16.json"; '
+                               'if [ -n "${SPARKOPS_PEROP_DIR:-}" ]; then for f in ${STUB_PEROP:-}; do '
+                               'cp "${f%%:*}" "$SPARKOPS_PEROP_DIR/${f##*:}"; done; fi; '
                                'exit "${STUB_PYTEST_RC:-0}"; }\n'
                                'exit 0\n')
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
@@ -976,17 +977,37 @@ def test_rungs14d_times_the_float_row_gemv_with_the_factor_its_own_proof_recorde
     MoE rung's registry, a stand-in win) after a diagnosis of that base."""
     record = tmp_path / "record.json"
     record.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 3e-6, "cupy_floatrow": 2e-6}}))
-    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": str(record)}
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": f"{record}:perop-floatrow-bfloat16.json"}
     log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
     machine = tmp_path / "machine"
     moe, fr = machine / "cuda-s14-moe-rowwarp.toml", machine / "cuda-s14-floatrow.toml"
-    assert "unknown stage" not in log and "left out" not in log
+    assert "unknown stage" not in log and "decode-linear-floatrow: left out" not in log
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 3, decodes
     diag = machine / "suite-diag" / "diag-decode-fr.json"
     assert f"--registry {moe} --vs {fr}" in decodes[2] and "--changes linear@F16 " in decodes[2]
     assert f"--prediction {diag} --expect linear@F16=1.500" in decodes[2]
     assert log.index("] gpu-tests-floatrow (limit") < log.index("] swap-linear-floatrow (limit")
+
+
+def test_rungs14d_times_the_tensor_core_gemv_last_with_its_recorded_factor(tmp_path):
+    """The last rung of rungs14d: linear@Q4_K=cupy_mma over the newest winner (the float-row rung's registry, a
+    stand-in win), predicted as cupy_rowwarp's time a token over cupy_mma's from its proof's record (2.0 here)."""
+    fr_rec, mma_rec = tmp_path / "fr.json", tmp_path / "mma.json"
+    fr_rec.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 3e-6, "cupy_floatrow": 2e-6}}))
+    mma_rec.write_text(json.dumps({"per_token_seconds": {"cupy_rowwarp": 700e-6, "cupy_mma": 350e-6}}))
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": f"{fr_rec}:perop-floatrow-bfloat16.json {mma_rec}:perop-mma-bfloat16.json"}
+    log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
+    machine = tmp_path / "machine"
+    fr, mma = machine / "cuda-s14-floatrow.toml", machine / "cuda-s14-mma.toml"
+    assert "left out" not in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 4, decodes
+    assert f"--registry {fr} --vs {mma}" in decodes[3] and "--changes linear@Q4_K " in decodes[3]
+    assert "--expect linear@Q4_K=2.000" in decodes[3]
+    assert any(c.startswith("swap linear@Q4_K=cupy_mma ") for c in calls)
 
 
 def test_rungs14d_leaves_the_float_row_rung_out_without_a_record(tmp_path):
