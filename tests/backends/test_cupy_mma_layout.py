@@ -1,4 +1,4 @@
-"""The tensor-core Q4_K GEMV's data layout (plugins/sparkops_cupy/kernels/linear_mma.cu), checked on the CPU.
+"""The tensor-core Q4_K GEMV's data layout (plugins/sparkops_cupy/kernels/q4k_mma.cuh, linear_mma.cu), checked on the CPU.
 
 The kernel's correctness on a GPU is its GPU tests' (test_cupy_kernels.py). What can be checked anywhere is the part
 most likely to be wrong: which code and which activation each lane puts in which register of the mma.m16n8k16
