@@ -60,7 +60,7 @@
 #                 arm against the frontier (cupy_rowwarp's defaults changed after its row), its diagnosis at 0 and
 #                 32768, then moe_experts=cupy_rowwarp as a pair, then linear@F16=cupy_floatrow as a pair after its
 #                 GPU tests, predicted from their per-op record (bench/perop_factor.py), then linear@Q4_K=cupy_mma
-#                 (the tensor cores) the same way
+#                 (the tensor cores) the same way, then moe_experts=cupy_mma
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
@@ -296,6 +296,9 @@ FLOATROW_REG=$TMP/cuda-s14-floatrow.toml
 # then the Q4_K projections on the tensor cores (cupy_mma, written after session 13's GPU calls), over the newest
 # winner, predicted from its proof's record (cupy_rowwarp's time a token over cupy_mma's)
 MMA_REG=$TMP/cuda-s14-mma.toml
+# and the experts on the tensor cores (cupy_mma), predicted from the MoE side-by-side's record against whichever
+# moe_experts the base runs
+MOEMMA_REG=$TMP/cuda-s14-moe-mma.toml
 # what the best registry is, for the rows' change text: stage_best writes it once it has chosen
 best_is() { cat "$TMP/best-kind" 2>/dev/null || echo "the best gated registry (bf16 Triton if it passed the 48B gate, else float32 kernels)"; }
 # float32-accurate Triton kernels: what passed the 48B gate at depths 1,64 in session 2, when every bf16 claim
@@ -485,7 +488,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-linear-mma=MMA_REG decode-linear-floatrow=FLOATROW_REG decode-moe-rowwarp=MOERW_REG decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
+  decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG decode-linear-floatrow=FLOATROW_REG decode-moe-rowwarp=MOERW_REG decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
   decode-convmerge=CONV_REG decode-lastblock=LB_REG
@@ -1234,6 +1237,21 @@ more (session 13, call 8: 12288 x 2304 12.3 against 13.0 us); $(basename $NOW14)
       bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $MMA_BASE --vs $MMA_REG --graph A,B \
       $GATE $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-mma.json --expect "linear@Q4_K=$MMA_FACTOR" \
       --change "linear@Q4_K=cupy_mma: the Q4_K projections on the tensor cores, over $(basename $MMA_BASE), graph"
+  # moe_experts=cupy_mma over the newest winner (its GPU tests ran in proof_mma), against the base's moe_experts
+  MM_BASE=$(now_reg decode-moe-mma)
+  MM_BEFORE=triton_prefetch; timed decode-moe-rowwarp && MM_BEFORE="cupy_rowwarp copy/warp"
+  MM_FACTOR=$(python3 bench/perop_factor.py "$R/perop-moe-bfloat16.json" "$MM_BEFORE" cupy_mma || true)
+  MM_OK=$([ "$(cat $DONE/gpu-tests-mma 2>/dev/null || true)" = 0 ] && [ -n "$MM_FACTOR" ] && echo 1)
+  [ -n "$MM_OK" ] || log "decode-moe-mma: left out (its GPU tests failed, or their record gave no factor)"
+  [ -n "$MM_OK" ] && run diagnose-decode-moemma 90 sparkops diagnose --model $M --device cuda --depth 0,32768 \
+      --registry $MM_BASE $FILL_LEAN --out "$R/diag-decode-moemma" --json-out $DJ/diag-decode-moemma.json
+  fresh_over $MOEMMA_REG $MM_BASE
+  [ -n "$MM_OK" ] && [ ! -f $MOEMMA_REG ] && run swap-moe-mma 30 bash -c 'swap_into "$@"' _ $MOEMMA_REG $MM_BASE \
+      moe_experts=cupy_mma
+  [ -n "$MM_OK" ] && [ -f $MOEMMA_REG ] && [ -s $DJ/diag-decode-moemma.json ] && run decode-moe-mma 150 sparkops \
+      bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $MM_BASE --vs $MOEMMA_REG --graph A,B \
+      $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-moemma.json --expect "moe_experts=$MM_FACTOR" \
+      --change "moe_experts=cupy_mma: one token's Q4_K experts on the tensor cores, over $(basename $MM_BASE), graph"
   ;;
 probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,

@@ -55,6 +55,9 @@ IMPLEMENTATIONS = [
     # one token's Q4_K experts in two row-warp launches; every other call is the torch plugin's float32 moe_experts
     ("moe_experts", "cupy_rowwarp", "sparkops_cupy.moe_experts:moe_experts_rowwarp", tolerance(), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
+    # the same two launches on the tensor cores: bf16 activations and hidden vector in the products
+    ("moe_experts", "cupy_mma", "sparkops_cupy.moe_experts:moe_experts_mma", tolerance("bf16"), "moe_mma.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
 ]
 
 

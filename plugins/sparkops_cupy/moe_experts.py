@@ -6,6 +6,11 @@ shared expert is stored in another type than the routed experts it gets its own 
 second accumulating into the output. Block-quantized weights use Q8_0 activations and __dp4a, as
 linear does: claim tolerance("act_q8").
 
+"cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
+bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
+bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for every other call. Written in session 13
+after its GPU calls: its GPU tests have not run yet.
+
 "cupy_rowwarp" (`moe_experts_rowwarp`, kernels/moe_rowwarp.cu): one token with every expert weight in Q4_K, in two
 launches built like linear's row-warp GEMVs (a row's loads requested before any is used, no split-K): gate/up into a
 float32 hidden vector, then down with the routing weights. Float32 products as the reference's, other sums: claim
@@ -156,6 +161,44 @@ def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
                rt.ptr(y), rt.i32(code)), shared_mem=smem)
+    return y
+
+
+def moe_experts_mma(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_mma": one token's Q4_K experts in two tensor-core launches (kernels/moe_mma.cu); every
+    other call runs the torch plugin's float32 moe_experts (the stated policy, `rowwarp_serves`)."""
+    if not rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down):
+        from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
+
+        return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    op = "moe_experts"
+    dev = rt.cuda_device(op, x=x, weights=weights, ids=ids)
+    d = x.shape[1]
+    k, e, f, fs = _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    code = rt.act_code(op, "x", x)
+    x = rt.contiguous(x)
+    if x.data_ptr() % 16:  # the activations are read 16 bytes at a time
+        x = x.clone()
+    ids = rt.contiguous(ids.long())
+    weights = rt.contiguous(weights.float())
+    kg, ku, kd = (kernel_weight(op, n, w, dev) for n, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)))
+    sg = su = sd = None
+    if fs:
+        sg, su, sd = (kernel_weight(op, n, w, dev) for n, w in (("s_gate", s_gate), ("s_up", s_up), ("s_down", s_down)))
+    for kw in (kg, ku, kd, sg, su, sd):
+        if kw is not None and kw.raw.data_ptr() % 16:
+            raise BadInput(f"{op}: an expert weight's data is not 16-byte aligned; give it its own allocation")
+    rows = k * f + fs
+    h = torch.empty((rows,), dtype=torch.float32, device=dev)  # [K * F + Fs]
+    y = torch.empty((1, d), dtype=x.dtype, device=dev)
+    rt.launch("moe_mma.cu", f"moe_q4_k_gateup_mma_{_DT_SUFFIX[code]}", dev, (rows // 16,), (128,),
+              (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
+               rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(d), rt.ptr(h)),
+              shared_mem=2 * d + 4 * (d // 32) + 4 * 64)
+    rt.launch("moe_mma.cu", "moe_q4_k_down_mma", dev, ((d + 15) // 16,), (128,),
+              (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
+               rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
+               rt.ptr(y), rt.i32(code)), shared_mem=2 * rows + 4 * (rows // 32) + 4 * 64)
     return y
 
 

@@ -31,6 +31,7 @@ from sparkops_cupy.linear import linear_floatrow as cu_linear_floatrow  # noqa: 
 from sparkops_cupy.linear import linear_mma as cu_linear_mma  # noqa: E402
 from sparkops_cupy.linear import linear_rowwarp as cu_linear_rowwarp  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
+from sparkops_cupy.moe_experts import moe_experts_mma as cu_moe_mma  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts_rowwarp as cu_moe_rowwarp  # noqa: E402
 from sparkops_cupy.quantize_act import quantize_act as cu_quantize  # noqa: E402
 from sparkops_cupy.rmsnorm import rmsnorm as cu_rmsnorm  # noqa: E402
@@ -357,6 +358,52 @@ def test_rowwarp_moe_one_token_q4k_matches_reference(monkeypatch, forms, dtype, 
 
 
 @pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy")], ids=["octet-warp", "copy-copy"])
+def _bf16(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.bfloat16).float()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("d,f,e,k", [(2304, 1024, 256, 8), (512, 256, 6, 3), (1280, 768, 9, 5)])
+def test_mma_moe_one_token_q4k_matches_a_bf16_rounding_reference(dtype, shared, d, f, e, k):
+    """cupy_mma's MoE kernels (one token, every expert Q4_K, the tensor cores) against the reference arithmetic with
+    the kernel's two roundings made explicit: the activations and the hidden vector in bfloat16 for the products.
+    Within 1e-6 with a float32 output (a wrong code, scale, lane or slot costs ~1e-1), the claim's bf16 row with a
+    bf16 output; the 48B's shape and odd ones (super-blocks split unevenly over the warps), with and without the
+    shared expert; two runs give the same bits."""
+    from sparkops.gguf.quants import dequantize
+
+    x, weights, ids, w = _moe_args(d * 3 + f + e + k, 1, d, f, e, k, Q.Q4_K, Q.Q4_K if shared else None)
+    xd = x.to(DEV, dtype)
+    got = cu_moe_mma(xd, weights.to(DEV), ids.to(DEV), **w)
+    assert got.dtype == dtype and got.shape == (1, d)
+
+    def mat(weight, i=None):  # one expert's (or the shared) matrix, dequantized (float64)
+        raw = weight.raw.cpu().numpy() if i is None else weight.raw[i].cpu().numpy()
+        shape = tuple(weight.shape[-2:])
+        return torch.from_numpy(np.asarray(dequantize(raw, Q.Q4_K, shape), np.float64))
+
+    xb = _bf16(xd.float().cpu()).double()[0]  # [D]
+    want = torch.zeros(d, dtype=torch.float64)
+    experts = [(int(ids[0, j]), float(weights[0, j])) for j in range(k)]
+    for ex, wt in experts:
+        hid = torch.nn.functional.silu(mat(w["w_gate"], ex) @ xb) * (mat(w["w_up"], ex) @ xb)
+        want += wt * (mat(w["w_down"], ex) @ _bf16(hid).double())
+    if shared:
+        hid = torch.nn.functional.silu(mat(w["s_gate"]) @ xb) * (mat(w["s_up"]) @ xb)
+        want += mat(w["s_down"]) @ _bf16(hid).double()
+    limit = 1e-6 if dtype == torch.float32 else rule_for("moe_experts", "bf16").limit
+    assert nmse(got.float()[0], want) <= limit
+    assert torch.equal(got, cu_moe_mma(xd, weights.to(DEV), ids.to(DEV), **w)), "two runs disagree"
+
+
+def test_mma_moe_an_expert_id_out_of_range_gives_nan():
+    x, weights, ids, w = _moe_args(9, 1, 512, 256, 6, 3, Q.Q4_K, Q.Q4_K)
+    ids[0, 2] = -1
+    got = cu_moe_mma(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)
+    assert torch.isnan(got).all(), "an expert id outside [0, E) must poison the token's output, not read past it"
+
+
 def test_rowwarp_moe_an_expert_id_out_of_range_gives_nan(monkeypatch, forms):
     import sparkops_cupy.moe_experts as cm
 

@@ -178,11 +178,12 @@ def test_floatrow_gemv_side_by_side_with_triton(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
-def test_rowwarp_moe_side_by_side_with_triton(dtype):
+def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for moe_experts=cupy_rowwarp: one token through the 48B's Q4_K experts (256 of
     them, top-8, the shared expert) under triton_prefetch (the decode step's moe_experts), cupy_rowwarp and
     triton_lastblock, on the same argument sets in one CUDA graph each. Printed per layer and per token (x the MoE
-    layers), each pair of cupy_rowwarp's forms (ROWWARP_GATEUP, ROWWARP_DOWN) on its own; asserted only that each was
+    layers), each pair of cupy_rowwarp's forms (ROWWARP_GATEUP, ROWWARP_DOWN) on its own, and cupy_mma (the tensor
+    cores); recorded as perop-moe-DTYPE.json with SPARKOPS_PEROP_DIR set; asserted only that each was
     captured (session 13's first run: 35.9 us against triton_prefetch's 34.9, so no speed is promised here: the
     figure decides the forms and whether it becomes a rung)."""
     from sparkops.config import load_preset
@@ -207,7 +208,7 @@ def test_rowwarp_moe_side_by_side_with_triton(dtype):
                 cm.ROWWARP_GATEUP, cm.ROWWARP_DOWN = defaults
         return call
 
-    impls = {n: cat.get("moe_experts", n).resolve() for n in ("triton_prefetch", "triton_lastblock")}
+    impls = {n: cat.get("moe_experts", n).resolve() for n in ("triton_prefetch", "triton_lastblock", "cupy_mma")}
     for gateup in ("octet", "copy"):
         for down in ("warp", "copy"):
             impls[f"cupy_rowwarp {gateup}/{down}"] = forms(gateup, down)
@@ -215,6 +216,11 @@ def test_rowwarp_moe_side_by_side_with_triton(dtype):
     sets, nbytes = w.build(torch.device("cuda"), 7)
     times = {n: time_op("moe_experts", fn, sets, nbytes) for n, fn in impls.items()}
     assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
+    out = os.environ.get("SPARKOPS_PEROP_DIR")
+    if out:  # a layer's time per implementation: a rung's --expect over it (bench/perop_factor.py)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, f"perop-moe-{str(dtype).removeprefix('torch.')}.json").write_text(json.dumps(
+            {"title": w.label, "per_token_seconds": {n: layers * t.seconds for n, t in times.items()}}, indent=1))
     print(f"\nmoe_experts {w.label}: " + "  ".join(
         f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"
         for n, t in times.items()))

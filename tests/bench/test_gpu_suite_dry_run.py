@@ -991,23 +991,32 @@ def test_rungs14d_times_the_float_row_gemv_with_the_factor_its_own_proof_recorde
     assert log.index("] gpu-tests-floatrow (limit") < log.index("] swap-linear-floatrow (limit")
 
 
-def test_rungs14d_times_the_tensor_core_gemv_last_with_its_recorded_factor(tmp_path):
-    """The last rung of rungs14d: linear@Q4_K=cupy_mma over the newest winner (the float-row rung's registry, a
-    stand-in win), predicted as cupy_rowwarp's time a token over cupy_mma's from its proof's record (2.0 here)."""
+def test_rungs14d_times_the_tensor_core_kernels_last_with_their_recorded_factors(tmp_path):
+    """The last rungs of rungs14d: linear@Q4_K=cupy_mma over the newest winner (the float-row rung's registry, a
+    stand-in win), predicted as cupy_rowwarp's time a token over cupy_mma's from its proof's record (2.0 here), then
+    moe_experts=cupy_mma over that, against the base's moe_experts in the MoE record."""
     fr_rec, mma_rec = tmp_path / "fr.json", tmp_path / "mma.json"
     fr_rec.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 3e-6, "cupy_floatrow": 2e-6}}))
     mma_rec.write_text(json.dumps({"per_token_seconds": {"cupy_rowwarp": 700e-6, "cupy_mma": 350e-6}}))
+    moe_rec = tmp_path / "moe.json"
+    moe_rec.write_text(json.dumps({"per_token_seconds": {"triton_prefetch": 900e-6, "cupy_rowwarp copy/warp": 880e-6,
+                                                         "cupy_mma": 440e-6}}))
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": f"{fr_rec}:perop-floatrow-bfloat16.json {mma_rec}:perop-mma-bfloat16.json"}
+           "STUB_PEROP": f"{fr_rec}:perop-floatrow-bfloat16.json {mma_rec}:perop-mma-bfloat16.json "
+                         f"{moe_rec}:perop-moe-bfloat16.json"}
     log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
     machine = tmp_path / "machine"
     fr, mma = machine / "cuda-s14-floatrow.toml", machine / "cuda-s14-mma.toml"
+    moemma = machine / "cuda-s14-moe-mma.toml"
     assert "left out" not in log
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 4, decodes
+    assert len(decodes) == 5, decodes
     assert f"--registry {fr} --vs {mma}" in decodes[3] and "--changes linear@Q4_K " in decodes[3]
     assert "--expect linear@Q4_K=2.000" in decodes[3]
     assert any(c.startswith("swap linear@Q4_K=cupy_mma ") for c in calls)
+    # the experts last, against the MoE rung's winner (a stand-in win): cupy_rowwarp's copy/warp forms
+    assert f"--registry {mma} --vs {moemma}" in decodes[4] and "--changes moe_experts " in decodes[4]
+    assert "--expect moe_experts=2.000" in decodes[4]
 
 
 def test_rungs14d_leaves_the_float_row_rung_out_without_a_record(tmp_path):
