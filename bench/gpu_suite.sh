@@ -488,7 +488,8 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG decode-linear-floatrow=FLOATROW_REG decode-moe-rowwarp=MOERW_REG decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
+  decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
+  decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
   decode-convmerge=CONV_REG decode-lastblock=LB_REG
@@ -551,8 +552,30 @@ proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shape
   run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear or float" \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-cupy-float.xml"
 }
+# perop NAME BEFORE AFTER: the factor of a side-by-side GPU test's record ($DJ/perop-NAME-bfloat16.json, written by the
+# rung's proof), BEFORE's time a token over AFTER's; nothing when there is no record (the rung is then left out)
+perop() { python3 bench/perop_factor.py "$DJ/perop-$1-bfloat16.json" "$2" "$3" || true; }
+# decode_rung NAME REGISTRY PAIR CHANGES EXPECT TESTS TEXT: rung decode-NAME over the step now (now_reg below it) at 0
+# and 32768 - the base's diagnosis, the swap, the pair predicted by EXPECT (OP=FACTOR) - when gpu-tests-TESTS passed on
+# this machine and EXPECT has a factor; else said and left out
+decode_rung() {
+  local name=$1 reg=$2 pair=$3 changes=$4 expect=$5 tests=$6 text=$7 base
+  base=$(now_reg decode-$name)
+  if [ "$(cat $DONE/gpu-tests-$tests 2>/dev/null || true)" != 0 ] || [ -z "${expect#*=}" ]; then
+    log "decode-$name: left out (its GPU tests failed, or their record gave no factor)"
+    return 0
+  fi
+  run diagnose-decode-$name 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $base \
+      $FILL_LEAN --out "$R/diag-decode-$name" --json-out $DJ/diag-decode-$name.json
+  fresh_over $reg $base
+  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $pair
+  [ -f $reg ] && [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M \
+      --depth 0,32768 --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN --changes $changes \
+      --prediction $DJ/diag-decode-$name.json --expect "$expect" --change "$pair: $text, over $(basename $base), graph"
+  return 0
+}
 proof_rowwarp() {  # linear@Q4_K=cupy_rowwarp (session 13): every row from NaN, both forms, then timed beside triton
-  run gpu-tests-rowwarp 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k rowwarp \
+  run gpu-tests-rowwarp 60 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k rowwarp \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-rowwarp.xml"
 }
 # decode_chain: the decode step of session 9 made again by swaps (each proven again on this machine) over the fused
@@ -577,15 +600,15 @@ decode_chain() {
 }
 proof_mma() {  # linear@Q4_K=cupy_mma (session 13, not yet on a GPU when written): every row from NaN against the
   # bf16-rounded reference, the contract on CUDA, then timed beside cupy_rowwarp and triton_lastblock (its record,
-  # perop-mma-*.json, is the rung's prediction)
-  run gpu-tests-mma 60 env SPARKOPS_PEROP_DIR="$R" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+  # $DJ/perop-mma-*.json and perop-moe-*.json, is the rungs' prediction)
+  run gpu-tests-mma 60 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       -k "mma" tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py \
       --junitxml="$R/gpu-tests-mma.xml"
 }
 proof_floatrow() {  # linear@F16=cupy_floatrow (session 13, not yet on a GPU when written): every row from NaN, then
-  # timed beside triton_lastblock at the 48B's F16 shapes; the timing's record (perop-floatrow-*.json) is the rung's
-  # prediction
-  run gpu-tests-floatrow 60 env SPARKOPS_PEROP_DIR="$R" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+  # timed beside triton_lastblock at the 48B's F16 shapes; the timing's record ($DJ/perop-floatrow-*.json) is the
+  # rung's prediction
+  run gpu-tests-floatrow 60 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       -k floatrow tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-floatrow.xml"
 }
@@ -1189,69 +1212,31 @@ rungs14d)  # the decode rungs after session 13: over the step rebuilt through th
   decode_chain
   timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
       linear@Q4_K=cupy_rowwarp
-  proof_rowwarp
-  NOW14=$(now_reg decode-moe-rowwarp)
+  NOW14=$(now_reg decode-linear-mma)
   # cupy_rowwarp's defaults changed after session 13's row (its call 8: the copy form for weights of 4096 rows and
   # more): the step now as one arm at 0 and 32768, against the frontier (399.2 and 384.1)
   run decode-rowwarp-copy 110 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 \
       --registry $NOW14 --graph A $GATE $FILL_LEAN --change "cupy_rowwarp's copy form for weights of 4096 rows and \
 more (session 13, call 8: 12288 x 2304 12.3 against 13.0 us); $(basename $NOW14) (one arm, against the frontier)"
-  run diagnose-decode-now14 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $NOW14 \
-      $FILL_LEAN --out "$R/diag-decode-now14" --json-out $DJ/diag-decode-now14.json
-  MRW_OK=$([ "$(cat $DONE/gpu-tests-rowwarp 2>/dev/null || true)" = 0 ] && echo 1)
-  fresh_over $MOERW_REG $NOW14
-  [ -n "$MRW_OK" ] && [ ! -f $MOERW_REG ] && run swap-moe-rowwarp 30 bash -c 'swap_into "$@"' _ $MOERW_REG $NOW14 \
-      moe_experts=cupy_rowwarp
-  [ -n "$MRW_OK" ] && [ -f $MOERW_REG ] && [ -s $DJ/diag-decode-now14.json ] && run decode-moe-rowwarp 150 sparkops \
-      bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $NOW14 --vs $MOERW_REG --graph A,B \
-      $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-now14.json --expect "$MOERW_FACTOR" \
-      --change "moe_experts=cupy_rowwarp: one token's Q4_K experts in two row-warp launches, over $(basename $NOW14), graph"
-  # linear@F16=cupy_floatrow over the newest winner, after its GPU tests, predicted from their per-op record
-  proof_floatrow
-  FR_BASE=$(now_reg decode-linear-floatrow)
-  FR_FACTOR=$(python3 bench/perop_factor.py "$R/perop-floatrow-bfloat16.json" triton_lastblock cupy_floatrow || true)
-  FR_OK=$([ "$(cat $DONE/gpu-tests-floatrow 2>/dev/null || true)" = 0 ] && [ -n "$FR_FACTOR" ] && echo 1)
-  [ -n "$FR_OK" ] || log "decode-linear-floatrow: left out (its GPU tests failed, or their record gave no factor)"
-  [ -n "$FR_OK" ] && run diagnose-decode-fr 90 sparkops diagnose --model $M --device cuda --depth 0,32768 \
-      --registry $FR_BASE $FILL_LEAN --out "$R/diag-decode-fr" --json-out $DJ/diag-decode-fr.json
-  fresh_over $FLOATROW_REG $FR_BASE
-  [ -n "$FR_OK" ] && [ ! -f $FLOATROW_REG ] && run swap-linear-floatrow 30 bash -c 'swap_into "$@"' _ $FLOATROW_REG \
-      $FR_BASE linear@F16=cupy_floatrow
-  [ -n "$FR_OK" ] && [ -f $FLOATROW_REG ] && [ -s $DJ/diag-decode-fr.json ] && run decode-linear-floatrow 150 \
-      sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $FR_BASE --vs $FLOATROW_REG \
-      --graph A,B $GATE $FILL_LEAN --changes linear@F16 --prediction $DJ/diag-decode-fr.json \
-      --expect "linear@F16=$FR_FACTOR" \
-      --change "linear@F16=cupy_floatrow: KDA's F16 low-rank GEMVs as lanes a row, a row's loads at once, over $(basename $FR_BASE), graph"
-  # linear@Q4_K=cupy_mma over the newest winner, after its GPU tests, predicted from their per-op record
+  # then each rung over the newest winner, after its GPU tests, predicted from their per-op record: the tensor cores
+  # first (the largest expected gain), the experts' row-warp kernels last and only where the tensor cores lost
   proof_mma
-  MMA_BASE=$(now_reg decode-linear-mma)
-  MMA_FACTOR=$(python3 bench/perop_factor.py "$R/perop-mma-bfloat16.json" cupy_rowwarp cupy_mma || true)
-  MMA_OK=$([ "$(cat $DONE/gpu-tests-mma 2>/dev/null || true)" = 0 ] && [ -n "$MMA_FACTOR" ] && echo 1)
-  [ -n "$MMA_OK" ] || log "decode-linear-mma: left out (its GPU tests failed, or their record gave no factor)"
-  [ -n "$MMA_OK" ] && run diagnose-decode-mma 90 sparkops diagnose --model $M --device cuda --depth 0,32768 \
-      --registry $MMA_BASE $FILL_LEAN --out "$R/diag-decode-mma" --json-out $DJ/diag-decode-mma.json
-  fresh_over $MMA_REG $MMA_BASE
-  [ -n "$MMA_OK" ] && [ ! -f $MMA_REG ] && run swap-linear-mma 30 bash -c 'swap_into "$@"' _ $MMA_REG $MMA_BASE \
-      linear@Q4_K=cupy_mma
-  [ -n "$MMA_OK" ] && [ -f $MMA_REG ] && [ -s $DJ/diag-decode-mma.json ] && run decode-linear-mma 150 sparkops \
-      bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $MMA_BASE --vs $MMA_REG --graph A,B \
-      $GATE $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-mma.json --expect "linear@Q4_K=$MMA_FACTOR" \
-      --change "linear@Q4_K=cupy_mma: the Q4_K projections on the tensor cores, over $(basename $MMA_BASE), graph"
-  # moe_experts=cupy_mma over the newest winner (its GPU tests ran in proof_mma), against the base's moe_experts
-  MM_BASE=$(now_reg decode-moe-mma)
-  MM_BEFORE=triton_prefetch; timed decode-moe-rowwarp && MM_BEFORE="cupy_rowwarp copy/warp"
-  MM_FACTOR=$(python3 bench/perop_factor.py "$R/perop-moe-bfloat16.json" "$MM_BEFORE" cupy_mma || true)
-  MM_OK=$([ "$(cat $DONE/gpu-tests-mma 2>/dev/null || true)" = 0 ] && [ -n "$MM_FACTOR" ] && echo 1)
-  [ -n "$MM_OK" ] || log "decode-moe-mma: left out (its GPU tests failed, or their record gave no factor)"
-  [ -n "$MM_OK" ] && run diagnose-decode-moemma 90 sparkops diagnose --model $M --device cuda --depth 0,32768 \
-      --registry $MM_BASE $FILL_LEAN --out "$R/diag-decode-moemma" --json-out $DJ/diag-decode-moemma.json
-  fresh_over $MOEMMA_REG $MM_BASE
-  [ -n "$MM_OK" ] && [ ! -f $MOEMMA_REG ] && run swap-moe-mma 30 bash -c 'swap_into "$@"' _ $MOEMMA_REG $MM_BASE \
-      moe_experts=cupy_mma
-  [ -n "$MM_OK" ] && [ -f $MOEMMA_REG ] && [ -s $DJ/diag-decode-moemma.json ] && run decode-moe-mma 150 sparkops \
-      bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $MM_BASE --vs $MOEMMA_REG --graph A,B \
-      $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-moemma.json --expect "moe_experts=$MM_FACTOR" \
-      --change "moe_experts=cupy_mma: one token's Q4_K experts on the tensor cores, over $(basename $MM_BASE), graph"
+  decode_rung linear-mma $MMA_REG linear@Q4_K=cupy_mma linear@Q4_K \
+      "linear@Q4_K=$(perop mma cupy_rowwarp cupy_mma)" mma "the Q4_K projections on the tensor cores"
+  MM_BEFORE=triton_prefetch
+  decode_rung moe-mma $MOEMMA_REG moe_experts=cupy_mma moe_experts \
+      "moe_experts=$(perop moe "$MM_BEFORE" cupy_mma)" mma "one token's Q4_K experts on the tensor cores"
+  proof_floatrow
+  decode_rung linear-floatrow $FLOATROW_REG linear@F16=cupy_floatrow linear@F16 \
+      "linear@F16=$(perop floatrow triton_lastblock cupy_floatrow)" floatrow \
+      "KDA's F16 low-rank GEMVs as lanes a row, a row's loads at once"
+  if timed decode-moe-mma; then
+    log "decode-moe-rowwarp: left out (the experts' tensor-core rung won)"
+  else
+    proof_rowwarp
+    decode_rung moe-rowwarp $MOERW_REG moe_experts=cupy_rowwarp moe_experts "$MOERW_FACTOR" rowwarp \
+        "one token's Q4_K experts in two row-warp launches"
+  fi
   ;;
 probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,

@@ -943,11 +943,21 @@ def test_rungs13d_leaves_the_row_warp_rung_out_when_its_gpu_tests_failed(tmp_pat
 S13D_TIMED = S9_TIMED + " decode-linear-rowwarp"
 
 
+def _records(tmp_path, **sums) -> str:
+    """STUB_PEROP for the named per-op records: NAME={impl: seconds a token} -> perop-NAME-bfloat16.json."""
+    out = []
+    for name, per_token in sums.items():
+        f = tmp_path / f"{name}.json"
+        f.write_text(json.dumps({"per_token_seconds": per_token}))
+        out.append(f"{f}:perop-{name}-bfloat16.json")
+    return " ".join(out)
+
+
 def test_rungs14d_rebuilds_the_row_warp_step_then_times_its_defaults_and_the_moe_rung(tmp_path):
-    """The decode plan after session 13, fresh: the step rebuilt through the row-warp rung by swaps (no decode row timed
-    again), the row-warp GPU tests, the step now as one arm against the frontier (cupy_rowwarp's defaults changed
-    after its row), its diagnosis at 0 and 32768, then moe_experts=cupy_rowwarp as a pair over it, predicted from
-    that diagnosis."""
+    """The decode plan after session 13, fresh, with no per-op records (no GPU test wrote one): the step rebuilt through
+    the row-warp rung by swaps (no decode row timed again), the step now as one arm against the frontier
+    (cupy_rowwarp's defaults changed after its row); the rungs predicted from records are left out, saying so; the
+    experts' row-warp rung, predicted by call 8's figure, runs after its GPU tests."""
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1"}
     log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
     machine = tmp_path / "machine"
@@ -956,67 +966,47 @@ def test_rungs14d_rebuilds_the_row_warp_step_then_times_its_defaults_and_the_moe
     assert "unknown stage" not in log and "SKIP" not in log
     assert Path(f"{rw}.base").read_text().strip() == str(head)
     assert Path(f"{moe}.base").read_text().strip() == str(rw)
-    assert any(c.startswith("swap moe_experts=cupy_rowwarp ") for c in calls)
+    for name in ("linear-mma", "moe-mma", "linear-floatrow"):
+        assert f"decode-{name}: left out" in log, name
     assert log.count("gpu-tests-rowwarp (limit") == 1
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 2, decodes  # session 13's rung is rebuilt, not timed again
     assert f"--registry {rw} --graph A " in decodes[0] and "--vs" not in decodes[0]
     assert "one arm, against the frontier" in decodes[0]
-    diag = machine / "suite-diag" / "diag-decode-now14.json"
+    diag = machine / "suite-diag" / "diag-decode-moe-rowwarp.json"
     assert f"--registry {rw} --vs {moe}" in decodes[1] and "--changes moe_experts " in decodes[1]
     assert f"--prediction {diag} --expect moe_experts=1.02" in decodes[1]
-    steps = ["] swap-linear-rowwarp (limit", "] decode-rowwarp-copy (limit", "] diagnose-decode-now14 (limit",
+    steps = ["] swap-linear-rowwarp (limit", "] decode-rowwarp-copy (limit", "] diagnose-decode-moe-rowwarp (limit",
              "] swap-moe-rowwarp (limit", "] decode-moe-rowwarp (limit"]
     at = [log.index(s) for s in steps]
     assert at == sorted(at), list(zip(steps, at))
 
 
-def test_rungs14d_times_the_float_row_gemv_with_the_factor_its_own_proof_recorded(tmp_path):
-    """After the MoE rung, linear@F16=cupy_floatrow: its GPU tests write a per-op record, bench/perop_factor.py turns it
-    into the pair's --expect (1.5 here: 3 us a token before, 2 after), and the pair runs over the newest winner (the
-    MoE rung's registry, a stand-in win) after a diagnosis of that base."""
-    record = tmp_path / "record.json"
-    record.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 3e-6, "cupy_floatrow": 2e-6}}))
-    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": f"{record}:perop-floatrow-bfloat16.json"}
+def test_rungs14d_times_the_tensor_cores_first_with_the_factors_their_proofs_recorded(tmp_path):
+    """With every record: linear@Q4_K=cupy_mma over the row-warp step (cupy_rowwarp's time a token over cupy_mma's:
+    2.0), then moe_experts=cupy_mma over that (against triton_prefetch: 2.0), then linear@F16=cupy_floatrow (1.5);
+    each over the one before (stand-in wins), after a diagnosis of its base. The experts' row-warp rung is left out:
+    their tensor-core rung won."""
+    records = _records(tmp_path, mma={"cupy_rowwarp": 700e-6, "cupy_mma": 350e-6},
+                       moe={"triton_prefetch": 900e-6, "cupy_rowwarp copy/warp": 880e-6, "cupy_mma": 450e-6},
+                       floatrow={"triton_lastblock": 3e-6, "cupy_floatrow": 2e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
     machine = tmp_path / "machine"
-    moe, fr = machine / "cuda-s14-moe-rowwarp.toml", machine / "cuda-s14-floatrow.toml"
-    assert "unknown stage" not in log and "decode-linear-floatrow: left out" not in log
+    rw, mma = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s14-mma.toml"
+    moemma, fr = machine / "cuda-s14-moe-mma.toml", machine / "cuda-s14-floatrow.toml"
+    assert "decode-moe-rowwarp: left out (the experts' tensor-core rung won)" in log
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 3, decodes
-    diag = machine / "suite-diag" / "diag-decode-fr.json"
-    assert f"--registry {moe} --vs {fr}" in decodes[2] and "--changes linear@F16 " in decodes[2]
-    assert f"--prediction {diag} --expect linear@F16=1.500" in decodes[2]
+    assert len(decodes) == 4, decodes
+    diag = machine / "suite-diag"
+    for i, (base, reg, changes, expect, name) in enumerate((
+            (rw, mma, "linear@Q4_K", "linear@Q4_K=2.000", "linear-mma"),
+            (mma, moemma, "moe_experts", "moe_experts=2.000", "moe-mma"),
+            (moemma, fr, "linear@F16", "linear@F16=1.500", "linear-floatrow")), start=1):
+        assert f"--registry {base} --vs {reg}" in decodes[i] and f"--changes {changes} " in decodes[i], name
+        assert f"--prediction {diag / f'diag-decode-{name}.json'} --expect {expect}" in decodes[i], name
+    assert log.index("] gpu-tests-mma (limit") < log.index("] swap-linear-mma (limit")
     assert log.index("] gpu-tests-floatrow (limit") < log.index("] swap-linear-floatrow (limit")
-
-
-def test_rungs14d_times_the_tensor_core_kernels_last_with_their_recorded_factors(tmp_path):
-    """The last rungs of rungs14d: linear@Q4_K=cupy_mma over the newest winner (the float-row rung's registry, a
-    stand-in win), predicted as cupy_rowwarp's time a token over cupy_mma's from its proof's record (2.0 here), then
-    moe_experts=cupy_mma over that, against the base's moe_experts in the MoE record."""
-    fr_rec, mma_rec = tmp_path / "fr.json", tmp_path / "mma.json"
-    fr_rec.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 3e-6, "cupy_floatrow": 2e-6}}))
-    mma_rec.write_text(json.dumps({"per_token_seconds": {"cupy_rowwarp": 700e-6, "cupy_mma": 350e-6}}))
-    moe_rec = tmp_path / "moe.json"
-    moe_rec.write_text(json.dumps({"per_token_seconds": {"triton_prefetch": 900e-6, "cupy_rowwarp copy/warp": 880e-6,
-                                                         "cupy_mma": 440e-6}}))
-    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": f"{fr_rec}:perop-floatrow-bfloat16.json {mma_rec}:perop-mma-bfloat16.json "
-                         f"{moe_rec}:perop-moe-bfloat16.json"}
-    log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
-    machine = tmp_path / "machine"
-    fr, mma = machine / "cuda-s14-floatrow.toml", machine / "cuda-s14-mma.toml"
-    moemma = machine / "cuda-s14-moe-mma.toml"
-    assert "left out" not in log
-    decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 5, decodes
-    assert f"--registry {fr} --vs {mma}" in decodes[3] and "--changes linear@Q4_K " in decodes[3]
-    assert "--expect linear@Q4_K=2.000" in decodes[3]
-    assert any(c.startswith("swap linear@Q4_K=cupy_mma ") for c in calls)
-    # the experts last, against the MoE rung's winner (a stand-in win): cupy_rowwarp's copy/warp forms
-    assert f"--registry {mma} --vs {moemma}" in decodes[4] and "--changes moe_experts " in decodes[4]
-    assert "--expect moe_experts=2.000" in decodes[4]
 
 
 def test_rungs14d_leaves_the_float_row_rung_out_without_a_record(tmp_path):
