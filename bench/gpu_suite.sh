@@ -56,6 +56,7 @@
 #     rungs13d    session 13's decode rung: the decode step rebuilt by swaps (decode_chain; SUITE_TIMED names its rows),
 #                 its diagnosis at d=0, then linear@Q4_K=cupy_rowwarp as a pair at 0 and 32768 after its GPU tests
 #     proofs13d   rungs13d's GPU tests: the lane beside rungs13d
+#     proofs14d   rungs14d's GPU tests (tensor cores, float rows, row-warp): the lane beside rungs14d
 #     rungs14d    the decode step rebuilt through session 13's row-warp rung, the row-warp GPU tests, the step now as one
 #                 arm against the frontier (cupy_rowwarp's defaults changed after its row), its diagnosis at 0 and
 #                 32768, then moe_experts=cupy_rowwarp as a pair, then linear@F16=cupy_floatrow as a pair after its
@@ -175,12 +176,15 @@
 #   decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #   prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k"
 #   SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs9 rungs13" "probe_ncu probe_gemv rungs14d proofs13"  # probe_ncu (~60 s, where
-#                                      # ncu reads counters) and probe_gemv (~40) first: what binds the row-warp GEMVs
-#                                      # picks the next decode work. GPU 0: the prefill chain rebuilt and the
-#                                      # bf16-scratch pair (~330 s); GPU 1: the decode step rebuilt through the row-warp
-#                                      # rung (~200 s), its one arm (~100), diagnosis (~45), the MoE pair (~140): what
-#                                      # does not fit carries on in the next, warm call beside "tests1of2 tests2of2"
+#   bash bench/gpu_lanes.sh 560 "probe_ncu probe_gemv rungs14d" "proofs14d proofs13 tests2of2"
+#                                      # GPU 0: the probes (~100 s: what binds the row-warp GEMVs), the decode step
+#                                      # rebuilt (~200), its one arm (~100), then the tensor-core rungs (cupy_mma:
+#                                      # written in session 13 after its GPU calls, its GPU tests first, ~60; each rung
+#                                      # a diagnosis ~45 and a pair ~150); GPU 1: the rungs' GPU tests (their records
+#                                      # are the rungs' predictions), the bf16-scratch proofs, half the GPU tests.
+#                                      # Then, warm, the same export:
+#   bash bench/gpu_lanes.sh 560 "rungs14d" "rungs9 rungs13 tests1of2"   # the rest of rungs14d beside the prefill
+#                                      # bf16-scratch rung and the other half of the GPU tests
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -1206,6 +1210,10 @@ rungs13d)  # session 13's decode rung over the decode step rebuilt (rungs8's cha
       --change "linear@Q4_K=cupy_rowwarp: the Q4_K projections as one warp per row, a row's loads at once, over $(basename $RW_BASE), graph"
   ;;
 proofs13d)  # the rungs13d proofs: the lane beside a rungs13d lane
+  proof_rowwarp ;;
+proofs14d)  # the rungs14d proofs, in the order rungs14d takes them: the lane beside a rungs14d lane
+  proof_mma
+  proof_floatrow
   proof_rowwarp ;;
 rungs14d)  # the decode rungs after session 13: over the step rebuilt through the row-warp rung (SUITE_TIMED names it)
   prereq_lean || continue

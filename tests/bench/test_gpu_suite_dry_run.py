@@ -990,8 +990,8 @@ def test_rungs14d_times_the_tensor_cores_first_with_the_factors_their_proofs_rec
     records = _records(tmp_path, mma={"cupy_rowwarp": 700e-6, "cupy_mma": 350e-6},
                        moe={"triton_prefetch": 900e-6, "cupy_rowwarp copy/warp": 880e-6, "cupy_mma": 450e-6},
                        floatrow={"triton_lastblock": 3e-6, "cupy_floatrow": 2e-6})
-    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
-    log, calls = _lanes(tmp_path, "rungs14d", "proofs13d", extra_env=env)
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs14d", "proofs14d", extra_env=env)  # the proofs beside, each run once
     machine = tmp_path / "machine"
     rw, mma = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s14-mma.toml"
     moemma, fr = machine / "cuda-s14-moe-mma.toml", machine / "cuda-s14-floatrow.toml"
@@ -1005,8 +1005,10 @@ def test_rungs14d_times_the_tensor_cores_first_with_the_factors_their_proofs_rec
             (moemma, fr, "linear@F16", "linear@F16=1.500", "linear-floatrow")), start=1):
         assert f"--registry {base} --vs {reg}" in decodes[i] and f"--changes {changes} " in decodes[i], name
         assert f"--prediction {diag / f'diag-decode-{name}.json'} --expect {expect}" in decodes[i], name
-    assert log.index("] gpu-tests-mma (limit") < log.index("] swap-linear-mma (limit")
-    assert log.index("] gpu-tests-floatrow (limit") < log.index("] swap-linear-floatrow (limit")
+    assert log.index("gpu-tests-mma rc=0") < log.index("] swap-linear-mma (limit")
+    assert log.index("gpu-tests-floatrow rc=0") < log.index("] swap-linear-floatrow (limit")
+    for proof in ("mma", "floatrow"):
+        assert log.count(f"gpu-tests-{proof} (limit") == 1, proof
 
 
 def test_rungs14d_leaves_the_float_row_rung_out_without_a_record(tmp_path):
