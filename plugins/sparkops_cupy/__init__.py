@@ -44,7 +44,8 @@ IMPLEMENTATIONS = [
     ("linear", "cupy_mma", "sparkops_cupy.linear:linear_mma", tolerance("bf16"), ("linear.cu", "linear_mma.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     # the same for float weights (F16 / BF16 / F32 rows, 8 or 32 lanes a row), with the same policy for other calls
-    ("linear", "cupy_floatrow", "sparkops_cupy.linear:linear_floatrow", tolerance(), ("linear.cu", "linear_floatrow.cu"),
+    ("linear", "cupy_floatrow", "sparkops_cupy.linear:linear_floatrow", tolerance(),
+     ("linear.cu", "linear_floatrow.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     ("kda", "cupy_recurrent", "sparkops_cupy.kda:kda", tolerance(), "kda.cu"),
     ("attention", "cupy_splitk", "sparkops_cupy.attention:attention", tolerance(), "attention.cu"),

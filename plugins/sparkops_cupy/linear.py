@@ -11,10 +11,11 @@ Two implementations share the kernel body and differ in what they do with the ac
 F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
 - "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode, every byte of a row requested before any is
   used (kernels/linear_rowwarp.cu): one launch, no split-K. One warp a row, or for tall weights a warp per 4 rows
-  from activations staged once a block in shared memory (ROWWARP_FORMS, rowwarp_form). Float32 products as cupy_float's, summed in another order: claim tolerance(). Its stated policy for every
-  other call: one token of another type, or up to 8 tokens, runs cupy_float's kernel; more tokens (a prefill chunk)
-  the torch plugin's float32 linear (the weight dequantized once, cuBLAS), since a GEMV per token group would read
-  the weight again for every 4 tokens. A registry selects it per type (linear@Q4_K) so the other types keep theirs.
+  from activations staged once a block in shared memory (ROWWARP_FORMS, rowwarp_form). Float32 products as
+  cupy_float's, summed in another order: claim tolerance(). Its stated policy for every other call: one token of
+  another type, or up to 8 tokens, runs cupy_float's kernel; more tokens (a prefill chunk) the torch plugin's float32
+  linear (the weight dequantized once, cuBLAS), since a GEMV per token group would read the weight again for every 4
+  tokens. A registry selects it per type (linear@Q4_K) so the other types keep theirs.
 - "cupy_mma" (`linear_mma`): the one-token Q4_K GEMV on the tensor cores (kernels/linear_mma.cu): a weight's two codes
   become a bfloat16 pair in two instructions and mma.sync does the products, the scales applied once a sub-block.
   The activations are rounded to bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for the
@@ -55,8 +56,14 @@ def linear_float(x, weight):
 
 def linear_rowwarp(x, weight):
     """Implementation "cupy_rowwarp": one token times a Q4_K weight as one warp per row (kernels/linear_rowwarp.cu);
-    every other call by the stated policy: up to ROWWARP_GEMV_MAX_T tokens cupy_float's kernel, more the torch
-    plugin's float32 linear."""
+    every other call by the stated policy (`_one_token_q4k`)."""
+    return _one_token_q4k(x, weight, launch_rowwarp)
+
+
+def _one_token_q4k(x, weight, launch):
+    """The stated policy of the one-token Q4_K kernels (cupy_rowwarp, cupy_mma): one token times a Q4_K weight runs
+    `launch(x, code, kw, n, k, y)`; up to ROWWARP_GEMV_MAX_T tokens, or another type, cupy_float's kernel; more tokens
+    (a prefill chunk) the torch plugin's float32 linear."""
     if x.dim() == 2 and x.shape[0] > ROWWARP_GEMV_MAX_T:
         from sparkops_torch.linear import linear as torch_linear
 
@@ -64,10 +71,10 @@ def linear_rowwarp(x, weight):
     if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or weight.qtype != Q.Q4_K:
         return _linear(x, weight, float_act=True)
     x, code, kw, n, k = _checked(x, weight)
-    if x.data_ptr() % 16:  # the kernel reads the activations 16 bytes at a time
+    if x.data_ptr() % 16:  # the kernels read the activations 16 bytes at a time
         x = x.clone()
     y = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    launch_rowwarp(x, code, kw, n, k, y)
+    launch(x, code, kw, n, k, y)
     return y
 
 
@@ -98,19 +105,8 @@ def linear_floatrow(x, weight):
 def linear_mma(x, weight):
     """Implementation "cupy_mma": one token times a Q4_K weight on the tensor cores (kernels/linear_mma.cu: the codes as
     bfloat16 128 + q, the activations rounded to bfloat16, float32 sums; claim tolerance("bf16")); every other call by
-    cupy_rowwarp's stated policy: up to ROWWARP_GEMV_MAX_T tokens cupy_float's kernel, more the torch plugin's linear."""
-    if x.dim() == 2 and x.shape[0] > ROWWARP_GEMV_MAX_T:
-        from sparkops_torch.linear import linear as torch_linear
-
-        return torch_linear(x, weight)
-    if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or weight.qtype != Q.Q4_K:
-        return _linear(x, weight, float_act=True)
-    x, code, kw, n, k = _checked(x, weight)
-    if x.data_ptr() % 16:  # the kernel reads the activations 16 bytes at a time
-        x = x.clone()
-    y = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    launch_mma(x, code, kw, n, k, y)
-    return y
+    cupy_rowwarp's stated policy (`_one_token_q4k`)."""
+    return _one_token_q4k(x, weight, launch_mma)
 
 
 def launch_mma(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:

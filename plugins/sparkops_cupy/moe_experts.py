@@ -21,6 +21,8 @@ and fast where decode never goes (a prefill chunk).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from gguf import GGMLQuantizationType as Q
 
@@ -118,13 +120,31 @@ def rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
     return all(s is None for s in shared) or s_gate.shape[0] % 2 == 0
 
 
-def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
-    """Implementation "cupy_rowwarp": one token's Q4_K experts in two row-warp launches (kernels/moe_rowwarp.cu);
-    every other call runs the torch plugin's float32 moe_experts (the stated policy, `rowwarp_serves`)."""
-    if not rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down):
-        from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
+@dataclass
+class _OneToken:
+    """A one-token call's arguments as the row-warp and tensor-core kernels take them, checked, and its buffers."""
 
-        return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    x: torch.Tensor
+    code: int
+    ids: torch.Tensor
+    weights: torch.Tensor
+    kg: KernelWeight
+    ku: KernelWeight
+    kd: KernelWeight
+    sg: KernelWeight | None
+    su: KernelWeight | None
+    sd: KernelWeight | None
+    d: int
+    k: int
+    e: int
+    f: int
+    fs: int
+    rows: int  # K * F + Fs: the hidden vector's length
+    h: torch.Tensor  # [K * F + Fs] float32
+    y: torch.Tensor  # [1, D], x's dtype
+
+
+def _one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> _OneToken:
     op = "moe_experts"
     dev = rt.cuda_device(op, x=x, weights=weights, ids=ids)
     d = x.shape[1]
@@ -133,8 +153,6 @@ def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
     x = rt.contiguous(x)
     if x.data_ptr() % 16:  # the activations are read 16 bytes at a time
         x = x.clone()
-    ids = rt.contiguous(ids.long())
-    weights = rt.contiguous(weights.float())
     kg, ku, kd = (kernel_weight(op, n, w, dev) for n, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)))
     sg = su = sd = None
     if fs:
@@ -143,11 +161,37 @@ def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
         if kw is not None and kw.raw.data_ptr() % 16:
             raise BadInput(f"{op}: an expert weight's data is not 16-byte aligned; give it its own allocation")
     rows = k * f + fs
-    h = torch.empty((rows,), dtype=torch.float32, device=dev)  # [K * F + Fs]
-    y = torch.empty((1, d), dtype=x.dtype, device=dev)
+    return _OneToken(x, code, rt.contiguous(ids.long()), rt.contiguous(weights.float()), kg, ku, kd, sg, su, sd, d, k,
+                     e, f, fs, rows, torch.empty((rows,), dtype=torch.float32, device=dev),
+                     torch.empty((1, d), dtype=x.dtype, device=dev))
+
+
+def _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, launch):
+    """The stated policy of the one-token Q4_K expert kernels (cupy_rowwarp, cupy_mma): a call `rowwarp_serves` runs
+    `launch` on its checked arguments (_one_token); every other call the torch plugin's float32 moe_experts."""
+    if not rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down):
+        from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
+
+        return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    a = _one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    launch(a)
+    return a.y
+
+
+def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp": one token's Q4_K experts in two row-warp launches (kernels/moe_rowwarp.cu);
+    every other call runs the torch plugin's float32 moe_experts (the stated policy, `rowwarp_serves`)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, _launch_rowwarp)
+
+
+def _launch_rowwarp(a: _OneToken) -> None:
+    """cupy_rowwarp's two launches (ROWWARP_GATEUP, ROWWARP_DOWN) for a checked one-token call."""
+    x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
+    d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
+    kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
     if ROWWARP_GATEUP not in ("octet", "copy") or ROWWARP_DOWN not in ("warp", "copy"):
-        raise BadInput(f"{op}: cupy_rowwarp's forms are gate/up 'octet' or 'copy' and down 'warp' or 'copy', not "
-                       f"{ROWWARP_GATEUP!r} / {ROWWARP_DOWN!r} (sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
+        raise BadInput(f"moe_experts: cupy_rowwarp's forms are gate/up 'octet' or 'copy' and down 'warp' or 'copy', "
+                       f"not {ROWWARP_GATEUP!r} / {ROWWARP_DOWN!r} (sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
     copy_up = ROWWARP_GATEUP == "copy"
     smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if copy_up else 0)  # activations, sums (, 8 gate + 8 up rows)
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{'cp' if copy_up else ''}_{_DT_SUFFIX[code]}", dev,
@@ -161,36 +205,19 @@ def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
                rt.ptr(y), rt.i32(code)), shared_mem=smem)
-    return y
 
 
 def moe_experts_mma(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     """Implementation "cupy_mma": one token's Q4_K experts in two tensor-core launches (kernels/moe_mma.cu); every
     other call runs the torch plugin's float32 moe_experts (the stated policy, `rowwarp_serves`)."""
-    if not rowwarp_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down):
-        from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, _launch_mma)
 
-        return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
-    op = "moe_experts"
-    dev = rt.cuda_device(op, x=x, weights=weights, ids=ids)
-    d = x.shape[1]
-    k, e, f, fs = _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
-    code = rt.act_code(op, "x", x)
-    x = rt.contiguous(x)
-    if x.data_ptr() % 16:  # the activations are read 16 bytes at a time
-        x = x.clone()
-    ids = rt.contiguous(ids.long())
-    weights = rt.contiguous(weights.float())
-    kg, ku, kd = (kernel_weight(op, n, w, dev) for n, w in (("w_gate", w_gate), ("w_up", w_up), ("w_down", w_down)))
-    sg = su = sd = None
-    if fs:
-        sg, su, sd = (kernel_weight(op, n, w, dev) for n, w in (("s_gate", s_gate), ("s_up", s_up), ("s_down", s_down)))
-    for kw in (kg, ku, kd, sg, su, sd):
-        if kw is not None and kw.raw.data_ptr() % 16:
-            raise BadInput(f"{op}: an expert weight's data is not 16-byte aligned; give it its own allocation")
-    rows = k * f + fs
-    h = torch.empty((rows,), dtype=torch.float32, device=dev)  # [K * F + Fs]
-    y = torch.empty((1, d), dtype=x.dtype, device=dev)
+
+def _launch_mma(a: _OneToken) -> None:
+    """cupy_mma's two tensor-core launches for a checked one-token call."""
+    x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
+    d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
+    kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
     rt.launch("moe_mma.cu", f"moe_q4_k_gateup_mma_{_DT_SUFFIX[code]}", dev, (rows // 16,), (128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
                rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(d), rt.ptr(h)),
@@ -199,7 +226,6 @@ def moe_experts_mma(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
                rt.ptr(y), rt.i32(code)), shared_mem=2 * rows + 4 * (rows // 32) + 4 * 64)
-    return y
 
 
 def _grid_rows(rows: int, dev: torch.device) -> int:
