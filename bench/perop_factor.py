@@ -17,7 +17,11 @@ from pathlib import Path
 
 def factor(record: Path, before: str, after: str) -> float:
     """BEFORE's per-token seconds over AFTER's, from `record`."""
-    sums = json.loads(record.read_text())["per_token_seconds"]
+    data = json.loads(record.read_text())
+    sums = data.get("per_token_seconds") if isinstance(data, dict) else None
+    if not isinstance(sums, dict) or not all(isinstance(v, (int, float)) for v in sums.values()):
+        raise ValueError(f"{record}: not a per-op record (no 'per_token_seconds' table of seconds); the side-by-side "
+                         f"GPU tests write them with SPARKOPS_PEROP_DIR set")
     for name in (before, after):
         if name not in sums:
             raise KeyError(f"{record}: no implementation '{name}' (it holds {', '.join(sorted(sums))})")

@@ -26,9 +26,24 @@ import numpy as np
 import torch
 
 
+def shapes(text: str) -> list[tuple[int, int]]:
+    """--shapes: OUTxIN pairs, comma-separated; IN a multiple of 256 (a Q4_K super-block)."""
+    out = []
+    for part in text.split(","):
+        try:
+            out_f, in_f = (int(v) for v in part.lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{part}' is not OUTxIN, e.g. 12288x2304") from None
+        if out_f < 1 or in_f < 256 or in_f % 256:
+            raise argparse.ArgumentTypeError(f"'{part}': OUT must be positive and IN a multiple of 256 (Q4_K)")
+        out.append((out_f, in_f))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", default="12288x2304,2304x4096", help="OUTxIN of each weight (Q4_K), comma-separated")
+    ap.add_argument("--shapes", type=shapes, default="12288x2304,2304x4096",
+                    help="OUTxIN of each weight (Q4_K), comma-separated")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("rowwarp_kernels probe: needs a CUDA device", file=sys.stderr)
@@ -46,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     g = torch.Generator().manual_seed(0)
     calls = []
-    for shape in args.shapes.split(","):
-        out_f, in_f = (int(v) for v in shape.lower().split("x"))
+    for out_f, in_f in args.shapes:
+        shape = f"{out_f}x{in_f}"
         raw = torch.from_numpy(np.ascontiguousarray(random_blocks(rng, (out_f, in_f), Q.Q4_K, 0.02))).to(dev)
         w = QWeight(raw, Q.Q4_K, (out_f, in_f), f"w{out_f}x{in_f}")
         x = torch.randn(1, in_f, generator=g).to(dev, torch.bfloat16)

@@ -1,6 +1,7 @@
-"""linear on CUDA: GEMV per token over GGUF blocks, the weight streamed through shared memory (kernels/linear.cu).
+"""linear on CUDA: GEMVs over GGUF blocks, for decode.
 
-Two implementations share the kernel body and differ in what they do with the activations:
+Five implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
+the activations:
 - "cupy_dp4a" (`linear`): block-quantized weights (Q8_0, Q4_K, Q6_K, IQ1_S) are dotted with Q8_0-quantized
   activations through __dp4a, as llama.cpp does: not the float reference's arithmetic, hence the claim
   tolerance("act_q8"). The 48B model gate refused it (session 6).
@@ -8,7 +9,8 @@ Two implementations share the kernel body and differ in what they do with the ac
   they came, in float32 (kernels/float_dot.cuh): the reference's arithmetic up to the order of the sums, claim
   tolerance(). Session 4 measured the integer kernel's Q6_K lm_head at 126 us against Triton's 344; this keeps
   that weight stream without the quantized activations.
-F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
+  F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
+Three are one-token GEMVs that request a row's bytes before using any, with one stated policy for every other call:
 - "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode, every byte of a row requested before any is
   used (kernels/linear_rowwarp.cu): one launch, no split-K. One warp a row, or for tall weights a warp per 4 rows
   from activations staged once a block in shared memory (ROWWARP_FORMS, rowwarp_form). Float32 products as
@@ -22,6 +24,7 @@ F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
   other calls. Written in session 13 after its GPU calls: its GPU tests have not run yet.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
+  Written in session 13 after its GPU calls: its GPU tests have not run yet.
 """
 
 from __future__ import annotations

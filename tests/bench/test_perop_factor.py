@@ -27,6 +27,9 @@ def test_a_missing_implementation_or_record_is_refused_with_the_reason(tmp_path)
     rec.write_text(json.dumps({"per_token_seconds": {"triton_lastblock": 1e-6}}))
     out = run(str(rec), "triton_lastblock", "cupy_rowwarp")
     assert out.returncode == 2 and "no implementation 'cupy_rowwarp'" in out.stderr and not out.stdout
+    rec.write_text(json.dumps([1, 2]))
+    out = run(str(rec), "a", "b")
+    assert out.returncode == 2 and "not a per-op record" in out.stderr
     out = run(str(tmp_path / "none.json"), "a", "b")
     assert out.returncode == 2 and "none.json" in out.stderr
     assert run().returncode == 2
