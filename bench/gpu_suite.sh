@@ -1250,9 +1250,10 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,
   # occupancy, DRAM throughput. ncu reads counters only on some machines (the device notes: Firecracker, not gVisor)
   if command -v ncu > /dev/null; then
+    # (12 launches a pass: the 3 row-warp forms, the tensor-core form, Triton's GEMV and a plain read, per shape)
     run probe-ncu-rowwarp 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
-        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-        -k "regex:rowwarp|rowoct|rowcp|_gemv_kernel" --launch-skip 8 --launch-count 8 \
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
+        -k "regex:rowwarp|rowoct|rowcp|_mma_|_gemv_kernel|_read_kernel" --launch-skip 12 --launch-count 12 \
         python3 bench/probes/rowwarp_kernels.py
   else
     log "probe-ncu-rowwarp: no ncu on this machine; nothing profiled"

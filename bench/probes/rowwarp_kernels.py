@@ -8,11 +8,13 @@ half either. Hardware counters can say what is: issue-slot use, stall reasons, a
 This script makes the launches for Nsight Compute, without a CUDA graph (ncu profiles kernels one by one):
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
-        --section SchedulerStats --section MemoryWorkloadAnalysis -k regex:"rowwarp|rowoct|rowcp|_gemv_kernel" \\
+        --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \\
+        -k regex:"rowwarp|rowoct|rowcp|_mma_|_gemv_kernel|_read_kernel" \\
         python3 bench/probes/rowwarp_kernels.py
 
 Stage `probe_ncu` of bench/gpu_suite.sh runs that when ncu is on the machine, skipping the warm-up launches
-(`--launch-skip 8`: with the default shapes each pass makes 8 launches, 3 row-warp forms and Triton's per shape).
+(`--launch-skip 12`: with the default shapes each pass makes 12 launches per shape pair: the 3 row-warp forms, the
+tensor-core form, Triton's GEMV and a plain read of the same bytes, per shape).
 Each kernel runs once in the warm-up pass (compilation, the arrival counters), then once measured, on random Q4_K
 weights and bf16 activations.
 """
@@ -48,16 +50,28 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("rowwarp_kernels probe: needs a CUDA device", file=sys.stderr)
         return 2
+    import triton
+    import triton.language as tl
     from gguf import GGMLQuantizationType as Q
-
-    from sparkops.gguf.quants import random_blocks
-    from sparkops.qweight import QWeight
     from sparkops_cupy import linear as cl
     from sparkops_cupy._runtime import DTYPE_CODE
     from sparkops_cupy._weights import kernel_weight
     from sparkops_triton.linear import linear_lastblock
 
-    dev = torch.device("cuda")
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+
+    dev = torch.device("cuda", torch.cuda.current_device())  # an index: weights compare devices exactly
+
+    @triton.jit
+    def _read_kernel(w_ptr, out_ptr, n_words, BLOCK: tl.constexpr):
+        """A plain streaming read of the weight's bytes (int32 words), summed so the loads stay: the floor a GEMV
+        of these bytes cannot beat."""
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(w_ptr + i, mask=i < n_words, other=0, cache_modifier=".cs")
+        tl.store(out_ptr + tl.program_id(0), tl.sum(v, axis=0))
+
+    sink = torch.empty(1 << 16, dtype=torch.int32, device=dev)  # a word per program (16 KiB each)
     rng = np.random.default_rng(0)
     g = torch.Generator().manual_seed(0)
     calls = []
@@ -71,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
             y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
             calls.append((f"{shape} {form}", lambda x=x, kw=kw, y=y, f=form, n=out_f, k=in_f:
                           cl.launch_rowwarp(x, DTYPE_CODE[x.dtype], kw, n, k, y, f)))
+        y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
+        calls.append((f"{shape} mma", lambda x=x, kw=kw, y=y, n=out_f, k=in_f:
+                      cl.launch_mma(x, DTYPE_CODE[x.dtype], kw, n, k, y)))
         calls.append((f"{shape} triton_lastblock", lambda x=x, w=w: linear_lastblock(x, w)))
+        words = w.raw.view(torch.int32).reshape(-1)
+        calls.append((f"{shape} read", lambda words=words: _read_kernel[(triton.cdiv(words.numel(), 4096),)](
+            words, sink, words.numel(), BLOCK=4096)))
     for _, call in calls:  # the warm-up pass: compiles, counters (ncu --launch-skip passes over these)
         call()
     torch.cuda.synchronize()

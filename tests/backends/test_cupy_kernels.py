@@ -357,7 +357,6 @@ def test_rowwarp_moe_one_token_q4k_matches_reference(monkeypatch, forms, dtype, 
     assert torch.equal(got, again), "two runs disagree: every sum must be in a fixed order"
 
 
-@pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy")], ids=["octet-warp", "copy-copy"])
 def _bf16(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.bfloat16).float()
 
@@ -404,6 +403,7 @@ def test_mma_moe_an_expert_id_out_of_range_gives_nan():
     assert torch.isnan(got).all(), "an expert id outside [0, E) must poison the token's output, not read past it"
 
 
+@pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy")], ids=["octet-warp", "copy-copy"])
 def test_rowwarp_moe_an_expert_id_out_of_range_gives_nan(monkeypatch, forms):
     import sparkops_cupy.moe_experts as cm
 

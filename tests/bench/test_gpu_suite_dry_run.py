@@ -1070,7 +1070,7 @@ def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_
     log, calls = _suite(tmp_path, "probe_ncu")
     assert "] probe-ncu-rowwarp (limit" in log and "unknown stage" not in log
     ncu = next(c for c in calls if c.startswith("ncu "))
-    assert "--clock-control none" in ncu and "--launch-skip 8 --launch-count 8" in ncu
+    assert "--clock-control none" in ncu and "--launch-skip 12 --launch-count 12" in ncu
     assert "--section WarpStateStats" in ncu and "bench/probes/rowwarp_kernels.py" in ncu
 
 
