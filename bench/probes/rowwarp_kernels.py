@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         """A plain streaming read of the weight's bytes (int32 words), summed so the loads stay: the floor a GEMV
         of these bytes cannot beat."""
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        v = tl.load(w_ptr + i, mask=i < n_words, other=0, cache_modifier=".cs")
+        v = tl.load(w_ptr + i, mask=i < n_words, other=0)
         tl.store(out_ptr + tl.program_id(0), tl.sum(v, axis=0))
 
     sink = torch.empty(1 << 16, dtype=torch.int32, device=dev)  # a word per program (16 KiB each)
