@@ -9,12 +9,12 @@ This script makes the launches for Nsight Compute, without a CUDA graph (ncu pro
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \\
-        -k regex:"rowwarp|rowoct|rowcp|_mma_|_gemv_kernel|_read_kernel" \\
+        -k regex:"rowwarp|rowoct|rowcp|_mma|_gemv_kernel|_read_kernel" \\
         python3 bench/probes/rowwarp_kernels.py
 
 Stage `probe_ncu` of bench/gpu_suite.sh runs that when ncu is on the machine, skipping the warm-up launches
-(`--launch-skip 12`: with the default shapes each pass makes 12 launches per shape pair: the 3 row-warp forms, the
-tensor-core form, Triton's GEMV and a plain read of the same bytes, per shape).
+(`--launch-skip 14`: with the default shapes each pass makes 14 launches: the 3 row-warp forms, the 2 tensor-core
+forms, Triton's GEMV and a plain read of the same bytes, per shape).
 Each kernel runs once in the warm-up pass (compilation, the arrival counters), then once measured, on random Q4_K
 weights and bf16 activations.
 """
@@ -85,9 +85,10 @@ def main(argv: list[str] | None = None) -> int:
             y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
             calls.append((f"{shape} {form}", lambda x=x, kw=kw, y=y, f=form, n=out_f, k=in_f:
                           cl.launch_rowwarp(x, DTYPE_CODE[x.dtype], kw, n, k, y, f)))
-        y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
-        calls.append((f"{shape} mma", lambda x=x, kw=kw, y=y, n=out_f, k=in_f:
-                      cl.launch_mma(x, DTYPE_CODE[x.dtype], kw, n, k, y)))
+        for form in cl.MMA_FORMS:
+            y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
+            calls.append((f"{shape} mma {form}", lambda x=x, kw=kw, y=y, f=form, n=out_f, k=in_f:
+                          cl.launch_mma(x, DTYPE_CODE[x.dtype], kw, n, k, y, f)))
         calls.append((f"{shape} triton_lastblock", lambda x=x, w=w: linear_lastblock(x, w)))
         words = w.raw.view(torch.int32).reshape(-1)
         calls.append((f"{shape} read", lambda words=words: _read_kernel[(triton.cdiv(words.numel(), 4096),)](

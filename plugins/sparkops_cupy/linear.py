@@ -21,10 +21,11 @@ Three are one-token GEMVs that request a row's bytes before using any, with one 
 - "cupy_mma" (`linear_mma`): the one-token Q4_K GEMV on the tensor cores (kernels/linear_mma.cu): a weight's two codes
   become a bfloat16 pair in two instructions and mma.sync does the products, the scales applied once a sub-block.
   The activations are rounded to bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for the
-  other calls. Written in session 13 after its GPU calls: its GPU tests have not run yet.
+  other calls. Two forms (MMA_FORMS): session 13's "tile" (passed its GPU tests in session 14, and lost its rung:
+  0.985) and "pipe", which requests a tile's weights into shared memory before decoding any (the default).
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
-  Written in session 13 after its GPU calls: its GPU tests have not run yet.
+  Passed its GPU tests in session 14; its rung was none (0.996).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def linear_floatrow(x, weight):
         return torch_linear(x, weight)
     if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or not weight.is_float:
         return _linear(x, weight, float_act=True)
-    x, code, kw, n, k = _checked(x, weight)
+    x, code, kw, n, _ = _checked(x, weight)
     if kw.row_bytes % 16 or kw.raw.data_ptr() % 16:  # the kernel reads whole 16-byte vectors of a row
         return _linear(x, weight, float_act=True)
     if x.data_ptr() % 16:
@@ -112,14 +113,59 @@ def linear_mma(x, weight):
     return _one_token_q4k(x, weight, launch_mma)
 
 
-def launch_mma(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
-    """y[0, :n] = x[0] @ W^T for a Q4_K weight on the tensor cores (kernels/linear_mma.cu), 16 rows a block."""
+#: cupy_mma's forms (kernels/linear_mma.cu). "tile": 4 warps a 16-row tile split K, each super-block loaded into
+#: registers as it is decoded (session 13). "pipe": every super-block of the tile requested into shared memory first
+#: (cp.async), each decoded as soon as it lands, 4, 8 or 16 warps a tile (mma_pipe_warps). Session 14's Nsight Compute
+#: run on "tile" at 12288 x 2304: 12.9 us, DRAM 26%, SM 50%, 4.4 warps a scheduler - each warp waiting on its weights,
+#: then decoding them, in turn
+MMA_FORMS = ("tile", "pipe")
+#: the form cupy_mma runs
+MMA_FORM = "pipe"
+#: the pipe form's choices of warps a tile, and the warps an SM its grid aims at: the fewest warps a tile that give
+#: the grid MMA_PIPE_WARPS_PER_SM warps an SM (2304 rows make 144 tiles: 16 warps each), never more than super-blocks
+MMA_PIPE_WARPS = (4, 8, 16)
+MMA_PIPE_WARPS_PER_SM = 16
+
+
+def mma_pipe_warps(n: int, k: int, sms: int) -> int:
+    """Warps a 16-row tile for the pipe form on an [n, k] weight and a device of `sms` SMs (MMA_PIPE_WARPS)."""
+    tiles, nsb = (n + 15) // 16, k // 256
+    best = MMA_PIPE_WARPS[0]
+    for warps in MMA_PIPE_WARPS:
+        if warps > nsb:
+            break
+        best = warps
+        if tiles * warps >= MMA_PIPE_WARPS_PER_SM * sms:
+            break
+    return best
+
+
+def mma_pipe_smem(k: int, row_bytes: int, warps: int) -> int:
+    """Shared memory of the pipe form: 16 staged rows (padded to an odd number of 16-byte words), the bf16
+    activations, their sums of 32, the warps' row sums."""
+    stride = row_bytes + (0 if (k // 256) % 2 else 16)
+    return 16 * stride + 2 * k + 4 * (k // 32) + 4 * 16 * warps
+
+
+def launch_mma(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
+               form: str | None = None) -> None:
+    """y[0, :n] = x[0] @ W^T for a Q4_K weight on the tensor cores (kernels/linear_mma.cu), 16 rows a block.
+    `form`: "tile" or "pipe" (MMA_FORMS); None runs MMA_FORM."""
+    form = form or MMA_FORM
+    if form not in MMA_FORMS:
+        raise BadInput(f"linear: the tensor-core GEMV has the forms {list(MMA_FORMS)}, not {form!r}")
     if kw.raw.data_ptr() % 16:
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
-    smem = 2 * k + 4 * (k // 32) + 4 * 64  # bf16 activations, their sums of 32, the 4 warps' 16 row sums
-    rt.launch("linear_mma.cu", f"linear_q4_k_mma_{_DT_SUFFIX[code]}", x.device, ((n + 15) // 16,), (128,),
-              (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
+    args = (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y))
+    if form == "tile":
+        smem = 2 * k + 4 * (k // 32) + 4 * 64  # bf16 activations, their sums of 32, the 4 warps' 16 row sums
+        rt.launch("linear_mma.cu", f"linear_q4_k_mma_{_DT_SUFFIX[code]}", x.device, ((n + 15) // 16,), (128,),
+                  args, shared_mem=smem)
+        return
+    warps = mma_pipe_warps(n, k, rt.sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()))
+    rt.launch("linear_mma.cu", f"linear_q4_k_mmapipe{warps}_{_DT_SUFFIX[code]}", x.device, ((n + 15) // 16,),
+              (32 * warps,), args, shared_mem=mma_pipe_smem(k, kw.row_bytes, warps))
 
 
 #: cupy_floatrow: rows of at most this many 16-byte vectors take 8 lanes (4 rows a warp), longer ones a whole warp

@@ -8,8 +8,9 @@ linear does: claim tolerance("act_q8").
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
-bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for every other call. Written in session 13
-after its GPU calls: its GPU tests have not run yet.
+bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for every other call. Two forms
+(MOE_MMA_FORMS): session 13's "tile" (passed its GPU tests in session 14 and lost its rung, 0.975) and "pipe" (the
+default), which requests every weight byte a block decodes into shared memory before decoding any, as linear's.
 
 "cupy_rowwarp" (`moe_experts_rowwarp`, kernels/moe_rowwarp.cu): one token with every expert weight in Q4_K, in two
 launches built like linear's row-warp GEMVs (a row's loads requested before any is used, no split-K): gate/up into a
@@ -213,19 +214,36 @@ def moe_experts_mma(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, _launch_mma)
 
 
+#: cupy_mma's forms (kernels/moe_mma.cu): "tile", 4 warps a 16-row tile, each super-block loaded into registers as it
+#: is decoded (session 13); "pipe", every super-block a block decodes requested into shared memory first (cp.async),
+#: each decoded as soon as it lands: 8 warps a gate/up tile, 16 a down tile. Session 14's Nsight Compute run on the
+#: decode step's Triton experts: gate/up 20.8 us a layer at 24% of DRAM, 25% occupancy - the same stall as linear's
+MOE_MMA_FORMS = ("tile", "pipe")
+#: the form cupy_mma runs
+MOE_MMA_FORM = "pipe"
+
+
 def _launch_mma(a: _OneToken) -> None:
-    """cupy_mma's two tensor-core launches for a checked one-token call."""
+    """cupy_mma's two tensor-core launches for a checked one-token call, in form MOE_MMA_FORM."""
+    if MOE_MMA_FORM not in MOE_MMA_FORMS:
+        raise BadInput(f"moe_experts: cupy_mma's forms are {list(MOE_MMA_FORMS)}, not {MOE_MMA_FORM!r} "
+                       f"(sparkops_cupy.moe_experts.MOE_MMA_FORM)")
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
-    rt.launch("moe_mma.cu", f"moe_q4_k_gateup_mma_{_DT_SUFFIX[code]}", dev, (rows // 16,), (128,),
+    pipe = MOE_MMA_FORM == "pipe"
+    units = k * (f // 256) + fs // 256  # the down's super-block columns: every slot's, then the shared expert's
+    gateup = (f"moe_q4_k_gateup_mmapipe_{_DT_SUFFIX[code]}", 256, 2 * (d // 256) * 16 * 144 + 4 * 8 * 16) if pipe \
+        else (f"moe_q4_k_gateup_mma_{_DT_SUFFIX[code]}", 128, 4 * 64)
+    down = ("moe_q4_k_down_mmapipe", 512, units * 16 * 144 + 4 * 16 * 16) if pipe else ("moe_q4_k_down_mma", 128, 4 * 64)
+    rt.launch("moe_mma.cu", gateup[0], dev, (rows // 16,), (gateup[1],),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
                rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(d), rt.ptr(h)),
-              shared_mem=2 * d + 4 * (d // 32) + 4 * 64)
-    rt.launch("moe_mma.cu", "moe_q4_k_down_mma", dev, ((d + 15) // 16,), (128,),
+              shared_mem=gateup[2] + 2 * d + 4 * (d // 32))  # and the bf16 activations, their sums of 32
+    rt.launch("moe_mma.cu", down[0], dev, ((d + 15) // 16,), (down[1],),
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
-               rt.ptr(y), rt.i32(code)), shared_mem=2 * rows + 4 * (rows // 32) + 4 * 64)
+               rt.ptr(y), rt.i32(code)), shared_mem=down[2] + 2 * rows + 4 * (rows // 32))
 
 
 def _grid_rows(rows: int, dev: torch.device) -> int:

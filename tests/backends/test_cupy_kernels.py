@@ -14,6 +14,7 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
+from sparkops.errors import BadInput
 from sparkops.gate.tolerances import rule_for
 from sparkops.gguf.quants import random_blocks
 from sparkops.plugins import load_catalog
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
 
 from sparkops_cupy import attention as cu_attention  # noqa: E402  (after the skip: needs nothing of cupy)
+from sparkops_cupy import linear as cl  # noqa: E402
 from sparkops_cupy.kda import kda as cu_kda  # noqa: E402
 from sparkops_cupy.linear import linear as cu_linear  # noqa: E402
 from sparkops_cupy.linear import linear_float as cu_linear_float  # noqa: E402
@@ -175,13 +177,15 @@ def test_floatrow_hands_rows_of_partial_vectors_and_other_types_to_cupy_float():
     assert torch.equal(cu_linear_floatrow(x, w), torch_linear(x, w))
 
 
+@pytest.mark.parametrize("form", ["tile", "pipe"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (6720, 2304), (33, 256), (5, 1280), (17, 9216)])
-def test_mma_writes_every_row_of_a_one_token_q4k_gemv(dtype, out_f, in_f):
-    """cupy_mma's kernel (one token, Q4_K, the tensor cores): the 48B's projections and odd shapes (a last block of
-    1 to 15 rows; 1 super-block, so three of a block's four warps add nothing; 5 and 36, split unevenly over the
-    warps), every activation dtype, against the reference on the bfloat16-rounded activations the kernel uses. The
-    output starts as NaN; two launches give the same bits."""
+def test_mma_writes_every_row_of_a_one_token_q4k_gemv(form, dtype, out_f, in_f):
+    """cupy_mma's kernel in each form (one token, Q4_K, the tensor cores): the 48B's projections and odd shapes (a
+    last block of 1 to 15 rows; 1 super-block, so three of a block's four warps add nothing; 5 and 36, split unevenly
+    over the warps; the pipe form at 4, 8 and 16 warps a tile and with rows of odd and even super-block counts),
+    every activation dtype, against the reference on the bfloat16-rounded activations the kernel uses. The output
+    starts as NaN; two launches give the same bits."""
     from sparkops_cupy._runtime import DTYPE_CODE
     from sparkops_cupy._weights import kernel_weight
     from sparkops_cupy.linear import launch_mma
@@ -191,17 +195,49 @@ def test_mma_writes_every_row_of_a_one_token_q4k_gemv(dtype, out_f, in_f):
     x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f + 1)).to(DEV, dtype)
     kw = kernel_weight("linear", "weight", w, x.device)
     y = torch.full((1, out_f), float("nan"), dtype=dtype, device=DEV)
-    launch_mma(x, DTYPE_CODE[dtype], kw, out_f, in_f, y)
+    launch_mma(x, DTYPE_CODE[dtype], kw, out_f, in_f, y, form)
     want = ref("linear")(x.to(torch.bfloat16).float().cpu(), w.to("cpu"))  # the kernel's products take bf16 x
     # against the activations it used, the kernel's error is its float32 sums' (and the 128 offset's cancellation):
     # far inside 1e-8 with a float32 output, where a wrong code, scale or lane would cost ~1e-1. A 16-bit output adds
     # its own rounding (~1e-6): the claim's row then
     limit = 1e-8 if dtype == torch.float32 else rule_for("linear", "bf16").limit
     assert nmse(y.float(), want) <= limit
-    assert torch.equal(cu_linear_mma(x, w), y), "the op's result differs from its kernel's (same launch)"
+    if form == cl.MMA_FORM:
+        assert torch.equal(cu_linear_mma(x, w), y), "the op's result differs from its kernel's (same launch)"
     y2 = torch.full_like(y, float("nan"))
-    launch_mma(x, DTYPE_CODE[dtype], kw, out_f, in_f, y2)
+    launch_mma(x, DTYPE_CODE[dtype], kw, out_f, in_f, y2, form)
     assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
+
+
+@pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (33, 256), (5, 1280)])
+def test_mma_pipe_at_four_warps_gives_the_tile_form_s_bits(out_f, in_f):
+    """At 4 warps a tile the pipe form makes the tile form's sums in the tile form's order (the same super-blocks a
+    warp, mma_superblock_lean's products and per-sub-block formula, the warps added 0..3): the same bits, so the
+    pipe form changes when the weights arrive, not what is computed."""
+    from sparkops_cupy._runtime import DTYPE_CODE, sm_count
+    from sparkops_cupy._weights import kernel_weight
+
+    assert cl.mma_pipe_warps(out_f, in_f, sm_count(torch.cuda.current_device())) == 4
+    rng = np.random.default_rng(out_f + 3 * in_f)
+    w = qweight(rng, (out_f, in_f), Q.Q4_K, 0.02)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(out_f)).to(DEV, torch.bfloat16)
+    kw = kernel_weight("linear", "weight", w, x.device)
+    ys = {}
+    for form in ("tile", "pipe"):
+        ys[form] = torch.full((1, out_f), float("nan"), dtype=torch.float32, device=DEV)
+        cl.launch_mma(x.float(), DTYPE_CODE[torch.float32], kw, out_f, in_f, ys[form], form)
+    assert torch.equal(ys["tile"], ys["pipe"])
+
+
+def test_mma_refuses_a_form_it_does_not_have():
+    from sparkops_cupy._runtime import DTYPE_CODE
+    from sparkops_cupy._weights import kernel_weight
+
+    w = qweight(np.random.default_rng(1), (16, 256), Q.Q4_K, 0.02)
+    x = torch.randn(1, 256).to(DEV)
+    kw = kernel_weight("linear", "weight", w, x.device)
+    with pytest.raises(BadInput, match="forms"):
+        cl.launch_mma(x, DTYPE_CODE[torch.float32], kw, 16, 256, torch.empty(1, 16, device=DEV), "flat")
 
 
 def test_rowwarp_reads_an_unaligned_activation_row():
@@ -361,16 +397,20 @@ def _bf16(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.bfloat16).float()
 
 
+@pytest.mark.parametrize("form", ["tile", "pipe"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("d,f,e,k", [(2304, 1024, 256, 8), (512, 256, 6, 3), (1280, 768, 9, 5)])
-def test_mma_moe_one_token_q4k_matches_a_bf16_rounding_reference(dtype, shared, d, f, e, k):
-    """cupy_mma's MoE kernels (one token, every expert Q4_K, the tensor cores) against the reference arithmetic with
-    the kernel's two roundings made explicit: the activations and the hidden vector in bfloat16 for the products.
-    Within 1e-6 with a float32 output (a wrong code, scale, lane or slot costs ~1e-1), the claim's bf16 row with a
-    bf16 output; the 48B's shape and odd ones (super-blocks split unevenly over the warps), with and without the
-    shared expert; two runs give the same bits."""
+def test_mma_moe_one_token_q4k_matches_a_bf16_rounding_reference(monkeypatch, form, dtype, shared, d, f, e, k):
+    """cupy_mma's MoE kernels in each form (one token, every expert Q4_K, the tensor cores) against the reference
+    arithmetic with the kernel's two roundings made explicit: the activations and the hidden vector in bfloat16 for
+    the products. Within 1e-6 with a float32 output (a wrong code, scale, lane or slot costs ~1e-1), the claim's bf16
+    row with a bf16 output; the 48B's shape and odd ones (super-blocks split unevenly over the warps: 2, 4 or 16 of
+    them), with and without the shared expert; two runs give the same bits."""
+    import sparkops_cupy.moe_experts as cm
     from sparkops.gguf.quants import dequantize
+
+    monkeypatch.setattr(cm, "MOE_MMA_FORM", form)
 
     x, weights, ids, w = _moe_args(d * 3 + f + e + k, 1, d, f, e, k, Q.Q4_K, Q.Q4_K if shared else None)
     xd = x.to(DEV, dtype)
@@ -396,11 +436,24 @@ def test_mma_moe_one_token_q4k_matches_a_bf16_rounding_reference(dtype, shared, 
     assert torch.equal(got, cu_moe_mma(xd, weights.to(DEV), ids.to(DEV), **w)), "two runs disagree"
 
 
-def test_mma_moe_an_expert_id_out_of_range_gives_nan():
+@pytest.mark.parametrize("form", ["tile", "pipe"])
+def test_mma_moe_an_expert_id_out_of_range_gives_nan(monkeypatch, form):
+    import sparkops_cupy.moe_experts as cm
+
+    monkeypatch.setattr(cm, "MOE_MMA_FORM", form)
     x, weights, ids, w = _moe_args(9, 1, 512, 256, 6, 3, Q.Q4_K, Q.Q4_K)
     ids[0, 2] = -1
     got = cu_moe_mma(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)
     assert torch.isnan(got).all(), "an expert id outside [0, E) must poison the token's output, not read past it"
+
+
+def test_mma_moe_refuses_a_form_it_does_not_have(monkeypatch):
+    import sparkops_cupy.moe_experts as cm
+
+    monkeypatch.setattr(cm, "MOE_MMA_FORM", "flat")
+    x, weights, ids, w = _moe_args(9, 1, 512, 256, 6, 3, Q.Q4_K, Q.Q4_K)
+    with pytest.raises(BadInput, match="MOE_MMA_FORM"):
+        cu_moe_mma(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)
 
 
 @pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy")], ids=["octet-warp", "copy-copy"])

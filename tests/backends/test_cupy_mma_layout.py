@@ -113,3 +113,41 @@ def scale_min(block: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray]:
         return (sc[:, s] & 63).astype(np.float64), (sc[:, s + 4] & 63).astype(np.float64)
     return (((sc[:, s + 4] & 15) | ((sc[:, s - 4] >> 6) << 4)).astype(np.float64),
             ((sc[:, s + 4] >> 4) | ((sc[:, s] >> 6) << 4)).astype(np.float64))
+
+
+def test_the_pipe_form_s_staged_rows_put_a_fragment_read_in_32_banks():
+    """The pipe form reads each super-block's codes from shared memory: lane (g, t) reads word 4h + t of group j in
+    row g (and g + 8) of the tile, so one read touches 8 rows x 4 words. Rows are staged `stride` bytes apart
+    (mma_pipe_smem's padding: an odd number of 16-byte words): the 32 words must fall in 32 different banks for every
+    row length the model has and for odd and even super-block counts, or the read is replayed."""
+    from sparkops_cupy.linear import mma_pipe_smem
+
+    for k in (256, 512, 1280, 2304, 4096, 9216):
+        nsb = k // 256
+        row_bytes = nsb * 144
+        stride = row_bytes + (0 if nsb % 2 else 16)
+        assert (stride // 16) % 2 == 1, f"K={k}: a staged row of {stride} bytes is an even number of 16-byte words"
+        assert mma_pipe_smem(k, row_bytes, 4) == 16 * stride + 2 * k + 4 * (k // 32) + 4 * 16 * 4
+        for sb in range(nsb):
+            for j in range(4):
+                for h in range(2):
+                    banks = {((g * stride + sb * 144 + 16 + 32 * j + 4 * (4 * h + t)) // 4) % 32
+                             for g in range(8) for t in range(4)}
+                    assert len(banks) == 32, f"K={k}, super-block {sb}, group {j}, half {h}: {len(banks)} banks"
+
+
+def test_the_pipe_form_gives_each_shape_enough_warps_and_no_idle_ones():
+    """mma_pipe_warps: the fewest warps a tile (4, 8, 16) that fill the grid to MMA_PIPE_WARPS_PER_SM warps an SM,
+    never more warps than super-blocks (a warp without one only waits at the barrier)."""
+    from sparkops_cupy.linear import MMA_PIPE_WARPS_PER_SM, mma_pipe_warps
+
+    sms = 132
+    for n, k, want in [(12288, 2304, 4), (18432, 2304, 4), (6720, 2304, 8), (2304, 4096, 16), (2304, 9216, 16),
+                       (33, 256, 4), (5, 1280, 4)]:
+        got = mma_pipe_warps(n, k, sms)
+        assert got == want, f"[{n}, {k}]: {got} warps a tile, expected {want}"
+        tiles, target, nsb = (n + 15) // 16, MMA_PIPE_WARPS_PER_SM * sms, k // 256
+        assert got == 4 or got <= nsb, "more warps than super-blocks"
+        bigger = {4: 8, 8: 16}.get(got)
+        assert tiles * got >= target or bigger is None or bigger > nsb, "fewer warps than the grid wants"
+        assert got == 4 or tiles * (got // 2) < target, "more warps than the grid needs"

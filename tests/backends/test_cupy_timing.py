@@ -150,11 +150,27 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_mma_gemv_side_by_side_with_rowwarp_and_triton(dtype):
     """The rung's per-op evidence for linear@Q4_K=cupy_mma: the step's Q4_K decode linears under triton_lastblock,
-    cupy_rowwarp (the step's linear@Q4_K since session 13) and cupy_mma. Recorded as perop-mma-DTYPE.json (the rung's
-    --expect is cupy_rowwarp's sum over cupy_mma's); asserted only that each was captured in a graph."""
+    cupy_rowwarp (the step's linear@Q4_K since session 13), cupy_mma (its default form) and each of cupy_mma's forms
+    forced. Recorded as perop-mma-DTYPE.json (the rung's --expect is cupy_rowwarp's sum over cupy_mma's); asserted
+    only that each was captured in a graph."""
+    from sparkops_cupy import linear as cl
+    from sparkops_cupy._runtime import DTYPE_CODE, cuda_device
+    from sparkops_cupy._weights import kernel_weight
+
+    def forced(form):
+        def call(x, weight):
+            dev = cuda_device("linear", x=x)
+            y = torch.empty((1, weight.shape[0]), dtype=x.dtype, device=dev)
+            cl.launch_mma(x, DTYPE_CODE[x.dtype], kernel_weight("linear", "weight", weight, dev), weight.shape[0],
+                          weight.shape[1], y, form)
+            return y
+        return call
+
+    cat = load_catalog()
+    impls = {n: cat.get("linear", n).resolve() for n in ("triton_lastblock", "cupy_rowwarp", "cupy_mma")}
+    impls.update({f"mma {form}": forced(form) for form in cl.MMA_FORMS})
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
-    _side_by_side(("triton_lastblock", "cupy_rowwarp", "cupy_mma"), shapes,
-                  f"linear T=1 Q4_K {dtype}, tensor cores vs row-warp vs triton_lastblock", dtype,
+    _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, tensor cores vs row-warp vs triton_lastblock", dtype,
                   record=f"mma-{str(dtype).removeprefix('torch.')}")
 
 
@@ -183,7 +199,7 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
     them, top-8, the shared expert) under triton_prefetch (the decode step's moe_experts), cupy_rowwarp and
     triton_lastblock, on the same argument sets in one CUDA graph each. Printed per layer and per token (x the MoE
     layers), each pair of cupy_rowwarp's forms (ROWWARP_GATEUP, ROWWARP_DOWN) on its own, and cupy_mma (the tensor
-    cores); recorded as perop-moe-DTYPE.json with SPARKOPS_PEROP_DIR set; asserted only that each was
+    cores) in its default form and each form forced; recorded as perop-moe-DTYPE.json with SPARKOPS_PEROP_DIR set; asserted only that each was
     captured (session 13's first run: 35.9 us against triton_prefetch's 34.9, so no speed is promised here: the
     figure decides the forms and whether it becomes a rung)."""
     from sparkops.config import load_preset
@@ -209,6 +225,18 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
         return call
 
     impls = {n: cat.get("moe_experts", n).resolve() for n in ("triton_prefetch", "triton_lastblock", "cupy_mma")}
+    mma, mma_default = impls["cupy_mma"], cm.MOE_MMA_FORM
+
+    def mma_form(form):
+        def call(*args, **kwargs):
+            cm.MOE_MMA_FORM = form
+            try:
+                return mma(*args, **kwargs)
+            finally:
+                cm.MOE_MMA_FORM = mma_default
+        return call
+
+    impls.update({f"cupy_mma {form}": mma_form(form) for form in cm.MOE_MMA_FORMS})
     for gateup in ("octet", "copy"):
         for down in ("warp", "copy"):
             impls[f"cupy_rowwarp {gateup}/{down}"] = forms(gateup, down)
