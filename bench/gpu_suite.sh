@@ -62,10 +62,7 @@
 #                 32768, then moe_experts=cupy_rowwarp as a pair, then linear@F16=cupy_floatrow as a pair after its
 #                 GPU tests, predicted from their per-op record (bench/perop_factor.py), then linear@Q4_K=cupy_mma
 #                 (the tensor cores) the same way, then moe_experts=cupy_mma
-#     rungs14e    session 14's decode rungs: the step rebuilt through the row-warp rung, then linear@Q4_K=cupy_mma in its
-#                 pipelined form (MMA_FORM "pipe") as a pair at 0 and 32768 after its GPU tests, predicted from their record,
-#                 then moe_experts=cupy_mma in its pipelined form (MOE_MMA_FORM) over the newest winner the same way
-#     proofs14e   rungs14e's GPU tests (both cupy_mma forms, their side-by-side record): the lane beside rungs14e
+#     probe_mma   cupy_mma's pipe form at 4, 8 and 16 warps a tile (bench/probes/mma_pipe_warps.py): does occupancy bind?
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
@@ -184,12 +181,17 @@
 #                                      # on it 0.975, cupy_floatrow 0.996; GPU 1: the prefill rebuilt (95 s), the
 #                                      # bf16-scratch KDA pair (1.029x, 41.8k tok/s), the other half of the GPU tests
 #   then on one H200: SUITE_BUDGET=250 bash bench/gpu_suite.sh install probe_ncu   # Nsight Compute, 27 s warm
-# Next (nvidia-h200-x2), fresh, the same export:
-#   bash bench/gpu_lanes.sh 470 "rungs14e" "proofs14e probe_ncu"
-#                                      # GPU 0: the step rebuilt (~280 s), then linear@Q4_K=cupy_mma (pipe) diagnosed,
-#                                      # swapped and timed (~130); the experts' pipe rung after it where time is left.
-#                                      # GPU 1: both cupy_mma forms' GPU tests and side-by-side records (the rungs'
-#                                      # predictions), then Nsight Compute on every decode GEMV form
+#   then, fresh on two H200s: bash bench/gpu_lanes.sh 465 "rungs14e" "proofs14e probe_ncu"   # 368 s: the pipe forms'
+#                                      # proofs passed and lost per op (linear 652 against the tile's 578 and row-warp's
+#                                      # 507 us a token; experts 41.5 against 37.1 and triton_prefetch's 34.9 us a
+#                                      # layer); the step rebuilt (248 s), both diagnosed and swapped, neither pair fit
+#                                      # (140 s left, ~150 needed). Stage rungs14e was then removed: both would lose
+# Next session (nvidia-h200-x2), fresh, the same export:
+#   bash bench/gpu_lanes.sh 560 "probe_mma probe_ncu rungs13" "tests1of2 tests2of2"
+#                                      # GPU 0: whether more warps an SM lift the tensor-core GEMV (~60 s) and the
+#                                      # counters (~20 s) before any new decode form is built on them; then the
+#                                      # prefill registry through the bf16-scratch KDA rung (the step now for prefill)
+#                                      # GPU 1: every GPU test (~340 s each half in session 14: they may not both fit)
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -305,13 +307,6 @@ FLOATROW_REG=$TMP/cuda-s14-floatrow.toml
 # then the Q4_K projections on the tensor cores (cupy_mma, written after session 13's GPU calls), over the newest
 # winner, predicted from its proof's record (cupy_rowwarp's time a token over cupy_mma's)
 MMA_REG=$TMP/cuda-s14-mma.toml
-# session 14's decode rung (stage rungs14e): the Q4_K projections on the tensor cores in cupy_mma's pipelined form (a
-# tile's weights requested into shared memory before any is decoded, each super-block decoded as it lands; the tile
-# form, session 13's, was none at 0.985), predicted from its proof's record over the row-warp step
-MMAPIPE_REG=$TMP/cuda-s14-mma-pipe.toml
-# then the experts the same way (cupy_mma's pipe form for moe_experts; the tile form lost, 0.975), over the newest
-# winner, predicted from the MoE side-by-side's record against the step's triton_prefetch
-MOEMMAPIPE_REG=$TMP/cuda-s14-moe-mma-pipe.toml
 # and the experts on the tensor cores (cupy_mma), predicted from the MoE side-by-side's record against whichever
 # moe_experts the base runs
 MOEMMA_REG=$TMP/cuda-s14-moe-mma.toml
@@ -504,7 +499,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-moe-mma-pipe=MOEMMAPIPE_REG decode-linear-mma-pipe=MMAPIPE_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
+  decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
@@ -1258,23 +1253,9 @@ more (session 13, call 8: 12288 x 2304 12.3 against 13.0 us); $(basename $NOW14)
         "one token's Q4_K experts in two row-warp launches"
   fi
   ;;
-proofs14e)  # the rungs14e proofs: the lane beside a rungs14e lane
-  proof_mma ;;
-rungs14e)  # session 14's decode rungs: linear@Q4_K=cupy_mma in its pipelined form over the step rebuilt through the
-  # row-warp rung (SUITE_TIMED names it), after its GPU tests; predicted from their record (cupy_rowwarp's time a
-  # token over cupy_mma's); then moe_experts=cupy_mma (pipe) over the newest winner (against triton_prefetch's time)
-  prereq_lean || continue
-  decode_chain
-  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
-      linear@Q4_K=cupy_rowwarp
-  proof_mma
-  decode_rung linear-mma-pipe $MMAPIPE_REG linear@Q4_K=cupy_mma linear@Q4_K \
-      "linear@Q4_K=$(perop mma cupy_rowwarp cupy_mma)" mma \
-      "the Q4_K projections on the tensor cores, a tile's weights in flight before any is decoded (cupy_mma's pipe form)"
-  decode_rung moe-mma-pipe $MOEMMAPIPE_REG moe_experts=cupy_mma moe_experts \
-      "moe_experts=$(perop moe triton_prefetch cupy_mma)" mma \
-      "one token's Q4_K experts on the tensor cores, a block's weights in flight before any is decoded (the pipe form)"
-  ;;
+probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 4, 8, 16 warps a tile beside the tile
+  # form and cupy_rowwarp at the 48B's decode shapes (bench/probes/mma_pipe_warps.py): does occupancy bind it?
+  run probe-mma-pipe-warps 90 python3 bench/probes/mma_pipe_warps.py --out "$R/probe-mma-pipe-warps.json" ;;
 probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,
   # occupancy, DRAM throughput. ncu reads counters only on some machines (the device notes: Firecracker, not gVisor)

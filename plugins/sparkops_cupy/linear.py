@@ -21,8 +21,9 @@ Three are one-token GEMVs that request a row's bytes before using any, with one 
 - "cupy_mma" (`linear_mma`): the one-token Q4_K GEMV on the tensor cores (kernels/linear_mma.cu): a weight's two codes
   become a bfloat16 pair in two instructions and mma.sync does the products, the scales applied once a sub-block.
   The activations are rounded to bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for the
-  other calls. Two forms (MMA_FORMS): session 13's "tile" (passed its GPU tests in session 14, and lost its rung:
-  0.985) and "pipe", which requests a tile's weights into shared memory before decoding any (the default).
+  other calls. Two forms (MMA_FORMS): session 13's "tile" (the default: passed its GPU tests in session 14, and lost
+  its rung, 0.985) and "pipe", which requests a tile's weights into shared memory before decoding any (slower per op
+  in session 14: kept, tested, selected by nothing).
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -119,8 +120,10 @@ def linear_mma(x, weight):
 #: run on "tile" at 12288 x 2304: 12.9 us, DRAM 26%, SM 50%, 4.4 warps a scheduler - each warp waiting on its weights,
 #: then decoding them, in turn
 MMA_FORMS = ("tile", "pipe")
-#: the form cupy_mma runs
-MMA_FORM = "pipe"
+#: the form cupy_mma runs. Session 14 (bf16, graph, the 48B's decode linears, us a token): tile 578, pipe 652,
+#: cupy_rowwarp 507; at 12288 x 2304 tile 12.3, pipe 15.0 us (Nsight Compute on pipe: 16.1 us, DRAM 21%, 4.8 warps a
+#: scheduler, 1.1 eligible, an instruction every 2.1 cycles - the copy's own instructions added, nothing overlapped)
+MMA_FORM = "tile"
 #: the pipe form's choices of warps a tile, and the warps an SM its grid aims at: the fewest warps a tile that give
 #: the grid MMA_PIPE_WARPS_PER_SM warps an SM (2304 rows make 144 tiles: 16 warps each), never more than super-blocks
 MMA_PIPE_WARPS = (4, 8, 16)

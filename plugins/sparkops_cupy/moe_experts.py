@@ -9,8 +9,9 @@ linear does: claim tolerance("act_q8").
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
 bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for every other call. Two forms
-(MOE_MMA_FORMS): session 13's "tile" (passed its GPU tests in session 14 and lost its rung, 0.975) and "pipe" (the
-default), which requests every weight byte a block decodes into shared memory before decoding any, as linear's.
+(MOE_MMA_FORMS): session 13's "tile" (the default: passed its GPU tests in session 14 and lost its rung, 0.975) and
+"pipe", which requests every weight byte a block decodes into shared memory before decoding any, as linear's (slower
+per op in session 14: kept, tested, selected by nothing).
 
 "cupy_rowwarp" (`moe_experts_rowwarp`, kernels/moe_rowwarp.cu): one token with every expert weight in Q4_K, in two
 launches built like linear's row-warp GEMVs (a row's loads requested before any is used, no split-K): gate/up into a
@@ -219,8 +220,9 @@ def moe_experts_mma(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
 #: each decoded as soon as it lands: 8 warps a gate/up tile, 16 a down tile. Session 14's Nsight Compute run on the
 #: decode step's Triton experts: gate/up 20.8 us a layer at 24% of DRAM, 25% occupancy - the same stall as linear's
 MOE_MMA_FORMS = ("tile", "pipe")
-#: the form cupy_mma runs
-MOE_MMA_FORM = "pipe"
+#: the form cupy_mma runs. Session 14 (bf16, graph, the 48B's experts, us a layer): tile 37.1, pipe 41.5,
+#: triton_prefetch 34.9, cupy_rowwarp copy/warp 34.2
+MOE_MMA_FORM = "tile"
 
 
 def _launch_mma(a: _OneToken) -> None:

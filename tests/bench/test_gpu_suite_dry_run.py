@@ -1011,38 +1011,10 @@ def test_rungs14d_times_the_tensor_cores_first_with_the_factors_their_proofs_rec
         assert log.count(f"gpu-tests-{proof} (limit") == 1, proof
 
 
-def test_rungs14e_times_the_pipelined_tensor_cores_over_the_row_warp_step(tmp_path):
-    """Session 14's plan, fresh: the step rebuilt through the row-warp rung (not timed again), the cupy_mma proofs once
-    (the lane beside runs them; the rung's lane finds them done), then linear@Q4_K=cupy_mma over the row-warp step,
-    predicted from the proofs' record (cupy_rowwarp's time a token over cupy_mma's: 1.4), after its base's diagnosis;
-    then moe_experts=cupy_mma over that (a stand-in win), against triton_prefetch's time (1.8)."""
-    records = _records(tmp_path, mma={"cupy_rowwarp": 700e-6, "cupy_mma": 500e-6},
-                       moe={"triton_prefetch": 900e-6, "cupy_mma": 500e-6})
-    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
-    log, calls = _lanes(tmp_path, "rungs14e", "proofs14e", extra_env=env)
-    machine = tmp_path / "machine"
-    rw, pipe = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s14-mma-pipe.toml"
-    assert "unknown stage" not in log and "SKIP" not in log
-    assert Path(f"{pipe}.base").read_text().strip() == str(rw)
-    assert log.count("gpu-tests-mma (limit") == 1
-    decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 2, decodes
-    diag = machine / "suite-diag" / "diag-decode-linear-mma-pipe.json"
-    assert f"--registry {rw} --vs {pipe}" in decodes[0] and "--changes linear@Q4_K " in decodes[0]
-    assert f"--prediction {diag} --expect linear@Q4_K=1.4" in decodes[0]
-    assert "pipe form" in decodes[0]
-    moe = machine / "cuda-s14-moe-mma-pipe.toml"
-    assert f"--registry {pipe} --vs {moe}" in decodes[1] and "--changes moe_experts " in decodes[1]
-    assert "--expect moe_experts=1.8" in decodes[1]
-
-
-def test_rungs14e_leaves_the_rung_out_without_a_record_of_its_proofs(tmp_path):
-    """No per-op record (the side-by-side did not run or wrote nothing): no prediction, so no row - said, not
-    guessed."""
-    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1"}
-    log, calls = _lanes(tmp_path, "rungs14e", "proofs14e", extra_env=env)
-    assert "decode-linear-mma-pipe: left out (its GPU tests failed, or their record gave no factor)" in log
-    assert not [c for c in calls if c.startswith("bench decode")]
+def test_probe_mma_times_the_pipe_form_s_warps_beside_the_tile_form(tmp_path):
+    log, _ = _suite(tmp_path, "probe_mma")
+    line = next(x for x in log.splitlines() if "probe-mma-pipe-warps (limit" in x)
+    assert "python3 bench/probes/mma_pipe_warps.py --out " in line and "probe-mma-pipe-warps.json" in line
 
 
 def test_rungs14d_leaves_the_float_row_rung_out_without_a_record(tmp_path):
