@@ -1265,6 +1265,20 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
         --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
         -k "regex:rowwarp|rowoct|rowcp|_mma|_gemv_kernel|_read_kernel" --launch-skip 14 --launch-count 14 \
         python3 bench/probes/rowwarp_kernels.py
+    # then the cycles a warp stalls per issued instruction, by reason (session 14 saw ~1 eligible warp of ~4.5 and
+    # had only the sections' headlines): a pass of its own, so that a metric this ncu lacks costs only this pass
+    NCU_METRICS=smsp__inst_executed.sum
+    for NCU_R in long_scoreboard short_scoreboard wait barrier mio_throttle math_pipe_throttle not_selected selected \
+        lg_throttle dispatch_stall no_instruction drain membar branch_resolving; do
+      NCU_METRICS="$NCU_METRICS,smsp__average_warps_issue_stalled_${NCU_R}_per_issue_active.ratio"
+    done
+    run probe-ncu-stalls 120 ncu --clock-control none --metrics "$NCU_METRICS" \
+        -k "regex:rowwarp|rowoct|rowcp|_mma|_gemv_kernel|_read_kernel" --launch-skip 14 --launch-count 14 \
+        python3 bench/probes/rowwarp_kernels.py
+    for NCU_F in probe-ncu-rowwarp probe-ncu-stalls; do  # each report as one table (bench/probes/ncu_table.py)
+      [ -s "$R/$NCU_F.log" ] && python3 bench/probes/ncu_table.py "$R/$NCU_F.log" --json "$R/$NCU_F.json" \
+          > "$R/$NCU_F-table.txt" 2>&1
+    done
   else
     log "probe-ncu-rowwarp: no ncu on this machine; nothing profiled"
   fi ;;
