@@ -187,11 +187,12 @@
 #                                      # layer); the step rebuilt (248 s), both diagnosed and swapped, neither pair fit
 #                                      # (140 s left, ~150 needed). Stage rungs14e was then removed: both would lose
 # Next session (nvidia-h200-x2), fresh, the same export:
-#   bash bench/gpu_lanes.sh 560 "probe_mma probe_ncu rungs13" "tests1of2 tests2of2"
-#                                      # GPU 0: whether more warps an SM lift the tensor-core GEMV (~60 s) and the
-#                                      # counters (~20 s) before any new decode form is built on them; then the
-#                                      # prefill registry through the bf16-scratch KDA rung (the step now for prefill)
-#                                      # GPU 1: every GPU test (~340 s each half in session 14: they may not both fit)
+#   bash bench/gpu_lanes.sh 560 "probe_mma probe_ncu tests1of2" "proofs13d tests2of2"
+#                                      # GPU 0: whether more warps an SM lift the tensor-core GEMV (~60 s), the counters
+#                                      # with the stall reasons by cause, the staged row-warp form among them (~60);
+#                                      # GPU 1: the row-warp proofs with the staged form (written after session 14's
+#                                      # device time; its per-op record decides whether it becomes the default and a
+#                                      # rung), then half the GPU tests each (~340 s a half in session 14)
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -1260,10 +1261,10 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,
   # occupancy, DRAM throughput. ncu reads counters only on some machines (the device notes: Firecracker, not gVisor)
   if command -v ncu > /dev/null; then
-    # (14 launches a pass: the 3 row-warp forms, the 2 tensor-core forms, Triton's GEMV and a plain read, per shape)
+    # (16 launches a pass: the 4 row-warp forms, the 2 tensor-core forms, Triton's GEMV and a plain read, per shape)
     run probe-ncu-rowwarp 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
         --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
-        -k "regex:rowwarp|rowoct|rowcp|_mma|_gemv_kernel|_read_kernel" --launch-skip 14 --launch-count 14 \
+        -k "regex:rowwarp|rowoct|rowcp|rowstg|_mma|_gemv_kernel|_read_kernel" --launch-skip 16 --launch-count 16 \
         python3 bench/probes/rowwarp_kernels.py
     # then the cycles a warp stalls per issued instruction, by reason (session 14 saw ~1 eligible warp of ~4.5 and
     # had only the sections' headlines): a pass of its own, so that a metric this ncu lacks costs only this pass
@@ -1273,7 +1274,7 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
       NCU_METRICS="$NCU_METRICS,smsp__average_warps_issue_stalled_${NCU_R}_per_issue_active.ratio"
     done
     run probe-ncu-stalls 120 ncu --clock-control none --metrics "$NCU_METRICS" \
-        -k "regex:rowwarp|rowoct|rowcp|_mma|_gemv_kernel|_read_kernel" --launch-skip 14 --launch-count 14 \
+        -k "regex:rowwarp|rowoct|rowcp|rowstg|_mma|_gemv_kernel|_read_kernel" --launch-skip 16 --launch-count 16 \
         python3 bench/probes/rowwarp_kernels.py
     for NCU_F in probe-ncu-rowwarp probe-ncu-stalls; do  # each report as one table (bench/probes/ncu_table.py)
       [ -s "$R/$NCU_F.log" ] && python3 bench/probes/ncu_table.py "$R/$NCU_F.log" --json "$R/$NCU_F.json" \

@@ -9,11 +9,11 @@ This script makes the launches for Nsight Compute, without a CUDA graph (ncu pro
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \\
-        -k regex:"rowwarp|rowoct|rowcp|_mma|_gemv_kernel|_read_kernel" \\
+        -k regex:"rowwarp|rowoct|rowcp|rowstg|_mma|_gemv_kernel|_read_kernel" \\
         python3 bench/probes/rowwarp_kernels.py
 
 Stage `probe_ncu` of bench/gpu_suite.sh runs that when ncu is on the machine, skipping the warm-up launches
-(`--launch-skip 14`: with the default shapes each pass makes 14 launches: the 3 row-warp forms, the 2 tensor-core
+(`--launch-skip 16`: with the default shapes each pass makes 16 launches: the 4 row-warp forms, the 2 tensor-core
 forms, Triton's GEMV and a plain read of the same bytes, per shape).
 Each kernel runs once in the warm-up pass (compilation, the arrival counters), then once measured, on random Q4_K
 weights and bf16 activations.

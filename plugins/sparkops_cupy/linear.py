@@ -198,8 +198,11 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: the three forms of kernels/linear_rowwarp.cu and the rows one block of 128 threads computes: "warp", a warp per row
 #: (each row's loads all at once); "octet", a warp per 4 rows (the activations staged once a block in shared memory,
 #: one read serving the warp's 4 rows, 4 super-blocks a row in flight in registers); "copy", the octet form with the
-#: block's 16 rows copied whole into shared memory first (every weight byte in flight at once)
-ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16}
+#: block's 16 rows copied whole into shared memory first (every weight byte in flight at once); "staged", the warp form
+#: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 14, not yet on a GPU)
+ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "staged": 8}
+#: threads a block of each form (the staged form: a warp a row, 8 rows sharing one staging of the activations)
+_ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "staged": 256}
 #: weights of at least this many rows take the "copy" form, the others the "warp" form. One warp per row reads 16 bytes
 #: of activations from L1 per weight byte, which binds once the rows no longer fit one wave; the forms that stage the
 #: activations in shared memory win there. Session 13 (bf16 activations, graph; bench/gpu-runs/2026-11-30-session13):
@@ -216,7 +219,7 @@ def rowwarp_form(n: int) -> str:
 def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
                    form: str | None = None) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
-    `form`: "warp", "octet" or "copy" (ROWWARP_FORMS); None picks by the rows (rowwarp_form)."""
+    `form`: "warp", "octet", "copy" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form)."""
     form = form or rowwarp_form(n)
     if form not in ROWWARP_FORMS:
         raise BadInput(f"linear: the row-warp GEMV has the forms {sorted(ROWWARP_FORMS)}, not {form!r}")
@@ -224,12 +227,12 @@ def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
     rows = ROWWARP_FORMS[form]
-    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp"}[form]
+    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp", "staged": "rowstg"}[form]
     name = f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}"
     smem = 0 if form == "warp" else 4 * k + 4 * (k // 16)  # the staged activations and their sums of 16
     if form == "copy":
         smem += rows * kw.row_bytes  # and the block's rows of weights
-    rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (128,),
+    rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (_ROWWARP_THREADS[form],),
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
 
 

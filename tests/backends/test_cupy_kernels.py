@@ -103,7 +103,7 @@ def test_linear_bf16_activations_give_bf16(impl):
     assert nmse(got, want) <= rule_for("linear", "bf16" if variant == "fp32" else variant).limit
 
 
-@pytest.mark.parametrize("form", ["warp", "octet", "copy"])
+@pytest.mark.parametrize("form", ["warp", "octet", "copy", "staged"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (1027, 1024), (5, 3072), (7, 4352),
                                         (2, 256), (19, 1280)])
@@ -111,8 +111,9 @@ def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(form, dtype, out_f, in
     """cupy_rowwarp's kernels (one token, Q4_K), every form: rows that fill whole blocks and rows that do not (the
     octet and copy forms' last block with 1-15 rows), inputs of 1 to 17 super-blocks (the one-row form's group of 16
     in flight and a second group; the octet form's ring of 4, wrapped or not; the copy form's block of 16 rows at
-    17 super-blocks is 39 KB of shared memory), every activation dtype. The output starts as NaN, so a row no warp
-    wrote fails; the sums are float32 up to their order."""
+    17 super-blocks is 39 KB of shared memory; the staged form's block of 8 warps, part of it past the end), every
+    activation dtype. The output starts as NaN, so a row no warp wrote fails; the sums are float32 up to their
+    order."""
     from sparkops_cupy._weights import kernel_weight
     from sparkops_cupy.linear import launch_rowwarp, rowwarp_form
     from sparkops_cupy._runtime import DTYPE_CODE

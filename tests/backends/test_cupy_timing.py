@@ -139,7 +139,8 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     cat = load_catalog()
     impls = {"triton_lastblock": cat.get("linear", "triton_lastblock").resolve(),
              "cupy_rowwarp": cat.get("linear", "cupy_rowwarp").resolve(),
-             "warp form": forced("warp"), "octet form": forced("octet"), "copy form": forced("copy")}
+             "warp form": forced("warp"), "octet form": forced("octet"), "copy form": forced("copy"),
+             "staged form": forced("staged")}
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
     per_token = _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, row-warp forms vs triton_lastblock", dtype,
                               record=f"rowwarp-{str(dtype).removeprefix('torch.')}")

@@ -1063,7 +1063,7 @@ def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
 
 
 def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_not(tmp_path):
-    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 14 launches skipped) with the
+    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 16 launches skipped) with the
     sections that say what binds; without it, it says that nothing was profiled and runs nothing."""
     bare = tmp_path / "without"
     bare.mkdir()
@@ -1076,10 +1076,10 @@ def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_
     log, calls = _suite(tmp_path, "probe_ncu")
     assert "] probe-ncu-rowwarp (limit" in log and "unknown stage" not in log
     ncu, stalls = [c for c in calls if c.startswith("ncu ")]
-    assert "--clock-control none" in ncu and "--launch-skip 14 --launch-count 14" in ncu
+    assert "--clock-control none" in ncu and "--launch-skip 16 --launch-count 16" in ncu
     assert "--section WarpStateStats" in ncu and "bench/probes/rowwarp_kernels.py" in ncu
     # the stall reasons in a pass of their own, every reason in the one metric form ncu_table.py reads
-    assert "] probe-ncu-stalls (limit" in log and "--launch-skip 14 --launch-count 14" in stalls
+    assert "] probe-ncu-stalls (limit" in log and "--launch-skip 16 --launch-count 16" in stalls
     metrics = stalls.split("--metrics ")[1].split()[0].split(",")
     assert metrics[0] == "smsp__inst_executed.sum" and len(metrics) == 15
     assert all(m.startswith("smsp__average_warps_issue_stalled_") and m.endswith("_per_issue_active.ratio")

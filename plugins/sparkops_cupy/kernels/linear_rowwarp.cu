@@ -104,6 +104,74 @@ __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8*
     if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
 }
 
+// The warp form from staged activations ("staged"). Session 14's Nsight Compute run (12288 x 2304) found every
+// form latency-bound: the octet and copy forms hold ~4.8 warps a scheduler (the grid's 3072 warps, 4 rows each) and
+// ~1.3 can issue; the warp form holds ~6.8, 2.7 eligible, but spends ~6.5 instructions a weight, converting the
+// activations it reads from global memory at every use. Here a warp owns a row, as in the warp form (4 super-blocks a
+// round, one an octet, a group's loads all first: 4x the octet form's warps), and reads the activations the octet form
+// stages once a block in shared memory (float32, swizzled, with the sums of 16; ro_block: ~3 instructions a weight).
+// The row's first group of loads is requested before the staging, so the two round trips overlap. 256 threads = 8
+// rows a block (the staging is shared by 8 rows). Shared memory: K floats and K / 16 sums, as the octet form's.
+template <int DT>
+__device__ __forceinline__ void rowstg_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
+                                            int K, int N, void* __restrict__ y) {
+    extern __shared__ __align__(16) float ro_smem[];
+    float4* sx = (float4*)ro_smem;
+    float* ssum = ro_smem + K;
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (tid >> 5);
+    const bool ok = row < N;  // a warp past the end reads row N - 1 and writes nothing (all reach the barrier)
+    const u8* r = w + (ok ? row : (i64)N - 1) * row_bytes;
+    const int nsb = K >> 8;
+    const RoLane lp = ro_lane(o);
+    uint4 h[RW_ROUNDS], q[RW_ROUNDS];
+#pragma unroll
+    for (int i = 0; i < RW_ROUNDS; ++i) {  // the first group's loads, before the staging
+        const int sb = 4 * i + oct;
+        if (sb < nsb) q4k_load(r + (i64)sb * 144, o, h[i], q[i]);
+    }
+    ro_stage<DT>(x, K, sx, ssum);
+    __syncthreads();
+    float acc = 0.0f;
+    for (int g = 0; g < nsb; g += 4 * RW_ROUNDS) {
+        if (g > 0) {
+#pragma unroll
+            for (int i = 0; i < RW_ROUNDS; ++i) {  // every load of the group first
+                const int sb = g + 4 * i + oct;
+                if (sb < nsb) q4k_load(r + (i64)sb * 144, o, h[i], q[i]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < RW_ROUNDS; ++i) {
+            const int sb = g + 4 * i + oct;
+            if (sb < nsb) acc += ro_block(h[i], q[i], sx + 64 * sb, ssum + 16 * sb, lp);
+        }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0 && ok) store_act(y, row, DT, acc);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 4) linear_q4_k_rowstg_f32(const void* __restrict__ x,
+                                                                          const u8* __restrict__ w, i64 row_bytes,
+                                                                          int K, int N, void* __restrict__ y) {
+    rowstg_q4_k<DT_F32>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 4) linear_q4_k_rowstg_bf16(const void* __restrict__ x,
+                                                                           const u8* __restrict__ w, i64 row_bytes,
+                                                                           int K, int N, void* __restrict__ y) {
+    rowstg_q4_k<DT_BF16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 4) linear_q4_k_rowstg_f16(const void* __restrict__ x,
+                                                                          const u8* __restrict__ w, i64 row_bytes,
+                                                                          int K, int N, void* __restrict__ y) {
+    rowstg_q4_k<DT_F16>(x, w, row_bytes, K, N, y);
+}
+
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp_f32(const void* __restrict__ x,
                                                                        const u8* __restrict__ w, i64 row_bytes,
