@@ -78,7 +78,8 @@ def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
 #: the row-warp kernels' dtype suffix per activation dtype code (rt.DTYPE_CODE)
 _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: cupy_rowwarp's forms (kernels/moe_rowwarp.cu), read at each call: gate/up "octet" (4 super-blocks a row in flight
-#: in registers) or "copy" (the block's gate and up rows copied whole into shared memory first); down "warp" (16
+#: in registers), "copy" (the block's gate and up rows copied whole into shared memory first) or "staged" (a warp a
+#: hidden row, twice the octet form's warps; session 14, not yet on a GPU); down "warp" (16
 #: super-blocks in flight a warp) or "copy" (the block's rows of every chosen expert copied into shared memory first).
 #: Session 13, the 48B's experts, one token, bf16 (µs a layer): octet/warp 35.3, octet/copy 36.7, copy/warp 34.2,
 #: copy/copy 35.2; triton_prefetch 35.0 (float32 activations: 35.9, 37.6, 34.9, 35.9; 34.3)
@@ -191,13 +192,15 @@ def _launch_rowwarp(a: _OneToken) -> None:
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
-    if ROWWARP_GATEUP not in ("octet", "copy") or ROWWARP_DOWN not in ("warp", "copy"):
-        raise BadInput(f"moe_experts: cupy_rowwarp's forms are gate/up 'octet' or 'copy' and down 'warp' or 'copy', "
-                       f"not {ROWWARP_GATEUP!r} / {ROWWARP_DOWN!r} (sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
+    if ROWWARP_GATEUP not in ("octet", "copy", "staged") or ROWWARP_DOWN not in ("warp", "copy"):
+        raise BadInput(f"moe_experts: cupy_rowwarp's forms are gate/up 'octet', 'copy' or 'staged' and down 'warp' or "
+                       f"'copy', not {ROWWARP_GATEUP!r} / {ROWWARP_DOWN!r} "
+                       f"(sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
     copy_up = ROWWARP_GATEUP == "copy"
     smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if copy_up else 0)  # activations, sums (, 8 gate + 8 up rows)
-    rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{'cp' if copy_up else ''}_{_DT_SUFFIX[code]}", dev,
-              ((rows + 7) // 8,), (128,),
+    suffix = {"octet": "", "copy": "cp", "staged": "stg"}[ROWWARP_GATEUP]
+    rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
+              ((rows + 7) // 8,), (256 if ROWWARP_GATEUP == "staged" else 128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
                rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(fs), rt.i32(d),
                rt.ptr(h)), shared_mem=smem)

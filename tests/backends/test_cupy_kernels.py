@@ -370,14 +370,15 @@ def _moe_args(seed, t, d, f, e, k, qtype, shared_qtype, device=DEV):
     return x, weights, ids, w
 
 
-@pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy")], ids=["octet-warp", "copy-copy"])
+@pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy"), ("staged", "warp")],
+                         ids=["octet-warp", "copy-copy", "staged-warp"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("d,f,e,k", [(2304, 1024, 256, 8), (512, 256, 6, 3), (1280, 768, 9, 5)])
 def test_rowwarp_moe_one_token_q4k_matches_reference(monkeypatch, forms, dtype, shared, d, f, e, k):
     """cupy_rowwarp's kernels (one token, every expert Q4_K): the 48B's shape (256 experts, top-8, a shared expert of
     1024) and small odd ones (a gate/up ring of 4 super-blocks that wraps after 5, down units that end 2 into a group
-    of 16), with and without the shared expert, float32 and bf16 activations, both pairs of forms (ROWWARP_GATEUP,
+    of 16), with and without the shared expert, float32 and bf16 activations, each pair of forms (ROWWARP_GATEUP,
     ROWWARP_DOWN); two runs give the same bits."""
     import sparkops_cupy.moe_experts as cm
 
@@ -457,7 +458,8 @@ def test_mma_moe_refuses_a_form_it_does_not_have(monkeypatch):
         cu_moe_mma(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)
 
 
-@pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy")], ids=["octet-warp", "copy-copy"])
+@pytest.mark.parametrize("forms", [("octet", "warp"), ("copy", "copy"), ("staged", "warp")],
+                         ids=["octet-warp", "copy-copy", "staged-warp"])
 def test_rowwarp_moe_an_expert_id_out_of_range_gives_nan(monkeypatch, forms):
     import sparkops_cupy.moe_experts as cm
 

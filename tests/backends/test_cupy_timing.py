@@ -238,7 +238,7 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
         return call
 
     impls.update({f"cupy_mma {form}": mma_form(form) for form in cm.MOE_MMA_FORMS})
-    for gateup in ("octet", "copy"):
+    for gateup in ("octet", "copy", "staged"):
         for down in ("warp", "copy"):
             impls[f"cupy_rowwarp {gateup}/{down}"] = forms(gateup, down)
     w = moe_workload(cfg, Q.Q4_K, dtype)

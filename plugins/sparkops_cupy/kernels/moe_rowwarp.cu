@@ -108,6 +108,70 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
     if (o == 0 && oct < 2 && ok) h[r0 + local] = bad ? QNAN : mr_silu(acc) * up;
 }
 
+// gate/up as a warp a hidden row ("staged", as linear_rowwarp.cu's rowstg): octets 0 and 1 take the gate row's even
+// and odd super-blocks, octets 2 and 3 the up row's, each octet's group of loads all first (the first before the
+// staging), decoded from the staged activations; the octets' sums added in a fixed order (within an octet, then the
+// pair). Twice the octet form's warps for the same rows (session 14: the octet and copy forms hold too few warps an
+// SM to hide their latency). 256 threads = 8 rows; the octet form's shared memory and grid.
+// Super-blocks an octet has in flight: 3 (two trips for the 48B's 5 a row-half) keeps the kernel within 64 registers,
+// where RW_ROUNDS' 4 spilled
+#define MR_STG_ROUNDS 3
+template <int DT>
+__device__ __forceinline__ void gateup_stg_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
+                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
+                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
+                                                const u8* __restrict__ s_up, int Fs, int D, float* __restrict__ h) {
+    extern __shared__ __align__(16) float mr_smem[];
+    float4* sx = (float4*)mr_smem;
+    float* ssum = mr_smem + D;
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3, par = oct & 1;
+    const i64 rows = (i64)K * F + Fs;
+    const i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (tid >> 5);
+    const bool ok = r < rows;  // a warp past the end computes row 0 and writes nothing (all reach the barrier)
+    const i64 rr = ok ? r : 0;
+    const bool up = oct >= 2;
+    bool bad = false;
+    const u8* w;
+    if (rr < (i64)K * F) {
+        i64 e = ids[rr / F];
+        bad = e < 0 || e >= E;
+        e = bad ? 0 : e;
+        w = (up ? w_up : w_gate) + (e * F + rr % F) * row_bytes;
+    } else {
+        w = (up ? s_up : s_gate) + (rr - (i64)K * F) * row_bytes;
+    }
+    const int nsb = D >> 8;
+    const RoLane lp = ro_lane(o);
+    uint4 hd[MR_STG_ROUNDS], q[MR_STG_ROUNDS];
+#pragma unroll
+    for (int i = 0; i < MR_STG_ROUNDS; ++i) {  // the first group's loads, before the staging
+        const int sb = par + 2 * i;
+        if (sb < nsb) q4k_load(w + (i64)sb * 144, o, hd[i], q[i]);
+    }
+    ro_stage<DT>(x, D, sx, ssum);
+    __syncthreads();
+    float acc = 0.0f;
+    for (int g = 0; g < nsb; g += 2 * MR_STG_ROUNDS) {
+        if (g > 0) {
+#pragma unroll
+            for (int i = 0; i < MR_STG_ROUNDS; ++i) {  // every load of the group first
+                const int sb = g + par + 2 * i;
+                if (sb < nsb) q4k_load(w + (i64)sb * 144, o, hd[i], q[i]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MR_STG_ROUNDS; ++i) {
+            const int sb = g + par + 2 * i;
+            if (sb < nsb) acc += ro_block(hd[i], q[i], sx + 64 * sb, ssum + 16 * sb, lp);
+        }
+    }
+#pragma unroll
+    for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, 8));  // even + odd super-blocks: the row's dot
+    const float u = __shfl_down_sync(0xffffffffu, acc, 16);         // lane 0: the up row's
+    if (lane == 0 && ok) h[r] = bad ? QNAN : mr_silu(acc) * u;
+}
+
 // h [K * F + Fs] float32, ids [K], weights [K] float32, w_down [E, D, F] Q4_K (rows of row_bytes = F / 256 * 144),
 // s_down [D, Fs] (rows of s_row_bytes; null, Fs = 0: none); y [D] in dtype y_dt. grid ceil(D / 4).
 __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64* __restrict__ ids,
@@ -247,6 +311,30 @@ extern "C" __global__ void __launch_bounds__(128, 8) moe_q4_k_gateup_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_q4_k<DT_F16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 4) moe_q4_k_gateupstg_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_stg_q4_k<DT_F32>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 4) moe_q4_k_gateupstg_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_stg_q4_k<DT_BF16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 4) moe_q4_k_gateupstg_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_stg_q4_k<DT_F16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
 
 // budget: stack 0, spills 0
