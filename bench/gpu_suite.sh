@@ -62,6 +62,9 @@
 #                 32768, then moe_experts=cupy_rowwarp as a pair, then linear@F16=cupy_floatrow as a pair after its
 #                 GPU tests, predicted from their per-op record (bench/perop_factor.py), then linear@Q4_K=cupy_mma
 #                 (the tensor cores) the same way, then moe_experts=cupy_mma
+#     rungs15d    session 15's decode rungs: the step rebuilt through the row-warp rung, then linear@Q4_K=cupy_rowwarp_staged
+#                 and moe_experts=cupy_rowwarp_staged (a warp a row from staged activations), each a pair at 0 and 32768
+#                 after the row-warp proofs, predicted from their side-by-side record
 #     probe_mma   cupy_mma's pipe form at 4, 8 and 16 warps a tile (bench/probes/mma_pipe_warps.py): does occupancy bind?
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
@@ -187,12 +190,13 @@
 #                                      # layer); the step rebuilt (248 s), both diagnosed and swapped, neither pair fit
 #                                      # (140 s left, ~150 needed). Stage rungs14e was then removed: both would lose
 # Next session (nvidia-h200-x2), fresh, the same export:
-#   bash bench/gpu_lanes.sh 560 "probe_mma probe_ncu tests1of2" "proofs13d tests2of2"
-#                                      # GPU 0: whether more warps an SM lift the tensor-core GEMV (~60 s), the counters
-#                                      # with the stall reasons by cause, the staged row-warp form among them (~60);
-#                                      # GPU 1: the row-warp proofs with the staged form (written after session 14's
-#                                      # device time; its per-op record decides whether it becomes the default and a
-#                                      # rung), then half the GPU tests each (~340 s a half in session 14)
+#   bash bench/gpu_lanes.sh 560 "rungs15d" "proofs13d probe_ncu probe_mma tests2of2"
+#                                      # GPU 0: the step rebuilt (~250 s), then the staged row-warp rungs (written after
+#                                      # session 14's device time: each a diagnosis ~40, a swap ~15, a pair ~100; the
+#                                      # second will likely need the warm call). GPU 1: the row-warp proofs (the rungs'
+#                                      # records: ~90 s), Nsight Compute with stall reasons (~60), the pipe-warps probe
+#                                      # (~60), half the GPU tests (~340). Then, warm, the same export:
+#   bash bench/gpu_lanes.sh 560 "rungs15d" "tests1of2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -308,6 +312,12 @@ FLOATROW_REG=$TMP/cuda-s14-floatrow.toml
 # then the Q4_K projections on the tensor cores (cupy_mma, written after session 13's GPU calls), over the newest
 # winner, predicted from its proof's record (cupy_rowwarp's time a token over cupy_mma's)
 MMA_REG=$TMP/cuda-s14-mma.toml
+# session 15's decode rungs (stage rungs15d): the staged row-warp forms (a warp a row from staged activations, for the
+# latency Nsight Compute found in session 14), each its own implementation so that one interleaved pair times it:
+# linear@Q4_K=cupy_rowwarp_staged over the row-warp step, then moe_experts=cupy_rowwarp_staged over the newest winner,
+# each predicted from its proof's record
+RWSTG_REG=$TMP/cuda-s15-rowwarp-staged.toml
+MOESTG_REG=$TMP/cuda-s15-moe-rowwarp-staged.toml
 # and the experts on the tensor cores (cupy_mma), predicted from the MoE side-by-side's record against whichever
 # moe_experts the base runs
 MOEMMA_REG=$TMP/cuda-s14-moe-mma.toml
@@ -500,7 +510,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
+  decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
@@ -586,9 +596,11 @@ decode_rung() {
       --prediction $DJ/diag-decode-$name.json --expect "$expect" --change "$pair: $text, over $(basename $base), graph"
   return 0
 }
-proof_rowwarp() {  # linear@Q4_K=cupy_rowwarp (session 13): every row from NaN, both forms, then timed beside triton
-  run gpu-tests-rowwarp 60 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k rowwarp \
-      tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-rowwarp.xml"
+proof_rowwarp() {  # linear@Q4_K=cupy_rowwarp (session 13): every row from NaN, every form, then timed beside triton;
+  # the contract on CUDA of cupy_rowwarp and cupy_rowwarp_staged (session 14) for both ops
+  run gpu-tests-rowwarp 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k rowwarp \
+      tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py \
+      --junitxml="$R/gpu-tests-rowwarp.xml"
 }
 # decode_chain: the decode step of session 9 made again by swaps (each proven again on this machine) over the fused
 # best, in the order its rungs were timed: the last-block reductions, the merged KDA convs, the MoE and router
@@ -1253,6 +1265,22 @@ more (session 13, call 8: 12288 x 2304 12.3 against 13.0 us); $(basename $NOW14)
     decode_rung moe-rowwarp $MOERW_REG moe_experts=cupy_rowwarp moe_experts "$MOERW_FACTOR" rowwarp \
         "one token's Q4_K experts in two row-warp launches"
   fi
+  ;;
+rungs15d)  # session 15's decode rungs: the staged row-warp forms over the step rebuilt through the row-warp rung
+  # (SUITE_TIMED names it), after their GPU tests (proofs13d runs them in the lane beside), each predicted from the
+  # side-by-side's record: the linear's staged form against cupy_rowwarp's defaults, the experts' staged gate/up (with
+  # the warp down) against triton_prefetch, the step's experts
+  prereq_lean || continue
+  decode_chain
+  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
+      linear@Q4_K=cupy_rowwarp
+  proof_rowwarp
+  decode_rung linear-rowwarp-staged $RWSTG_REG linear@Q4_K=cupy_rowwarp_staged linear@Q4_K \
+      "linear@Q4_K=$(perop rowwarp cupy_rowwarp 'staged form')" rowwarp \
+      "the Q4_K projections as a warp a row from staged activations (4x the octet form's warps)"
+  decode_rung moe-rowwarp-staged $MOESTG_REG moe_experts=cupy_rowwarp_staged moe_experts \
+      "moe_experts=$(perop moe triton_prefetch 'cupy_rowwarp staged/warp')" rowwarp \
+      "one token's Q4_K experts, gate/up as a warp a hidden row from staged activations, down a warp an output"
   ;;
 probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 4, 8, 16 warps a tile beside the tile
   # form and cupy_rowwarp at the 48B's decode shapes (bench/probes/mma_pipe_warps.py): does occupancy bind it?

@@ -40,6 +40,10 @@ IMPLEMENTATIONS = [
     # (a prefill goes to the torch plugin's float32 linear: its sources are part of this implementation's record)
     ("linear", "cupy_rowwarp", "sparkops_cupy.linear:linear_rowwarp", tolerance(), ("linear.cu", "linear_rowwarp.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
+    # the same in its "staged" form at every shape (a warp a row from staged activations): a name of its own, so that
+    # one interleaved pair can time it against cupy_rowwarp
+    ("linear", "cupy_rowwarp_staged", "sparkops_cupy.linear:linear_rowwarp_staged", tolerance(),
+     ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     # the one-token Q4_K GEMV on the tensor cores: bf16 activations in the products, so the bf16 row of the tolerances
     ("linear", "cupy_mma", "sparkops_cupy.linear:linear_mma", tolerance("bf16"), ("linear.cu", "linear_mma.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
@@ -56,6 +60,9 @@ IMPLEMENTATIONS = [
     # one token's Q4_K experts in two row-warp launches; every other call is the torch plugin's float32 moe_experts
     ("moe_experts", "cupy_rowwarp", "sparkops_cupy.moe_experts:moe_experts_rowwarp", tolerance(), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
+    # the same with the "staged" gate/up form (a warp a hidden row), its own name for one interleaved pair
+    ("moe_experts", "cupy_rowwarp_staged", "sparkops_cupy.moe_experts:moe_experts_rowwarp_staged", tolerance(),
+     "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
     # the same two launches on the tensor cores: bf16 activations and hidden vector in the products
     ("moe_experts", "cupy_mma", "sparkops_cupy.moe_experts:moe_experts_mma", tolerance("bf16"), "moe_mma.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),

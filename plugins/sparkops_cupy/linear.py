@@ -10,7 +10,7 @@ the activations:
   tolerance(). Session 4 measured the integer kernel's Q6_K lm_head at 126 us against Triton's 344; this keeps
   that weight stream without the quantized activations.
   F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
-Three are one-token GEMVs that request a row's bytes before using any, with one stated policy for every other call:
+Four are one-token GEMVs that request a row's bytes before using any, with one stated policy for every other call:
 - "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode, every byte of a row requested before any is
   used (kernels/linear_rowwarp.cu): one launch, no split-K. One warp a row, or for tall weights a warp per 4 rows
   from activations staged once a block in shared memory (ROWWARP_FORMS, rowwarp_form). Float32 products as
@@ -24,6 +24,8 @@ Three are one-token GEMVs that request a row's bytes before using any, with one 
   other calls. Two forms (MMA_FORMS): session 13's "tile" (the default: passed its GPU tests in session 14, and lost
   its rung, 0.985) and "pipe", which requests a tile's weights into shared memory before decoding any (slower per op
   in session 14: kept, tested, selected by nothing).
+- "cupy_rowwarp_staged" (`linear_rowwarp_staged`): cupy_rowwarp in its "staged" form at every shape (written after
+  session 14's GPU calls: not yet on a GPU), a name of its own for an interleaved pair against cupy_rowwarp.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -63,6 +65,17 @@ def linear_rowwarp(x, weight):
     """Implementation "cupy_rowwarp": one token times a Q4_K weight as one warp per row (kernels/linear_rowwarp.cu);
     every other call by the stated policy (`_one_token_q4k`)."""
     return _one_token_q4k(x, weight, launch_rowwarp)
+
+
+def linear_rowwarp_staged(x, weight):
+    """Implementation "cupy_rowwarp_staged": cupy_rowwarp with its "staged" form at every shape (a warp a row from
+    staged activations, kernels/linear_rowwarp.cu's rowstg), every other call by the same stated policy. Its own name,
+    so that a registry can put it beside cupy_rowwarp in one interleaved pair."""
+    return _one_token_q4k(x, weight, _launch_staged)
+
+
+def _launch_staged(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    launch_rowwarp(x, code, kw, n, k, y, "staged")
 
 
 def _one_token_q4k(x, weight, launch):

@@ -13,6 +13,9 @@ bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for ev
 "pipe", which requests every weight byte a block decodes into shared memory before decoding any, as linear's (slower
 per op in session 14: kept, tested, selected by nothing).
 
+"cupy_rowwarp_staged" (`moe_experts_rowwarp_staged`): cupy_rowwarp with the "staged" gate/up form (a warp a hidden
+row; written after session 14's GPU calls, not yet on a GPU), a name of its own for an interleaved pair.
+
 "cupy_rowwarp" (`moe_experts_rowwarp`, kernels/moe_rowwarp.cu): one token with every expert weight in Q4_K, in two
 launches built like linear's row-warp GEMVs (a row's loads requested before any is used, no split-K): gate/up into a
 float32 hidden vector, then down with the routing weights. Float32 products as the reference's, other sums: claim
@@ -187,20 +190,30 @@ def moe_experts_rowwarp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, _launch_rowwarp)
 
 
-def _launch_rowwarp(a: _OneToken) -> None:
-    """cupy_rowwarp's two launches (ROWWARP_GATEUP, ROWWARP_DOWN) for a checked one-token call."""
+def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_staged": cupy_rowwarp with its "staged" gate/up form (a warp a hidden row) and
+    ROWWARP_DOWN's down; every other call by the same stated policy. Its own name, so that a registry can put it
+    beside cupy_rowwarp in one interleaved pair."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="staged"))
+
+
+def _launch_rowwarp(a: _OneToken, gateup: str | None = None) -> None:
+    """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP),
+    down in ROWWARP_DOWN."""
+    gateup = gateup or ROWWARP_GATEUP
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
-    if ROWWARP_GATEUP not in ("octet", "copy", "staged") or ROWWARP_DOWN not in ("warp", "copy"):
+    if gateup not in ("octet", "copy", "staged") or ROWWARP_DOWN not in ("warp", "copy"):
         raise BadInput(f"moe_experts: cupy_rowwarp's forms are gate/up 'octet', 'copy' or 'staged' and down 'warp' or "
-                       f"'copy', not {ROWWARP_GATEUP!r} / {ROWWARP_DOWN!r} "
+                       f"'copy', not {gateup!r} / {ROWWARP_DOWN!r} "
                        f"(sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
-    copy_up = ROWWARP_GATEUP == "copy"
+    copy_up = gateup == "copy"
     smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if copy_up else 0)  # activations, sums (, 8 gate + 8 up rows)
-    suffix = {"octet": "", "copy": "cp", "staged": "stg"}[ROWWARP_GATEUP]
+    suffix = {"octet": "", "copy": "cp", "staged": "stg"}[gateup]
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
-              ((rows + 7) // 8,), (256 if ROWWARP_GATEUP == "staged" else 128,),
+              ((rows + 7) // 8,), (256 if gateup == "staged" else 128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
                rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(fs), rt.i32(d),
                rt.ptr(h)), shared_mem=smem)

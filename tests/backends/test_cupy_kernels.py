@@ -32,6 +32,7 @@ from sparkops_cupy.linear import linear_float as cu_linear_float  # noqa: E402
 from sparkops_cupy.linear import linear_floatrow as cu_linear_floatrow  # noqa: E402
 from sparkops_cupy.linear import linear_mma as cu_linear_mma  # noqa: E402
 from sparkops_cupy.linear import linear_rowwarp as cu_linear_rowwarp  # noqa: E402
+from sparkops_cupy.linear import linear_rowwarp_staged as cu_linear_rowwarp_staged  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts_mma as cu_moe_mma  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts_rowwarp as cu_moe_rowwarp  # noqa: E402
@@ -69,10 +70,10 @@ def on_cpu(v):
 
 # ---- linear ----------------------------------------------------------------------------------------------
 
-#: the two linear implementations and the claim variant each is judged by
+#: the linear implementations and the claim variant each is judged by
 LINEARS = {"cupy_dp4a": (cu_linear, "act_q8"), "cupy_float": (cu_linear_float, "fp32"),
-           "cupy_rowwarp": (cu_linear_rowwarp, "fp32"), "cupy_floatrow": (cu_linear_floatrow, "fp32"),
-           "cupy_mma": (cu_linear_mma, "bf16")}
+           "cupy_rowwarp": (cu_linear_rowwarp, "fp32"), "cupy_rowwarp_staged": (cu_linear_rowwarp_staged, "fp32"),
+           "cupy_floatrow": (cu_linear_floatrow, "fp32"), "cupy_mma": (cu_linear_mma, "bf16")}
 
 
 @pytest.mark.parametrize("impl", list(LINEARS))

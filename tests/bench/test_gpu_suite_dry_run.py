@@ -1011,6 +1011,33 @@ def test_rungs14d_times_the_tensor_cores_first_with_the_factors_their_proofs_rec
         assert log.count(f"gpu-tests-{proof} (limit") == 1, proof
 
 
+def test_rungs15d_times_the_staged_row_warp_forms_each_as_its_own_implementation(tmp_path):
+    """Session 15's plan, fresh: the step rebuilt through the row-warp rung (not timed again), the row-warp proofs once
+    (the lane beside runs them), then linear@Q4_K=cupy_rowwarp_staged over the row-warp step (cupy_rowwarp's time a
+    token over the staged form's: 1.25), then moe_experts=cupy_rowwarp_staged over that (a stand-in win), against
+    triton_prefetch (1.5): one interleaved pair each, since each form is an implementation of its own."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "staged form": 400e-6},
+                       moe={"triton_prefetch": 900e-6, "cupy_rowwarp staged/warp": 600e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs15d", "proofs13d", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, stg = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s15-rowwarp-staged.toml"
+    moe = machine / "cuda-s15-moe-rowwarp-staged.toml"
+    assert "unknown stage" not in log and "SKIP" not in log
+    assert log.count("gpu-tests-rowwarp (limit") == 1
+    assert Path(f"{stg}.base").read_text().strip() == str(rw)
+    assert Path(f"{moe}.base").read_text().strip() == str(stg)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 2, decodes
+    assert f"--registry {rw} --vs {stg}" in decodes[0] and "--changes linear@Q4_K " in decodes[0]
+    assert "--expect linear@Q4_K=1.25" in decodes[0]
+    assert f"--registry {stg} --vs {moe}" in decodes[1] and "--changes moe_experts " in decodes[1]
+    assert "--expect moe_experts=1.5" in decodes[1]
+    swaps = [c for c in calls if "cupy_rowwarp_staged" in c and c.startswith("swap")]
+    assert any("linear@Q4_K=cupy_rowwarp_staged" in c for c in swaps), swaps
+    assert any("moe_experts=cupy_rowwarp_staged" in c for c in swaps), swaps
+
+
 def test_probe_mma_times_the_pipe_form_s_warps_beside_the_tile_form(tmp_path):
     log, _ = _suite(tmp_path, "probe_mma")
     line = next(x for x in log.splitlines() if "probe-mma-pipe-warps (limit" in x)
