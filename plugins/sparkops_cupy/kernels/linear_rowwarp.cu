@@ -123,30 +123,11 @@ __device__ __forceinline__ void rowstg_q4_k(const void* __restrict__ x, const u8
     const bool ok = row < N;  // a warp past the end reads row N - 1 and writes nothing (all reach the barrier)
     const u8* r = w + (ok ? row : (i64)N - 1) * row_bytes;
     const int nsb = K >> 8;
-    const RoLane lp = ro_lane(o);
     uint4 h[RW_ROUNDS], q[RW_ROUNDS];
-#pragma unroll
-    for (int i = 0; i < RW_ROUNDS; ++i) {  // the first group's loads, before the staging
-        const int sb = 4 * i + oct;
-        if (sb < nsb) q4k_load(r + (i64)sb * 144, o, h[i], q[i]);
-    }
+    rs_group_load<RW_ROUNDS>(r, nsb, 0, oct, 4, o, h, q);  // the first group's loads, before the staging
     ro_stage<DT>(x, K, sx, ssum);
     __syncthreads();
-    float acc = 0.0f;
-    for (int g = 0; g < nsb; g += 4 * RW_ROUNDS) {
-        if (g > 0) {
-#pragma unroll
-            for (int i = 0; i < RW_ROUNDS; ++i) {  // every load of the group first
-                const int sb = g + 4 * i + oct;
-                if (sb < nsb) q4k_load(r + (i64)sb * 144, o, h[i], q[i]);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < RW_ROUNDS; ++i) {
-            const int sb = g + 4 * i + oct;
-            if (sb < nsb) acc += ro_block(h[i], q[i], sx + 64 * sb, ssum + 16 * sb, lp);
-        }
-    }
+    float acc = rs_walk<RW_ROUNDS>(r, nsb, oct, 4, o, h, q, sx, ssum);
     acc = warp_sum(acc);
     if (lane == 0 && ok) store_act(y, row, DT, acc);
 }

@@ -141,30 +141,11 @@ __device__ __forceinline__ void gateup_stg_q4_k(const void* __restrict__ x, cons
         w = (up ? s_up : s_gate) + (rr - (i64)K * F) * row_bytes;
     }
     const int nsb = D >> 8;
-    const RoLane lp = ro_lane(o);
     uint4 hd[MR_STG_ROUNDS], q[MR_STG_ROUNDS];
-#pragma unroll
-    for (int i = 0; i < MR_STG_ROUNDS; ++i) {  // the first group's loads, before the staging
-        const int sb = par + 2 * i;
-        if (sb < nsb) q4k_load(w + (i64)sb * 144, o, hd[i], q[i]);
-    }
+    rs_group_load<MR_STG_ROUNDS>(w, nsb, 0, par, 2, o, hd, q);  // the first group's loads, before the staging
     ro_stage<DT>(x, D, sx, ssum);
     __syncthreads();
-    float acc = 0.0f;
-    for (int g = 0; g < nsb; g += 2 * MR_STG_ROUNDS) {
-        if (g > 0) {
-#pragma unroll
-            for (int i = 0; i < MR_STG_ROUNDS; ++i) {  // every load of the group first
-                const int sb = g + par + 2 * i;
-                if (sb < nsb) q4k_load(w + (i64)sb * 144, o, hd[i], q[i]);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < MR_STG_ROUNDS; ++i) {
-            const int sb = g + par + 2 * i;
-            if (sb < nsb) acc += ro_block(hd[i], q[i], sx + 64 * sb, ssum + 16 * sb, lp);
-        }
-    }
+    float acc = rs_walk<MR_STG_ROUNDS>(w, nsb, par, 2, o, hd, q, sx, ssum);
 #pragma unroll
     for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
     acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, 8));  // even + odd super-blocks: the row's dot

@@ -195,6 +195,37 @@ __device__ __forceinline__ float ro_ring_walk(const u8* r, int nsb, int o, uint4
     return acc;
 }
 
+// The staged forms' walk of one row r (linear_rowwarp.cu's rowstg, moe_rowwarp.cu's gateupstg): an octet takes the
+// row's super-blocks first, first + step, first + 2 step, ..., ROUNDS of them in flight at a time (a group's loads all
+// issued before any is used), each decoded from the staged activations. The caller issues the first group
+// (rs_group_load with g = 0) before it stages the activations, so the two round trips overlap.
+template <int ROUNDS>
+__device__ __forceinline__ void rs_group_load(const u8* r, int nsb, int g, int first, int step, int o,
+                                              uint4 (&h)[ROUNDS], uint4 (&q)[ROUNDS]) {
+#pragma unroll
+    for (int i = 0; i < ROUNDS; ++i) {
+        const int sb = g + first + step * i;
+        if (sb < nsb) q4k_load(r + (i64)sb * 144, o, h[i], q[i]);
+    }
+}
+
+template <int ROUNDS>
+__device__ __forceinline__ float rs_walk(const u8* r, int nsb, int first, int step, int o, uint4 (&h)[ROUNDS],
+                                         uint4 (&q)[ROUNDS], const float4* __restrict__ sx,
+                                         const float* __restrict__ ssum) {
+    const RoLane lp = ro_lane(o);
+    float acc = 0.0f;
+    for (int g = 0; g < nsb; g += step * ROUNDS) {
+        if (g > 0) rs_group_load<ROUNDS>(r, nsb, g, first, step, o, h, q);
+#pragma unroll
+        for (int i = 0; i < ROUNDS; ++i) {
+            const int sb = g + first + step * i;
+            if (sb < nsb) acc += ro_block(h[i], q[i], sx + 64 * sb, ssum + 16 * sb, lp);
+        }
+    }
+    return acc;
+}
+
 // The copy form's walk of one row r already in shared memory (nsb super-blocks), summed over the octet: every lane of
 // the octet ends with the row's dot product.
 __device__ __forceinline__ float ro_copied_row(const u8* r, int nsb, int o, const float4* __restrict__ sx,
