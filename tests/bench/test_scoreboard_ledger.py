@@ -156,8 +156,69 @@ def test_sync_repairs_a_frontier_that_missed_a_standing_row(bench_dir):
     add(bench_dir, row(100.0))
     L.append(bench_dir / L.LEDGER, row(120.0))  # appended, but the frontier write never happened
     assert any("run `sparkops ledger sync`" in p for p in R.consistency_problems(bench_dir))
-    assert R.sync(bench_dir) == [KEY]
+    assert R.sync(bench_dir) == ([KEY], [])
     assert R.consistency_problems(bench_dir) == []
+
+
+def _spread(r: dict, lo: float, hi: float) -> dict:
+    """Give every figure of row r the rounds' IQR [lo, hi] (as fractions of its value)."""
+    for f in r["figures"]:
+        f["iqr"] = [f["value"] * lo, f["value"] * hi]
+    return r
+
+
+def test_a_figure_whose_rounds_spread_beyond_the_noise_band_moves_nothing(bench_dir):
+    """Session 14: an arm at 394.0 whose rounds spread 387-405, where the same registry measured ~388 three times. Such
+    a median is as likely luck as a measurement: it is kept in the ledger, answered "unsteady", and neither raises the
+    frontier nor counts as the best standing figure."""
+    bench_dir.mkdir()
+    add(bench_dir, _spread(row(388.6), 0.9995, 1.0))
+    lucky = add(bench_dir, _spread(row(394.0), 387.3 / 394.0, 405.2 / 394.0))
+    assert lucky["frontier"] == {"A": "unsteady"}
+    assert Frontier.load(bench_dir / L.FRONTIER).value(KEY) == 388.6
+    assert R.best_standing(L.read(bench_dir / L.LEDGER), KEY)[0] == 388.6
+    assert R.consistency_problems(bench_dir) == []
+    steady = add(bench_dir, _spread(row(390.0), 0.99, 1.009))  # 1.9%: inside the band, raises
+    assert steady["frontier"] == {"A": "raised"} and Frontier.load(bench_dir / L.FRONTIER).value(KEY) == 390.0
+    assert R.figure_spread({"value": 10.0}) is None and R.steady({"value": 10.0})  # an old figure without a spread
+
+
+def test_sync_lowers_an_entry_an_unsteady_figure_set_with_a_record(bench_dir):
+    """An entry set before the rule by an unsteady figure: `check` names it, `sync` lowers it to the best steady
+    figure standing with a [[lowered]] record (so the raise-only check passes), and the ladder says why."""
+    bench_dir.mkdir()
+    add(bench_dir, _spread(row(388.6), 0.9995, 1.0))
+    lucky = _spread(row(394.0), 387.3 / 394.0, 405.2 / 394.0)
+    f = Frontier.load(bench_dir / L.FRONTIER)  # as the frontier took it before the rule: raised
+    f.offer(KEY, 394.0, {**lucky, "registry": "cand.toml", "dtype": "float32"}, noise=0.02)
+    L.append(bench_dir / L.LEDGER, lucky)
+    f.save()
+    before = (bench_dir / L.FRONTIER).read_text()
+    problems = R.consistency_problems(bench_dir)
+    assert len(problems) == 1 and "spread 4.5%" in problems[0] and "ledger sync" in problems[0]
+    raised, lowered = R.sync(bench_dir)
+    assert raised == [] and len(lowered) == 1
+    assert lowered[0]["from"] == 394.0 and lowered[0]["to"] == 388.6 and lowered[0]["unsteady_row"] == lucky["id"]
+    assert "4.5%" in lowered[0]["why"]
+    assert Frontier.load(bench_dir / L.FRONTIER).value(KEY) == 388.6
+    assert lowering_problems(before, (bench_dir / L.FRONTIER).read_text()) == []
+    assert R.consistency_problems(bench_dir) == []
+    assert R.sync(bench_dir) == ([], [])  # idempotent
+    ladder = (bench_dir / L.LADDER).read_text()
+    assert "394 → 388.6" in ladder and f"row {lucky['id']} unsteady" in ladder
+
+
+def test_sync_drops_an_entry_no_steady_figure_can_hold(bench_dir):
+    bench_dir.mkdir()
+    lucky = _spread(row(50.0), 0.5, 1.3)
+    f = Frontier.load(bench_dir / L.FRONTIER)
+    f.offer(KEY, 50.0, {**lucky, "registry": "cand.toml", "dtype": "float32"}, noise=0.02)
+    L.append(bench_dir / L.LEDGER, lucky)
+    f.save()
+    before = (bench_dir / L.FRONTIER).read_text()
+    _, lowered = R.sync(bench_dir)
+    assert lowered[0]["to"] == 0.0 and Frontier.load(bench_dir / L.FRONTIER).value(KEY) is None
+    assert lowering_problems(before, (bench_dir / L.FRONTIER).read_text()) == []
 
 
 def test_ledger_cli_show_retract_check(bench_dir, capsys):

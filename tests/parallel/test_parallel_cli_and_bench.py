@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from sparkops.bench import ledger as L
+from sparkops.bench.record import steady
 from sparkops.cli import main
 from sparkops.engine import Engine
 from sparkops.engine.loading import make_ops
@@ -76,7 +77,9 @@ def test_bench_gates_then_times_and_records(tmp_path):
     assert rows[0]["chunk_proof"]["A"]["passed"] and "chunk_proof" not in rows[1]
     assert [r["key"] for r in rows] == ["prefill.k3-nano.q8_0.2xcpu.t=24", "decode.k3-nano.q8_0.2xcpu.d=20"]
     assert [r["id"] for r in L.read(tmp_path / L.LEDGER)] == [r["id"] for r in rows]
-    assert all(r["frontier"] == {"A": "new"} and r["parallel"]["world"] == 2 for r in rows)
+    # a figure moves the frontier only if its rounds agree (bench/record.py's steady); two CPU rounds may not
+    assert all(r["frontier"] == {"A": "new" if steady(r["figures"][0]) else "unsteady"} and r["parallel"]["world"] == 2
+               for r in rows)
     assert (tmp_path / L.FRONTIER).exists()
 
 

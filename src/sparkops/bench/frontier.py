@@ -6,9 +6,11 @@
     ...
 
 A gated figure better than the entry raises it (with its commit, command and date); a worse one is
-recorded as a regression (a counter and the row) and never lowers it. The only way down is a
-retraction (`sparkops ledger retract`): the entry falls back to the best figure still standing and a
-[[lowered]] record says from what, to what, and why. `lowering_problems(old, new)` is what the test
+recorded as a regression (a counter and the row) and never lowers it. A figure whose rounds spread
+beyond the noise band moves nothing ("unsteady", bench/record.py). There are two ways down, both logged
+by the tooling as a [[lowered]] record that says from what, to what, and why:
+- a retraction (`sparkops ledger retract`): the entry falls back to the best figure still standing;
+- `sparkops ledger sync` over an entry an unsteady figure set (before that rule existed): the same fallback. `lowering_problems(old, new)` is what the test
 suite runs over the file's git history: any value that went down without such a record fails it.
 Written through tomlkit (comments survive) and atomically.
 """
@@ -27,9 +29,10 @@ from ..errors import BadInput
 HEADER = [
     "bench/frontier.toml: the best gated figure sparkops has reached per workload (higher is better).",
     "RAISE-ONLY. Written by `sparkops bench` / `sparkops ledger`, never by hand: a better gated figure",
-    "raises an entry; a worse one is counted as a regression and never lowers it. The only way down is",
-    "`sparkops ledger retract ROW --why ...`, which appends a [[lowered]] record. tests/bench/",
-    "test_frontier_raise_only.py fails any commit that lowers a value without one.",
+    "raises an entry; a worse one is counted as a regression and never lowers it. The only ways down are",
+    "`sparkops ledger retract ROW --why ...` and `sparkops ledger sync` over an entry an unsteady figure",
+    "set; both append a [[lowered]] record. tests/bench/test_frontier_raise_only.py fails any commit that",
+    "lowers a value without one.",
     "Keys: PHASE.MODEL.MIX.BOX.d=DEPTH (decode) / PHASE.MODEL.MIX.BOX.t=TOKENS[@d=DEPTH] (prefill).",
 ]
 
@@ -107,11 +110,29 @@ class Frontier:
             del table[key]
         else:
             table[key] = self._entry(fallback[0], fallback[1])
+        self._log_lowered(record)
+        return record
+
+    def lower_unsteady(self, key: str, fallback: tuple[float, dict[str, Any]] | None, why: str,
+                       date: str) -> dict[str, Any]:
+        """Lower the entry `key`, set by a figure whose rounds spread beyond what may move the frontier (record.steady),
+        to the best steady figure standing (or drop it); log it in [[lowered]] as a retraction's lowering is."""
+        table = self._table()
+        old = table[key]
+        record = {"key": key, "from": _num(float(old["value"])), "to": _num(fallback[0]) if fallback else 0.0,
+                  "unsteady_row": old["row"], "why": why, "date": date}
+        if fallback is None:
+            del table[key]
+        else:
+            table[key] = self._entry(fallback[0], fallback[1])
+        self._log_lowered(record)
+        return record
+
+    def _log_lowered(self, record: dict[str, Any]) -> None:
         if "lowered" not in self.doc:
             self.doc.add(tomlkit.nl())
             self.doc["lowered"] = tomlkit.aot()
         self.doc["lowered"].append(tomlkit.item(record))
-        return record
 
     # -- writing -------------------------------------------------------------------------------
     def text(self) -> str:
@@ -199,7 +220,7 @@ def lowering_problems(old_text: str | None, new_text: str | None) -> list[str]:
                  and abs(float(r.get("to", -1)) - after) <= 1e-9 * max(1.0, after) for r in fresh)
         if not ok:
             shown = "removed" if key not in new else f"lowered to {after:g}"
-            problems.append(f"{key}: {before:g} {shown} without a [[lowered]] record from a retraction "
+            problems.append(f"{key}: {before:g} {shown} without a [[lowered]] record from the tooling "
                             f"(the frontier is raise-only; use `sparkops ledger retract ROW --why ...`)")
     return problems
 

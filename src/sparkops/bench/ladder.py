@@ -89,11 +89,12 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
         out.append("| (none yet) | | | | | | | |")
     lowered = frontier.lowered()
     if lowered:
-        out += ["", "Lowered by retraction:", ""]
+        out += ["", "Lowered (by a retraction, or by `ledger sync` over an unsteady figure):", ""]
         for x in lowered:
-            out.append(f"- `{x['key']}`: {_f(x['from'])} → {_f(x['to'])} ({str(x['date'])[:10]}, "
-                       f"row {x['retracted_row']} "
-                       f"retracted by {x['retraction_row']}: {_cell(x['why'])})")
+            how = (f"row {x['retracted_row']} retracted by {x['retraction_row']}" if "retracted_row" in x
+                   else f"row {x.get('unsteady_row', '?')} unsteady")
+            out.append(f"- `{x['key']}`: {_f(x['from'])} → {_f(x['to'])} ({str(x['date'])[:10]}, {how}: "
+                       f"{_cell(x['why'])})")
 
     if goals:
         from .goals import reading

@@ -133,10 +133,40 @@ def _how(figure: dict[str, Any]) -> str:
     return how_run(figure["registry"], figure.get("mode"))
 
 
+#: A figure moves the frontier only if its rounds agree: the relative IQR of its rates is at most the noise band. The
+#: median of rounds that spread wider is as likely a lucky draw as a measurement. Session 14 saw an arm at 394.0 tok/s
+#: whose rounds spread 387-405, where the same registry measured ~388 three times. Such a figure stays in the ledger
+#: and keeps its row; the frontier answers it "unsteady".
+FRONTIER_MAX_SPREAD = MIN_EFFECT
+
+
+def figure_spread(f: dict[str, Any]) -> float | None:
+    """A figure's rounds' relative IQR ((q3 - q1) / median), or None for a figure recorded without one."""
+    iqr, value = f.get("iqr"), float(f["value"])
+    if not iqr or iqr[0] is None or iqr[1] is None or value <= 0:
+        return None
+    return (float(iqr[1]) - float(iqr[0])) / value
+
+
+def steady(f: dict[str, Any]) -> bool:
+    """May this figure move the frontier (FRONTIER_MAX_SPREAD)? A figure without a recorded spread may."""
+    spread = figure_spread(f)
+    return spread is None or spread <= FRONTIER_MAX_SPREAD * (1 + 1e-9)
+
+
+def _entry_figure(row: dict[str, Any], value: float) -> dict[str, Any] | None:
+    """The figure of `row` whose value is a frontier entry's `value`."""
+    return next((f for f in row.get("figures", []) if abs(float(f["value"]) - value) <= 1e-5 * value), None)
+
+
 def offer_row(frontier: Frontier, row: dict[str, Any]) -> dict[str, str]:
-    """Offer every figure of a measurement row to the frontier; {label: outcome}."""
+    """Offer every steady figure of a measurement row to the frontier; {label: outcome} ("unsteady" for a figure whose
+    rounds spread beyond FRONTIER_MAX_SPREAD: not offered)."""
     out = {}
     for f in row.get("figures", []):
+        if not steady(f):
+            out[f["label"]] = "unsteady"
+            continue
         meta = {**row, "registry": _how(f), "dtype": f["dtype"]}
         out[f["label"]] = frontier.offer(row["key"], float(f["value"]), meta, noise=float(row.get("noise", MIN_EFFECT)))
     return out
@@ -173,12 +203,14 @@ def _record_run(run: BenchRun, d: Path, change: str | None, render: bool,
 
 
 def best_standing(rows: list[dict[str, Any]], key: str) -> tuple[float, dict[str, Any]] | None:
-    """The best figure for `key` among rows not retracted, with the row (per figure's registry)."""
+    """The best steady figure for `key` among rows not retracted, with the row (per figure's registry)."""
     best = None
     for r in L.standing(rows):
         if r.get("key") != key:
             continue
         for f in r.get("figures", []):
+            if not steady(f):
+                continue
             if best is None or float(f["value"]) > best[0]:
                 best = (float(f["value"]), {**r, "registry": _how(f), "dtype": f["dtype"]})
     return best
@@ -252,6 +284,11 @@ def consistency_problems(bench: str | Path | None) -> list[str]:
         vals = [float(f["value"]) for f in row.get("figures", [])]
         if row.get("key") != key or not any(abs(v - float(e["value"])) <= 1e-5 * v for v in vals):
             problems.append(f"{key}: value {e['value']} is not a figure of row {e['row']} ({vals})")
+        fig = _entry_figure(row, float(e["value"]))
+        if fig is not None and not steady(fig):
+            problems.append(f"{key}: set by a figure of row {e['row']} whose rounds spread "
+                            f"{100 * figure_spread(fig):.1f}%, beyond the {100 * FRONTIER_MAX_SPREAD:.0f}% a figure "
+                            f"needs to move the frontier; run `sparkops ledger sync`")
         best = best_standing(rows, key)
         if best and best[0] > float(e["value"]) * (1 + 1e-5):
             problems.append(f"{key}: the ledger has a standing figure {best[0]:.6g} (row {best[1]['id']}) above the "
@@ -259,25 +296,40 @@ def consistency_problems(bench: str | Path | None) -> list[str]:
     return problems
 
 
-def sync(bench: str | Path | None) -> list[str]:
-    """Raise every frontier entry to the best standing figure in the ledger (repairs an interrupted write)."""
+def sync(bench: str | Path | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """Bring the frontier to the ledger: lower (logged in [[lowered]]) every entry an unsteady figure set to the best
+    steady figure still standing, then raise every entry to the best steady standing figure (repairs an interrupted
+    write). (raised keys, lowered records)."""
     d = L.bench_dir(bench)
     with L.writer_lock(d):
         return _sync(d)
 
 
-def _sync(d: Path) -> list[str]:
+def _sync(d: Path) -> tuple[list[str], list[dict[str, Any]]]:
     rows = L.read(d / L.LEDGER)
+    by_id = {r["id"]: r for r in rows}
     frontier = Frontier.load(d / L.FRONTIER)
+    lowered = []
+    for key, e in list(frontier.entries().items()):
+        row = by_id.get(e["row"])
+        fig = _entry_figure(row, float(e["value"])) if row else None
+        if fig is None or steady(fig):
+            continue
+        why = (f"row {e['row']}'s figure {float(e['value']):g} came from rounds that spread "
+               f"{100 * figure_spread(fig):.1f}% (IQR {fig['iqr'][0]:g}..{fig['iqr'][1]:g}), beyond the "
+               f"{100 * FRONTIER_MAX_SPREAD:.0f}% a figure needs to move the frontier")
+        lowered.append(frontier.lower_unsteady(key, best_standing(rows, key), why, now()))
     raised = []
     for key in sorted({r["key"] for r in L.standing(rows)}):
         best = best_standing(rows, key)
-        if best and (frontier.value(key) is None or best[0] > frontier.value(key)):
+        # above the entry by more than its stored rounding (6 significant digits; consistency_problems' margin): an
+        # entry is not "raised" to its own figure
+        if best and (frontier.value(key) is None or best[0] > frontier.value(key) * (1 + 1e-5)):
             frontier.offer(key, best[0], best[1], noise=MIN_EFFECT)
             raised.append(key)
     frontier.save()
     render_all(d)
-    return raised
+    return raised, lowered
 
 
 def render_all(bench: str | Path) -> None:

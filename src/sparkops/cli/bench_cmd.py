@@ -305,6 +305,12 @@ def _print(run, rows) -> None:
         console.print(f"[yellow]note:[/] {pairs} pairs can never pass the sign test (p < 0.05 needs at least "
                       f"{MIN_PAIRS_FOR_A_TIER} pairs agreeing): the tier is 'none' whatever the ratio; use --repeats "
                       f"{MIN_PAIRS_FOR_A_TIER} or more")
+    if any(v == "unsteady" for r in rows for v in (r.get("frontier") or {}).values()):
+        from ..bench.record import FRONTIER_MAX_SPREAD
+
+        console.print(f"[yellow]note:[/] unsteady: the figure's rounds spread (IQR over median) beyond "
+                      f"{100 * FRONTIER_MAX_SPREAD:.0f}%, so it is recorded but moves no frontier; quiet the "
+                      f"machine or raise --repeats")
     if rows:
         console.print(f"recorded {len(rows)} ledger row(s): {', '.join(r['id'] for r in rows)}")
 

@@ -4,7 +4,8 @@
     sparkops ledger render                        # re-render LADDER.md and the plots from the ledger
     sparkops ledger retract ROW --why "..."       # a new row retracting ROW; the frontier falls back if ROW set it
     sparkops ledger import OTHER.jsonl            # append another box's rows this ledger lacks (and apply them)
-    sparkops ledger sync                          # raise frontier entries to the best standing figure
+    sparkops ledger sync                          # frontier entries to the best steady standing figure (an entry
+                                                  # an unsteady figure set is lowered, logged in [[lowered]])
     sparkops ledger check                         # frontier vs ledger, and raise-only vs the last commit
     sparkops ledger provenance [ROW] [--json]     # which commit's sources each row ran: its code digest matched
                                                   # against this checkout's history ("+dirty" rows from a GPU box)
@@ -108,14 +109,17 @@ def run(args) -> int:
         console.print(f"row {row['retracts']} retracted by {row['id']}: {row['why']}")
         if lowered:
             console.print(f"frontier {lowered['key']}: {lowered['from']:g} -> {lowered['to']:g} "
-                          f"(logged in [[lowered]])")
+                          f"(logged in [[lowered]])", markup=False)
         return 0
     if args.action == "import":
         added = R.import_rows(d, args.target)
         console.print(f"imported {len(added)} row(s) from {args.target} into {d / L.LEDGER}")
         return 0
     if args.action == "sync":
-        raised = R.sync(d)
+        raised, lowered = R.sync(d)
+        for x in lowered:
+            console.print(f"frontier {x['key']}: {x['from']:g} -> {x['to']:g} (logged in [[lowered]]): {x['why']}",
+                          markup=False)
         console.print(f"raised {len(raised)} frontier entr{'y' if len(raised) == 1 else 'ies'}" +
                       (f": {', '.join(raised)}" if raised else ""))
         return 0
