@@ -205,7 +205,7 @@ def test_sync_lowers_an_entry_an_unsteady_figure_set_with_a_record(bench_dir):
     assert R.consistency_problems(bench_dir) == []
     assert R.sync(bench_dir) == ([], [])  # idempotent
     ladder = (bench_dir / L.LADDER).read_text()
-    assert "394 → 388.6" in ladder and f"row {lucky['id']} unsteady" in ladder
+    assert "394 → 388.6" in ladder and f"unsteady: row {lucky['id']}'s figure 394" in ladder
 
 
 def test_sync_drops_an_entry_no_steady_figure_can_hold(bench_dir):

@@ -99,40 +99,32 @@ class Frontier:
     def lower_by_retraction(self, key: str, retracted: str, retraction: dict[str, Any],
                             fallback: tuple[float, dict[str, Any]] | None) -> dict[str, Any] | None:
         """If `retracted` set `key`, fall back to the best standing figure (or drop the entry); log it."""
-        table = self._table()
-        old = table.get(key)
+        old = self._table().get(key)
         if old is None or old.get("row") != retracted:
             return None
-        record = {"key": key, "from": _num(float(old["value"])), "to": _num(fallback[0]) if fallback else 0.0,
-                  "retracted_row": retracted, "retraction_row": retraction["id"], "why": retraction["why"],
-                  "date": retraction["date"]}
-        if fallback is None:
-            del table[key]
-        else:
-            table[key] = self._entry(fallback[0], fallback[1])
-        self._log_lowered(record)
-        return record
+        return self._lower(key, fallback, {"retracted_row": retracted, "retraction_row": retraction["id"],
+                                           "why": retraction["why"], "date": retraction["date"]})
 
     def lower_unsteady(self, key: str, fallback: tuple[float, dict[str, Any]] | None, why: str,
                        date: str) -> dict[str, Any]:
         """Lower the entry `key`, set by a figure whose rounds spread beyond what may move the frontier (record.steady),
         to the best steady figure standing (or drop it); log it in [[lowered]] as a retraction's lowering is."""
+        return self._lower(key, fallback, {"unsteady_row": self._table()[key]["row"], "why": why, "date": date})
+
+    def _lower(self, key: str, fallback: tuple[float, dict[str, Any]] | None, how: dict[str, Any]) -> dict[str, Any]:
+        """Replace entry `key` by `fallback` (None: drop it) and append the [[lowered]] record (from, to, and `how`)."""
         table = self._table()
-        old = table[key]
-        record = {"key": key, "from": _num(float(old["value"])), "to": _num(fallback[0]) if fallback else 0.0,
-                  "unsteady_row": old["row"], "why": why, "date": date}
+        record = {"key": key, "from": _num(float(table[key]["value"])), "to": _num(fallback[0]) if fallback else 0.0,
+                  **how}
         if fallback is None:
             del table[key]
         else:
             table[key] = self._entry(fallback[0], fallback[1])
-        self._log_lowered(record)
-        return record
-
-    def _log_lowered(self, record: dict[str, Any]) -> None:
         if "lowered" not in self.doc:
             self.doc.add(tomlkit.nl())
             self.doc["lowered"] = tomlkit.aot()
         self.doc["lowered"].append(tomlkit.item(record))
+        return record
 
     # -- writing -------------------------------------------------------------------------------
     def text(self) -> str:

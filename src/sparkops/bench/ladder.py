@@ -91,9 +91,9 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
     if lowered:
         out += ["", "Lowered (by a retraction, or by `ledger sync` over an unsteady figure):", ""]
         for x in lowered:
-            how = (f"row {x['retracted_row']} retracted by {x['retraction_row']}" if "retracted_row" in x
-                   else f"row {x.get('unsteady_row', '?')} unsteady")
-            out.append(f"- `{x['key']}`: {_f(x['from'])} → {_f(x['to'])} ({str(x['date'])[:10]}, {how}: "
+            how = (f"row {x['retracted_row']} retracted by {x['retraction_row']}: " if "retracted_row" in x
+                   else "unsteady: ")  # an unsteady record's why names its row
+            out.append(f"- `{x['key']}`: {_f(x['from'])} → {_f(x['to'])} ({str(x['date'])[:10]}, {how}"
                        f"{_cell(x['why'])})")
 
     if goals:
