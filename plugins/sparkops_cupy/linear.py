@@ -1,6 +1,6 @@
 """linear on CUDA: GEMVs over GGUF blocks, for decode.
 
-Five implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
+Six implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
 the activations:
 - "cupy_dp4a" (`linear`): block-quantized weights (Q8_0, Q4_K, Q6_K, IQ1_S) are dotted with Q8_0-quantized
   activations through __dp4a, as llama.cpp does: not the float reference's arithmetic, hence the claim
@@ -79,16 +79,24 @@ def _launch_staged(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
 
 
 def _one_token_q4k(x, weight, launch):
-    """The stated policy of the one-token Q4_K kernels (cupy_rowwarp, cupy_mma): one token times a Q4_K weight runs
-    `launch(x, code, kw, n, k, y)`; up to ROWWARP_GEMV_MAX_T tokens, or another type, cupy_float's kernel; more tokens
-    (a prefill chunk) the torch plugin's float32 linear."""
+    """The stated policy of the one-token Q4_K kernels (cupy_rowwarp, cupy_rowwarp_staged, cupy_mma): one token times
+    a Q4_K weight runs `launch(x, code, kw, n, k, y)`; every other call as `_one_token` says."""
+    return _one_token(x, weight, lambda w, kw: w.qtype == Q.Q4_K, launch)
+
+
+def _one_token(x, weight, serves, launch):
+    """The one-token GEMVs' stated policy: more than ROWWARP_GEMV_MAX_T tokens (a prefill chunk) run the torch
+    plugin's float32 linear; one token times a weight the kernel `serves(weight, kw)` runs `launch(x, code, kw, n, k,
+    y)`; every other call (up to ROWWARP_GEMV_MAX_T tokens, another type) cupy_float's kernel."""
     if x.dim() == 2 and x.shape[0] > ROWWARP_GEMV_MAX_T:
         from sparkops_torch.linear import linear as torch_linear
 
         return torch_linear(x, weight)
-    if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or weight.qtype != Q.Q4_K:
+    if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight):
         return _linear(x, weight, float_act=True)
     x, code, kw, n, k = _checked(x, weight)
+    if not serves(weight, kw):
+        return _streamed(x, code, kw, n, k, float_act=True)
     if x.data_ptr() % 16:  # the kernels read the activations 16 bytes at a time
         x = x.clone()
     y = torch.empty((1, n), dtype=x.dtype, device=x.device)
@@ -96,28 +104,20 @@ def _one_token_q4k(x, weight, launch):
     return y
 
 
-#: cupy_rowwarp: the most tokens a call hands to cupy_float's GEMV; more go to the torch plugin's GEMM
+#: the one-token GEMVs: the most tokens a call hands to cupy_float's GEMV; more go to the torch plugin's GEMM
 ROWWARP_GEMV_MAX_T = 8
 
 
 def linear_floatrow(x, weight):
     """Implementation "cupy_floatrow": one token times a float weight (F16, BF16, F32) with LPR lanes a row
-    (kernels/linear_floatrow.cu); every other call by cupy_rowwarp's stated policy: up to ROWWARP_GEMV_MAX_T tokens
-    cupy_float's kernel, more the torch plugin's float32 linear."""
-    if x.dim() == 2 and x.shape[0] > ROWWARP_GEMV_MAX_T:
-        from sparkops_torch.linear import linear as torch_linear
+    (kernels/linear_floatrow.cu), where its rows are whole 16-byte vectors; every other call by the one-token GEMVs'
+    stated policy (`_one_token`)."""
+    return _one_token(x, weight, _floatrow_serves, lambda x, code, kw, n, k, y: launch_floatrow(x, code, kw, n, y))
 
-        return torch_linear(x, weight)
-    if x.dim() != 2 or x.shape[0] != 1 or not isinstance(weight, QWeight) or not weight.is_float:
-        return _linear(x, weight, float_act=True)
-    x, code, kw, n, _ = _checked(x, weight)
-    if kw.row_bytes % 16 or kw.raw.data_ptr() % 16:  # the kernel reads whole 16-byte vectors of a row
-        return _linear(x, weight, float_act=True)
-    if x.data_ptr() % 16:
-        x = x.clone()
-    y = torch.empty((1, n), dtype=x.dtype, device=x.device)
-    launch_floatrow(x, code, kw, n, y)
-    return y
+
+def _floatrow_serves(weight: QWeight, kw: KernelWeight) -> bool:
+    """cupy_floatrow's kernel reads whole 16-byte vectors of a float weight's rows."""
+    return weight.is_float and not kw.row_bytes % 16 and not kw.raw.data_ptr() % 16
 
 
 def linear_mma(x, weight):
@@ -179,7 +179,8 @@ def launch_mma(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: 
         rt.launch("linear_mma.cu", f"linear_q4_k_mma_{_DT_SUFFIX[code]}", x.device, ((n + 15) // 16,), (128,),
                   args, shared_mem=smem)
         return
-    warps = mma_pipe_warps(n, k, rt.sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()))
+    idx = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    warps = mma_pipe_warps(n, k, rt.sm_count(idx))
     rt.launch("linear_mma.cu", f"linear_q4_k_mmapipe{warps}_{_DT_SUFFIX[code]}", x.device, ((n + 15) // 16,),
               (32 * warps,), args, shared_mem=mma_pipe_smem(k, kw.row_bytes, warps))
 
@@ -206,9 +207,12 @@ def launch_floatrow(x: torch.Tensor, code: int, kw: KernelWeight, n: int, y: tor
     rows = 4 * 32 // lanes  # a block of 128 threads
     rt.launch("linear_floatrow.cu", f"linear_floatrow{lanes}_{_W_SUFFIX[kw.wdt]}", x.device, ((n + rows - 1) // rows,),
               (128,), (rt.ptr(x), rt.i32(code), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(n), rt.ptr(y)))
+
+
 #: the row-warp kernels' dtype suffix per activation dtype code (rt.DTYPE_CODE)
 _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
-#: the three forms of kernels/linear_rowwarp.cu and the rows one block of 128 threads computes: "warp", a warp per row
+#: the four forms of kernels/linear_rowwarp.cu and the rows one block computes (128 threads; the staged form 256,
+#: _ROWWARP_THREADS): "warp", a warp per row
 #: (each row's loads all at once); "octet", a warp per 4 rows (the activations staged once a block in shared memory,
 #: one read serving the warp's 4 rows, 4 super-blocks a row in flight in registers); "copy", the octet form with the
 #: block's 16 rows copied whole into shared memory first (every weight byte in flight at once); "staged", the warp form
@@ -263,7 +267,11 @@ def _checked(x, weight) -> tuple[torch.Tensor, int, KernelWeight, int, int]:
 
 
 def _linear(x, weight, float_act: bool):
-    x, code, kw, n, k = _checked(x, weight)
+    return _streamed(*_checked(x, weight), float_act)
+
+
+def _streamed(x, code, kw: KernelWeight, n: int, k: int, float_act: bool) -> torch.Tensor:
+    """The shared-memory weight stream of cupy_dp4a / cupy_float (kernels/linear.cu) on checked arguments."""
     y = torch.empty((x.shape[0], n), dtype=x.dtype, device=x.device)
     launch_linear(x, code, kw, n, k, y, float_act)
     return y

@@ -6,22 +6,22 @@ shared expert is stored in another type than the routed experts it gets its own 
 second accumulating into the output. Block-quantized weights use Q8_0 activations and __dp4a, as
 linear does: claim tolerance("act_q8").
 
-"cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
-bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
-bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for every other call. Two forms
-(MOE_MMA_FORMS): session 13's "tile" (the default: passed its GPU tests in session 14 and lost its rung, 0.975) and
-"pipe", which requests every weight byte a block decodes into shared memory before decoding any, as linear's (slower
-per op in session 14: kept, tested, selected by nothing).
-
-"cupy_rowwarp_staged" (`moe_experts_rowwarp_staged`): cupy_rowwarp with the "staged" gate/up form (a warp a hidden
-row; written after session 14's GPU calls, not yet on a GPU), a name of its own for an interleaved pair.
-
 "cupy_rowwarp" (`moe_experts_rowwarp`, kernels/moe_rowwarp.cu): one token with every expert weight in Q4_K, in two
 launches built like linear's row-warp GEMVs (a row's loads requested before any is used, no split-K): gate/up into a
 float32 hidden vector, then down with the routing weights. Float32 products as the reference's, other sums: claim
 tolerance(). Its stated policy for every other call (more than one token, another type, a width that is not a whole
 number of Q4_K blocks) is the torch plugin's float32 moe_experts (dequantized weights, cuBLAS): correct everywhere,
 and fast where decode never goes (a prefill chunk).
+
+"cupy_rowwarp_staged" (`moe_experts_rowwarp_staged`): cupy_rowwarp with the "staged" gate/up form (a warp a hidden
+row; written after session 14's GPU calls, not yet on a GPU), a name of its own for an interleaved pair.
+
+"cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
+bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
+bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for every other call. Two forms
+(MOE_MMA_FORMS): session 13's "tile" (the default: passed its GPU tests in session 14 and lost its rung, 0.975) and
+"pipe", which requests every weight byte a block decodes into shared memory before decoding any, as linear's (slower
+per op in session 14: kept, tested, selected by nothing).
 """
 
 from __future__ import annotations
@@ -253,7 +253,8 @@ def _launch_mma(a: _OneToken) -> None:
     units = k * (f // 256) + fs // 256  # the down's super-block columns: every slot's, then the shared expert's
     gateup = (f"moe_q4_k_gateup_mmapipe_{_DT_SUFFIX[code]}", 256, 2 * (d // 256) * 16 * 144 + 4 * 8 * 16) if pipe \
         else (f"moe_q4_k_gateup_mma_{_DT_SUFFIX[code]}", 128, 4 * 64)
-    down = ("moe_q4_k_down_mmapipe", 512, units * 16 * 144 + 4 * 16 * 16) if pipe else ("moe_q4_k_down_mma", 128, 4 * 64)
+    down = ("moe_q4_k_down_mmapipe", 512, units * 16 * 144 + 4 * 16 * 16) if pipe \
+        else ("moe_q4_k_down_mma", 128, 4 * 64)
     rt.launch("moe_mma.cu", gateup[0], dev, (rows // 16,), (gateup[1],),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
                rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(d), rt.ptr(h)),

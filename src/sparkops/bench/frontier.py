@@ -10,8 +10,9 @@ recorded as a regression (a counter and the row) and never lowers it. A figure w
 beyond the noise band moves nothing ("unsteady", bench/record.py). There are two ways down, both logged
 by the tooling as a [[lowered]] record that says from what, to what, and why:
 - a retraction (`sparkops ledger retract`): the entry falls back to the best figure still standing;
-- `sparkops ledger sync` over an entry an unsteady figure set (before that rule existed): the same fallback. `lowering_problems(old, new)` is what the test
-suite runs over the file's git history: any value that went down without such a record fails it.
+- `sparkops ledger sync` over an entry an unsteady figure set (before that rule existed): the same fallback.
+`lowering_problems(old, new)` is what the test suite runs over the file's git history: any value that
+went down without such a record fails it.
 Written through tomlkit (comments survive) and atomically.
 """
 
