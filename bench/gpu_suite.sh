@@ -65,6 +65,9 @@
 #     rungs15d    session 15's decode rungs: the step rebuilt through the row-warp rung, then linear@Q4_K=cupy_rowwarp_staged
 #                 and moe_experts=cupy_rowwarp_staged (a warp a row from staged activations), each a pair at 0 and 32768
 #                 after the row-warp proofs, predicted from their side-by-side record
+#     rungs15r    session 15's router rung: the step rebuilt through the row-warp rung, then moe_router=cupy_rowwarp (one
+#                 launch: a warp an expert's logit, the token's last block routes) as a pair at 0 and 32768 after its GPU
+#                 tests (proofs15r runs them in the lane beside), predicted from its side-by-side record
 #     probe_mma   cupy_mma's pipe form at 4, 8 and 16 warps a tile (bench/probes/mma_pipe_warps.py): does occupancy bind?
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
@@ -318,6 +321,10 @@ MMA_REG=$TMP/cuda-s14-mma.toml
 # each predicted from its proof's record
 RWSTG_REG=$TMP/cuda-s15-rowwarp-staged.toml
 MOESTG_REG=$TMP/cuda-s15-moe-rowwarp-staged.toml
+# session 15's router rung (stage rungs15r): moe_router=cupy_rowwarp (a warp an expert's logit, every load of its row
+# at once; the last block of the token routes with shuffles) over the step now, predicted from its proof's record
+# against triton_prefetch (the step's router: 7.3 us a layer, 0.19 ms a token in session 14's diagnosis)
+ROUTRW_REG=$TMP/cuda-s15-router-rowwarp.toml
 # and the experts on the tensor cores (cupy_mma), predicted from the MoE side-by-side's record against whichever
 # moe_experts the base runs
 MOEMMA_REG=$TMP/cuda-s14-moe-mma.toml
@@ -510,7 +517,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
+  decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
@@ -601,6 +608,13 @@ proof_rowwarp() {  # linear@Q4_K=cupy_rowwarp (session 13): every row from NaN, 
   run gpu-tests-rowwarp 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k rowwarp \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py \
       --junitxml="$R/gpu-tests-rowwarp.xml"
+}
+proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped shapes against the reference, ties,
+  # graph replay and the policy, the contract on CUDA, then timed beside triton_prefetch (its record,
+  # $DJ/perop-router-*.json, is the rung's prediction)
+  run gpu-tests-router 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k router \
+      tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py \
+      --junitxml="$R/gpu-tests-router.xml"
 }
 # decode_chain: the decode step of session 9 made again by swaps (each proven again on this machine) over the fused
 # best, in the order its rungs were timed: the last-block reductions, the merged KDA convs, the MoE and router
@@ -1281,6 +1295,19 @@ rungs15d)  # session 15's decode rungs: the staged row-warp forms over the step 
   decode_rung moe-rowwarp-staged $MOESTG_REG moe_experts=cupy_rowwarp_staged moe_experts \
       "moe_experts=$(perop moe triton_prefetch 'cupy_rowwarp staged/warp')" rowwarp \
       "one token's Q4_K experts, gate/up as a warp a hidden row from staged activations, down a warp an output"
+  ;;
+proofs15r)  # the rungs15r proof: the lane beside a rungs15r lane
+  proof_router ;;
+rungs15r)  # session 15's router rung over the step now (the decode step rebuilt through the row-warp rung; SUITE_TIMED
+  # names its rows), after its GPU tests, predicted from the side-by-side's record against triton_prefetch
+  prereq_lean || continue
+  decode_chain
+  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
+      linear@Q4_K=cupy_rowwarp
+  proof_router
+  decode_rung router-rowwarp $ROUTRW_REG moe_router=cupy_rowwarp moe_router \
+      "moe_router=$(perop router triton_prefetch cupy_rowwarp)" router \
+      "decode's router in one launch: a warp an expert's float32 logit, the token's last block routes by shuffles"
   ;;
 probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 4, 8, 16 warps a tile beside the tile
   # form and cupy_rowwarp at the 48B's decode shapes (bench/probes/mma_pipe_warps.py): does occupancy bind it?

@@ -29,7 +29,7 @@ SOURCES = sorted(KERNEL_DIR.glob("*.cu"))
 ARCH = "sm_90"
 
 _BUDGET = re.compile(r"//\s*budget:\s*stack\s+(\d+)\s*,\s*spills\s+(\d+)")
-_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\(')
+_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:(?:__launch_bounds__|__maxnreg__)\s*\([^)]*\)\s+)?(\w+)\s*\(')
 _PROPS = re.compile(r"Function properties for (\S+)\s*\n\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
                     r"(\d+) bytes spill loads")
 _ENTRY = re.compile(r"Compiling entry function '(\w+)'")

@@ -56,6 +56,10 @@ IMPLEMENTATIONS = [
     # the same function judged on bfloat16 inputs: a bf16 cache at the 48B decode shape takes the
     # tensor-core split (bf16 operands), which only this claim's cases reach
     ("attention", "cupy_splitk_bf16", "sparkops_cupy.attention:attention", tolerance("bf16"), "attention.cu"),
+    # decode's router in one launch: a warp an expert's float32 logit, the last block of a token routes it; every
+    # other call is the torch plugin's moe_router
+    ("moe_router", "cupy_rowwarp", "sparkops_cupy.moe_router:moe_router_rowwarp", tolerance(), "moe_router.cu",
+     ("../sparkops_torch/_common.py", "../sparkops_torch/moe_router.py")),
     ("moe_experts", "cupy_dp4a", "sparkops_cupy.moe_experts:moe_experts", tolerance("act_q8"), "moe_experts.cu"),
     # one token's Q4_K experts in two row-warp launches; every other call is the torch plugin's float32 moe_experts
     ("moe_experts", "cupy_rowwarp", "sparkops_cupy.moe_experts:moe_experts_rowwarp", tolerance(), "moe_rowwarp.cu",

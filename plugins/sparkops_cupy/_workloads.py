@@ -189,6 +189,23 @@ def moe_workload(cfg: ModelConfig, qtype: Q, dtype: torch.dtype = torch.float32)
     return Workload("moe_experts", f"{qtype.name} E={e} top-{k} + shared, one token{act}", build)
 
 
+def router_workload(cfg: ModelConfig, dtype: torch.dtype = torch.float32) -> Workload:
+    """One token through an MoE layer's router: the float32 [E, D] weight (2.4 MB at 48B sizes), a set a layer."""
+    d, e = cfg.hidden_size, cfg.n_experts
+
+    def build(device: torch.device, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        sets = [dict(x=_randn(g, 1, d, dtype=dtype, device=device),
+                     weight=_randn(g, e, d, std=d ** -0.5, device=device), bias=_randn(g, e, std=0.1, device=device),
+                     top_k=cfg.n_experts_per_token, n_group=cfg.n_group, topk_group=cfg.topk_group,
+                     scale=cfg.routed_scaling_factor, renorm_eps=cfg.router_renorm_eps)
+                for _ in range(_sets_for(4 * e * d))]
+        return sets, 4 * e * d + 4 * e + dtype.itemsize * d + 12 * cfg.n_experts_per_token
+
+    act = "" if dtype == torch.float32 else f" {str(dtype).removeprefix('torch.')}"
+    return Workload("moe_router", f"router [{e}x{d}] float32, top-{cfg.n_experts_per_token}, one token{act}", build)
+
+
 def workloads(cfg: ModelConfig | None = None) -> list[Workload]:
     """Every decode-path workload at the 48B's sizes."""
     cfg = cfg or load_preset("kimi-linear-48b-a3b")
@@ -203,6 +220,7 @@ def workloads(cfg: ModelConfig | None = None) -> list[Workload]:
     out += [kda_workload(cfg)]
     out += [attention_workload(cfg, n) for n in (4096, 32768, 131072)]
     out += [moe_workload(cfg, Q.Q4_K), moe_workload(cfg, Q.IQ1_S)]
+    out += [router_workload(cfg, torch.bfloat16)]
     return out
 
 

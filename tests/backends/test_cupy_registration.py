@@ -75,3 +75,20 @@ def test_the_attention_split_keeps_its_partial_sums_bounded():
         s = generic_splits(32768, t, 32, 512)
         assert s >= 1 and (s == 1 or s * t * 32 * 512 * 4 <= SPLIT_WORKSPACE_BYTES)
     assert generic_splits(32768, 32768, 32, 512) == 1
+
+
+def test_the_router_kernel_states_which_calls_it_takes():
+    """moe_router=cupy_rowwarp's policy (sparkops_cupy.moe_router.rowwarp_serves), decided on shapes and dtypes
+    alone: up to ROUTER_MAX_T tokens of a float activation, a float32 weight of rows a multiple of 4, at most 512
+    experts, top_k and n_group at most 32 (one warp routes). Everything else goes to the torch plugin's router."""
+    from sparkops_cupy.moe_router import ROUTER_MAX_T, rowwarp_serves
+
+    x, w = torch.zeros(1, 2304, dtype=torch.bfloat16), torch.zeros(256, 2304)
+    assert rowwarp_serves(x, w, 8, 1)
+    assert rowwarp_serves(torch.zeros(ROUTER_MAX_T, 2304), w, 8, 1)
+    assert not rowwarp_serves(torch.zeros(ROUTER_MAX_T + 1, 2304), w, 8, 1)  # a prefill chunk
+    assert not rowwarp_serves(x, w.bfloat16(), 8, 1)
+    assert not rowwarp_serves(torch.zeros(1, 2306), torch.zeros(256, 2306), 8, 1)
+    assert not rowwarp_serves(x, torch.zeros(513, 2304), 8, 1)
+    assert not rowwarp_serves(x, w, 33, 1) and not rowwarp_serves(x, w, 8, 33)
+    assert not rowwarp_serves(torch.zeros(1, 2304, dtype=torch.float64), w, 8, 1)

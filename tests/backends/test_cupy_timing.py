@@ -253,3 +253,32 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
     print(f"\nmoe_experts {w.label}: " + "  ".join(
         f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"
         for n, t in times.items()))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_rowwarp_router_side_by_side_with_triton(dtype):
+    """The rung's per-op evidence for moe_router=cupy_rowwarp: one token through the 48B's router (2304 x 256 float32,
+    top-8) under triton_prefetch (the decode step's moe_router), triton_lastblock and cupy_rowwarp, on the same
+    argument sets in one CUDA graph each; printed per layer and per token (x the MoE layers), recorded as
+    perop-router-DTYPE.json with SPARKOPS_PEROP_DIR set. Asserted: each was captured, and cupy_rowwarp is not slower
+    than triton_prefetch (it exists to be faster: session 14's diagnosis put the step's router at 7.3 us a layer)."""
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import router_workload
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
+    cat = load_catalog()
+    impls = {n: cat.get("moe_router", n).resolve() for n in ("triton_prefetch", "triton_lastblock", "cupy_rowwarp")}
+    w = router_workload(cfg, dtype)
+    sets, nbytes = w.build(torch.device("cuda"), 5)
+    times = {n: time_op("moe_router", fn, sets, nbytes) for n, fn in impls.items()}
+    assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
+    out = os.environ.get("SPARKOPS_PEROP_DIR")
+    if out:  # a layer's time per implementation: a rung's --expect over it (bench/perop_factor.py)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, f"perop-router-{str(dtype).removeprefix('torch.')}.json").write_text(json.dumps(
+            {"title": w.label, "per_token_seconds": {n: layers * t.seconds for n, t in times.items()}}, indent=1))
+    print(f"\nmoe_router {w.label}: " + "  ".join(
+        f"{n} {t.seconds * 1e6:6.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"
+        for n, t in times.items()))
+    assert times["cupy_rowwarp"].seconds <= times["triton_prefetch"].seconds, times

@@ -1038,6 +1038,26 @@ def test_rungs15d_times_the_staged_row_warp_forms_each_as_its_own_implementation
     assert any("moe_experts=cupy_rowwarp_staged" in c for c in swaps), swaps
 
 
+def test_rungs15r_times_the_one_launch_router_over_the_row_warp_step(tmp_path):
+    """Session 15's router rung, fresh: the step rebuilt through the row-warp rung (not timed again), the router's
+    proof once (in the lane beside too), then moe_router=cupy_rowwarp over the row-warp step, predicted from the
+    proof's record: triton_prefetch's time a token over cupy_rowwarp's (190 / 95 us: 2.0)."""
+    records = _records(tmp_path, router={"triton_prefetch": 190e-6, "cupy_rowwarp": 95e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs15r", "proofs15r", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, reg = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s15-router-rowwarp.toml"
+    assert "unknown stage" not in log and "SKIP" not in log
+    assert log.count("gpu-tests-router (limit") == 1
+    assert log.index("gpu-tests-router rc=0") < log.index("] swap-router-rowwarp (limit")
+    assert Path(f"{reg}.base").read_text().strip() == str(rw)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1, decodes
+    assert f"--registry {rw} --vs {reg}" in decodes[0] and "--changes moe_router " in decodes[0]
+    assert "--expect moe_router=2.000" in decodes[0]
+    assert any(c.startswith("swap") and "moe_router=cupy_rowwarp" in c for c in calls)
+
+
 def test_probe_mma_times_the_pipe_form_s_warps_beside_the_tile_form(tmp_path):
     log, _ = _suite(tmp_path, "probe_mma")
     line = next(x for x in log.splitlines() if "probe-mma-pipe-warps (limit" in x)

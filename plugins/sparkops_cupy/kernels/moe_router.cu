@@ -1,0 +1,222 @@
+// moe_router.cu: a decode token's router in one launch: logits = x W^T in float32, then DeepSeek-V3 routing.
+//
+// Grid (cdiv(E, warps a block), T), a warp an expert. Lane l reads float4 chunks l, l + 32, ... of the expert's
+// float32 weight row and the same chunks of x[t]; RT_CHUNKS of them are requested before any is used (a row of up
+// to 2560 values in one memory round trip), the lane sums its products in chunk order and the warp adds its lanes
+// (butterfly). The logit goes to logits[t, e]. The last block of token t to finish (an int32 arrival counter per
+// token, which that block puts back to zero for the next launch or graph replay) routes t with its warp 0, as the
+// reference defines it (plugins/sparkops_numpy/moe_router.py):
+//   s = sigmoid(logit), s' = s + bias chooses; a group's score is the sum of its two best s' (its best alone when
+//   a group holds one expert); the topk_group best groups are kept (ties: the lower group) and s' of the others
+//   becomes 0.0; top_k of s' by repeated warp arg-max (ties: the lower expert id); w = s[id] / (sum + eps) * scale.
+// Lane l holds experts l, l + 32, ... (RT_SLOTS of them: E <= 512), groups are lanes (n_group <= 32) and pick k is
+// lane k (top_k <= 32); the host hands every other shape to another implementation (moe_router.py's policy).
+//
+// Memory order of the arrival: each lane that wrote a logit fences (__threadfence) before the block's barrier,
+// thread 0 fences again and adds to the counter; the block that sees E / warps - 1 arrivals before its own fences
+// and reads every logit through L2 (__ldcg), never a stale L1 line (the threadFenceReduction pattern of the CUDA
+// samples, with the writers' fence ahead of the barrier).
+#include "common.cuh"
+
+// float4 chunks a lane requests before it uses any: 32 lanes x 4 x 20 = 2560 values a round trip
+#define RT_CHUNKS 20
+// registers a thread may use: room for a lane's RT_CHUNKS weight and activation chunks at once (float32 activations:
+// 160 registers of them)
+#define RT_MAXNREG 200
+// experts a lane holds while routing: E <= 32 x 16 = 512
+#define RT_SLOTS 16
+
+// 4 activations x[i .. i + 3] as float32 (i a multiple of 4; the row 16-byte aligned for float32, 8 for 16-bit)
+template <int DT>
+__device__ __forceinline__ float4 rt_x4(const void* __restrict__ x, i64 i) {
+    if (DT == DT_F32) return __ldg((const float4*)((const float*)x + i));
+    const uint2 u = __ldg((const uint2*)((const u16*)x + i));
+    if (DT == DT_BF16)
+        return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                           __uint_as_float(u.y & 0xffff0000u));
+    return make_float4(f16_to_f32((u16)(u.x & 0xffffu)), f16_to_f32((u16)(u.x >> 16)), f16_to_f32((u16)(u.y & 0xffffu)),
+                       f16_to_f32((u16)(u.y >> 16)));
+}
+
+// x[t] . w[e] over D values (D a multiple of 4), every lane ending with the same sum
+template <int DT>
+__device__ __forceinline__ float rt_logit(const void* __restrict__ x, const float* __restrict__ w, int D, i64 t, int e,
+                                          int lane) {
+    const int n4 = D >> 2;
+    const float4* wr = (const float4*)(w + (i64)e * D);
+    const i64 xr = t * (i64)D;
+    float acc = 0.0f;
+    for (int base = 0; base < n4; base += 32 * RT_CHUNKS) {
+        float4 wv[RT_CHUNKS], xv[RT_CHUNKS];
+#pragma unroll
+        for (int i = 0; i < RT_CHUNKS; ++i) {
+            const int c = base + 32 * i + lane;
+            wv[i] = c < n4 ? __ldcs(wr + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // streamed: read once a token
+        }
+#pragma unroll
+        for (int i = 0; i < RT_CHUNKS; ++i) {
+            const int c = base + 32 * i + lane;
+            xv[i] = c < n4 ? rt_x4<DT>(x, xr + 4 * (i64)c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int i = 0; i < RT_CHUNKS; ++i) {
+            acc = fmaf(wv[i].x, xv[i].x, acc);
+            acc = fmaf(wv[i].y, xv[i].y, acc);
+            acc = fmaf(wv[i].z, xv[i].z, acc);
+            acc = fmaf(wv[i].w, xv[i].w, acc);
+        }
+    }
+    return warp_sum(acc);
+}
+
+// the warp's arg-max of (v, i): the larger v, ties to the smaller i; every lane ends with the same pair
+__device__ __forceinline__ void rt_argmax(float& v, int& i) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+        if (ov > v || (ov == v && oi < i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+}
+
+// Routes token t from its logits row, one warp (see the top of the file).
+__device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
+                                         float* __restrict__ w_out, i64* __restrict__ id_out, int E, int EG,
+                                         int n_group, int topk_group, int top_k, float scale, float eps, int lane) {
+    float s[RT_SLOTS], c[RT_SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
+#pragma unroll
+    for (int j = 0; j < RT_SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
+        const int e = min(j * 32 + lane, E - 1);
+        s[j] = __ldcg(logits + t * E + e);
+        c[j] = __ldg(bias + e);
+    }
+#pragma unroll
+    for (int j = 0; j < RT_SLOTS; ++j) {
+        const bool ok = j * 32 + lane < E;
+        s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+        c[j] = ok ? s[j] + c[j] : NEG_INF;
+    }
+    if (n_group > 1) {
+        int grp[RT_SLOTS];  // each slot's group (-1: no expert)
+#pragma unroll
+        for (int j = 0; j < RT_SLOTS; ++j) grp[j] = j * 32 + lane < E ? (j * 32 + lane) / EG : -1;
+        float gs = NEG_INF;  // lane g: group g's score
+        for (int g = 0; g < n_group; ++g) {
+            float b1 = NEG_INF, b2 = NEG_INF;  // the lane's two best s' in group g
+#pragma unroll
+            for (int j = 0; j < RT_SLOTS; ++j) {
+                if (grp[j] == g) {
+                    if (c[j] > b1) {
+                        b2 = b1;
+                        b1 = c[j];
+                    } else if (c[j] > b2) {
+                        b2 = c[j];
+                    }
+                }
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {  // the warp's two best: the best two of both lanes' pairs
+                const float o1 = __shfl_xor_sync(0xffffffffu, b1, o), o2 = __shfl_xor_sync(0xffffffffu, b2, o);
+                b2 = fmaxf(fminf(b1, o1), fmaxf(b2, o2));
+                b1 = fmaxf(b1, o1);
+            }
+            if (lane == g) gs = EG > 1 ? b1 + b2 : b1;
+        }
+        u32 kept = 0u;  // bit g: group g kept
+        for (int r = 0; r < topk_group; ++r) {
+            float v = gs;
+            int g = lane;
+            rt_argmax(v, g);
+            kept |= 1u << g;
+            if (lane == g) gs = NEG_INF;
+        }
+#pragma unroll
+        for (int j = 0; j < RT_SLOTS; ++j)
+            if (grp[j] >= 0 && !((kept >> grp[j]) & 1u)) c[j] = 0.0f;  // as the reference code does: 0.0, not -inf
+    }
+    float my_w = 0.0f;  // lane k: pick k's unbiased score, then its weight
+    int my_id = 0;
+    u32 taken = 0u;  // bit j: the lane's slot j already picked
+    for (int k = 0; k < top_k; ++k) {
+        float v = NEG_INF;
+        int i = 0x7fffffff;
+#pragma unroll
+        for (int j = 0; j < RT_SLOTS; ++j) {  // the lane's best untaken, ties to its lower expert (e ascends with j)
+            const int e = j * 32 + lane;
+            if (e < E && !((taken >> j) & 1u) && (i == 0x7fffffff || c[j] > v)) {
+                v = c[j];
+                i = e;
+            }
+        }
+        rt_argmax(v, i);
+        float sp = 0.0f;
+        if (lane == (i & 31)) {
+            taken |= 1u << (i >> 5);
+#pragma unroll
+            for (int j = 0; j < RT_SLOTS; ++j)
+                if (j == (i >> 5)) sp = s[j];
+        }
+        sp = __shfl_sync(0xffffffffu, sp, i & 31);
+        if (lane == k) {
+            my_w = sp;
+            my_id = i;
+        }
+    }
+    const float sum = warp_sum(lane < top_k ? my_w : 0.0f);
+    if (lane < top_k) {
+        w_out[t * top_k + lane] = my_w / (sum + eps) * scale;
+        id_out[t * top_k + lane] = (i64)my_id;
+    }
+}
+
+template <int DT>
+__device__ __forceinline__ void rt_token(const void* __restrict__ x, const float* __restrict__ w, int E, int D,
+                                         float* __restrict__ logits, const float* __restrict__ bias,
+                                         float* __restrict__ w_out, i64* __restrict__ id_out, int* __restrict__ cnt,
+                                         int EG, int n_group, int topk_group, int top_k, float scale, float eps) {
+    __shared__ int last;
+    const int lane = threadIdx.x & 31;
+    const int e = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const i64 t = blockIdx.y;
+    if (e < E) {
+        const float l = rt_logit<DT>(x, w, D, t, e, lane);
+        if (lane == 0) {
+            logits[t * E + e] = l;
+            __threadfence();
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(cnt + t, 1) == (int)gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x >= 32) return;
+    __threadfence();
+    rt_route(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
+    if (lane == 0) cnt[t] = 0;
+}
+
+// x [T, D] (activation dtype x_dt), w [E, D] float32, bias [E] float32 -> logits [T, E] float32 (scratch),
+// w_out [T, top_k] float32, id_out [T, top_k] int64; cnt [>= T] int32, zero before and after the launch.
+// Launched with 128 threads or fewer. __maxnreg__: ptxas left to itself (96 registers) sinks most loads back beside
+// their FFMAs (9 of the 40 of a bf16 row came first); with room for them, all 40 are issued before the first FFMA.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(RT_MAXNREG) moe_router_rowwarp(const void* __restrict__ x, int x_dt,
+                                                                      const float* __restrict__ w, int E, int D,
+                                                                      float* __restrict__ logits,
+                                                                      const float* __restrict__ bias,
+                                                                      float* __restrict__ w_out,
+                                                                      i64* __restrict__ id_out, int* __restrict__ cnt,
+                                                                      int EG, int n_group, int topk_group, int top_k,
+                                                                      float scale, float eps) {
+    if (x_dt == DT_F32)
+        rt_token<DT_F32>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale, eps);
+    else if (x_dt == DT_BF16)
+        rt_token<DT_BF16>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale, eps);
+    else
+        rt_token<DT_F16>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale, eps);
+}

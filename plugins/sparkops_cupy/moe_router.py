@@ -1,0 +1,103 @@
+"""moe_router on CUDA: a decode token's router in one launch (kernels/moe_router.cu).
+
+"cupy_rowwarp" (`moe_router_rowwarp`): a warp an expert computes its float32 logit with every load of the weight row
+requested at once (the row-warp idea of `linear=cupy_rowwarp`), and the last block of the token to finish routes it
+with one warp (arg-max by shuffles; no shared-memory reductions). Session 14's diagnosis had the step's router, the
+Triton logits GEMV that routes in its last program (`moe_router=triton_prefetch`), at 7.3 µs a layer for 2.4 MB of
+weight (0.19 ms a token): 64 programs on 132 SMs, and a routing tail of block-wide reductions.
+
+The logits are summed in another order than the reference's float64 product: claim tolerance() (the router row:
+weights close, ids exact except where the reference's choice is a near tie).
+
+Its stated policy for every other call: the torch plugin's moe_router (float32, the same contract), for more than
+ROUTER_MAX_T tokens (a prefill chunk: a GEMM's work), a weight that is not float32, a row length that is not a
+multiple of 4, more than 32 x 16 experts, top_k or n_group above 32 (one warp routes: a lane a group, a lane a pick).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sparkops.errors import BadInput
+
+from . import _runtime as rt
+
+SOURCES = rt.source_files("moe_router.cu")
+#: the most tokens one launch routes (a block row of the grid each); a longer call is a prefill chunk
+ROUTER_MAX_T = 8
+#: warps a block (a warp an expert): 2 puts the 48B's 256 experts on 128 blocks, about one an SM
+ROUTER_WARPS = 2
+#: the most experts one warp routes (RT_SLOTS x 32 in moe_router.cu)
+ROUTER_MAX_EXPERTS = 512
+#: int32 arrival counters a device (one a token, ROUTER_MAX_T at most a launch)
+POOL_COUNTERS = 64
+
+_POOLS: dict[str, torch.Tensor] = {}
+
+
+def counters(device: torch.device) -> torch.Tensor:
+    """The device's int32 arrival counters, all zero between launches (each launch's last block of a token zeroes
+    its slot); created by the first call, which must come before any CUDA-graph capture: a zeroing inside a capture
+    would not be replayed, so a missing pool during one is an error, not a silent allocation."""
+    key = str(device)
+    pool = _POOLS.get(key)
+    if pool is None:
+        if torch.cuda.is_current_stream_capturing():
+            raise BadInput(f"moe_router: the arrival counters of {device} do not exist yet and a CUDA graph is being "
+                           f"captured; call the op once on this device before capturing (a warm-up call), as the "
+                           f"engine's warm-up does")
+        with torch.inference_mode(False):  # a normal tensor even when the first call is an inference-mode warm-up
+            pool = torch.zeros(POOL_COUNTERS, dtype=torch.int32, device=device)  # [POOL_COUNTERS]
+        _POOLS[key] = pool
+    return pool
+
+
+def pool_on(device: torch.device) -> torch.Tensor | None:
+    """The device's counter pool if it exists (tests check it is all zeros after every call)."""
+    return _POOLS.get(str(device))
+
+
+def rowwarp_serves(x, weight, top_k, n_group) -> bool:
+    """Whether the one-launch kernel takes this call (the module docstring's policy)."""
+    return (x.dim() == 2 and 1 <= x.shape[0] <= ROUTER_MAX_T and isinstance(weight, torch.Tensor)
+            and weight.dtype == torch.float32 and weight.dim() == 2 and weight.shape[1] % 4 == 0
+            and weight.shape[0] <= ROUTER_MAX_EXPERTS and int(top_k) <= 32 and int(n_group) <= 32
+            and x.dtype in rt.DTYPE_CODE)
+
+
+def moe_router_rowwarp(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+    """Implementation "cupy_rowwarp": up to ROUTER_MAX_T tokens routed in one launch (logits a warp an expert, the
+    routing by the last block of each token); every other call the torch plugin's moe_router (the stated policy)."""
+    if not rowwarp_serves(x, weight, top_k, n_group):
+        from sparkops_torch.moe_router import moe_router as torch_moe_router
+
+        return torch_moe_router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps)
+    op = "moe_router"
+    dev = rt.cuda_device(op, x=x, weight=weight, bias=bias)
+    t, d = x.shape
+    rt.expect_shape(op, "weight", weight, (None, d), "[E, D]")
+    experts = weight.shape[0]
+    rt.expect_shape(op, "bias", bias, (experts,), "one selection bias per expert")
+    top_k, n_group, topk_group = int(top_k), int(n_group), int(topk_group)
+    if n_group < 1 or experts % n_group:
+        raise BadInput(f"{op}: n_group={n_group} does not divide the {experts} experts; "
+                       f"use a divisor of the expert count")
+    if not 1 <= topk_group <= n_group:
+        raise BadInput(f"{op}: topk_group={topk_group} must lie in [1, n_group={n_group}]")
+    if not 1 <= top_k <= experts:
+        raise BadInput(f"{op}: top_k={top_k} must lie in [1, {experts}] (the expert count)")
+    code = rt.act_code(op, "x", x)
+    x, weight, bias = rt.contiguous(x), rt.contiguous(weight), rt.contiguous(bias.float())
+    if x.data_ptr() % 16:  # the activations are read 8 or 16 bytes at a time
+        x = x.clone()
+    if weight.data_ptr() % 16:
+        raise BadInput(f"{op}: the router weight's data is not 16-byte aligned; give it its own allocation")
+    logits = torch.empty((t, experts), dtype=torch.float32, device=dev)  # [T, E] scratch
+    weights = torch.empty((t, top_k), dtype=torch.float32, device=dev)  # [T, K]
+    ids = torch.empty((t, top_k), dtype=torch.int64, device=dev)  # [T, K]
+    rt.launch("moe_router.cu", "moe_router_rowwarp", dev, (-(-experts // ROUTER_WARPS), t),
+              (32 * ROUTER_WARPS,),
+              (rt.ptr(x), rt.i32(code), rt.ptr(weight), rt.i32(experts), rt.i32(d), rt.ptr(logits), rt.ptr(bias),
+               rt.ptr(weights), rt.ptr(ids), rt.ptr(counters(dev)), rt.i32(experts // n_group), rt.i32(n_group),
+               rt.i32(topk_group), rt.i32(top_k), rt.f32(scale), rt.f32(renorm_eps)))
+    return weights, ids
