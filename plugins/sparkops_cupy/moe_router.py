@@ -32,14 +32,18 @@ ROUTER_MAX_EXPERTS = 512
 #: int32 arrival counters a device (one a token, ROUTER_MAX_T at most a launch)
 POOL_COUNTERS = 64
 
-_POOLS: dict[str, torch.Tensor] = {}
+_POOLS: dict[int, torch.Tensor] = {}
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 def counters(device: torch.device) -> torch.Tensor:
     """The device's int32 arrival counters, all zero between launches (each launch's last block of a token zeroes
     its slot); created by the first call, which must come before any CUDA-graph capture: a zeroing inside a capture
     would not be replayed, so a missing pool during one is an error, not a silent allocation."""
-    key = str(device)
+    key = _index(device)
     pool = _POOLS.get(key)
     if pool is None:
         if torch.cuda.is_current_stream_capturing():
@@ -54,7 +58,7 @@ def counters(device: torch.device) -> torch.Tensor:
 
 def pool_on(device: torch.device) -> torch.Tensor | None:
     """The device's counter pool if it exists (tests check it is all zeros after every call)."""
-    return _POOLS.get(str(device))
+    return _POOLS.get(_index(device))
 
 
 def rowwarp_serves(x, weight, top_k, n_group) -> bool:

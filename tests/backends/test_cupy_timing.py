@@ -258,10 +258,11 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_rowwarp_router_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for moe_router=cupy_rowwarp: one token through the 48B's router (2304 x 256 float32,
-    top-8) under triton_prefetch (the decode step's moe_router), triton_lastblock and cupy_rowwarp, on the same
-    argument sets in one CUDA graph each; printed per layer and per token (x the MoE layers), recorded as
+    top-8) under triton_prefetch (the decode step's moe_router), triton_lastblock and cupy_rowwarp (its default of
+    2 warps a block, and 1 and 4), on the same argument sets in one CUDA graph each; printed per layer and per token (x the MoE layers), recorded as
     perop-router-DTYPE.json with SPARKOPS_PEROP_DIR set. Asserted: each was captured, and cupy_rowwarp is not slower
-    than triton_prefetch (it exists to be faster: session 14's diagnosis put the step's router at 7.3 us a layer)."""
+    than triton_prefetch (it exists to be faster: session 14's diagnosis put the step's router at 7.3 us a layer; the
+    first form, session 15's call 3, lost: 8.3-9.2 against 7.6 us, and the rung was left out)."""
     from sparkops.config import load_preset
     from sparkops_cupy._workloads import router_workload
 
@@ -269,6 +270,18 @@ def test_rowwarp_router_side_by_side_with_triton(dtype):
     layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
     cat = load_catalog()
     impls = {n: cat.get("moe_router", n).resolve() for n in ("triton_prefetch", "triton_lastblock", "cupy_rowwarp")}
+    import sparkops_cupy.moe_router as cmr
+
+    def warps(n):  # cupy_rowwarp at another block size (ROUTER_WARPS, read at each call)
+        def call(*args, **kwargs):
+            default, cmr.ROUTER_WARPS = cmr.ROUTER_WARPS, n
+            try:
+                return impls["cupy_rowwarp"](*args, **kwargs)
+            finally:
+                cmr.ROUTER_WARPS = default
+        return call
+
+    impls.update({f"cupy_rowwarp {n} warps": warps(n) for n in (1, 4)})
     w = router_workload(cfg, dtype)
     sets, nbytes = w.build(torch.device("cuda"), 5)
     times = {n: time_op("moe_router", fn, sets, nbytes) for n, fn in impls.items()}

@@ -9,13 +9,18 @@
 //   s = sigmoid(logit), s' = s + bias chooses; a group's score is the sum of its two best s' (its best alone when
 //   a group holds one expert); the topk_group best groups are kept (ties: the lower group) and s' of the others
 //   becomes 0.0; top_k of s' by repeated warp arg-max (ties: the lower expert id); w = s[id] / (sum + eps) * scale.
-// Lane l holds experts l, l + 32, ... (RT_SLOTS of them: E <= 512), groups are lanes (n_group <= 32) and pick k is
-// lane k (top_k <= 32); the host hands every other shape to another implementation (moe_router.py's policy).
+// Lane l holds experts l, l + 32, ... (8 of them up to 256 experts, else RT_SLOTS: E <= 512), groups are lanes
+// (n_group <= 32) and pick k is lane k (top_k <= 32); the host hands every other shape to another implementation
+// (moe_router.py's policy). A pick costs two single-instruction warp reductions (__reduce_max_sync over keys that
+// order as the floats do, then __reduce_min_sync over the ids holding the maximum) and one lane's look at its slots:
+// session 15's first form, a shuffle arg-max of (value, id) and every lane scanning 16 slots a pick, routed in ~3 us
+// and lost to Triton's router (8.3-9.2 against 7.6 us a layer).
 //
-// Memory order of the arrival: each lane that wrote a logit fences (__threadfence) before the block's barrier,
-// thread 0 fences again and adds to the counter; the block that sees E / warps - 1 arrivals before its own fences
-// and reads every logit through L2 (__ldcg), never a stale L1 line (the threadFenceReduction pattern of the CUDA
-// samples, with the writers' fence ahead of the barrier).
+// Memory order of the arrival (the pattern of sparkops_triton/_arrival.py and of CUTLASS's split-K semaphore): the
+// block's logit stores, a barrier, one acq_rel atomic add at GPU scope by thread 0 (release: cumulative over what the
+// barrier ordered before it; acquire: every earlier block's release), a barrier; the last block then reads every
+// logit through L2 (__ldcg), never a stale L1 line. No __threadfence: the first form fenced in every writing lane
+// (MEMBAR.SC.GPU) and again before the atomic.
 #include "common.cuh"
 
 // float4 chunks a lane requests before it uses any: 32 lanes x 4 x 20 = 2560 values a round trip
@@ -23,8 +28,9 @@
 // registers a thread may use: room for a lane's RT_CHUNKS weight and activation chunks at once (float32 activations:
 // 160 registers of them)
 #define RT_MAXNREG 200
-// experts a lane holds while routing: E <= 32 x 16 = 512
+// experts a lane holds while routing: E <= 32 x 16 = 512; up to 256 experts (the 48B's) route with 8 a lane
 #define RT_SLOTS 16
+#define RT_SLOTS_FEW 8
 
 // 4 activations x[i .. i + 3] as float32 (i a multiple of 4; the row 16-byte aligned for float32, 8 for 16-bit)
 template <int DT>
@@ -69,7 +75,8 @@ __device__ __forceinline__ float rt_logit(const void* __restrict__ x, const floa
     return warp_sum(acc);
 }
 
-// the warp's arg-max of (v, i): the larger v, ties to the smaller i; every lane ends with the same pair
+// the warp's arg-max of (v, i): the larger v, ties to the smaller i; every lane ends with the same pair (the group
+// choice: a few rounds a token at most)
 __device__ __forceinline__ void rt_argmax(float& v, int& i) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
@@ -82,32 +89,58 @@ __device__ __forceinline__ void rt_argmax(float& v, int& i) {
     }
 }
 
-// Routes token t from its logits row, one warp (see the top of the file).
+// a float's bits as an unsigned key in the same order (-0.0 is made +0.0 first: they compare equal as floats)
+__device__ __forceinline__ u32 rt_key(float v) {
+    const u32 u = __float_as_uint(v + 0.0f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// the lane's best untaken expert among its SLOTS: (its key, its id), ties to its lower expert (ids ascend with j);
+// key 0 and id 0xffffffff when it has none left
+template <int SLOTS>
+__device__ __forceinline__ void rt_lane_best(const float (&c)[SLOTS], u32 taken, int E, int lane, u32& key, u32& id) {
+    float v = 0.0f;
+    id = 0xffffffffu;
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {
+        if (j * 32 + lane < E && !((taken >> j) & 1u) && (id == 0xffffffffu || c[j] > v)) {
+            v = c[j];
+            id = (u32)(j * 32 + lane);
+        }
+    }
+    key = id == 0xffffffffu ? 0u : rt_key(v);
+}
+
+// Routes token t from its logits row, one warp (see the top of the file). SLOTS: experts a lane holds (E <= 32 SLOTS).
+// top_k picks by two warp reductions each (__reduce_max_sync of the order-keeping keys of the lanes' bests, then
+// __reduce_min_sync of the ids holding that key: ties to the lower expert); only the winning lane looks at its
+// slots again.
+template <int SLOTS>
 __device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
                                          float* __restrict__ w_out, i64* __restrict__ id_out, int E, int EG,
                                          int n_group, int topk_group, int top_k, float scale, float eps, int lane) {
-    float s[RT_SLOTS], c[RT_SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
+    float s[SLOTS], c[SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
 #pragma unroll
-    for (int j = 0; j < RT_SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
+    for (int j = 0; j < SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
         const int e = min(j * 32 + lane, E - 1);
         s[j] = __ldcg(logits + t * E + e);
         c[j] = __ldg(bias + e);
     }
 #pragma unroll
-    for (int j = 0; j < RT_SLOTS; ++j) {
+    for (int j = 0; j < SLOTS; ++j) {
         const bool ok = j * 32 + lane < E;
         s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
         c[j] = ok ? s[j] + c[j] : NEG_INF;
     }
     if (n_group > 1) {
-        int grp[RT_SLOTS];  // each slot's group (-1: no expert)
+        int grp[SLOTS];  // each slot's group (-1: no expert)
 #pragma unroll
-        for (int j = 0; j < RT_SLOTS; ++j) grp[j] = j * 32 + lane < E ? (j * 32 + lane) / EG : -1;
+        for (int j = 0; j < SLOTS; ++j) grp[j] = j * 32 + lane < E ? (j * 32 + lane) / EG : -1;
         float gs = NEG_INF;  // lane g: group g's score
         for (int g = 0; g < n_group; ++g) {
             float b1 = NEG_INF, b2 = NEG_INF;  // the lane's two best s' in group g
 #pragma unroll
-            for (int j = 0; j < RT_SLOTS; ++j) {
+            for (int j = 0; j < SLOTS; ++j) {
                 if (grp[j] == g) {
                     if (c[j] > b1) {
                         b2 = b1;
@@ -134,35 +167,30 @@ __device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits
             if (lane == g) gs = NEG_INF;
         }
 #pragma unroll
-        for (int j = 0; j < RT_SLOTS; ++j)
+        for (int j = 0; j < SLOTS; ++j)
             if (grp[j] >= 0 && !((kept >> grp[j]) & 1u)) c[j] = 0.0f;  // as the reference code does: 0.0, not -inf
     }
     float my_w = 0.0f;  // lane k: pick k's unbiased score, then its weight
-    int my_id = 0;
+    u32 my_id = 0u;
     u32 taken = 0u;  // bit j: the lane's slot j already picked
+    u32 key, id;
+    rt_lane_best<SLOTS>(c, taken, E, lane, key, id);
     for (int k = 0; k < top_k; ++k) {
-        float v = NEG_INF;
-        int i = 0x7fffffff;
-#pragma unroll
-        for (int j = 0; j < RT_SLOTS; ++j) {  // the lane's best untaken, ties to its lower expert (e ascends with j)
-            const int e = j * 32 + lane;
-            if (e < E && !((taken >> j) & 1u) && (i == 0x7fffffff || c[j] > v)) {
-                v = c[j];
-                i = e;
-            }
-        }
-        rt_argmax(v, i);
+        const u32 best = __reduce_max_sync(0xffffffffu, key);
+        const u32 win = __reduce_min_sync(0xffffffffu, key == best ? id : 0xffffffffu);
         float sp = 0.0f;
-        if (lane == (i & 31)) {
-            taken |= 1u << (i >> 5);
+        if (id == win) {  // the winner's lane: its score, then its next best
+            const int jw = (int)(win >> 5);
 #pragma unroll
-            for (int j = 0; j < RT_SLOTS; ++j)
-                if (j == (i >> 5)) sp = s[j];
+            for (int j = 0; j < SLOTS; ++j)
+                if (j == jw) sp = s[j];
+            taken |= 1u << jw;
+            rt_lane_best<SLOTS>(c, taken, E, lane, key, id);
         }
-        sp = __shfl_sync(0xffffffffu, sp, i & 31);
+        sp = __shfl_sync(0xffffffffu, sp, (int)(win & 31u));
         if (lane == k) {
             my_w = sp;
-            my_id = i;
+            my_id = win;
         }
     }
     const float sum = warp_sum(lane < top_k ? my_w : 0.0f);
@@ -170,6 +198,14 @@ __device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits
         w_out[t * top_k + lane] = my_w / (sum + eps) * scale;
         id_out[t * top_k + lane] = (i64)my_id;
     }
+}
+
+// one arrival at *c, acq_rel at GPU scope: it releases the stores its block ordered before it (a barrier) and acquires
+// those of every block that arrived earlier; the old count
+__device__ __forceinline__ int rt_arrive(int* c) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+    return old;
 }
 
 template <int DT>
@@ -183,20 +219,16 @@ __device__ __forceinline__ void rt_token(const void* __restrict__ x, const float
     const i64 t = blockIdx.y;
     if (e < E) {
         const float l = rt_logit<DT>(x, w, D, t, e, lane);
-        if (lane == 0) {
-            logits[t * E + e] = l;
-            __threadfence();
-        }
+        if (lane == 0) logits[t * E + e] = l;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(cnt + t, 1) == (int)gridDim.x - 1;
-    }
-    __syncthreads();
+    __syncthreads();  // the block's logits stored before thread 0's release
+    if (threadIdx.x == 0) last = rt_arrive(cnt + t) == (int)gridDim.x - 1;
+    __syncthreads();  // the acquire before any thread of the last block reads
     if (!last || threadIdx.x >= 32) return;
-    __threadfence();
-    rt_route(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
+    if (E <= 32 * RT_SLOTS_FEW)
+        rt_route<RT_SLOTS_FEW>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
+    else
+        rt_route<RT_SLOTS>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
     if (lane == 0) cnt[t] = 0;
 }
 
