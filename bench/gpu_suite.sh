@@ -1307,7 +1307,7 @@ rungs15r)  # session 15's router rung over the step now (the decode step rebuilt
   proof_router
   decode_rung router-rowwarp $ROUTRW_REG moe_router=cupy_rowwarp moe_router \
       "moe_router=$(perop router triton_prefetch cupy_rowwarp)" router \
-      "decode's router in one launch: a warp an expert's float32 logit, the token's last block routes by shuffles"
+      "decode's router in one launch: a warp an expert's float32 logit, the token's last block routes by warp reductions"
   ;;
 probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 4, 8, 16 warps a tile beside the tile
   # form and cupy_rowwarp at the 48B's decode shapes (bench/probes/mma_pipe_warps.py): does occupancy bind it?

@@ -24,8 +24,10 @@ Four are one-token GEMVs that request a row's bytes before using any, with one s
   other calls. Two forms (MMA_FORMS): session 13's "tile" (the default: passed its GPU tests in session 14, and lost
   its rung, 0.985) and "pipe", which requests a tile's weights into shared memory before decoding any (slower per op
   in session 14: kept, tested, selected by nothing).
-- "cupy_rowwarp_staged" (`linear_rowwarp_staged`): cupy_rowwarp in its "staged" form at every shape (written after
-  session 14's GPU calls: not yet on a GPU), a name of its own for an interleaved pair against cupy_rowwarp.
+- "cupy_rowwarp_staged" (`linear_rowwarp_staged`): cupy_rowwarp in its "staged" form at every shape, a name of its own
+  for an interleaved pair against cupy_rowwarp. Session 15: slower per op (586 against 503 µs a token) and a
+  regression in the step (0.969), as its record forecast; Nsight Compute found the form issue-bound, not short of
+  warps. Kept, tested, selected by nothing.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -216,7 +218,7 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: (each row's loads all at once); "octet", a warp per 4 rows (the activations staged once a block in shared memory,
 #: one read serving the warp's 4 rows, 4 super-blocks a row in flight in registers); "copy", the octet form with the
 #: block's 16 rows copied whole into shared memory first (every weight byte in flight at once); "staged", the warp form
-#: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 14, not yet on a GPU)
+#: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 15: slower, issue-bound)
 ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "staged": 8}
 #: threads a block of each form (the staged form: a warp a row, 8 rows sharing one staging of the activations)
 _ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "staged": 256}

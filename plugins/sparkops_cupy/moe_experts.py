@@ -14,7 +14,8 @@ number of Q4_K blocks) is the torch plugin's float32 moe_experts (dequantized we
 and fast where decode never goes (a prefill chunk).
 
 "cupy_rowwarp_staged" (`moe_experts_rowwarp_staged`): cupy_rowwarp with the "staged" gate/up form (a warp a hidden
-row; written after session 14's GPU calls, not yet on a GPU), a name of its own for an interleaved pair.
+row), a name of its own for an interleaved pair. Session 15: 923 against triton_prefetch's 902 µs a token, and none in
+the step (0.987). Kept, tested, selected by nothing.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -82,7 +83,7 @@ def moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
 _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: cupy_rowwarp's forms (kernels/moe_rowwarp.cu), read at each call: gate/up "octet" (4 super-blocks a row in flight
 #: in registers), "copy" (the block's gate and up rows copied whole into shared memory first) or "staged" (a warp a
-#: hidden row, twice the octet form's warps; session 14, not yet on a GPU); down "warp" (16
+#: hidden row, twice the octet form's warps; session 15: slower than copy); down "warp" (16
 #: super-blocks in flight a warp) or "copy" (the block's rows of every chosen expert copied into shared memory first).
 #: Session 13, the 48B's experts, one token, bf16 (µs a layer): octet/warp 35.3, octet/copy 36.7, copy/warp 34.2,
 #: copy/copy 35.2; triton_prefetch 35.0 (float32 activations: 35.9, 37.6, 34.9, 35.9; 34.3)

@@ -9,6 +9,10 @@ weight (0.19 ms a token): 64 programs on 132 SMs, and a routing tail of block-wi
 The logits are summed in another order than the reference's float64 product: claim tolerance() (the router row:
 weights close, ids exact except where the reference's choice is a near tie).
 
+Session 15 (H200, the 48B's router, one token; bench/gpu-runs/2026-11-30-session15): 6.26 µs a layer with float32
+activations against triton_prefetch's 7.64, but 7.23 against 7.37 with the bf16 activations the step runs; its rung
+was none (0.997 at d=0, as forecast). Why bf16 activations cost the kernel ~1 µs more is not yet known.
+
 Its stated policy for every other call: the torch plugin's moe_router (float32, the same contract), for more than
 ROUTER_MAX_T tokens (a prefill chunk: a GEMM's work), a weight that is not float32, a row length that is not a
 multiple of 4, more than 32 x 16 experts, top_k or n_group above 32 (one warp routes: a lane a group, a lane a pick).
