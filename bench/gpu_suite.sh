@@ -68,6 +68,9 @@
 #     rungs15r    session 15's router rung: the step rebuilt through the row-warp rung, then moe_router=cupy_rowwarp (one
 #                 launch: a warp an expert's logit, the token's last block routes) as a pair at 0 and 32768 after its GPU
 #                 tests (proofs15r runs them in the lane beside), predicted from its side-by-side record
+#     rungs16d    session 16's decode rung: the step rebuilt through the row-warp rung, then linear@Q4_K=cupy_rowhalf (the
+#                 copy form in packed half2) as a pair at 0 and 32768 after its GPU tests (proofs16d in the lane beside),
+#                 predicted from the row-warp side-by-side's record
 #     probe_mma   cupy_mma's pipe form at 4, 8 and 16 warps a tile (bench/probes/mma_pipe_warps.py): does occupancy bind?
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
@@ -192,14 +195,22 @@
 #                                      # 507 us a token; experts 41.5 against 37.1 and triton_prefetch's 34.9 us a
 #                                      # layer); the step rebuilt (248 s), both diagnosed and swapped, neither pair fit
 #                                      # (140 s left, ~150 needed). Stage rungs14e was then removed: both would lose
-# Next session (nvidia-h200-x2), fresh, the same export:
-#   bash bench/gpu_lanes.sh 560 "rungs15d" "proofs13d probe_ncu probe_mma tests2of2"
-#                                      # GPU 0: the step rebuilt (~250 s), then the staged row-warp rungs (written after
-#                                      # session 14's device time: each a diagnosis ~40, a swap ~15, a pair ~100; the
-#                                      # second will likely need the warm call). GPU 1: the row-warp proofs (the rungs'
-#                                      # records: ~90 s), Nsight Compute with stall reasons (~60), the pipe-warps probe
-#                                      # (~60), half the GPU tests (~340). Then, warm, the same export:
-#   bash bench/gpu_lanes.sh 560 "rungs15d" "tests1of2"
+# Session 15 (bench/gpu-runs/2026-11-30-session15/README.md), 4 calls, 1689 s, the same export:
+#   bash bench/gpu_lanes.sh 560 "rungs15d" "proofs13d probe_ncu probe_mma tests2of2"   # 486 s fresh: the step rebuilt
+#                                      # (~220 s), the staged linear 0.969 (its pair 115 s), the experts' pair SKIPPED
+#                                      # (106 s left); GPU 1: the proofs, ncu with stall reasons, the pipe warps, tests
+#   bash bench/gpu_lanes.sh 480 "rungs15d" "tests1of2"   # 332 s warm: the staged experts 0.987; the other tests
+#   bash bench/gpu_lanes.sh 560 "rungs15r" "proofs15r"   # 280 s fresh: the router's proof failed (a test bug and the
+#                                      # first form slower per op), its rung left out; the step rebuilt anyway
+#   on one H200: bash bench/gpu_lanes.sh 560 "rungs15r" ""   # 472 s fresh: the second form's proof (18 s), diagnosis
+#                                      # (56 s), swap, pair (141 s): 0.997
+# Next session (nvidia-h200-x2), fresh, the same export: one rung is built and waiting, cupy_rowhalf (written after
+# session 15's device time: its CPU layout test passes; its GPU tests, side-by-side column and ncu launch are ready):
+#   bash bench/gpu_lanes.sh 560 "rungs16d" "proofs16d probe_ncu tests1of2"
+#                                      # GPU 0: the step rebuilt (~230 s), the proof (~40), diagnosis, swap, pair (~200);
+#                                      # GPU 1: the proof, Nsight Compute with the half form beside the others (~120),
+#                                      # half the GPU tests (~320). Then, warm: bash bench/gpu_lanes.sh 480 "" "tests2of2"
+# If the half form wins per op, the experts' gate/up in the same arithmetic is the next build (0.93 ms of the step).
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -325,6 +336,10 @@ MOESTG_REG=$TMP/cuda-s15-moe-rowwarp-staged.toml
 # at once; the last block of the token routes with shuffles) over the step now, predicted from its proof's record
 # against triton_prefetch (the step's router: 7.3 us a layer, 0.19 ms a token in session 14's diagnosis)
 ROUTRW_REG=$TMP/cuda-s15-router-rowwarp.toml
+# session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
+# form's products in packed half2, two weights an instruction, for the issue-bound GEMVs session 15's counters found)
+# over the step now, predicted from the row-warp side-by-side's record (cupy_rowwarp's time a token over its own)
+RWHALF_REG=$TMP/cuda-s16-rowhalf.toml
 # and the experts on the tensor cores (cupy_mma), predicted from the MoE side-by-side's record against whichever
 # moe_experts the base runs
 MOEMMA_REG=$TMP/cuda-s14-moe-mma.toml
@@ -517,7 +532,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
+  decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
@@ -615,6 +630,13 @@ proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped 
   run gpu-tests-router 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k router \
       tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py \
       --junitxml="$R/gpu-tests-router.xml"
+}
+proof_rowhalf() {  # linear@Q4_K=cupy_rowhalf (session 15, not yet on a GPU when written): every row from NaN at the
+  # 48B's and odd shapes, activations of any size, the contract on CUDA, then timed beside cupy_rowwarp (the row-warp
+  # side-by-side's record, $DJ/perop-rowwarp-*.json, is the rung's prediction)
+  run gpu-tests-rowhalf 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k "rowhalf or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py \
+      tests/backends/test_cupy_gate.py --junitxml="$R/gpu-tests-rowhalf.xml"
 }
 # decode_chain: the decode step of session 9 made again by swaps (each proven again on this machine) over the fused
 # best, in the order its rungs were timed: the last-block reductions, the merged KDA convs, the MoE and router
@@ -1309,6 +1331,19 @@ rungs15r)  # session 15's router rung over the step now (the decode step rebuilt
       "moe_router=$(perop router triton_prefetch cupy_rowwarp)" router \
       "decode's router in one launch: a warp an expert's float32 logit, the token's last block routes by warp reductions"
   ;;
+proofs16d)  # the rungs16d proof: the lane beside a rungs16d lane
+  proof_rowhalf ;;
+rungs16d)  # session 16's decode rung over the step now (the decode step rebuilt through the row-warp rung; SUITE_TIMED
+  # names its rows), after its GPU tests, predicted from the row-warp side-by-side's record
+  prereq_lean || continue
+  decode_chain
+  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
+      linear@Q4_K=cupy_rowwarp
+  proof_rowhalf
+  decode_rung linear-rowhalf $RWHALF_REG linear@Q4_K=cupy_rowhalf linear@Q4_K \
+      "linear@Q4_K=$(perop rowwarp cupy_rowwarp cupy_rowhalf)" rowhalf \
+      "the tall Q4_K projections in the copy form with packed half2 products (fp16 activations scaled by a power of two)"
+  ;;
 probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 4, 8, 16 warps a tile beside the tile
   # form and cupy_rowwarp at the 48B's decode shapes (bench/probes/mma_pipe_warps.py): does occupancy bind it?
   run probe-mma-pipe-warps 90 python3 bench/probes/mma_pipe_warps.py --out "$R/probe-mma-pipe-warps.json" ;;
@@ -1316,10 +1351,11 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,
   # occupancy, DRAM throughput. ncu reads counters only on some machines (the device notes: Firecracker, not gVisor)
   if command -v ncu > /dev/null; then
-    # (16 launches a pass: the 4 row-warp forms, the 2 tensor-core forms, Triton's GEMV and a plain read, per shape)
+    # (18 launches a pass: the 4 row-warp forms, the half form, the 2 tensor-core forms, Triton's GEMV and a plain
+    # read, per shape)
     run probe-ncu-rowwarp 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
         --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
-        -k "regex:rowwarp|rowoct|rowcp|rowstg|_mma|_gemv_kernel|_read_kernel" --launch-skip 16 --launch-count 16 \
+        -k "regex:rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" --launch-skip 18 --launch-count 18 \
         python3 bench/probes/rowwarp_kernels.py
     # then the cycles a warp stalls per issued instruction, by reason (session 14 saw ~1 eligible warp of ~4.5 and
     # had only the sections' headlines): a pass of its own, so that a metric this ncu lacks costs only this pass
@@ -1329,7 +1365,7 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
       NCU_METRICS="$NCU_METRICS,smsp__average_warps_issue_stalled_${NCU_R}_per_issue_active.ratio"
     done
     run probe-ncu-stalls 120 ncu --clock-control none --metrics "$NCU_METRICS" \
-        -k "regex:rowwarp|rowoct|rowcp|rowstg|_mma|_gemv_kernel|_read_kernel" --launch-skip 16 --launch-count 16 \
+        -k "regex:rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" --launch-skip 18 --launch-count 18 \
         python3 bench/probes/rowwarp_kernels.py
     for NCU_F in probe-ncu-rowwarp probe-ncu-stalls; do  # each report as one table (bench/probes/ncu_table.py)
       [ -s "$R/$NCU_F.log" ] && python3 bench/probes/ncu_table.py "$R/$NCU_F.log" --json "$R/$NCU_F.json" \

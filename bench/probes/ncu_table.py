@@ -6,7 +6,8 @@ kernel launch, the figures that say what binds a decode GEMV side by side.
 Session 14 read these by hand from 14 kernels' sections; stage `probe_ncu` now writes this table beside the log.
 Columns: the kernel and its grid, duration, DRAM and SM throughput (% of peak), achieved occupancy, warps a scheduler
 (active / eligible), cycles between a warp's instructions, registers, and - when the report has them (`--metrics`) -
-the cycles a warp spends stalled per issued instruction, by reason. A figure the report lacks is left empty.
+the warp instructions the launch issued and the warps stalled per issue-active cycle, by reason. A figure the report
+lacks is left empty.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ FIGURES = [
     ("cycles_per_issue", "Warp Cycles Per Issued Instruction"),
     ("registers", "Registers Per Thread"),
 ]
+#: the instructions a launch issued, summed over its warps (`--metrics smsp__inst_executed.sum`): over a GEMV's weights
+#: x 32 lanes, its instructions a weight, the figure that says whether issue can bind
+_INST = re.compile(r"smsp__inst_executed\.sum\s+\S+\s+([\d.,]+)")
 #: the stall metrics' common form (`--metrics smsp__average_warps_issue_stalled_<REASON>_per_issue_active.ratio`)
 _STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio\s+\S+\s+([\d.,]+)")
 _UNIT_SCALE = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
@@ -55,6 +59,9 @@ def parse(text: str) -> list[dict]:
             if key == "us":  # ncu picks the unit per kernel (ns, us, ms)
                 value *= _UNIT_SCALE.get(m.group(1), float("nan"))
             row[key] = int(value) if key == "registers" else value
+        inst = _INST.search(body)
+        if inst:
+            row["warp_inst"] = int(_number(inst.group(1)))
         stalls = {m.group(1): _number(m.group(2)) for m in _STALL.finditer(body)}
         if stalls:
             row["stalls"] = stalls
@@ -63,7 +70,7 @@ def parse(text: str) -> list[dict]:
 
 
 def render(rows: list[dict]) -> str:
-    cols = ["kernel", "grid", "block"] + [k for k, _ in FIGURES]
+    cols = ["kernel", "grid", "block"] + [k for k, _ in FIGURES] + ["warp_inst"]
     reasons = sorted({r for row in rows for r in row.get("stalls", {})},
                      key=lambda r: -max(row.get("stalls", {}).get(r, 0.0) for row in rows))[:6]
     head = cols + [f"stall:{r}" for r in reasons]

@@ -9,12 +9,13 @@ This script makes the launches for Nsight Compute, without a CUDA graph (ncu pro
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \\
-        -k regex:"rowwarp|rowoct|rowcp|rowstg|_mma|_gemv_kernel|_read_kernel" \\
+        -k regex:"rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" \\
         python3 bench/probes/rowwarp_kernels.py
 
 Stage `probe_ncu` of bench/gpu_suite.sh runs that when ncu is on the machine, skipping the warm-up launches
-(`--launch-skip 16`: with the default shapes each pass makes 16 launches: the 4 row-warp forms, the 2 tensor-core
-forms, Triton's GEMV and a plain read of the same bytes, per shape).
+(`--launch-skip 18`: with the default shapes each pass makes 18 launches: the 4 row-warp forms, the half form
+(cupy_rowhalf's kernel, session 15), the 2 tensor-core forms, Triton's GEMV and a plain read of the same bytes, per
+shape).
 Each kernel runs once in the warm-up pass (compilation, the arrival counters), then once measured, on random Q4_K
 weights and bf16 activations.
 """
@@ -85,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
             calls.append((f"{shape} {form}", lambda x=x, kw=kw, y=y, f=form, n=out_f, k=in_f:
                           cl.launch_rowwarp(x, DTYPE_CODE[x.dtype], kw, n, k, y, f)))
+        y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
+        calls.append((f"{shape} half", lambda x=x, kw=kw, y=y, n=out_f, k=in_f:
+                      cl.launch_rowhc(x, DTYPE_CODE[x.dtype], kw, n, k, y)))
         for form in cl.MMA_FORMS:
             y = torch.empty((1, out_f), dtype=x.dtype, device=dev)
             calls.append((f"{shape} mma {form}", lambda x=x, kw=kw, y=y, f=form, n=out_f, k=in_f:

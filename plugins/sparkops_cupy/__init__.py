@@ -44,6 +44,9 @@ IMPLEMENTATIONS = [
     # one interleaved pair can time it against cupy_rowwarp
     ("linear", "cupy_rowwarp_staged", "sparkops_cupy.linear:linear_rowwarp_staged", tolerance(),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
+    # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
+    ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
+     ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     # the one-token Q4_K GEMV on the tensor cores: bf16 activations in the products, so the bf16 row of the tolerances
     ("linear", "cupy_mma", "sparkops_cupy.linear:linear_mma", tolerance("bf16"), ("linear.cu", "linear_mma.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),

@@ -1,6 +1,6 @@
 """linear on CUDA: GEMVs over GGUF blocks, for decode.
 
-Six implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
+Seven implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
 the activations:
 - "cupy_dp4a" (`linear`): block-quantized weights (Q8_0, Q4_K, Q6_K, IQ1_S) are dotted with Q8_0-quantized
   activations through __dp4a, as llama.cpp does: not the float reference's arithmetic, hence the claim
@@ -10,7 +10,7 @@ the activations:
   tolerance(). Session 4 measured the integer kernel's Q6_K lm_head at 126 us against Triton's 344; this keeps
   that weight stream without the quantized activations.
   F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
-Four are one-token GEMVs that request a row's bytes before using any, with one stated policy for every other call:
+Five are one-token GEMVs that request a row's bytes before using any, with one stated policy for every other call:
 - "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode, every byte of a row requested before any is
   used (kernels/linear_rowwarp.cu): one launch, no split-K. One warp a row, or for tall weights a warp per 4 rows
   from activations staged once a block in shared memory (ROWWARP_FORMS, rowwarp_form). Float32 products as
@@ -28,6 +28,11 @@ Four are one-token GEMVs that request a row's bytes before using any, with one s
   for an interleaved pair against cupy_rowwarp. Session 15: slower per op (586 against 503 µs a token) and a
   regression in the step (0.969), as its record forecast; Nsight Compute found the form issue-bound, not short of
   warps. Kept, tested, selected by nothing.
+- "cupy_rowhalf" (`linear_rowhalf`): cupy_rowwarp's copy form for tall weights with its products in packed half2, two
+  weights an instruction (kernels/q4k_half.cuh): session 15's counters found the float32 forms issue-bound. The
+  activations are scaled by a power of two into fp16 and the products and partial sums round to fp16: claim
+  tolerance("bf16"). Shorter weights take the float32 warp form. Written after session 15's device time, not yet on
+  a GPU.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -80,9 +85,38 @@ def _launch_staged(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
     launch_rowwarp(x, code, kw, n, k, y, "staged")
 
 
+def linear_rowhalf(x, weight):
+    """Implementation "cupy_rowhalf": one token times a Q4_K weight of at least ROWWARP_TALL_ROWS rows in cupy_rowwarp's
+    copy form with packed half2 products (kernels/q4k_half.cuh: the activations as fp16 scaled by a power of two,
+    the products and their partial sums in fp16, float32 from each super-block on; claim tolerance("bf16")); a
+    shorter weight runs cupy_rowwarp's warp form (float32), every other call cupy_rowwarp's stated policy."""
+    return _one_token_q4k(x, weight, launch_rowhalf)
+
+
+def launch_rowhalf(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """y[0, :n] = x[0] @ W^T for a Q4_K weight: the half copy form (`launch_rowhc`) for tall weights (rowwarp_form
+    says "copy"), else the float32 warp form."""
+    if rowwarp_form(n) == "copy":
+        launch_rowhc(x, code, kw, n, k, y)
+    else:
+        launch_rowwarp(x, code, kw, n, k, y, "warp")
+
+
+def launch_rowhc(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """The half copy form at any shape (kernels/linear_rowwarp.cu's rowhc); x and the weight 16-byte aligned."""
+    if kw.raw.data_ptr() % 16:
+        raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
+                       f"give it its own allocation (QWeight(raw.clone(), ...))")
+    rows = ROWWARP_FORMS["copy"]
+    smem = 2 * k + 4 * (k // 16) + rows * kw.row_bytes  # fp16 pairs (16 bytes a slot of 8), sums of 16, the rows
+    rt.launch("linear_rowwarp.cu", f"linear_q4_k_rowhc_{_DT_SUFFIX[code]}", x.device, ((n + rows - 1) // rows,),
+              (_ROWWARP_THREADS["copy"],),
+              (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
+
+
 def _one_token_q4k(x, weight, launch):
-    """The stated policy of the one-token Q4_K kernels (cupy_rowwarp, cupy_rowwarp_staged, cupy_mma): one token times
-    a Q4_K weight runs `launch(x, code, kw, n, k, y)`; every other call as `_one_token` says."""
+    """The stated policy of the one-token Q4_K kernels (cupy_rowwarp, cupy_rowwarp_staged, cupy_rowhalf, cupy_mma): one
+    token times a Q4_K weight runs `launch(x, code, kw, n, k, y)`; every other call as `_one_token` says."""
     return _one_token(x, weight, lambda w, kw: w.qtype == Q.Q4_K, launch)
 
 
@@ -218,7 +252,8 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: (each row's loads all at once); "octet", a warp per 4 rows (the activations staged once a block in shared memory,
 #: one read serving the warp's 4 rows, 4 super-blocks a row in flight in registers); "copy", the octet form with the
 #: block's 16 rows copied whole into shared memory first (every weight byte in flight at once); "staged", the warp form
-#: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 15: slower, issue-bound)
+#: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 15: slower,
+#: issue-bound)
 ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "staged": 8}
 #: threads a block of each form (the staged form: a warp a row, 8 rows sharing one staging of the activations)
 _ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "staged": 256}

@@ -31,6 +31,7 @@ from sparkops_cupy.linear import linear as cu_linear  # noqa: E402
 from sparkops_cupy.linear import linear_float as cu_linear_float  # noqa: E402
 from sparkops_cupy.linear import linear_floatrow as cu_linear_floatrow  # noqa: E402
 from sparkops_cupy.linear import linear_mma as cu_linear_mma  # noqa: E402
+from sparkops_cupy.linear import linear_rowhalf as cu_linear_rowhalf  # noqa: E402
 from sparkops_cupy.linear import linear_rowwarp as cu_linear_rowwarp  # noqa: E402
 from sparkops_cupy.linear import linear_rowwarp_staged as cu_linear_rowwarp_staged  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
@@ -73,7 +74,8 @@ def on_cpu(v):
 #: the linear implementations and the claim variant each is judged by
 LINEARS = {"cupy_dp4a": (cu_linear, "act_q8"), "cupy_float": (cu_linear_float, "fp32"),
            "cupy_rowwarp": (cu_linear_rowwarp, "fp32"), "cupy_rowwarp_staged": (cu_linear_rowwarp_staged, "fp32"),
-           "cupy_floatrow": (cu_linear_floatrow, "fp32"), "cupy_mma": (cu_linear_mma, "bf16")}
+           "cupy_floatrow": (cu_linear_floatrow, "fp32"), "cupy_mma": (cu_linear_mma, "bf16"),
+           "cupy_rowhalf": (cu_linear_rowhalf, "bf16")}
 
 
 @pytest.mark.parametrize("impl", list(LINEARS))
@@ -133,6 +135,49 @@ def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(form, dtype, out_f, in
     y2 = torch.full_like(y, float("nan"))
     launch_rowwarp(x, DTYPE_CODE[dtype], kw, out_f, in_f, y2, form)
     assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (6720, 2304), (18432, 2304), (4097, 1280), (4100, 256),
+                                        (4096, 9216), (2304, 4096)])
+def test_rowhalf_writes_every_row_of_a_one_token_q4k_gemv(dtype, out_f, in_f):
+    """cupy_rowhalf's kernels (one token, Q4_K, packed half2 products): the 48B's tall projections, a last block of 1
+    and of 4 rows, 1 and 36 super-blocks (the copy form's 16 rows of 36 are 81 KB of shared memory), and a short
+    weight (the float32 warp form), every activation dtype. The output starts as NaN. Against the reference on the
+    same activations the fp16 arithmetic costs NMSE ~1e-6 (tests/backends/test_cupy_half_layout.py emulates it): 1e-5
+    here, where a wrong code, slot or scale costs ~1e-1. Two launches give the same bits."""
+    from sparkops_cupy._runtime import DTYPE_CODE
+    from sparkops_cupy._weights import kernel_weight
+
+    rng = np.random.default_rng(out_f * 3 + in_f)
+    w = qweight(rng, (out_f, in_f), Q.Q4_K, 0.02)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f + 2)).to(DEV, dtype)
+    kw = kernel_weight("linear", "weight", w, x.device)
+    y = torch.full((1, out_f), float("nan"), dtype=dtype, device=DEV)
+    cl.launch_rowhalf(x, DTYPE_CODE[dtype], kw, out_f, in_f, y)
+    want = ref("linear")(x.float().cpu(), w.to("cpu"))
+    assert nmse(y.float(), want) <= 1e-5
+    assert torch.equal(cu_linear_rowhalf(x, w), y), "the op's result differs from its kernel's (same launch)"
+    y2 = torch.full_like(y, float("nan"))
+    cl.launch_rowhalf(x, DTYPE_CODE[dtype], kw, out_f, in_f, y2)
+    assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 3000.0])
+def test_rowhalf_scales_activations_of_any_size_into_fp16(scale):
+    """The power of two the block picks keeps fp16 partial sums finite and out of the subnormals: activations of
+    1e-6, 1 and 3000 (where unscaled products would overflow fp16) give the same relative error."""
+    from sparkops_cupy._runtime import DTYPE_CODE
+    from sparkops_cupy._weights import kernel_weight
+
+    rng = np.random.default_rng(11)
+    w = qweight(rng, (12288, 2304), Q.Q4_K, 0.02)
+    x = (torch.randn(1, 2304, generator=torch.Generator().manual_seed(5)) * scale).to(DEV, torch.bfloat16)
+    kw = kernel_weight("linear", "weight", w, x.device)
+    y = torch.full((1, 12288), float("nan"), dtype=torch.float32, device=DEV)
+    cl.launch_rowhalf(x.float(), DTYPE_CODE[torch.float32], kw, 12288, 2304, y)
+    assert torch.isfinite(y).all()
+    assert nmse(y, ref("linear")(x.float().cpu(), w.to("cpu"))) <= 1e-5
 
 
 @pytest.mark.parametrize("lanes", [8, 32])

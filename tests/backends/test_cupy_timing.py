@@ -117,9 +117,10 @@ def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp: the 48B's Q4_K decode projections under
-    triton_lastblock (the step's linear), cupy_rowwarp, and each of its two forms forced (a warp per row, a warp per 4
-    rows; the octet form with the block's rows copied to shared memory first: what rowwarp_form chooses between), with
-    bfloat16 activations (the bf16 registries' step) and float32.
+    triton_lastblock (the step's linear), cupy_rowwarp, cupy_rowhalf (its copy form in packed half2, session 15), and
+    each of cupy_rowwarp's forms forced (a warp per row, a warp per 4 rows; the octet form with the block's rows copied
+    to shared memory first: what rowwarp_form chooses between; the staged form), with bfloat16 activations (the bf16
+    registries' step) and float32.
     The per-token sums are the prediction's input: the step's linear time falls by their difference. Asserted: each
     was captured in a graph, and the row-warp kernel's bf16 sum is not above triton_lastblock's (it exists to be
     faster at these shapes)."""
@@ -139,6 +140,7 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     cat = load_catalog()
     impls = {"triton_lastblock": cat.get("linear", "triton_lastblock").resolve(),
              "cupy_rowwarp": cat.get("linear", "cupy_rowwarp").resolve(),
+             "cupy_rowhalf": cat.get("linear", "cupy_rowhalf").resolve(),
              "warp form": forced("warp"), "octet form": forced("octet"), "copy form": forced("copy"),
              "staged form": forced("staged")}
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
@@ -241,28 +243,36 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
     for gateup in ("octet", "copy", "staged"):
         for down in ("warp", "copy"):
             impls[f"cupy_rowwarp {gateup}/{down}"] = forms(gateup, down)
-    w = moe_workload(cfg, Q.Q4_K, dtype)
-    sets, nbytes = w.build(torch.device("cuda"), 7)
-    times = {n: time_op("moe_experts", fn, sets, nbytes) for n, fn in impls.items()}
+    _per_layer(moe_workload(cfg, Q.Q4_K, dtype), impls, 7, layers, f"moe-{str(dtype).removeprefix('torch.')}")
+
+
+def _per_layer(w, impls, seed, layers, record):
+    """A layer's op under each implementation on the same argument sets of workload `w`, one CUDA graph each: asserted
+    captured, printed per layer and per token (x `layers`), and with SPARKOPS_PEROP_DIR set written to
+    perop-RECORD.json (a rung's --expect over it, bench/perop_factor.py). Returns the timings."""
+    sets, nbytes = w.build(torch.device("cuda"), seed)
+    times = {n: time_op(w.op, fn, sets, nbytes) for n, fn in impls.items()}
     assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
     out = os.environ.get("SPARKOPS_PEROP_DIR")
-    if out:  # a layer's time per implementation: a rung's --expect over it (bench/perop_factor.py)
+    if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, f"perop-moe-{str(dtype).removeprefix('torch.')}.json").write_text(json.dumps(
+        Path(out, f"perop-{record}.json").write_text(json.dumps(
             {"title": w.label, "per_token_seconds": {n: layers * t.seconds for n, t in times.items()}}, indent=1))
-    print(f"\nmoe_experts {w.label}: " + "  ".join(
+    print(f"\n{w.op} {w.label}: " + "  ".join(
         f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"
         for n, t in times.items()))
+    return times
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_rowwarp_router_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for moe_router=cupy_rowwarp: one token through the 48B's router (2304 x 256 float32,
     top-8) under triton_prefetch (the decode step's moe_router), triton_lastblock and cupy_rowwarp (its default of
-    2 warps a block, and 1 and 4), on the same argument sets in one CUDA graph each; printed per layer and per token (x the MoE layers), recorded as
-    perop-router-DTYPE.json with SPARKOPS_PEROP_DIR set. Asserted: each was captured, and cupy_rowwarp is not slower
-    than triton_prefetch (it exists to be faster: session 14's diagnosis put the step's router at 7.3 us a layer; the
-    first form, session 15's call 3, lost: 8.3-9.2 against 7.6 us, and the rung was left out)."""
+    2 warps a block, and 1 and 4), on the same argument sets in one CUDA graph each; printed per layer and per token
+    (x the MoE layers), recorded as perop-router-DTYPE.json with SPARKOPS_PEROP_DIR set. Asserted: each was captured,
+    and cupy_rowwarp is not slower than triton_prefetch (it exists to be faster: session 14's diagnosis put the step's
+    router at 7.3 us a layer; the first form, session 15's call 3, lost: 8.3-9.2 against 7.6 us, and the rung was left
+    out)."""
     from sparkops.config import load_preset
     from sparkops_cupy._workloads import router_workload
 
@@ -282,16 +292,5 @@ def test_rowwarp_router_side_by_side_with_triton(dtype):
         return call
 
     impls.update({f"cupy_rowwarp {n} warps": warps(n) for n in (1, 4)})
-    w = router_workload(cfg, dtype)
-    sets, nbytes = w.build(torch.device("cuda"), 5)
-    times = {n: time_op("moe_router", fn, sets, nbytes) for n, fn in impls.items()}
-    assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
-    out = os.environ.get("SPARKOPS_PEROP_DIR")
-    if out:  # a layer's time per implementation: a rung's --expect over it (bench/perop_factor.py)
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, f"perop-router-{str(dtype).removeprefix('torch.')}.json").write_text(json.dumps(
-            {"title": w.label, "per_token_seconds": {n: layers * t.seconds for n, t in times.items()}}, indent=1))
-    print(f"\nmoe_router {w.label}: " + "  ".join(
-        f"{n} {t.seconds * 1e6:6.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"
-        for n, t in times.items()))
+    times = _per_layer(router_workload(cfg, dtype), impls, 5, layers, f"router-{str(dtype).removeprefix('torch.')}")
     assert times["cupy_rowwarp"].seconds <= times["triton_prefetch"].seconds, times

@@ -1058,6 +1058,25 @@ def test_rungs15r_times_the_one_launch_router_over_the_row_warp_step(tmp_path):
     assert any(c.startswith("swap") and "moe_router=cupy_rowwarp" in c for c in calls)
 
 
+def test_rungs16d_times_the_half2_copy_form_over_the_row_warp_step(tmp_path):
+    """The plan for session 16, fresh: the step rebuilt through the row-warp rung, the half form's proof once (in the
+    lane beside too), then linear@Q4_K=cupy_rowhalf over the row-warp step, predicted from the row-warp side-by-side's
+    record: cupy_rowwarp's time a token over cupy_rowhalf's (500 / 400 us: 1.25)."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowhalf": 400e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs16d", "proofs16d", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, reg = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s16-rowhalf.toml"
+    assert "unknown stage" not in log and "SKIP" not in log
+    assert log.count("gpu-tests-rowhalf (limit") == 1
+    assert log.index("gpu-tests-rowhalf rc=0") < log.index("] swap-linear-rowhalf (limit")
+    assert Path(f"{reg}.base").read_text().strip() == str(rw)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1, decodes
+    assert f"--registry {rw} --vs {reg}" in decodes[0] and "--changes linear@Q4_K " in decodes[0]
+    assert "--expect linear@Q4_K=1.250" in decodes[0]
+
+
 def test_probe_mma_times_the_pipe_form_s_warps_beside_the_tile_form(tmp_path):
     log, _ = _suite(tmp_path, "probe_mma")
     line = next(x for x in log.splitlines() if "probe-mma-pipe-warps (limit" in x)
@@ -1123,10 +1142,10 @@ def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_
     log, calls = _suite(tmp_path, "probe_ncu")
     assert "] probe-ncu-rowwarp (limit" in log and "unknown stage" not in log
     ncu, stalls = [c for c in calls if c.startswith("ncu ")]
-    assert "--clock-control none" in ncu and "--launch-skip 16 --launch-count 16" in ncu
+    assert "--clock-control none" in ncu and "--launch-skip 18 --launch-count 18" in ncu
     assert "--section WarpStateStats" in ncu and "bench/probes/rowwarp_kernels.py" in ncu
     # the stall reasons in a pass of their own, every reason in the one metric form ncu_table.py reads
-    assert "] probe-ncu-stalls (limit" in log and "--launch-skip 16 --launch-count 16" in stalls
+    assert "] probe-ncu-stalls (limit" in log and "--launch-skip 18 --launch-count 18" in stalls
     metrics = stalls.split("--metrics ")[1].split()[0].split(",")
     assert metrics[0] == "smsp__inst_executed.sum" and len(metrics) == 15
     assert all(m.startswith("smsp__average_warps_issue_stalled_") and m.endswith("_per_issue_active.ratio")

@@ -57,6 +57,20 @@ def test_converts_durations_and_reads_stall_metrics_when_the_report_has_them(ncu
     assert table.splitlines()[0].split()[-2:] == ["stall:wait", "stall:long_scoreboard"]
 
 
+def test_reads_the_instructions_and_stalls_of_session_15_s_second_pass(ncu_table):
+    """The stall pass of session 15 (`--metrics smsp__inst_executed.sum,...`): 16 launches, each with its warp
+    instructions. At 12288 x 2304 the warp form issued 11,366,400 of them: x 32 lanes over 28.3M weights, ~12.9 a
+    weight, where the tensor-core tile issued 4,752,384 (~5.4)."""
+    log = REPORT.parents[2] / "2026-11-30-session15" / "call1" / "probe-ncu-stalls.log"
+    rows = ncu_table.parse(log.read_text(errors="replace"))
+    assert len(rows) == 16
+    warp, mma = rows[0], rows[4]
+    assert warp["kernel"] == "linear_q4_k_rowwarp_bf16" and warp["warp_inst"] == 11_366_400
+    assert mma["kernel"] == "linear_q4_k_mma_bf16" and mma["warp_inst"] == 4_752_384
+    assert warp["stalls"]["not_selected"] == pytest.approx(2.71, abs=0.01)
+    assert "warp_inst" in ncu_table.render(rows).splitlines()[0]
+
+
 def test_the_command_writes_json_and_refuses_a_report_without_kernels(ncu_table, tmp_path, capsys):
     out = tmp_path / "t.json"
     assert ncu_table.main([str(REPORT), "--json", str(out)]) == 0
