@@ -68,9 +68,9 @@
 #     rungs15r    session 15's router rung: the step rebuilt through the row-warp rung, then moe_router=cupy_rowwarp (one
 #                 launch: a warp an expert's logit, the token's last block routes) as a pair at 0 and 32768 after its GPU
 #                 tests (proofs15r runs them in the lane beside), predicted from its side-by-side record
-#     rungs16d    session 16's decode rung: the step rebuilt through the row-warp rung, then linear@Q4_K=cupy_rowhalf (the
-#                 copy form in packed half2) as a pair at 0 and 32768 after its GPU tests (proofs16d in the lane beside),
-#                 predicted from the row-warp side-by-side's record
+#     rungs16d    session 16's decode rungs: the step rebuilt through the row-warp rung, then linear@Q4_K=cupy_rowhalf (the
+#                 copy form in packed half2), then moe_experts=cupy_rowhalf (gate/up the same way), each a pair at 0 and
+#                 32768 after their GPU tests (proofs16d in the lane beside), predicted from the side-by-side records
 #     probe_mma   cupy_mma's pipe form at 4, 8 and 16 warps a tile (bench/probes/mma_pipe_warps.py): does occupancy bind?
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
@@ -204,13 +204,14 @@
 #                                      # first form slower per op), its rung left out; the step rebuilt anyway
 #   on one H200: bash bench/gpu_lanes.sh 560 "rungs15r" ""   # 472 s fresh: the second form's proof (18 s), diagnosis
 #                                      # (56 s), swap, pair (141 s): 0.997
-# Next session (nvidia-h200-x2), fresh, the same export: one rung is built and waiting, cupy_rowhalf (written after
-# session 15's device time: its CPU layout test passes; its GPU tests, side-by-side column and ncu launch are ready):
+# Next session (nvidia-h200-x2), fresh, the same export: two rungs are built and waiting, linear and moe_experts =
+# cupy_rowhalf (written after session 15's device time: the CPU layout test passes; GPU tests, side-by-side columns
+# and the ncu launch are ready). The experts' pair will likely need the warm call:
 #   bash bench/gpu_lanes.sh 560 "rungs16d" "proofs16d probe_ncu tests1of2"
 #                                      # GPU 0: the step rebuilt (~230 s), the proof (~40), diagnosis, swap, pair (~200);
 #                                      # GPU 1: the proof, Nsight Compute with the half form beside the others (~120),
-#                                      # half the GPU tests (~320). Then, warm: bash bench/gpu_lanes.sh 480 "" "tests2of2"
-# If the half form wins per op, the experts' gate/up in the same arithmetic is the next build (0.93 ms of the step).
+#                                      # half the GPU tests (~320). Then, warm, the experts' pair beside the rest:
+#   bash bench/gpu_lanes.sh 480 "rungs16d" "tests2of2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -340,6 +341,9 @@ ROUTRW_REG=$TMP/cuda-s15-router-rowwarp.toml
 # form's products in packed half2, two weights an instruction, for the issue-bound GEMVs session 15's counters found)
 # over the step now, predicted from the row-warp side-by-side's record (cupy_rowwarp's time a token over its own)
 RWHALF_REG=$TMP/cuda-s16-rowhalf.toml
+# then the experts' gate/up in the same arithmetic (moe_experts=cupy_rowhalf) over the newest winner, predicted from
+# the MoE side-by-side's record against the step's experts (triton_prefetch)
+MOEHALF_REG=$TMP/cuda-s16-moe-rowhalf.toml
 # and the experts on the tensor cores (cupy_mma), predicted from the MoE side-by-side's record against whichever
 # moe_experts the base runs
 MOEMMA_REG=$TMP/cuda-s14-moe-mma.toml
@@ -532,7 +536,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
+  decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
   decode-router-prefetch=ROUTPF_REG decode-linear-prefetch=LINPF_REG decode-moe-prefetch=MOEPF_REG decode-pdl=PDL_REG
@@ -634,9 +638,9 @@ proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped 
 proof_rowhalf() {  # linear@Q4_K=cupy_rowhalf (session 15, not yet on a GPU when written): every row from NaN at the
   # 48B's and odd shapes, activations of any size, the contract on CUDA, then timed beside cupy_rowwarp (the row-warp
   # side-by-side's record, $DJ/perop-rowwarp-*.json, is the rung's prediction)
-  run gpu-tests-rowhalf 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k "rowhalf or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py \
-      tests/backends/test_cupy_gate.py --junitxml="$R/gpu-tests-rowhalf.xml"
+  run gpu-tests-rowhalf 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k "rowhalf or rowwarp_gemv_side_by_side or rowwarp_and_mma_moe_side_by_side" tests/backends/test_cupy_kernels.py \
+      tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py --junitxml="$R/gpu-tests-rowhalf.xml"
 }
 # decode_chain: the decode step of session 9 made again by swaps (each proven again on this machine) over the fused
 # best, in the order its rungs were timed: the last-block reductions, the merged KDA convs, the MoE and router
@@ -1343,6 +1347,9 @@ rungs16d)  # session 16's decode rung over the step now (the decode step rebuilt
   decode_rung linear-rowhalf $RWHALF_REG linear@Q4_K=cupy_rowhalf linear@Q4_K \
       "linear@Q4_K=$(perop rowwarp cupy_rowwarp cupy_rowhalf)" rowhalf \
       "the tall Q4_K projections in the copy form with packed half2 products (fp16 activations scaled by a power of two)"
+  decode_rung moe-rowhalf $MOEHALF_REG moe_experts=cupy_rowhalf moe_experts \
+      "moe_experts=$(perop moe triton_prefetch cupy_rowhalf)" rowhalf \
+      "one token's Q4_K experts, gate/up in the copy form with packed half2 products, down in float32"
   ;;
 probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 4, 8, 16 warps a tile beside the tile
   # form and cupy_rowwarp at the 48B's decode shapes (bench/probes/mma_pipe_warps.py): does occupancy bind it?

@@ -70,6 +70,9 @@ IMPLEMENTATIONS = [
     # the same with the "staged" gate/up form (a warp a hidden row), its own name for one interleaved pair
     ("moe_experts", "cupy_rowwarp_staged", "sparkops_cupy.moe_experts:moe_experts_rowwarp_staged", tolerance(),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
+    # the same with gate/up in packed half2 (fp16 activations and partial sums): the bf16 row
+    ("moe_experts", "cupy_rowhalf", "sparkops_cupy.moe_experts:moe_experts_rowhalf", tolerance("bf16"),
+     "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
     # the same two launches on the tensor cores: bf16 activations and hidden vector in the products
     ("moe_experts", "cupy_mma", "sparkops_cupy.moe_experts:moe_experts_mma", tolerance("bf16"), "moe_mma.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),

@@ -17,6 +17,10 @@ and fast where decode never goes (a prefill chunk).
 row), a name of its own for an interleaved pair. Session 15: 923 against triton_prefetch's 902 µs a token, and none in
 the step (0.987). Kept, tested, selected by nothing.
 
+"cupy_rowhalf" (`moe_experts_rowhalf`): cupy_rowwarp whose gate/up run the copy form's structure with packed half2
+products, two weights an instruction (kernels/q4k_half.cuh, as linear=cupy_rowhalf): claim tolerance("bf16"). Down
+stays float32. Written after session 15's device time, not yet on a GPU.
+
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
 bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for every other call. Two forms
@@ -202,17 +206,21 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP),
     down in ROWWARP_DOWN."""
-    gateup = gateup or ROWWARP_GATEUP
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
-    if gateup not in ("octet", "copy", "staged") or ROWWARP_DOWN not in ("warp", "copy"):
+    # "half" only when named (cupy_rowhalf): cupy_rowwarp's float32 claim does not cover fp16 products
+    if (gateup or ROWWARP_GATEUP) not in ("octet", "copy", "staged", "half" if gateup else "") \
+            or ROWWARP_DOWN not in ("warp", "copy"):
         raise BadInput(f"moe_experts: cupy_rowwarp's forms are gate/up 'octet', 'copy' or 'staged' and down 'warp' or "
-                       f"'copy', not {gateup!r} / {ROWWARP_DOWN!r} "
+                       f"'copy', not {gateup or ROWWARP_GATEUP!r} / {ROWWARP_DOWN!r} "
                        f"(sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
-    copy_up = gateup == "copy"
-    smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if copy_up else 0)  # activations, sums (, 8 gate + 8 up rows)
-    suffix = {"octet": "", "copy": "cp", "staged": "stg"}[gateup]
+    gateup = gateup or ROWWARP_GATEUP
+    if gateup == "half":  # fp16 pairs (16 bytes a slot of 8), sums of 16, 8 gate + 8 up rows
+        smem = 2 * d + 4 * (d // 16) + 16 * kg.row_bytes
+    else:  # float32 activations, sums of 16 (, 8 gate + 8 up rows)
+        smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if gateup == "copy" else 0)
+    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup]
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
               ((rows + 7) // 8,), (256 if gateup == "staged" else 128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
@@ -224,6 +232,14 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None) -> None:
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
                rt.ptr(y), rt.i32(code)), shared_mem=smem)
+
+
+def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowhalf": cupy_rowwarp with gate/up in the copy form's structure and packed half2 products
+    (kernels/q4k_half.cuh: fp16 activations scaled by a power of two, fp16 products and partial sums; claim
+    tolerance("bf16")), down in ROWWARP_DOWN's float32 form; every other call by cupy_rowwarp's stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="half"))
 
 
 def moe_experts_mma(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

@@ -36,6 +36,7 @@ from sparkops_cupy.linear import linear_rowwarp as cu_linear_rowwarp  # noqa: E4
 from sparkops_cupy.linear import linear_rowwarp_staged as cu_linear_rowwarp_staged  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts as cu_moe  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts_mma as cu_moe_mma  # noqa: E402
+from sparkops_cupy.moe_experts import moe_experts_rowhalf as cu_moe_rowhalf  # noqa: E402
 from sparkops_cupy.moe_experts import moe_experts_rowwarp as cu_moe_rowwarp  # noqa: E402
 from sparkops_cupy.quantize_act import quantize_act as cu_quantize  # noqa: E402
 from sparkops_cupy.rmsnorm import rmsnorm as cu_rmsnorm  # noqa: E402
@@ -439,6 +440,45 @@ def test_rowwarp_moe_one_token_q4k_matches_reference(monkeypatch, forms, dtype, 
     assert nmse(got.float(), want) <= rule_for("moe_experts", variant).limit
     again = cu_moe_rowwarp(xd, weights.to(DEV), ids.to(DEV), **w)
     assert torch.equal(got, again), "two runs disagree: every sum must be in a fixed order"
+
+
+@pytest.mark.parametrize("down", ["warp", "copy"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("d,f,e,k", [(2304, 1024, 256, 8), (512, 256, 6, 3), (1280, 768, 9, 5)])
+def test_rowhalf_moe_one_token_q4k_matches_reference(monkeypatch, down, dtype, shared, d, f, e, k):
+    """cupy_rowhalf's experts (gate/up in packed half2, down in float32 in either form): the 48B's shape and small odd
+    ones, with and without the shared expert, float32 and bf16 activations. The fp16 arithmetic of gate/up costs NMSE
+    ~1e-6 a GEMV (test_cupy_half_layout.py), about doubled through SwiGLU: 3e-5 here, where a wrong code, slot or row
+    costs ~1e-1, and the claim's row (bf16) allows 1e-3. Two runs give the same bits."""
+    import sparkops_cupy.moe_experts as cm
+
+    monkeypatch.setattr(cm, "ROWWARP_DOWN", down)
+    x, weights, ids, w = _moe_args(d + f + e + k + 1, 1, d, f, e, k, Q.Q4_K, Q.Q4_K if shared else None)
+    xd = x.to(DEV, dtype)
+    got = cu_moe_rowhalf(xd, weights.to(DEV), ids.to(DEV), **w)
+    assert got.dtype == dtype and got.shape == (1, d)
+    want = ref("moe_experts")(xd.float().cpu(), weights, ids, **{n: on_cpu(v) for n, v in w.items()})
+    assert nmse(got.float(), want) <= 3e-5
+    again = cu_moe_rowhalf(xd, weights.to(DEV), ids.to(DEV), **w)
+    assert torch.equal(got, again), "two runs disagree: every sum must be in a fixed order"
+
+
+def test_rowhalf_moe_an_expert_id_out_of_range_gives_nan():
+    x, weights, ids, w = _moe_args(8, 1, 512, 256, 6, 3, Q.Q4_K, Q.Q4_K)
+    ids[0, 2] = -1
+    got = cu_moe_rowhalf(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)
+    assert torch.isnan(got).all(), "an expert id outside [0, E) must poison the token's output, not read past it"
+
+
+def test_rowwarp_moe_refuses_the_half_form_under_its_float32_claim(monkeypatch):
+    """ROWWARP_GATEUP = "half" would run fp16 products under cupy_rowwarp's float32 claim: refused, naming the fix."""
+    import sparkops_cupy.moe_experts as cm
+
+    monkeypatch.setattr(cm, "ROWWARP_GATEUP", "half")
+    x, weights, ids, w = _moe_args(9, 1, 512, 256, 6, 3, Q.Q4_K, Q.Q4_K)
+    with pytest.raises(BadInput, match="ROWWARP_GATEUP"):
+        cu_moe_rowwarp(x.to(DEV), weights.to(DEV), ids.to(DEV), **w)
 
 
 def _bf16(t: torch.Tensor) -> torch.Tensor:

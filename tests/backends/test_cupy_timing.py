@@ -201,10 +201,11 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for moe_experts=cupy_rowwarp: one token through the 48B's Q4_K experts (256 of
     them, top-8, the shared expert) under triton_prefetch (the decode step's moe_experts), cupy_rowwarp and
     triton_lastblock, on the same argument sets in one CUDA graph each. Printed per layer and per token (x the MoE
-    layers), each pair of cupy_rowwarp's forms (ROWWARP_GATEUP, ROWWARP_DOWN) on its own, and cupy_mma (the tensor
-    cores) in its default form and each form forced; recorded as perop-moe-DTYPE.json with SPARKOPS_PEROP_DIR set; asserted only that each was
-    captured (session 13's first run: 35.9 us against triton_prefetch's 34.9, so no speed is promised here: the
-    figure decides the forms and whether it becomes a rung)."""
+    layers), each pair of cupy_rowwarp's forms (ROWWARP_GATEUP, ROWWARP_DOWN) on its own, cupy_mma (the tensor
+    cores) in its default form and each form forced, and cupy_rowhalf (gate/up in packed half2, session 15); recorded
+    as perop-moe-DTYPE.json with SPARKOPS_PEROP_DIR set; asserted only that each was captured (session 13's first run:
+    35.9 us against triton_prefetch's 34.9, so no speed is promised here: the figure decides the forms and whether it
+    becomes a rung)."""
     from sparkops.config import load_preset
     from sparkops_cupy._workloads import moe_workload
 
@@ -227,7 +228,8 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
                 cm.ROWWARP_GATEUP, cm.ROWWARP_DOWN = defaults
         return call
 
-    impls = {n: cat.get("moe_experts", n).resolve() for n in ("triton_prefetch", "triton_lastblock", "cupy_mma")}
+    impls = {n: cat.get("moe_experts", n).resolve()
+             for n in ("triton_prefetch", "triton_lastblock", "cupy_mma", "cupy_rowhalf")}
     mma, mma_default = impls["cupy_mma"], cm.MOE_MMA_FORM
 
     def mma_form(form):

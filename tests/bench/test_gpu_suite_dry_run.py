@@ -1059,22 +1059,28 @@ def test_rungs15r_times_the_one_launch_router_over_the_row_warp_step(tmp_path):
 
 
 def test_rungs16d_times_the_half2_copy_form_over_the_row_warp_step(tmp_path):
-    """The plan for session 16, fresh: the step rebuilt through the row-warp rung, the half form's proof once (in the
+    """The plan for session 16, fresh: the step rebuilt through the row-warp rung, the half forms' proof once (in the
     lane beside too), then linear@Q4_K=cupy_rowhalf over the row-warp step, predicted from the row-warp side-by-side's
-    record: cupy_rowwarp's time a token over cupy_rowhalf's (500 / 400 us: 1.25)."""
-    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowhalf": 400e-6})
+    record (cupy_rowwarp's time a token over cupy_rowhalf's, 500 / 400 us: 1.25), then moe_experts=cupy_rowhalf over
+    that (the stub times every pair as a win), predicted from the MoE side-by-side's (900 / 600: 1.5)."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowhalf": 400e-6},
+                       moe={"triton_prefetch": 900e-6, "cupy_rowhalf": 600e-6})
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs16d", "proofs16d", extra_env=env)
     machine = tmp_path / "machine"
     rw, reg = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s16-rowhalf.toml"
+    moe = machine / "cuda-s16-moe-rowhalf.toml"
     assert "unknown stage" not in log and "SKIP" not in log
     assert log.count("gpu-tests-rowhalf (limit") == 1
     assert log.index("gpu-tests-rowhalf rc=0") < log.index("] swap-linear-rowhalf (limit")
     assert Path(f"{reg}.base").read_text().strip() == str(rw)
+    assert Path(f"{moe}.base").read_text().strip() == str(reg)  # over the linear rung (a stand-in win here)
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 1, decodes
+    assert len(decodes) == 2, decodes
     assert f"--registry {rw} --vs {reg}" in decodes[0] and "--changes linear@Q4_K " in decodes[0]
     assert "--expect linear@Q4_K=1.250" in decodes[0]
+    assert f"--registry {reg} --vs {moe}" in decodes[1] and "--changes moe_experts " in decodes[1]
+    assert "--expect moe_experts=1.500" in decodes[1]
 
 
 def test_probe_mma_times_the_pipe_form_s_warps_beside_the_tile_form(tmp_path):

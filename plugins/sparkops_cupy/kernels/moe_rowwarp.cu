@@ -5,7 +5,8 @@
 // Why. Session 13's decode step spent ~36% of its busy time in the experts: Triton's decode GEMVs take 38.5 us a
 // layer for 34 MB (23% of 4.04 TB/s), a chunk loop of dependent round trips per program.
 //
-// 1. gate/up (the "octet" form, or "copy": the block's weights copied whole into shared memory first): the hidden
+// 1. gate/up (the "octet" form, or "copy": the block's weights copied whole into shared memory first; "half": the copy
+//    form's products in packed half2, cupy_rowhalf's): the hidden
 //    vector h [K * F + Fs] (the K chosen experts' F rows slot by slot, then
 //    the shared expert's Fs) as h[r] = silu(gate_r . x) * (up_r . x). A warp owns two rows r, r + 1: octets 0, 1
 //    take their gate rows, octets 2, 3 their up rows, all four on the same super-block at once from the activations
@@ -15,7 +16,7 @@
 //    activations are h[256u..]), 16 in flight at a time, each scaled by its slot's routing weight; h is float32,
 //    read through L1. 128 threads = 4 outputs.
 // An expert id outside [0, E) reads expert 0's rows and makes the output NaN (as the other implementations do).
-#include "q4k_rows.cuh"
+#include "q4k_half.cuh"
 
 __device__ __forceinline__ float mr_silu(float g) { return g / (1.0f + expf(-g)); }
 
@@ -104,6 +105,57 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
     const bool ok = local < here;
     const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
     const float acc = ro_copied_row(r, D >> 8, o, sx, ssum);
+    const float up = __shfl_down_sync(0xffffffffu, acc, 16);  // lanes 0 and 8: the up row of their gate row
+    if (o == 0 && oct < 2 && ok) h[r0 + local] = bad ? QNAN : mr_silu(acc) * up;
+}
+
+// gate/up in the copy form with packed half2 products ("half", implementation cupy_rowhalf; written after session 15's
+// device time, not yet on a GPU): gateup_cp_q4_k with the activations staged as fp16 pairs scaled by a power of two
+// (q4k_half.cuh's rh_scale, rh_stage) and each row decoded by rh_copied_row. Shared memory: D / 8 slots of 16 bytes,
+// D / 16 float sums, then 8 gate rows and 8 up rows. Same arguments and grid as gateup_q4_k.
+template <int DT>
+__device__ __forceinline__ void gateup_hc_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
+                                               const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
+                                               i64 row_bytes, int F, const u8* __restrict__ s_gate,
+                                               const u8* __restrict__ s_up, int Fs, int D, float* __restrict__ h) {
+    extern __shared__ __align__(16) float mr_smem[];
+    __shared__ float red[32];
+    uint4* shx = (uint4*)mr_smem;
+    float* ssum = mr_smem + 4 * (D >> 3);
+    u8* sw = (u8*)(ssum + (D >> 4));
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 rows = (i64)K * F + Fs;
+    const i64 r0 = (i64)blockIdx.x * 8;
+    const int here = (int)min((i64)8, rows - r0);
+    bool bad = false;
+    const u8 *g, *u;
+    if (r0 < (i64)K * F) {
+        i64 e = ids[r0 / F];
+        bad = e < 0 || e >= E;
+        e = bad ? 0 : e;
+        g = w_gate + (e * F + r0 % F) * row_bytes;
+        u = w_up + (e * F + r0 % F) * row_bytes;
+    } else {
+        g = s_gate + (r0 - (i64)K * F) * row_bytes;
+        u = s_up + (r0 - (i64)K * F) * row_bytes;
+    }
+    const int n16 = (int)(here * row_bytes / 16);
+    const u32 dst = smem_addr(sw);
+    const u32 dst_up = dst + (u32)(8 * row_bytes);
+    for (int c = tid; c < 2 * n16; c += blockDim.x) {
+        const bool second = c >= n16;
+        const int cc = second ? c - n16 : c;
+        cp_async16((second ? dst_up : dst) + 16 * cc, (second ? u : g) + 16 * (i64)cc, 16);
+    }
+    cp_async_commit();
+    const int s = rh_scale<DT>(x, D, red);
+    rh_stage<DT>(x, D, s, shx, ssum);
+    cp_async_wait_all();
+    __syncthreads();
+    const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the block
+    const bool ok = local < here;
+    const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
+    const float acc = rh_copied_row(r, D >> 8, o, shx, ssum, rh_pow2(-s));
     const float up = __shfl_down_sync(0xffffffffu, acc, 16);  // lanes 0 and 8: the up row of their gate row
     if (o == 0 && oct < 2 && ok) h[r0 + local] = bad ? QNAN : mr_silu(acc) * up;
 }
@@ -348,4 +400,28 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_down(
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
     down_q4_k(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateuphc_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_hc_q4_k<DT_F32>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateuphc_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_hc_q4_k<DT_BF16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateuphc_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_hc_q4_k<DT_F16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
