@@ -72,6 +72,19 @@ __device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8
     if (o == 0 && ok) store_act(y, row, DT, acc);
 }
 
+// The copy forms' start (rowcp_q4_k, rowhc_q4_k): the block's rows r0.. (16, fewer in the last block: returned), one
+// contiguous range of the weight, copied into shared memory at sw with cp.async, committed and not waited on
+// (row_bytes = K / 256 * 144, a multiple of 16)
+__device__ __forceinline__ int rc_copy_rows(const u8* __restrict__ w, i64 row_bytes, int N, i64 r0, u8* sw) {
+    const int rows = (int)min((i64)16, (i64)N - r0);
+    const int n16 = (int)(rows * row_bytes / 16);
+    const u8* src = w + r0 * row_bytes;
+    const u32 dst = smem_addr(sw);
+    for (int c = threadIdx.x; c < n16; c += blockDim.x) cp_async16(dst + 16 * c, src + 16 * (i64)c, 16);
+    cp_async_commit();
+    return rows;
+}
+
 // The octet form with every weight byte in flight at once ("copy"). In the octet form each octet holds 4 super-blocks
 // in registers and reloads one as it uses one: a row of 9 is ~3 dependent DRAM round trips, the step's bottleneck
 // once the instructions are counted (session 13: 12.8 us at 12288 x 2304 for ~6 us of issue). Here the block copies
@@ -88,12 +101,7 @@ __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8*
     u8* sw = (u8*)(ssum + (K >> 4));  // 16-byte aligned: K is a multiple of 256
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const i64 r0 = (i64)blockIdx.x * 16;
-    const int rows = (int)min((i64)16, (i64)N - r0);
-    const int n16 = (int)(rows * row_bytes / 16);  // row_bytes = K / 256 * 144, a multiple of 16
-    const u8* src = w + r0 * row_bytes;
-    const u32 dst = smem_addr(sw);
-    for (int c = tid; c < n16; c += blockDim.x) cp_async16(dst + 16 * c, src + 16 * (i64)c, 16);
-    cp_async_commit();
+    const int rows = rc_copy_rows(w, row_bytes, N, r0, sw);
     ro_stage<DT>(x, K, sx, ssum);
     cp_async_wait_all();
     __syncthreads();
@@ -148,12 +156,7 @@ __device__ __forceinline__ void rowhc_q4_k(const void* __restrict__ x, const u8*
     u8* sw = (u8*)(ssum + (K >> 4));  // 16-byte aligned: K is a multiple of 256
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const i64 r0 = (i64)blockIdx.x * 16;
-    const int rows = (int)min((i64)16, (i64)N - r0);
-    const int n16 = (int)(rows * row_bytes / 16);
-    const u8* src = w + r0 * row_bytes;
-    const u32 dst = smem_addr(sw);
-    for (int c = tid; c < n16; c += blockDim.x) cp_async16(dst + 16 * c, src + 16 * (i64)c, 16);
-    cp_async_commit();
+    const int rows = rc_copy_rows(w, row_bytes, N, r0, sw);
     const int s = rh_scale<DT>(x, K, red);
     rh_stage<DT>(x, K, s, shx, ssum);
     cp_async_wait_all();

@@ -59,23 +59,22 @@ __device__ __forceinline__ void gateup_q4_k(const void* __restrict__ x, const i6
     if (o == 0 && oct < 2 && ok) h[r] = bad ? QNAN : mr_silu(acc) * u;
 }
 
-// gate/up with every weight byte of the block in flight at once ("copy", as linear_rowwarp.cu's rowcp): the block's
-// 8 hidden rows are one slot's (F and Fs are multiples of 256), so its 8 gate rows and 8 up rows are two contiguous
-// ranges, copied into shared memory with cp.async before the activations are staged; the octets then decode from
-// shared memory. Shared memory: the staged activations and sums, then 8 gate rows and 8 up rows. Same arguments and
-// grid as gateup_q4_k.
-template <int DT>
-__device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
-                                               const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
-                                               i64 row_bytes, int F, const u8* __restrict__ s_gate,
-                                               const u8* __restrict__ s_up, int Fs, int D, float* __restrict__ h) {
-    extern __shared__ __align__(16) float mr_smem[];
-    float4* sx = (float4*)mr_smem;
-    float* ssum = mr_smem + D;
-    u8* sw = (u8*)(ssum + (D >> 4));
-    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+// The copy forms' start (gateup_cp_q4_k, gateup_hc_q4_k): block r0 / 8's hidden rows are one slot's (F and Fs are
+// multiples of 256), so its 8 gate rows and 8 up rows are two contiguous ranges, copied into shared memory at sw (the
+// gate rows, then the up rows 8 rows further) with cp.async, committed and not waited on. here: the block's rows (8,
+// fewer in the last block); bad: the slot's expert id is outside [0, E) (expert 0's rows are copied instead). The
+// per-thread address arithmetic differs from the inline code it replaced (session 15: gateupcp's SASS changed, its
+// sums did not).
+struct GuRows {
+    int here;
+    bool bad;
+};
+
+__device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+                                               const u8* __restrict__ w_up, i64 row_bytes, int F,
+                                               const u8* __restrict__ s_gate, const u8* __restrict__ s_up, int Fs,
+                                               i64 r0, u8* sw) {
     const i64 rows = (i64)K * F + Fs;
-    const i64 r0 = (i64)blockIdx.x * 8;
     const int here = (int)min((i64)8, rows - r0);
     bool bad = false;
     const u8 *g, *u;
@@ -92,12 +91,33 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
     const int n16 = (int)(here * row_bytes / 16);
     const u32 dst = smem_addr(sw);
     const u32 dst_up = dst + (u32)(8 * row_bytes);
-    for (int c = tid; c < 2 * n16; c += blockDim.x) {
+    for (int c = threadIdx.x; c < 2 * n16; c += blockDim.x) {
         const bool second = c >= n16;
         const int cc = second ? c - n16 : c;
         cp_async16((second ? dst_up : dst) + 16 * cc, (second ? u : g) + 16 * (i64)cc, 16);
     }
     cp_async_commit();
+    return {here, bad};
+}
+
+// gate/up with every weight byte of the block in flight at once ("copy", as linear_rowwarp.cu's rowcp): the block's
+// 8 gate rows and 8 up rows copied into shared memory (gu_copy_rows) before the activations are staged; the octets
+// then decode from shared memory. Shared memory: the staged activations and sums, then 8 gate rows and 8 up rows. Same arguments and
+// grid as gateup_q4_k.
+template <int DT>
+__device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
+                                               const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
+                                               i64 row_bytes, int F, const u8* __restrict__ s_gate,
+                                               const u8* __restrict__ s_up, int Fs, int D, float* __restrict__ h) {
+    extern __shared__ __align__(16) float mr_smem[];
+    float4* sx = (float4*)mr_smem;
+    float* ssum = mr_smem + D;
+    u8* sw = (u8*)(ssum + (D >> 4));
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 r0 = (i64)blockIdx.x * 8;
+    const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
+    const int here = b.here;
+    const bool bad = b.bad;
     ro_stage<DT>(x, D, sx, ssum);
     cp_async_wait_all();
     __syncthreads();
@@ -124,30 +144,10 @@ __device__ __forceinline__ void gateup_hc_q4_k(const void* __restrict__ x, const
     float* ssum = mr_smem + 4 * (D >> 3);
     u8* sw = (u8*)(ssum + (D >> 4));
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
-    const i64 rows = (i64)K * F + Fs;
     const i64 r0 = (i64)blockIdx.x * 8;
-    const int here = (int)min((i64)8, rows - r0);
-    bool bad = false;
-    const u8 *g, *u;
-    if (r0 < (i64)K * F) {
-        i64 e = ids[r0 / F];
-        bad = e < 0 || e >= E;
-        e = bad ? 0 : e;
-        g = w_gate + (e * F + r0 % F) * row_bytes;
-        u = w_up + (e * F + r0 % F) * row_bytes;
-    } else {
-        g = s_gate + (r0 - (i64)K * F) * row_bytes;
-        u = s_up + (r0 - (i64)K * F) * row_bytes;
-    }
-    const int n16 = (int)(here * row_bytes / 16);
-    const u32 dst = smem_addr(sw);
-    const u32 dst_up = dst + (u32)(8 * row_bytes);
-    for (int c = tid; c < 2 * n16; c += blockDim.x) {
-        const bool second = c >= n16;
-        const int cc = second ? c - n16 : c;
-        cp_async16((second ? dst_up : dst) + 16 * cc, (second ? u : g) + 16 * (i64)cc, 16);
-    }
-    cp_async_commit();
+    const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
+    const int here = b.here;
+    const bool bad = b.bad;
     const int s = rh_scale<DT>(x, D, red);
     rh_stage<DT>(x, D, s, shx, ssum);
     cp_async_wait_all();

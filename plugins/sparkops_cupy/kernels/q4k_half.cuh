@@ -100,12 +100,7 @@ __device__ __forceinline__ void rh_stage(const void* __restrict__ x, int K, int 
 // staged slots (rh_slot), ssb: the super-block's 16 sums, inv: 2^-s.
 __device__ __forceinline__ float rh_block(uint4 h, uint4 q, const uint4* __restrict__ shx, int sb, int o,
                                           const float* __restrict__ ssb, const RoLane& l, float inv) {
-    const u32 a = h.y >> l.sh, b = h.z >> l.sh, c = h.w >> l.sh;  // as ro_block
-    const u32 sc0 = l.low ? (a & 63u) : ((c & 15u) | ((a >> 2) & 48u));
-    const u32 mn0 = l.low ? (b & 63u) : (((c >> 4) & 15u) | ((b >> 2) & 48u));
-    const u32 sc1 = l.low ? ((a >> 8) & 63u) : (((c >> 8) & 15u) | ((a >> 10) & 48u));
-    const u32 mn1 = l.low ? ((b >> 8) & 63u) : (((c >> 12) & 15u) | ((b >> 10) & 48u));
-    const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
+    const RoScales f = ro_scales(h, l);
     const u32 w[4] = {q.x, q.y, q.z, q.w};
     u32 al = 0u, ah = 0u;  // half2 sums of q x: low nibbles, high nibbles
     u32 magic;
@@ -123,8 +118,7 @@ __device__ __forceinline__ float rh_block(uint4 h, uint4 q, const uint4* __restr
         ah = h2_fma(h02, xv.z, ah);
         ah = h2_fma(h13, xv.w, ah);
     }
-    return (d * (float)sc0) * (h2_sum(al) * inv) - (dmin * (float)mn0) * ssb[l.s16] +
-           ((d * (float)sc1) * (h2_sum(ah) * inv) - (dmin * (float)mn1) * ssb[l.s16 + 2]);
+    return f.ds0 * (h2_sum(al) * inv) - f.dm0 * ssb[l.s16] + (f.ds1 * (h2_sum(ah) * inv) - f.dm1 * ssb[l.s16 + 2]);
 }
 
 // The half copy form's walk of one row r already in shared memory (nsb super-blocks), summed over the octet: every

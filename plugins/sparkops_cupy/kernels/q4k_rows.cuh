@@ -115,16 +115,27 @@ __device__ __forceinline__ RoLane ro_lane(int o) {
     return l;
 }
 
-// one lane's share of one super-block from the staged activations: d*sc * sum(q x) - dmin*m * sum(x); sxb and ssb
-// point at the super-block's 64 float4 slots and 16 sums
-__device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __restrict__ sxb,
-                                          const float* __restrict__ ssb, const RoLane& l) {
+// A lane's two sub-blocks' factors from the super-block header h: d * scale and dmin * min of sub-blocks 2j (ds0, dm0)
+// and 2j + 1 (ds1, dm1)
+struct RoScales {
+    float ds0, dm0, ds1, dm1;
+};
+
+__device__ __forceinline__ RoScales ro_scales(uint4 h, const RoLane& l) {
     const u32 a = h.y >> l.sh, b = h.z >> l.sh, c = h.w >> l.sh;  // byte 0: sub-block 2j, byte 1: 2j + 1
     const u32 sc0 = l.low ? (a & 63u) : ((c & 15u) | ((a >> 2) & 48u));
     const u32 mn0 = l.low ? (b & 63u) : (((c >> 4) & 15u) | ((b >> 2) & 48u));
     const u32 sc1 = l.low ? ((a >> 8) & 63u) : (((c >> 8) & 15u) | ((a >> 10) & 48u));
     const u32 mn1 = l.low ? ((b >> 8) & 63u) : (((c >> 12) & 15u) | ((b >> 10) & 48u));
     const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
+    return {d * (float)sc0, dmin * (float)mn0, d * (float)sc1, dmin * (float)mn1};
+}
+
+// one lane's share of one super-block from the staged activations: d*sc * sum(q x) - dmin*m * sum(x); sxb and ssb
+// point at the super-block's 64 float4 slots and 16 sums
+__device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __restrict__ sxb,
+                                          const float* __restrict__ ssb, const RoLane& l) {
+    const RoScales f = ro_scales(h, l);
     const u32 w[4] = {q.x, q.y, q.z, q.w};
     float al = 0.0f, ah = 0.0f;
 #pragma unroll
@@ -140,8 +151,7 @@ __device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __rest
         ah = fmaf(rw_nib(hi, 2), x1.z, ah);
         ah = fmaf(rw_nib(hi, 3), x1.w, ah);
     }
-    return (d * (float)sc0) * al - (dmin * (float)mn0) * ssb[l.s16] +
-           ((d * (float)sc1) * ah - (dmin * (float)mn1) * ssb[l.s16 + 2]);
+    return f.ds0 * al - f.dm0 * ssb[l.s16] + (f.ds1 * ah - f.dm1 * ssb[l.s16 + 2]);
 }
 
 // Stage activations x [K] (dtype DT) in shared memory for ro_block: K floats in swizzled 16-byte groups, then the
