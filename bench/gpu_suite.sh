@@ -75,6 +75,8 @@
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
+#     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
+#                 (bench/probes/router_kernels.py)
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
 #                 launch per reduction), then fuse_short_conv, then linear=triton_pdl (programmatic dependent
 #                 launch); their GPU tests first; a recorded diagnosis; prefill
@@ -207,10 +209,11 @@
 # Next session (nvidia-h200-x2), fresh, the same export: two rungs are built and waiting, linear and moe_experts =
 # cupy_rowhalf (written after session 15's device time: the CPU layout test passes; GPU tests, side-by-side columns
 # and the ncu launch are ready). The experts' pair will likely need the warm call:
-#   bash bench/gpu_lanes.sh 560 "rungs16d" "proofs16d probe_ncu tests1of2"
+#   bash bench/gpu_lanes.sh 560 "rungs16d" "proofs16d probe_ncu probe_router tests1of2"
 #                                      # GPU 0: the step rebuilt (~230 s), the proof (~40), diagnosis, swap, pair (~200);
 #                                      # GPU 1: the proof, Nsight Compute with the half form beside the others (~120),
-#                                      # half the GPU tests (~320). Then, warm, the experts' pair beside the rest:
+#                                      # the routers under ncu (~40), half the GPU tests (~320). Then, warm, the
+#                                      # experts' pair beside the rest:
 #   bash bench/gpu_lanes.sh 480 "rungs16d" "tests2of2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
@@ -634,6 +637,31 @@ proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped 
   run gpu-tests-router 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k router \
       tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py \
       --junitxml="$R/gpu-tests-router.xml"
+}
+# ncu_passes NAME REGEX LAUNCHES SCRIPT: Nsight Compute on the measured pass of a probe script that launches LAUNCHES
+# kernels matching REGEX twice (a warm-up pass, then the measured one): the sections that say what binds
+# (probe-ncu-NAME), then the instructions and the warps stalled per issue-active cycle by reason (probe-ncu-NAME-stalls,
+# a pass of its own, so that a metric this ncu lacks costs only that pass), each report also as one table
+# (bench/probes/ncu_table.py). Without ncu on the machine it says so and runs nothing.
+ncu_passes() {
+  local name=$1 regex=$2 n=$3 script=$4 metrics=smsp__inst_executed.sum reason f
+  if ! command -v ncu > /dev/null; then
+    log "probe-ncu-$name: no ncu on this machine; nothing profiled"
+    return 0
+  fi
+  run probe-ncu-$name 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
+      -k "regex:$regex" --launch-skip $n --launch-count $n python3 $script
+  for reason in long_scoreboard short_scoreboard wait barrier mio_throttle math_pipe_throttle not_selected selected \
+      lg_throttle dispatch_stall no_instruction drain membar branch_resolving; do
+    metrics="$metrics,smsp__average_warps_issue_stalled_${reason}_per_issue_active.ratio"
+  done
+  run probe-ncu-$name-stalls 120 ncu --clock-control none --metrics "$metrics" -k "regex:$regex" --launch-skip $n \
+      --launch-count $n python3 $script
+  for f in probe-ncu-$name probe-ncu-$name-stalls; do
+    [ -s "$R/$f.log" ] && python3 bench/probes/ncu_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
+  done
+  return 0
 }
 proof_rowhalf() {  # linear@Q4_K=cupy_rowhalf (session 15, not yet on a GPU when written): every row from NaN at the
   # 48B's and odd shapes, activations of any size, the contract on CUDA, then timed beside cupy_rowwarp (the row-warp
@@ -1357,30 +1385,13 @@ probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 
 probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,
   # occupancy, DRAM throughput. ncu reads counters only on some machines (the device notes: Firecracker, not gVisor)
-  if command -v ncu > /dev/null; then
-    # (18 launches a pass: the 4 row-warp forms, the half form, the 2 tensor-core forms, Triton's GEMV and a plain
-    # read, per shape)
-    run probe-ncu-rowwarp 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
-        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
-        -k "regex:rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" --launch-skip 18 --launch-count 18 \
-        python3 bench/probes/rowwarp_kernels.py
-    # then the cycles a warp stalls per issued instruction, by reason (session 14 saw ~1 eligible warp of ~4.5 and
-    # had only the sections' headlines): a pass of its own, so that a metric this ncu lacks costs only this pass
-    NCU_METRICS=smsp__inst_executed.sum
-    for NCU_R in long_scoreboard short_scoreboard wait barrier mio_throttle math_pipe_throttle not_selected selected \
-        lg_throttle dispatch_stall no_instruction drain membar branch_resolving; do
-      NCU_METRICS="$NCU_METRICS,smsp__average_warps_issue_stalled_${NCU_R}_per_issue_active.ratio"
-    done
-    run probe-ncu-stalls 120 ncu --clock-control none --metrics "$NCU_METRICS" \
-        -k "regex:rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" --launch-skip 18 --launch-count 18 \
-        python3 bench/probes/rowwarp_kernels.py
-    for NCU_F in probe-ncu-rowwarp probe-ncu-stalls; do  # each report as one table (bench/probes/ncu_table.py)
-      [ -s "$R/$NCU_F.log" ] && python3 bench/probes/ncu_table.py "$R/$NCU_F.log" --json "$R/$NCU_F.json" \
-          > "$R/$NCU_F-table.txt" 2>&1
-    done
-  else
-    log "probe-ncu-rowwarp: no ncu on this machine; nothing profiled"
-  fi ;;
+  # (18 launches a pass: the 4 row-warp forms, the half form, the 2 tensor-core forms, Triton's GEMV and a plain read,
+  # per shape)
+  ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 18 \
+      bench/probes/rowwarp_kernels.py ;;
+probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
+  # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
+  ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
   run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"

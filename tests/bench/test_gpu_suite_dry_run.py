@@ -1135,7 +1135,7 @@ def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
 
 
 def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_not(tmp_path):
-    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 16 launches skipped) with the
+    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 18 launches skipped) with the
     sections that say what binds; without it, it says that nothing was profiled and runs nothing."""
     bare = tmp_path / "without"
     bare.mkdir()
@@ -1151,11 +1151,25 @@ def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_
     assert "--clock-control none" in ncu and "--launch-skip 18 --launch-count 18" in ncu
     assert "--section WarpStateStats" in ncu and "bench/probes/rowwarp_kernels.py" in ncu
     # the stall reasons in a pass of their own, every reason in the one metric form ncu_table.py reads
-    assert "] probe-ncu-stalls (limit" in log and "--launch-skip 18 --launch-count 18" in stalls
+    assert "] probe-ncu-rowwarp-stalls (limit" in log and "--launch-skip 18 --launch-count 18" in stalls
     metrics = stalls.split("--metrics ")[1].split()[0].split(",")
     assert metrics[0] == "smsp__inst_executed.sum" and len(metrics) == 15
     assert all(m.startswith("smsp__average_warps_issue_stalled_") and m.endswith("_per_issue_active.ratio")
                for m in metrics[1:]), metrics
+
+
+def test_probe_router_profiles_the_routers_measured_pass_with_the_same_two_passes(tmp_path):
+    """Stage probe_router: ncu_passes on bench/probes/router_kernels.py, its 4 warm-up launches skipped, both the
+    sections and the stall pass, each regex naming the two routers' kernels."""
+    stubs = _stubs(tmp_path, 1)
+    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
+    (stubs / "ncu").chmod(0o755)
+    log, calls = _suite(tmp_path, "probe_router")
+    assert "] probe-ncu-router (limit" in log and "] probe-ncu-router-stalls (limit" in log
+    ncu, stalls = [c for c in calls if c.startswith("ncu ")]
+    for c in (ncu, stalls):
+        assert "--launch-skip 4 --launch-count 4" in c and "bench/probes/router_kernels.py" in c
+        assert "regex:moe_router_rowwarp|_logits_gemv_kernel" in c
 
 
 def _path_without(tool: str) -> str:
