@@ -209,12 +209,12 @@
 # Next session (nvidia-h200-x2), fresh, the same export: two rungs are built and waiting, linear and moe_experts =
 # cupy_rowhalf (written after session 15's device time: the CPU layout test passes; GPU tests, side-by-side columns
 # and the ncu launch are ready). The experts' pair will likely need the warm call:
-#   bash bench/gpu_lanes.sh 560 "rungs16d" "proofs16d probe_ncu probe_router tests1of2"
+#   bash bench/gpu_lanes.sh 560 "rungs16d" "proofs16d probe_ncu tests1of2"
 #                                      # GPU 0: the step rebuilt (~230 s), the proof (~40), diagnosis, swap, pair (~200);
 #                                      # GPU 1: the proof, Nsight Compute with the half form beside the others (~120),
-#                                      # the routers under ncu (~40), half the GPU tests (~320). Then, warm, the
-#                                      # experts' pair beside the rest:
-#   bash bench/gpu_lanes.sh 480 "rungs16d" "tests2of2"
+#                                      # half the GPU tests (~320). Then, warm, the experts' pair beside the routers
+#                                      # under ncu (~40) and the other half of the tests:
+#   bash bench/gpu_lanes.sh 480 "rungs16d" "probe_router tests2of2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
