@@ -96,7 +96,7 @@ __device__ __forceinline__ void rh_stage(const void* __restrict__ x, int K, int 
     }
 }
 
-// One lane's share of one super-block from the staged half2 activations: d*sc * sum(q x) - dmin*m * sum(x). shb: the
+// One lane's share of one super-block from the staged half2 activations: d*sc * sum(q x) - dmin*m * sum(x). shx: the
 // staged slots (rh_slot), ssb: the super-block's 16 sums, inv: 2^-s.
 __device__ __forceinline__ float rh_block(uint4 h, uint4 q, const uint4* __restrict__ shx, int sb, int o,
                                           const float* __restrict__ ssb, const RoLane& l, float inv) {
