@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("router_kernels probe: needs a CUDA device", file=sys.stderr)
         return 2
+    from _passes import warm_then_measured
+
     from sparkops.config import load_preset
     from sparkops.plugins import load_catalog
 
@@ -38,13 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             calls.append((f"{name} {str(x.dtype).removeprefix('torch.')}",
                           lambda fn=fn, x=x: fn(x, weight, bias, cfg.n_experts_per_token, cfg.n_group, cfg.topk_group,
                                                 cfg.routed_scaling_factor, cfg.router_renorm_eps)))
-    for _, call in calls:  # the warm-up pass (ncu --launch-skip passes over these)
-        call()
-    torch.cuda.synchronize()
-    for label, call in calls:
-        call()
-        torch.cuda.synchronize()
-        print(f"launched {label}", flush=True)
+    warm_then_measured(calls)
     return 0
 
 

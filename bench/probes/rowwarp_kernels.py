@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import triton
     import triton.language as tl
+    from _passes import warm_then_measured
     from gguf import GGMLQuantizationType as Q
     from sparkops_cupy import linear as cl
     from sparkops_cupy._runtime import DTYPE_CODE
@@ -97,13 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         words = w.raw.view(torch.int32).reshape(-1)
         calls.append((f"{shape} read", lambda words=words: _read_kernel[(triton.cdiv(words.numel(), 4096),)](
             words, sink, words.numel(), BLOCK=4096)))
-    for _, call in calls:  # the warm-up pass: compiles, counters (ncu --launch-skip passes over these)
-        call()
-    torch.cuda.synchronize()
-    for label, call in calls:
-        call()
-        torch.cuda.synchronize()
-        print(f"launched {label}", flush=True)
+    warm_then_measured(calls)
     return 0
 
 
