@@ -204,18 +204,16 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 
 
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None) -> None:
-    """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP),
-    down in ROWWARP_DOWN."""
+    """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
+    only by name), down in ROWWARP_DOWN."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
-    # "half" only when named (cupy_rowhalf): cupy_rowwarp's float32 claim does not cover fp16 products
-    if (gateup or ROWWARP_GATEUP) not in ("octet", "copy", "staged", "half" if gateup else "") \
-            or ROWWARP_DOWN not in ("warp", "copy"):
+    # "half" only when an implementation names it (cupy_rowhalf): cupy_rowwarp's float32 claim does not cover fp16
+    named, gateup = gateup is not None, gateup or ROWWARP_GATEUP
+    if gateup not in ("octet", "copy", "staged") + (("half",) if named else ()) or ROWWARP_DOWN not in ("warp", "copy"):
         raise BadInput(f"moe_experts: cupy_rowwarp's forms are gate/up 'octet', 'copy' or 'staged' and down 'warp' or "
-                       f"'copy', not {gateup or ROWWARP_GATEUP!r} / {ROWWARP_DOWN!r} "
-                       f"(sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
-    gateup = gateup or ROWWARP_GATEUP
+                       f"'copy', not {gateup!r} / {ROWWARP_DOWN!r} (sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
     if gateup == "half":  # fp16 pairs (16 bytes a slot of 8), sums of 16, 8 gate + 8 up rows
         smem = 2 * d + 4 * (d // 16) + 16 * kg.row_bytes
     else:  # float32 activations, sums of 16 (, 8 gate + 8 up rows)

@@ -2,9 +2,10 @@
 
 "cupy_rowwarp" (`moe_router_rowwarp`): a warp an expert computes its float32 logit with every load of the weight row
 requested at once (the row-warp idea of `linear=cupy_rowwarp`), and the last block of the token to finish routes it
-with one warp (each pick two single-instruction warp reductions; no shared-memory reductions). Session 14's diagnosis had the step's router, the
-Triton logits GEMV that routes in its last program (`moe_router=triton_prefetch`), at 7.3 µs a layer for 2.4 MB of
-weight (0.19 ms a token): 64 programs on 132 SMs, and a routing tail of block-wide reductions.
+with one warp (each pick two single-instruction warp reductions; no shared-memory reductions). Session 14's diagnosis
+had the step's router, the Triton logits GEMV that routes in its last program (`moe_router=triton_prefetch`), at
+7.3 µs a layer for 2.4 MB of weight (0.19 ms a token): 64 programs on 132 SMs, and a routing tail of block-wide
+reductions.
 
 The logits are summed in another order than the reference's float64 product: claim tolerance() (the router row:
 weights close, ids exact except where the reference's choice is a near tie).

@@ -48,12 +48,13 @@ def staged(x: np.ndarray, s: int) -> np.ndarray:
     k_total = x.size
     xs = (x.astype(np.float32) * np.float32(2.0 ** s)).astype(np.float16).view(np.uint16).astype(np.uint32)
     out = np.zeros((k_total // 8, 4), np.uint32)
-    for i in range(k_total // 8):  # the staging loop's slot i, as the kernel decodes it
-        sb, o, k = i >> 5, (i >> 2) & 7, i & 3
-        lo = sb * 256 + 64 * (o >> 1) + 16 * (o & 1) + 4 * k
-        hi = lo + 32
-        out[sb * 32 + k * 8 + o] = [xs[lo] | xs[lo + 2] << 16, xs[lo + 1] | xs[lo + 3] << 16,
-                                    xs[hi] | xs[hi + 2] << 16, xs[hi + 1] | xs[hi + 3] << 16]
+    for u in range(k_total // 32):  # the staging loop's unit u, as the kernel decodes it
+        sb, o = u >> 3, u & 7
+        for k in range(4):
+            lo = sb * 256 + 64 * (o >> 1) + 16 * (o & 1) + 4 * k
+            hi = lo + 32
+            out[sb * 32 + k * 8 + o] = [xs[lo] | xs[lo + 2] << 16, xs[lo + 1] | xs[lo + 3] << 16,
+                                        xs[hi] | xs[hi + 2] << 16, xs[hi + 1] | xs[hi + 3] << 16]
     return out
 
 

@@ -12,9 +12,9 @@
 // Lane l holds experts l, l + 32, ... (8 of them up to 256 experts, else RT_SLOTS: E <= 512), groups are lanes
 // (n_group <= 32) and pick k is lane k (top_k <= 32); the host hands every other shape to another implementation
 // (moe_router.py's policy). A pick costs two single-instruction warp reductions (__reduce_max_sync over keys that
-// order as the floats do, then __reduce_min_sync over the ids holding the maximum) and one lane's look at its slots:
-// session 15's first form, a shuffle arg-max of (value, id) and every lane scanning 16 slots a pick, routed in ~3 us
-// and lost to Triton's router (8.3-9.2 against 7.6 us a layer).
+// order as the floats do, then __reduce_min_sync over the ids holding the maximum) and one lane's look at its slots.
+// Session 15's first form (a shuffle arg-max of (value, id), every lane scanning 16 slots a pick) lost to Triton's
+// router, 8.3-9.2 against 7.6 us a layer; its routing tail was the suspect (by its instruction chain, not measured).
 //
 // Memory order of the arrival (the pattern of sparkops_triton/_arrival.py and of CUTLASS's split-K semaphore): the
 // block's logit stores, a barrier, one acq_rel atomic add at GPU scope by thread 0 (release: cumulative over what the

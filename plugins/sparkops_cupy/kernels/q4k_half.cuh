@@ -69,30 +69,33 @@ __device__ __forceinline__ int rh_scale(const void* __restrict__ x, int K, float
     return min(max(7 - e, -100), 100);
 }
 
-// Stage x [K] (dtype DT) for rh_block: every word slot (rh_slot) as 4 half2 of x * 2^s - [lo p, lo p+2], [lo p+1,
-// lo p+3], [hi p, hi p+2], [hi p+1, hi p+3] - then the K / 16 float32 sums of 16 (unscaled). Every thread takes part;
-// the caller synchronizes before reading.
+// Stage x [K] (dtype DT) for rh_block, a unit (sb, o) a thread at a time: lane o's 16 low and 16 high values of
+// super-block sb, read once, make its 4 word slots (rh_slot) as 4 half2 of x * 2^s - [lo p, lo p+2], [lo p+1, lo p+3],
+// [hi p, hi p+2], [hi p+1, hi p+3], p = 4k - and its two float32 sums of 16 (unscaled, added in order). Every thread
+// takes part; the caller synchronizes before reading.
 template <int DT>
 __device__ __forceinline__ void rh_stage(const void* __restrict__ x, int K, int s, uint4* __restrict__ shx,
                                          float* __restrict__ ssum) {
     const float f = rh_pow2(s);
-    for (int i = threadIdx.x; i < (K >> 3); i += blockDim.x) {  // slot (sb, o, k) covers 4 low and 4 high values
-        const int sb = i >> 5, o = (i >> 2) & 7, k = i & 3;
-        const i64 lo = (i64)sb * 256 + 64 * (o >> 1) + 16 * (o & 1) + 4 * k, hi = lo + 32;
-        float a[4], b[4];
+    for (int u = threadIdx.x; u < (K >> 5); u += blockDim.x) {
+        const int sb = u >> 3, o = u & 7;
+        const i64 lo = (i64)sb * 256 + 64 * (o >> 1) + 16 * (o & 1), hi = lo + 32;
+        float a[16], b[16], ta = 0.0f, tb = 0.0f;
 #pragma unroll
-        for (int n = 0; n < 4; ++n) {
-            a[n] = load_act(x, lo + n, DT) * f;
-            b[n] = load_act(x, hi + n, DT) * f;
+        for (int n = 0; n < 16; ++n) {
+            a[n] = load_act(x, lo + n, DT);
+            b[n] = load_act(x, hi + n, DT);
+            ta += a[n];
+            tb += b[n];
         }
-        shx[rh_slot(sb, o, k)] = make_uint4(h2_pack(a[0], a[2]), h2_pack(a[1], a[3]), h2_pack(b[0], b[2]),
-                                            h2_pack(b[1], b[3]));
-    }
-    for (int g = threadIdx.x; g < (K >> 4); g += blockDim.x) {
-        float t = 0.0f;
 #pragma unroll
-        for (int n = 0; n < 16; ++n) t += load_act(x, 16 * (i64)g + n, DT);
-        ssum[g] = t;
+        for (int k = 0; k < 4; ++k)
+            shx[rh_slot(sb, o, k)] = make_uint4(h2_pack(a[4 * k] * f, a[4 * k + 2] * f),
+                                                h2_pack(a[4 * k + 1] * f, a[4 * k + 3] * f),
+                                                h2_pack(b[4 * k] * f, b[4 * k + 2] * f),
+                                                h2_pack(b[4 * k + 1] * f, b[4 * k + 3] * f));
+        ssum[lo >> 4] = ta;
+        ssum[hi >> 4] = tb;
     }
 }
 
