@@ -241,6 +241,7 @@ LANE=${SUITE_LANE:-main}
 R=$TMP/suite-results/$T0-$LANE  # this call's logs (the machine's /tmp lives as long as it is held)
 B=$TMP/suite-bench              # the machine's scoreboard, kept across calls
 DJ=$TMP/suite-diag              # diagnoses (diagnose --json-out), the predictions later rows record
+GPU_TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-240}  # seconds one GPU test may take (the slowest took ~46 s in sessions 13-15)
 # --prediction FILE for a bench row, set only once that diagnosis exists (a missing file is refused by bench)
 PRED_TORCH=""
 PRED_BEST=""
@@ -1515,13 +1516,17 @@ tests1of2|tests2of2)  # half of the single-GPU test files each, balanced by the 
   files=$(python3 bench/gpu_test_shard.py "$part") && [ -n "$files" ] || {
     log "SKIP gpu-$stage: bench/gpu_test_shard.py $part gave no test files"; continue; }
   # shellcheck disable=SC2086 # a word list of test files
-  run gpu-$stage 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider $files --junitxml="$R/gpu-$stage.xml" ;;
+  # --timeout (pytest-timeout, on the image): a test that hangs fails by name and the shard goes on (session 16: both
+  # shards ran out the lane's budget with no JUnit file, and the log's dots did not say which test was running)
+  run gpu-$stage 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT $files \
+      --junitxml="$R/gpu-$stage.xml" ;;
 tests)    # every GPU visible (the NCCL tests need two), this lane's own GPU first: the single-GPU tests run there
   # and not on the GPU where the other lane is timing decode
   # -rP: the passed tests' printed timings go into the log too (session 5's were swallowed by the capture)
   # GPU_TESTS picks files (default: all of tests/)
   # GPU_TESTS_K: a -k expression (e.g. leaving out what stage proofs7 ran in this call)
-  run gpu-tests 60 env $(lane_gpus_first) python3 -m pytest -q -rP -m gpu -p no:cacheprovider ${GPU_TESTS:-tests} \
+  run gpu-tests 60 env $(lane_gpus_first) python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT \
+      ${GPU_TESTS:-tests} \
       ${GPU_TESTS_K:+-k "$GPU_TESTS_K"} --junitxml="$R/gpu-tests.xml" ;;
 opbench)
   # one pytest run and one JSON per file, the files the targets read first, so that a run stopped at the budget

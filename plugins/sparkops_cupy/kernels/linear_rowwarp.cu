@@ -157,8 +157,7 @@ __device__ __forceinline__ void rowhc_q4_k(const void* __restrict__ x, const u8*
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const i64 r0 = (i64)blockIdx.x * 16;
     const int rows = rc_copy_rows(w, row_bytes, N, r0, sw);
-    const int s = rh_scale<DT>(x, K, red);
-    rh_stage<DT>(x, K, s, shx, ssum);
+    const int s = rh_stage<DT>(x, K, red, shx, ssum);
     cp_async_wait_all();
     __syncthreads();
     const int local = (tid >> 5) * 4 + oct;

@@ -131,7 +131,7 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
 
 // gate/up in the copy form with packed half2 products ("half", implementation cupy_rowhalf; written after session 15's
 // device time, not yet on a GPU): gateup_cp_q4_k with the activations staged as fp16 pairs scaled by a power of two
-// (q4k_half.cuh's rh_scale, rh_stage) and each row decoded by rh_copied_row. Shared memory: D / 8 slots of 16 bytes,
+// (q4k_half.cuh's rh_stage) and each row decoded by rh_copied_row. Shared memory: D / 8 slots of 16 bytes,
 // D / 16 float sums, then 8 gate rows and 8 up rows. Same arguments and grid as gateup_q4_k.
 template <int DT>
 __device__ __forceinline__ void gateup_hc_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
@@ -148,8 +148,7 @@ __device__ __forceinline__ void gateup_hc_q4_k(const void* __restrict__ x, const
     const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
     const int here = b.here;
     const bool bad = b.bad;
-    const int s = rh_scale<DT>(x, D, red);
-    rh_stage<DT>(x, D, s, shx, ssum);
+    const int s = rh_stage<DT>(x, D, red, shx, ssum);
     cp_async_wait_all();
     __syncthreads();
     const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the block

@@ -53,12 +53,51 @@ __device__ __forceinline__ int rh_slot(int sb, int o, int k) { return sb * 32 + 
 // 2^e as a float (e in -126..127)
 __device__ __forceinline__ float rh_pow2(int e) { return __int_as_float((e + 127) << 23); }
 
-// The block's scale exponent s: the largest |x| times 2^s is below 256. Every thread of the block takes part (one
-// barrier); red: 32 floats of shared memory.
+// Lane o's 16 low and 16 high values of super-block sb (unit u = 8 sb + o) of x [K] as float32: 32 loads issued
+// together
 template <int DT>
-__device__ __forceinline__ int rh_scale(const void* __restrict__ x, int K, float* red) {
-    float m = 0.0f;
-    for (int i = threadIdx.x; i < K; i += blockDim.x) m = fmaxf(m, fabsf(load_act(x, i, DT)));
+__device__ __forceinline__ void rh_load_unit(const void* __restrict__ x, int u, float (&a)[16], float (&b)[16]) {
+    const int sb = u >> 3, o = u & 7;
+    const i64 lo = (i64)sb * 256 + 64 * (o >> 1) + 16 * (o & 1), hi = lo + 32;
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+        a[n] = load_act(x, lo + n, DT);
+        b[n] = load_act(x, hi + n, DT);
+    }
+}
+
+// m and the largest |value| of a unit (NaN is passed over, as fmaxf does)
+__device__ __forceinline__ float rh_absmax(const float (&a)[16], const float (&b)[16], float m) {
+#pragma unroll
+    for (int n = 0; n < 16; ++n) m = fmaxf(m, fmaxf(fabsf(a[n]), fabsf(b[n])));
+    return m;
+}
+
+// Unit u's 4 word slots (rh_slot) as 4 half2 of x * f - [lo p, lo p+2], [lo p+1, lo p+3], [hi p, hi p+2],
+// [hi p+1, hi p+3], p = 4k - and its two float32 sums of 16 (unscaled, added in order)
+__device__ __forceinline__ void rh_store_unit(int u, const float (&a)[16], const float (&b)[16], float f,
+                                              uint4* __restrict__ shx, float* __restrict__ ssum) {
+    const int sb = u >> 3, o = u & 7;
+    float ta = 0.0f, tb = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+        ta += a[n];
+        tb += b[n];
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+        shx[rh_slot(sb, o, k)] = make_uint4(h2_pack(a[4 * k] * f, a[4 * k + 2] * f),
+                                            h2_pack(a[4 * k + 1] * f, a[4 * k + 3] * f),
+                                            h2_pack(b[4 * k] * f, b[4 * k + 2] * f),
+                                            h2_pack(b[4 * k + 1] * f, b[4 * k + 3] * f));
+    const int lo16 = sb * 16 + 4 * (o >> 1) + (o & 1);  // (sb * 256 + 64 (o / 2) + 16 (o % 2)) / 16
+    ssum[lo16] = ta;
+    ssum[lo16 + 2] = tb;
+}
+
+// The scale exponent s of the block's largest |x| = m (each thread's share, reduced here: one barrier): the largest
+// |x| times 2^s is below 256. red: 32 floats of shared memory.
+__device__ __forceinline__ int rh_block_scale(float m, float* red) {
     m = warp_max(m);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
     __syncthreads();
@@ -69,34 +108,35 @@ __device__ __forceinline__ int rh_scale(const void* __restrict__ x, int K, float
     return min(max(7 - e, -100), 100);
 }
 
-// Stage x [K] (dtype DT) for rh_block, a unit (sb, o) a thread at a time: lane o's 16 low and 16 high values of
-// super-block sb, read once, make its 4 word slots (rh_slot) as 4 half2 of x * 2^s - [lo p, lo p+2], [lo p+1, lo p+3],
-// [hi p, hi p+2], [hi p+1, hi p+3], p = 4k - and its two float32 sums of 16 (unscaled, added in order). Every thread
-// takes part; the caller synchronizes before reading.
+// Stage x [K] (dtype DT) for rh_block and return the scale exponent s: a unit (rh_load_unit) a thread at a time, each
+// activation read once where the block has a thread for every unit (K <= 32 * blockDim: the 48B's 2304 inputs), twice
+// beyond. The units' values are held in registers across the scale's barrier, so the loads are issued together and
+// not behind the reduction (session 16: a first pass of its own, a strided loop of dependent loads, cost the form
+// ~6 us). Every thread takes part; the caller synchronizes before reading.
 template <int DT>
-__device__ __forceinline__ void rh_stage(const void* __restrict__ x, int K, int s, uint4* __restrict__ shx,
-                                         float* __restrict__ ssum) {
-    const float f = rh_pow2(s);
-    for (int u = threadIdx.x; u < (K >> 5); u += blockDim.x) {
-        const int sb = u >> 3, o = u & 7;
-        const i64 lo = (i64)sb * 256 + 64 * (o >> 1) + 16 * (o & 1), hi = lo + 32;
-        float a[16], b[16], ta = 0.0f, tb = 0.0f;
-#pragma unroll
-        for (int n = 0; n < 16; ++n) {
-            a[n] = load_act(x, lo + n, DT);
-            b[n] = load_act(x, hi + n, DT);
-            ta += a[n];
-            tb += b[n];
-        }
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-            shx[rh_slot(sb, o, k)] = make_uint4(h2_pack(a[4 * k] * f, a[4 * k + 2] * f),
-                                                h2_pack(a[4 * k + 1] * f, a[4 * k + 3] * f),
-                                                h2_pack(b[4 * k] * f, b[4 * k + 2] * f),
-                                                h2_pack(b[4 * k + 1] * f, b[4 * k + 3] * f));
-        ssum[lo >> 4] = ta;
-        ssum[hi >> 4] = tb;
+__device__ __forceinline__ int rh_stage(const void* __restrict__ x, int K, float* red, uint4* __restrict__ shx,
+                                        float* __restrict__ ssum) {
+    const int units = K >> 5, first = threadIdx.x;
+    const bool held = first < units;
+    float a[16], b[16], m = 0.0f;
+    for (int u = first + blockDim.x; u < units; u += blockDim.x) {  // beyond the block's first units: max only
+        float c[16], d[16];
+        rh_load_unit<DT>(x, u, c, d);
+        m = rh_absmax(c, d, m);
     }
+    if (held) {
+        rh_load_unit<DT>(x, first, a, b);
+        m = rh_absmax(a, b, m);
+    }
+    const int s = rh_block_scale(m, red);
+    const float f = rh_pow2(s);
+    if (held) rh_store_unit(first, a, b, f, shx, ssum);
+    for (int u = first + blockDim.x; u < units; u += blockDim.x) {
+        float c[16], d[16];
+        rh_load_unit<DT>(x, u, c, d);
+        rh_store_unit(u, c, d, f, shx, ssum);
+    }
+    return s;
 }
 
 // One lane's share of one super-block from the staged half2 activations: d*sc * sum(q x) - dmin*m * sum(x). shx: the
