@@ -21,6 +21,11 @@ if [ "$GPUS" -lt 2 ]; then  # a machine of one GPU: one lane, GPU 0's stages the
 else
   # shellcheck disable=SC2086
   [ -n "${4:-}" ] && SUITE_LANE=both bash bench/gpu_suite.sh $4
+  # Each lane's CPU libraries (NumPy's BLAS, torch's CPU ops, OpenMP) get half the host's cores: session 16 ran the
+  # two test shards side by side and both slowed ~1.35x (tests1of2 415 s against 315 s in session 15; tests2of2 did
+  # not finish in 533 s). The suspect, not measured apart: both lanes' NumPy references threading over every core.
+  HALF=$(( $(nproc) / 2 )); [ "$HALF" -ge 1 ] || HALF=1
+  export OMP_NUM_THREADS=$HALF OPENBLAS_NUM_THREADS=$HALF MKL_NUM_THREADS=$HALF
   # shellcheck disable=SC2086
   SUITE_LANE=gpu0 CUDA_VISIBLE_DEVICES=0 bash bench/gpu_suite.sh $2 &
   # shellcheck disable=SC2086
