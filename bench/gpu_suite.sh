@@ -75,6 +75,9 @@
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
+#     probe_pdl   the copy form with programmatic dependent launch (its weight rows requested before it waits for
+#                 the kernel before it): its GPU tests, then a chain of 24 dependent GEMVs plain and with PDL
+#                 (bench/probes/pdl_chain.py)
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
 #                 (bench/probes/router_kernels.py)
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
@@ -1393,6 +1396,13 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
+probe_pdl)  # decode lead (session 16, for session 17): the copy form written for programmatic dependent launch - its
+  # GPU tests (bitwise the copy form, eagerly and replayed from a graph with every buffer NaN between replays), then a
+  # chain of 24 dependent 48B-shaped GEMVs timed plain and with PDL (bench/probes/pdl_chain.py). No model: one GPU,
+  # a short call
+  run gpu-tests-pdl 120 python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT \
+      tests/backends/test_cupy_pdl.py --junitxml="$R/gpu-tests-pdl.xml" || continue
+  run probe-pdl-chain 150 python3 bench/probes/pdl_chain.py --out "$R/probe-pdl-chain.json" ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
   run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"

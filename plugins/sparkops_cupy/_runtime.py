@@ -162,8 +162,9 @@ def _stream(device: int):
 
 
 def launch(cu_name: str, name: str, device: torch.device, grid: Sequence[int], block: Sequence[int],
-           args: Sequence[Any], shared_mem: int = 0) -> None:
-    """Launch `name` from `kernels/<cu_name>` on torch's current stream of `device`. Asynchronous."""
+           args: Sequence[Any], shared_mem: int = 0, pdl: bool = False) -> None:
+    """Launch `name` from `kernels/<cu_name>` on torch's current stream of `device`. Asynchronous.
+    `pdl`: with programmatic dependent launch (_pdl.py), for kernels written for it only."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
     fn = kernel(cu_name, name, idx)
     if shared_mem > 48 * 1024:
@@ -179,6 +180,13 @@ def launch(cu_name: str, name: str, device: torch.device, grid: Sequence[int], b
     if any(g <= 0 for g in grid):
         return  # nothing to do (an empty input)
     cp = _cupy()
+    if pdl:
+        from sparkops_cupy._pdl import launch_pdl
+
+        with cp.cuda.Device(idx):
+            launch_pdl(fn.kernel.ptr, grid, tuple(int(b) for b in block), tuple(args), int(shared_mem),
+                       torch.cuda.current_stream(idx).cuda_stream)
+        return
     with cp.cuda.Device(idx), _stream(idx):
         fn(grid, tuple(int(b) for b in block), tuple(args), shared_mem=int(shared_mem))
 

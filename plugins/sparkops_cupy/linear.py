@@ -271,23 +271,29 @@ def rowwarp_form(n: int) -> str:
 
 
 def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
-                   form: str | None = None) -> None:
+                   form: str | None = None, pdl: bool = False) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
-    `form`: "warp", "octet", "copy" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form)."""
+    `form`: "warp", "octet", "copy" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form).
+    `pdl` (the copy form only): the copy form written for programmatic dependent launch, launched so (its weight
+    copy requested before it waits for the kernel before it; the same bits as the copy form)."""
     form = form or rowwarp_form(n)
     if form not in ROWWARP_FORMS:
         raise BadInput(f"linear: the row-warp GEMV has the forms {sorted(ROWWARP_FORMS)}, not {form!r}")
+    if pdl and form != "copy":
+        raise BadInput(f"linear: programmatic dependent launch is written for the row-warp GEMV's copy form only, "
+                       f"not the {form!r} form; pass form='copy' with pdl=True")
     if kw.raw.data_ptr() % 16:
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
     rows = ROWWARP_FORMS[form]
-    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp", "staged": "rowstg"}[form]
+    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcppdl" if pdl else "rowcp", "staged": "rowstg"}[form]
     name = f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}"
     smem = 0 if form == "warp" else 4 * k + 4 * (k // 16)  # the staged activations and their sums of 16
     if form == "copy":
         smem += rows * kw.row_bytes  # and the block's rows of weights
     rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (_ROWWARP_THREADS[form],),
-              (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
+              (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem,
+              pdl=pdl)
 
 
 def _checked(x, weight) -> tuple[torch.Tensor, int, KernelWeight, int, int]:

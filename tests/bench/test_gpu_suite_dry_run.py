@@ -1126,6 +1126,14 @@ def test_probe_l2_runs_the_prefetch_tests_then_the_probe(tmp_path):
     assert not [c for c in calls if c.startswith(("bench ", "synth ", "swap "))]
 
 
+def test_probe_pdl_runs_its_gpu_tests_then_the_chain_probe_and_no_model(tmp_path):
+    log, calls = _suite(tmp_path, "probe_pdl")
+    at = [log.index(s) for s in ("] gpu-tests-pdl (limit", "] probe-pdl-chain (limit")]
+    assert at == sorted(at)
+    assert "tests/backends/test_cupy_pdl.py" in log and "bench/probes/pdl_chain.py --out" in log
+    assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
 def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
     log, calls = _suite(tmp_path, "probe_gemv")
     assert "] probe-gemv-anatomy (limit" in log and "bench/probes/gemv_anatomy.py --out" in log

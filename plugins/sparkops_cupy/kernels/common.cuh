@@ -114,3 +114,20 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // wait until at most N of this thread's committed groups are still in flight
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// ---- programmatic dependent launch (PDL, sm_90) ------------------------------------------------------
+// In a kernel launched with the programmatic-serialization attribute (_pdl.py), pdl_launch_dependents lets the next
+// such kernel of the stream be scheduled before this one ends, and pdl_wait blocks until the kernel before this one
+// has completed and its memory is visible. A kernel so launched reads nothing another kernel writes, and writes no
+// global memory, before its pdl_wait. Launched plainly, both are no-ops. Below sm_90 they compile to nothing.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}

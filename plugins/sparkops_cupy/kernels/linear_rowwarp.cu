@@ -92,7 +92,11 @@ __device__ __forceinline__ int rc_copy_rows(const u8* __restrict__ w, i64 row_by
 // activations, so the whole weight is requested in the first microsecond, as a plain read of it would be; then the
 // octets decode from shared memory. No register ring: fewer registers, more warps. Shared memory: the staged
 // activations and sums (as the octet form), then 16 rows of weights. 128 threads = 16 rows a block.
-template <int DT>
+// PDL (the "copy+pdl" form, launched with programmatic dependent launch; session 16's probe, not yet on a GPU): the
+// block's weight copy is requested before the wait for the kernel before it, so a kernel's rows stream in while the
+// previous kernel finishes; the block then lets the next kernel be scheduled and waits before it reads x. The sums and
+// their order are the copy form's: the same bits.
+template <int DT, bool PDL = false>
 __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                            int K, int N, void* __restrict__ y) {
     extern __shared__ __align__(16) float ro_smem[];
@@ -102,6 +106,10 @@ __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8*
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const i64 r0 = (i64)blockIdx.x * 16;
     const int rows = rc_copy_rows(w, row_bytes, N, r0, sw);
+    if (PDL) {
+        pdl_launch_dependents();
+        pdl_wait();  // x is the kernel before's output; y may still be its input
+    }
     ro_stage<DT>(x, K, sx, ssum);
     cp_async_wait_all();
     __syncthreads();
@@ -228,6 +236,24 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp_f16(const vo
                                                                        const u8* __restrict__ w, i64 row_bytes,
                                                                        int K, int N, void* __restrict__ y) {
     rowcp_q4_k<DT_F16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_f32(const void* __restrict__ x, const u8* __restrict__ w,
+                                                         i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_F32, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_bf16(const void* __restrict__ x, const u8* __restrict__ w,
+                                                         i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_BF16, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_f16(const void* __restrict__ x, const u8* __restrict__ w,
+                                                         i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_F16, true>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0

@@ -1,0 +1,174 @@
+"""sparkops_cupy._pdl and the copy form written for programmatic dependent launch (PDL).
+
+A PDL kernel may start before the kernel before it ends, so what can go wrong is a race: a read of the previous
+output before it is written, or a write of a buffer the previous kernel still reads. The GPU tests replay a chain
+of dependent GEMVs launched so, with every buffer refilled with NaN between replays, and require the chain's bits to
+be the plain copy form's. Whether PDL pays is bench/probes/pdl_chain.py's question (bench/GPU-PROBES.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+import torch
+
+from sparkops.errors import BadInput
+
+
+# ---- the driver structures, on the CPU -------------------------------------------------------------------
+
+def test_the_launch_structures_have_the_driver_layout():
+    from sparkops_cupy._pdl import LaunchAttribute, LaunchAttributeValue, LaunchConfig
+
+    # cuda.h (CUDA 12.0+): the value union pads to 64 bytes; the attribute pads its id to 8 bytes
+    assert ctypes.sizeof(LaunchAttributeValue) == 64
+    assert ctypes.sizeof(LaunchAttribute) == 72
+    assert LaunchAttribute.value.offset == 8
+    # 7 unsigned ints (28 bytes), the stream pointer aligned to 8, the attribute pointer, the count
+    assert LaunchConfig.sharedMemBytes.offset == 24
+    assert LaunchConfig.hStream.offset == 32
+    assert LaunchConfig.attrs.offset == 40
+    assert LaunchConfig.numAttrs.offset == 48
+    assert ctypes.sizeof(LaunchConfig) == 56
+
+
+def test_the_attribute_asks_for_programmatic_serialization():
+    from sparkops_cupy._pdl import programmatic_attribute
+
+    attr = programmatic_attribute()
+    raw = bytes(attr)
+    assert int.from_bytes(raw[0:4], "little") == 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert int.from_bytes(raw[8:12], "little") == 1  # programmaticStreamSerializationAllowed
+    assert raw[12:] == bytes(60)
+
+
+def test_the_config_carries_grid_block_memory_and_stream():
+    from sparkops_cupy._pdl import launch_config, programmatic_attribute
+
+    attr = programmatic_attribute()
+    c = launch_config((768,), (128,), 40960, 0xDEADBEEF0, attr)
+    assert (c.gridDimX, c.gridDimY, c.gridDimZ) == (768, 1, 1)
+    assert (c.blockDimX, c.blockDimY, c.blockDimZ) == (128, 1, 1)
+    assert c.sharedMemBytes == 40960 and c.hStream == 0xDEADBEEF0 and c.numAttrs == 1
+    assert c.attrs.contents.id == 6
+
+
+def test_kernel_params_point_at_each_arguments_bytes():
+    from sparkops_cupy._pdl import kernel_params
+
+    args = (np.uint64(0x1234_5678_9ABC), np.int64(-5), np.int32(2304), np.float32(0.5))
+    params, holders = kernel_params(args)
+    assert len(holders) == 4
+    assert ctypes.c_uint64.from_address(params[0]).value == 0x1234_5678_9ABC
+    assert ctypes.c_int64.from_address(params[1]).value == -5
+    assert ctypes.c_int32.from_address(params[2]).value == 2304
+    assert ctypes.c_float.from_address(params[3]).value == 0.5
+
+
+def test_a_python_int_argument_is_refused_naming_the_fix():
+    from sparkops_cupy._pdl import kernel_params
+
+    with pytest.raises(TypeError, match="numpy scalar"):
+        kernel_params((np.int32(1), 7))
+
+
+def test_pdl_is_refused_for_forms_not_written_for_it():
+    from sparkops_cupy.linear import launch_rowwarp
+
+    for form in ("warp", "octet", "staged"):
+        with pytest.raises(BadInput, match="copy form only"):
+            launch_rowwarp(None, 1, None, 12288, 2304, None, form, pdl=True)
+
+
+# ---- on the GPU ------------------------------------------------------------------------------------------
+
+def _q4k(out_f: int, in_f: int, seed: int, dev: torch.device):
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+    from sparkops_cupy._weights import kernel_weight
+
+    raw = np.ascontiguousarray(random_blocks(np.random.default_rng(seed), (out_f, in_f), Q.Q4_K, 0.02))
+    w = QWeight(torch.from_numpy(raw).to(dev), Q.Q4_K, (out_f, in_f), f"w{seed}")
+    return kernel_weight("linear", "weight", w, dev)
+
+
+def _chain(n_pairs: int, dev: torch.device):
+    """Weights of a chain A, B, A, B, ... of the 48B's q/k/v (12288 x 2304) and an o_proj-sized (2304 x 4096)
+    GEMV; B reads the first 4096 of A's outputs, A reads B's 2304."""
+    return [(_q4k(12288, 2304, 2 * i, dev), _q4k(2304, 4096, 2 * i + 1, dev)) for i in range(n_pairs)]
+
+
+def _run_chain(pairs, x0: torch.Tensor, bufs: list[torch.Tensor], pdl: bool, kernel_pdl: bool | None = None):
+    """Launch the chain into bufs (one per GEMV); kernel_pdl picks the PDL-written kernel without the launch
+    attribute (pdl False, kernel_pdl True)."""
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy.linear import launch_rowwarp
+
+    code = rt.DTYPE_CODE[x0.dtype]
+    x = x0
+    for i, (a, b) in enumerate(pairs):
+        for j, (kw, n, k) in enumerate(((a, 12288, 2304), (b, 2304, 4096))):
+            y = bufs[2 * i + j]
+            xin = x[:, :k]
+            if kernel_pdl and not pdl:
+                rows = 16
+                rt.launch("linear_rowwarp.cu", "linear_q4_k_rowcppdl_bf16", x.device, ((n + rows - 1) // rows,),
+                          (128,), (rt.ptr(xin), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n),
+                                   rt.ptr(y)), shared_mem=4 * k + 4 * (k // 16) + rows * kw.row_bytes)
+            else:
+                launch_rowwarp(xin, code, kw, n, k, y, "copy", pdl=pdl)
+            x = y
+    return x
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_copy_form_is_bitwise_the_copy_form_eagerly():
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    pairs = _chain(2, dev)
+    x0 = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(dev, torch.bfloat16)
+    outs = {}
+    for label, pdl, kernel_pdl in (("plain", False, False), ("pdl kernel, plain launch", False, True),
+                                   ("pdl", True, True)):
+        bufs = [torch.full((1, n), float("nan"), dtype=torch.bfloat16, device=dev)
+                for _ in pairs for n in (12288, 2304)]
+        _run_chain(pairs, x0, bufs, pdl, kernel_pdl)
+        torch.cuda.synchronize()
+        outs[label] = bufs
+    for label in ("pdl kernel, plain launch", "pdl"):
+        for i, (got, want) in enumerate(zip(outs[label], outs["plain"])):
+            assert torch.isfinite(want.float()).all(), f"GEMV {i} of the plain chain is not finite"
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{label}: GEMV {i} differs"
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_chain_replayed_from_a_graph_never_reads_a_stale_input():
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    pairs = _chain(4, dev)
+    x0 = torch.randn(1, 2304, generator=torch.Generator().manual_seed(2)).to(dev, torch.bfloat16)
+    want = [torch.empty((1, n), dtype=torch.bfloat16, device=dev) for _ in pairs for n in (12288, 2304)]
+    _run_chain(pairs, x0, want, pdl=False)
+    bufs = [torch.empty_like(w) for w in want]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        _run_chain(pairs, x0, bufs, pdl=True)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            _run_chain(pairs, x0, bufs, pdl=True)
+        for replay in range(5):
+            for b in bufs:
+                b.fill_(float("nan"))  # a GEMV that read its input before the one before it finished reads NaN
+            g.replay()
+            torch.cuda.synchronize()
+            for i, (got, exp) in enumerate(zip(bufs, want)):
+                assert torch.equal(got.view(torch.int16), exp.view(torch.int16)), f"replay {replay}: GEMV {i} differs"
+    finally:
+        g.reset()
