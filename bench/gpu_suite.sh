@@ -78,6 +78,9 @@
 #     probe_pdl   the copy form with programmatic dependent launch (its weight rows requested before it waits for
 #                 the kernel before it): its GPU tests, then a chain of 24 dependent GEMVs plain and with PDL
 #                 (bench/probes/pdl_chain.py)
+#     probe_copy2 the copy form with its weight copy in two groups (decode the first half while the second lands): its
+#                 GPU tests (bitwise the copy form) and the row-warp side-by-side with it as a column
+#     probe_ncu_source  the copy form's SASS with Nsight Compute's per-instruction stall samples (CSV), 12288 x 2304
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
 #                 (bench/probes/router_kernels.py)
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
@@ -209,15 +212,24 @@
 #                                      # first form slower per op), its rung left out; the step rebuilt anyway
 #   on one H200: bash bench/gpu_lanes.sh 560 "rungs15r" ""   # 472 s fresh: the second form's proof (18 s), diagnosis
 #                                      # (56 s), swap, pair (141 s): 0.997
-# Next session (nvidia-h200-x2), fresh, the same export: two rungs are built and waiting, linear and moe_experts =
-# cupy_rowhalf (written after session 15's device time: the CPU layout test passes; GPU tests, side-by-side columns
-# and the ncu launch are ready). The experts' pair will likely need the warm call:
-#   bash bench/gpu_lanes.sh 560 "rungs16d" "proofs16d probe_ncu tests1of2"
-#                                      # GPU 0: the step rebuilt (~230 s), the proof (~40), diagnosis, swap, pair (~200);
-#                                      # GPU 1: the proof, Nsight Compute with the half form beside the others (~120),
-#                                      # half the GPU tests (~320). Then, warm, the experts' pair beside the routers
-#                                      # under ncu (~40) and the other half of the tests:
-#   bash bench/gpu_lanes.sh 480 "rungs16d" "probe_router tests2of2"
+# Session 16 (bench/gpu-runs/2026-11-30-session16/README.md), 3 calls on two H200s, 1681 s, the same export:
+#   bash bench/gpu_lanes.sh 560 "rungs16d" "proofs16d probe_ncu tests1of2"   # 561 s fresh: the step rebuilt (~300 s),
+#                                      # the half linear 0.943 (its pair 133 s); GPU 1: the proof (124 s; the half form
+#                                      # 18.6 against 12.3 us per op), ncu, shard 1 stopped at the budget
+#   bash bench/gpu_lanes.sh 480 "rungs16d" "probe_router tests2of2"   # 482 s warm: the half experts 0.939 (200 s);
+#                                      # the routers under ncu (21 s); shard 2 stopped at the budget (79 of 87)
+#   bash bench/gpu_lanes.sh 550 "proofs16d tests1of2" "tests2of2"   # 551 s fresh: the mended half form 13.0 against
+#                                      # 12.2 us; shard 1 passed (838, 415 s); shard 2 stopped at 84 of 87 (both ~1.35x
+#                                      # slower side by side: the lanes now split the host's cores)
+# Next session: a short call on one H200 first, no model (~5 minutes): the leads written after session 16's device
+# time, each a per-op question before any rung is built on it:
+#   bash bench/gpu_lanes.sh 420 "probe_pdl probe_copy2 probe_ncu_source" ""
+#                                      # probe_pdl: does a GEMV that requests its weights before waiting for the kernel
+#                                      # before it (programmatic dependent launch) lift a chain of 24 GEMVs? probe_copy2:
+#                                      # does decoding the first half of a block's rows while the second lands lift the
+#                                      # copy form? probe_ncu_source: where in the copy form's SASS the warps wait
+# then, on two H200s, the GPU tests (each shard in its own lane) beside whatever rung the answers justify:
+#   bash bench/gpu_lanes.sh 560 "tests1of2" "tests2of2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
 # ("parallel" needs both GPUs and runs first in its call). SUITE_SKIP="NAME ..." leaves single steps out.
 #
@@ -1389,9 +1401,9 @@ probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 
 probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,
   # occupancy, DRAM throughput. ncu reads counters only on some machines (the device notes: Firecracker, not gVisor)
-  # (18 launches a pass: the 4 row-warp forms, the half form, the 2 tensor-core forms, Triton's GEMV and a plain read,
+  # (20 launches a pass: the 5 row-warp forms, the half form, the 2 tensor-core forms, Triton's GEMV and a plain read,
   # per shape)
-  ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 18 \
+  ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 20 \
       bench/probes/rowwarp_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
@@ -1403,6 +1415,20 @@ probe_pdl)  # decode lead (session 16, for session 17): the copy form written fo
   run gpu-tests-pdl 120 python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT \
       tests/backends/test_cupy_pdl.py --junitxml="$R/gpu-tests-pdl.xml" || continue
   run probe-pdl-chain 150 python3 bench/probes/pdl_chain.py --out "$R/probe-pdl-chain.json" ;;
+probe_copy2)  # decode lead (session 16, for session 17): the copy form with its weight copy in two groups (copy2) -
+  # bitwise the copy form, every row from NaN, then timed beside the other forms (the side-by-side's record,
+  # $DJ/perop-rowwarp-*.json). Session 16's reading: all blocks load, then all decode; if copy2 is faster, that holds
+  run gpu-tests-copy2 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT -k "copy2 or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py \
+      tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-copy2.xml"
+  cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null ;;
+probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS the copy form's warps wait, at
+  # 12288 x 2304 (bf16): Nsight Compute's source page (per-instruction executions and stall samples) as CSV. Session
+  # 16's reading to test: every block loads its rows at once and then decodes, so DRAM idles while the SMs compute
+  if ! command -v ncu > /dev/null; then log "probe-ncu-source: no ncu on this machine; nothing profiled"; continue; fi
+  run probe-ncu-source 150 ncu --clock-control none --section WarpStateStats --section SourceCounters \
+      -k "regex:linear_q4_k_rowcp_bf16" --launch-skip 1 --launch-count 1 --page source --print-source sass --csv \
+      python3 bench/probes/rowwarp_kernels.py --shapes 12288x2304 ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
   run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"

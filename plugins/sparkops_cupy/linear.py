@@ -254,9 +254,9 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: block's 16 rows copied whole into shared memory first (every weight byte in flight at once); "staged", the warp form
 #: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 15: slower,
 #: issue-bound)
-ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "staged": 8}
+ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "copy2": 16, "staged": 8}
 #: threads a block of each form (the staged form: a warp a row, 8 rows sharing one staging of the activations)
-_ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "staged": 256}
+_ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "copy2": 128, "staged": 256}
 #: weights of at least this many rows take the "copy" form, the others the "warp" form. One warp per row reads 16 bytes
 #: of activations from L1 per weight byte, which binds once the rows no longer fit one wave; the forms that stage the
 #: activations in shared memory win there. Session 13 (bf16 activations, graph; bench/gpu-runs/2026-11-30-session13):
@@ -286,10 +286,11 @@ def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
     rows = ROWWARP_FORMS[form]
-    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcppdl" if pdl else "rowcp", "staged": "rowstg"}[form]
+    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcppdl" if pdl else "rowcp", "copy2": "rowcp2",
+              "staged": "rowstg"}[form]
     name = f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}"
     smem = 0 if form == "warp" else 4 * k + 4 * (k // 16)  # the staged activations and their sums of 16
-    if form == "copy":
+    if form in ("copy", "copy2"):
         smem += rows * kw.row_bytes  # and the block's rows of weights
     rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (_ROWWARP_THREADS[form],),
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem,

@@ -107,7 +107,7 @@ def test_linear_bf16_activations_give_bf16(impl):
     assert nmse(got, want) <= rule_for("linear", "bf16" if variant == "fp32" else variant).limit
 
 
-@pytest.mark.parametrize("form", ["warp", "octet", "copy", "staged"])
+@pytest.mark.parametrize("form", ["warp", "octet", "copy", "copy2", "staged"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (1027, 1024), (5, 3072), (7, 4352),
                                         (2, 256), (19, 1280)])
@@ -136,6 +136,28 @@ def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(form, dtype, out_f, in
     y2 = torch.full_like(y, float("nan"))
     launch_rowwarp(x, DTYPE_CODE[dtype], kw, out_f, in_f, y2, form)
     assert torch.equal(y, y2), "two launches on the same inputs disagree: the row sums must be in a fixed order"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (6720, 2304), (18432, 2304), (4097, 256), (4100, 4352),
+                                        (4096, 9216)])
+def test_copy2_gives_the_copy_forms_bits(dtype, out_f, in_f):
+    """The copy form with its weight copy in two groups (copy2, session 16) adds the same products in the same order
+    as the copy form: the same bits, at the 48B's tall projections and at 1, 17 and 36 super-blocks a row (a first
+    group of 1, 9 and 18)."""
+    from sparkops_cupy._runtime import DTYPE_CODE
+    from sparkops_cupy._weights import kernel_weight
+    from sparkops_cupy.linear import launch_rowwarp
+
+    w = qweight(np.random.default_rng(out_f + in_f), (out_f, in_f), Q.Q4_K, 0.02)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(out_f)).to(DEV, dtype)
+    kw = kernel_weight("linear", "weight", w, x.device)
+    ys = {}
+    for form in ("copy", "copy2"):
+        ys[form] = torch.full((1, out_f), float("nan"), dtype=dtype, device=DEV)
+        launch_rowwarp(x, DTYPE_CODE[dtype], kw, out_f, in_f, ys[form], form)
+    assert torch.isfinite(ys["copy"].float()).all()
+    assert torch.equal(ys["copy2"], ys["copy"])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -119,7 +119,8 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp: the 48B's Q4_K decode projections under
     triton_lastblock (the step's linear), cupy_rowwarp, cupy_rowhalf (its copy form in packed half2, session 15), and
     each of cupy_rowwarp's forms forced (a warp per row, a warp per 4 rows; the octet form with the block's rows copied
-    to shared memory first: what rowwarp_form chooses between; the staged form), with bfloat16 activations (the bf16
+    to shared memory first: what rowwarp_form chooses between; the same copy in two groups, session 16; the staged
+    form), with bfloat16 activations (the bf16
     registries' step) and float32.
     The per-token sums are the prediction's input: the step's linear time falls by their difference. Asserted: each
     was captured in a graph, and the row-warp kernel's bf16 sum is not above triton_lastblock's (it exists to be
@@ -142,7 +143,7 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
              "cupy_rowwarp": cat.get("linear", "cupy_rowwarp").resolve(),
              "cupy_rowhalf": cat.get("linear", "cupy_rowhalf").resolve(),
              "warp form": forced("warp"), "octet form": forced("octet"), "copy form": forced("copy"),
-             "staged form": forced("staged")}
+             "copy2 form": forced("copy2"), "staged form": forced("staged")}
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
     per_token = _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, row-warp forms vs triton_lastblock", dtype,
                               record=f"rowwarp-{str(dtype).removeprefix('torch.')}")

@@ -1134,6 +1134,29 @@ def test_probe_pdl_runs_its_gpu_tests_then_the_chain_probe_and_no_model(tmp_path
     assert "unknown stage" not in log and "synth48" not in log and not calls
 
 
+def test_probe_copy2_runs_its_bitwise_tests_and_the_side_by_side_with_a_record(tmp_path):
+    log, calls = _suite(tmp_path, "probe_copy2")
+    assert "] gpu-tests-copy2 (limit" in log and "SPARKOPS_PEROP_DIR=" in log
+    assert '-k copy2 or rowwarp_gemv_side_by_side' in log and "tests/backends/test_cupy_timing.py" in log
+    assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
+def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu(tmp_path):
+    bare = tmp_path / "without"
+    bare.mkdir()
+    stubs = _stubs(bare, 1)
+    log, calls = _suite(bare, "probe_ncu_source", extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
+    assert "probe-ncu-source: no ncu on this machine; nothing profiled" in log and not calls
+    stubs = _stubs(tmp_path, 1)
+    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
+    (stubs / "ncu").chmod(0o755)
+    log, calls = _suite(tmp_path, "probe_ncu_source")
+    assert "] probe-ncu-source (limit" in log and "unknown stage" not in log
+    [ncu] = [c for c in calls if c.startswith("ncu ")]
+    assert "--page source --print-source sass --csv" in ncu and "--launch-skip 1 --launch-count 1" in ncu
+    assert "regex:linear_q4_k_rowcp_bf16" in ncu and "rowwarp_kernels.py --shapes 12288x2304" in ncu
+
+
 def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
     log, calls = _suite(tmp_path, "probe_gemv")
     assert "] probe-gemv-anatomy (limit" in log and "bench/probes/gemv_anatomy.py --out" in log
@@ -1143,7 +1166,7 @@ def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
 
 
 def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_not(tmp_path):
-    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 18 launches skipped) with the
+    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 20 launches skipped) with the
     sections that say what binds; without it, it says that nothing was profiled and runs nothing."""
     bare = tmp_path / "without"
     bare.mkdir()
@@ -1156,10 +1179,10 @@ def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_
     log, calls = _suite(tmp_path, "probe_ncu")
     assert "] probe-ncu-rowwarp (limit" in log and "unknown stage" not in log
     ncu, stalls = [c for c in calls if c.startswith("ncu ")]
-    assert "--clock-control none" in ncu and "--launch-skip 18 --launch-count 18" in ncu
+    assert "--clock-control none" in ncu and "--launch-skip 20 --launch-count 20" in ncu
     assert "--section WarpStateStats" in ncu and "bench/probes/rowwarp_kernels.py" in ncu
     # the stall reasons in a pass of their own, every reason in the one metric form ncu_table.py reads
-    assert "] probe-ncu-rowwarp-stalls (limit" in log and "--launch-skip 18 --launch-count 18" in stalls
+    assert "] probe-ncu-rowwarp-stalls (limit" in log and "--launch-skip 20 --launch-count 20" in stalls
     metrics = stalls.split("--metrics ")[1].split()[0].split(",")
     assert metrics[0] == "smsp__inst_executed.sum" and len(metrics) == 15
     assert all(m.startswith("smsp__average_warps_issue_stalled_") and m.endswith("_per_issue_active.ratio")

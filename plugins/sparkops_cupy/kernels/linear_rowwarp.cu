@@ -120,6 +120,52 @@ __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8*
     if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
 }
 
+// The copy form with its weight copy in two commit groups ("copy2"; session 16, not yet on a GPU): every block's
+// rows first up to super-block h = ceil(nsb / 2), then the rest, so the octets decode the first half while the second
+// lands. Session 16's reading of the copy form: every block of the grid is resident at once, so all of them request
+// their rows in the first microsecond and then all decode, and DRAM idles while the SMs compute (the copy form runs
+// ~12 us at 12288 x 2304 where a plain read of its bytes takes ~6). If that holds, this form is faster by about the
+// second half's load. The sums and their order are the copy form's: the same bits. One more barrier.
+// Shared memory and threads: the copy form's.
+__device__ __forceinline__ void rc_copy_span(const u8* __restrict__ w, i64 row_bytes, int rows, i64 r0, u8* sw,
+                                             int c0, int c1) {
+    const int per = c1 - c0, n = rows * per;  // 16-byte chunks [c0, c1) of each of the block's rows
+    const u8* src = w + r0 * row_bytes;
+    const u32 dst = smem_addr(sw);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int r = i / per;
+        const i64 off = r * row_bytes + 16 * (i64)(c0 + i - r * per);
+        cp_async16(dst + (u32)off, src + off, 16);
+    }
+    cp_async_commit();
+}
+
+template <int DT>
+__device__ __forceinline__ void rowcp2_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
+                                            int K, int N, void* __restrict__ y) {
+    extern __shared__ __align__(16) float ro_smem[];
+    float4* sx = (float4*)ro_smem;
+    float* ssum = ro_smem + K;
+    u8* sw = (u8*)(ssum + (K >> 4));
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 r0 = (i64)blockIdx.x * 16;
+    const int rows = (int)min((i64)16, (i64)N - r0), nsb = K >> 8, h = (nsb + 1) >> 1;
+    rc_copy_span(w, row_bytes, rows, r0, sw, 0, 9 * h);  // 144-byte super-blocks: 9 chunks each
+    rc_copy_span(w, row_bytes, rows, r0, sw, 9 * h, 9 * nsb);
+    ro_stage<DT>(x, K, sx, ssum);
+    cp_async_wait<1>();
+    __syncthreads();
+    const int local = (tid >> 5) * 4 + oct;
+    const bool ok = local < rows;
+    const u8* r = sw + (ok ? local : 0) * row_bytes;
+    const RoLane lp = ro_lane(o);
+    float acc = ro_copied_span(r, 0, h, lp, o, sx, ssum, 0.0f);
+    cp_async_wait_all();
+    __syncthreads();
+    acc = ro_octet_sum(ro_copied_span(r, h, nsb, lp, o, sx, ssum, acc));
+    if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
+}
+
 // The warp form from staged activations ("staged"). Session 14's Nsight Compute run (12288 x 2304) found every
 // form latency-bound: the octet and copy forms hold ~4.8 warps a scheduler (the grid's 3072 warps, 4 rows each) and
 // ~1.3 can issue; the warp form holds ~6.8, 2.7 eligible, but spends ~6.5 instructions a weight, converting the
@@ -177,22 +223,22 @@ __device__ __forceinline__ void rowhc_q4_k(const void* __restrict__ x, const u8*
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowhc_f32(const void* __restrict__ x,
-                                                                       const u8* __restrict__ w, i64 row_bytes, int K,
-                                                                       int N, void* __restrict__ y) {
+                                                                       const u8* __restrict__ w, i64 row_bytes,
+                                                                       int K, int N, void* __restrict__ y) {
     rowhc_q4_k<DT_F32>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowhc_bf16(const void* __restrict__ x,
-                                                                        const u8* __restrict__ w, i64 row_bytes, int K,
-                                                                        int N, void* __restrict__ y) {
+                                                                        const u8* __restrict__ w, i64 row_bytes,
+                                                                        int K, int N, void* __restrict__ y) {
     rowhc_q4_k<DT_BF16>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowhc_f16(const void* __restrict__ x,
-                                                                       const u8* __restrict__ w, i64 row_bytes, int K,
-                                                                       int N, void* __restrict__ y) {
+                                                                       const u8* __restrict__ w, i64 row_bytes,
+                                                                       int K, int N, void* __restrict__ y) {
     rowhc_q4_k<DT_F16>(x, w, row_bytes, K, N, y);
 }
 
@@ -239,20 +285,44 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp_f16(const vo
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_f32(const void* __restrict__ x, const u8* __restrict__ w,
-                                                         i64 row_bytes, int K, int N, void* __restrict__ y) {
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp2_f32(const void* __restrict__ x,
+                                                                         const u8* __restrict__ w, i64 row_bytes,
+                                                                         int K, int N, void* __restrict__ y) {
+    rowcp2_q4_k<DT_F32>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp2_bf16(const void* __restrict__ x,
+                                                                          const u8* __restrict__ w, i64 row_bytes,
+                                                                          int K, int N, void* __restrict__ y) {
+    rowcp2_q4_k<DT_BF16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp2_f16(const void* __restrict__ x,
+                                                                         const u8* __restrict__ w, i64 row_bytes,
+                                                                         int K, int N, void* __restrict__ y) {
+    rowcp2_q4_k<DT_F16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_f32(const void* __restrict__ x,
+                                                                           const u8* __restrict__ w, i64 row_bytes,
+                                                                           int K, int N, void* __restrict__ y) {
     rowcp_q4_k<DT_F32, true>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_bf16(const void* __restrict__ x, const u8* __restrict__ w,
-                                                         i64 row_bytes, int K, int N, void* __restrict__ y) {
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_bf16(const void* __restrict__ x,
+                                                                            const u8* __restrict__ w, i64 row_bytes,
+                                                                            int K, int N, void* __restrict__ y) {
     rowcp_q4_k<DT_BF16, true>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_f16(const void* __restrict__ x, const u8* __restrict__ w,
-                                                         i64 row_bytes, int K, int N, void* __restrict__ y) {
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_f16(const void* __restrict__ x,
+                                                                           const u8* __restrict__ w, i64 row_bytes,
+                                                                           int K, int N, void* __restrict__ y) {
     rowcp_q4_k<DT_F16, true>(x, w, row_bytes, K, N, y);
 }
 

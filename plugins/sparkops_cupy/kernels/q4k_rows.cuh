@@ -236,17 +236,27 @@ __device__ __forceinline__ float rs_walk(const u8* r, int nsb, int first, int st
     return acc;
 }
 
+// acc plus a lane's share of super-blocks [sb0, sb1) of row r in shared memory, added in order
+__device__ __forceinline__ float ro_copied_span(const u8* r, int sb0, int sb1, const RoLane& lp, int o,
+                                                const float4* __restrict__ sx, const float* __restrict__ ssum,
+                                                float acc) {
+    for (int sb = sb0; sb < sb1; ++sb) {
+        const uint4* b = (const uint4*)(r + sb * 144);
+        acc += ro_block(b[0], b[1 + o], sx + 64 * sb, ssum + 16 * sb, lp);
+    }
+    return acc;
+}
+
+// an octet's lane sums added (butterfly): every lane of the octet ends with the same value
+__device__ __forceinline__ float ro_octet_sum(float acc) {
+#pragma unroll
+    for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    return acc;
+}
+
 // The copy form's walk of one row r already in shared memory (nsb super-blocks), summed over the octet: every lane of
 // the octet ends with the row's dot product.
 __device__ __forceinline__ float ro_copied_row(const u8* r, int nsb, int o, const float4* __restrict__ sx,
                                                const float* __restrict__ ssum) {
-    const RoLane lp = ro_lane(o);
-    float acc = 0.0f;
-    for (int sb = 0; sb < nsb; ++sb) {
-        const uint4* b = (const uint4*)(r + sb * 144);
-        acc += ro_block(b[0], b[1 + o], sx + 64 * sb, ssum + 16 * sb, lp);
-    }
-#pragma unroll
-    for (int m = 4; m > 0; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
-    return acc;
+    return ro_octet_sum(ro_copied_span(r, 0, nsb, ro_lane(o), o, sx, ssum, 0.0f));
 }
