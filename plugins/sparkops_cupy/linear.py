@@ -247,13 +247,14 @@ def launch_floatrow(x: torch.Tensor, code: int, kw: KernelWeight, n: int, y: tor
 
 #: the row-warp kernels' dtype suffix per activation dtype code (rt.DTYPE_CODE)
 _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
-#: the four forms of kernels/linear_rowwarp.cu and the rows one block computes (128 threads; the staged form 256,
+#: the five forms of kernels/linear_rowwarp.cu and the rows one block computes (128 threads; the staged form 256,
 #: _ROWWARP_THREADS): "warp", a warp per row
 #: (each row's loads all at once); "octet", a warp per 4 rows (the activations staged once a block in shared memory,
 #: one read serving the warp's 4 rows, 4 super-blocks a row in flight in registers); "copy", the octet form with the
 #: block's 16 rows copied whole into shared memory first (every weight byte in flight at once); "staged", the warp form
 #: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 15: slower,
-#: issue-bound)
+#: issue-bound); "copy2", the copy form with its weight copy in two groups, decoding the first half of every row while
+#: the second lands (session 16, not yet on a GPU; the copy form's bits)
 ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "copy2": 16, "staged": 8}
 #: threads a block of each form (the staged form: a warp a row, 8 rows sharing one staging of the activations)
 _ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "copy2": 128, "staged": 256}
@@ -273,7 +274,7 @@ def rowwarp_form(n: int) -> str:
 def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
                    form: str | None = None, pdl: bool = False) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
-    `form`: "warp", "octet", "copy" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form).
+    `form`: "warp", "octet", "copy", "copy2" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form).
     `pdl` (the copy form only): the copy form written for programmatic dependent launch, launched so (its weight
     copy requested before it waits for the kernel before it; the same bits as the copy form)."""
     form = form or rowwarp_form(n)

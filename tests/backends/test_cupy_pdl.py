@@ -96,10 +96,14 @@ def _q4k(out_f: int, in_f: int, seed: int, dev: torch.device):
     return kernel_weight("linear", "weight", w, dev)
 
 
-def _chain(n_pairs: int, dev: torch.device):
-    """Weights of a chain A, B, A, B, ... of the 48B's q/k/v (12288 x 2304) and an o_proj-sized (2304 x 4096)
-    GEMV; B reads the first 4096 of A's outputs, A reads B's 2304."""
-    return [(_q4k(12288, 2304, 2 * i, dev), _q4k(2304, 4096, 2 * i + 1, dev)) for i in range(n_pairs)]
+def _chain(n_pairs: int, seed: int):
+    """(weights, x0) of a chain A, B, A, B, ... of the 48B's q/k/v (12288 x 2304) and an o_proj-sized (2304 x 4096)
+    GEMV on this GPU; B reads the first 4096 of A's outputs, A reads B's 2304; x0 [1, 2304] bf16."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    pairs = [(_q4k(12288, 2304, 2 * i, dev), _q4k(2304, 4096, 2 * i + 1, dev)) for i in range(n_pairs)]
+    x0 = torch.randn(1, 2304, generator=torch.Generator().manual_seed(seed)).to(dev, torch.bfloat16)
+    return pairs, x0
 
 
 def _run_chain(pairs, x0: torch.Tensor, bufs: list[torch.Tensor], pdl: bool, kernel_pdl: bool | None = None):
@@ -127,10 +131,8 @@ def _run_chain(pairs, x0: torch.Tensor, bufs: list[torch.Tensor], pdl: bool, ker
 
 @pytest.mark.gpu
 def test_gpu_pdl_copy_form_is_bitwise_the_copy_form_eagerly():
-    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-    dev = torch.device("cuda", torch.cuda.current_device())
-    pairs = _chain(2, dev)
-    x0 = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(dev, torch.bfloat16)
+    pairs, x0 = _chain(2, seed=1)
+    dev = x0.device
     outs = {}
     for label, pdl, kernel_pdl in (("plain", False, False), ("pdl kernel, plain launch", False, True),
                                    ("pdl", True, True)):
@@ -147,10 +149,8 @@ def test_gpu_pdl_copy_form_is_bitwise_the_copy_form_eagerly():
 
 @pytest.mark.gpu
 def test_gpu_pdl_chain_replayed_from_a_graph_never_reads_a_stale_input():
-    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-    dev = torch.device("cuda", torch.cuda.current_device())
-    pairs = _chain(4, dev)
-    x0 = torch.randn(1, 2304, generator=torch.Generator().manual_seed(2)).to(dev, torch.bfloat16)
+    pairs, x0 = _chain(4, seed=2)
+    dev = x0.device
     want = [torch.empty((1, n), dtype=torch.bfloat16, device=dev) for _ in pairs for n in (12288, 2304)]
     _run_chain(pairs, x0, want, pdl=False)
     bufs = [torch.empty_like(w) for w in want]
