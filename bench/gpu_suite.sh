@@ -75,6 +75,9 @@
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
+#     rungs17d    session 17's decode rungs: the step rebuilt through the row-warp rung, then linear@Q4_K=
+#                 cupy_rowwarp_copy2 (predicted from the side-by-side record) and linear@Q4_K=cupy_rowwarp_pdl (forecast
+#                 1.000: nothing before a tall projection lets it start early), each a pair at 0 and 32768 after its proof
 #     probe_pdl   the copy form with programmatic dependent launch (its weight rows requested before it waits for
 #                 the kernel before it): its GPU tests, then a chain of 24 dependent GEMVs plain and with PDL
 #                 (bench/probes/pdl_chain.py)
@@ -356,6 +359,14 @@ MOESTG_REG=$TMP/cuda-s15-moe-rowwarp-staged.toml
 # at once; the last block of the token routes with shuffles) over the step now, predicted from its proof's record
 # against triton_prefetch (the step's router: 7.3 us a layer, 0.19 ms a token in session 14's diagnosis)
 ROUTRW_REG=$TMP/cuda-s15-router-rowwarp.toml
+# session 17's decode rungs (stage rungs17d, written after session 16's device time): linear@Q4_K=cupy_rowwarp_copy2
+# (the tall projections' rows copied in two groups, the first half decoded while the second lands), predicted from the
+# row-warp side-by-side's record; then linear@Q4_K=cupy_rowwarp_pdl (the tall projections' copy form launched with
+# programmatic dependent launch) over the newest winner: forecast 1.000, because no kernel before a tall projection in
+# the step lets it start early (add_rmsnorm does not trigger), so what it can gain is the launch gap alone. Both are
+# bitwise cupy_rowwarp: the gate proves it on the captured step
+RWCOPY2_REG=$TMP/cuda-s17-rowwarp-copy2.toml
+RWPDL_REG=$TMP/cuda-s17-rowwarp-pdl.toml
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
 # form's products in packed half2, two weights an instruction, for the issue-bound GEMVs session 15's counters found)
 # over the step now, predicted from the row-warp side-by-side's record (cupy_rowwarp's time a token over its own)
@@ -555,6 +566,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
+  decode-linear-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
   decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
@@ -678,6 +690,21 @@ ncu_passes() {
     [ -s "$R/$f.log" ] && python3 bench/probes/ncu_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
   done
   return 0
+}
+proof_copy2() {  # linear@Q4_K=cupy_rowwarp_copy2 (session 16, not yet on a GPU when written): bitwise the copy form,
+  # every row from NaN, its gate on CUDA, then timed beside the other forms (the row-warp side-by-side's record,
+  # $DJ/perop-rowwarp-*.json, is the rung's prediction)
+  run gpu-tests-copy2 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT -k "copy2 or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py \
+      tests/backends/test_cupy_gate.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-copy2.xml"
+  local rc=$?
+  cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
+  return $rc
+}
+proof_pdl() {  # linear@Q4_K=cupy_rowwarp_pdl (session 16, not yet on a GPU when written): the driver structures, the
+  # bits eagerly and from a graph replayed with NaN-filled buffers, its gate on CUDA
+  run gpu-tests-pdl 120 python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT \
+      tests/backends/test_cupy_pdl.py tests/backends/test_cupy_gate.py -k "pdl" --junitxml="$R/gpu-tests-pdl.xml"
 }
 proof_rowhalf() {  # linear@Q4_K=cupy_rowhalf (session 15, not yet on a GPU when written): every row from NaN at the
   # 48B's and odd shapes, activations of any size, the contract on CUDA, then timed beside cupy_rowwarp (the row-warp
@@ -1409,19 +1436,28 @@ probe_router)  # decode lead (session 15, for session 16): the same counters on 
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
 probe_pdl)  # decode lead (session 16, for session 17): the copy form written for programmatic dependent launch - its
-  # GPU tests (bitwise the copy form, eagerly and replayed from a graph with every buffer NaN between replays), then a
-  # chain of 24 dependent 48B-shaped GEMVs timed plain and with PDL (bench/probes/pdl_chain.py). No model: one GPU,
-  # a short call
-  run gpu-tests-pdl 120 python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT \
-      tests/backends/test_cupy_pdl.py --junitxml="$R/gpu-tests-pdl.xml" || continue
+  # GPU tests (bitwise the copy form, eagerly and replayed from a graph with every buffer NaN between replays; the
+  # gate of cupy_rowwarp_pdl), then a chain of 24 dependent 48B-shaped GEMVs timed plain and with PDL
+  # (bench/probes/pdl_chain.py). No model: one GPU, a short call
+  proof_pdl || continue
   run probe-pdl-chain 150 python3 bench/probes/pdl_chain.py --out "$R/probe-pdl-chain.json" ;;
 probe_copy2)  # decode lead (session 16, for session 17): the copy form with its weight copy in two groups (copy2) -
-  # bitwise the copy form, every row from NaN, then timed beside the other forms (the side-by-side's record,
-  # $DJ/perop-rowwarp-*.json). Session 16's reading: all blocks load, then all decode; if copy2 is faster, that holds
-  run gpu-tests-copy2 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      --timeout=$GPU_TEST_TIMEOUT -k "copy2 or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py \
-      tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-copy2.xml"
-  cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null ;;
+  # bitwise the copy form, every row from NaN, the gate of cupy_rowwarp_copy2, then timed beside the other forms (the
+  # side-by-side's record). Session 16's reading: all blocks load, then all decode; if copy2 is faster, that holds
+  proof_copy2 ;;
+rungs17d)  # session 17's decode rungs over the step now (rebuilt through the row-warp rung), each after its proof
+  prereq_lean || continue
+  decode_chain
+  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
+      linear@Q4_K=cupy_rowwarp
+  proof_copy2
+  decode_rung linear-rowwarp-copy2 $RWCOPY2_REG linear@Q4_K=cupy_rowwarp_copy2 linear@Q4_K \
+      "linear@Q4_K=$(perop rowwarp cupy_rowwarp cupy_rowwarp_copy2)" copy2 \
+      "the tall Q4_K projections' rows copied in two groups, the first half decoded while the second lands"
+  proof_pdl
+  decode_rung linear-rowwarp-pdl $RWPDL_REG linear@Q4_K=cupy_rowwarp_pdl linear@Q4_K "linear@Q4_K=1.000" pdl \
+      "the tall Q4_K projections' copy form launched with programmatic dependent launch (rows requested before the wait)"
+  ;;
 probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS the copy form's warps wait, at
   # 12288 x 2304 (bf16): Nsight Compute's source page (per-instruction executions and stall samples) as CSV. Session
   # 16's reading to test: every block loads its rows at once and then decodes, so DRAM idles while the SMs compute

@@ -85,6 +85,30 @@ def _launch_staged(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
     launch_rowwarp(x, code, kw, n, k, y, "staged")
 
 
+def linear_rowwarp_copy2(x, weight):
+    """Implementation "cupy_rowwarp_copy2": cupy_rowwarp with its tall weights (rowwarp_form: "copy") in the "copy2"
+    form, the same rows copied in two groups so the first half decodes while the second lands (session 16's reading:
+    the copy form's blocks all load, then all decode). The same bits as cupy_rowwarp at every shape."""
+    return _one_token_q4k(x, weight, _launch_copy2)
+
+
+def _launch_copy2(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    form = rowwarp_form(n)
+    launch_rowwarp(x, code, kw, n, k, y, "copy2" if form == "copy" else form)
+
+
+def linear_rowwarp_pdl(x, weight):
+    """Implementation "cupy_rowwarp_pdl": cupy_rowwarp with its tall weights' copy form launched with programmatic
+    dependent launch (_pdl.py): each block requests its rows before it waits for the kernel before it. The same bits
+    as cupy_rowwarp at every shape; the short weights' warp form is launched plainly."""
+    return _one_token_q4k(x, weight, _launch_pdl)
+
+
+def _launch_pdl(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    form = rowwarp_form(n)
+    launch_rowwarp(x, code, kw, n, k, y, form, pdl=form == "copy")
+
+
 def linear_rowhalf(x, weight):
     """Implementation "cupy_rowhalf": one token times a Q4_K weight of at least ROWWARP_TALL_ROWS rows in cupy_rowwarp's
     copy form with packed half2 products (kernels/q4k_half.cuh: the activations as fp16 scaled by a power of two,

@@ -142,6 +142,7 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     impls = {"triton_lastblock": cat.get("linear", "triton_lastblock").resolve(),
              "cupy_rowwarp": cat.get("linear", "cupy_rowwarp").resolve(),
              "cupy_rowhalf": cat.get("linear", "cupy_rowhalf").resolve(),
+             "cupy_rowwarp_copy2": cat.get("linear", "cupy_rowwarp_copy2").resolve(),
              "warp form": forced("warp"), "octet form": forced("octet"), "copy form": forced("copy"),
              "copy2 form": forced("copy2"), "staged form": forced("staged")}
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]

@@ -1083,6 +1083,29 @@ def test_rungs16d_times_the_half2_copy_form_over_the_row_warp_step(tmp_path):
     assert "--expect moe_experts=1.500" in decodes[1]
 
 
+def test_rungs17d_times_copy2_from_its_record_then_pdl_at_a_stated_one(tmp_path):
+    """The plan for session 17: the step rebuilt through the row-warp rung, copy2's proof, then
+    linear@Q4_K=cupy_rowwarp_copy2 over the row-warp step, predicted from the row-warp side-by-side's record
+    (cupy_rowwarp's time a token over copy2's, 500 / 450 us: 1.111), then the PDL proof and
+    linear@Q4_K=cupy_rowwarp_pdl over that (the stub times every pair as a win) at the stated 1.000."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2": 450e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs17d", "probe_pdl", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, copy2 = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s17-rowwarp-copy2.toml"
+    pdl = machine / "cuda-s17-rowwarp-pdl.toml"
+    assert "unknown stage" not in log and "SKIP" not in log
+    assert log.count("gpu-tests-copy2 (limit") == 1 and log.count("gpu-tests-pdl (limit") == 1
+    assert log.index("gpu-tests-copy2 rc=0") < log.index("] swap-linear-rowwarp-copy2 (limit")
+    assert Path(f"{copy2}.base").read_text().strip() == str(rw)
+    assert Path(f"{pdl}.base").read_text().strip() == str(copy2)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 2, decodes
+    assert f"--registry {rw} --vs {copy2}" in decodes[0] and "--expect linear@Q4_K=1.111" in decodes[0]
+    assert f"--registry {copy2} --vs {pdl}" in decodes[1] and "--expect linear@Q4_K=1.000" in decodes[1]
+    assert any(c.startswith("swap") and "linear@Q4_K=cupy_rowwarp_pdl" in c for c in calls)
+
+
 def test_probe_mma_times_the_pipe_form_s_warps_beside_the_tile_form(tmp_path):
     log, _ = _suite(tmp_path, "probe_mma")
     line = next(x for x in log.splitlines() if "probe-mma-pipe-warps (limit" in x)
