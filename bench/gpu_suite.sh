@@ -75,9 +75,10 @@
 #     probe_l2    the L2-prefetch decode probe (bench/probes/l2_prefetch.py) after its kernel's GPU tests
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
-#     rungs17d    session 17's decode rungs: the step rebuilt through the row-warp rung, then linear@Q4_K=
-#                 cupy_rowwarp_copy2 (predicted from the side-by-side record) and linear@Q4_K=cupy_rowwarp_pdl (forecast
-#                 1.000: nothing before a tall projection lets it start early), each a pair at 0 and 32768 after its proof
+#     rungs17d    session 17's decode rungs, each over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2 (predicted
+#                 from the side-by-side record), then add_rmsnorm=triton_pdl with linear@Q4_K=cupy_rowwarp_pdl (one rung:
+#                 the norm lets its projection start; predicted from the PDL probe's saving a pair), each a pair at 0
+#                 and 32768 after its proof
 #     probe_pdl   the copy form with programmatic dependent launch (its weight rows requested before it waits for
 #                 the kernel before it): its GPU tests, then a chain of 24 dependent GEMVs plain and with PDL
 #                 (bench/probes/pdl_chain.py)
@@ -363,14 +364,17 @@ MOESTG_REG=$TMP/cuda-s15-moe-rowwarp-staged.toml
 # at once; the last block of the token routes with shuffles) over the step now, predicted from its proof's record
 # against triton_prefetch (the step's router: 7.3 us a layer, 0.19 ms a token in session 14's diagnosis)
 ROUTRW_REG=$TMP/cuda-s15-router-rowwarp.toml
-# session 17's decode rungs (stage rungs17d, written after session 16's device time): linear@Q4_K=cupy_rowwarp_copy2
-# (the tall projections' rows copied in two groups, the first half decoded while the second lands), predicted from the
-# row-warp side-by-side's record; then linear@Q4_K=cupy_rowwarp_pdl (the tall projections' copy form launched with
-# programmatic dependent launch) over the newest winner: forecast 1.000, because no kernel before a tall projection in
-# the step lets it start early (add_rmsnorm does not trigger), so what it can gain is the launch gap alone. Both are
-# bitwise cupy_rowwarp: the gate proves it on the captured step
+# session 17's decode rungs (stage rungs17d, written after session 16's device time), each over the row-warp step
+# (both change the tall projections' copy form, so neither is timed over the other): linear@Q4_K=cupy_rowwarp_copy2
+# (the rows copied in two groups, the first half decoded while the second lands), predicted from the row-warp
+# side-by-side's record; then the norm-and-projection pair with programmatic dependent launch (add_rmsnorm=triton_pdl
+# lets the next kernel start; linear@Q4_K=cupy_rowwarp_pdl requests its rows before it waits), predicted from the
+# probe's saving a pair (bench/probes/pdl_chain.py) taken off the side-by-side's time a token for the 27 tall
+# projections that follow an add_rmsnorm (layer 0's follows the first rmsnorm). Both are bitwise the step's: the gate
+# proves it on the captured step
 RWCOPY2_REG=$TMP/cuda-s17-rowwarp-copy2.toml
-RWPDL_REG=$TMP/cuda-s17-rowwarp-pdl.toml
+RWPDL_REG=$TMP/cuda-s17-norm-rowwarp-pdl.toml
+PDL_PAIRS=27
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
 # form's products in packed half2, two weights an instruction, for the issue-bound GEMVs session 15's counters found)
 # over the step now, predicted from the row-warp side-by-side's record (cupy_rowwarp's time a token over its own)
@@ -570,7 +574,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-linear-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
+  decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
   decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
@@ -638,12 +642,12 @@ proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shape
 # perop NAME BEFORE AFTER: the factor of a side-by-side GPU test's record ($DJ/perop-NAME-bfloat16.json, written by the
 # rung's proof), BEFORE's time a token over AFTER's; nothing when there is no record (the rung is then left out)
 perop() { python3 bench/perop_factor.py "$DJ/perop-$1-bfloat16.json" "$2" "$3" || true; }
-# decode_rung NAME REGISTRY PAIR CHANGES EXPECT TESTS TEXT: rung decode-NAME over the step now (now_reg below it) at 0
-# and 32768 - the base's diagnosis, the swap, the pair predicted by EXPECT (OP=FACTOR) - when gpu-tests-TESTS passed on
-# this machine and EXPECT has a factor; else said and left out
+# decode_rung NAME REGISTRY PAIR CHANGES EXPECT TESTS TEXT [BASE]: rung decode-NAME over the step now (now_reg below
+# it; or over BASE) at 0 and 32768 - the base's diagnosis, the swap, the pair predicted by EXPECT (OP=FACTOR) - when
+# gpu-tests-TESTS passed on this machine and EXPECT has a factor; else said and left out
 decode_rung() {
-  local name=$1 reg=$2 pair=$3 changes=$4 expect=$5 tests=$6 text=$7 base
-  base=$(now_reg decode-$name)
+  local name=$1 reg=$2 pair=$3 changes=$4 expect=$5 tests=$6 text=$7 base=${8:-}
+  [ -n "$base" ] || base=$(now_reg decode-$name)
   if [ "$(cat $DONE/gpu-tests-$tests 2>/dev/null || true)" != 0 ] || [ -z "${expect#*=}" ]; then
     log "decode-$name: left out (its GPU tests failed, or their record gave no factor)"
     return 0
@@ -704,6 +708,20 @@ proof_copy2() {  # linear@Q4_K=cupy_rowwarp_copy2 (session 16, not yet on a GPU 
   local rc=$?
   cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
   return $rc
+}
+# probe_pdl_chain: bench/probes/pdl_chain.py, its JSON kept with the diagnoses ($DJ: rung norm-rowwarp-pdl's forecast)
+probe_pdl_chain() {
+  run probe-pdl-chain 150 python3 bench/probes/pdl_chain.py --out $DJ/probe-pdl-chain.json
+  cp $DJ/probe-pdl-chain.json "$R/" 2> /dev/null
+  return 0
+}
+# pdl_factor: linear@Q4_K's speed-up from the probe's saving a norm-and-projection pair, taken off the row-warp
+# side-by-side's time a token (cupy_rowwarp) for PDL_PAIRS projections; empty (the rung is left out) without both
+pdl_factor() {
+  local us
+  us=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['norm_pair']['saving_us'])" \
+       $DJ/probe-pdl-chain.json 2> /dev/null) || return 0
+  python3 bench/perop_factor.py "$DJ/perop-rowwarp-bfloat16.json" cupy_rowwarp --less $PDL_PAIRS "${us}e-6" || true
 }
 proof_pdl() {  # linear@Q4_K=cupy_rowwarp_pdl (session 16, not yet on a GPU when written): the driver structures, the
   # bits eagerly and from a graph replayed with NaN-filled buffers, its gate on CUDA
@@ -1443,8 +1461,7 @@ probe_pdl)  # decode lead (session 16, for session 17): the copy form written fo
   # GPU tests (bitwise the copy form, eagerly and replayed from a graph with every buffer NaN between replays; the
   # gate of cupy_rowwarp_pdl), then a chain of 24 dependent 48B-shaped GEMVs timed plain and with PDL
   # (bench/probes/pdl_chain.py). No model: one GPU, a short call
-  proof_pdl || continue
-  run probe-pdl-chain 150 python3 bench/probes/pdl_chain.py --out "$R/probe-pdl-chain.json" ;;
+  proof_pdl && probe_pdl_chain ;;
 probe_copy2)  # decode lead (session 16, for session 17): the copy form with its weight copy in two groups (copy2) -
   # bitwise the copy form, every row from NaN, the gate of cupy_rowwarp_copy2, then timed beside the other forms (the
   # side-by-side's record). Session 16's reading: all blocks load, then all decode; if copy2 is faster, that holds
@@ -1454,13 +1471,16 @@ rungs17d)  # session 17's decode rungs over the step now (rebuilt through the ro
   decode_chain
   timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
       linear@Q4_K=cupy_rowwarp
+  [ -f $RW_REG ] || { log "rungs17d: no row-warp step ($RW_REG): SUITE_TIMED must name decode-linear-rowwarp"; continue; }
   proof_copy2
   decode_rung linear-rowwarp-copy2 $RWCOPY2_REG linear@Q4_K=cupy_rowwarp_copy2 linear@Q4_K \
       "linear@Q4_K=$(perop rowwarp cupy_rowwarp cupy_rowwarp_copy2)" copy2 \
-      "the tall Q4_K projections' rows copied in two groups, the first half decoded while the second lands"
-  proof_pdl
-  decode_rung linear-rowwarp-pdl $RWPDL_REG linear@Q4_K=cupy_rowwarp_pdl linear@Q4_K "linear@Q4_K=1.000" pdl \
-      "the tall Q4_K projections' copy form launched with programmatic dependent launch (rows requested before the wait)"
+      "the tall Q4_K projections' rows copied in two groups, the first half decoded while the second lands" $RW_REG
+  proof_pdl && { [ -s $DJ/probe-pdl-chain.json ] || probe_pdl_chain; }
+  decode_rung norm-rowwarp-pdl $RWPDL_REG "add_rmsnorm=triton_pdl linear@Q4_K=cupy_rowwarp_pdl" \
+      add_rmsnorm,linear@Q4_K "linear@Q4_K=$(pdl_factor)" pdl \
+      "programmatic dependent launch between each norm and its tall Q4_K projection (the norm lets the projection start; the projection requests its rows before it waits)" \
+      $RW_REG
   ;;
 probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS the copy form's warps wait, at
   # 12288 x 2304 (bf16): Nsight Compute's source page (per-instruction executions and stall samples) as CSV. Session

@@ -1,6 +1,8 @@
 """The per-op speed-up a rung's --expect takes, from a side-by-side GPU test's record (perop-NAME.json).
 
     python3 bench/perop_factor.py perop-floatrow-bfloat16.json triton_lastblock cupy_floatrow   # prints 1.234
+    python3 bench/perop_factor.py perop-rowwarp-bfloat16.json cupy_rowwarp --less 28 1.9e-6    # BEFORE's sum over
+                                                                        # the same less 28 calls' 1.9 us each
 
 The record holds each implementation's time a token, summed over the step's own calls of that op (the test's list of
 shapes and calls per token). The factor is BEFORE's sum over AFTER's. A stage computes its prediction from the proof it
@@ -30,12 +32,31 @@ def factor(record: Path, before: str, after: str) -> float:
     return sums[before] / sums[after]
 
 
+def factor_less(record: Path, before: str, calls: int, seconds: float) -> float:
+    """BEFORE's per-token seconds over the same less `calls` x `seconds`: a change measured as a saving a call (a
+    probe's pair timed with and without it) rather than as an implementation of its own in the record."""
+    data = json.loads(record.read_text())
+    sums = data.get("per_token_seconds") if isinstance(data, dict) else None
+    if not isinstance(sums, dict) or before not in sums:
+        raise KeyError(f"{record}: no per-token time of '{before}' (a side-by-side record written with "
+                       f"SPARKOPS_PEROP_DIR set)")
+    left = sums[before] - calls * seconds
+    if left <= 0:
+        raise ValueError(f"{record}: {calls} calls x {seconds} s is more than {before}'s {sums[before]} s a token")
+    return sums[before] / left
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3:
-        print("usage: python3 bench/perop_factor.py RECORD.json BEFORE AFTER", file=sys.stderr)
+    less = len(args) == 5 and args[2] == "--less"
+    if len(args) != 3 and not less:
+        print("usage: python3 bench/perop_factor.py RECORD.json BEFORE AFTER\n"
+              "       python3 bench/perop_factor.py RECORD.json BEFORE --less CALLS SECONDS", file=sys.stderr)
         return 2
     try:
+        if less:
+            print(f"{factor_less(Path(args[0]), args[1], int(args[3]), float(args[4])):.3f}")
+            return 0
         print(f"{factor(Path(args[0]), args[1], args[2]):.3f}")
     except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:
         print(f"perop_factor: {e}", file=sys.stderr)

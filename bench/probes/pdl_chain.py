@@ -19,6 +19,14 @@ captured in one CUDA graph and replayed (the median of the replays). Variants:
   copy_pdl    the same launched with PDL
 The copy variants must agree bitwise: the probe checks the chain's last output and says so.
 
+Then the step's own pair, PAIRS times over distinct weights: add_rmsnorm (the layer's norm, one program at T = 1)
+followed by the tall projection (12288 x 2304) reading its output:
+  norm          the norm alone
+  norm_copy     the norm ("triton"), then the copy form, plain launches
+  norm_copy_pdl the norm letting the next kernel start ("triton_pdl"), then the copy form launched with PDL
+The saving a pair (norm_copy - norm_copy_pdl, µs) is what rung linear-rowwarp-pdl forecasts from (stage rungs17d):
+`bench/perop_factor.py --less` takes it off the row-warp side-by-side's time a token for each tall projection.
+
     python bench/probes/pdl_chain.py --out probe.json [--pairs 12] [--replays 30]
 """
 
@@ -51,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkops_cupy import linear as cl
     from sparkops_cupy._weights import kernel_weight
     from sparkops_triton._workloads import time_thunks
+    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
 
     from sparkops.gguf.quants import random_blocks
     from sparkops.qweight import QWeight
@@ -107,10 +116,43 @@ def main(argv: list[str] | None = None) -> int:
                                       "read_fraction": frac}
         print(f"{label:10s} {us:9.1f} us a round of {len(thunks)} launches, {per:6.2f} us each, "
               f"{100 * frac:5.1f}% of 4.04 TB/s over {total_bytes / 1e6:.0f} MB", flush=True)
+
+    tall = [(kw, n, k) for kw, n, k in weights if n == 12288]
+    resid = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(dev, torch.bfloat16)
+    gain = torch.randn(2304, generator=torch.Generator().manual_seed(2)).to(dev)
+
+    def norm_pairs(with_gemv: bool, pdl: bool) -> tuple[list, torch.Tensor | None]:
+        norm = add_rmsnorm_trigger if pdl else add_rmsnorm
+        thunks, last = [], None
+        for kw, n, k in tall:
+            y = torch.empty((1, n), dtype=torch.bfloat16, device=dev)
+
+            def pair(kw=kw, n=n, k=k, y=y):
+                normed, _ = norm(x0, resid, gain, 1e-5)
+                if with_gemv:
+                    cl.launch_rowwarp(normed, code, kw, n, k, y, "copy", pdl=pdl)
+            thunks.append(pair)
+            last = y
+        return thunks, last if with_gemv else None
+
+    pair_variants = {"norm": norm_pairs(False, False), "norm_copy": norm_pairs(True, False),
+                     "norm_copy_pdl": norm_pairs(True, True)}
+    results["norm_pair"] = {"pairs": len(tall)}
+    for label, (thunks, _) in pair_variants.items():
+        per = time_thunks(thunks, args.replays) / len(thunks)
+        results["norm_pair"][f"{label}_us"] = per
+        print(f"{label:14s} {per:6.2f} us a pair", flush=True)
+    saved = results["norm_pair"]
+    saved["saving_us"] = saved["norm_copy_us"] - saved["norm_copy_pdl_us"]
+    print(f"a tall projection after its norm, with PDL: {saved['saving_us']:.2f} us saved a pair")
+    variants["norm_copy"], variants["norm_copy_pdl"] = pair_variants["norm_copy"], pair_variants["norm_copy_pdl"]
+
     torch.cuda.synchronize()
     ref = variants["copy"][1].view(torch.int16)
     results["bitwise_vs_copy"] = {k: bool(torch.equal(variants[k][1].view(torch.int16), ref))
                                   for k in ("copy_pdlk", "copy_pdl")}
+    results["bitwise_vs_copy"]["norm_copy_pdl"] = bool(torch.equal(variants["norm_copy_pdl"][1].view(torch.int16),
+                                                                   variants["norm_copy"][1].view(torch.int16)))
     results["finite"] = bool(torch.isfinite(variants["copy"][1].float()).all())
     print(f"last output bitwise the copy form's: {results['bitwise_vs_copy']}; finite: {results['finite']}")
     base, pdl = results["variants"]["copy"]["us_per_round"], results["variants"]["copy_pdl"]["us_per_round"]

@@ -22,6 +22,10 @@ from ._runtime import availability
 IMPLEMENTATIONS = [
     ("rmsnorm", "triton", "sparkops_triton.rmsnorm:rmsnorm", tolerance(), ("_runtime.py",)),
     ("add_rmsnorm", "triton", "sparkops_triton.add_rmsnorm:add_rmsnorm", tolerance(), ("_runtime.py", "rmsnorm.py")),
+    # the same kernel letting the next kernel of the stream be scheduled as it starts (programmatic dependent launch:
+    # a PDL-launched projection after it requests its weights while it runs): the same bits
+    ("add_rmsnorm", "triton_pdl", "sparkops_triton.add_rmsnorm:add_rmsnorm_trigger", bit_identical(to="triton"),
+     ("_runtime.py", "rmsnorm.py")),
     ("gated_rmsnorm", "triton", "sparkops_triton.gated_rmsnorm:gated_rmsnorm", tolerance(), ("_runtime.py",)),
     ("short_conv", "triton", "sparkops_triton.short_conv:short_conv", tolerance(), ("_runtime.py",)),
     ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py",)),

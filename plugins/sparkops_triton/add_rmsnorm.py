@@ -2,18 +2,26 @@
 
 summed = residual + x is rounded to x's dtype (what the unfused chain stores) and the norm is taken
 of that stored value, so the fused op equals add-then-rmsnorm on the device, not a more exact variant.
+
+`add_rmsnorm_trigger` ("triton_pdl"): the same kernel, which first lets the next kernel of the stream be
+scheduled (programmatic dependent launch's `griddepcontrol.launch_dependents`). A kernel launched with PDL after
+it (cupy_rowwarp_pdl's tall projections) then requests its weights while this one runs, and waits for it before
+reading its output. For a kernel launched plainly after it, nothing changes. The same bits as "triton".
 """
 
 import torch
 import triton
 import triton.language as tl
 
-from ._runtime import FLOATS, expect, expect_device, expect_dtype
+from ._runtime import FLOATS, expect, expect_device, expect_dtype, interpreting
 from .rmsnorm import row_launch
 
 
 @triton.jit
-def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, s_ptr, x_stride, r_stride, D, eps, BLOCK: tl.constexpr):
+def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, s_ptr, x_stride, r_stride, D, eps, BLOCK: tl.constexpr,
+                        TRIGGER: tl.constexpr):
+    if TRIGGER:  # compiled only for the GPU (the interpreter has no griddepcontrol)
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < D
@@ -28,6 +36,16 @@ def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, s_ptr, x_stride, r_stride, D
 
 
 def add_rmsnorm(x, residual, weight, eps):
+    """Implementation "triton"."""
+    return _add_rmsnorm(x, residual, weight, eps, trigger=False)
+
+
+def add_rmsnorm_trigger(x, residual, weight, eps):
+    """Implementation "triton_pdl": "triton" letting the next kernel be scheduled as it starts (module docstring)."""
+    return _add_rmsnorm(x, residual, weight, eps, trigger=not interpreting())
+
+
+def _add_rmsnorm(x, residual, weight, eps, trigger: bool):
     op = "add_rmsnorm"
     expect(op, "x", x, (None, None), "[T, D]")
     expect(op, "residual", residual, tuple(x.shape), "the same shape as x")
@@ -43,5 +61,5 @@ def add_rmsnorm(x, residual, weight, eps):
         return normed, summed
     block, warps = row_launch(d)
     _add_rmsnorm_kernel[(t,)](x, residual, weight.contiguous(), normed, summed, x.stride(0), residual.stride(0), d,
-                              float(eps), BLOCK=block, num_warps=warps)
+                              float(eps), BLOCK=block, TRIGGER=trigger, num_warps=warps)
     return normed, summed

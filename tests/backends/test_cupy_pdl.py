@@ -172,3 +172,51 @@ def test_gpu_pdl_chain_replayed_from_a_graph_never_reads_a_stale_input():
                 assert torch.equal(got.view(torch.int16), exp.view(torch.int16)), f"replay {replay}: GEMV {i} differs"
     finally:
         g.reset()
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_gemv_after_a_triggering_norm_reads_the_norm_s_output():
+    """The step's pair (rungs17d): add_rmsnorm=triton_pdl lets the next kernel be scheduled as it starts, and the
+    tall projection launched with PDL after it requests its weights at once but must read the norm's output only
+    after the norm ends. Replayed from a graph with a new residual before each replay (so the norm's output of the
+    replay before is stale) and the projection's output NaN, for the plain pair's bits on the same inputs."""
+    pytest.importorskip("triton")
+    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
+
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy.linear import launch_rowwarp
+
+    pairs, x0 = _chain(1, seed=3)
+    kw = pairs[0][0]  # 12288 x 2304
+    dev = x0.device
+    g = torch.Generator().manual_seed(4)
+    resid = torch.empty(1, 2304, dtype=torch.bfloat16, device=dev)
+    gain = torch.randn(2304, generator=g).to(dev)
+    code = rt.DTYPE_CODE[x0.dtype]
+
+    def step(norm, pdl: bool, y: torch.Tensor) -> None:
+        normed, _ = norm(x0, resid, gain, 1e-5)
+        launch_rowwarp(normed, code, kw, 12288, 2304, y, "copy", pdl=pdl)
+
+    resid.copy_(torch.randn(1, 2304, generator=g))
+    y = torch.empty((1, 12288), dtype=torch.bfloat16, device=dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step(add_rmsnorm_trigger, True, y)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            step(add_rmsnorm_trigger, True, y)
+        for replay in range(5):
+            resid.copy_(torch.randn(1, 2304, generator=g))
+            want = torch.empty_like(y)
+            step(add_rmsnorm, False, want)
+            y.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all()
+            assert torch.equal(y.view(torch.int16), want.view(torch.int16)), f"replay {replay} differs"
+    finally:
+        graph.reset()

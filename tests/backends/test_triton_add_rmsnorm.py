@@ -38,6 +38,29 @@ def test_summed_is_the_stored_sum_in_interpreter(kernels):
     assert ((normed.double() - want) ** 2).sum() / (want ** 2).sum() < 1e-4
 
 
+def test_the_triggering_form_is_the_same_function_in_interpreter(kernels):
+    """triton_pdl only adds griddepcontrol.launch_dependents on the GPU; in the interpreter it is "triton" itself."""
+    for t, d in ((1, 2304), (3, 333)):
+        a = rows(t, d, 7 * t + d)
+        for got, want in zip(kernels.add_rmsnorm_trigger(**a), kernels.add_rmsnorm(**a)):
+            assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
+def test_gpu_the_triggering_form_gives_the_same_bits():
+    """add_rmsnorm=triton_pdl claims bit-identity to "triton": the trigger changes when the next kernel may be
+    scheduled, never a value. The 48B's row (T = 1, D = 2304, bf16) and a prefill chunk."""
+    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
+
+    for t in (1, 4096):
+        a = {k: (v.cuda().to(torch.bfloat16) if k != "weight" else v.cuda()) if torch.is_tensor(v) else v
+             for k, v in rows(t, 2304, t).items()}
+        got, want = add_rmsnorm_trigger(**a), add_rmsnorm(**a)
+        torch.cuda.synchronize()
+        for g, w in zip(got, want):
+            assert torch.equal(g.view(torch.int16), w.view(torch.int16))
+
+
 @pytest.mark.gpu
 def test_gpu_contract_cases_and_48b_timing():
     from sparkops_triton._workloads import norm_args, time_calls

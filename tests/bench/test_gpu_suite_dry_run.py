@@ -44,13 +44,15 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     d.mkdir()
     (d / "sparkops").write_text(STUB_SPARKOPS)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
-    # bench/gpu_test_shard.py and `python3 -c "print(...)"` arithmetic are pure Python: the real interpreter runs
-    # them (the shards' files, a prediction factor); imports of torch and the kernels stay stand-ins
+    # bench/gpu_test_shard.py, bench/perop_factor.py, `python3 -c "print(...)"` arithmetic and `python3 -c "import
+    # json..."` reads of a JSON file are pure Python: the real interpreter runs them (the shards' files, a prediction
+    # factor); imports of torch and the kernels stay stand-ins
     # STUB_PEROP="FILE:NAME ...": per-op records a GPU test would have written (SPARKOPS_PEROP_DIR/NAME), copied there by
     # the pytest stand-in
     (d / "python3").write_text('#!/usr/bin/env bash\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
-                               f'[[ "$1" = -c && "$2" == print\\(* ]]; then exec "{sys.executable}" "$@"; fi\n'
+                               f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
+                               f'exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
                                'if [ -n "${SPARKOPS_PEROP_DIR:-}" ]; then for f in ${STUB_PEROP:-}; do '
                                'cp "${f%%:*}" "$SPARKOPS_PEROP_DIR/${f##*:}"; done; fi; '
@@ -1083,27 +1085,42 @@ def test_rungs16d_times_the_half2_copy_form_over_the_row_warp_step(tmp_path):
     assert "--expect moe_experts=1.500" in decodes[1]
 
 
-def test_rungs17d_times_copy2_from_its_record_then_pdl_at_a_stated_one(tmp_path):
+def test_rungs17d_times_copy2_and_the_pdl_pair_each_over_the_row_warp_step(tmp_path):
     """The plan for session 17: the step rebuilt through the row-warp rung, copy2's proof, then
     linear@Q4_K=cupy_rowwarp_copy2 over the row-warp step, predicted from the row-warp side-by-side's record
-    (cupy_rowwarp's time a token over copy2's, 500 / 450 us: 1.111), then the PDL proof and
-    linear@Q4_K=cupy_rowwarp_pdl over that (the stub times every pair as a win) at the stated 1.000."""
+    (cupy_rowwarp's time a token over copy2's, 500 / 450 us: 1.111); then the PDL proof and the norm-and-projection
+    pair (add_rmsnorm=triton_pdl with linear@Q4_K=cupy_rowwarp_pdl, one row naming both ops) over the row-warp step
+    too, though copy2 won (the stub times every pair as a win): both change the tall projections' form. Its forecast
+    is the probe's saving a pair (2 us) off cupy_rowwarp's 500 us for 27 projections: 500 / 446 = 1.121."""
     records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2": 450e-6})
+    machine = tmp_path / "machine"
+    (machine / "suite-diag").mkdir(parents=True)
+    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0}}))
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs17d", "probe_pdl", extra_env=env)
-    machine = tmp_path / "machine"
     rw, copy2 = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s17-rowwarp-copy2.toml"
-    pdl = machine / "cuda-s17-rowwarp-pdl.toml"
+    pdl = machine / "cuda-s17-norm-rowwarp-pdl.toml"
     assert "unknown stage" not in log and "SKIP" not in log
     assert log.count("gpu-tests-copy2 (limit") == 1 and log.count("gpu-tests-pdl (limit") == 1
     assert log.index("gpu-tests-copy2 rc=0") < log.index("] swap-linear-rowwarp-copy2 (limit")
     assert Path(f"{copy2}.base").read_text().strip() == str(rw)
-    assert Path(f"{pdl}.base").read_text().strip() == str(copy2)
+    assert Path(f"{pdl}.base").read_text().strip() == str(rw)
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 2, decodes
     assert f"--registry {rw} --vs {copy2}" in decodes[0] and "--expect linear@Q4_K=1.111" in decodes[0]
-    assert f"--registry {copy2} --vs {pdl}" in decodes[1] and "--expect linear@Q4_K=1.000" in decodes[1]
-    assert any(c.startswith("swap") and "linear@Q4_K=cupy_rowwarp_pdl" in c for c in calls)
+    assert f"--registry {rw} --vs {pdl}" in decodes[1] and "--expect linear@Q4_K=1.121" in decodes[1]
+    assert "--changes add_rmsnorm,linear@Q4_K " in decodes[1]
+    swap = next(c for c in calls if c.startswith("swap") and "cupy_rowwarp_pdl" in c)
+    assert "add_rmsnorm=triton_pdl" in swap and "linear@Q4_K=cupy_rowwarp_pdl" in swap
+
+
+def test_rungs17d_leaves_the_pdl_pair_out_without_the_probe_s_saving(tmp_path):
+    """No probe JSON (its run wrote nothing): no forecast, so no pair; the stage says so."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2": 450e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs17d", "", extra_env=env)
+    assert "decode-norm-rowwarp-pdl: left out" in log and "] probe-pdl-chain (limit" in log
+    assert not any("cupy_rowwarp_pdl" in c for c in calls)
 
 
 def test_probe_mma_times_the_pipe_form_s_warps_beside_the_tile_form(tmp_path):

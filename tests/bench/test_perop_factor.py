@@ -33,3 +33,16 @@ def test_a_missing_implementation_or_record_is_refused_with_the_reason(tmp_path)
     out = run(str(tmp_path / "none.json"), "a", "b")
     assert out.returncode == 2 and "none.json" in out.stderr
     assert run().returncode == 2
+
+
+def test_less_takes_a_saving_a_call_off_before_s_time_a_token(tmp_path):
+    """A change measured as a saving a call (a probe's pair with and without it): 500 us a token less 28 calls of
+    2 us is 444 us, a factor 1.126; a saving larger than the whole is refused."""
+    rec = tmp_path / "perop-rowwarp.json"
+    rec.write_text(json.dumps({"per_token_seconds": {"cupy_rowwarp": 500e-6}}))
+    out = run(str(rec), "cupy_rowwarp", "--less", "28", "2e-6")
+    assert out.returncode == 0 and out.stdout.strip() == "1.126"
+    out = run(str(rec), "cupy_rowwarp", "--less", "28", "20e-6")
+    assert out.returncode == 2 and "more than cupy_rowwarp's" in out.stderr and not out.stdout
+    out = run(str(rec), "triton", "--less", "28", "2e-6")
+    assert out.returncode == 2 and "no per-token time of 'triton'" in out.stderr
