@@ -76,9 +76,9 @@
 #     probe_gemv  where a small decode GEMV's time goes (bench/probes/gemv_anatomy.py): launch floor, plain read, GEMV
 #     probe_ncu   Nsight Compute on one launch of each decode GEMV form (bench/probes/rowwarp_kernels.py), where ncu runs
 #     rungs17d    session 17's decode rungs, each over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2 (predicted
-#                 from the side-by-side record), then add_rmsnorm=triton_pdl with linear@Q4_K=cupy_rowwarp_pdl (one rung:
-#                 the norm lets its projection start; predicted from the PDL probe's saving a pair), each a pair at 0
-#                 and 32768 after its proof
+#                 from the side-by-side record), then add_rmsnorm and gated_rmsnorm = triton_pdl with linear@Q4_K=
+#                 cupy_rowwarp_pdl (one rung: each norm lets its projection start; predicted from the PDL probe's savings
+#                 a pair), each a pair at 0 and 32768 after its proof
 #     probe_pdl   the copy form with programmatic dependent launch (its weight rows requested before it waits for
 #                 the kernel before it): its GPU tests, then a chain of 24 dependent GEMVs plain and with PDL
 #                 (bench/probes/pdl_chain.py)
@@ -367,14 +367,15 @@ ROUTRW_REG=$TMP/cuda-s15-router-rowwarp.toml
 # session 17's decode rungs (stage rungs17d, written after session 16's device time), each over the row-warp step
 # (both change the tall projections' copy form, so neither is timed over the other): linear@Q4_K=cupy_rowwarp_copy2
 # (the rows copied in two groups, the first half decoded while the second lands), predicted from the row-warp
-# side-by-side's record; then the norm-and-projection pair with programmatic dependent launch (add_rmsnorm=triton_pdl
-# lets the next kernel start; linear@Q4_K=cupy_rowwarp_pdl requests its rows before it waits), predicted from the
-# probe's saving a pair (bench/probes/pdl_chain.py) taken off the side-by-side's time a token for the 27 tall
-# projections that follow an add_rmsnorm (layer 0's follows the first rmsnorm). Both are bitwise the step's: the gate
-# proves it on the captured step
+# side-by-side's record; then the norm-and-projection pairs with programmatic dependent launch (add_rmsnorm and
+# gated_rmsnorm = triton_pdl let the next kernel start; linear@Q4_K=cupy_rowwarp_pdl requests its weights before it
+# waits), predicted from the probe's savings a pair (bench/probes/pdl_chain.py) taken off the side-by-side's time a
+# token: 27 tall projections follow an add_rmsnorm (layer 0's follows the first rmsnorm), 20 KDA o_projs a
+# gated_rmsnorm. Both are bitwise the step's: the gate proves it on the captured step
 RWCOPY2_REG=$TMP/cuda-s17-rowwarp-copy2.toml
 RWPDL_REG=$TMP/cuda-s17-norm-rowwarp-pdl.toml
 PDL_PAIRS=27
+PDL_GATED_PAIRS=20  # KDA's o_proj after its gated_rmsnorm (MLA's follows attention, the dense down swiglu: not PDL)
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
 # form's products in packed half2, two weights an instruction, for the issue-bound GEMVs session 15's counters found)
 # over the step now, predicted from the row-warp side-by-side's record (cupy_rowwarp's time a token over its own)
@@ -715,13 +716,15 @@ probe_pdl_chain() {
   cp $DJ/probe-pdl-chain.json "$R/" 2> /dev/null
   return 0
 }
-# pdl_factor: linear@Q4_K's speed-up from the probe's saving a norm-and-projection pair, taken off the row-warp
-# side-by-side's time a token (cupy_rowwarp) for PDL_PAIRS projections; empty (the rung is left out) without both
+# pdl_factor: linear@Q4_K's speed-up from the probe's savings a norm-and-projection pair (PDL_PAIRS add_rmsnorm pairs
+# and PDL_GATED_PAIRS gated_rmsnorm pairs a token), taken off the row-warp side-by-side's time a token
+# (cupy_rowwarp); empty (the rung is left out) without both
 pdl_factor() {
-  local us
-  us=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['norm_pair']['saving_us'])" \
-       $DJ/probe-pdl-chain.json 2> /dev/null) || return 0
-  python3 bench/perop_factor.py "$DJ/perop-rowwarp-bfloat16.json" cupy_rowwarp --less $PDL_PAIRS "${us}e-6" || true
+  local s
+  s=$(python3 -c "import json,sys; p = json.load(open(sys.argv[1])); \
+print(($PDL_PAIRS * p['norm_pair']['saving_us'] + $PDL_GATED_PAIRS * p['gnorm_pair']['saving_us']) * 1e-6)" \
+      $DJ/probe-pdl-chain.json 2> /dev/null) || return 0
+  python3 bench/perop_factor.py "$DJ/perop-rowwarp-bfloat16.json" cupy_rowwarp --less 1 "$s" || true
 }
 proof_pdl() {  # linear@Q4_K=cupy_rowwarp_pdl (session 16, not yet on a GPU when written): the driver structures, the
   # bits eagerly and from a graph replayed with NaN-filled buffers, its gate on CUDA
@@ -1477,9 +1480,10 @@ rungs17d)  # session 17's decode rungs over the step now (rebuilt through the ro
       "linear@Q4_K=$(perop rowwarp cupy_rowwarp cupy_rowwarp_copy2)" copy2 \
       "the tall Q4_K projections' rows copied in two groups, the first half decoded while the second lands" $RW_REG
   proof_pdl && { [ -s $DJ/probe-pdl-chain.json ] || probe_pdl_chain; }
-  decode_rung norm-rowwarp-pdl $RWPDL_REG "add_rmsnorm=triton_pdl linear@Q4_K=cupy_rowwarp_pdl" \
-      add_rmsnorm,linear@Q4_K "linear@Q4_K=$(pdl_factor)" pdl \
-      "programmatic dependent launch between each norm and its tall Q4_K projection (the norm lets the projection start; the projection requests its rows before it waits)" \
+  decode_rung norm-rowwarp-pdl $RWPDL_REG \
+      "add_rmsnorm=triton_pdl gated_rmsnorm=triton_pdl linear@Q4_K=cupy_rowwarp_pdl" \
+      add_rmsnorm,gated_rmsnorm,linear@Q4_K "linear@Q4_K=$(pdl_factor)" pdl \
+      "programmatic dependent launch from each norm to its Q4_K projection (the norm lets the projection start; the projection requests its weights before it waits)" \
       $RW_REG
   ;;
 probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS the copy form's warps wait, at

@@ -19,13 +19,15 @@ captured in one CUDA graph and replayed (the median of the replays). Variants:
   copy_pdl    the same launched with PDL
 The copy variants must agree bitwise: the probe checks the chain's last output and says so.
 
-Then the step's own pair, PAIRS times over distinct weights: add_rmsnorm (the layer's norm, one program at T = 1)
-followed by the tall projection (12288 x 2304) reading its output:
-  norm          the norm alone
-  norm_copy     the norm ("triton"), then the copy form, plain launches
-  norm_copy_pdl the norm letting the next kernel start ("triton_pdl"), then the copy form launched with PDL
-The saving a pair (norm_copy - norm_copy_pdl, µs) is what rung linear-rowwarp-pdl forecasts from (stage rungs17d):
-`bench/perop_factor.py --less` takes it off the row-warp side-by-side's time a token for each tall projection.
+Then the step's own pairs, PAIRS times each over distinct weights: add_rmsnorm (the layer's norm, one program at
+T = 1) followed by the tall projection (12288 x 2304) reading its output, and KDA's gated_rmsnorm (32 heads of 128)
+followed by o_proj (2304 x 4096, the warp form):
+  norm, gnorm               the norm alone
+  norm_copy, gnorm_warp     the norm ("triton"), then the projection, plain launches
+  norm_copy_pdl, gnorm_warp_pdl   the norm letting the next kernel start ("triton_pdl"), then the projection
+                            launched with PDL
+The saving a pair (plain - pdl, µs) is what rung norm-rowwarp-pdl forecasts from (stage rungs17d): 27 norm pairs
+and 20 gated-norm pairs a token, taken off the row-warp side-by-side's time a token (`perop_factor.py --less`).
 
     python bench/probes/pdl_chain.py --out probe.json [--pairs 12] [--replays 30]
 """
@@ -60,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkops_cupy._weights import kernel_weight
     from sparkops_triton._workloads import time_thunks
     from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
+    from sparkops_triton.gated_rmsnorm import gated_rmsnorm, gated_rmsnorm_trigger
 
     from sparkops.gguf.quants import random_blocks
     from sparkops.qweight import QWeight
@@ -117,42 +120,55 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:10s} {us:9.1f} us a round of {len(thunks)} launches, {per:6.2f} us each, "
               f"{100 * frac:5.1f}% of 4.04 TB/s over {total_bytes / 1e6:.0f} MB", flush=True)
 
-    tall = [(kw, n, k) for kw, n, k in weights if n == 12288]
-    resid = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(dev, torch.bfloat16)
-    gain = torch.randn(2304, generator=torch.Generator().manual_seed(2)).to(dev)
+    g = torch.Generator().manual_seed(1)
+    resid = torch.randn(1, 2304, generator=g).to(dev, torch.bfloat16)
+    gain = torch.randn(2304, generator=g).to(dev)
+    o_heads = torch.randn(1, 32, 128, generator=g).to(dev, torch.bfloat16)
+    o_gate = torch.randn(1, 32, 128, generator=g).to(dev, torch.bfloat16)
+    head_gain = torch.randn(128, generator=g).to(dev)
 
-    def norm_pairs(with_gemv: bool, pdl: bool) -> tuple[list, torch.Tensor | None]:
+    def add_norm(pdl: bool):
         norm = add_rmsnorm_trigger if pdl else add_rmsnorm
+        return lambda: norm(x0, resid, gain, 1e-5)[0]  # [1, 2304]
+
+    def gated_norm(pdl: bool):
+        norm = gated_rmsnorm_trigger if pdl else gated_rmsnorm
+        return lambda: norm(o_heads, o_gate, head_gain, 1e-5).reshape(1, 4096)
+
+    def norm_pairs(norm, rows: int, form: str, with_gemv: bool, pdl: bool) -> tuple[list, torch.Tensor | None]:
         thunks, last = [], None
-        for kw, n, k in tall:
+        for kw, n, k in (w for w in weights if w[1] == rows):
             y = torch.empty((1, n), dtype=torch.bfloat16, device=dev)
 
             def pair(kw=kw, n=n, k=k, y=y):
-                normed, _ = norm(x0, resid, gain, 1e-5)
+                normed = norm()
                 if with_gemv:
-                    cl.launch_rowwarp(normed, code, kw, n, k, y, "copy", pdl=pdl)
+                    cl.launch_rowwarp(normed, code, kw, n, k, y, form, pdl=pdl)
             thunks.append(pair)
             last = y
         return thunks, last if with_gemv else None
 
-    pair_variants = {"norm": norm_pairs(False, False), "norm_copy": norm_pairs(True, False),
-                     "norm_copy_pdl": norm_pairs(True, True)}
-    results["norm_pair"] = {"pairs": len(tall)}
-    for label, (thunks, _) in pair_variants.items():
-        per = time_thunks(thunks, args.replays) / len(thunks)
-        results["norm_pair"][f"{label}_us"] = per
-        print(f"{label:14s} {per:6.2f} us a pair", flush=True)
-    saved = results["norm_pair"]
-    saved["saving_us"] = saved["norm_copy_us"] - saved["norm_copy_pdl_us"]
-    print(f"a tall projection after its norm, with PDL: {saved['saving_us']:.2f} us saved a pair")
-    variants["norm_copy"], variants["norm_copy_pdl"] = pair_variants["norm_copy"], pair_variants["norm_copy_pdl"]
+    for kind, make, rows, form in (("norm_pair", add_norm, 12288, "copy"), ("gnorm_pair", gated_norm, 2304, "warp")):
+        short = kind.removesuffix("_pair")
+        pair_variants = {short: norm_pairs(make(False), rows, form, False, False),
+                         f"{short}_{form}": norm_pairs(make(False), rows, form, True, False),
+                         f"{short}_{form}_pdl": norm_pairs(make(True), rows, form, True, True)}
+        results[kind] = {"pairs": len(pair_variants[short][0]), "form": form}
+        for label, (thunks, _) in pair_variants.items():
+            per = time_thunks(thunks, args.replays) / len(thunks)
+            results[kind][f"{label}_us"] = per
+            print(f"{label:16s} {per:6.2f} us a pair", flush=True)
+        results[kind]["saving_us"] = results[kind][f"{short}_{form}_us"] - results[kind][f"{short}_{form}_pdl_us"]
+        print(f"{short} then its projection, with PDL: {results[kind]['saving_us']:.2f} us saved a pair")
+        variants.update({k: pair_variants[k] for k in (f"{short}_{form}", f"{short}_{form}_pdl")})
 
     torch.cuda.synchronize()
     ref = variants["copy"][1].view(torch.int16)
     results["bitwise_vs_copy"] = {k: bool(torch.equal(variants[k][1].view(torch.int16), ref))
                                   for k in ("copy_pdlk", "copy_pdl")}
-    results["bitwise_vs_copy"]["norm_copy_pdl"] = bool(torch.equal(variants["norm_copy_pdl"][1].view(torch.int16),
-                                                                   variants["norm_copy"][1].view(torch.int16)))
+    for plain in ("norm_copy", "gnorm_warp"):
+        results["bitwise_vs_copy"][f"{plain}_pdl"] = bool(torch.equal(variants[f"{plain}_pdl"][1].view(torch.int16),
+                                                                      variants[plain][1].view(torch.int16)))
     results["finite"] = bool(torch.isfinite(variants["copy"][1].float()).all())
     print(f"last output bitwise the copy form's: {results['bitwise_vs_copy']}; finite: {results['finite']}")
     base, pdl = results["variants"]["copy"]["us_per_round"], results["variants"]["copy_pdl"]["us_per_round"]

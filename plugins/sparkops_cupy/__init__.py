@@ -48,8 +48,8 @@ IMPLEMENTATIONS = [
     # same bits, which the gate proves; a name of its own for one interleaved pair
     ("linear", "cupy_rowwarp_copy2", "sparkops_cupy.linear:linear_rowwarp_copy2", bit_identical(to="cupy_rowwarp"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
-    # cupy_rowwarp with the tall weights' copy form launched with programmatic dependent launch (its rows requested
-    # before it waits for the kernel before it): the same bits
+    # cupy_rowwarp launched with programmatic dependent launch (each block's weights requested before it waits for
+    # the kernel before it): the same bits
     ("linear", "cupy_rowwarp_pdl", "sparkops_cupy.linear:linear_rowwarp_pdl", bit_identical(to="cupy_rowwarp"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row

@@ -98,15 +98,15 @@ def _launch_copy2(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, 
 
 
 def linear_rowwarp_pdl(x, weight):
-    """Implementation "cupy_rowwarp_pdl": cupy_rowwarp with its tall weights' copy form launched with programmatic
-    dependent launch (_pdl.py): each block requests its rows before it waits for the kernel before it. The same bits
-    as cupy_rowwarp at every shape; the short weights' warp form is launched plainly."""
+    """Implementation "cupy_rowwarp_pdl": cupy_rowwarp's one-token Q4_K GEMVs (copy form for tall weights, warp form
+    for the others) launched with programmatic dependent launch (_pdl.py): each block requests its weights before it
+    waits for the kernel before it, so they stream while that kernel finishes (when it lets this one start: the
+    "triton_pdl" norms). The same bits as cupy_rowwarp at every shape."""
     return _one_token_q4k(x, weight, _launch_pdl)
 
 
 def _launch_pdl(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
-    form = rowwarp_form(n)
-    launch_rowwarp(x, code, kw, n, k, y, form, pdl=form == "copy")
+    launch_rowwarp(x, code, kw, n, k, y, rowwarp_form(n), pdl=True)
 
 
 def linear_rowhalf(x, weight):
@@ -299,20 +299,21 @@ def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
                    form: str | None = None, pdl: bool = False) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
     `form`: "warp", "octet", "copy", "copy2" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form).
-    `pdl` (the copy form only): the copy form written for programmatic dependent launch, launched so (its weight
-    copy requested before it waits for the kernel before it; the same bits as the copy form)."""
+    `pdl` (the copy and warp forms): the form's kernel written for programmatic dependent launch, launched so (its
+    weight copy, or its first group of weight loads, requested before it waits for the kernel before it; x then read
+    from L2; the same bits as the form)."""
     form = form or rowwarp_form(n)
     if form not in ROWWARP_FORMS:
         raise BadInput(f"linear: the row-warp GEMV has the forms {sorted(ROWWARP_FORMS)}, not {form!r}")
-    if pdl and form != "copy":
-        raise BadInput(f"linear: programmatic dependent launch is written for the row-warp GEMV's copy form only, "
-                       f"not the {form!r} form; pass form='copy' with pdl=True")
+    if pdl and form not in ("copy", "warp"):
+        raise BadInput(f"linear: programmatic dependent launch is written for the row-warp GEMV's copy and warp forms "
+                       f"only, not the {form!r} form; pass form='copy' or 'warp' with pdl=True")
     if kw.raw.data_ptr() % 16:
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
     rows = ROWWARP_FORMS[form]
-    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcppdl" if pdl else "rowcp", "copy2": "rowcp2",
-              "staged": "rowstg"}[form]
+    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp", "copy2": "rowcp2", "staged": "rowstg"}[form]
+    kernel += "pdl" if pdl else ""
     name = f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}"
     smem = 0 if form == "warp" else 4 * k + 4 * (k // 16)  # the staged activations and their sums of 16
     if form in ("copy", "copy2"):

@@ -27,6 +27,9 @@ IMPLEMENTATIONS = [
     ("add_rmsnorm", "triton_pdl", "sparkops_triton.add_rmsnorm:add_rmsnorm_trigger", bit_identical(to="triton"),
      ("_runtime.py", "rmsnorm.py")),
     ("gated_rmsnorm", "triton", "sparkops_triton.gated_rmsnorm:gated_rmsnorm", tolerance(), ("_runtime.py",)),
+    # the same kernel letting the next kernel (KDA's o_proj, launched with PDL) be scheduled as it starts: same bits
+    ("gated_rmsnorm", "triton_pdl", "sparkops_triton.gated_rmsnorm:gated_rmsnorm_trigger", bit_identical(to="triton"),
+     ("_runtime.py",)),
     ("short_conv", "triton", "sparkops_triton.short_conv:short_conv", tolerance(), ("_runtime.py",)),
     ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py",)),
     ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),

@@ -2,17 +2,24 @@
 
 Each program takes ROWS consecutive (token, head) rows of D values: at decode (T=1, 32 heads of 128)
 that is a handful of programs instead of 32 one-row launches' worth of tiny programs.
+
+`gated_rmsnorm_trigger` ("triton_pdl"): the same kernel, which first lets the next kernel of the stream be
+scheduled (programmatic dependent launch). KDA's o_proj launched with PDL after it (cupy_rowwarp_pdl) then
+requests its weights while this one runs. The same bits as "triton".
 """
 
 import torch
 import triton
 import triton.language as tl
 
-from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_pow2
+from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2
 
 
 @triton.jit
-def _gated_rmsnorm_kernel(x_ptr, g_ptr, w_ptr, y_ptr, n_rows, D, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def _gated_rmsnorm_kernel(x_ptr, g_ptr, w_ptr, y_ptr, n_rows, D, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+                          TRIGGER: tl.constexpr):
+    if TRIGGER:  # compiled only for the GPU (the interpreter has no griddepcontrol)
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)  # [ROWS]
     cols = tl.arange(0, BLOCK)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < D)
@@ -26,6 +33,16 @@ def _gated_rmsnorm_kernel(x_ptr, g_ptr, w_ptr, y_ptr, n_rows, D, eps, ROWS: tl.c
 
 
 def gated_rmsnorm(x, gate, weight, eps):
+    """Implementation "triton"."""
+    return _gated_rmsnorm(x, gate, weight, eps, trigger=False)
+
+
+def gated_rmsnorm_trigger(x, gate, weight, eps):
+    """Implementation "triton_pdl": "triton" letting the next kernel be scheduled as it starts (module docstring)."""
+    return _gated_rmsnorm(x, gate, weight, eps, trigger=not interpreting())
+
+
+def _gated_rmsnorm(x, gate, weight, eps, trigger: bool):
     op = "gated_rmsnorm"
     expect(op, "x", x, (None, None, None), "[T, H, D]")
     expect(op, "gate", gate, tuple(x.shape), "the same shape as x")
@@ -41,5 +58,5 @@ def gated_rmsnorm(x, gate, weight, eps):
     block = next_pow2(d)
     rows = max(1, min(16, 2048 // block))  # ~2K values per program
     _gated_rmsnorm_kernel[(cdiv(n_rows, rows),)](x, gate, weight.contiguous(), y, n_rows, d, float(eps), ROWS=rows,
-                                                 BLOCK=block, num_warps=4)
+                                                 BLOCK=block, TRIGGER=trigger, num_warps=4)
     return y

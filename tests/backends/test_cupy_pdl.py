@@ -77,8 +77,8 @@ def test_a_python_int_argument_is_refused_naming_the_fix():
 def test_pdl_is_refused_for_forms_not_written_for_it():
     from sparkops_cupy.linear import launch_rowwarp
 
-    for form in ("warp", "octet", "staged"):
-        with pytest.raises(BadInput, match="copy form only"):
+    for form in ("octet", "copy2", "staged"):
+        with pytest.raises(BadInput, match="copy and warp forms only"):
             launch_rowwarp(None, 1, None, 12288, 2304, None, form, pdl=True)
 
 
@@ -107,8 +107,8 @@ def _chain(n_pairs: int, seed: int):
 
 
 def _run_chain(pairs, x0: torch.Tensor, bufs: list[torch.Tensor], pdl: bool, kernel_pdl: bool | None = None):
-    """Launch the chain into bufs (one per GEMV); kernel_pdl picks the PDL-written kernel without the launch
-    attribute (pdl False, kernel_pdl True)."""
+    """Launch the chain into bufs (one per GEMV), each in the form the step gives it (copy for A, warp for B);
+    kernel_pdl picks the PDL-written kernels without the launch attribute (pdl False, kernel_pdl True)."""
     from sparkops_cupy import _runtime as rt
     from sparkops_cupy.linear import launch_rowwarp
 
@@ -119,12 +119,14 @@ def _run_chain(pairs, x0: torch.Tensor, bufs: list[torch.Tensor], pdl: bool, ker
             y = bufs[2 * i + j]
             xin = x[:, :k]
             if kernel_pdl and not pdl:
-                rows = 16
-                rt.launch("linear_rowwarp.cu", "linear_q4_k_rowcppdl_bf16", x.device, ((n + rows - 1) // rows,),
-                          (128,), (rt.ptr(xin), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n),
-                                   rt.ptr(y)), shared_mem=4 * k + 4 * (k // 16) + rows * kw.row_bytes)
+                copy = n >= 4096
+                rows = 16 if copy else 4
+                smem = 4 * k + 4 * (k // 16) + rows * kw.row_bytes if copy else 0
+                rt.launch("linear_rowwarp.cu", f"linear_q4_k_{'rowcppdl' if copy else 'rowwarppdl'}_bf16", x.device,
+                          ((n + rows - 1) // rows,), (128,), (rt.ptr(xin), rt.ptr(kw.raw), rt.i64(kw.row_bytes),
+                                                              rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
             else:
-                launch_rowwarp(xin, code, kw, n, k, y, "copy", pdl=pdl)
+                launch_rowwarp(xin, code, kw, n, k, y, None, pdl=pdl)
             x = y
     return x
 
@@ -213,6 +215,58 @@ def test_gpu_pdl_gemv_after_a_triggering_norm_reads_the_norm_s_output():
             resid.copy_(torch.randn(1, 2304, generator=g))
             want = torch.empty_like(y)
             step(add_rmsnorm, False, want)
+            y.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all()
+            assert torch.equal(y.view(torch.int16), want.view(torch.int16)), f"replay {replay} differs"
+    finally:
+        graph.reset()
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_o_proj_after_a_triggering_gated_norm_reads_the_norm_s_output():
+    """KDA's pair (rungs17d): gated_rmsnorm=triton_pdl lets the next kernel start, and o_proj (2304 x 4096, the warp
+    form) launched with PDL after it issues its first weight loads at once but reads the norm's output only after the
+    norm ends. A graph replayed with new norm inputs each time and o_proj's output NaN gives the plain pair's bits."""
+    pytest.importorskip("triton")
+    from sparkops_triton.gated_rmsnorm import gated_rmsnorm, gated_rmsnorm_trigger
+
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy.linear import launch_rowwarp
+
+    pairs, _ = _chain(1, seed=5)
+    kw = pairs[0][1]  # 2304 x 4096
+    dev = kw.raw.device
+    g = torch.Generator().manual_seed(6)
+    o = torch.empty(1, 32, 128, dtype=torch.bfloat16, device=dev)
+    gate = torch.empty_like(o)
+    gain = torch.randn(128, generator=g).to(dev)
+    code = rt.DTYPE_CODE[o.dtype]
+
+    def step(norm, pdl: bool, y: torch.Tensor) -> None:
+        normed = norm(o, gate, gain, 1e-5)
+        launch_rowwarp(normed.reshape(1, 4096), code, kw, 2304, 4096, y, "warp", pdl=pdl)
+
+    def new_inputs() -> None:
+        o.copy_(torch.randn(1, 32, 128, generator=g))
+        gate.copy_(torch.randn(1, 32, 128, generator=g))
+
+    new_inputs()
+    y = torch.empty((1, 2304), dtype=torch.bfloat16, device=dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step(gated_rmsnorm_trigger, True, y)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            step(gated_rmsnorm_trigger, True, y)
+        for replay in range(5):
+            new_inputs()
+            want = torch.empty_like(y)
+            step(gated_rmsnorm, False, want)
             y.fill_(float("nan"))
             graph.replay()
             torch.cuda.synchronize()

@@ -37,6 +37,27 @@ def test_norm_is_per_head_and_gate_is_sigmoid_in_interpreter(kernels):
     assert torch.allclose(base, rms * torch.sigmoid(gate), rtol=1e-5, atol=1e-6)
 
 
+def test_the_triggering_form_is_the_same_function_in_interpreter(kernels):
+    """triton_pdl only adds griddepcontrol.launch_dependents on the GPU; in the interpreter it is "triton" itself."""
+    for t, h, d in ((1, 32, 128), (3, 7, 24)):
+        call = heads(t, h, d, t + h + d)
+        assert torch.equal(kernels.gated_rmsnorm_trigger(**call), kernels.gated_rmsnorm(**call))
+
+
+@pytest.mark.gpu
+def test_gpu_the_triggering_form_gives_the_same_bits():
+    """gated_rmsnorm=triton_pdl claims bit-identity to "triton": the 48B's decode row (T = 1, 32 heads of 128) and a
+    prefill chunk, bf16."""
+    from sparkops_triton.gated_rmsnorm import gated_rmsnorm, gated_rmsnorm_trigger
+
+    for t in (1, 4096):
+        call = {k: (v.cuda().to(torch.bfloat16) if k != "weight" else v.cuda()) if torch.is_tensor(v) else v
+                for k, v in heads(t, 32, 128, t).items()}
+        got, want = gated_rmsnorm_trigger(**call), gated_rmsnorm(**call)
+        torch.cuda.synchronize()
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
 @pytest.mark.gpu
 def test_gpu_contract_cases_and_48b_timing():
     from sparkops_triton._workloads import norm_args, time_calls

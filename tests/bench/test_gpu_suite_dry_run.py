@@ -1089,13 +1089,15 @@ def test_rungs17d_times_copy2_and_the_pdl_pair_each_over_the_row_warp_step(tmp_p
     """The plan for session 17: the step rebuilt through the row-warp rung, copy2's proof, then
     linear@Q4_K=cupy_rowwarp_copy2 over the row-warp step, predicted from the row-warp side-by-side's record
     (cupy_rowwarp's time a token over copy2's, 500 / 450 us: 1.111); then the PDL proof and the norm-and-projection
-    pair (add_rmsnorm=triton_pdl with linear@Q4_K=cupy_rowwarp_pdl, one row naming both ops) over the row-warp step
-    too, though copy2 won (the stub times every pair as a win): both change the tall projections' form. Its forecast
-    is the probe's saving a pair (2 us) off cupy_rowwarp's 500 us for 27 projections: 500 / 446 = 1.121."""
+    pairs (add_rmsnorm and gated_rmsnorm = triton_pdl with linear@Q4_K=cupy_rowwarp_pdl, one row naming the three
+    ops) over the row-warp step too, though copy2 won (the stub times every pair as a win): both change the tall
+    projections' form. Its forecast is the probe's savings a pair (2 us after add_rmsnorm, 27 a token; 1.5 us after
+    gated_rmsnorm, 20 a token) off cupy_rowwarp's 500 us: 500 / 416 = 1.202."""
     records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2": 450e-6})
     machine = tmp_path / "machine"
     (machine / "suite-diag").mkdir(parents=True)
-    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0}}))
+    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0},
+                                                                            "gnorm_pair": {"saving_us": 1.5}}))
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs17d", "probe_pdl", extra_env=env)
     rw, copy2 = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s17-rowwarp-copy2.toml"
@@ -1108,10 +1110,11 @@ def test_rungs17d_times_copy2_and_the_pdl_pair_each_over_the_row_warp_step(tmp_p
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 2, decodes
     assert f"--registry {rw} --vs {copy2}" in decodes[0] and "--expect linear@Q4_K=1.111" in decodes[0]
-    assert f"--registry {rw} --vs {pdl}" in decodes[1] and "--expect linear@Q4_K=1.121" in decodes[1]
-    assert "--changes add_rmsnorm,linear@Q4_K " in decodes[1]
+    assert f"--registry {rw} --vs {pdl}" in decodes[1] and "--expect linear@Q4_K=1.202" in decodes[1]
+    assert "--changes add_rmsnorm,gated_rmsnorm,linear@Q4_K " in decodes[1]
     swap = next(c for c in calls if c.startswith("swap") and "cupy_rowwarp_pdl" in c)
-    assert "add_rmsnorm=triton_pdl" in swap and "linear@Q4_K=cupy_rowwarp_pdl" in swap
+    assert all(p in swap for p in ("add_rmsnorm=triton_pdl", "gated_rmsnorm=triton_pdl",
+                                   "linear@Q4_K=cupy_rowwarp_pdl"))
 
 
 def test_rungs17d_leaves_the_pdl_pair_out_without_the_probe_s_saving(tmp_path):

@@ -14,7 +14,10 @@
 
 // y[row] = x . dequantize(W[row]) for one token: x [K] (dtype DT), w [N, row_bytes] Q4_K (row_bytes = K / 256 * 144,
 // 16-byte aligned), y [N] (x's dtype). 128 threads = 4 rows a block; grid ceil(N / 4).
-template <int DT>
+// PDL (the "warp+pdl" kernel, launched with programmatic dependent launch; session 16, not yet on a GPU): the first
+// group's weight loads are issued before the wait for the kernel before it (x is its output), then the next kernel may
+// be scheduled. The same sums in the same order: the same bits.
+template <int DT, bool PDL = false>
 __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                              int K, int N, void* __restrict__ y) {
     const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3;
@@ -30,10 +33,14 @@ __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u
             const int sb = g + 4 * i + oct;
             if (sb < nsb) q4k_load(r + (i64)sb * 144, o, h[i], q[i]);
         }
+        if (PDL && g == 0) {
+            pdl_launch_dependents();
+            pdl_wait();  // x is the kernel before's output; y may still be its input
+        }
 #pragma unroll
         for (int i = 0; i < RW_ROUNDS; ++i) {
             const int sb = g + 4 * i + oct;
-            if (sb < nsb) acc += rw_block<DT>(h[i], q[i], x, (i64)sb * 256, o);
+            if (sb < nsb) acc += rw_block<DT, !PDL>(h[i], q[i], x, (i64)sb * 256, o);
         }
     }
     acc = warp_sum(acc);
@@ -110,7 +117,7 @@ __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8*
         pdl_launch_dependents();
         pdl_wait();  // x is the kernel before's output; y may still be its input
     }
-    ro_stage<DT>(x, K, sx, ssum);
+    ro_stage<DT, !PDL>(x, K, sx, ssum);
     cp_async_wait_all();
     __syncthreads();
     const int local = (tid >> 5) * 4 + oct;
@@ -324,6 +331,27 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_f16(const
                                                                            const u8* __restrict__ w, i64 row_bytes,
                                                                            int K, int N, void* __restrict__ y) {
     rowcp_q4_k<DT_F16, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdl_f32(const void* __restrict__ x,
+                                                                             const u8* __restrict__ w, i64 row_bytes,
+                                                                             int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_F32, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdl_bf16(const void* __restrict__ x,
+                                                                              const u8* __restrict__ w, i64 row_bytes,
+                                                                              int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_BF16, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdl_f16(const void* __restrict__ x,
+                                                                             const u8* __restrict__ w, i64 row_bytes,
+                                                                             int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_F16, true>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0

@@ -18,14 +18,16 @@ __device__ __forceinline__ float rw_nib(u32 w, int b) {
     return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540 + b)) - 8388608.0f;
 }
 
-// 16 consecutive activations from x + i (i a multiple of 16; the row 16-byte aligned) as float32
-template <int DT>
+// 16 consecutive activations from x + i (i a multiple of 16; the row 16-byte aligned) as float32. NC: through the
+// read-only path (__ldg), for data no other kernel writes while this one runs; false: from L2 (__ldcg), for kernels
+// launched with programmatic dependent launch, whose x is written by a kernel still running when they start
+template <int DT, bool NC = true>
 __device__ __forceinline__ void rw_load16(const void* __restrict__ x, i64 i, float* v) {
     if (DT == DT_F32) {
         const float4* p = (const float4*)((const float*)x + i);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            float4 f = __ldg(p + k);
+            float4 f = NC ? __ldg(p + k) : __ldcg(p + k);
             v[4 * k] = f.x;
             v[4 * k + 1] = f.y;
             v[4 * k + 2] = f.z;
@@ -35,7 +37,7 @@ __device__ __forceinline__ void rw_load16(const void* __restrict__ x, i64 i, flo
         const uint4* p = (const uint4*)((const u16*)x + i);
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
-            uint4 u = __ldg(p + k);
+            uint4 u = NC ? __ldg(p + k) : __ldcg(p + k);
             u32 w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
             for (int h = 0; h < 4; ++h) {
@@ -62,13 +64,13 @@ __device__ __forceinline__ void rw_scale_min(u32 a, u32 b, u32 c, int s, float& 
 }
 
 // one lane's share of one super-block: header h, its 16 qs bytes q, activations from x + xi (the block's start)
-template <int DT>
+template <int DT, bool NC = true>
 __device__ __forceinline__ float rw_block(uint4 h, uint4 q, const void* __restrict__ x, i64 xi, int o) {
     const int j = o >> 1;
     const i64 base = xi + 64 * j + 16 * (o & 1);
     float xl[16], xh[16];
-    rw_load16<DT>(x, base, xl);
-    rw_load16<DT>(x, base + 32, xh);
+    rw_load16<DT, NC>(x, base, xl);
+    rw_load16<DT, NC>(x, base + 32, xh);
     float sc_l, mn_l, sc_h, mn_h;
     rw_scale_min(h.y, h.z, h.w, 2 * j, sc_l, mn_l);
     rw_scale_min(h.y, h.z, h.w, 2 * j + 1, sc_h, mn_h);
@@ -156,12 +158,12 @@ __device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __rest
 
 // Stage activations x [K] (dtype DT) in shared memory for ro_block: K floats in swizzled 16-byte groups, then the
 // K / 16 sums of 16. Every thread of the block takes part; the caller synchronizes before reading.
-template <int DT>
+template <int DT, bool NC = true>
 __device__ __forceinline__ void ro_stage(const void* __restrict__ x, int K, float4* __restrict__ sx,
                                          float* __restrict__ ssum) {
     for (int i = threadIdx.x; i < (K >> 4); i += blockDim.x) {  // 16 activations a thread: 4 slots and their sum
         float v[16];
-        rw_load16<DT>(x, 16 * (i64)i, v);
+        rw_load16<DT, NC>(x, 16 * (i64)i, v);
         float t = 0.0f;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
