@@ -132,6 +132,28 @@ def _run_chain(pairs, x0: torch.Tensor, bufs: list[torch.Tensor], pdl: bool, ker
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("form", ["copy", "warp"])
+@pytest.mark.parametrize("out_f,in_f", [(5, 3072), (1027, 1024), (19, 1280), (4097, 256), (4100, 4352), (2, 9216)])
+def test_gpu_pdl_kernels_give_their_forms_bits_at_odd_shapes(form, out_f, in_f):
+    """Each PDL kernel launched with PDL, from NaN, against its form launched plainly: blocks past the end, rows of
+    1 to 36 super-blocks (the warp form's later groups after the wait), bf16 and float32 activations."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy.linear import launch_rowwarp
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    kw = _q4k(out_f, in_f, out_f + in_f, dev)
+    for dtype in (torch.bfloat16, torch.float32):
+        x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f)).to(dev, dtype)
+        ys = [torch.full((1, out_f), float("nan"), dtype=dtype, device=dev) for _ in range(2)]
+        launch_rowwarp(x, rt.DTYPE_CODE[dtype], kw, out_f, in_f, ys[0], form)
+        launch_rowwarp(x, rt.DTYPE_CODE[dtype], kw, out_f, in_f, ys[1], form, pdl=True)
+        torch.cuda.synchronize()
+        assert torch.isfinite(ys[0].float()).all()
+        assert torch.equal(ys[1], ys[0]), f"{form} {out_f}x{in_f} {dtype}"
+
+
+@pytest.mark.gpu
 def test_gpu_pdl_copy_form_is_bitwise_the_copy_form_eagerly():
     pairs, x0 = _chain(2, seed=1)
     dev = x0.device
