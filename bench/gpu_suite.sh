@@ -726,10 +726,12 @@ print(($PDL_PAIRS * p['norm_pair']['saving_us'] + $PDL_GATED_PAIRS * p['gnorm_pa
       $DJ/probe-pdl-chain.json 2> /dev/null) || return 0
   python3 bench/perop_factor.py "$DJ/perop-rowwarp-bfloat16.json" cupy_rowwarp --less 1 "$s" || true
 }
-proof_pdl() {  # linear@Q4_K=cupy_rowwarp_pdl (session 16, not yet on a GPU when written): the driver structures, the
-  # bits eagerly and from a graph replayed with NaN-filled buffers, its gate on CUDA
+proof_pdl() {  # linear@Q4_K=cupy_rowwarp_pdl and the triggering norms (session 16, not yet on a GPU when written): the
+  # driver structures, the bits eagerly, at odd shapes and from graphs replayed with NaN-filled buffers (chains, and
+  # each norm with its projection), the gate on CUDA, the norms' bits
   run gpu-tests-pdl 120 python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT \
-      tests/backends/test_cupy_pdl.py tests/backends/test_cupy_gate.py -k "pdl" --junitxml="$R/gpu-tests-pdl.xml"
+      tests/backends/test_cupy_pdl.py tests/backends/test_cupy_gate.py tests/backends/test_triton_add_rmsnorm.py \
+      tests/backends/test_triton_gated_rmsnorm.py -k "pdl or triggering" --junitxml="$R/gpu-tests-pdl.xml"
 }
 proof_rowhalf() {  # linear@Q4_K=cupy_rowhalf (session 15, not yet on a GPU when written): every row from NaN at the
   # 48B's and odd shapes, activations of any size, the contract on CUDA, then timed beside cupy_rowwarp (the row-warp
