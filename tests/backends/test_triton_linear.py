@@ -439,10 +439,14 @@ def test_registered():
         assert "_arrival.py" in sources, f"{op}=triton_lastblock: the gate must hash the arrival counters' file"
     # the PDL GEMV: the same arithmetic as the last-block one, launched differently (an experiment, off by default)
     pdl = [(fn, claim, sources) for op, name, fn, claim, sources in sparkops_triton.IMPLEMENTATIONS
-           if name == "triton_pdl"]
+           if name == "triton_pdl" and op == "linear"]
     assert [(fn, claim.kind, claim.to) for fn, claim, _ in pdl] == [
         ("sparkops_triton.linear:linear_pdl", "bit_identical", "triton_lastblock")]
     assert {"_dequant.py", "_arrival.py"} <= set(pdl[0][2])
+    # the norms that let a PDL-launched projection start (session 16): the same kernels, so the same bits
+    norms = {op: (claim.kind, claim.to) for op, name, _, claim, _ in sparkops_triton.IMPLEMENTATIONS
+             if name == "triton_pdl" and op != "linear"}
+    assert norms == {op: ("bit_identical", "triton") for op in ("add_rmsnorm", "gated_rmsnorm")}
     # the deeper weight streams: the same arithmetic as the last-block kernels, loads issued earlier
     prefetch = {op: (fn, claim, sources) for op, name, fn, claim, sources in sparkops_triton.IMPLEMENTATIONS
                 if name == "triton_prefetch"}
