@@ -1471,7 +1471,7 @@ probe_copy2)  # decode lead (session 16, for session 17): the copy form with its
   # bitwise the copy form, every row from NaN, the gate of cupy_rowwarp_copy2, then timed beside the other forms (the
   # side-by-side's record). Session 16's reading: all blocks load, then all decode; if copy2 is faster, that holds
   proof_copy2 ;;
-rungs17d)  # session 17's decode rungs over the step now (rebuilt through the row-warp rung), each after its proof
+rungs17d)  # session 17's decode rungs, each over the row-warp step (the decode step rebuilt through it), after its proof
   prereq_lean || continue
   decode_chain
   timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
