@@ -78,7 +78,8 @@
 #     rungs17d    session 17's decode rungs, each over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2 (predicted
 #                 from the side-by-side record), then add_rmsnorm and gated_rmsnorm = triton_pdl with linear@Q4_K=
 #                 cupy_rowwarp_pdl (one rung: each norm lets its projection start; predicted from the PDL probe's savings
-#                 a pair), each a pair at 0 and 32768 after its proof
+#                 a pair), then moe_experts=cupy_rowwarp_pdl (predicted from the MoE side-by-side), each a pair at 0
+#                 and 32768 after its proof
 #     probe_pdl   the copy form with programmatic dependent launch (its weight rows requested before it waits for
 #                 the kernel before it): its GPU tests, then a chain of 24 dependent GEMVs plain and with PDL
 #                 (bench/probes/pdl_chain.py)
@@ -374,6 +375,10 @@ ROUTRW_REG=$TMP/cuda-s15-router-rowwarp.toml
 # gated_rmsnorm. Both are bitwise the step's: the gate proves it on the captured step
 RWCOPY2_REG=$TMP/cuda-s17-rowwarp-copy2.toml
 RWPDL_REG=$TMP/cuda-s17-norm-rowwarp-pdl.toml
+# and the experts: moe_experts=cupy_rowwarp_pdl (cupy_rowwarp's copy/warp pair, both launched with PDL: gate/up waits for
+# the router, then lets down start, whose first weight loads overlap gate/up) over the row-warp step, predicted from the
+# MoE side-by-side's record against triton_prefetch (the step's)
+MOEPDL_REG=$TMP/cuda-s17-moe-rowwarp-pdl.toml
 PDL_PAIRS=27
 PDL_GATED_PAIRS=20  # KDA's o_proj after its gated_rmsnorm (MLA's follows attention, the dense down swiglu: not PDL)
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
@@ -575,7 +580,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
+  decode-moe-rowwarp-pdl=MOEPDL_REG decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
   decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
   decode-attn-cupy-now=ATTN_REG decode-linear-flat=FLATLIN_REG decode-moe-flat=FLATMOE_REG decode-attn-wide=WIDE_REG
@@ -729,9 +734,14 @@ print(($PDL_PAIRS * p['norm_pair']['saving_us'] + $PDL_GATED_PAIRS * p['gnorm_pa
 proof_pdl() {  # linear@Q4_K=cupy_rowwarp_pdl and the triggering norms (session 16, not yet on a GPU when written): the
   # driver structures, the bits eagerly, at odd shapes and from graphs replayed with NaN-filled buffers (chains, and
   # each norm with its projection), the gate on CUDA, the norms' bits
-  run gpu-tests-pdl 120 python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT \
-      tests/backends/test_cupy_pdl.py tests/backends/test_cupy_gate.py tests/backends/test_triton_add_rmsnorm.py \
-      tests/backends/test_triton_gated_rmsnorm.py -k "pdl or triggering" --junitxml="$R/gpu-tests-pdl.xml"
+  run gpu-tests-pdl 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT tests/backends/test_cupy_pdl.py tests/backends/test_cupy_gate.py \
+      tests/backends/test_triton_add_rmsnorm.py tests/backends/test_triton_gated_rmsnorm.py \
+      tests/backends/test_cupy_timing.py -k "pdl or triggering or rowwarp_and_mma_moe_side_by_side" \
+      --junitxml="$R/gpu-tests-pdl.xml"
+  local rc=$?
+  cp "$DJ"/perop-moe-*.json "$R/" 2> /dev/null
+  return $rc
 }
 proof_rowhalf() {  # linear@Q4_K=cupy_rowhalf (session 15, not yet on a GPU when written): every row from NaN at the
   # 48B's and odd shapes, activations of any size, the contract on CUDA, then timed beside cupy_rowwarp (the row-warp
@@ -1486,6 +1496,10 @@ rungs17d)  # session 17's decode rungs, each over the row-warp step (the decode 
       "add_rmsnorm=triton_pdl gated_rmsnorm=triton_pdl linear@Q4_K=cupy_rowwarp_pdl" \
       add_rmsnorm,gated_rmsnorm,linear@Q4_K "linear@Q4_K=$(pdl_factor)" pdl \
       "programmatic dependent launch from each norm to its Q4_K projection (the norm lets the projection start; the projection requests its weights before it waits)" \
+      $RW_REG
+  decode_rung moe-rowwarp-pdl $MOEPDL_REG moe_experts=cupy_rowwarp_pdl moe_experts \
+      "moe_experts=$(perop moe triton_prefetch cupy_rowwarp_pdl)" pdl \
+      "one token's Q4_K experts in cupy_rowwarp's copy/warp pair with programmatic dependent launch (down's first weight loads overlap gate/up)" \
       $RW_REG
   ;;
 probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS the copy form's warps wait, at

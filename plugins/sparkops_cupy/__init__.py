@@ -78,6 +78,10 @@ IMPLEMENTATIONS = [
     # the same with the "staged" gate/up form (a warp a hidden row), its own name for one interleaved pair
     ("moe_experts", "cupy_rowwarp_staged", "sparkops_cupy.moe_experts:moe_experts_rowwarp_staged", tolerance(),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
+    # the same two launches with programmatic dependent launch (down's first weight loads overlap gate/up): same bits
+    ("moe_experts", "cupy_rowwarp_pdl", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl",
+     bit_identical(to="cupy_rowwarp"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the same with gate/up in packed half2 (fp16 activations and partial sums): the bf16 row
     ("moe_experts", "cupy_rowhalf", "sparkops_cupy.moe_experts:moe_experts_rowhalf", tolerance("bf16"),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),

@@ -203,9 +203,11 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
                           lambda a: _launch_rowwarp(a, gateup="staged"))
 
 
-def _launch_rowwarp(a: _OneToken, gateup: str | None = None) -> None:
+def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
-    only by name), down in ROWWARP_DOWN."""
+    only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
+    dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
+    loads before it waits)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -218,18 +220,30 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None) -> None:
         smem = 2 * d + 4 * (d // 16) + 16 * kg.row_bytes
     else:  # float32 activations, sums of 16 (, 8 gate + 8 up rows)
         smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if gateup == "copy" else 0)
-    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup]
+    if pdl and (gateup != "copy" or ROWWARP_DOWN != "warp"):
+        raise BadInput(f"moe_experts: programmatic dependent launch is written for gate/up 'copy' with down 'warp', "
+                       f"not {gateup!r} / {ROWWARP_DOWN!r}")
+    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup] + ("pdl" if pdl else "")
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
               ((rows + 7) // 8,), (256 if gateup == "staged" else 128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
                rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(fs), rt.i32(d),
-               rt.ptr(h)), shared_mem=smem)
+               rt.ptr(h)), shared_mem=smem, pdl=pdl)
     copy_down = ROWWARP_DOWN == "copy"
     smem = 4 * (k * kd.row_bytes + (sd.row_bytes if sd else 0)) if copy_down else 0  # 4 rows of every slot
-    rt.launch("moe_rowwarp.cu", "moe_q4_k_downcp" if copy_down else "moe_q4_k_down", dev, ((d + 3) // 4,), (128,),
+    down = "moe_q4_k_downcp" if copy_down else "moe_q4_k_downpdl" if pdl else "moe_q4_k_down"
+    rt.launch("moe_rowwarp.cu", down, dev, ((d + 3) // 4,), (128,),
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
-               rt.ptr(y), rt.i32(code)), shared_mem=smem)
+               rt.ptr(y), rt.i32(code)), shared_mem=smem, pdl=pdl)
+
+
+def moe_experts_rowwarp_pdl(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl": cupy_rowwarp (gate/up "copy", down "warp") with both launches using
+    programmatic dependent launch: gate/up waits for the router, then lets down start, and down's first weight loads
+    overlap gate/up. The same bits as cupy_rowwarp; every other call by its stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="copy", pdl=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

@@ -296,3 +296,78 @@ def test_gpu_pdl_o_proj_after_a_triggering_gated_norm_reads_the_norm_s_output():
             assert torch.equal(y.view(torch.int16), want.view(torch.int16)), f"replay {replay} differs"
     finally:
         graph.reset()
+
+
+def _moe_48b(seed: int, dev: torch.device):
+    """One token's arguments at the 48B's MoE shape (2304 wide, 1024 hidden, 24 of the 256 experts stored, top-8,
+    a shared expert), Q4_K, bf16 activations."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+
+    rng = np.random.default_rng(seed)
+    g = torch.Generator().manual_seed(seed)
+    d, f, e, k = 2304, 1024, 24, 8
+
+    def qw(shape, std, name):
+        raw = np.ascontiguousarray(random_blocks(rng, shape, Q.Q4_K, std))
+        return QWeight(torch.from_numpy(raw).to(dev), Q.Q4_K, shape, name)
+
+    w = dict(w_gate=qw((e, f, d), d ** -0.5, "g"), w_up=qw((e, f, d), d ** -0.5, "u"),
+             w_down=qw((e, d, f), f ** -0.5, "d"), s_gate=qw((f, d), d ** -0.5, "sg"),
+             s_up=qw((f, d), d ** -0.5, "su"), s_down=qw((d, f), f ** -0.5, "sd"))
+    ids = torch.randperm(e, generator=g)[:k].reshape(1, k).to(dev)
+    x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
+    weights = (torch.rand(1, k, generator=g) + 0.1).to(dev)
+    return x, weights, ids, w
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
+    """moe_experts=cupy_rowwarp_pdl against cupy_rowwarp: eagerly, then three layers' worth of calls replayed from one
+    graph (each layer's gate/up waits for the down before it) with new tokens, new routing and NaN outputs before
+    every replay: the down kernel reads the routing before it waits, so a stale or early read shows here."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy.moe_experts import moe_experts_rowwarp, moe_experts_rowwarp_pdl
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(7, dev)
+    want = moe_experts_rowwarp(x, weights, ids, **w)
+    got = moe_experts_rowwarp_pdl(x, weights, ids, **w)
+    torch.cuda.synchronize()
+    assert torch.isfinite(want.float()).all() and torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+    g = torch.Generator().manual_seed(8)
+    xs = [torch.empty_like(x) for _ in range(3)]
+    wts = [torch.empty_like(weights) for _ in range(3)]
+    idss = [torch.empty_like(ids) for _ in range(3)]
+
+    def new_tokens() -> None:
+        for a, b, c in zip(xs, wts, idss):
+            a.copy_(torch.randn(1, 2304, generator=g))
+            b.copy_(torch.rand(1, 8, generator=g) + 0.1)
+            c.copy_(torch.randperm(24, generator=g)[:8].reshape(1, 8))
+
+    new_tokens()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for a, b, c in zip(xs, wts, idss):
+            moe_experts_rowwarp_pdl(a, b, c, **w)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            outs = [moe_experts_rowwarp_pdl(a, b, c, **w) for a, b, c in zip(xs, wts, idss)]
+        for replay in range(4):
+            new_tokens()
+            wants = [moe_experts_rowwarp(a, b, c, **w) for a, b, c in zip(xs, wts, idss)]
+            for o in outs:
+                o.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            for i, (o, want) in enumerate(zip(outs, wants)):
+                assert torch.equal(o.view(torch.int16), want.view(torch.int16)), f"replay {replay}, layer {i} differs"
+    finally:
+        graph.reset()

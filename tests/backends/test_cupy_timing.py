@@ -204,7 +204,8 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
     them, top-8, the shared expert) under triton_prefetch (the decode step's moe_experts), cupy_rowwarp and
     triton_lastblock, on the same argument sets in one CUDA graph each. Printed per layer and per token (x the MoE
     layers), each pair of cupy_rowwarp's forms (ROWWARP_GATEUP, ROWWARP_DOWN) on its own, cupy_mma (the tensor
-    cores) in its default form and each form forced, and cupy_rowhalf (gate/up in packed half2, session 15); recorded
+    cores) in its default form and each form forced, cupy_rowhalf (gate/up in packed half2, session 15) and
+    cupy_rowwarp_pdl (the copy/warp pair with programmatic dependent launch, session 16); recorded
     as perop-moe-DTYPE.json with SPARKOPS_PEROP_DIR set; asserted only that each was captured (session 13's first run:
     35.9 us against triton_prefetch's 34.9, so no speed is promised here: the figure decides the forms and whether it
     becomes a rung)."""
@@ -231,7 +232,7 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
         return call
 
     impls = {n: cat.get("moe_experts", n).resolve()
-             for n in ("triton_prefetch", "triton_lastblock", "cupy_mma", "cupy_rowhalf")}
+             for n in ("triton_prefetch", "triton_lastblock", "cupy_mma", "cupy_rowhalf", "cupy_rowwarp_pdl")}
     mma, mma_default = impls["cupy_mma"], cm.MOE_MMA_FORM
 
     def mma_form(form):

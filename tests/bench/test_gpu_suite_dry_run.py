@@ -1093,7 +1093,8 @@ def test_rungs17d_times_copy2_and_the_pdl_pair_each_over_the_row_warp_step(tmp_p
     ops) over the row-warp step too, though copy2 won (the stub times every pair as a win): both change the tall
     projections' form. Its forecast is the probe's savings a pair (2 us after add_rmsnorm, 27 a token; 1.5 us after
     gated_rmsnorm, 20 a token) off cupy_rowwarp's 500 us: 500 / 416 = 1.202."""
-    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2": 450e-6})
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2": 450e-6},
+                       moe={"triton_prefetch": 900e-6, "cupy_rowwarp_pdl": 800e-6})
     machine = tmp_path / "machine"
     (machine / "suite-diag").mkdir(parents=True)
     (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0},
@@ -1101,14 +1102,16 @@ def test_rungs17d_times_copy2_and_the_pdl_pair_each_over_the_row_warp_step(tmp_p
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs17d", "probe_pdl", extra_env=env)
     rw, copy2 = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s17-rowwarp-copy2.toml"
-    pdl = machine / "cuda-s17-norm-rowwarp-pdl.toml"
+    pdl, moe = machine / "cuda-s17-norm-rowwarp-pdl.toml", machine / "cuda-s17-moe-rowwarp-pdl.toml"
     assert "unknown stage" not in log and "SKIP" not in log
     assert log.count("gpu-tests-copy2 (limit") == 1 and log.count("gpu-tests-pdl (limit") == 1
     assert log.index("gpu-tests-copy2 rc=0") < log.index("] swap-linear-rowwarp-copy2 (limit")
     assert Path(f"{copy2}.base").read_text().strip() == str(rw)
     assert Path(f"{pdl}.base").read_text().strip() == str(rw)
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 2, decodes
+    assert len(decodes) == 3, decodes
+    assert Path(f"{moe}.base").read_text().strip() == str(rw)
+    assert f"--registry {rw} --vs {moe}" in decodes[2] and "--expect moe_experts=1.125" in decodes[2]
     assert f"--registry {rw} --vs {copy2}" in decodes[0] and "--expect linear@Q4_K=1.111" in decodes[0]
     assert f"--registry {rw} --vs {pdl}" in decodes[1] and "--expect linear@Q4_K=1.202" in decodes[1]
     assert "--changes add_rmsnorm,gated_rmsnorm,linear@Q4_K " in decodes[1]
@@ -1123,7 +1126,7 @@ def test_rungs17d_leaves_the_pdl_pair_out_without_the_probe_s_saving(tmp_path):
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs17d", "", extra_env=env)
     assert "decode-norm-rowwarp-pdl: left out" in log and "] probe-pdl-chain (limit" in log
-    assert not any("cupy_rowwarp_pdl" in c for c in calls)
+    assert not any("linear@Q4_K=cupy_rowwarp_pdl" in c for c in calls)
 
 
 def test_probe_mma_times_the_pipe_form_s_warps_beside_the_tile_form(tmp_path):

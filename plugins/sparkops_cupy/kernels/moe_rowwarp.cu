@@ -104,7 +104,10 @@ __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int 
 // 8 gate rows and 8 up rows copied into shared memory (gu_copy_rows) before the activations are staged; the octets
 // then decode from shared memory. Shared memory: the staged activations and sums, then 8 gate rows and 8 up rows. Same arguments and
 // grid as gateup_q4_k.
-template <int DT>
+// PDL (the "copy+pdl" gate/up of cupy_rowwarp_pdl; session 16, not yet on a GPU): launched with programmatic dependent
+// launch, it waits for the kernel before it (the router: ids) first, then lets the down kernel be scheduled, so that
+// the down kernel's weight loads overlap this kernel. The same sums: the same bits.
+template <int DT, bool PDL = false>
 __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
@@ -115,10 +118,14 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
     u8* sw = (u8*)(ssum + (D >> 4));
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const i64 r0 = (i64)blockIdx.x * 8;
+    if (PDL) {
+        pdl_wait();  // ids and x: the router's and the norm's outputs
+        pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
+    }
     const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
     const int here = b.here;
     const bool bad = b.bad;
-    ro_stage<DT>(x, D, sx, ssum);
+    ro_stage<DT, !PDL>(x, D, sx, ssum);
     cp_async_wait_all();
     __syncthreads();
     const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the block
@@ -206,6 +213,10 @@ __device__ __forceinline__ void gateup_stg_q4_k(const void* __restrict__ x, cons
 
 // h [K * F + Fs] float32, ids [K], weights [K] float32, w_down [E, D, F] Q4_K (rows of row_bytes = F / 256 * 144),
 // s_down [D, Fs] (rows of s_row_bytes; null, Fs = 0: none); y [D] in dtype y_dt. grid ceil(D / 4).
+// PDL (the down of cupy_rowwarp_pdl): launched with programmatic dependent launch after the PDL gate/up, which lets it
+// be scheduled only once the router (ids, weights) has completed; its first group of weight loads is issued before it
+// waits for gate/up (h), h then read from L2. The same sums: the same bits.
+template <bool PDL = false>
 __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64* __restrict__ ids,
                                           const float* __restrict__ weights, int K, int E,
                                           const u8* __restrict__ w_down, i64 row_bytes, int F,
@@ -228,12 +239,12 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
                 const u8* b;
                 if (u < routed) {
                     const int slot = u / per;
-                    i64 e = ids[slot];
+                    i64 e = PDL ? __ldcg(ids + slot) : ids[slot];
                     if (e < 0 || e >= E) {
                         bad = true;
                         e = 0;
                     }
-                    scale[i] = weights[slot];
+                    scale[i] = PDL ? __ldcg(weights + slot) : weights[slot];
                     b = w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144;
                 } else {
                     b = s_down + d * s_row_bytes + (i64)(u - routed) * 144;
@@ -241,10 +252,11 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
                 q4k_load(b, o, hd[i], q[i]);
             }
         }
+        if (PDL && g == 0) pdl_wait();  // h: gate/up's output
 #pragma unroll
         for (int i = 0; i < RW_ROUNDS; ++i) {
             const int u = g + 4 * i + oct;
-            if (u < units) acc += scale[i] * rw_block<DT_F32>(hd[i], q[i], h, (i64)u * 256, o);
+            if (u < units) acc += scale[i] * rw_block<DT_F32, !PDL>(hd[i], q[i], h, (i64)u * 256, o);
         }
     }
     acc = warp_sum(acc);
@@ -394,11 +406,43 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcp_f16(
 }
 
 // budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcppdl_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_F32, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcppdl_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_BF16, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcppdl_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_F16, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) moe_q4_k_down(
     const float* __restrict__ h, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
     down_q4_k(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downpdl(
+    const float* __restrict__ h, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q4_k<true>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
 }
 
 // budget: stack 0, spills 0
