@@ -233,10 +233,11 @@
 #                                      # before it (programmatic dependent launch) lift a chain of 24 GEMVs? probe_copy2:
 #                                      # does decoding the first half of a block's rows while the second lands lift the
 #                                      # copy form? probe_ncu_source: where in the copy form's SASS the warps wait
-# then, on two H200s, fresh (the probes' proofs are not kept across machines; they run again, ~2 minutes):
-#   bash bench/gpu_lanes.sh 560 "rungs17d" "probe_pdl tests1of2"   # GPU 0: the step rebuilt (~300 s), the copy2 pair
-#                                      # (~130 s), the pdl pair if time is left; GPU 1: the PDL proof, half the tests
-#   bash bench/gpu_lanes.sh 480 "rungs17d" "tests2of2"   # warm: what rungs17d left, beside the other half
+# then, on two H200s, fresh (a fresh machine keeps nothing: the proofs and the probe run again, in the lane beside):
+#   bash bench/gpu_lanes.sh 560 "rungs17d" "probe_pdl probe_copy2 tests1of2"   # GPU 0: the step rebuilt (~300 s),
+#                                      # then the copy2 rung (~200 s with its diagnosis); GPU 1: the proofs and the probe
+#                                      # (~250 s) while GPU 0 rebuilds, then half the tests
+#   bash bench/gpu_lanes.sh 480 "rungs17d" "tests2of2"   # warm: the norm-PDL and MoE-PDL rungs (~200 s each)
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
