@@ -171,39 +171,55 @@ def test_gpu_pdl_copy_form_is_bitwise_the_copy_form_eagerly():
             assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{label}: GEMV {i} differs"
 
 
-@pytest.mark.gpu
-def test_gpu_pdl_chain_replayed_from_a_graph_never_reads_a_stale_input():
-    pairs, x0 = _chain(4, seed=2)
-    dev = x0.device
-    want = [torch.empty((1, n), dtype=torch.bfloat16, device=dev) for _ in pairs for n in (12288, 2304)]
-    _run_chain(pairs, x0, want, pdl=False)
-    bufs = [torch.empty_like(w) for w in want]
+def _replays_match(capture, plain, refresh, replays: int = 5) -> None:
+    """Capture `capture()` (the PDL launches; it returns its output tensors) in a CUDA graph, then before each replay
+    `refresh()` the inputs, compute `plain()` (the same work launched plainly: the expected outputs) and fill the
+    captured outputs with NaN. Every replay must give the plain bits: a kernel that read its input before the kernel
+    before it finished reads NaN or the replay before's values."""
+    refresh()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        _run_chain(pairs, x0, bufs, pdl=True)
+        capture()  # compiled and warmed outside the capture
     torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
+    graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(g):
-            _run_chain(pairs, x0, bufs, pdl=True)
-        for replay in range(5):
-            for b in bufs:
-                b.fill_(float("nan"))  # a GEMV that read its input before the one before it finished reads NaN
-            g.replay()
+        with torch.cuda.graph(graph):
+            outs = capture()
+        for replay in range(replays):
+            refresh()
+            wants = plain()
+            for o in outs:
+                o.fill_(float("nan"))
+            graph.replay()
             torch.cuda.synchronize()
-            for i, (got, exp) in enumerate(zip(bufs, want)):
-                assert torch.equal(got.view(torch.int16), exp.view(torch.int16)), f"replay {replay}: GEMV {i} differs"
+            for i, (o, want) in enumerate(zip(outs, wants)):
+                assert torch.isfinite(want.float()).all(), f"replay {replay}: plain output {i} is not finite"
+                assert torch.equal(o.view(torch.int16), want.view(torch.int16)), f"replay {replay}: output {i} differs"
     finally:
-        g.reset()
+        graph.reset()
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_chain_replayed_from_a_graph_never_reads_a_stale_input():
+    """A chain of 8 dependent GEMVs (copy, warp, copy, ...) launched with PDL, replayed with new first inputs."""
+    pairs, x0 = _chain(4, seed=2)
+    g = torch.Generator().manual_seed(9)
+    shapes = [n for _ in pairs for n in (12288, 2304)]
+
+    def run(pdl: bool) -> list[torch.Tensor]:
+        bufs = [torch.empty((1, n), dtype=torch.bfloat16, device=x0.device) for n in shapes]
+        _run_chain(pairs, x0, bufs, pdl=pdl)
+        return bufs
+
+    _replays_match(lambda: run(True), lambda: run(False), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
 
 
 @pytest.mark.gpu
 def test_gpu_pdl_gemv_after_a_triggering_norm_reads_the_norm_s_output():
     """The step's pair (rungs17d): add_rmsnorm=triton_pdl lets the next kernel be scheduled as it starts, and the
     tall projection launched with PDL after it requests its weights at once but must read the norm's output only
-    after the norm ends. Replayed from a graph with a new residual before each replay (so the norm's output of the
-    replay before is stale) and the projection's output NaN, for the plain pair's bits on the same inputs."""
+    after the norm ends. A new residual before each replay makes the replay before's norm output stale."""
     pytest.importorskip("triton")
     from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
 
@@ -212,45 +228,24 @@ def test_gpu_pdl_gemv_after_a_triggering_norm_reads_the_norm_s_output():
 
     pairs, x0 = _chain(1, seed=3)
     kw = pairs[0][0]  # 12288 x 2304
-    dev = x0.device
     g = torch.Generator().manual_seed(4)
-    resid = torch.empty(1, 2304, dtype=torch.bfloat16, device=dev)
-    gain = torch.randn(2304, generator=g).to(dev)
-    code = rt.DTYPE_CODE[x0.dtype]
+    resid = torch.empty(1, 2304, dtype=torch.bfloat16, device=x0.device)
+    gain = torch.randn(2304, generator=g).to(x0.device)
 
-    def step(norm, pdl: bool, y: torch.Tensor) -> None:
-        normed, _ = norm(x0, resid, gain, 1e-5)
-        launch_rowwarp(normed, code, kw, 12288, 2304, y, "copy", pdl=pdl)
+    def step(pdl: bool) -> list[torch.Tensor]:
+        normed, _ = (add_rmsnorm_trigger if pdl else add_rmsnorm)(x0, resid, gain, 1e-5)
+        y = torch.empty((1, 12288), dtype=torch.bfloat16, device=x0.device)
+        launch_rowwarp(normed, rt.DTYPE_CODE[x0.dtype], kw, 12288, 2304, y, "copy", pdl=pdl)
+        return [y]
 
-    resid.copy_(torch.randn(1, 2304, generator=g))
-    y = torch.empty((1, 12288), dtype=torch.bfloat16, device=dev)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step(add_rmsnorm_trigger, True, y)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            step(add_rmsnorm_trigger, True, y)
-        for replay in range(5):
-            resid.copy_(torch.randn(1, 2304, generator=g))
-            want = torch.empty_like(y)
-            step(add_rmsnorm, False, want)
-            y.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.isfinite(want.float()).all()
-            assert torch.equal(y.view(torch.int16), want.view(torch.int16)), f"replay {replay} differs"
-    finally:
-        graph.reset()
+    _replays_match(lambda: step(True), lambda: step(False), lambda: resid.copy_(torch.randn(1, 2304, generator=g)))
 
 
 @pytest.mark.gpu
 def test_gpu_pdl_o_proj_after_a_triggering_gated_norm_reads_the_norm_s_output():
     """KDA's pair (rungs17d): gated_rmsnorm=triton_pdl lets the next kernel start, and o_proj (2304 x 4096, the warp
     form) launched with PDL after it issues its first weight loads at once but reads the norm's output only after the
-    norm ends. A graph replayed with new norm inputs each time and o_proj's output NaN gives the plain pair's bits."""
+    norm ends. New norm inputs before each replay."""
     pytest.importorskip("triton")
     from sparkops_triton.gated_rmsnorm import gated_rmsnorm, gated_rmsnorm_trigger
 
@@ -264,38 +259,18 @@ def test_gpu_pdl_o_proj_after_a_triggering_gated_norm_reads_the_norm_s_output():
     o = torch.empty(1, 32, 128, dtype=torch.bfloat16, device=dev)
     gate = torch.empty_like(o)
     gain = torch.randn(128, generator=g).to(dev)
-    code = rt.DTYPE_CODE[o.dtype]
 
-    def step(norm, pdl: bool, y: torch.Tensor) -> None:
-        normed = norm(o, gate, gain, 1e-5)
-        launch_rowwarp(normed.reshape(1, 4096), code, kw, 2304, 4096, y, "warp", pdl=pdl)
+    def step(pdl: bool) -> list[torch.Tensor]:
+        normed = (gated_rmsnorm_trigger if pdl else gated_rmsnorm)(o, gate, gain, 1e-5)
+        y = torch.empty((1, 2304), dtype=torch.bfloat16, device=dev)
+        launch_rowwarp(normed.reshape(1, 4096), rt.DTYPE_CODE[o.dtype], kw, 2304, 4096, y, "warp", pdl=pdl)
+        return [y]
 
-    def new_inputs() -> None:
+    def refresh() -> None:
         o.copy_(torch.randn(1, 32, 128, generator=g))
         gate.copy_(torch.randn(1, 32, 128, generator=g))
 
-    new_inputs()
-    y = torch.empty((1, 2304), dtype=torch.bfloat16, device=dev)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step(gated_rmsnorm_trigger, True, y)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            step(gated_rmsnorm_trigger, True, y)
-        for replay in range(5):
-            new_inputs()
-            want = torch.empty_like(y)
-            step(gated_rmsnorm, False, want)
-            y.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.isfinite(want.float()).all()
-            assert torch.equal(y.view(torch.int16), want.view(torch.int16)), f"replay {replay} differs"
-    finally:
-        graph.reset()
+    _replays_match(lambda: step(True), lambda: step(False), refresh)
 
 
 def _moe_48b(seed: int, dev: torch.device):
@@ -343,31 +318,13 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
     wts = [torch.empty_like(weights) for _ in range(3)]
     idss = [torch.empty_like(ids) for _ in range(3)]
 
-    def new_tokens() -> None:
+    def refresh() -> None:
         for a, b, c in zip(xs, wts, idss):
             a.copy_(torch.randn(1, 2304, generator=g))
             b.copy_(torch.rand(1, 8, generator=g) + 0.1)
             c.copy_(torch.randperm(24, generator=g)[:8].reshape(1, 8))
 
-    new_tokens()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for a, b, c in zip(xs, wts, idss):
-            moe_experts_rowwarp_pdl(a, b, c, **w)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            outs = [moe_experts_rowwarp_pdl(a, b, c, **w) for a, b, c in zip(xs, wts, idss)]
-        for replay in range(4):
-            new_tokens()
-            wants = [moe_experts_rowwarp(a, b, c, **w) for a, b, c in zip(xs, wts, idss)]
-            for o in outs:
-                o.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            for i, (o, want) in enumerate(zip(outs, wants)):
-                assert torch.equal(o.view(torch.int16), want.view(torch.int16)), f"replay {replay}, layer {i} differs"
-    finally:
-        graph.reset()
+    def layers(fn) -> list[torch.Tensor]:
+        return [fn(a, b, c, **w) for a, b, c in zip(xs, wts, idss)]
+
+    _replays_match(lambda: layers(moe_experts_rowwarp_pdl), lambda: layers(moe_experts_rowwarp), refresh, replays=4)
