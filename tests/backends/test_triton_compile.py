@@ -129,6 +129,17 @@ def launch_every_kernel():
         sample.sample(logits, temperature, top_k, top_p, 1, step)
 
 
+def launch_trigger_norms(monkeypatch):
+    """The norms that let the next kernel start (add_rmsnorm and gated_rmsnorm = triton_pdl), as the GPU compiles them
+    (griddepcontrol.launch_dependents in: they only leave it out in the interpreter)."""
+    from sparkops_triton import add_rmsnorm, gated_rmsnorm
+
+    for mod in (add_rmsnorm, gated_rmsnorm):
+        monkeypatch.setattr(mod, "interpreting", lambda: False)
+    add_rmsnorm.add_rmsnorm_trigger(r(1, 2304, dtype=BF), r(1, 2304, dtype=BF), r(2304), 1e-5)
+    gated_rmsnorm.gated_rmsnorm_trigger(r(1, 32, 128, dtype=BF), r(1, 32, 128, dtype=BF), r(128), 1e-5)
+
+
 def launch_lastblock_kernels(monkeypatch):
     """The last-block GEMVs (`_arrival`) as the 48B decode launches them: split-K on the H200's 132 SMs."""
     from gguf import GGMLQuantizationType as Q
@@ -239,6 +250,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     compiled: dict = {}
     with compile_only(compiled):
         launch_every_kernel()
+        launch_trigger_norms(monkeypatch)
         launch_lastblock_kernels(monkeypatch)
         launch_q6k_gemvs(monkeypatch)
         launch_dequantize(monkeypatch)
@@ -249,14 +261,19 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     assert wide == {"_gemv_kernel", "_moe_down_kernel"}, f"the Q6_K word-load GEMVs were not all compiled: {wide}"
     pdl = {k: v for k, v in compiled.items() if v.metadata.launch_pdl}
     assert pdl and {k[0] for k in pdl} == {"_gemv_kernel"}, f"the PDL GEMVs were not compiled: {sorted(pdl)}"
-    for k, v in compiled.items():  # PDL kernels wait once and then let the next kernel launch; no other kernel does
-        ptx = v.asm["ptx"]
+    triggering = set()
+    for k, v in compiled.items():  # PDL kernels wait once and then let the next kernel launch; the triggering norms
+        ptx = v.asm["ptx"]        # (launched plainly) only let the next one launch, first thing; no other kernel does
         wait, trigger = ptx.find("griddepcontrol.wait"), ptx.find("griddepcontrol.launch_dependents")
         if k in pdl:
             assert ptx.count("griddepcontrol.wait") == 1 and 0 <= wait < trigger, f"{k[0]}: PDL instructions {k[1]}"
             assert "atom.global" not in ptx[:wait] and "st.global" not in ptx[:wait], f"{k[0]}: writes before the wait"
+        elif trigger >= 0:
+            triggering.add(k[0])
+            assert wait < 0 and "ld.global" not in ptx[:trigger], f"{k[0]}: the trigger is not first {k[1]}"
         else:
-            assert wait < 0 and trigger < 0, f"{k[0]} was not launched with PDL but has griddepcontrol: {k[1]}"
+            assert wait < 0, f"{k[0]} was not launched with PDL but waits on griddepcontrol: {k[1]}"
+    assert triggering == {"_add_rmsnorm_kernel", "_gated_rmsnorm_kernel"}, f"triggering kernels: {sorted(triggering)}"
     from sparkops_triton._dequant import Q4_K_FLAT
 
     # the flat Q4_K GEMVs exist to keep layout changes (shared memory and a barrier each) out of the chunk loop: the
