@@ -31,8 +31,12 @@ Five are one-token GEMVs that request a row's bytes before using any, with one s
 - "cupy_rowhalf" (`linear_rowhalf`): cupy_rowwarp's copy form for tall weights with its products in packed half2, two
   weights an instruction (kernels/q4k_half.cuh): session 15's counters found the float32 forms issue-bound. The
   activations are scaled by a power of two into fp16 and the products and partial sums round to fp16: claim
-  tolerance("bf16"). Shorter weights take the float32 warp form. Written after session 15's device time, not yet on
-  a GPU.
+  tolerance("bf16"). Shorter weights take the float32 warp form. Session 16: a regression as a rung (0.943); with its
+  staging mended, 13.0 against the copy form's 12.2 µs at 12288 x 2304. Kept, tested, selected by nothing.
+- "cupy_rowwarp_copy2" (`linear_rowwarp_copy2`): cupy_rowwarp with tall weights in the "copy2" form (the rows copied
+  in two groups, the first half decoded while the second lands); the same bits. Session 16, not yet on a GPU.
+- "cupy_rowwarp_pdl" (`linear_rowwarp_pdl`): cupy_rowwarp launched with programmatic dependent launch (_pdl.py): each
+  block requests its weights before it waits for the kernel before it; the same bits. Session 16, not yet on a GPU.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).

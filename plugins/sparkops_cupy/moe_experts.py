@@ -19,7 +19,12 @@ the step (0.987). Kept, tested, selected by nothing.
 
 "cupy_rowhalf" (`moe_experts_rowhalf`): cupy_rowwarp whose gate/up run the copy form's structure with packed half2
 products, two weights an instruction (kernels/q4k_half.cuh, as linear=cupy_rowhalf): claim tolerance("bf16"). Down
-stays float32. Written after session 15's device time, not yet on a GPU.
+stays float32. Session 16: a regression as a rung (0.939), 35.8 against triton_prefetch's 34.9 µs a layer once its
+staging was mended. Kept, tested, selected by nothing.
+
+"cupy_rowwarp_pdl" (`moe_experts_rowwarp_pdl`): cupy_rowwarp's copy/warp pair launched with programmatic dependent
+launch: gate/up waits for the router, then lets down start; down issues its first weight loads before it waits for
+gate/up. The same bits. Session 16, not yet on a GPU.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to

@@ -136,9 +136,10 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
     if (o == 0 && oct < 2 && ok) h[r0 + local] = bad ? QNAN : mr_silu(acc) * up;
 }
 
-// gate/up in the copy form with packed half2 products ("half", implementation cupy_rowhalf; written after session 15's
-// device time, not yet on a GPU): gateup_cp_q4_k with the activations staged as fp16 pairs scaled by a power of two
-// (q4k_half.cuh's rh_stage) and each row decoded by rh_copied_row. Shared memory: D / 8 slots of 16 bytes,
+// gate/up in the copy form with packed half2 products ("half", implementation cupy_rowhalf; session 16: 35.8 against
+// triton_prefetch's 34.9 us a layer, its rung 0.939 before the staging was mended; selected by nothing):
+// gateup_cp_q4_k with the activations staged as fp16 pairs scaled by a power of two (q4k_half.cuh's rh_stage) and
+// each row decoded by rh_copied_row. Shared memory: D / 8 slots of 16 bytes,
 // D / 16 float sums, then 8 gate rows and 8 up rows. Same arguments and grid as gateup_q4_k.
 template <int DT>
 __device__ __forceinline__ void gateup_hc_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
