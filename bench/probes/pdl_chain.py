@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=12, help="A, B pairs in the chain (distinct weights)")
     ap.add_argument("--replays", type=int, default=30)
     args = ap.parse_args(argv)
+    if args.pairs < 1 or args.replays < 1:
+        ap.error(f"--pairs and --replays must be at least 1 (got {args.pairs} and {args.replays})")
     if not torch.cuda.is_available():
         print("pdl_chain probe: needs a CUDA device", file=sys.stderr)
         return 2

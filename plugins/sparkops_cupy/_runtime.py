@@ -30,6 +30,8 @@ import torch
 
 from sparkops.errors import BadInput, Unavailable
 
+from ._pdl import launch_pdl
+
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 #: NVRTC options; the architecture is added by CuPy from the device (compute capability 9.0 -> sm_90).
 #: Headers are expanded into the source before compiling (`expanded_source`), so no include path is
@@ -181,8 +183,6 @@ def launch(cu_name: str, name: str, device: torch.device, grid: Sequence[int], b
         return  # nothing to do (an empty input)
     cp = _cupy()
     if pdl:
-        from sparkops_cupy._pdl import launch_pdl
-
         with cp.cuda.Device(idx):
             launch_pdl(fn.kernel.ptr, grid, tuple(int(b) for b in block), tuple(args), int(shared_mem),
                        torch.cuda.current_stream(idx).cuda_stream)

@@ -328,3 +328,20 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
         return [fn(a, b, c, **w) for a, b, c in zip(xs, wts, idss)]
 
     _replays_match(lambda: layers(moe_experts_rowwarp_pdl), lambda: layers(moe_experts_rowwarp), refresh, replays=4)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan():
+    """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
+    output (as cupy_rowwarp's does), not read past the stacked weights."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy.moe_experts import moe_experts_rowwarp_pdl
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(10, dev)
+    for bad in (-1, 24):
+        wrong = ids.clone()
+        wrong[0, 3] = bad
+        got = moe_experts_rowwarp_pdl(x, weights, wrong, **w)
+        torch.cuda.synchronize()
+        assert torch.isnan(got.float()).all(), f"expert id {bad}"
