@@ -86,6 +86,11 @@
 #     probe_copy2 the copy form with its weight copy in two groups (decode the first half while the second lands): its
 #                 GPU tests (bitwise the copy form) and the row-warp side-by-side with it as a column
 #     probe_ncu_source  the copy form's SASS with Nsight Compute's per-instruction stall samples (CSV), 12288 x 2304
+#                 (NCU_SOURCE_KERNEL=rowcp2x: the copy2x form's instead)
+#     probe_copy2x  copyx and copy2x (the copy and copy2 forms with each block's first activations requested before its
+#                 weights): their GPU tests (bitwise the copy form) and the row-warp side-by-side with their columns
+#     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
+#                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
 #                 (bench/probes/router_kernels.py)
 #     rungs6      session 6's rungs on lean prerequisites (torch + bf16 registries only): triton_lastblock (one
@@ -375,6 +380,10 @@ ROUTRW_REG=$TMP/cuda-s15-router-rowwarp.toml
 # token: 27 tall projections follow an add_rmsnorm (layer 0's follows the first rmsnorm), 20 KDA o_projs a
 # gated_rmsnorm. Both are bitwise the step's: the gate proves it on the captured step
 RWCOPY2_REG=$TMP/cuda-s17-rowwarp-copy2.toml
+# session 17's second decode rung (stage rungs17e, written during session 17): linear@Q4_K=cupy_rowwarp_copy2x (copy2
+# with each block's first activations requested before its weight copies: the copy form's x had queued behind them)
+# over the row-warp step, predicted from the side-by-side's record
+RWCOPY2X_REG=$TMP/cuda-s17-rowwarp-copy2x.toml
 RWPDL_REG=$TMP/cuda-s17-norm-rowwarp-pdl.toml
 # and the experts: moe_experts=cupy_rowwarp_pdl (cupy_rowwarp's copy/warp pair, both launched with PDL: gate/up waits for
 # the router, then lets down start, whose first weight loads overlap gate/up) over the row-warp step, predicted from the
@@ -581,6 +590,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
+  decode-linear-rowwarp-copy2x=RWCOPY2X_REG
   decode-moe-rowwarp-pdl=MOEPDL_REG decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
   decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
@@ -712,6 +722,16 @@ proof_copy2() {  # linear@Q4_K=cupy_rowwarp_copy2 (session 16, not yet on a GPU 
   run gpu-tests-copy2 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       --timeout=$GPU_TEST_TIMEOUT -k "copy2 or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py \
       tests/backends/test_cupy_gate.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-copy2.xml"
+  local rc=$?
+  cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
+  return $rc
+}
+proof_copy2x() {  # linear@Q4_K=cupy_rowwarp_copy2x (session 17, not yet on a GPU when written): copyx and copy2x
+  # bitwise the copy form, every row from NaN, the gate of cupy_rowwarp_copy2x, then the side-by-side with their columns
+  # (its record, $DJ/perop-rowwarp-*.json, is the rung's prediction)
+  run gpu-tests-copy2x 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT -k "copy2 or copyx or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py \
+      tests/backends/test_cupy_gate.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-copy2x.xml"
   local rc=$?
   cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
   return $rc
@@ -1466,9 +1486,9 @@ probe_mma)  # decode lead (session 14, for session 15): cupy_mma's pipe form at 
 probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counters on one launch of each decode GEMV
   # form at the 48B's two largest decode projections (bench/probes/rowwarp_kernels.py): issue-slot use, stall reasons,
   # occupancy, DRAM throughput. ncu reads counters only on some machines (the device notes: Firecracker, not gVisor)
-  # (20 launches a pass: the 5 row-warp forms, the half form, the 2 tensor-core forms, Triton's GEMV and a plain read,
+  # (24 launches a pass: the 7 row-warp forms, the half form, the 2 tensor-core forms, Triton's GEMV and a plain read,
   # per shape)
-  ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 20 \
+  ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
@@ -1478,6 +1498,22 @@ probe_pdl)  # decode lead (session 16, for session 17): the copy form written fo
   # gate of cupy_rowwarp_pdl), then a chain of 24 dependent 48B-shaped GEMVs timed plain and with PDL
   # (bench/probes/pdl_chain.py). No model: one GPU, a short call
   proof_pdl && probe_pdl_chain ;;
+probe_copy2x)  # decode lead (session 17): copyx and copy2x (each block's first activations requested before its weights)
+  # bitwise the copy form, the gate of cupy_rowwarp_copy2x, then timed beside the other forms (the side-by-side's record)
+  proof_copy2x ;;
+rungs17e)  # session 17's second decode rung over the row-warp step (the decode step rebuilt through it), after its
+  # proof: linear@Q4_K=cupy_rowwarp_copy2x, predicted from the side-by-side's record
+  prereq_lean || continue
+  decode_chain
+  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
+      linear@Q4_K=cupy_rowwarp
+  [ -f $RW_REG ] || { log "rungs17e: no row-warp step ($RW_REG): SUITE_TIMED must name decode-linear-rowwarp"; continue; }
+  proof_copy2x
+  decode_rung linear-rowwarp-copy2x $RWCOPY2X_REG linear@Q4_K=cupy_rowwarp_copy2x linear@Q4_K \
+      "linear@Q4_K=$(perop rowwarp cupy_rowwarp cupy_rowwarp_copy2x)" copy2x \
+      "the tall Q4_K projections in copy2 with each block's first activations requested before its weight copies" \
+      $RW_REG
+  ;;
 probe_copy2)  # decode lead (session 16, for session 17): the copy form with its weight copy in two groups (copy2) -
   # bitwise the copy form, every row from NaN, the gate of cupy_rowwarp_copy2, then timed beside the other forms (the
   # side-by-side's record). Session 16's reading: all blocks load, then all decode; if copy2 is faster, that holds
@@ -1505,11 +1541,13 @@ rungs17d)  # session 17's decode rungs, each over the row-warp step (the decode 
   ;;
 probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS the copy form's warps wait, at
   # 12288 x 2304 (bf16): Nsight Compute's source page (per-instruction executions and stall samples) as CSV. Session
-  # 16's reading to test: every block loads its rows at once and then decodes, so DRAM idles while the SMs compute
+  # 17 found a quarter of the samples on the first use of x (requested after the weights). NCU_SOURCE_KERNEL names
+  # another form's kernel stem (rowcp2x: copy2x, x requested first); the log is probe-ncu-source-STEM
+  k=${NCU_SOURCE_KERNEL:-rowcp}
   if ! command -v ncu > /dev/null; then log "probe-ncu-source: no ncu on this machine; nothing profiled"; continue; fi
-  run probe-ncu-source 150 ncu --clock-control none --section WarpStateStats --section SourceCounters \
-      -k "regex:linear_q4_k_rowcp_bf16" --launch-skip 1 --launch-count 1 --page source --print-source sass --csv \
-      python3 bench/probes/rowwarp_kernels.py --shapes 12288x2304 ;;
+  run probe-ncu-source$([ "$k" = rowcp ] || echo "-$k") 150 ncu --clock-control none --section WarpStateStats \
+      --section SourceCounters -k "regex:linear_q4_k_${k}_bf16" --launch-skip 1 --launch-count 1 --page source \
+      --print-source sass --csv python3 bench/probes/rowwarp_kernels.py --shapes 12288x2304 ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
   run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"

@@ -13,7 +13,7 @@ This script makes the launches for Nsight Compute, without a CUDA graph (ncu pro
         python3 bench/probes/rowwarp_kernels.py
 
 Stage `probe_ncu` of bench/gpu_suite.sh runs that when ncu is on the machine, skipping the warm-up launches
-(`--launch-skip 20`: with the default shapes each pass makes 20 launches: the 5 row-warp forms, the half form
+(`--launch-skip 24`: with the default shapes each pass makes 24 launches: the 7 row-warp forms, the half form
 (cupy_rowhalf's kernel, session 15), the 2 tensor-core forms, Triton's GEMV and a plain read of the same bytes, per
 shape).
 Each kernel runs once in the warm-up pass (compilation, the arrival counters), then once measured, on random Q4_K

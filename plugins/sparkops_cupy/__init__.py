@@ -48,6 +48,9 @@ IMPLEMENTATIONS = [
     # same bits, which the gate proves; a name of its own for one interleaved pair
     ("linear", "cupy_rowwarp_copy2", "sparkops_cupy.linear:linear_rowwarp_copy2", bit_identical(to="cupy_rowwarp"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
+    # copy2 with each block's first activations requested before its weight copies (copy2x): the same bits
+    ("linear", "cupy_rowwarp_copy2x", "sparkops_cupy.linear:linear_rowwarp_copy2x", bit_identical(to="cupy_rowwarp"),
+     ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     # cupy_rowwarp launched with programmatic dependent launch (each block's weights requested before it waits for
     # the kernel before it): the same bits
     ("linear", "cupy_rowwarp_pdl", "sparkops_cupy.linear:linear_rowwarp_pdl", bit_identical(to="cupy_rowwarp"),

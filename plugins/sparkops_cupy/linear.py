@@ -34,9 +34,14 @@ Five are one-token GEMVs that request a row's bytes before using any, with one s
   tolerance("bf16"). Shorter weights take the float32 warp form. Session 16: a regression as a rung (0.943); with its
   staging mended, 13.0 against the copy form's 12.2 µs at 12288 x 2304. Kept, tested, selected by nothing.
 - "cupy_rowwarp_copy2" (`linear_rowwarp_copy2`): cupy_rowwarp with tall weights in the "copy2" form (the rows copied
-  in two groups, the first half decoded while the second lands); the same bits. Session 16, not yet on a GPU.
+  in two groups, the first half decoded while the second lands); the same bits. Session 17: the copy form's time as a
+  rung (0.995, none). Kept, tested, selected by nothing.
+- "cupy_rowwarp_copy2x" (`linear_rowwarp_copy2x`): copy2 with each block's first activations requested before its
+  weights ("copy2x"): in the copy form x queued behind the weight copies. The same bits. Session 17, not yet on a GPU.
 - "cupy_rowwarp_pdl" (`linear_rowwarp_pdl`): cupy_rowwarp launched with programmatic dependent launch (_pdl.py): each
-  block requests its weights before it waits for the kernel before it; the same bits. Session 16, not yet on a GPU.
+  block requests its weights before it waits for the kernel before it; the same bits. Session 17: slower per op in a
+  chain (10.9 against 10.0 µs a launch) and a regression as a rung with the triggering norms (0.798). Kept, tested,
+  selected by nothing.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -99,6 +104,19 @@ def linear_rowwarp_copy2(x, weight):
 def _launch_copy2(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
     form = rowwarp_form(n)
     launch_rowwarp(x, code, kw, n, k, y, "copy2" if form == "copy" else form)
+
+
+def linear_rowwarp_copy2x(x, weight):
+    """Implementation "cupy_rowwarp_copy2x": cupy_rowwarp_copy2 with each block's first activations requested before
+    its weight copies (the "copy2x" form). Session 17's Nsight Compute source page of the copy form: a quarter of its
+    warps' stall samples waited on x, requested after 20 KB of weights a block and queued behind them, so copy2's first
+    half could not start early. The same bits as cupy_rowwarp at every shape."""
+    return _one_token_q4k(x, weight, _launch_copy2x)
+
+
+def _launch_copy2x(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    form = rowwarp_form(n)
+    launch_rowwarp(x, code, kw, n, k, y, "copy2x" if form == "copy" else form)
 
 
 def linear_rowwarp_pdl(x, weight):
@@ -282,10 +300,13 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: block's 16 rows copied whole into shared memory first (every weight byte in flight at once); "staged", the warp form
 #: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 15: slower,
 #: issue-bound); "copy2", the copy form with its weight copy in two groups, decoding the first half of every row while
-#: the second lands (session 16, not yet on a GPU; the copy form's bits)
-ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "copy2": 16, "staged": 8}
+#: the second lands (session 17: the copy form's time, 0.995 as a rung; the copy form's bits); "copyx" and "copy2x", the
+#: copy and copy2 forms with each block's first activations requested before its weights (session 17, not yet on a GPU:
+#: x had queued behind the weight copies; the same bits)
+ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "copy2": 16, "copyx": 16, "copy2x": 16, "staged": 8}
 #: threads a block of each form (the staged form: a warp a row, 8 rows sharing one staging of the activations)
-_ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "copy2": 128, "staged": 256}
+_ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "copy2": 128, "copyx": 128, "copy2x": 128,
+                    "staged": 256}
 #: weights of at least this many rows take the "copy" form, the others the "warp" form. One warp per row reads 16 bytes
 #: of activations from L1 per weight byte, which binds once the rows no longer fit one wave; the forms that stage the
 #: activations in shared memory win there. Session 13 (bf16 activations, graph; bench/gpu-runs/2026-11-30-session13):
@@ -302,7 +323,7 @@ def rowwarp_form(n: int) -> str:
 def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
                    form: str | None = None, pdl: bool = False) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
-    `form`: "warp", "octet", "copy", "copy2" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form).
+    `form`: "warp", "octet", "copy", "copy2", "copyx", "copy2x" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form).
     `pdl` (the copy and warp forms): the form's kernel written for programmatic dependent launch, launched so (its
     weight copy, or its first group of weight loads, requested before it waits for the kernel before it; x then read
     from L2; the same bits as the form)."""
@@ -316,11 +337,12 @@ def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
     rows = ROWWARP_FORMS[form]
-    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp", "copy2": "rowcp2", "staged": "rowstg"}[form]
+    kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp", "copy2": "rowcp2", "copyx": "rowcpx",
+              "copy2x": "rowcp2x", "staged": "rowstg"}[form]
     kernel += "pdl" if pdl else ""
     name = f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}"
     smem = 0 if form == "warp" else 4 * k + 4 * (k // 16)  # the staged activations and their sums of 16
-    if form in ("copy", "copy2"):
+    if form in ("copy", "copy2", "copyx", "copy2x"):
         smem += rows * kw.row_bytes  # and the block's rows of weights
     rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (_ROWWARP_THREADS[form],),
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem,

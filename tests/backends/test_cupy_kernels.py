@@ -107,7 +107,7 @@ def test_linear_bf16_activations_give_bf16(impl):
     assert nmse(got, want) <= rule_for("linear", "bf16" if variant == "fp32" else variant).limit
 
 
-@pytest.mark.parametrize("form", ["warp", "octet", "copy", "copy2", "staged"])
+@pytest.mark.parametrize("form", ["warp", "octet", "copy", "copy2", "copyx", "copy2x", "staged"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (1027, 1024), (5, 3072), (7, 4352),
                                         (2, 256), (19, 1280)])
@@ -144,7 +144,8 @@ def test_rowwarp_writes_every_row_of_a_one_token_q4k_gemv(form, dtype, out_f, in
 def test_copy2_gives_the_copy_forms_bits(dtype, out_f, in_f):
     """The copy form with its weight copy in two groups (copy2, session 16) adds the same products in the same order
     as the copy form: the same bits, at the 48B's tall projections and at 1, 17 and 36 super-blocks a row (a first
-    group of 1, 9 and 18)."""
+    group of 1, 9 and 18). So do copyx and copy2x (session 17: each block's first activations requested before its
+    weights; at 9216 inputs a thread stages a third item the plain way)."""
     from sparkops_cupy._runtime import DTYPE_CODE
     from sparkops_cupy._weights import kernel_weight
     from sparkops_cupy.linear import launch_rowwarp
@@ -153,11 +154,12 @@ def test_copy2_gives_the_copy_forms_bits(dtype, out_f, in_f):
     x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(out_f)).to(DEV, dtype)
     kw = kernel_weight("linear", "weight", w, x.device)
     ys = {}
-    for form in ("copy", "copy2"):
+    for form in ("copy", "copy2", "copyx", "copy2x"):
         ys[form] = torch.full((1, out_f), float("nan"), dtype=dtype, device=DEV)
         launch_rowwarp(x, DTYPE_CODE[dtype], kw, out_f, in_f, ys[form], form)
     assert torch.isfinite(ys["copy"].float()).all()
-    assert torch.equal(ys["copy2"], ys["copy"])
+    for form in ("copy2", "copyx", "copy2x"):
+        assert torch.equal(ys[form], ys["copy"]), form
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -143,8 +143,10 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
              "cupy_rowwarp": cat.get("linear", "cupy_rowwarp").resolve(),
              "cupy_rowhalf": cat.get("linear", "cupy_rowhalf").resolve(),
              "cupy_rowwarp_copy2": cat.get("linear", "cupy_rowwarp_copy2").resolve(),
+             "cupy_rowwarp_copy2x": cat.get("linear", "cupy_rowwarp_copy2x").resolve(),
              "warp form": forced("warp"), "octet form": forced("octet"), "copy form": forced("copy"),
-             "copy2 form": forced("copy2"), "staged form": forced("staged")}
+             "copy2 form": forced("copy2"), "copyx form": forced("copyx"), "copy2x form": forced("copy2x"),
+             "staged form": forced("staged")}
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
     per_token = _side_by_side(impls, shapes, f"linear T=1 Q4_K {dtype}, row-warp forms vs triton_lastblock", dtype,
                               record=f"rowwarp-{str(dtype).removeprefix('torch.')}")

@@ -47,6 +47,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # bench/gpu_test_shard.py, bench/perop_factor.py, `python3 -c "print(...)"` arithmetic and `python3 -c "import
     # json..."` reads of a JSON file are pure Python: the real interpreter runs them (the shards' files, a prediction
     # factor); imports of torch and the kernels stay stand-ins
+    # STUB_FAIL_MATCH: a pytest run whose arguments hold this text fails (one proof's tests, not the others)
     # STUB_PEROP="FILE:NAME ...": per-op records a GPU test would have written (SPARKOPS_PEROP_DIR/NAME), copied there by
     # the pytest stand-in
     (d / "python3").write_text('#!/usr/bin/env bash\n'
@@ -56,6 +57,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
                                'if [ -n "${SPARKOPS_PEROP_DIR:-}" ]; then for f in ${STUB_PEROP:-}; do '
                                'cp "${f%%:*}" "$SPARKOPS_PEROP_DIR/${f##*:}"; done; fi; '
+                               '[ -n "${STUB_FAIL_MATCH:-}" ] && [[ "$*" == *"$STUB_FAIL_MATCH"* ]] && exit 1; '
                                'exit "${STUB_PYTEST_RC:-0}"; }\n'
                                'exit 0\n')
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
@@ -1203,6 +1205,44 @@ def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu
     assert "regex:linear_q4_k_rowcp_bf16" in ncu and "rowwarp_kernels.py --shapes 12288x2304" in ncu
 
 
+def test_probe_ncu_source_profiles_another_form_s_kernel_by_name(tmp_path):
+    stubs = _stubs(tmp_path, 1)
+    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
+    (stubs / "ncu").chmod(0o755)
+    log, calls = _suite(tmp_path, "probe_ncu_source", extra_env={"NCU_SOURCE_KERNEL": "rowcp2x"})
+    assert "] probe-ncu-source-rowcp2x (limit" in log
+    [ncu] = [c for c in calls if c.startswith("ncu ")]
+    assert "regex:linear_q4_k_rowcp2x_bf16" in ncu
+
+
+def test_rungs17e_times_copy2x_over_the_row_warp_step_after_its_proof(tmp_path):
+    """Session 17's second rung: the step rebuilt through the row-warp rung, copy2x's proof (its bit tests and the
+    side-by-side with its column), then linear@Q4_K=cupy_rowwarp_copy2x over the row-warp step, predicted from the
+    record (cupy_rowwarp's time a token over copy2x's, 500 / 400 us: 1.250)."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2x": 400e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs17e", "probe_copy2x", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, copy2x = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s17-rowwarp-copy2x.toml"
+    assert "unknown stage" not in log and "SKIP" not in log
+    assert log.count("gpu-tests-copy2x (limit") == 1 and "-k copy2 or copyx or rowwarp_gemv_side_by_side" in log
+    assert log.index("gpu-tests-copy2x rc=0") < log.index("] swap-linear-rowwarp-copy2x (limit")
+    assert Path(f"{copy2x}.base").read_text().strip() == str(rw)
+    [decode] = [c for c in calls if c.startswith("bench decode")]
+    assert f"--registry {rw} --vs {copy2x}" in decode and "--expect linear@Q4_K=1.250" in decode
+    swap = next(c for c in calls if c.startswith("swap") and "cupy_rowwarp_copy2x" in c)
+    assert "linear@Q4_K=cupy_rowwarp_copy2x" in swap
+
+
+def test_rungs17e_leaves_the_rung_out_when_copy2x_s_tests_fail(tmp_path):
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2x": 400e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records,
+           "STUB_FAIL_MATCH": "gpu-tests-copy2x.xml"}
+    log, calls = _lanes(tmp_path, "rungs17e", "", extra_env=env)
+    assert "decode-linear-rowwarp-copy2x: left out" in log
+    assert not any("cupy_rowwarp_copy2x" in c for c in calls)
+
+
 def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
     log, calls = _suite(tmp_path, "probe_gemv")
     assert "] probe-gemv-anatomy (limit" in log and "bench/probes/gemv_anatomy.py --out" in log
@@ -1212,7 +1252,7 @@ def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
 
 
 def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_not(tmp_path):
-    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 20 launches skipped) with the
+    """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 24 launches skipped) with the
     sections that say what binds; without it, it says that nothing was profiled and runs nothing."""
     bare = tmp_path / "without"
     bare.mkdir()
@@ -1225,10 +1265,10 @@ def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_
     log, calls = _suite(tmp_path, "probe_ncu")
     assert "] probe-ncu-rowwarp (limit" in log and "unknown stage" not in log
     ncu, stalls = [c for c in calls if c.startswith("ncu ")]
-    assert "--clock-control none" in ncu and "--launch-skip 20 --launch-count 20" in ncu
+    assert "--clock-control none" in ncu and "--launch-skip 24 --launch-count 24" in ncu
     assert "--section WarpStateStats" in ncu and "bench/probes/rowwarp_kernels.py" in ncu
     # the stall reasons in a pass of their own, every reason in the one metric form ncu_table.py reads
-    assert "] probe-ncu-rowwarp-stalls (limit" in log and "--launch-skip 20 --launch-count 20" in stalls
+    assert "] probe-ncu-rowwarp-stalls (limit" in log and "--launch-skip 24 --launch-count 24" in stalls
     metrics = stalls.split("--metrics ")[1].split()[0].split(",")
     assert metrics[0] == "smsp__inst_executed.sum" and len(metrics) == 15
     assert all(m.startswith("smsp__average_warps_issue_stalled_") and m.endswith("_per_issue_active.ratio")

@@ -103,21 +103,29 @@ __device__ __forceinline__ int rc_copy_rows(const u8* __restrict__ w, i64 row_by
 // block's weight copy is requested before the wait for the kernel before it, so a kernel's rows stream in while the
 // previous kernel finishes; the block then lets the next kernel be scheduled and waits before it reads x. The sums and
 // their order are the copy form's: the same bits.
-template <int DT, bool PDL = false>
+// XFIRST (the "copyx" form, session 17's control for copy2x): the first activations requested before the weight copy,
+// with every weight byte still waited for before the decode. The same bits.
+template <int DT, bool PDL = false, bool XFIRST = false>
 __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                            int K, int N, void* __restrict__ y) {
+    static_assert(!(PDL && XFIRST), "x is the kernel before's output under PDL: it cannot be requested first");
     extern __shared__ __align__(16) float ro_smem[];
     float4* sx = (float4*)ro_smem;
     float* ssum = ro_smem + K;
     u8* sw = (u8*)(ssum + (K >> 4));  // 16-byte aligned: K is a multiple of 256
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const i64 r0 = (i64)blockIdx.x * 16;
+    RoXEarly early;
+    if (XFIRST) ro_stage_request<DT>(x, K, early);
     const int rows = rc_copy_rows(w, row_bytes, N, r0, sw);
     if (PDL) {
         pdl_launch_dependents();
         pdl_wait();  // x is the kernel before's output; y may still be its input
     }
-    ro_stage<DT, !PDL>(x, K, sx, ssum);
+    if (XFIRST)
+        ro_stage_from<DT>(x, K, early, sx, ssum);
+    else
+        ro_stage<DT, !PDL>(x, K, sx, ssum);
     cp_async_wait_all();
     __syncthreads();
     const int local = (tid >> 5) * 4 + oct;
@@ -147,7 +155,11 @@ __device__ __forceinline__ void rc_copy_span(const u8* __restrict__ w, i64 row_b
     cp_async_commit();
 }
 
-template <int DT>
+// XFIRST (the "copy2x" form, session 17, not yet on a GPU when written): the block's first activations are requested
+// before its weight copies (ro_stage_request), so x does not queue behind 20 KB of weights and the first half can be
+// decoded as soon as it lands. Session 17 measured copy2 without it: the same time as the copy form (0.995 as a rung),
+// and the copy form's warps stalled a quarter of their samples on x. The same bits.
+template <int DT, bool XFIRST = false>
 __device__ __forceinline__ void rowcp2_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                             int K, int N, void* __restrict__ y) {
     extern __shared__ __align__(16) float ro_smem[];
@@ -157,9 +169,14 @@ __device__ __forceinline__ void rowcp2_q4_k(const void* __restrict__ x, const u8
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const i64 r0 = (i64)blockIdx.x * 16;
     const int rows = (int)min((i64)16, (i64)N - r0), nsb = K >> 8, h = (nsb + 1) >> 1;
+    RoXEarly early;
+    if (XFIRST) ro_stage_request<DT>(x, K, early);
     rc_copy_span(w, row_bytes, rows, r0, sw, 0, 9 * h);  // 144-byte super-blocks: 9 chunks each
     rc_copy_span(w, row_bytes, rows, r0, sw, 9 * h, 9 * nsb);
-    ro_stage<DT>(x, K, sx, ssum);
+    if (XFIRST)
+        ro_stage_from<DT>(x, K, early, sx, ssum);
+    else
+        ro_stage<DT>(x, K, sx, ssum);
     cp_async_wait<1>();
     __syncthreads();
     const int local = (tid >> 5) * 4 + oct;
@@ -311,6 +328,48 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp2_f16(const v
                                                                          const u8* __restrict__ w, i64 row_bytes,
                                                                          int K, int N, void* __restrict__ y) {
     rowcp2_q4_k<DT_F16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcpx_f32(const void* __restrict__ x,
+                                                                         const u8* __restrict__ w, i64 row_bytes,
+                                                                         int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_F32, false, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcpx_bf16(const void* __restrict__ x,
+                                                                          const u8* __restrict__ w, i64 row_bytes,
+                                                                          int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_BF16, false, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcpx_f16(const void* __restrict__ x,
+                                                                         const u8* __restrict__ w, i64 row_bytes,
+                                                                         int K, int N, void* __restrict__ y) {
+    rowcp_q4_k<DT_F16, false, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp2x_f32(const void* __restrict__ x,
+                                                                          const u8* __restrict__ w, i64 row_bytes,
+                                                                          int K, int N, void* __restrict__ y) {
+    rowcp2_q4_k<DT_F32, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp2x_bf16(const void* __restrict__ x,
+                                                                           const u8* __restrict__ w, i64 row_bytes,
+                                                                           int K, int N, void* __restrict__ y) {
+    rowcp2_q4_k<DT_BF16, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcp2x_f16(const void* __restrict__ x,
+                                                                          const u8* __restrict__ w, i64 row_bytes,
+                                                                          int K, int N, void* __restrict__ y) {
+    rowcp2_q4_k<DT_F16, true>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0

@@ -18,9 +18,48 @@ __device__ __forceinline__ float rw_nib(u32 w, int b) {
     return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540 + b)) - 8388608.0f;
 }
 
-// 16 consecutive activations from x + i (i a multiple of 16; the row 16-byte aligned) as float32. NC: through the
-// read-only path (__ldg), for data no other kernel writes while this one runs; false: from L2 (__ldcg), for kernels
-// launched with programmatic dependent launch, whose x is written by a kernel still running when they start
+// 16 consecutive activations' raw bytes from x + i (i a multiple of 16; the row 16-byte aligned): 64 bytes in u[0..3]
+// for float32, 32 bytes in u[0..1] for bf16 and f16, loaded and not yet converted. NC: through the read-only path
+// (__ldg), for data no other kernel writes while this one runs; false: from L2 (__ldcg), for kernels launched with
+// programmatic dependent launch, whose x is written by a kernel still running when they start
+template <int DT, bool NC = true>
+__device__ __forceinline__ void rw_raw16(const void* __restrict__ x, i64 i, uint4 (&u)[4]) {
+    const uint4* p = DT == DT_F32 ? (const uint4*)((const float*)x + i) : (const uint4*)((const u16*)x + i);
+#pragma unroll
+    for (int k = 0; k < (DT == DT_F32 ? 4 : 2); ++k) u[k] = NC ? __ldg(p + k) : __ldcg(p + k);
+}
+
+// rw_raw16's bytes as 16 float32 activations
+template <int DT>
+__device__ __forceinline__ void rw_cvt16(const uint4 (&u)[4], float* v) {
+    if (DT == DT_F32) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            v[4 * k] = __uint_as_float(u[k].x);
+            v[4 * k + 1] = __uint_as_float(u[k].y);
+            v[4 * k + 2] = __uint_as_float(u[k].z);
+            v[4 * k + 3] = __uint_as_float(u[k].w);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const u32 w[4] = {u[k].x, u[k].y, u[k].z, u[k].w};
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                if (DT == DT_BF16) {
+                    v[8 * k + 2 * h] = __uint_as_float(w[h] << 16);
+                    v[8 * k + 2 * h + 1] = __uint_as_float(w[h] & 0xffff0000u);
+                } else {
+                    v[8 * k + 2 * h] = f16_to_f32((u16)(w[h] & 0xffffu));
+                    v[8 * k + 2 * h + 1] = f16_to_f32((u16)(w[h] >> 16));
+                }
+            }
+        }
+    }
+}
+
+// 16 consecutive activations from x + i as float32: rw_raw16 and rw_cvt16 in one (kept as written before them: the
+// forms built on it keep their SASS)
 template <int DT, bool NC = true>
 __device__ __forceinline__ void rw_load16(const void* __restrict__ x, i64 i, float* v) {
     if (DT == DT_F32) {
@@ -156,6 +195,18 @@ __device__ __forceinline__ float ro_block(uint4 h, uint4 q, const float4* __rest
     return f.ds0 * al - f.dm0 * ssb[l.s16] + (f.ds1 * ah - f.dm1 * ssb[l.s16 + 2]);
 }
 
+// One thread's share of the staging: activations 16i..16i+15 (v) into their 4 swizzled slots, and their sum
+__device__ __forceinline__ void ro_stage_item(int i, const float* v, float4* __restrict__ sx,
+                                              float* __restrict__ ssum) {
+    float t = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        sx[ro_slot(4 * i + k)] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+        t += (v[4 * k] + v[4 * k + 1]) + (v[4 * k + 2] + v[4 * k + 3]);
+    }
+    ssum[i] = t;
+}
+
 // Stage activations x [K] (dtype DT) in shared memory for ro_block: K floats in swizzled 16-byte groups, then the
 // K / 16 sums of 16. Every thread of the block takes part; the caller synchronizes before reading.
 template <int DT, bool NC = true>
@@ -164,13 +215,42 @@ __device__ __forceinline__ void ro_stage(const void* __restrict__ x, int K, floa
     for (int i = threadIdx.x; i < (K >> 4); i += blockDim.x) {  // 16 activations a thread: 4 slots and their sum
         float v[16];
         rw_load16<DT, NC>(x, 16 * (i64)i, v);
-        float t = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            sx[ro_slot(4 * i + k)] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
-            t += (v[4 * k] + v[4 * k + 1]) + (v[4 * k + 2] + v[4 * k + 3]);
-        }
-        ssum[i] = t;
+        ro_stage_item(i, v, sx, ssum);
+    }
+}
+
+// The staging in two halves, for forms that request x before their weights (session 17's Nsight Compute source page
+// of the copy form: a quarter of its warps' stall samples sat on the first use of x, which was requested after the
+// block's 20 KB of weight copies and so queued behind them). ro_stage_request loads a thread's first two items
+// (threadIdx.x and threadIdx.x + blockDim.x: every item while K <= 32 * blockDim.x) into registers; ro_stage_from
+// stages them, and loads any further item as ro_stage does. The same values in the same slots and sums: the same bits.
+struct RoXEarly {
+    uint4 a[4], b[4];
+};
+
+template <int DT>
+__device__ __forceinline__ void ro_stage_request(const void* __restrict__ x, int K, RoXEarly& e) {
+    const int i = threadIdx.x, n = K >> 4;
+    if (i < n) rw_raw16<DT>(x, 16 * (i64)i, e.a);
+    if (i + (int)blockDim.x < n) rw_raw16<DT>(x, 16 * (i64)(i + blockDim.x), e.b);
+}
+
+template <int DT>
+__device__ __forceinline__ void ro_stage_from(const void* __restrict__ x, int K, const RoXEarly& e,
+                                              float4* __restrict__ sx, float* __restrict__ ssum) {
+    const int i = threadIdx.x, n = K >> 4;
+    float v[16];
+    if (i < n) {
+        rw_cvt16<DT>(e.a, v);
+        ro_stage_item(i, v, sx, ssum);
+    }
+    if (i + (int)blockDim.x < n) {
+        rw_cvt16<DT>(e.b, v);
+        ro_stage_item(i + blockDim.x, v, sx, ssum);
+    }
+    for (int j = i + 2 * blockDim.x; j < n; j += blockDim.x) {
+        rw_load16<DT>(x, 16 * (i64)j, v);
+        ro_stage_item(j, v, sx, ssum);
     }
 }
 
