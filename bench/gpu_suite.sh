@@ -89,6 +89,8 @@
 #                 (NCU_SOURCE_KERNEL=rowcp2x: the copy2x form's instead)
 #     probe_copy2x  copyx and copy2x (the copy and copy2 forms with each block's first activations requested before its
 #                 weights): their GPU tests (bitwise the copy form) and the row-warp side-by-side with their columns
+#     probe_xcast the same activations read by every block of a grid against each block its own
+#                 (bench/probes/x_broadcast.py): the copy form's x stall, contention or latency?
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
 #                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
@@ -1498,6 +1500,9 @@ probe_pdl)  # decode lead (session 16, for session 17): the copy form written fo
   # gate of cupy_rowwarp_pdl), then a chain of 24 dependent 48B-shaped GEMVs timed plain and with PDL
   # (bench/probes/pdl_chain.py). No model: one GPU, a short call
   proof_pdl && probe_pdl_chain ;;
+probe_xcast)  # decode lead (session 17): every block of a grid reading the same activations from L2 against each its
+  # own (bench/probes/x_broadcast.py), at the copy form's grids: is the shared read of x a cost of its own? No model
+  run probe-x-broadcast 90 python3 bench/probes/x_broadcast.py --out "$R/probe-x-broadcast.json" ;;
 probe_copy2x)  # decode lead (session 17): copyx and copy2x (each block's first activations requested before its weights)
   # bitwise the copy form, the gate of cupy_rowwarp_copy2x, then timed beside the other forms (the side-by-side's record)
   proof_copy2x ;;

@@ -1243,6 +1243,12 @@ def test_rungs17e_leaves_the_rung_out_when_copy2x_s_tests_fail(tmp_path):
     assert not any("cupy_rowwarp_copy2x" in c for c in calls)
 
 
+def test_probe_xcast_runs_the_broadcast_probe_alone_and_no_model(tmp_path):
+    log, calls = _suite(tmp_path, "probe_xcast")
+    assert "] probe-x-broadcast (limit" in log and "bench/probes/x_broadcast.py --out" in log
+    assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
 def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
     log, calls = _suite(tmp_path, "probe_gemv")
     assert "] probe-gemv-anatomy (limit" in log and "bench/probes/gemv_anatomy.py --out" in log
