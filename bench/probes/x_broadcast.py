@@ -75,13 +75,15 @@ def main(argv: list[str] | None = None) -> int:
             sink = torch.empty(g, dtype=torch.float32, device="cuda")
             row = {}
             for label, stride in (("same", 0), ("distinct", k)):
-                thunk = (lambda s=stride, b=buf, o=sink: _read_x[(g,)](b, o, k, s, BLOCK=block))
+                def thunk(s=stride, b=buf, o=sink, g=g, k=k, block=block):
+                    _read_x[(g,)](b, o, k, s, BLOCK=block)
+
                 row[label] = graph_time([thunk] * launches, args.replays) / launches
                 if label == "same":  # the sums must be every program's read of x, not stale or zero
                     want = buf[:k].float().sum()
                     if not torch.allclose(sink, want.expand(g), rtol=1e-3, atol=1e-2):
                         raise RuntimeError(f"x_broadcast: K={k} G={g}: a program's sum is not x's")
-            row["nop"] = graph_time([lambda: _nop[(g,)](sink)] * launches, args.replays) / launches
+            row["nop"] = graph_time([lambda g=g, o=sink: _nop[(g,)](o)] * launches, args.replays) / launches
             row["same_over_distinct"] = row["same"] / row["distinct"]
             results["variants"][f"K{k}_G{g}"] = row
             print(f"K={k:5d} G={g:5d}  nop {row['nop']:6.2f} us  same {row['same']:6.2f} us  distinct "

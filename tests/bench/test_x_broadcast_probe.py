@@ -28,7 +28,8 @@ def test_grids_refuse_empty_zero_and_words(text):
         _probe().grids(text)
 
 
-@pytest.mark.parametrize("args,says", [(["--grids", "0"], "--grids"), (["--replays", "0"], "--replays must be at least 1")])
+@pytest.mark.parametrize("args,says", [(["--grids", "0"], "--grids"),
+                                       (["--replays", "0"], "--replays must be at least 1")])
 def test_the_probe_refuses_bad_arguments_by_name(args, says, capsys):
     with pytest.raises(SystemExit) as e:
         _probe().main(args)
