@@ -323,10 +323,10 @@ def rowwarp_form(n: int) -> str:
 def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
                    form: str | None = None, pdl: bool = False) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
-    `form`: "warp", "octet", "copy", "copy2", "copyx", "copy2x" or "staged" (ROWWARP_FORMS); None picks by the rows (rowwarp_form).
-    `pdl` (the copy and warp forms): the form's kernel written for programmatic dependent launch, launched so (its
-    weight copy, or its first group of weight loads, requested before it waits for the kernel before it; x then read
-    from L2; the same bits as the form)."""
+    `form`: "warp", "octet", "copy", "copy2", "copyx", "copy2x" or "staged" (ROWWARP_FORMS); None picks by the rows
+    (rowwarp_form). `pdl` (the copy and warp forms): the form's kernel written for programmatic dependent launch,
+    launched so (its weight copy, or its first group of weight loads, requested before it waits for the kernel before
+    it; x then read through L1 with ld.global.ca, not the read-only path; the same bits as the form)."""
     form = form or rowwarp_form(n)
     if form not in ROWWARP_FORMS:
         raise BadInput(f"linear: the row-warp GEMV has the forms {sorted(ROWWARP_FORMS)}, not {form!r}")

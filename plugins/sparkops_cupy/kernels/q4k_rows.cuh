@@ -20,13 +20,17 @@ __device__ __forceinline__ float rw_nib(u32 w, int b) {
 
 // 16 consecutive activations' raw bytes from x + i (i a multiple of 16; the row 16-byte aligned): 64 bytes in u[0..3]
 // for float32, 32 bytes in u[0..1] for bf16 and f16, loaded and not yet converted. NC: through the read-only path
-// (__ldg), for data no other kernel writes while this one runs; false: from L2 (__ldcg), for kernels launched with
-// programmatic dependent launch, whose x is written by a kernel still running when they start
+// (__ldg), for data no other kernel writes while this one runs. false: cached in L1 (__ldca: ld.global.ca; a plain
+// load of a const __restrict__ pointer would compile to the read-only path), for kernels launched with programmatic
+// dependent launch, whose x is written by a kernel still running when they start and is read only after pdl_wait
+// (which makes that kernel's writes visible to this grid). Session 17 first read x there with __ldcg (L2 only): the
+// warp form reads 16 bytes of x per weight byte, and its PDL kernel took ~20 us more a 2304 x 4096 GEMV after a gated
+// norm (the PDL experts 2.5x cupy_rowwarp's time)
 template <int DT, bool NC = true>
 __device__ __forceinline__ void rw_raw16(const void* __restrict__ x, i64 i, uint4 (&u)[4]) {
     const uint4* p = DT == DT_F32 ? (const uint4*)((const float*)x + i) : (const uint4*)((const u16*)x + i);
 #pragma unroll
-    for (int k = 0; k < (DT == DT_F32 ? 4 : 2); ++k) u[k] = NC ? __ldg(p + k) : __ldcg(p + k);
+    for (int k = 0; k < (DT == DT_F32 ? 4 : 2); ++k) u[k] = NC ? __ldg(p + k) : __ldca(p + k);
 }
 
 // rw_raw16's bytes as 16 float32 activations
@@ -66,7 +70,7 @@ __device__ __forceinline__ void rw_load16(const void* __restrict__ x, i64 i, flo
         const float4* p = (const float4*)((const float*)x + i);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            float4 f = NC ? __ldg(p + k) : __ldcg(p + k);
+            float4 f = NC ? __ldg(p + k) : __ldca(p + k);
             v[4 * k] = f.x;
             v[4 * k + 1] = f.y;
             v[4 * k + 2] = f.z;
@@ -76,7 +80,7 @@ __device__ __forceinline__ void rw_load16(const void* __restrict__ x, i64 i, flo
         const uint4* p = (const uint4*)((const u16*)x + i);
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
-            uint4 u = NC ? __ldg(p + k) : __ldcg(p + k);
+            uint4 u = NC ? __ldg(p + k) : __ldca(p + k);
             u32 w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
             for (int h = 0; h < 4; ++h) {
