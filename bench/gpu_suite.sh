@@ -91,6 +91,9 @@
 #                 weights): their GPU tests (bitwise the copy form) and the row-warp side-by-side with their columns
 #     probe_xcast the same activations read by every block of a grid against each block its own
 #                 (bench/probes/x_broadcast.py): the copy form's x stall, contention or latency?
+#     rungs18d    session 18's decode rungs over the row-warp step: the norm-PDL pair and the PDL experts again, their
+#                 kernels now reading x through L1 after the wait (session 17: from L2, both regressions), after the
+#                 PDL proof and probe, forecast from the probe's pair savings and the MoE side-by-side
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
 #                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
@@ -391,6 +394,11 @@ RWPDL_REG=$TMP/cuda-s17-norm-rowwarp-pdl.toml
 # the router, then lets down start, whose first weight loads overlap gate/up) over the row-warp step, predicted from the
 # MoE side-by-side's record against triton_prefetch (the step's)
 MOEPDL_REG=$TMP/cuda-s17-moe-rowwarp-pdl.toml
+# session 18's rungs (stage rungs18d, written after session 17's device time): the same two PDL rungs with the PDL
+# kernels reading x through L1 after their wait (session 17's first kernels read it from L2, __ldcg, and lost: the warp
+# form reads 16 bytes of x per weight byte), each over the row-warp step, forecast as before
+RWPDL1_REG=$TMP/cuda-s18-norm-rowwarp-pdl-l1.toml
+MOEPDL1_REG=$TMP/cuda-s18-moe-rowwarp-pdl-l1.toml
 PDL_PAIRS=27
 PDL_GATED_PAIRS=20  # KDA's o_proj after its gated_rmsnorm (MLA's follows attention, the dense down swiglu: not PDL)
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
@@ -592,7 +600,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-linear-rowwarp-copy2x=RWCOPY2X_REG
+  decode-moe-pdl-l1=MOEPDL1_REG decode-norm-pdl-l1=RWPDL1_REG decode-linear-rowwarp-copy2x=RWCOPY2X_REG
   decode-moe-rowwarp-pdl=MOEPDL_REG decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
   decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
@@ -1542,6 +1550,28 @@ rungs17d)  # session 17's decode rungs, each over the row-warp step (the decode 
   decode_rung moe-rowwarp-pdl $MOEPDL_REG moe_experts=cupy_rowwarp_pdl moe_experts \
       "moe_experts=$(perop moe triton_prefetch cupy_rowwarp_pdl)" pdl \
       "one token's Q4_K experts in cupy_rowwarp's copy/warp pair with programmatic dependent launch (down's first weight loads overlap gate/up)" \
+      $RW_REG
+  ;;
+rungs18d)  # session 18's decode rungs over the row-warp step (the decode step rebuilt through it), after the PDL
+  # proof and probe: the norm-and-projection pairs with PDL (add_rmsnorm and gated_rmsnorm = triton_pdl, linear@Q4_K=
+  # cupy_rowwarp_pdl), forecast from the probe's savings a pair; then moe_experts=cupy_rowwarp_pdl, from the MoE
+  # side-by-side. Session 17 timed both with x read from L2 (0.798, 0.683); the kernels now read it through L1
+  prereq_lean || continue
+  decode_chain
+  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
+      linear@Q4_K=cupy_rowwarp
+  [ -f $RW_REG ] || { log "rungs18d: no row-warp step ($RW_REG): SUITE_TIMED must name decode-linear-rowwarp"; continue; }
+  proof_pdl && { [ -s $DJ/probe-pdl-chain.json ] || probe_pdl_chain; }
+  decode_rung norm-pdl-l1 $RWPDL1_REG \
+      "add_rmsnorm=triton_pdl gated_rmsnorm=triton_pdl linear@Q4_K=cupy_rowwarp_pdl" \
+      add_rmsnorm,gated_rmsnorm,linear@Q4_K "linear@Q4_K=$(pdl_factor)" pdl \
+      "programmatic dependent launch from each norm to its Q4_K projection, x read through L1 after the wait (\
+session 17's kernels read it from L2)" \
+      $RW_REG
+  decode_rung moe-pdl-l1 $MOEPDL1_REG moe_experts=cupy_rowwarp_pdl moe_experts \
+      "moe_experts=$(perop moe triton_prefetch cupy_rowwarp_pdl)" pdl \
+      "cupy_rowwarp's copy/warp experts with programmatic dependent launch, h read through L1 after the wait (\
+session 17's kernels read it from L2)" \
       $RW_REG
   ;;
 probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS the copy form's warps wait, at

@@ -1243,6 +1243,31 @@ def test_rungs17e_leaves_the_rung_out_when_copy2x_s_tests_fail(tmp_path):
     assert not any("cupy_rowwarp_copy2x" in c for c in calls)
 
 
+def test_rungs18d_times_both_pdl_rungs_again_under_their_own_names_over_the_row_warp_step(tmp_path):
+    """Session 18's plan: the PDL kernels now read x through L1, so the two PDL rungs run again as rows of their own
+    (norm-pdl-l1, moe-pdl-l1; registries of their own), each over the row-warp step, after the PDL proof and probe,
+    forecast as rungs17d's were: 500 / 416 = 1.202 from the probe's savings, 900 / 800 = 1.125 from the MoE record."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6},
+                       moe={"triton_prefetch": 900e-6, "cupy_rowwarp_pdl": 800e-6})
+    machine = tmp_path / "machine"
+    (machine / "suite-diag").mkdir(parents=True)
+    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0},
+                                                                            "gnorm_pair": {"saving_us": 1.5}}))
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs18d", "probe_pdl", extra_env=env)
+    rw = machine / "cuda-s13-rowwarp.toml"
+    pdl, moe = machine / "cuda-s18-norm-rowwarp-pdl-l1.toml", machine / "cuda-s18-moe-rowwarp-pdl-l1.toml"
+    assert "unknown stage" not in log and "SKIP" not in log and log.count("gpu-tests-pdl (limit") == 1
+    assert Path(f"{pdl}.base").read_text().strip() == str(rw) and Path(f"{moe}.base").read_text().strip() == str(rw)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 2, decodes
+    assert f"--registry {rw} --vs {pdl}" in decodes[0] and "--expect linear@Q4_K=1.202" in decodes[0]
+    assert "--changes add_rmsnorm,gated_rmsnorm,linear@Q4_K " in decodes[0]
+    assert "x read through L1 after the wait (session 17's kernels read it from L2)" in decodes[0]
+    assert f"--registry {rw} --vs {moe}" in decodes[1] and "--expect moe_experts=1.125" in decodes[1]
+    assert "cuda-s17-" not in " ".join(decodes)
+
+
 def test_probe_xcast_runs_the_broadcast_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_xcast")
     assert "] probe-x-broadcast (limit" in log and "bench/probes/x_broadcast.py --out" in log
