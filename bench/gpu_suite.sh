@@ -1580,9 +1580,13 @@ probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS
   # another form's kernel stem (rowcp2x: copy2x, x requested first); the log is probe-ncu-source-STEM
   k=${NCU_SOURCE_KERNEL:-rowcp}
   if ! command -v ncu > /dev/null; then log "probe-ncu-source: no ncu on this machine; nothing profiled"; continue; fi
-  run probe-ncu-source$([ "$k" = rowcp ] || echo "-$k") 150 ncu --clock-control none --section WarpStateStats \
+  f=probe-ncu-source$([ "$k" = rowcp ] || echo "-$k")
+  run $f 150 ncu --clock-control none --section WarpStateStats \
       --section SourceCounters -k "regex:linear_q4_k_${k}_bf16" --launch-skip 1 --launch-count 1 --page source \
-      --print-source sass --csv python3 bench/probes/rowwarp_kernels.py --shapes 12288x2304 ;;
+      --print-source sass --csv python3 bench/probes/rowwarp_kernels.py --shapes 12288x2304
+  # the stall samples by reason and the instructions holding the most (bench/probes/ncu_source_table.py)
+  [ -s "$R/$f.log" ] && python3 bench/probes/ncu_source_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
+  ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights
   run probe-gemv-anatomy 90 python3 bench/probes/gemv_anatomy.py --out "$R/probe-gemv-anatomy.json"
