@@ -93,7 +93,8 @@
 #                 (bench/probes/x_broadcast.py): the copy form's x stall, contention or latency?
 #     rungs18d    session 18's decode rungs over the row-warp step: the norm-PDL pair and the PDL experts again, their
 #                 kernels now reading x through L1 after the wait (session 17: from L2, both regressions), after the
-#                 PDL proof and probe, forecast from the probe's pair savings and the MoE side-by-side
+#                 PDL proof and probe, forecast from the probe's pair savings and the MoE side-by-side; then both in
+#                 one registry (each forecast ~1.3%, inside the 2% band)
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
 #                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
@@ -399,6 +400,7 @@ MOEPDL_REG=$TMP/cuda-s17-moe-rowwarp-pdl.toml
 # form reads 16 bytes of x per weight byte), each over the row-warp step, forecast as before
 RWPDL1_REG=$TMP/cuda-s18-norm-rowwarp-pdl-l1.toml
 MOEPDL1_REG=$TMP/cuda-s18-moe-rowwarp-pdl-l1.toml
+PDLBOTH_REG=$TMP/cuda-s18-pdl-l1-both.toml
 PDL_PAIRS=27
 PDL_GATED_PAIRS=20  # KDA's o_proj after its gated_rmsnorm (MLA's follows attention, the dense down swiglu: not PDL)
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
@@ -600,7 +602,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-moe-pdl-l1=MOEPDL1_REG decode-norm-pdl-l1=RWPDL1_REG decode-linear-rowwarp-copy2x=RWCOPY2X_REG
+  decode-pdl-l1-both=PDLBOTH_REG decode-moe-pdl-l1=MOEPDL1_REG decode-norm-pdl-l1=RWPDL1_REG decode-linear-rowwarp-copy2x=RWCOPY2X_REG
   decode-moe-rowwarp-pdl=MOEPDL_REG decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
   decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
   decode-linear-rowwarp=RW_REG decode-fuse-lowrank=LOWRANK_REG decode-linear-cupy-float=CUFLOAT_REG decode-lmhead-cupy-float=CUHEAD_REG
@@ -1573,6 +1575,15 @@ session 17's kernels read it from L2)" \
       "cupy_rowwarp's copy/warp experts with programmatic dependent launch, h read through L1 after the wait (\
 session 17's kernels read it from L2)" \
       $RW_REG
+  # both at once: session 17's per-op figures forecast ~1.3% each, inside the 2% band a single rung must clear to win;
+  # together ~2.6%. A forecast only with both factors (else the rung is left out, as decode_rung does)
+  pdl_lin=$(pdl_factor) pdl_moe=$(perop moe triton_prefetch cupy_rowwarp_pdl)
+  decode_rung pdl-l1-both $PDLBOTH_REG \
+      "add_rmsnorm=triton_pdl gated_rmsnorm=triton_pdl linear@Q4_K=cupy_rowwarp_pdl moe_experts=cupy_rowwarp_pdl" \
+      add_rmsnorm,gated_rmsnorm,linear@Q4_K,moe_experts \
+      "$([ -n "$pdl_lin" ] && [ -n "$pdl_moe" ] && echo "linear@Q4_K=$pdl_lin,moe_experts=$pdl_moe" || echo "linear@Q4_K=")" \
+      pdl \
+      "the norm-PDL pairs and the PDL experts together, x and h read through L1 after the wait" $RW_REG
   ;;
 probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS the copy form's warps wait, at
   # 12288 x 2304 (bf16): Nsight Compute's source page (per-instruction executions and stall samples) as CSV. Session

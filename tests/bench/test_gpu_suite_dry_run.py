@@ -1260,12 +1260,31 @@ def test_rungs18d_times_both_pdl_rungs_again_under_their_own_names_over_the_row_
     assert "unknown stage" not in log and "SKIP" not in log and log.count("gpu-tests-pdl (limit") == 1
     assert Path(f"{pdl}.base").read_text().strip() == str(rw) and Path(f"{moe}.base").read_text().strip() == str(rw)
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 2, decodes
+    assert len(decodes) == 3, decodes
     assert f"--registry {rw} --vs {pdl}" in decodes[0] and "--expect linear@Q4_K=1.202" in decodes[0]
     assert "--changes add_rmsnorm,gated_rmsnorm,linear@Q4_K " in decodes[0]
     assert "x read through L1 after the wait (session 17's kernels read it from L2)" in decodes[0]
     assert f"--registry {rw} --vs {moe}" in decodes[1] and "--expect moe_experts=1.125" in decodes[1]
+    both = machine / "cuda-s18-pdl-l1-both.toml"
+    assert f"--registry {rw} --vs {both}" in decodes[2]
+    assert "--expect linear@Q4_K=1.202,moe_experts=1.125" in decodes[2]
+    assert "--changes add_rmsnorm,gated_rmsnorm,linear@Q4_K,moe_experts " in decodes[2]
     assert "cuda-s17-" not in " ".join(decodes)
+
+
+def test_rungs18d_leaves_the_combined_rung_out_without_the_moe_record(tmp_path):
+    """No MoE side-by-side record: the experts' rung and the combined rung have no forecast and are left out; the
+    norm-PDL pair, forecast from the probe, still runs."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6})
+    machine = tmp_path / "machine"
+    (machine / "suite-diag").mkdir(parents=True)
+    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0},
+                                                                            "gnorm_pair": {"saving_us": 1.5}}))
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs18d", "", extra_env=env)
+    assert "decode-moe-pdl-l1: left out" in log and "decode-pdl-l1-both: left out" in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and "cuda-s18-norm-rowwarp-pdl-l1.toml" in decodes[0]
 
 
 def test_probe_xcast_runs_the_broadcast_probe_alone_and_no_model(tmp_path):
