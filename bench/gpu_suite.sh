@@ -237,18 +237,22 @@
 #   bash bench/gpu_lanes.sh 550 "proofs16d tests1of2" "tests2of2"   # 551 s fresh: the mended half form 13.0 against
 #                                      # 12.2 us; shard 1 passed (838, 415 s); shard 2 stopped at 84 of 87 (both ~1.35x
 #                                      # slower side by side: the lanes now split the host's cores)
-# Next session: a short call on one H200 first, no model (~5 minutes): the leads written after session 16's device
-# time, each a per-op question before any rung is built on it:
-#   bash bench/gpu_lanes.sh 420 "probe_pdl probe_copy2 probe_ncu_source" ""
-#                                      # probe_pdl: does a GEMV that requests its weights before waiting for the kernel
-#                                      # before it (programmatic dependent launch) lift a chain of 24 GEMVs? probe_copy2:
-#                                      # does decoding the first half of a block's rows while the second lands lift the
-#                                      # copy form? probe_ncu_source: where in the copy form's SASS the warps wait
-# then, on two H200s, fresh (a fresh machine keeps nothing: the proofs and the probe run again, in the lane beside):
-#   bash bench/gpu_lanes.sh 560 "rungs17d" "probe_pdl probe_copy2 tests1of2"   # GPU 0: the step rebuilt (~300 s),
-#                                      # then the copy2 rung (~200 s with its diagnosis); GPU 1: the proofs and the probe
-#                                      # (~250 s) while GPU 0 rebuilds, then half the tests
-#   bash bench/gpu_lanes.sh 480 "rungs17d" "tests2of2"   # warm: the norm-PDL and MoE-PDL rungs (~200 s each)
+# Session 17 (bench/gpu-runs/2026-11-30-session17/README.md), the same export; 5 calls, 1589 s of device time:
+#   bash bench/gpu_lanes.sh 560 "rungs17d" "probe_pdl probe_copy2 probe_ncu_source tests1of2"   # 507 s fresh: the
+#                                      # step rebuilt (212 s), copy2 0.995 (none); GPU 1: the proofs, the PDL probe
+#                                      # (PDL lost: x read from L2), ncu's source page, shard 1 (752 passed, 309 s)
+#   bash bench/gpu_lanes.sh 470 "rungs17d" "tests2of2"   # 420 s warm: norm-PDL 0.798, PDL experts 0.683 (both
+#                                      # forecast as regressions); shard 2 passed (229, 400 s)
+#   NCU_SOURCE_KERNEL=rowcp2x bash bench/gpu_lanes.sh 480 "rungs17e" "probe_copy2x probe_ncu_source"   # 416 s
+#                                      # fresh: copy2x 0.995 (none)
+#   bash bench/gpu_lanes.sh 150 "probe_xcast" ""          # one H200, 20 s: no L2 contention on a shared x
+#   bash bench/gpu_lanes.sh 240 "probe_pdl" ""            # one H200, 75 s: x through L1, PDL saves 0.6-0.8 us a pair
+# Next session, on two H200s, fresh then warm: the PDL rungs again with x read through L1 (each forecast ~1.3% from
+# session 17's call 5; both together ~2.6%), beside the GPU tests:
+#   bash bench/gpu_lanes.sh 560 "rungs18d" "probe_pdl tests1of2"   # GPU 0: the step rebuilt (~210 s), the norm-PDL
+#                                      # rung (~180 s with its diagnosis), the experts' if time is left; GPU 1: the PDL
+#                                      # proofs and probe (~75 s: the forecast), then half the tests
+#   bash bench/gpu_lanes.sh 480 "rungs18d" "tests2of2"   # warm: what is left of the three rungs (~180 s each)
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
