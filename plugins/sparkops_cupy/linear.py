@@ -37,7 +37,8 @@ Five are one-token GEMVs that request a row's bytes before using any, with one s
   in two groups, the first half decoded while the second lands); the same bits. Session 17: the copy form's time as a
   rung (0.995, none). Kept, tested, selected by nothing.
 - "cupy_rowwarp_copy2x" (`linear_rowwarp_copy2x`): copy2 with each block's first activations requested before its
-  weights ("copy2x"): in the copy form x queued behind the weight copies. The same bits. Session 17, not yet on a GPU.
+  weights ("copy2x"). The same bits. Session 17: a tie as a rung (0.995); x's wait is its own latency, not a queue.
+  Kept, tested, selected by nothing.
 - "cupy_rowwarp_pdl" (`linear_rowwarp_pdl`): cupy_rowwarp launched with programmatic dependent launch (_pdl.py): each
   block requests its weights before it waits for the kernel before it; the same bits. Session 17: slower per op in a
   chain (10.9 against 10.0 µs a launch) and a regression as a rung with the triggering norms (0.798). Kept, tested,
@@ -301,8 +302,8 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: reading the octet form's staged activations (a warp a row, 4x the octet form's warps; session 15: slower,
 #: issue-bound); "copy2", the copy form with its weight copy in two groups, decoding the first half of every row while
 #: the second lands (session 17: the copy form's time, 0.995 as a rung; the copy form's bits); "copyx" and "copy2x", the
-#: copy and copy2 forms with each block's first activations requested before its weights (session 17, not yet on a GPU:
-#: x had queued behind the weight copies; the same bits)
+#: copy and copy2 forms with each block's first activations requested before its weights (session 17: no faster; the
+#: same bits)
 ROWWARP_FORMS = {"warp": 4, "octet": 16, "copy": 16, "copy2": 16, "copyx": 16, "copy2x": 16, "staged": 8}
 #: threads a block of each form (the staged form: a warp a row, 8 rows sharing one staging of the activations)
 _ROWWARP_THREADS = {"warp": 128, "octet": 128, "copy": 128, "copy2": 128, "copyx": 128, "copy2x": 128,

@@ -14,7 +14,7 @@
 
 // y[row] = x . dequantize(W[row]) for one token: x [K] (dtype DT), w [N, row_bytes] Q4_K (row_bytes = K / 256 * 144,
 // 16-byte aligned), y [N] (x's dtype). 128 threads = 4 rows a block; grid ceil(N / 4).
-// PDL (the "warp+pdl" kernel, launched with programmatic dependent launch; session 16, not yet on a GPU): the first
+// PDL (the "warp+pdl" kernel, launched with programmatic dependent launch; session 16, proven in session 17): the first
 // group's weight loads are issued before the wait for the kernel before it (x is its output), then the next kernel may
 // be scheduled. The same sums in the same order: the same bits.
 template <int DT, bool PDL = false>
@@ -99,7 +99,7 @@ __device__ __forceinline__ int rc_copy_rows(const u8* __restrict__ w, i64 row_by
 // activations, so the whole weight is requested in the first microsecond, as a plain read of it would be; then the
 // octets decode from shared memory. No register ring: fewer registers, more warps. Shared memory: the staged
 // activations and sums (as the octet form), then 16 rows of weights. 128 threads = 16 rows a block.
-// PDL (the "copy+pdl" form, launched with programmatic dependent launch; session 16's probe, not yet on a GPU): the
+// PDL (the "copy+pdl" form, launched with programmatic dependent launch; session 16, proven in session 17): the
 // block's weight copy is requested before the wait for the kernel before it, so a kernel's rows stream in while the
 // previous kernel finishes; the block then lets the next kernel be scheduled and waits before it reads x. The sums and
 // their order are the copy form's: the same bits.
@@ -135,7 +135,7 @@ __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8*
     if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
 }
 
-// The copy form with its weight copy in two commit groups ("copy2"; session 16, not yet on a GPU): every block's
+// The copy form with its weight copy in two commit groups ("copy2"; session 16; session 17: a tie): every block's
 // rows first up to super-block h = ceil(nsb / 2), then the rest, so the octets decode the first half while the second
 // lands. Session 16's reading of the copy form: every block of the grid is resident at once, so all of them request
 // their rows in the first microsecond and then all decode, and DRAM idles while the SMs compute (the copy form runs
@@ -155,7 +155,7 @@ __device__ __forceinline__ void rc_copy_span(const u8* __restrict__ w, i64 row_b
     cp_async_commit();
 }
 
-// XFIRST (the "copy2x" form, session 17, not yet on a GPU when written): the block's first activations are requested
+// XFIRST (the "copy2x" form, session 17; a tie in the step, 0.995): the block's first activations are requested
 // before its weight copies (ro_stage_request), so x does not queue behind 20 KB of weights and the first half can be
 // decoded as soon as it lands. Session 17 measured copy2 without it: the same time as the copy form (0.995 as a rung),
 // and the copy form's warps stalled a quarter of their samples on x. The same bits.

@@ -104,9 +104,9 @@ __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int 
 // 8 gate rows and 8 up rows copied into shared memory (gu_copy_rows) before the activations are staged; the octets
 // then decode from shared memory. Shared memory: the staged activations and sums, then 8 gate rows and 8 up rows. Same arguments and
 // grid as gateup_q4_k.
-// PDL (the "copy+pdl" gate/up of cupy_rowwarp_pdl; session 16, not yet on a GPU): launched with programmatic dependent
-// launch, it waits for the kernel before it (the router: ids) first, then lets the down kernel be scheduled, so that
-// the down kernel's weight loads overlap this kernel. The same sums: the same bits.
+// PDL (the "copy+pdl" gate/up of cupy_rowwarp_pdl; session 16, proven in session 17): launched with programmatic
+// dependent launch, it waits for the kernel before it (the router: ids) first, then lets the down kernel be scheduled,
+// so that the down kernel's weight loads overlap this kernel. The same sums: the same bits.
 template <int DT, bool PDL = false>
 __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
