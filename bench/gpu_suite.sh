@@ -694,6 +694,16 @@ decode_rung() {
       --prediction $DJ/diag-decode-$name.json --expect "$expect" --change "$pair: $text, over $(basename $base), graph"
   return 0
 }
+# rowwarp_step STAGE: the decode step rebuilt by swaps through session 13's row-warp rung ($RW_REG; SUITE_TIMED names
+# its rows), the base of session 17's and 18's rungs; false without the lean prerequisites or (said in the log) without
+# the row-warp step
+rowwarp_step() {
+  prereq_lean || return 1
+  decode_chain
+  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
+      linear@Q4_K=cupy_rowwarp
+  [ -f $RW_REG ] || { log "$1: no row-warp step ($RW_REG): SUITE_TIMED must name decode-linear-rowwarp"; return 1; }
+}
 proof_rowwarp() {  # linear@Q4_K=cupy_rowwarp (session 13): every row from NaN, every form, then timed beside triton;
   # the contract on CUDA of cupy_rowwarp and cupy_rowwarp_staged (session 14) for both ops
   run gpu-tests-rowwarp 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k rowwarp \
@@ -1522,11 +1532,7 @@ probe_copy2x)  # decode lead (session 17): copyx and copy2x (each block's first 
   proof_copy2x ;;
 rungs17e)  # session 17's second decode rung over the row-warp step (the decode step rebuilt through it), after its
   # proof: linear@Q4_K=cupy_rowwarp_copy2x, predicted from the side-by-side's record
-  prereq_lean || continue
-  decode_chain
-  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
-      linear@Q4_K=cupy_rowwarp
-  [ -f $RW_REG ] || { log "rungs17e: no row-warp step ($RW_REG): SUITE_TIMED must name decode-linear-rowwarp"; continue; }
+  rowwarp_step rungs17e || continue
   proof_copy2x
   decode_rung linear-rowwarp-copy2x $RWCOPY2X_REG linear@Q4_K=cupy_rowwarp_copy2x linear@Q4_K \
       "linear@Q4_K=$(perop rowwarp cupy_rowwarp cupy_rowwarp_copy2x)" copy2x \
@@ -1538,11 +1544,7 @@ probe_copy2)  # decode lead (session 16, for session 17): the copy form with its
   # side-by-side's record). Session 16's reading: all blocks load, then all decode; if copy2 is faster, that holds
   proof_copy2 ;;
 rungs17d)  # session 17's decode rungs, each over the row-warp step (the decode step rebuilt through it), after its proof
-  prereq_lean || continue
-  decode_chain
-  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
-      linear@Q4_K=cupy_rowwarp
-  [ -f $RW_REG ] || { log "rungs17d: no row-warp step ($RW_REG): SUITE_TIMED must name decode-linear-rowwarp"; continue; }
+  rowwarp_step rungs17d || continue
   proof_copy2
   decode_rung linear-rowwarp-copy2 $RWCOPY2_REG linear@Q4_K=cupy_rowwarp_copy2 linear@Q4_K \
       "linear@Q4_K=$(perop rowwarp cupy_rowwarp cupy_rowwarp_copy2)" copy2 \
@@ -1562,11 +1564,7 @@ rungs18d)  # session 18's decode rungs over the row-warp step (the decode step r
   # proof and probe: the norm-and-projection pairs with PDL (add_rmsnorm and gated_rmsnorm = triton_pdl, linear@Q4_K=
   # cupy_rowwarp_pdl), forecast from the probe's savings a pair; then moe_experts=cupy_rowwarp_pdl, from the MoE
   # side-by-side. Session 17 timed both with x read from L2 (0.798, 0.683); the kernels now read it through L1
-  prereq_lean || continue
-  decode_chain
-  timed decode-linear-rowwarp && rebuild_over linear-rowwarp $RW_REG "$(now_reg decode-linear-rowwarp)" \
-      linear@Q4_K=cupy_rowwarp
-  [ -f $RW_REG ] || { log "rungs18d: no row-warp step ($RW_REG): SUITE_TIMED must name decode-linear-rowwarp"; continue; }
+  rowwarp_step rungs18d || continue
   proof_pdl && { [ -s $DJ/probe-pdl-chain.json ] || probe_pdl_chain; }
   decode_rung norm-pdl-l1 $RWPDL1_REG \
       "add_rmsnorm=triton_pdl gated_rmsnorm=triton_pdl linear@Q4_K=cupy_rowwarp_pdl" \

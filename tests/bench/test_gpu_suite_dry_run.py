@@ -1087,6 +1087,16 @@ def test_rungs16d_times_the_half2_copy_form_over_the_row_warp_step(tmp_path):
     assert "--expect moe_experts=1.500" in decodes[1]
 
 
+def _pdl_probe_saved(tmp_path: Path) -> Path:
+    """The machine's /tmp with the PDL probe's JSON already there (2 us saved a pair after add_rmsnorm, 1.5 after
+    gated_rmsnorm), as an earlier call on the machine would have left it."""
+    machine = tmp_path / "machine"
+    (machine / "suite-diag").mkdir(parents=True)
+    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0},
+                                                                            "gnorm_pair": {"saving_us": 1.5}}))
+    return machine
+
+
 def test_rungs17d_times_copy2_and_the_pdl_pair_each_over_the_row_warp_step(tmp_path):
     """The plan for session 17: the step rebuilt through the row-warp rung, copy2's proof, then
     linear@Q4_K=cupy_rowwarp_copy2 over the row-warp step, predicted from the row-warp side-by-side's record
@@ -1097,10 +1107,7 @@ def test_rungs17d_times_copy2_and_the_pdl_pair_each_over_the_row_warp_step(tmp_p
     gated_rmsnorm, 20 a token) off cupy_rowwarp's 500 us: 500 / 416 = 1.202."""
     records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6, "cupy_rowwarp_copy2": 450e-6},
                        moe={"triton_prefetch": 900e-6, "cupy_rowwarp_pdl": 800e-6})
-    machine = tmp_path / "machine"
-    (machine / "suite-diag").mkdir(parents=True)
-    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0},
-                                                                            "gnorm_pair": {"saving_us": 1.5}}))
+    machine = _pdl_probe_saved(tmp_path)
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs17d", "probe_pdl", extra_env=env)
     rw, copy2 = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s17-rowwarp-copy2.toml"
@@ -1249,10 +1256,7 @@ def test_rungs18d_times_both_pdl_rungs_again_under_their_own_names_over_the_row_
     forecast as rungs17d's were: 500 / 416 = 1.202 from the probe's savings, 900 / 800 = 1.125 from the MoE record."""
     records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6},
                        moe={"triton_prefetch": 900e-6, "cupy_rowwarp_pdl": 800e-6})
-    machine = tmp_path / "machine"
-    (machine / "suite-diag").mkdir(parents=True)
-    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0},
-                                                                            "gnorm_pair": {"saving_us": 1.5}}))
+    machine = _pdl_probe_saved(tmp_path)
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs18d", "probe_pdl", extra_env=env)
     rw = machine / "cuda-s13-rowwarp.toml"
@@ -1272,14 +1276,21 @@ def test_rungs18d_times_both_pdl_rungs_again_under_their_own_names_over_the_row_
     assert "cuda-s17-" not in " ".join(decodes)
 
 
+@pytest.mark.parametrize("stage", ["rungs17d", "rungs17e", "rungs18d"])
+def test_the_row_warp_rungs_stop_and_say_why_without_the_row_warp_step(tmp_path, stage):
+    """SUITE_TIMED without session 13's row-warp rung: no base for these rungs, so the stage names what is missing and
+    times nothing (no swap onto a step it did not build)."""
+    env = {"SUITE_TIMED": S9_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, stage, "", extra_env=env)
+    assert f"{stage}: no row-warp step" in log and "SUITE_TIMED must name decode-linear-rowwarp" in log
+    assert not [c for c in calls if c.startswith("bench decode")]
+
+
 def test_rungs18d_leaves_the_combined_rung_out_without_the_moe_record(tmp_path):
     """No MoE side-by-side record: the experts' rung and the combined rung have no forecast and are left out; the
     norm-PDL pair, forecast from the probe, still runs."""
     records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6})
-    machine = tmp_path / "machine"
-    (machine / "suite-diag").mkdir(parents=True)
-    (machine / "suite-diag" / "probe-pdl-chain.json").write_text(json.dumps({"norm_pair": {"saving_us": 2.0},
-                                                                            "gnorm_pair": {"saving_us": 1.5}}))
+    machine = _pdl_probe_saved(tmp_path)
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs18d", "", extra_env=env)
     assert "decode-moe-pdl-l1: left out" in log and "decode-pdl-l1-both: left out" in log
