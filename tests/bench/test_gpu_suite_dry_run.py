@@ -1290,7 +1290,7 @@ def test_rungs18d_leaves_the_combined_rung_out_without_the_moe_record(tmp_path):
     """No MoE side-by-side record: the experts' rung and the combined rung have no forecast and are left out; the
     norm-PDL pair, forecast from the probe, still runs."""
     records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6})
-    machine = _pdl_probe_saved(tmp_path)
+    _pdl_probe_saved(tmp_path)
     env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
     log, calls = _lanes(tmp_path, "rungs18d", "", extra_env=env)
     assert "decode-moe-pdl-l1: left out" in log and "decode-pdl-l1-both: left out" in log
