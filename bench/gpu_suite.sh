@@ -95,6 +95,8 @@
 #                 kernels now reading x through L1 after the wait (session 17: from L2, both regressions), after the
 #                 PDL proof and probe, forecast from the probe's pair savings and the MoE side-by-side; then both in
 #                 one registry (each forecast ~1.3%, inside the 2% band)
+#     probe_pdl_floor  a chain of small dependent Triton kernels, plain and with PDL through every kernel
+#                 (bench/probes/pdl_floor.py): the saving a launch, times the step's 360 launches
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
 #                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
@@ -249,9 +251,11 @@
 #   bash bench/gpu_lanes.sh 240 "probe_pdl" ""            # one H200, 75 s: x through L1, PDL saves 0.6-0.8 us a pair
 # Next session, on two H200s, fresh then warm: the PDL rungs again with x read through L1 (each forecast ~1.3% from
 # session 17's call 5; both together ~2.6%), beside the GPU tests:
-#   bash bench/gpu_lanes.sh 560 "rungs18d" "probe_pdl tests1of2"   # GPU 0: the step rebuilt (~210 s), the norm-PDL
-#                                      # rung (~180 s with its diagnosis), the experts' if time is left; GPU 1: the PDL
-#                                      # proofs and probe (~75 s: the forecast), then half the tests
+#   bash bench/gpu_lanes.sh 560 "rungs18d" "probe_pdl probe_pdl_floor tests1of2"
+#                                      # GPU 0: the step rebuilt (~210 s), the norm-PDL rung (~180 s with its
+#                                      # diagnosis), the experts' if time is left; GPU 1: the PDL proofs and probe (~75
+#                                      # s: the forecast), the PDL floor probe (~20 s: is PDL through every kernel of the
+#                                      # step worth building?), then half the tests
 #   bash bench/gpu_lanes.sh 480 "rungs18d" "tests2of2"   # warm: what is left of the three rungs (~180 s each)
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
@@ -1527,6 +1531,9 @@ probe_pdl)  # decode lead (session 16, for session 17): the copy form written fo
 probe_xcast)  # decode lead (session 17): every block of a grid reading the same activations from L2 against each its
   # own (bench/probes/x_broadcast.py), at the copy form's grids: is the shared read of x a cost of its own? No model
   run probe-x-broadcast 90 python3 bench/probes/x_broadcast.py --out "$R/probe-x-broadcast.json" ;;
+probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
+  # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
+  run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;
 probe_copy2x)  # decode lead (session 17): copyx and copy2x (each block's first activations requested before its weights)
   # bitwise the copy form, the gate of cupy_rowwarp_copy2x, then timed beside the other forms (the side-by-side's record)
   proof_copy2x ;;

@@ -1298,6 +1298,12 @@ def test_rungs18d_leaves_the_combined_rung_out_without_the_moe_record(tmp_path):
     assert len(decodes) == 1 and "cuda-s18-norm-rowwarp-pdl-l1.toml" in decodes[0]
 
 
+def test_probe_pdl_floor_runs_the_chain_probe_alone_and_no_model(tmp_path):
+    log, calls = _suite(tmp_path, "probe_pdl_floor")
+    assert "] probe-pdl-floor (limit" in log and "bench/probes/pdl_floor.py --out" in log
+    assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
 def test_probe_xcast_runs_the_broadcast_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_xcast")
     assert "] probe-x-broadcast (limit" in log and "bench/probes/x_broadcast.py --out" in log
