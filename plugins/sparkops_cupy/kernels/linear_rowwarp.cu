@@ -155,10 +155,10 @@ __device__ __forceinline__ void rc_copy_span(const u8* __restrict__ w, i64 row_b
     cp_async_commit();
 }
 
-// XFIRST (the "copy2x" form, session 17; a tie in the step, 0.995): the block's first activations are requested
-// before its weight copies (ro_stage_request), so x does not queue behind 20 KB of weights and the first half can be
-// decoded as soon as it lands. Session 17 measured copy2 without it: the same time as the copy form (0.995 as a rung),
-// and the copy form's warps stalled a quarter of their samples on x. The same bits.
+// XFIRST (the "copy2x" form, session 17): the block's first activations are requested before its weight copies
+// (ro_stage_request). The copy form's warps stalled a quarter of their samples on the first use of x, requested after
+// 20 KB of weights; the reading was that x queued behind them. Measured: a tie in the step (0.995, as copy2), with
+// 16.6% of the samples still on x, and no L2 contention in a probe: the wait is x's own latency. The same bits.
 template <int DT, bool XFIRST = false>
 __device__ __forceinline__ void rowcp2_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                             int K, int N, void* __restrict__ y) {
