@@ -746,26 +746,19 @@ ncu_passes() {
   done
   return 0
 }
-proof_copy2() {  # linear@Q4_K=cupy_rowwarp_copy2 (session 16, not yet on a GPU when written): bitwise the copy form,
-  # every row from NaN, its gate on CUDA, then timed beside the other forms (the row-warp side-by-side's record,
-  # $DJ/perop-rowwarp-*.json, is the rung's prediction)
-  run gpu-tests-copy2 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      --timeout=$GPU_TEST_TIMEOUT -k "copy2 or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py \
-      tests/backends/test_cupy_gate.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-copy2.xml"
+# proof_forms NAME K: a copy-form variant's proof (sessions 16-17): its GPU tests selected by K (bitwise the copy form,
+# every row from NaN, its gate on CUDA), then the row-warp side-by-side with its column, whose record
+# ($DJ/perop-rowwarp-*.json) is the rung's prediction
+proof_forms() {
+  run gpu-tests-$1 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT -k "$2 or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py \
+      tests/backends/test_cupy_gate.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-$1.xml"
   local rc=$?
   cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
   return $rc
 }
-proof_copy2x() {  # linear@Q4_K=cupy_rowwarp_copy2x (session 17, not yet on a GPU when written): copyx and copy2x
-  # bitwise the copy form, every row from NaN, the gate of cupy_rowwarp_copy2x, then the side-by-side with their columns
-  # (its record, $DJ/perop-rowwarp-*.json, is the rung's prediction)
-  run gpu-tests-copy2x 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      --timeout=$GPU_TEST_TIMEOUT -k "copy2 or copyx or rowwarp_gemv_side_by_side" tests/backends/test_cupy_kernels.py \
-      tests/backends/test_cupy_gate.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-copy2x.xml"
-  local rc=$?
-  cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
-  return $rc
-}
+proof_copy2() { proof_forms copy2 copy2; }  # linear@Q4_K=cupy_rowwarp_copy2: the copy in two groups
+proof_copy2x() { proof_forms copy2x "copy2 or copyx"; }  # cupy_rowwarp_copy2x: copyx and copy2x, x requested first
 # probe_pdl_chain: bench/probes/pdl_chain.py, its JSON kept with the diagnoses ($DJ: rung norm-rowwarp-pdl's forecast)
 probe_pdl_chain() {
   run probe-pdl-chain 150 python3 bench/probes/pdl_chain.py --out $DJ/probe-pdl-chain.json

@@ -1,7 +1,8 @@
-"""Helpers shared by the tests: run the CLI as a subprocess, fake installed distributions."""
+"""Helpers shared by the tests: run the CLI as a subprocess, fake installed distributions, load a bench probe."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -46,3 +47,12 @@ def skip_gpu_tests_without_cuda(items, reason: str) -> None:
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def load_probe(name: str):
+    """bench/probes/NAME.py as a module (the probes are scripts, not a package): its parsers and readers run on the
+    CPU; what needs a GPU stays behind the probe's own check."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "probes" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -1202,9 +1202,7 @@ def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu
     stubs = _stubs(bare, 1)
     log, calls = _suite(bare, "probe_ncu_source", extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
     assert "probe-ncu-source: no ncu on this machine; nothing profiled" in log and not calls
-    stubs = _stubs(tmp_path, 1)
-    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
-    (stubs / "ncu").chmod(0o755)
+    _stubs_with_ncu(tmp_path)
     log, calls = _suite(tmp_path, "probe_ncu_source")
     assert "] probe-ncu-source (limit" in log and "unknown stage" not in log
     [ncu] = [c for c in calls if c.startswith("ncu ")]
@@ -1213,9 +1211,7 @@ def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu
 
 
 def test_probe_ncu_source_profiles_another_form_s_kernel_by_name(tmp_path):
-    stubs = _stubs(tmp_path, 1)
-    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
-    (stubs / "ncu").chmod(0o755)
+    _stubs_with_ncu(tmp_path)
     log, calls = _suite(tmp_path, "probe_ncu_source", extra_env={"NCU_SOURCE_KERNEL": "rowcp2x"})
     assert "] probe-ncu-source-rowcp2x (limit" in log
     [ncu] = [c for c in calls if c.startswith("ncu ")]
@@ -1326,9 +1322,7 @@ def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_
     stubs = _stubs(bare, 1)
     log, calls = _suite(bare, "probe_ncu", extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
     assert "probe-ncu-rowwarp: no ncu on this machine; nothing profiled" in log and not calls
-    stubs = _stubs(tmp_path, 1)
-    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
-    (stubs / "ncu").chmod(0o755)
+    _stubs_with_ncu(tmp_path)
     log, calls = _suite(tmp_path, "probe_ncu")
     assert "] probe-ncu-rowwarp (limit" in log and "unknown stage" not in log
     ncu, stalls = [c for c in calls if c.startswith("ncu ")]
@@ -1345,15 +1339,21 @@ def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_
 def test_probe_router_profiles_the_routers_measured_pass_with_the_same_two_passes(tmp_path):
     """Stage probe_router: ncu_passes on bench/probes/router_kernels.py, its 4 warm-up launches skipped, both the
     sections and the stall pass, each regex naming the two routers' kernels."""
-    stubs = _stubs(tmp_path, 1)
-    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
-    (stubs / "ncu").chmod(0o755)
+    _stubs_with_ncu(tmp_path)
     log, calls = _suite(tmp_path, "probe_router")
     assert "] probe-ncu-router (limit" in log and "] probe-ncu-router-stalls (limit" in log
     ncu, stalls = [c for c in calls if c.startswith("ncu ")]
     for c in (ncu, stalls):
         assert "--launch-skip 4 --launch-count 4" in c and "bench/probes/router_kernels.py" in c
         assert "regex:moe_router_rowwarp|_logits_gemv_kernel" in c
+
+
+def _stubs_with_ncu(tmp: Path) -> Path:
+    """The stand-ins of one GPU with an ncu that only logs its arguments (a machine where Nsight Compute runs)."""
+    stubs = _stubs(tmp, 1)
+    (stubs / "ncu").write_text('#!/usr/bin/env bash\necho "ncu $*" >> "$STUB_LOG"\n')
+    (stubs / "ncu").chmod(0o755)
+    return stubs
 
 
 def _path_without(tool: str) -> str:

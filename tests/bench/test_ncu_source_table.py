@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_probe
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "bench" / "gpu-runs" / "2026-11-30-session17"
@@ -14,10 +15,7 @@ RUN = REPO / "bench" / "gpu-runs" / "2026-11-30-session17"
 
 @pytest.fixture(scope="module")
 def table():
-    spec = importlib.util.spec_from_file_location("ncu_source_table", REPO / "bench" / "probes" / "ncu_source_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_probe("ncu_source_table")
 
 
 def test_session_17_s_copy_form_waited_most_on_its_first_use_of_x(table, tmp_path):

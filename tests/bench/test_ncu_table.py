@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_probe
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = REPO / "bench" / "gpu-runs" / "2026-11-30-session14" / "call5" / "probe-ncu-rowwarp.log"
@@ -14,10 +15,7 @@ REPORT = REPO / "bench" / "gpu-runs" / "2026-11-30-session14" / "call5" / "probe
 
 @pytest.fixture(scope="module")
 def ncu_table():
-    spec = importlib.util.spec_from_file_location("ncu_table", REPO / "bench" / "probes" / "ncu_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_probe("ncu_table")
 
 
 def test_reads_every_kernel_of_session_14_s_report_with_its_figures(ncu_table):
