@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--json", type=Path, help="write the summary here too")
     args = ap.parse_args(argv)
+    if args.top < 1:
+        ap.error(f"--top must be at least 1 (got {args.top})")
     try:
         summary = summarize(*read_source_page(args.log), args.top)
     except (OSError, ValueError) as e:

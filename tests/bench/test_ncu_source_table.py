@@ -42,3 +42,9 @@ def test_a_source_page_without_stall_samples_says_which_sections_to_ask_for(tabl
     log.write_text('"Address","Source","Instructions Executed"\n"0x0","NOP","1"\n')
     assert table.main([str(log)]) == 2
     assert "--section WarpStateStats --section SourceCounters" in capsys.readouterr().err
+
+
+def test_a_top_below_one_is_refused_by_name(table, capsys):
+    with pytest.raises(SystemExit) as e:
+        table.main([str(RUN / "call1" / "probe-ncu-source.log"), "--top", "0"])
+    assert e.value.code == 2 and "--top must be at least 1" in capsys.readouterr().err
