@@ -757,6 +757,17 @@ proof_forms() {
   cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
   return $rc
 }
+# proof_rowwarp_side: the row-warp side-by-side alone (its record, $DJ/perop-rowwarp-*.json, forecasts a rung that changes
+# the Q4_K GEMVs: pdl_factor's base). Session 18's first call lost the norm-PDL rung without it: the PDL proof writes
+# only the MoE record
+proof_rowwarp_side() {
+  run gpu-tests-rowwarp-side 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT -k rowwarp_gemv_side_by_side tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-rowwarp-side.xml"
+  local rc=$?
+  cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
+  return $rc
+}
 proof_copy2() { proof_forms copy2 copy2; }  # linear@Q4_K=cupy_rowwarp_copy2: the copy in two groups
 proof_copy2x() { proof_forms copy2x "copy2 or copyx"; }  # cupy_rowwarp_copy2x: copyx and copy2x, x requested first
 # probe_pdl_chain: bench/probes/pdl_chain.py, its JSON kept with the diagnoses ($DJ: rung norm-rowwarp-pdl's forecast)
@@ -1566,6 +1577,7 @@ rungs18d)  # session 18's decode rungs over the row-warp step (the decode step r
   # side-by-side. Session 17 timed both with x read from L2 (0.798, 0.683); the kernels now read it through L1
   rowwarp_step rungs18d || continue
   proof_pdl && { [ -s $DJ/probe-pdl-chain.json ] || probe_pdl_chain; }
+  [ -s $DJ/perop-rowwarp-bfloat16.json ] || proof_rowwarp_side
   decode_rung norm-pdl-l1 $RWPDL1_REG \
       "add_rmsnorm=triton_pdl gated_rmsnorm=triton_pdl linear@Q4_K=cupy_rowwarp_pdl" \
       add_rmsnorm,gated_rmsnorm,linear@Q4_K "linear@Q4_K=$(pdl_factor)" pdl \

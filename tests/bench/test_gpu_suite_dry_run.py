@@ -39,6 +39,26 @@ exit 0
 """
 
 
+# The pytest stand-in's per-op records: NAME's stem (perop-STEM-DTYPE.json) -> the test in
+# tests/backends/test_cupy_timing.py that writes it. A run writes NAME when it holds that file and either selects no
+# -k or a -k with a word found in the test's name (pytest's -k matches substrings; "not" terms are not modelled).
+PEROP_WRITERS = """import os, shutil, sys
+WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton", "mma": "test_mma_gemv_side_by_side_with_rowwarp_and_triton",
+           "floatrow": "test_floatrow_gemv_side_by_side_with_triton",
+           "moe": "test_rowwarp_and_mma_moe_side_by_side_with_triton", "router": "test_rowwarp_router_side_by_side_with_triton"}
+args = sys.argv[1:]
+if not any(a.endswith("test_cupy_timing.py") for a in args):
+    sys.exit(0)
+k = args[args.index("-k") + 1] if "-k" in args else None
+words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
+for entry in os.environ.get("STUB_PEROP", "").split():
+    src, name = entry.rsplit(":", 1)
+    test = WRITERS[name.split("-")[1]]
+    if k is None or any(w in test for w in words):
+        shutil.copy(src, os.path.join(os.environ["SPARKOPS_PEROP_DIR"], name))
+"""
+
+
 def _stubs(tmp: Path, gpus: int) -> Path:
     d = tmp / "stubs"
     d.mkdir()
@@ -49,17 +69,18 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # factor); imports of torch and the kernels stay stand-ins
     # STUB_FAIL_MATCH: a pytest run whose arguments hold this text fails (one proof's tests, not the others)
     # STUB_PEROP="FILE:NAME ...": per-op records a GPU test would have written (SPARKOPS_PEROP_DIR/NAME), copied there by
-    # the pytest stand-in
+    # the pytest stand-in only when its run would have selected the side-by-side test that writes NAME (PEROP_WRITERS),
+    # as on the GPU: a proof without that test writes no record (session 18's rungs18d lost a rung that way)
     (d / "python3").write_text('#!/usr/bin/env bash\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
                                f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
-                               'if [ -n "${SPARKOPS_PEROP_DIR:-}" ]; then for f in ${STUB_PEROP:-}; do '
-                               'cp "${f%%:*}" "$SPARKOPS_PEROP_DIR/${f##*:}"; done; fi; '
+                               f'[ -n "${{SPARKOPS_PEROP_DIR:-}}" ] && "{sys.executable}" "{d}/perop_writers.py" "$@"; '
                                '[ -n "${STUB_FAIL_MATCH:-}" ] && [[ "$*" == *"$STUB_FAIL_MATCH"* ]] && exit 1; '
                                'exit "${STUB_PYTEST_RC:-0}"; }\n'
                                'exit 0\n')
+    (d / "perop_writers.py").write_text(PEROP_WRITERS)
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
     (d / "nvidia-smi").write_text(f'#!/usr/bin/env bash\n[ "$1" = "-L" ] && printf "{listing}"\nexit 0\n')
     for f in d.iterdir():
@@ -1270,6 +1291,18 @@ def test_rungs18d_times_both_pdl_rungs_again_under_their_own_names_over_the_row_
     assert "--expect linear@Q4_K=1.202,moe_experts=1.125" in decodes[2]
     assert "--changes add_rmsnorm,gated_rmsnorm,linear@Q4_K,moe_experts " in decodes[2]
     assert "cuda-s17-" not in " ".join(decodes)
+    assert log.count("gpu-tests-rowwarp-side (limit") == 1 and "-k rowwarp_gemv_side_by_side" in log
+
+
+def test_rungs18d_skips_the_side_by_side_when_its_record_is_already_there(tmp_path):
+    """A record left by an earlier proof on this machine (a shard, copy2's proof) is the forecast's base already."""
+    records = _records(tmp_path, rowwarp={"cupy_rowwarp": 500e-6},
+                       moe={"triton_prefetch": 900e-6, "cupy_rowwarp_pdl": 800e-6})
+    _pdl_probe_saved(tmp_path)
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "probe_copy2 rungs18d", "", extra_env=env)
+    assert "gpu-tests-rowwarp-side" not in log
+    assert len([c for c in calls if c.startswith("bench decode")]) == 3
 
 
 @pytest.mark.parametrize("stage", ["rungs17d", "rungs17e", "rungs18d"])
