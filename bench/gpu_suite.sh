@@ -97,6 +97,10 @@
 #                 one registry (each forecast ~1.3%, inside the 2% band)
 #     probe_pdl_floor  a chain of small dependent Triton kernels, plain and with PDL through every kernel
 #                 (bench/probes/pdl_floor.py): the saving a launch, times the step's 360 launches
+#     rungs18e    session 18's attention rung over the row-warp step: attention=cupy_splitk_bf16_active (the slices a
+#                 short context leaves empty neither written nor read; the same bits) after its proof, forecast from
+#                 its side-by-side at pos 63
+#     probe_attn_active  that rung's proof alone (its GPU tests, its gate, its side-by-side): the lane beside rungs18e
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
 #                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
@@ -409,6 +413,10 @@ MOEPDL_REG=$TMP/cuda-s17-moe-rowwarp-pdl.toml
 RWPDL1_REG=$TMP/cuda-s18-norm-rowwarp-pdl-l1.toml
 MOEPDL1_REG=$TMP/cuda-s18-moe-rowwarp-pdl-l1.toml
 PDLBOTH_REG=$TMP/cuda-s18-pdl-l1-both.toml
+# and MLA decode's split and combine with the empty slices of a short context neither written nor read (at d=0+64, 130
+# of 132 slices: 8.5 MB of zero sums a layer written, then read), over the row-warp step, forecast from the
+# attention side-by-side at pos 63 (perop-attention-bfloat16.json)
+ATTNACT_REG=$TMP/cuda-s18-attn-active.toml
 PDL_PAIRS=27
 PDL_GATED_PAIRS=20  # KDA's o_proj after its gated_rmsnorm (MLA's follows attention, the dense down swiglu: not PDL)
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
@@ -766,6 +774,17 @@ proof_rowwarp_side() {
       --junitxml="$R/gpu-tests-rowwarp-side.xml"
   local rc=$?
   cp "$DJ"/perop-rowwarp-*.json "$R/" 2> /dev/null
+  return $rc
+}
+# proof_attn_active: attention=cupy_splitk_bf16_active (session 18): the default's bits from NaN-filled buffers at short
+# and full contexts and from one graph replayed at every position, the gate on CUDA (bit-identity to cupy_splitk_bf16),
+# then timed beside it at pos 63 and at full depth (its record, $DJ/perop-attention-bfloat16.json, is the forecast)
+proof_attn_active() {
+  run gpu-tests-attn-active 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT -k attention tests/backends/test_cupy_kernels.py tests/backends/test_cupy_gate.py \
+      tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-attn-active.xml"
+  local rc=$?
+  cp "$DJ"/perop-attention-*.json "$R/" 2> /dev/null
   return $rc
 }
 proof_copy2() { proof_forms copy2 copy2; }  # linear@Q4_K=cupy_rowwarp_copy2: the copy in two groups
@@ -1535,6 +1554,17 @@ probe_pdl)  # decode lead (session 16, for session 17): the copy form written fo
 probe_xcast)  # decode lead (session 17): every block of a grid reading the same activations from L2 against each its
   # own (bench/probes/x_broadcast.py), at the copy form's grids: is the shared read of x a cost of its own? No model
   run probe-x-broadcast 90 python3 bench/probes/x_broadcast.py --out "$R/probe-x-broadcast.json" ;;
+rungs18e)  # session 18's attention rung over the row-warp step (the decode step rebuilt through it), after its proof:
+  # attention=cupy_splitk_bf16_active, forecast from its side-by-side at the step's d=0 position
+  rowwarp_step rungs18e || continue
+  proof_attn_active
+  decode_rung attn-active $ATTNACT_REG attention=cupy_splitk_bf16_active attention \
+      "attention=$(perop attention cupy_splitk_bf16 cupy_splitk_bf16_active)" attn-active \
+      "MLA decode's split and combine with the slices a short context leaves empty neither written nor read (the \
+same bits)" $RW_REG
+  ;;
+probe_attn_active)  # session 18: the active attention's proof alone (the lane beside rungs18e)
+  proof_attn_active ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;

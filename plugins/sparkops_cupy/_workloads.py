@@ -140,26 +140,32 @@ def kda_workload(cfg: ModelConfig) -> Workload:
                     "within 2x of the state-bytes roofline")
 
 
-def attention_workload(cfg: ModelConfig, context: int) -> Workload:
+def attention_workload(cfg: ModelConfig, context: int, pos: int | None = None) -> Workload:
+    """One token's MLA decode over a bf16 cache of `context` rows, the token at `pos` (default the last row: every
+    row in use). A smaller `pos` is a short context in a long cache, as the step has at d = 0."""
+    pos = context - 1 if pos is None else pos
     n, dn, r, lkv, dv = cfg.mla_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank, cfg.v_head_dim
     row = lkv + r
     cache_bytes = context * row * 2
+    read_bytes = (pos + 1) * row * 2  # the cache rows a call reads
     weight_bytes = 2 * n * dn * lkv * 4
 
     def build(device: torch.device, seed: int):
         g = torch.Generator().manual_seed(seed)
         sets = []
-        for _ in range(_sets_for(cache_bytes + weight_bytes)):
+        for _ in range(_sets_for(read_bytes + weight_bytes)):
             cache = torch.randn(context, row, generator=g, dtype=torch.float32).to(device=device, dtype=torch.bfloat16)
             sets.append(dict(q=_randn(g, 1, n, dn + r, dtype=torch.bfloat16, device=device),
                              latent=_randn(g, 1, row, dtype=torch.bfloat16, device=device), cache=cache,
-                             pos=torch.tensor([context - 1], dtype=torch.int64, device=device),
+                             pos=torch.tensor([pos], dtype=torch.int64, device=device),
                              w_uk=_randn(g, n, dn, lkv, std=lkv ** -0.5, device=device),
                              w_uv=_randn(g, n, dv, lkv, std=lkv ** -0.5, device=device), scale=(dn + r) ** -0.5))
-        return sets, cache_bytes + weight_bytes + 2 * (n * (dn + r) + row + n * dv)
+        return sets, read_bytes + weight_bytes + 2 * (n * (dn + r) + row + n * dv)
 
-    target = "split-K decode >= 70% of 4.04 TB/s" if context >= 131072 else ""
-    return Workload("attention", f"MLA decode L={context} bf16 cache ({cache_bytes / 2**20:.0f} MiB)", build, target)
+    target = "split-K decode >= 70% of 4.04 TB/s" if context >= 131072 and pos == context - 1 else ""
+    label = (f"MLA decode L={context} bf16 cache ({cache_bytes / 2**20:.0f} MiB)" if pos == context - 1 else
+             f"MLA decode at pos {pos} of a {context}-row bf16 cache")
+    return Workload("attention", label, build, target)
 
 
 def moe_workload(cfg: ModelConfig, qtype: Q, dtype: torch.dtype = torch.float32) -> Workload:

@@ -2,6 +2,7 @@
 
 Four launches: absorb (writes the new cache rows at pos, forms the absorbed queries), split (each
 block one slice of the context, a running softmax per head), combine (merges the slices), up (w_uv).
+`attention_active` (cupy_splitk_bf16_active) is the same with the empty slices neither written nor read.
 The position is read on the device, so the host never synchronises and a captured decode step
 replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
@@ -43,7 +44,25 @@ def generic_splits(lmax: int, t: int = 1, n: int = 32, lkv: int = 512) -> int:
     return max(1, min(64, math.ceil(lmax / 32), SPLIT_WORKSPACE_BYTES // per_split))
 
 
+def _scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The launches' intermediate buffers (absorbed queries, partials, merged latent), uninitialised. One seam, so
+    that a test can hand the kernels NaN-filled buffers and see that nothing reads a value no kernel wrote."""
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
 def attention(q, latent, cache, pos, w_uk, w_uv, scale):
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=False)
+
+
+def attention_active(q, latent, cache, pos, w_uk, w_uv, scale):
+    """The same four launches, but the slices a short context leaves empty cost nothing past their launch: the split
+    writes only their (m = -inf, l = 0) and the combine never reads their sums. The same bits as `attention`: an
+    empty slice's term in the combine is fmaf(0, 0, sum) = sum (attention.cu, mla_combine). At d = 64 the 48B's
+    split has 132 slices of which 2 hold rows; the default writes and then reads 130 x 64 KB of zeros a layer."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True)
+
+
+def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool):
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -79,29 +98,29 @@ def attention(q, latent, cache, pos, w_uk, w_uv, scale):
     idx = dev.index if dev.index is not None else torch.cuda.current_device()
     mma = uses_tensor_cores(t, n, lkv, r, cache) and rt.max_shared_memory(idx) >= MMA_SMEM_BYTES
 
-    qa = torch.empty((t, n, dq), dtype=torch.bfloat16 if mma else torch.float32, device=dev)
+    qa = _scratch((t, n, dq), torch.bfloat16 if mma else torch.float32, dev)
     rt.launch("attention.cu", "mla_absorb", dev, (n, (dq + 63) // 64, t), (256,),
               (rt.ptr(q), rt.i32(q_code), rt.ptr(w_uk), rt.ptr(latent), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos),
                rt.i32(t), rt.i32(n), rt.i32(dn), rt.i32(r), rt.i32(lkv), rt.i64(lmax), rt.f32(scale * LOG2E),
                rt.ptr(qa), rt.i32(1 if mma else 0)))
 
     splits = rt.sm_count(idx) if mma else generic_splits(lmax, t, n, lkv)
-    part_m = torch.empty((splits, t, n), dtype=torch.float32, device=dev)
-    part_l = torch.empty_like(part_m)
-    part_acc = torch.empty((splits, t, n, lkv), dtype=torch.float32, device=dev)
+    part_m = _scratch((splits, t, n), torch.float32, dev)
+    part_l = _scratch((splits, t, n), torch.float32, dev)
+    part_acc = _scratch((splits, t, n, lkv), torch.float32, dev)
     if mma:
         rt.launch("attention.cu", "mla_split_mma", dev, (splits,), (256,),
                   (rt.ptr(qa), rt.ptr(cache), rt.ptr(pos), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l),
-                   rt.ptr(part_acc)), shared_mem=MMA_SMEM_BYTES)
+                   rt.ptr(part_acc), rt.i32(int(skip_empty))), shared_mem=MMA_SMEM_BYTES)
     else:
         rt.launch("attention.cu", "mla_split_generic", dev, (splits, n, t), (128,),
                   (rt.ptr(qa), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos), rt.i32(t), rt.i32(n), rt.i32(lkv),
                    rt.i32(r), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc)))
 
-    obar = torch.empty((t, n, lkv), dtype=torch.float32, device=dev)
+    obar = _scratch((t, n, lkv), torch.float32, dev)
     rt.launch("attention.cu", "mla_combine", dev, (n, t, (lkv + 31) // 32), (256,),
               (rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc), rt.i32(splits), rt.i32(t), rt.i32(n), rt.i32(lkv),
-               rt.ptr(obar)))
+               rt.ptr(obar), rt.i32(int(skip_empty))))
     out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)
     rt.launch("attention.cu", "mla_up", dev, (n, (dv + 7) // 8, t), (256,),
               (rt.ptr(obar), rt.ptr(w_uv), rt.i32(t), rt.i32(n), rt.i32(dv), rt.i32(lkv), rt.ptr(out),

@@ -382,6 +382,50 @@ def test_attention_position_past_the_cache_gives_nan_not_a_crash():
     assert torch.isnan(out.float()).all()
 
 
+@pytest.fixture
+def nan_scratch(monkeypatch):
+    """attention's intermediate buffers NaN-filled: a value read that no kernel wrote shows in the output."""
+    monkeypatch.setattr(cu_attention, "_scratch",
+                        lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype, device=device))
+
+
+@pytest.mark.parametrize("lmax,pos", [(70, 0), (200, 63), (200, 64), (4000, 130), (9000, 8447), (20000, 19999)])
+def test_attention_active_gives_the_default_s_bits_from_nan_filled_buffers(lmax, pos, nan_scratch):
+    """cupy_splitk_bf16_active at the 48B decode shape: the same bits as cupy_splitk_bf16, short contexts (most slices
+    empty: their sums are never written, so they must never be read) to full ones, and the same cache row written."""
+    g = torch.Generator().manual_seed(lmax * 7 + pos)
+    args = _mla_inputs(g, lmax, pos)
+    outs, caches = [], []
+    for fn in (cu_attention.attention, cu_attention.attention_active):
+        dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+        outs.append(fn(**dev))
+        caches.append(dev["cache"])
+    assert torch.isfinite(outs[0].float()).all() and torch.isfinite(outs[1].float()).all()
+    assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
+
+
+def test_attention_active_replays_from_one_graph_at_every_position(nan_scratch):
+    """One captured call of the active form replayed at positions that leave 131, 130, ... 0 slices empty gives what
+    the default form gives eagerly there (the skip is decided on the device, from pos)."""
+    g = torch.Generator().manual_seed(3)
+    args = _mla_inputs(g, 9000, 0)
+    dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    cache0 = dev["cache"].clone()
+    cu_attention.attention_active(**dev)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = cu_attention.attention_active(**dev)
+    for p in (0, 63, 64, 500, 4095, 8999):
+        dev["cache"].copy_(cache0)
+        dev["pos"].fill_(p)
+        graph.replay()
+        got = out.clone()
+        dev["cache"].copy_(cache0)
+        want = cu_attention.attention(**dev)
+        assert torch.equal(got, want), p
+
+
 # ---- kda and moe at the 48B's shapes --------------------------------------------------------------------
 
 @pytest.mark.parametrize("steps", [(1, 1, 1), (5, 1)])

@@ -43,9 +43,12 @@ exit 0
 # tests/backends/test_cupy_timing.py that writes it. A run writes NAME when it holds that file and either selects no
 # -k or a -k with a word found in the test's name (pytest's -k matches substrings; "not" terms are not modelled).
 PEROP_WRITERS = """import os, shutil, sys
-WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton", "mma": "test_mma_gemv_side_by_side_with_rowwarp_and_triton",
+WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
+           "mma": "test_mma_gemv_side_by_side_with_rowwarp_and_triton",
            "floatrow": "test_floatrow_gemv_side_by_side_with_triton",
-           "moe": "test_rowwarp_and_mma_moe_side_by_side_with_triton", "router": "test_rowwarp_router_side_by_side_with_triton"}
+           "attention": "test_attention_active_side_by_side",
+           "moe": "test_rowwarp_and_mma_moe_side_by_side_with_triton",
+           "router": "test_rowwarp_router_side_by_side_with_triton"}
 args = sys.argv[1:]
 if not any(a.endswith("test_cupy_timing.py") for a in args):
     sys.exit(0)
@@ -68,8 +71,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # json..."` reads of a JSON file are pure Python: the real interpreter runs them (the shards' files, a prediction
     # factor); imports of torch and the kernels stay stand-ins
     # STUB_FAIL_MATCH: a pytest run whose arguments hold this text fails (one proof's tests, not the others)
-    # STUB_PEROP="FILE:NAME ...": per-op records a GPU test would have written (SPARKOPS_PEROP_DIR/NAME), copied there by
-    # the pytest stand-in only when its run would have selected the side-by-side test that writes NAME (PEROP_WRITERS),
+    # STUB_PEROP="FILE:NAME ...": per-op records a GPU test would have written (SPARKOPS_PEROP_DIR/NAME), copied there
+    # by the pytest stand-in only when its run would have selected the side-by-side test that writes NAME (PEROP_WRITERS),
     # as on the GPU: a proof without that test writes no record (session 18's rungs18d lost a rung that way)
     (d / "python3").write_text('#!/usr/bin/env bash\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
@@ -1305,7 +1308,7 @@ def test_rungs18d_skips_the_side_by_side_when_its_record_is_already_there(tmp_pa
     assert len([c for c in calls if c.startswith("bench decode")]) == 3
 
 
-@pytest.mark.parametrize("stage", ["rungs17d", "rungs17e", "rungs18d"])
+@pytest.mark.parametrize("stage", ["rungs17d", "rungs17e", "rungs18d", "rungs18e"])
 def test_the_row_warp_rungs_stop_and_say_why_without_the_row_warp_step(tmp_path, stage):
     """SUITE_TIMED without session 13's row-warp rung: no base for these rungs, so the stage names what is missing and
     times nothing (no swap onto a step it did not build)."""
@@ -1325,6 +1328,31 @@ def test_rungs18d_leaves_the_combined_rung_out_without_the_moe_record(tmp_path):
     assert "decode-moe-pdl-l1: left out" in log and "decode-pdl-l1-both: left out" in log
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 1 and "cuda-s18-norm-rowwarp-pdl-l1.toml" in decodes[0]
+
+
+def test_rungs18e_times_the_active_attention_over_the_row_warp_step_after_its_proof(tmp_path):
+    """The attention rung: its proof in the lane beside (run once: the rung's lane waits for it and takes its
+    record), then the pair over the row-warp step, forecast 90 / 60 = 1.5 from the side-by-side at pos 63."""
+    records = _records(tmp_path, attention={"cupy_splitk_bf16": 90e-6, "cupy_splitk_bf16_active": 60e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs18e", "probe_attn_active", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, act = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s18-attn-active.toml"
+    assert "unknown stage" not in log and log.count("gpu-tests-attn-active (limit") == 1
+    assert "-k attention tests/backends/test_cupy_kernels.py" in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {rw} --vs {act}" in decodes[0]
+    assert "--expect attention=1.500" in decodes[0] and "--changes attention " in decodes[0]
+    assert any(c.startswith("swap attention=cupy_splitk_bf16_active") for c in calls)
+
+
+def test_rungs18e_leaves_the_rung_out_when_its_proof_fails(tmp_path):
+    records = _records(tmp_path, attention={"cupy_splitk_bf16": 90e-6, "cupy_splitk_bf16_active": 60e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records,
+           "STUB_FAIL_MATCH": "gpu-tests-attn-active.xml"}
+    log, calls = _lanes(tmp_path, "rungs18e", "", extra_env=env)
+    assert "decode-attn-active: left out" in log
+    assert not any("cupy_splitk_bf16_active" in c for c in calls)
 
 
 def test_probe_pdl_floor_runs_the_chain_probe_alone_and_no_model(tmp_path):

@@ -185,6 +185,8 @@ __device__ __forceinline__ void mma_load_rows(u32 dst, const u16* __restrict__ c
 
 // qa bf16 [32, 576] (scaled by scale*log2e); cache bf16 [Lmax, 576]; one token at pos. Partials as in
 // mla_split_generic with T = 1. Grid (S), 256 threads, MMA_SMEM_BYTES of dynamic shared memory.
+// skip_empty: a slice with no rows (pos short of it) writes only m = -inf and l = 0, not its 64 KB of zero sums;
+// mla_combine called with skip_empty never reads them (cupy_splitk_bf16_active). At d = 64 that is 130 of 132 slices.
 // Per 64-row tile: warp w computes the scores of rows 16(w&3) .. +15 for all heads over half (w>>2) of
 // the 576 dims; the softmax runs 8 threads per head; then warp w accumulates latent dims 64w .. 64w+63.
 // budget: stack 0, spills 0
@@ -193,7 +195,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __
                                                                    const i64* __restrict__ pos, i64 Lmax,
                                                                    float* __restrict__ part_m,
                                                                    float* __restrict__ part_l,
-                                                                   float* __restrict__ part_acc) {
+                                                                   float* __restrict__ part_acc,
+                                                                   int skip_empty) {
     extern __shared__ __align__(16) u8 smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const u32 sQ = smem_addr(smem + MMA_SMEM_Q);
@@ -214,7 +217,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __
             part_m[o * MMA_NH + tid] = NEG_INF;
             part_l[o * MMA_NH + tid] = 0.0f;
         }
-        for (int e = tid; e < MMA_NH * MMA_LKV; e += 256) part_acc[o * MMA_NH * MMA_LKV + e] = 0.0f;
+        if (!skip_empty)
+            for (int e = tid; e < MMA_NH * MMA_LKV; e += 256) part_acc[o * MMA_NH * MMA_LKV + e] = 0.0f;
         return;
     }
 
@@ -377,11 +381,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __
 // part_* [S, T, N, ...] -> obar f32 [T, N, Lkv]. Grid (N, T, ceil(Lkv/32)), 256 threads; S <= 1024.
 // Each block merges 32 latent dims of one head: warp w sums slices w, w+8, ... (lane = dim), then the
 // eight partial sums are added in warp order.
+// skip_empty: a slice whose weight 2^(m - M) is 0 (an empty slice, m = -inf, or one that underflows) is not read.
+// Its term would be fmaf(0, acc_s, sum) = sum for any finite acc_s, and the sum starts at +0 and never becomes -0,
+// so the result is the same bits, and an empty slice's sums (not written by mla_split_mma's skip_empty) stay unread.
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __restrict__ part_m,
                                                               const float* __restrict__ part_l,
                                                               const float* __restrict__ part_acc, int S, int T,
-                                                              int N, int Lkv, float* __restrict__ obar) {
+                                                              int N, int Lkv, float* __restrict__ obar,
+                                                              int skip_empty) {
     __shared__ float sw[1024];
     __shared__ float red[8][33];
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -407,7 +415,8 @@ extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __res
     float acc = 0.0f;
     if (j < Lkv) {
 #pragma unroll 4
-        for (int s = warp; s < S; s += 8) acc = fmaf(sw[s], part_acc[(((i64)s * T + t) * N + h) * Lkv + j], acc);
+        for (int s = warp; s < S; s += 8)
+            if (!skip_empty || sw[s] != 0.0f) acc = fmaf(sw[s], part_acc[(((i64)s * T + t) * N + h) * Lkv + j], acc);
     }
     red[warp][lane] = acc;
     __syncthreads();
