@@ -56,6 +56,74 @@ extern "C" __global__ void __launch_bounds__(256) mla_absorb(const void* __restr
     else ((float*)qa)[o] = v;
 }
 
+// mla_absorb with four latent columns a thread (16-byte loads of w_uk) and 16 of its rows' loads issued before the first
+// product: the same products, each column's sum over d = g, g + 4, ... in the same order and the four groups added as
+// mla_absorb adds them, so the same bits (cupy_splitk_bf16_vec). mla_absorb issues 8 loads of 4 bytes a thread; at the
+// 48B's shape it read w_uk (8.4 MB a layer) at ~1.1 TB/s. Lkv % 4 == 0 (the host checks). Grid (N, ceil(DQ/256), T).
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) mla_absorb4(const void* __restrict__ q, int q_dt,
+                                                              const float* __restrict__ w_uk,
+                                                              const void* __restrict__ latent,
+                                                              void* __restrict__ cache, int c_dt,
+                                                              const i64* __restrict__ pos, int T, int N, int Dn, int R,
+                                                              int Lkv, i64 Lmax, float qscale, void* __restrict__ qa,
+                                                              int qa_bf16) {
+    __shared__ float red[4][256];
+    const int h = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, grp = tid >> 6;
+    const int DQ = Lkv + R;
+    const int c0 = (tid & 63) * 4, j0 = blockIdx.y * 256 + c0;  // this thread's first column
+    if (h == 0 && grp == 0) {  // the new cache row (copied bit for bit)
+        const i64 row = pos[0] + t;
+        if (row >= 0 && row < Lmax) {
+            for (int j = j0; j < j0 + 4 && j < DQ; ++j) {
+                if (c_dt == DT_F32) ((float*)cache)[row * DQ + j] = ((const float*)latent)[(i64)t * DQ + j];
+                else ((u16*)cache)[row * DQ + j] = ((const u16*)latent)[(i64)t * DQ + j];
+            }
+        }
+    }
+    const i64 qrow = ((i64)t * N + h) * (Dn + R);
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    if (j0 < Lkv) {
+        const float* wcol = w_uk + (i64)h * Dn * Lkv + j0;
+        for (int d0 = grp; d0 < Dn; d0 += 64) {
+            float4 wv[16];
+            float qv[16];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) {
+                const int d = d0 + 4 * u;
+                if (d < Dn) {
+                    wv[u] = __ldg((const float4*)(wcol + (i64)d * Lkv));
+                    qv[u] = load_act(q, qrow + d, q_dt);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 16; ++u) {
+                if (d0 + 4 * u < Dn) {
+                    a0 = fmaf(qv[u], wv[u].x, a0);
+                    a1 = fmaf(qv[u], wv[u].y, a1);
+                    a2 = fmaf(qv[u], wv[u].z, a2);
+                    a3 = fmaf(qv[u], wv[u].w, a3);
+                }
+            }
+        }
+    }
+    red[grp][c0] = a0;
+    red[grp][c0 + 1] = a1;
+    red[grp][c0 + 2] = a2;
+    red[grp][c0 + 3] = a3;
+    __syncthreads();
+    if (grp != 0) return;
+    for (int k = 0; k < 4; ++k) {
+        const int j = j0 + k, c = c0 + k;
+        if (j >= DQ) return;
+        float v = j < Lkv ? ((red[0][c] + red[1][c]) + red[2][c]) + red[3][c] : load_act(q, qrow + Dn + (j - Lkv), q_dt);
+        v *= qscale;
+        const i64 o = ((i64)t * N + h) * DQ + j;
+        if (qa_bf16) ((u16*)qa)[o] = f32_to_bf16(v);
+        else ((float*)qa)[o] = v;
+    }
+}
+
 // Rows of the context this slice covers, for a query that sees rows [0, visible): slices split the
 // rows all queries need, [0, min(pos + T, Lmax)), into gridDim.x parts of `align`-row multiples.
 __device__ __forceinline__ void slice_rows(i64 p0, int T, i64 Lmax, i64 visible, int align, i64& r0, i64& r1) {
@@ -381,9 +449,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __
 // part_* [S, T, N, ...] -> obar f32 [T, N, Lkv]. Grid (N, T, ceil(Lkv/32)), 256 threads; S <= 1024.
 // Each block merges 32 latent dims of one head: warp w sums slices w, w+8, ... (lane = dim), then the
 // eight partial sums are added in warp order.
-// skip_empty: a slice whose weight 2^(m - M) is 0 (an empty slice, m = -inf, or one that underflows) is not read.
-// Its term would be fmaf(0, acc_s, sum) = sum for any finite acc_s, and the sum starts at +0 and never becomes -0,
-// so the result is the same bits, and an empty slice's sums (not written by mla_split_mma's skip_empty) stay unread.
+// skip_empty: the sums are read only up to the last slice that holds rows (m > -inf; slice_rows makes the empty ones a
+// tail). An empty slice's term would be fmaf(0, 0, sum) = sum (the sum starts at +0 and never becomes -0), so the
+// result is the same bits, and its sums (not written by mla_split_mma's skip_empty) stay unread. The loop bound is the
+// only change: session 18's first form tested each slice's weight inside the loop, which cost its unrolled loads
+// (41.5 against 39.1 us a layer at L = 32768).
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __restrict__ part_m,
                                                               const float* __restrict__ part_l,
@@ -392,14 +462,26 @@ extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __res
                                                               int skip_empty) {
     __shared__ float sw[1024];
     __shared__ float red[8][33];
+    __shared__ int held[8];
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     float M = NEG_INF;
-    for (int s = tid; s < S; s += 256) M = fmaxf(M, part_m[((i64)s * T + t) * N + h]);
+    int last = -1;  // the last slice holding rows
+    for (int s = tid; s < S; s += 256) {
+        const float m = part_m[((i64)s * T + t) * N + h];
+        M = fmaxf(M, m);
+        if (m != NEG_INF) last = s;
+    }
     M = warp_max(M);
-    if (lane == 0) red[warp][32] = M;
+    last = __reduce_max_sync(0xffffffffu, last);
+    if (lane == 0) {
+        red[warp][32] = M;
+        held[warp] = last;
+    }
     __syncthreads();
     M = red[0][32];
     for (int w = 1; w < 8; ++w) M = fmaxf(M, red[w][32]);
+    for (int w = 0; w < 8; ++w) last = max(last, held[w]);
+    const int S_read = skip_empty ? last + 1 : S;
     float den = 0.0f;
     for (int s = tid; s < S; s += 256) {
         const i64 o = ((i64)s * T + t) * N + h;
@@ -415,8 +497,7 @@ extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __res
     float acc = 0.0f;
     if (j < Lkv) {
 #pragma unroll 4
-        for (int s = warp; s < S; s += 8)
-            if (!skip_empty || sw[s] != 0.0f) acc = fmaf(sw[s], part_acc[(((i64)s * T + t) * N + h) * Lkv + j], acc);
+        for (int s = warp; s < S_read; s += 8) acc = fmaf(sw[s], part_acc[(((i64)s * T + t) * N + h) * Lkv + j], acc);
     }
     red[warp][lane] = acc;
     __syncthreads();
