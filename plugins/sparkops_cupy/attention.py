@@ -109,7 +109,7 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, vec: 
     qa = _scratch((t, n, dq), torch.bfloat16 if mma else torch.float32, dev)
     absorb4 = vec and lkv % 4 == 0
     rt.launch("attention.cu", "mla_absorb4" if absorb4 else "mla_absorb", dev,
-              (n, (dq + 255) // 256 if absorb4 else (dq + 63) // 64, t), (256,),
+              (n, (dq + 63) // 64, t), (64 if absorb4 else 256,),
               (rt.ptr(q), rt.i32(q_code), rt.ptr(w_uk), rt.ptr(latent), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos),
                rt.i32(t), rt.i32(n), rt.i32(dn), rt.i32(r), rt.i32(lkv), rt.i64(lmax), rt.f32(scale * LOG2E),
                rt.ptr(qa), rt.i32(1 if mma else 0)))

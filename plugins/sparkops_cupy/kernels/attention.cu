@@ -59,19 +59,21 @@ extern "C" __global__ void __launch_bounds__(256) mla_absorb(const void* __restr
 // mla_absorb with four latent columns a thread (16-byte loads of w_uk) and 16 of its rows' loads issued before the first
 // product: the same products, each column's sum over d = g, g + 4, ... in the same order and the four groups added as
 // mla_absorb adds them, so the same bits (cupy_splitk_bf16_vec). mla_absorb issues 8 loads of 4 bytes a thread; at the
-// 48B's shape it read w_uk (8.4 MB a layer) at ~1.1 TB/s. Lkv % 4 == 0 (the host checks). Grid (N, ceil(DQ/256), T).
+// 48B's shape it read w_uk (8.4 MB a layer) at ~1.1 TB/s. Lkv % 4 == 0 (the host checks). Grid (N, ceil(DQ/64), T),
+// 64 threads: 64 columns a block, as mla_absorb, so that every multiprocessor reads (session 18's first form took 256
+// columns a block: 64 blocks read w_uk, and it was 0.6 us a layer slower than mla_absorb).
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(256) mla_absorb4(const void* __restrict__ q, int q_dt,
+extern "C" __global__ void __launch_bounds__(64) mla_absorb4(const void* __restrict__ q, int q_dt,
                                                               const float* __restrict__ w_uk,
                                                               const void* __restrict__ latent,
                                                               void* __restrict__ cache, int c_dt,
                                                               const i64* __restrict__ pos, int T, int N, int Dn, int R,
                                                               int Lkv, i64 Lmax, float qscale, void* __restrict__ qa,
                                                               int qa_bf16) {
-    __shared__ float red[4][256];
-    const int h = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, grp = tid >> 6;
+    __shared__ float red[4][64];
+    const int h = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, grp = tid >> 4;
     const int DQ = Lkv + R;
-    const int c0 = (tid & 63) * 4, j0 = blockIdx.y * 256 + c0;  // this thread's first column
+    const int c0 = (tid & 15) * 4, j0 = blockIdx.y * 64 + c0;  // this thread's first column
     if (h == 0 && grp == 0) {  // the new cache row (copied bit for bit)
         const i64 row = pos[0] + t;
         if (row >= 0 && row < Lmax) {
