@@ -101,6 +101,9 @@
 #                 short context leaves empty neither written nor read; the same bits) after its proof, forecast from
 #                 its side-by-side at pos 63
 #     probe_attn_active  that rung's proof alone (its GPU tests, its gate, its side-by-side): the lane beside rungs18e
+#     probe_persist  a chain of 24 dependent bf16 GEMVs (2304 x 2304) as 24 launches and as one persistent launch
+#                 (weights prefetched while a grid barrier waits; and without the prefetch) (bench/probes/
+#                 persistent_chain.py): what a step that stays on the device could give
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
 #                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
@@ -1565,6 +1568,9 @@ same bits)" $RW_REG
   ;;
 probe_attn_active)  # session 18: the active attention's proof alone (the lane beside rungs18e)
   proof_attn_active ;;
+probe_persist)  # decode lead (session 18): one persistent launch against one launch a GEMV on a chain of dependent
+  # GEMVs (bench/probes/persistent_chain.py): the structural lever's size, before anyone builds it
+  run probe-persist 90 python3 bench/probes/persistent_chain.py --out "$R/probe-persist.json" ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;

@@ -73,9 +73,6 @@ IMPLEMENTATIONS = [
     # the same launches with the slices a short context leaves empty neither written nor read: the same bits
     ("attention", "cupy_splitk_bf16_active", "sparkops_cupy.attention:attention_active",
      bit_identical(to="cupy_splitk_bf16"), "attention.cu"),
-    # and with the absorbed queries formed four columns a thread from 16-byte loads of w_uk: the same bits
-    ("attention", "cupy_splitk_bf16_vec", "sparkops_cupy.attention:attention_vec",
-     bit_identical(to="cupy_splitk_bf16"), "attention.cu"),
     # decode's router in one launch: a warp an expert's float32 logit, the last block of a token routes it; every
     # other call is the torch plugin's moe_router
     ("moe_router", "cupy_rowwarp", "sparkops_cupy.moe_router:moe_router_rowwarp", tolerance(), "moe_router.cu",

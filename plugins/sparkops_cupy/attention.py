@@ -2,8 +2,8 @@
 
 Four launches: absorb (writes the new cache rows at pos, forms the absorbed queries), split (each
 block one slice of the context, a running softmax per head), combine (merges the slices), up (w_uv).
-`attention_active` (cupy_splitk_bf16_active) is the same with the empty slices neither written nor read;
-`attention_vec` (cupy_splitk_bf16_vec) also forms the absorbed queries with 16-byte loads. All three give the same bits.
+`attention_active` (cupy_splitk_bf16_active) is the same with the empty slices neither written nor read: the same
+bits.
 The position is read on the device, so the host never synchronises and a captured decode step
 replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
@@ -63,14 +63,7 @@ def attention_active(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True)
 
 
-def attention_vec(q, latent, cache, pos, w_uk, w_uv, scale):
-    """`attention_active` with the absorbed queries formed four latent columns a thread (16-byte loads of w_uk, 16
-    rows' loads issued before the first product: mla_absorb4), where Lkv is a multiple of 4 (else mla_absorb, said
-    here as the policy). The same products in the same order, so the same bits as `attention`."""
-    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, vec=True)
-
-
-def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, vec: bool = False):
+def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool):
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -107,9 +100,7 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, vec: 
     mma = uses_tensor_cores(t, n, lkv, r, cache) and rt.max_shared_memory(idx) >= MMA_SMEM_BYTES
 
     qa = _scratch((t, n, dq), torch.bfloat16 if mma else torch.float32, dev)
-    absorb4 = vec and lkv % 4 == 0
-    rt.launch("attention.cu", "mla_absorb4" if absorb4 else "mla_absorb", dev,
-              (n, (dq + 63) // 64, t), (64 if absorb4 else 256,),
+    rt.launch("attention.cu", "mla_absorb", dev, (n, (dq + 63) // 64, t), (256,),
               (rt.ptr(q), rt.i32(q_code), rt.ptr(w_uk), rt.ptr(latent), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos),
                rt.i32(t), rt.i32(n), rt.i32(dn), rt.i32(r), rt.i32(lkv), rt.i64(lmax), rt.f32(scale * LOG2E),
                rt.ptr(qa), rt.i32(1 if mma else 0)))

@@ -389,16 +389,14 @@ def nan_scratch(monkeypatch):
                         lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype, device=device))
 
 
-@pytest.mark.parametrize("form", ["active", "vec"])
 @pytest.mark.parametrize("lmax,pos", [(70, 0), (200, 63), (200, 64), (4000, 130), (9000, 8447), (20000, 19999)])
-def test_attention_forms_give_the_default_s_bits_from_nan_filled_buffers(lmax, pos, form, nan_scratch):
-    """cupy_splitk_bf16_active and _vec at the 48B decode shape: the same bits as cupy_splitk_bf16, short contexts
-    (most slices empty: their sums are never written, so they must never be read) to full ones, and the same cache row
-    written."""
+def test_attention_active_gives_the_default_s_bits_from_nan_filled_buffers(lmax, pos, nan_scratch):
+    """cupy_splitk_bf16_active at the 48B decode shape: the same bits as cupy_splitk_bf16, short contexts (most slices
+    empty: their sums are never written, so they must never be read) to full ones, and the same cache row written."""
     g = torch.Generator().manual_seed(lmax * 7 + pos)
     args = _mla_inputs(g, lmax, pos)
     outs, caches = [], []
-    for fn in (cu_attention.attention, getattr(cu_attention, f"attention_{form}")):
+    for fn in (cu_attention.attention, cu_attention.attention_active):
         dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
         outs.append(fn(**dev))
         caches.append(dev["cache"])
@@ -406,15 +404,14 @@ def test_attention_forms_give_the_default_s_bits_from_nan_filled_buffers(lmax, p
     assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
 
 
-@pytest.mark.parametrize("form", ["active", "vec"])
-def test_attention_forms_replay_from_one_graph_at_every_position(form, nan_scratch):
-    """One captured call of the active (or vec) form replayed at positions that leave 131, 130, ... 0 slices empty
-    gives what the default form gives eagerly there (the skip is decided on the device, from pos)."""
+def test_attention_active_replays_from_one_graph_at_every_position(nan_scratch):
+    """One captured call of the active form replayed at positions that leave 131, 130, ... 0 slices empty gives what
+    the default form gives eagerly there (the skip is decided on the device, from pos)."""
     g = torch.Generator().manual_seed(3)
     args = _mla_inputs(g, 9000, 0)
     dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
     cache0 = dev["cache"].clone()
-    fn = getattr(cu_attention, f"attention_{form}")
+    fn = cu_attention.attention_active
     fn(**dev)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()

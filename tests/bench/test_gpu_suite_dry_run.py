@@ -1355,6 +1355,12 @@ def test_rungs18e_leaves_the_rung_out_when_its_proof_fails(tmp_path):
     assert not any("cupy_splitk_bf16_active" in c for c in calls)
 
 
+def test_probe_persist_runs_the_persistent_chain_probe_alone_and_no_model(tmp_path):
+    log, calls = _suite(tmp_path, "probe_persist")
+    assert "] probe-persist (limit" in log and "bench/probes/persistent_chain.py --out" in log
+    assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
 def test_probe_pdl_floor_runs_the_chain_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_pdl_floor")
     assert "] probe-pdl-floor (limit" in log and "bench/probes/pdl_floor.py --out" in log

@@ -1,0 +1,257 @@
+"""Probe: what one persistent launch gives a chain of dependent decode GEMVs, against one launch a GEMV.
+A lead for the decode ladder, not a ledger row (bench/GPU-PROBES.md keeps what it showed).
+
+Sessions 13-18 found every GEMV form at ~2x the time of a plain read of its bytes, PDL worth ~0.3 us a small launch
+(bench/probes/pdl_floor.py) and nothing on a chain of GEMVs (pdl_chain.py: 10.5 against 9.9 us). What is left is the
+structure: each launch ramps up, drains, and only then lets the next GEMV start its reads. The issue's road past ~25%
+of the roofline is a step that stays on the device: blocks that hold their multiprocessors across GEMVs, fetch the
+next weight while the previous output is being finished, and wait only on a grid barrier. This probe sizes that
+before anyone builds it, on a chain of LAYERS dependent bf16 GEMVs (D x D, D = 2304: 10.6 MB each, 255 MB in all at 24:
+beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA graph replay (the median):
+  launches     one launch a GEMV (144 blocks of 16 rows, a warp a row, x staged once a block): the step's structure
+  persistent   one launch for the whole chain: a block a multiprocessor owns a slice of every weight's rows; it copies
+               layer l+1's slice into shared memory (cp.async) while it waits at a grid barrier for x_l, then dots
+               its rows from shared memory, writes its outputs and arrives at the barrier
+  persistent_noprefetch   the same with each slice fetched only after the barrier: what the barrier alone gives
+All three do the same products in the same order (one row function), so the chain's last output must be the same
+bits; the probe checks and says so. The barrier is an arrival counter, one block a multiprocessor, all resident (the
+probe refuses a device where they would not fit); a barrier that waits past ~1 s gives up and is reported as an error
+instead of hanging the call.
+
+    python bench/probes/persistent_chain.py --out probe.json [--layers 24] [--replays 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+READ_CEILING = 4.04e12  # bytes/s: the H200 read ceiling the other probes use
+D = 2304  # the 48B's hidden size: every weight D x D bf16
+ROWS_A_BLOCK = 16  # the launches variant: 8 warps, two rows each
+
+SOURCE = r"""
+typedef unsigned short u16;
+typedef unsigned int u32;
+#define D 2304
+#define CH (D / 256)  // a lane's 16-byte chunks of a row (8 values each)
+
+__device__ __forceinline__ float bf(u16 h) { return __uint_as_float(((u32)h) << 16); }
+__device__ __forceinline__ u16 to_bf(float f) {  // round to nearest even (finite values)
+    u32 u = __float_as_uint(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+}
+
+// one row (D bf16 at w: global or shared) dotted with x (D floats in shared memory) by one warp: every lane the sum
+__device__ __forceinline__ float row_dot(const u16* w, const float* xs, int lane) {
+    uint4 v[CH];
+#pragma unroll
+    for (int k = 0; k < CH; ++k) v[k] = *(const uint4*)(w + k * 256 + lane * 8);
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+        const float* xx = xs + k * 256 + lane * 8;
+        const u32 p[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            acc = fmaf(__uint_as_float(p[e] << 16), xx[2 * e], acc);
+            acc = fmaf(__uint_as_float(p[e] & 0xffff0000u), xx[2 * e + 1], acc);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    return acc;
+}
+
+// one GEMV of the chain: y = bf16(W x), ROWS rows a block
+extern "C" __global__ void __launch_bounds__(256) chain_step(const u16* __restrict__ w, const u16* x, u16* y,
+                                                             int rows) {
+    __shared__ float xs[D];
+    for (int i = threadIdx.x; i < D; i += 256) xs[i] = bf(x[i]);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int end = min(D, (int)(blockIdx.x + 1) * rows);
+    for (int r = blockIdx.x * rows + warp; r < end; r += 8) {
+        const float s = row_dot(w + (long long)r * D, xs, lane);
+        if (lane == 0) y[r] = to_bf(s);
+    }
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    const u32 s = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// this block's rows [r0, r0 + nr) of layer l's weight into stage s (16-byte copies, all threads)
+__device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u16* stage) {
+    const u16* src = w + ((long long)l * D + r0) * D;
+    for (int c = threadIdx.x; c < nr * (D / 8); c += blockDim.x) cp_async16(stage + c * 8, src + c * 8);
+}
+
+// the whole chain in one launch: xbuf [L + 1, D] (x_0 given), count zeroed before the launch, one block an SM.
+// Shared memory: x as floats, then two stages of maxr rows.
+extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
+                                                                      int maxr, u32* count, int prefetch,
+                                                                      int* error) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    float* xs = (float*)smem;
+    u16* stages = (u16*)(smem + D * 4);
+    const int G = gridDim.x, b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int r0 = (int)((long long)D * b / G), nr = (int)((long long)D * (b + 1) / G) - r0;
+    if (prefetch) copy_rows(w, 0, r0, nr, stages);
+    cp_commit();
+    for (int l = 0; l < L; ++l) {
+        if (prefetch) {
+            if (l + 1 < L) copy_rows(w, l + 1, r0, nr, stages + (long long)((l + 1) & 1) * maxr * D);
+            cp_commit();  // always: uniform group counts
+        }
+        if (l > 0) {  // x_l is complete once every block has arrived l times
+            if (tid == 0) {
+                const u32 target = (u32)l * (u32)G;
+                long long spins = 0;
+                while (ld_acquire(count) < target) {
+                    if (++spins > (1ll << 24)) {
+                        atomicExch(error, 1);
+                        break;
+                    }
+                    __nanosleep(64);
+                }
+                __threadfence();
+            }
+            __syncthreads();
+        }
+        const u16* x = xbuf + (long long)l * D;
+        for (int i = tid; i < D; i += blockDim.x) xs[i] = bf(__ldcg(x + i));
+        u16* ws = stages + (long long)(l & 1) * maxr * D;
+        if (!prefetch) {
+            copy_rows(w, l, r0, nr, ws);
+            cp_commit();
+            cp_wait<0>();
+        } else {
+            cp_wait<1>();  // layer l's rows have landed (layer l + 1's may still be in flight)
+        }
+        __syncthreads();
+        u16* y = xbuf + (long long)(l + 1) * D;
+        for (int r = warp; r < nr; r += 8) {
+            const float s = row_dot(ws + (long long)r * D, xs, lane);
+            if (lane == 0) y[r0 + r] = to_bf(s);
+        }
+        __syncthreads();  // every warp is done with this stage and has written its outputs
+        if (tid == 0) {
+            __threadfence();
+            atomicAdd(count, 1u);
+        }
+    }
+}
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--layers", type=int, default=24, help="GEMVs in the chain (distinct weights)")
+    ap.add_argument("--replays", type=int, default=30)
+    args = ap.parse_args(argv)
+    if args.layers < 2 or args.replays < 1:
+        ap.error(f"--layers must be at least 2 and --replays at least 1 (got {args.layers} and {args.replays})")
+    if not torch.cuda.is_available():
+        print("persistent_chain probe: needs a CUDA device", file=sys.stderr)
+        return 2
+
+    import cupy as cp
+    import numpy as np
+    from sparkops_triton._workloads import time_thunks
+
+    def ptr(t):  # a tensor's device pointer as a kernel argument
+        return np.uint64(t.data_ptr())
+
+    dev = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(dev)
+    sms = props.multi_processor_count
+    maxr = -(-D // sms)
+    smem = D * 4 + 2 * maxr * D * 2
+    limit = cp.cuda.runtime.getDeviceProperties(dev)["sharedMemPerBlockOptin"]
+    if smem > limit:
+        print(f"persistent_chain probe: a block needs {smem} bytes of shared memory ({maxr} rows twice), this device "
+              f"allows {limit}", file=sys.stderr)
+        return 2
+    mod = cp.RawModule(code=SOURCE, options=("--std=c++17",), backend="nvrtc")
+    step, persistent = mod.get_function("chain_step"), mod.get_function("chain_persistent")
+    persistent.max_dynamic_shared_size_bytes = smem
+
+    def stream():  # torch's stream now (the graph capture runs on a stream of its own)
+        return cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream, dev)
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    L = args.layers
+    w = (torch.randn(L, D, D, generator=gen, device="cuda") * D ** -0.5).to(torch.bfloat16)  # [L, D, D], random
+    x0 = torch.randn(D, generator=gen, device="cuda").to(torch.bfloat16)  # [D]
+    bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
+            ("launches", "persistent", "persistent_noprefetch")}
+    for b in bufs.values():
+        b[0].copy_(x0)
+    count = torch.zeros(1, dtype=torch.int32, device="cuda")
+    error = torch.zeros(1, dtype=torch.int32, device="cuda")
+    blocks = -(-D // ROWS_A_BLOCK)
+
+    def launches_thunks(buf):
+        def one(layer):
+            def call():
+                with stream():
+                    step((blocks,), (256,), (ptr(w[layer]), ptr(buf[layer]), ptr(buf[layer + 1]),
+                                             np.int32(ROWS_A_BLOCK)))
+            return call
+        return [one(layer) for layer in range(L)]
+
+    def persistent_thunks(buf, prefetch):
+        def call():
+            count.zero_()
+            with stream():
+                persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(count),
+                                            np.int32(prefetch), ptr(error)), shared_mem=smem)
+        return [call]
+
+    variants = {"launches": launches_thunks(bufs["launches"]),
+                "persistent": persistent_thunks(bufs["persistent"], 1),
+                "persistent_noprefetch": persistent_thunks(bufs["persistent_noprefetch"], 0)}
+    nbytes = L * D * D * 2
+    results: dict = {"layers": L, "d": D, "blocks_a_launch": blocks, "persistent_blocks": sms, "smem_bytes": smem,
+                     "weight_bytes": nbytes, "replays": args.replays, "variants": {}}
+    for name, thunks in variants.items():
+        us = time_thunks(thunks, args.replays)
+        per = us / L
+        results["variants"][name] = {"us_a_round": us, "us_a_gemv": per,
+                                     "read_fraction": nbytes / (us * 1e-6) / READ_CEILING}
+        print(f"{name:<24} {us:8.1f} us a round of {L} GEMVs, {per:6.2f} us each, "
+              f"{100 * results['variants'][name]['read_fraction']:5.1f}% of 4.04 TB/s over {nbytes / 1e6:.0f} MB")
+    torch.cuda.synchronize()
+    results["barrier_timed_out"] = bool(error.item())
+    same = {n: bool(torch.equal(bufs[n][L], bufs["launches"][L])) for n in ("persistent", "persistent_noprefetch")}
+    results["last_output_bitwise_the_launches"] = same
+    results["finite"] = bool(torch.isfinite(bufs["launches"][L].float()).all())
+    a, p = results["variants"]["launches"]["us_a_gemv"], results["variants"]["persistent"]["us_a_gemv"]
+    results["persistent_saving_us_a_gemv"] = a - p
+    print(f"last output bitwise the launches': {same}; finite: {results['finite']}; "
+          f"barrier timed out: {results['barrier_timed_out']}")
+    print(f"persistent / launches: {p / a:.3f} of the time ({a - p:+.2f} us a GEMV)")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    ok = all(same.values()) and results["finite"] and not results["barrier_timed_out"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
