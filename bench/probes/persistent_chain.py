@@ -13,6 +13,12 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                layer l+1's slice into shared memory (cp.async) while it waits at a grid barrier for x_l, then dots
                its rows from shared memory, writes its outputs and arrives at the barrier
   persistent_noprefetch   the same with each slice fetched only after the barrier: what the barrier alone gives
+  persistent_spin         persistent with the barrier polled without a sleep between reads
+Then one traced run of `persistent` (not timed): each block's thread 0 reads its clock at five points of every layer,
+and the probe prints the median cycles (and microseconds at the SM's rated clock) of the phases between them: the
+wait at the barrier, x staged and the rows landed, the rows dotted, the arrival (fence and atomic), and the loop's
+top (the next prefetch issued). Session 18's first run (without these): launches 6.91 us a GEMV, persistent 7.44,
+without the prefetch 8.16: the barrier and the staging cost what a launch costs.
 All three do the same products in the same order (one row function), so the chain's last output must be the same
 bits; the probe checks and says so. The barrier is an arrival counter, one block a multiprocessor, all resident (the
 probe refuses a device where they would not fit); a barrier that waits past ~1 s gives up and is reported as an error
@@ -102,9 +108,12 @@ __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u
 
 // the whole chain in one launch: xbuf [L + 1, D] (x_0 given), count zeroed before the launch, one block an SM.
 // Shared memory: x as floats, then two stages of maxr rows.
+// sleep_ns: the barrier's poll interval (0: spin). trace (or null): thread 0's clock64 at five points of every
+// layer, [L, G, 5]: the loop's top, the barrier passed, x staged and the rows landed, the rows dotted, arrived.
 extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
                                                                       int maxr, u32* count, int prefetch,
-                                                                      int* error) {
+                                                                      int* error, int sleep_ns,
+                                                                      long long* trace) {
     extern __shared__ __align__(16) unsigned char smem[];
     float* xs = (float*)smem;
     u16* stages = (u16*)(smem + D * 4);
@@ -112,7 +121,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
     const int r0 = (int)((long long)D * b / G), nr = (int)((long long)D * (b + 1) / G) - r0;
     if (prefetch) copy_rows(w, 0, r0, nr, stages);
     cp_commit();
+    long long* tr = trace ? trace + (long long)b * 5 : nullptr;
     for (int l = 0; l < L; ++l) {
+        if (tr && tid == 0) tr[(long long)l * G * 5] = clock64();
         if (prefetch) {
             if (l + 1 < L) copy_rows(w, l + 1, r0, nr, stages + (long long)((l + 1) & 1) * maxr * D);
             cp_commit();  // always: uniform group counts
@@ -126,12 +137,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
                         atomicExch(error, 1);
                         break;
                     }
-                    __nanosleep(64);
+                    if (sleep_ns) __nanosleep(sleep_ns);
                 }
                 __threadfence();
             }
             __syncthreads();
         }
+        if (tr && tid == 0) tr[(long long)l * G * 5 + 1] = clock64();
         const u16* x = xbuf + (long long)l * D;
         for (int i = tid; i < D; i += blockDim.x) xs[i] = bf(__ldcg(x + i));
         u16* ws = stages + (long long)(l & 1) * maxr * D;
@@ -143,19 +155,51 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
             cp_wait<1>();  // layer l's rows have landed (layer l + 1's may still be in flight)
         }
         __syncthreads();
+        if (tr && tid == 0) tr[(long long)l * G * 5 + 2] = clock64();
         u16* y = xbuf + (long long)(l + 1) * D;
         for (int r = warp; r < nr; r += 8) {
             const float s = row_dot(ws + (long long)r * D, xs, lane);
             if (lane == 0) y[r0 + r] = to_bf(s);
         }
         __syncthreads();  // every warp is done with this stage and has written its outputs
+        if (tr && tid == 0) tr[(long long)l * G * 5 + 3] = clock64();
         if (tid == 0) {
             __threadfence();
             atomicAdd(count, 1u);
+            if (tr) tr[(long long)l * G * 5 + 4] = clock64();
         }
     }
 }
 """
+
+
+PHASES = ("barrier wait", "x staged, rows landed", "rows dotted", "arrival", "next prefetch issued")
+
+
+def phase_medians(trace, clock_khz: float) -> dict:
+    """trace [L, G, 5] of clock64 readings -> each phase's median over layers and blocks, in cycles and in us at
+    the rated clock. A phase k runs from point k to k + 1 of one layer; the last runs from layer l's arrival to layer
+    l + 1's top (so it has L - 1 samples a block)."""
+    t = trace.double()
+    spans = [t[:, :, k + 1] - t[:, :, k] for k in range(4)] + [t[1:, :, 0] - t[:-1, :, 4]]
+    out = {}
+    for name, span in zip(PHASES, spans):
+        cycles = float(span.median())
+        out[name] = {"cycles": cycles, "us": cycles / clock_khz * 1e3}
+    return out
+
+
+def traced_phases(make, buf, layers: int, blocks: int, dev: int) -> dict:
+    """One traced run of the persistent chain (prefetch on, after a warm-up), its phases' medians."""
+    import cupy as cp
+
+    trace = torch.zeros(layers, blocks, 5, dtype=torch.int64, device="cuda")
+    call = make(buf, 1, trace=trace)[0]
+    call()
+    call()
+    torch.cuda.synchronize()
+    clock_khz = cp.cuda.runtime.getDeviceProperties(dev)["clockRate"]
+    return phase_medians(trace.cpu(), clock_khz)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     w = (torch.randn(L, D, D, generator=gen, device="cuda") * D ** -0.5).to(torch.bfloat16)  # [L, D, D], random
     x0 = torch.randn(D, generator=gen, device="cuda").to(torch.bfloat16)  # [D]
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
-            ("launches", "persistent", "persistent_noprefetch")}
+            ("launches", "persistent", "persistent_noprefetch", "persistent_spin")}
     for b in bufs.values():
         b[0].copy_(x0)
     count = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -215,17 +259,19 @@ def main(argv: list[str] | None = None) -> int:
             return call
         return [one(layer) for layer in range(L)]
 
-    def persistent_thunks(buf, prefetch):
+    def persistent_thunks(buf, prefetch, sleep_ns=64, trace=None):
         def call():
             count.zero_()
             with stream():
                 persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(count),
-                                            np.int32(prefetch), ptr(error)), shared_mem=smem)
+                                            np.int32(prefetch), ptr(error), np.int32(sleep_ns),
+                                            np.uint64(0 if trace is None else trace.data_ptr())), shared_mem=smem)
         return [call]
 
     variants = {"launches": launches_thunks(bufs["launches"]),
                 "persistent": persistent_thunks(bufs["persistent"], 1),
-                "persistent_noprefetch": persistent_thunks(bufs["persistent_noprefetch"], 0)}
+                "persistent_noprefetch": persistent_thunks(bufs["persistent_noprefetch"], 0),
+                "persistent_spin": persistent_thunks(bufs["persistent_spin"], 1, sleep_ns=0)}
     nbytes = L * D * D * 2
     results: dict = {"layers": L, "d": D, "blocks_a_launch": blocks, "persistent_blocks": sms, "smem_bytes": smem,
                      "weight_bytes": nbytes, "replays": args.replays, "variants": {}}
@@ -238,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * results['variants'][name]['read_fraction']:5.1f}% of 4.04 TB/s over {nbytes / 1e6:.0f} MB")
     torch.cuda.synchronize()
     results["barrier_timed_out"] = bool(error.item())
-    same = {n: bool(torch.equal(bufs[n][L], bufs["launches"][L])) for n in ("persistent", "persistent_noprefetch")}
+    same = {n: bool(torch.equal(bufs[n][L], bufs["launches"][L]))
+            for n in ("persistent", "persistent_noprefetch", "persistent_spin")}
+    results["phases"] = traced_phases(persistent_thunks, bufs["persistent"], L, sms, dev)
     results["last_output_bitwise_the_launches"] = same
     results["finite"] = bool(torch.isfinite(bufs["launches"][L].float()).all())
     a, p = results["variants"]["launches"]["us_a_gemv"], results["variants"]["persistent"]["us_a_gemv"]
@@ -246,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"last output bitwise the launches': {same}; finite: {results['finite']}; "
           f"barrier timed out: {results['barrier_timed_out']}")
     print(f"persistent / launches: {p / a:.3f} of the time ({a - p:+.2f} us a GEMV)")
+    print("persistent, traced (medians over layers and blocks): " + ", ".join(
+        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["phases"].items()))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

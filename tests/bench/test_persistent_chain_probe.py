@@ -21,3 +21,22 @@ def test_the_kernels_and_the_host_agree_on_the_width():
     probe = load_probe("persistent_chain")
     assert int(re.search(r"#define D (\d+)", probe.SOURCE).group(1)) == probe.D
     assert probe.D % 256 == 0 and probe.ROWS_A_BLOCK % 8 == 0
+
+
+def test_phase_medians_reads_each_span_between_two_points_and_the_loop_back():
+    """A trace whose every layer takes 10, 20, 30, 40 cycles between its points and 50 from its arrival to the next
+    layer's top gives those medians, and microseconds at the rated clock (1 GHz here: 1000 kHz -> 1 cycle = 1 ns)."""
+    import torch
+
+    probe = load_probe("persistent_chain")
+    layers, blocks = 4, 3
+    t = torch.zeros(layers, blocks, 5, dtype=torch.int64)
+    top = 0
+    for layer in range(layers):
+        points = [top, top + 10, top + 30, top + 60, top + 100]
+        t[layer, :, :] = torch.tensor(points)
+        top = points[-1] + 50
+    got = probe.phase_medians(t, clock_khz=1e6)
+    assert [round(v["cycles"]) for v in got.values()] == [10, 20, 30, 40, 50]
+    assert list(got) == list(probe.PHASES)
+    assert abs(got["rows dotted"]["us"] - 0.030) < 1e-9
