@@ -256,14 +256,21 @@
 #                                      # fresh: copy2x 0.995 (none)
 #   bash bench/gpu_lanes.sh 150 "probe_xcast" ""          # one H200, 20 s: no L2 contention on a shared x
 #   bash bench/gpu_lanes.sh 240 "probe_pdl" ""            # one H200, 75 s: x through L1, PDL saves 0.6-0.8 us a pair
-# Next session, on two H200s, fresh then warm: the PDL rungs again with x read through L1 (each forecast ~1.3% from
-# session 17's call 5; both together ~2.6%), beside the GPU tests:
-#   bash bench/gpu_lanes.sh 560 "rungs18d" "probe_pdl probe_pdl_floor tests1of2"
-#                                      # GPU 0: the step rebuilt (~210 s), the norm-PDL rung (~180 s with its
-#                                      # diagnosis), the experts' if time is left; GPU 1: the PDL proofs and probe (~75
-#                                      # s: the forecast), the PDL floor probe (~20 s: is PDL through every kernel of the
-#                                      # step worth building?), then half the tests
-#   bash bench/gpu_lanes.sh 480 "rungs18d" "tests2of2"   # warm: what is left of the three rungs (~180 s each)
+# Session 18 (bench/gpu-runs/2026-12-01-session18/README.md), the same export; 6 calls, ~1610 s of device time:
+#   bash bench/gpu_lanes.sh 560 "rungs18d" "probe_pdl probe_pdl_floor tests1of2"   # 453 s fresh on two H200s: the
+#                                      # step rebuilt, the PDL experts 1.000 (none); the norm-PDL rung left out (no
+#                                      # row-warp record: mended since, proof_rowwarp_side); PDL floor 0.3 us a launch
+#   bash bench/gpu_lanes.sh 560 "probe_copy2 rungs18d" "tests2of2"   # 428 s warm: norm-PDL 1.007, both 1.008 (none)
+#   bash bench/gpu_lanes.sh 540 "rungs18e" ""             # one H200, 426 s fresh: the active attention 1.005 / 0.991
+#   bash bench/gpu_lanes.sh 200 "probe_attn_active" ""    # one H200, 36 s, twice: the active form mended (ties at
+#                                      # full depth), the 16-byte absorb lost twice (reverted)
+#   bash bench/gpu_lanes.sh 150 "probe_persist" ""        # one H200, 19 s: one persistent launch 7.44 against 6.91
+#                                      # us a GEMV as launches
+# Next session: first where the persistent chain's time goes (the traced run, ~20 s on one H200), then the mended
+# active attention as a rung (its record forecasts ~0.6% at d=0: none alone), beside the GPU tests:
+#   bash bench/gpu_lanes.sh 150 "probe_persist" ""
+#   bash bench/gpu_lanes.sh 560 "rungs18e" "tests1of2"    # two H200s, fresh
+#   bash bench/gpu_lanes.sh 480 "tests2of2" ""            # warm
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
