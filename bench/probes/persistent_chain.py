@@ -14,15 +14,18 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                its rows from shared memory, writes its outputs and arrives at the barrier
   persistent_noprefetch   the same with each slice fetched only after the barrier: what the barrier alone gives
   persistent_spin         persistent with the barrier polled without a sleep between reads
+  persistent_flags        persistent with a flag a block (a release store each, read by one warp) for the barrier,
+                          instead of every block's atomic on one counter
+  persistent_direct_x     persistent with the rows dotted with x read from the L2, not staged in shared memory first
 Then one traced run of `persistent` (not timed): each block's thread 0 reads its clock at five points of every layer,
 and the probe prints the median cycles (and microseconds at the SM's rated clock) of the phases between them: the
 wait at the barrier, x staged and the rows landed, the rows dotted, the arrival (fence and atomic), and the loop's
 top (the next prefetch issued). Session 18's first run (without these): launches 6.91 us a GEMV, persistent 7.44,
 without the prefetch 8.16: the barrier and the staging cost what a launch costs.
-All three do the same products in the same order (one row function), so the chain's last output must be the same
-bits; the probe checks and says so. The barrier is an arrival counter, one block a multiprocessor, all resident (the
-probe refuses a device where they would not fit); a barrier that waits past ~1 s gives up and is reported as an error
-instead of hanging the call.
+Every variant does the same products in the same order (one row function, or its twin reading x from global
+memory), so the chain's last output must be the same bits; the probe checks and says so. The barrier is an arrival
+counter (or a flag a block), one block a multiprocessor, all resident (the probe refuses a device where they would not
+fit); a barrier that waits past ~1 s gives up and is reported as an error instead of hanging the call.
 
     python bench/probes/persistent_chain.py --out probe.json [--layers 24] [--replays 30]
 """
@@ -87,6 +90,31 @@ extern "C" __global__ void __launch_bounds__(256) chain_step(const u16* __restri
     }
 }
 
+// row_dot with x read from global memory (bf16, through the L2: it was written during this kernel) instead of shared
+// memory: the same values in the same order, so the same sum
+__device__ __forceinline__ float row_dot_gx(const u16* w, const u16* x, int lane) {
+    uint4 v[CH], xv[CH];
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+        v[k] = *(const uint4*)(w + k * 256 + lane * 8);
+        xv[k] = __ldcg((const uint4*)(x + k * 256 + lane * 8));
+    }
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+        const u32 p[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+        const u32 q[4] = {xv[k].x, xv[k].y, xv[k].z, xv[k].w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            acc = fmaf(__uint_as_float(p[e] << 16), __uint_as_float(q[e] << 16), acc);
+            acc = fmaf(__uint_as_float(p[e] & 0xffff0000u), __uint_as_float(q[e] & 0xffff0000u), acc);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    return acc;
+}
+
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     const u32 s = (u32)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
@@ -99,6 +127,9 @@ __device__ __forceinline__ u32 ld_acquire(const u32* p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+__device__ __forceinline__ void st_release(u32* p, u32 v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 
 // this block's rows [r0, r0 + nr) of layer l's weight into stage s (16-byte copies, all threads)
 __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u16* stage) {
@@ -106,14 +137,16 @@ __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u
     for (int c = threadIdx.x; c < nr * (D / 8); c += blockDim.x) cp_async16(stage + c * 8, src + c * 8);
 }
 
-// the whole chain in one launch: xbuf [L + 1, D] (x_0 given), count zeroed before the launch, one block an SM.
-// Shared memory: x as floats, then two stages of maxr rows.
-// sleep_ns: the barrier's poll interval (0: spin). trace (or null): thread 0's clock64 at five points of every
+// the whole chain in one launch: xbuf [L + 1, D] (x_0 given), sync [1 + G] zeroed before the launch (an arrival
+// counter, then a flag a block), one block an SM. Shared memory: x as floats, then two stages of maxr rows.
+// sleep_ns: the barrier's poll interval (0: spin). flags: each block publishes its own flag (a release store) and the
+// barrier's warp 0 reads all G of them, instead of G atomics on one counter. direct_x: the rows are dotted with x read
+// from global memory, not staged in shared memory first. trace (or null): thread 0's clock64 at five points of every
 // layer, [L, G, 5]: the loop's top, the barrier passed, x staged and the rows landed, the rows dotted, arrived.
 extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
-                                                                      int maxr, u32* count, int prefetch,
-                                                                      int* error, int sleep_ns,
-                                                                      long long* trace) {
+                                                                      int maxr, u32* sync, int prefetch,
+                                                                      int* error, int sleep_ns, int flags,
+                                                                      int direct_x, long long* trace) {
     extern __shared__ __align__(16) unsigned char smem[];
     float* xs = (float*)smem;
     u16* stages = (u16*)(smem + D * 4);
@@ -128,8 +161,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
             if (l + 1 < L) copy_rows(w, l + 1, r0, nr, stages + (long long)((l + 1) & 1) * maxr * D);
             cp_commit();  // always: uniform group counts
         }
-        if (l > 0) {  // x_l is complete once every block has arrived l times
+        if (l > 0 && flags) {  // x_l is complete once every block's flag reads l or more
+            if (warp == 0) {
+                long long spins = 0;
+                for (;;) {
+                    bool ok = true;
+                    for (int i = lane; i < G; i += 32) ok = ok && ld_acquire(sync + 1 + i) >= (u32)l;
+                    if (__all_sync(0xffffffffu, ok)) break;
+                    if (++spins > (1ll << 24)) {
+                        if (lane == 0) atomicExch(error, 1);
+                        break;
+                    }
+                    if (sleep_ns) __nanosleep(sleep_ns);
+                }
+                __threadfence();
+            }
+            __syncthreads();
+        } else if (l > 0) {  // x_l is complete once every block has arrived l times
             if (tid == 0) {
+                const u32* count = sync;
                 const u32 target = (u32)l * (u32)G;
                 long long spins = 0;
                 while (ld_acquire(count) < target) {
@@ -145,7 +195,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
         }
         if (tr && tid == 0) tr[(long long)l * G * 5 + 1] = clock64();
         const u16* x = xbuf + (long long)l * D;
-        for (int i = tid; i < D; i += blockDim.x) xs[i] = bf(__ldcg(x + i));
+        if (!direct_x)
+            for (int i = tid; i < D; i += blockDim.x) xs[i] = bf(__ldcg(x + i));
         u16* ws = stages + (long long)(l & 1) * maxr * D;
         if (!prefetch) {
             copy_rows(w, l, r0, nr, ws);
@@ -158,14 +209,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
         if (tr && tid == 0) tr[(long long)l * G * 5 + 2] = clock64();
         u16* y = xbuf + (long long)(l + 1) * D;
         for (int r = warp; r < nr; r += 8) {
-            const float s = row_dot(ws + (long long)r * D, xs, lane);
+            const u16* row = ws + (long long)r * D;
+            const float s = direct_x ? row_dot_gx(row, x, lane) : row_dot(row, xs, lane);
             if (lane == 0) y[r0 + r] = to_bf(s);
         }
         __syncthreads();  // every warp is done with this stage and has written its outputs
         if (tr && tid == 0) tr[(long long)l * G * 5 + 3] = clock64();
         if (tid == 0) {
             __threadfence();
-            atomicAdd(count, 1u);
+            if (flags) st_release(sync + 1 + b, (u32)(l + 1));
+            else atomicAdd(sync, 1u);
             if (tr) tr[(long long)l * G * 5 + 4] = clock64();
         }
     }
@@ -243,10 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     w = (torch.randn(L, D, D, generator=gen, device="cuda") * D ** -0.5).to(torch.bfloat16)  # [L, D, D], random
     x0 = torch.randn(D, generator=gen, device="cuda").to(torch.bfloat16)  # [D]
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
-            ("launches", "persistent", "persistent_noprefetch", "persistent_spin")}
+            ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
+             "persistent_direct_x")}
     for b in bufs.values():
         b[0].copy_(x0)
-    count = torch.zeros(1, dtype=torch.int32, device="cuda")
+    sync = torch.zeros(1 + sms, dtype=torch.int32, device="cuda")  # the arrival counter, then a flag a block
     error = torch.zeros(1, dtype=torch.int32, device="cuda")
     blocks = -(-D // ROWS_A_BLOCK)
 
@@ -259,19 +313,22 @@ def main(argv: list[str] | None = None) -> int:
             return call
         return [one(layer) for layer in range(L)]
 
-    def persistent_thunks(buf, prefetch, sleep_ns=64, trace=None):
+    def persistent_thunks(buf, prefetch, sleep_ns=64, flags=0, direct_x=0, trace=None):
         def call():
-            count.zero_()
+            sync.zero_()
             with stream():
-                persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(count),
-                                            np.int32(prefetch), ptr(error), np.int32(sleep_ns),
-                                            np.uint64(0 if trace is None else trace.data_ptr())), shared_mem=smem)
+                persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync),
+                                            np.int32(prefetch), ptr(error), np.int32(sleep_ns), np.int32(flags),
+                                            np.int32(direct_x), np.uint64(0 if trace is None else trace.data_ptr())),
+                           shared_mem=smem)
         return [call]
 
     variants = {"launches": launches_thunks(bufs["launches"]),
                 "persistent": persistent_thunks(bufs["persistent"], 1),
                 "persistent_noprefetch": persistent_thunks(bufs["persistent_noprefetch"], 0),
-                "persistent_spin": persistent_thunks(bufs["persistent_spin"], 1, sleep_ns=0)}
+                "persistent_spin": persistent_thunks(bufs["persistent_spin"], 1, sleep_ns=0),
+                "persistent_flags": persistent_thunks(bufs["persistent_flags"], 1, flags=1),
+                "persistent_direct_x": persistent_thunks(bufs["persistent_direct_x"], 1, direct_x=1)}
     nbytes = L * D * D * 2
     results: dict = {"layers": L, "d": D, "blocks_a_launch": blocks, "persistent_blocks": sms, "smem_bytes": smem,
                      "weight_bytes": nbytes, "replays": args.replays, "variants": {}}
@@ -285,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.synchronize()
     results["barrier_timed_out"] = bool(error.item())
     same = {n: bool(torch.equal(bufs[n][L], bufs["launches"][L]))
-            for n in ("persistent", "persistent_noprefetch", "persistent_spin")}
+            for n in bufs if n != "launches"}
     results["phases"] = traced_phases(persistent_thunks, bufs["persistent"], L, sms, dev)
     results["last_output_bitwise_the_launches"] = same
     results["finite"] = bool(torch.isfinite(bufs["launches"][L].float()).all())
