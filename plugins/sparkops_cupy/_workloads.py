@@ -28,6 +28,7 @@ import torch
 from gguf import GGMLQuantizationType as Q
 
 from sparkops.config import ModelConfig, load_preset
+from sparkops.errors import BadInput
 from sparkops.gguf.quants import random_blocks
 from sparkops.ops import get_contract
 from sparkops.qweight import QWeight
@@ -144,6 +145,8 @@ def attention_workload(cfg: ModelConfig, context: int, pos: int | None = None) -
     """One token's MLA decode over a bf16 cache of `context` rows, the token at `pos` (default the last row: every
     row in use). A smaller `pos` is a short context in a long cache, as the step has at d = 0."""
     pos = context - 1 if pos is None else pos
+    if not 0 <= pos < context:
+        raise BadInput(f"attention_workload: pos {pos} is not a row of a {context}-row cache (0 .. {context - 1})")
     n, dn, r, lkv, dv = cfg.mla_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank, cfg.v_head_dim
     row = lkv + r
     cache_bytes = context * row * 2

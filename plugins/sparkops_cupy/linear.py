@@ -40,9 +40,9 @@ Five are one-token GEMVs that request a row's bytes before using any, with one s
   weights ("copy2x"). The same bits. Session 17: a tie as a rung (0.995); x's wait is its own latency, not a queue.
   Kept, tested, selected by nothing.
 - "cupy_rowwarp_pdl" (`linear_rowwarp_pdl`): cupy_rowwarp launched with programmatic dependent launch (_pdl.py): each
-  block requests its weights before it waits for the kernel before it; the same bits. Session 17: slower per op in a
-  chain (10.9 against 10.0 µs a launch) and a regression as a rung with the triggering norms (0.798). Kept, tested,
-  selected by nothing.
+  block requests its weights before it waits for the kernel before it; the same bits. Session 17, x read from L2: a
+  regression as a rung with the triggering norms (0.798). Session 18, x read through L1 after the wait: 1.007 at d=0
+  and 1.008 at 32768 with the norms (none: under the 2% band). Kept, tested, selected by nothing.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).

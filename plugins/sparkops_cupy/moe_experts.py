@@ -24,8 +24,9 @@ staging was mended. Kept, tested, selected by nothing.
 
 "cupy_rowwarp_pdl" (`moe_experts_rowwarp_pdl`): cupy_rowwarp's copy/warp pair launched with programmatic dependent
 launch: gate/up waits for the router, then lets down start; down issues its first weight loads before it waits for
-gate/up. The same bits. Session 17: with h read from L2, 2.5x slower per op and a regression as a rung (0.683);
-  read through L1 since, 872 against triton_prefetch's 905 µs a token (bf16), its rung not yet timed.
+gate/up. The same bits. Session 17: with h read from L2, 2.5x slower per op and a regression as a rung (0.683).
+Session 18, read through L1: 872 against triton_prefetch's 905 µs a token per op (bf16), but 1.000 as a rung (none).
+Kept, tested, selected by nothing.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to

@@ -411,20 +411,22 @@ def test_attention_active_replays_from_one_graph_at_every_position(nan_scratch):
     args = _mla_inputs(g, 9000, 0)
     dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
     cache0 = dev["cache"].clone()
-    fn = cu_attention.attention_active
-    fn(**dev)
+    cu_attention.attention_active(**dev)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = fn(**dev)
-    for p in (0, 63, 64, 500, 4095, 8999):
-        dev["cache"].copy_(cache0)
-        dev["pos"].fill_(p)
-        graph.replay()
-        got = out.clone()
-        dev["cache"].copy_(cache0)
-        want = cu_attention.attention(**dev)
-        assert torch.equal(got, want), p
+        out = cu_attention.attention_active(**dev)
+    try:
+        for p in (0, 63, 64, 500, 4095, 8999):
+            dev["cache"].copy_(cache0)
+            dev["pos"].fill_(p)
+            graph.replay()
+            got = out.clone()
+            dev["cache"].copy_(cache0)
+            want = cu_attention.attention(**dev)
+            assert torch.equal(got, want), p
+    finally:
+        graph.reset()  # a failed assertion must not leave the graph to be freed inside the next test's capture
 
 
 # ---- kda and moe at the 48B's shapes --------------------------------------------------------------------
