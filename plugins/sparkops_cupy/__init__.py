@@ -77,6 +77,11 @@ IMPLEMENTATIONS = [
     # other call is the torch plugin's moe_router
     ("moe_router", "cupy_rowwarp", "sparkops_cupy.moe_router:moe_router_rowwarp", tolerance(), "moe_router.cu",
      ("../sparkops_torch/_common.py", "../sparkops_torch/moe_router.py")),
+    # the same launch with programmatic dependent launch (each warp's weight row requested before it waits for the
+    # norm that writes x): the same bits
+    ("moe_router", "cupy_rowwarp_pdl", "sparkops_cupy.moe_router:moe_router_rowwarp_pdl",
+     bit_identical(to="cupy_rowwarp"), "moe_router.cu",
+     ("../sparkops_torch/_common.py", "../sparkops_torch/moe_router.py", "_pdl.py")),
     ("moe_experts", "cupy_dp4a", "sparkops_cupy.moe_experts:moe_experts", tolerance("act_q8"), "moe_experts.cu"),
     # one token's Q4_K experts in two row-warp launches; every other call is the torch plugin's float32 moe_experts
     ("moe_experts", "cupy_rowwarp", "sparkops_cupy.moe_experts:moe_experts_rowwarp", tolerance(), "moe_rowwarp.cu",

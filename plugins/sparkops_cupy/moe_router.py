@@ -14,6 +14,12 @@ Session 15 (H200, the 48B's router, one token; bench/gpu-runs/2026-11-30-session
 activations against triton_prefetch's 7.64, but 7.23 against 7.37 with the bf16 activations the step runs; its rung
 was none (0.997 at d=0, as forecast). Why bf16 activations cost the kernel ~1 µs more is not yet known.
 
+"cupy_rowwarp_pdl" (`moe_router_rowwarp_pdl`, session 19, not yet run on a GPU): the same launch with programmatic
+dependent launch. In the step the router follows the layer's add_rmsnorm; with add_rmsnorm=triton_pdl (which lets the
+next kernel be scheduled as it starts) each warp requests its 9 KB weight row and only then waits for the norm's output,
+so the 2.4 MB stream while the norm runs. Every thread waits before it touches anything a kernel writes (x, the logits
+scratch, the arrival counter, the outputs). The same arithmetic in the same order: bit_identical to cupy_rowwarp.
+
 Its stated policy for every other call: the torch plugin's moe_router (float32, the same contract), for more than
 ROUTER_MAX_T tokens (a prefill chunk: a GEMM's work), a weight that is not float32, a row length that is not a
 multiple of 4, more than 32 x 16 experts, top_k or n_group above 32 (one warp routes: a lane a group, a lane a pick).
@@ -24,6 +30,7 @@ from __future__ import annotations
 import torch
 
 from sparkops.errors import BadInput
+from sparkops.lanes import MAIN, lane
 
 from . import _runtime as rt
 
@@ -37,7 +44,7 @@ ROUTER_MAX_EXPERTS = 512
 #: int32 arrival counters a device (one a token, ROUTER_MAX_T at most a launch)
 POOL_COUNTERS = 64
 
-_POOLS: dict[int, torch.Tensor] = {}
+_POOLS: dict[tuple[int, int], torch.Tensor] = {}
 
 
 def _index(device: torch.device) -> int:
@@ -45,25 +52,26 @@ def _index(device: torch.device) -> int:
 
 
 def counters(device: torch.device) -> torch.Tensor:
-    """The device's int32 arrival counters, all zero between launches (each launch's last block of a token zeroes
-    its slot); created by the first call, which must come before any CUDA-graph capture: a zeroing inside a capture
-    would not be replayed, so a missing pool during one is an error, not a silent allocation."""
-    key = _index(device)
+    """The int32 arrival counters of the device and the caller's lane (sparkops.lanes: a side stream's launches
+    count apart), all zero between launches (each launch's last block of a token zeroes its slot); created by the
+    first call, which must come before any CUDA-graph capture: a zeroing inside a capture would not be replayed, so a
+    missing pool during one is an error, not a silent allocation."""
+    key = (_index(device), lane())
     pool = _POOLS.get(key)
     if pool is None:
         if torch.cuda.is_current_stream_capturing():
-            raise BadInput(f"moe_router: the arrival counters of {device} do not exist yet and a CUDA graph is being "
-                           f"captured; call the op once on this device before capturing (a warm-up call), as the "
-                           f"engine's warm-up does")
+            raise BadInput(f"moe_router: the arrival counters of {device} (lane {key[1]}) do not exist yet and a CUDA "
+                           f"graph is being captured; call the op once on this device and lane before capturing (a "
+                           f"warm-up call), as the engine's warm-up does")
         with torch.inference_mode(False):  # a normal tensor even when the first call is an inference-mode warm-up
             pool = torch.zeros(POOL_COUNTERS, dtype=torch.int32, device=device)  # [POOL_COUNTERS]
         _POOLS[key] = pool
     return pool
 
 
-def pool_on(device: torch.device) -> torch.Tensor | None:
-    """The device's counter pool if it exists (tests check it is all zeros after every call)."""
-    return _POOLS.get(_index(device))
+def pool_on(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
+    """The pool of the device and lane `n` if it exists (tests check it is all zeros after every call)."""
+    return _POOLS.get((_index(device), n))
 
 
 def rowwarp_serves(x, weight, top_k, n_group) -> bool:
@@ -77,6 +85,18 @@ def rowwarp_serves(x, weight, top_k, n_group) -> bool:
 def moe_router_rowwarp(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
     """Implementation "cupy_rowwarp": up to ROUTER_MAX_T tokens routed in one launch (logits a warp an expert, the
     routing by the last block of each token); every other call the torch plugin's moe_router (the stated policy)."""
+    return _route(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, pdl=False)
+
+
+def moe_router_rowwarp_pdl(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+    """Implementation "cupy_rowwarp_pdl": cupy_rowwarp's launch with programmatic dependent launch - each warp requests
+    its expert's weight row before it waits for the kernel before (the norm writing x), so the router's 2.4 MB (the
+    48B's) stream while that kernel finishes. The same arithmetic in the same order: the same bits as cupy_rowwarp;
+    every other call by its stated policy."""
+    return _route(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, pdl=True)
+
+
+def _route(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, pdl: bool):
     if not rowwarp_serves(x, weight, top_k, n_group):
         from sparkops_torch.moe_router import moe_router as torch_moe_router
 
@@ -104,9 +124,10 @@ def moe_router_rowwarp(x, weight, bias, top_k, n_group, topk_group, scale, renor
     logits = torch.empty((t, experts), dtype=torch.float32, device=dev)  # [T, E] scratch
     weights = torch.empty((t, top_k), dtype=torch.float32, device=dev)  # [T, K]
     ids = torch.empty((t, top_k), dtype=torch.int64, device=dev)  # [T, K]
-    rt.launch("moe_router.cu", "moe_router_rowwarp", dev, (-(-experts // ROUTER_WARPS), t),
+    rt.launch("moe_router.cu", "moe_router_rowwarp_pdl" if pdl else "moe_router_rowwarp", dev,
+              (-(-experts // ROUTER_WARPS), t),
               (32 * ROUTER_WARPS,),
               (rt.ptr(x), rt.i32(code), rt.ptr(weight), rt.i32(experts), rt.i32(d), rt.ptr(logits), rt.ptr(bias),
                rt.ptr(weights), rt.ptr(ids), rt.ptr(counters(dev)), rt.i32(experts // n_group), rt.i32(n_group),
-               rt.i32(topk_group), rt.i32(top_k), rt.f32(scale), rt.f32(renorm_eps)))
+               rt.i32(topk_group), rt.i32(top_k), rt.f32(scale), rt.f32(renorm_eps)), pdl=pdl)
     return weights, ids

@@ -25,9 +25,11 @@ of the zero. Results are bit-identical to the two-launch code: the same partials
 order, whichever program happens to be last.
 
 Assumptions, stated because nothing checks them at run time:
-  * one pool of counters per device, shared by every launch: kernels that use it run one at a time
-    on a device (one stream per device, as the engine and a CUDA graph captured from one stream do).
-    Two streams running such kernels concurrently on one device would corrupt each other's counts;
+  * one pool of counters per device and lane (sparkops.lanes), shared by every launch of that lane: kernels that
+    use it run one at a time within a lane (one stream a lane, as the engine and a CUDA graph captured from its
+    streams do). The engine's side stream (`[engine] side_stream`) is lane 1, with its own pool, so that a GEMV
+    there and one on the main stream never count in the same slots; two streams of one lane would corrupt each
+    other's counts;
   * programmatic dependent launch (linear's "triton_pdl": `_gemv_kernel` with PDL, launched with launch_pdl)
     breaks "one at a time" on purpose: such a GEMV may start while the previous kernel of the stream - often
     another GEMV on this same pool, its last programs still arriving, adding partials and zeroing their slots -
@@ -41,7 +43,7 @@ Assumptions, stated because nothing checks them at run time:
   * a launch leaves its counters at zero (the last program of each slot resets it), so the next
     launch, or the next replay of a captured CUDA graph, starts from zero. A launch that dies half
     way (a device fault; an exception inside the interpreter) leaves the pool dirty: `reset_pool`.
-The pool is zeroed once (torch.zeros) on the first call on a device; that call must come before any
+A pool is zeroed once (torch.zeros) on the first call on a device in its lane; that call must come before any
 CUDA-graph capture (an allocation inside a capture would belong to the graph's private pool and its
 zeroing would not be replayed), so a missing pool during capture is an error, not a silent allocation.
 
@@ -57,6 +59,7 @@ import triton
 import triton.language as tl
 
 from sparkops.errors import BadInput
+from sparkops.lanes import MAIN, SIDE, lane
 
 #: int32 counters per device (64 KB). The largest user is the MoE down GEMV: T x cdiv(D, rows) slots
 #: (8 x 72 at the 48B decode shape); a split-K GEMV needs fewer slots than GEMV_PROGRAMS_PER_SM x SMs.
@@ -66,7 +69,8 @@ _POOLS: dict[str, torch.Tensor] = {}
 
 
 def counters(op: str, device: torch.device, needed: int) -> torch.Tensor:
-    """The device's int32 counter pool [POOL_COUNTERS], all zero between launches; created on first use.
+    """The int32 counter pool [POOL_COUNTERS] of the device and the caller's lane, all zero between launches; created
+    on first use.
 
     `needed` is how many counters (slots 0 .. needed - 1) the caller's launch uses; more than the pool
     holds is a BadInput naming the op and the fix."""
@@ -74,29 +78,35 @@ def counters(op: str, device: torch.device, needed: int) -> torch.Tensor:
         raise BadInput(f"{op}: the last-block launch needs {needed} arrival counters but the pool holds "
                        f"{POOL_COUNTERS}; raise sparkops_triton._arrival.POOL_COUNTERS (before the first call "
                        f"on the device), or use the two-launch implementation (\"triton\")")
-    key = str(device)
+    key = _key(device, lane())
     pool = _POOLS.get(key)
     if pool is None:
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise BadInput(f"{op}: the arrival counters of {device} do not exist yet and a CUDA graph is being "
-                           f"captured (their zeroing would not be replayed); call the op once on this device "
-                           f"before capturing (a warm-up call), as the engine's warm-up does")
+            raise BadInput(f"{op}: the arrival counters of {device} (lane {lane()}) do not exist yet and a CUDA graph "
+                           f"is being captured (their zeroing would not be replayed); call the op once on this "
+                           f"device and lane before capturing (a warm-up call), as the engine's warm-up does")
         with torch.inference_mode(False):  # a normal tensor even when the first call is an inference-mode warm-up
             pool = torch.zeros(POOL_COUNTERS, dtype=torch.int32, device=device)  # [POOL_COUNTERS]
         _POOLS[key] = pool
     return pool
 
 
-def pool_on(device: torch.device) -> torch.Tensor | None:
-    """The device's counter pool if it exists (tests check it is all zeros after every call)."""
-    return _POOLS.get(str(device))
+def _key(device: torch.device, n: int) -> str:
+    return str(device) if n == MAIN else f"{device}/lane{n}"
+
+
+def pool_on(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
+    """The pool of the device and lane `n` if it exists (tests check it is all zeros after every call)."""
+    return _POOLS.get(_key(device, n))
 
 
 def reset_pool(device: torch.device) -> None:
-    """Zero the device's counters (after a launch that did not finish); outside any CUDA-graph capture."""
-    pool = _POOLS.get(str(device))
-    if pool is not None:
-        pool.zero_()
+    """Zero the device's counters in every lane (after a launch that did not finish); outside any CUDA-graph
+    capture."""
+    for n in (MAIN, SIDE):
+        pool = _POOLS.get(_key(device, n))
+        if pool is not None:
+            pool.zero_()
 
 
 @triton.jit

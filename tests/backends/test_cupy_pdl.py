@@ -345,3 +345,70 @@ def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan():
         got = moe_experts_rowwarp_pdl(x, weights, wrong, **w)
         torch.cuda.synchronize()
         assert torch.isnan(got.float()).all(), f"expert id {bad}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_gpu_pdl_router_after_a_triggering_norm_gives_cupy_rowwarp_s_bits(dtype):
+    """moe_router=cupy_rowwarp_pdl against cupy_rowwarp at the 48B's router (2304 x 256 float32, top-8): eagerly, then
+    three layers' norm-and-router pairs (add_rmsnorm=triton_pdl lets the router be scheduled as it starts; the router
+    requests its weight rows, then waits) replayed from one graph with a new residual, weights NaN and ids -1 before
+    every replay: a router that read x before its norm ended routes the replay before's token or NaN."""
+    pytest.importorskip("triton")
+    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
+
+    from sparkops_cupy import moe_router as cmr
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    g = torch.Generator().manual_seed(12)
+    d, e = 2304, 256
+    route = dict(top_k=8, n_group=1, topk_group=1, scale=2.446, renorm_eps=1e-20)
+    routers = [(torch.randn(e, d, generator=g) * d ** -0.5).to(dev) for _ in range(3)]  # [E, D] each
+    biases = [(torch.randn(e, generator=g) * 0.1).to(dev) for _ in range(3)]
+    x = torch.randn(1, d, generator=g).to(dev, dtype)
+    want = cmr.moe_router_rowwarp(x, routers[0], biases[0], **route)
+    got = cmr.moe_router_rowwarp_pdl(x, routers[0], biases[0], **route)
+    torch.cuda.synchronize()
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+    ys = [torch.empty(1, d, dtype=dtype, device=dev) for _ in range(3)]
+    resid = torch.empty(1, d, dtype=dtype, device=dev)
+    gain = torch.randn(d, generator=g).to(dev)
+
+    def refresh() -> None:
+        resid.copy_(torch.randn(1, d, generator=g))
+        for y in ys:
+            y.copy_(torch.randn(1, d, generator=g))
+
+    def layers(pdl: bool) -> list[torch.Tensor]:
+        norm = add_rmsnorm_trigger if pdl else add_rmsnorm
+        router = cmr.moe_router_rowwarp_pdl if pdl else cmr.moe_router_rowwarp
+        outs, h = [], resid
+        for y, w, b in zip(ys, routers, biases):
+            f, h = norm(y, h, gain, 1e-5)
+            outs += router(f, w, b, **route)
+        return outs
+
+    refresh()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        layers(True)  # compiled, warmed and the counters made outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            outs = layers(True)
+        for replay in range(4):
+            refresh()
+            wants = layers(False)
+            for o in outs:
+                o.fill_(float("nan") if o.is_floating_point() else -1)
+            graph.replay()
+            torch.cuda.synchronize()
+            for i, (o, w) in enumerate(zip(outs, wants)):
+                assert torch.equal(o, w), f"replay {replay}: output {i} differs"
+        assert not cmr.pool_on(dev).any(), "a launch left an arrival counter above zero"
+    finally:
+        graph.reset()
+

@@ -303,6 +303,41 @@ def test_rowwarp_router_side_by_side_with_triton(dtype):
     assert times["cupy_rowwarp"].seconds <= times["triton_prefetch"].seconds, times
 
 
+def test_router_pdl_pairs_side_by_side():
+    """The rung's per-op evidence for add_rmsnorm=triton_pdl with moe_router=cupy_rowwarp_pdl: the 48B's norm-and-router
+    pair (bf16 activations, the router's 2304 x 256 float32 weight), one a layer, under the step's pair (add_rmsnorm=
+    triton, moe_router=triton_prefetch), the same norm with cupy_rowwarp, and the triggering norm with the PDL router,
+    on the same argument sets in one CUDA graph each; recorded as perop-routerpdl-bfloat16.json (per token, x the MoE
+    layers). A pair's time stands for the router's in the forecast: it understates the router's share of a saving
+    (the norm's time is in the denominator). Asserted: each was captured, and the PDL pair is not slower than the
+    plain cupy_rowwarp pair (PDL exists to overlap the router's weight read with the norm)."""
+    pytest.importorskip("triton")
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import router_workload
+    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
+    cat = load_catalog()
+    routers = {n: cat.get("moe_router", n).resolve() for n in ("triton_prefetch", "cupy_rowwarp", "cupy_rowwarp_pdl")}
+    g = torch.Generator().manual_seed(21)
+    d = cfg.hidden_size
+    resid = torch.randn(1, d, generator=g).to("cuda", torch.bfloat16)
+    gain = torch.randn(d, generator=g).to("cuda")
+
+    def pair(norm, router):
+        def call(x, *rest):
+            f, _ = norm(x, resid, gain, cfg.rms_norm_eps)
+            return router(f, *rest)
+        return call
+
+    impls = {"triton_prefetch": pair(add_rmsnorm, routers["triton_prefetch"]),
+             "cupy_rowwarp": pair(add_rmsnorm, routers["cupy_rowwarp"]),
+             "cupy_rowwarp_pdl": pair(add_rmsnorm_trigger, routers["cupy_rowwarp_pdl"])}
+    times = _per_layer(router_workload(cfg, torch.bfloat16), impls, 9, layers, "routerpdl-bfloat16")
+    assert times["cupy_rowwarp_pdl"].seconds <= times["cupy_rowwarp"].seconds, times
+
+
 def test_attention_active_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_active: one token's MLA decode at the 48B's shape (bf16
     cache) under cupy_splitk_bf16 (the step's) and the active form, per layer and per token (x the MLA layers), at the

@@ -44,8 +44,9 @@ __device__ __forceinline__ float4 rt_x4(const void* __restrict__ x, i64 i) {
                        f16_to_f32((u16)(u.y >> 16)));
 }
 
-// x[t] . w[e] over D values (D a multiple of 4), every lane ending with the same sum
-template <int DT>
+// x[t] . w[e] over D values (D a multiple of 4), every lane ending with the same sum. PDL: the first round's weight
+// loads are requested before the thread waits for the kernel before (pdl_wait); x, its output, only after
+template <int DT, bool PDL = false>
 __device__ __forceinline__ float rt_logit(const void* __restrict__ x, const float* __restrict__ w, int D, i64 t, int e,
                                           int lane) {
     const int n4 = D >> 2;
@@ -58,6 +59,10 @@ __device__ __forceinline__ float rt_logit(const void* __restrict__ x, const floa
         for (int i = 0; i < RT_CHUNKS; ++i) {
             const int c = base + 32 * i + lane;
             wv[i] = c < n4 ? __ldcs(wr + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // streamed: read once a token
+        }
+        if (PDL && base == 0) {
+            pdl_launch_dependents();
+            pdl_wait();  // x is the kernel before's output
         }
 #pragma unroll
         for (int i = 0; i < RT_CHUNKS; ++i) {
@@ -208,7 +213,9 @@ __device__ __forceinline__ int rt_arrive(int* c) {
     return old;
 }
 
-template <int DT>
+// PDL: every thread waits for the kernel before before it touches anything a kernel writes (x, the logits scratch, the
+// arrival counter, the outputs); a warp with an expert first requests its weight row (rt_logit)
+template <int DT, bool PDL = false>
 __device__ __forceinline__ void rt_token(const void* __restrict__ x, const float* __restrict__ w, int E, int D,
                                          float* __restrict__ logits, const float* __restrict__ bias,
                                          float* __restrict__ w_out, i64* __restrict__ id_out, int* __restrict__ cnt,
@@ -218,8 +225,11 @@ __device__ __forceinline__ void rt_token(const void* __restrict__ x, const float
     const int e = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const i64 t = blockIdx.y;
     if (e < E) {
-        const float l = rt_logit<DT>(x, w, D, t, e, lane);
+        const float l = rt_logit<DT, PDL>(x, w, D, t, e, lane);
         if (lane == 0) logits[t * E + e] = l;
+    } else if (PDL) {
+        pdl_launch_dependents();
+        pdl_wait();
     }
     __syncthreads();  // the block's logits stored before thread 0's release
     if (threadIdx.x == 0) last = rt_arrive(cnt + t) == (int)gridDim.x - 1;
@@ -251,4 +261,28 @@ extern "C" __global__ void __maxnreg__(RT_MAXNREG) moe_router_rowwarp(const void
         rt_token<DT_BF16>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale, eps);
     else
         rt_token<DT_F16>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale, eps);
+}
+
+// moe_router_rowwarp launched with programmatic dependent launch (_pdl.py): each warp's weight row is requested
+// before it waits for the kernel before (the norm that writes x), so the row's read overlaps that kernel; the same
+// arithmetic in the same order, so the same bits (the gate proves it). Launched plainly it is moe_router_rowwarp.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(RT_MAXNREG) moe_router_rowwarp_pdl(const void* __restrict__ x, int x_dt,
+                                                                          const float* __restrict__ w, int E, int D,
+                                                                          float* __restrict__ logits,
+                                                                          const float* __restrict__ bias,
+                                                                          float* __restrict__ w_out,
+                                                                          i64* __restrict__ id_out,
+                                                                          int* __restrict__ cnt, int EG, int n_group,
+                                                                          int topk_group, int top_k, float scale,
+                                                                          float eps) {
+    if (x_dt == DT_F32)
+        rt_token<DT_F32, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
+                               eps);
+    else if (x_dt == DT_BF16)
+        rt_token<DT_BF16, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
+                                eps);
+    else
+        rt_token<DT_F16, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
+                               eps);
 }
