@@ -294,8 +294,13 @@ def selections(engine: Engine) -> dict[str, str]:
     if plan is None:
         return {}
     out = {op: e.describe_runs() for op, e in plan.entries.items() if e.runs}
-    if plan.engine_on and getattr(engine, "fused", None) is not None:  # the graph differs too: say how
-        out["[engine]"] = ", ".join(plan.engine_on)
+    side = getattr(engine, "side", None)
+    if plan.engine_on and (getattr(engine, "fused", None) is not None or side is not None):  # the graph differs too
+        on = list(plan.engine_on)
+        if side is not None:  # how many KDA layers fork (a layer whose fused group mixes gates with q/k/v does not)
+            kda = sum(layer.kind == "kda" for layer in engine.model.layers)
+            on[on.index("side_stream")] = f"side_stream ({len(engine.side_layers)} of {kda} KDA layers)"
+        out["[engine]"] = ", ".join(on)
     return out
 
 

@@ -33,7 +33,8 @@ class DecodeStep:
     def _body(self) -> None:
         e = self.engine
         temperature, top_k, top_p, seed = self.sampling
-        logits = forward(e.ops, e.model, e.state, self.token, e.dtype, True, e.fused, e.low_rank)  # advances state.pos on the device
+        logits = forward(e.ops, e.model, e.state, self.token, e.dtype, True, e.fused, e.low_rank,
+                         getattr(e, "side", None))  # advances state.pos on the device
         nxt = e.ops.sample(logits.float(), temperature, top_k, top_p, seed, self.step)
         self.token.copy_(nxt.view(1))
         self.step.add_(1)

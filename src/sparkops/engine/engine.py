@@ -14,8 +14,9 @@ import torch
 from ..dispatch import Ops
 from ..errors import BadInput
 from ..weights import ModelWeights
+from .branches import SideStream
 from .fusion import Groups, fuse, low_rank_weights, merged_conv_layers
-from .graph import forward
+from .graph import forward, gates_apart
 from .state import SequenceState
 
 
@@ -70,6 +71,12 @@ class Engine:
         #: with fuse_low_rank too, the KDA layers' block-diagonal [[f_b, 0], [0, g_b]] weights (fusion.py)
         self.low_rank = low_rank_weights(self.model, self.fused) if self.fused and options.get("fuse_low_rank") \
             else {}
+        #: with side_stream, the KDA layers' gate projections run on a second CUDA stream (branches.py)
+        self.side = SideStream(self.device, bool(options.get("side_priority"))) \
+            if self.fusable and options.get("side_stream") else None
+        #: the KDA layers whose gate projections fork onto it (not those whose fused group mixes them with q/k/v)
+        self.side_layers = [i for i, layer in enumerate(self.model.layers) if layer.kind == "kda"
+                            and gates_apart((self.fused or {}).get((i, "attn"), ()))] if self.side else []
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
                                    merged_conv=merged)
 
@@ -100,7 +107,8 @@ class Engine:
 
     def _forward(self, ids: torch.Tensor, last_only: bool) -> torch.Tensor:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
-        return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank)
+        return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank,
+                       self.side)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

@@ -13,19 +13,56 @@ from ..config import ModelConfig
 from ..dispatch import Ops
 from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights, MoEWeights
 from ..qweight import QWeight
+from .branches import SideStream
 from .fusion import CONV_INPUTS, LOW_RANK, LOW_RANK_INPUTS, QKV, Group, Groups, columns, project
 from .state import KDAState, MLAState, SequenceState
 
 
+#: a KDA layer's gate inputs: projections of the normed input that only the recurrence and the output norm read
+GATE_INPUTS: tuple[str, ...] = ("f_a", "g_a", "beta")
+
+
+def gates_apart(groups: tuple[Group, ...]) -> bool:
+    """Whether no fused group of a KDA layer holds a gate input together with q, k or v: its gate projections can then
+    run apart from them (on the side stream). A float model fuses all six into one linear, which cannot be split."""
+    return not any(set(g.names) & set(GATE_INPUTS) and not set(g.names) <= set(GATE_INPUTS) for g in groups)
+
+
 def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
               groups: tuple[Group, ...] = (), window: torch.Tensor | None = None,
-              low_rank: QWeight | None = None) -> torch.Tensor:
+              low_rank: QWeight | None = None, side: SideStream | None = None) -> torch.Tensor:
     """`window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one.
-    `low_rank`: the block-diagonal [[f_b, 0], [0, g_b]] weight [2P, 2Dk] (fusion.py, fuse_low_rank)."""
+    `low_rank`: the block-diagonal [[f_b, 0], [0, g_b]] weight [2P, 2Dk] (fusion.py, fuse_low_rank).
+    `side`: the gate projections (GATE_INPUTS, then f_b and g_b) run there, concurrent with q/k/v and their short
+    conv (branches.py), when no fused group mixes a gate input with q, k or v (one linear cannot be split)."""
     t = a.shape[0]
     h, dk = cfg.kda_heads, cfg.kda_head_dim
-    names = ("q", "k", "v", "f_a", "g_a", "beta")
     joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()
+    if side is not None and gates_apart(groups):
+        gate_groups = tuple(g for g in groups if set(g.names) <= set(GATE_INPUTS))
+        line_groups = tuple(g for g in groups if not set(g.names) <= set(GATE_INPUTS))
+        with side.fork():
+            g, gate, beta = _gates(ops, w, a, t, h, dk, gate_groups, joints, low_rank, late_gate=False)
+        q, k, v = _qkv(ops, w, st, a, t, h, dk, line_groups, window, (), ("q", "k", "v"))
+        side.join(g, gate, beta)
+        p = None
+    else:
+        q, k, v, p = _qkv(ops, w, st, a, t, h, dk, groups, window, joints, ("q", "k", "v") + GATE_INPUTS,
+                          keep=True)
+        g, gate, beta = _gates(ops, w, a, t, h, dk, groups, joints, low_rank, late_gate=True, p=p)
+    o = ops.kda(q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), g.view(t, h, dk), beta,
+                w.a, w.dt_bias, st.recurrent, dk ** -0.5, cfg.l2_eps)  # [T, H, Dk]
+    if gate is None:  # the one-stream order: g_b after the recurrence
+        gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
+    y = ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
+    return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
+
+
+def _qkv(ops: Ops, w: KDAWeights, st: KDAState, a: torch.Tensor, t: int, h: int, dk: int,
+         groups: tuple[Group, ...], window: torch.Tensor | None, joints: tuple[tuple[str, ...], ...],
+         names: tuple[str, ...], keep: bool = False):
+    """q, k, v after their short convs ([T, P] each), from the projections of `names`; with `keep`, also the
+    projections (for the gate inputs projected with them)."""
     merged = next((g for g in groups if g.conv is not None), None)
     if merged is not None and window is not None:  # q|k|v adjacent in one group: one conv over 3P channels
         p = project(ops, a, w, names, groups, joints=(CONV_INPUTS, *joints))  # the projections of a (fusion.py)
@@ -36,18 +73,24 @@ def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.
         q = ops.short_conv(p["q"], w.conv_q, st.conv_q)  # [T, P]
         k = ops.short_conv(p["k"], w.conv_k, st.conv_k)  # [T, P]
         v = ops.short_conv(p["v"], w.conv_v, st.conv_v)  # [T, P]
+    return (q, k, v, p) if keep else (q, k, v)
+
+
+def _gates(ops: Ops, w: KDAWeights, a: torch.Tensor, t: int, h: int, dk: int, groups: tuple[Group, ...],
+           joints: tuple[tuple[str, ...], ...], low_rank: QWeight | None, late_gate: bool,
+           p: dict[str, torch.Tensor] | None = None):
+    """(g, gate, beta): the decay logits and the output gate [T, P] and beta [T, H], from the gate inputs' projections
+    `p` (projected here when None). With `late_gate` and no block-diagonal weight, gate is None: the caller runs g_b
+    after the recurrence, as the one-stream forward always has."""
+    if p is None:
+        p = project(ops, a, w, GATE_INPUTS, groups, joints=joints)
     if LOW_RANK in p:  # f_a | g_a adjacent: both up-projections as one block-diagonal linear
         fg = ops.linear(p[LOW_RANK], low_rank)  # [T, 2P]: [f | gate]
         g, gate = columns(fg, 0, h * dk), columns(fg, h * dk, h * dk)  # [T, P] each
     else:
         g = ops.linear(p["f_a"], w.f_b)  # [T, P] decay logits
-    beta = p["beta"]  # [T, H]
-    o = ops.kda(q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), g.view(t, h, dk), beta,
-                w.a, w.dt_bias, st.recurrent, dk ** -0.5, cfg.l2_eps)  # [T, H, Dk]
-    if LOW_RANK not in p:
-        gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
-    y = ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
-    return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
+        gate = None if late_gate else ops.linear(p["g_a"], w.g_b)  # [T, P]
+    return g, gate, p["beta"]  # beta [T, H]
 
 
 def mla_block(ops: Ops, cfg: ModelConfig, w: MLAWeights, st: MLAState, pos: torch.Tensor,
@@ -75,10 +118,11 @@ def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: to
 
 def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.Tensor, dtype: torch.dtype,
             last_only: bool, fused: Groups | None = None,
-            low_rank: dict[int, QWeight] | None = None) -> torch.Tensor:
+            low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
     `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
-    layers' block-diagonal low-rank weights when it fuses those too."""
+    layers' block-diagonal low-rank weights when it fuses those too; `side`: the side stream of the KDA layers' gate
+    projections (branches.py), None for one line of work."""
     cfg = model.config
     fused = fused or {}
     low_rank = low_rank or {}
@@ -88,7 +132,7 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
         st = state.layers[i]
         if layer.kind == "kda":
             y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()), state.conv_windows.get(i),
-                          low_rank.get(i))
+                          low_rank.get(i), side)
         else:
             y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
         f, h = ops.add_rmsnorm(y, h, layer.ffn_norm, cfg.rms_norm_eps)

@@ -67,6 +67,13 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
     "fuse_low_rank": (bool, False, "with fuse_projections: a KDA layer's two low-rank up-projections (f_b on f_a's "
                                    "output, g_b on g_a's) run as one linear over a block-diagonal weight (float "
                                    "types; zeros read, one launch saved)"),
+    "side_stream": (bool, False, "a KDA layer's gate projections (f_a/g_a/beta, then f_b and g_b) run on a second "
+                                 "CUDA stream, concurrent with q/k/v and their short conv: the same kernels and "
+                                 "bits, two branches of the captured graph; not in a layer whose fused group "
+                                 "mixes a gate input with q/k/v (one linear); CPU: inline, one stream"),
+    "side_priority": (bool, False, "with side_stream: the side stream at the device's highest priority, so that its "
+                                   "kernels' blocks start before the main line's waiting ones (captured graphs keep "
+                                   "node priorities; the same kernels and bits)"),
 }
 #: options that only mean something with another one on: option -> (the one it needs, why)
 ENGINE_NEEDS: dict[str, tuple[str, str]] = {
@@ -74,6 +81,7 @@ ENGINE_NEEDS: dict[str, tuple[str, str]] = {
                                             "linear"),
     "fuse_low_rank": ("fuse_projections", "the block-diagonal linear reads f_a's and g_a's outputs as adjacent "
                                           "columns of one fused linear"),
+    "side_priority": ("side_stream", "it sets the priority of the side stream, which only side_stream makes"),
 }
 
 
