@@ -104,6 +104,16 @@
 #     probe_persist  a chain of 24 dependent bf16 GEMVs (2304 x 2304) as 24 launches and as one persistent launch
 #                 (weights prefetched while a grid barrier waits; and without the prefetch) (bench/probes/
 #                 persistent_chain.py): what a step that stays on the device could give
+#     rungs19     session 19's decode rung over the row-warp step: [engine] side_stream (a KDA layer's gate projections
+#                 on a second CUDA stream, concurrent with q/k/v and the short conv) after its GPU tests and the
+#                 captured gate of a k3-nano in the 48B's mix, forecast from half the F16 gate GEMVs' time hidden
+#     proofs19    that rung's GPU tests alone (tests/engine/test_side_stream.py): the lane beside rungs19
+#     rungs20     session 20's decode rungs: [engine] side_priority (the side stream at the device's highest
+#                 priority) over the side-stream step after the side stream's proof and the captured gate; then
+#                 add_rmsnorm=triton_pdl with moe_router=cupy_rowwarp_pdl over the row-warp step after its proof,
+#                 forecast from the norm-and-router pairs' side-by-side
+#     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
+#                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
 #                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
@@ -266,11 +276,22 @@
 #                                      # full depth), the 16-byte absorb lost twice (reverted)
 #   bash bench/gpu_lanes.sh 150 "probe_persist" ""        # one H200, 19 s: one persistent launch 7.44 against 6.91
 #                                      # us a GEMV as launches
-# Next session: first where the persistent chain's time goes (the traced run, ~20 s on one H200), then the mended
-# active attention as a rung (its record forecasts ~0.6% at d=0: none alone), beside the GPU tests:
-#   bash bench/gpu_lanes.sh 150 "probe_persist" ""
-#   bash bench/gpu_lanes.sh 560 "rungs18e" "tests1of2"    # two H200s, fresh
-#   bash bench/gpu_lanes.sh 480 "tests2of2" ""            # warm
+# Session 19 (bench/gpu-runs/2026-12-01-session19/README.md), one H200, the same export; 6 calls, 1775 s:
+#   bash bench/gpu_lanes.sh 560 "probe_persist proofs19 rungs19" ""   # 248 s fresh: the trace (barrier wait 2.8 us a
+#                                      # layer); the side-stream proof 7 of 8 (the step did not fork), rung left out
+#   bash bench/gpu_lanes.sh 560 "proofs19 rungs19 rungs18e" ""   # 211 s warm: the mended active attention 1.007 /
+#                                      # 1.001 (none)
+#   bash bench/gpu_lanes.sh 560 "proofs19 rungs19" ""        # 424 s fresh: the step rebuilt, the proof 8 of 8, the
+#                                      # captured gate of k3-nano q4_k_m, side_stream 1.007 / 1.008 (none)
+#   bash bench/gpu_lanes.sh 420 "tests1of2" ""               # 393 s warm: 275 passed in 373 s
+#   bash bench/gpu_lanes.sh 345 "tests2of2" ""               # 346 s warm: stopped at the budget (~756 of ~770)
+# Next session (written after session 19's device time; none of it has run on a GPU): the timeline of one replayed
+# step under the row-warp step, the side stream and its priority (~3 min with the 48B's load), then stage rungs20 (the
+# priority rung, then the PDL router's proof and rung), then both shards whole (shard 2 did not finish in session 19):
+#   bash bench/gpu_lanes.sh 560 "probe_timeline rungs20" ""   # fresh: install, synth, the step rebuilt, the probe
+#   bash bench/gpu_lanes.sh 560 "rungs20" ""                  # warm: what the first call's budget left
+#   bash bench/gpu_lanes.sh 480 "tests2of2" ""                # warm
+#   bash bench/gpu_lanes.sh 480 "tests1of2" ""                # warm
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -427,6 +448,22 @@ PDLBOTH_REG=$TMP/cuda-s18-pdl-l1-both.toml
 # of 132 slices: 8.5 MB of zero sums a layer written, then read), over the row-warp step, forecast from the
 # attention side-by-side at pos 63 (perop-attention-bfloat16.json)
 ATTNACT_REG=$TMP/cuda-s18-attn-active.toml
+# session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
+# GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
+# second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
+# hidden (they share the SMs with a GEMV that is itself latency-bound; nothing measured it yet), linear@F16 x2.0
+SIDE_REG=$TMP/cuda-s19-side-stream.toml
+SIDE_F16_FACTOR=2.0
+NANO_Q4KM=$TMP/k3-nano-q4_k_m.gguf  # the captured gate's model: k3-nano in the 48B's mix, whose KDA layers fork
+# session 20's rung (stage rungs20): [engine] side_priority over the side-stream step. Session 19's side stream hid
+# ~25 of the gate GEMVs' ~157 us a token; if their blocks waited for SM room behind q/k/v's, a higher-priority
+# stream (graphs keep node priorities) starts them first. Forecast: a third of their time more hidden (x1.5)
+SIDEPRIO_REG=$TMP/cuda-s20-side-priority.toml
+SIDEPRIO_F16_FACTOR=1.5
+# and the router with PDL (stage rungs20): add_rmsnorm=triton_pdl lets moe_router=cupy_rowwarp_pdl start, whose warps
+# request their 9 KB weight rows before they wait for the norm's output. Over the row-warp step (router triton_prefetch,
+# 7.3 us a layer), forecast from the norm-and-router pairs' side-by-side (perop-routerpdl-bfloat16.json)
+ROUTPDL_REG=$TMP/cuda-s20-router-pdl.toml
 PDL_PAIRS=27
 PDL_GATED_PAIRS=20  # KDA's o_proj after its gated_rmsnorm (MLA's follows attention, the dense down swiglu: not PDL)
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
@@ -731,6 +768,52 @@ proof_rowwarp() {  # linear@Q4_K=cupy_rowwarp (session 13): every row from NaN, 
   run gpu-tests-rowwarp 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k rowwarp \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py tests/backends/test_cupy_gate.py \
       --junitxml="$R/gpu-tests-rowwarp.xml"
+}
+proof_router_pdl() {  # moe_router=cupy_rowwarp_pdl (session 19, not yet on a GPU): cupy_rowwarp's bits eagerly and from
+  # a graph of norm-and-router pairs after a triggering norm, the router's GPU tests and contract on CUDA, then the
+  # pairs timed side by side (its record, $DJ/perop-routerpdl-bfloat16.json, is the rung's forecast)
+  run gpu-tests-router-pdl 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k router tests/backends/test_cupy_pdl.py tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_gate.py \
+      tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-router-pdl.xml"
+}
+proof_side_stream() {  # [engine] side_stream (session 19): the same bits with and without it, eager and captured,
+  # split-K GEMVs counting arrivals on both lanes at once; the side launches on the side stream; a branch a KDA layer
+  # in the captured graph (tests/engine/test_side_stream.py)
+  run gpu-tests-side 120 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/engine/test_side_stream.py \
+      --junitxml="$R/gpu-tests-side.xml"
+}
+# engine_rung NAME BASE REG OPTION EXPECT TEXT: an [engine] option's rung - REG made over BASE by `sparkops engine
+# OPTION=on`, after the side stream's GPU tests and the captured gate of k3-nano in the 48B's mix (its KDA layers
+# fork; the 48B's own gate in the pair runs eagerly, pinned), timed over BASE with --changes engine
+engine_rung() {
+  local name=$1 base=$2 reg=$3 option=$4 expect=$5 text=$6
+  if [ "$(cat $DONE/gpu-tests-side 2>/dev/null || true)" != 0 ]; then
+    log "decode-$name: left out (its GPU tests failed)"
+    return 0
+  fi
+  [ -f $base ] || { log "decode-$name: left out (no base $base)"; return 0; }
+  run diagnose-decode-$name 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $base \
+      $FILL_LEAN --out "$R/diag-decode-$name" --json-out $DJ/diag-decode-$name.json
+  engine_over $reg $base $option
+  [ -f $NANO_Q4KM ] || run synth-nano-q4km 30 sparkops synth --preset k3-nano --quant q4_k_m -o $NANO_Q4KM
+  [ -f $reg ] && run gate-captured-$name 60 sparkops check --model $NANO_Q4KM --registry $reg --device cuda --captured
+  if [ "$(cat $DONE/gate-captured-$name 2>/dev/null || true)" != 0 ]; then
+    log "decode-$name: left out (the captured gate did not pass)"
+    return 0
+  fi
+  [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine \
+      --prediction $DJ/diag-decode-$name.json --expect "$expect" --change "[engine] $option: $text, over \
+$(basename $base), graph"
+  return 0
+}
+# engine_over REG BASE OPTION: REG is BASE with [engine] OPTION = true (made again when BASE moved: fresh_over)
+engine_over() {
+  fresh_over $1 $2
+  if [ ! -f $1 ] && [ -f $2 ]; then
+    cp $2 $1.new && sparkops engine $3=on --registry $1.new > /dev/null && mv $1.new $1 && echo "$2" > $1.base
+  fi
+  return 0
 }
 proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped shapes against the reference, ties,
   # graph replay and the policy, the contract on CUDA, then timed beside triton_prefetch (its record,
@@ -1573,6 +1656,40 @@ rungs18e)  # session 18's attention rung over the row-warp step (the decode step
       "MLA decode's split and combine with the slices a short context leaves empty neither written nor read (the \
 same bits)" $RW_REG
   ;;
+rungs19)  # session 19's decode rung over the row-warp step (the decode step rebuilt through it), after its proof:
+  # [engine] side_stream, forecast from half the F16 gate GEMVs' time hidden ($SIDE_F16_FACTOR)
+  rowwarp_step rungs19 || continue
+  proof_side_stream
+  engine_rung side-stream $RW_REG $SIDE_REG side_stream "linear@F16=$SIDE_F16_FACTOR" \
+      "a KDA layer's gate projections on a second CUDA stream, concurrent with q/k/v and the short conv (the same \
+kernels and bits)"
+  ;;
+rungs20)  # session 20's decode rung over the side-stream step (the row-warp step with [engine] side_stream), after
+  # the side stream's proof (now with its priority tests): [engine] side_priority (the side stream at the highest
+  # priority), forecast from a third of the gate GEMVs' time hidden beyond what the side stream hid ($SIDEPRIO_F16_FACTOR)
+  rowwarp_step rungs20 || continue
+  proof_side_stream
+  engine_over $SIDE_REG $RW_REG side_stream
+  engine_rung side-priority $SIDE_REG $SIDEPRIO_REG side_priority "linear@F16=$SIDEPRIO_F16_FACTOR" \
+      "the side stream at the device's highest priority, so that the gate GEMVs' blocks start before q/k/v's \
+waiting ones (the same kernels and bits)"
+  proof_router_pdl
+  decode_rung router-pdl $ROUTPDL_REG "add_rmsnorm=triton_pdl moe_router=cupy_rowwarp_pdl" add_rmsnorm,moe_router \
+      "moe_router=$(perop routerpdl triton_prefetch cupy_rowwarp_pdl)" router-pdl \
+      "the norm lets the router start, whose warps request their weight rows before they wait for its output" $RW_REG
+  ;;
+probe_timeline)  # decode lead (session 19, for session 20): the replayed step kernel by kernel (bench/probes/
+  # step_timeline.py) under the row-warp step, with the side stream, and with it at the highest priority: does the
+  # side chain run beside q/k/v, does it slow it, and where the step's idle gaps are
+  rowwarp_step probe_timeline || continue
+  engine_over $SIDE_REG $RW_REG side_stream
+  engine_over $SIDEPRIO_REG $SIDE_REG side_priority
+  run probe-timeline 300 python3 bench/probes/step_timeline.py --model $M --registry $RW_REG --registry $SIDE_REG \
+      --registry $SIDEPRIO_REG --fill-registry $BF16_REG --depth 0 --replays 5 --out "$R/probe-timeline.json" \
+      --png "$R/probe-timeline.png"
+  ;;
+proofs19)  # session 19: the side stream's GPU tests alone (the lane beside rungs19)
+  proof_side_stream ;;
 probe_attn_active)  # session 18: the active attention's proof alone (the lane beside rungs18e)
   proof_attn_active ;;
 probe_persist)  # decode lead (session 18): one persistent launch against one launch a GEMV on a chain of dependent

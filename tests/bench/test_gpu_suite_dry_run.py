@@ -27,7 +27,9 @@ echo "$*" >> "$STUB_LOG"
 case "$1" in
   synth) while [ $# -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done ;;
   swap) sleep "${STUB_SWAP_SECONDS:-0}" ;;
-  check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac; done ;;
+  check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac
+    # STUB_FAIL_CHECK: a check whose arguments hold this text fails (one gate, not the others)
+    [ -n "${STUB_FAIL_CHECK:-}" ] && [[ "$a" == *"$STUB_FAIL_CHECK"* ]] && exit 1; done ;;
   diagnose|bench) prev=""; for a in "$@"; do [ "$prev" = "--json-out" ] && echo '[]' > "$a"; prev=$a; done
     # bench's table row of the B arm: a win, or where the arguments hold one of STUB_NO_WIN's texts, "none"
     tier=win
@@ -48,7 +50,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "floatrow": "test_floatrow_gemv_side_by_side_with_triton",
            "attention": "test_attention_active_side_by_side",
            "moe": "test_rowwarp_and_mma_moe_side_by_side_with_triton",
-           "router": "test_rowwarp_router_side_by_side_with_triton"}
+           "router": "test_rowwarp_router_side_by_side_with_triton",
+           "routerpdl": "test_router_pdl_pairs_side_by_side"}
 args = sys.argv[1:]
 if not any(a.endswith("test_cupy_timing.py") for a in args):
     sys.exit(0)
@@ -1353,6 +1356,89 @@ def test_rungs18e_leaves_the_rung_out_when_its_proof_fails(tmp_path):
     log, calls = _lanes(tmp_path, "rungs18e", "", extra_env=env)
     assert "decode-attn-active: left out" in log
     assert not any("cupy_splitk_bf16_active" in c for c in calls)
+
+
+def test_rungs19_times_the_side_stream_over_the_row_warp_step_after_its_proof_and_captured_gate(tmp_path):
+    """The side-stream rung: its GPU tests in the lane beside (run once), the row-warp step with [engine] side_stream
+    set by `sparkops engine` (no swap), a k3-nano in the 48B's mix synthesized for the captured gate, then the pair
+    over the row-warp step, its change 'engine', forecast from half the F16 GEMVs' time."""
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "1"}
+    log, calls = _lanes(tmp_path, "rungs19", "proofs19", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, side = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s19-side-stream.toml"
+    assert "unknown stage" not in log and log.count("gpu-tests-side (limit") == 1
+    assert "tests/engine/test_side_stream.py" in log
+    assert any(c.startswith("engine side_stream=on --registry") for c in calls)
+    nano = machine / "k3-nano-q4_k_m.gguf"
+    assert any(c.startswith(f"synth --preset k3-nano --quant q4_k_m -o {nano}") for c in calls)
+    gate = [c for c in calls if c.startswith(f"check --model {nano}")]
+    assert len(gate) == 1 and f"--registry {side}" in gate[0] and "--captured" in gate[0]
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {rw} --vs {side}" in decodes[0]
+    assert "--changes engine " in decodes[0] and "--expect linear@F16=2.0" in decodes[0]
+    assert "diag-decode-side-stream.json" in decodes[0]
+
+
+@pytest.mark.parametrize("fail", ["gpu-tests-side.xml", "check --model"])
+def test_rungs19_leaves_the_rung_out_when_its_proof_or_gate_fails(tmp_path, fail):
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    if fail.endswith(".xml"):
+        env["STUB_FAIL_MATCH"] = fail
+    else:
+        env["STUB_FAIL_CHECK"] = "k3-nano-q4_k_m.gguf"
+    log, calls = _lanes(tmp_path, "rungs19", "", extra_env=env)
+    assert "decode-side-stream: left out" in log
+    assert not any(c.startswith("bench decode") for c in calls)
+
+
+def test_rungs20_times_side_priority_over_the_side_stream_step(tmp_path):
+    """The priority rung: the side stream's proof, the side-stream registry made over the row-warp step (it is the
+    base), the priority registry over it by `sparkops engine`, its captured gate, then the pair over the side-stream
+    step with its stated forecast."""
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs20", "", extra_env=env)
+    machine = tmp_path / "machine"
+    side, prio = machine / "cuda-s19-side-stream.toml", machine / "cuda-s20-side-priority.toml"
+    assert "unknown stage" not in log and "gpu-tests-side (limit" in log
+    engines = [c for c in calls if c.startswith("engine side_")]  # (the step's own rebuild sets other options)
+    assert engines == [f"engine side_stream=on --registry {side}.new", f"engine side_priority=on --registry {prio}.new"]
+    assert (machine / "cuda-s20-side-priority.toml.base").read_text().strip() == str(side)
+    gate = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
+    assert len(gate) == 1 and f"--registry {prio}" in gate[0]
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {side} --vs {prio}" in decodes[0]
+    assert "--changes engine " in decodes[0] and "--expect linear@F16=1.5" in decodes[0]
+    assert "decode-router-pdl: left out" in log  # no pairs' record: the router rung has no forecast
+
+
+def test_rungs20_times_the_pdl_router_over_the_row_warp_step_from_its_pairs_record(tmp_path):
+    """The router rung: its proof writes the norm-and-router pairs' record (the pytest stand-in, only when its run
+    selects the side-by-side that writes it), then the pair over the row-warp step, forecast 7.3 / 5.0 = 1.46."""
+    records = _records(tmp_path, routerpdl={"triton_prefetch": 7.3e-6, "cupy_rowwarp": 7.2e-6,
+                                            "cupy_rowwarp_pdl": 5.0e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs20", "", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, rout = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s20-router-pdl.toml"
+    assert "gpu-tests-router-pdl (limit" in log and "-k router tests/backends/test_cupy_pdl.py" in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 2 and f"--registry {rw} --vs {rout}" in decodes[1]
+    assert "--changes add_rmsnorm,moe_router " in decodes[1] and "--expect moe_router=1.460" in decodes[1]
+    assert any(c.startswith("swap add_rmsnorm=triton_pdl moe_router=cupy_rowwarp_pdl") for c in calls)
+
+
+def test_probe_timeline_times_the_three_steps_it_makes(tmp_path):
+    """The timeline probe: the row-warp step rebuilt, the side-stream and priority registries made over it, then the
+    probe over all three with the fill registry; no pair is timed."""
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "probe_timeline", "", extra_env=env)
+    machine = tmp_path / "machine"
+    assert "] probe-timeline (limit" in log and "bench/probes/step_timeline.py" in log
+    line = next(x for x in log.splitlines() if "] probe-timeline (limit" in x)
+    for reg in ("cuda-s13-rowwarp.toml", "cuda-s19-side-stream.toml", "cuda-s20-side-priority.toml"):
+        assert f"--registry {machine / reg}" in line
+    assert f"--fill-registry {machine / 'cuda-bf16.toml'}" in line and "--png" in line
+    assert not any(c.startswith("bench decode") for c in calls)
 
 
 def test_probe_persist_runs_the_persistent_chain_probe_alone_and_no_model(tmp_path):
