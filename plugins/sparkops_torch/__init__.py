@@ -33,6 +33,7 @@ IMPLEMENTATIONS = [
     ("kda", "torch_recurrent", "sparkops_torch.kda:kda_recurrent", BOTH, None, _C),
     ("kda", "torch_chunked", "sparkops_torch.kda:kda_chunked", BOTH, None, _C),
     ("gated_rmsnorm", "torch", "sparkops_torch.gated_rmsnorm:gated_rmsnorm", BOTH, None, _C),
+    ("kda_norm", "torch", "sparkops_torch.kda_norm:kda_norm", BOTH, None, (*_C, "kda.py", "gated_rmsnorm.py")),
     ("attention", "torch", "sparkops_torch.attention:attention", BOTH, None, _C),
     ("attention", "torch_bf16", "sparkops_torch.attention:attention_bf16", ("cuda",), "bf16", _C),
     ("moe_router", "torch", "sparkops_torch.moe_router:moe_router", BOTH, None, _C),

@@ -160,6 +160,17 @@ def kda_args(t: int, n_sets: int | None = None, seed: int = 0, act=torch.bfloat1
     return sets, nbytes
 
 
+def kda_norm_args(t: int, n_sets: int | None = None, seed: int = 0, act=torch.bfloat16):
+    """kda_norm at 48B sizes: kda_args' sets, each with an output gate [T, 32, 128] and the norm's gain [128] (float32)
+    after them. Bytes: kda's, plus the gate read (the output is kda's o, normed in place of it)."""
+    h, d = KDA_HEADS, KDA_DIM
+    esz = torch.finfo(act).bits // 8
+    core, nbytes = kda_args(t, n_sets, seed, act)
+    gen = torch.Generator(device="cuda").manual_seed(seed + 1)
+    sets = [(*c, _rand(gen, t, h, d, std=2.0, dtype=act), _rand(gen, d, dtype=torch.float32), 1e-5) for c in core]
+    return sets, nbytes + t * h * d * esz + d * 4
+
+
 def attention_args(t: int, context: int, n_sets: int | None = None, seed: int = 0, act=torch.bfloat16):
     """attention at 48B sizes: T new tokens after `context` cached ones (cache holds context + T rows).
 

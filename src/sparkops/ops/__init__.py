@@ -22,6 +22,7 @@ OP_NAMES = (
     "short_conv",
     "kda",
     "gated_rmsnorm",
+    "kda_norm",
     "attention",
     "moe_router",
     "moe_experts",
