@@ -34,7 +34,7 @@ class DecodeStep:
         e = self.engine
         temperature, top_k, top_p, seed = self.sampling
         logits = forward(e.ops, e.model, e.state, self.token, e.dtype, True, e.fused, e.low_rank,
-                         getattr(e, "side", None))  # advances state.pos on the device
+                         getattr(e, "side", None), getattr(e, "fuse_kda_norm", False))  # advances state.pos
         nxt = e.ops.sample(logits.float(), temperature, top_k, top_p, seed, self.step)
         self.token.copy_(nxt.view(1))
         self.step.add_(1)

@@ -77,6 +77,8 @@ class Engine:
         #: the KDA layers whose gate projections fork onto it (not those whose fused group mixes them with q/k/v)
         self.side_layers = [i for i, layer in enumerate(self.model.layers) if layer.kind == "kda"
                             and gates_apart((self.fused or {}).get((i, "attn"), ()))] if self.side else []
+        #: with fuse_kda_norm, a decode step's KDA layers run their recurrence and output norm as one op (kda_norm)
+        self.fuse_kda_norm = self.fusable and bool(options.get("fuse_kda_norm"))
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
                                    merged_conv=merged)
 
@@ -108,7 +110,7 @@ class Engine:
     def _forward(self, ids: torch.Tensor, last_only: bool) -> torch.Tensor:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
         return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank,
-                       self.side)
+                       self.side, self.fuse_kda_norm)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

@@ -21,6 +21,10 @@ from .state import KDAState, MLAState, SequenceState
 #: a KDA layer's gate inputs: projections of the normed input that only the recurrence and the output norm read
 GATE_INPUTS: tuple[str, ...] = ("f_a", "g_a", "beta")
 
+#: with `[engine] fuse_kda_norm`, the calls of at most this many tokens (decode) whose recurrence and output norm run
+#: as one op (kda_norm); a longer call (a prefill chunk) keeps kda - chunked there - and gated_rmsnorm apart
+FUSED_NORM_MAX_T = 1
+
 
 def gates_apart(groups: tuple[Group, ...]) -> bool:
     """Whether no fused group of a KDA layer holds a gate input together with q, k or v: its gate projections can then
@@ -30,11 +34,14 @@ def gates_apart(groups: tuple[Group, ...]) -> bool:
 
 def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
               groups: tuple[Group, ...] = (), window: torch.Tensor | None = None,
-              low_rank: QWeight | None = None, side: SideStream | None = None) -> torch.Tensor:
+              low_rank: QWeight | None = None, side: SideStream | None = None,
+              fuse_norm: bool = False) -> torch.Tensor:
     """`window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one.
     `low_rank`: the block-diagonal [[f_b, 0], [0, g_b]] weight [2P, 2Dk] (fusion.py, fuse_low_rank).
     `side`: the gate projections (GATE_INPUTS, then f_b and g_b) run there, concurrent with q/k/v and their short
-    conv (branches.py), when no fused group mixes a gate input with q, k or v (one linear cannot be split)."""
+    conv (branches.py), when no fused group mixes a gate input with q, k or v (one linear cannot be split).
+    `fuse_norm` (fuse_kda_norm): a call of at most FUSED_NORM_MAX_T tokens runs the recurrence and the output norm
+    as one op, kda_norm (g_b then runs before it, not after the recurrence)."""
     t = a.shape[0]
     h, dk = cfg.kda_heads, cfg.kda_head_dim
     joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()
@@ -50,11 +57,17 @@ def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.
         q, k, v, p = _qkv(ops, w, st, a, t, h, dk, groups, window, joints, ("q", "k", "v") + GATE_INPUTS,
                           keep=True)
         g, gate, beta = _gates(ops, w, a, t, h, dk, groups, joints, low_rank, late_gate=True, p=p)
-    o = ops.kda(q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), g.view(t, h, dk), beta,
-                w.a, w.dt_bias, st.recurrent, dk ** -0.5, cfg.l2_eps)  # [T, H, Dk]
-    if gate is None:  # the one-stream order: g_b after the recurrence
-        gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
-    y = ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
+    core = (q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), g.view(t, h, dk), beta, w.a, w.dt_bias,
+            st.recurrent, dk ** -0.5, cfg.l2_eps)
+    if fuse_norm and t <= FUSED_NORM_MAX_T:
+        if gate is None:
+            gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
+        y = ops.kda_norm(*core, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
+    else:
+        o = ops.kda(*core)  # [T, H, Dk]
+        if gate is None:  # the one-stream order: g_b after the recurrence
+            gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
+        y = ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
     return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
 
 
@@ -118,11 +131,13 @@ def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: to
 
 def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.Tensor, dtype: torch.dtype,
             last_only: bool, fused: Groups | None = None,
-            low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None) -> torch.Tensor:
+            low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None,
+            fuse_norm: bool = False) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
     `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
     layers' block-diagonal low-rank weights when it fuses those too; `side`: the side stream of the KDA layers' gate
-    projections (branches.py), None for one line of work."""
+    projections (branches.py), None for one line of work; `fuse_norm`: KDA's recurrence and output norm as one op
+    (kda_norm) in calls of at most FUSED_NORM_MAX_T tokens."""
     cfg = model.config
     fused = fused or {}
     low_rank = low_rank or {}
@@ -132,7 +147,7 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
         st = state.layers[i]
         if layer.kind == "kda":
             y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()), state.conv_windows.get(i),
-                          low_rank.get(i), side)
+                          low_rank.get(i), side, fuse_norm)
         else:
             y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
         f, h = ops.add_rmsnorm(y, h, layer.ffn_norm, cfg.rms_norm_eps)

@@ -74,6 +74,9 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
     "side_priority": (bool, False, "with side_stream: the side stream at the device's highest priority, so that its "
                                    "kernels' blocks start before the main line's waiting ones (captured graphs keep "
                                    "node priorities; the same kernels and bits)"),
+    "fuse_kda_norm": (bool, False, "a decode step's KDA layers run their recurrence and output norm as one op "
+                                   "(kda_norm: one launch, not two; needs a proven kda_norm selection, else the "
+                                   "reference runs it, counted); a prefill chunk keeps kda and gated_rmsnorm apart"),
 }
 #: options that only mean something with another one on: option -> (the one it needs, why)
 ENGINE_NEEDS: dict[str, tuple[str, str]] = {
