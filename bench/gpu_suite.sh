@@ -112,6 +112,11 @@
 #                 priority) over the side-stream step after the side stream's proof and the captured gate; then
 #                 add_rmsnorm=triton_pdl with moe_router=cupy_rowwarp_pdl over the row-warp step after its proof,
 #                 forecast from the norm-and-router pairs' side-by-side
+#     rungs21     the fused-norm decode rung (written in a session with no device time, after 19): [engine]
+#                 fuse_kda_norm with the faster fused kda_norm (KDA's recurrence and output norm in one kernel:
+#                 triton or triton_split) over the row-warp step, after its GPU tests and the captured gate,
+#                 forecast from the chain-and-fused side-by-side
+#     proofs21    that rung's GPU tests alone (the kda_norm kernels and the engine option): the lane beside rungs21
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
@@ -289,7 +294,8 @@
 # step under the row-warp step, the side stream and its priority (~3 min with the 48B's load), then stage rungs20 (the
 # priority rung, then the PDL router's proof and rung), then both shards whole (shard 2 did not finish in session 19):
 #   bash bench/gpu_lanes.sh 560 "probe_timeline rungs20" ""   # fresh: install, synth, the step rebuilt, the probe
-#   bash bench/gpu_lanes.sh 560 "rungs20" ""                  # warm: what the first call's budget left
+#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21" ""          # warm: what the first call's budget left, then the
+#                                      # fused KDA norm (written in the session after 19, which had no device time)
 #   bash bench/gpu_lanes.sh 480 "tests2of2" ""                # warm
 #   bash bench/gpu_lanes.sh 480 "tests1of2" ""                # warm
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
@@ -466,6 +472,13 @@ SIDEPRIO_F16_FACTOR=1.5
 ROUTPDL_REG=$TMP/cuda-s20-router-pdl.toml
 PDL_PAIRS=27
 PDL_GATED_PAIRS=20  # KDA's o_proj after its gated_rmsnorm (MLA's follows attention, the dense down swiglu: not PDL)
+# the fused-norm rung (stage rungs21, for the GPU session after 19, beside rungs20): [engine] fuse_kda_norm with a fused
+# kda_norm over the row-warp step, whose KDA layers run kda=triton then gated_rmsnorm=triton (two launches, the second
+# reading back the row the first wrote). Two fused forms: triton, a program a head (the norm needs the whole row: 32
+# programs where kda runs 128, and it spills at 128 registers), and triton_split, kda's grid with the norm by each
+# head's last program. The rung times the faster in the side-by-side of the chain and both (perop-kdanorm-bfloat16.json),
+# forecast from the chain's time over its own, on both ops' diagnosed time
+KDANORM_REG=$TMP/cuda-s21-kda-norm.toml
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
 # form's products in packed half2, two weights an instruction, for the issue-bound GEMVs session 15's counters found)
 # over the step now, predicted from the row-warp side-by-side's record (cupy_rowwarp's time a token over its own)
@@ -775,6 +788,46 @@ proof_router_pdl() {  # moe_router=cupy_rowwarp_pdl (session 19, not yet on a GP
   run gpu-tests-router-pdl 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       -k router tests/backends/test_cupy_pdl.py tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_gate.py \
       tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-router-pdl.xml"
+}
+proof_kda_norm() {  # kda_norm=triton / triton_pdl (written after session 19's device time): the contract on CUDA,
+  # triton_pdl's bits, the 48B's decode step against the unfused chain, then the chain and both fused forms timed side
+  # by side (its record, $DJ/perop-kdanorm-bfloat16.json, is the rung's forecast); the engine option's captured step
+  run gpu-tests-kda-norm 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_triton_kda_norm.py tests/engine/test_kda_norm_fusion.py --junitxml="$R/gpu-tests-kda-norm.xml"
+}
+# kda_norm_rung: over the row-warp step, the faster of kda_norm's two fused forms in the proof's side-by-side (triton:
+# a program a head; triton_split: kda's grid, the norm by the head's last program) by swap (proven there) and [engine]
+# fuse_kda_norm on, the captured gate of k3-nano in the 48B's mix, then the pair predicted on kda and gated_rmsnorm
+# alike (the fused kernel stands for both: the chain's time over its own); left out, saying why, without the proof or
+# its record
+kda_norm_rung() {
+  local name=kda-norm base=$RW_REG reg=$KDANORM_REG impl factor=""
+  impl=$(python3 bench/perop_factor.py "$DJ/perop-kdanorm-bfloat16.json" --fastest triton triton_split || true)
+  [ -n "$impl" ] && factor=$(perop kdanorm chain $impl)
+  if [ "$(cat $DONE/gpu-tests-kda-norm 2>/dev/null || true)" != 0 ] || [ -z "$factor" ]; then
+    log "decode-$name: left out (its GPU tests failed, or their record gave no factor)"
+    return 0
+  fi
+  run diagnose-decode-$name 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $base \
+      $FILL_LEAN --out "$R/diag-decode-$name" --json-out $DJ/diag-decode-$name.json
+  fresh_over $reg $base
+  if [ ! -f $reg ]; then
+    run swap-$name 30 bash -c 'swap_into "$@"' _ $reg.swap $base kda_norm=$impl
+    [ -f $reg.swap ] && cp $reg.swap $reg.new && sparkops engine fuse_kda_norm=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $NANO_Q4KM ] || run synth-nano-q4km 30 sparkops synth --preset k3-nano --quant q4_k_m -o $NANO_Q4KM
+  [ -f $reg ] && run gate-captured-$name 60 sparkops check --model $NANO_Q4KM --registry $reg --device cuda --captured
+  if [ "$(cat $DONE/gate-captured-$name 2>/dev/null || true)" != 0 ]; then
+    log "decode-$name: left out (the captured gate did not pass)"
+    return 0
+  fi
+  [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine,kda_norm \
+      --prediction $DJ/diag-decode-$name.json --expect "kda=$factor,gated_rmsnorm=$factor" --change "[engine] \
+fuse_kda_norm with kda_norm=$impl (the faster fused form in its side-by-side): a KDA layer's recurrence and output \
+norm in one kernel, over $(basename $base), graph"
+  return 0
 }
 proof_side_stream() {  # [engine] side_stream (session 19): the same bits with and without it, eager and captured,
   # split-K GEMVs counting arrivals on both lanes at once; the side launches on the side stream; a branch a KDA layer
@@ -1678,6 +1731,14 @@ waiting ones (the same kernels and bits)"
       "moe_router=$(perop routerpdl triton_prefetch cupy_rowwarp_pdl)" router-pdl \
       "the norm lets the router start, whose warps request their weight rows before they wait for its output" $RW_REG
   ;;
+rungs21)  # the fused-norm decode rung over the row-warp step, after its proof: [engine] fuse_kda_norm with the
+  # faster fused kda_norm, forecast from the chain-and-fused side-by-side's record
+  rowwarp_step rungs21 || continue
+  proof_kda_norm
+  kda_norm_rung
+  ;;
+proofs21)  # the fused KDA norm's GPU tests alone (the lane beside rungs21)
+  proof_kda_norm ;;
 probe_timeline)  # decode lead (session 19, for session 20): the replayed step kernel by kernel (bench/probes/
   # step_timeline.py) under the row-warp step, with the side stream, and with it at the highest priority: does the
   # side chain run beside q/k/v, does it slow it, and where the step's idle gaps are

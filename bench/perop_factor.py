@@ -3,6 +3,8 @@
     python3 bench/perop_factor.py perop-floatrow-bfloat16.json triton_lastblock cupy_floatrow   # prints 1.234
     python3 bench/perop_factor.py perop-rowwarp-bfloat16.json cupy_rowwarp --less 28 1.9e-6    # BEFORE's sum over
                                                                         # the same less 28 calls' 1.9 us each
+    python3 bench/perop_factor.py perop-kdanorm-bfloat16.json --fastest triton triton_split     # prints the name
+                                                                        # of the candidate with the least time
 
 The record holds each implementation's time a token, summed over the step's own calls of that op (the test's list of
 shapes and calls per token). The factor is BEFORE's sum over AFTER's. A stage computes its prediction from the proof it
@@ -46,12 +48,34 @@ def factor_less(record: Path, before: str, calls: int, seconds: float) -> float:
     return sums[before] / left
 
 
+def fastest(record: Path, names: list[str]) -> str:
+    """The one of `names` with the least time a token in `record` (a tie: the first named), so that a rung times the
+    form its proof found fastest among several built for one change."""
+    data = json.loads(record.read_text())
+    sums = data.get("per_token_seconds") if isinstance(data, dict) else None
+    if not isinstance(sums, dict):
+        raise ValueError(f"{record}: not a per-op record (no 'per_token_seconds' table of seconds)")
+    missing = [n for n in names if n not in sums]
+    if missing or not names:
+        raise KeyError(f"{record}: no implementation {', '.join(map(repr, missing)) or '(none named)'} (it holds "
+                       f"{', '.join(sorted(sums))})")
+    return min(names, key=lambda n: (sums[n], names.index(n)))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if len(args) >= 3 and args[1] == "--fastest":
+        try:
+            print(fastest(Path(args[0]), args[2:]))
+        except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:
+            print(f"perop_factor: {e}", file=sys.stderr)
+            return 2
+        return 0
     less = len(args) == 5 and args[2] == "--less"
     if len(args) != 3 and not less:
         print("usage: python3 bench/perop_factor.py RECORD.json BEFORE AFTER\n"
-              "       python3 bench/perop_factor.py RECORD.json BEFORE --less CALLS SECONDS", file=sys.stderr)
+              "       python3 bench/perop_factor.py RECORD.json BEFORE --less CALLS SECONDS\n"
+              "       python3 bench/perop_factor.py RECORD.json --fastest NAME [NAME ...]", file=sys.stderr)
         return 2
     try:
         if less:

@@ -41,9 +41,9 @@ exit 0
 """
 
 
-# The pytest stand-in's per-op records: NAME's stem (perop-STEM-DTYPE.json) -> the test in
-# tests/backends/test_cupy_timing.py that writes it. A run writes NAME when it holds that file and either selects no
-# -k or a -k with a word found in the test's name (pytest's -k matches substrings; "not" terms are not modelled).
+# The pytest stand-in's per-op records: NAME's stem (perop-STEM-DTYPE.json) -> the test file and the test in it that
+# writes it (test_cupy_timing.py unless named). A run writes NAME when it holds that file and either selects no -k or a
+# -k with a word found in the test's name (pytest's -k matches substrings; "not" terms are not modelled).
 PEROP_WRITERS = """import os, shutil, sys
 WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "mma": "test_mma_gemv_side_by_side_with_rowwarp_and_triton",
@@ -51,16 +51,16 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "attention": "test_attention_active_side_by_side",
            "moe": "test_rowwarp_and_mma_moe_side_by_side_with_triton",
            "router": "test_rowwarp_router_side_by_side_with_triton",
-           "routerpdl": "test_router_pdl_pairs_side_by_side"}
+           "routerpdl": "test_router_pdl_pairs_side_by_side",
+           "kdanorm": ("test_triton_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed")}
 args = sys.argv[1:]
-if not any(a.endswith("test_cupy_timing.py") for a in args):
-    sys.exit(0)
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
 for entry in os.environ.get("STUB_PEROP", "").split():
     src, name = entry.rsplit(":", 1)
-    test = WRITERS[name.split("-")[1]]
-    if k is None or any(w in test for w in words):
+    writer = WRITERS[name.split("-")[1]]
+    path, test = writer if isinstance(writer, tuple) else ("test_cupy_timing.py", writer)
+    if any(a.endswith(path) for a in args) and (k is None or any(w in test for w in words)):
         shutil.copy(src, os.path.join(os.environ["SPARKOPS_PEROP_DIR"], name))
 """
 
@@ -1425,6 +1425,50 @@ def test_rungs20_times_the_pdl_router_over_the_row_warp_step_from_its_pairs_reco
     assert len(decodes) == 2 and f"--registry {rw} --vs {rout}" in decodes[1]
     assert "--changes add_rmsnorm,moe_router " in decodes[1] and "--expect moe_router=1.460" in decodes[1]
     assert any(c.startswith("swap add_rmsnorm=triton_pdl moe_router=cupy_rowwarp_pdl") for c in calls)
+
+
+def test_rungs21_leaves_the_fused_norm_out_without_its_record(tmp_path):
+    """No side-by-side record (the stand-in's proof wrote none): the rung says so and times nothing, after its
+    proof ran over the whole two files (no -k)."""
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs21", "", extra_env=env)
+    assert "unknown stage" not in log and "gpu-tests-kda-norm (limit" in log
+    line = next(x for x in log.splitlines() if "] gpu-tests-kda-norm (limit" in x)
+    assert "tests/backends/test_triton_kda_norm.py tests/engine/test_kda_norm_fusion.py" in line and " -k " not in line
+    assert "decode-kda-norm: left out" in log
+    assert not any(c.startswith("bench decode") for c in calls)
+
+
+@pytest.mark.parametrize("split,impl,factor", [(95e-6, "triton", "1.333"), (80e-6, "triton_split", "1.500")])
+def test_rungs21_times_the_faster_fused_norm_over_the_row_warp_step_from_its_record(tmp_path, split, impl, factor):
+    """With the record (chain 120 us a token, the one-program form 90, the split form SPLIT): the faster form swapped
+    into a copy of the row-warp step, [engine] fuse_kda_norm set on it, its captured gate, then the pair with both ops
+    forecast at the chain's time over that form's, --changes naming both the option and the op."""
+    records = _records(tmp_path, kdanorm={"chain": 120e-6, "triton": 90e-6, "triton_pdl": 88e-6,
+                                          "triton_split": split})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs21", "", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, reg = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s21-kda-norm.toml"
+    assert any(c.startswith(f"swap kda_norm={impl} ") and f"--registry {reg}.swap.new" in c for c in calls)
+    assert f"engine fuse_kda_norm=on --registry {reg}.new" in calls
+    assert Path(f"{reg}.base").read_text().strip() == str(rw)
+    gate = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
+    assert len(gate) == 1 and f"--registry {reg}" in gate[0]
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {rw} --vs {reg}" in decodes[0]
+    assert "--changes engine,kda_norm " in decodes[0] and f"--expect kda={factor},gated_rmsnorm={factor}" in decodes[0]
+    assert f"kda_norm={impl} (the faster fused form" in decodes[0]
+
+
+def test_rungs21_leaves_the_rung_out_when_the_captured_gate_fails(tmp_path):
+    records = _records(tmp_path, kdanorm={"chain": 120e-6, "triton": 90e-6, "triton_pdl": 88e-6,
+                                          "triton_split": 95e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records,
+           "STUB_FAIL_CHECK": "k3-nano-q4_k_m.gguf"}
+    log, calls = _lanes(tmp_path, "rungs21", "", extra_env=env)
+    assert "decode-kda-norm: left out (the captured gate did not pass)" in log
+    assert not any(c.startswith("bench decode") for c in calls)
 
 
 def test_probe_timeline_times_the_three_steps_it_makes(tmp_path):

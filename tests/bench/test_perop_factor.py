@@ -46,3 +46,16 @@ def test_less_takes_a_saving_a_call_off_before_s_time_a_token(tmp_path):
     assert out.returncode == 2 and "more than cupy_rowwarp's" in out.stderr and not out.stdout
     out = run(str(rec), "triton", "--less", "28", "2e-6")
     assert out.returncode == 2 and "no per-token time of 'triton'" in out.stderr
+
+
+def test_fastest_names_the_candidate_with_the_least_time_and_refuses_an_unknown_one(tmp_path):
+    rec = tmp_path / "perop-kdanorm.json"
+    rec.write_text(json.dumps({"per_token_seconds": {"chain": 120e-6, "triton": 90e-6, "triton_split": 80e-6}}))
+    out = run(str(rec), "--fastest", "triton", "triton_split")
+    assert out.returncode == 0 and out.stdout.strip() == "triton_split"
+    out = run(str(rec), "--fastest", "triton", "chain")
+    assert out.returncode == 0 and out.stdout.strip() == "triton"
+    rec.write_text(json.dumps({"per_token_seconds": {"a": 1e-6, "b": 1e-6}}))
+    assert run(str(rec), "--fastest", "b", "a").stdout.strip() == "b"  # a tie: the first named
+    out = run(str(rec), "--fastest", "a", "c")
+    assert out.returncode == 2 and "no implementation 'c'" in out.stderr and not out.stdout
