@@ -747,18 +747,28 @@ proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shape
 # perop NAME BEFORE AFTER: the factor of a side-by-side GPU test's record ($DJ/perop-NAME-bfloat16.json, written by the
 # rung's proof), BEFORE's time a token over AFTER's; nothing when there is no record (the rung is then left out)
 perop() { python3 bench/perop_factor.py "$DJ/perop-$1-bfloat16.json" "$2" "$3" || true; }
+# diagnose_base NAME BASE: the diagnosis of rung decode-NAME's base at 0 and 32768 ($DJ/diag-decode-NAME.json, its
+# forecast's per-op times)
+diagnose_base() {
+  run diagnose-decode-$1 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $2 $FILL_LEAN \
+      --out "$R/diag-decode-$1" --json-out $DJ/diag-decode-$1.json
+}
+# proven_with_factor NAME TESTS FACTOR: true when gpu-tests-TESTS passed on this machine and FACTOR is not empty; else
+# rung decode-NAME is said to be left out
+proven_with_factor() {
+  if [ "$(cat $DONE/gpu-tests-$2 2>/dev/null || true)" != 0 ] || [ -z "$3" ]; then
+    log "decode-$1: left out (its GPU tests failed, or their record gave no factor)"
+    return 1
+  fi
+}
 # decode_rung NAME REGISTRY PAIR CHANGES EXPECT TESTS TEXT [BASE]: rung decode-NAME over the step now (now_reg below
 # it; or over BASE) at 0 and 32768 - the base's diagnosis, the swap, the pair predicted by EXPECT (OP=FACTOR) - when
 # gpu-tests-TESTS passed on this machine and EXPECT has a factor; else said and left out
 decode_rung() {
   local name=$1 reg=$2 pair=$3 changes=$4 expect=$5 tests=$6 text=$7 base=${8:-}
   [ -n "$base" ] || base=$(now_reg decode-$name)
-  if [ "$(cat $DONE/gpu-tests-$tests 2>/dev/null || true)" != 0 ] || [ -z "${expect#*=}" ]; then
-    log "decode-$name: left out (its GPU tests failed, or their record gave no factor)"
-    return 0
-  fi
-  run diagnose-decode-$name 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $base \
-      $FILL_LEAN --out "$R/diag-decode-$name" --json-out $DJ/diag-decode-$name.json
+  proven_with_factor $name $tests "${expect#*=}" || return 0
+  diagnose_base $name $base
   fresh_over $reg $base
   [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $pair
   [ -f $reg ] && [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M \
@@ -804,24 +814,15 @@ kda_norm_rung() {
   local name=kda-norm base=$RW_REG reg=$KDANORM_REG impl factor=""
   impl=$(python3 bench/perop_factor.py "$DJ/perop-kdanorm-bfloat16.json" --fastest triton triton_split || true)
   [ -n "$impl" ] && factor=$(perop kdanorm chain $impl)
-  if [ "$(cat $DONE/gpu-tests-kda-norm 2>/dev/null || true)" != 0 ] || [ -z "$factor" ]; then
-    log "decode-$name: left out (its GPU tests failed, or their record gave no factor)"
-    return 0
-  fi
-  run diagnose-decode-$name 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $base \
-      $FILL_LEAN --out "$R/diag-decode-$name" --json-out $DJ/diag-decode-$name.json
+  proven_with_factor $name kda-norm "$factor" || return 0
+  diagnose_base $name $base
   fresh_over $reg $base
   if [ ! -f $reg ]; then
     run swap-$name 30 bash -c 'swap_into "$@"' _ $reg.swap $base kda_norm=$impl
     [ -f $reg.swap ] && cp $reg.swap $reg.new && sparkops engine fuse_kda_norm=on --registry $reg.new > /dev/null \
         && mv $reg.new $reg && echo "$base" > $reg.base
   fi
-  [ -f $NANO_Q4KM ] || run synth-nano-q4km 30 sparkops synth --preset k3-nano --quant q4_k_m -o $NANO_Q4KM
-  [ -f $reg ] && run gate-captured-$name 60 sparkops check --model $NANO_Q4KM --registry $reg --device cuda --captured
-  if [ "$(cat $DONE/gate-captured-$name 2>/dev/null || true)" != 0 ]; then
-    log "decode-$name: left out (the captured gate did not pass)"
-    return 0
-  fi
+  captured_gate $name $reg || return 0
   [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
       --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine,kda_norm \
       --prediction $DJ/diag-decode-$name.json --expect "kda=$factor,gated_rmsnorm=$factor" --change "[engine] \
@@ -845,20 +846,24 @@ engine_rung() {
     return 0
   fi
   [ -f $base ] || { log "decode-$name: left out (no base $base)"; return 0; }
-  run diagnose-decode-$name 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $base \
-      $FILL_LEAN --out "$R/diag-decode-$name" --json-out $DJ/diag-decode-$name.json
+  diagnose_base $name $base
   engine_over $reg $base $option
-  [ -f $NANO_Q4KM ] || run synth-nano-q4km 30 sparkops synth --preset k3-nano --quant q4_k_m -o $NANO_Q4KM
-  [ -f $reg ] && run gate-captured-$name 60 sparkops check --model $NANO_Q4KM --registry $reg --device cuda --captured
-  if [ "$(cat $DONE/gate-captured-$name 2>/dev/null || true)" != 0 ]; then
-    log "decode-$name: left out (the captured gate did not pass)"
-    return 0
-  fi
+  captured_gate $name $reg || return 0
   [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
       --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine \
       --prediction $DJ/diag-decode-$name.json --expect "$expect" --change "[engine] $option: $text, over \
 $(basename $base), graph"
   return 0
+}
+# captured_gate NAME REG: the captured-step gate of REG on k3-nano in the 48B's mix (synthesized once); false, with
+# decode-NAME said to be left out, when it did not pass (or REG is missing)
+captured_gate() {
+  [ -f $NANO_Q4KM ] || run synth-nano-q4km 30 sparkops synth --preset k3-nano --quant q4_k_m -o $NANO_Q4KM
+  [ -f $2 ] && run gate-captured-$1 60 sparkops check --model $NANO_Q4KM --registry $2 --device cuda --captured
+  if [ "$(cat $DONE/gate-captured-$1 2>/dev/null || true)" != 0 ]; then
+    log "decode-$1: left out (the captured gate did not pass)"
+    return 1
+  fi
 }
 # engine_over REG BASE OPTION: REG is BASE with [engine] OPTION = true (made again when BASE moved: fresh_over)
 engine_over() {

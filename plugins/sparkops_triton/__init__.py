@@ -31,13 +31,14 @@ IMPLEMENTATIONS = [
     ("gated_rmsnorm", "triton_pdl", "sparkops_triton.gated_rmsnorm:gated_rmsnorm_trigger", bit_identical(to="triton"),
      ("_runtime.py",)),
     ("short_conv", "triton", "sparkops_triton.short_conv:short_conv", tolerance(), ("_runtime.py",)),
-    ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py",)),
+    ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py", "_arrival.py")),
     # kda then gated_rmsnorm in one kernel, a program a head (the decode fusion); "triton_pdl" lets the next kernel
     # (KDA's o_proj, launched with PDL) be scheduled as it starts: the same bits
     ("kda_norm", "triton", "sparkops_triton.kda_norm:kda_norm", tolerance(), ("_runtime.py", "kda.py")),
     ("kda_norm", "triton_pdl", "sparkops_triton.kda_norm:kda_norm_trigger", bit_identical(to="triton"),
      ("_runtime.py", "kda.py")),
-    # kda's grid (a head over D / 32 programs), the norm by each head's last program to arrive (arrival counters)
+    # kda's kernel and grid (a head over D / 32 programs), the norm by each head's last program to arrive (arrival
+    # counters)
     ("kda_norm", "triton_split", "sparkops_triton.kda_norm:kda_norm_split", tolerance(),
      ("_runtime.py", "kda.py", "_arrival.py")),
     ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),

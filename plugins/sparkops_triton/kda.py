@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._arrival import arrive, depart
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, expect_inplace, next_pow2
 
 BLOCK_V = 32  # value columns per program: 32 heads x 4 blocks = 128 programs at 48B sizes (4.5 us per step, H200)
@@ -30,7 +31,12 @@ def softplus(x):
 
 @triton.jit
 def _kda_recurrent_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, s_ptr, o_ptr, T, H, D, scale, l2_eps,
-                          DK: tl.constexpr, BV: tl.constexpr):
+                          gate_ptr, w_ptr, y_ptr, part_ptr, cnt_ptr, eps, DK: tl.constexpr, BV: tl.constexpr,
+                          NORM: tl.constexpr, NB: tl.constexpr):
+    """Program (h, j): the recurrence on value columns j*BV .. j*BV+BV-1 of head h, o's slice stored in o_ptr's dtype.
+    NORM (kda_norm=triton_split, kda_norm.py): o_ptr is float32 scratch, each slice's sum of squares goes to part_ptr
+    [T, H, NB], and the head's last program to arrive (cnt_ptr[h]) norms and gates the whole row into y_ptr; without
+    NORM those five pointers and eps are not read."""
     h = tl.program_id(0)
     cols = tl.program_id(1) * BV + tl.arange(0, BV)  # value columns of this program [BV]
     dk = tl.arange(0, DK)  # key channels [DK]
@@ -43,20 +49,58 @@ def _kda_recurrent_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, 
     dtb = tl.load(dtb_ptr + h * D + dk, mask=k_ok, other=0.0).to(tl.float32)
     for t in range(T):
         row = (t * H + h).to(tl.int64) * D  # start of token t, head h in a [T, H, D] tensor
-        q = tl.load(q_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
-        k = tl.load(k_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
-        g = tl.load(g_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + row + cols, mask=c_ok, other=0.0).to(tl.float32)
-        b = tl.sigmoid(tl.load(beta_ptr + t * H + h).to(tl.float32))
-        q = q * (scale / tl.sqrt(tl.sum(q * q, axis=0) + l2_eps))
-        k = k / tl.sqrt(tl.sum(k * k, axis=0) + l2_eps)
-        decay = tl.exp(a * softplus(g + dtb))  # exp(gate) in (0, 1], one per key row
-        S = S * decay[:, None]  # decay the key rows first
-        u = v - tl.sum(S * k[:, None], axis=0)  # v - S^T k with the decayed state [BV]
-        S = S + (b * k)[:, None] * u[None, :]  # rank-1 delta-rule write
-        o = tl.sum(S * q[:, None], axis=0)  # read after the write [BV]
+        q, k, g, v, b = load_token(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, row, t * H + h, dk, k_ok, cols, c_ok)
+        S, o = recurrent_step(S, q, k, g, v, b, a, dtb, scale, l2_eps)  # o [BV]; masked columns are 0
         tl.store(o_ptr + row + cols, o.to(o_ptr.dtype.element_ty), mask=c_ok)
+        if NORM:
+            tl.store(part_ptr + (t * H + h) * NB + tl.program_id(1), tl.sum(o * o, axis=0))
     tl.store(s_ptr + s_offs, S, mask=s_mask)
+    if NORM:
+        if arrive(cnt_ptr, h, tl.num_programs(1)):  # the head's last program: its every slice and sum is in the L2
+            norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok, NB)
+            depart(cnt_ptr, h)
+
+
+@triton.jit
+def norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok, NB: tl.constexpr):
+    """y = o / sqrt(mean(o^2) + eps) * w * sigmoid(gate) over head h's whole rows, every token: o (float32) and the
+    slices' sums of squares read from the L2 (other programs wrote them), the sums added in one fixed order."""
+    nb = tl.arange(0, NB)  # the head's programs, padded to a power of two
+    nb_ok = nb < tl.num_programs(1)
+    w = tl.load(w_ptr + dk, mask=k_ok, other=0.0).to(tl.float32)  # the norm's gain [DK]
+    for t in range(T):
+        row = (t * H + h).to(tl.int64) * D
+        ss = tl.sum(tl.load(part_ptr + (t * H + h) * NB + nb, mask=nb_ok, other=0.0, cache_modifier=".cg"), axis=0)
+        o = tl.load(o_ptr + row + dk, mask=k_ok, other=0.0, cache_modifier=".cg")  # the whole row [DK]
+        gt = tl.load(gate_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
+        y = o * (1.0 / tl.sqrt(ss / D + eps)) * w * tl.sigmoid(gt)
+        tl.store(y_ptr + row + dk, y.to(y_ptr.dtype.element_ty), mask=k_ok)
+
+
+@triton.jit
+def load_token(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, row, th, dk, k_ok, cols, c_ok):
+    """One token's inputs for one head as float32: q, k, g over the key channels dk [DK], v over the value columns
+    `cols` [BV], b = sigmoid(beta) (`row`: the head's offset in a [T, H, D] tensor; `th`: t * H + h)."""
+    q = tl.load(q_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
+    k = tl.load(k_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
+    v = tl.load(v_ptr + row + cols, mask=c_ok, other=0.0).to(tl.float32)
+    b = tl.sigmoid(tl.load(beta_ptr + th).to(tl.float32))
+    return q, k, g, v, b
+
+
+@triton.jit
+def recurrent_step(S, q, k, g, v, b, a, dtb, scale, l2_eps):
+    """One token of the gated delta rule on a block of a head's state, S [DK, BV] float32 (kda's recurrence, spec
+    3.3): q and k L2-normed (q scaled), the rows decayed by exp(a * softplus(g + dt_bias)), the delta-rule write with
+    strength b; returns (S after the write, o = S^T q [BV], read after it)."""
+    q = q * (scale / tl.sqrt(tl.sum(q * q, axis=0) + l2_eps))
+    k = k / tl.sqrt(tl.sum(k * k, axis=0) + l2_eps)
+    decay = tl.exp(a * softplus(g + dtb))  # exp(gate) in (0, 1], one per key row
+    S = S * decay[:, None]  # decay the key rows first
+    u = v - tl.sum(S * k[:, None], axis=0)  # v - S^T k with the decayed state [BV]
+    S = S + (b * k)[:, None] * u[None, :]  # rank-1 delta-rule write
+    return S, tl.sum(S * q[:, None], axis=0)  # read after the write [BV]
 
 
 def check_args(op, q, k, v, g, beta, a, dt_bias, state):
@@ -86,8 +130,14 @@ def recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None):
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
     grid = (h, cdiv(d, bv))
     _kda_recurrent_kernel[grid](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(), state, out, t, h, d,
-                                float(scale), float(l2_eps), DK=dk, BV=bv, num_warps=4 if bv * dk <= 4096 else 8)
+                                float(scale), float(l2_eps), out, out, out, out, out, 0.0, DK=dk, BV=bv, NORM=False,
+                                NB=1, num_warps=warps(bv, dk))
     return out
+
+
+def warps(bv: int, dk: int) -> int:
+    """Warps a program of a [DK, BV] state block: 4 up to 4096 values, else 8."""
+    return 4 if bv * dk <= 4096 else 8
 
 
 def kda(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps):

@@ -1,38 +1,40 @@
 """kda_norm in Triton: KDA's recurrent step and its per-head output norm in one kernel (the decode fusion).
 
-One program per head holds the whole state S[h] ([D_k, D_v] float32) and, for each token, runs kda's recurrent
-step (kda.py: gate, q/k L2-norms, decay -> error -> rank-1 write -> read), then norms the head's output row o
-([D_v] float32, never stored) and gates it: y = o / sqrt(mean(o^2) + eps) * weight * sigmoid(gate). The unfused
-pair is two launches a KDA layer, the second reading back the row the first wrote; here o never leaves registers.
+One program per head holds the whole state S[h] ([D_k, D_v] float32) and, for each token, runs kda's recurrent step
+(kda.py's `recurrent_step`: gate, q/k L2-norms, decay -> error -> rank-1 write -> read), then norms the head's output
+row o ([D_v] float32, never stored) and gates it: y = o / sqrt(mean(o^2) + eps) * weight * sigmoid(gate). The
+unfused pair is two launches a KDA layer, the second reading back the row the first wrote; here o never leaves
+registers.
 
-The price of the fusion: the norm needs all D_v columns of a head in one program, so a head is one program
-(kda.py splits it into D_v / 32 programs). At the 48B's decode shape that is 32 programs of 16 warps, each
-carrying 64 KB of state (32 values a thread), where kda=triton runs 128 programs of 4 warps. Whether one
-launch fewer pays for four times fewer programs is what the GPU rung says (written after session 19's device
-time, not yet run on a GPU).
+The price of the fusion: the norm needs all D_v columns of a head in one program, so a head is one program (kda.py
+splits it into D_v / 32 programs). At the 48B's decode shape that is 32 programs of 16 warps, each carrying 64 KB of
+state (32 values a thread), where kda=triton runs 128 programs of 4 warps. Compiled for sm_90 (Triton 3.6, ptxas -v,
+no GPU needed), that program holds too much: 16 warps cap a thread at 128 registers and it spills ~580 bytes a thread
+(368 with its loads in another order; 8 warps: 255 registers, ~1 KB), where kda=triton's [128, 32] tile at 4 warps
+fits in 222 registers.
 
-Compiled for sm_90 (Triton 3.6, ptxas -v, no GPU needed), that program holds too much: 16 warps cap a thread at 128
-registers and it spills 368 bytes (8 warps: 255 registers, 936 bytes); kda=triton's [128, 32] tile at 4 warps fits in
-222. Hence a second form, "triton_split" (`kda_norm_split`): kda's own grid, a head's columns over D / 32 programs,
-each storing its unnormed float32 output slice and its slice's sum of squares; the last of a head's programs to
-arrive (sparkops_triton._arrival's counters) adds the head's partial sums in a fixed order, norms and gates the whole
-row read back from the L2, and writes y. Deterministic (the same bits whichever program is last), not bitwise
-"triton" (another summation order). Which form pays is the GPU side-by-side's question.
+Hence a second form, "triton_split" (`kda_norm_split`): kda's own kernel and grid (kda.py, NORM), a head's columns
+over D / 32 programs, each storing its unnormed float32 output slice and its slice's sum of squares; the last of a
+head's programs to arrive (sparkops_triton._arrival's counters) adds the head's partial sums in a fixed order, norms
+and gates the whole row read back from the L2, and writes y. Deterministic (the same bits whichever program is
+last), not bitwise "triton" (another summation order). Which form pays, if either, is the GPU side-by-side's question
+(written in the session after 19, which had no device time: not yet run on a GPU).
 
 `kda_norm_trigger` ("triton_pdl"): the one-program kernel, which first lets the next kernel of the stream be scheduled
 (programmatic dependent launch), as gated_rmsnorm's "triton_pdl" does for KDA's o_proj. The same bits.
 
-Long calls (a prefill) loop over the tokens inside the kernel, correct for any T but serial in T; the engine
-calls kda_norm only for one-token calls and keeps the chunked kda and the norm apart for a prefill chunk.
+Long calls (a prefill) loop over the tokens inside the kernel, correct for any T but serial in T; the engine calls
+kda_norm only for one-token calls and keeps the chunked kda and the norm apart for a prefill chunk.
 """
 
 import torch
 import triton
 import triton.language as tl
 
-from ._arrival import arrive, counters, depart
+from . import kda
+from ._arrival import counters
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2
-from .kda import BLOCK_V, check_args, softplus
+from .kda import BLOCK_V, check_args, load_token, recurrent_step
 
 
 @triton.jit
@@ -51,112 +53,39 @@ def _kda_norm_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, s_ptr
     w = tl.load(w_ptr + dk, mask=ok, other=0.0).to(tl.float32)  # the norm's gain [DK]
     for t in range(T):
         row = (t * H + h).to(tl.int64) * D  # start of token t, head h in a [T, H, D] tensor
-        q = tl.load(q_ptr + row + dk, mask=ok, other=0.0).to(tl.float32)
-        k = tl.load(k_ptr + row + dk, mask=ok, other=0.0).to(tl.float32)
-        g = tl.load(g_ptr + row + dk, mask=ok, other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + row + dk, mask=ok, other=0.0).to(tl.float32)
+        q, k, g, v, b = load_token(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, row, t * H + h, dk, ok, dk, ok)
         gt = tl.load(gate_ptr + row + dk, mask=ok, other=0.0).to(tl.float32)
-        b = tl.sigmoid(tl.load(beta_ptr + t * H + h).to(tl.float32))
-        q = q * (scale / tl.sqrt(tl.sum(q * q, axis=0) + l2_eps))
-        k = k / tl.sqrt(tl.sum(k * k, axis=0) + l2_eps)
-        decay = tl.exp(a * softplus(g + dtb))  # exp(gate) in (0, 1], one per key row
-        S = S * decay[:, None]  # decay the key rows first
-        u = v - tl.sum(S * k[:, None], axis=0)  # v - S^T k with the decayed state [DK]
-        S = S + (b * k)[:, None] * u[None, :]  # rank-1 delta-rule write
-        o = tl.sum(S * q[:, None], axis=0)  # read after the write [DK], float32, never stored
+        S, o = recurrent_step(S, q, k, g, v, b, a, dtb, scale, l2_eps)  # o [DK], float32, never stored
         inv = 1.0 / tl.sqrt(tl.sum(o * o, axis=0) / D + eps)  # the head's norm over its D channels
         y = o * inv * w * tl.sigmoid(gt)
         tl.store(y_ptr + row + dk, y.to(y_ptr.dtype.element_ty), mask=ok)
     tl.store(s_ptr + s_offs, S, mask=s_mask)
 
 
-@triton.jit
-def _kda_norm_split_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, s_ptr, gate_ptr, w_ptr, y_ptr,
-                           o_ptr, part_ptr, cnt_ptr, T, H, D, scale, l2_eps, eps, DK: tl.constexpr,
-                           BV: tl.constexpr, NB: tl.constexpr):
-    """Program (h, j): kda's recurrent step on value columns j*BV .. j*BV+BV-1 of head h, storing o's slice (float32,
-    o_ptr [T, H, D]) and its sum of squares (part_ptr [T, H, NB]); the head's last program to arrive norms the row."""
-    h = tl.program_id(0)
-    j = tl.program_id(1)
-    cols = j * BV + tl.arange(0, BV)  # value columns of this program [BV]
-    dk = tl.arange(0, DK)  # key channels [DK]
-    k_ok = dk < D
-    c_ok = cols < D
-    s_offs = h.to(tl.int64) * D * D + dk[:, None] * D + cols[None, :]  # [DK, BV] into S[h] = [D_k, D_v]
-    s_mask = k_ok[:, None] & c_ok[None, :]
-    S = tl.load(s_ptr + s_offs, mask=s_mask, other=0.0)
-    a = tl.load(a_ptr + h).to(tl.float32)
-    dtb = tl.load(dtb_ptr + h * D + dk, mask=k_ok, other=0.0).to(tl.float32)
-    for t in range(T):
-        row = (t * H + h).to(tl.int64) * D  # start of token t, head h in a [T, H, D] tensor
-        q = tl.load(q_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
-        k = tl.load(k_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
-        g = tl.load(g_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + row + cols, mask=c_ok, other=0.0).to(tl.float32)
-        b = tl.sigmoid(tl.load(beta_ptr + t * H + h).to(tl.float32))
-        q = q * (scale / tl.sqrt(tl.sum(q * q, axis=0) + l2_eps))
-        k = k / tl.sqrt(tl.sum(k * k, axis=0) + l2_eps)
-        decay = tl.exp(a * softplus(g + dtb))  # exp(gate) in (0, 1], one per key row
-        S = S * decay[:, None]  # decay the key rows first
-        u = v - tl.sum(S * k[:, None], axis=0)  # v - S^T k with the decayed state [BV]
-        S = S + (b * k)[:, None] * u[None, :]  # rank-1 delta-rule write
-        o = tl.sum(S * q[:, None], axis=0)  # read after the write [BV]; masked columns are 0
-        tl.store(o_ptr + row + cols, o, mask=c_ok)
-        tl.store(part_ptr + (t * H + h) * NB + j, tl.sum(o * o, axis=0))
-    tl.store(s_ptr + s_offs, S, mask=s_mask)
-    if arrive(cnt_ptr, h, tl.num_programs(1)):  # the head's last program: its every slice and partial is in the L2
-        nb = tl.arange(0, NB)  # the head's programs, padded to a power of two
-        nb_ok = nb < tl.num_programs(1)
-        w = tl.load(w_ptr + dk, mask=k_ok, other=0.0).to(tl.float32)  # the norm's gain [DK]
-        for t in range(T):
-            row = (t * H + h).to(tl.int64) * D
-            ss = tl.sum(tl.load(part_ptr + (t * H + h) * NB + nb, mask=nb_ok, other=0.0, cache_modifier=".cg"),
-                        axis=0)  # the slices' sums in one fixed order, whichever program is last
-            o = tl.load(o_ptr + row + dk, mask=k_ok, other=0.0, cache_modifier=".cg")  # the whole row [DK]
-            gt = tl.load(gate_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
-            y = o * (1.0 / tl.sqrt(ss / D + eps)) * w * tl.sigmoid(gt)
-            tl.store(y_ptr + row + dk, y.to(y_ptr.dtype.element_ty), mask=k_ok)
-        depart(cnt_ptr, h)
-
-
 def kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps):
     """Implementation "triton"."""
-    return _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, trigger=False)
+    return _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, form="one")
 
 
 def kda_norm_trigger(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps):
     """Implementation "triton_pdl": "triton" letting the next kernel be scheduled as it starts (module docstring)."""
     return _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps,
-                     trigger=not interpreting())
+                     form="one" if interpreting() else "trigger")
 
 
 def kda_norm_split(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps):
-    """Implementation "triton_split": kda's grid, the norm by the head's last program (module docstring)."""
-    op = "kda_norm"
-    t, h, d = _check(op, q, k, v, g, beta, a, dt_bias, state, gate, weight)
-    y = torch.empty((t, h, d), dtype=v.dtype, device=v.device)  # [T, H, D]
-    if t == 0:
-        return y
-    dk = max(16, next_pow2(d))
-    bv = min(dk, BLOCK_V)
-    nb = cdiv(d, bv)
-    o = torch.empty((t, h, d), dtype=torch.float32, device=v.device)  # [T, H, D] unnormed slices
-    part = torch.empty((t, h, next_pow2(nb)), dtype=torch.float32, device=v.device)  # [T, H, NB] sums of squares
-    cnt = counters(op, v.device, h)
-    q, k, v, g, beta, gate = (x.contiguous() for x in (q, k, v, g, beta, gate))
-    _kda_norm_split_kernel[(h, nb)](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(), state, gate,
-                                    weight.contiguous(), y, o, part, cnt, t, h, d, float(scale), float(l2_eps),
-                                    float(eps), DK=dk, BV=bv, NB=next_pow2(nb),
-                                    num_warps=4 if bv * dk <= 4096 else 8)
-    return y
+    """Implementation "triton_split": kda's kernel and grid, the norm by the head's last program (module docstring)."""
+    return _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, form="split")
 
 
 def warps(dk: int) -> int:
-    """Warps a program: ~32 state values a thread at D = 128 (16 warps), fewer for smaller heads."""
+    """Warps a one-program-a-head program: ~32 state values a thread at D = 128 (16 warps), fewer for smaller heads."""
     return max(1, min(16, dk * dk // (32 * 32)))
 
 
-def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, trigger: bool):
+def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, form: str):
+    """Checks, then the launch of `form`: "one" (a program a head), "trigger" (the same with PDL's trigger), "split"
+    (kda's kernel with its norm epilogue)."""
     op = "kda_norm"
     t, h, d = _check(op, q, k, v, g, beta, a, dt_bias, state, gate, weight)
     y = torch.empty((t, h, d), dtype=v.dtype, device=v.device)  # [T, H, D]
@@ -164,9 +93,19 @@ def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, 
         return y
     dk = max(16, next_pow2(d))
     q, k, v, g, beta, gate = (x.contiguous() for x in (q, k, v, g, beta, gate))
-    _kda_norm_kernel[(h,)](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(), state, gate, weight.contiguous(),
-                           y, t, h, d, float(scale), float(l2_eps), float(eps), DK=dk, TRIGGER=trigger,
-                           num_warps=warps(dk))
+    a, dt_bias, weight = a.contiguous(), dt_bias.contiguous(), weight.contiguous()
+    if form == "split":
+        bv = min(dk, BLOCK_V)
+        nb = cdiv(d, bv)
+        o = torch.empty((t, h, d), dtype=torch.float32, device=v.device)  # [T, H, D] unnormed slices
+        part = torch.empty((t, h, next_pow2(nb)), dtype=torch.float32, device=v.device)  # [T, H, NB] sums of squares
+        kda._kda_recurrent_kernel[(h, nb)](q, k, v, g, beta, a, dt_bias, state, o, t, h, d, float(scale),
+                                           float(l2_eps), gate, weight, y, part, counters(op, v.device, h),
+                                           float(eps), DK=dk, BV=bv, NORM=True, NB=next_pow2(nb),
+                                           num_warps=kda.warps(bv, dk))
+    else:
+        _kda_norm_kernel[(h,)](q, k, v, g, beta, a, dt_bias, state, gate, weight, y, t, h, d, float(scale),
+                               float(l2_eps), float(eps), DK=dk, TRIGGER=form == "trigger", num_warps=warps(dk))
     return y
 
 
