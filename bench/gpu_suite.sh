@@ -116,7 +116,8 @@
 #                 fuse_kda_norm with the faster fused kda_norm (KDA's recurrence and output norm in one kernel:
 #                 triton or triton_split) over the row-warp step, after its GPU tests and the captured gate,
 #                 forecast from the chain-and-fused side-by-side
-#     proofs21    that rung's GPU tests alone (the kda_norm kernels and the engine option): the lane beside rungs21
+#                 then swiglu=triton (one launch where torch's SwiGLU is five) the same way from its pair's record
+#     proofs21    those rungs' GPU tests alone (kda_norm's kernels, the engine option, swiglu): the lane beside rungs21
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
@@ -479,6 +480,9 @@ PDL_GATED_PAIRS=20  # KDA's o_proj after its gated_rmsnorm (MLA's follows attent
 # head's last program. The rung times the faster in the side-by-side of the chain and both (perop-kdanorm-bfloat16.json),
 # forecast from the chain's time over its own, on both ops' diagnosed time
 KDANORM_REG=$TMP/cuda-s21-kda-norm.toml
+# and swiglu=triton (stage rungs21): the dense layer's SwiGLU in one launch where torch's is five (casts, silu, product,
+# cast back), over the row-warp step, forecast from its GPU test's pair (perop-swiglu-bfloat16.json)
+SWIGLU_REG=$TMP/cuda-s21-swiglu.toml
 # session 16's decode rung (stage rungs16d, written after session 15's device time): linear@Q4_K=cupy_rowhalf (the copy
 # form's products in packed half2, two weights an instruction, for the issue-bound GEMVs session 15's counters found)
 # over the step now, predicted from the row-warp side-by-side's record (cupy_rowwarp's time a token over its own)
@@ -804,6 +808,11 @@ proof_kda_norm() {  # kda_norm=triton / triton_pdl (written after session 19's d
   # by side (its record, $DJ/perop-kdanorm-bfloat16.json, is the rung's forecast); the engine option's captured step
   run gpu-tests-kda-norm 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_triton_kda_norm.py tests/engine/test_kda_norm_fusion.py --junitxml="$R/gpu-tests-kda-norm.xml"
+}
+proof_swiglu() {  # swiglu=triton (written after session 19's device time): the contract on CUDA, then the 48B's dense
+  # row timed beside torch's (its record, $DJ/perop-swiglu-bfloat16.json, is the rung's forecast)
+  run gpu-tests-swiglu 60 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_triton_swiglu.py --junitxml="$R/gpu-tests-swiglu.xml"
 }
 # kda_norm_rung: over the row-warp step, the faster of kda_norm's two fused forms in the proof's side-by-side (triton:
 # a program a head; triton_split: kda's grid, the norm by the head's last program) by swap (proven there) and [engine]
@@ -1737,13 +1746,17 @@ waiting ones (the same kernels and bits)"
       "the norm lets the router start, whose warps request their weight rows before they wait for its output" $RW_REG
   ;;
 rungs21)  # the fused-norm decode rung over the row-warp step, after its proof: [engine] fuse_kda_norm with the
-  # faster fused kda_norm, forecast from the chain-and-fused side-by-side's record
+  # faster fused kda_norm, forecast from the chain-and-fused side-by-side's record; then swiglu=triton the same way
   rowwarp_step rungs21 || continue
   proof_kda_norm
   kda_norm_rung
+  proof_swiglu
+  decode_rung swiglu-triton $SWIGLU_REG swiglu=triton swiglu "swiglu=$(perop swiglu torch triton)" swiglu \
+      "the dense layer's SwiGLU in one launch (torch's is five)" $RW_REG
   ;;
-proofs21)  # the fused KDA norm's GPU tests alone (the lane beside rungs21)
-  proof_kda_norm ;;
+proofs21)  # the fused KDA norm's and the Triton SwiGLU's GPU tests alone (the lane beside rungs21)
+  proof_kda_norm
+  proof_swiglu ;;
 probe_timeline)  # decode lead (session 19, for session 20): the replayed step kernel by kernel (bench/probes/
   # step_timeline.py) under the row-warp step, with the side stream, and with it at the highest priority: does the
   # side chain run beside q/k/v, does it slow it, and where the step's idle gaps are

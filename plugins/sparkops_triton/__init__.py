@@ -31,6 +31,8 @@ IMPLEMENTATIONS = [
     ("gated_rmsnorm", "triton_pdl", "sparkops_triton.gated_rmsnorm:gated_rmsnorm_trigger", bit_identical(to="triton"),
      ("_runtime.py",)),
     ("short_conv", "triton", "sparkops_triton.short_conv:short_conv", tolerance(), ("_runtime.py",)),
+    # silu(gate) * up in one launch (torch's is five at decode: casts, silu, product, cast back)
+    ("swiglu", "triton", "sparkops_triton.swiglu:swiglu", tolerance(), ("_runtime.py",)),
     ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py", "_arrival.py")),
     # kda then gated_rmsnorm in one kernel, a program a head (the decode fusion); "triton_pdl" lets the next kernel
     # (KDA's o_proj, launched with PDL) be scheduled as it starts: the same bits

@@ -52,7 +52,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "moe": "test_rowwarp_and_mma_moe_side_by_side_with_triton",
            "router": "test_rowwarp_router_side_by_side_with_triton",
            "routerpdl": "test_router_pdl_pairs_side_by_side",
-           "kdanorm": ("test_triton_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed")}
+           "kdanorm": ("test_triton_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
+           "swiglu": ("test_triton_swiglu.py", "test_gpu_contract_cases_and_the_48b_dense_row_timed")}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -1459,6 +1460,21 @@ def test_rungs21_times_the_faster_fused_norm_over_the_row_warp_step_from_its_rec
     assert len(decodes) == 1 and f"--registry {rw} --vs {reg}" in decodes[0]
     assert "--changes engine,kda_norm " in decodes[0] and f"--expect kda={factor},gated_rmsnorm={factor}" in decodes[0]
     assert f"kda_norm={impl} (the faster fused form" in decodes[0]
+
+
+def test_rungs21_times_swiglu_over_the_row_warp_step_from_its_pair(tmp_path):
+    """After the fused-norm rung (left out here: no record of its own), the Triton SwiGLU's proof writes its pair's
+    record, then swiglu=triton is swapped over the row-warp step and timed, forecast 8.2 / 1.6 = 5.125."""
+    records = _records(tmp_path, swiglu={"torch": 8.2e-6, "triton": 1.6e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs21", "", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, reg = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s21-swiglu.toml"
+    assert "decode-kda-norm: left out" in log and "gpu-tests-swiglu (limit" in log
+    assert any(c.startswith("swap swiglu=triton ") for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {rw} --vs {reg}" in decodes[0]
+    assert "--changes swiglu " in decodes[0] and "--expect swiglu=5.125" in decodes[0]
 
 
 def test_rungs21_leaves_the_rung_out_when_the_captured_gate_fails(tmp_path):
