@@ -57,6 +57,8 @@ def interpreted(*modules: str) -> Iterator[list]:
     saved_attrs = dict(vars(package))  # importing a submodule also binds it as an attribute of the package
     for k in saved:
         del sys.modules[k]
+        if "." not in k[len(prefix):]:  # `from . import kda` reads the package's attribute before sys.modules:
+            package.__dict__.pop(k[len(prefix):], None)  # unbound, it imports the fresh copy too
     os.environ["TRITON_INTERPRET"] = "1"
     try:
         yield [importlib.import_module(prefix + m) for m in modules]

@@ -34,6 +34,20 @@ def test_interpreter_registers_every_kernel_on_cpu():
             assert src.exists(), f"{impl.key}: kernel source {src} is missing"
 
 
+def test_interpreted_copies_reach_sibling_modules_imported_as_attributes():
+    """`interpreted` drops the plugin's kernel modules from sys.modules and from the package's attributes, so a module
+    that does `from . import kda` gets the interpreted copy too, not a compiled one imported earlier in the process
+    (kda_norm's split form launches kda's kernel; CI once failed it by test order alone); afterwards the compiled
+    modules are back, the same objects."""
+    import importlib
+
+    compiled = importlib.import_module("sparkops_triton.kda")
+    assert type(compiled._kda_recurrent_kernel).__name__ == "JITFunction"
+    with _runtime.interpreted("kda_norm") as (mod,):
+        assert mod.kda is not compiled and type(mod.kda._kda_recurrent_kernel).__name__ == "InterpretedFunction"
+    assert sparkops_triton.kda is compiled and importlib.import_module("sparkops_triton.kda") is compiled
+
+
 def test_without_cuda_or_interpreter_every_kernel_says_why(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
