@@ -5,16 +5,12 @@ program arrives last; on a GPU, the contract on CUDA, triton_pdl's bits, the 48B
 chain the step runs (kda=triton, then gated_rmsnorm=triton) and all of them timed side by side in CUDA graphs (the
 rung's forecast)."""
 
-import json
-import os
-from pathlib import Path
-
 import pytest
 import torch
 
 from tests.backends.test_triton_kda import kda_calls
 from tests.backends.triton_support import (assert_pool_clean, check_case, interpreted_fixture, prove_contract,
-                                           same_bits, shuffled_programs)
+                                           record_perop, same_bits, shuffled_programs)
 
 OP = "kda_norm"
 kernels = interpreted_fixture("kda_norm")
@@ -179,10 +175,5 @@ def test_gpu_48b_decode_against_the_unfused_chain_and_timed():
     assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
     assert_pool_clean(_arrival, str(sets[0][2].device))  # "cuda:0", as the pool is keyed
     rows = [f"{n:<11} {t}" for n, t in times.items()] + [f"kda alone   {alone}"]
-    print("\nkda_norm at the 48B's decode step, a KDA layer:\n  " + "\n  ".join(rows))
-    out = os.environ.get("SPARKOPS_PEROP_DIR")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, "perop-kdanorm-bfloat16.json").write_text(json.dumps(
-            {"title": "kda then gated_rmsnorm, against kda_norm (a KDA layer's decode step, 48B)", "dtype": "bfloat16",
-             "per_token_seconds": {n: layers * t.us * 1e-6 for n, t in times.items()}, "rows": rows}, indent=1))
+    record_perop("kdanorm", "kda then gated_rmsnorm, against kda_norm (a KDA layer's decode step, 48B)", times,
+                 layers, rows)

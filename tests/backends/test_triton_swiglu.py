@@ -2,15 +2,11 @@
 silu (not a sigmoid, not a plain product); on a GPU, the same on CUDA, and the 48B's dense row timed against the torch
 plugin's five kernels in CUDA graphs (with SPARKOPS_PEROP_DIR set, the rung's forecast: perop-swiglu-bfloat16.json)."""
 
-import json
-import os
-from pathlib import Path
-
 import pytest
 import torch
 
 from sparkops.errors import BadInput
-from tests.backends.triton_support import check_case, interpreted_fixture, prove_contract
+from tests.backends.triton_support import check_case, interpreted_fixture, prove_contract, record_perop
 
 OP, NAME = "swiglu", "triton"
 kernels = interpreted_fixture("swiglu")
@@ -60,11 +56,5 @@ def test_gpu_contract_cases_and_the_48b_dense_row_timed():
     nbytes = 3 * 9216 * 2
     times = {name: time_calls(fn, sets, nbytes) for name, fn in (("torch", torch_swiglu), ("triton", swiglu))}
     assert all(t.mode == "graph" for t in times.values())
-    rows = [f"{n:<7} {t}" for n, t in times.items()]
-    print("\nswiglu, the 48B's dense row (T=1, F=9216, bf16), once a token:\n  " + "\n  ".join(rows))
-    out = os.environ.get("SPARKOPS_PEROP_DIR")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, "perop-swiglu-bfloat16.json").write_text(json.dumps(
-            {"title": "swiglu, the 48B's dense row (one call a token)", "dtype": "bfloat16",
-             "per_token_seconds": {n: t.us * 1e-6 for n, t in times.items()}, "rows": rows}, indent=1))
+    record_perop("swiglu", "swiglu, the 48B's dense row (T=1, F=9216, bf16), once a token", times, 1,
+                 [f"{n:<7} {t}" for n, t in times.items()])

@@ -12,8 +12,11 @@ through the same trace runner and comparison.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import random
 import sys
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -92,6 +95,19 @@ def check_case(op: str, name: str, fn: Callable[..., Any], calls: list[dict], st
     problems = [f"call {i}: {v.line()}" for i, v in result.verdicts if not v.passed]
     assert result.error is None and not problems, f"{op}={name} {label}: {result.error or ''}\n  " + \
         "\n  ".join(problems)
+
+
+def record_perop(name: str, title: str, times: dict[str, Any], calls: int, rows: list[str]) -> None:
+    """Timings (`_workloads.Timing` by implementation) of a side-by-side GPU test, printed, and with SPARKOPS_PEROP_DIR
+    set written to $SPARKOPS_PEROP_DIR/perop-NAME-bfloat16.json as seconds a token (`calls` calls a token), the record
+    from which bench/perop_factor.py gives a rung its forecast."""
+    print(f"\n{title}:\n  " + "\n  ".join(rows))
+    out = os.environ.get("SPARKOPS_PEROP_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        per_token = {n: calls * t.us * 1e-6 for n, t in times.items()}
+        Path(out, f"perop-{name}-bfloat16.json").write_text(json.dumps(
+            {"title": title, "dtype": "bfloat16", "per_token_seconds": per_token, "rows": rows}, indent=1))
 
 
 # ---- the "last block" implementations (sparkops_triton._arrival) ----

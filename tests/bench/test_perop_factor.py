@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO
 
 SCRIPT = REPO / "bench" / "perop_factor.py"
@@ -59,3 +61,20 @@ def test_fastest_names_the_candidate_with_the_least_time_and_refuses_an_unknown_
     assert run(str(rec), "--fastest", "b", "a").stdout.strip() == "b"  # a tie: the first named
     out = run(str(rec), "--fastest", "a", "c")
     assert out.returncode == 2 and "no implementation 'c'" in out.stderr and not out.stdout
+
+
+def test_a_record_the_triton_side_by_sides_write_gives_the_rung_its_factor(tmp_path, monkeypatch):
+    """record_perop (the Triton GPU tests' writer) and this reader agree: 20 calls a token of 6 us against 4 us is a
+    factor 1.5, and the fastest form is named."""
+    pytest.importorskip("triton")
+    from types import SimpleNamespace
+
+    from tests.backends.triton_support import record_perop
+
+    monkeypatch.setenv("SPARKOPS_PEROP_DIR", str(tmp_path))
+    times = {n: SimpleNamespace(us=us) for n, us in (("chain", 6.0), ("triton", 4.5), ("triton_split", 4.0))}
+    record_perop("kdanorm", "a title", times, 20, ["row"])
+    rec = tmp_path / "perop-kdanorm-bfloat16.json"
+    assert json.loads(rec.read_text())["per_token_seconds"]["chain"] == pytest.approx(120e-6)
+    assert run(str(rec), "chain", "triton_split").stdout.strip() == "1.500"
+    assert run(str(rec), "--fastest", "triton", "triton_split").stdout.strip() == "triton_split"
