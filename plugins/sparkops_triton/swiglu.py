@@ -28,6 +28,7 @@ def swiglu(gate, up):
     expect(op, "gate", gate, (None, None), "[T, F]")
     expect(op, "up", up, tuple(gate.shape), "the same [T, F] as gate")
     expect_dtype(op, "gate", gate, FLOATS)
+    expect_dtype(op, "up", up, FLOATS)
     expect_device(op, gate=gate, up=up)
     gate, up = gate.contiguous(), up.contiguous()
     y = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)  # [T, F]

@@ -91,12 +91,15 @@ def test_warps_keep_a_head_s_state_near_32_values_a_thread():
     assert [warps(d) for d in (16, 32, 64, 128, 256)] == [1, 1, 4, 16, 16]
 
 
-def test_a_gate_of_another_shape_is_named(kernels):
+@pytest.mark.parametrize("name", ["kda_norm", "kda_norm_split"])
+def test_a_gate_of_another_shape_is_named_and_leaves_the_state_alone(kernels, name):
     from sparkops.errors import BadInput
 
     calls, state = norm_calls(2, 16, (1,), 7)
+    before = state["state"].clone()
     with pytest.raises(BadInput, match="gate"):
-        kernels.kda_norm(**dict(calls[0], gate=calls[0]["gate"][:, :1]), state=state["state"])
+        getattr(kernels, name)(**dict(calls[0], gate=calls[0]["gate"][:, :1]), state=state["state"])
+    assert torch.equal(state["state"], before)
 
 
 # ---- on a GPU --------------------------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ def test_the_gate_is_a_silu_and_the_dtype_is_kept_in_interpreter(kernels):
 def test_bad_input_is_named(kernels):
     with pytest.raises(BadInput, match="up"):
         kernels.swiglu(torch.randn(2, 8), torch.randn(2, 7))
+    with pytest.raises(BadInput, match="up"):
+        kernels.swiglu(torch.randn(2, 8), torch.ones(2, 8, dtype=torch.int32))
 
 
 @pytest.mark.gpu

@@ -78,7 +78,12 @@ def test_norm_is_per_head_and_gate_is_sigmoid(impl_fn):
     assert torch.allclose(ms, torch.ones_like(ms), rtol=1e-4)  # unit RMS per (token, head): a norm over D
 
 
-def test_a_gate_of_the_wrong_shape_is_a_named_error(impl_fn):
+@pytest.mark.parametrize("bad", ["gate", "weight"])
+def test_a_norm_input_of_the_wrong_shape_is_named_and_leaves_the_state_alone(impl_fn, bad):
+    """Refused before the recurrence runs: nothing half-written (the state is kda's to update, not a failed call's)."""
     call, state = inputs(11)
-    with pytest.raises((BadInput, RuntimeError), match="gate"):
-        impl_fn(**dict(call, gate=call["gate"][:, :2]), state=state)
+    before = state.clone()
+    wrong = call["gate"][:, :2] if bad == "gate" else call["weight"][:-1]
+    with pytest.raises(BadInput, match=bad):
+        impl_fn(**dict(call, **{bad: wrong}), state=state)
+    assert torch.equal(state, before)
