@@ -14,11 +14,15 @@ Session 15 (H200, the 48B's router, one token; bench/gpu-runs/2026-11-30-session
 activations against triton_prefetch's 7.64, but 7.23 against 7.37 with the bf16 activations the step runs; its rung
 was none (0.997 at d=0, as forecast). Why bf16 activations cost the kernel ~1 µs more is not yet known.
 
-"cupy_rowwarp_pdl" (`moe_router_rowwarp_pdl`, session 19, not yet run on a GPU): the same launch with programmatic
-dependent launch. In the step the router follows the layer's add_rmsnorm; with add_rmsnorm=triton_pdl (which lets the
-next kernel be scheduled as it starts) each warp requests its 9 KB weight row and only then waits for the norm's output,
-so the 2.4 MB stream while the norm runs. Every thread waits before it touches anything a kernel writes (x, the logits
-scratch, the arrival counter, the outputs). The same arithmetic in the same order: bit_identical to cupy_rowwarp.
+"cupy_rowwarp_pdl" (`moe_router_rowwarp_pdl`, session 19): the same launch with programmatic dependent launch. In the
+step the router follows the layer's add_rmsnorm; with add_rmsnorm=triton_pdl (which lets the next kernel be scheduled
+as it starts) each warp requests its 9 KB weight row and only then waits for the norm's output, so the 2.4 MB stream
+while the norm runs. Every thread waits before it touches anything a kernel writes (x, the logits scratch, the arrival
+counter, the outputs). The same arithmetic in the same order: bit_identical to cupy_rowwarp. GPU session 21 found its
+first form racing: x went through the read-only path (__ldg), which ptxas may hoist above griddepcontrol.wait, and
+did (the SASS had every x load before ACQBULK); a replayed graph routed a stale x (float32). x is now read with a
+coherent load after the wait (the SASS shows it); that fix is not yet run on a GPU. Timed in isolation before the fix,
+the PDL pair was 1.4% slower than the plain cupy_rowwarp pair.
 
 Its stated policy for every other call: the torch plugin's moe_router (float32, the same contract), for more than
 ROUTER_MAX_T tokens (a prefill chunk: a GEMM's work), a weight that is not float32, a row length that is not a

@@ -150,8 +150,8 @@ def test_cuda_dequantize_is_bit_exact(qtype):
 
 # -- decode-shaped calls: no host synchronisation, capturable -------------------------------------
 
-def decode_args(op: str, seed: int = 3):
-    """The kwargs of one decode-step call (T = 1) of `op`, on CUDA."""
+def decode_args(op: str, seed: int = 3, device: str = "cuda"):
+    """The kwargs of one decode-step call (T = 1) of `op`, on `device` (CUDA for the tests here)."""
     g = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
 
@@ -172,6 +172,9 @@ def decode_args(op: str, seed: int = 3):
                             a=-torch.rand(h, generator=g), dt_bias=r(h * hd), state=r(h, hd, hd) * 0.1,
                             scale=hd ** -0.5, l2_eps=1e-6),
         "gated_rmsnorm": lambda: dict(x=r(1, h, hd), gate=r(1, h, hd), weight=r(hd), eps=1e-5),
+        "kda_norm": lambda: dict(q=r(1, h, hd), k=r(1, h, hd), v=r(1, h, hd), g=r(1, h, hd), beta=r(1, h),
+                                 a=-torch.rand(h, generator=g), dt_bias=r(h * hd), state=r(h, hd, hd) * 0.1,
+                                 scale=hd ** -0.5, l2_eps=1e-6, gate=r(1, h, hd), weight=r(hd), eps=1e-5),
         "attention": lambda: dict(q=r(1, 4, 48), latent=r(1, 80), cache=r(32, 80), pos=torch.tensor([7]),
                                   w_uk=r(4, 32, 64) * 0.1, w_uv=r(4, 32, 64) * 0.1, scale=48 ** -0.5),
         "moe_router": lambda: dict(x=r(1, d), weight=r(16, d) * 0.1, bias=r(16) * 0.1, top_k=4, n_group=4,
@@ -184,7 +187,7 @@ def decode_args(op: str, seed: int = 3):
         "sample": lambda: dict(logits=r(2, 1000) * 3, temperature=0.8, top_k=50, top_p=0.9, seed=11,
                                step=torch.tensor([4])),
     }[op]()
-    return {k: moved(v, "cuda") for k, v in build.items()}
+    return {k: moved(v, device) for k, v in build.items()}
 
 
 def call(op, fn, args):

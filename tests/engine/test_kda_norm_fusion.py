@@ -18,6 +18,7 @@ from sparkops.dispatch import Ops
 from sparkops.engine import Engine
 from sparkops.engine.decode_step import DecodeStep
 from sparkops.engine.graph import FUSED_NORM_MAX_T
+from sparkops.errors import BadInput
 from sparkops.ops import OP_NAMES
 from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
@@ -150,3 +151,26 @@ def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano, impl):
     got = _run(eng)
     assert torch.isfinite(got).all()
     assert _nmse(got, want) < 1e-8
+
+
+@pytest.mark.gpu
+def test_gpu_capture_refuses_only_the_round_trips_the_step_takes(nano):
+    """A registry with no CUDA kda_norm (its reference, CPU-only, would make a host round trip a call) captures a step
+    while fuse_kda_norm is off - the step never calls kda_norm - and refuses, naming kda_norm, once it is on. Session
+    21's captured gate refused every registry made before kda_norm existed, for an op its step did not call."""
+    def engine(fuse_norm: bool) -> Engine:
+        reg = _registry("cuda", fuse_norm)
+        del reg.doc["ops"]["kda_norm"]
+        return Engine(nano, Ops(make_plan(reg, load_catalog(), "cuda", verify_checks=False)), max_context=32)
+
+    eng = engine(False)
+    eng.prefill([3, 4])
+    step = DecodeStep(eng)
+    step.capture()
+    assert step.graph is not None
+    eng = engine(True)
+    eng.prefill([3, 4])
+    before = eng.state.length
+    with pytest.raises(BadInput, match=r"host round trips: \['kda_norm'\]"):
+        DecodeStep(eng).capture()
+    assert eng.state.length == before

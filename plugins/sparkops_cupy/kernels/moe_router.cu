@@ -32,11 +32,16 @@
 #define RT_SLOTS 16
 #define RT_SLOTS_FEW 8
 
-// 4 activations x[i .. i + 3] as float32 (i a multiple of 4; the row 16-byte aligned for float32, 8 for 16-bit)
-template <int DT>
+// 4 activations x[i .. i + 3] as float32 (i a multiple of 4; the row 16-byte aligned for float32, 8 for 16-bit).
+// NC: through the read-only path (__ldg), for an x no kernel writes while this one runs. false (the PDL form, whose x
+// the norm still running writes): __ldca, a coherent load. A read-only load promises ptxas the data never changes
+// during the kernel, so it may schedule it above griddepcontrol.wait: GPU session 21 caught the PDL router's float32
+// form routing with a stale x in a replayed graph (test_cupy_pdl.py), the bfloat16 form not. rw_raw16 does the same.
+template <int DT, bool NC = true>
 __device__ __forceinline__ float4 rt_x4(const void* __restrict__ x, i64 i) {
-    if (DT == DT_F32) return __ldg((const float4*)((const float*)x + i));
-    const uint2 u = __ldg((const uint2*)((const u16*)x + i));
+    const float4* x4 = (const float4*)((const float*)x + i);
+    if (DT == DT_F32) return NC ? __ldg(x4) : __ldca(x4);
+    const uint2 u = NC ? __ldg((const uint2*)((const u16*)x + i)) : __ldca((const uint2*)((const u16*)x + i));
     if (DT == DT_BF16)
         return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
                            __uint_as_float(u.y & 0xffff0000u));
@@ -67,7 +72,7 @@ __device__ __forceinline__ float rt_logit(const void* __restrict__ x, const floa
 #pragma unroll
         for (int i = 0; i < RT_CHUNKS; ++i) {
             const int c = base + 32 * i + lane;
-            xv[i] = c < n4 ? rt_x4<DT>(x, xr + 4 * (i64)c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            xv[i] = c < n4 ? rt_x4<DT, !PDL>(x, xr + 4 * (i64)c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
         for (int i = 0; i < RT_CHUNKS; ++i) {

@@ -65,22 +65,26 @@ class DecodeStep:
         e = self.engine
         if e.device.type != "cuda":
             raise BadInput("a decode step can be captured only on CUDA (use --device cuda)")
-        if e.ops.plan.round_trips:
-            raise BadInput(f"cannot capture a step whose ops make host round trips: {e.ops.plan.round_trips}; "
-                           f"select CUDA implementations for them")
         if e.state.length + warmup + 1 > e.max_context:
             raise BadInput("no room in the context for the capture's warm-up steps")
         snap = Snapshot(e)
         token, step = self.token.clone(), self.step.clone()
+        before = _round_trips(e.ops)
         side = torch.cuda.Stream(device=e.device)
         side.wait_stream(torch.cuda.current_stream(e.device))
         with torch.inference_mode(), torch.cuda.stream(side):
-            for _ in range(warmup):  # first calls upload tables, compile kernels, pick algorithms
+            for _ in range(max(warmup, 1)):  # first calls upload tables, compile kernels, pick algorithms
                 self._body()
         torch.cuda.current_stream(e.device).wait_stream(side)
         snap.restore()
         self.token.copy_(token)
         self.step.copy_(step)
+        # Only the ops the step calls count: an op the step never calls (kda_norm without fuse_kda_norm) may be
+        # unselected and its reference CPU-only. The warm-up ran the step eagerly, so its counters name them.
+        taken = sorted(op for op, n in _round_trips(e.ops).items() if n > before.get(op, 0))
+        if taken:
+            raise BadInput(f"cannot capture a step whose ops make host round trips: {taken}; "
+                           f"select CUDA implementations for them (`sparkops plan --device cuda` shows them)")
         graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(graph):
             self._body()
@@ -88,3 +92,9 @@ class DecodeStep:
         self.token.copy_(token)
         self.step.copy_(step)
         self.graph = graph
+
+
+def _round_trips(ops) -> dict[str, int]:
+    """Host round trips taken so far, by op (the dispatcher's counters)."""
+    suffix = ":round_trip"
+    return {k[:-len(suffix)]: n for k, n in ops.summary().items() if k.endswith(suffix)}
