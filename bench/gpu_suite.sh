@@ -112,7 +112,7 @@
 #                 priority) over the side-stream step after the side stream's proof and the captured gate; then
 #                 add_rmsnorm=triton_pdl with moe_router=cupy_rowwarp_pdl over the row-warp step after its proof,
 #                 forecast from the norm-and-router pairs' side-by-side
-#     rungs21     the fused-norm decode rung (written in a session with no device time, after 19): [engine]
+#     rungs21     the fused-norm decode rung (written in session 20, with no device time; its proofs passed in 21): [engine]
 #                 fuse_kda_norm with the faster fused kda_norm (KDA's recurrence and output norm in one kernel:
 #                 triton or triton_split) over the row-warp step, after its GPU tests and the captured gate,
 #                 forecast from the chain-and-fused side-by-side
@@ -291,14 +291,23 @@
 #                                      # captured gate of k3-nano q4_k_m, side_stream 1.007 / 1.008 (none)
 #   bash bench/gpu_lanes.sh 420 "tests1of2" ""               # 393 s warm: 275 passed in 373 s
 #   bash bench/gpu_lanes.sh 345 "tests2of2" ""               # 346 s warm: stopped at the budget (~756 of ~770)
-# Next session (written after session 19's device time; none of it has run on a GPU): the timeline of one replayed
-# step under the row-warp step, the side stream and its priority (~3 min with the 48B's load), then stage rungs20 (the
-# priority rung, then the PDL router's proof and rung), then both shards whole (shard 2 did not finish in session 19):
-#   bash bench/gpu_lanes.sh 560 "probe_timeline rungs20" ""   # fresh: install, synth, the step rebuilt, the probe
-#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21" ""          # warm: what the first call's budget left, then the
-#                                      # fused KDA norm (written in the session after 19, which had no device time)
-#   bash bench/gpu_lanes.sh 480 "tests2of2" ""                # warm
-#   bash bench/gpu_lanes.sh 480 "tests1of2" ""                # warm
+# Session 21 (bench/gpu-runs/2026-12-01-session21/README.md), one H200, the same export; 7 calls, ~1660 s:
+#   bash bench/gpu_lanes.sh 560 "probe_timeline rungs20" ""  # 425 s fresh: the step rebuilt (264 s), the probe left
+#                                      # out (268 s left, it needs ~300); the side-priority captured gate refused by a
+#                                      # bug (kda_norm, not called by that step, listed as a round trip); the PDL
+#                                      # router's graph test caught a race (x read before the wait)
+#   bash bench/gpu_lanes.sh 480 "tests2of2" ""                # 473 s warm: 770 passed
+#   bash bench/gpu_lanes.sh 470 "tests1of2" ""                # 450 s warm: 289 passed, 4 failed (the race, the PDL
+#                                      # router's speed claim, kda_norm's decode_args x2); all four mended, then run
+#                                      # by hand on a fresh machine (calls 4-7): every one passed, the PDL pair 1.042x
+# Next session: the rungs the bugs stopped, over the row-warp step (install + synth + rebuild ~265 s fresh), then
+# the probe; the shards when their code changes:
+#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21" ""          # fresh: side_priority, the PDL router (forecast from
+#                                      # its mended pair: 1.042x over cupy_rowwarp, 1.147x over the step's router),
+#                                      # the fused KDA norm (triton_split: 6.12 against the chain's 7.42 us), swiglu
+#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21" ""          # warm: what the first call's budget left (each rung
+#                                      # is ~250 s: its proof, diagnosis, swap, captured gate and pair)
+#   bash bench/gpu_lanes.sh 560 "probe_timeline" ""           # warm
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -803,13 +812,13 @@ proof_router_pdl() {  # moe_router=cupy_rowwarp_pdl (session 19, not yet on a GP
       -k router tests/backends/test_cupy_pdl.py tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_gate.py \
       tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-router-pdl.xml"
 }
-proof_kda_norm() {  # kda_norm=triton / triton_pdl (written after session 19's device time): the contract on CUDA,
+proof_kda_norm() {  # kda_norm=triton / triton_pdl / triton_split (session 20; passed in 21): the contract on CUDA,
   # triton_pdl's bits, the 48B's decode step against the unfused chain, then the chain and both fused forms timed side
   # by side (its record, $DJ/perop-kdanorm-bfloat16.json, is the rung's forecast); the engine option's captured step
   run gpu-tests-kda-norm 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_triton_kda_norm.py tests/engine/test_kda_norm_fusion.py --junitxml="$R/gpu-tests-kda-norm.xml"
 }
-proof_swiglu() {  # swiglu=triton (written after session 19's device time): the contract on CUDA, then the 48B's dense
+proof_swiglu() {  # swiglu=triton (session 20; passed in 21: 1.76 against torch's 9.89 us): the contract, then the 48B's dense
   # row timed beside torch's (its record, $DJ/perop-swiglu-bfloat16.json, is the rung's forecast)
   run gpu-tests-swiglu 60 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_triton_swiglu.py --junitxml="$R/gpu-tests-swiglu.xml"

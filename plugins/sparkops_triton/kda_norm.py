@@ -17,8 +17,9 @@ Hence a second form, "triton_split" (`kda_norm_split`): kda's own kernel and gri
 over D / 32 programs, each storing its unnormed float32 output slice and its slice's sum of squares; the last of a
 head's programs to arrive (sparkops_triton._arrival's counters) adds the head's partial sums in a fixed order, norms
 and gates the whole row read back from the L2, and writes y. Deterministic (the same bits whichever program is
-last), not bitwise "triton" (another summation order). Which form pays, if either, is the GPU side-by-side's question
-(written in the session after 19, which had no device time: not yet run on a GPU).
+last), not bitwise "triton" (another summation order). GPU session 21's side-by-side at the 48B's decode step (a
+KDA layer, CUDA graphs): the unfused pair 7.42 us, "triton" 11.00 (the spills cost more than the launch saved),
+"triton_split" 6.12, kda alone 4.80.
 
 `kda_norm_trigger` ("triton_pdl"): the one-program kernel, which first lets the next kernel of the stream be scheduled
 (programmatic dependent launch), as gated_rmsnorm's "triton_pdl" does for KDA's o_proj. The same bits.
