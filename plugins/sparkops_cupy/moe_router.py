@@ -22,8 +22,10 @@ counter, the outputs). The same arithmetic in the same order: bit_identical to c
 first form racing: x went through the read-only path (__ldg), which ptxas may hoist above griddepcontrol.wait, and
 did (the SASS had every x load before ACQBULK); a replayed graph routed a stale x (float32). x is now read with a
 coherent load after the wait (the SASS shows it), and the graph test passed 7 times of 7. Timed as norm-and-router
-pairs at the 48B's shape, the mended PDL pair is 1.042x the plain cupy_rowwarp pair (8.42 against 8.78 us; 8.35
-against 8.70), where the racing form was 1.4% slower.
+pairs at the 48B's shape, that form is 1.042x the plain cupy_rowwarp pair (8.42 against 8.78 us; 8.35 against 8.70),
+where the racing form was 1.4% slower. Then the wait moved out of the logit loop (its first round's weights are
+requested before it, as before), so that it runs on every path and tests/test_cuda_pdl_order.py can prove from the
+SASS that no read-only load precedes it; the same loads and products in the same order, not yet timed on a GPU.
 
 Its stated policy for every other call: the torch plugin's moe_router (float32, the same contract), for more than
 ROUTER_MAX_T tokens (a prefill chunk: a GEMM's work), a weight that is not float32, a row length that is not a

@@ -82,6 +82,21 @@ def sass_opcodes(kernel) -> list[str]:
     return re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)", sass)
 
 
+def pdl_loads_before_wait(kernel) -> list:
+    """The read-only loads (ld.global.nc) of a PDL kernel's SASS that some path reaches before its wait (ACQBULK):
+    tests/cuda_sass.py, which also checks the CuPy kernels (tests/test_cuda_pdl_order.py, where GPU session 21's
+    race is)."""
+    from tests.cuda_sass import nvdisasm, parse
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([nvdisasm(), f.name], capture_output=True, text=True, check=True).stdout
+    functions = [fn for fn in parse(sass).values() if fn.waits]
+    assert functions, "the PDL kernel's listing holds no griddepcontrol.wait (ACQBULK)"
+    return [load for fn in functions for load in fn.loads_before_wait()]
+
+
 def r(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
 
@@ -268,6 +283,8 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
         if k in pdl:
             assert ptx.count("griddepcontrol.wait") == 1 and 0 <= wait < trigger, f"{k[0]}: PDL instructions {k[1]}"
             assert "atom.global" not in ptx[:wait] and "st.global" not in ptx[:wait], f"{k[0]}: writes before the wait"
+            early = pdl_loads_before_wait(v)  # the PTX's order is not the machine's: ptxas may hoist read-only loads
+            assert not early, f"{k[0]}: {len(early)} read-only loads can run before griddepcontrol.wait {k[1]}"
         elif trigger >= 0:
             triggering.add(k[0])
             assert wait < 0 and "ld.global" not in ptx[:trigger], f"{k[0]}: the trigger is not first {k[1]}"

@@ -49,8 +49,41 @@ __device__ __forceinline__ float4 rt_x4(const void* __restrict__ x, i64 i) {
                        f16_to_f32((u16)(u.y >> 16)));
 }
 
+// one round of a lane's weight chunks (base + 32 i + lane, i < RT_CHUNKS), zeros past the row's end
+__device__ __forceinline__ void rt_w_round(const float4* __restrict__ wr, int base, int n4, int lane,
+                                           float4 (&wv)[RT_CHUNKS]) {
+#pragma unroll
+    for (int i = 0; i < RT_CHUNKS; ++i) {
+        const int c = base + 32 * i + lane;
+        wv[i] = c < n4 ? __ldcs(wr + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // streamed: read once a token
+    }
+}
+
+// the same round of x's chunks, then its products added to acc in chunk order
+template <int DT, bool NC>
+__device__ __forceinline__ float rt_x_round(const void* __restrict__ x, i64 xr, int base, int n4, int lane,
+                                            const float4 (&wv)[RT_CHUNKS], float acc) {
+    float4 xv[RT_CHUNKS];
+#pragma unroll
+    for (int i = 0; i < RT_CHUNKS; ++i) {
+        const int c = base + 32 * i + lane;
+        xv[i] = c < n4 ? rt_x4<DT, NC>(x, xr + 4 * (i64)c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < RT_CHUNKS; ++i) {
+        acc = fmaf(wv[i].x, xv[i].x, acc);
+        acc = fmaf(wv[i].y, xv[i].y, acc);
+        acc = fmaf(wv[i].z, xv[i].z, acc);
+        acc = fmaf(wv[i].w, xv[i].w, acc);
+    }
+    return acc;
+}
+
 // x[t] . w[e] over D values (D a multiple of 4), every lane ending with the same sum. PDL: the first round's weight
-// loads are requested before the thread waits for the kernel before (pdl_wait); x, its output, only after
+// loads are requested, then the thread waits for the kernel before (pdl_wait) on every path (no round at all
+// included), and only then reads x, its output: tests/test_cuda_pdl_order.py proves from the SASS that no read-only
+// load can run before the wait (a wait inside the loop, taken when base == 0, was one no analysis of the compiled
+// code could prove). The same loads and products in the same order either way: the same bits.
 template <int DT, bool PDL = false>
 __device__ __forceinline__ float rt_logit(const void* __restrict__ x, const float* __restrict__ w, int D, i64 t, int e,
                                           int lane) {
@@ -58,28 +91,19 @@ __device__ __forceinline__ float rt_logit(const void* __restrict__ x, const floa
     const float4* wr = (const float4*)(w + (i64)e * D);
     const i64 xr = t * (i64)D;
     float acc = 0.0f;
-    for (int base = 0; base < n4; base += 32 * RT_CHUNKS) {
-        float4 wv[RT_CHUNKS], xv[RT_CHUNKS];
-#pragma unroll
-        for (int i = 0; i < RT_CHUNKS; ++i) {
-            const int c = base + 32 * i + lane;
-            wv[i] = c < n4 ? __ldcs(wr + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // streamed: read once a token
+    float4 wv[RT_CHUNKS];
+    if (PDL) {
+        rt_w_round(wr, 0, n4, lane, wv);
+        pdl_launch_dependents();
+        pdl_wait();  // x is the kernel before's output
+        for (int base = 0; base < n4; base += 32 * RT_CHUNKS) {
+            if (base > 0) rt_w_round(wr, base, n4, lane, wv);
+            acc = rt_x_round<DT, false>(x, xr, base, n4, lane, wv, acc);
         }
-        if (PDL && base == 0) {
-            pdl_launch_dependents();
-            pdl_wait();  // x is the kernel before's output
-        }
-#pragma unroll
-        for (int i = 0; i < RT_CHUNKS; ++i) {
-            const int c = base + 32 * i + lane;
-            xv[i] = c < n4 ? rt_x4<DT, !PDL>(x, xr + 4 * (i64)c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int i = 0; i < RT_CHUNKS; ++i) {
-            acc = fmaf(wv[i].x, xv[i].x, acc);
-            acc = fmaf(wv[i].y, xv[i].y, acc);
-            acc = fmaf(wv[i].z, xv[i].z, acc);
-            acc = fmaf(wv[i].w, xv[i].w, acc);
+    } else {
+        for (int base = 0; base < n4; base += 32 * RT_CHUNKS) {
+            rt_w_round(wr, base, n4, lane, wv);
+            acc = rt_x_round<DT, true>(x, xr, base, n4, lane, wv, acc);
         }
     }
     return warp_sum(acc);

@@ -1,0 +1,149 @@
+"""The CI check of the CuPy plugin's PDL kernels: in the compiled code (SASS), no read-only load can run before the
+kernel's griddepcontrol.wait. No GPU needed: nvcc compiles each source that calls pdl_wait() for sm_90 and nvdisasm
+lists it (tests/cuda_sass.py reads the listing and walks every path from the kernel's entry).
+
+Why the SASS and not the source: a read-only load (`__ldg`, `ld.global.nc`) tells the compiler that nothing writes
+the data while the kernel runs, so ptxas may hoist it above the wait, where the kernel before is still writing. GPU
+session 21 found moe_router_rowwarp_pdl routing a stale x that way: its source read x after pdl_wait(), its SASS did
+not. The rule the check holds every PDL kernel to: before the wait, weights go through __ldcs / __ldcg / cp.async,
+never the read-only path (the listing cannot tell a weight's address from an activation's), and the wait runs on
+every path (one inside a loop, taken on its first round only, cannot be proven from the compiled code).
+
+Without nvcc or nvdisasm the check cannot run: under CI=true that is a failure, anywhere else the tests skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cuda_sass import Function, Instruction, nvdisasm, parse
+
+KERNEL_DIR = Path(__file__).resolve().parents[1] / "plugins" / "sparkops_cupy" / "kernels"
+PDL_SOURCES = sorted(p for p in KERNEL_DIR.glob("*.cu") if "pdl_wait();" in p.read_text())
+ARCH = "sm_90"
+#: the PDL kernels as of session 21: the check must see each (a listing it failed to read would pass vacuously)
+KNOWN = {
+    "linear_rowwarp.cu": {"linear_q4_k_rowwarppdl_bf16", "linear_q4_k_rowcppdl_bf16"},
+    "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_gateupcppdl_bf16"},
+    "moe_router.cu": {"moe_router_rowwarp_pdl"},
+}
+
+
+def _tools() -> tuple[str, str]:
+    nvcc, dis = shutil.which("nvcc"), nvdisasm()
+    if nvcc and dis:
+        return nvcc, dis
+    msg = (f"{'nvcc' if not nvcc else 'nvdisasm'} not found: the PDL kernels' SASS cannot be checked; install the CUDA "
+           f"toolkit (nvcc; nvdisasm also comes with the triton wheel)")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(msg + " (CI=true: the CI image must provide them)")
+    pytest.skip(msg)
+
+
+def listing(source: Path, out_dir: Path) -> dict[str, Function]:
+    """Compile one source (its includes from the kernel directory) and read back every function."""
+    nvcc, dis = _tools()
+    cubin = out_dir / (source.stem + ".cubin")
+    proc = subprocess.run([nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", f"-I{KERNEL_DIR}", "-o", str(cubin),
+                           str(source)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"nvcc failed on {source.name}:\n{proc.stdout}{proc.stderr}"
+    sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout
+    return parse(sass)
+
+
+def violations(functions: dict[str, Function]) -> dict[str, list[Instruction]]:
+    """PDL kernel -> the read-only loads a path reaches before its wait (kernels without a wait are not PDL)."""
+    return {name: bad for name, fn in functions.items() if fn.waits and (bad := fn.loads_before_wait())}
+
+
+def test_the_pdl_sources_are_found():
+    assert {p.name for p in PDL_SOURCES} == set(KNOWN), "a PDL source was added or renamed: update KNOWN"
+
+
+@pytest.mark.parametrize("source", PDL_SOURCES, ids=[p.name for p in PDL_SOURCES])
+def test_no_read_only_load_before_the_wait(source: Path, tmp_path):
+    functions = listing(source, tmp_path)
+    waiting = {name for name, fn in functions.items() if fn.waits}
+    assert KNOWN[source.name] <= waiting, f"PDL kernels not found in the listing: {KNOWN[source.name] - waiting}"
+    bad = violations(functions)
+    lines = [f"  {name}: {len(loads)} loads, first {loads[0].opcode} at {loads[0].address:#x}"
+             for name, loads in bad.items()]
+    assert not bad, "read-only loads before griddepcontrol.wait (SASS ACQBULK):\n" + "\n".join(lines)
+
+
+MENDED = """        rt_w_round(wr, 0, n4, lane, wv);
+        pdl_launch_dependents();
+        pdl_wait();  // x is the kernel before's output
+        for (int base = 0; base < n4; base += 32 * RT_CHUNKS) {
+            if (base > 0) rt_w_round(wr, base, n4, lane, wv);
+            acc = rt_x_round<DT, false>(x, xr, base, n4, lane, wv, acc);
+        }"""
+#: session 19's form: the wait inside the loop on its first round, x through the read-only path
+RACING = """        for (int base = 0; base < n4; base += 32 * RT_CHUNKS) {
+            rt_w_round(wr, base, n4, lane, wv);
+            if (base == 0) {
+                pdl_launch_dependents();
+                pdl_wait();
+            }
+            acc = rt_x_round<DT, true>(x, xr, base, n4, lane, wv, acc);
+        }"""
+
+
+def test_the_race_session_21_found_is_caught(tmp_path):
+    """moe_router.cu's PDL logit loop as session 19 wrote it: the check must name the router, and among the loads it
+    names must be x's vector loads (float4 / uint2: .128 / .64), which ptxas put above the wait - not only the bias's
+    scalar loads that a path skipping the loop's wait would reach."""
+    text = (KERNEL_DIR / "moe_router.cu").read_text()
+    assert MENDED in text, "moe_router.cu's PDL logit loop changed: update MENDED and RACING here"
+    source = tmp_path / "moe_router.cu"
+    source.write_text(text.replace(MENDED, RACING))
+    bad = violations(listing(source, tmp_path))
+    assert "moe_router_rowwarp_pdl" in bad, "the check missed the session-19 PDL router"
+    vector = [i.opcode for i in bad["moe_router_rowwarp_pdl"] if ".64." in i.opcode or ".128." in i.opcode]
+    assert vector, "the check found no hoisted x load in the session-19 PDL router"
+
+
+# -- the path walk on hand-written listings ------------------------------------------------------------------------
+
+def _fn(body: str) -> Function:
+    return parse(".text.k:\n" + body)["k"]
+
+
+def test_a_load_after_the_wait_is_fine():
+    fn = _fn("        /*0000*/                   ACQBULK ;\n"
+             "        /*0010*/                   LDG.E.CONSTANT R2, desc[UR4][R2.64] ;\n"
+             "        /*0020*/                   EXIT ;\n")
+    assert fn.waits and fn.loads_before_wait() == []
+
+
+def test_a_load_above_the_wait_is_caught():
+    fn = _fn("        /*0000*/                   LDG.E.64.CONSTANT R2, desc[UR4][R2.64] ;\n"
+             "        /*0010*/                   LDG.E.EF.128 R4, desc[UR4][R6.64] ;\n"
+             "        /*0020*/                   ACQBULK ;\n"
+             "        /*0030*/                   EXIT ;\n")
+    assert [i.opcode for i in fn.loads_before_wait()] == ["LDG.E.64.CONSTANT"]  # the streamed weight load is fine
+
+
+def test_a_branch_around_the_wait_is_caught():
+    fn = _fn("        /*0000*/               @P0 BRA `(.L_x_1) ;\n"
+             "        /*0010*/                   ACQBULK ;\n"
+             ".L_x_1:\n"
+             "        /*0020*/                   LDG.E.CONSTANT R2, desc[UR4][R2.64] ;\n"
+             "        /*0030*/                   EXIT ;\n")
+    assert len(fn.loads_before_wait()) == 1
+
+
+def test_an_unconditional_branch_past_the_load_and_a_conditional_exit():
+    fn = _fn("        /*0000*/                   BRA `(.L_x_1) ;\n"
+             "        /*0010*/                   LDG.E.CONSTANT R2, desc[UR4][R2.64] ;\n"
+             ".L_x_1:\n"
+             "        /*0020*/               @P1 EXIT ;\n"
+             "        /*0030*/                   ACQBULK ;\n"
+             "        /*0040*/                   LDG.E.CONSTANT R2, desc[UR4][R2.64] ;\n"
+             "        /*0050*/                   EXIT ;\n")
+    assert fn.loads_before_wait() == []  # the first load is dead code, the second is after the wait
