@@ -579,7 +579,21 @@ run() {
   tail -n 12 "$R/$name.log" | cut -c1-200
   return $rc
 }
+# record_perops: every side-by-side record the GPU tests wrote under $DJ (SPARKOPS_PEROP_DIR) goes into this machine's
+# ledger once (a marker a file's content, made atomically: two lanes packing at once record it once), with the device
+# and the command that reproduces it (the record's own test); bench.tgz then carries the rows home
+record_perops() {
+  local f sum
+  for f in "$DJ"/perop-*.json; do
+    [ -f "$f" ] || continue
+    sum=$(sha256sum "$f" | cut -c1-16)
+    mkdir "$DONE/perop-$sum" 2>/dev/null || continue
+    sparkops ledger perop "$f" > "$R/ledger-perop-$(basename "$f" .json).log" 2>&1 \
+      || { log "perop record $f refused: $(tail -n 1 "$R/ledger-perop-$(basename "$f" .json).log")"; rm -rf "$DONE/perop-$sum"; }
+  done
+}
 pack() {
+  record_perops
   cp -f "$TMP"/cuda-*.toml "$DJ"/*.json "$R/" 2>/dev/null
   tar czf "$OUT/results-$LANE.tgz" -C "$R" . 2>/dev/null
   tar czf "$OUT/bench.tgz" -C "$B" . 2>/dev/null
@@ -1985,8 +1999,9 @@ tests1of2|tests2of2)  # half of the single-GPU test files each, balanced by the 
   # shellcheck disable=SC2086 # a word list of test files
   # --timeout (pytest-timeout, on the image): a test that hangs fails by name and the shard goes on (session 16: both
   # shards ran out the lane's budget with no JUnit file, and the log's dots did not say which test was running)
-  run gpu-$stage 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider --timeout=$GPU_TEST_TIMEOUT $files \
-      --junitxml="$R/gpu-$stage.xml" ;;
+  # SPARKOPS_PEROP_DIR: the side-by-side tests' records (perop-*.json) are kept and go into the ledger (pack)
+  run gpu-$stage 60 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT $files --junitxml="$R/gpu-$stage.xml" ;;
 tests)    # every GPU visible (the NCCL tests need two), this lane's own GPU first: the single-GPU tests run there
   # and not on the GPU where the other lane is timing decode
   # -rP: the passed tests' printed timings go into the log too (session 5's were swallowed by the capture)

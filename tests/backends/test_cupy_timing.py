@@ -9,13 +9,10 @@ be captured in a CUDA graph, since the decode step must be.
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
 import pytest
 import torch
 
+from sparkops.bench.perop import write_record
 from sparkops.plugins import load_catalog
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -97,11 +94,8 @@ def _side_by_side(names, shapes, title, dtype=torch.float32, record: str | None 
             f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%)" for n, t in times.items()))
     print(f"\n{title}:\n  " + "\n  ".join(rows))
     print("  these linears per token: " + ", ".join(f"{n} {s * 1e6:.0f} us" for n, s in per_token.items()))
-    out = os.environ.get("SPARKOPS_PEROP_DIR")
-    if record and out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, f"perop-{record}.json").write_text(json.dumps(
-            {"title": title, "dtype": str(dtype), "per_token_seconds": per_token, "rows": rows}, indent=1))
+    if record:
+        write_record(record, title, per_token, dtype=str(dtype), rows=rows)
     return per_token
 
 
@@ -260,11 +254,7 @@ def _per_layer(w, impls, seed, layers, record):
     sets, nbytes = w.build(torch.device("cuda"), seed)
     times = {n: time_op(w.op, fn, sets, nbytes) for n, fn in impls.items()}
     assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
-    out = os.environ.get("SPARKOPS_PEROP_DIR")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        Path(out, f"perop-{record}.json").write_text(json.dumps(
-            {"title": w.label, "per_token_seconds": {n: layers * t.seconds for n, t in times.items()}}, indent=1))
+    write_record(record, w.label, {n: layers * t.seconds for n, t in times.items()})
     print(f"\n{w.op} {w.label}: " + "  ".join(
         f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"
         for n, t in times.items()))

@@ -12,11 +12,8 @@ through the same trace runner and comparison.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import random
 import sys
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -101,13 +98,11 @@ def record_perop(name: str, title: str, times: dict[str, Any], calls: int, rows:
     """Timings (`_workloads.Timing` by implementation) of a side-by-side GPU test, printed, and with SPARKOPS_PEROP_DIR
     set written to $SPARKOPS_PEROP_DIR/perop-NAME-bfloat16.json as seconds a token (`calls` calls a token), the record
     from which bench/perop_factor.py gives a rung its forecast."""
+    from sparkops.bench.perop import write_record
+
     print(f"\n{title}:\n  " + "\n  ".join(rows))
-    out = os.environ.get("SPARKOPS_PEROP_DIR")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        per_token = {n: calls * t.us * 1e-6 for n, t in times.items()}
-        Path(out, f"perop-{name}-bfloat16.json").write_text(json.dumps(
-            {"title": title, "dtype": "bfloat16", "per_token_seconds": per_token, "rows": rows}, indent=1))
+    write_record(f"{name}-bfloat16", title, {n: calls * t.us * 1e-6 for n, t in times.items()}, dtype="bfloat16",
+                 rows=rows)
 
 
 # ---- the "last block" implementations (sparkops_triton._arrival) ----

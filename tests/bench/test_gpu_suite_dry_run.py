@@ -1475,6 +1475,9 @@ def test_rungs21_times_swiglu_over_the_row_warp_step_from_its_pair(tmp_path):
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 1 and f"--registry {rw} --vs {reg}" in decodes[0]
     assert "--changes swiglu " in decodes[0] and "--expect swiglu=5.125" in decodes[0]
+    # the record is a GPU measurement: it goes into the machine's ledger, once however many lanes pack
+    recorded = [c for c in calls if c.startswith("ledger perop")]
+    assert recorded == [f"ledger perop {machine}/suite-diag/perop-swiglu-bfloat16.json"], recorded
 
 
 def test_rungs21_leaves_the_rung_out_when_the_captured_gate_fails(tmp_path):

@@ -189,6 +189,10 @@ def render(rows: list[dict[str, Any]], frontier: Frontier, *, images: list[tuple
             out.append(f"| {_cell(c['group'])} | {_cell(c['impl'])} | {_f(c['us_per_call'], 4)} "
                        f"| {_f(c.get('gb_per_s'), 4)} | {_f(c.get('pct_bandwidth'), 3)} | {_f(c.get('tflops'), 4)} |")
 
+    from .perop import render_rows
+
+    out += render_rows(rows, _cell)
+
     peers = [r for r in rows if r["kind"] == "peer"]
     if peers:
         out += _head("Peer figures (same box, same GGUF, interleaved)",

@@ -9,6 +9,8 @@ Row kinds:
                and no figure (a refused change is on record, not only in a log)
   opbench      one per-op benchmark run (pytest bench/ --benchmark-json): every op x implementation side by
                side, and each target of bench/targets.toml met, missed (figure and reason) or not measured
+  perop        `sparkops ledger perop`: a GPU test's side-by-side record (bench/perop.py) - each implementation's
+               time a token on the same argument sets, the command that reproduces it; what a rung's forecast reads
   diagnosis    `sparkops diagnose --record`: at one depth, the binding ceiling and the predicted gain of lifting
                it, with the profiled step's figures (not gated bench figures: the frontier never reads them)
 
@@ -33,7 +35,7 @@ from .provenance import now
 LEDGER = "ledger.jsonl"
 FRONTIER = "frontier.toml"
 LADDER = "LADDER.md"
-KINDS = ("measurement", "peer", "retraction", "refusal", "opbench", "diagnosis")
+KINDS = ("measurement", "peer", "retraction", "refusal", "opbench", "diagnosis", "perop")
 TIERS = ("win", "none", "regression", "retracted")
 
 

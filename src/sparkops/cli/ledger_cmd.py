@@ -11,6 +11,10 @@
                                                   # against this checkout's history ("+dirty" rows from a GPU box)
     sparkops ledger opbench RUN.json [--read-gbs G]  # a per-op benchmark run (pytest bench/ --benchmark-json)
                                                      # into the ledger: side by side, targets met or missed
+    sparkops ledger perop perop-X.json [--command TEXT] [--device-name NAME] [--ran-commit SHA]
+                                                  # a GPU test's side-by-side record (what a rung's forecast
+                                                  # reads) into the ledger: one row, the command defaulting
+                                                  # to the record's own test
 """
 
 from __future__ import annotations
@@ -28,14 +32,20 @@ HELP = "show, render, retract, import, sync or check the scoreboard's ledger and
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=("show", "render", "retract", "import", "sync", "check", "opbench", "provenance"))
+    p.add_argument("action", choices=("show", "render", "retract", "import", "sync", "check", "opbench", "perop",
+                                            "provenance"))
     p.add_argument("target", nargs="?", help="retract: the row id (or a unique prefix); import: the other ledger "
-                   "file; opbench: the pytest-benchmark JSON file; provenance: a row id prefix (default: every row)")
+                   "file; opbench: the pytest-benchmark JSON file; perop: the perop-*.json record; provenance: a row "
+                   "id prefix (default: every row)")
     p.add_argument("--depth", type=int, default=400, help="provenance: how many commits back to search (default 400)")
     p.add_argument("--read-gbs", type=float, help="opbench: the read ceiling in GB/s (default 4040, the H200's)")
     p.add_argument("--targets", metavar="FILE", help="opbench: the targets (default: bench/targets.toml)")
     p.add_argument("--command", dest="run_command", metavar="TEXT",
-                   help="opbench: the command that made the JSON file, for the record")
+                   help="opbench, perop: the command that made the JSON file, for the record")
+    p.add_argument("--device-name", metavar="NAME",
+                   help="perop: the GPU the record was measured on (default: this machine's)")
+    p.add_argument("--ran-commit", metavar="SHA",
+                   help="perop: the commit whose code wrote the record, when it is recorded on another machine")
     p.add_argument("--why", help="retract: what was wrong with the measurement (kept in the ledger)")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
     add_json_arg(p)
@@ -47,9 +57,21 @@ def run(args) -> int:
     from ..bench.provenance import command_line
 
     d = L.bench_dir(args.bench_dir)
-    if args.action in ("retract", "import", "opbench") and not args.target:
-        raise BadInput(f"ledger {args.action} needs a "
-                       f"{ {'retract': 'row id', 'import': 'ledger file', 'opbench': 'benchmark JSON file'}[args.action]}")
+    if args.action in ("retract", "import", "opbench", "perop") and not args.target:
+        what = {"retract": "row id", "import": "ledger file", "opbench": "benchmark JSON file",
+                "perop": "perop-*.json record"}[args.action]
+        raise BadInput(f"ledger {args.action} needs a {what}")
+    if args.action == "perop":
+        from ..bench.perop import perop_row
+
+        d.mkdir(parents=True, exist_ok=True)
+        row = perop_row(args.target, command=args.run_command or "", device_name=args.device_name or "",
+                        ran_commit=args.ran_commit or "")
+        L.append(d / L.LEDGER, row)
+        R.render_all(d)
+        times = ", ".join(f"{n} {t:.1f}" for n, t in sorted(row["per_token_us"].items(), key=lambda kv: kv[1]))
+        console.print(f"recorded {row['record']} as row {row['id']}: {row['title']}: {times} us a token")
+        return 0
     if args.action == "opbench":
         from ..bench.opledger import load_targets, opbench_row
 
@@ -85,6 +107,10 @@ def run(args) -> int:
                 gain = r.get("predicted_gain")
                 t.add_row(r["id"], r["date"][:16], "diagnosis", f"{r['model']['name']} d={r['depth']}",
                           f"{r.get('binding')}" + (f" x{gain:.3g} predicted" if gain else ""), "")
+            elif r["kind"] == "perop":
+                t.add_row(r["id"], r["date"][:16], "perop", r["title"],
+                          ", ".join(f"{n} {v:.4g}" for n, v in r["per_token_us"].items()) + " us a token",
+                          f"fastest {r['fastest']}")
             elif r["kind"] == "opbench":
                 verdicts = [t_["verdict"] for t_ in r["targets"]]
                 t.add_row(r["id"], r["date"][:16], "opbench", ",".join(r.get("devices") or []),
