@@ -118,6 +118,10 @@
 #                 forecast from the chain-and-fused side-by-side
 #                 then swiglu=triton (one launch where torch's SwiGLU is five) the same way from its pair's record
 #     proofs21    those rungs' GPU tests alone (kda_norm's kernels, the engine option, swiglu): the lane beside rungs21
+#     rungs22     the deep-absorb decode rung (written after session 21's device time): attention=cupy_splitk_bf16_deep
+#                 (MLA's absorb with each thread's 32 weights in flight, the same bits) over the row-warp step after its
+#                 GPU tests, forecast from its side-by-side at pos 63
+#     proofs22    that rung's GPU tests alone: the lane beside rungs22
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
@@ -305,8 +309,9 @@
 #   bash bench/gpu_lanes.sh 560 "rungs20 rungs21" ""          # fresh: side_priority, the PDL router (forecast from
 #                                      # its mended pair: 1.042x over cupy_rowwarp, 1.147x over the step's router),
 #                                      # the fused KDA norm (triton_split: 6.12 against the chain's 7.42 us), swiglu
-#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21" ""          # warm: what the first call's budget left (each rung
-#                                      # is ~250 s: its proof, diagnosis, swap, captured gate and pair)
+#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21 rungs22" ""  # warm: what the first call's budget left (each rung
+#                                      # is ~250 s: its proof, diagnosis, swap, captured gate and pair); rungs22 (the
+#                                      # deep absorb) was written after the device time
 #   bash bench/gpu_lanes.sh 560 "probe_timeline" ""           # warm
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
@@ -464,6 +469,11 @@ PDLBOTH_REG=$TMP/cuda-s18-pdl-l1-both.toml
 # of 132 slices: 8.5 MB of zero sums a layer written, then read), over the row-warp step, forecast from the
 # attention side-by-side at pos 63 (perop-attention-bfloat16.json)
 ATTNACT_REG=$TMP/cuda-s18-attn-active.toml
+# session 22's decode rung (stage rungs22): attention=cupy_splitk_bf16_deep over the row-warp step - MLA decode's
+# absorb with each thread's 32 float32 weights requested before its products (session 21's diagnosis: 7.6 us a layer
+# for 8.4 MB, 27% of the read ceiling; its SASS kept ~5 loads ahead). Forecast from the side-by-side at pos 63
+# (perop-attndeep-bfloat16.json)
+ATTNDEEP_REG=$TMP/cuda-s22-attn-deep.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -962,6 +972,15 @@ proof_rowwarp_side() {
 # proof_attn_active: attention=cupy_splitk_bf16_active (session 18): the default's bits from NaN-filled buffers at short
 # and full contexts and from one graph replayed at every position, the gate on CUDA (bit-identity to cupy_splitk_bf16),
 # then timed beside it at pos 63 and at full depth (its record, $DJ/perop-attention-bfloat16.json, is the forecast)
+# proof_attn_deep: attention=cupy_splitk_bf16_deep (written after session 21's device time): the default's bits for
+# every activation dtype, both splits, and the plain absorb at another Dn; the gate on CUDA (bit-identity to
+# cupy_splitk_bf16); then timed beside it at pos 63 and at full depth (its record, $DJ/perop-attndeep-bfloat16.json,
+# is the forecast)
+proof_attn_deep() {
+  run gpu-tests-attn-deep 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      --timeout=$GPU_TEST_TIMEOUT -k "attention_deep or cupy_splitk_bf16_deep" tests/backends/test_cupy_kernels.py \
+      tests/backends/test_cupy_gate.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-attn-deep.xml"
+}
 proof_attn_active() {
   run gpu-tests-attn-active 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       --timeout=$GPU_TEST_TIMEOUT -k attention tests/backends/test_cupy_kernels.py tests/backends/test_cupy_gate.py \
@@ -1777,6 +1796,16 @@ rungs21)  # the fused-norm decode rung over the row-warp step, after its proof: 
   decode_rung swiglu-triton $SWIGLU_REG swiglu=triton swiglu "swiglu=$(perop swiglu torch triton)" swiglu \
       "the dense layer's SwiGLU in one launch (torch's is five)" $RW_REG
   ;;
+rungs22)  # the deep-absorb attention rung over the row-warp step, after its proof: attention=cupy_splitk_bf16_deep,
+  # forecast from its side-by-side at the step's d=0 position
+  rowwarp_step rungs22 || continue
+  proof_attn_deep
+  decode_rung attn-deep $ATTNDEEP_REG attention=cupy_splitk_bf16_deep attention \
+      "attention=$(perop attndeep cupy_splitk_bf16 cupy_splitk_bf16_deep)" attn-deep \
+      "MLA decode's absorb with each thread's weights requested before its products (the same bits)" $RW_REG
+  ;;
+proofs22)  # the deep-absorb attention's GPU tests alone (the lane beside rungs22)
+  proof_attn_deep ;;
 proofs21)  # the fused KDA norm's and the Triton SwiGLU's GPU tests alone (the lane beside rungs21)
   proof_kda_norm
   proof_swiglu ;;

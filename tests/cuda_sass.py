@@ -1,5 +1,6 @@
 """Reading compiled CUDA kernels (SASS, from nvdisasm) for what the source cannot promise: the order the machine issues
-loads in. Used by tests/test_cuda_pdl_order.py; no GPU needed, only nvcc and nvdisasm.
+loads in. Used by tests/test_cuda_pdl_order.py and tests/test_cuda_load_schedule.py; no GPU needed, only nvcc and
+nvdisasm.
 
 The question it answers for a kernel launched with programmatic dependent launch (PDL): can a read-only load
 (`LDG...CONSTANT`, what `__ldg` and `ld.global.nc` compile to) execute before the kernel's `griddepcontrol.wait`
@@ -12,10 +13,18 @@ before ACQBULK in the SASS.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+
+#: the CuPy plugin's CUDA sources, and the architecture they are compiled for here (the H200's)
+KERNEL_DIR = Path(__file__).resolve().parents[1] / "plugins" / "sparkops_cupy" / "kernels"
+ARCH = "sm_90"
 
 _FUNCTION = re.compile(r"^\.text\.(\S+):\s*$")
 _LABEL = re.compile(r"^\s*(\.L\w+):\s*$")
@@ -119,3 +128,39 @@ def nvdisasm() -> str | None:
         if candidate.is_file():
             return str(candidate)
     return None
+
+
+def tools() -> tuple[str, str]:
+    """(nvcc, nvdisasm); without them the test skips, or under CI=true fails (the CI image must provide them)."""
+    nvcc, dis = shutil.which("nvcc"), nvdisasm()
+    if nvcc and dis:
+        return nvcc, dis
+    msg = (f"{'nvcc' if not nvcc else 'nvdisasm'} not found: compiled CUDA code cannot be read; install the CUDA "
+           f"toolkit (nvcc; nvdisasm also comes with the triton wheel)")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(msg + " (CI=true: the CI image must provide them)")
+    pytest.skip(msg)
+
+
+def listing(source: Path, out_dir: Path) -> dict[str, Function]:
+    """Compile one source (its includes from KERNEL_DIR) for ARCH and read back every function of its SASS."""
+    nvcc, dis = tools()
+    cubin = out_dir / (source.stem + ".cubin")
+    proc = subprocess.run([nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", f"-I{KERNEL_DIR}", "-o", str(cubin),
+                           str(source)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"nvcc failed on {source.name}:\n{proc.stdout}{proc.stderr}"
+    sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout
+    return parse(sass)
+
+
+def load_runs(fn: Function) -> list[int]:
+    """The lengths of the runs of global loads (LDG) issued with no multiply-add (FFMA) between them, in program
+    order: how many loads a thread has in flight before it must wait on one."""
+    runs, run = [], 0
+    for ins in fn.instructions:
+        if ins.opcode.startswith("LDG"):
+            run += 1
+        elif ins.opcode.startswith("FFMA") and run:
+            runs.append(run)
+            run = 0
+    return runs + ([run] if run else [])

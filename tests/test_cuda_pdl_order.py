@@ -14,46 +14,19 @@ Without nvcc or nvdisasm the check cannot run: under CI=true that is a failure, 
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cuda_sass import Function, Instruction, nvdisasm, parse
+from tests.cuda_sass import KERNEL_DIR, Function, Instruction, listing, parse
 
-KERNEL_DIR = Path(__file__).resolve().parents[1] / "plugins" / "sparkops_cupy" / "kernels"
 PDL_SOURCES = sorted(p for p in KERNEL_DIR.glob("*.cu") if "pdl_wait();" in p.read_text())
-ARCH = "sm_90"
 #: the PDL kernels as of session 21: the check must see each (a listing it failed to read would pass vacuously)
 KNOWN = {
     "linear_rowwarp.cu": {"linear_q4_k_rowwarppdl_bf16", "linear_q4_k_rowcppdl_bf16"},
     "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_gateupcppdl_bf16"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
 }
-
-
-def _tools() -> tuple[str, str]:
-    nvcc, dis = shutil.which("nvcc"), nvdisasm()
-    if nvcc and dis:
-        return nvcc, dis
-    msg = (f"{'nvcc' if not nvcc else 'nvdisasm'} not found: the PDL kernels' SASS cannot be checked; install the CUDA "
-           f"toolkit (nvcc; nvdisasm also comes with the triton wheel)")
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(msg + " (CI=true: the CI image must provide them)")
-    pytest.skip(msg)
-
-
-def listing(source: Path, out_dir: Path) -> dict[str, Function]:
-    """Compile one source (its includes from the kernel directory) and read back every function."""
-    nvcc, dis = _tools()
-    cubin = out_dir / (source.stem + ".cubin")
-    proc = subprocess.run([nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", f"-I{KERNEL_DIR}", "-o", str(cubin),
-                           str(source)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"nvcc failed on {source.name}:\n{proc.stdout}{proc.stderr}"
-    sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout
-    return parse(sass)
 
 
 def violations(functions: dict[str, Function]) -> dict[str, list[Instruction]]:

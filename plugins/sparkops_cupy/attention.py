@@ -3,7 +3,8 @@
 Four launches: absorb (writes the new cache rows at pos, forms the absorbed queries), split (each
 block one slice of the context, a running softmax per head), combine (merges the slices), up (w_uv).
 `attention_active` (cupy_splitk_bf16_active) is the same with the empty slices neither written nor read: the same
-bits.
+bits. `attention_deep` (cupy_splitk_bf16_deep) is the same with the absorb's weights all in flight at once (Dn = 128):
+the same bits.
 The position is read on the device, so the host never synchronises and a captured decode step
 replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
@@ -27,6 +28,8 @@ LOG2E = 1.4426950408889634
 MMA_SMEM_BYTES = 32 * 584 * 2 + 2 * 64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4
 #: the generic split keeps Lkv / 32 accumulators per lane and the query row in shared memory
 MAX_LKV, MAX_ROW = 512, 1024
+#: the Dn mla_absorb_deep is built for (Kimi-Linear's): a thread's Dn / 4 weights are requested at once
+DEEP_DN = 128
 
 
 def uses_tensor_cores(t: int, n: int, lkv: int, r: int, cache: torch.Tensor) -> bool:
@@ -63,7 +66,17 @@ def attention_active(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True)
 
 
-def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool):
+def attention_deep(q, latent, cache, pos, w_uk, w_uv, scale):
+    """The same four launches with the absorb's w_uk reads all in flight at once (mla_absorb_deep): GPU session 21's
+    diagnosis of the 48B step put the absorb at 7.6 us a layer for 8.4 MB of float32 weights (27% of the read
+    ceiling). Its compiled code showed why: ~5 loads ahead of the products, then a load beside each product, so a
+    thread waits out a chain of round trips. Here each thread requests its 32 weights and 32 query values, then
+    multiplies in the same order (the same bits; tests/test_cuda_load_schedule.py holds the schedule). Its stated
+    policy for another Dn: the plain absorb (the deep form is compiled for Dn = 128 only)."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=False, deep=True)
+
+
+def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False):
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -100,7 +113,8 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool):
     mma = uses_tensor_cores(t, n, lkv, r, cache) and rt.max_shared_memory(idx) >= MMA_SMEM_BYTES
 
     qa = _scratch((t, n, dq), torch.bfloat16 if mma else torch.float32, dev)
-    rt.launch("attention.cu", "mla_absorb", dev, (n, (dq + 63) // 64, t), (256,),
+    absorb = "mla_absorb_deep" if deep and dn == DEEP_DN else "mla_absorb"
+    rt.launch("attention.cu", absorb, dev, (n, (dq + 63) // 64, t), (256,),
               (rt.ptr(q), rt.i32(q_code), rt.ptr(w_uk), rt.ptr(latent), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos),
                rt.i32(t), rt.i32(n), rt.i32(dn), rt.i32(r), rt.i32(lkv), rt.i64(lmax), rt.f32(scale * LOG2E),
                rt.ptr(qa), rt.i32(1 if mma else 0)))

@@ -429,6 +429,27 @@ def test_attention_active_replays_from_one_graph_at_every_position(nan_scratch):
         graph.reset()  # a failed assertion must not leave the graph to be freed inside the next test's capture
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+@pytest.mark.parametrize("lmax,pos,t,dn", [(200, 63, 1, 128), (9000, 8447, 1, 128), (300, 40, 3, 128),
+                                           (300, 40, 1, 96)])
+def test_attention_deep_gives_the_default_s_bits(lmax, pos, t, dn, dtype, nan_scratch):
+    """cupy_splitk_bf16_deep (the absorb's weights all in flight): the same output and the same cache row as
+    cupy_splitk_bf16, for each activation dtype (one dtype branch a call, outside the products) on the tensor-core
+    split (bf16, T = 1) and the generic one (fp32, or three tokens); Dn = 96 takes the plain absorb (the stated
+    policy: the deep form is compiled for Dn = 128)."""
+    g = torch.Generator().manual_seed(lmax + pos + t + dn)
+    args = _mla_inputs(g, lmax, pos, t=t, dn=dn, dtype=dtype)
+    if dtype == torch.float16:  # the cache is float32 or bfloat16; q alone takes float16
+        args = {**args, "cache": args["cache"].float(), "latent": args["latent"].float()}
+    outs, caches = [], []
+    for fn in (cu_attention.attention, cu_attention.attention_deep):
+        dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+        outs.append(fn(**dev))
+        caches.append(dev["cache"])
+    assert torch.isfinite(outs[0].float()).all()
+    assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
+
+
 # ---- kda and moe at the 48B's shapes --------------------------------------------------------------------
 
 @pytest.mark.parametrize("steps", [(1, 1, 1), (5, 1)])

@@ -53,7 +53,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "router": "test_rowwarp_router_side_by_side_with_triton",
            "routerpdl": "test_router_pdl_pairs_side_by_side",
            "kdanorm": ("test_triton_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
-           "swiglu": ("test_triton_swiglu.py", "test_gpu_contract_cases_and_the_48b_dense_row_timed")}
+           "swiglu": ("test_triton_swiglu.py", "test_gpu_contract_cases_and_the_48b_dense_row_timed"),
+           "attndeep": "test_attention_deep_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -1586,3 +1587,28 @@ def test_the_48b_is_synthesized_beside_the_registries_swaps(tmp_path):
     assert log.index("] synth48 (limit") < log.index("] swap-torch rc=")
     assert sum(c.startswith("synth --preset kimi-linear-48b-a3b --quant q4_k_m") for c in calls) == 1
     assert "best registry: bf16" in log and "SKIP" not in log
+
+
+def test_rungs22_times_the_deep_absorb_over_the_row_warp_step_from_its_record(tmp_path):
+    """With its record (the plain attention 90 us a token, the deep absorb's 60): the proof's tests, the swap of
+    attention=cupy_splitk_bf16_deep over the row-warp step, and the pair forecast at 1.5; the record goes into the
+    ledger once."""
+    records = _records(tmp_path, attndeep={"cupy_splitk_bf16": 90e-6, "cupy_splitk_bf16_deep": 60e-6})
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs22", "", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, reg = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s22-attn-deep.toml"
+    assert "gpu-tests-attn-deep (limit" in log
+    assert any(c.startswith("swap attention=cupy_splitk_bf16_deep ") for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {rw} --vs {reg}" in decodes[0]
+    assert "--changes attention " in decodes[0] and "--expect attention=1.500" in decodes[0], decodes[0]
+    assert [c for c in calls if c.startswith("ledger perop")] == [
+        f"ledger perop {machine}/suite-diag/perop-attndeep-bfloat16.json"]
+
+
+def test_rungs22_leaves_the_rung_out_without_its_record(tmp_path):
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs22", "", extra_env=env)
+    assert "decode-attn-deep: left out" in log
+    assert not any("cupy_splitk_bf16_deep" in c for c in calls)
