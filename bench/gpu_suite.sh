@@ -593,13 +593,13 @@ run() {
 # ledger once (a marker a file's content, made atomically: two lanes packing at once record it once), with the device
 # and the command that reproduces it (the record's own test); bench.tgz then carries the rows home
 record_perops() {
-  local f sum
+  local f sum out
   for f in "$DJ"/perop-*.json; do
     [ -f "$f" ] || continue
     sum=$(sha256sum "$f" | cut -c1-16)
     mkdir "$DONE/perop-$sum" 2>/dev/null || continue
-    sparkops ledger perop "$f" > "$R/ledger-perop-$(basename "$f" .json).log" 2>&1 \
-      || { log "perop record $f refused: $(tail -n 1 "$R/ledger-perop-$(basename "$f" .json).log")"; rm -rf "$DONE/perop-$sum"; }
+    out="$R/ledger-perop-$sum.log"
+    sparkops ledger perop "$f" > "$out" 2>&1 || { log "perop record $f refused: $(tail -n 1 "$out")"; rm -rf "$DONE/perop-$sum"; }
   done
 }
 pack() {
