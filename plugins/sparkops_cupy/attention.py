@@ -3,8 +3,8 @@
 Four launches: absorb (writes the new cache rows at pos, forms the absorbed queries), split (each
 block one slice of the context, a running softmax per head), combine (merges the slices), up (w_uv).
 `attention_active` (cupy_splitk_bf16_active) is the same with the empty slices neither written nor read: the same
-bits. `attention_deep` (cupy_splitk_bf16_deep) is the same with the absorb's weights all in flight at once (Dn = 128):
-the same bits.
+bits. `attention_deep` (cupy_splitk_bf16_deep) is the same with the absorb's and the up projection's weights all in flight
+at once (Dn = 128, Lkv = 512): the same bits.
 The position is read on the device, so the host never synchronises and a captured decode step
 replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
@@ -28,8 +28,9 @@ LOG2E = 1.4426950408889634
 MMA_SMEM_BYTES = 32 * 584 * 2 + 2 * 64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4
 #: the generic split keeps Lkv / 32 accumulators per lane and the query row in shared memory
 MAX_LKV, MAX_ROW = 512, 1024
-#: the Dn mla_absorb_deep is built for (Kimi-Linear's): a thread's Dn / 4 weights are requested at once
-DEEP_DN = 128
+#: the Dn mla_absorb_deep and the Lkv mla_up_deep are built for (Kimi-Linear's): a thread's Dn / 4 weights, a lane's
+#: Lkv / 32, are requested at once
+DEEP_DN, DEEP_LKV = 128, 512
 
 
 def uses_tensor_cores(t: int, n: int, lkv: int, r: int, cache: torch.Tensor) -> bool:
@@ -71,8 +72,10 @@ def attention_deep(q, latent, cache, pos, w_uk, w_uv, scale):
     diagnosis of the 48B step put the absorb at 7.6 us a layer for 8.4 MB of float32 weights (27% of the read
     ceiling). Its compiled code showed why: ~5 loads ahead of the products, then a load beside each product, so a
     thread waits out a chain of round trips. Here each thread requests its 32 weights and 32 query values, then
-    multiplies in the same order (the same bits; tests/test_cuda_load_schedule.py holds the schedule). Its stated
-    policy for another Dn: the plain absorb (the deep form is compiled for Dn = 128 only)."""
+    multiplies in the same order (the same bits; tests/test_cuda_load_schedule.py holds the schedule). The up
+    projection likewise (mla_up_deep: a lane's 16 w_uv and obar values at once, where the plain loop makes two round
+    trips; 3.9 us a layer for 8.4 MB in the same diagnosis). Its stated policy for another Dn or Lkv: the plain
+    kernel (the deep ones are compiled for Dn = 128 and Lkv = 512 only)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=False, deep=True)
 
 
@@ -137,7 +140,8 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
               (rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc), rt.i32(splits), rt.i32(t), rt.i32(n), rt.i32(lkv),
                rt.ptr(obar), rt.i32(int(skip_empty))))
     out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)
-    rt.launch("attention.cu", "mla_up", dev, (n, (dv + 7) // 8, t), (256,),
+    up = "mla_up_deep" if deep and lkv == DEEP_LKV else "mla_up"
+    rt.launch("attention.cu", up, dev, (n, (dv + 7) // 8, t), (256,),
               (rt.ptr(obar), rt.ptr(w_uv), rt.i32(t), rt.i32(n), rt.i32(dv), rt.i32(lkv), rt.ptr(out),
                rt.i32(q_code), rt.ptr(pos), rt.i64(lmax)))
     return out

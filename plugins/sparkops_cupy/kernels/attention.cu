@@ -498,21 +498,50 @@ extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __res
 
 // o [T, N, Dv] (o_dt) = w_uv [N, Dv, Lkv] . obar [T, N, Lkv]; NaN everywhere when pos + T runs past the
 // cache (the host cannot check it without reading pos). Grid (N, ceil(Dv/8), T), 256 threads.
-// budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(256) mla_up(const float* __restrict__ obar,
-                                                         const float* __restrict__ w_uv, int T, int N, int Dv,
-                                                         int Lkv, void* __restrict__ out, int o_dt,
-                                                         const i64* __restrict__ pos, i64 Lmax) {
+// DEEP: 0 (the loop over j unrolled 8 times: two round trips a warp at Lkv = 512), or Lkv / 32 (Kimi-Linear's 16):
+// the warp's DEEP weights and DEEP obar values all requested before its products, added in the same j order (the
+// same bits; the host launches it only for that Lkv)
+template <int DEEP>
+__device__ __forceinline__ void mla_up_body(const float* __restrict__ obar, const float* __restrict__ w_uv, int T,
+                                            int N, int Dv, int Lkv, void* __restrict__ out, int o_dt,
+                                            const i64* __restrict__ pos, i64 Lmax) {
     const int h = blockIdx.x, t = blockIdx.z, lane = threadIdx.x & 31;
     const int v = blockIdx.y * 8 + (threadIdx.x >> 5);
     if (v >= Dv) return;
     const float* w = w_uv + ((i64)h * Dv + v) * Lkv;
     const float* x = obar + ((i64)t * N + h) * Lkv;
     float acc = 0.0f;
+    if constexpr (DEEP > 0) {
+        float wv[DEEP], xv[DEEP];
+#pragma unroll
+        for (int i = 0; i < DEEP; ++i) wv[i] = __ldg(w + lane + 32 * i);
+#pragma unroll
+        for (int i = 0; i < DEEP; ++i) xv[i] = x[lane + 32 * i];
+#pragma unroll
+        for (int i = 0; i < DEEP; ++i) acc = fmaf(wv[i], xv[i], acc);
+    } else {
 #pragma unroll 8
-    for (int j = lane; j < Lkv; j += 32) acc = fmaf(w[j], x[j], acc);
+        for (int j = lane; j < Lkv; j += 32) acc = fmaf(w[j], x[j], acc);
+    }
     acc = warp_sum(acc);
     const i64 p0 = pos[0];
     if (p0 < 0 || p0 + T > Lmax) acc = QNAN;
     if (lane == 0) store_act(out, ((i64)t * N + h) * Dv + v, o_dt, acc);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) mla_up(const float* __restrict__ obar,
+                                                         const float* __restrict__ w_uv, int T, int N, int Dv,
+                                                         int Lkv, void* __restrict__ out, int o_dt,
+                                                         const i64* __restrict__ pos, i64 Lmax) {
+    mla_up_body<0>(obar, w_uv, T, N, Dv, Lkv, out, o_dt, pos, Lmax);
+}
+
+// mla_up for Lkv = 512 (Kimi-Linear's), each warp's 16 weights and 16 obar values in flight at once (mla_up_body;
+// attention=cupy_splitk_bf16_deep, with mla_absorb_deep). The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(96) mla_up_deep(const float* __restrict__ obar, const float* __restrict__ w_uv,
+                                                       int T, int N, int Dv, int Lkv, void* __restrict__ out,
+                                                       int o_dt, const i64* __restrict__ pos, i64 Lmax) {
+    mla_up_body<16>(obar, w_uv, T, N, Dv, Lkv, out, o_dt, pos, Lmax);
 }
