@@ -1802,7 +1802,7 @@ rungs22)  # the deep-absorb attention rung over the row-warp step, after its pro
   proof_attn_deep
   decode_rung attn-deep $ATTNDEEP_REG attention=cupy_splitk_bf16_deep attention \
       "attention=$(perop attndeep cupy_splitk_bf16 cupy_splitk_bf16_deep)" attn-deep \
-      "MLA decode's absorb with each thread's weights requested before its products (the same bits)" $RW_REG
+      "MLA decode's absorb, combine and up projection with their loads in flight at once (the same bits)" $RW_REG
   ;;
 proofs22)  # the deep-absorb attention's GPU tests alone (the lane beside rungs22)
   proof_attn_deep ;;

@@ -3,8 +3,8 @@
 Four launches: absorb (writes the new cache rows at pos, forms the absorbed queries), split (each
 block one slice of the context, a running softmax per head), combine (merges the slices), up (w_uv).
 `attention_active` (cupy_splitk_bf16_active) is the same with the empty slices neither written nor read: the same
-bits. `attention_deep` (cupy_splitk_bf16_deep) is the same with the absorb's and the up projection's weights all in flight
-at once (Dn = 128, Lkv = 512): the same bits.
+bits. `attention_deep` (cupy_splitk_bf16_deep) is the same with the absorb's, the combine's and the up projection's
+loads in flight at once: the same bits.
 The position is read on the device, so the host never synchronises and a captured decode step
 replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
@@ -74,8 +74,9 @@ def attention_deep(q, latent, cache, pos, w_uk, w_uv, scale):
     thread waits out a chain of round trips. Here each thread requests its 32 weights and 32 query values, then
     multiplies in the same order (the same bits; tests/test_cuda_load_schedule.py holds the schedule). The up
     projection likewise (mla_up_deep: a lane's 16 w_uv and obar values at once, where the plain loop makes two round
-    trips; 3.9 us a layer for 8.4 MB in the same diagnosis). Its stated policy for another Dn or Lkv: the plain
-    kernel (the deep ones are compiled for Dn = 128 and Lkv = 512 only)."""
+    trips; 3.9 us a layer for 8.4 MB in the same diagnosis), and the combine (mla_combine_deep: 16 slices' sums in
+    flight a lane where the plain loop keeps 4; 5.3 us a layer for 8.6 MB). Its stated policy for another Dn or Lkv:
+    the plain absorb / up kernel (those deep ones are compiled for Dn = 128 and Lkv = 512 only)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=False, deep=True)
 
 
@@ -136,7 +137,7 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
                    rt.i32(r), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc)))
 
     obar = _scratch((t, n, lkv), torch.float32, dev)
-    rt.launch("attention.cu", "mla_combine", dev, (n, t, (lkv + 31) // 32), (256,),
+    rt.launch("attention.cu", "mla_combine_deep" if deep else "mla_combine", dev, (n, t, (lkv + 31) // 32), (256,),
               (rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc), rt.i32(splits), rt.i32(t), rt.i32(n), rt.i32(lkv),
                rt.ptr(obar), rt.i32(int(skip_empty))))
     out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)

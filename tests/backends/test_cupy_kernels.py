@@ -433,8 +433,8 @@ def test_attention_active_replays_from_one_graph_at_every_position(nan_scratch):
 @pytest.mark.parametrize("lmax,pos,t,dn,lkv", [(200, 63, 1, 128, 512), (9000, 8447, 1, 128, 512),
                                                (300, 40, 3, 128, 512), (300, 40, 1, 96, 512), (300, 40, 1, 128, 256)])
 def test_attention_deep_gives_the_default_s_bits(lmax, pos, t, dn, lkv, dtype, nan_scratch):
-    """cupy_splitk_bf16_deep (the absorb's and the up projection's weights all in flight): the same output and cache
-    row as cupy_splitk_bf16, for each activation dtype (one dtype branch a call, outside the products) on the
+    """cupy_splitk_bf16_deep (the absorb's, the combine's and the up projection's loads in flight): the same output and
+    cache row as cupy_splitk_bf16, for each activation dtype (one dtype branch a call, outside the products) on the
     tensor-core split (bf16, T = 1) and the generic one (fp32, or three tokens); Dn = 96 takes the plain absorb and
     Lkv = 256 the plain up projection (the stated policy: the deep kernels are compiled for Dn = 128, Lkv = 512)."""
     g = torch.Generator().manual_seed(lmax + pos + t + dn + lkv)

@@ -440,12 +440,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __
 // result is the same bits, and its sums (not written by mla_split_mma's skip_empty) stay unread. The loop bound is the
 // only change: session 18's first form tested each slice's weight inside the loop, which cost its unrolled loads
 // (41.5 against 39.1 us a layer at L = 32768).
-// budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __restrict__ part_m,
-                                                              const float* __restrict__ part_l,
-                                                              const float* __restrict__ part_acc, int S, int T,
-                                                              int N, int Lkv, float* __restrict__ obar,
-                                                              int skip_empty) {
+// UNROLL: the slices' loop unrolled that many times (4: the plain form, ~4 loads in flight a lane over ~17 slices at
+// S = 132; 16, the deep form); the slices are added in the same order either way (the same bits)
+template <int UNROLL>
+__device__ __forceinline__ void mla_combine_body(const float* __restrict__ part_m, const float* __restrict__ part_l,
+                                                 const float* __restrict__ part_acc, int S, int T, int N, int Lkv,
+                                                 float* __restrict__ obar, int skip_empty) {
     __shared__ float sw[1024];
     __shared__ float red[8][33];
     __shared__ int held[8];
@@ -482,7 +482,7 @@ extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __res
     const int j = blockIdx.z * 32 + lane;
     float acc = 0.0f;
     if (j < Lkv) {
-#pragma unroll 4
+#pragma unroll UNROLL
         for (int s = warp; s < S_read; s += 8) acc = fmaf(sw[s], part_acc[(((i64)s * T + t) * N + h) * Lkv + j], acc);
     }
     red[warp][lane] = acc;
@@ -494,6 +494,25 @@ extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __res
         dsum += red[w][32];
     }
     obar[((i64)t * N + h) * Lkv + j] = total / dsum;
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) mla_combine(const float* __restrict__ part_m,
+                                                              const float* __restrict__ part_l,
+                                                              const float* __restrict__ part_acc, int S, int T,
+                                                              int N, int Lkv, float* __restrict__ obar,
+                                                              int skip_empty) {
+    mla_combine_body<4>(part_m, part_l, part_acc, S, T, N, Lkv, obar, skip_empty);
+}
+
+// mla_combine with 16 slices' sums in flight a lane (attention=cupy_splitk_bf16_deep): the 48B's combine reads 8.6 MB
+// of float32 sums a layer (132 slices x 32 heads x 512) and took 5.3 us in session 21's diagnosis. The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(96) mla_combine_deep(const float* __restrict__ part_m,
+                                                            const float* __restrict__ part_l,
+                                                            const float* __restrict__ part_acc, int S, int T, int N,
+                                                            int Lkv, float* __restrict__ obar, int skip_empty) {
+    mla_combine_body<16>(part_m, part_l, part_acc, S, T, N, Lkv, obar, skip_empty);
 }
 
 // o [T, N, Dv] (o_dt) = w_uv [N, Dv, Lkv] . obar [T, N, Lkv]; NaN everywhere when pos + T runs past the
