@@ -118,9 +118,9 @@
 #                 forecast from the chain-and-fused side-by-side
 #                 then swiglu=triton (one launch where torch's SwiGLU is five) the same way from its pair's record
 #     proofs21    those rungs' GPU tests alone (kda_norm's kernels, the engine option, swiglu): the lane beside rungs21
-#     rungs22     the deep-absorb decode rung (written after session 21's device time): attention=cupy_splitk_bf16_deep
-#                 (MLA's absorb with each thread's 32 weights in flight, the same bits) over the row-warp step after its
-#                 GPU tests, forecast from its side-by-side at pos 63
+#     rungs22     the deep attention decode rung (written after session 21's device time): attention=
+#                 cupy_splitk_bf16_deep (MLA's absorb, combine and up projection with their loads in flight at once,
+#                 the same bits) over the row-warp step after its GPU tests, forecast from its side-by-side at pos 63
 #     proofs22    that rung's GPU tests alone: the lane beside rungs22
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
@@ -470,9 +470,9 @@ PDLBOTH_REG=$TMP/cuda-s18-pdl-l1-both.toml
 # attention side-by-side at pos 63 (perop-attention-bfloat16.json)
 ATTNACT_REG=$TMP/cuda-s18-attn-active.toml
 # session 22's decode rung (stage rungs22): attention=cupy_splitk_bf16_deep over the row-warp step - MLA decode's
-# absorb with each thread's 32 float32 weights requested before its products (session 21's diagnosis: 7.6 us a layer
-# for 8.4 MB, 27% of the read ceiling; its SASS kept ~5 loads ahead). Forecast from the side-by-side at pos 63
-# (perop-attndeep-bfloat16.json)
+# absorb, combine and up projection with their loads requested before their products (session 21's diagnosis: 7.6,
+# 5.3 and 3.9 us a layer for ~8.5 MB each; the absorb's SASS kept ~5 loads ahead). Forecast from the side-by-side at
+# pos 63 (perop-attndeep-bfloat16.json)
 ATTNDEEP_REG=$TMP/cuda-s22-attn-deep.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
