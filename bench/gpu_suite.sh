@@ -593,14 +593,17 @@ run() {
 # ledger once (a marker a file's content, made atomically: two lanes packing at once record it once), with the device
 # and the command that reproduces it (the record's own test); bench.tgz then carries the rows home
 record_perops() {
-  local f sum out
+  local f sum files=() marks=() out="$R/ledger-perop.log"
   for f in "$DJ"/perop-*.json; do
     [ -f "$f" ] || continue
     sum=$(sha256sum "$f" | cut -c1-16)
     mkdir "$DONE/perop-$sum" 2>/dev/null || continue
-    out="$R/ledger-perop-$sum.log"
-    sparkops ledger perop "$f" > "$out" 2>&1 || { log "perop record $f refused: $(tail -n 1 "$out")"; rm -rf "$DONE/perop-$sum"; }
+    files+=("$f")
+    marks+=("$DONE/perop-$sum")
   done
+  [ ${#files[@]} -gt 0 ] || return 0
+  # one call for all (each call renders LADDER.md once: seconds of the budget's margin)
+  sparkops ledger perop "${files[@]}" >> "$out" 2>&1 || { log "perop records refused: $(tail -n 1 "$out")"; rm -rf "${marks[@]}"; }
 }
 pack() {
   record_perops

@@ -95,3 +95,17 @@ def test_a_record_brought_home_names_the_commit_that_ran_it(tmp_path):
     assert row["code_digest"] == digest_of_commit(repo_root(), parent)
     with pytest.raises(BadInput, match="not a commit"):
         perop_row(f, command="c", device_name="H", ran_commit="no-such-commit")
+
+
+def test_several_records_in_one_call_are_all_checked_before_any_is_recorded(tmp_path, bench_dir, capsys):
+    good, bad = tmp_path / "perop-a.json", tmp_path / "perop-b.json"
+    good.write_text(json.dumps({"title": "a", "per_token_seconds": {"x": 1e-6}}))
+    bad.write_text(json.dumps({"title": "b", "per_token_seconds": {"x": -1.0}}))
+    args = ["--command", "c", "--device-name", "H"]
+    assert main(["ledger", "perop", str(good), str(bad), *args]) == 2
+    assert not (bench_dir / L.LEDGER).exists() or L.read(bench_dir / L.LEDGER) == []  # nothing half-written
+    other = tmp_path / "perop-c.json"
+    other.write_text(json.dumps({"title": "c", "per_token_seconds": {"y": 2e-6}}))
+    assert main(["ledger", "perop", str(good), str(other), *args]) == 0
+    assert [r["record"] for r in L.read(bench_dir / L.LEDGER)] == ["perop-a.json", "perop-c.json"]
+    assert main(["ledger", "retract", "a", "b", "--why", "w"]) == 2  # other actions take one target

@@ -11,7 +11,7 @@
                                                   # against this checkout's history ("+dirty" rows from a GPU box)
     sparkops ledger opbench RUN.json [--read-gbs G]  # a per-op benchmark run (pytest bench/ --benchmark-json)
                                                      # into the ledger: side by side, targets met or missed
-    sparkops ledger perop perop-X.json [--command TEXT] [--device-name NAME] [--ran-commit SHA]
+    sparkops ledger perop perop-X.json [perop-Y.json ...] [--command TEXT] [--device-name NAME] [--ran-commit SHA]
                                                   # a GPU test's side-by-side record (what a rung's forecast
                                                   # reads) into the ledger: one row, the command defaulting
                                                   # to the record's own test
@@ -37,6 +37,8 @@ def add_parser(sub) -> None:
     p.add_argument("target", nargs="?", help="retract: the row id (or a unique prefix); import: the other ledger "
                    "file; opbench: the pytest-benchmark JSON file; perop: the perop-*.json record; provenance: a row "
                    "id prefix (default: every row)")
+    p.add_argument("more", nargs="*", metavar="RECORD",
+                   help="perop: further records, all checked before any is recorded (one render for all)")
     p.add_argument("--depth", type=int, default=400, help="provenance: how many commits back to search (default 400)")
     p.add_argument("--read-gbs", type=float, help="opbench: the read ceiling in GB/s (default 4040, the H200's)")
     p.add_argument("--targets", metavar="FILE", help="opbench: the targets (default: bench/targets.toml)")
@@ -61,16 +63,20 @@ def run(args) -> int:
         what = {"retract": "row id", "import": "ledger file", "opbench": "benchmark JSON file",
                 "perop": "perop-*.json record"}[args.action]
         raise BadInput(f"ledger {args.action} needs a {what}")
+    if args.more and args.action != "perop":
+        raise BadInput(f"ledger {args.action} takes one {'target' if args.target else 'argument'}; got also "
+                       f"{' '.join(args.more)}")
     if args.action == "perop":
         from ..bench.perop import perop_row
 
         d.mkdir(parents=True, exist_ok=True)
-        row = perop_row(args.target, command=args.run_command or "", device_name=args.device_name or "",
-                        ran_commit=args.ran_commit or "")
-        L.append(d / L.LEDGER, row)
+        rows = [perop_row(f, command=args.run_command or "", device_name=args.device_name or "",
+                          ran_commit=args.ran_commit or "") for f in (args.target, *args.more)]  # all checked first
+        for row in rows:
+            L.append(d / L.LEDGER, row)
+            times = ", ".join(f"{n} {t:.1f}" for n, t in sorted(row["per_token_us"].items(), key=lambda kv: kv[1]))
+            console.print(f"recorded {row['record']} as row {row['id']}: {row['title']}: {times} us a token")
         R.render_all(d)
-        times = ", ".join(f"{n} {t:.1f}" for n, t in sorted(row["per_token_us"].items(), key=lambda kv: kv[1]))
-        console.print(f"recorded {row['record']} as row {row['id']}: {row['title']}: {times} us a token")
         return 0
     if args.action == "opbench":
         from ..bench.opledger import load_targets, opbench_row
