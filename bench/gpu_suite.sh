@@ -306,9 +306,10 @@
 #                                      # by hand on a fresh machine (calls 4-7): every one passed, the PDL pair 1.042x
 # Next session: the rungs the bugs stopped, over the row-warp step (install + synth + rebuild ~265 s fresh), then
 # the probe; the shards when their code changes:
-#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21" ""          # fresh: side_priority, the PDL router (forecast from
+#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21 rungs22" ""  # fresh: side_priority, the PDL router (forecast from
 #                                      # its mended pair: 1.042x over cupy_rowwarp, 1.147x over the step's router),
-#                                      # the fused KDA norm (triton_split: 6.12 against the chain's 7.42 us), swiglu
+#                                      # the fused KDA norm (triton_split: 6.12 against the chain's 7.42 us), swiglu,
+#                                      # the deep attention
 #   bash bench/gpu_lanes.sh 560 "rungs20 rungs21 rungs22" ""  # warm: what the first call's budget left (each rung
 #                                      # is ~250 s: its proof, diagnosis, swap, captured gate and pair); rungs22 (the
 #                                      # deep absorb) was written after the device time
