@@ -789,10 +789,10 @@ proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shape
 # rung's proof), BEFORE's time a token over AFTER's; nothing when there is no record (the rung is then left out)
 perop() { python3 bench/perop_factor.py "$DJ/perop-$1-bfloat16.json" "$2" "$3" || true; }
 # diagnose_base NAME BASE: the diagnosis of rung decode-NAME's base at 0 and 32768 ($DJ/diag-decode-NAME.json, its
-# forecast's per-op times)
+# forecast's per-op times), recorded in the machine's ledger (a row a depth: the per-kernel figures write-ups quote)
 diagnose_base() {
   run diagnose-decode-$1 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $2 $FILL_LEAN \
-      --out "$R/diag-decode-$1" --json-out $DJ/diag-decode-$1.json
+      --out "$R/diag-decode-$1" --json-out $DJ/diag-decode-$1.json --record
 }
 # proven_with_factor NAME TESTS FACTOR: true when gpu-tests-TESTS passed on this machine and FACTOR is not empty; else
 # rung decode-NAME is said to be left out

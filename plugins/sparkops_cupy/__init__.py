@@ -73,7 +73,8 @@ IMPLEMENTATIONS = [
     # the same launches with the slices a short context leaves empty neither written nor read: the same bits
     ("attention", "cupy_splitk_bf16_active", "sparkops_cupy.attention:attention_active",
      bit_identical(to="cupy_splitk_bf16"), "attention.cu"),
-    # the same launches with the absorb's weights all requested before its products (Dn = 128): the same bits
+    # the same launches with the absorb's, the combine's and the up projection's loads requested before their
+    # products: the same bits
     ("attention", "cupy_splitk_bf16_deep", "sparkops_cupy.attention:attention_deep",
      bit_identical(to="cupy_splitk_bf16"), "attention.cu"),
     # decode's router in one launch: a warp an expert's float32 logit, the last block of a token routes it; every

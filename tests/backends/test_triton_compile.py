@@ -73,26 +73,26 @@ def stack_bytes(kernel) -> int:
     return int(re.search(r"STACK:(\d+)", report).group(1))
 
 
-def sass_opcodes(kernel) -> list[str]:
-    """The kernel's SASS instructions' opcodes (predicates dropped), in program order."""
+def sass_functions(kernel) -> dict:
+    """The kernel's SASS, function by function (tests/cuda_sass.py: nvdisasm, shipped with Triton)."""
+    from tests.cuda_sass import nvdisasm, parse
+
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
         f.flush()
-        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True, check=True).stdout
-    return re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)", sass)
+        return parse(subprocess.run([nvdisasm(), f.name], capture_output=True, text=True, check=True).stdout)
+
+
+def sass_opcodes(kernel) -> list[str]:
+    """The kernel's SASS instructions' opcodes (predicates dropped), in program order."""
+    return [ins.opcode for fn in sass_functions(kernel).values() for ins in fn.instructions]
 
 
 def pdl_loads_before_wait(kernel) -> list:
     """The read-only loads (ld.global.nc) of a PDL kernel's SASS that some path reaches before its wait (ACQBULK):
     tests/cuda_sass.py, which also checks the CuPy kernels (tests/test_cuda_pdl_order.py, where GPU session 21's
     race is)."""
-    from tests.cuda_sass import nvdisasm, parse
-
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(kernel.asm["cubin"])
-        f.flush()
-        sass = subprocess.run([nvdisasm(), f.name], capture_output=True, text=True, check=True).stdout
-    functions = [fn for fn in parse(sass).values() if fn.waits]
+    functions = [fn for fn in sass_functions(kernel).values() if fn.waits]
     assert functions, "the PDL kernel's listing holds no griddepcontrol.wait (ACQBULK)"
     return [load for fn in functions for load in fn.loads_before_wait()]
 
