@@ -2,6 +2,7 @@
 
     python3 bench/gpu_test_shard.py 1/2            # the test files of shard 1 of 2, one per line
     python3 bench/gpu_test_shard.py --record X.xml [X.xml ...]   # update the seconds from pytest's JUnit XML
+                                                                  # (whole files only: see partial_files)
 
 Why: the single-GPU tests take ~5 minutes on one H200 and a device call ends at 10; session 10 split them by
 alternating file names, one half took 81 s and the other over 300 (stopped), and a third call re-ran what was
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -24,6 +26,8 @@ from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 SECONDS = REPO / "bench" / "gpu-test-seconds.json"
+#: how many test cases each file's recorded seconds summed (beside SECONDS: a later XML with fewer ran part of it)
+CASES = REPO / "bench" / "gpu-test-cases.json"
 #: what a test file with no GPU test costs a shard (pytest imports and collects it)
 UNMARKED_SECONDS = 0.2
 #: the tests that need two GPUs at once (their own stage)
@@ -61,6 +65,45 @@ def seconds_from_junit(xmls: list[Path], root: Path = REPO) -> dict[str, float]:
     return out
 
 
+def cases_from_junit(xmls: list[Path], root: Path = REPO) -> dict[str, int]:
+    """How many test cases of each test file the JUnit XML files hold (run, failed or skipped)."""
+    out: dict[str, int] = {}
+    for xml in xmls:
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            f = file_of(case.get("classname", ""), root)
+            if f is not None:
+                out[f] = out.get(f, 0) + 1
+    return out
+
+
+def collected_gpu_tests(files: list[str], root: Path = REPO) -> dict[str, int]:
+    """How many GPU tests (`-m gpu`, what a shard runs) pytest collects in each file, here (collection needs no GPU)."""
+    if not files:
+        return {}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu",
+                           "-p", "no:cacheprovider", *files], cwd=root, capture_output=True, text=True)
+    out = {f: 0 for f in files}
+    for line in proc.stdout.splitlines():
+        f = line.split("::", 1)[0]
+        if "::" in line and f in out:
+            out[f] += 1
+    return out
+
+
+def partial_files(xmls: list[Path], known: dict[str, int] | None = None,
+                  collect: Callable[[list[str]], dict[str, int]] | None = None,
+                  root: Path = REPO) -> dict[str, tuple[int, int]]:
+    """{file: (cases in the XML, cases of the whole file)} for the files the XML ran only in part. A run picked by -k
+    (a rung's proof) sums a few of a file's tests, and its seconds would stand for the whole file's: session 22
+    recorded test_cupy_kernels.py's 17 attention tests, 0.95 s, over the whole file's 171.75 before this check.
+    The whole file's count is what pytest collects here with -m gpu, or, where that is nothing (a module that skips
+    at import without its backend: cupy on a CPU machine), the count recorded with its seconds (`known`)."""
+    ran = cases_from_junit(xmls, root)
+    here = (collect or collected_gpu_tests)(sorted(ran))
+    whole = {f: here.get(f) or (known or {}).get(f, 0) for f in ran}
+    return {f: (n, whole[f]) for f, n in ran.items() if n < whole[f]}
+
+
 def shard(files: list[str], seconds: dict[str, float], index: int, count: int,
           marked: Callable[[str], bool] = marks_gpu_tests) -> list[str]:
     """The files of shard `index` (1-based) of `count`: longest first, each onto the shard with the least time so far
@@ -83,13 +126,27 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gpu_test_shard", description=__doc__.splitlines()[0])
     ap.add_argument("shard", nargs="?", help="I/N: the files of shard I of N")
     ap.add_argument("--record", nargs="+", type=Path, metavar="XML", help="update the seconds from JUnit XML files")
-    ap.add_argument("--seconds", type=Path, default=SECONDS, help=f"the seconds file (default {SECONDS.name})")
+    ap.add_argument("--seconds", type=Path, default=SECONDS, help=f"the seconds file (default {SECONDS.name}; the "
+                    f"case counts beside it, {CASES.name})")
+    ap.add_argument("--whole", nargs="+", default=[], metavar="FILE",
+                    help="with --record: files to record even with fewer cases than their whole (tests removed)")
     args = ap.parse_args(argv)
     if args.record:
         old = json.loads(args.seconds.read_text()) if args.seconds.exists() else {}
+        cases_file = args.seconds.with_name(CASES.name)
+        known = json.loads(cases_file.read_text()) if cases_file.exists() else {}
         new = seconds_from_junit(args.record)
+        ran = cases_from_junit(args.record)
+        for f, (n, total) in sorted(partial_files(args.record, known).items()):
+            if f in args.whole:
+                continue
+            print(f"not recorded: {f}: the XML ran {n} of its {total} GPU tests (a -k selection?); its seconds would "
+                  f"stand for the whole file's (--whole {f} records it anyway)")
+            new.pop(f)
         merged = {**old, **{f: round(s, 2) for f, s in new.items()}}
         args.seconds.write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
+        counts = {**known, **{f: ran[f] for f in new}}
+        cases_file.write_text(json.dumps(dict(sorted(counts.items())), indent=1) + "\n")
         print(f"recorded the seconds of {len(new)} test file(s) in {args.seconds}")
         return 0
     if not args.shard:

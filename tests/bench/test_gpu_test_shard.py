@@ -42,7 +42,8 @@ def test_the_shards_cover_the_repositorys_test_files_but_the_two_gpu_ones():
     assert sorted(parts[0] + parts[1]) == files and not set(parts[0]) & set(parts[1])
 
 
-def test_the_seconds_come_from_junit_xml_per_file(tmp_path):
+def test_the_seconds_come_from_junit_xml_per_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(shard_mod, "collected_gpu_tests", lambda files: {f: 1 for f in files})
     xml = tmp_path / "run.xml"
     xml.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest">'
                    '<testcase classname="tests.backends.test_triton_moe" name="a" time="1.5"/>'
@@ -64,3 +65,50 @@ def test_a_bad_shard_is_refused_with_the_form_to_write(bad, capsys):
     with pytest.raises(SystemExit) as e:
         shard_mod.main([bad])
     assert e.value.code == 2 and bad in capsys.readouterr().err
+
+
+def _xml(tmp_path, name, cases):
+    """A JUnit XML of `cases` test cases, (classname, seconds) each."""
+    xml = tmp_path / name
+    xml.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest">' + "".join(
+        f'<testcase classname="{c}" name="t{i}" time="{t}"/>' for i, (c, t) in enumerate(cases))
+        + "</testsuite></testsuites>")
+    return xml
+
+
+def test_a_file_run_only_in_part_is_not_recorded_and_said(tmp_path, monkeypatch, capsys):
+    """A rung's proof runs a few of a file's tests (-k): their seconds would stand for the whole file's and unbalance
+    the shards (session 22: test_cupy_kernels.py 171.75 -> 0.95 s). The whole is what pytest collects here, else the
+    case count recorded with the file's seconds (a module that skips at import here: cupy on CPU)."""
+    moe, kern = "tests.backends.test_triton_moe", "tests.backends.test_cupy_kernels"
+    collected = {"tests/backends/test_triton_moe.py": 3, "tests/backends/test_cupy_kernels.py": 0}
+    monkeypatch.setattr(shard_mod, "collected_gpu_tests", lambda files: {f: collected[f] for f in files})
+    seconds, cases = tmp_path / "gpu-test-seconds.json", tmp_path / "gpu-test-cases.json"
+    seconds.write_text(json.dumps({"tests/backends/test_triton_moe.py": 50.0}))
+    # the whole shard: both files recorded, with their case counts
+    whole = _xml(tmp_path, "whole.xml", [(moe, 10)] * 3 + [(kern, 30)] * 4)
+    assert shard_mod.main(["--record", str(whole), "--seconds", str(seconds)]) == 0
+    assert json.loads(seconds.read_text()) == {"tests/backends/test_cupy_kernels.py": 120.0,
+                                               "tests/backends/test_triton_moe.py": 30.0}
+    assert json.loads(cases.read_text()) == {"tests/backends/test_cupy_kernels.py": 4,
+                                             "tests/backends/test_triton_moe.py": 3}
+    capsys.readouterr()
+    # a -k run: one of each file's tests. Neither is recorded; each is named with its counts
+    part = _xml(tmp_path, "part.xml", [(moe, 1), (kern, 1)])
+    assert shard_mod.main(["--record", str(part), "--seconds", str(seconds)]) == 0
+    out = capsys.readouterr().out
+    assert "not recorded: tests/backends/test_triton_moe.py: the XML ran 1 of its 3" in out
+    assert "not recorded: tests/backends/test_cupy_kernels.py: the XML ran 1 of its 4" in out
+    assert json.loads(seconds.read_text())["tests/backends/test_cupy_kernels.py"] == 120.0
+    # tests removed from a file: --whole records it anyway, and its new count
+    assert shard_mod.main(["--record", str(part), "--seconds", str(seconds),
+                           "--whole", "tests/backends/test_cupy_kernels.py"]) == 0
+    assert json.loads(seconds.read_text())["tests/backends/test_cupy_kernels.py"] == 1.0
+    assert json.loads(cases.read_text())["tests/backends/test_cupy_kernels.py"] == 1
+
+
+def test_the_collection_counts_gpu_tests_per_file():
+    counts = shard_mod.collected_gpu_tests(["tests/bench/test_gpu_test_shard.py",
+                                            "tests/backends/test_triton_swiglu.py"])
+    assert counts["tests/bench/test_gpu_test_shard.py"] == 0  # no GPU test in this file
+    assert counts["tests/backends/test_triton_swiglu.py"] >= 1
