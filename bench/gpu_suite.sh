@@ -122,6 +122,13 @@
 #                 cupy_splitk_bf16_deep (MLA's absorb, combine and up projection with their loads in flight at once,
 #                 the same bits) over the row-warp step after its GPU tests, forecast from its side-by-side at pos 63
 #     proofs22    that rung's GPU tests alone: the lane beside rungs22
+#     rungs22all  session 22's step: the four rungs of sessions 20-22 that each timed `none` (S22_PAIRS, [engine]
+#                 fuse_kda_norm) swapped together over the row-warp step and timed as one rung (session 22 timed it by
+#                 hand: 1.035 / 1.034, again 1.038 / 1.034, a win); with SUITE_TIMED naming decode-s22-all, only made
+#     rungs23     the earlier nones not in that step, together over it: [engine] fuse_low_rank (session 9: 1.009,
+#                 1.010), side_stream (session 19: 1.007 / 1.008) and the PDL GEMVs and experts (session 18: 1.008 /
+#                 1.008), after the side stream's proof and the captured gate; then each alone over the same step
+#                 (one diagnosis of the base shared by all four pairs), so that the row says which of them carried it
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
@@ -304,16 +311,23 @@
 #   bash bench/gpu_lanes.sh 470 "tests1of2" ""                # 450 s warm: 289 passed, 4 failed (the race, the PDL
 #                                      # router's speed claim, kda_norm's decode_args x2); all four mended, then run
 #                                      # by hand on a fresh machine (calls 4-7): every one passed, the PDL pair 1.042x
-# Next session: the rungs the bugs stopped, over the row-warp step (install + synth + rebuild ~265 s fresh), then
-# the probe; the shards when their code changes:
-#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21 rungs22" ""  # fresh: side_priority, the PDL router (forecast from
-#                                      # its mended pair: 1.042x over cupy_rowwarp, 1.147x over the step's router),
-#                                      # the fused KDA norm (triton_split: 6.12 against the chain's 7.42 us), swiglu,
-#                                      # the deep attention
-#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21 rungs22" ""  # warm: what the first call's budget left (each rung
-#                                      # is ~250 s: its proof, diagnosis, swap, captured gate and pair); rungs22 (the
-#                                      # deep absorb) was written after the device time
-#   bash bench/gpu_lanes.sh 560 "probe_timeline" ""           # warm
+# Session 22 (bench/gpu-runs/2026-12-01-session22/README.md), one H200, the same export; 6 calls, ~1656 s:
+#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21 rungs22" ""  # 538 s fresh: the step rebuilt; side_priority 1.001 /
+#                                      # 1.000 (none); the PDL router's proof then out of budget
+#   bash bench/gpu_lanes.sh 560 "rungs20 rungs21 rungs22" ""  # 492 s warm: the PDL router 1.011 / 1.013, the fused
+#                                      # KDA norm (triton_split) 1.006 / 1.007 (both none); swiglu's proof and swap
+#   bash bench/gpu_lanes.sh 530 "rungs21 rungs22" ""          # 302 s warm: swiglu 1.002 / 1.004, the deep attention
+#                                      # 1.009 / 1.011 (both none)
+#   (calls 4-6 by hand, now stage rungs22all) the four together over the row-warp step: 1.035 / 1.034, again 1.038 /
+#                                      # 1.034 (win; frontier 417.2 / 400.5), then the new step diagnosed
+# Next session: session 22's step made by swaps (SUITE_TIMED names decode-s22-all), then the earlier nones over it,
+# together and each alone (stage rungs23: ~300 s to the step fresh, ~50 its diagnosis, ~150 a pair with its gate):
+#   export SUITE_TIMED="<the export above> decode-s22-all" SUITE_PREFILL_BASE=bf16
+#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # fresh: the step, the side stream's proof, the
+#                                      # diagnosis, the three levers together (forecast linear@F16 x1.6, the PDL
+#                                      # kernels' records)
+#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: each lever alone (PDL, fuse_low_rank, side)
+#   bash bench/gpu_lanes.sh 560 "probe_timeline" ""           # warm, if the budget allows
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -475,6 +489,26 @@ ATTNACT_REG=$TMP/cuda-s18-attn-active.toml
 # 5.3 and 3.9 us a layer for ~8.5 MB each; the absorb's SASS kept ~5 loads ahead). Forecast from the side-by-side at
 # pos 63 (perop-attndeep-bfloat16.json)
 ATTNDEEP_REG=$TMP/cuda-s22-attn-deep.toml
+# session 22's step (stage rungs22all; session 22 ran it by hand, calls 4-5): its four rungs that each timed `none`
+# over the row-warp step (the PDL router 1.011 / 1.013, the fused KDA norm 1.006 / 1.007, swiglu 1.002 / 1.004, the
+# deep attention 1.009 / 1.011) swapped together: 1.035 / 1.034, again 1.038 / 1.034 - a win, the frontier 417.2 /
+# 400.5 tok/s. Four changes under the noise band one by one are one change above it together
+S22_REG=$TMP/cuda-s22-all.toml
+S22_PAIRS="add_rmsnorm=triton_pdl moe_router=cupy_rowwarp_pdl kda_norm=triton_split swiglu=triton attention=cupy_splitk_bf16_deep"
+S22_FACTOR="moe_router=1.399,kda=1.167,gated_rmsnorm=1.167,swiglu=5.994,attention=1.213"  # session 22's per-op records
+# session 23's rung (stage rungs23): the earlier nones that session 22's step lacks, together over it - [engine]
+# fuse_low_rank (f_b and g_b one block-diagonal linear: 20 launches fewer; session 9: 1.009, 1.010), side_stream (the
+# gate GEMVs beside q/k/v; session 19: 1.007 / 1.008) and the PDL GEMVs and experts (session 18: 1.008 / 1.008; the
+# norm-PDL half of that rung, add_rmsnorm=triton_pdl, is in the step already). Forecasts from what was measured: the
+# F16 gate GEMVs (three launches a KDA layer, ~2.65 us each) as two, the block-diagonal one reading ~0.5 us more: 7.95
+# -> 5.8 us, x1.37; the side stream hid ~25 of their ~157 us a token in session 19 (x1.19, not the x2.0 forecast then);
+# both x1.6; session 18's per-op records for the PDL kernels
+S23_REG=$TMP/cuda-s23-nones.toml
+S23_PDL_PAIRS="linear@Q4_K=cupy_rowwarp_pdl gated_rmsnorm=triton_pdl moe_experts=cupy_rowwarp_pdl"
+S23_PDL_FACTOR="linear@Q4_K=1.061,moe_experts=1.012"
+S23_FACTOR="linear@F16=1.6,$S23_PDL_FACTOR"
+S23_LOWRANK_F16=1.37 S23_SIDE_F16=1.19
+S23_LOWRANK_REG=$TMP/cuda-s23-lowrank.toml S23_SIDE_REG=$TMP/cuda-s23-side.toml S23_PDL_REG=$TMP/cuda-s23-pdl.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -719,6 +753,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
+  decode-s23-nones=S23_REG decode-s22-all=S22_REG
   decode-pdl-l1-both=PDLBOTH_REG decode-moe-pdl-l1=MOEPDL1_REG decode-norm-pdl-l1=RWPDL1_REG decode-linear-rowwarp-copy2x=RWCOPY2X_REG
   decode-moe-rowwarp-pdl=MOEPDL_REG decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
   decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
@@ -918,6 +953,81 @@ engine_over() {
     cp $2 $1.new && sparkops engine $3=on --registry $1.new > /dev/null && mv $1.new $1 && echo "$2" > $1.base
   fi
   return 0
+}
+# swap_all NAME REG BASE PAIRS: REG is BASE with every pair of PAIRS (a word list) swapped in by one swap step
+# (swap-NAME), made again when BASE moved; a registry that does not select every pair (swap_into keeps the base's
+# selection where a pair cannot be proven here) is removed and said: a rung of several changes must hold all of them
+swap_all() {
+  local name=$1 reg=$2 base=$3 pairs=$4 why
+  fresh_over $reg $base
+  # shellcheck disable=SC2086 # PAIRS is a word list
+  [ -f $reg ] || run swap-$name 40 bash -c 'swap_into "$@"' _ $reg $base $pairs
+  # shellcheck disable=SC2086
+  if [ -f $reg ] && ! why=$(python3 bench/registry_selects.py $reg $pairs 2>&1); then
+    log "$name: $why; its registry removed"
+    rm -f $reg $reg.base
+  fi
+  [ -f $reg ]
+}
+# s22_step STAGE: session 22's step ($S22_REG): the row-warp step with S22_PAIRS swapped in (each proven by its swap
+# on this machine; their GPU tests passed in session 22) and [engine] fuse_kda_norm on. False, said, without it
+s22_step() {
+  rowwarp_step $1 || return 1
+  fresh_over $S22_REG $RW_REG
+  if [ ! -f $S22_REG ] && swap_all s22-all $S22_REG.swap $RW_REG "$S22_PAIRS"; then
+    cp $S22_REG.swap $S22_REG.new && sparkops engine fuse_kda_norm=on --registry $S22_REG.new > /dev/null \
+        && mv $S22_REG.new $S22_REG && echo "$RW_REG" > $S22_REG.base
+  fi
+  [ -f $S22_REG ] || { log "$1: no session-22 step ($S22_REG)"; return 1; }
+}
+# s22_rung: session 22's step as its own rung over the row-warp step (unless SUITE_TIMED names decode-s22-all: session
+# 22 timed it by hand), after the captured gate, forecast from the four rungs' per-op records ($S22_FACTOR)
+s22_rung() {
+  timed decode-s22-all && { log "decode-s22-all: timed in an earlier session (SUITE_TIMED): the step only made"; return 0; }
+  diagnose_base s22-all $RW_REG
+  captured_gate s22-all $S22_REG || return 0
+  [ -s $DJ/diag-decode-s22-all.json ] && run decode-s22-all 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $RW_REG --vs $S22_REG --graph A,B $GATE $FILL_LEAN \
+      --changes engine,add_rmsnorm,moe_router,kda_norm,swiglu,attention --prediction $DJ/diag-decode-s22-all.json \
+      --expect "$S22_FACTOR" --change "$S22_PAIRS with [engine] fuse_kda_norm: sessions 20-22's four rungs that each \
+timed none, together, over $(basename $RW_REG), graph"
+  return 0
+}
+# s23_pair NAME REG CHANGES EXPECT TEXT: rung decode-NAME, REG over session 22's step, after REG's captured gate,
+# forecast on the step's one diagnosis (diag-decode-s23-nones: the same base for every rung of stage rungs23)
+s23_pair() {
+  local name=$1 reg=$2 changes=$3 expect=$4 text=$5
+  [ -f $reg ] || { log "decode-$name: left out (no registry $reg)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-s23-nones.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $S22_REG --vs $reg --graph A,B $GATE $FILL_LEAN --changes $changes \
+      --prediction $DJ/diag-decode-s23-nones.json --expect "$expect" --change "$text, over $(basename $S22_REG), graph"
+  return 0
+}
+# s23_rungs: the earlier nones over session 22's step, together first (decode-s23-nones), then each alone: the PDL
+# kernels by swap (S23_PDL_PAIRS), fuse_low_rank and side_stream by `sparkops engine`, after the side stream's proof
+s23_rungs() {
+  if [ "$(cat $DONE/gpu-tests-side 2>/dev/null || true)" != 0 ]; then
+    log "decode-s23-nones: left out (the side stream's GPU tests failed)"
+    return 0
+  fi
+  diagnose_base s23-nones $S22_REG
+  swap_all s23-pdl $S23_PDL_REG $S22_REG "$S23_PDL_PAIRS"
+  engine_over $S23_LOWRANK_REG $S22_REG fuse_low_rank
+  engine_over $S23_SIDE_REG $S22_REG side_stream
+  fresh_over $S23_REG $S23_PDL_REG
+  if [ ! -f $S23_REG ] && [ -f $S23_PDL_REG ]; then
+    cp $S23_PDL_REG $S23_REG.new && sparkops engine fuse_low_rank=on side_stream=on --registry $S23_REG.new \
+        > /dev/null && mv $S23_REG.new $S23_REG && echo "$S23_PDL_REG" > $S23_REG.base
+  fi
+  s23_pair s23-nones $S23_REG engine,gated_rmsnorm,linear@Q4_K,moe_experts "$S23_FACTOR" "$S23_PDL_PAIRS with \
+[engine] fuse_low_rank and side_stream: the earlier nones (sessions 9, 18, 19) together"
+  s23_pair s23-pdl $S23_PDL_REG gated_rmsnorm,linear@Q4_K,moe_experts "$S23_PDL_FACTOR" \
+      "$S23_PDL_PAIRS: the PDL GEMVs and experts (session 18's none) alone"
+  s23_pair s23-lowrank $S23_LOWRANK_REG engine "linear@F16=$S23_LOWRANK_F16" "[engine] fuse_low_rank: f_b and g_b one \
+block-diagonal linear (session 9's none) alone"
+  s23_pair s23-side $S23_SIDE_REG engine "linear@F16=$S23_SIDE_F16" "[engine] side_stream: the gate GEMVs on a \
+second stream (session 19's none) alone"
 }
 proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped shapes against the reference, ties,
   # graph replay and the policy, the contract on CUDA, then timed beside triton_prefetch (its record,
@@ -1810,6 +1920,16 @@ rungs22)  # the deep-absorb attention rung over the row-warp step, after its pro
   ;;
 proofs22)  # the deep-absorb attention's GPU tests alone (the lane beside rungs22)
   proof_attn_deep ;;
+rungs22all)  # session 22's step over the row-warp step: its four none rungs swapped in together, timed as one rung
+  # (session 22 timed it by hand: with SUITE_TIMED naming decode-s22-all the step is only made)
+  s22_step rungs22all || continue
+  s22_rung
+  ;;
+rungs23)  # the earlier nones over session 22's step (made first), together, then each alone (stage list above)
+  s22_step rungs23 || continue
+  proof_side_stream
+  s23_rungs
+  ;;
 proofs21)  # the fused KDA norm's and the Triton SwiGLU's GPU tests alone (the lane beside rungs21)
   proof_kda_norm
   proof_swiglu ;;

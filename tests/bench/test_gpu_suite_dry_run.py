@@ -26,7 +26,8 @@ STUB_SPARKOPS = r"""#!/usr/bin/env bash
 echo "$*" >> "$STUB_LOG"
 case "$1" in
   synth) while [ $# -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done ;;
-  swap) sleep "${STUB_SWAP_SECONDS:-0}" ;;
+  # swap: the pairs selected on cuda in the registry (stub_swap.py), a pair in STUB_SWAP_REFUSE failing the swap
+  swap) sleep "${STUB_SWAP_SECONDS:-0}"; "$STUB_PYTHON" "$(dirname "$0")/stub_swap.py" "${@:2}" || exit 1 ;;
   check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac
     # STUB_FAIL_CHECK: a check whose arguments hold this text fails (one gate, not the others)
     [ -n "${STUB_FAIL_CHECK:-}" ] && [[ "$a" == *"$STUB_FAIL_CHECK"* ]] && exit 1; done ;;
@@ -67,10 +68,37 @@ for entry in os.environ.get("STUB_PEROP", "").split():
 """
 
 
+# The swap stand-in: `swap PAIR... --device cuda --registry FILE` selects each OP=IMPL (OP@TYPE=IMPL: the per-type
+# table) on cuda in FILE, as a passing swap does, so that a registry's selections are what the suite's swaps made. A
+# pair named in STUB_SWAP_REFUSE fails the whole call and selects nothing (a real swap of several pairs proves all
+# before it writes); a FILE that is not there, or not TOML, is left alone
+STUB_SWAP = """import os, sys, tomlkit
+args = sys.argv[1:]
+path = args[args.index("--registry") + 1] if "--registry" in args else None
+pairs = [a for a in args if "=" in a and not a.startswith("-")]
+if any(p in os.environ.get("STUB_SWAP_REFUSE", "").split() for p in pairs):
+    sys.exit(1)
+try:
+    doc = tomlkit.parse(open(path).read())
+except Exception:
+    sys.exit(0)
+for pair in pairs:
+    op, impl = pair.split("=", 1)
+    op, _, qtype = op.partition("@")
+    t = doc.setdefault("ops", tomlkit.table(True)).setdefault(op, tomlkit.table(True))
+    t = t.setdefault("cuda", tomlkit.table())
+    if qtype:
+        t = t.setdefault("by_type", tomlkit.table(True)).setdefault(qtype, tomlkit.table())
+    t["impl"] = impl
+open(path, "w").write(tomlkit.dumps(doc))
+"""
+
+
 def _stubs(tmp: Path, gpus: int) -> Path:
     d = tmp / "stubs"
     d.mkdir()
     (d / "sparkops").write_text(STUB_SPARKOPS)
+    (d / "stub_swap.py").write_text(STUB_SWAP)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
     # bench/gpu_test_shard.py, bench/perop_factor.py, `python3 -c "print(...)"` arithmetic and `python3 -c "import
     # json..."` reads of a JSON file are pure Python: the real interpreter runs them (the shards' files, a prediction
@@ -81,6 +109,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # as on the GPU: a proof without that test writes no record (session 18's rungs18d lost a rung that way)
     (d / "python3").write_text('#!/usr/bin/env bash\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
+                               f'[ "$1" = bench/registry_selects.py ] || '
                                f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
@@ -100,7 +129,8 @@ def _lanes(tmp: Path, *stages: str, gpus: int = 2, refuse_bf16: bool = False,
            extra_env: dict[str, str] | None = None) -> tuple[str, list[str]]:
     stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, gpus)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
-           "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), **(extra_env or {})}
+           "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), "STUB_PYTHON": sys.executable,
+           **(extra_env or {})}
     env.pop("SUITE_REDO", None)
     if refuse_bf16:
         env["STUB_REFUSE_BF16"] = "1"
@@ -117,7 +147,8 @@ def _suite(tmp: Path, *stages: str, extra_env: dict[str, str] | None = None) -> 
     """bench/gpu_suite.sh STAGES on one stub GPU (no lanes), as a single-GPU device call runs it; its log and calls."""
     stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, 1)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
-           "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), **(extra_env or {})}
+           "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), "STUB_PYTHON": sys.executable,
+           **(extra_env or {})}
     env.pop("SUITE_REDO", None)
     (tmp / "machine").mkdir(exist_ok=True)
     (tmp / "out").mkdir(exist_ok=True)
@@ -1612,3 +1643,92 @@ def test_rungs22_leaves_the_rung_out_without_its_record(tmp_path):
     log, calls = _lanes(tmp_path, "rungs22", "", extra_env=env)
     assert "decode-attn-deep: left out" in log
     assert not any("cupy_splitk_bf16_deep" in c for c in calls)
+
+
+S22_PAIRS = ("add_rmsnorm=triton_pdl moe_router=cupy_rowwarp_pdl kda_norm=triton_split swiglu=triton "
+             "attention=cupy_splitk_bf16_deep")
+
+
+def _selects(reg: Path) -> dict[str, str]:
+    """A registry's cuda selections, OP (or OP@TYPE) -> IMPL, as the stand-in swaps left them."""
+    import tomllib
+
+    ops = tomllib.loads(reg.read_text()).get("ops", {})
+    out = {op: t["cuda"]["impl"] for op, t in ops.items() if "impl" in t.get("cuda", {})}
+    out.update({f"{op}@{q}": b["impl"] for op, t in ops.items()
+                for q, b in t.get("cuda", {}).get("by_type", {}).items()})
+    return out
+
+
+def test_rungs22all_makes_session_22s_step_and_times_it_as_one_rung(tmp_path):
+    """Session 22's step: the four pairs swapped over the row-warp step in one swap, [engine] fuse_kda_norm set, its
+    registry selecting all of them; then its captured gate and the pair over the row-warp step with the four per-op
+    forecasts and every change named."""
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs22all", "", extra_env=env)
+    machine = tmp_path / "machine"
+    rw, reg = machine / "cuda-s13-rowwarp.toml", machine / "cuda-s22-all.toml"
+    assert "unknown stage" not in log
+    assert any(c.startswith(f"swap {S22_PAIRS} ") and f"--registry {reg}.swap.new" in c for c in calls)
+    assert f"engine fuse_kda_norm=on --registry {reg}.new" in calls
+    sel = _selects(reg)
+    assert all(sel[p.split("=")[0]] == p.split("=")[1] for p in S22_PAIRS.split()), sel
+    assert Path(f"{reg}.base").read_text().strip() == str(rw)
+    gate = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
+    assert len(gate) == 1 and f"--registry {reg}" in gate[0]
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {rw} --vs {reg}" in decodes[0]
+    assert "--changes engine,add_rmsnorm,moe_router,kda_norm,swiglu,attention " in decodes[0]
+    assert "--expect moe_router=1.399,kda=1.167,gated_rmsnorm=1.167,swiglu=5.994,attention=1.213" in decodes[0]
+
+
+def test_rungs22all_only_makes_the_step_when_session_22_timed_it(tmp_path):
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs22all", "", extra_env=env)
+    assert (tmp_path / "machine" / "cuda-s22-all.toml").exists()
+    assert "decode-s22-all: timed in an earlier session" in log
+    assert not any(c.startswith(("bench decode", "diagnose")) and "s22" in c for c in calls)
+
+
+def test_a_pair_the_swap_could_not_prove_leaves_the_step_out(tmp_path):
+    """swap_into keeps the base's selection for a pair it cannot prove (one by one after the swap of all failed): the
+    registry would name a change it does not hold, so the check removes it, says which, and nothing is timed."""
+    env = {"SUITE_TIMED": S13D_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_SWAP_REFUSE": "swiglu=triton"}
+    log, calls = _lanes(tmp_path, "rungs22all", "", extra_env=env)
+    assert "s22-all: registry_selects:" in log and "swiglu=triton (it selects" in log
+    assert "rungs22all: no session-22 step" in log
+    assert not (tmp_path / "machine" / "cuda-s22-all.toml").exists()
+    assert not any(c.startswith("bench decode") for c in calls)
+
+
+def test_rungs23_times_the_earlier_nones_together_then_each_alone_over_session_22s_step(tmp_path):
+    """Over session 22's step (made, not timed again): the side stream's proof, one diagnosis of the step, then four
+    pairs against it - all three levers together first, then the PDL kernels, fuse_low_rank and side_stream alone -
+    each after its own captured gate, every one forecast on the one diagnosis."""
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s22 = machine / "cuda-s22-all.toml"
+    assert "unknown stage" not in log and "gpu-tests-side (limit" in log
+    diags = [c for c in calls if c.startswith("diagnose")]
+    assert len(diags) == 1 and f"--registry {s22}" in diags[0] and "diag-decode-s23-nones.json" in diags[0]
+    both = machine / "cuda-s23-nones.toml"
+    assert _selects(both)["linear@Q4_K"] == "cupy_rowwarp_pdl" and _selects(both)["moe_experts"] == "cupy_rowwarp_pdl"
+    assert f"engine fuse_low_rank=on side_stream=on --registry {both}.new" in calls
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    regs = ["cuda-s23-nones.toml", "cuda-s23-pdl.toml", "cuda-s23-lowrank.toml", "cuda-s23-side.toml"]
+    assert [c.split("--vs ")[1].split()[0] for c in decodes] == [str(machine / r) for r in regs]
+    assert all(f"--registry {s22} " in c and "diag-decode-s23-nones.json" in c for c in decodes)
+    assert "--expect linear@F16=1.6,linear@Q4_K=1.061,moe_experts=1.012" in decodes[0]
+    assert "--changes engine,gated_rmsnorm,linear@Q4_K,moe_experts " in decodes[0]
+    assert "--expect linear@F16=1.37" in decodes[2] and "--expect linear@F16=1.19" in decodes[3]
+    gates = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
+    assert [g.split("--registry ")[1].split()[0] for g in gates] == [str(machine / r) for r in regs]
+
+
+def test_rungs23_leaves_everything_out_when_the_side_streams_proof_fails(tmp_path):
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
+           "STUB_FAIL_MATCH": "gpu-tests-side.xml"}
+    log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
+    assert "decode-s23-nones: left out (the side stream's GPU tests failed)" in log
+    assert not any(c.startswith("bench decode") for c in calls)
