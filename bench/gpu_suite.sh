@@ -127,7 +127,8 @@
 #                 hand: 1.035 / 1.034, again 1.038 / 1.034, a win); with SUITE_TIMED naming decode-s22-all, only made
 #     rungs23     the earlier nones not in that step, together over it: [engine] fuse_low_rank (session 9: 1.009,
 #                 1.010), side_stream (session 19: 1.007 / 1.008) and the PDL GEMVs and experts (session 18: 1.008 /
-#                 1.008), after the side stream's proof and the captured gate; then each alone over the same step
+#                 1.008; with kda_norm=triton_split_pdl, the trigger those pairs had), after the side stream's proof and
+#                 the captured gate; then (after the fused norm's GPU tests) each alone over the same step
 #                 (one diagnosis of the base shared by all four pairs), so that the row says which of them carried it
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
@@ -499,12 +500,14 @@ S22_FACTOR="moe_router=1.399,kda=1.167,gated_rmsnorm=1.167,swiglu=5.994,attentio
 # session 23's rung (stage rungs23): the earlier nones that session 22's step lacks, together over it - [engine]
 # fuse_low_rank (f_b and g_b one block-diagonal linear: 20 launches fewer; session 9: 1.009, 1.010), side_stream (the
 # gate GEMVs beside q/k/v; session 19: 1.007 / 1.008) and the PDL GEMVs and experts (session 18: 1.008 / 1.008; the
-# norm-PDL half of that rung, add_rmsnorm=triton_pdl, is in the step already). Forecasts from what was measured: the
+# norm-PDL half of that rung, add_rmsnorm=triton_pdl, is in the step already; with fuse_kda_norm the o_proj follows
+# kda_norm, not gated_rmsnorm, so kda_norm=triton_split_pdl, written after session 22's device time, is the trigger
+# that session 18's gated_rmsnorm=triton_pdl was: the same bits as triton_split). Forecasts from what was measured: the
 # F16 gate GEMVs (three launches a KDA layer, ~2.65 us each) as two, the block-diagonal one reading ~0.5 us more: 7.95
 # -> 5.8 us, x1.37; the side stream hid ~25 of their ~157 us a token in session 19 (x1.19, not the x2.0 forecast then);
 # both x1.6; session 18's per-op records for the PDL kernels
 S23_REG=$TMP/cuda-s23-nones.toml
-S23_PDL_PAIRS="linear@Q4_K=cupy_rowwarp_pdl gated_rmsnorm=triton_pdl moe_experts=cupy_rowwarp_pdl"
+S23_PDL_PAIRS="linear@Q4_K=cupy_rowwarp_pdl gated_rmsnorm=triton_pdl kda_norm=triton_split_pdl moe_experts=cupy_rowwarp_pdl"
 S23_PDL_FACTOR="linear@Q4_K=1.061,moe_experts=1.012"
 S23_FACTOR="linear@F16=1.6,$S23_PDL_FACTOR"
 S23_LOWRANK_F16=1.37 S23_SIDE_F16=1.19
@@ -875,9 +878,10 @@ proof_router_pdl() {  # moe_router=cupy_rowwarp_pdl (session 19, not yet on a GP
       -k router tests/backends/test_cupy_pdl.py tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_gate.py \
       tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-router-pdl.xml"
 }
-proof_kda_norm() {  # kda_norm=triton / triton_pdl / triton_split (session 20; passed in 21): the contract on CUDA,
-  # triton_pdl's bits, the 48B's decode step against the unfused chain, then the chain and both fused forms timed side
-  # by side (its record, $DJ/perop-kdanorm-bfloat16.json, is the rung's forecast); the engine option's captured step
+proof_kda_norm() {  # kda_norm=triton / triton_pdl / triton_split (session 20; passed in 21) / triton_split_pdl (22): the
+  # contract on CUDA, the triggering forms' bits, the 48B's decode step against the unfused chain, then the chain and
+  # the fused forms timed side by side (its record, $DJ/perop-kdanorm-bfloat16.json, is the rung's forecast); the
+  # engine option's captured step
   run gpu-tests-kda-norm 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_triton_kda_norm.py tests/engine/test_kda_norm_fusion.py --junitxml="$R/gpu-tests-kda-norm.xml"
 }
@@ -1020,9 +1024,12 @@ s23_rungs() {
     cp $S23_PDL_REG $S23_REG.new && sparkops engine fuse_low_rank=on side_stream=on --registry $S23_REG.new \
         > /dev/null && mv $S23_REG.new $S23_REG && echo "$S23_PDL_REG" > $S23_REG.base
   fi
-  s23_pair s23-nones $S23_REG engine,gated_rmsnorm,linear@Q4_K,moe_experts "$S23_FACTOR" "$S23_PDL_PAIRS with \
-[engine] fuse_low_rank and side_stream: the earlier nones (sessions 9, 18, 19) together"
-  s23_pair s23-pdl $S23_PDL_REG gated_rmsnorm,linear@Q4_K,moe_experts "$S23_PDL_FACTOR" \
+  s23_pair s23-nones $S23_REG engine,gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts "$S23_FACTOR" "$S23_PDL_PAIRS \
+with [engine] fuse_low_rank and side_stream: the earlier nones (sessions 9, 18, 19) together"
+  # the triggering kda_norm's own GPU tests (its bits at the 48B's shape, the captured step) before the rungs alone;
+  # its swap has proven its bits on the contract's cases already
+  proof_kda_norm
+  s23_pair s23-pdl $S23_PDL_REG gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts "$S23_PDL_FACTOR" \
       "$S23_PDL_PAIRS: the PDL GEMVs and experts (session 18's none) alone"
   s23_pair s23-lowrank $S23_LOWRANK_REG engine "linear@F16=$S23_LOWRANK_F16" "[engine] fuse_low_rank: f_b and g_b one \
 block-diagonal linear (session 9's none) alone"

@@ -43,6 +43,9 @@ IMPLEMENTATIONS = [
     # counters)
     ("kda_norm", "triton_split", "sparkops_triton.kda_norm:kda_norm_split", tolerance(),
      ("_runtime.py", "kda.py", "_arrival.py")),
+    # the same letting the next kernel (KDA's o_proj, launched with PDL) be scheduled as it starts: the same bits
+    ("kda_norm", "triton_split_pdl", "sparkops_triton.kda_norm:kda_norm_split_trigger",
+     bit_identical(to="triton_split"), ("_runtime.py", "kda.py", "_arrival.py")),
     ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),
      ("_runtime.py", "kda.py")),
     # "triton_chunked_split": the prepare kernel's phases as four launches over 4x the programs; the same helpers in

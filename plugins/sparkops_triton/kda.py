@@ -32,11 +32,14 @@ def softplus(x):
 @triton.jit
 def _kda_recurrent_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, s_ptr, o_ptr, T, H, D, scale, l2_eps,
                           gate_ptr, w_ptr, y_ptr, part_ptr, cnt_ptr, eps, DK: tl.constexpr, BV: tl.constexpr,
-                          NORM: tl.constexpr, NB: tl.constexpr):
+                          NORM: tl.constexpr, NB: tl.constexpr, TRIGGER: tl.constexpr):
     """Program (h, j): the recurrence on value columns j*BV .. j*BV+BV-1 of head h, o's slice stored in o_ptr's dtype.
     NORM (kda_norm=triton_split, kda_norm.py): o_ptr is float32 scratch, each slice's sum of squares goes to part_ptr
     [T, H, NB], and the head's last program to arrive (cnt_ptr[h]) norms and gates the whole row into y_ptr; without
-    NORM those five pointers and eps are not read."""
+    NORM those five pointers and eps are not read. TRIGGER (kda_norm=triton_split_pdl; GPU only, the interpreter has
+    no griddepcontrol): first let the next kernel of the stream be scheduled, as the PDL norms do."""
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
     h = tl.program_id(0)
     cols = tl.program_id(1) * BV + tl.arange(0, BV)  # value columns of this program [BV]
     dk = tl.arange(0, DK)  # key channels [DK]
@@ -131,7 +134,7 @@ def recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None):
     grid = (h, cdiv(d, bv))
     _kda_recurrent_kernel[grid](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(), state, out, t, h, d,
                                 float(scale), float(l2_eps), out, out, out, out, out, 0.0, DK=dk, BV=bv, NORM=False,
-                                NB=1, num_warps=warps(bv, dk))
+                                NB=1, TRIGGER=False, num_warps=warps(bv, dk))
     return out
 
 

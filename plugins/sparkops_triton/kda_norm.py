@@ -23,6 +23,10 @@ KDA layer, CUDA graphs): the unfused pair 7.42 us, "triton" 11.00 (the spills co
 
 `kda_norm_trigger` ("triton_pdl"): the one-program kernel, which first lets the next kernel of the stream be scheduled
 (programmatic dependent launch), as gated_rmsnorm's "triton_pdl" does for KDA's o_proj. The same bits.
+`kda_norm_split_trigger` ("triton_split_pdl"): "triton_split" doing the same, so that a PDL-launched o_proj
+(linear@Q4_K=cupy_rowwarp_pdl) requests its weights while the recurrence runs: with [engine] fuse_kda_norm the
+gated_rmsnorm whose trigger did that for it (session 18: 0.8 us a pair) is not called. The same bits as
+"triton_split": the trigger only schedules the next kernel, whose wait still covers this one's every store.
 
 Long calls (a prefill) loop over the tokens inside the kernel, correct for any T but serial in T; the engine calls
 kda_norm only for one-token calls and keeps the chunked kda and the norm apart for a prefill chunk.
@@ -79,6 +83,12 @@ def kda_norm_split(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, wei
     return _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, form="split")
 
 
+def kda_norm_split_trigger(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps):
+    """Implementation "triton_split_pdl": "triton_split" letting the next kernel be scheduled as it starts."""
+    return _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps,
+                     form="split" if interpreting() else "split_trigger")
+
+
 def warps(dk: int) -> int:
     """Warps a one-program-a-head program: ~32 state values a thread at D = 128 (16 warps), fewer for smaller heads."""
     return max(1, min(16, dk * dk // (32 * 32)))
@@ -86,7 +96,7 @@ def warps(dk: int) -> int:
 
 def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, form: str):
     """Checks, then the launch of `form`: "one" (a program a head), "trigger" (the same with PDL's trigger), "split"
-    (kda's kernel with its norm epilogue)."""
+    (kda's kernel with its norm epilogue), "split_trigger" (that with PDL's trigger)."""
     op = "kda_norm"
     t, h, d = _check(op, q, k, v, g, beta, a, dt_bias, state, gate, weight)
     y = torch.empty((t, h, d), dtype=v.dtype, device=v.device)  # [T, H, D]
@@ -95,7 +105,7 @@ def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, 
     dk = max(16, next_pow2(d))
     q, k, v, g, beta, gate = (x.contiguous() for x in (q, k, v, g, beta, gate))
     a, dt_bias, weight = a.contiguous(), dt_bias.contiguous(), weight.contiguous()
-    if form == "split":
+    if form in ("split", "split_trigger"):
         bv = min(dk, BLOCK_V)
         nb = cdiv(d, bv)
         o = torch.empty((t, h, d), dtype=torch.float32, device=v.device)  # [T, H, D] unnormed slices
@@ -103,7 +113,7 @@ def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, 
         kda._kda_recurrent_kernel[(h, nb)](q, k, v, g, beta, a, dt_bias, state, o, t, h, d, float(scale),
                                            float(l2_eps), gate, weight, y, part, counters(op, v.device, h),
                                            float(eps), DK=dk, BV=bv, NORM=True, NB=next_pow2(nb),
-                                           num_warps=kda.warps(bv, dk))
+                                           TRIGGER=form == "split_trigger", num_warps=kda.warps(bv, dk))
     else:
         _kda_norm_kernel[(h,)](q, k, v, g, beta, a, dt_bias, state, gate, weight, y, t, h, d, float(scale),
                                float(l2_eps), float(eps), DK=dk, TRIGGER=form == "trigger", num_warps=warps(dk))

@@ -1,7 +1,8 @@
 """kda_norm=triton (KDA's recurrent step and its output norm in one kernel, a program a head), triton_pdl (the same,
-letting the next kernel start) and triton_split (kda's grid, the norm by each head's last program to arrive): the
-gate on the contract's cases and on awkward heads in Triton's interpreter (CPU), the split form's bits whichever
-program arrives last; on a GPU, the contract on CUDA, triton_pdl's bits, the 48B's decode step against the unfused
+letting the next kernel start), triton_split (kda's grid, the norm by each head's last program to arrive) and
+triton_split_pdl (that, letting the next kernel start): the gate on the contract's cases and on awkward heads in
+Triton's interpreter (CPU), the split form's bits whichever program arrives last; on a GPU, the contract on CUDA, the
+triggering forms' bits, the 48B's decode step against the unfused
 chain the step runs (kda=triton, then gated_rmsnorm=triton) and all of them timed side by side in CUDA graphs (the
 rung's forecast)."""
 
@@ -85,6 +86,16 @@ def test_the_triggering_form_is_the_same_function_in_interpreter(kernels):
     assert torch.equal(s1, s2)
 
 
+def test_the_triggering_split_form_is_the_split_form_in_interpreter(kernels):
+    """triton_split_pdl only adds griddepcontrol.launch_dependents on the GPU; in the interpreter it is
+    "triton_split"."""
+    calls, state = norm_calls(3, 40, (2, 1), 6)
+    s1, s2 = state["state"].clone(), state["state"].clone()
+    for call in calls:
+        assert torch.equal(kernels.kda_norm_split_trigger(**call, state=s1), kernels.kda_norm_split(**call, state=s2))
+    assert torch.equal(s1, s2)
+
+
 def test_warps_keep_a_head_s_state_near_32_values_a_thread():
     from sparkops_triton.kda_norm import warps
 
@@ -104,7 +115,8 @@ def test_a_gate_of_another_shape_is_named_and_leaves_the_state_alone(kernels, na
 
 # ---- on a GPU --------------------------------------------------------------------------------------------------
 
-FORMS = {"triton": "kda_norm", "triton_pdl": "kda_norm_trigger", "triton_split": "kda_norm_split"}
+FORMS = {"triton": "kda_norm", "triton_pdl": "kda_norm_trigger", "triton_split": "kda_norm_split",
+         "triton_split_pdl": "kda_norm_split_trigger"}
 
 
 @pytest.mark.gpu
@@ -124,15 +136,17 @@ def _on_cuda(calls, state, act=torch.bfloat16):
 
 
 @pytest.mark.gpu
-def test_gpu_the_triggering_form_gives_the_same_bits():
-    """kda_norm=triton_pdl claims bit-identity to "triton": three decode steps at the 48B's shape (bf16 activations),
-    outputs and state."""
-    from sparkops_triton.kda_norm import kda_norm, kda_norm_trigger
+@pytest.mark.parametrize("name,base", [("triton_pdl", "triton"), ("triton_split_pdl", "triton_split")])
+def test_gpu_the_triggering_form_gives_the_same_bits(name, base):
+    """kda_norm=triton_pdl claims bit-identity to "triton", triton_split_pdl to "triton_split": three decode steps at
+    the 48B's shape (bf16 activations), outputs and state."""
+    from sparkops_triton import kda_norm
 
+    trigger, plain = getattr(kda_norm, FORMS[name]), getattr(kda_norm, FORMS[base])
     calls, state = _on_cuda(*norm_calls(32, 128, (1, 1, 1), 21))
     s1, s2 = state.clone(), state.clone()
     for call in calls:
-        got, want = kda_norm_trigger(**call, state=s1), kda_norm(**call, state=s2)
+        got, want = trigger(**call, state=s1), plain(**call, state=s2)
         torch.cuda.synchronize()
         assert same_bits(got, want)
     assert same_bits(s1, s2)
@@ -150,7 +164,7 @@ def test_gpu_48b_decode_against_the_unfused_chain_and_timed():
     from sparkops_triton._workloads import kda_norm_args, time_calls
     from sparkops_triton.gated_rmsnorm import gated_rmsnorm
     from sparkops_triton.kda import kda
-    from sparkops_triton.kda_norm import kda_norm, kda_norm_split, kda_norm_trigger
+    from sparkops_triton.kda_norm import kda_norm, kda_norm_split, kda_norm_split_trigger, kda_norm_trigger
 
     from sparkops.gate.metrics import nmse
 
@@ -173,7 +187,7 @@ def test_gpu_48b_decode_against_the_unfused_chain_and_timed():
     layers = 20  # the 48B's KDA layers
     times = {name: time_calls(fn, sets, nbytes) for name, fn in
              (("chain", chained), ("triton", kda_norm), ("triton_pdl", kda_norm_trigger),
-              ("triton_split", kda_norm_split))}
+              ("triton_split", kda_norm_split), ("triton_split_pdl", kda_norm_split_trigger))}
     alone = time_calls(kda, [s[:10] for s in sets], nbytes)
     assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
     assert_pool_clean(_arrival, str(sets[0][2].device))  # "cuda:0", as the pool is keyed

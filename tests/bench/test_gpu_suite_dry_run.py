@@ -1720,7 +1720,11 @@ def test_rungs23_times_the_earlier_nones_together_then_each_alone_over_session_2
     assert [c.split("--vs ")[1].split()[0] for c in decodes] == [str(machine / r) for r in regs]
     assert all(f"--registry {s22} " in c and "diag-decode-s23-nones.json" in c for c in decodes)
     assert "--expect linear@F16=1.6,linear@Q4_K=1.061,moe_experts=1.012" in decodes[0]
-    assert "--changes engine,gated_rmsnorm,linear@Q4_K,moe_experts " in decodes[0]
+    assert "--changes engine,gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts " in decodes[0]
+    assert _selects(both)["kda_norm"] == "triton_split_pdl"
+    # the triggering kda_norm's GPU tests run after the pair of all three, before the rungs alone
+    assert log.index("] decode-s23-nones (limit") < log.index("] gpu-tests-kda-norm (limit") \
+        < log.index("] decode-s23-pdl (limit")
     assert "--expect linear@F16=1.37" in decodes[2] and "--expect linear@F16=1.19" in decodes[3]
     gates = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
     assert [g.split("--registry ")[1].split()[0] for g in gates] == [str(machine / r) for r in regs]

@@ -141,7 +141,7 @@ def test_without_a_kda_norm_selection_the_reference_runs_it_and_is_counted(nano)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["triton", "triton_pdl"])
+@pytest.mark.parametrize("impl", ["triton", "triton_pdl", "triton_split", "triton_split_pdl"])
 def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano, impl):
     """On CUDA: the replayed step with kda_norm=IMPL (Triton) within bf16-free float32 rounding of the unfused graph
     on the same Triton kda and gated_rmsnorm (float32 activations), one op a KDA layer fewer in the captured step."""
