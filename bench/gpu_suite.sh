@@ -502,7 +502,8 @@ S22_FACTOR="moe_router=1.399,kda=1.167,gated_rmsnorm=1.167,swiglu=5.994,attentio
 # gate GEMVs beside q/k/v; session 19: 1.007 / 1.008) and the PDL GEMVs and experts (session 18: 1.008 / 1.008; the
 # norm-PDL half of that rung, add_rmsnorm=triton_pdl, is in the step already; with fuse_kda_norm the o_proj follows
 # kda_norm, not gated_rmsnorm, so kda_norm=triton_split_pdl, written after session 22's device time, is the trigger
-# that session 18's gated_rmsnorm=triton_pdl was: the same bits as triton_split). Forecasts from what was measured: the
+# that session 18's gated_rmsnorm=triton_pdl was, itself launched with PDL to request its 2 MB of state while the short
+# conv finishes: the same bits as triton_split). Forecasts from what was measured: the
 # F16 gate GEMVs (three launches a KDA layer, ~2.65 us each) as two, the block-diagonal one reading ~0.5 us more: 7.95
 # -> 5.8 us, x1.37; the side stream hid ~25 of their ~157 us a token in session 19 (x1.19, not the x2.0 forecast then);
 # both x1.6; session 18's per-op records for the PDL kernels

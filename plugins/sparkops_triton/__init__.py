@@ -43,8 +43,9 @@ IMPLEMENTATIONS = [
     # counters)
     ("kda_norm", "triton_split", "sparkops_triton.kda_norm:kda_norm_split", tolerance(),
      ("_runtime.py", "kda.py", "_arrival.py")),
-    # the same letting the next kernel (KDA's o_proj, launched with PDL) be scheduled as it starts: the same bits
-    ("kda_norm", "triton_split_pdl", "sparkops_triton.kda_norm:kda_norm_split_trigger",
+    # the same launched with PDL: its state requested while the kernel before it finishes, then KDA's o_proj
+    # (launched with PDL) let start: the same bits
+    ("kda_norm", "triton_split_pdl", "sparkops_triton.kda_norm:kda_norm_split_pdl",
      bit_identical(to="triton_split"), ("_runtime.py", "kda.py", "_arrival.py")),
     ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),
      ("_runtime.py", "kda.py")),

@@ -32,14 +32,15 @@ def softplus(x):
 @triton.jit
 def _kda_recurrent_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, s_ptr, o_ptr, T, H, D, scale, l2_eps,
                           gate_ptr, w_ptr, y_ptr, part_ptr, cnt_ptr, eps, DK: tl.constexpr, BV: tl.constexpr,
-                          NORM: tl.constexpr, NB: tl.constexpr, TRIGGER: tl.constexpr):
+                          NORM: tl.constexpr, NB: tl.constexpr, PDL: tl.constexpr):
     """Program (h, j): the recurrence on value columns j*BV .. j*BV+BV-1 of head h, o's slice stored in o_ptr's dtype.
     NORM (kda_norm=triton_split, kda_norm.py): o_ptr is float32 scratch, each slice's sum of squares goes to part_ptr
     [T, H, NB], and the head's last program to arrive (cnt_ptr[h]) norms and gates the whole row into y_ptr; without
-    NORM those five pointers and eps are not read. TRIGGER (kda_norm=triton_split_pdl; GPU only, the interpreter has
-    no griddepcontrol): first let the next kernel of the stream be scheduled, as the PDL norms do."""
-    if TRIGGER:
-        tl.extra.cuda.gdc_launch_dependents()
+    NORM those five pointers and eps are not read. PDL (kda_norm=triton_split_pdl; GPU only, the interpreter has no
+    griddepcontrol; the launch sets launch_pdl): the program may start while the previous kernel of the stream runs.
+    It requests its slice of the state first (S[h] is written by this kernel alone, a step earlier), then waits for
+    that kernel (`gdc_wait`: its grid complete, its memory visible) before it reads anything else, then lets the next
+    kernel be scheduled (KDA's o_proj, launched with PDL, whose own wait covers this grid's every store)."""
     h = tl.program_id(0)
     cols = tl.program_id(1) * BV + tl.arange(0, BV)  # value columns of this program [BV]
     dk = tl.arange(0, DK)  # key channels [DK]
@@ -48,6 +49,9 @@ def _kda_recurrent_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, 
     s_offs = h.to(tl.int64) * D * D + dk[:, None] * D + cols[None, :]  # [DK, BV] into S[h] = [D_k, D_v]
     s_mask = k_ok[:, None] & c_ok[None, :]
     S = tl.load(s_ptr + s_offs, mask=s_mask, other=0.0)
+    if PDL:
+        tl.extra.cuda.gdc_wait()  # nothing before this reads what another kernel writes
+        tl.extra.cuda.gdc_launch_dependents()
     a = tl.load(a_ptr + h).to(tl.float32)
     dtb = tl.load(dtb_ptr + h * D + dk, mask=k_ok, other=0.0).to(tl.float32)
     for t in range(T):
@@ -134,7 +138,7 @@ def recurrent(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, block_v=None):
     grid = (h, cdiv(d, bv))
     _kda_recurrent_kernel[grid](q, k, v, g, beta, a.contiguous(), dt_bias.contiguous(), state, out, t, h, d,
                                 float(scale), float(l2_eps), out, out, out, out, out, 0.0, DK=dk, BV=bv, NORM=False,
-                                NB=1, TRIGGER=False, num_warps=warps(bv, dk))
+                                NB=1, PDL=False, num_warps=warps(bv, dk))
     return out
 
 

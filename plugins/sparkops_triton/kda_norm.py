@@ -23,10 +23,13 @@ KDA layer, CUDA graphs): the unfused pair 7.42 us, "triton" 11.00 (the spills co
 
 `kda_norm_trigger` ("triton_pdl"): the one-program kernel, which first lets the next kernel of the stream be scheduled
 (programmatic dependent launch), as gated_rmsnorm's "triton_pdl" does for KDA's o_proj. The same bits.
-`kda_norm_split_trigger` ("triton_split_pdl"): "triton_split" doing the same, so that a PDL-launched o_proj
-(linear@Q4_K=cupy_rowwarp_pdl) requests its weights while the recurrence runs: with [engine] fuse_kda_norm the
-gated_rmsnorm whose trigger did that for it (session 18: 0.8 us a pair) is not called. The same bits as
-"triton_split": the trigger only schedules the next kernel, whose wait still covers this one's every store.
+`kda_norm_split_pdl` ("triton_split_pdl"): "triton_split" launched with programmatic dependent launch (kda.py, PDL):
+each program requests its slice of the state (2 MB a layer at the 48B, the kernel's largest read, written only by
+itself a step earlier) while the kernel before it (the short conv) finishes, waits for that kernel, then lets the
+next one be scheduled, so that a PDL-launched o_proj (linear@Q4_K=cupy_rowwarp_pdl) requests its weights while the
+recurrence runs: with [engine] fuse_kda_norm the gated_rmsnorm whose trigger did that for it (session 18: 0.8 us a
+pair) is not called. The same bits as "triton_split": the same arithmetic, every read of another kernel's output
+after the wait.
 
 Long calls (a prefill) loop over the tokens inside the kernel, correct for any T but serial in T; the engine calls
 kda_norm only for one-token calls and keeps the chunked kda and the norm apart for a prefill chunk.
@@ -83,10 +86,10 @@ def kda_norm_split(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, wei
     return _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, form="split")
 
 
-def kda_norm_split_trigger(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps):
-    """Implementation "triton_split_pdl": "triton_split" letting the next kernel be scheduled as it starts."""
+def kda_norm_split_pdl(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps):
+    """Implementation "triton_split_pdl": "triton_split" with programmatic dependent launch (module docstring)."""
     return _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps,
-                     form="split" if interpreting() else "split_trigger")
+                     form="split" if interpreting() else "split_pdl")
 
 
 def warps(dk: int) -> int:
@@ -96,7 +99,7 @@ def warps(dk: int) -> int:
 
 def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps, form: str):
     """Checks, then the launch of `form`: "one" (a program a head), "trigger" (the same with PDL's trigger), "split"
-    (kda's kernel with its norm epilogue), "split_trigger" (that with PDL's trigger)."""
+    (kda's kernel with its norm epilogue), "split_pdl" (that launched with PDL)."""
     op = "kda_norm"
     t, h, d = _check(op, q, k, v, g, beta, a, dt_bias, state, gate, weight)
     y = torch.empty((t, h, d), dtype=v.dtype, device=v.device)  # [T, H, D]
@@ -105,7 +108,7 @@ def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, 
     dk = max(16, next_pow2(d))
     q, k, v, g, beta, gate = (x.contiguous() for x in (q, k, v, g, beta, gate))
     a, dt_bias, weight = a.contiguous(), dt_bias.contiguous(), weight.contiguous()
-    if form in ("split", "split_trigger"):
+    if form in ("split", "split_pdl"):
         bv = min(dk, BLOCK_V)
         nb = cdiv(d, bv)
         o = torch.empty((t, h, d), dtype=torch.float32, device=v.device)  # [T, H, D] unnormed slices
@@ -113,7 +116,8 @@ def _kda_norm(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, 
         kda._kda_recurrent_kernel[(h, nb)](q, k, v, g, beta, a, dt_bias, state, o, t, h, d, float(scale),
                                            float(l2_eps), gate, weight, y, part, counters(op, v.device, h),
                                            float(eps), DK=dk, BV=bv, NORM=True, NB=next_pow2(nb),
-                                           TRIGGER=form == "split_trigger", num_warps=kda.warps(bv, dk))
+                                           PDL=form == "split_pdl", num_warps=kda.warps(bv, dk),
+                                           **({"launch_pdl": True} if form == "split_pdl" else {}))
     else:
         _kda_norm_kernel[(h,)](q, k, v, g, beta, a, dt_bias, state, gate, weight, y, t, h, d, float(scale),
                                float(l2_eps), float(eps), DK=dk, TRIGGER=form == "trigger", num_warps=warps(dk))

@@ -154,9 +154,9 @@ def launch_every_kernel():
 
 
 def launch_trigger_norms(monkeypatch):
-    """The norms that let the next kernel start (add_rmsnorm, gated_rmsnorm, kda_norm = triton_pdl, kda_norm =
-    triton_split_pdl), as the GPU compiles them (griddepcontrol.launch_dependents in: they only leave it out in the
-    interpreter); the KDA ones at the 48B's decode shape (32 heads of 128)."""
+    """The norms that let the next kernel start (add_rmsnorm, gated_rmsnorm, kda_norm = triton_pdl; kda_norm =
+    triton_split_pdl, launched with PDL too), as the GPU compiles them (griddepcontrol in: they only leave it out in
+    the interpreter); the KDA ones at the 48B's decode shape (32 heads of 128)."""
     from sparkops_triton import add_rmsnorm, gated_rmsnorm, kda_norm
 
     for mod in (add_rmsnorm, gated_rmsnorm, kda_norm):
@@ -168,7 +168,7 @@ def launch_trigger_norms(monkeypatch):
                 beta=r(1, h, dtype=BF), a=r(h), dt_bias=r(h * d), scale=d ** -0.5, l2_eps=1e-6,
                 gate=r(1, h, d, dtype=BF), weight=r(d), eps=1e-5)
     kda_norm.kda_norm_trigger(**step, state=r(h, d, d))
-    kda_norm.kda_norm_split_trigger(**step, state=r(h, d, d))
+    kda_norm.kda_norm_split_pdl(**step, state=r(h, d, d))
 
 
 def launch_lastblock_kernels(monkeypatch):
@@ -291,7 +291,8 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     wide = {k[0] for k in compiled if f"): {int(Q6_K_WIDE.value)}," in k[1]}  # a constexpr (QTYPE) of that value
     assert wide == {"_gemv_kernel", "_moe_down_kernel"}, f"the Q6_K word-load GEMVs were not all compiled: {wide}"
     pdl = {k: v for k, v in compiled.items() if v.metadata.launch_pdl}
-    assert pdl and {k[0] for k in pdl} == {"_gemv_kernel"}, f"the PDL GEMVs were not compiled: {sorted(pdl)}"
+    assert pdl and {k[0] for k in pdl} == {"_gemv_kernel", "_kda_recurrent_kernel"}, \
+        f"the PDL GEMVs and KDA norm were not compiled: {sorted(pdl)}"
     triggering = set()
     for k, v in compiled.items():  # PDL kernels wait once and then let the next kernel launch; the triggering norms
         ptx = v.asm["ptx"]        # (launched plainly) only let the next one launch, first thing; no other kernel does
@@ -306,7 +307,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
             assert wait < 0 and "ld.global" not in ptx[:trigger], f"{k[0]}: the trigger is not first {k[1]}"
         else:
             assert wait < 0, f"{k[0]} was not launched with PDL but waits on griddepcontrol: {k[1]}"
-    want = {"_add_rmsnorm_kernel", "_gated_rmsnorm_kernel", "_kda_norm_kernel", "_kda_recurrent_kernel"}
+    want = {"_add_rmsnorm_kernel", "_gated_rmsnorm_kernel", "_kda_norm_kernel"}
     assert triggering == want, f"triggering kernels: {sorted(triggering)}"
     from sparkops_triton._dequant import Q4_K_FLAT
 

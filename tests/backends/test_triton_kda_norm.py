@@ -87,12 +87,12 @@ def test_the_triggering_form_is_the_same_function_in_interpreter(kernels):
 
 
 def test_the_triggering_split_form_is_the_split_form_in_interpreter(kernels):
-    """triton_split_pdl only adds griddepcontrol.launch_dependents on the GPU; in the interpreter it is
-    "triton_split"."""
+    """triton_split_pdl only adds programmatic dependent launch on the GPU (launch_pdl, griddepcontrol's wait and
+    trigger); in the interpreter it is "triton_split"."""
     calls, state = norm_calls(3, 40, (2, 1), 6)
     s1, s2 = state["state"].clone(), state["state"].clone()
     for call in calls:
-        assert torch.equal(kernels.kda_norm_split_trigger(**call, state=s1), kernels.kda_norm_split(**call, state=s2))
+        assert torch.equal(kernels.kda_norm_split_pdl(**call, state=s1), kernels.kda_norm_split(**call, state=s2))
     assert torch.equal(s1, s2)
 
 
@@ -116,7 +116,7 @@ def test_a_gate_of_another_shape_is_named_and_leaves_the_state_alone(kernels, na
 # ---- on a GPU --------------------------------------------------------------------------------------------------
 
 FORMS = {"triton": "kda_norm", "triton_pdl": "kda_norm_trigger", "triton_split": "kda_norm_split",
-         "triton_split_pdl": "kda_norm_split_trigger"}
+         "triton_split_pdl": "kda_norm_split_pdl"}
 
 
 @pytest.mark.gpu
@@ -164,7 +164,7 @@ def test_gpu_48b_decode_against_the_unfused_chain_and_timed():
     from sparkops_triton._workloads import kda_norm_args, time_calls
     from sparkops_triton.gated_rmsnorm import gated_rmsnorm
     from sparkops_triton.kda import kda
-    from sparkops_triton.kda_norm import kda_norm, kda_norm_split, kda_norm_split_trigger, kda_norm_trigger
+    from sparkops_triton.kda_norm import kda_norm, kda_norm_split, kda_norm_split_pdl, kda_norm_trigger
 
     from sparkops.gate.metrics import nmse
 
@@ -187,7 +187,7 @@ def test_gpu_48b_decode_against_the_unfused_chain_and_timed():
     layers = 20  # the 48B's KDA layers
     times = {name: time_calls(fn, sets, nbytes) for name, fn in
              (("chain", chained), ("triton", kda_norm), ("triton_pdl", kda_norm_trigger),
-              ("triton_split", kda_norm_split), ("triton_split_pdl", kda_norm_split_trigger))}
+              ("triton_split", kda_norm_split), ("triton_split_pdl", kda_norm_split_pdl))}
     alone = time_calls(kda, [s[:10] for s in sets], nbytes)
     assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
     assert_pool_clean(_arrival, str(sets[0][2].device))  # "cuda:0", as the pool is keyed
