@@ -128,7 +128,9 @@
 #     rungs23     the earlier nones not in that step, together over it: [engine] fuse_low_rank (session 9: 1.009,
 #                 1.010), side_stream (session 19: 1.007 / 1.008) and the PDL GEMVs and experts (session 18: 1.008 /
 #                 1.008; with kda_norm=triton_split_pdl, the trigger those pairs had), after the side stream's proof and
-#                 the captured gate; then (after the fused norm's GPU tests) each alone over the same step
+#                 the captured gate; then (after the fused norm's GPU tests) each alone over the same step; then
+#                 attention=cupy_splitk_bf16_deep_active (the deep and the active forms at once) over it, after its
+#                 GPU tests, forecast from its side-by-side
 #                 (one diagnosis of the base shared by all four pairs), so that the row says which of them carried it
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
@@ -513,6 +515,10 @@ S23_PDL_FACTOR="linear@Q4_K=1.061,moe_experts=1.012"
 S23_FACTOR="linear@F16=1.6,$S23_PDL_FACTOR"
 S23_LOWRANK_F16=1.37 S23_SIDE_F16=1.19
 S23_LOWRANK_REG=$TMP/cuda-s23-lowrank.toml S23_SIDE_REG=$TMP/cuda-s23-side.toml S23_PDL_REG=$TMP/cuda-s23-pdl.toml
+# and attention=cupy_splitk_bf16_deep_active (written after session 22's device time): the deep kernels with the
+# empty slices of a short context neither written nor read (session 19's active form, 1.007 / 1.001 over the plain
+# one), over the step's deep form, forecast from the deep side-by-side's record (deep over deep_active)
+S23_ATTN_REG=$TMP/cuda-s23-attn-deep-active.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1036,6 +1042,14 @@ with [engine] fuse_low_rank and side_stream: the earlier nones (sessions 9, 18, 
 block-diagonal linear (session 9's none) alone"
   s23_pair s23-side $S23_SIDE_REG engine "linear@F16=$S23_SIDE_F16" "[engine] side_stream: the gate GEMVs on a \
 second stream (session 19's none) alone"
+  # the deep attention with the empty slices skipped, after its GPU tests (its side-by-side writes the forecast)
+  proof_attn_deep
+  local factor
+  factor=$(perop attndeep cupy_splitk_bf16_deep cupy_splitk_bf16_deep_active)
+  proven_with_factor s23-attn-deep-active attn-deep "$factor" || return 0
+  swap_all s23-attn-deep-active $S23_ATTN_REG $S22_REG attention=cupy_splitk_bf16_deep_active
+  s23_pair s23-attn-deep-active $S23_ATTN_REG attention "attention=$factor" "attention=cupy_splitk_bf16_deep_active: \
+the deep kernels with a short context's empty slices neither written nor read (the same bits)"
 }
 proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped shapes against the reference, ties,
   # graph replay and the policy, the contract on CUDA, then timed beside triton_prefetch (its record,

@@ -77,6 +77,9 @@ IMPLEMENTATIONS = [
     # products: the same bits
     ("attention", "cupy_splitk_bf16_deep", "sparkops_cupy.attention:attention_deep",
      bit_identical(to="cupy_splitk_bf16"), "attention.cu"),
+    # both of those: the deep kernels, the empty slices neither written nor read: the same bits
+    ("attention", "cupy_splitk_bf16_deep_active", "sparkops_cupy.attention:attention_deep_active",
+     bit_identical(to="cupy_splitk_bf16"), "attention.cu"),
     # decode's router in one launch: a warp an expert's float32 logit, the last block of a token routes it; every
     # other call is the torch plugin's moe_router
     ("moe_router", "cupy_rowwarp", "sparkops_cupy.moe_router:moe_router_rowwarp", tolerance(), "moe_router.cu",

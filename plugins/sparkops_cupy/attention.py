@@ -4,7 +4,7 @@ Four launches: absorb (writes the new cache rows at pos, forms the absorbed quer
 block one slice of the context, a running softmax per head), combine (merges the slices), up (w_uv).
 `attention_active` (cupy_splitk_bf16_active) is the same with the empty slices neither written nor read: the same
 bits. `attention_deep` (cupy_splitk_bf16_deep) is the same with the absorb's, the combine's and the up projection's
-loads in flight at once: the same bits.
+loads in flight at once: the same bits. `attention_deep_active` (cupy_splitk_bf16_deep_active) is both at once.
 The position is read on the device, so the host never synchronises and a captured decode step
 replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
@@ -78,6 +78,14 @@ def attention_deep(q, latent, cache, pos, w_uk, w_uv, scale):
     flight a lane where the plain loop keeps 4; 5.3 us a layer for 8.6 MB). Its stated policy for another Dn or Lkv:
     the plain absorb / up kernel (those deep ones are compiled for Dn = 128 and Lkv = 512 only)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=False, deep=True)
+
+
+def attention_deep_active(q, latent, cache, pos, w_uk, w_uv, scale):
+    """Both: the deep kernels (`attention_deep`) with the empty slices neither written nor read (`attention_active`).
+    GPU session 22 timed the deep form 1.009 / 1.011 over the plain one (d = 0 / 32768), and session 19 the active
+    form 1.007 / 1.001: the two change different kernels' loads (the absorb, combine and up projection's schedule; the
+    split's and combine's empty slices), so their gains at a short context should add. The same bits as `attention`."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True)
 
 
 def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False):

@@ -396,26 +396,30 @@ def test_attention_active_gives_the_default_s_bits_from_nan_filled_buffers(lmax,
     g = torch.Generator().manual_seed(lmax * 7 + pos)
     args = _mla_inputs(g, lmax, pos)
     outs, caches = [], []
-    for fn in (cu_attention.attention, cu_attention.attention_active):
+    for fn in (cu_attention.attention, cu_attention.attention_active, cu_attention.attention_deep_active):
         dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
         outs.append(fn(**dev))
         caches.append(dev["cache"])
-    assert torch.isfinite(outs[0].float()).all() and torch.isfinite(outs[1].float()).all()
-    assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
+    assert all(torch.isfinite(o.float()).all() for o in outs)
+    for o, c in zip(outs[1:], caches[1:]):  # the active form, then the deep active one
+        assert torch.equal(outs[0], o) and torch.equal(caches[0], c)
 
 
-def test_attention_active_replays_from_one_graph_at_every_position(nan_scratch):
-    """One captured call of the active form replayed at positions that leave 131, 130, ... 0 slices empty gives what
-    the default form gives eagerly there (the skip is decided on the device, from pos)."""
+@pytest.mark.parametrize("form", ["attention_active", "attention_deep_active"])
+def test_attention_active_replays_from_one_graph_at_every_position(nan_scratch, form):
+    """One captured call of the active form (and of the deep active one) replayed at positions that leave 131, 130,
+    ... 0 slices empty gives what the default form gives eagerly there (the skip is decided on the device, from
+    pos)."""
+    fn = getattr(cu_attention, form)
     g = torch.Generator().manual_seed(3)
     args = _mla_inputs(g, 9000, 0)
     dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
     cache0 = dev["cache"].clone()
-    cu_attention.attention_active(**dev)
+    fn(**dev)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = cu_attention.attention_active(**dev)
+        out = fn(**dev)
     try:
         for p in (0, 63, 64, 500, 4095, 8999):
             dev["cache"].copy_(cache0)
@@ -442,12 +446,13 @@ def test_attention_deep_gives_the_default_s_bits(lmax, pos, t, dn, lkv, dtype, n
     if dtype == torch.float16:  # the cache is float32 or bfloat16; q alone takes float16
         args = {**args, "cache": args["cache"].float(), "latent": args["latent"].float()}
     outs, caches = [], []
-    for fn in (cu_attention.attention, cu_attention.attention_deep):
+    for fn in (cu_attention.attention, cu_attention.attention_deep, cu_attention.attention_deep_active):
         dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
         outs.append(fn(**dev))
         caches.append(dev["cache"])
     assert torch.isfinite(outs[0].float()).all()
-    assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
+    for o, c in zip(outs[1:], caches[1:]):  # the deep form, then the deep active one
+        assert torch.equal(outs[0], o) and torch.equal(caches[0], c)
 
 
 # ---- kda and moe at the 48B's shapes --------------------------------------------------------------------

@@ -334,8 +334,9 @@ def test_router_pdl_pairs_side_by_side():
 
 
 def test_attention_deep_side_by_side():
-    """The rung's per-op evidence for attention=cupy_splitk_bf16_deep: one token's MLA decode at the 48B's shape (bf16
-    cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16 and the deep-absorb form, per layer and
+    """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
+    48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb
+    form and the deep form with the empty slices skipped, per layer and
     per token (x the MLA layers), recorded as perop-attndeep-bfloat16.json; then at full depth (perop-attndeep-full-
     bfloat16.json). Asserted: each was captured and timed; which is faster is printed, not asserted (the forecast
     reads the record)."""
@@ -345,13 +346,16 @@ def test_attention_deep_side_by_side():
     cfg = load_preset("kimi-linear-48b-a3b")
     layers = sum(k != "kda" for k in cfg.layer_kinds)
     cat = load_catalog()
-    impls = {n: cat.get("attention", n).resolve() for n in ("cupy_splitk_bf16", "cupy_splitk_bf16_deep")}
+    impls = {n: cat.get("attention", n).resolve()
+             for n in ("cupy_splitk_bf16", "cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")}
     for label, w in (("attndeep-bfloat16", attention_workload(cfg, 32832, pos=63)),
                      ("attndeep-full-bfloat16", attention_workload(cfg, 32768))):
         times = _per_layer(w, impls, 11, layers, label)
         assert all(t.seconds > 0 for t in times.values()), times
         plain, deep = times["cupy_splitk_bf16"].seconds, times["cupy_splitk_bf16_deep"].seconds
-        print(f"{label}: deep absorb x{plain / deep:.3f} ({deep * 1e6:.2f} against {plain * 1e6:.2f} us a layer)")
+        both = times["cupy_splitk_bf16_deep_active"].seconds
+        print(f"{label}: deep absorb x{plain / deep:.3f} ({deep * 1e6:.2f} against {plain * 1e6:.2f} us a layer); "
+              f"deep and active x{deep / both:.3f} over deep ({both * 1e6:.2f} us)")
 
 
 def test_attention_active_side_by_side():

@@ -1736,3 +1736,27 @@ def test_rungs23_leaves_everything_out_when_the_side_streams_proof_fails(tmp_pat
     log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
     assert "decode-s23-nones: left out (the side stream's GPU tests failed)" in log
     assert not any(c.startswith("bench decode") for c in calls)
+
+
+def test_rungs23_ends_with_the_deep_active_attention_from_its_record(tmp_path):
+    """After the four pairs: the deep attention's proof (its side-by-side writes the record: deep 60, deep and active
+    50 us a token), the swap over session 22's step, checked, and the pair forecast at 60 / 50 = 1.2; without the
+    record (test above) it is left out."""
+    records = _records(tmp_path, attndeep={"cupy_splitk_bf16": 90e-6, "cupy_splitk_bf16_deep": 60e-6,
+                                           "cupy_splitk_bf16_deep_active": 50e-6})
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s22, reg = machine / "cuda-s22-all.toml", machine / "cuda-s23-attn-deep-active.toml"
+    assert log.index("] decode-s23-side (limit") < log.index("] gpu-tests-attn-deep (limit")
+    assert _selects(reg)["attention"] == "cupy_splitk_bf16_deep_active"
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 5 and f"--registry {s22} --vs {reg}" in decodes[4]
+    assert "--changes attention " in decodes[4] and "--expect attention=1.200" in decodes[4], decodes[4]
+
+
+def test_rungs23_leaves_the_deep_active_attention_out_without_its_record(tmp_path):
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
+    assert "decode-s23-attn-deep-active: left out" in log
+    assert not any("cupy_splitk_bf16_deep_active" in c for c in calls)
