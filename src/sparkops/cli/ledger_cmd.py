@@ -15,6 +15,10 @@
                                                   # a GPU test's side-by-side record (what a rung's forecast
                                                   # reads) into the ledger: one row, the command defaulting
                                                   # to the record's own test
+    sparkops ledger nones --registry STEP.toml [--device cuda] [--json]
+                                                  # the `none` changes that gained at every depth, and
+                                                  # whether STEP holds each (sub-threshold gains add: time
+                                                  # the ones it lacks together)
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ HELP = "show, render, retract, import, sync or check the scoreboard's ledger and
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=("show", "render", "retract", "import", "sync", "check", "opbench", "perop",
-                                            "provenance"))
+                                            "provenance", "nones"))
     p.add_argument("target", nargs="?", help="retract: the row id (or a unique prefix); import: the other ledger "
                    "file; opbench: the pytest-benchmark JSON file; perop: the perop-*.json record; provenance: a row "
                    "id prefix (default: every row)")
@@ -49,6 +53,10 @@ def add_parser(sub) -> None:
     p.add_argument("--ran-commit", metavar="SHA",
                    help="perop: the commit whose code wrote the record, when it is recorded on another machine")
     p.add_argument("--why", help="retract: what was wrong with the measurement (kept in the ledger)")
+    p.add_argument("--registry", metavar="FILE", help="nones: the step registry the changes are judged against")
+    p.add_argument("--device", default="cuda", help="nones: the device class of the selections (default cuda)")
+    p.add_argument("--phase", default="decode", choices=("decode", "prefill"),
+                   help="nones: the rows of which phase (default decode)")
     p.add_argument("--bench-dir", metavar="DIR", help="the scoreboard directory (default: the checkout's bench/)")
     add_json_arg(p)
 
@@ -129,6 +137,8 @@ def run(args) -> int:
         return 0
     if args.action == "provenance":
         return _provenance(d, args)
+    if args.action == "nones":
+        return _nones(d, args)
     if args.action == "render":
         R.render_all(d)
         console.print(f"rendered {d / L.LADDER}")
@@ -200,6 +210,45 @@ def _provenance(d, args) -> int:
     console.print(t)
     counts = Counter(f["verdict"] for f in found)
     console.print("; ".join(f"{n} {v}" for v, n in counts.most_common()))
+    return 0
+
+
+def _nones(d, args) -> int:
+    """The table of `ledger nones`: the none changes, their ratios by depth, and what the step lacks of each."""
+    from ..bench import ledger as L
+    from ..bench.nones import candidates, estimate, judge, none_changes
+
+    if not args.registry:
+        raise BadInput("ledger nones needs --registry STEP.toml: the step registry to judge the changes against")
+    changes, unjudged = none_changes(L.read(d / L.LEDGER), args.phase)
+    judge(changes, args.registry, args.device)
+    gain = estimate(changes)
+    if args.json:
+        chosen = {id(c) for c in candidates(changes)}
+        emit_json({"changes": [dict(ids=c.ids, change=c.change, ratios=c.ratios, gained=c.gained, held=c.held,
+                                    missing=c.missing, conflicts=c.conflicts, candidate=id(c) in chosen,
+                                    command=c.command) for c in changes],
+                   "unjudged_rows": unjudged, "estimate": gain})
+        return 0
+    t = Table(title=f"none changes against {args.registry} ({d / L.LEDGER})")
+    for col in ("rows", "change", "ratio by depth", "gained", "the step"):
+        t.add_column(col)
+    order = sorted(changes, key=lambda c: (c.held, not c.gained, bool(c.conflicts), -min(c.ratios.values(), default=0)))
+    for c in order:
+        ratios = ", ".join(f"d={k}: {v:.3f}" for k, v in sorted(c.ratios.items()))
+        step = "holds it" if c.held else "; ".join(
+            [f"lacks {m}" for m in c.missing] + [f"conflicts: {x}" for x in c.conflicts])
+        t.add_row(c.ids[0] + (f" +{len(c.ids) - 1}" if len(c.ids) > 1 else ""), c.change[:90], ratios,
+                  "yes" if c.gained else "no", step)
+    console.print(t)
+    todo = [c for c in changes if c.gained and not c.held]
+    chosen = candidates(changes)
+    console.print(f"{len(todo)} gaining none change(s) the step does not hold; {len(chosen)} to take together (no "
+                  f"conflicting selection, each counted once): " + "; ".join(", ".join(c.missing) for c in chosen))
+    console.print(f"{unjudged} none row(s) predate the arms' recorded differences and are not judged")
+    if gain:
+        console.print("their ratios multiplied (a naive estimate, not a forecast): "
+                      + ", ".join(f"d={k}: x{v:.3f}" for k, v in gain.items()))
     return 0
 
 
