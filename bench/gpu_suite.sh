@@ -127,10 +127,10 @@
 #                 hand: 1.035 / 1.034, again 1.038 / 1.034, a win); with SUITE_TIMED naming decode-s22-all, only made
 #     rungs23     the earlier nones not in that step, together over it: [engine] fuse_low_rank (session 9: 1.009,
 #                 1.010), side_stream (session 19: 1.007 / 1.008) and the PDL GEMVs and experts (session 18: 1.008 /
-#                 1.008; with kda_norm=triton_split_pdl, the trigger those pairs had), after the side stream's proof and
-#                 the captured gate; then (after the fused norm's GPU tests) each alone over the same step; then
-#                 attention=cupy_splitk_bf16_deep_active (the deep and the active forms at once) over it, after its
-#                 GPU tests, forecast from its side-by-side
+#                 1.008; with kda_norm=triton_split_pdl, the trigger those pairs had), after the GPU tests of the side
+#                 stream, the fused norm and the deep attention (all first) and the captured gate; then each alone
+#                 over the same step; then attention=cupy_splitk_bf16_deep_active (the deep and the active forms at
+#                 once) over it, forecast from its side-by-side
 #                 (one diagnosis of the base shared by all four pairs), so that the row says which of them carried it
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
@@ -324,13 +324,15 @@
 #   (calls 4-6 by hand, now stage rungs22all) the four together over the row-warp step: 1.035 / 1.034, again 1.038 /
 #                                      # 1.034 (win; frontier 417.2 / 400.5), then the new step diagnosed
 # Next session: session 22's step made by swaps (SUITE_TIMED names decode-s22-all), then the earlier nones over it,
-# together and each alone (stage rungs23: ~300 s to the step fresh, ~50 its diagnosis, ~150 a pair with its gate):
+# together and each alone (stage rungs23: ~300 s to the step fresh, ~90 the three proofs, ~50 its diagnosis, ~150 a
+# pair with its gate; `sparkops ledger nones --registry cuda-s22-all.toml` names the same three levers):
 #   export SUITE_TIMED="<the export above> decode-s22-all" SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # fresh: the step, the side stream's proof, the
-#                                      # diagnosis, the three levers together (forecast linear@F16 x1.6, the PDL
-#                                      # kernels' records)
-#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: each lever alone (PDL, fuse_low_rank, side)
-#   bash bench/gpu_lanes.sh 560 "probe_timeline" ""           # warm, if the budget allows
+#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # fresh: the step, the proofs (side stream, the PDL
+#                                      # kda_norm, the deep active attention), the diagnosis, the swaps; the first
+#                                      # pair if the budget allows
+#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: the three levers together (forecast linear@F16
+#                                      # x1.6, the PDL kernels' records), then each alone (PDL, fuse_low_rank, side)
+#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: what is left, the deep active attention last
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -1018,10 +1020,13 @@ s23_pair() {
 # s23_rungs: the earlier nones over session 22's step, together first (decode-s23-nones), then each alone: the PDL
 # kernels by swap (S23_PDL_PAIRS), fuse_low_rank and side_stream by `sparkops engine`, after the side stream's proof
 s23_rungs() {
-  if [ "$(cat $DONE/gpu-tests-side 2>/dev/null || true)" != 0 ]; then
-    log "decode-s23-nones: left out (the side stream's GPU tests failed)"
-    return 0
-  fi
+  local t
+  for t in side kda-norm; do  # the side stream's and the triggering kda_norm's GPU tests (stage rungs23 runs them first)
+    if [ "$(cat $DONE/gpu-tests-$t 2>/dev/null || true)" != 0 ]; then
+      log "decode-s23-nones: left out (the GPU tests gpu-tests-$t did not pass)"
+      return 0
+    fi
+  done
   diagnose_base s23-nones $S22_REG
   swap_all s23-pdl $S23_PDL_REG $S22_REG "$S23_PDL_PAIRS"
   engine_over $S23_LOWRANK_REG $S22_REG fuse_low_rank
@@ -1033,17 +1038,13 @@ s23_rungs() {
   fi
   s23_pair s23-nones $S23_REG engine,gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts "$S23_FACTOR" "$S23_PDL_PAIRS \
 with [engine] fuse_low_rank and side_stream: the earlier nones (sessions 9, 18, 19) together"
-  # the triggering kda_norm's own GPU tests (its bits at the 48B's shape, the captured step) before the rungs alone;
-  # its swap has proven its bits on the contract's cases already
-  proof_kda_norm
   s23_pair s23-pdl $S23_PDL_REG gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts "$S23_PDL_FACTOR" \
       "$S23_PDL_PAIRS: the PDL GEMVs and experts (session 18's none) alone"
   s23_pair s23-lowrank $S23_LOWRANK_REG engine "linear@F16=$S23_LOWRANK_F16" "[engine] fuse_low_rank: f_b and g_b one \
 block-diagonal linear (session 9's none) alone"
   s23_pair s23-side $S23_SIDE_REG engine "linear@F16=$S23_SIDE_F16" "[engine] side_stream: the gate GEMVs on a \
 second stream (session 19's none) alone"
-  # the deep attention with the empty slices skipped, after its GPU tests (its side-by-side writes the forecast)
-  proof_attn_deep
+  # the deep attention with the empty slices skipped, after its GPU tests (their side-by-side writes the forecast)
   local factor
   factor=$(perop attndeep cupy_splitk_bf16_deep cupy_splitk_bf16_deep_active)
   proven_with_factor s23-attn-deep-active attn-deep "$factor" || return 0
@@ -1947,9 +1948,13 @@ rungs22all)  # session 22's step over the row-warp step: its four none rungs swa
   s22_step rungs22all || continue
   s22_rung
   ;;
-rungs23)  # the earlier nones over session 22's step (made first), together, then each alone (stage list above)
+rungs23)  # the earlier nones over session 22's step (made first), together, then each alone (stage list above);
+  # every proof first (a fresh call cannot reach the first pair after the step's ~300 s; the next call times pairs
+  # only)
   s22_step rungs23 || continue
   proof_side_stream
+  proof_kda_norm
+  proof_attn_deep
   s23_rungs
   ;;
 proofs21)  # the fused KDA norm's and the Triton SwiGLU's GPU tests alone (the lane beside rungs21)

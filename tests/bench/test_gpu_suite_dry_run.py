@@ -1722,19 +1722,20 @@ def test_rungs23_times_the_earlier_nones_together_then_each_alone_over_session_2
     assert "--expect linear@F16=1.6,linear@Q4_K=1.061,moe_experts=1.012" in decodes[0]
     assert "--changes engine,gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts " in decodes[0]
     assert _selects(both)["kda_norm"] == "triton_split_pdl"
-    # the triggering kda_norm's GPU tests run after the pair of all three, before the rungs alone
-    assert log.index("] decode-s23-nones (limit") < log.index("] gpu-tests-kda-norm (limit") \
-        < log.index("] decode-s23-pdl (limit")
+    # every proof runs before the first diagnosis and pair
+    assert max(log.index(f"] gpu-tests-{t} (limit") for t in ("side", "kda-norm", "attn-deep")) \
+        < log.index("] diagnose-decode-s23-nones (limit") < log.index("] decode-s23-nones (limit")
     assert "--expect linear@F16=1.37" in decodes[2] and "--expect linear@F16=1.19" in decodes[3]
     gates = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
     assert [g.split("--registry ")[1].split()[0] for g in gates] == [str(machine / r) for r in regs]
 
 
-def test_rungs23_leaves_everything_out_when_the_side_streams_proof_fails(tmp_path):
+@pytest.mark.parametrize("proof", ["side", "kda-norm"])
+def test_rungs23_leaves_everything_out_when_a_proof_fails(tmp_path, proof):
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
-           "STUB_FAIL_MATCH": "gpu-tests-side.xml"}
+           "STUB_FAIL_MATCH": f"gpu-tests-{proof}.xml"}
     log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
-    assert "decode-s23-nones: left out (the side stream's GPU tests failed)" in log
+    assert f"decode-s23-nones: left out (the GPU tests gpu-tests-{proof} did not pass)" in log
     assert not any(c.startswith("bench decode") for c in calls)
 
 
@@ -1748,7 +1749,7 @@ def test_rungs23_ends_with_the_deep_active_attention_from_its_record(tmp_path):
     log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
     machine = tmp_path / "machine"
     s22, reg = machine / "cuda-s22-all.toml", machine / "cuda-s23-attn-deep-active.toml"
-    assert log.index("] decode-s23-side (limit") < log.index("] gpu-tests-attn-deep (limit")
+    assert log.index("] decode-s23-side (limit") < log.index("] decode-s23-attn-deep-active (limit")
     assert _selects(reg)["attention"] == "cupy_splitk_bf16_deep_active"
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 5 and f"--registry {s22} --vs {reg}" in decodes[4]
