@@ -132,6 +132,8 @@
 #                 over the same step; then attention=cupy_splitk_bf16_deep_active (the deep and the active forms at
 #                 once) over it, forecast from its side-by-side
 #                 (one diagnosis of the base shared by all four pairs), so that the row says which of them carried it
+#     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
+#                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
@@ -333,6 +335,8 @@
 #   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: the three levers together (forecast linear@F16
 #                                      # x1.6, the PDL kernels' records), then each alone (PDL, fuse_low_rank, side)
 #   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: what is left, the deep active attention last
+#   bash bench/gpu_lanes.sh 560 "frontier131k" ""            # warm, when the budget allows (~500 s): the step now at
+#                                      # 131072 for both mixes, where the frontier is sessions 8-9's steps
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -2212,6 +2216,19 @@ iq1s)
   run generate48-iq1s-fast-graph 60 sparkops generate --model $M1 --device cuda -n 64 --registry $FAST_REG --graph
   run gate48-iq1s-fast 60 sparkops check --model $M1 --registry $FAST_REG --golden-registry $TORCH_REG --device cuda \
       --depths 1,64
+  ;;
+frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9's steps (Q4_K 331.0, IQ1_S 296.6 tok/s):
+  # session 22's step (made by swaps) or the newest timed registry after it, one CUDA graph per step, one arm
+  # against the frontier, for the Q4_K mix and then the IQ1_S mix (its own 48B, synthesized once, gated on itself)
+  s22_step frontier131k || continue
+  NOW_REG=$(now_reg); log "the step now: $NOW_REG"
+  run decode131k-now 200 sparkops bench decode --model $M --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
+      --registry $NOW_REG --graph A $GATE $FILL_LEAN \
+      --change "the step now ($(basename $NOW_REG)), one CUDA graph per step, at 131072"
+  [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
+  [ -f $M1 ] && run decode131k-iq1s-now 200 sparkops bench decode --model $M1 --depth 131072 --tokens 16 --repeats 6 \
+      --chunk 4096 --registry $NOW_REG --graph A $GATE $FILL_LEAN \
+      --change "the step now ($(basename $NOW_REG)), one CUDA graph per step (IQ1_S mix)"
   ;;
 iq1s131k)
   prereq_lean || continue

@@ -1761,3 +1761,19 @@ def test_rungs23_leaves_the_deep_active_attention_out_without_its_record(tmp_pat
     log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
     assert "decode-s23-attn-deep-active: left out" in log
     assert not any("cupy_splitk_bf16_deep_active" in c for c in calls)
+
+
+def test_frontier131k_times_the_step_now_at_131072_for_both_mixes(tmp_path):
+    """Session 22's step (made, not timed again) as one arm against the frontier at 131072, for the Q4_K 48B and then
+    the IQ1_S one (synthesized once), each gated on its own model."""
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "frontier131k", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s22 = machine / "cuda-s22-all.toml"
+    assert "unknown stage" not in log and f"the step now: {s22}" in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 2 and all("--depth 131072" in c and f"--registry {s22} --graph A " in c for c in decodes)
+    assert "--vs" not in " ".join(decodes)
+    assert f"--model {machine / 'k48-q4_k_m.gguf'} " in decodes[0]
+    assert f"--model {machine / 'k48-iq1_s.gguf'} " in decodes[1]
+    assert sum(c.startswith("synth --preset kimi-linear-48b-a3b --quant iq1_s") for c in calls) == 1
