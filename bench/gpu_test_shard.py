@@ -54,25 +54,28 @@ def file_of(classname: str, root: Path = REPO) -> str | None:
     return None
 
 
-def seconds_from_junit(xmls: list[Path], root: Path = REPO) -> dict[str, float]:
-    """Seconds per test file, summed over the test cases of the JUnit XML files (a file in several sums once each)."""
-    out: dict[str, float] = {}
+def junit_cases(xmls: list[Path], root: Path = REPO):
+    """(test file, seconds) for every test case of the JUnit XML files whose class names a test file here."""
     for xml in xmls:
         for case in ET.parse(xml).getroot().iter("testcase"):
             f = file_of(case.get("classname", ""), root)
             if f is not None:
-                out[f] = out.get(f, 0.0) + float(case.get("time") or 0.0)
+                yield f, float(case.get("time") or 0.0)
+
+
+def seconds_from_junit(xmls: list[Path], root: Path = REPO) -> dict[str, float]:
+    """Seconds per test file, summed over the test cases of the JUnit XML files (a file in several sums once each)."""
+    out: dict[str, float] = {}
+    for f, seconds in junit_cases(xmls, root):
+        out[f] = out.get(f, 0.0) + seconds
     return out
 
 
 def cases_from_junit(xmls: list[Path], root: Path = REPO) -> dict[str, int]:
     """How many test cases of each test file the JUnit XML files hold (run, failed or skipped)."""
     out: dict[str, int] = {}
-    for xml in xmls:
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            f = file_of(case.get("classname", ""), root)
-            if f is not None:
-                out[f] = out.get(f, 0) + 1
+    for f, _ in junit_cases(xmls, root):
+        out[f] = out.get(f, 0) + 1
     return out
 
 
