@@ -19,6 +19,7 @@ IMPLEMENTATIONS = [
     ("kda", "numpy_chunked", "sparkops_numpy.kda:kda_chunked"),
     ("gated_rmsnorm", "numpy", "sparkops_numpy.gated_rmsnorm:gated_rmsnorm"),
     ("kda_norm", "numpy", "sparkops_numpy.kda_norm:kda_norm"),
+    ("kda_lowrank_norm", "numpy", "sparkops_numpy.kda_lowrank_norm:kda_lowrank_norm"),
     ("attention", "numpy", "sparkops_numpy.attention:attention"),
     ("attention", "numpy_naive", "sparkops_numpy.attention:attention_naive"),
     ("moe_router", "numpy", "sparkops_numpy.moe_router:moe_router"),

@@ -34,6 +34,8 @@ IMPLEMENTATIONS = [
     ("kda", "torch_chunked", "sparkops_torch.kda:kda_chunked", BOTH, None, _C),
     ("gated_rmsnorm", "torch", "sparkops_torch.gated_rmsnorm:gated_rmsnorm", BOTH, None, _C),
     ("kda_norm", "torch", "sparkops_torch.kda_norm:kda_norm", BOTH, None, (*_C, "kda.py", "gated_rmsnorm.py")),
+    ("kda_lowrank_norm", "torch", "sparkops_torch.kda_lowrank_norm:kda_lowrank_norm", BOTH, None,
+     (*_W, "kda.py", "gated_rmsnorm.py", "kda_norm.py")),
     ("attention", "torch", "sparkops_torch.attention:attention", BOTH, None, _C),
     ("attention", "torch_bf16", "sparkops_torch.attention:attention_bf16", ("cuda",), "bf16", _C),
     ("moe_router", "torch", "sparkops_torch.moe_router:moe_router", BOTH, None, _C),

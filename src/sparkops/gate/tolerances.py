@@ -149,6 +149,13 @@ OP_RULES: dict[str, dict[str, Rule]] = {
                             "norm (rounded to bf16 there, as the unfused chain does, adds ~4e-6); measured worst "
                             "5.0e-6 (torch fed bf16, 6 seeds)"),
     },
+    "kda_lowrank_norm": {
+        "fp32": _nmse(1e-9, "kda_norm's row, with the two up-projections in float32 dots of P <= 128 terms ahead of "
+                            "it: measured worst 4.4e-13 (torch, 6 seeds)"),
+        "bf16": _nmse(1e-3, "kda_norm's row: bf16 codes into float32 up-projections and maths, nothing rounded "
+                            "between; measured worst 1.5e-4 (torch fed bf16 codes and q/k/v, 6 seeds: a rounded "
+                            "code moves the decay logits through P terms, over 130 steps)"),
+    },
     "attention": {
         "fp32": _nmse(1e-10, "absorbed or naive MLA, float32 softmax over <= 96 rows; measured worst 9e-14"),
         "bf16": _nmse(1e-3, "bf16 queries, latents, cache and score/value matmuls: worst of 20 seeds 6.4e-5"),

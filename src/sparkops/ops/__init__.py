@@ -23,6 +23,7 @@ OP_NAMES = (
     "kda",
     "gated_rmsnorm",
     "kda_norm",
+    "kda_lowrank_norm",
     "attention",
     "moe_router",
     "moe_experts",
