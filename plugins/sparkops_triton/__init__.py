@@ -47,6 +47,13 @@ IMPLEMENTATIONS = [
     # (launched with PDL) let start: the same bits
     ("kda_norm", "triton_split_pdl", "sparkops_triton.kda_norm:kda_norm_split_pdl",
      bit_identical(to="triton_split"), ("_runtime.py", "kda.py", "_arrival.py")),
+    # kda_norm=triton_split's grid forming the decay logits and the output gate itself from f_a's and g_a's codes (the
+    # two low-rank up-projections f_b, g_b: two GEMV launches a KDA layer fewer at decode)
+    ("kda_lowrank_norm", "triton_split", "sparkops_triton.kda_lowrank_norm:kda_lowrank_norm_split", tolerance(),
+     ("_runtime.py", "kda.py", "_arrival.py")),
+    # the same launched with PDL (its state requested while the kernel before it finishes): the same bits
+    ("kda_lowrank_norm", "triton_split_pdl", "sparkops_triton.kda_lowrank_norm:kda_lowrank_norm_split_pdl",
+     bit_identical(to="triton_split"), ("_runtime.py", "kda.py", "_arrival.py")),
     ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),
      ("_runtime.py", "kda.py")),
     # "triton_chunked_split": the prepare kernel's phases as four launches over 4x the programs; the same helpers in

@@ -171,6 +171,30 @@ def kda_norm_args(t: int, n_sets: int | None = None, seed: int = 0, act=torch.bf
     return sets, nbytes + t * h * d * esz + d * 4
 
 
+def kda_lowrank_norm_args(t: int, n_sets: int | None = None, seed: int = 0, act=torch.bfloat16):
+    """kda_lowrank_norm at 48B sizes, in its argument order: kda_norm_args' sets with the decay logits and the gate
+    replaced by f_a's and g_a's codes [T, 128] and the two F16 up-projections [4096, 128] (one pair a set, as each layer
+    has its own). Bytes: kda's without g, the codes, both weights."""
+    from sparkops.qweight import QWeight
+    from gguf import GGMLQuantizationType
+
+    h, d = KDA_HEADS, KDA_DIM
+    p = d  # the low rank is the head dim on Kimi-Linear
+    esz = torch.finfo(act).bits // 8
+    core, nbytes = kda_norm_args(t, n_sets, seed, act)
+    gen = torch.Generator(device="cuda").manual_seed(seed + 2)
+
+    def up(std):
+        return QWeight(_rand(gen, h * d, p, std=std / p ** 0.5, dtype=torch.float16), GGMLQuantizationType.F16,
+                       (h * d, p), name="up")
+
+    sets = []
+    for q, k, v, _g, beta, a, dtb, state, scale, l2_eps, _gate, weight, eps in core:
+        sets.append((q, k, v, _rand(gen, t, p, dtype=act), up(1.0), beta, a, dtb, state, scale, l2_eps,
+                     _rand(gen, t, p, dtype=act), up(2.0), weight, eps))
+    return sets, nbytes - 2 * t * h * d * esz + 2 * t * p * esz + 2 * h * d * p * 2
+
+
 def attention_args(t: int, context: int, n_sets: int | None = None, seed: int = 0, act=torch.bfloat16):
     """attention at 48B sizes: T new tokens after `context` cached ones (cache holds context + T rows).
 

@@ -64,14 +64,16 @@ def _kda_recurrent_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, 
     tl.store(s_ptr + s_offs, S, mask=s_mask)
     if NORM:
         if arrive(cnt_ptr, h, tl.num_programs(1)):  # the head's last program: its every slice and sum is in the L2
-            norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok, NB)
+            norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok, NB, GATE_CG=False)
             depart(cnt_ptr, h)
 
 
 @triton.jit
-def norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok, NB: tl.constexpr):
+def norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok, NB: tl.constexpr,
+              GATE_CG: tl.constexpr):
     """y = o / sqrt(mean(o^2) + eps) * w * sigmoid(gate) over head h's whole rows, every token: o (float32) and the
-    slices' sums of squares read from the L2 (other programs wrote them), the sums added in one fixed order."""
+    slices' sums of squares read from the L2 (other programs wrote them), the sums added in one fixed order. GATE_CG:
+    the gate too was written by the head's programs (kda_lowrank_norm's scratch), so it is read from the L2 as well."""
     nb = tl.arange(0, NB)  # the head's programs, padded to a power of two
     nb_ok = nb < tl.num_programs(1)
     w = tl.load(w_ptr + dk, mask=k_ok, other=0.0).to(tl.float32)  # the norm's gain [DK]
@@ -79,7 +81,10 @@ def norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok
         row = (t * H + h).to(tl.int64) * D
         ss = tl.sum(tl.load(part_ptr + (t * H + h) * NB + nb, mask=nb_ok, other=0.0, cache_modifier=".cg"), axis=0)
         o = tl.load(o_ptr + row + dk, mask=k_ok, other=0.0, cache_modifier=".cg")  # the whole row [DK]
-        gt = tl.load(gate_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
+        if GATE_CG:
+            gt = tl.load(gate_ptr + row + dk, mask=k_ok, other=0.0, cache_modifier=".cg").to(tl.float32)
+        else:
+            gt = tl.load(gate_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
         y = o * (1.0 / tl.sqrt(ss / D + eps)) * w * tl.sigmoid(gt)
         tl.store(y_ptr + row + dk, y.to(y_ptr.dtype.element_ty), mask=k_ok)
 

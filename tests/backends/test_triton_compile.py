@@ -169,6 +169,19 @@ def launch_trigger_norms(monkeypatch):
                 gate=r(1, h, d, dtype=BF), weight=r(d), eps=1e-5)
     kda_norm.kda_norm_trigger(**step, state=r(h, d, d))
     kda_norm.kda_norm_split_pdl(**step, state=r(h, d, d))
+    # kda_lowrank_norm: the decay logits and the gate from f_a's and g_a's codes through the F16 up-projections
+    # (rank 128), plain (triton_split) and launched with PDL (triton_split_pdl)
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.qweight import QWeight
+    from sparkops_triton import kda_lowrank_norm
+
+    monkeypatch.setattr(kda_lowrank_norm, "interpreting", lambda: False)
+    up = {n: QWeight(r(h * d, d, dtype=torch.float16), Q.F16, (h * d, d), name=n) for n in ("f_b", "g_b")}
+    low = dict({k: v for k, v in step.items() if k not in ("g", "gate")}, f=r(1, d, dtype=BF), ga=r(1, d, dtype=BF),
+               **up)
+    kda_lowrank_norm.kda_lowrank_norm_split(**low, state=r(h, d, d))
+    kda_lowrank_norm.kda_lowrank_norm_split_pdl(**low, state=r(h, d, d))
 
 
 def launch_lastblock_kernels(monkeypatch):
@@ -291,8 +304,8 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     wide = {k[0] for k in compiled if f"): {int(Q6_K_WIDE.value)}," in k[1]}  # a constexpr (QTYPE) of that value
     assert wide == {"_gemv_kernel", "_moe_down_kernel"}, f"the Q6_K word-load GEMVs were not all compiled: {wide}"
     pdl = {k: v for k, v in compiled.items() if v.metadata.launch_pdl}
-    assert pdl and {k[0] for k in pdl} == {"_gemv_kernel", "_kda_recurrent_kernel"}, \
-        f"the PDL GEMVs and KDA norm were not compiled: {sorted(pdl)}"
+    assert pdl and {k[0] for k in pdl} == {"_gemv_kernel", "_kda_recurrent_kernel", "_kda_lowrank_kernel"}, \
+        f"the PDL GEMVs and KDA norms were not compiled: {sorted(pdl)}"
     triggering = set()
     for k, v in compiled.items():  # PDL kernels wait once and then let the next kernel launch; the triggering norms
         ptx = v.asm["ptx"]        # (launched plainly) only let the next one launch, first thing; no other kernel does
