@@ -42,20 +42,42 @@ from .kda import BLOCK_V, check_args, norm_rows, recurrent_step
 #: the low rank's chunk a loop step of the up-projections reads: [D, BP] weights (32 values a thread at D = 128 with
 #: kda's 4 warps), so the tile does not crowd out the state block's registers
 BLOCK_P = 32
+#: the up-projections' products summed across the row once (True) or chunk by chunk (False): `up_project`
+ONE_SUM = True
+#: warps a program (None: kda's, 4 for the 48B's [128, 32] state block). GPU session 23's probe
+#: (bench/probes/kda_lowrank_forms.py, one H200, each form once, us a KDA layer, plain / PDL): 4 warps chunk by chunk
+#: 10.69 / 10.15, summed once 9.09 / 8.19; 8 warps 7.39 / 9.22 and 7.72 / 8.76; 2 warps 8.75 / 8.02 (summed once, BP 32;
+#: BP 16 lost everywhere, 64 tied). The chain it replaces: 4.61 (the two GEMVs) + 4.91 (kda_norm=triton_split_pdl).
+#: Differences under ~1 us are inside one run's noise; 8 warps summed once had the least plain-plus-PDL time of the BP 32
+#: forms. The proof's side-by-side times both forms again and the rung takes the faster
+WARPS = 8
 
 
 @triton.jit
-def up_project(w_ptr, w_stride, rows, r_ok, x_ptr, P: tl.constexpr, BP: tl.constexpr):
+def up_project(w_ptr, w_stride, rows, r_ok, x_ptr, P: tl.constexpr, BP: tl.constexpr, ONE_SUM: tl.constexpr):
     """sum_p W[rows, p] x[p] in float32 ([R] over `rows`), W a float weight as stored (row stride `w_stride`), x a code
-    [P] in any float dtype; P in chunks of BP."""
-    acc = tl.zeros([rows.shape[0]], tl.float32)
-    for p0 in tl.static_range(0, P, BP):
-        pc = p0 + tl.arange(0, BP)  # [BP]
-        p_ok = pc < P
-        w = tl.load(w_ptr + rows[:, None].to(tl.int64) * w_stride + pc[None, :], mask=r_ok[:, None] & p_ok[None, :],
-                    other=0.0).to(tl.float32)  # [R, BP]
-        x = tl.load(x_ptr + pc, mask=p_ok, other=0.0).to(tl.float32)  # [BP]
-        acc += tl.sum(w * x[None, :], axis=1)
+    [P] in any float dtype; P in chunks of BP. ONE_SUM: the chunks' products accumulate elementwise and are summed
+    across the row once at the end (no cross-thread reduction, hence no barrier, between one chunk's loads and the
+    next's); else each chunk is summed as it comes. The two orders differ in rounding."""
+    if ONE_SUM:
+        acc2 = tl.zeros([rows.shape[0], BP], tl.float32)
+        for p0 in tl.static_range(0, P, BP):
+            pc = p0 + tl.arange(0, BP)  # [BP]
+            p_ok = pc < P
+            w = tl.load(w_ptr + rows[:, None].to(tl.int64) * w_stride + pc[None, :],
+                        mask=r_ok[:, None] & p_ok[None, :], other=0.0).to(tl.float32)  # [R, BP]
+            x = tl.load(x_ptr + pc, mask=p_ok, other=0.0).to(tl.float32)  # [BP]
+            acc2 += w * x[None, :]
+        acc = tl.sum(acc2, axis=1)
+    else:
+        acc = tl.zeros([rows.shape[0]], tl.float32)
+        for p0 in tl.static_range(0, P, BP):
+            pc = p0 + tl.arange(0, BP)  # [BP]
+            p_ok = pc < P
+            w = tl.load(w_ptr + rows[:, None].to(tl.int64) * w_stride + pc[None, :],
+                        mask=r_ok[:, None] & p_ok[None, :], other=0.0).to(tl.float32)  # [R, BP]
+            x = tl.load(x_ptr + pc, mask=p_ok, other=0.0).to(tl.float32)  # [BP]
+            acc += tl.sum(w * x[None, :], axis=1)
     return acc
 
 
@@ -63,7 +85,7 @@ def up_project(w_ptr, w_stride, rows, r_ok, x_ptr, P: tl.constexpr, BP: tl.const
 def _kda_lowrank_kernel(q_ptr, k_ptr, v_ptr, f_ptr, fb_ptr, beta_ptr, a_ptr, dtb_ptr, s_ptr, ga_ptr, gb_ptr, w_ptr,
                         o_ptr, gsc_ptr, part_ptr, cnt_ptr, y_ptr, T, H, D, f_stride, ga_stride, fb_stride, gb_stride,
                         scale, l2_eps, eps, P: tl.constexpr, BP: tl.constexpr, DK: tl.constexpr, BV: tl.constexpr,
-                        NB: tl.constexpr, PDL: tl.constexpr):
+                        NB: tl.constexpr, PDL: tl.constexpr, ONE_SUM: tl.constexpr):
     """Program (h, j): head h's decay logits (all D key rows) and its output gate on value columns j*BV .. j*BV+BV-1
     from the codes f[t] and ga[t] ([P] each, row strides f_stride / ga_stride), then kda's recurrence on those columns
     (o's float32 slice into o_ptr, its sum of squares into part_ptr [T, H, NB], the gate's slice into gsc_ptr); the
@@ -83,8 +105,8 @@ def _kda_lowrank_kernel(q_ptr, k_ptr, v_ptr, f_ptr, fb_ptr, beta_ptr, a_ptr, dtb
     dtb = tl.load(dtb_ptr + h * D + dk, mask=k_ok, other=0.0).to(tl.float32)
     for t in range(T):
         row = (t * H + h).to(tl.int64) * D  # start of token t, head h in a [T, H, D] tensor
-        g = up_project(fb_ptr, fb_stride, h * D + dk, k_ok, f_ptr + t * f_stride, P, BP)  # [DK] decay logits
-        gt = up_project(gb_ptr, gb_stride, h * D + cols, c_ok, ga_ptr + t * ga_stride, P, BP)  # [BV] output gate
+        g = up_project(fb_ptr, fb_stride, h * D + dk, k_ok, f_ptr + t * f_stride, P, BP, ONE_SUM)  # [DK] decay logits
+        gt = up_project(gb_ptr, gb_stride, h * D + cols, c_ok, ga_ptr + t * ga_stride, P, BP, ONE_SUM)  # [BV] output gate
         tl.store(gsc_ptr + row + cols, gt, mask=c_ok)
         q = tl.load(q_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
         k = tl.load(k_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
@@ -141,7 +163,7 @@ def _kda_lowrank_norm(q, k, v, f, f_b, beta, a, dt_bias, state, scale, l2_eps, g
         q, k, v, f, fb, beta, a.contiguous(), dt_bias.contiguous(), state, ga, gb, weight.contiguous(), o, gsc, part,
         counters(op, v.device, h), y, t, h, d, f.stride(0), ga.stride(0), fb.stride(0), gb.stride(0), float(scale),
         float(l2_eps), float(eps), P=p, BP=min(BLOCK_P, next_pow2(p)), DK=dk, BV=bv, NB=next_pow2(nb), PDL=pdl,
-        num_warps=kda.warps(bv, dk), **({"launch_pdl": True} if pdl else {}))
+        ONE_SUM=ONE_SUM, num_warps=WARPS or kda.warps(bv, dk), **({"launch_pdl": True} if pdl else {}))
     return y
 
 
