@@ -1021,6 +1021,17 @@ s23_pair() {
       --prediction $DJ/diag-decode-s23-nones.json --expect "$expect" --change "$text, over $(basename $S22_REG), graph"
   return 0
 }
+# s23_step: the rungs23 registry ($S23_REG): session 22's step with S23_PDL_PAIRS swapped in by one swap ($S23_PDL_REG)
+# and [engine] fuse_low_rank and side_stream on; made again when its base moved. False when it could not be made
+s23_step() {
+  swap_all s23-pdl $S23_PDL_REG $S22_REG "$S23_PDL_PAIRS"
+  fresh_over $S23_REG $S23_PDL_REG
+  if [ ! -f $S23_REG ] && [ -f $S23_PDL_REG ]; then
+    cp $S23_PDL_REG $S23_REG.new && sparkops engine fuse_low_rank=on side_stream=on --registry $S23_REG.new \
+        > /dev/null && mv $S23_REG.new $S23_REG && echo "$S23_PDL_REG" > $S23_REG.base
+  fi
+  [ -f $S23_REG ]
+}
 # s23_rungs: the earlier nones over session 22's step, together first (decode-s23-nones), then each alone: the PDL
 # kernels by swap (S23_PDL_PAIRS), fuse_low_rank and side_stream by `sparkops engine`, after the side stream's proof
 s23_rungs() {
@@ -1032,14 +1043,9 @@ s23_rungs() {
     fi
   done
   diagnose_base s23-nones $S22_REG
-  swap_all s23-pdl $S23_PDL_REG $S22_REG "$S23_PDL_PAIRS"
+  s23_step
   engine_over $S23_LOWRANK_REG $S22_REG fuse_low_rank
   engine_over $S23_SIDE_REG $S22_REG side_stream
-  fresh_over $S23_REG $S23_PDL_REG
-  if [ ! -f $S23_REG ] && [ -f $S23_PDL_REG ]; then
-    cp $S23_PDL_REG $S23_REG.new && sparkops engine fuse_low_rank=on side_stream=on --registry $S23_REG.new \
-        > /dev/null && mv $S23_REG.new $S23_REG && echo "$S23_PDL_REG" > $S23_REG.base
-  fi
   s23_pair s23-nones $S23_REG engine,gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts "$S23_FACTOR" "$S23_PDL_PAIRS \
 with [engine] fuse_low_rank and side_stream: the earlier nones (sessions 9, 18, 19) together"
   s23_pair s23-pdl $S23_PDL_REG gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts "$S23_PDL_FACTOR" \
