@@ -334,17 +334,23 @@
 #   (calls 4-6 by hand, now stage rungs22all) the four together over the row-warp step: 1.035 / 1.034, again 1.038 /
 #                                      # 1.034 (win; frontier 417.2 / 400.5), then the new step diagnosed
 # Next session: session 22's step made by swaps (SUITE_TIMED names decode-s22-all), then the earlier nones over it,
-# together and each alone (stage rungs23: ~300 s to the step fresh, ~90 the three proofs, ~50 its diagnosis, ~150 a
-# pair with its gate; `sparkops ledger nones --registry cuda-s22-all.toml` names the same three levers):
+# together and each alone (stage rungs23), then [engine] fuse_kda_gates over the step now (stage rungs24: the rungs23
+# registry if decode-s23-nones won, else session 22's step). ~300 s to the step fresh, ~90 rungs23's three proofs, then
+# rungs24's (not yet run on a GPU; it starts with 150 s left; stage rungs23 runs it with its own when the call names
+# rungs24), ~50 a diagnosis, ~150 a pair with its gate; `sparkops ledger nones --registry cuda-s22-all.toml` names
+# rungs23's three levers:
 #   export SUITE_TIMED="<the export above> decode-s22-all" SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # fresh: the step, the proofs (side stream, the PDL
-#                                      # kda_norm, the deep active attention), the diagnosis, the swaps; the first
-#                                      # pair if the budget allows
-#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: the three levers together (forecast linear@F16
+#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # fresh: the step, every proof (side stream, the PDL
+#                                      # kda_norm, the deep active attention, the fused gates: proofs24's), the
+#                                      # diagnosis, the swaps; pairs as the budget allows
+#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # warm: the three levers together (forecast linear@F16
 #                                      # x1.6, the PDL kernels' records), then each alone (PDL, fuse_low_rank, side)
-#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: what is left, the deep active attention last
+#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # warm: what is left - the deep active attention, then
+#                                      # the fused gates over the step now (its base diagnosed again if
+#                                      # decode-s23-nones won after the first call diagnosed session 22's step)
 #   bash bench/gpu_lanes.sh 560 "frontier131k" ""            # warm, when the budget allows (~500 s): the step now at
 #                                      # 131072 for both mixes, where the frontier is sessions 8-9's steps
+# (a later session whose SUITE_TIMED names decode-s23-nones gets the rungs23 registry made by swaps as rungs24's base)
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
