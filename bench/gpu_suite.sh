@@ -132,6 +132,14 @@
 #                 over the same step; then attention=cupy_splitk_bf16_deep_active (the deep and the active forms at
 #                 once) over it, forecast from its side-by-side
 #                 (one diagnosis of the base shared by all four pairs), so that the row says which of them carried it
+#     rungs24     [engine] fuse_kda_gates (a KDA layer's f_b and g_b, two F16 GEMVs of ~1 MB, inside its fused
+#                 recurrence and norm: kda_lowrank_norm; 40 launches a token fewer, 20 where fuse_low_rank made them
+#                 one) with the faster of kda_lowrank_norm=triton_split / triton_split_pdl in its side-by-side, over
+#                 the step now (the rungs23 registry when decode-s23-nones won here or SUITE_TIMED names it, else
+#                 session 22's step; diagnosed, gated and timed again when that base moves), after its GPU tests and
+#                 the captured gate, forecast from its record (kda_norm) and the F16 launches that go; stage rungs23
+#                 runs its proof with its own when the call names both
+#     proofs24    that rung's GPU tests alone (kda_lowrank_norm's kernels, the engine option): the lane beside rungs24
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -326,17 +334,23 @@
 #   (calls 4-6 by hand, now stage rungs22all) the four together over the row-warp step: 1.035 / 1.034, again 1.038 /
 #                                      # 1.034 (win; frontier 417.2 / 400.5), then the new step diagnosed
 # Next session: session 22's step made by swaps (SUITE_TIMED names decode-s22-all), then the earlier nones over it,
-# together and each alone (stage rungs23: ~300 s to the step fresh, ~90 the three proofs, ~50 its diagnosis, ~150 a
-# pair with its gate; `sparkops ledger nones --registry cuda-s22-all.toml` names the same three levers):
+# together and each alone (stage rungs23), then [engine] fuse_kda_gates over the step now (stage rungs24: the rungs23
+# registry if decode-s23-nones won, else session 22's step). ~300 s to the step fresh, ~90 rungs23's three proofs, then
+# rungs24's (not yet run on a GPU; it starts with 150 s left; stage rungs23 runs it with its own when the call names
+# rungs24), ~50 a diagnosis, ~150 a pair with its gate; `sparkops ledger nones --registry cuda-s22-all.toml` names
+# rungs23's three levers:
 #   export SUITE_TIMED="<the export above> decode-s22-all" SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # fresh: the step, the proofs (side stream, the PDL
-#                                      # kda_norm, the deep active attention), the diagnosis, the swaps; the first
-#                                      # pair if the budget allows
-#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: the three levers together (forecast linear@F16
+#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # fresh: the step, every proof (side stream, the PDL
+#                                      # kda_norm, the deep active attention, the fused gates: proofs24's), the
+#                                      # diagnosis, the swaps; pairs as the budget allows
+#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # warm: the three levers together (forecast linear@F16
 #                                      # x1.6, the PDL kernels' records), then each alone (PDL, fuse_low_rank, side)
-#   bash bench/gpu_lanes.sh 560 "rungs23" ""                 # warm: what is left, the deep active attention last
+#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # warm: what is left - the deep active attention, then
+#                                      # the fused gates over the step now (its base diagnosed again if
+#                                      # decode-s23-nones won after the first call diagnosed session 22's step)
 #   bash bench/gpu_lanes.sh 560 "frontier131k" ""            # warm, when the budget allows (~500 s): the step now at
 #                                      # 131072 for both mixes, where the frontier is sessions 8-9's steps
+# (a later session whose SUITE_TIMED names decode-s23-nones gets the rungs23 registry made by swaps as rungs24's base)
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -525,6 +539,19 @@ S23_LOWRANK_REG=$TMP/cuda-s23-lowrank.toml S23_SIDE_REG=$TMP/cuda-s23-side.toml 
 # empty slices of a short context neither written nor read (session 19's active form, 1.007 / 1.001 over the plain
 # one), over the step's deep form, forecast from the deep side-by-side's record (deep over deep_active)
 S23_ATTN_REG=$TMP/cuda-s23-attn-deep-active.toml
+# session 24's rung (stage rungs24): [engine] fuse_kda_gates - a decode step's KDA layers call kda_lowrank_norm (f_b
+# and g_b, the two F16 low-rank up-projections, ~2.7 us a launch, 40 launches a token on the 48B, inside the fused
+# recurrence and norm) instead of f_b, g_b and kda_norm - with the faster of kda_lowrank_norm=triton_split /
+# triton_split_pdl in the proof's side-by-side (perop-kdalowrank-bfloat16.json), over the step now: the rungs23
+# registry when decode-s23-nones won (on this machine or SUITE_TIMED), else session 22's step. fuse_low_rank (on in the
+# rungs23 registry) is superseded for decode calls by fuse_kda_gates and left on (prefill still uses it). The forecast:
+# kda_norm at the record's kda_norm time over the fused form's (the fused kernel takes over kda_norm's time plus the
+# up-projections' arithmetic), and linear@F16 from the launches that go - stated estimates, as S23_LOWRANK_F16 is, on
+# the ~2.65 us a gate GEMV that estimate rests on: over session 22's step a KDA layer's three F16 GEMVs (f_a|g_a|beta,
+# f_b, g_b) become one, x3.0; over the rungs23 registry, whose fuse_low_rank made f_b and g_b one block-diagonal GEMV
+# (~3.15 us), its two become one: 5.8 -> 2.65 us, x2.2
+S24_REG=$TMP/cuda-s24-gates.toml
+S24_F16_OVER_S22=3.0 S24_F16_OVER_S23=2.2
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -769,7 +796,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s23-nones=S23_REG decode-s22-all=S22_REG
+  decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
   decode-pdl-l1-both=PDLBOTH_REG decode-moe-pdl-l1=MOEPDL1_REG decode-norm-pdl-l1=RWPDL1_REG decode-linear-rowwarp-copy2x=RWCOPY2X_REG
   decode-moe-rowwarp-pdl=MOEPDL_REG decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
   decode-moe-rowhalf=MOEHALF_REG decode-linear-rowhalf=RWHALF_REG decode-router-rowwarp=ROUTRW_REG decode-moe-rowwarp-staged=MOESTG_REG decode-linear-rowwarp-staged=RWSTG_REG decode-moe-rowwarp=MOERW_REG decode-linear-floatrow=FLOATROW_REG decode-moe-mma=MOEMMA_REG decode-linear-mma=MMA_REG
@@ -1021,6 +1048,17 @@ s23_pair() {
       --prediction $DJ/diag-decode-s23-nones.json --expect "$expect" --change "$text, over $(basename $S22_REG), graph"
   return 0
 }
+# s23_step: the rungs23 registry ($S23_REG): session 22's step with S23_PDL_PAIRS swapped in by one swap ($S23_PDL_REG)
+# and [engine] fuse_low_rank and side_stream on; made again when its base moved. False when it could not be made
+s23_step() {
+  swap_all s23-pdl $S23_PDL_REG $S22_REG "$S23_PDL_PAIRS"
+  fresh_over $S23_REG $S23_PDL_REG
+  if [ ! -f $S23_REG ] && [ -f $S23_PDL_REG ]; then
+    cp $S23_PDL_REG $S23_REG.new && sparkops engine fuse_low_rank=on side_stream=on --registry $S23_REG.new \
+        > /dev/null && mv $S23_REG.new $S23_REG && echo "$S23_PDL_REG" > $S23_REG.base
+  fi
+  [ -f $S23_REG ]
+}
 # s23_rungs: the earlier nones over session 22's step, together first (decode-s23-nones), then each alone: the PDL
 # kernels by swap (S23_PDL_PAIRS), fuse_low_rank and side_stream by `sparkops engine`, after the side stream's proof
 s23_rungs() {
@@ -1032,14 +1070,9 @@ s23_rungs() {
     fi
   done
   diagnose_base s23-nones $S22_REG
-  swap_all s23-pdl $S23_PDL_REG $S22_REG "$S23_PDL_PAIRS"
+  s23_step
   engine_over $S23_LOWRANK_REG $S22_REG fuse_low_rank
   engine_over $S23_SIDE_REG $S22_REG side_stream
-  fresh_over $S23_REG $S23_PDL_REG
-  if [ ! -f $S23_REG ] && [ -f $S23_PDL_REG ]; then
-    cp $S23_PDL_REG $S23_REG.new && sparkops engine fuse_low_rank=on side_stream=on --registry $S23_REG.new \
-        > /dev/null && mv $S23_REG.new $S23_REG && echo "$S23_PDL_REG" > $S23_REG.base
-  fi
   s23_pair s23-nones $S23_REG engine,gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts "$S23_FACTOR" "$S23_PDL_PAIRS \
 with [engine] fuse_low_rank and side_stream: the earlier nones (sessions 9, 18, 19) together"
   s23_pair s23-pdl $S23_PDL_REG gated_rmsnorm,kda_norm,linear@Q4_K,moe_experts "$S23_PDL_FACTOR" \
@@ -1055,6 +1088,60 @@ second stream (session 19's none) alone"
   swap_all s23-attn-deep-active $S23_ATTN_REG $S22_REG attention=cupy_splitk_bf16_deep_active
   s23_pair s23-attn-deep-active $S23_ATTN_REG attention "attention=$factor" "attention=cupy_splitk_bf16_deep_active: \
 the deep kernels with a short context's empty slices neither written nor read (the same bits)"
+}
+proof_kda_lowrank() {  # kda_lowrank_norm in triton_split and triton_split_pdl (session 24; the PDL form the same bits):
+  # the contract on CUDA, the 48B's decode step against the unfused chain (f_b and g_b linears, then kda_norm), then
+  # the chain, kda_norm alone, the gate linears alone and both fused forms timed side by side (its record,
+  # $DJ/perop-kdalowrank-bfloat16.json, is the rung's forecast); the engine option's tests ([engine] fuse_kda_gates)
+  run gpu-tests-kda-lowrank 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_triton_kda_lowrank_norm.py tests/engine/test_kda_gates_fusion.py \
+      --junitxml="$R/gpu-tests-kda-lowrank.xml"
+}
+# rebase NAME BASE: what rung decode-NAME did on this machine belongs to the base it was done over
+# ($DONE/decode-NAME.base). Over another BASE (rungs24: decode-s23-nones won in a later call than the one that
+# diagnosed session 22's step for it) its diagnosis, captured gate and pair are forgotten, so that they are made again
+# over BASE and the pair is forecast on BASE's own diagnosis (a row timed over the old base stays in the ledger)
+rebase() {
+  local name=$1 base=$2 was
+  was=$(cat $DONE/decode-$name.base 2>/dev/null || true)
+  if [ -n "$was" ] && [ "$was" != "$base" ]; then
+    log "decode-$name: its base is now $(basename $base), not $(basename $was): diagnosed, gated and timed again"
+    rm -f $DONE/{diagnose-decode-$name,gate-captured-$name,decode-$name}{,.code} $DONE/decode-$name.tier \
+        $DJ/diag-decode-$name.json
+  fi
+  echo "$base" > $DONE/decode-$name.base
+}
+# s24_rung: [engine] fuse_kda_gates with the faster kda_lowrank_norm in its record, over the step now - the rungs23
+# registry when decode-s23-nones won (on this machine or SUITE_TIMED; made by swaps where missing), else session 22's
+# step: the base's own diagnosis, the swap (proven here) and the option, the captured gate, the pair at 0 and 32768,
+# forecast on kda_norm from the record and on linear@F16 from the launches that go (S24_F16_OVER_*). Left out, saying
+# why, without the proof, its record's factor, or the rungs23 registry a win of decode-s23-nones asks for
+s24_rung() {
+  local name=s24-gates base=$S22_REG f16=$S24_F16_OVER_S22 reg=$S24_REG impl factor=""
+  impl=$(python3 bench/perop_factor.py "$DJ/perop-kdalowrank-bfloat16.json" --fastest triton_split triton_split_pdl \
+      || true)
+  [ -n "$impl" ] && factor=$(perop kdalowrank kda_norm $impl)
+  proven_with_factor $name kda-lowrank "$factor" || return 0
+  if timed decode-s23-nones; then
+    s23_step || { log "decode-$name: left out (decode-s23-nones won; its registry $S23_REG was not made)"; return 0; }
+    base=$S23_REG f16=$S24_F16_OVER_S23
+  fi
+  rebase $name $base
+  diagnose_base $name $base
+  fresh_over $reg $base
+  if [ ! -f $reg ] && swap_all $name $reg.swap $base kda_lowrank_norm=$impl; then
+    cp $reg.swap $reg.new && sparkops engine fuse_kda_gates=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $reg ] || { log "decode-$name: left out (no registry $reg)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN \
+      --changes engine,kda_lowrank_norm --prediction $DJ/diag-decode-$name.json \
+      --expect "kda_norm=$factor,linear@F16=$f16" --change "[engine] fuse_kda_gates with kda_lowrank_norm=$impl (the \
+faster fused form in its side-by-side): a KDA layer's two low-rank gate up-projections (f_b, g_b) inside its fused \
+recurrence and norm, over $(basename $base), graph"
+  return 0
 }
 proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped shapes against the reference, ties,
   # graph replay and the policy, the contract on CUDA, then timed beside triton_prefetch (its record,
@@ -1372,6 +1459,7 @@ lane_gpus_first() {
   if [ -n "$own" ] && [ -n "$all" ]; then echo "CUDA_VISIBLE_DEVICES=$all"; else echo "-u CUDA_VISIBLE_DEVICES"; fi
 }
 
+CALL_STAGES=" $* "  # this call's stages, each between spaces (rungs23 runs rungs24's proof when both are named)
 for stage in "$@"; do case $stage in
 install)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $TMP/site .whl/*.whl \
@@ -1959,8 +2047,18 @@ rungs23)  # the earlier nones over session 22's step (made first), together, the
   proof_side_stream
   proof_kda_norm
   proof_attn_deep
+  # with rungs24 named in the same call, its proof too: every proof before the first diagnosis and pair
+  [[ $CALL_STAGES == *" rungs24 "* ]] && proof_kda_lowrank
   s23_rungs
   ;;
+rungs24)  # [engine] fuse_kda_gates over the step now (session 22's made first; the rungs23 registry when
+  # decode-s23-nones won), after its proof: the faster kda_lowrank_norm, forecast from its side-by-side's record
+  s22_step rungs24 || continue
+  proof_kda_lowrank
+  s24_rung
+  ;;
+proofs24)  # the fused gates' GPU tests alone (kda_lowrank_norm's kernels, the engine option): the lane beside rungs24
+  proof_kda_lowrank ;;
 proofs21)  # the fused KDA norm's and the Triton SwiGLU's GPU tests alone (the lane beside rungs21)
   proof_kda_norm
   proof_swiglu ;;

@@ -55,7 +55,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "routerpdl": "test_router_pdl_pairs_side_by_side",
            "kdanorm": ("test_triton_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
            "swiglu": ("test_triton_swiglu.py", "test_gpu_contract_cases_and_the_48b_dense_row_timed"),
-           "attndeep": "test_attention_deep_side_by_side"}
+           "attndeep": "test_attention_deep_side_by_side",
+           "kdalowrank": ("test_triton_kda_lowrank_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed")}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -63,7 +64,7 @@ for entry in os.environ.get("STUB_PEROP", "").split():
     src, name = entry.rsplit(":", 1)
     writer = WRITERS[name.split("-")[1]]
     path, test = writer if isinstance(writer, tuple) else ("test_cupy_timing.py", writer)
-    if any(a.endswith(path) for a in args) and (k is None or any(w in test for w in words)):
+    if any(a == path or a.endswith("/" + path) for a in args) and (k is None or any(w in test for w in words)):
         shutil.copy(src, os.path.join(os.environ["SPARKOPS_PEROP_DIR"], name))
 """
 
@@ -1761,6 +1762,187 @@ def test_rungs23_leaves_the_deep_active_attention_out_without_its_record(tmp_pat
     log, calls = _lanes(tmp_path, "rungs23", "", extra_env=env)
     assert "decode-s23-attn-deep-active: left out" in log
     assert not any("cupy_splitk_bf16_deep_active" in c for c in calls)
+
+
+S22_TIMED = S13D_TIMED + " decode-s22-all"
+
+
+def _kdalowrank(tmp_path, split=50e-6, pdl=48e-6) -> str:
+    """STUB_PEROP for the fused gates' side-by-side: the chain 160 us a token, kda_norm alone 40, the gate linears
+    110, and the two fused forms."""
+    return _records(tmp_path, kdalowrank={"chain": 160e-6, "kda_norm": 40e-6, "gates": 110e-6, "triton_split": split,
+                                          "triton_split_pdl": pdl})
+
+
+@pytest.mark.parametrize("split,pdl,impl,factor", [(50e-6, 48e-6, "triton_split_pdl", "0.833"),
+                                                    (45e-6, 48e-6, "triton_split", "0.889")])
+def test_rungs24_times_the_fused_gates_over_session_22s_step_from_its_record(tmp_path, split, pdl, impl, factor):
+    """No win of decode-s23-nones: session 22's step is the base. The proof's tests (both files, no -k), the base's own
+    diagnosis, the faster fused form swapped over it (checked to select it), [engine] fuse_kda_gates set, the captured
+    gate, then the pair forecast on kda_norm at kda_norm's time over that form's and on linear@F16 at 3.0."""
+    env = {"SUITE_TIMED": S22_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _kdalowrank(tmp_path, split, pdl)}
+    log, calls = _lanes(tmp_path, "rungs24", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s22, reg = machine / "cuda-s22-all.toml", machine / "cuda-s24-gates.toml"
+    assert "unknown stage" not in log and "left out" not in log
+    line = next(x for x in log.splitlines() if "] gpu-tests-kda-lowrank (limit" in x)
+    assert "tests/backends/test_triton_kda_lowrank_norm.py tests/engine/test_kda_gates_fusion.py" in line
+    assert f"SPARKOPS_PEROP_DIR={machine}/suite-diag " in line and " -k " not in line and "-m gpu" in line
+    diags = [c for c in calls if c.startswith("diagnose")]
+    assert len(diags) == 1 and f"--registry {s22} " in diags[0] and "diag-decode-s24-gates.json" in diags[0]
+    assert any(c.startswith(f"swap kda_lowrank_norm={impl} ") and f"--registry {reg}.swap.new" in c for c in calls)
+    assert f"engine fuse_kda_gates=on --registry {reg}.new" in calls
+    assert _selects(reg)["kda_lowrank_norm"] == impl
+    assert Path(f"{reg}.base").read_text().strip() == str(s22)
+    gate = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
+    assert len(gate) == 1 and f"--registry {reg} " in gate[0] + " " and "--captured" in gate[0]
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and f"--registry {s22} --vs {reg} " in decodes[0]
+    assert "--depth 0,32768 " in decodes[0] and f"--prediction {machine}/suite-diag/diag-decode-s24-gates.json" \
+        in decodes[0]
+    assert "--changes engine,kda_lowrank_norm " in decodes[0]
+    assert f"--expect kda_norm={factor},linear@F16=3.0 " in decodes[0], decodes[0]
+    assert f"fuse_kda_gates with kda_lowrank_norm={impl} (the faster" in decodes[0]
+    steps = ["] gpu-tests-kda-lowrank (limit", "] diagnose-decode-s24-gates (limit", "] swap-s24-gates (limit",
+             "] gate-captured-s24-gates (limit", "] decode-s24-gates (limit"]
+    at = [log.index(x) for x in steps]
+    assert at == sorted(at), list(zip(steps, at))
+    # the record is a GPU measurement: into the machine's ledger
+    assert f"ledger perop {machine}/suite-diag/perop-kdalowrank-bfloat16.json" in calls
+
+
+@pytest.mark.parametrize("why", ["proof", "record"])
+def test_rungs24_is_left_out_when_its_proof_fails_or_writes_no_record(tmp_path, why):
+    env = {"SUITE_TIMED": S22_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    if why == "proof":  # the record is written, the tests fail
+        env.update(STUB_PEROP=_kdalowrank(tmp_path), STUB_FAIL_MATCH="gpu-tests-kda-lowrank.xml")
+    log, calls = _lanes(tmp_path, "rungs24", "", extra_env=env)
+    assert "] gpu-tests-kda-lowrank (limit" in log
+    assert "decode-s24-gates: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any("kda_lowrank_norm" in c or "fuse_kda_gates" in c or "s24-gates" in c for c in calls), calls
+    assert not (tmp_path / "machine" / "cuda-s24-gates.toml").exists()
+
+
+def test_rungs24_is_left_out_when_its_captured_gate_fails(tmp_path):
+    env = {"SUITE_TIMED": S22_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _kdalowrank(tmp_path),
+           "STUB_FAIL_CHECK": "k3-nano-q4_k_m.gguf"}
+    log, calls = _lanes(tmp_path, "rungs24", "", extra_env=env)
+    assert "decode-s24-gates: left out (the captured gate did not pass)" in log
+    assert not any(c.startswith("bench decode") for c in calls)
+
+
+def _s24_pair(calls: list[str]) -> str:
+    decodes = [c for c in calls if c.startswith("bench decode") and "cuda-s24-gates.toml" in c]
+    assert len(decodes) == 1, decodes
+    return decodes[0]
+
+
+def test_rungs24_is_timed_over_the_rungs23_registry_when_suite_timed_names_decode_s23_nones(tmp_path):
+    """A fresh machine, SUITE_TIMED naming decode-s23-nones: the rungs23 registry is made by swaps (session 22's step,
+    the PDL pairs, fuse_low_rank and side_stream) and is the base; linear@F16 is forecast at 2.2 (fuse_low_rank's two
+    F16 GEMVs become one)."""
+    env = {"SUITE_TIMED": S22_TIMED + " decode-s23-nones", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": _kdalowrank(tmp_path)}
+    log, calls = _lanes(tmp_path, "rungs24", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s23, reg = machine / "cuda-s23-nones.toml", machine / "cuda-s24-gates.toml"
+    assert f"engine fuse_low_rank=on side_stream=on --registry {s23}.new" in calls
+    assert _selects(s23)["linear@Q4_K"] == "cupy_rowwarp_pdl" and _selects(s23)["kda_norm"] == "triton_split_pdl"
+    assert Path(f"{reg}.base").read_text().strip() == str(s23)
+    diags = [c for c in calls if c.startswith("diagnose")]
+    assert len(diags) == 1 and f"--registry {s23} " in diags[0] and "diag-decode-s24-gates.json" in diags[0]
+    pair = _s24_pair(calls)
+    assert f"--registry {s23} --vs {reg} " in pair and "--expect kda_norm=0.833,linear@F16=2.2 " in pair
+    assert "--changes engine,kda_lowrank_norm " in pair and "over cuda-s23-nones.toml, graph" in pair
+    assert not any(c.startswith("bench decode") and "--vs " + str(s23) in c for c in calls)  # not timed again
+
+
+@pytest.mark.parametrize("won", [True, False])
+def test_rungs24_after_rungs23_takes_the_rungs23_registry_as_its_base_only_when_decode_s23_nones_won(tmp_path, won):
+    """rungs23 then rungs24 in one call: rungs24's proof runs with rungs23's, before the first diagnosis; a win of
+    decode-s23-nones makes the rungs23 registry rungs24's base, a none leaves session 22's step."""
+    env = {"SUITE_TIMED": S22_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _kdalowrank(tmp_path)}
+    if not won:
+        env["STUB_NO_WIN"] = "cuda-s23-nones.toml"  # only decode-s23-nones's pair names it (its --vs)
+    log, calls = _lanes(tmp_path, "rungs23 rungs24", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s22, s23, reg = (machine / f"cuda-{n}.toml" for n in ("s22-all", "s23-nones", "s24-gates"))
+    assert (machine / "suite-done" / "decode-s23-nones.tier").read_text().strip() == ("win" if won else "no win")
+    assert log.index("] gpu-tests-kda-lowrank (limit") < log.index("] diagnose-decode-s23-nones (limit")
+    assert log.count("] gpu-tests-kda-lowrank (limit") == 1
+    assert log.index("] decode-s23-nones (limit") < log.index("] diagnose-decode-s24-gates (limit")
+    base = s23 if won else s22
+    assert Path(f"{reg}.base").read_text().strip() == str(base)
+    diag = next(c for c in calls if c.startswith("diagnose") and "diag-decode-s24-gates.json" in c)
+    assert f"--registry {base} " in diag
+    pair = _s24_pair(calls)
+    assert f"--registry {base} --vs {reg} " in pair
+    assert f"linear@F16={'2.2' if won else '3.0'} " in pair
+
+
+def test_rungs23_alone_does_not_run_rungs24s_proof(tmp_path):
+    env = {"SUITE_TIMED": S22_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, _ = _lanes(tmp_path, "rungs23", "", extra_env=env)
+    assert "] gpu-tests-kda-norm (limit" in log and "gpu-tests-kda-lowrank" not in log
+
+
+def test_rungs24_diagnoses_gates_and_times_again_when_decode_s23_nones_wins_after_it(tmp_path):
+    """The planned session: a first call diagnoses and times rungs24 over session 22's step; decode-s23-nones then
+    wins on this machine, and the next call forgets what was done over the old base - its diagnosis, captured gate and
+    pair are made again over the rungs23 registry, the pair forecast on that diagnosis; a third call does nothing."""
+    env = {"SUITE_TIMED": S22_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _kdalowrank(tmp_path)}
+    _lanes(tmp_path, "rungs24", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s22, s23, reg = (machine / f"cuda-{n}.toml" for n in ("s22-all", "s23-nones", "s24-gates"))
+    (machine / "suite-done" / "decode-s23-nones.tier").write_text("win\n")
+    log, calls = _lanes(tmp_path, "rungs24", "", extra_env=env)
+    assert "decode-s24-gates: its base is now cuda-s23-nones.toml, not cuda-s22-all.toml" in log
+    diags = [c for c in calls if c.startswith("diagnose") and "diag-decode-s24-gates.json" in c]
+    assert [d.split("--registry ")[1].split()[0] for d in diags] == [str(s22), str(s23)]
+    gates = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
+    assert len(gates) == 2 and all(f"--registry {reg}" in g for g in gates)
+    decodes = [c for c in calls if c.startswith("bench decode") and "cuda-s24-gates.toml" in c]
+    assert [d.split("--registry ")[1].split()[0] for d in decodes] == [str(s22), str(s23)]
+    assert "linear@F16=3.0 " in decodes[0] and "linear@F16=2.2 " in decodes[1]
+    assert Path(f"{reg}.base").read_text().strip() == str(s23)
+    n = len(calls)
+    log3, calls3 = _lanes(tmp_path, "rungs24", "", extra_env=env)  # (the machine's suite.log grows call by call)
+    assert log3.startswith(log) and "its base is now" not in log3[len(log):]
+    assert not any(c.startswith(("diagnose", "bench decode", "check --model")) for c in calls3[n:])
+
+
+def test_a_win_of_rungs24_is_the_step_now(tmp_path):
+    """decode-s24-gates is the newest rung of NOW_RUNGS: once it wins, the stages that time the step now take it."""
+    env = {"SUITE_TIMED": S22_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _kdalowrank(tmp_path)}
+    log, calls = _lanes(tmp_path, "rungs24 frontier131k", "", extra_env=env)
+    reg = tmp_path / "machine" / "cuda-s24-gates.toml"
+    assert f"the step now: {reg}" in log
+    assert any(c.startswith("bench decode") and "--depth 131072" in c and f"--registry {reg} --graph A " in c
+               for c in calls)
+
+
+def test_proofs24_runs_the_fused_gates_proof_alone_and_its_record_only_from_its_own_test(tmp_path):
+    """Stage proofs24: the proof alone, no model made; the pytest stand-in writes perop-kdalowrank only for a run that
+    selects its side-by-side test (its file, no -k or a -k naming it), not for kda_norm's proof (whose side-by-side test
+    has the same name in another file) or a -k that leaves it out."""
+    records = _kdalowrank(tmp_path)
+    diag = tmp_path / "machine" / "suite-diag"
+    log, calls = _suite(tmp_path, "proofs21", extra_env={"STUB_PEROP": records})
+    assert "] gpu-tests-kda-norm (limit" in log and not (diag / "perop-kdalowrank-bfloat16.json").exists()
+    stubs = tmp_path / "stubs"
+    run_env = {**os.environ, "SPARKOPS_PEROP_DIR": str(diag), "STUB_PEROP": records}
+    lowrank = "tests/backends/test_triton_kda_lowrank_norm.py"
+    subprocess.run([sys.executable, str(stubs / "perop_writers.py"), "-m", "pytest", "-k", "contract", lowrank],
+                   env=run_env, check=True)
+    assert not (diag / "perop-kdalowrank-bfloat16.json").exists()
+    log, calls = _suite(tmp_path, "proofs24", extra_env={"STUB_PEROP": records})
+    assert "] gpu-tests-kda-lowrank (limit" in log and "unknown stage" not in log
+    assert json.loads((diag / "perop-kdalowrank-bfloat16.json").read_text())["per_token_seconds"]["kda_norm"] == 40e-6
+    assert not any(c.startswith(("synth", "swap", "bench", "diagnose")) for c in calls)
+    (diag / "perop-kdalowrank-bfloat16.json").unlink()
+    subprocess.run([sys.executable, str(stubs / "perop_writers.py"), "-m", "pytest", "-k", "unfused_chain", lowrank],
+                   env=run_env, check=True)
+    assert (diag / "perop-kdalowrank-bfloat16.json").exists()
 
 
 def test_frontier131k_times_the_step_now_at_131072_for_both_mixes(tmp_path):
