@@ -79,6 +79,9 @@ class Engine:
                             and gates_apart((self.fused or {}).get((i, "attn"), ()))] if self.side else []
         #: with fuse_kda_norm, a decode step's KDA layers run their recurrence and output norm as one op (kda_norm)
         self.fuse_kda_norm = self.fusable and bool(options.get("fuse_kda_norm"))
+        #: with fuse_kda_gates, they also take their two low-rank gate up-projections (f_b, g_b) into that op
+        #: (kda_lowrank_norm), with or without fuse_kda_norm
+        self.fuse_kda_gates = self.fusable and bool(options.get("fuse_kda_gates"))
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
                                    merged_conv=merged)
 
@@ -110,7 +113,7 @@ class Engine:
     def _forward(self, ids: torch.Tensor, last_only: bool) -> torch.Tensor:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
         return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank,
-                       self.side, self.fuse_kda_norm)
+                       self.side, self.fuse_kda_norm, fuse_gates=self.fuse_kda_gates)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

@@ -22,7 +22,8 @@ from .state import KDAState, MLAState, SequenceState
 GATE_INPUTS: tuple[str, ...] = ("f_a", "g_a", "beta")
 
 #: with `[engine] fuse_kda_norm`, the calls of at most this many tokens (decode) whose recurrence and output norm run
-#: as one op (kda_norm); a longer call (a prefill chunk) keeps kda - chunked there - and gated_rmsnorm apart
+#: as one op (kda_norm); a longer call (a prefill chunk) keeps kda - chunked there - and gated_rmsnorm apart. With
+#: `[engine] fuse_kda_gates` the same calls also take the two low-rank up-projections into that op (kda_lowrank_norm)
 FUSED_NORM_MAX_T = 1
 
 
@@ -35,19 +36,41 @@ def gates_apart(groups: tuple[Group, ...]) -> bool:
 def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
               groups: tuple[Group, ...] = (), window: torch.Tensor | None = None,
               low_rank: QWeight | None = None, side: SideStream | None = None,
-              fuse_norm: bool = False) -> torch.Tensor:
+              fuse_norm: bool = False, fuse_gates: bool = False) -> torch.Tensor:
     """`window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one.
     `low_rank`: the block-diagonal [[f_b, 0], [0, g_b]] weight [2P, 2Dk] (fusion.py, fuse_low_rank).
     `side`: the gate projections (GATE_INPUTS, then f_b and g_b) run there, concurrent with q/k/v and their short
     conv (branches.py), when no fused group mixes a gate input with q, k or v (one linear cannot be split).
     `fuse_norm` (fuse_kda_norm): a call of at most FUSED_NORM_MAX_T tokens runs the recurrence and the output norm
-    as one op, kda_norm (g_b then runs before it, not after the recurrence)."""
+    as one op, kda_norm (g_b then runs before it, not after the recurrence).
+    `fuse_gates` (fuse_kda_gates): such a call runs f_b, g_b, the recurrence and the output norm as one op,
+    kda_lowrank_norm, on f_a's and g_a's outputs: no up-projection linear (nor the block-diagonal one of
+    `low_rank`) runs, and the side stream, if any, carries only the GATE_INPUTS projections. It implies the norm
+    fusion for those calls, whatever `fuse_norm` says. A longer call (a prefill chunk) is as without it."""
+    t = a.shape[0]
+    h, dk = cfg.kda_heads, cfg.kda_head_dim
+    short = t <= FUSED_NORM_MAX_T
+    if fuse_gates and short:
+        q, k, v, (f, ga, beta) = _qkv_and_codes(ops, cfg, w, st, a, groups, window, low_rank, side)  # f, ga [T, Dk]
+        y = ops.kda_lowrank_norm(q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), f, w.f_b, beta, w.a,
+                                 w.dt_bias, st.recurrent, dk ** -0.5, cfg.l2_eps, ga, w.g_b, w.o_norm,
+                                 cfg.rms_norm_eps)  # [T, H, Dk]
+    else:
+        y = _kda_with_gate_linears(ops, cfg, w, st, a, groups, window, low_rank, side, fuse_norm and short)
+    return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
+
+
+def _kda_with_gate_linears(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
+                           groups: tuple[Group, ...], window: torch.Tensor | None, low_rank: QWeight | None,
+                           side: SideStream | None, fuse_norm: bool) -> torch.Tensor:
+    """The KDA layer up to o_proj with the up-projections f_b and g_b run as linears (or as the one block-diagonal
+    linear of `low_rank`): then the recurrence and the output norm, as one op (kda_norm) with `fuse_norm`, else as
+    kda (chunked for a long call) then gated_rmsnorm. y [T, H, Dk]."""
     t = a.shape[0]
     h, dk = cfg.kda_heads, cfg.kda_head_dim
     joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()
     if side is not None and gates_apart(groups):
-        gate_groups = tuple(g for g in groups if set(g.names) <= set(GATE_INPUTS))
-        line_groups = tuple(g for g in groups if not set(g.names) <= set(GATE_INPUTS))
+        gate_groups, line_groups = _split_groups(groups)
         with side.fork():
             g, gate, beta = _gates(ops, w, a, t, h, dk, gate_groups, joints, low_rank, late_gate=False)
         q, k, v = _qkv(ops, w, st, a, t, h, dk, line_groups, window, (), ("q", "k", "v"))
@@ -59,16 +82,53 @@ def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.
         g, gate, beta = _gates(ops, w, a, t, h, dk, groups, joints, low_rank, late_gate=True, p=p)
     core = (q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), g.view(t, h, dk), beta, w.a, w.dt_bias,
             st.recurrent, dk ** -0.5, cfg.l2_eps)
-    if fuse_norm and t <= FUSED_NORM_MAX_T:
+    if fuse_norm:
         if gate is None:
             gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
-        y = ops.kda_norm(*core, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
-    else:
-        o = ops.kda(*core)  # [T, H, Dk]
-        if gate is None:  # the one-stream order: g_b after the recurrence
-            gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
-        y = ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
-    return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
+        return ops.kda_norm(*core, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
+    o = ops.kda(*core)  # [T, H, Dk]
+    if gate is None:  # the one-stream order: g_b after the recurrence
+        gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
+    return ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
+
+
+def _split_groups(groups: tuple[Group, ...]) -> tuple[tuple[Group, ...], tuple[Group, ...]]:
+    """(the groups of gate inputs only, the rest): what the side stream runs, and what the main line runs."""
+    gate_groups = tuple(g for g in groups if set(g.names) <= set(GATE_INPUTS))
+    line_groups = tuple(g for g in groups if not set(g.names) <= set(GATE_INPUTS))
+    return gate_groups, line_groups
+
+
+def _qkv_and_codes(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
+                   groups: tuple[Group, ...], window: torch.Tensor | None, low_rank: QWeight | None,
+                   side: SideStream | None):
+    """q, k, v after their short convs ([T, P] each) and the gate codes (f, ga, beta) that kda_lowrank_norm takes:
+    f_a's and g_a's outputs [T, Dk] (the gates' low rank, as weights.py stores f_a) and beta [T, H] - the
+    projections only, no up-projection.
+    With the side stream (and the gate inputs apart from q/k/v) the GATE_INPUTS projections run there."""
+    t = a.shape[0]
+    h, dk = cfg.kda_heads, cfg.kda_head_dim
+    joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()  # the projections' layout, as without fuse_gates
+    if side is not None and gates_apart(groups):
+        gate_groups, line_groups = _split_groups(groups)
+        with side.fork():
+            codes = _codes(w, project(ops, a, w, GATE_INPUTS, gate_groups, joints=joints))
+        q, k, v = _qkv(ops, w, st, a, t, h, dk, line_groups, window, (), ("q", "k", "v"))
+        side.join(*codes)
+        return q, k, v, codes
+    q, k, v, p = _qkv(ops, w, st, a, t, h, dk, groups, window, joints, ("q", "k", "v") + GATE_INPUTS, keep=True)
+    return q, k, v, _codes(w, p)
+
+
+def _codes(w: KDAWeights, p: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(f, ga, beta) from the gate inputs' projections `p`: f_a's and g_a's outputs [T, Dk] each, beta [T, H].
+    Where fuse_low_rank's joint made f_a | g_a one slice, its two column halves (views for one token: no copy
+    kernel)."""
+    if LOW_RANK in p:
+        fg = p[LOW_RANK]  # [T, 2Dk]: [f_a | g_a]
+        rank = int(w.f_a.shape[0])
+        return columns(fg, 0, rank), columns(fg, rank, int(w.g_a.shape[0])), p["beta"]
+    return p["f_a"], p["g_a"], p["beta"]
 
 
 def _qkv(ops: Ops, w: KDAWeights, st: KDAState, a: torch.Tensor, t: int, h: int, dk: int,
@@ -132,12 +192,13 @@ def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: to
 def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.Tensor, dtype: torch.dtype,
             last_only: bool, fused: Groups | None = None,
             low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None,
-            fuse_norm: bool = False) -> torch.Tensor:
+            fuse_norm: bool = False, *, fuse_gates: bool = False) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
     `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
     layers' block-diagonal low-rank weights when it fuses those too; `side`: the side stream of the KDA layers' gate
     projections (branches.py), None for one line of work; `fuse_norm`: KDA's recurrence and output norm as one op
-    (kda_norm) in calls of at most FUSED_NORM_MAX_T tokens."""
+    (kda_norm) in calls of at most FUSED_NORM_MAX_T tokens; `fuse_gates`: in those calls the two low-rank gate
+    up-projections too, with the recurrence and the norm as one op (kda_lowrank_norm), whatever `fuse_norm` says."""
     cfg = model.config
     fused = fused or {}
     low_rank = low_rank or {}
@@ -147,7 +208,7 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
         st = state.layers[i]
         if layer.kind == "kda":
             y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()), state.conv_windows.get(i),
-                          low_rank.get(i), side, fuse_norm)
+                          low_rank.get(i), side, fuse_norm, fuse_gates)
         else:
             y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
         f, h = ops.add_rmsnorm(y, h, layer.ffn_norm, cfg.rms_norm_eps)

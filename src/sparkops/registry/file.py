@@ -77,6 +77,11 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
     "fuse_kda_norm": (bool, False, "a decode step's KDA layers run their recurrence and output norm as one op "
                                    "(kda_norm: one launch, not two; needs a proven kda_norm selection, else the "
                                    "reference runs it, counted); a prefill chunk keeps kda and gated_rmsnorm apart"),
+    "fuse_kda_gates": (bool, False, "a decode step's KDA layers run their two low-rank gate up-projections (f_b, "
+                                    "g_b), recurrence and output norm as one op (kda_lowrank_norm: one launch, not "
+                                    "three; implies fuse_kda_norm's fusion there; needs a proven kda_lowrank_norm "
+                                    "selection, else the reference runs it, counted); a prefill chunk keeps the "
+                                    "linears, kda and gated_rmsnorm apart"),
 }
 #: options that only mean something with another one on: option -> (the one it needs, why)
 ENGINE_NEEDS: dict[str, tuple[str, str]] = {
