@@ -144,6 +144,8 @@
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
+#     probe_timeline23  session 22's step and session 23's replayed kernel by kernel at d=0 (step_timeline.py, its
+#                 kernel-by-kernel comparison): where session 23's 1.095 went, for ~200 s
 #     rungs17e    session 17's second decode rung over the row-warp step: linear@Q4_K=cupy_rowwarp_copy2x after its
 #                 proof, predicted from the side-by-side's record
 #     probe_router  the same on the routers (triton_prefetch, cupy_rowwarp) with float32 and bf16 activations
@@ -333,24 +335,31 @@
 #                                      # 1.009 / 1.011 (both none)
 #   (calls 4-6 by hand, now stage rungs22all) the four together over the row-warp step: 1.035 / 1.034, again 1.038 /
 #                                      # 1.034 (win; frontier 417.2 / 400.5), then the new step diagnosed
-# Next session: session 22's step made by swaps (SUITE_TIMED names decode-s22-all), then the earlier nones over it,
-# together and each alone (stage rungs23), then [engine] fuse_kda_gates over the step now (stage rungs24: the rungs23
-# registry if decode-s23-nones won, else session 22's step). ~300 s to the step fresh, ~90 rungs23's three proofs, then
-# rungs24's (not yet run on a GPU; it starts with 150 s left; stage rungs23 runs it with its own when the call names
-# rungs24), ~50 a diagnosis, ~150 a pair with its gate; `sparkops ledger nones --registry cuda-s22-all.toml` names
-# rungs23's three levers:
+# Session 23 (bench/gpu-runs/2026-12-02-session23/README.md), one H200, the same export; 7 calls, ~1613 s (the second
+# machine's start took ~240 s before call 5):
+#   four short calls first: kda_lowrank_norm's GPU tests and its launch-shape probe (bench/probes/kda_lowrank_forms.py)
+#   SUITE_SKIP="gate-captured-s23-pdl gate-captured-s23-lowrank gate-captured-s23-side" \
+#     bash bench/gpu_lanes.sh 555 "rungs23 rungs24" ""       # 541 s fresh: the step (~290 s), the four proofs (the
+#                                      # fused gates' failed one bound, mended since), the diagnosis, the PDL swaps
+#   SUITE_SKIP=... bash bench/gpu_lanes.sh 480 "rungs23" ""  # 447 s warm: the captured gate, then decode-s23-nones
+#                                      # 1.095 / 1.093 (win; forecast 1.043 / 1.041): the frontier 458.3 / 438.3 (the
+#                                      # pair with its three 48B gates and two 32768 fills took 386 s)
+#   then the fused gates' GPU tests by hand (22 s): 10 passed
+# Next session: the win of session 23 timed again (it was measured once), then the fused gates over it, then what
+# each earlier none carried (the pairs alone), then the 131072 rows. Leave decode-s23-nones OUT of SUITE_TIMED so
+# rungs23 times it again; a pair costs ~390 s with its gates and fills, so the alone pairs wait for the last call:
 #   export SUITE_TIMED="<the export above> decode-s22-all" SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # fresh: the step, every proof (side stream, the PDL
-#                                      # kda_norm, the deep active attention, the fused gates: proofs24's), the
-#                                      # diagnosis, the swaps; pairs as the budget allows
-#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # warm: the three levers together (forecast linear@F16
-#                                      # x1.6, the PDL kernels' records), then each alone (PDL, fuse_low_rank, side)
-#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # warm: what is left - the deep active attention, then
-#                                      # the fused gates over the step now (its base diagnosed again if
-#                                      # decode-s23-nones won after the first call diagnosed session 22's step)
-#   bash bench/gpu_lanes.sh 560 "frontier131k" ""            # warm, when the budget allows (~500 s): the step now at
-#                                      # 131072 for both mixes, where the frontier is sessions 8-9's steps
-# (a later session whose SUITE_TIMED names decode-s23-nones gets the rungs23 registry made by swaps as rungs24's base)
+#   export SUITE_SKIP="gate-captured-s23-pdl gate-captured-s23-lowrank gate-captured-s23-side"
+#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # fresh: the step, every proof, the diagnosis, the swaps,
+#                                      # decode-s23-nones again if the budget allows
+#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # warm: decode-s23-nones again, the deep active
+#                                      # attention; rungs24 over the rungs23 registry (its base diagnosed again: rebase)
+#   bash bench/gpu_lanes.sh 560 "probe_timeline23 rungs23 rungs24" ""   # warm: session 22's and 23's steps
+#                                      # replayed kernel by kernel (~200 s: where the 1.095 went), then what is left
+#   SUITE_SKIP="" bash bench/gpu_lanes.sh 560 "rungs23" ""   # if the budget allows: the pairs alone
+#                                      # (decode-s23-pdl, -lowrank, -side: which of the three carried the 1.095)
+#   a later session: SUITE_TIMED naming decode-s23-nones makes the rungs23 registry by swaps (rungs24's base and
+#   frontier131k's step: bash bench/gpu_lanes.sh 560 "frontier131k" "", ~500 s warm)
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -2072,6 +2081,15 @@ probe_timeline)  # decode lead (session 19, for session 20): the replayed step k
       --registry $SIDEPRIO_REG --fill-registry $BF16_REG --depth 0 --replays 5 --out "$R/probe-timeline.json" \
       --png "$R/probe-timeline.png"
   ;;
+probe_timeline23)  # decode lead (session 23, for session 24): session 22's step and session 23's (the earlier nones
+  # together: 1.095 / 1.093, twice its forecast) replayed kernel by kernel at d=0 (bench/probes/step_timeline.py):
+  # which kernels got faster, which launches went, how much more ran at once - for ~200 s, where the three pairs
+  # that time each change alone cost ~390 s each
+  s22_step probe_timeline23 || continue
+  s23_step || { log "probe_timeline23: no session-23 step ($S23_REG)"; continue; }
+  run probe-timeline23 240 python3 bench/probes/step_timeline.py --model $M --registry $S22_REG --registry $S23_REG \
+      --fill-registry $BF16_REG --depth 0 --replays 5 --out "$R/probe-timeline23.json" --png "$R/probe-timeline23.png"
+  ;;
 proofs19)  # session 19: the side stream's GPU tests alone (the lane beside rungs19)
   proof_side_stream ;;
 probe_attn_active)  # session 18: the active attention's proof alone (the lane beside rungs18e)
@@ -2316,9 +2334,12 @@ iq1s)
       --depths 1,64
   ;;
 frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9's steps (Q4_K 331.0, IQ1_S 296.6 tok/s):
-  # session 22's step (made by swaps) or the newest timed registry after it, one CUDA graph per step, one arm
+  # session 22's step (made by swaps; session 23's over it when SUITE_TIMED names decode-s23-nones) or the newest
+  # timed registry after it, one CUDA graph per step, one arm
   # against the frontier, for the Q4_K mix and then the IQ1_S mix (its own 48B, synthesized once, gated on itself)
   s22_step frontier131k || continue
+  # session 23's step (its rung won there): made by its swaps when SUITE_TIMED names it, so now_reg finds it
+  if timed decode-s23-nones && ! s23_step; then log "frontier131k: no session-23 step ($S23_REG)"; continue; fi
   NOW_REG=$(now_reg); log "the step now: $NOW_REG"
   run decode131k-now 200 sparkops bench decode --model $M --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
       --registry $NOW_REG --graph A $GATE $FILL_LEAN \

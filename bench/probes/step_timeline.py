@@ -13,7 +13,9 @@ graph replay with device timestamps and their stream). Per replay: the span from
 one's end, the union of kernel intervals (busy), the summed kernel time (above busy by what ran concurrently), the
 idle gaps and the largest of them with the kernels around each, the time per stream, and for kernels off the main
 stream (the stream with the most kernels) the share of their time during which a main-stream kernel ran. The medians
-over replays go to --out; --png draws the first --window µs of one replay per registry, a row a stream.
+over replays go to --out; --png draws the first --window µs of one replay per registry, a row a stream. Each registry
+after the first is compared with it kernel by kernel (`moved`): the kernels whose summed time moved most, and the
+launches that went or came - what a pair's ratio cannot say about where its time went.
 
     python3 bench/probes/step_timeline.py --model k48.gguf --registry A.toml [--registry B.toml] \\
         [--fill-registry F.toml] [--depth 0] [--replays 5] --out timeline.json [--png timeline.png]
@@ -111,6 +113,19 @@ def by_name(kernels: list[Kernel]) -> dict[str, dict]:
         d["launches"] += 1
         d["us"] += k.us
     return out
+
+
+def moved(base: dict[str, dict], other: dict[str, dict], top: int = 15) -> list[dict]:
+    """The kernels whose summed time a replay moved most from `base` to `other` (two `by_name` tables), largest change
+    first: a kernel found in one replay only counts as 0 µs and 0 launches in the other. What a step's win came from,
+    kernel by kernel (session 23's 1.095 over session 22's step: which kernels got faster, which launches went)."""
+    rows = []
+    for name in set(base) | set(other):
+        a, b = base.get(name, {"launches": 0, "us": 0.0}), other.get(name, {"launches": 0, "us": 0.0})
+        rows.append({"name": name, "launches": [a["launches"], b["launches"]], "us": [a["us"], b["us"]],
+                     "delta_us": b["us"] - a["us"]})
+    rows.sort(key=lambda r: (-abs(r["delta_us"]), r["name"]))
+    return rows[:top]
 
 
 def median_summary(replays: list[dict]) -> dict:
@@ -255,10 +270,22 @@ def main(argv: list[str] | None = None) -> int:
               + (f", {100 * share:.0f}% of it beside a main-stream kernel" if share is not None else ""))
         for g in s["largest_gaps"][:5]:
             print(f"    gap {g['us']:.2f} us after {g['after'][:60]} before {g['before'][:60]}")
+    first = args.registry[0]
+    comparisons = {}
+    for reg in args.registry[1:]:  # kernel by kernel against the first registry: where the difference in span went
+        rows = moved(results[first]["by_name"], results[reg]["by_name"])
+        comparisons[reg] = rows
+        a, b = results[first]["summary"], results[reg]["summary"]
+        print(f"{reg} against {first}: span {a['span_us']:.1f} -> {b['span_us']:.1f} us, kernels summed "
+              f"{a['kernel_sum_us']:.1f} -> {b['kernel_sum_us']:.1f}, idle {a['idle_us']:.1f} -> {b['idle_us']:.1f}; "
+              f"the kernels that moved most (us a replay, launches):")
+        for r in rows:
+            print(f"    {r['delta_us']:+8.1f}  {r['us'][0]:7.1f} -> {r['us'][1]:7.1f}  "
+                  f"({r['launches'][0]} -> {r['launches'][1]})  {r['name'][:90]}")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"model": args.model, "depth": args.depth, "replays": args.replays, "registries": results}, f,
-                      indent=1)
+            json.dump({"model": args.model, "depth": args.depth, "replays": args.replays, "registries": results,
+                       "against_first": comparisons}, f, indent=1)
     if args.png:
         draw(drawn, args.window, args.png)
     return 0

@@ -1537,6 +1537,20 @@ def test_probe_timeline_times_the_three_steps_it_makes(tmp_path):
     assert not any(c.startswith("bench decode") for c in calls)
 
 
+def test_probe_timeline23_replays_session_22s_and_23s_steps(tmp_path):
+    """Session 22's step and session 23's (made by its swaps over it) through the timeline probe at d=0, session 22's
+    first (the comparison's base); no pair is timed."""
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "probe_timeline23", "", extra_env=env)
+    machine = tmp_path / "machine"
+    line = next(x for x in log.splitlines() if "] probe-timeline23 (limit" in x)
+    s22, s23 = machine / "cuda-s22-all.toml", machine / "cuda-s23-nones.toml"
+    assert f"--registry {s22} --registry {s23} " in line and "--depth 0 " in line
+    assert f"--fill-registry {machine / 'cuda-bf16.toml'}" in line
+    assert any("engine fuse_low_rank=on side_stream=on" in c for c in calls)
+    assert not any(c.startswith("bench decode") for c in calls)
+
+
 def test_probe_persist_runs_the_persistent_chain_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_persist")
     assert "] probe-persist (limit" in log and "bench/probes/persistent_chain.py --out" in log
@@ -1943,6 +1957,19 @@ def test_proofs24_runs_the_fused_gates_proof_alone_and_its_record_only_from_its_
     subprocess.run([sys.executable, str(stubs / "perop_writers.py"), "-m", "pytest", "-k", "unfused_chain", lowrank],
                    env=run_env, check=True)
     assert (diag / "perop-kdalowrank-bfloat16.json").exists()
+
+
+def test_frontier131k_makes_and_times_session_23s_step_once_it_is_timed(tmp_path):
+    """With SUITE_TIMED naming decode-s23-nones (session 23's win), a fresh machine makes that step by its swaps
+    (the PDL kernels, fuse_low_rank and side_stream over session 22's) and times it at 131072, not session 22's."""
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all decode-s23-nones", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "frontier131k", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s23 = machine / "cuda-s23-nones.toml"
+    assert f"the step now: {s23}" in log, log[-2000:]
+    assert any("engine fuse_low_rank=on side_stream=on" in c for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 2 and all(f"--registry {s23} --graph A " in c for c in decodes)
 
 
 def test_frontier131k_times_the_step_now_at_131072_for_both_mixes(tmp_path):

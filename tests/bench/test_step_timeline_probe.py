@@ -90,3 +90,16 @@ def test_the_drawing_has_a_row_a_stream(tmp_path):
     out = tmp_path / "t.png"
     probe.draw({"A": ks, "B": ks[:1]}, 20.0, str(out))
     assert out.stat().st_size > 1000
+
+
+def test_the_kernels_that_moved_most_between_two_replays():
+    """Kernel by kernel against the first registry: the largest change first, whichever its sign; a kernel in one
+    replay only counts as absent (0 us, 0 launches) in the other; ties in size go by name."""
+    a = probe.by_name([K("gemv", 1, 0, 5), K("gemv", 1, 6, 11), K("norm", 1, 11, 12), K("fb", 2, 3, 6)])
+    b = probe.by_name([K("gemv", 1, 0, 4), K("gemv", 1, 5, 9), K("norm", 1, 9, 10), K("fused", 1, 10, 14)])
+    rows = probe.moved(a, b)
+    assert [r["name"] for r in rows] == ["fused", "fb", "gemv", "norm"]
+    assert rows[0] == {"name": "fused", "launches": [0, 1], "us": [0.0, 4.0], "delta_us": 4.0}
+    assert rows[1]["delta_us"] == -3 and rows[1]["launches"] == [1, 0]
+    assert rows[2]["delta_us"] == -2 and rows[2]["launches"] == [2, 2]
+    assert probe.moved(a, b, top=1) == rows[:1]
