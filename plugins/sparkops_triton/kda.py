@@ -41,6 +41,27 @@ def _kda_recurrent_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, 
     It requests its slice of the state first (S[h] is written by this kernel alone, a step earlier), then waits for
     that kernel (`gdc_wait`: its grid complete, its memory visible) before it reads anything else, then lets the next
     kernel be scheduled (KDA's o_proj, launched with PDL, whose own wait covers this grid's every store)."""
+    h, cols, dk, k_ok, c_ok, s_offs, s_mask, S, a, dtb = open_block(s_ptr, a_ptr, dtb_ptr, D, DK, BV, PDL)
+    for t in range(T):
+        row = (t * H + h).to(tl.int64) * D  # start of token t, head h in a [T, H, D] tensor
+        q, k, g, v, b = load_token(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, row, t * H + h, dk, k_ok, cols, c_ok)
+        S, o = recurrent_step(S, q, k, g, v, b, a, dtb, scale, l2_eps)  # o [BV]; masked columns are 0
+        tl.store(o_ptr + row + cols, o.to(o_ptr.dtype.element_ty), mask=c_ok)
+        if NORM:
+            tl.store(part_ptr + (t * H + h) * NB + tl.program_id(1), tl.sum(o * o, axis=0))
+    tl.store(s_ptr + s_offs, S, mask=s_mask)
+    if NORM:
+        if arrive(cnt_ptr, h, tl.num_programs(1)):  # the head's last program: its every slice and sum is in the L2
+            norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok, NB, GATE_CG=False)
+            depart(cnt_ptr, h)
+
+
+@triton.jit
+def open_block(s_ptr, a_ptr, dtb_ptr, D, DK: tl.constexpr, BV: tl.constexpr, PDL: tl.constexpr):
+    """Program (h, j)'s view of head h's state block S[h][:, cols] ([DK, BV] float32, loaded) and of the head's decay
+    constants a and dt_bias ([DK]); with PDL the state is requested before the wait for the kernel before (S[h] is
+    written by this kernel alone, a step earlier) and everything else after it, then the next kernel is let start.
+    Returns (h, cols [BV], dk [DK], k_ok, c_ok, s_offs [DK, BV], s_mask, S, a, dtb)."""
     h = tl.program_id(0)
     cols = tl.program_id(1) * BV + tl.arange(0, BV)  # value columns of this program [BV]
     dk = tl.arange(0, DK)  # key channels [DK]
@@ -54,18 +75,7 @@ def _kda_recurrent_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, 
         tl.extra.cuda.gdc_launch_dependents()
     a = tl.load(a_ptr + h).to(tl.float32)
     dtb = tl.load(dtb_ptr + h * D + dk, mask=k_ok, other=0.0).to(tl.float32)
-    for t in range(T):
-        row = (t * H + h).to(tl.int64) * D  # start of token t, head h in a [T, H, D] tensor
-        q, k, g, v, b = load_token(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, row, t * H + h, dk, k_ok, cols, c_ok)
-        S, o = recurrent_step(S, q, k, g, v, b, a, dtb, scale, l2_eps)  # o [BV]; masked columns are 0
-        tl.store(o_ptr + row + cols, o.to(o_ptr.dtype.element_ty), mask=c_ok)
-        if NORM:
-            tl.store(part_ptr + (t * H + h) * NB + tl.program_id(1), tl.sum(o * o, axis=0))
-    tl.store(s_ptr + s_offs, S, mask=s_mask)
-    if NORM:
-        if arrive(cnt_ptr, h, tl.num_programs(1)):  # the head's last program: its every slice and sum is in the L2
-            norm_rows(o_ptr, part_ptr, gate_ptr, w_ptr, y_ptr, T, H, D, h, eps, dk, k_ok, NB, GATE_CG=False)
-            depart(cnt_ptr, h)
+    return h, cols, dk, k_ok, c_ok, s_offs, s_mask, S, a, dtb
 
 
 @triton.jit

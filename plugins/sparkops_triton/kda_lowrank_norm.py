@@ -37,7 +37,7 @@ from sparkops.qweight import QWeight
 from . import kda
 from ._arrival import arrive, counters, depart
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2
-from .kda import BLOCK_V, check_args, norm_rows, recurrent_step
+from .kda import BLOCK_V, check_args, norm_rows, open_block, recurrent_step
 
 #: the low rank's chunk a loop step of the up-projections reads: [D, BP] weights (32 values a thread at D = 128 with
 #: kda's 4 warps), so the tile does not crowd out the state block's registers
@@ -62,23 +62,26 @@ def up_project(w_ptr, w_stride, rows, r_ok, x_ptr, P: tl.constexpr, BP: tl.const
     if ONE_SUM:
         acc2 = tl.zeros([rows.shape[0], BP], tl.float32)
         for p0 in tl.static_range(0, P, BP):
-            pc = p0 + tl.arange(0, BP)  # [BP]
-            p_ok = pc < P
-            w = tl.load(w_ptr + rows[:, None].to(tl.int64) * w_stride + pc[None, :],
-                        mask=r_ok[:, None] & p_ok[None, :], other=0.0).to(tl.float32)  # [R, BP]
-            x = tl.load(x_ptr + pc, mask=p_ok, other=0.0).to(tl.float32)  # [BP]
+            w, x = _chunk(w_ptr, w_stride, rows, r_ok, x_ptr, p0, P, BP)
             acc2 += w * x[None, :]
         acc = tl.sum(acc2, axis=1)
     else:
         acc = tl.zeros([rows.shape[0]], tl.float32)
         for p0 in tl.static_range(0, P, BP):
-            pc = p0 + tl.arange(0, BP)  # [BP]
-            p_ok = pc < P
-            w = tl.load(w_ptr + rows[:, None].to(tl.int64) * w_stride + pc[None, :],
-                        mask=r_ok[:, None] & p_ok[None, :], other=0.0).to(tl.float32)  # [R, BP]
-            x = tl.load(x_ptr + pc, mask=p_ok, other=0.0).to(tl.float32)  # [BP]
+            w, x = _chunk(w_ptr, w_stride, rows, r_ok, x_ptr, p0, P, BP)
             acc += tl.sum(w * x[None, :], axis=1)
     return acc
+
+
+@triton.jit
+def _chunk(w_ptr, w_stride, rows, r_ok, x_ptr, p0, P: tl.constexpr, BP: tl.constexpr):
+    """Columns p0 .. p0+BP-1 of W's `rows` ([R, BP]) and of the code x ([BP]), as float32, zero past P or a row."""
+    pc = p0 + tl.arange(0, BP)  # [BP]
+    p_ok = pc < P
+    w = tl.load(w_ptr + rows[:, None].to(tl.int64) * w_stride + pc[None, :], mask=r_ok[:, None] & p_ok[None, :],
+                other=0.0).to(tl.float32)  # [R, BP]
+    x = tl.load(x_ptr + pc, mask=p_ok, other=0.0).to(tl.float32)  # [BP]
+    return w, x
 
 
 @triton.jit
@@ -90,19 +93,7 @@ def _kda_lowrank_kernel(q_ptr, k_ptr, v_ptr, f_ptr, fb_ptr, beta_ptr, a_ptr, dtb
     from the codes f[t] and ga[t] ([P] each, row strides f_stride / ga_stride), then kda's recurrence on those columns
     (o's float32 slice into o_ptr, its sum of squares into part_ptr [T, H, NB], the gate's slice into gsc_ptr); the
     head's last program to arrive (cnt_ptr[h]) norms and gates the whole row into y_ptr. PDL as kda.py's kernel."""
-    h = tl.program_id(0)
-    cols = tl.program_id(1) * BV + tl.arange(0, BV)  # value columns of this program [BV]
-    dk = tl.arange(0, DK)  # key channels [DK]
-    k_ok = dk < D
-    c_ok = cols < D
-    s_offs = h.to(tl.int64) * D * D + dk[:, None] * D + cols[None, :]  # [DK, BV] into S[h] = [D_k, D_v]
-    s_mask = k_ok[:, None] & c_ok[None, :]
-    S = tl.load(s_ptr + s_offs, mask=s_mask, other=0.0)
-    if PDL:
-        tl.extra.cuda.gdc_wait()  # nothing before this reads what another kernel writes
-        tl.extra.cuda.gdc_launch_dependents()
-    a = tl.load(a_ptr + h).to(tl.float32)
-    dtb = tl.load(dtb_ptr + h * D + dk, mask=k_ok, other=0.0).to(tl.float32)
+    h, cols, dk, k_ok, c_ok, s_offs, s_mask, S, a, dtb = open_block(s_ptr, a_ptr, dtb_ptr, D, DK, BV, PDL)
     for t in range(T):
         row = (t * H + h).to(tl.int64) * D  # start of token t, head h in a [T, H, D] tensor
         g = up_project(fb_ptr, fb_stride, h * D + dk, k_ok, f_ptr + t * f_stride, P, BP, ONE_SUM)  # [DK] decay logits
