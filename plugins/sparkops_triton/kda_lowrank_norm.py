@@ -45,9 +45,10 @@ BLOCK_P = 32
 #: the up-projections' products summed across the row once (True) or chunk by chunk (False): `up_project`
 ONE_SUM = True
 #: warps a program (None: kda's, 4 for the 48B's [128, 32] state block). GPU session 23's probe
-#: (bench/probes/kda_lowrank_forms.py, one H200, each form once, us a KDA layer, plain / PDL): 4 warps chunk by chunk
-#: 10.69 / 10.15, summed once 9.09 / 8.19; 8 warps 7.39 / 9.22 and 7.72 / 8.76; 2 warps 8.75 / 8.02 (summed once, BP 32;
-#: BP 16 lost everywhere, 64 tied). The chain it replaces: 4.61 (the two GEMVs) + 4.91 (kda_norm=triton_split_pdl).
+#: (bench/probes/kda_lowrank_forms.py, one H200, each form once, us a KDA layer, plain / PDL, BP 32): 4 warps chunk by
+#: chunk 10.69 / 10.15, summed once 9.09 / 8.19; 8 warps chunk by chunk 7.39 / 9.22, summed once 7.72 / 8.76; 2 warps
+#: summed once 8.75 / 8.02 (BP 16 lost everywhere, 64 tied). The chain it replaces: 4.61 (the two GEMVs) + 4.91
+#: (kda_norm=triton_split_pdl). The proof's side-by-side then (call 7): 7.59 / 8.59 against the chain's 10.58.
 #: Differences under ~1 us are inside one run's noise; 8 warps summed once had the least plain-plus-PDL time of the BP 32
 #: forms. The proof's side-by-side times both forms again and the rung takes the faster
 WARPS = 8
