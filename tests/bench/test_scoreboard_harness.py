@@ -98,6 +98,15 @@ def test_both_engines_share_one_weights_object(nano, passing_gate, registries, m
     assert len(models) == 2 and models[0] is models[1] is nano
 
 
+def test_each_phase_says_its_seconds_on_stderr(nano, passing_gate, registries, capsys):
+    """Where a pair's minutes go, in order: the weights, each arm's gate, the ceilings, the engines, each depth."""
+    run_bench(BenchRequest("decode", (4, 6), 1, [("A", registries[0]), ("B", registries[1])], repeats=1, warmup=0),
+              nano)
+    said = [line.split(":")[1].strip() for line in capsys.readouterr().err.splitlines() if line.startswith("bench: ")]
+    assert said == ["the weights to the device", "gate A", "gate B", "the ceilings", "the engines",
+                    "depth 4 (fill, proof, warm-up, rounds)", "depth 6 (fill, proof, warm-up, rounds)"]
+
+
 def test_prefill_rounds_alternate_and_prove_the_prompt_length(nano, passing_gate, registries):
     req = BenchRequest("prefill", (0,), 20, [("A", registries[0]), ("B", registries[1])], repeats=2, warmup=1,
                        chunk=8)

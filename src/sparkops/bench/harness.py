@@ -31,6 +31,8 @@ replay), so the two arms do the same work, the graph arm's sampling included on 
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -237,8 +239,10 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
         gated += [("fill" if len(kinds) == 1 else f"fill ({dtype_name(dt)}, {dtype_name(ct)} cache)",
                    req.fill_registry, dt, ct) for dt, ct in kinds]
 
+    said = _PhaseClock()
     # the weights go to the device once: the gate's engines and the timed ones all share this copy
     on_device = weights if weights.embed.device.type == req.device else weights.to(req.device)
+    said("the weights to the device")
 
     # 1. the gate, on exactly what will be timed
     gates = {}
@@ -247,6 +251,7 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
         keyed = gating.verdict_key(model_file, path, device=req.device, dtype=dtype, depths=req.gate_depths,
                                    golden=req.gate_golden, cache_dtype=cache_dtype) if req.reuse_gates else None
         verdict = gating.load_verdict(keyed[0]) if keyed else None
+        kept = verdict is not None
         if verdict is None:
             verdict = GATE(on_device, path, device=req.device, dtype=dtype, depths=req.gate_depths,
                            golden=req.gate_golden, cache_dtype=cache_dtype)
@@ -256,15 +261,18 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
             raise gating.GateRefused(f"registry {label} ({path}) failed the model gate, so nothing was timed:\n"
                                      f"{verdict.report}", verdict, label)
         gates[label] = verdict
+        said(f"gate {label}" + (" (a kept verdict)" if kept else ""))
 
     # 2. the ceilings
     ceilings = _ceilings(req, weights.nbytes)
+    said("the ceilings")
 
     # 3. engines sharing one weights object on the device
     engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label],
                              cache_dtype=req.cache_dtype_of(label)) for label, path in req.registries}
     prompt = dep.random_tokens(req.prompt_length, weights.config.vocab_size, req.seed)  # [max(depths) + tokens]
     filler = Filler(req, on_device, {_state_kind(e) for e in engines.values()})
+    said("the engines")
 
     # 4. per depth: fill, prove, warm up, time ABAB, check
     points = []
@@ -273,6 +281,7 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
             points.append(_decode_point(req, engines, prompt, d, dtypes, filler))
         else:
             points.append(_prefill_point(req, engines, prompt, d, dtypes, filler, gates))
+        said(f"depth {d} (fill, proof, warm-up, rounds)")
 
     # 5. the roofline refusal: no round of any arm may beat the ceiling (each arm's own cache dtype)
     for p in points:
@@ -286,6 +295,20 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
                 p.cost = cost
     env["clocks_after"] = provenance.clocks(req.device)
     return BenchRun(req, model_info(weights, source), env, gates, ceilings, points, command)
+
+
+class _PhaseClock:
+    """Says on stderr how long each phase of a bench took since the one before ("bench: the engines: 4.2 s"): where a
+    pair's minutes go (GPU session 23's first pair on a fresh machine took 386 s, its log no clue of where), so that a
+    GPU session can plan its calls by phase. Nothing of it enters a figure or the ledger."""
+
+    def __init__(self):
+        self.t = time.perf_counter()
+
+    def __call__(self, what: str) -> None:
+        now = time.perf_counter()
+        print(f"bench: {what}: {now - self.t:.1f} s", file=sys.stderr, flush=True)
+        self.t = now
 
 
 def selections(engine: Engine) -> dict[str, str]:
