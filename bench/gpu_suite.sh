@@ -335,8 +335,8 @@
 #                                      # 1.009 / 1.011 (both none)
 #   (calls 4-6 by hand, now stage rungs22all) the four together over the row-warp step: 1.035 / 1.034, again 1.038 /
 #                                      # 1.034 (win; frontier 417.2 / 400.5), then the new step diagnosed
-# Session 23 (bench/gpu-runs/2026-12-02-session23/README.md), one H200, the same export; 7 calls, ~1613 s (the second
-# machine's start took ~240 s before call 5):
+# Session 23 (bench/gpu-runs/2026-12-02-session23/README.md), one H200, the same export; 7 calls, ~1613 s (three
+# machine starts; ~240 s before call 5 went to start-up, transfer and the idle tail of the machine before):
 #   four short calls first: kda_lowrank_norm's GPU tests and its launch-shape probe (bench/probes/kda_lowrank_forms.py)
 #   SUITE_SKIP="gate-captured-s23-pdl gate-captured-s23-lowrank gate-captured-s23-side" \
 #     bash bench/gpu_lanes.sh 555 "rungs23 rungs24" ""       # 541 s fresh: the step (~290 s), the four proofs (the
