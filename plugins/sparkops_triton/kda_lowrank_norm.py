@@ -39,8 +39,8 @@ from ._arrival import arrive, counters, depart
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, interpreting, next_pow2
 from .kda import BLOCK_V, check_args, norm_rows, open_block, recurrent_step
 
-#: the low rank's chunk a loop step of the up-projections reads: [D, BP] weights (32 values a thread at D = 128 with
-#: kda's 4 warps), so the tile does not crowd out the state block's registers
+#: the low rank's chunk a loop step of the up-projections reads: [D, BP] weights (16 values a thread at D = 128 with
+#: WARPS' 8 warps), so the tile does not crowd out the state block's registers
 BLOCK_P = 32
 #: the up-projections' products summed across the row once (True) or chunk by chunk (False): `up_project`
 ONE_SUM = True
@@ -50,7 +50,7 @@ ONE_SUM = True
 #: summed once 8.75 / 8.02 (BP 16 lost everywhere, 64 tied). The chain it replaces: 4.61 (the two GEMVs) + 4.91
 #: (kda_norm=triton_split_pdl). The proof's side-by-side then (call 7): 7.59 / 8.59 against the chain's 10.58.
 #: Differences under ~1 us are inside one run's noise; 8 warps summed once had the least plain-plus-PDL time of the BP 32
-#: forms. The proof's side-by-side times both forms again and the rung takes the faster
+#: forms, and the rung takes whichever form the proof's side-by-side finds faster
 WARPS = 8
 
 
