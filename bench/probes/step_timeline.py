@@ -166,7 +166,7 @@ def _time_registry(weights, registry: str, fill: str | None, depth: int, replays
 
     warm = 3
     need = warm + replays + 4  # the capture's warm-up steps, the warm replays, the profiled ones
-    dtype = default_dtype(Registry.load(registry), "cuda")
+    dtype = default_dtype(registry, "cuda")
     engine, filler = D.engines(weights, registry, fill, device="cuda", dtype=dtype, cache_dtype=None,
                                max_context=depth + need + 8)
     _, toks = D.filled(engine, depth, need, seed, filler)
