@@ -13,9 +13,16 @@ graph replay with device timestamps and their stream). Per replay: the span from
 one's end, the union of kernel intervals (busy), the summed kernel time (above busy by what ran concurrently), the
 idle gaps and the largest of them with the kernels around each, the time per stream, and for kernels off the main
 stream (the stream with the most kernels) the share of their time during which a main-stream kernel ran. The medians
-over replays go to --out; --png draws the first --window µs of one replay per registry, a row a stream. Each registry
-after the first is compared with it kernel by kernel (`moved`): the kernels whose summed time moved most, and the
-launches that went or came - what a pair's ratio cannot say about where its time went.
+over replays go to --out, with the median replay's kernels (name, stream, start, end, own time), so that a later
+question of the same replay needs no GPU; --png draws the first --window µs of one replay per registry, a row a
+stream. Each registry after the first is compared with it kernel by kernel (`moved`): the kernels whose own time
+(`own_us`: what each adds to the busy time) and whose summed time moved most, and the launches that went or came -
+what a pair's ratio cannot say about where its time went. Own time is the one to read under PDL: session 24's first
+comparison summed intervals only, and a PDL kernel's interval holds the wait inside its predecessor.
+
+Streams: in a replayed graph the stream ids are the graph executor's, not the capture's; a graph with branches (the
+side stream) spreads its kernels over several (session 24: "off the main stream" 2498 of 2837 µs), so the per-stream
+figures describe the executor's mapping, not which kernels were captured on the side stream.
 
     python3 bench/probes/step_timeline.py --model k48.gguf --registry A.toml [--registry B.toml] \\
         [--fill-registry F.toml] [--depth 0] [--replays 5] --out timeline.json [--png timeline.png]
@@ -105,25 +112,48 @@ def summarize(kernels: list[Kernel], top_gaps: int = TOP_GAPS) -> dict:
     }
 
 
-def by_name(kernels: list[Kernel]) -> dict[str, dict]:
-    """{kernel name: launches and summed µs} of one replay."""
-    out: dict[str, dict] = {}
-    for k in kernels:
-        d = out.setdefault(k.name, {"launches": 0, "us": 0.0})
-        d["launches"] += 1
-        d["us"] += k.us
+def own_us(kernels: list[Kernel]) -> list[float]:
+    """Each kernel's own time: what it adds to the replay's busy time, taken in start order (the part of its interval
+    after every kernel that started before it had ended). They sum to `summarize`'s busy_us.
+
+    Why. A kernel launched with programmatic dependent launch starts while the kernel before it still runs and waits
+    there, so its recorded interval holds its predecessor's tail: summed intervals count that twice (session 24: 2843
+    µs of kernels in a 2225 µs replay). Own time gives the waiting to the kernel that was still working, and a side
+    stream's kernel only the time it ran past what had started before it: the replay's critical path, kernel by
+    kernel, as the step's span sees it. Returned in the order of `kernels`."""
+    order = sorted(range(len(kernels)), key=lambda i: (kernels[i].start, kernels[i].end))
+    out = [0.0] * len(kernels)
+    reach = None
+    for i in order:
+        k = kernels[i]
+        # every earlier-starting kernel began at or before k.start, so their union covers [k.start, reach] whole
+        frm = k.start if reach is None else max(k.start, reach)
+        out[i] = max(0.0, k.end - frm)
+        reach = k.end if reach is None else max(reach, k.end)
     return out
 
 
-def moved(base: dict[str, dict], other: dict[str, dict], top: int = 15) -> list[dict]:
-    """The kernels whose summed time a replay moved most from `base` to `other` (two `by_name` tables), largest change
-    first: a kernel found in one replay only counts as 0 µs and 0 launches in the other. What a step's win came from,
-    kernel by kernel (session 23's 1.095 over session 22's step: which kernels got faster, which launches went)."""
+def by_name(kernels: list[Kernel]) -> dict[str, dict]:
+    """{kernel name: launches, summed µs and own µs (`own_us`)} of one replay."""
+    out: dict[str, dict] = {}
+    for k, own in zip(kernels, own_us(kernels)):
+        d = out.setdefault(k.name, {"launches": 0, "us": 0.0, "own_us": 0.0})
+        d["launches"] += 1
+        d["us"] += k.us
+        d["own_us"] += own
+    return out
+
+
+def moved(base: dict[str, dict], other: dict[str, dict], top: int = 15, key: str = "us") -> list[dict]:
+    """The kernels whose time (`key`: "us", summed intervals, or "own_us", own time) a replay moved most from `base`
+    to `other` (two `by_name` tables), largest change first: a kernel found in one replay only counts as 0 µs and 0
+    launches in the other. What a step's win came from, kernel by kernel (session 23's 1.095 over session 22's step:
+    which kernels got faster, which launches went). Own time is the one whose changes add up to the span's."""
     rows = []
     for name in set(base) | set(other):
-        a, b = base.get(name, {"launches": 0, "us": 0.0}), other.get(name, {"launches": 0, "us": 0.0})
-        rows.append({"name": name, "launches": [a["launches"], b["launches"]], "us": [a["us"], b["us"]],
-                     "delta_us": b["us"] - a["us"]})
+        a, b = base.get(name, {"launches": 0, key: 0.0}), other.get(name, {"launches": 0, key: 0.0})
+        rows.append({"name": name, "launches": [a["launches"], b["launches"]], key: [a[key], b[key]],
+                     "delta_us": b[key] - a[key]})
     rows.sort(key=lambda r: (-abs(r["delta_us"]), r["name"]))
     return rows[:top]
 
@@ -154,20 +184,22 @@ def _profiled_replay(step) -> list[Kernel]:
             for e in prof.events() if e.device_type == DeviceType.CUDA]
 
 
-def _time_registry(weights, registry: str, fill: str | None, depth: int, replays: int, seed: int):
-    """(per-replay kernels, the step's registry selections) of `registry`'s captured step at `depth`."""
+def _time_registry(weights, registry: str, fill: str | None, depth: int, replays: int, seed: int,
+                   device: str = "cuda"):
+    """(per-replay kernels, the step's registry selections) of `registry`'s captured step at `depth` (`device` is
+    CUDA's but for the CPU test of everything around the capture and the profiler)."""
     import torch
 
     from sparkops.bench import diagnose as D
     from sparkops.bench.gating import default_dtype
     from sparkops.bench.harness import selections
     from sparkops.engine.decode_step import DecodeStep
-    from sparkops.registry.file import Registry
 
     warm = 3
     need = warm + replays + 4  # the capture's warm-up steps, the warm replays, the profiled ones
-    dtype = default_dtype(registry, "cuda")
-    engine, filler = D.engines(weights, registry, fill, device="cuda", dtype=dtype, cache_dtype=None,
+    dtype = default_dtype(registry, device)  # the path: default_dtype loads it (session 24's first run gave it the
+    # loaded Registry and failed before any kernel ran)
+    engine, filler = D.engines(weights, registry, fill, device=device, dtype=dtype, cache_dtype=None,
                                max_context=depth + need + 8)
     _, toks = D.filled(engine, depth, need, seed, filler)
     step = DecodeStep(engine)
@@ -178,8 +210,19 @@ def _time_registry(weights, registry: str, fill: str | None, depth: int, replays
     out = [_profiled_replay(step) for _ in range(replays)]
     sel = selections(engine)
     del step, engine, filler
-    torch.cuda.empty_cache()
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return out, sel
+
+
+def kernel_rows(kernels: list[Kernel]) -> list[list]:
+    """A replay's kernels in start order as [name, stream, start, end, own] rows, µs from its first start: what the
+    JSON keeps, so that a later question of the same replay needs no GPU."""
+    own = own_us(kernels)
+    t0 = min(k.start for k in kernels)
+    rows = [[k.name, k.stream, round(k.start - t0, 3), round(k.end - t0, 3), round(o, 3)]
+            for k, o in zip(kernels, own)]
+    return sorted(rows, key=lambda r: (r[2], r[3]))
 
 
 def draw(timelines: dict[str, list[Kernel]], window_us: float, path: str) -> None:
@@ -260,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         summaries = [summarize(r) for r in replays]
         med = median_summary(summaries)
         mid = min(range(len(replays)), key=lambda i: abs(summaries[i]["span_us"] - med["span_us"]))
-        results[reg] = {"summary": med, "by_name": by_name(replays[mid]), "selections": sel}
+        results[reg] = {"summary": med, "by_name": by_name(replays[mid]), "selections": sel,
+                        "kernels": kernel_rows(replays[mid])}
         drawn[reg] = replays[mid]
         s = med
         share = s["off_main_beside_main_share"]
@@ -273,15 +317,19 @@ def main(argv: list[str] | None = None) -> int:
     first = args.registry[0]
     comparisons = {}
     for reg in args.registry[1:]:  # kernel by kernel against the first registry: where the difference in span went
-        rows = moved(results[first]["by_name"], results[reg]["by_name"])
-        comparisons[reg] = rows
         a, b = results[first]["summary"], results[reg]["summary"]
-        print(f"{reg} against {first}: span {a['span_us']:.1f} -> {b['span_us']:.1f} us, kernels summed "
-              f"{a['kernel_sum_us']:.1f} -> {b['kernel_sum_us']:.1f}, idle {a['idle_us']:.1f} -> {b['idle_us']:.1f}; "
-              f"the kernels that moved most (us a replay, launches):")
-        for r in rows:
-            print(f"    {r['delta_us']:+8.1f}  {r['us'][0]:7.1f} -> {r['us'][1]:7.1f}  "
-                  f"({r['launches'][0]} -> {r['launches'][1]})  {r['name'][:90]}")
+        print(f"{reg} against {first}: span {a['span_us']:.1f} -> {b['span_us']:.1f} us, busy {a['busy_us']:.1f} -> "
+              f"{b['busy_us']:.1f}, kernels summed {a['kernel_sum_us']:.1f} -> {b['kernel_sum_us']:.1f}, idle "
+              f"{a['idle_us']:.1f} -> {b['idle_us']:.1f}")
+        comparisons[reg] = {}
+        for key, what in (("own_us", "own time (what each adds to busy; the changes sum to busy's)"),
+                          ("us", "summed intervals (a PDL kernel's include its wait)")):
+            rows = moved(results[first]["by_name"], results[reg]["by_name"], key=key)
+            comparisons[reg][key] = rows
+            print(f"  the kernels that moved most by {what}, us a replay, launches:")
+            for r in rows:
+                print(f"    {r['delta_us']:+8.1f}  {r[key][0]:7.1f} -> {r[key][1]:7.1f}  "
+                      f"({r['launches'][0]} -> {r['launches'][1]})  {r['name'][:90]}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"model": args.model, "depth": args.depth, "replays": args.replays, "registries": results,
