@@ -76,6 +76,46 @@ def test_a_true_fusion_passes_the_model_level_bit_identity(tmp_path, catalog, we
     assert [(b.impl, b.target, b.passed) for b in out.bit_identity] == [("fused_exact", "chain", True)]
 
 
+def _reruns(monkeypatch):
+    """The labels of the bit-identity reruns model_check makes (run_depths wrapped)."""
+    import sparkops.gate.model_gate as mg
+
+    labels, real = [], mg.run_depths
+
+    def counted(*a, **k):
+        if k.get("label", "").startswith("bit-identity"):
+            labels.append(k["label"])
+        return real(*a, **k)
+
+    monkeypatch.setattr(mg, "run_depths", counted)
+    return labels
+
+
+def test_true_claims_on_two_ops_take_one_joint_rerun(tmp_path, catalog, weights, monkeypatch):
+    """Two true bit-identity claims (add_rmsnorm, swiglu): one rerun with both targets in place proves both."""
+    labels = _reruns(monkeypatch)
+    out = _check(torch_registry(tmp_path / "r.toml", add_rmsnorm="fused_exact", swiglu="twin"), catalog, weights)
+    assert out.passed, out.report
+    assert labels == ["bit-identity, all 2 claims' targets in place at once"]
+    assert [(b.op, b.impl, b.target, b.passed) for b in out.bit_identity] == [
+        ("add_rmsnorm", "fused_exact", "chain", True), ("swiglu", "twin", "fixture_ok", True)]
+    assert all("one rerun with all 2 claims' targets in place" in b.detail for b in out.bit_identity)
+
+
+def test_a_false_claim_beside_a_true_one_is_named_by_the_reruns_alone(tmp_path, catalog, weights, monkeypatch):
+    """The joint rerun differs (add_rmsnorm=fused_lastbit differs in its last bits), so each claim is rerun alone:
+    the false one fails the gate, the true one passes, and both say why they were rerun."""
+    labels = _reruns(monkeypatch)
+    out = _check(torch_registry(tmp_path / "r.toml", add_rmsnorm="fused_lastbit", swiglu="twin"), catalog, weights,
+                 depths=(1,))
+    assert not out.passed and all(r.passed for r in out.depths), out.report
+    assert labels == ["bit-identity, all 2 claims' targets in place at once",
+                      "bit-identity, add_rmsnorm=fused_lastbit vs chain", "bit-identity, swiglu=twin vs fixture_ok"]
+    assert [(b.impl, b.passed) for b in out.bit_identity] == [("fused_lastbit", False), ("twin", True)]
+    assert all(b.detail.startswith("the joint rerun differed, so each claim was rerun alone") for b in out.bit_identity)
+    assert "logits differ at depth 1" in out.bit_identity[0].detail
+
+
 def test_check_model_cli(tmp_path, catalog, monkeypatch, capsys):
     import sparkops.plugins
 
