@@ -395,6 +395,14 @@ PRED_BEST=""
 mkdir -p "$OUT" "$R" "$B" "$DJ"
 export PYTHONUNBUFFERED=1 SPARKOPS_CACHE=$TMP/sparkops-cache COLUMNS=160 PYTHONPATH=$TMP/site SPARKOPS_BENCH_DIR=$B
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The compiled kernels (Triton's and CuPy's caches) at fixed paths: Triton's cache groups name their files by absolute
+# path, so a cache carried from another machine is found only at the same place. A fresh machine restores them from
+# .kcache/kernels.tgz when the call carries it (install), and the call's last lane packs them into $OUT/kernels.tgz
+# (pack_kernels): session 11 measured 95 s of cold Triton compiles in swap-bf16 alone, of a step build of ~320 s.
+# Both caches key each entry by its source, options and compiler, so an entry whose kernel changed is never used.
+KCACHE_TRITON=$TMP/sparkops-triton-cache KCACHE_CUPY=$TMP/sparkops-cupy-cache  # TMP: /tmp on every machine
+KCACHE_FILE=${SUITE_KCACHE_FILE:-.kcache/kernels.tgz}  # what the call carried (tests point it elsewhere)
+export TRITON_CACHE_DIR=$KCACHE_TRITON CUPY_CACHE_DIR=$KCACHE_CUPY
 M=$TMP/k48-q4_k_m.gguf M1=$TMP/k48-iq1_s.gguf
 TORCH_REG=$TMP/cuda-torch.toml FAST_REG=$TMP/cuda-fast.toml FILL_REG=$TMP/cuda-fill.toml BF16_REG=$TMP/cuda-bf16.toml
 BEST_REG=$TMP/cuda-best.toml  # BF16_REG if it passes the 48B gate at 1,64,4096, else FAST_REG (stage_best)
@@ -692,8 +700,34 @@ record_perops() {
   # one call for all (each call renders LADDER.md once: seconds of the budget's margin)
   sparkops ledger perop "${files[@]}" >> "$out" 2>&1 || { log "perop records refused: $(tail -n 1 "$out")"; rm -rf "${marks[@]}"; }
 }
+# pack_kernels: the two kernel caches as $OUT/kernels.tgz for the next session's first call (carry .kcache, where
+# the file is put at home: `cp $FILES_AT/kernels.tgz .kcache/`), within the 16 MiB a file may come back: whole, or
+# without Triton's intermediate IRs (ttir, ttgir, llir: a cache hit needs the json and the cubin; the ptx stays for
+# the tests that read it), or not at all, said in the log either way
+pack_kernels() {
+  local f=$OUT/kernels.tgz limit=$((15 * 1024 * 1024)) n
+  [ -d "$KCACHE_TRITON" ] || [ -d "$KCACHE_CUPY" ] || return 0
+  n=$(find "$KCACHE_TRITON" "$KCACHE_CUPY" -type f 2>/dev/null | wc -l)
+  tar czf "$f.new" -C / "${KCACHE_TRITON#/}" "${KCACHE_CUPY#/}" 2>/dev/null
+  if [ "$(stat -c %s "$f.new" 2>/dev/null || echo 0)" -gt $limit ]; then
+    tar czf "$f.new" --exclude='*.ttir' --exclude='*.ttgir' --exclude='*.llir' -C / "${KCACHE_TRITON#/}" \
+        "${KCACHE_CUPY#/}" 2>/dev/null
+  fi
+  if [ "$(stat -c %s "$f.new" 2>/dev/null || echo 0)" -gt $limit ]; then
+    log "kernel caches: $n files, $(du -sh "$f.new" | cut -f1) packed even without the IRs: over the 16 MiB a file may come back, not kept"
+    rm -f "$f.new"
+    return 0
+  fi
+  mv "$f.new" "$f"
+  log "kernel caches: $n files packed into kernels.tgz ($(du -sh "$f" | cut -f1)); carry .kcache with it next session"
+}
 pack() {
   record_perops
+  # the last lane of a call (gpu_lanes.sh's "final"), or a call of stages run without the lanes
+  local stages=${CALL_STAGES:-}
+  if [ "$LANE" = final ] || { [ "$LANE" = main ] && [ -n "${stages// /}" ] && [ "${stages// /}" != install ]; }; then
+    pack_kernels
+  fi
   cp -f "$TMP"/cuda-*.toml "$DJ"/*.json "$R/" 2>/dev/null
   tar czf "$OUT/results-$LANE.tgz" -C "$R" . 2>/dev/null
   tar czf "$OUT/bench.tgz" -C "$B" . 2>/dev/null
@@ -1473,6 +1507,16 @@ for stage in "$@"; do case $stage in
 install)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $TMP/site .whl/*.whl \
     || { log "wheel install failed"; exit 1; }
+  # the kernel caches of the last session (pack_kernels), once a machine: a damaged archive only costs the compiles
+  if [ -f "$KCACHE_FILE" ] && [ ! -d "$KCACHE_TRITON" ] && [ ! -d "$KCACHE_CUPY" ]; then
+    if tar xzf "$KCACHE_FILE" -C / 2> "$R/kcache.log"; then
+      log "kernel caches restored from $KCACHE_FILE: $(find "$KCACHE_TRITON" "$KCACHE_CUPY" -type f 2>/dev/null \
+| wc -l) files"
+    else
+      log "kernel caches: $KCACHE_FILE could not be unpacked (kcache.log); every kernel compiles cold"
+      rm -rf "$KCACHE_TRITON" "$KCACHE_CUPY"
+    fi
+  fi
   python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$R/install.log" 2>&1 \
     || { log "sparkops install failed"; cat "$R/install.log"; exit 1; }
   nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv | tee -a "$OUT/suite.log"

@@ -1986,3 +1986,50 @@ def test_frontier131k_times_the_step_now_at_131072_for_both_mixes(tmp_path):
     assert f"--model {machine / 'k48-q4_k_m.gguf'} " in decodes[0]
     assert f"--model {machine / 'k48-iq1_s.gguf'} " in decodes[1]
     assert sum(c.startswith("synth --preset kimi-linear-48b-a3b --quant iq1_s") for c in calls) == 1
+
+
+def _kernel_archive(tmp: Path, machine: Path, broken: bool = False) -> Path:
+    """A kernels.tgz as pack_kernels makes it: the machine's two cache folders, by absolute path."""
+    import tarfile
+
+    src = tmp / "kcache-src"
+    for sub, name in (("sparkops-triton-cache/abc", "k.cubin"), ("sparkops-cupy-cache", "m.cubin")):
+        (src / sub).mkdir(parents=True, exist_ok=True)
+        (src / sub / name).write_bytes(b"\x7fELF kernel")
+    arc = tmp / "kernels.tgz"
+    if broken:
+        arc.write_bytes(b"not a tar archive")
+        return arc
+    with tarfile.open(arc, "w:gz") as t:
+        for sub in ("sparkops-triton-cache", "sparkops-cupy-cache"):
+            t.add(src / sub, arcname=str(machine / sub).lstrip("/"))
+    return arc
+
+
+def test_the_kernel_caches_are_restored_once_a_machine_and_packed_by_the_last_lane(tmp_path):
+    """A carried kernels.tgz is unpacked at install on a fresh machine (the caches at the paths Triton's groups name),
+    the lanes compile into TRITON_CACHE_DIR / CUPY_CACHE_DIR there, and the call's last lane packs both caches into
+    $OUT/kernels.tgz for the next session; a second call on the same machine does not unpack again."""
+    import tarfile
+
+    machine = tmp_path / "machine"
+    env = {"SUITE_KCACHE_FILE": str(_kernel_archive(tmp_path, machine))}
+    log, _ = _lanes(tmp_path, "", "", extra_env=env)
+    assert "kernel caches restored from" in log and ": 2 files" in log
+    assert (machine / "sparkops-triton-cache" / "abc" / "k.cubin").read_bytes() == b"\x7fELF kernel"
+    assert "kernel caches: 2 files packed into kernels.tgz" in log
+    with tarfile.open(tmp_path / "out" / "kernels.tgz") as t:
+        names = t.getnames()
+    assert str(machine / "sparkops-triton-cache" / "abc" / "k.cubin").lstrip("/") in names
+    assert str(machine / "sparkops-cupy-cache" / "m.cubin").lstrip("/") in names
+    log2, _ = _lanes(tmp_path, "", "", extra_env=env)
+    assert log2.count("kernel caches restored from") == log.count("kernel caches restored from") == 1
+
+
+def test_a_damaged_kernel_archive_costs_only_the_compiles(tmp_path):
+    machine = tmp_path / "machine"
+    env = {"SUITE_KCACHE_FILE": str(_kernel_archive(tmp_path, machine, broken=True))}
+    log, _ = _lanes(tmp_path, "", "", extra_env=env)
+    assert "could not be unpacked (kcache.log); every kernel compiles cold" in log
+    assert not (machine / "sparkops-triton-cache").exists() and not (tmp_path / "out" / "kernels.tgz").exists()
+
