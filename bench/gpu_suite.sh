@@ -140,6 +140,15 @@
 #                 the captured gate, forecast from its record (kda_norm) and the F16 launches that go; stage rungs23
 #                 runs its proof with its own when the call names both
 #     proofs24    that rung's GPU tests alone (kda_lowrank_norm's kernels, the engine option): the lane beside rungs24
+#     rungs25     two rungs over session 23's step (the rungs23 registry, made by swaps; SUITE_TIMED names its row),
+#                 one diagnosis of it shared by both: linear=triton_pdl (the F16 gate GEMVs, 40 launches a token, with
+#                 programmatic dependent launch; the same bits as triton_lastblock; the Q4_K and Q6_K selections stay),
+#                 forecast from its side-by-side record, then [engine] fuse_kda_gates with kda_lowrank_norm=
+#                 triton_split_pdl (the PDL form, not the faster one: session 24's triton_split lost, 0.980 / 0.982,
+#                 ending a PDL chain), forecast from that form's figure in the fused gates' record; each after its
+#                 GPU tests and its captured gate
+#     proofs25    those rungs' GPU tests alone (the F16 PDL GEMVs' side-by-side, the fused gates'): the lane beside
+#                 rungs25
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -569,6 +578,19 @@ S23_ATTN_REG=$TMP/cuda-s23-attn-deep-active.toml
 # (~3.15 us), its two become one: 5.8 -> 2.65 us, x2.2
 S24_REG=$TMP/cuda-s24-gates.toml
 S24_F16_OVER_S22=3.0 S24_F16_OVER_S23=2.2
+# session 25's rungs (stage rungs25, written after session 24's device time), both over the rungs23 registry and
+# forecast on its one diagnosis (diag-decode-s25-base). Session 24's timeline: the fused gates (triton_split) lost,
+# 0.980 / 0.982, though faster per op than the chain (154 against 214 us a token), because the f_b|g_b GEMV had run
+# on the side stream beside q/k/v (fusing it put its work on the critical path) and a kernel without PDL ended a PDL
+# chain (the o_proj after it could no longer start early). Session 23: PDL through a longer chain paid ~2x its per-op
+# forecast. So, first: linear=triton_pdl - the default selection, which serves the F16 gate GEMVs alone (the f_a|
+# g_a|beta down-projection and the f_b|g_b block-diagonal up-projection, 40 launches a token; Q4_K and Q6_K keep their
+# by_type selections), launched with PDL, bit-identical to triton_lastblock - forecast from its side-by-side's
+# record (perop-f16pdl-bfloat16.json: triton_lastblock's time a token over triton_pdl's). Then [engine]
+# fuse_kda_gates with kda_lowrank_norm=triton_split_pdl, the PDL form chosen though slower per op (173 against 154
+# us), forecast on kda_norm from that form's figure in the fused gates' record and on linear@F16 at S24_F16_OVER_S23
+S25_F16PDL_REG=$TMP/cuda-s25-f16pdl.toml
+S25_GATESPDL_REG=$TMP/cuda-s25-gates-pdl.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -839,6 +861,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
+  decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
   decode-pdl-l1-both=PDLBOTH_REG decode-moe-pdl-l1=MOEPDL1_REG decode-norm-pdl-l1=RWPDL1_REG decode-linear-rowwarp-copy2x=RWCOPY2X_REG
   decode-moe-rowwarp-pdl=MOEPDL_REG decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
@@ -1184,6 +1207,65 @@ s24_rung() {
       --expect "kda_norm=$factor,linear@F16=$f16" --change "[engine] fuse_kda_gates with kda_lowrank_norm=$impl (the \
 faster fused form in its side-by-side): a KDA layer's two low-rank gate up-projections (f_b, g_b) inside its fused \
 recurrence and norm, over $(basename $base), graph"
+  return 0
+}
+proof_f16_pdl() {  # linear=triton_pdl on the step's F16 gate GEMVs (session 25): the PDL GEMV's GPU tests - its bits
+  # against triton_lastblock at the 48B's shapes and in chains of dependent GEMVs, eager and replayed from CUDA graphs,
+  # the 20-GEMV chain timed - and a token's 40 F16 gate GEMVs bit for bit and timed each way in one CUDA graph (its
+  # record, $DJ/perop-f16pdl-bfloat16.json, is the rung's forecast)
+  run gpu-tests-f16-pdl 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k pdl \
+      tests/backends/test_triton_linear.py --junitxml="$R/gpu-tests-f16-pdl.xml"
+}
+# s25_pair NAME REG CHANGES EXPECT TEXT: rung decode-NAME, REG over the rungs23 registry, after REG's captured gate,
+# forecast on that registry's one diagnosis (diag-decode-s25-base: the same base for both rungs of stage rungs25)
+s25_pair() {
+  local name=$1 reg=$2 changes=$3 expect=$4 text=$5
+  [ -f $reg ] || { log "decode-$name: left out (no registry $reg)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-s25-base.json ] || { log "decode-$name: left out (no diagnosis of $(basename $S23_REG))"; \
+      return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $S23_REG \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes $changes --prediction $DJ/diag-decode-s25-base.json \
+      --expect "$expect" --change "$text, over $(basename $S23_REG), graph"
+  return 0
+}
+# s25_rungs: stage rungs25's two rungs over the rungs23 registry (made by swaps where missing), each left out, saying
+# why, without its proof's pass or its record's factor: linear=triton_pdl (decode-s25-f16pdl), forecast on linear@F16
+# from the F16 side-by-side, then fuse_kda_gates with kda_lowrank_norm=triton_split_pdl (decode-s25-gates-pdl), forecast
+# on kda_norm from that form's figure in the fused gates' record and on linear@F16 as session 24's rung over this base
+# was (S24_F16_OVER_S23). The base is diagnosed once for both, and only when either can be timed; rebase forgets what
+# was done over another base on this machine
+s25_rungs() {
+  local f16 kda lin="" gates="" n reg=$S25_GATESPDL_REG
+  f16=$(perop f16pdl triton_lastblock triton_pdl)
+  kda=$(perop kdalowrank kda_norm triton_split_pdl)
+  proven_with_factor s25-f16pdl f16-pdl "$f16" && lin=1
+  proven_with_factor s25-gates-pdl kda-lowrank "$kda" && gates=1
+  [ -n "$lin$gates" ] || return 0
+  if ! s23_step; then
+    log "decode-s25-f16pdl, decode-s25-gates-pdl: left out (the rungs23 registry $S23_REG was not made)"
+    return 0
+  fi
+  for n in s25-base s25-f16pdl s25-gates-pdl; do rebase $n $S23_REG; done
+  diagnose_base s25-base $S23_REG
+  if [ -n "$lin" ]; then
+    swap_all s25-f16pdl $S25_F16PDL_REG $S23_REG linear=triton_pdl
+    s25_pair s25-f16pdl $S25_F16PDL_REG linear "linear@F16=$f16" "linear=triton_pdl (the default selection, which \
+serves the F16 gate GEMVs alone; the Q4_K and Q6_K by_type selections stay): the 40 F16 GEMVs a token launched with \
+programmatic dependent launch, each requesting its first weights while the kernel before it finishes (the same bits \
+as triton_lastblock; session 23's PDL kernels paid ~2x their per-op forecast)"
+  fi
+  if [ -n "$gates" ]; then
+    fresh_over $reg $S23_REG
+    if [ ! -f $reg ] && swap_all s25-gates-pdl $reg.swap $S23_REG kda_lowrank_norm=triton_split_pdl; then
+      cp $reg.swap $reg.new && sparkops engine fuse_kda_gates=on --registry $reg.new > /dev/null \
+          && mv $reg.new $reg && echo "$S23_REG" > $reg.base
+    fi
+    s25_pair s25-gates-pdl $reg engine,kda_lowrank_norm "kda_norm=$kda,linear@F16=$S24_F16_OVER_S23" "[engine] \
+fuse_kda_gates with kda_lowrank_norm=triton_split_pdl (the PDL form, chosen though slower per op than triton_split, \
+whose rung lost in session 24 where a kernel without PDL ended the PDL chain before the o_proj): a KDA layer's two \
+low-rank gate up-projections (f_b, g_b) inside its fused recurrence and norm"
+  fi
   return 0
 }
 proof_router() {  # moe_router=cupy_rowwarp (session 15): the 48B's and grouped shapes against the reference, ties,
@@ -2111,6 +2193,16 @@ rungs24)  # [engine] fuse_kda_gates over the step now (session 22's made first; 
   s24_rung
   ;;
 proofs24)  # the fused gates' GPU tests alone (kda_lowrank_norm's kernels, the engine option): the lane beside rungs24
+  proof_kda_lowrank ;;
+rungs25)  # two rungs over session 23's step (session 22's made first, the rungs23 registry by swaps in s25_rungs):
+  # the F16 gate GEMVs with PDL, then the fused gates in their PDL form, after both proofs (stage list above)
+  s22_step rungs25 || continue
+  proof_f16_pdl
+  proof_kda_lowrank
+  s25_rungs
+  ;;
+proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs' side-by-side, the fused gates'): the lane beside rungs25
+  proof_f16_pdl
   proof_kda_lowrank ;;
 proofs21)  # the fused KDA norm's and the Triton SwiGLU's GPU tests alone (the lane beside rungs21)
   proof_kda_norm

@@ -14,8 +14,10 @@ GPU (marked gpu, run on an H200): the 48B shapes, a row subset checked against f
 of each kernel in a replayed CUDA graph (several weight buffers in rotation, so the 50 MB L2 does not
 flatter) printed as GB/s and % of the measured 4.04 TB/s; "triton_lastblock" against "triton" bit for
 bit, eagerly and replayed from CUDA graphs; "triton_pdl" against "triton_lastblock" the same way, with chains of
-dependent PDL GEMVs back to back in one graph, and a 20-GEMV chain timed with and without PDL; "triton_prefetch"
-(deeper weight streams) against "triton_lastblock" bit for bit at depths 1-3, and timed at three shapes:
+dependent PDL GEMVs back to back in one graph, and a 20-GEMV chain timed with and without PDL; the step's 40 F16
+gate GEMVs a token (fuse_low_rank's shapes) bit for bit and timed each way (the F16 PDL rung's record);
+"triton_prefetch" (deeper weight streams) against "triton_lastblock" bit for bit at depths 1-3, and timed at three
+shapes:
     pytest -m gpu -s tests/backends/test_triton_linear.py
 """
 
@@ -35,7 +37,7 @@ from sparkops.qweight import QWeight
 triton = pytest.importorskip("triton")
 
 from tests.backends.triton_support import (assert_pool_clean, assert_same_bits_replayed, poisoned,  # noqa: E402,F401
-                                           same_bits, shuffled_programs)
+                                           record_perop, same_bits, shuffled_programs)
 
 TYPES = [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_K, Q.Q6_K, Q.IQ1_S]
 #: smallest row length per type that spans two chunks of 256 (so the split-K and prefetch paths run)
@@ -656,6 +658,73 @@ def test_gpu_pdl_chain_timing(t):
     print(f"\nlinear chain of {len(ws)} dependent Q4_K 4096x2304 GEMVs T={t} (splits {splits}), us per GEMV: "
           + ", ".join(f"{name} {sec * 1e6:.2f}" for name, sec in times.items())
           + f"; pdl/lastblock {times['triton_pdl'] / times['triton_lastblock']:.3f}")
+
+
+#: the F16 GEMVs of a KDA layer in the 48B's decode step under [engine] fuse_projections and fuse_low_rank: the
+#: f_a | g_a | beta down-projection (128 + 128 + 32 rows of the hidden 2304) and the f_b | g_b block-diagonal
+#: up-projection ([[f_b, 0], [0, g_b]]: 2 x 4096 rows of the 2 x 128 codes); 20 KDA layers, 40 launches a token
+F16_GATES_48B = [(288, 2304), (8192, 256)]
+KDA_LAYERS_48B = 20
+
+
+def f16_gate_weights(rng: np.random.Generator, dev) -> list:
+    """A token's F16 gate weights, layer by layer [down_0, up_0, down_1, ...], each layer its own (110 MB in all: the
+    L2 holds no layer's weights when the next token comes), the up-projection block-diagonal with zeros, as
+    fusion.py builds it."""
+    ws = []
+    for _ in range(KDA_LAYERS_48B):
+        ws.append(random_weight(rng, *F16_GATES_48B[0], Q.F16, dev))
+        f_b, g_b = (random_weight(rng, 4096, 128, Q.F16, dev).raw for _ in range(2))
+        up = torch.zeros(F16_GATES_48B[1], dtype=torch.float16, device=dev)
+        up[:4096, :128], up[4096:, 128:] = f_b, g_b
+        ws.append(QWeight(up, Q.F16, F16_GATES_48B[1]))
+    return ws
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_pdl_f16_gate_gemvs_side_by_side():
+    """linear=triton_pdl where the step selects triton_lastblock for F16 (the Q4_K and Q6_K types keep their own
+    selections): a token's 40 F16 GEMVs (F16_GATES_48B, each layer's down-projection, its up-projection on the first
+    256 columns of that one's output, then a torch negation standing for the kernels between the layer's gates and
+    the next layer's: the down-projection follows a kernel that is not a PDL GEMV, as in the step) give
+    triton_lastblock's bits eagerly and replayed from CUDA graphs with new inputs each replay, then are timed in one
+    CUDA graph each way, the negations alone timed too and taken off both. With SPARKOPS_PEROP_DIR set the per-token
+    sums go to perop-f16pdl-bfloat16.json, the rung's forecast (bench/perop_factor.py: triton_lastblock over
+    triton_pdl on linear@F16). What the chain does not hold: in the step the side stream runs these GEMVs beside
+    q/k/v, so their time a token is not all on the step's critical path."""
+    from sparkops_triton._workloads import Timing, time_calls
+    from sparkops_triton.linear import linear_lastblock, linear_pdl
+
+    dev = torch.device("cuda")
+    ws = f16_gate_weights(np.random.default_rng(2025), dev)
+    for w in ws[:2]:
+        x = torch.randn(1, w.shape[1], device=dev).to(torch.bfloat16)
+        want, got = linear_lastblock(x, w), linear_pdl(x, w)
+        assert torch.isfinite(want).all() and same_bits(got, want), w.shape
+    xs = [torch.randn(1, F16_GATES_48B[0][1], device=dev).to(torch.bfloat16) for _ in range(2)]
+
+    def change(r):
+        for x in xs:
+            x.copy_(torch.randn_like(x, dtype=torch.float32))
+
+    assert_same_bits_replayed(lambda i: gemv_chain(linear_lastblock, xs[i], ws, 2),
+                              lambda i: gemv_chain(linear_pdl, xs[i], ws, 2), change)
+    nbytes = sum(w.nbytes for w in ws)
+    chains = {name: time_calls(lambda x, fn=fn: gemv_chain(fn, x, ws, 2), [(xs[0],)], nbytes, replays=30)
+              for name, fn in (("triton_lastblock", linear_lastblock), ("triton_pdl", linear_pdl))}
+    y = torch.randn(1, F16_GATES_48B[1][0], device=dev).to(torch.bfloat16)
+    negs = time_calls(lambda y: [y.neg() for _ in range(KDA_LAYERS_48B)], [(y,)], 0, replays=30)
+    assert all(t.mode == "graph" for t in (*chains.values(), negs)), {n: t.mode for n, t in chains.items()}
+    times = {name: Timing(t.us - negs.us, nbytes, "graph") for name, t in chains.items()}
+    assert all(t.us > 0 for t in times.values()), (chains, negs)
+    rows = [f"{n:<17} {t}   ({t.us / len(ws):.2f} us a GEMV; the chain {chains[n].us:.2f} us)"
+            for n, t in times.items()]
+    rows.append(f"negations alone  {negs.us:9.2f} us ({KDA_LAYERS_48B}, taken off each chain)")
+    rows.append(f"pdl/lastblock    {times['triton_pdl'].us / times['triton_lastblock'].us:.3f}")
+    record_perop("f16pdl", f"a token's {len(ws)} F16 gate GEMVs (down {F16_GATES_48B[0][0]}x{F16_GATES_48B[0][1]}, "
+                 f"block-diagonal up {F16_GATES_48B[1][0]}x{F16_GATES_48B[1][1]}, {KDA_LAYERS_48B} KDA layers, 48B), "
+                 "triton_lastblock against triton_pdl", times, 1, rows)
 
 
 @gpu
