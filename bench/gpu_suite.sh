@@ -151,6 +151,8 @@
 #                 rungs25
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
+#     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
+#                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
 #                 step, with the side stream and with its priority: concurrency, slowdowns, the idle gaps
 #     probe_timeline23  session 22's step and session 23's replayed kernel by kernel at d=0 (step_timeline.py, its
@@ -354,21 +356,35 @@
 #                                      # 1.095 / 1.093 (win; forecast 1.043 / 1.041): the frontier 458.3 / 438.3 (the
 #                                      # pair with its three 48B gates and two 32768 fills took 386 s)
 #   then the fused gates' GPU tests by hand (22 s): 10 passed
-# Next session: the win of session 23 timed again (it was measured once), then the fused gates over it, then what
-# each earlier none carried (the pairs alone), then the 131072 rows. Leave decode-s23-nones OUT of SUITE_TIMED so
-# rungs23 times it again; a pair costs ~390 s with its gates and fills, so the alone pairs wait for the last call:
-#   export SUITE_TIMED="<the export above> decode-s22-all" SUITE_PREFILL_BASE=bf16
-#   export SUITE_SKIP="gate-captured-s23-pdl gate-captured-s23-lowrank gate-captured-s23-side"
-#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # fresh: the step, every proof, the diagnosis, the swaps,
-#                                      # decode-s23-nones again if the budget allows
-#   bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""         # warm: decode-s23-nones again, the deep active
-#                                      # attention; rungs24 over the rungs23 registry (its base diagnosed again: rebase)
-#   bash bench/gpu_lanes.sh 560 "probe_timeline23 rungs23 rungs24" ""   # warm: session 22's and 23's steps
-#                                      # replayed kernel by kernel (~200 s: where the 1.095 went), then what is left
-#   SUITE_SKIP="" bash bench/gpu_lanes.sh 560 "rungs23" ""   # if the budget allows: the pairs alone
-#                                      # (decode-s23-pdl, -lowrank, -side: which of the three carried the 1.095)
-#   a later session: SUITE_TIMED naming decode-s23-nones makes the rungs23 registry by swaps (rungs24's base and
-#   frontier131k's step: bash bench/gpu_lanes.sh 560 "frontier131k" "", ~500 s warm)
+# Session 24 (bench/gpu-runs/2026-12-02-session24/README.md), one H200, the same export (decode-s23-nones left out);
+# 7 calls, ~1603 s, one machine start:
+#   SUITE_SKIP="gate-captured-s23-pdl gate-captured-s23-lowrank gate-captured-s23-side gpu-tests-attn-deep \
+#     gate-captured-s23-attn-deep-active" bash bench/gpu_lanes.sh 560 "rungs23 rungs24" ""   # 545 s fresh: the step
+#                                      # (317 s), the proofs (side 32, kda_norm 28, kda_lowrank 26 s), session 22's
+#                                      # step diagnosed (67), the PDL swaps (24); no captured gate fitted
+#   SUITE_SKIP=... bash bench/gpu_lanes.sh 565 "rungs23 rungs24" ""   # 499 s warm: decode-s23-nones 1.095 / 1.092
+#                                      # again (364 s: its gate B 233 s, ~190 of them eight silent bit-identity
+#                                      # reruns, now one joint rerun), session 23's step diagnosed, the fused gates'
+#                                      # swap and captured gate
+#   SUITE_SKIP=... bash bench/gpu_lanes.sh 585 "rungs24 probe_timeline23" ""   # 315 s warm: decode-s24-gates 0.980 /
+#                                      # 0.982 (none; forecast 1.003); the probe failed in 12 s (a Registry for a path)
+#   then the probe mended, by hand, ~20 s a registry set (calls 4-7)
+# Next session: stage rungs25's two rungs over session 23's step, the own-time timeline, then the 131072 rows. Name
+# decode-s23-nones in SUITE_TIMED (its registry is then made by swaps and is the step now); leave decode-s24-gates
+# out of it (a row SUITE_TIMED names counts as the step now, and that one lost). A pair should now cost ~200 s, not
+# ~390: the 48B gate proves its bit-identity claims in one joint rerun (expected, not yet measured). Carry .whl,
+# and .kcache once a call has brought back kernels.tgz (cp it to .kcache/kernels.tgz: a later fresh machine then
+# skips the cold compiles; the first call of the session is cold):
+#   export SUITE_TIMED="<the export above> decode-s22-all decode-s23-nones" SUITE_PREFILL_BASE=bf16
+#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # fresh: the step (~320 s), session 23's by swaps,
+#                                      # the two proofs (gpu-tests-f16-pdl is new: its first GPU run), session 23's
+#                                      # diagnosis (~45), the swaps and captured gates, a pair if the budget allows
+#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # warm: the pairs left (decode-s25-f16pdl,
+#                                      # decode-s25-gates-pdl), then the timeline with their registries (~100 s)
+#   bash bench/gpu_lanes.sh 560 "frontier131k" ""               # warm: issue #10's 131072 rows over session 23's
+#                                      # step (the frontier there is still sessions 8-9's: 331.0 and IQ1_S 296.6)
+#   SUITE_SKIP="" bash bench/gpu_lanes.sh 560 "rungs23" ""      # if the budget allows: session 23's changes alone
+#                                      # (decode-s23-pdl, -lowrank, -side), the deep active attention
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -377,8 +393,8 @@
 # Budget: the script stops starting work at SUITE_BUDGET seconds (default 560) after it began, and gives
 # each command only the time left, so a call of 600 s always returns its results. Everything a call
 # produced comes back in $OUT: suite.log, results-LANE.tgz per lane (logs, JSON, registries, PNGs) and
-# bench.tgz (the machine's scoreboard: ledger.jsonl, frontier.toml, LADDER.md). Import the ledger here with
-# `sparkops ledger import FILE` (unpack bench.tgz first).
+# bench.tgz (the machine's scoreboard: ledger.jsonl, frontier.toml, LADDER.md), and kernels.tgz (the compiled
+# kernels, pack_kernels). Import the ledger here with `sparkops ledger import FILE` (unpack bench.tgz first).
 #
 # The device tool carries .whl (name it in `carry`); prepare it here with:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -2225,6 +2241,18 @@ probe_timeline23)  # decode lead (session 23, for session 24): session 22's step
   s23_step || { log "probe_timeline23: no session-23 step ($S23_REG)"; continue; }
   run probe-timeline23 240 python3 bench/probes/step_timeline.py --model $M --registry $S22_REG --registry $S23_REG \
       --fill-registry $BF16_REG --depth 0 --replays 5 --out "$R/probe-timeline23.json" --png "$R/probe-timeline23.png"
+  ;;
+probe_timeline24)  # decode lead (session 24, for session 25): the replayed steps kernel by kernel with each kernel's
+  # own time (what it adds to the busy time: under PDL the only per-kernel figure that sums to the span), session 23's
+  # step first (the comparison's base), then session 22's (where the 1.095 went, read with its sign turned) and
+  # whichever of stage rungs25's registries this machine has made; ~20 s a registry (session 24)
+  s22_step probe_timeline24 || continue
+  s23_step || { log "probe_timeline24: no session-23 step ($S23_REG)"; continue; }
+  tl_regs="--registry $S23_REG --registry $S22_REG"
+  for tl_r in $S25_F16PDL_REG $S25_GATESPDL_REG; do [ -f "$tl_r" ] && tl_regs="$tl_regs --registry $tl_r"; done
+  # shellcheck disable=SC2086 # the registry flags are a word list
+  run probe-timeline24 150 python3 bench/probes/step_timeline.py --model $M $tl_regs --fill-registry $BF16_REG \
+      --depth 0 --replays 5 --out "$R/probe-timeline24.json" --png "$R/probe-timeline24.png"
   ;;
 proofs19)  # session 19: the side stream's GPU tests alone (the lane beside rungs19)
   proof_side_stream ;;

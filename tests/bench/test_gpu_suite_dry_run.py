@@ -2218,3 +2218,21 @@ def test_a_damaged_kernel_archive_costs_only_the_compiles(tmp_path):
     assert "could not be unpacked (kcache.log); every kernel compiles cold" in log
     assert not (machine / "sparkops-triton-cache").exists() and not (tmp_path / "out" / "kernels.tgz").exists()
 
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_probe_timeline24_replays_session_23s_step_first_then_22s_and_the_rungs25_registries_made(tmp_path, made):
+    """Session 23's step (made by swaps, SUITE_TIMED naming its row) is the comparison's base, session 22's follows;
+    rungs25's registries join only where this machine made them; no pair is timed."""
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all decode-s23-nones", "STUB_PYTEST_SECONDS": "0"}
+    machine = tmp_path / "machine"
+    machine.mkdir()
+    f16, gates = machine / "cuda-s25-f16pdl.toml", machine / "cuda-s25-gates-pdl.toml"
+    if made:
+        f16.write_text("")
+    log, calls = _lanes(tmp_path, "probe_timeline24", "", extra_env=env)
+    line = next(x for x in log.splitlines() if "] probe-timeline24 (limit" in x)
+    s22, s23 = machine / "cuda-s22-all.toml", machine / "cuda-s23-nones.toml"
+    want = f"--registry {s23} --registry {s22}" + (f" --registry {f16}" if made else "") + " --fill-registry"
+    assert want in line and "--depth 0 " in line and str(gates) not in line
+    assert not any(c.startswith("bench decode") for c in calls)
