@@ -140,15 +140,17 @@
 #                 the captured gate, forecast from its record (kda_norm) and the F16 launches that go; stage rungs23
 #                 runs its proof with its own when the call names both
 #     proofs24    that rung's GPU tests alone (kda_lowrank_norm's kernels, the engine option): the lane beside rungs24
-#     rungs25     two rungs over session 23's step (the rungs23 registry, made by swaps; SUITE_TIMED names its row),
-#                 one diagnosis of it shared by both: linear=triton_pdl (the F16 gate GEMVs, 40 launches a token, with
-#                 programmatic dependent launch; the same bits as triton_lastblock; the Q4_K and Q6_K selections stay),
-#                 forecast from its side-by-side record, then [engine] fuse_kda_gates with kda_lowrank_norm=
-#                 triton_split_pdl (the PDL form, not the faster one: session 24's triton_split lost, 0.980 / 0.982,
-#                 ending a PDL chain), forecast from that form's figure in the fused gates' record; each after its
-#                 GPU tests and its captured gate
-#     proofs25    those rungs' GPU tests alone (the F16 PDL GEMVs' side-by-side, the fused gates'): the lane beside
-#                 rungs25
+#     rungs25     four rungs over session 23's step (the rungs23 registry, made by swaps; SUITE_TIMED names its row),
+#                 one diagnosis of it shared by all: first the chain (linear=triton_pdl and short_conv=triton_pdl
+#                 together: the step's last two kinds of launch without PDL), then short_conv=triton_pdl alone (the
+#                 fused q/k/v short conv, 20 launches a token, its window and taps requested before the wait), then
+#                 linear=triton_pdl alone (the F16 gate GEMVs, 40 launches a token; the same bits as
+#                 triton_lastblock; the Q4_K and Q6_K selections stay), each forecast from its side-by-side record,
+#                 then [engine] fuse_kda_gates with kda_lowrank_norm=triton_split_pdl (the PDL form, not the faster
+#                 one: session 24's triton_split lost, 0.980 / 0.982, ending a PDL chain), forecast from that form's
+#                 figure in the fused gates' record; each after its GPU tests and its captured gate
+#     proofs25    those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane
+#                 beside rungs25
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -607,6 +609,12 @@ S24_F16_OVER_S22=3.0 S24_F16_OVER_S23=2.2
 # us), forecast on kda_norm from that form's figure in the fused gates' record and on linear@F16 at S24_F16_OVER_S23
 S25_F16PDL_REG=$TMP/cuda-s25-f16pdl.toml
 S25_GATESPDL_REG=$TMP/cuda-s25-gates-pdl.toml
+# and short_conv=triton_pdl (the fused q/k/v short conv, 20 launches a token, the other break in the chain: its window
+# and taps requested before the wait, kda_norm's state after it), forecast from its side-by-side record
+# (perop-convpdl-bfloat16.json); then both PDL swaps together (decode-s25-chain), first of the four: session 23's
+# lesson is that PDL changes pay together more than apart, so the combination is timed before its parts
+S25_CONVPDL_REG=$TMP/cuda-s25-conv-pdl.toml
+S25_CHAIN_REG=$TMP/cuda-s25-chain.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -877,7 +885,8 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
+  decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
+  decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
   decode-pdl-l1-both=PDLBOTH_REG decode-moe-pdl-l1=MOEPDL1_REG decode-norm-pdl-l1=RWPDL1_REG decode-linear-rowwarp-copy2x=RWCOPY2X_REG
   decode-moe-rowwarp-pdl=MOEPDL_REG decode-norm-rowwarp-pdl=RWPDL_REG decode-linear-rowwarp-copy2=RWCOPY2_REG
@@ -1225,6 +1234,12 @@ faster fused form in its side-by-side): a KDA layer's two low-rank gate up-proje
 recurrence and norm, over $(basename $base), graph"
   return 0
 }
+proof_conv_pdl() {  # short_conv=triton_pdl (session 25): the contract on CUDA for both forms, the PDL form's bits
+  # against the plain one replayed from CUDA graphs after a writer of x, both timed at the fused conv's one-token shape
+  # (its record, $DJ/perop-convpdl-bfloat16.json, is the rung's forecast)
+  run gpu-tests-conv-pdl 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_triton_short_conv.py --junitxml="$R/gpu-tests-conv-pdl.xml"
+}
 proof_f16_pdl() {  # linear=triton_pdl on the step's F16 gate GEMVs (session 25): the PDL GEMV's GPU tests - its bits
   # against triton_lastblock at the 48B's shapes and in chains of dependent GEMVs, eager and replayed from CUDA graphs,
   # the 20-GEMV chain timed - and a token's 40 F16 gate GEMVs bit for bit and timed each way in one CUDA graph (its
@@ -1252,18 +1267,35 @@ s25_pair() {
 # was (S24_F16_OVER_S23). The base is diagnosed once for both, and only when either can be timed; rebase forgets what
 # was done over another base on this machine
 s25_rungs() {
-  local f16 kda lin="" gates="" n reg=$S25_GATESPDL_REG
+  local f16 kda conv lin="" gates="" cv="" n reg=$S25_GATESPDL_REG
   f16=$(perop f16pdl triton_lastblock triton_pdl)
   kda=$(perop kdalowrank kda_norm triton_split_pdl)
+  conv=$(perop convpdl triton triton_pdl)
   proven_with_factor s25-f16pdl f16-pdl "$f16" && lin=1
   proven_with_factor s25-gates-pdl kda-lowrank "$kda" && gates=1
-  [ -n "$lin$gates" ] || return 0
+  proven_with_factor s25-conv-pdl conv-pdl "$conv" && cv=1
+  [ -n "$lin$gates$cv" ] || return 0
   if ! s23_step; then
-    log "decode-s25-f16pdl, decode-s25-gates-pdl: left out (the rungs23 registry $S23_REG was not made)"
+    log "decode-s25-chain, decode-s25-conv-pdl, decode-s25-f16pdl, decode-s25-gates-pdl: left out (the rungs23 \
+registry $S23_REG was not made)"
     return 0
   fi
-  for n in s25-base s25-f16pdl s25-gates-pdl; do rebase $n $S23_REG; done
+  for n in s25-base s25-chain s25-conv-pdl s25-f16pdl s25-gates-pdl; do rebase $n $S23_REG; done
   diagnose_base s25-base $S23_REG
+  if [ -z "$lin" ] || [ -z "$cv" ]; then
+    log "decode-s25-chain: left out (it needs both PDL swaps' proofs and records)"
+  else  # the two PDL swaps together first (the combination, then its parts)
+    swap_all s25-chain $S25_CHAIN_REG $S23_REG "linear=triton_pdl short_conv=triton_pdl"
+    s25_pair s25-chain $S25_CHAIN_REG linear,short_conv "linear@F16=$f16,short_conv=$conv" "linear=triton_pdl \
+short_conv=triton_pdl: the step's last two kinds of launch without PDL (the 40 F16 gate GEMVs and the 20 fused q/k/v \
+short convs a token) launched with it, together (the same bits as triton_lastblock and triton)"
+  fi
+  if [ -n "$cv" ]; then
+    swap_all s25-conv-pdl $S25_CONVPDL_REG $S23_REG short_conv=triton_pdl
+    s25_pair s25-conv-pdl $S25_CONVPDL_REG short_conv "short_conv=$conv" "short_conv=triton_pdl: the fused q/k/v short \
+conv launched with programmatic dependent launch, its window and taps requested before the wait for the q/k/v GEMV, \
+kda_norm let start after it (the same bits as triton)"
+  fi
   if [ -n "$lin" ]; then
     swap_all s25-f16pdl $S25_F16PDL_REG $S23_REG linear=triton_pdl
     s25_pair s25-f16pdl $S25_F16PDL_REG linear "linear@F16=$f16" "linear=triton_pdl (the default selection, which \
@@ -2214,11 +2246,14 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   # the F16 gate GEMVs with PDL, then the fused gates in their PDL form, after both proofs (stage list above)
   s22_step rungs25 || continue
   proof_f16_pdl
+  proof_conv_pdl
   proof_kda_lowrank
   s25_rungs
   ;;
-proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs' side-by-side, the fused gates'): the lane beside rungs25
+proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
+  # rungs25
   proof_f16_pdl
+  proof_conv_pdl
   proof_kda_lowrank ;;
 proofs21)  # the fused KDA norm's and the Triton SwiGLU's GPU tests alone (the lane beside rungs21)
   proof_kda_norm

@@ -31,6 +31,10 @@ IMPLEMENTATIONS = [
     ("gated_rmsnorm", "triton_pdl", "sparkops_triton.gated_rmsnorm:gated_rmsnorm_trigger", bit_identical(to="triton"),
      ("_runtime.py",)),
     ("short_conv", "triton", "sparkops_triton.short_conv:short_conv", tolerance(), ("_runtime.py",)),
+    # the same launched with PDL: the next kernel let start at once, and at one token the window and taps requested
+    # before the wait for the kernel before (x): the same bits
+    ("short_conv", "triton_pdl", "sparkops_triton.short_conv:short_conv_pdl", bit_identical(to="triton"),
+     ("_runtime.py",)),
     # silu(gate) * up in one launch (torch's is five at decode: casts, silu, product, cast back)
     ("swiglu", "triton", "sparkops_triton.swiglu:swiglu", tolerance(), ("_runtime.py",)),
     ("kda", "triton", "sparkops_triton.kda:kda", tolerance(), ("_runtime.py", "_arrival.py")),

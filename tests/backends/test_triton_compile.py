@@ -155,8 +155,8 @@ def launch_every_kernel():
 
 def launch_trigger_norms(monkeypatch):
     """The norms that let the next kernel start (add_rmsnorm, gated_rmsnorm, kda_norm = triton_pdl; kda_norm =
-    triton_split_pdl, launched with PDL too), as the GPU compiles them (griddepcontrol in: they only leave it out in
-    the interpreter); the KDA ones at the 48B's decode shape (32 heads of 128)."""
+    triton_split_pdl, launched with PDL too; short_conv = triton_pdl), as the GPU compiles them (griddepcontrol in:
+    they only leave it out in the interpreter); the KDA ones at the 48B's decode shape (32 heads of 128)."""
     from sparkops_triton import add_rmsnorm, gated_rmsnorm, kda_norm
 
     for mod in (add_rmsnorm, gated_rmsnorm, kda_norm):
@@ -182,6 +182,13 @@ def launch_trigger_norms(monkeypatch):
                **up)
     kda_lowrank_norm.kda_lowrank_norm_split(**low, state=r(h, d, d))
     kda_lowrank_norm.kda_lowrank_norm_split_pdl(**low, state=r(h, d, d))
+    # short_conv=triton_pdl at the fused q/k/v conv (12288 channels): one token (the window and taps before the
+    # wait), and a prefill chunk (the wait first)
+    from sparkops_triton import short_conv
+
+    monkeypatch.setattr(short_conv, "interpreting", lambda: False)
+    for t in (1, 64):
+        short_conv.short_conv_pdl(r(t, 3 * 4096, dtype=BF), r(3 * 4096, 4), r(3, 3 * 4096))
 
 
 def launch_lastblock_kernels(monkeypatch):
@@ -304,8 +311,9 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     wide = {k[0] for k in compiled if f"): {int(Q6_K_WIDE.value)}," in k[1]}  # a constexpr (QTYPE) of that value
     assert wide == {"_gemv_kernel", "_moe_down_kernel"}, f"the Q6_K word-load GEMVs were not all compiled: {wide}"
     pdl = {k: v for k, v in compiled.items() if v.metadata.launch_pdl}
-    assert pdl and {k[0] for k in pdl} == {"_gemv_kernel", "_kda_recurrent_kernel", "_kda_lowrank_kernel"}, \
-        f"the PDL GEMVs and KDA norms were not compiled: {sorted(pdl)}"
+    assert pdl and {k[0] for k in pdl} == {"_gemv_kernel", "_kda_recurrent_kernel", "_kda_lowrank_kernel",
+                                           "_short_conv_kernel"}, \
+        f"the PDL GEMVs, KDA norms and short conv were not compiled: {sorted(pdl)}"
     triggering = set()
     for k, v in compiled.items():  # PDL kernels wait once and then let the next kernel launch; the triggering norms
         ptx = v.asm["ptx"]        # (launched plainly) only let the next one launch, first thing; no other kernel does

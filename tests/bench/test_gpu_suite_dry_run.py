@@ -57,7 +57,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "swiglu": ("test_triton_swiglu.py", "test_gpu_contract_cases_and_the_48b_dense_row_timed"),
            "attndeep": "test_attention_deep_side_by_side",
            "kdalowrank": ("test_triton_kda_lowrank_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
-           "f16pdl": ("test_triton_linear.py", "test_gpu_pdl_f16_gate_gemvs_side_by_side")}
+           "f16pdl": ("test_triton_linear.py", "test_gpu_pdl_f16_gate_gemvs_side_by_side"),
+           "convpdl": ("test_triton_short_conv.py", "test_gpu_pdl_form_bits_replayed_and_timed_beside_the_plain_one")}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -1960,15 +1961,19 @@ def test_proofs24_runs_the_fused_gates_proof_alone_and_its_record_only_from_its_
     assert (diag / "perop-kdalowrank-bfloat16.json").exists()
 
 
-S23_TIMED = S22_TIMED + " decode-s23-nones decode-s24-gates"  # the planned session 25: neither row timed again
+S23_TIMED = S22_TIMED + " decode-s23-nones"  # the planned session 25: session 23's win made by swaps, not timed again
 
 
-def _s25_records(tmp_path, f16=True, kda=True) -> str:
-    """STUB_PEROP for rungs25's two records: the F16 side-by-side (triton_lastblock 120 us a token, triton_pdl 100:
-    x1.200) and the fused gates' (_kdalowrank: kda_norm 40 us, triton_split_pdl 48: x0.833)."""
-    out = []
+def _s25_records(tmp_path, f16=True, kda=True, conv=True) -> str:
+    """STUB_PEROP for rungs25's three records: the F16 side-by-side (triton_lastblock 120 us a token, triton_pdl 100:
+    x1.200), the short conv's (triton 50, triton_pdl 40: x1.250) and the fused gates' (_kdalowrank: kda_norm 40 us,
+    triton_split_pdl 48: x0.833)."""
+    recs = {}
     if f16:
-        out.append(_records(tmp_path, f16pdl={"triton_lastblock": 120e-6, "triton_pdl": 100e-6}))
+        recs["f16pdl"] = {"triton_lastblock": 120e-6, "triton_pdl": 100e-6}
+    if conv:
+        recs["convpdl"] = {"triton": 50e-6, "triton_pdl": 40e-6}
+    out = [_records(tmp_path, **recs)] if recs else []
     if kda:
         out.append(_kdalowrank(tmp_path))
     return " ".join(out)
@@ -1983,55 +1988,74 @@ def _s25_decode(machine: Path, reg: Path, changes: str, expect: str) -> str:
             f"--prediction {machine}/suite-diag/diag-decode-s25-base.json --expect {expect} --change ")
 
 
-def test_rungs25_times_the_f16_pdl_gemvs_then_the_pdl_fused_gates_over_session_23s_step(tmp_path):
-    """The planned session 25: SUITE_TIMED names decode-s23-nones and decode-s24-gates (neither timed again); the
-    rungs23 registry made by swaps; both proofs (the PDL GEMV's tests with -k pdl, writing the F16 record; the fused
-    gates'); one diagnosis of the rungs23 registry; then linear=triton_pdl swapped over it (its by_type selections
-    kept), its captured gate and pair forecast at 120 / 100 on linear@F16; then kda_lowrank_norm=triton_split_pdl
-    with fuse_kda_gates, its gate and pair forecast at 40 / 48 on kda_norm and 2.2 on linear@F16."""
+S25 = ("s25-chain", "s25-conv-pdl", "s25-f16pdl", "s25-gates-pdl")  # rungs25's rungs in the order they are timed
+
+
+def test_rungs25_times_the_pdl_chain_then_its_parts_then_the_pdl_fused_gates_over_session_23s_step(tmp_path):
+    """The planned session 25: SUITE_TIMED names decode-s23-nones (not timed again; its registry made by swaps); the
+    three proofs (the PDL GEMV's tests with -k pdl, writing the F16 record; the PDL short conv's, writing its record;
+    the fused gates'); one diagnosis of the rungs23 registry; then, each swapped over it with its captured gate and
+    pair: linear=triton_pdl with short_conv=triton_pdl (forecast 1.200 on linear@F16 and 1.250 on short_conv), the
+    short conv alone (1.250), the F16 GEMVs alone (1.200, the by_type selections kept), then kda_lowrank_norm=
+    triton_split_pdl with fuse_kda_gates (40 / 48 on kda_norm and 2.2 on linear@F16)."""
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s25_records(tmp_path)}
     log, calls = _lanes(tmp_path, "rungs25", "", extra_env=env)
     machine = tmp_path / "machine"
-    s23, f16, gates = (machine / f"cuda-{n}.toml" for n in ("s23-nones", "s25-f16pdl", "s25-gates-pdl"))
+    s23 = machine / "cuda-s23-nones.toml"
+    chain, conv, f16, gates = (machine / f"cuda-{n}.toml" for n in S25)
     assert "unknown stage" not in log and "left out" not in log, log
     line = next(x for x in log.splitlines() if "] gpu-tests-f16-pdl (limit" in x)
     assert f"): env SPARKOPS_PEROP_DIR={machine}/suite-diag python3 -m pytest -q -rP -m gpu -p no:cacheprovider " \
         f"-k pdl tests/backends/test_triton_linear.py --junitxml={machine}/suite-results/" in line, line
     assert line.endswith("-gpu0/gpu-tests-f16-pdl.xml"), line
+    line = next(x for x in log.splitlines() if "] gpu-tests-conv-pdl (limit" in x)
+    assert f"): env SPARKOPS_PEROP_DIR={machine}/suite-diag python3 -m pytest -q -rP -m gpu -p no:cacheprovider " \
+        f"tests/backends/test_triton_short_conv.py --junitxml={machine}/suite-results/" in line, line
     assert "] gpu-tests-kda-lowrank (limit" in log
     assert f"engine fuse_low_rank=on side_stream=on --registry {s23}.new" in calls
     diags = [c for c in calls if c.startswith("diagnose")]
     assert diags == [f"diagnose --model {machine}/k48-q4_k_m.gguf --device cuda --depth 0,32768 --registry {s23} "
                      f"--fill-registry {machine}/cuda-bf16.toml --out {diags[0].split('--out ')[1].split()[0]} "
                      f"--json-out {machine}/suite-diag/diag-decode-s25-base.json --record"], diags
+    assert f"swap linear=triton_pdl short_conv=triton_pdl --device cuda --registry {chain}.new" in calls
+    assert f"swap short_conv=triton_pdl --device cuda --registry {conv}.new" in calls
     assert f"swap linear=triton_pdl --device cuda --registry {f16}.new" in calls
-    sel = _selects(f16)
+    sel, base = _selects(f16), _selects(s23)
     assert (sel["linear"], sel["linear@Q4_K"], sel["linear@Q6_K"]) == ("triton_pdl", "cupy_rowwarp_pdl", "cupy_float")
-    assert {k: v for k, v in sel.items() if k != "linear"} == {k: v for k, v in _selects(s23).items() if k != "linear"}
+    assert {k: v for k, v in sel.items() if k != "linear"} == {k: v for k, v in base.items() if k != "linear"}
+    sel = _selects(chain)
+    assert (sel["linear"], sel["short_conv"], sel["linear@Q4_K"]) == ("triton_pdl", "triton_pdl", "cupy_rowwarp_pdl")
+    assert _selects(conv)["short_conv"] == "triton_pdl" and _selects(conv)["linear"] == base["linear"]
     assert f"swap kda_lowrank_norm=triton_split_pdl --device cuda --registry {gates}.swap.new" in calls
     assert f"engine fuse_kda_gates=on --registry {gates}.new" in calls
     assert _selects(gates)["kda_lowrank_norm"] == "triton_split_pdl"
-    assert all(Path(f"{r}.base").read_text().strip() == str(s23) for r in (f16, gates))
+    assert all(Path(f"{r}.base").read_text().strip() == str(s23) for r in (chain, conv, f16, gates))
     checks = [c for c in calls if c.startswith("check --model") and "k3-nano-q4_k_m.gguf" in c]
     assert checks == [f"check --model {machine}/k3-nano-q4_k_m.gguf --registry {r} --device cuda --captured"
-                      for r in (f16, gates)]
+                      for r in (chain, conv, f16, gates)]
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 2, decodes
+    assert len(decodes) == 4, decodes
+    want = _s25_decode(machine, chain, "linear,short_conv", "linear@F16=1.200,short_conv=1.250")
+    assert decodes[0].startswith(want + "linear=triton_pdl short_conv=triton_pdl: the step's last two kinds"), \
+        decodes[0]
+    want = _s25_decode(machine, conv, "short_conv", "short_conv=1.250")
+    assert decodes[1].startswith(want + "short_conv=triton_pdl: the fused q/k/v short conv"), decodes[1]
     want = _s25_decode(machine, f16, "linear", "linear@F16=1.200")
-    assert decodes[0].startswith(want + "linear=triton_pdl (the default selection"), decodes[0]
-    assert decodes[0].endswith("(the same bits as triton_lastblock; session 23's PDL kernels paid ~2x their per-op "
-                               "forecast), over cuda-s23-nones.toml, graph"), decodes[0]
+    assert decodes[2].startswith(want + "linear=triton_pdl (the default selection"), decodes[2]
+    assert decodes[2].endswith("(the same bits as triton_lastblock; session 23's PDL kernels paid ~2x their per-op "
+                               "forecast), over cuda-s23-nones.toml, graph"), decodes[2]
     want = _s25_decode(machine, gates, "engine,kda_lowrank_norm", "kda_norm=0.833,linear@F16=2.2")
-    assert decodes[1].startswith(want + "[engine] fuse_kda_gates with kda_lowrank_norm=triton_split_pdl (the PDL "
-                                 "form, chosen though slower per op"), decodes[1]
-    assert decodes[1].endswith("inside its fused recurrence and norm, over cuda-s23-nones.toml, graph"), decodes[1]
-    steps = ["] gpu-tests-f16-pdl (limit", "] gpu-tests-kda-lowrank (limit", "] swap-s23-pdl (limit",
-             "] diagnose-decode-s25-base (limit", "] swap-s25-f16pdl (limit", "] gate-captured-s25-f16pdl (limit",
-             "] decode-s25-f16pdl (limit", "] swap-s25-gates-pdl (limit", "] gate-captured-s25-gates-pdl (limit",
-             "] decode-s25-gates-pdl (limit"]
+    assert decodes[3].startswith(want + "[engine] fuse_kda_gates with kda_lowrank_norm=triton_split_pdl (the PDL "
+                                 "form, chosen though slower per op"), decodes[3]
+    assert decodes[3].endswith("inside its fused recurrence and norm, over cuda-s23-nones.toml, graph"), decodes[3]
+    steps = ["] gpu-tests-f16-pdl (limit", "] gpu-tests-conv-pdl (limit", "] gpu-tests-kda-lowrank (limit",
+             "] swap-s23-pdl (limit", "] diagnose-decode-s25-base (limit"]
+    for n in S25:
+        steps += [f"] swap-{n} (limit", f"] gate-captured-{n} (limit", f"] decode-{n} (limit"]
     at = [log.index(x) for x in steps]
     assert at == sorted(at), list(zip(steps, at))
-    assert f"ledger perop {machine}/suite-diag/perop-f16pdl-bfloat16.json" in " ".join(calls)
+    for rec in ("f16pdl", "convpdl"):
+        assert f"suite-diag/perop-{rec}-bfloat16.json" in " ".join(c for c in calls if c.startswith("ledger perop"))
     # a second call on the same machine: every step done, nothing diagnosed, gated or timed again
     n = len(calls)
     _, calls2 = _lanes(tmp_path, "rungs25", "", extra_env=env)
@@ -2039,69 +2063,74 @@ def test_rungs25_times_the_f16_pdl_gemvs_then_the_pdl_fused_gates_over_session_2
 
 
 @pytest.mark.parametrize("rung,why", [("f16pdl", "proof"), ("f16pdl", "record"), ("gates-pdl", "proof"),
-                                      ("gates-pdl", "record")])
-def test_rungs25_leaves_a_rung_out_when_its_proof_fails_or_writes_no_record_and_times_the_other(tmp_path, rung, why):
-    f16 = rung == "f16pdl"
+                                      ("gates-pdl", "record"), ("conv-pdl", "proof"), ("conv-pdl", "record")])
+def test_rungs25_leaves_a_rung_out_when_its_proof_fails_or_writes_no_record_and_times_the_others(tmp_path, rung,
+                                                                                                 why):
+    """A rung without its proof's pass or its record's factor is said to be left out and nothing of it runs; the
+    chain, which holds both PDL swaps, goes with either of them; the other rungs are timed."""
+    tests = {"f16pdl": "f16-pdl", "gates-pdl": "kda-lowrank", "conv-pdl": "conv-pdl"}[rung]
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0"}
-    if why == "proof":  # both records written, the rung's tests fail
-        env.update(STUB_PEROP=_s25_records(tmp_path),
-                   STUB_FAIL_MATCH="gpu-tests-f16-pdl.xml" if f16 else "gpu-tests-kda-lowrank.xml")
+    if why == "proof":  # every record written, the rung's tests fail
+        env.update(STUB_PEROP=_s25_records(tmp_path), STUB_FAIL_MATCH=f"gpu-tests-{tests}.xml")
     else:
-        env["STUB_PEROP"] = _s25_records(tmp_path, f16=not f16, kda=f16)
+        env["STUB_PEROP"] = _s25_records(tmp_path, f16=rung != "f16pdl", kda=rung != "gates-pdl",
+                                         conv=rung != "conv-pdl")
     log, calls = _lanes(tmp_path, "rungs25", "", extra_env=env)
     machine = tmp_path / "machine"
-    out, kept = ("s25-f16pdl", "s25-gates-pdl") if f16 else ("s25-gates-pdl", "s25-f16pdl")
-    assert f"decode-{out}: left out (its GPU tests failed, or their record gave no factor)" in log
-    assert f"decode-{kept}: left out" not in log
-    assert not any(out in c for c in calls), [c for c in calls if out in c]
-    assert not (machine / f"cuda-{out}.toml").exists()
-    assert "linear=triton_pdl" not in " ".join(calls) if f16 else "kda_lowrank_norm" not in " ".join(calls)
+    out = {f"s25-{rung}"} | ({"s25-chain"} if rung != "gates-pdl" else set())
+    assert f"decode-s25-{rung}: left out (its GPU tests failed, or their record gave no factor)" in log
+    if "s25-chain" in out:
+        assert "decode-s25-chain: left out (it needs both PDL swaps' proofs and records)" in log
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 1 and f"--vs {machine}/cuda-{kept}.toml " in decodes[0]
+    for name in S25:
+        timed = [d for d in decodes if f"--vs {machine}/cuda-{name}.toml " in d]
+        assert len(timed) == (0 if name in out else 1), (name, timed)
+        assert (machine / f"cuda-{name}.toml").exists() == (name not in out), name
     assert sum(c.startswith("diagnose") for c in calls) == 1
 
 
-def test_rungs25_makes_nothing_when_neither_rung_has_its_proof_and_record(tmp_path):
-    """No record at all: both rungs said to be left out, and neither the rungs23 registry nor its diagnosis made."""
+def test_rungs25_makes_nothing_when_no_rung_has_its_proof_and_record(tmp_path):
+    """No record at all: every rung said to be left out, and neither the rungs23 registry nor its diagnosis made."""
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0"}
     log, calls = _lanes(tmp_path, "rungs25", "", extra_env=env)
-    for name in ("s25-f16pdl", "s25-gates-pdl"):
+    for name in ("s25-conv-pdl", "s25-f16pdl", "s25-gates-pdl"):
         assert f"decode-{name}: left out (its GPU tests failed, or their record gave no factor)" in log
     assert not any(c.startswith(("diagnose", "bench decode")) or "side_stream=on" in c for c in calls)
     assert not any(c.startswith("swap") and "linear@Q4_K=cupy_rowwarp_pdl" in c for c in calls)
     assert not (tmp_path / "machine" / "cuda-s23-nones.toml").exists()
 
 
-@pytest.mark.parametrize("failing", ["s25-f16pdl", "s25-gates-pdl"])
+@pytest.mark.parametrize("failing", S25)
 def test_rungs25_leaves_a_rung_out_when_its_captured_gate_fails(tmp_path, failing):
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s25_records(tmp_path),
            "STUB_FAIL_CHECK": f"cuda-{failing}.toml"}
     log, calls = _lanes(tmp_path, "rungs25", "", extra_env=env)
-    other = "s25-gates-pdl" if failing == "s25-f16pdl" else "s25-f16pdl"
     assert f"decode-{failing}: left out (the captured gate did not pass)" in log
-    assert f"decode-{other}: left out" not in log
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 1 and f"--vs {tmp_path / 'machine'}/cuda-{other}.toml " in decodes[0]
+    for name in S25:
+        timed = [d for d in decodes if f"--vs {tmp_path / 'machine'}/cuda-{name}.toml " in d]
+        assert len(timed) == (0 if name == failing else 1), (name, timed)
 
 
-def test_rungs25_leaves_both_out_when_the_rungs23_registry_cannot_be_made(tmp_path):
-    """A PDL pair of the rungs23 registry that its swap cannot prove: registry_selects removes the registry, and both
-    rungs are said to be left out, with no diagnosis, swap or pair of theirs."""
+def test_rungs25_leaves_all_out_when_the_rungs23_registry_cannot_be_made(tmp_path):
+    """A PDL pair of the rungs23 registry that its swap cannot prove: registry_selects removes the registry, and every
+    rung is said to be left out, with no diagnosis, swap or pair of theirs."""
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s25_records(tmp_path),
            "STUB_SWAP_REFUSE": "moe_experts=cupy_rowwarp_pdl"}
     log, calls = _lanes(tmp_path, "rungs25", "", extra_env=env)
     assert "s23-pdl: registry_selects:" in log
-    assert "decode-s25-f16pdl, decode-s25-gates-pdl: left out (the rungs23 registry" in log
+    assert ("decode-s25-chain, decode-s25-conv-pdl, decode-s25-f16pdl, decode-s25-gates-pdl: left out (the rungs23 "
+            "registry") in log
     assert not any(c.startswith(("diagnose", "bench decode")) or "cuda-s25-" in c for c in calls)
 
 
 def test_rungs25_forgets_what_it_did_over_another_base(tmp_path):
     """rebase: with the rungs' markers saying another base (as a first call whose base then moved would leave them),
-    the shared diagnosis, both captured gates and both pairs are made again over the rungs23 registry."""
+    the shared diagnosis, the four captured gates and the four pairs are made again over the rungs23 registry."""
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s25_records(tmp_path)}
     _lanes(tmp_path, "rungs25", "", extra_env=env)
     done = tmp_path / "machine" / "suite-done"
-    for name in ("s25-base", "s25-f16pdl", "s25-gates-pdl"):
+    for name in ("s25-base",) + S25:
         assert (done / f"decode-{name}.base").read_text().strip() == str(tmp_path / "machine" / "cuda-s23-nones.toml")
         (done / f"decode-{name}.base").write_text(str(tmp_path / "machine" / "cuda-s22-all.toml") + "\n")
     n = len((tmp_path / "sparkops.log").read_text().splitlines())
@@ -2109,32 +2138,36 @@ def test_rungs25_forgets_what_it_did_over_another_base(tmp_path):
     assert "decode-s25-f16pdl: its base is now cuda-s23-nones.toml, not cuda-s22-all.toml" in log
     again = calls[n:]
     assert sum(c.startswith("diagnose") and "diag-decode-s25-base.json" in c for c in again) == 1
-    assert sum(c.startswith("check --model") and "k3-nano" in c for c in again) == 2
-    assert sum(c.startswith("bench decode") for c in again) == 2
+    assert sum(c.startswith("check --model") and "k3-nano" in c for c in again) == 4
+    assert sum(c.startswith("bench decode") for c in again) == 4
 
 
-def test_a_win_of_a_rungs25_rung_is_the_step_now(tmp_path):
-    """decode-s25-f16pdl and decode-s25-gates-pdl are the newest rungs of NOW_RUNGS: the one that wins (here the F16
-    PDL GEMVs; the fused gates time none) is the step the later stages time."""
+@pytest.mark.parametrize("no_win,now", [("cuda-s25-gates-pdl.toml", "s25-chain"),
+                                        ("cuda-s25-gates-pdl.toml cuda-s25-chain.toml", "s25-f16pdl")])
+def test_a_win_of_a_rungs25_rung_is_the_step_now(tmp_path, no_win, now):
+    """rungs25's rungs are the newest of NOW_RUNGS, the chain first (it holds both PDL swaps): the first that won is
+    the step the later stages time."""
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s25_records(tmp_path),
-           "STUB_NO_WIN": "cuda-s25-gates-pdl.toml"}
+           "STUB_NO_WIN": no_win}
     log, calls = _lanes(tmp_path, "rungs25 frontier131k", "", extra_env=env)
-    reg = tmp_path / "machine" / "cuda-s25-f16pdl.toml"
+    reg = tmp_path / "machine" / f"cuda-{now}.toml"
     assert f"the step now: {reg}" in log
     assert any(c.startswith("bench decode") and "--depth 131072" in c and f"--registry {reg} --graph A " in c
                for c in calls)
 
 
-def test_proofs25_runs_both_proofs_alone_and_the_f16_record_only_from_its_own_test(tmp_path):
-    """Stage proofs25: the F16 PDL proof and the fused gates' proof, no model made; the pytest stand-in writes
+def test_proofs25_runs_the_proofs_alone_and_the_f16_record_only_from_its_own_test(tmp_path):
+    """Stage proofs25: the F16 PDL proof, the PDL short conv's and the fused gates' proof, no model made; the pytest
+    stand-in writes
     perop-f16pdl only for a run of test_triton_linear.py that selects its side-by-side (-k pdl does; proof_prefetch's
     -k prefetch, on the same file, does not)."""
     records = _s25_records(tmp_path)
     diag = tmp_path / "machine" / "suite-diag"
     log, calls = _suite(tmp_path, "proofs25", extra_env={"STUB_PEROP": records})
     assert "] gpu-tests-f16-pdl (limit" in log and "] gpu-tests-kda-lowrank (limit" in log
-    assert "unknown stage" not in log
+    assert "] gpu-tests-conv-pdl (limit" in log and "unknown stage" not in log
     assert json.loads((diag / "perop-f16pdl-bfloat16.json").read_text())["per_token_seconds"]["triton_pdl"] == 100e-6
+    assert json.loads((diag / "perop-convpdl-bfloat16.json").read_text())["per_token_seconds"]["triton_pdl"] == 40e-6
     assert (diag / "perop-kdalowrank-bfloat16.json").exists()
     assert not any(c.startswith(("synth", "swap", "bench", "diagnose")) for c in calls)
     (diag / "perop-f16pdl-bfloat16.json").unlink()
