@@ -371,7 +371,7 @@
 #   SUITE_SKIP=... bash bench/gpu_lanes.sh 585 "rungs24 probe_timeline23" ""   # 315 s warm: decode-s24-gates 0.980 /
 #                                      # 0.982 (none; forecast 1.003); the probe failed in 12 s (a Registry for a path)
 #   then the probe mended, by hand, ~20 s a registry set (calls 4-7)
-# Next session: stage rungs25's two rungs over session 23's step, the own-time timeline, then the 131072 rows. Name
+# Next session: stage rungs25's four rungs over session 23's step, the own-time timeline, then the 131072 rows. Name
 # decode-s23-nones in SUITE_TIMED (its registry is then made by swaps and is the step now); leave decode-s24-gates
 # out of it (a row SUITE_TIMED names counts as the step now, and that one lost). A pair should now cost ~200 s, not
 # ~390: the 48B gate proves its bit-identity claims in one joint rerun (expected, not yet measured). Carry .whl,
@@ -379,10 +379,11 @@
 # skips the cold compiles; the first call of the session is cold):
 #   export SUITE_TIMED="<the export above> decode-s22-all decode-s23-nones" SUITE_PREFILL_BASE=bf16
 #   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # fresh: the step (~320 s), session 23's by swaps,
-#                                      # the two proofs (gpu-tests-f16-pdl is new: its first GPU run), session 23's
-#                                      # diagnosis (~45), the swaps and captured gates, a pair if the budget allows
-#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # warm: the pairs left (decode-s25-f16pdl,
-#                                      # decode-s25-gates-pdl), then the timeline with their registries (~100 s)
+#                                      # the three proofs (gpu-tests-f16-pdl and gpu-tests-conv-pdl are new: their
+#                                      # first GPU runs), session 23's diagnosis (~45), then the pairs as the budget
+#                                      # allows: decode-s25-chain (both PDL swaps), -conv-pdl, -f16pdl, -gates-pdl
+#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # warm: the pairs left, then the timeline with
+#                                      # their registries (~120 s)
 #   bash bench/gpu_lanes.sh 560 "frontier131k" ""               # warm: issue #10's 131072 rows over session 23's
 #                                      # step (the frontier there is still sessions 8-9's: 331.0 and IQ1_S 296.6)
 #   SUITE_SKIP="" bash bench/gpu_lanes.sh 560 "rungs23" ""      # if the budget allows: session 23's changes alone
@@ -2284,7 +2285,9 @@ probe_timeline24)  # decode lead (session 24, for session 25): the replayed step
   s22_step probe_timeline24 || continue
   s23_step || { log "probe_timeline24: no session-23 step ($S23_REG)"; continue; }
   tl_regs="--registry $S23_REG --registry $S22_REG"
-  for tl_r in $S25_F16PDL_REG $S25_GATESPDL_REG; do [ -f "$tl_r" ] && tl_regs="$tl_regs --registry $tl_r"; done
+  for tl_r in $S25_CHAIN_REG $S25_CONVPDL_REG $S25_F16PDL_REG $S25_GATESPDL_REG; do
+    [ -f "$tl_r" ] && tl_regs="$tl_regs --registry $tl_r"
+  done
   # shellcheck disable=SC2086 # the registry flags are a word list
   run probe-timeline24 150 python3 bench/probes/step_timeline.py --model $M $tl_regs --fill-registry $BF16_REG \
       --depth 0 --replays 5 --out "$R/probe-timeline24.json" --png "$R/probe-timeline24.png"

@@ -2261,11 +2261,14 @@ def test_probe_timeline24_replays_session_23s_step_first_then_22s_and_the_rungs2
     machine = tmp_path / "machine"
     machine.mkdir()
     f16, gates = machine / "cuda-s25-f16pdl.toml", machine / "cuda-s25-gates-pdl.toml"
+    chain = machine / "cuda-s25-chain.toml"
     if made:
         f16.write_text("")
+        chain.write_text("")
     log, calls = _lanes(tmp_path, "probe_timeline24", "", extra_env=env)
     line = next(x for x in log.splitlines() if "] probe-timeline24 (limit" in x)
     s22, s23 = machine / "cuda-s22-all.toml", machine / "cuda-s23-nones.toml"
-    want = f"--registry {s23} --registry {s22}" + (f" --registry {f16}" if made else "") + " --fill-registry"
+    want = f"--registry {s23} --registry {s22}" + (f" --registry {chain} --registry {f16}" if made else "") + \
+        " --fill-registry"
     assert want in line and "--depth 0 " in line and str(gates) not in line
     assert not any(c.startswith("bench decode") for c in calls)
