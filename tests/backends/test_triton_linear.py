@@ -446,10 +446,12 @@ def test_registered():
         ("sparkops_triton.linear:linear_pdl", "bit_identical", "triton_lastblock")]
     assert {"_dequant.py", "_arrival.py"} <= set(pdl[0][2])
     # the norms that let a PDL-launched projection start (session 16; kda_norm, the fused KDA norm, after 19): the
-    # same kernels, so the same bits
+    # same kernels, so the same bits; and the short conv launched with PDL (written after session 24: its window and
+    # taps before the wait), the same arithmetic in the same order
     norms = {op: (claim.kind, claim.to) for op, name, _, claim, _ in sparkops_triton.IMPLEMENTATIONS
              if name == "triton_pdl" and op != "linear"}
-    assert norms == {op: ("bit_identical", "triton") for op in ("add_rmsnorm", "gated_rmsnorm", "kda_norm")}
+    assert norms == {op: ("bit_identical", "triton") for op in ("add_rmsnorm", "gated_rmsnorm", "kda_norm",
+                                                                 "short_conv")}
     # the deeper weight streams: the same arithmetic as the last-block kernels, loads issued earlier
     prefetch = {op: (fn, claim, sources) for op, name, fn, claim, sources in sparkops_triton.IMPLEMENTATIONS
                 if name == "triton_prefetch"}
