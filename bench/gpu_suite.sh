@@ -388,6 +388,9 @@
 #                                      # step (the frontier there is still sessions 8-9's: 331.0 and IQ1_S 296.6)
 #   SUITE_SKIP="" bash bench/gpu_lanes.sh 560 "rungs23" ""      # if the budget allows: session 23's changes alone
 #                                      # (decode-s23-pdl, -lowrank, -side), the deep active attention
+#   If nvidia-h200-x2 is lent: bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" "proofs25 frontier131k" - the
+#   proofs on GPU 1 while GPU 0 builds the step (a proof named by both lanes runs once; rungs25 takes its verdict and
+#   record), then the 131072 rows there, beside the pairs (each pair's ABAB rounds stay in one process on one GPU)
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
