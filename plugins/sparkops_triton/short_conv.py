@@ -69,15 +69,15 @@ def _short_conv_kernel(x_ptr, w_ptr, s_ptr, y_ptr, T, C, W: tl.constexpr, W_POW2
              mask=(t < T)[:, None] & c_ok[None, :])
     if pid_t == 0:
         # the new window: rows T-(W-1) .. T-1 of x_ext in x's coordinates, some still from the old window
-        j = tl.arange(0, W_POW2)  # W_POW2 >= W-1
-        j_ok = j < (W - 1)
-        src_new = T - (W - 1) + j
-        m_x = (j_ok & (src_new >= 0))[:, None] & c_ok[None, :]
-        m_s = (j_ok & (src_new < 0))[:, None] & c_ok[None, :]
+        r = tl.arange(0, W_POW2)  # W_POW2 >= W-1; not `j`: the prefetch's j has W_TAPS rows
+        r_ok = r < (W - 1)
+        src_new = T - (W - 1) + r
+        m_x = (r_ok & (src_new >= 0))[:, None] & c_ok[None, :]
+        m_s = (r_ok & (src_new < 0))[:, None] & c_ok[None, :]
         new = (tl.load(x_ptr + src_new[:, None] * C + ch[None, :], mask=m_x, other=0.0).to(tl.float32)
                + tl.load(s_ptr + (src_new + (W - 1))[:, None] * C + ch[None, :], mask=m_s, other=0.0))
         tl.debug_barrier()  # every read of the old window in this program happens before the first write
-        tl.store(s_ptr + j[:, None] * C + ch[None, :], new, mask=j_ok[:, None] & c_ok[None, :])
+        tl.store(s_ptr + r[:, None] * C + ch[None, :], new, mask=r_ok[:, None] & c_ok[None, :])
 
 
 def short_conv(x, weight, state):

@@ -183,12 +183,16 @@ def launch_trigger_norms(monkeypatch):
     kda_lowrank_norm.kda_lowrank_norm_split(**low, state=r(h, d, d))
     kda_lowrank_norm.kda_lowrank_norm_split_pdl(**low, state=r(h, d, d))
     # short_conv=triton_pdl at the fused q/k/v conv (12288 channels): one token (the window and taps before the
-    # wait), and a prefill chunk (the wait first)
+    # wait), and a prefill chunk (the wait first); widths 2 and 3 too, where the prefetched taps' block (W_TAPS) and
+    # the window's rows (W_POW2) differ in size - GPU session 25's contract case at W=3 found a variable the two
+    # blocks shared, which width 4 (both 4 rows) compiles
     from sparkops_triton import short_conv
 
     monkeypatch.setattr(short_conv, "interpreting", lambda: False)
     for t in (1, 64):
         short_conv.short_conv_pdl(r(t, 3 * 4096, dtype=BF), r(3 * 4096, 4), r(3, 3 * 4096))
+    for w in (2, 3):
+        short_conv.short_conv_pdl(r(1, 128, dtype=BF), r(128, w), r(w - 1, 128))
 
 
 def launch_lastblock_kernels(monkeypatch):
