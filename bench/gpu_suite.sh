@@ -433,6 +433,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # Both caches key each entry by its source, options and compiler, so an entry whose kernel changed is never used.
 KCACHE_TRITON=$TMP/sparkops-triton-cache KCACHE_CUPY=$TMP/sparkops-cupy-cache  # TMP: /tmp on every machine
 KCACHE_FILE=${SUITE_KCACHE_FILE:-.kcache/kernels.tgz}  # what the call carried (tests point it elsewhere)
+# The registries a session made (their check records are their proofs, pinned to sources, not to a machine): the last
+# lane packs them into $OUT/registries.tgz; a fresh machine restores a carried .kcache/registries.tgz and keeps each
+# one whose plan holds on cuda today (bench/registry_keep.py), so its swaps (~320 s of a first call) are not redone
+RCACHE_FILE=${SUITE_RCACHE_FILE:-.kcache/registries.tgz}
 export TRITON_CACHE_DIR=$KCACHE_TRITON CUPY_CACHE_DIR=$KCACHE_CUPY
 M=$TMP/k48-q4_k_m.gguf M1=$TMP/k48-iq1_s.gguf
 TORCH_REG=$TMP/cuda-torch.toml FAST_REG=$TMP/cuda-fast.toml FILL_REG=$TMP/cuda-fill.toml BF16_REG=$TMP/cuda-bf16.toml
@@ -771,12 +775,21 @@ pack_kernels() {
   mv "$f.new" "$f"
   log "kernel caches: $n files packed into kernels.tgz ($(du -sh "$f" | cut -f1)); carry .kcache with it next session"
 }
+# pack_registries: the machine's registries (and what each was made over, .base) as $OUT/registries.tgz
+pack_registries() {
+  local names
+  names=$(cd "$TMP" && ls cuda-*.toml cuda-*.toml.base 2>/dev/null)
+  [ -n "$names" ] || return 0
+  (cd "$TMP" && tar czf "$OUT/registries.tgz" $names) \
+    && log "registries: $(echo "$names" | grep -c 'toml$') packed into registries.tgz; carry .kcache with it next session"
+}
 pack() {
   record_perops
   # the last lane of a call (gpu_lanes.sh's "final"), or a call of stages run without the lanes
   local stages=${CALL_STAGES:-}
   if [ "$LANE" = final ] || { [ "$LANE" = main ] && [ -n "${stages// /}" ] && [ "${stages// /}" != install ]; }; then
     pack_kernels
+    pack_registries
   fi
   cp -f "$TMP"/cuda-*.toml "$DJ"/*.json "$R/" 2>/dev/null
   tar czf "$OUT/results-$LANE.tgz" -C "$R" . 2>/dev/null
@@ -1653,6 +1666,21 @@ install)
   fi
   python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$R/install.log" 2>&1 \
     || { log "sparkops install failed"; cat "$R/install.log"; exit 1; }
+  # the last session's registries (pack_registries), on a machine that has made none: each kept only where its plan
+  # holds on cuda today (a kernel edited since: dropped, and made again by its swaps)
+  if [ -f "$RCACHE_FILE" ] && ! ls "$TMP"/cuda-*.toml > /dev/null 2>&1; then
+    if tar xzf "$RCACHE_FILE" -C "$TMP" 2> "$R/rcache.log"; then
+      if python3 bench/registry_keep.py --device cuda "$TMP"/cuda-*.toml > "$R/registry_keep.log" 2>&1; then
+        log "registries restored from $RCACHE_FILE: $(tail -n 1 "$R/registry_keep.log") (registry_keep.log)"
+      else
+        log "registries: their plans could not be checked (registry_keep.log); they are made by their swaps"
+        rm -f "$TMP"/cuda-*.toml "$TMP"/cuda-*.toml.base
+      fi
+    else
+      log "registries: $RCACHE_FILE could not be unpacked (rcache.log); they are made by their swaps"
+      rm -f "$TMP"/cuda-*.toml "$TMP"/cuda-*.toml.base
+    fi
+  fi
   nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv | tee -a "$OUT/suite.log"
   nvidia-smi topo -m 2>/dev/null | head -4 | tee -a "$OUT/suite.log"
   python3 -c "import torch, triton, cupy; print(torch.__version__, triton.__version__, cupy.__version__)" | tee -a "$OUT/suite.log"
@@ -2550,9 +2578,15 @@ frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9'
       --registry $NOW_REG --graph A $GATE $FILL_LEAN \
       --change "the step now ($(basename $NOW_REG)), one CUDA graph per step, at 131072"
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
-  [ -f $M1 ] && run decode131k-iq1s-now 200 sparkops bench decode --model $M1 --depth 131072 --tokens 16 --repeats 6 \
-      --chunk 4096 --registry $NOW_REG --graph A $GATE $FILL_LEAN \
-      --change "the step now ($(basename $NOW_REG)), one CUDA graph per step (IQ1_S mix)"
+  # the IQ1_S experts keep a kernel that reads their blocks: the step's one-token Q4_K expert kernels pass every
+  # other type to the float32 path by their stated policy (session 25: 6.5 tok/s under $NOW_REG itself)
+  IQ1S_REG=${NOW_REG%.toml}-iq1s.toml
+  fresh_over $IQ1S_REG $NOW_REG
+  [ -f $IQ1S_REG ] || run swap-now-iq1s-experts 40 bash -c 'swap_into "$@"' _ $IQ1S_REG $NOW_REG \
+      moe_experts@IQ1_S=triton_prefetch
+  [ -f $M1 ] && [ -f $IQ1S_REG ] && run decode131k-iq1s-now 200 sparkops bench decode --model $M1 --depth 131072 \
+      --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --graph A $GATE $FILL_LEAN \
+      --change "the step now ($(basename $NOW_REG)) with moe_experts@IQ1_S=triton_prefetch, one CUDA graph per step (IQ1_S mix)"
   ;;
 iq1s131k)
   prereq_lean || continue

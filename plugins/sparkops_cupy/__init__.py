@@ -109,6 +109,20 @@ IMPLEMENTATIONS = [
 ]
 
 
+#: the stated policies the dispatcher counts and shows (Implementation.policy): (op, implementation) -> the function
+#: of the op's arguments naming what runs a call the implementation's own kernels do not take
+_Q4K_GEMV = "sparkops_cupy._policies:one_token_q4k_passes"
+_Q4K_EXPERTS = "sparkops_cupy._policies:experts_passes"
+POLICIES = {
+    **{("linear", n): _Q4K_GEMV for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_copy2",
+                                          "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowhalf", "cupy_mma")},
+    ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
+    **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},
+    **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
+                                                  "cupy_rowhalf", "cupy_mma")},
+}
+
+
 @hookimpl
 def register_implementations(register):
     why = _runtime.unavailable_reason()
@@ -116,4 +130,4 @@ def register_implementations(register):
         kernels = (source,) if isinstance(source, str) else source
         files = dict.fromkeys(f for cu in kernels for f in _runtime.source_files(cu))  # headers once, in order
         register(op=op, name=name, backend="cupy", devices=("cuda",), fn=fn, claim=claim, unavailable=why,
-                 sources=tuple(files) + _COMMON + (delegate[0] if delegate else ()))
+                 sources=tuple(files) + _COMMON + (delegate[0] if delegate else ()), policy=POLICIES.get((op, name)))

@@ -31,13 +31,13 @@ class Ops:
         self.device = plan.device
         self.counters: Counter[str] = Counter()
         for op, entry in plan.entries.items():
-            fn = entry.runs.resolve()
+            fn = self._stated(entry.runs, entry.runs.resolve())
             if entry.round_trip:
                 fn = _host_round_trip(fn, op, torch.device(plan.device), self.counters)
             if entry.fallback_taken:
                 fn = _counted(fn, self.counters, f"{op}:fallback")
             if entry.by_type:
-                fn = _by_weight_type(fn, op, {t: i.resolve() for t, i in entry.by_type.items()})
+                fn = _by_weight_type(fn, op, {t: self._stated(i, i.resolve()) for t, i in entry.by_type.items()})
             if check_finite:
                 fn = _finite_checked(fn, op, entry.runs.key + "".join(f"; {t}: {i.name}"
                                                                       for t, i in entry.by_type.items()))
@@ -45,6 +45,47 @@ class Ops:
 
     def summary(self) -> dict[str, int]:
         return dict(self.counters)
+
+    def passed(self) -> dict[str, int]:
+        """Calls so far that a selected implementation handed on by its stated policy: "op=impl -> what (why)": n."""
+        return {k[len(PASSED):]: n for k, n in self.counters.items() if k.startswith(PASSED)}
+
+    def taken(self) -> dict[str, int]:
+        """Fallbacks and host round trips taken so far (the counters that are not stated policies)."""
+        return {k: n for k, n in self.counters.items() if not k.startswith(PASSED)}
+
+    def _stated(self, impl, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`fn`, counting the calls its implementation's stated policy hands on (Implementation.policy)."""
+        policy = impl.resolve_policy() if getattr(impl, "policy", None) is not None else None
+        return fn if policy is None else _policy_counted(fn, policy, f"{PASSED}{impl.key}", self.counters)
+
+
+#: the counters' prefix for calls an implementation's stated policy handed on
+PASSED = "passed:"
+
+
+def _policy_counted(fn: Callable[..., Any], policy: Callable[..., str | None], key: str,
+                    counters: Counter[str]) -> Callable[..., Any]:
+    """Count, by what took them, the calls `policy` says the implementation does not run itself. Decided on the
+    host before the call, like the call itself: a captured graph counts once, at capture."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        other = policy(*args, **kwargs)
+        if other is not None:
+            counters[f"{key} -> {other}"] += 1
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def passed_per_step(before: dict[str, int], after: dict[str, int], steps: int) -> dict[str, float]:
+    """The stated policies' hand-offs between two `Ops.passed()` readings, per step (one decimal where not whole)."""
+    out = {}
+    for k, n in after.items():
+        d = (n - before.get(k, 0)) / max(steps, 1)
+        if d:
+            out[k] = int(d) if float(d).is_integer() else round(d, 1)
+    return out
 
 
 def _by_weight_type(fn: Callable[..., Any], op: str, typed: dict[str, Callable[..., Any]]) -> Callable[..., Any]:

@@ -2187,19 +2187,23 @@ def test_frontier131k_makes_and_times_session_23s_step_once_it_is_timed(tmp_path
     assert f"the step now: {s23}" in log, log[-2000:]
     assert any("engine fuse_low_rank=on side_stream=on" in c for c in calls)
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 2 and all(f"--registry {s23} --graph A " in c for c in decodes)
+    assert len(decodes) == 2 and f"--registry {s23} --graph A " in decodes[0]
+    assert f"--registry {machine / 'cuda-s23-nones-iq1s.toml'} --graph A " in decodes[1]
 
 
 def test_frontier131k_times_the_step_now_at_131072_for_both_mixes(tmp_path):
     """Session 22's step (made, not timed again) as one arm against the frontier at 131072, for the Q4_K 48B and then
-    the IQ1_S one (synthesized once), each gated on its own model."""
+    the IQ1_S one (synthesized once), each gated on its own model; the IQ1_S row with its experts sent to a kernel
+    that reads IQ1_S (moe_experts@IQ1_S: the step's Q4_K expert kernels pass other types to the float32 path)."""
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
     log, calls = _lanes(tmp_path, "frontier131k", "", extra_env=env)
     machine = tmp_path / "machine"
-    s22 = machine / "cuda-s22-all.toml"
+    s22, iq1s = machine / "cuda-s22-all.toml", machine / "cuda-s22-all-iq1s.toml"
     assert "unknown stage" not in log and f"the step now: {s22}" in log
     decodes = [c for c in calls if c.startswith("bench decode")]
-    assert len(decodes) == 2 and all("--depth 131072" in c and f"--registry {s22} --graph A " in c for c in decodes)
+    assert len(decodes) == 2 and all("--depth 131072" in c for c in decodes)
+    assert f"--registry {s22} --graph A " in decodes[0] and f"--registry {iq1s} --graph A " in decodes[1]
+    assert any(c.startswith("swap moe_experts@IQ1_S=triton_prefetch") and f"{iq1s}.new" in c for c in calls), calls
     assert "--vs" not in " ".join(decodes)
     assert f"--model {machine / 'k48-q4_k_m.gguf'} " in decodes[0]
     assert f"--model {machine / 'k48-iq1_s.gguf'} " in decodes[1]
@@ -2272,3 +2276,37 @@ def test_probe_timeline24_replays_session_23s_step_first_then_22s_and_the_rungs2
         " --fill-registry"
     assert want in line and "--depth 0 " in line and str(gates) not in line
     assert not any(c.startswith("bench decode") for c in calls)
+
+
+def _registry_archive(tmp: Path) -> Path:
+    """A registries.tgz as pack_registries makes it: names relative to the machine's TMP."""
+    import tarfile
+
+    src = tmp / "rcache-src"
+    src.mkdir()
+    (src / "cuda-s23-nones.toml").write_text("# a registry\n")
+    (src / "cuda-s23-nones.toml.base").write_text(str(tmp / "machine" / "cuda-s22-all.toml") + "\n")
+    f = tmp / "registries.tgz"
+    with tarfile.open(f, "w:gz") as t:
+        for p in src.iterdir():
+            t.add(p, arcname=p.name)
+    return f
+
+
+def test_carried_registries_are_restored_on_a_fresh_machine_checked_and_packed_again(tmp_path):
+    """A carried registries.tgz is unpacked at install where the machine has made no registry, each one passed to
+    bench/registry_keep.py (which keeps those whose plans hold on cuda), and the last lane packs the machine's
+    registries with their .base files for the next session; a machine that has registries restores nothing."""
+    import tarfile
+
+    machine = tmp_path / "machine"
+    env = {"SUITE_RCACHE_FILE": str(_registry_archive(tmp_path))}
+    log, _ = _lanes(tmp_path, "", "", extra_env=env)
+    assert "registries restored from" in log and (machine / "cuda-s23-nones.toml").exists()
+    assert "registries: 1 packed into registries.tgz" in log
+    with tarfile.open(tmp_path / "out" / "registries.tgz") as t:
+        assert sorted(t.getnames()) == ["cuda-s23-nones.toml", "cuda-s23-nones.toml.base"]
+    (machine / "cuda-s23-nones.toml").write_text("# made here since\n")
+    log2, _ = _lanes(tmp_path, "", "", extra_env=env)
+    assert log2.count("registries restored from") == 1  # the first call's line (the log is the machine's)
+    assert (machine / "cuda-s23-nones.toml").read_text() == "# made here since\n"

@@ -148,6 +148,33 @@ def test_diagnose_cli_measured_on_k3_nano(nano, tmp_path, capsys, monkeypatch, r
     assert (tmp_path / "diagnose-k3-nano-f32-d8.png").stat().st_size > 1000
 
 
+def test_diagnose_shows_the_calls_stated_policies_hand_on(nano, tmp_path, capsys, monkeypatch, reference_registry):
+    """A diagnosis counts, per token, the calls its implementations handed on by their stated policies, prints them
+    and keeps them in its JSON (GPU session 25: the IQ1_S step's 99% in one dequantizing path, named nowhere). Each
+    decode step here hands one call on, as a policy would count it."""
+    from sparkops.engine import Engine
+
+    real_decode = Engine.decode
+
+    def decode(self, token):
+        self.ops.counters["passed:moe_experts=fake -> torch: IQ1_S weights"] += 1
+        return real_decode(self, token)
+
+    monkeypatch.setattr(Engine, "decode", decode)
+    monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
+    real = ceil.measure
+    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
+                                                                              "matmul_n": 256, "launches": 200}))
+    out = tmp_path / "d.json"
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "8", "--steps", "2", "--out", str(tmp_path),
+                 "--registry", str(reference_registry), "--json-out", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "stated policy: moe_experts=fake -> torch: IQ1_S weights: 1 call(s) a token" in text
+    doc = json.loads(out.read_text())
+    doc = doc[0] if isinstance(doc, list) else doc
+    assert doc["verdict"]["passed"] == {"moe_experts=fake -> torch: IQ1_S weights": 1}
+
+
 def test_diagnose_cli_several_depths_share_one_load(  # and fill their contexts through a fill registry
 nano, tmp_path, capsys, monkeypatch, reference_registry):
     loads = []

@@ -560,3 +560,29 @@ def test_a_prefill_row_records_the_baselines_prefill_diagnosis(nano, registries,
     assert p["predicted_gain"] == pytest.approx(sum(walls) / sum(w / g for w, g in zip(walls, gains)))
     assert p["of"] == "the baseline's 8-token chunks at depths 0, 8" and p["measured_ratio"] == row["ratio"]
     assert p["expect"] == {"linear": 2.0} and "--prediction" in row["command"]
+
+
+def test_calls_a_stated_policy_hands_on_are_shown_and_recorded_per_step(nano, registries, monkeypatch, capsys,
+                                                                        bench_dir):
+    """What an arm's implementations passed to other code by their stated policies is part of what was timed: the
+    bench prints it per arm and records it in the arm's figures (GPU session 25's IQ1_S step hid a dequantizing
+    path behind 6.5 tok/s). Here each decode step of arm B hands one call on, as a policy would count it."""
+    real_decode = Engine.decode
+    key = "passed:moe_experts=fake -> torch: IQ1_S weights"
+
+    def decode(self, token):
+        if self.ops.plan.registry == str(registries[1]):
+            self.ops.counters[key] += 1
+        return real_decode(self, token)
+
+    monkeypatch.setattr(Engine, "decode", decode)
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: nano)
+    argv = ["bench", "decode", "--model", "k3-nano", "--depth", "4", "--tokens", "2", "--repeats", "2",
+            "--warmup", "1", "--registry", str(registries[0]), "--vs", str(registries[1]), "--gate-depths", "1,4",
+            "--change", "a policy shown"]
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "stated policy: B: moe_experts=fake -> torch: IQ1_S weights: 1 call(s) a step" in out
+    assert "stated policy: A" not in out
+    figures = {f["label"]: f for f in L.read(bench_dir / L.LEDGER)[-1]["figures"]}
+    assert figures["B"]["passed"] == {"moe_experts=fake -> torch: IQ1_S weights": 1} and "passed" not in figures["A"]

@@ -152,3 +152,23 @@ def test_a_removal_of_nothing_and_a_fallback_for_a_type_are_refused(reg_path, ar
     r = run_cli("swap", *args, "--registry", str(reg_path))
     assert r.returncode == 2 and why in r.stderr, r.stdout + r.stderr
     assert reg_path.read_bytes() == before
+
+
+def test_moe_experts_is_chosen_per_type_by_its_gate_weight(reg_path, monkeypatch):
+    """A model of another mix keeps a kernel that reads its blocks (GPU session 25: IQ1_S experts under a Q4_K-only
+    kernel's stated policy ran at 6.5 tok/s): moe_experts@IQ1_S sends the calls whose w_gate is IQ1_S elsewhere."""
+    r = run_cli("swap", "moe_experts@IQ1_S=numpy", "--device", "cpu", "--registry", str(reg_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = make_plan(Registry.load(reg_path), load_catalog(), "cpu")
+    entry = plan.entries["moe_experts"]
+    assert entry.by_type["IQ1_S"].name == "numpy" and entry.runs.name != "numpy"
+    seen = []
+    for impl in (entry.runs, entry.by_type["IQ1_S"]):
+        monkeypatch.setattr(impl, "_resolved", lambda *a, name=impl.name, **kw: seen.append(name))
+    ops = Ops(plan)
+    x, ids, weights = torch.randn(1, 256), torch.zeros(1, 2, dtype=torch.int64), torch.ones(1, 2)
+    for qtype in (Q.IQ1_S, Q.Q4_K):
+        w = _weight(qtype)
+        ops.moe_experts(x, weights, ids, w, w, w, None, None, None)
+    ops.moe_experts(x, weights, ids, w_gate=_weight(Q.IQ1_S), w_up=w, w_down=w, s_gate=None, s_up=None, s_down=None)
+    assert seen == ["numpy", entry.runs.name, "numpy"]

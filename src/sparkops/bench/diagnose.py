@@ -52,6 +52,8 @@ class StepProfile:
     by_kernel: dict[str, dict[str, float]] = field(default_factory=dict)
     graph_wall_s: float | None = None  # CUDA: median seconds per token replaying the step as one graph
     graph_error: str | None = None  # why the step could not be captured (the eager figures still stand)
+    #: calls a token that selected implementations handed on by their stated policies (dispatch.Ops.passed)
+    passed: dict[str, float] = field(default_factory=dict)
 
     @property
     def busy_fraction(self) -> float:
@@ -147,8 +149,15 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
         for i in range(steps):
             engine.decode(toks[i:i + 1])
 
+    ops = engine.ops
+    before = ops.passed() if hasattr(ops, "passed") else {}
     snap.restore()
     decode_all()  # warm-up
+    passed = {}
+    if hasattr(ops, "passed"):
+        from ..dispatch import passed_per_step
+
+        passed = passed_per_step(before, ops.passed(), steps)
     walls = []
     for _ in range(3):
         snap.restore()
@@ -161,7 +170,7 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
     # busy per token: the device time of the kernels themselves, which profiling does not stretch (the
     # profiled run's wall does stretch: scaling busy by its share of that wall undercounts it), capped at
     # the clean wall
-    prof = StepProfile(wall, min(busy, wall), round(kernels), by_op, how, by_kernel)
+    prof = StepProfile(wall, min(busy, wall), round(kernels), by_op, how, by_kernel, passed=passed)
     if device == "cuda":
         try:
             prof.graph_wall_s = _graph_wall(engine, snap, toks, steps)
@@ -394,6 +403,8 @@ def verdict(d: Diagnosis) -> dict[str, Any]:
                        f"({cost.bytes / 1e9:.4g} GB and {cost.flops / 1e9:.4g} GFLOP per token); measure a real "
                        f"step (without --paper) to see which ceiling actually binds")
         return out
+    if p.passed:  # what the figures include: calls the selected implementations handed on (stated policies)
+        out["passed"] = dict(p.passed)
     graph = c.launch_graph_s if c.launch_graph_s is not None else None
     launch_eager = p.kernels * (c.launch_eager_s or 0.0)
     launch_graph = p.kernels * graph if graph is not None else None

@@ -163,6 +163,10 @@ class ArmFigures:
     mode: str = "eager"  # "eager": one call per op per step; "graph": one CUDA graph replay per step
     cache_dtype: str = ""  # the MLA cache's dtype this arm ran with
     chunking: dict[str, Any] = field(default_factory=dict)  # prefill: the chunk proof (chunking.ChunkProof)
+    #: calls a step (decode) or a timed prefill (prefill) that selected implementations handed on by their stated
+    #: policies: "op=impl -> what (why)": calls (dispatch.Ops.passed). Shown and recorded: a slow path a policy
+    #: takes is part of what was timed
+    passed: dict[str, float] = field(default_factory=dict)
 
     @property
     def spread(self) -> Spread:
@@ -387,6 +391,7 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
             graphs[label] = capture_step(eng)  # at depth D; the state is left as the snapshot has it
     point = Point("decode", d, n, {}, [], [], cost=None)  # type: ignore[arg-type]
     rates: dict[str, list[float]] = {label: [] for label in engines}
+    passed_before = {label: _passed(eng) for label, eng in engines.items()}
 
     def one_round(label: str, timed: bool) -> None:
         eng = engines[label]
@@ -406,14 +411,26 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
             point.warmup_order.append(label)
 
     _abab(req, engines, point, one_round)
+    rounds = req.warmup + req.repeats
     for label, eng in engines.items():
         dep.verify_depth(eng, d + n, fresh=False)
         dep.check_fingerprint(eng, proofs[label])
+        if label in graphs:  # replays run no Python: the capture counted one step
+            passed = graphs[label].passed
+        else:
+            from ..dispatch import passed_per_step
+
+            passed = passed_per_step(passed_before[label], _passed(eng), n * rounds)
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label].as_dict(),
                                        selections=selections(eng), mode="graph" if label in graphs else "eager",
-                                       cache_dtype=dtype_name(eng.state.cache_dtype))
+                                       cache_dtype=dtype_name(eng.state.cache_dtype), passed=passed)
     return point
+
+
+def _passed(engine: Engine) -> dict[str, int]:
+    ops = engine.ops
+    return ops.passed() if hasattr(ops, "passed") else {}
 
 
 def capture_step(engine: Engine):
@@ -443,19 +460,24 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
     point = Point("prefill", d, t_len, {}, [], [], cost=None)  # type: ignore[arg-type]
     rates: dict[str, list[float]] = {label: [] for label in engines}
     proofs: dict[str, dict] = {}
+    passed: dict[str, dict[str, float]] = {}
 
     def one_round(label: str, timed: bool) -> None:
         eng = engines[label]
         filler.fill(eng, prompt, d)
         dep.verify_depth(eng, d, fresh=True, need=t_len)
         sync(req.device)
+        before = _passed(eng)
         with RegionTimer(req.device) as t:
             dep.fill(eng, prompt[d:d + t_len], req.chunk)
         proof = dep.verify_depth(eng, d + t_len, fresh=True)
         if timed:
+            from ..dispatch import passed_per_step
+
             rates[label].append(t_len / t.seconds)
             point.order.append(label)
             proofs[label] = proof.as_dict()
+            passed[label] = passed_per_step(before, _passed(eng), 1)  # calls in one timed prefill
         else:
             point.warmup_order.append(label)
 
@@ -467,7 +489,7 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label],
                                        selections=selections(eng), cache_dtype=dtype_name(eng.state.cache_dtype),
-                                       chunking=chunks.as_dict())
+                                       chunking=chunks.as_dict(), passed=passed.get(label, {}))
     return point
 
 

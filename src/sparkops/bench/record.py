@@ -42,7 +42,7 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
                 "cache_dtype": a.cache_dtype, "value": a.median,
                 "rates": a.rates,
                 "iqr": [a.spread.lo, a.spread.hi], "roofline_fraction": a.roofline.get("fraction"),
-                "selections": a.selections}
+                "selections": a.selections, **({"passed": a.passed} if a.passed else {})}
                for a in p.arms.values()]
     differs = None
     if "B" in p.arms:

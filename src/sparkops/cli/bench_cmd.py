@@ -300,6 +300,8 @@ def _print(run, rows) -> None:
         for label, a in p.arms.items():
             if a.chunking:
                 console.print(f"{label}: {ChunkProof(**a.chunking).line()}")
+    for line in passed_lines(run.points):
+        console.print(line)
     pairs = run.request.repeats
     if len(run.request.registries) == 2 and pairs < MIN_PAIRS_FOR_A_TIER:
         console.print(f"[yellow]note:[/] {pairs} pairs can never pass the sign test (p < 0.05 needs at least "
@@ -313,6 +315,19 @@ def _print(run, rows) -> None:
                       f"machine or raise --repeats")
     if rows:
         console.print(f"recorded {len(rows)} ledger row(s): {', '.join(r['id'] for r in rows)}")
+
+
+def passed_lines(points) -> list[str]:
+    """The calls each arm's implementations handed on by their stated policies (ArmFigures.passed), once per arm and
+    hand-off: what was timed includes them, so a person reading the figure must see them."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for p in points:
+        unit = "a step" if p.phase == "decode" else "a timed prefill"
+        for label, a in p.arms.items():
+            for what, n in a.passed.items():
+                seen.setdefault((label, f"{what}: {n:g} call(s) {unit}"), []).append(p.where)
+    return [f"[yellow]stated policy:[/] {label}: {what} (at {', '.join(where)})"
+            for (label, what), where in seen.items()]
 
 
 def _clocks(c: dict) -> str:

@@ -378,6 +378,8 @@ def _print(d, pngs) -> None:
         console.print(f"[bold]graph step: {v['graph_binding']} binds[/]; {v['graph_why']}")
     elif v.get("graph_error"):
         console.print(f"[yellow]graph step not measured:[/] {escape(v['graph_error'])}")
+    for what, n in (v.get("passed") or {}).items():
+        console.print(f"[yellow]stated policy:[/] {escape(what)}: {n:g} call(s) a token")
     if v.get("warning"):
         console.print(f"[yellow]warning:[/] {v['warning']}")
     for p in pngs:

@@ -64,9 +64,11 @@ def run(args) -> int:
     stats = engine.generate(prompt, args.n, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                             seed=args.seed, on_token=on_token, graph=args.graph)
     sys.stdout.write("\n")
-    counters = engine.ops.summary()
+    taken, passed = engine.ops.taken(), engine.ops.passed()
     console.print(f"prefill: {stats.prompt_tokens} tokens at {stats.prefill_tok_s:.1f} tok/s; "
                   f"decode: {stats.generated_tokens} tokens at {stats.decode_tok_s:.1f} tok/s")
-    if counters:
-        err_console.print(f"[yellow]fallbacks / host round trips taken:[/] {counters}")
+    if taken:
+        err_console.print(f"[yellow]fallbacks / host round trips taken:[/] {taken}")
+    for what, n in passed.items():  # a captured step counts its calls once, at capture
+        err_console.print(f"[yellow]stated policy:[/] {what}: {n} call(s)")
     return 0

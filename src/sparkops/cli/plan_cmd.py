@@ -31,7 +31,8 @@ def run(args) -> int:
             op: {"selected": e.selected, "runs": e.runs.key if e.runs else None,
                  "by_type": {t: i.key for t, i in e.by_type.items()}, "reason": e.reason,
                  "fallback_taken": e.fallback_taken, "round_trip": e.round_trip, "check": e.check,
-                 "error": e.error, "others": dict(e.others)}
+                 "error": e.error, "others": dict(e.others),
+                 "policies": {i.key: str(i.policy) for i in _running(e) if i.policy is not None}}
             for op, e in plan.entries.items()}})
         return 0 if plan.ok else 1
     table = Table(title=f"plan for {plan.device} from {plan.registry}")
@@ -49,6 +50,10 @@ def run(args) -> int:
                   markup=False)  # "[engine]" is text, not a style
     for key in plan.engine_on:
         console.print(f"  {key}: {ENGINE_KEYS[key][2]}" if key in ENGINE_KEYS else f"  {key}")
+    stated = [i for e in plan.entries.values() for i in _running(e) if i.policy is not None]
+    if stated:
+        console.print("[yellow]stated policies[/] (some calls run other code; bench, diagnose and generate count "
+                      "and show them): " + ", ".join(f"{i.key} ({i.policy})" for i in stated))
     if plan.fallbacks:
         console.print(f"[yellow]fallbacks taken:[/] {', '.join(plan.fallbacks)}")
     if plan.round_trips:
@@ -57,3 +62,9 @@ def run(args) -> int:
         console.print("[red]this plan cannot run[/]; see the errors above")
         return 1
     return 0
+
+
+def _running(entry) -> list:
+    """The implementations a plan entry runs: its selection and its per-type ones."""
+    return ([entry.runs] if entry.runs is not None else []) + list(entry.by_type.values())
+

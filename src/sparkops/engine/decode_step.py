@@ -25,6 +25,8 @@ class DecodeStep:
         self.step = torch.zeros(1, dtype=torch.int64, device=dev)  # the sampler's counter
         self.logits: torch.Tensor | None = None  # [1, V] of the last step (a graph-owned buffer once captured)
         self.graph = None
+        #: once captured: the calls a step hands on by stated policies ("op=impl -> what (why)": calls a step)
+        self.passed: dict[str, float] = {}
 
     @property
     def captured(self) -> bool:
@@ -88,8 +90,13 @@ class DecodeStep:
             raise BadInput(f"cannot capture a step whose ops make host round trips: {taken}; "
                            f"select CUDA implementations for them (`sparkops plan --device cuda` shows them)")
         graph = torch.cuda.CUDAGraph()
+        passed = e.ops.passed() if hasattr(e.ops, "passed") else {}
         with torch.inference_mode(), torch.cuda.graph(graph):
             self._body()
+        if hasattr(e.ops, "passed"):  # the body ran once: its stated policies' hand-offs are one step's
+            from ..dispatch import passed_per_step
+
+            self.passed = passed_per_step(passed, e.ops.passed(), 1)
         snap.restore()  # capturing does not run the kernels, but leave nothing to chance
         self.token.copy_(token)
         self.step.copy_(step)

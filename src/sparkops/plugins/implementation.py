@@ -52,7 +52,14 @@ class Implementation:
     unavailable: str | None = None
     sources: tuple[str, ...] = ()
     doc: str = ""
+    #: the stated policy, where the implementation hands some calls to other code: a function of the op's arguments
+    #: (callable or "module:attr") giving None where the implementation's own kernels take the call and otherwise
+    #: what runs it instead and why ("torch: IQ1_S experts"). The dispatcher counts those calls per step, so that a
+    #: bench, a diagnosis and `generate` show them: a policy that is stated but not shown hides a slow path (GPU
+    #: session 25: one-token Q4_K expert kernels passing every IQ1_S layer to a dequantizing path, 6.5 tok/s)
+    policy: Callable[..., str | None] | str | None = None
     _resolved: Callable[..., Any] | None = field(default=None, repr=False)
+    _resolved_policy: Callable[..., str | None] | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -71,6 +78,18 @@ class Implementation:
                 module, _, attr = str(self.fn).partition(":")
                 self._resolved = getattr(importlib.import_module(module), attr)
         return self._resolved
+
+    def resolve_policy(self) -> Callable[..., str | None] | None:
+        """The stated policy's function (imports "module:attr" on first use); None where every call runs here."""
+        if self.policy is None:
+            return None
+        if self._resolved_policy is None:
+            if callable(self.policy):
+                self._resolved_policy = self.policy
+            else:
+                module, _, attr = str(self.policy).partition(":")
+                self._resolved_policy = getattr(importlib.import_module(module), attr)
+        return self._resolved_policy
 
     def where(self) -> str:
         """file:line of the implementation, for people looking for it."""

@@ -88,7 +88,8 @@ def load_catalog(extra: list[tuple[str, Any]] | None = None) -> Catalog:
 
 def _registrar(info: PluginInfo, by_op: dict[str, dict[str, Implementation]]) -> Callable[..., None]:
     def register(op: str, name: str, backend: str, devices: tuple[str, ...] | list[str], fn: Any, claim: Claim,
-                 *, unavailable: str | None = None, sources: tuple[str, ...] = (), doc: str = "") -> None:
+                 *, unavailable: str | None = None, sources: tuple[str, ...] = (), doc: str = "",
+                 policy: Any = None) -> None:
         where = f"plugin '{info.name}', op '{op}', implementation '{name}'"
         try:
             contract = get_contract(op)
@@ -99,7 +100,8 @@ def _registrar(info: PluginInfo, by_op: dict[str, dict[str, Implementation]]) ->
             if not isinstance(claim, Claim):
                 raise ContractMismatch(f"{where}: claim must be sparkops.plugins.tolerance(...) or bit_identical(...)")
             impl = Implementation(op=op, name=name, backend=backend, devices=devices, fn=fn, claim=claim,
-                                  plugin=info.name, unavailable=unavailable, sources=tuple(sources), doc=doc)
+                                  plugin=info.name, unavailable=unavailable, sources=tuple(sources), doc=doc,
+                                  policy=policy)
             if impl.available or callable(fn):
                 try:
                     resolved = impl.resolve()
@@ -108,6 +110,14 @@ def _registrar(info: PluginInfo, by_op: dict[str, dict[str, Implementation]]) ->
                 why = signature_mismatch(contract, resolved)
                 if why:
                     raise ContractMismatch(f"{where}: signature does not match the contract: {why}")
+                if policy is not None:
+                    try:
+                        stated = impl.resolve_policy()
+                    except Exception as exc:  # noqa: BLE001
+                        raise ContractMismatch(f"{where}: cannot import its policy {policy!r}: {exc}") from exc
+                    why = signature_mismatch(contract, stated)
+                    if why:
+                        raise ContractMismatch(f"{where}: its policy takes other arguments than the op: {why}")
             existing = by_op.setdefault(op, {}).get(name)
             if existing is not None:
                 raise ContractMismatch(f"{where}: the name is already taken by plugin '{existing.plugin}'")

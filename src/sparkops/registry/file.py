@@ -32,8 +32,10 @@ _KEYS = {"impl", "fallback", "check", "by_type"}
 #: ops whose implementation can be chosen per GGUF type of one weight argument ([ops.OP.DEVICE.by_type.TYPE]):
 #: op -> the parameter whose type picks. A linear's speed depends on its weight's block format more than on
 #: anything else (session 8: the Q6_K lm_head at 22% of the read ceiling in Triton, Q4_K at 44%), so a registry
-#: may send one type to another implementation
-TYPED_OPS = {"linear": "weight"}
+#: may send one type to another implementation. moe_experts by its gate weight's type: the fastest one-token Q4_K
+#: expert kernels take no other type, and a model of another mix (IQ1_S) must keep a kernel that reads its blocks
+#: (GPU session 25: the step's Q4_K experts passed every IQ1_S layer to the float32 path, 6.5 tok/s)
+TYPED_OPS = {"linear": "weight", "moe_experts": "w_gate"}
 #: the GGUF type names a by_type table may name: the types sparkops reads
 TYPE_NAMES = tuple(t.name for t in SUPPORTED)
 _TYPE_KEYS = {"impl", "check"}

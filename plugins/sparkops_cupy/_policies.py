@@ -1,0 +1,62 @@
+"""The stated policies of the plugin's one-token kernels, as the dispatcher counts them (Implementation.policy).
+
+Each function takes its op's arguments and gives None where the implementation's own kernels take the call, else
+what runs it instead and why. They restate the tests the implementations make (`rowwarp_serves`, `_one_token`)
+without running anything, so that a bench, a diagnosis and `generate` can say which calls went elsewhere: GPU session
+25's IQ1_S step passed every expert layer to the float32 path that dequantizes the experts each call (6.5 tok/s),
+and nothing said so. They live apart from the implementations' modules on purpose: a policy's wording is not the
+implementation's arithmetic, so it is not part of the source hash that a check record pins.
+"""
+
+from __future__ import annotations
+
+from gguf import GGMLQuantizationType as Q
+
+from sparkops.qweight import QWeight
+
+from .linear import ROWWARP_GEMV_MAX_T
+from .moe_experts import rowwarp_serves as experts_served
+from .moe_router import ROUTER_MAX_T, rowwarp_serves as router_served
+
+
+def one_token_q4k_passes(x, weight) -> str | None:
+    """The one-token Q4_K GEMVs (cupy_rowwarp and its forms, cupy_rowhalf, cupy_mma): linear.py's `_one_token`."""
+    return _one_token_passes(x, weight, lambda w: w.qtype == Q.Q4_K, "Q4_K")
+
+
+def floatrow_passes(x, weight) -> str | None:
+    """cupy_floatrow (rows that are not whole 16-byte vectors, checked where the call runs, are not looked at)."""
+    return _one_token_passes(x, weight, lambda w: w.is_float, "F16, BF16 or F32")
+
+
+def _one_token_passes(x, weight, serves, kind: str) -> str | None:
+    if x.dim() == 2 and x.shape[0] > ROWWARP_GEMV_MAX_T:
+        return f"torch (float32, the weight dequantized each call): {x.shape[0]} tokens"
+    if x.dim() != 2 or x.shape[0] != 1:
+        return f"cupy_float: {x.shape[0] if x.dim() == 2 else 'not [T, K]'} tokens"
+    if not isinstance(weight, QWeight) or not serves(weight):
+        name = weight.qtype.name if isinstance(weight, QWeight) else "unquantized"
+        return f"cupy_float: {name} weights (the kernel takes {kind})"
+    return None
+
+
+def experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> str | None:
+    """The one-token Q4_K expert kernels (cupy_rowwarp and its forms, cupy_rowhalf, cupy_mma): `rowwarp_serves`."""
+    if experts_served(x, w_gate, w_up, w_down, s_gate, s_up, s_down):
+        return None
+    if x.dim() == 2 and x.shape[0] != 1:
+        why = f"{x.shape[0]} tokens"
+    else:
+        types = dict.fromkeys(w.qtype.name if isinstance(w, QWeight) else "float"
+                              for w in (w_gate, w_up, w_down, s_gate, s_up, s_down) if w is not None)
+        why = "/".join(types) + " weights (the kernels read Q4_K rows of whole blocks)"
+    return f"torch (float32, the weights dequantized each call): {why}"
+
+
+def router_passes(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps) -> str | None:
+    """The one-launch router (cupy_rowwarp, cupy_rowwarp_pdl): moe_router.py's `rowwarp_serves`."""
+    if router_served(x, weight, top_k, n_group):
+        return None
+    if x.dim() == 2 and x.shape[0] > ROUTER_MAX_T:
+        return f"torch: {x.shape[0]} tokens (more than {ROUTER_MAX_T})"
+    return "torch: a weight, shape or top_k outside the one-launch kernel's (moe_router.py's docstring)"

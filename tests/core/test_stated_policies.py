@@ -1,0 +1,140 @@
+"""Stated policies are shown, not only written down: an implementation that hands some calls to other code (a
+one-token kernel passing a prefill chunk to a GEMM) registers a `policy`, and the dispatcher counts those calls
+(`Ops.passed`) so that bench, diagnose and generate can show them. GPU session 25 found why: the step's one-token Q4_K
+expert kernels passed every layer of an IQ1_S model to the float32 path that dequantizes its experts each call, and
+the bench printed 6.5 tok/s with nothing said."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as Q
+
+from sparkops.dispatch import Ops, passed_per_step
+from sparkops.gguf.quants import random_blocks
+from sparkops.ops import get_contract
+from sparkops.ops._contract import signature_mismatch
+from sparkops.plugins import hookimpl, load_catalog, tolerance
+from sparkops.qweight import QWeight
+from sparkops.registry.file import Registry
+from sparkops.registry.plan import make_plan
+from tests.helpers import REPO
+
+
+def swiglu_short(gate, up):
+    return (torch.nn.functional.silu(gate.float()) * up.float()).to(gate.dtype)
+
+
+def short_only(gate, up):
+    """Up to two tokens run here; longer calls go to torch."""
+    return None if gate.shape[0] <= 2 else f"torch: {gate.shape[0]} tokens"
+
+
+def _plugin(**extra):
+    @hookimpl
+    def register_implementations(register):
+        register(op="swiglu", name="short", backend="torch", devices=("cpu",), fn=swiglu_short, claim=tolerance(),
+                 **extra)
+
+    return types.SimpleNamespace(register_implementations=register_implementations)
+
+
+def _ops(tmp_path, catalog) -> Ops:
+    path = tmp_path / "registry.toml"
+    path.write_text((REPO / "registry.toml").read_text())
+    reg = Registry.load(path)
+    reg.set("swiglu", "cpu", "short")
+    return Ops(make_plan(reg, catalog, "cpu", verify_checks=False))
+
+
+def test_calls_a_policy_hands_on_are_counted_by_what_took_them(tmp_path):
+    ops = _ops(tmp_path, load_catalog(extra=[("shortplug", _plugin(policy=short_only))]))
+    for t in (1, 2, 3, 3, 5):
+        g = torch.randn(t, 8)
+        torch.testing.assert_close(ops.swiglu(g, g), swiglu_short(g, g))  # the call itself still runs
+    assert ops.passed() == {"swiglu=short -> torch: 3 tokens": 2, "swiglu=short -> torch: 5 tokens": 1}
+    assert ops.taken() == {}  # a stated policy is neither a fallback nor a round trip
+
+
+def test_an_implementation_without_a_policy_counts_nothing(tmp_path):
+    ops = _ops(tmp_path, load_catalog(extra=[("shortplug", _plugin())]))
+    ops.swiglu(torch.randn(4, 8), torch.randn(4, 8))
+    assert ops.passed() == {}
+
+
+@pytest.mark.parametrize("policy, why", [
+    (lambda x: None, "its policy takes other arguments than the op"),
+    ("no_such_module_here:fn", "cannot import its policy"),
+])
+def test_a_policy_that_cannot_be_called_like_the_op_is_refused_by_name(policy, why):
+    catalog = load_catalog(extra=[("shortplug", _plugin(policy=policy))])
+    assert "short" not in catalog.by_op.get("swiglu", {})
+    info = next(p for p in catalog.plugins if p.name == "shortplug")
+    assert any(why in r and "plugin 'shortplug'" in r and "implementation 'short'" in r for r in info.rejected), \
+        info.rejected
+
+
+def test_per_step_counts_are_differences_over_the_steps():
+    assert passed_per_step({"a": 2}, {"a": 10, "b": 3}, 4) == {"a": 2, "b": 0.8}
+    assert passed_per_step({"a": 2}, {"a": 2}, 1) == {}
+
+
+# the CuPy plugin's policies: the plugin's modules import without CuPy, so their arithmetic is tested here; on a GPU
+# load_catalog itself checks each policy's signature against its op (the plugin is available there)
+
+
+def _experts(qtype, e=4, rows=512, cols=256, seed=0) -> QWeight:
+    raw = random_blocks(np.random.default_rng(seed), (e, rows, cols), qtype, 0.02)
+    return QWeight(torch.from_numpy(raw), qtype, (e, rows, cols))
+
+
+def _moe_args(qtype, t=1):
+    gate, up, down = _experts(qtype), _experts(qtype, seed=1), _experts(qtype, rows=256, cols=512, seed=2)
+    return dict(x=torch.randn(t, 256), weights=torch.ones(t, 2), ids=torch.zeros(t, 2, dtype=torch.int64),
+                w_gate=gate, w_up=up, w_down=down, s_gate=None, s_up=None, s_down=None)
+
+
+def test_the_cupy_plugins_policies_take_their_ops_arguments():
+    from sparkops_cupy import POLICIES
+
+    assert ("moe_experts", "cupy_rowwarp_pdl") in POLICIES and ("linear", "cupy_rowwarp_pdl") in POLICIES
+    for (op, name), where in POLICIES.items():
+        module, _, attr = where.partition(":")
+        fn = getattr(__import__(module, fromlist=[attr]), attr)
+        assert signature_mismatch(get_contract(op), fn) is None, (op, name, where)
+
+
+def test_the_one_token_q4k_experts_say_which_calls_they_pass_and_why():
+    from sparkops_cupy._policies import experts_passes as rowwarp_passes
+
+    assert rowwarp_passes(**_moe_args(Q.Q4_K)) is None
+    said = rowwarp_passes(**_moe_args(Q.IQ1_S))
+    assert said.startswith("torch") and "IQ1_S" in said and "dequantized" in said
+    assert "4 tokens" in rowwarp_passes(**_moe_args(Q.Q4_K, t=4))
+
+
+def test_the_one_token_q4k_gemvs_say_which_calls_they_pass_and_why():
+    from sparkops_cupy._policies import floatrow_passes, one_token_q4k_passes
+
+    w = _experts(Q.Q4_K, e=1)
+    q4k = QWeight(w.raw[0], Q.Q4_K, (512, 256))
+    assert one_token_q4k_passes(torch.randn(1, 256), q4k) is None
+    assert one_token_q4k_passes(torch.randn(4, 256), q4k) == "cupy_float: 4 tokens"
+    assert one_token_q4k_passes(torch.randn(64, 256), q4k).startswith("torch")
+    q6k = QWeight(torch.from_numpy(random_blocks(np.random.default_rng(0), (512, 256), Q.Q6_K, 0.02)), Q.Q6_K,
+                  (512, 256))
+    assert "Q6_K" in one_token_q4k_passes(torch.randn(1, 256), q6k)
+    assert "Q4_K" in floatrow_passes(torch.randn(1, 256), q4k)
+
+
+def test_the_cupy_router_says_when_it_passes_a_call():
+    from sparkops_cupy._policies import ROUTER_MAX_T, router_passes as rowwarp_passes
+
+    args = dict(weight=torch.randn(32, 64), bias=torch.zeros(32), top_k=4, n_group=1, topk_group=1, scale=1.0,
+                renorm_eps=1e-20)
+    assert rowwarp_passes(torch.randn(1, 64), **args) is None
+    assert f"{ROUTER_MAX_T + 1} tokens" in rowwarp_passes(torch.randn(ROUTER_MAX_T + 1, 64), **args)
+    assert rowwarp_passes(torch.randn(1, 64), **dict(args, weight=torch.randn(32, 64).half())).startswith("torch")
