@@ -371,26 +371,31 @@
 #   SUITE_SKIP=... bash bench/gpu_lanes.sh 585 "rungs24 probe_timeline23" ""   # 315 s warm: decode-s24-gates 0.980 /
 #                                      # 0.982 (none; forecast 1.003); the probe failed in 12 s (a Registry for a path)
 #   then the probe mended, by hand, ~20 s a registry set (calls 4-7)
-# Next session: stage rungs25's four rungs over session 23's step, the own-time timeline, then the 131072 rows. Name
-# decode-s23-nones in SUITE_TIMED (its registry is then made by swaps and is the step now); leave decode-s24-gates
-# out of it (a row SUITE_TIMED names counts as the step now, and that one lost). A pair should now cost ~200 s, not
-# ~390: the 48B gate proves its bit-identity claims in one joint rerun (expected, not yet measured). Carry .whl,
-# and .kcache once a call has brought back kernels.tgz (cp it to .kcache/kernels.tgz: a later fresh machine then
-# skips the cold compiles; the first call of the session is cold):
-#   export SUITE_TIMED="<the export above> decode-s22-all decode-s23-nones" SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # fresh: the step (~320 s), session 23's by swaps,
-#                                      # the three proofs (gpu-tests-f16-pdl and gpu-tests-conv-pdl are new: their
-#                                      # first GPU runs), session 23's diagnosis (~45), then the pairs as the budget
-#                                      # allows: decode-s25-chain (both PDL swaps), -conv-pdl, -f16pdl, -gates-pdl
-#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # warm: the pairs left, then the timeline with
-#                                      # their registries (~120 s)
-#   bash bench/gpu_lanes.sh 560 "frontier131k" ""               # warm: issue #10's 131072 rows over session 23's
-#                                      # step (the frontier there is still sessions 8-9's: 331.0 and IQ1_S 296.6)
-#   SUITE_SKIP="" bash bench/gpu_lanes.sh 560 "rungs23" ""      # if the budget allows: session 23's changes alone
-#                                      # (decode-s23-pdl, -lowrank, -side), the deep active attention
-#   If nvidia-h200-x2 is lent: bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" "proofs25 frontier131k" - the
-#   proofs on GPU 1 while GPU 0 builds the step (a proof named by both lanes runs once; rungs25 takes its verdict and
-#   record), then the 131072 rows there, beside the pairs (each pair's ABAB rounds stay in one process on one GPU)
+# Session 25 (bench/gpu-runs/2026-12-02-session25/README.md), one H200, the export below; 7 calls, ~1791 s, two starts:
+#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # 546 s fresh: the step (~330 s), gpu-tests-f16-pdl
+#                                      # 8 passed (82 s), gpu-tests-conv-pdl failed to compile at W=3 (mended in
+#                                      # 8cf1b95), the F16 PDL swap and its captured gate (32 s: one joint rerun)
+#   SUITE_SKIP="gpu-tests-conv-pdl gpu-tests-kda-lowrank" bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""
+#                                      # 306 s warm: the diagnosis (63), decode-s25-f16pdl 0.998 / 0.999 (none; a pair
+#                                      # 196 s: gate A 89, gate B 56), the timeline (23)
+#   bash bench/gpu_lanes.sh 560 "frontier131k" ""   # 311 s warm: 387.8 tok/s Q4_K at 131072 (win over 331.0), IQ1_S
+#                                      # 6.497 (regression: the Q4_K expert kernels passed IQ1_S to the float32 path)
+#   then by hand: the IQ1_S diagnosis (92 s); on a fresh machine the fix, moe_experts@IQ1_S=triton_prefetch: 309.1
+#   (its ledger lost under $OUT) and 308.6 (win over 296.6); short_conv=triton_pdl's GPU tests passed (2.40x slower)
+# Next session: the two rungs25 rungs left (the PDL short conv, the fused gates with PDL), then session 23's changes
+# alone (stage rungs23: which of them carried its 1.095). Leave the F16 PDL GEMVs out (they tied), which leaves the
+# chain rung out too. Carry .whl and .kcache: kernels.tgz is session 25's; the first call brings back registries.tgz
+# (cp it to .kcache/ as well: a later fresh machine then keeps every registry whose records still hold, ~330 s saved):
+#   export SUITE_TIMED="<the export above> decode-s22-all decode-s23-nones" SUITE_PREFILL_BASE=bf16 \
+#     SUITE_SKIP="gpu-tests-f16-pdl"
+#   bash bench/gpu_lanes.sh 560 "rungs25" ""   # fresh: the step (~330 s), the conv-pdl and kda-lowrank proofs (~50),
+#                                      # the diagnosis (~63), then decode-s25-conv-pdl (~200 s a pair now)
+#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # warm: decode-s25-gates-pdl, the timeline
+#   SUITE_SKIP="gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active" \
+#     bash bench/gpu_lanes.sh 560 "rungs23" ""   # warm: decode-s23-pdl, -lowrank, -side (~200 s each: two fit)
+#   If nvidia-h200-x2 is lent: bash bench/gpu_lanes.sh 560 "rungs25" "proofs25 rungs23" (a proof named by both lanes
+#   runs once). The leads for new work are in session 25's README: the router (154 us a token, ~10x its bytes' time)
+#   and the experts (42% of the step).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
