@@ -153,6 +153,11 @@
 #                 beside rungs25
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
+#     rungs26     moe_experts=cupy_rowwarp_pdl_shared over the step now (session 23's, or a rungs25 rung that won):
+#                 the shared expert's gate/up rows requested before the wait for the router, after its GPU tests
+#                 (gpu-tests-exp-shared: the bits, and the norm-router-experts chain timed) and its captured gate;
+#                 forecast from that chain's record
+#     proofs26    rungs26's GPU tests alone, the lane beside rungs26
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -382,20 +387,25 @@
 #                                      # 6.497 (regression: the Q4_K expert kernels passed IQ1_S to the float32 path)
 #   then by hand: the IQ1_S diagnosis (92 s); on a fresh machine the fix, moe_experts@IQ1_S=triton_prefetch: 309.1
 #   (its ledger lost under $OUT) and 308.6 (win over 296.6); short_conv=triton_pdl's GPU tests passed (2.40x slower)
-# Next session: the two rungs25 rungs left (the PDL short conv, the fused gates with PDL), then session 23's changes
-# alone (stage rungs23: which of them carried its 1.095). Leave the F16 PDL GEMVs out (they tied), which leaves the
-# chain rung out too. Carry .whl and .kcache: kernels.tgz is session 25's; the first call brings back registries.tgz
-# (cp it to .kcache/ as well: a later fresh machine then keeps every registry whose records still hold, ~330 s saved):
+# Next session: first the new rung, moe_experts=cupy_rowwarp_pdl_shared (stage rungs26: the shared expert's gate/up
+# rows requested before the wait for the router; its GPU tests and side-by-side are new, their first GPU run), then the
+# two rungs25 rungs left (the PDL short conv, the fused gates with PDL), then session 23's changes alone (stage
+# rungs23: which of them carried its 1.095). Leave the F16 PDL GEMVs out (they tied), which leaves the chain rung out
+# too. Carry .whl and .kcache: kernels.tgz is session 25's; the first call brings back registries.tgz (cp it to
+# .kcache/ as well: a later fresh machine then keeps every registry whose records still hold, ~330 s saved):
 #   export SUITE_TIMED="<the export above> decode-s22-all decode-s23-nones" SUITE_PREFILL_BASE=bf16 \
 #     SUITE_SKIP="gpu-tests-f16-pdl"
-#   bash bench/gpu_lanes.sh 560 "rungs25" ""   # fresh: the step (~330 s), the conv-pdl and kda-lowrank proofs (~50),
-#                                      # the diagnosis (~63), then decode-s25-conv-pdl (~200 s a pair now)
+#   bash bench/gpu_lanes.sh 560 "rungs26 rungs25" ""   # fresh: the step (~330 s), the shared-first proof (~60), its
+#                                      # base's diagnosis (~63), its swap and captured gate (~40); what is left of
+#                                      # the budget goes to rungs25's proofs
+#   bash bench/gpu_lanes.sh 560 "rungs26 rungs25" ""   # warm: decode-s26-exp-shared (~200 s a pair now), then
+#                                      # decode-s25-conv-pdl (rungs26's diagnosis of the same base serves it)
 #   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # warm: decode-s25-gates-pdl, the timeline
 #   SUITE_SKIP="gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active" \
-#     bash bench/gpu_lanes.sh 560 "rungs23" ""   # warm: decode-s23-pdl, -lowrank, -side (~200 s each: two fit)
-#   If nvidia-h200-x2 is lent: bash bench/gpu_lanes.sh 560 "rungs25" "proofs25 rungs23" (a proof named by both lanes
-#   runs once). The leads for new work are in session 25's README: the router (154 us a token, ~10x its bytes' time)
-#   and the experts (42% of the step).
+#     bash bench/gpu_lanes.sh 560 "rungs23" ""   # if time is left: decode-s23-pdl, -lowrank, -side (~200 s each)
+#   If nvidia-h200-x2 is lent: bash bench/gpu_lanes.sh 560 "rungs26 rungs25" "proofs26 proofs25 rungs23" (a proof
+#   named by both lanes runs once). The leads for new work are in session 25's README: the router (154 us a token,
+#   ~10x its bytes' time) and the experts (42% of the step).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -628,6 +638,13 @@ S25_GATESPDL_REG=$TMP/cuda-s25-gates-pdl.toml
 # lesson is that PDL changes pay together more than apart, so the combination is timed before its parts
 S25_CONVPDL_REG=$TMP/cuda-s25-conv-pdl.toml
 S25_CHAIN_REG=$TMP/cuda-s25-chain.toml
+# session 26's rung (stage rungs26, written after session 25's device time): moe_experts=cupy_rowwarp_pdl_shared over
+# the step now. Session 25's timeline: the router 5.9 us a layer, the experts' gate/up 18 and down 18. The PDL gate/up
+# waits for the router before it copies a row, but the shared expert's rows (1/9 of its bytes) do not depend on the
+# router's ids: its blocks go first and request them before the wait. Forecast from the norm-router-experts chain's
+# side-by-side (perop-expshared-bfloat16.json), on moe_experts (the chain's norm and router in its denominator: an
+# understatement)
+S26_EXPSH_REG=$TMP/cuda-s26-exp-shared.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -907,6 +924,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
+  decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1262,6 +1280,45 @@ proof_conv_pdl() {  # short_conv=triton_pdl (session 25): the contract on CUDA f
   run gpu-tests-conv-pdl 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_triton_short_conv.py --junitxml="$R/gpu-tests-conv-pdl.xml"
 }
+proof_exp_shared() {  # moe_experts=cupy_rowwarp_pdl_shared (session 26): cupy_rowwarp's bits eagerly and from a graph
+  # of three layers, an out-of-range id's NaN, then the norm-router-experts chain timed under cupy_rowwarp_pdl and
+  # this form (its record, $DJ/perop-expshared-bfloat16.json, is the rung's forecast)
+  run gpu-tests-exp-shared 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k shared_first tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-exp-shared.xml"
+}
+# s26_rung: decode-s26-exp-shared over the step now (session 23's, or a rungs25 rung that won), after its proof and
+# record and its captured gate; the base's diagnosis is rungs25's when the base is that stage's (the same registry on
+# this machine), else its own
+s26_rung() {
+  local name=s26-exp-shared base fac
+  base=$(now_reg decode-$name) || return 0
+  fac=$(perop expshared cupy_rowwarp_pdl cupy_rowwarp_pdl_shared)
+  proven_with_factor $name exp-shared "$fac" || return 0
+  rebase $name $base
+  if [ "$base" = "$S23_REG" ] && [ -s $DJ/diag-decode-s25-base.json ] && [ ! -s $DJ/diag-decode-$name.json ]; then
+    cp $DJ/diag-decode-s25-base.json $DJ/diag-decode-$name.json
+    log "decode-$name: its base's diagnosis is diag-decode-s25-base's ($(basename $base) on this machine)"
+  fi
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  if [ "$base" = "$S23_REG" ] && [ -s $DJ/diag-decode-$name.json ] && [ ! -s $DJ/diag-decode-s25-base.json ]; then
+    cp $DJ/diag-decode-$name.json $DJ/diag-decode-s25-base.json  # rungs25's base is this one: diagnosed once
+    log "decode-$name: its diagnosis of $(basename $base) is rungs25's base's too (diag-decode-s25-base.json)"
+  fi
+  fresh_over $S26_EXPSH_REG $base
+  [ -f $S26_EXPSH_REG ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $S26_EXPSH_REG $base \
+      moe_experts=cupy_rowwarp_pdl_shared
+  [ -f $S26_EXPSH_REG ] && python3 bench/registry_selects.py $S26_EXPSH_REG moe_experts=cupy_rowwarp_pdl_shared \
+      > /dev/null || { log "decode-$name: left out (its registry does not select moe_experts=cupy_rowwarp_pdl_shared)"
+      return 0; }
+  captured_gate $name $S26_EXPSH_REG || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $S26_EXPSH_REG --graph A,B $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-$name.json \
+      --expect "moe_experts=$fac" --change "moe_experts=cupy_rowwarp_pdl_shared: the shared expert's gate/up rows \
+requested before the wait for the router, its blocks first (the same bits as cupy_rowwarp), over $(basename $base), graph"
+  return 0
+}
 proof_f16_pdl() {  # linear=triton_pdl on the step's F16 gate GEMVs (session 25): the PDL GEMV's GPU tests - its bits
   # against triton_lastblock at the 48B's shapes and in chains of dependent GEMVs, eager and replayed from CUDA graphs,
   # the 20-GEMV chain timed - and a token's 40 F16 gate GEMVs bit for bit and timed each way in one CUDA graph (its
@@ -1303,7 +1360,7 @@ registry $S23_REG was not made)"
     return 0
   fi
   for n in s25-base s25-chain s25-conv-pdl s25-f16pdl s25-gates-pdl; do rebase $n $S23_REG; done
-  diagnose_base s25-base $S23_REG
+  [ -s $DJ/diag-decode-s25-base.json ] || diagnose_base s25-base $S23_REG  # or rungs26's of the same registry
   if [ -z "$lin" ] || [ -z "$cv" ]; then
     log "decode-s25-chain: left out (it needs both PDL swaps' proofs and records)"
   else  # the two PDL swaps together first (the combination, then its parts)
@@ -2287,6 +2344,14 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
+rungs26)  # session 26's rung over the step now (session 23's, made by swaps: SUITE_TIMED names decode-s23-nones)
+  s22_step rungs26 || continue
+  s23_step || { log "rungs26: no session-23 step ($S23_REG)"; continue; }
+  proof_exp_shared
+  s26_rung
+  ;;
+proofs26)  # that rung's GPU tests alone (the lane beside rungs26)
+  proof_exp_shared ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
   # rungs25
   proof_f16_pdl

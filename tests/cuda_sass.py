@@ -77,13 +77,17 @@ class Function:
 
     def loads_before_wait(self) -> list[Instruction]:
         """The read-only loads some path from the kernel's entry reaches without passing the wait."""
+        return self.before_wait(lambda ins: ins.read_only_load)
+
+    def before_wait(self, test) -> list[Instruction]:
+        """The instructions passing `test` that some path from the kernel's entry reaches without passing the wait."""
         seen, stack, found = set(), [0] if self.instructions else [], []
         while stack:
             i = stack.pop()
             if i in seen:
                 continue
             seen.add(i)
-            if self.instructions[i].read_only_load:
+            if test(self.instructions[i]):
                 found.append(self.instructions[i])
             stack.extend(self.successors(i))
         return sorted(found, key=lambda ins: ins.address)

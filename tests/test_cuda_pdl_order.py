@@ -24,7 +24,7 @@ PDL_SOURCES = sorted(p for p in KERNEL_DIR.glob("*.cu") if "pdl_wait();" in p.re
 #: the PDL kernels as of session 21: the check must see each (a listing it failed to read would pass vacuously)
 KNOWN = {
     "linear_rowwarp.cu": {"linear_q4_k_rowwarppdl_bf16", "linear_q4_k_rowcppdl_bf16"},
-    "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_gateupcppdl_bf16"},
+    "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_gateupcppdl_bf16", "moe_q4_k_gateupcppdlsh_bf16"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
 }
 
@@ -120,3 +120,15 @@ def test_an_unconditional_branch_past_the_load_and_a_conditional_exit():
              "        /*0040*/                   LDG.E.CONSTANT R2, desc[UR4][R2.64] ;\n"
              "        /*0050*/                   EXIT ;\n")
     assert fn.loads_before_wait() == []  # the first load is dead code, the second is after the wait
+
+
+def test_the_shared_first_gate_up_requests_the_shared_experts_rows_before_its_wait(tmp_path):
+    """moe_experts=cupy_rowwarp_pdl_shared's gate/up: the shared expert's blocks copy their weight rows (cp.async:
+    LDGSTS) before griddepcontrol.wait, so those bytes stream while the router runs - the form's whole point, which a
+    compiler that sank the copies below the wait would undo without changing a bit. The plain PDL form copies nothing
+    before its wait (its rows depend on the router's ids)."""
+    functions = listing(KERNEL_DIR / "moe_rowwarp.cu", tmp_path)
+    copies = lambda fn: fn.before_wait(lambda ins: ins.opcode.startswith("LDGSTS"))  # noqa: E731
+    for dt in ("f32", "bf16", "f16"):
+        assert copies(functions[f"moe_q4_k_gateupcppdlsh_{dt}"]), f"moe_q4_k_gateupcppdlsh_{dt}: no copy before the wait"
+        assert not copies(functions[f"moe_q4_k_gateupcppdl_{dt}"]), f"moe_q4_k_gateupcppdl_{dt} copies before its wait"

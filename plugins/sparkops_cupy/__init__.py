@@ -100,6 +100,10 @@ IMPLEMENTATIONS = [
     ("moe_experts", "cupy_rowwarp_pdl", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl",
      bit_identical(to="cupy_rowwarp"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the PDL pair with the shared expert's gate/up rows requested before the wait for the router: same bits
+    ("moe_experts", "cupy_rowwarp_pdl_shared", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_shared",
+     bit_identical(to="cupy_rowwarp"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the same with gate/up in packed half2 (fp16 activations and partial sums): the bf16 row
     ("moe_experts", "cupy_rowhalf", "sparkops_cupy.moe_experts:moe_experts_rowhalf", tolerance("bf16"),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
@@ -119,7 +123,7 @@ POLICIES = {
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
-                                                  "cupy_rowhalf", "cupy_mma")},
+                                                  "cupy_rowwarp_pdl_shared", "cupy_rowhalf", "cupy_mma")},
 }
 
 

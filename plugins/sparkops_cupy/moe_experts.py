@@ -210,11 +210,12 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
                           lambda a: _launch_rowwarp(a, gateup="staged"))
 
 
-def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False) -> None:
+def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
-    loads before it waits)."""
+    loads before it waits). `shared_first` (with `pdl`): gate/up's first blocks take the shared expert's rows and copy
+    them before the wait (kernels/moe_rowwarp.cu's SHARED_FIRST)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -230,7 +231,10 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False) 
     if pdl and (gateup != "copy" or ROWWARP_DOWN != "warp"):
         raise BadInput(f"moe_experts: programmatic dependent launch is written for gate/up 'copy' with down 'warp', "
                        f"not {gateup!r} / {ROWWARP_DOWN!r}")
-    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup] + ("pdl" if pdl else "")
+    if shared_first and not pdl:
+        raise BadInput("moe_experts: the shared-first gate/up is written for programmatic dependent launch (pdl=True)")
+    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup] + ("pdl" if pdl else "") \
+        + ("sh" if shared_first else "")
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
               ((rows + 7) // 8,), (256 if gateup == "staged" else 128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
@@ -251,6 +255,16 @@ def moe_experts_rowwarp_pdl(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up,
     overlap gate/up. The same bits as cupy_rowwarp; every other call by its stated policy."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="copy", pdl=True))
+
+
+def moe_experts_rowwarp_pdl_shared(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_shared": cupy_rowwarp_pdl with the shared expert's gate/up rows requested
+    before the wait for the router. Those rows do not depend on the router's ids, so their bytes (1/9 of a 48B layer's
+    gate/up) stream while the router runs: session 25's timeline had the router at ~6 us a layer, its expert kernels at
+    ~36. The grid's first blocks take them (blocks start in index order); each row's sum is unchanged, so the claim is
+    bit-identity to cupy_rowwarp. Every other call by the stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, shared_first=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

@@ -348,6 +348,72 @@ def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan():
 
 
 @pytest.mark.gpu
+def test_gpu_pdl_shared_first_experts_after_the_router_give_cupy_rowwarp_s_bits():
+    """moe_experts=cupy_rowwarp_pdl_shared against cupy_rowwarp: eagerly, then three layers of the step's chain - the
+    triggering norm, the PDL router (24 experts stored, top-8), the experts - replayed from one graph with a new
+    residual and new inputs, the outputs NaN before every replay, against the same chain launched plainly. The shared
+    expert's blocks copy their rows before they wait for the router; every other read waits: a block that read the
+    router's ids or the norm's output early gives the replay before's routing, or NaN."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    pytest.importorskip("triton")
+    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
+
+    from sparkops_cupy import moe_router as cmr
+    from sparkops_cupy.moe_experts import moe_experts_rowwarp, moe_experts_rowwarp_pdl_shared
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(13, dev)
+    want = moe_experts_rowwarp(x, weights, ids, **w)
+    got = moe_experts_rowwarp_pdl_shared(x, weights, ids, **w)
+    torch.cuda.synchronize()
+    assert torch.isfinite(want.float()).all() and torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+    g = torch.Generator().manual_seed(14)
+    d, e = 2304, 24
+    route = dict(top_k=8, n_group=1, topk_group=1, scale=2.446, renorm_eps=1e-20)
+    routers = [(torch.randn(e, d, generator=g) * d ** -0.5).to(dev) for _ in range(3)]  # [E, D] each
+    biases = [(torch.randn(e, generator=g) * 0.1).to(dev) for _ in range(3)]
+    ys = [torch.empty(1, d, dtype=torch.bfloat16, device=dev) for _ in range(3)]
+    resid = torch.empty(1, d, dtype=torch.bfloat16, device=dev)
+    gain = torch.randn(d, generator=g).to(dev)
+
+    def refresh() -> None:
+        resid.copy_(torch.randn(1, d, generator=g))
+        for y in ys:
+            y.copy_(torch.randn(1, d, generator=g))
+
+    def layers(pdl: bool) -> list[torch.Tensor]:
+        norm = add_rmsnorm_trigger if pdl else add_rmsnorm
+        router = cmr.moe_router_rowwarp_pdl if pdl else cmr.moe_router_rowwarp
+        experts = moe_experts_rowwarp_pdl_shared if pdl else moe_experts_rowwarp
+        outs, h = [], resid
+        for y, rw, rb in zip(ys, routers, biases):
+            f, h = norm(y, h, gain, 1e-5)
+            wts, idx = router(f, rw, rb, **route)
+            outs.append(experts(f, wts, idx, **w))
+        return outs
+
+    _replays_match(lambda: layers(True), lambda: layers(False), refresh, replays=4)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_shared_first_an_expert_id_out_of_range_gives_nan():
+    """The shared-first gate/up's shared blocks never read the routing; its routed blocks still do: an expert id
+    outside [0, E) must poison the token's output as cupy_rowwarp's does."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy.moe_experts import moe_experts_rowwarp_pdl_shared
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(15, dev)
+    for bad in (-1, 24):
+        wrong = ids.clone()
+        wrong[0, 5] = bad
+        got = moe_experts_rowwarp_pdl_shared(x, weights, wrong, **w)
+        torch.cuda.synchronize()
+        assert torch.isnan(got.float()).all(), f"expert id {bad}"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_gpu_pdl_router_after_a_triggering_norm_gives_cupy_rowwarp_s_bits(dtype):
     """moe_router=cupy_rowwarp_pdl against cupy_rowwarp at the 48B's router (2304 x 256 float32, top-8): eagerly, then

@@ -333,6 +333,55 @@ def test_router_pdl_pairs_side_by_side():
           f"({'faster' if pdl < plain else 'NOT faster'}: {pdl * 1e6:.2f} against {plain * 1e6:.2f} us)")
 
 
+def test_experts_shared_first_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_shared: the 48B's MoE layer as the step chains it -
+    the triggering norm (add_rmsnorm=triton_pdl), the PDL router (2304 x 256 float32, top-8; a router weight per MoE
+    layer, so that they do not live in the L2), then the experts (Q4_K, 256 of them, the shared one) - under
+    cupy_rowwarp_pdl and under the shared-first form, on the same argument sets in one CUDA graph each; recorded as
+    perop-expshared-bfloat16.json (per token, x the MoE layers). The form exists for the overlap with the router, so
+    the experts are not timed alone: the chain's norm and router sit in both figures, which understates the experts'
+    own gain in the forecast. Asserted: each was captured; which is faster is printed, not asserted."""
+    pytest.importorskip("triton")
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.config import load_preset
+    from sparkops_cupy import moe_router as cmr
+    from sparkops_cupy._workloads import Workload, moe_workload
+    from sparkops_triton.add_rmsnorm import add_rmsnorm_trigger
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
+    d, e = cfg.hidden_size, cfg.n_experts
+    g = torch.Generator().manual_seed(26)
+    routers = [((torch.randn(e, d, generator=g) * d ** -0.5).to("cuda"), (torch.randn(e, generator=g) * 0.1).to("cuda"))
+               for _ in range(layers)]  # [E, D], [E]: 61 MB together, past the L2
+    resid = torch.randn(1, d, generator=g).to("cuda", torch.bfloat16)
+    gain = torch.randn(d, generator=g).to("cuda")
+    route = dict(top_k=cfg.n_experts_per_token, n_group=cfg.n_group, topk_group=cfg.topk_group,
+                 scale=cfg.routed_scaling_factor, renorm_eps=cfg.router_renorm_eps)
+    cat = load_catalog()
+
+    def chain(name):
+        experts, at = cat.get("moe_experts", name).resolve(), [0]
+
+        def call(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):  # the set's routing is not used
+            rw, rb = routers[at[0] % layers]
+            at[0] += 1
+            f, _ = add_rmsnorm_trigger(x, resid, gain, cfg.rms_norm_eps)
+            wts, idx = cmr.moe_router_rowwarp_pdl(f, rw, rb, **route)
+            return experts(f, wts, idx, w_gate, w_up, w_down, s_gate, s_up, s_down)
+        return call
+
+    base = moe_workload(cfg, Q.Q4_K, torch.bfloat16)
+    w = Workload(base.op, base.label + ", after its norm and router", base.build)
+    names = ("cupy_rowwarp_pdl", "cupy_rowwarp_pdl_shared")
+    times = _per_layer(w, {n: chain(n) for n in names}, 26, layers, "expshared-bfloat16")
+    assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
+    plain, shared = (times[n].seconds for n in names)
+    print(f"shared-first against cupy_rowwarp_pdl, the chain a layer: x{plain / shared:.3f} "
+          f"({'faster' if shared < plain else 'NOT faster'}: {shared * 1e6:.2f} against {plain * 1e6:.2f} us)")
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

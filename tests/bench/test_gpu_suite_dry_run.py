@@ -58,7 +58,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "attndeep": "test_attention_deep_side_by_side",
            "kdalowrank": ("test_triton_kda_lowrank_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
            "f16pdl": ("test_triton_linear.py", "test_gpu_pdl_f16_gate_gemvs_side_by_side"),
-           "convpdl": ("test_triton_short_conv.py", "test_gpu_pdl_form_bits_replayed_and_timed_beside_the_plain_one")}
+           "convpdl": ("test_triton_short_conv.py", "test_gpu_pdl_form_bits_replayed_and_timed_beside_the_plain_one"),
+           "expshared": "test_experts_shared_first_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2310,3 +2311,76 @@ def test_carried_registries_are_restored_on_a_fresh_machine_checked_and_packed_a
     log2, _ = _lanes(tmp_path, "", "", extra_env=env)
     assert log2.count("registries restored from") == 1  # the first call's line (the log is the machine's)
     assert (machine / "cuda-s23-nones.toml").read_text() == "# made here since\n"
+
+
+
+def _s26_record(tmp_path) -> str:
+    """STUB_PEROP for rungs26's record: the norm-router-experts chain under cupy_rowwarp_pdl (50 us a layer's worth a
+    token: 1300) and the shared-first form (1250): x1.040."""
+    return _records(tmp_path, expshared={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_shared": 1250e-6})
+
+
+@pytest.mark.parametrize("with_s25", [False, True])
+def test_rungs26_times_the_shared_first_experts_over_session_23s_step_after_its_proof_and_captured_gate(tmp_path,
+                                                                                                        with_s25):
+    """Stage rungs26: session 23's step made by swaps, the shared-first experts' GPU tests (-k shared_first, which
+    selects its side-by-side: the record), the swap over the step, the captured gate, then the pair forecast from the
+    record on moe_experts. Its base's diagnosis is rungs25's when that stage made one of the same registry on this
+    machine, else its own."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": " ".join([_s26_record(tmp_path)] + ([_s25_records(tmp_path)] if with_s25 else [])),
+           "STUB_NO_WIN": " ".join(f"cuda-{n}.toml" for n in S25)}  # session 23's step stays the step now
+    log, calls = _lanes(tmp_path, ("rungs25 " if with_s25 else "") + "rungs26", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s23, reg = machine / "cuda-s23-nones.toml", machine / "cuda-s26-exp-shared.toml"
+    assert "] gpu-tests-exp-shared (limit" in log and "-k shared_first" in log, log[-3000:]
+    assert any(c.startswith("swap moe_experts=cupy_rowwarp_pdl_shared") and f"{reg}.new" in c for c in calls)
+    assert any(c.startswith("check --model") and f"--registry {reg} " in c and "--captured" in c for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert len(decodes) == 1 and f"--registry {s23} " in decodes[0], decodes
+    assert "--changes moe_experts " in decodes[0] and "--expect moe_experts=1.040" in decodes[0]
+    assert f"--prediction {machine}/suite-diag/diag-decode-s26-exp-shared.json" in decodes[0]
+    own = [c for c in calls if c.startswith("diagnose") and "diag-decode-s26-exp-shared.json" in c]
+    assert len(own) == (0 if with_s25 else 1), own
+    if with_s25:
+        assert "decode-s26-exp-shared: its base's diagnosis is diag-decode-s25-base's" in log
+
+
+def test_rungs26_leaves_its_rung_out_without_the_record_and_makes_nothing_of_it(tmp_path):
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs26", "", extra_env=env)
+    assert "decode-s26-exp-shared: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any("cupy_rowwarp_pdl_shared" in c for c in calls)
+    assert not (tmp_path / "machine" / "cuda-s26-exp-shared.toml").exists()
+
+
+def test_proofs26_runs_the_proof_alone_and_a_rungs26_call_after_it_takes_its_verdict(tmp_path):
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s26_record(tmp_path)}
+    log, calls = _suite(tmp_path, "proofs26", extra_env=env)
+    assert "] gpu-tests-exp-shared (limit" in log and "unknown stage" not in log
+    assert (tmp_path / "machine" / "suite-diag" / "perop-expshared-bfloat16.json").exists()
+    assert not any(c.startswith(("synth", "swap", "bench", "diagnose")) for c in calls)
+
+
+def test_rungs26_goes_over_a_rungs25_rung_that_won_with_its_own_diagnosis(tmp_path):
+    """A rungs25 rung that won is the step now: rungs26's pair is over it (the chain, the first of NOW_RUNGS's rungs25
+    entries), with a diagnosis of that registry, not rungs25's of session 23's step."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": " ".join([_s26_record(tmp_path), _s25_records(tmp_path)])}
+    log, calls = _lanes(tmp_path, "rungs25 rungs26", "", extra_env=env)
+    machine = tmp_path / "machine"
+    decodes = [c for c in calls if c.startswith("bench decode") and "cuda-s26-exp-shared.toml" in c]
+    assert len(decodes) == 1 and f"--registry {machine / 'cuda-s25-chain.toml'} " in decodes[0], decodes
+    assert sum(c.startswith("diagnose") and "diag-decode-s26-exp-shared.json" in c for c in calls) == 1
+
+
+def test_rungs26_then_rungs25_diagnose_session_23s_step_once(tmp_path):
+    """rungs26 first (the next session's order): its diagnosis of session 23's step serves rungs25's rungs too."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": " ".join([_s26_record(tmp_path), _s25_records(tmp_path)]),
+           "STUB_NO_WIN": "cuda-s26-exp-shared.toml"}
+    log, calls = _lanes(tmp_path, "rungs26 rungs25", "", extra_env=env)
+    assert sum(c.startswith("diagnose") for c in calls) == 1, [c for c in calls if c.startswith("diagnose")]
+    assert "is rungs25's base's too (diag-decode-s25-base.json)" in log
+    assert sum(c.startswith("bench decode") and "--prediction" in c and "diag-decode-s25-base.json" in c
+               for c in calls) == 4

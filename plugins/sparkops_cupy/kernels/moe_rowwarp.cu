@@ -70,6 +70,20 @@ struct GuRows {
     bool bad;
 };
 
+// `here` gate rows from g and as many up rows from u, copied into shared memory at sw (the up rows 8 rows further) with
+// cp.async, committed and not waited on: the copy forms' loads, shared by the routed and the shared expert's blocks
+__device__ __forceinline__ void gu_copy_range(const u8* g, const u8* u, int here, i64 row_bytes, u8* sw) {
+    const int n16 = (int)(here * row_bytes / 16);
+    const u32 dst = smem_addr(sw);
+    const u32 dst_up = dst + (u32)(8 * row_bytes);
+    for (int c = threadIdx.x; c < 2 * n16; c += blockDim.x) {
+        const bool second = c >= n16;
+        const int cc = second ? c - n16 : c;
+        cp_async16((second ? dst_up : dst) + 16 * cc, (second ? u : g) + 16 * (i64)cc, 16);
+    }
+    cp_async_commit();
+}
+
 __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
                                                const u8* __restrict__ w_up, i64 row_bytes, int F,
                                                const u8* __restrict__ s_gate, const u8* __restrict__ s_up, int Fs,
@@ -88,15 +102,7 @@ __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int 
         g = s_gate + (r0 - (i64)K * F) * row_bytes;
         u = s_up + (r0 - (i64)K * F) * row_bytes;
     }
-    const int n16 = (int)(here * row_bytes / 16);
-    const u32 dst = smem_addr(sw);
-    const u32 dst_up = dst + (u32)(8 * row_bytes);
-    for (int c = threadIdx.x; c < 2 * n16; c += blockDim.x) {
-        const bool second = c >= n16;
-        const int cc = second ? c - n16 : c;
-        cp_async16((second ? dst_up : dst) + 16 * cc, (second ? u : g) + 16 * (i64)cc, 16);
-    }
-    cp_async_commit();
+    gu_copy_range(g, u, here, row_bytes, sw);
     return {here, bad};
 }
 
@@ -107,7 +113,12 @@ __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int 
 // PDL (the "copy+pdl" gate/up of cupy_rowwarp_pdl; session 16, proven in session 17): launched with programmatic
 // dependent launch, it waits for the kernel before it (the router: ids) first, then lets the down kernel be scheduled,
 // so that the down kernel's weight loads overlap this kernel. The same sums: the same bits.
-template <int DT, bool PDL = false>
+// SHARED_FIRST (with PDL: "copy+pdl+shared", implementation cupy_rowwarp_pdl_shared, written after GPU session 25):
+// the grid's first ceil(Fs / 8) blocks take the shared expert's rows and the others the routed rows in order, and the
+// shared expert's blocks copy their weight rows before the wait. Those rows do not depend on the router's ids, so
+// their bytes (1/9 of a 48B layer's gate/up) stream while the router runs (~6 us a layer in session 25's timeline);
+// blocks are scheduled in index order, so they are the ones resident then. Each row's sum is the same: the same bits.
+template <int DT, bool PDL = false, bool SHARED_FIRST = false>
 __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
@@ -117,12 +128,22 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
     float* ssum = mr_smem + D;
     u8* sw = (u8*)(ssum + (D >> 4));
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
-    const i64 r0 = (i64)blockIdx.x * 8;
+    const i64 routed = (i64)K * F, nsh = ((i64)Fs + 7) / 8;  // rows before the shared expert's; its blocks
+    const i64 r0 = !SHARED_FIRST ? (i64)blockIdx.x * 8
+                   : (i64)blockIdx.x < nsh ? routed + (i64)blockIdx.x * 8 : ((i64)blockIdx.x - nsh) * 8;
+    GuRows b;
     if (PDL) {
+        const bool early = SHARED_FIRST && r0 >= routed;  // the shared expert's rows: no ids needed
+        if (early) {
+            b = {(int)min((i64)8, routed + Fs - r0), false};
+            gu_copy_range(s_gate + (r0 - routed) * row_bytes, s_up + (r0 - routed) * row_bytes, b.here, row_bytes, sw);
+        }
         pdl_wait();  // ids and x: the router's and the norm's outputs
         pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
+        if (!early) b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
+    } else {
+        b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
     }
-    const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
     const int here = b.here;
     const bool bad = b.bad;
     ro_stage<DT, !PDL>(x, D, sx, ssum);
@@ -428,6 +449,30 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcppdl_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_cp_q4_k<DT_F16, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcppdlsh_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_F32, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcppdlsh_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_BF16, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupcppdlsh_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_cp_q4_k<DT_F16, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
 
 // budget: stack 0, spills 0
