@@ -331,20 +331,58 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
 
 
 @pytest.mark.gpu
-def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan():
+@pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl", "moe_experts_rowwarp_pdl_shared"],
+                         ids=["pdl", "pdl_shared_first"])
+def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
-    output (as cupy_rowwarp's does), not read past the stacked weights."""
+    output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
+    read the routing; its routed blocks still do."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-    from sparkops_cupy.moe_experts import moe_experts_rowwarp_pdl
+    from sparkops_cupy import moe_experts as cme
 
     dev = torch.device("cuda", torch.cuda.current_device())
     x, weights, ids, w = _moe_48b(10, dev)
     for bad in (-1, 24):
         wrong = ids.clone()
         wrong[0, 3] = bad
-        got = moe_experts_rowwarp_pdl(x, weights, wrong, **w)
+        got = getattr(cme, impl)(x, weights, wrong, **w)
         torch.cuda.synchronize()
         assert torch.isnan(got.float()).all(), f"expert id {bad}"
+
+
+class _NormRouterLayers:
+    """Three layers of the step's norm-and-router pairs at the 48B's width (E experts, top-8, float32 router weights):
+    calling it with pdl=True runs add_rmsnorm=triton_pdl and moe_router=cupy_rowwarp_pdl, with pdl=False add_rmsnorm=
+    triton and cupy_rowwarp, and gives each layer's (normed input, (weights, ids)); refresh() draws a new residual and
+    new layer inputs."""
+
+    def __init__(self, dev: torch.device, seed: int, e: int, dtype: torch.dtype):
+        self.g, self.d = torch.Generator().manual_seed(seed), 2304
+        d, g = self.d, self.g
+        self.route = dict(top_k=8, n_group=1, topk_group=1, scale=2.446, renorm_eps=1e-20)
+        self.routers = [(torch.randn(e, d, generator=g) * d ** -0.5).to(dev) for _ in range(3)]  # [E, D] each
+        self.biases = [(torch.randn(e, generator=g) * 0.1).to(dev) for _ in range(3)]
+        self.ys = [torch.empty(1, d, dtype=dtype, device=dev) for _ in range(3)]
+        self.resid = torch.empty(1, d, dtype=dtype, device=dev)
+        self.gain = torch.randn(d, generator=g).to(dev)
+
+    def refresh(self) -> None:
+        self.resid.copy_(torch.randn(1, self.d, generator=self.g))
+        for y in self.ys:
+            y.copy_(torch.randn(1, self.d, generator=self.g))
+
+    def __call__(self, pdl: bool) -> list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]]:
+        from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
+
+        from sparkops_cupy import moe_router as cmr
+
+        norm = add_rmsnorm_trigger if pdl else add_rmsnorm
+        router = cmr.moe_router_rowwarp_pdl if pdl else cmr.moe_router_rowwarp
+        out, h = [], self.resid
+        for y, w, b in zip(self.ys, self.routers, self.biases):
+            f, h = norm(y, h, self.gain, 1e-5)
+            out.append((f, router(f, w, b, **self.route)))
+        return out
 
 
 @pytest.mark.gpu
@@ -356,9 +394,6 @@ def test_gpu_pdl_shared_first_experts_after_the_router_give_cupy_rowwarp_s_bits(
     router's ids or the norm's output early gives the replay before's routing, or NaN."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     pytest.importorskip("triton")
-    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
-
-    from sparkops_cupy import moe_router as cmr
     from sparkops_cupy.moe_experts import moe_experts_rowwarp, moe_experts_rowwarp_pdl_shared
 
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -368,49 +403,13 @@ def test_gpu_pdl_shared_first_experts_after_the_router_give_cupy_rowwarp_s_bits(
     torch.cuda.synchronize()
     assert torch.isfinite(want.float()).all() and torch.equal(got.view(torch.int16), want.view(torch.int16))
 
-    g = torch.Generator().manual_seed(14)
-    d, e = 2304, 24
-    route = dict(top_k=8, n_group=1, topk_group=1, scale=2.446, renorm_eps=1e-20)
-    routers = [(torch.randn(e, d, generator=g) * d ** -0.5).to(dev) for _ in range(3)]  # [E, D] each
-    biases = [(torch.randn(e, generator=g) * 0.1).to(dev) for _ in range(3)]
-    ys = [torch.empty(1, d, dtype=torch.bfloat16, device=dev) for _ in range(3)]
-    resid = torch.empty(1, d, dtype=torch.bfloat16, device=dev)
-    gain = torch.randn(d, generator=g).to(dev)
-
-    def refresh() -> None:
-        resid.copy_(torch.randn(1, d, generator=g))
-        for y in ys:
-            y.copy_(torch.randn(1, d, generator=g))
+    chain = _NormRouterLayers(dev, 14, 24, torch.bfloat16)
 
     def layers(pdl: bool) -> list[torch.Tensor]:
-        norm = add_rmsnorm_trigger if pdl else add_rmsnorm
-        router = cmr.moe_router_rowwarp_pdl if pdl else cmr.moe_router_rowwarp
         experts = moe_experts_rowwarp_pdl_shared if pdl else moe_experts_rowwarp
-        outs, h = [], resid
-        for y, rw, rb in zip(ys, routers, biases):
-            f, h = norm(y, h, gain, 1e-5)
-            wts, idx = router(f, rw, rb, **route)
-            outs.append(experts(f, wts, idx, **w))
-        return outs
+        return [experts(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
 
-    _replays_match(lambda: layers(True), lambda: layers(False), refresh, replays=4)
-
-
-@pytest.mark.gpu
-def test_gpu_pdl_shared_first_an_expert_id_out_of_range_gives_nan():
-    """The shared-first gate/up's shared blocks never read the routing; its routed blocks still do: an expert id
-    outside [0, E) must poison the token's output as cupy_rowwarp's does."""
-    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-    from sparkops_cupy.moe_experts import moe_experts_rowwarp_pdl_shared
-
-    dev = torch.device("cuda", torch.cuda.current_device())
-    x, weights, ids, w = _moe_48b(15, dev)
-    for bad in (-1, 24):
-        wrong = ids.clone()
-        wrong[0, 5] = bad
-        got = moe_experts_rowwarp_pdl_shared(x, weights, wrong, **w)
-        torch.cuda.synchronize()
-        assert torch.isnan(got.float()).all(), f"expert id {bad}"
+    _replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
 
 
 @pytest.mark.gpu
@@ -421,40 +420,20 @@ def test_gpu_pdl_router_after_a_triggering_norm_gives_cupy_rowwarp_s_bits(dtype)
     requests its weight rows, then waits) replayed from one graph with a new residual, weights NaN and ids -1 before
     every replay: a router that read x before its norm ended routes the replay before's token or NaN."""
     pytest.importorskip("triton")
-    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
-
     from sparkops_cupy import moe_router as cmr
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    g = torch.Generator().manual_seed(12)
-    d, e = 2304, 256
-    route = dict(top_k=8, n_group=1, topk_group=1, scale=2.446, renorm_eps=1e-20)
-    routers = [(torch.randn(e, d, generator=g) * d ** -0.5).to(dev) for _ in range(3)]  # [E, D] each
-    biases = [(torch.randn(e, generator=g) * 0.1).to(dev) for _ in range(3)]
-    x = torch.randn(1, d, generator=g).to(dev, dtype)
-    want = cmr.moe_router_rowwarp(x, routers[0], biases[0], **route)
-    got = cmr.moe_router_rowwarp_pdl(x, routers[0], biases[0], **route)
+    chain = _NormRouterLayers(dev, 12, 256, dtype)
+    x = torch.randn(1, chain.d, generator=chain.g).to(dev, dtype)
+    want = cmr.moe_router_rowwarp(x, chain.routers[0], chain.biases[0], **chain.route)
+    got = cmr.moe_router_rowwarp_pdl(x, chain.routers[0], chain.biases[0], **chain.route)
     torch.cuda.synchronize()
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
-    ys = [torch.empty(1, d, dtype=dtype, device=dev) for _ in range(3)]
-    resid = torch.empty(1, d, dtype=dtype, device=dev)
-    gain = torch.randn(d, generator=g).to(dev)
-
-    def refresh() -> None:
-        resid.copy_(torch.randn(1, d, generator=g))
-        for y in ys:
-            y.copy_(torch.randn(1, d, generator=g))
-
     def layers(pdl: bool) -> list[torch.Tensor]:
-        norm = add_rmsnorm_trigger if pdl else add_rmsnorm
-        router = cmr.moe_router_rowwarp_pdl if pdl else cmr.moe_router_rowwarp
-        outs, h = [], resid
-        for y, w, b in zip(ys, routers, biases):
-            f, h = norm(y, h, gain, 1e-5)
-            outs += router(f, w, b, **route)
-        return outs
+        return [o for _, routed in chain(pdl) for o in routed]
 
+    refresh = chain.refresh
     refresh()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

@@ -72,23 +72,13 @@ class Implementation:
     def resolve(self) -> Callable[..., Any]:
         """The callable itself (imports "module:attr" on first use)."""
         if self._resolved is None:
-            if callable(self.fn):
-                self._resolved = self.fn
-            else:
-                module, _, attr = str(self.fn).partition(":")
-                self._resolved = getattr(importlib.import_module(module), attr)
+            self._resolved = _callable(self.fn)
         return self._resolved
 
     def resolve_policy(self) -> Callable[..., str | None] | None:
         """The stated policy's function (imports "module:attr" on first use); None where every call runs here."""
-        if self.policy is None:
-            return None
-        if self._resolved_policy is None:
-            if callable(self.policy):
-                self._resolved_policy = self.policy
-            else:
-                module, _, attr = str(self.policy).partition(":")
-                self._resolved_policy = getattr(importlib.import_module(module), attr)
+        if self.policy is not None and self._resolved_policy is None:
+            self._resolved_policy = _callable(self.policy)
         return self._resolved_policy
 
     def where(self) -> str:
@@ -113,6 +103,14 @@ class Implementation:
         base = Path(src).parent if src else Path.cwd()
         files += [p if p.is_absolute() else base / p for p in map(Path, self.sources)]
         return files
+
+
+def _callable(spec: Callable[..., Any] | str) -> Callable[..., Any]:
+    """A callable given as itself or as "module:attr" (imported now)."""
+    if callable(spec):
+        return spec
+    module, _, attr = str(spec).partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def _short(path: str | None) -> str:

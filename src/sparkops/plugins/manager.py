@@ -103,21 +103,11 @@ def _registrar(info: PluginInfo, by_op: dict[str, dict[str, Implementation]]) ->
                                   plugin=info.name, unavailable=unavailable, sources=tuple(sources), doc=doc,
                                   policy=policy)
             if impl.available or callable(fn):
-                try:
-                    resolved = impl.resolve()
-                except Exception as exc:  # noqa: BLE001
-                    raise ContractMismatch(f"{where}: cannot import {fn!r}: {exc}") from exc
-                why = signature_mismatch(contract, resolved)
-                if why:
-                    raise ContractMismatch(f"{where}: signature does not match the contract: {why}")
+                _takes_the_op(contract, impl.resolve, f"{where}: cannot import {fn!r}",
+                              f"{where}: signature does not match the contract")
                 if policy is not None:
-                    try:
-                        stated = impl.resolve_policy()
-                    except Exception as exc:  # noqa: BLE001
-                        raise ContractMismatch(f"{where}: cannot import its policy {policy!r}: {exc}") from exc
-                    why = signature_mismatch(contract, stated)
-                    if why:
-                        raise ContractMismatch(f"{where}: its policy takes other arguments than the op: {why}")
+                    _takes_the_op(contract, impl.resolve_policy, f"{where}: cannot import its policy {policy!r}",
+                                  f"{where}: its policy takes other arguments than the op")
             existing = by_op.setdefault(op, {}).get(name)
             if existing is not None:
                 raise ContractMismatch(f"{where}: the name is already taken by plugin '{existing.plugin}'")
@@ -128,6 +118,18 @@ def _registrar(info: PluginInfo, by_op: dict[str, dict[str, Implementation]]) ->
         info.implementations.append(impl)
 
     return register
+
+
+def _takes_the_op(contract, resolve: Callable[[], Any], cannot_import: str, mismatch: str) -> None:
+    """Raise ContractMismatch unless `resolve()` imports a function with the op's parameters (each message ends with
+    why)."""
+    try:
+        fn = resolve()
+    except Exception as exc:  # noqa: BLE001
+        raise ContractMismatch(f"{cannot_import}: {exc}") from exc
+    why = signature_mismatch(contract, fn)
+    if why:
+        raise ContractMismatch(f"{mismatch}: {why}")
 
 
 def _entry_points() -> list[EntryPoint]:
