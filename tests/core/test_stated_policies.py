@@ -138,3 +138,27 @@ def test_the_cupy_router_says_when_it_passes_a_call():
     assert rowwarp_passes(torch.randn(1, 64), **args) is None
     assert f"{ROUTER_MAX_T + 1} tokens" in rowwarp_passes(torch.randn(ROUTER_MAX_T + 1, 64), **args)
     assert rowwarp_passes(torch.randn(1, 64), **dict(args, weight=torch.randn(32, 64).half())).startswith("torch")
+
+
+def test_plan_names_the_stated_policies_of_what_it_runs(tmp_path, monkeypatch, capsys):
+    """`sparkops plan` lists, beside what runs, the implementations with a stated policy (text and --json), so that a
+    registry's reader knows which calls it may hand on before any bench counts them."""
+    import json
+
+    from sparkops.cli import main, plan_cmd
+
+    catalog = load_catalog(extra=[("shortplug", _plugin(policy=short_only))])
+    monkeypatch.setattr(plan_cmd, "load_catalog", lambda: catalog)
+    monkeypatch.setattr(plan_cmd, "make_plan", lambda reg, cat, dev: make_plan(reg, cat, dev, verify_checks=False))
+    path = tmp_path / "registry.toml"
+    path.write_text((REPO / "registry.toml").read_text())
+    reg = Registry.load(path)
+    reg.set("swiglu", "cpu", "short")
+    reg.save()
+    assert main(["plan", "--device", "cpu", "--registry", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ops"]["swiglu"]["policies"] == {"swiglu=short": f"{__name__}:short_only"}
+    assert doc["ops"]["rmsnorm"]["policies"] == {}
+    assert main(["plan", "--device", "cpu", "--registry", str(path)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "stated policies" in text and f"swiglu=short ({__name__}:short_only)" in text

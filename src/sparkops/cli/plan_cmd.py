@@ -32,7 +32,7 @@ def run(args) -> int:
                  "by_type": {t: i.key for t, i in e.by_type.items()}, "reason": e.reason,
                  "fallback_taken": e.fallback_taken, "round_trip": e.round_trip, "check": e.check,
                  "error": e.error, "others": dict(e.others),
-                 "policies": {i.key: str(i.policy) for i in _running(e) if i.policy is not None}}
+                 "policies": {i.key: i.policy_name for i in _running(e) if i.policy is not None}}
             for op, e in plan.entries.items()}})
         return 0 if plan.ok else 1
     table = Table(title=f"plan for {plan.device} from {plan.registry}")
@@ -53,7 +53,7 @@ def run(args) -> int:
     stated = [i for e in plan.entries.values() for i in _running(e) if i.policy is not None]
     if stated:
         console.print("[yellow]stated policies[/] (some calls run other code; bench, diagnose and generate count "
-                      "and show them): " + ", ".join(f"{i.key} ({i.policy})" for i in stated))
+                      "and show them): " + ", ".join(f"{i.key} ({i.policy_name})" for i in stated))
     if plan.fallbacks:
         console.print(f"[yellow]fallbacks taken:[/] {', '.join(plan.fallbacks)}")
     if plan.round_trips:

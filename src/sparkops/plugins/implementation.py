@@ -81,6 +81,13 @@ class Implementation:
             self._resolved_policy = _callable(self.policy)
         return self._resolved_policy
 
+    @property
+    def policy_name(self) -> str | None:
+        """The stated policy as "module:attr" (how a plugin names it, or how a callable given itself would be)."""
+        if self.policy is None or isinstance(self.policy, str):
+            return self.policy
+        return f"{getattr(self.policy, '__module__', '?')}:{getattr(self.policy, '__qualname__', repr(self.policy))}"
+
     def where(self) -> str:
         """file:line of the implementation, for people looking for it."""
         try:
