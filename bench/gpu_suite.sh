@@ -2654,6 +2654,10 @@ frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9'
   fresh_over $IQ1S_REG $NOW_REG
   [ -f $IQ1S_REG ] || run swap-now-iq1s-experts 40 bash -c 'swap_into "$@"' _ $IQ1S_REG $NOW_REG \
       moe_experts@IQ1_S=triton_prefetch
+  if [ -f $IQ1S_REG ] && ! python3 bench/registry_selects.py $IQ1S_REG moe_experts@IQ1_S=triton_prefetch > /dev/null; then
+    log "decode131k-iq1s-now: left out ($(basename $IQ1S_REG) does not select moe_experts@IQ1_S=triton_prefetch)"
+    rm -f $IQ1S_REG
+  fi
   [ -f $M1 ] && [ -f $IQ1S_REG ] && run decode131k-iq1s-now 200 sparkops bench decode --model $M1 --depth 131072 \
       --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --graph A $GATE $FILL_LEAN \
       --change "the step now ($(basename $NOW_REG)) with moe_experts@IQ1_S=triton_prefetch, one CUDA graph per step (IQ1_S mix)"

@@ -2384,3 +2384,14 @@ def test_rungs26_then_rungs25_diagnose_session_23s_step_once(tmp_path):
     assert "is rungs25's base's too (diag-decode-s25-base.json)" in log
     assert sum(c.startswith("bench decode") and "--prediction" in c and "diag-decode-s25-base.json" in c
                for c in calls) == 4
+
+
+def test_frontier131k_leaves_the_iq1s_row_out_when_its_experts_swap_did_not_take(tmp_path):
+    """A refused moe_experts@IQ1_S swap leaves the step's own selection in the registry (swap_into keeps the base): the
+    row would time the Q4_K experts' float32 path under a name that says otherwise, so it is left out, said so."""
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
+           "STUB_SWAP_REFUSE": "moe_experts@IQ1_S=triton_prefetch"}
+    log, calls = _lanes(tmp_path, "frontier131k", "", extra_env=env)
+    assert "decode131k-iq1s-now: left out (cuda-s22-all-iq1s.toml does not select moe_experts@IQ1_S" in log
+    decodes = [c for c in calls if c.startswith("bench decode")]
+    assert len(decodes) == 1 and "k48-q4_k_m.gguf" in decodes[0]
