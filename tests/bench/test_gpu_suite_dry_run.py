@@ -2395,3 +2395,21 @@ def test_frontier131k_leaves_the_iq1s_row_out_when_its_experts_swap_did_not_take
     assert "decode131k-iq1s-now: left out (cuda-s22-all-iq1s.toml does not select moe_experts@IQ1_S" in log
     decodes = [c for c in calls if c.startswith("bench decode")]
     assert len(decodes) == 1 and "k48-q4_k_m.gguf" in decodes[0]
+
+
+def test_the_next_sessions_plan_after_session_25(tmp_path):
+    """The suite header's plan for the session after 25, on one GPU: `SUITE_SKIP="gpu-tests-f16-pdl"` and stages
+    "rungs26 rungs25". The shared-first experts' proof and pair come first. The F16 PDL rung and the chain are left out
+    (their proof skipped), the PDL short conv and the fused gates with PDL are timed, and session 23's step is
+    diagnosed once for all three."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "SUITE_SKIP": "gpu-tests-f16-pdl",
+           "STUB_PEROP": " ".join([_s26_record(tmp_path), _s25_records(tmp_path)]),
+           "STUB_NO_WIN": "cuda-s26-exp-shared.toml cuda-s25-conv-pdl.toml cuda-s25-gates-pdl.toml"}
+    log, calls = _lanes(tmp_path, "rungs26 rungs25", "", extra_env=env)
+    machine = tmp_path / "machine"
+    assert "unknown stage" not in log
+    assert "decode-s25-f16pdl: left out" in log and "decode-s25-chain: left out" in log
+    pairs = [c.split("--vs ")[1].split()[0] for c in calls if c.startswith("bench decode") and "--vs " in c]
+    assert pairs == [str(machine / f"cuda-{n}.toml") for n in ("s26-exp-shared", "s25-conv-pdl", "s25-gates-pdl")]
+    assert sum(c.startswith("diagnose") for c in calls) == 1
+    assert log.index("] gpu-tests-exp-shared (limit") < log.index("] decode-s26-exp-shared (limit")
