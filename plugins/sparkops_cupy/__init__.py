@@ -121,6 +121,8 @@ POLICIES = {
     **{("linear", n): _Q4K_GEMV for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_copy2",
                                           "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowhalf", "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
+    **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
+       for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
     **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowhalf", "cupy_mma")},

@@ -14,6 +14,7 @@ from gguf import GGMLQuantizationType as Q
 
 from sparkops.qweight import QWeight
 
+from .attention import DEEP_DN, DEEP_LKV
 from .linear import ROWWARP_GEMV_MAX_T
 from .moe_experts import rowwarp_serves as experts_served
 from .moe_router import ROUTER_MAX_T, rowwarp_serves as router_served
@@ -60,3 +61,13 @@ def router_passes(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps
     if x.dim() == 2 and x.shape[0] > ROUTER_MAX_T:
         return f"torch: {x.shape[0]} tokens (more than {ROUTER_MAX_T})"
     return "torch: a weight, shape or top_k outside the one-launch kernel's (moe_router.py's docstring)"
+
+
+def attention_deep_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
+    """The deep forms (cupy_splitk_bf16_deep, _deep_active): their absorb and up kernels are built for Dn = DEEP_DN and
+    Lkv = DEEP_LKV; another shape runs the plain kernel of that step (attention.py's `_attention`)."""
+    dn, lkv = (w_uk.shape[1], w_uk.shape[2]) if getattr(w_uk, "dim", lambda: 0)() == 3 else (None, None)
+    plain = [k for k, ok in (("mla_absorb", dn == DEEP_DN), ("mla_up", lkv == DEEP_LKV)) if not ok]
+    if not plain:
+        return None
+    return f"the plain {' and '.join(plain)} kernel(s): Dn {dn}, Lkv {lkv} (the deep ones: {DEEP_DN}, {DEEP_LKV})"

@@ -162,3 +162,17 @@ def test_plan_names_the_stated_policies_of_what_it_runs(tmp_path, monkeypatch, c
     assert main(["plan", "--device", "cpu", "--registry", str(path)]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "stated policies" in text and f"swiglu=short ({__name__}:short_only)" in text
+
+
+def test_the_deep_attention_says_when_a_shape_runs_its_plain_kernels():
+    from sparkops_cupy._policies import attention_deep_passes
+
+    def args(dn, lkv):
+        return dict(q=torch.zeros(1, 4, dn + 64), latent=torch.zeros(1, lkv + 64), cache=torch.zeros(8, lkv + 64),
+                    pos=torch.zeros(1, dtype=torch.int64), w_uk=torch.zeros(4, dn, lkv), w_uv=torch.zeros(4, dn, lkv),
+                    scale=0.1)
+
+    assert attention_deep_passes(**args(128, 512)) is None  # the 48B's MLA: the deep kernels throughout
+    said = attention_deep_passes(**args(64, 512))
+    assert "mla_absorb" in said and "mla_up" not in said and "Dn 64" in said
+    assert "mla_absorb and mla_up" in attention_deep_passes(**args(64, 256))
