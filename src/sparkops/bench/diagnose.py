@@ -149,15 +149,12 @@ def profile_decode(engine: Any, depth: int, steps: int, seed: int, device: str, 
         for i in range(steps):
             engine.decode(toks[i:i + 1])
 
-    ops = engine.ops
-    before = ops.passed() if hasattr(ops, "passed") else {}
+    from ..dispatch import passed_of, passed_per_step
+
+    before = passed_of(engine.ops)
     snap.restore()
     decode_all()  # warm-up
-    passed = {}
-    if hasattr(ops, "passed"):
-        from ..dispatch import passed_per_step
-
-        passed = passed_per_step(before, ops.passed(), steps)
+    passed = passed_per_step(before, passed_of(engine.ops), steps)
     walls = []
     for _ in range(3):
         snap.restore()

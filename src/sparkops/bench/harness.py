@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..dispatch import passed_of, passed_per_step
 from ..engine import Engine
 from ..engine.loading import make_ops
 from ..errors import BadInput
@@ -391,7 +392,7 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
             graphs[label] = capture_step(eng)  # at depth D; the state is left as the snapshot has it
     point = Point("decode", d, n, {}, [], [], cost=None)  # type: ignore[arg-type]
     rates: dict[str, list[float]] = {label: [] for label in engines}
-    passed_before = {label: _passed(eng) for label, eng in engines.items()}
+    passed_before = {label: passed_of(eng.ops) for label, eng in engines.items()}
 
     def one_round(label: str, timed: bool) -> None:
         eng = engines[label]
@@ -415,22 +416,14 @@ def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.T
     for label, eng in engines.items():
         dep.verify_depth(eng, d + n, fresh=False)
         dep.check_fingerprint(eng, proofs[label])
-        if label in graphs:  # replays run no Python: the capture counted one step
-            passed = graphs[label].passed
-        else:
-            from ..dispatch import passed_per_step
-
-            passed = passed_per_step(passed_before[label], _passed(eng), n * rounds)
+        # replays run no Python: a graph arm's capture counted one step
+        passed = graphs[label].passed if label in graphs else \
+            passed_per_step(passed_before[label], passed_of(eng.ops), n * rounds)
         point.arms[label] = ArmFigures(label, provenance.display_path(dict(req.registries)[label]),
                                        dtype_name(dtypes[label]), rates[label], proofs[label].as_dict(),
                                        selections=selections(eng), mode="graph" if label in graphs else "eager",
                                        cache_dtype=dtype_name(eng.state.cache_dtype), passed=passed)
     return point
-
-
-def _passed(engine: Engine) -> dict[str, int]:
-    ops = engine.ops
-    return ops.passed() if hasattr(ops, "passed") else {}
 
 
 def capture_step(engine: Engine):
@@ -467,17 +460,15 @@ def _prefill_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.
         filler.fill(eng, prompt, d)
         dep.verify_depth(eng, d, fresh=True, need=t_len)
         sync(req.device)
-        before = _passed(eng)
+        before = passed_of(eng.ops)
         with RegionTimer(req.device) as t:
             dep.fill(eng, prompt[d:d + t_len], req.chunk)
         proof = dep.verify_depth(eng, d + t_len, fresh=True)
         if timed:
-            from ..dispatch import passed_per_step
-
             rates[label].append(t_len / t.seconds)
             point.order.append(label)
             proofs[label] = proof.as_dict()
-            passed[label] = passed_per_step(before, _passed(eng), 1)  # calls in one timed prefill
+            passed[label] = passed_per_step(before, passed_of(eng.ops), 1)  # calls in one timed prefill
         else:
             point.warmup_order.append(label)
 

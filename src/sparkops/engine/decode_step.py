@@ -90,13 +90,12 @@ class DecodeStep:
             raise BadInput(f"cannot capture a step whose ops make host round trips: {taken}; "
                            f"select CUDA implementations for them (`sparkops plan --device cuda` shows them)")
         graph = torch.cuda.CUDAGraph()
-        passed = e.ops.passed() if hasattr(e.ops, "passed") else {}
+        from ..dispatch import passed_of, passed_per_step
+
+        passed = passed_of(e.ops)
         with torch.inference_mode(), torch.cuda.graph(graph):
             self._body()
-        if hasattr(e.ops, "passed"):  # the body ran once: its stated policies' hand-offs are one step's
-            from ..dispatch import passed_per_step
-
-            self.passed = passed_per_step(passed, e.ops.passed(), 1)
+        self.passed = passed_per_step(passed, passed_of(e.ops), 1)  # the body ran once: one step's hand-offs
         snap.restore()  # capturing does not run the kernels, but leave nothing to chance
         self.token.copy_(token)
         self.step.copy_(step)
