@@ -158,6 +158,10 @@
 #                 (gpu-tests-exp-shared: the bits, and the norm-router-experts chain timed) and its captured gate;
 #                 forecast from that chain's record
 #     proofs26    rungs26's GPU tests alone, the lane beside rungs26
+#     rungs26w    moe_experts=cupy_rowwarp_pdl_wide over the step now, as rungs26: down's whole row requested before
+#                 its wait for gate/up (gpu-tests-exp-wide, then the chain's record perop-expwide-bfloat16.json)
+#     proofs26w   rungs26w's GPU tests alone
+#     probe_ncu_moe  Nsight Compute on one launch of each one-token expert kernel pair (bench/probes/moe_kernels.py)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -645,6 +649,11 @@ S25_CHAIN_REG=$TMP/cuda-s25-chain.toml
 # side-by-side (perop-expshared-bfloat16.json), on moe_experts (the chain's norm and router in its denominator: an
 # understatement)
 S26_EXPSH_REG=$TMP/cuda-s26-exp-shared.toml
+# the wide down (stage rungs26w, written in session 26 after its first two calls): moe_experts=cupy_rowwarp_pdl_wide
+# over the step now. Session 26's timeline (call 2): a MoE layer's down ends ~18 us after its gate/up, for ~12 MB. The
+# PDL down requests 16 of a warp's 36 super-blocks before it waits for gate/up and the other 20 in two groups after;
+# the wide form requests all 36 before. Forecast from the chain's side-by-side (perop-expwide-bfloat16.json)
+S26_EXPWIDE_REG=$TMP/cuda-s26-exp-wide.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -924,7 +933,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1287,14 +1296,21 @@ proof_exp_shared() {  # moe_experts=cupy_rowwarp_pdl_shared (session 26): cupy_r
       -k shared_first tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-exp-shared.xml"
 }
-# s26_rung: decode-s26-exp-shared over the step now (session 23's, or a rungs25 rung that won), after its proof and
-# record and its captured gate; the base's diagnosis is rungs25's when the base is that stage's (the same registry on
-# this machine), else its own
-s26_rung() {
-  local name=s26-exp-shared base fac
+proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
+  # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
+  run gpu-tests-exp-wide 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k wide_down tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-exp-wide.xml"
+}
+# experts_rung NAME REG IMPL STEM TESTS TEXT: rung decode-NAME, moe_experts=IMPL over the step now (session 23's, or
+# a newer rung that won), after gpu-tests-TESTS passed and gave a factor from perop-STEM-bfloat16.json (IMPL against
+# cupy_rowwarp_pdl) and REG's captured gate; the base's diagnosis is rungs25's when the base is that stage's (the same
+# registry on this machine), else its own
+experts_rung() {
+  local name=$1 reg=$2 impl=$3 stem=$4 tests=$5 text=$6 base fac
   base=$(now_reg decode-$name) || return 0
-  fac=$(perop expshared cupy_rowwarp_pdl cupy_rowwarp_pdl_shared)
-  proven_with_factor $name exp-shared "$fac" || return 0
+  fac=$(perop $stem cupy_rowwarp_pdl $impl)
+  proven_with_factor $name $tests "$fac" || return 0
   rebase $name $base
   if [ "$base" = "$S23_REG" ] && [ -s $DJ/diag-decode-s25-base.json ] && [ ! -s $DJ/diag-decode-$name.json ]; then
     cp $DJ/diag-decode-s25-base.json $DJ/diag-decode-$name.json
@@ -1305,19 +1321,25 @@ s26_rung() {
     cp $DJ/diag-decode-$name.json $DJ/diag-decode-s25-base.json  # rungs25's base is this one: diagnosed once
     log "decode-$name: its diagnosis of $(basename $base) is rungs25's base's too (diag-decode-s25-base.json)"
   fi
-  fresh_over $S26_EXPSH_REG $base
-  [ -f $S26_EXPSH_REG ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $S26_EXPSH_REG $base \
-      moe_experts=cupy_rowwarp_pdl_shared
-  [ -f $S26_EXPSH_REG ] && python3 bench/registry_selects.py $S26_EXPSH_REG moe_experts=cupy_rowwarp_pdl_shared \
-      > /dev/null || { log "decode-$name: left out (its registry does not select moe_experts=cupy_rowwarp_pdl_shared)"
-      return 0; }
-  captured_gate $name $S26_EXPSH_REG || return 0
+  fresh_over $reg $base
+  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base moe_experts=$impl
+  [ -f $reg ] && python3 bench/registry_selects.py $reg moe_experts=$impl > /dev/null \
+      || { log "decode-$name: left out (its registry does not select moe_experts=$impl)"; return 0; }
+  captured_gate $name $reg || return 0
   [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
   run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
-      --vs $S26_EXPSH_REG --graph A,B $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-$name.json \
-      --expect "moe_experts=$fac" --change "moe_experts=cupy_rowwarp_pdl_shared: the shared expert's gate/up rows \
-requested before the wait for the router, its blocks first (the same bits as cupy_rowwarp), over $(basename $base), graph"
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-$name.json \
+      --expect "moe_experts=$fac" --change "moe_experts=$impl: $text, over $(basename $base), graph"
   return 0
+}
+# s26_rung / s26w_rung: decode-s26-exp-shared and decode-s26-exp-wide (experts_rung)
+s26_rung() {
+  experts_rung s26-exp-shared $S26_EXPSH_REG cupy_rowwarp_pdl_shared expshared exp-shared "the shared expert's \
+gate/up rows requested before the wait for the router, its blocks first (the same bits as cupy_rowwarp)"
+}
+s26w_rung() {
+  experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
+super-blocks a warp) requested before its wait for gate/up (the same bits as cupy_rowwarp)"
 }
 proof_f16_pdl() {  # linear=triton_pdl on the step's F16 gate GEMVs (session 25): the PDL GEMV's GPU tests - its bits
   # against triton_lastblock at the 48B's shapes and in chains of dependent GEMVs, eager and replayed from CUDA graphs,
@@ -1729,10 +1751,12 @@ install)
   python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$R/install.log" 2>&1 \
     || { log "sparkops install failed"; cat "$R/install.log"; exit 1; }
   # the last session's registries (pack_registries), on a machine that has made none: each kept only where its plan
-  # holds on cuda today (a kernel edited since: dropped, and made again by its swaps)
+  # holds on cuda today. --mend: a selection whose record went stale (a kernel edited since) is proven again, once an
+  # implementation for all of them, as its swap would; a registry with any other problem, or a failed proof, is
+  # dropped and made again by its swaps
   if [ -f "$RCACHE_FILE" ] && ! ls "$TMP"/cuda-*.toml > /dev/null 2>&1; then
     if tar xzf "$RCACHE_FILE" -C "$TMP" 2> "$R/rcache.log"; then
-      if python3 bench/registry_keep.py --device cuda "$TMP"/cuda-*.toml > "$R/registry_keep.log" 2>&1; then
+      if python3 bench/registry_keep.py --device cuda --mend "$TMP"/cuda-*.toml > "$R/registry_keep.log" 2>&1; then
         log "registries restored from $RCACHE_FILE: $(tail -n 1 "$R/registry_keep.log") (registry_keep.log)"
       else
         log "registries: their plans could not be checked (registry_keep.log); they are made by their swaps"
@@ -2251,6 +2275,10 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   # per shape)
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
+probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 9 launches a pass): each kernel's own time, DRAM
+  # share, occupancy and stalls, which the step's overlapping PDL pair hides
+  ncu_passes moe "moe_q4_k|_read_kernel" 9 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
@@ -2352,6 +2380,14 @@ rungs26)  # session 26's rung over the step now (session 23's, made by swaps: SU
   ;;
 proofs26)  # that rung's GPU tests alone (the lane beside rungs26)
   proof_exp_shared ;;
+rungs26w)  # the wide down over the step now (as rungs26)
+  s22_step rungs26w || continue
+  s23_step || { log "rungs26w: no session-23 step ($S23_REG)"; continue; }
+  proof_exp_wide
+  s26w_rung
+  ;;
+proofs26w)  # that rung's GPU tests alone (the lane beside rungs26w)
+  proof_exp_wide ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
   # rungs25
   proof_f16_pdl

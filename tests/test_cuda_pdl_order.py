@@ -24,7 +24,8 @@ PDL_SOURCES = sorted(p for p in KERNEL_DIR.glob("*.cu") if "pdl_wait();" in p.re
 #: the PDL kernels as of session 21: the check must see each (a listing it failed to read would pass vacuously)
 KNOWN = {
     "linear_rowwarp.cu": {"linear_q4_k_rowwarppdl_bf16", "linear_q4_k_rowcppdl_bf16"},
-    "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_gateupcppdl_bf16", "moe_q4_k_gateupcppdlsh_bf16"},
+    "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_downpdlw", "moe_q4_k_gateupcppdl_bf16",
+                       "moe_q4_k_gateupcppdlsh_bf16"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
 }
 
@@ -132,3 +133,32 @@ def test_the_shared_first_gate_up_requests_the_shared_experts_rows_before_its_wa
     for dt in ("f32", "bf16", "f16"):
         assert copies(functions[f"moe_q4_k_gateupcppdlsh_{dt}"]), f"moe_q4_k_gateupcppdlsh_{dt}: no copy before the wait"
         assert not copies(functions[f"moe_q4_k_gateupcppdl_{dt}"]), f"moe_q4_k_gateupcppdl_{dt} copies before its wait"
+
+
+def _rounds(name: str) -> int:
+    """A #define of moe_rowwarp.cu or q4k_rows.cuh, read from the source (the test follows the kernel's constants)."""
+    import re
+
+    for source in ("moe_rowwarp.cu", "q4k_rows.cuh"):
+        if m := re.search(rf"#define {name} (\d+)", (KERNEL_DIR / source).read_text()):
+            return int(m.group(1))
+    raise AssertionError(f"#define {name} not found")
+
+
+def test_the_wide_down_requests_its_whole_group_above_its_wait(tmp_path):
+    """moe_experts=cupy_rowwarp_pdl_wide's down: every streamed weight load of its first group (LDG.E.EF.128, two a
+    super-block: the header and the lane's quants) sits above griddepcontrol.wait in the listing - DOWN_WIDE_ROUNDS x
+    2, the 48B's whole row, against RW_ROUNDS x 2 in the plain PDL down. That is the form's point; a compiler that sank
+    the loads below the wait would undo it without changing a bit."""
+    functions = listing(KERNEL_DIR / "moe_rowwarp.cu", tmp_path)
+
+    def above_wait(name: str) -> tuple[int, int]:
+        ins = functions[name].instructions
+        wait = min(i.address for i in ins if i.opcode.split(".")[0] == "ACQBULK")
+        loads = [i.address for i in ins if i.opcode == "LDG.E.EF.128"]
+        return sum(a < wait for a in loads), len(loads)
+
+    wide, plain = _rounds("DOWN_WIDE_ROUNDS"), _rounds("RW_ROUNDS")
+    assert wide > plain
+    assert above_wait("moe_q4_k_downpdlw") == (2 * wide, 2 * wide)
+    assert above_wait("moe_q4_k_downpdl") == (2 * plain, 2 * plain)

@@ -210,12 +210,14 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
                           lambda a: _launch_rowwarp(a, gateup="staged"))
 
 
-def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False) -> None:
+def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
+                    wide_down: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
     loads before it waits). `shared_first` (with `pdl`): gate/up's first blocks take the shared expert's rows and copy
-    them before the wait (kernels/moe_rowwarp.cu's SHARED_FIRST)."""
+    them before the wait (kernels/moe_rowwarp.cu's SHARED_FIRST). `wide_down` (with `pdl`): down's first group of loads
+    is DOWN_WIDE_ROUNDS x 4 super-blocks a warp (the 48B's whole row) instead of 16."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -233,6 +235,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                        f"not {gateup!r} / {ROWWARP_DOWN!r}")
     if shared_first and not pdl:
         raise BadInput("moe_experts: the shared-first gate/up is written for programmatic dependent launch (pdl=True)")
+    if wide_down and not pdl:
+        raise BadInput("moe_experts: the wide down is written for programmatic dependent launch (pdl=True)")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup] + ("pdl" if pdl else "") \
         + ("sh" if shared_first else "")
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
@@ -242,7 +246,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                rt.ptr(h)), shared_mem=smem, pdl=pdl)
     copy_down = ROWWARP_DOWN == "copy"
     smem = 4 * (k * kd.row_bytes + (sd.row_bytes if sd else 0)) if copy_down else 0  # 4 rows of every slot
-    down = "moe_q4_k_downcp" if copy_down else "moe_q4_k_downpdl" if pdl else "moe_q4_k_down"
+    down = "moe_q4_k_downcp" if copy_down else ("moe_q4_k_downpdlw" if wide_down else "moe_q4_k_downpdl") if pdl \
+        else "moe_q4_k_down"
     rt.launch("moe_rowwarp.cu", down, dev, ((d + 3) // 4,), (128,),
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
@@ -265,6 +270,17 @@ def moe_experts_rowwarp_pdl_shared(x, weights, ids, w_gate, w_up, w_down, s_gate
     bit-identity to cupy_rowwarp. Every other call by the stated policy."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, shared_first=True))
+
+
+def moe_experts_rowwarp_pdl_wide(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_wide": cupy_rowwarp_pdl with down's whole row requested at once. The PDL down
+    issues a group of loads before it waits for gate/up and the rest after: with groups of 16 super-blocks the 48B's
+    36 take two more round trips once h is ready, and session 26's timeline had down ending ~18 us after gate/up for
+    ~12 MB. Here the first group is the row's 36 (kernels/moe_rowwarp.cu's DOWN_WIDE_ROUNDS), all requested before the
+    wait. Each lane adds its super-blocks in the same order, so the claim is bit-identity to cupy_rowwarp. Every other
+    call by the stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, wide_down=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

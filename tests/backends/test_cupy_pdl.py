@@ -331,12 +331,12 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl", "moe_experts_rowwarp_pdl_shared"],
-                         ids=["pdl", "pdl_shared_first"])
+@pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl", "moe_experts_rowwarp_pdl_shared",
+                                  "moe_experts_rowwarp_pdl_wide"], ids=["pdl", "pdl_shared_first", "pdl_wide_down"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
-    read the routing; its routed blocks still do."""
+    read the routing; its routed blocks still do. The wide down reads every slot's id before it waits."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from sparkops_cupy import moe_experts as cme
 
@@ -385,31 +385,44 @@ class _NormRouterLayers:
         return out
 
 
-@pytest.mark.gpu
-def test_gpu_pdl_shared_first_experts_after_the_router_give_cupy_rowwarp_s_bits():
-    """moe_experts=cupy_rowwarp_pdl_shared against cupy_rowwarp: eagerly, then three layers of the step's chain - the
-    triggering norm, the PDL router (24 experts stored, top-8), the experts - replayed from one graph with a new
-    residual and new inputs, the outputs NaN before every replay, against the same chain launched plainly. The shared
-    expert's blocks copy their rows before they wait for the router; every other read waits: a block that read the
-    router's ids or the norm's output early gives the replay before's routing, or NaN."""
+def _experts_after_the_router_match(name: str, seed: int) -> None:
+    """moe_experts=NAME (a PDL form claiming cupy_rowwarp's bits) against cupy_rowwarp: eagerly, then three layers of
+    the step's chain - the triggering norm, the PDL router (24 experts stored, top-8), the experts - replayed from one
+    graph with a new residual and new inputs, the outputs NaN before every replay, against the same chain launched
+    plainly: a block that read the router's ids or gate/up's hidden vector early gives the replay before's, or NaN."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     pytest.importorskip("triton")
-    from sparkops_cupy.moe_experts import moe_experts_rowwarp, moe_experts_rowwarp_pdl_shared
+    from sparkops_cupy import moe_experts as cme
 
+    form = getattr(cme, f"moe_experts_{name.removeprefix('cupy_')}")
     dev = torch.device("cuda", torch.cuda.current_device())
-    x, weights, ids, w = _moe_48b(13, dev)
-    want = moe_experts_rowwarp(x, weights, ids, **w)
-    got = moe_experts_rowwarp_pdl_shared(x, weights, ids, **w)
+    x, weights, ids, w = _moe_48b(seed, dev)
+    want = cme.moe_experts_rowwarp(x, weights, ids, **w)
+    got = form(x, weights, ids, **w)
     torch.cuda.synchronize()
     assert torch.isfinite(want.float()).all() and torch.equal(got.view(torch.int16), want.view(torch.int16))
 
-    chain = _NormRouterLayers(dev, 14, 24, torch.bfloat16)
+    chain = _NormRouterLayers(dev, seed + 1, 24, torch.bfloat16)
 
     def layers(pdl: bool) -> list[torch.Tensor]:
-        experts = moe_experts_rowwarp_pdl_shared if pdl else moe_experts_rowwarp
+        experts = form if pdl else cme.moe_experts_rowwarp
         return [experts(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
 
     _replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_shared_first_experts_after_the_router_give_cupy_rowwarp_s_bits():
+    """moe_experts=cupy_rowwarp_pdl_shared: the shared expert's blocks copy their rows before they wait for the router;
+    every other read waits (_experts_after_the_router_match)."""
+    _experts_after_the_router_match("cupy_rowwarp_pdl_shared", 13)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_wide_down_experts_after_the_router_give_cupy_rowwarp_s_bits():
+    """moe_experts=cupy_rowwarp_pdl_wide: down requests its whole row (the routing read, the weights streamed) before
+    it waits for gate/up; h is read only after (_experts_after_the_router_match)."""
+    _experts_after_the_router_match("cupy_rowwarp_pdl_wide", 27)
 
 
 @pytest.mark.gpu

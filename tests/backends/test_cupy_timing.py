@@ -333,14 +333,14 @@ def test_router_pdl_pairs_side_by_side():
           f"({'faster' if pdl < plain else 'NOT faster'}: {pdl * 1e6:.2f} against {plain * 1e6:.2f} us)")
 
 
-def test_experts_shared_first_after_the_router_side_by_side():
-    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_shared: the 48B's MoE layer as the step chains it -
-    the triggering norm (add_rmsnorm=triton_pdl), the PDL router (2304 x 256 float32, top-8; a router weight per MoE
-    layer, so that they do not live in the L2), then the experts (Q4_K, 256 of them, the shared one) - under
-    cupy_rowwarp_pdl and under the shared-first form, on the same argument sets in one CUDA graph each; recorded as
-    perop-expshared-bfloat16.json (per token, x the MoE layers). The form exists for the overlap with the router, so
-    the experts are not timed alone: the chain's norm and router sit in both figures, which understates the experts'
-    own gain in the forecast. Asserted: each was captured; which is faster is printed, not asserted."""
+def _experts_after_the_router_timed(form: str, record: str, seed: int) -> None:
+    """A PDL experts form's per-op evidence: the 48B's MoE layer as the step chains it - the triggering norm
+    (add_rmsnorm=triton_pdl), the PDL router (2304 x 256 float32, top-8; a router weight per MoE layer, so that they do
+    not live in the L2), then the experts (Q4_K, 256 of them, the shared one) - under cupy_rowwarp_pdl and under FORM,
+    on the same argument sets in one CUDA graph each; recorded as perop-RECORD.json (per token, x the MoE layers). The
+    forms exist for their overlap with the kernel before, so the experts are not timed alone: the chain's norm and
+    router sit in both figures, which understates the experts' own gain in the forecast. Asserted: each was captured;
+    which is faster is printed, not asserted."""
     pytest.importorskip("triton")
     from gguf import GGMLQuantizationType as Q
 
@@ -352,7 +352,7 @@ def test_experts_shared_first_after_the_router_side_by_side():
     cfg = load_preset("kimi-linear-48b-a3b")
     layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
     d, e = cfg.hidden_size, cfg.n_experts
-    g = torch.Generator().manual_seed(26)
+    g = torch.Generator().manual_seed(seed)
     routers = [((torch.randn(e, d, generator=g) * d ** -0.5).to("cuda"), (torch.randn(e, generator=g) * 0.1).to("cuda"))
                for _ in range(layers)]  # [E, D], [E]: 61 MB together, past the L2
     resid = torch.randn(1, d, generator=g).to("cuda", torch.bfloat16)
@@ -374,12 +374,24 @@ def test_experts_shared_first_after_the_router_side_by_side():
 
     base = moe_workload(cfg, Q.Q4_K, torch.bfloat16)
     w = Workload(base.op, base.label + ", after its norm and router", base.build)
-    names = ("cupy_rowwarp_pdl", "cupy_rowwarp_pdl_shared")
-    times = _per_layer(w, {n: chain(n) for n in names}, 26, layers, "expshared-bfloat16")
+    names = ("cupy_rowwarp_pdl", form)
+    times = _per_layer(w, {n: chain(n) for n in names}, seed, layers, record)
     assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
-    plain, shared = (times[n].seconds for n in names)
-    print(f"shared-first against cupy_rowwarp_pdl, the chain a layer: x{plain / shared:.3f} "
-          f"({'faster' if shared < plain else 'NOT faster'}: {shared * 1e6:.2f} against {plain * 1e6:.2f} us)")
+    plain, new = (times[n].seconds for n in names)
+    print(f"{form} against cupy_rowwarp_pdl, the chain a layer: x{plain / new:.3f} "
+          f"({'faster' if new < plain else 'NOT faster'}: {new * 1e6:.2f} against {plain * 1e6:.2f} us)")
+
+
+def test_experts_shared_first_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_shared (the shared expert's gate/up rows copied
+    while the router runs): perop-expshared-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_shared", "expshared-bfloat16", 26)
+
+
+def test_experts_wide_down_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_wide (down's whole row requested before its wait
+    for gate/up): perop-expwide-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_wide", "expwide-bfloat16", 27)
 
 
 def test_attention_deep_side_by_side():

@@ -59,7 +59,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "kdalowrank": ("test_triton_kda_lowrank_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
            "f16pdl": ("test_triton_linear.py", "test_gpu_pdl_f16_gate_gemvs_side_by_side"),
            "convpdl": ("test_triton_short_conv.py", "test_gpu_pdl_form_bits_replayed_and_timed_beside_the_plain_one"),
-           "expshared": "test_experts_shared_first_after_the_router_side_by_side"}
+           "expshared": "test_experts_shared_first_after_the_router_side_by_side",
+           "expwide": "test_experts_wide_down_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -129,12 +130,18 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     return d
 
 
+def _NO_CARRIED_CACHES(tmp: Path) -> dict[str, str]:
+    """The carried caches' paths pointed at nothing unless a test gives its own: a checkout's .kcache (gitignored; a
+    developer's holds the last GPU session's kernels.tgz and registries.tgz) must not reach a dry run."""
+    return {"SUITE_KCACHE_FILE": str(tmp / "no-kernels.tgz"), "SUITE_RCACHE_FILE": str(tmp / "no-registries.tgz")}
+
+
 def _lanes(tmp: Path, *stages: str, gpus: int = 2, refuse_bf16: bool = False,
            extra_env: dict[str, str] | None = None) -> tuple[str, list[str]]:
     stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, gpus)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
            "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), "STUB_PYTHON": sys.executable,
-           **(extra_env or {})}
+           **_NO_CARRIED_CACHES(tmp), **(extra_env or {})}
     env.pop("SUITE_REDO", None)
     if refuse_bf16:
         env["STUB_REFUSE_BF16"] = "1"
@@ -152,7 +159,7 @@ def _suite(tmp: Path, *stages: str, extra_env: dict[str, str] | None = None) -> 
     stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, 1)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
            "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), "STUB_PYTHON": sys.executable,
-           **(extra_env or {})}
+           **_NO_CARRIED_CACHES(tmp), **(extra_env or {})}
     env.pop("SUITE_REDO", None)
     (tmp / "machine").mkdir(exist_ok=True)
     (tmp / "out").mkdir(exist_ok=True)
@@ -2384,6 +2391,48 @@ def test_rungs26_then_rungs25_diagnose_session_23s_step_once(tmp_path):
     assert "is rungs25's base's too (diag-decode-s25-base.json)" in log
     assert sum(c.startswith("bench decode") and "--prediction" in c and "diag-decode-s25-base.json" in c
                for c in calls) == 4
+
+
+def _s26w_record(tmp_path) -> str:
+    """STUB_PEROP for rungs26w's record: the chain under cupy_rowwarp_pdl (1300) and the wide down (1200): x1.083."""
+    return _records(tmp_path, expwide={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_wide": 1200e-6})
+
+
+def test_rungs26w_times_the_wide_down_over_session_23s_step_after_its_proof_and_captured_gate(tmp_path):
+    """Stage rungs26w: session 23's step made by swaps, the wide down's GPU tests (-k wide_down: the bits, the NaN and
+    the side-by-side that writes its record), the swap over the step, the captured gate, the pair forecast from the
+    record on moe_experts, with its base's own diagnosis."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s26w_record(tmp_path)}
+    log, calls = _lanes(tmp_path, "rungs26w", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s23, reg = machine / "cuda-s23-nones.toml", machine / "cuda-s26-exp-wide.toml"
+    assert "] gpu-tests-exp-wide (limit" in log and "-k wide_down" in log, log[-3000:]
+    assert any(c.startswith("swap moe_experts=cupy_rowwarp_pdl_wide") and f"{reg}.new" in c for c in calls)
+    assert any(c.startswith("check --model") and f"--registry {reg} " in c and "--captured" in c for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert len(decodes) == 1 and f"--registry {s23} " in decodes[0], decodes
+    assert "--expect moe_experts=1.083" in decodes[0] and "moe_experts=cupy_rowwarp_pdl_wide: down's whole row" in \
+        decodes[0]
+    assert f"--prediction {machine}/suite-diag/diag-decode-s26-exp-wide.json" in decodes[0]
+    assert sum(c.startswith("diagnose") and "diag-decode-s26-exp-wide.json" in c for c in calls) == 1
+
+
+def test_rungs26w_leaves_its_rung_out_without_the_record_and_makes_nothing_of_it(tmp_path):
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs26w", "", extra_env=env)
+    assert "decode-s26-exp-wide: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any("cupy_rowwarp_pdl_wide" in c for c in calls)
+    assert not (tmp_path / "machine" / "cuda-s26-exp-wide.toml").exists()
+
+
+def test_a_won_wide_down_is_the_step_now_that_frontier131k_times(tmp_path):
+    """decode-s26-exp-wide, once a win, heads NOW_RUNGS: frontier131k's rows at 131072 run its registry."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s26w_record(tmp_path)}
+    log, calls = _lanes(tmp_path, "rungs26w frontier131k", "", extra_env=env)
+    machine = tmp_path / "machine"
+    assert "unknown stage" not in log and f"the step now: {machine / 'cuda-s26-exp-wide.toml'}" in log, log[-2000:]
+    rows = [c for c in calls if c.startswith("bench decode") and "--depth 131072" in c]
+    assert rows and f"--registry {machine / 'cuda-s26-exp-wide.toml'} " in rows[0], rows
 
 
 def test_frontier131k_leaves_the_iq1s_row_out_when_its_experts_swap_did_not_take(tmp_path):

@@ -18,6 +18,10 @@
 // An expert id outside [0, E) reads expert 0's rows and makes the output NaN (as the other implementations do).
 #include "q4k_half.cuh"
 
+// the wide down's rounds of 4 super-blocks a group (down_q4_k): 9, the 48B's 36 a row (8 slots of F = 1024, the
+// shared expert's 1024) in one group
+#define DOWN_WIDE_ROUNDS 9
+
 __device__ __forceinline__ float mr_silu(float g) { return g / (1.0f + expf(-g)); }
 
 // ids [K] int64, w_gate / w_up [E, F, D] Q4_K rows of row_bytes = D / 256 * 144; s_gate / s_up [Fs, D] (null, Fs = 0:
@@ -238,7 +242,13 @@ __device__ __forceinline__ void gateup_stg_q4_k(const void* __restrict__ x, cons
 // PDL (the down of cupy_rowwarp_pdl): launched with programmatic dependent launch after the PDL gate/up, which lets it
 // be scheduled only once the router (ids, weights) has completed; its first group of weight loads is issued before it
 // waits for gate/up (h), h then read from L2. The same sums: the same bits.
-template <bool PDL = false>
+// ROUNDS: a warp's group of loads is 4 * ROUNDS super-blocks (RW_ROUNDS: 16, three groups for the 48B's 36). WIDE
+// (DOWN_WIDE_ROUNDS, the down of cupy_rowwarp_pdl_wide, written after GPU session 26): the 48B's whole row in one
+// group, so with PDL every weight byte of the warp is requested before the wait for gate/up. Session 26's timeline
+// had down ending ~18 us after gate/up for 12 MB (~3 us of bytes), its second and third groups each a round trip
+// after the wait. A lane adds its super-blocks u = oct, oct + 4, ... in the same order whatever ROUNDS is (each
+// group's in turn, ascending), so every ROUNDS gives the same bits.
+template <bool PDL = false, int ROUNDS = RW_ROUNDS>
 __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64* __restrict__ ids,
                                           const float* __restrict__ weights, int K, int E,
                                           const u8* __restrict__ w_down, i64 row_bytes, int F,
@@ -250,11 +260,11 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
     const int per = F >> 8, routed = K * per, units = routed + (Fs >> 8);
     float acc = 0.0f;
     bool bad = false;
-    for (int g = 0; g < units; g += 4 * RW_ROUNDS) {
-        uint4 hd[RW_ROUNDS], q[RW_ROUNDS];
-        float scale[RW_ROUNDS];
+    for (int g = 0; g < units; g += 4 * ROUNDS) {
+        uint4 hd[ROUNDS], q[ROUNDS];
+        float scale[ROUNDS];
 #pragma unroll
-        for (int i = 0; i < RW_ROUNDS; ++i) {  // every load of the group first
+        for (int i = 0; i < ROUNDS; ++i) {  // every load of the group first
             const int u = g + 4 * i + oct;
             scale[i] = 1.0f;
             if (u < units) {
@@ -276,7 +286,7 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
         }
         if (PDL && g == 0) pdl_wait();  // h: gate/up's output
 #pragma unroll
-        for (int i = 0; i < RW_ROUNDS; ++i) {
+        for (int i = 0; i < ROUNDS; ++i) {
             const int u = g + 4 * i + oct;
             if (u < units) acc += scale[i] * rw_block<DT_F32, !PDL>(hd[i], q[i], h, (i64)u * 256, o);
         }
@@ -489,6 +499,15 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downpdl(
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
     down_q4_k<true>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downpdlw(
+    const float* __restrict__ h, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q4_k<true, DOWN_WIDE_ROUNDS>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y,
+                                      y_dt);
 }
 
 // budget: stack 0, spills 0

@@ -1,0 +1,92 @@
+"""Probe: one launch of each one-token expert kernel pair at the 48B's MoE layer, for Nsight Compute to read.
+A lead for the decode ladder, not a ledger row (bench/GPU-PROBES.md keeps what it showed).
+
+Session 26's timeline (`step_timeline.py`, the step of session 23) had a MoE layer's gate/up at ~18 us of its own
+time for ~24 MB of Q4_K rows and its down ending ~18 us after gate/up for ~12 MB: together 42% of the step, at a
+quarter of the read ceiling. In the step the PDL pair overlaps, so the timeline cannot say how long each kernel
+takes alone, nor what binds it. Nsight Compute serializes the launches, which is what is wanted here: each kernel's
+own duration, DRAM throughput, achieved occupancy and stall reasons. So:
+
+    ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
+        --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \\
+        -k regex:"moe_q4_k|_read_kernel" --launch-skip 9 --launch-count 9 python3 bench/probes/moe_kernels.py
+
+Stage `probe_ncu_moe` of bench/gpu_suite.sh runs that. A pass makes 9 launches: cupy_rowwarp's pair (gate/up copy,
+down warp), the down in its copy form, cupy_rowwarp_pdl's pair, cupy_rowwarp_pdl_wide's pair (the PDL kernels
+launched with the attribute; with nothing before them their waits return at once), and a plain read of the bytes
+the chosen experts' rows hold (the floor no kernel of these bytes beats). Each runs once to warm up (compilation),
+then once measured, on random Q4_K weights and bf16 activations, one token routed to 8 distinct experts.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+#: launches a pass makes (ncu --launch-skip / --launch-count)
+LAUNCHES = 9
+
+
+def main(argv: list[str] | None = None) -> int:
+    del argv
+    if not torch.cuda.is_available():
+        print("moe_kernels probe: needs a CUDA device", file=sys.stderr)
+        return 2
+    import triton
+    import triton.language as tl
+    from _passes import warm_then_measured
+    from gguf import GGMLQuantizationType as Q
+    from sparkops_cupy import moe_experts as cme
+
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import moe_workload
+
+    @triton.jit
+    def _read_kernel(w_ptr, out_ptr, n_words, BLOCK: tl.constexpr):
+        """A plain streaming read of int32 words, summed so the loads stay."""
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(w_ptr + i, mask=i < n_words, other=0)
+        tl.store(out_ptr + tl.program_id(0), tl.sum(v, axis=0))
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    cfg = load_preset("kimi-linear-48b-a3b")
+    sets, _ = moe_workload(cfg, Q.Q4_K, torch.bfloat16).build(dev, 0)
+    a = sets[0]
+    # the bytes one token reads: the chosen experts' gate, up and down blocks and the shared expert's, copied into one
+    # buffer for the read (a gather would time the gather)
+    ids = a["ids"].reshape(-1).tolist()
+    parts = [a[n].raw[e].reshape(-1) for n in ("w_gate", "w_up", "w_down") for e in ids]
+    parts += [a[n].raw.reshape(-1) for n in ("s_gate", "s_up", "s_down")]
+    words = torch.cat(parts).view(torch.int32)
+    sink = torch.empty(triton.cdiv(words.numel(), 4096), dtype=torch.int32, device=dev)
+    print(f"one token's expert bytes: {words.numel() * 4 / 1e6:.1f} MB", flush=True)
+
+    def pair(**forms):
+        """cupy_rowwarp's two launches on the set, in the given forms (moe_experts._launch_rowwarp)."""
+        def call():
+            one = cme._one_token(a["x"], a["weights"], a["ids"], *(a[n] for n in cme_weights))
+            cme._launch_rowwarp(one, **forms)
+        return call
+
+    cme_weights = ("w_gate", "w_up", "w_down", "s_gate", "s_up", "s_down")
+
+    def copy_down():
+        was = cme.ROWWARP_DOWN
+        cme.ROWWARP_DOWN = "copy"
+        try:
+            pair(gateup="copy")()
+        finally:
+            cme.ROWWARP_DOWN = was
+
+    calls = [("cupy_rowwarp copy/warp", pair(gateup="copy")),
+             ("cupy_rowwarp copy/copy", copy_down),
+             ("cupy_rowwarp_pdl", pair(gateup="copy", pdl=True)),
+             ("cupy_rowwarp_pdl_wide", pair(gateup="copy", pdl=True, wide_down=True)),
+             ("read", lambda: _read_kernel[(sink.numel(),)](words, sink, words.numel(), BLOCK=4096))]
+    warm_then_measured(calls)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

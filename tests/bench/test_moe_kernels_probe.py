@@ -1,0 +1,27 @@
+"""bench/probes/moe_kernels.py: refused without a GPU by name, and its launch count is the one the suite's ncu stage
+skips and measures (a mismatch would profile the warm-up pass, or half of each)."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers import load_probe
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without CUDA")
+def test_the_probe_needs_a_cuda_device(capsys):
+    assert load_probe("moe_kernels").main([]) == 2
+    assert "moe_kernels probe: needs a CUDA device" in capsys.readouterr().err
+
+
+def test_the_suite_skips_and_counts_one_pass_of_launches():
+    probe = load_probe("moe_kernels")
+    stage = re.search(r"ncu_passes moe \"[^\"]+\" (\d+) bench/probes/moe_kernels.py",
+                      (REPO / "bench" / "gpu_suite.sh").read_text())
+    assert stage, "stage probe_ncu_moe not found in bench/gpu_suite.sh"
+    assert int(stage.group(1)) == probe.LAUNCHES
+    assert f"--launch-skip {probe.LAUNCHES} --launch-count {probe.LAUNCHES}" in probe.__doc__
