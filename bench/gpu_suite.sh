@@ -162,6 +162,10 @@
 #                 its wait for gate/up (gpu-tests-exp-wide, then the chain's record perop-expwide-bfloat16.json)
 #     proofs26w   rungs26w's GPU tests alone
 #     probe_ncu_moe  Nsight Compute on one launch of each one-token expert kernel pair (bench/probes/moe_kernels.py)
+#     rungs27     moe_experts=cupy_rowwarp_pdl_split over the step now, as rungs26: down four warps an output (its
+#                 sum in another order: the tolerance row), after gpu-tests-exp-split and its record
+#                 perop-expsplit-bfloat16.json
+#     proofs27    rungs27's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -391,25 +395,36 @@
 #                                      # 6.497 (regression: the Q4_K expert kernels passed IQ1_S to the float32 path)
 #   then by hand: the IQ1_S diagnosis (92 s); on a fresh machine the fix, moe_experts@IQ1_S=triton_prefetch: 309.1
 #   (its ledger lost under $OUT) and 308.6 (win over 296.6); short_conv=triton_pdl's GPU tests passed (2.40x slower)
-# Next session: first the new rung, moe_experts=cupy_rowwarp_pdl_shared (stage rungs26: the shared expert's gate/up
-# rows requested before the wait for the router; its GPU tests and side-by-side are new, their first GPU run), then the
-# two rungs25 rungs left (the PDL short conv, the fused gates with PDL), then session 23's changes alone (stage
-# rungs23: which of them carried its 1.095). Leave the F16 PDL GEMVs out (they tied), which leaves the chain rung out
-# too. Carry .whl and .kcache: kernels.tgz is session 25's; the first call brings back registries.tgz (cp it to
-# .kcache/ as well: a later fresh machine then keeps every registry whose records still hold, ~330 s saved):
-#   export SUITE_TIMED="<the export above> decode-s22-all decode-s23-nones" SUITE_PREFILL_BASE=bf16 \
-#     SUITE_SKIP="gpu-tests-f16-pdl"
-#   bash bench/gpu_lanes.sh 560 "rungs26 rungs25" ""   # fresh: the step (~330 s), the shared-first proof (~60), its
-#                                      # base's diagnosis (~63), its swap and captured gate (~40); what is left of
-#                                      # the budget goes to rungs25's proofs
-#   bash bench/gpu_lanes.sh 560 "rungs26 rungs25" ""   # warm: decode-s26-exp-shared (~200 s a pair now), then
-#                                      # decode-s25-conv-pdl (rungs26's diagnosis of the same base serves it)
-#   bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""   # warm: decode-s25-gates-pdl, the timeline
+# Session 26 (bench/gpu-runs/2026-12-02-session26/README.md), one H200, the export of session 25 (decode-s22-all
+# decode-s23-nones included); 4 calls, ~1673 s, two starts:
+#   SUITE_SKIP="gpu-tests-f16-pdl" bash bench/gpu_lanes.sh 560 "rungs26 rungs25" ""   # 498 s fresh: the step by
+#                                      # swaps (194 s with the kernel caches), decode-s26-exp-shared 0.996 / 0.996
+#                                      # (none; per op 0.974); rungs25's proofs did not fit
+#   SUITE_SKIP="gpu-tests-f16-pdl gpu-tests-conv-pdl" bash bench/gpu_lanes.sh 560 "rungs25 probe_timeline24" ""
+#                                      # 207 s warm: decode-s25-gates-pdl 0.969 / 0.971 (regression), the timeline
+#   bash bench/gpu_lanes.sh 560 "rungs26w probe_ncu_moe" ""   # 405 s fresh: call 2's registries restored and mended
+#                                      # (two proofs, 20 s: the step ready at 62 s), decode-s26-exp-wide 0.966 / 0.968
+#                                      # (regression; per op 0.944), Nsight Compute on the experts (25 s)
 #   SUITE_SKIP="gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active" \
-#     bash bench/gpu_lanes.sh 560 "rungs23" ""   # if time is left: decode-s23-pdl, -lowrank, -side (~200 s each)
-#   If nvidia-h200-x2 is lent: bash bench/gpu_lanes.sh 560 "rungs26 rungs25" "proofs26 proofs25 rungs23" (a proof
-#   named by both lanes runs once). The leads for new work are in session 25's README: the router (154 us a token,
-#   ~10x its bytes' time) and the experts (42% of the step).
+#     bash bench/gpu_lanes.sh 500 "rungs23" ""   # 428 s warm: decode-s23-pdl 1.020 / 1.019, decode-s23-lowrank 1.013 /
+#                                      # 1.011 (both none); decode-s23-side did not fit
+# Next session: the split down (stage rungs27: moe_experts=cupy_rowwarp_pdl_split, four warps an output; its GPU tests
+# and side-by-side run for the first time), then Nsight Compute on the experts again (the split form is in the probe
+# now), then, if the split won, the 131072 rows under it. Carry .whl and .kcache: registries.tgz is session 26's
+# (21 registries; the split's kernels are in moe_rowwarp.cu, so --mend proves cupy_rowwarp_pdl and the other
+# moe_rowwarp.cu selections again, ~20-30 s, and keeps the rest), kernels.tgz likewise. Copy both from the first
+# call's files into .kcache/ for a later fresh machine:
+#   export SUITE_TIMED="<the export above>" SUITE_PREFILL_BASE=bf16
+#   bash bench/gpu_lanes.sh 560 "rungs27 probe_ncu_moe" ""   # fresh: the registries mended (~30 s), the proof
+#                                      # (~25), the diagnosis (~40), the swap and captured gate (~35), the pair (~180),
+#                                      # the probe (~25)
+#   bash bench/gpu_lanes.sh 560 "frontier131k" ""   # warm, if decode-s27-exp-split won: both 131072 rows under it
+#   SUITE_SKIP="gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active gate-captured-s23-pdl \
+#     decode-s23-pdl gate-captured-s23-lowrank decode-s23-lowrank" bash bench/gpu_lanes.sh 500 "rungs23" ""
+#                                      # warm, if time is left: decode-s23-side, the last of session 23's parts
+# The leads for new work (session 26's README): the experts' down (too few warps: Nsight Compute's 4.3 a scheduler,
+# 0.68 eligible) and gate/up (27% of DRAM at 35% occupancy, partly issue-bound); the floor of one token's expert bytes
+# in one launch is 11.4 us against 36.6 for the pair.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -654,6 +669,12 @@ S26_EXPSH_REG=$TMP/cuda-s26-exp-shared.toml
 # PDL down requests 16 of a warp's 36 super-blocks before it waits for gate/up and the other 20 in two groups after;
 # the wide form requests all 36 before. Forecast from the chain's side-by-side (perop-expwide-bfloat16.json)
 S26_EXPWIDE_REG=$TMP/cuda-s26-exp-wide.toml
+# session 27's rung (stage rungs27, written after session 26's device time): moe_experts=cupy_rowwarp_pdl_split over
+# the step now. Nsight Compute on the down alone (session 26, call 3): 17.8 us for ~12 MB, 14% of DRAM, ~4.3 warps a
+# scheduler, 0.68 eligible, waiting on its loads; the wide form (more loads a warp) was slower. The split down puts
+# four warps on an output (a quarter of its super-blocks each): 32 warps an SM at its 64 registers, against ~17.
+# Forecast from the chain's side-by-side (perop-expsplit-bfloat16.json)
+S27_EXPSPLIT_REG=$TMP/cuda-s27-exp-split.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -933,7 +954,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1296,6 +1317,13 @@ proof_exp_shared() {  # moe_experts=cupy_rowwarp_pdl_shared (session 26): cupy_r
       -k shared_first tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-exp-shared.xml"
 }
+proof_exp_split() {  # moe_experts=cupy_rowwarp_pdl_split (written in session 26): close to cupy_rowwarp, its own bits
+  # replayed from a graph of three layers, an empty quarter, an out-of-range id's NaN, then the chain timed (-k
+  # split_down; its record $DJ/perop-expsplit-bfloat16.json)
+  run gpu-tests-exp-split 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k split_down tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-exp-split.xml"
+}
 proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
   # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
   run gpu-tests-exp-wide 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
@@ -1336,6 +1364,11 @@ experts_rung() {
 s26_rung() {
   experts_rung s26-exp-shared $S26_EXPSH_REG cupy_rowwarp_pdl_shared expshared exp-shared "the shared expert's \
 gate/up rows requested before the wait for the router, its blocks first (the same bits as cupy_rowwarp)"
+}
+s27_rung() {
+  experts_rung s27-exp-split $S27_EXPSPLIT_REG cupy_rowwarp_pdl_split expsplit exp-split "down as four warps an \
+output, each a quarter of its super-blocks requested before the wait, the four sums added in warp order (the \
+tolerance row)"
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2276,9 +2309,9 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
-  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 9 launches a pass): each kernel's own time, DRAM
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 11 launches a pass): each kernel's own time, DRAM
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
-  ncu_passes moe "moe_q4_k|_read_kernel" 9 bench/probes/moe_kernels.py ;;
+  ncu_passes moe "moe_q4_k|_read_kernel" 11 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
@@ -2388,6 +2421,14 @@ rungs26w)  # the wide down over the step now (as rungs26)
   ;;
 proofs26w)  # that rung's GPU tests alone (the lane beside rungs26w)
   proof_exp_wide ;;
+rungs27)  # the split down over the step now (as rungs26)
+  s22_step rungs27 || continue
+  s23_step || { log "rungs27: no session-23 step ($S23_REG)"; continue; }
+  proof_exp_split
+  s27_rung
+  ;;
+proofs27)  # that rung's GPU tests alone (the lane beside rungs27)
+  proof_exp_split ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
   # rungs25
   proof_f16_pdl

@@ -108,6 +108,9 @@ IMPLEMENTATIONS = [
     ("moe_experts", "cupy_rowwarp_pdl_wide", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_wide",
      bit_identical(to="cupy_rowwarp"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the PDL pair with down split four warps an output (its sum in another order): the tolerance row
+    ("moe_experts", "cupy_rowwarp_pdl_split", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_split", tolerance(),
+     "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the same with gate/up in packed half2 (fp16 activations and partial sums): the bf16 row
     ("moe_experts", "cupy_rowhalf", "sparkops_cupy.moe_experts:moe_experts_rowhalf", tolerance("bf16"),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
@@ -129,8 +132,8 @@ POLICIES = {
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
     **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
-                                                  "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide", "cupy_rowhalf",
-                                                  "cupy_mma")},
+                                                  "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",
+                                                  "cupy_rowwarp_pdl_split", "cupy_rowhalf", "cupy_mma")},
 }
 
 

@@ -211,13 +211,15 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 
 
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
-                    wide_down: bool = False) -> None:
+                    wide_down: bool = False, split_down: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
     loads before it waits). `shared_first` (with `pdl`): gate/up's first blocks take the shared expert's rows and copy
     them before the wait (kernels/moe_rowwarp.cu's SHARED_FIRST). `wide_down` (with `pdl`): down's first group of loads
-    is DOWN_WIDE_ROUNDS x 4 super-blocks a warp (the 48B's whole row) instead of 16."""
+    is DOWN_WIDE_ROUNDS x 4 super-blocks a warp (the 48B's whole row) instead of 16. `split_down` (with `pdl`): down
+    as DOWN_SPLIT_WARPS warps an output, each a share of its super-blocks (kernels/moe_rowwarp.cu's down_split_q4_k:
+    another order of the sum, hence the tolerance claim)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -235,8 +237,10 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                        f"not {gateup!r} / {ROWWARP_DOWN!r}")
     if shared_first and not pdl:
         raise BadInput("moe_experts: the shared-first gate/up is written for programmatic dependent launch (pdl=True)")
-    if wide_down and not pdl:
-        raise BadInput("moe_experts: the wide down is written for programmatic dependent launch (pdl=True)")
+    if (wide_down or split_down) and not pdl:
+        raise BadInput("moe_experts: the wide and split downs are written for programmatic dependent launch (pdl=True)")
+    if wide_down and split_down:
+        raise BadInput("moe_experts: the wide and the split down are two forms of one kernel; pick one")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup] + ("pdl" if pdl else "") \
         + ("sh" if shared_first else "")
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
@@ -246,9 +250,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                rt.ptr(h)), shared_mem=smem, pdl=pdl)
     copy_down = ROWWARP_DOWN == "copy"
     smem = 4 * (k * kd.row_bytes + (sd.row_bytes if sd else 0)) if copy_down else 0  # 4 rows of every slot
-    down = "moe_q4_k_downcp" if copy_down else ("moe_q4_k_downpdlw" if wide_down else "moe_q4_k_downpdl") if pdl \
-        else "moe_q4_k_down"
-    rt.launch("moe_rowwarp.cu", down, dev, ((d + 3) // 4,), (128,),
+    down = "moe_q4_k_downcp" if copy_down else ("moe_q4_k_downpdlw" if wide_down else "moe_q4_k_downsplitpdl"
+                                                 if split_down else "moe_q4_k_downpdl") if pdl else "moe_q4_k_down"
+    rt.launch("moe_rowwarp.cu", down, dev, (d if split_down else (d + 3) // 4,), (128,),  # an output a block / a warp
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
                rt.ptr(y), rt.i32(code)), shared_mem=smem, pdl=pdl)
@@ -281,6 +285,18 @@ def moe_experts_rowwarp_pdl_wide(x, weights, ids, w_gate, w_up, w_down, s_gate, 
     call by the stated policy."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, wide_down=True))
+
+
+def moe_experts_rowwarp_pdl_split(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_split": cupy_rowwarp_pdl with down split four warps an output. Nsight Compute on
+    the warp form's down (session 26, the 48B's layer alone): 17.8 us for ~12 MB, 14% of DRAM, ~4.3 warps a scheduler
+    of which 0.68 eligible, stalled on its loads. A warp an output row gives the grid too few warps, and the wide form
+    (more loads a warp, 128 registers) was slower. Here each output is a block of four warps, each adding a quarter
+    of the row's super-blocks (all requested before the PDL wait), the four sums added in warp order: 4x the warps, a
+    quarter of the chain each. Another order of the sum than cupy_rowwarp's, so its claim is the tolerance row. Every
+    other call by the stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, split_down=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

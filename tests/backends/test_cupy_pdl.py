@@ -273,6 +273,12 @@ def test_gpu_pdl_o_proj_after_a_triggering_gated_norm_reads_the_norm_s_output():
     _replays_match(lambda: step(True), lambda: step(False), refresh)
 
 
+def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
+    """sum((got - want)^2) / sum(want^2), in float64."""
+    got, want = got.double(), want.double()
+    return float(((got - want) ** 2).sum() / (want ** 2).sum())
+
+
 def _moe_48b(seed: int, dev: torch.device):
     """One token's arguments at the 48B's MoE shape (2304 wide, 1024 hidden, 24 of the 256 experts stored, top-8,
     a shared expert), Q4_K, bf16 activations."""
@@ -332,11 +338,13 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl", "moe_experts_rowwarp_pdl_shared",
-                                  "moe_experts_rowwarp_pdl_wide"], ids=["pdl", "pdl_shared_first", "pdl_wide_down"])
+                                  "moe_experts_rowwarp_pdl_wide", "moe_experts_rowwarp_pdl_split"],
+                         ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
-    read the routing; its routed blocks still do. The wide down reads every slot's id before it waits."""
+    read the routing; its routed blocks still do. The wide down reads every slot's id before it waits; the split
+    down's warps each read their share's, and the output is poisoned when any warp saw a bad one."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from sparkops_cupy import moe_experts as cme
 
@@ -423,6 +431,68 @@ def test_gpu_pdl_wide_down_experts_after_the_router_give_cupy_rowwarp_s_bits():
     """moe_experts=cupy_rowwarp_pdl_wide: down requests its whole row (the routing read, the weights streamed) before
     it waits for gate/up; h is read only after (_experts_after_the_router_match)."""
     _experts_after_the_router_match("cupy_rowwarp_pdl_wide", 27)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_split_down_experts_match_cupy_rowwarp_and_their_own_bits_when_replayed():
+    """moe_experts=cupy_rowwarp_pdl_split: down as four warps an output (another order of the sum), so against
+    cupy_rowwarp it is close (the tolerance row's nmse), not equal. Its own order is fixed, so it is deterministic:
+    three layers of the step's chain (the triggering norm, the PDL router, the split experts) replayed from one graph,
+    the outputs NaN before every replay, must give the bits of the same split experts after the plain norm and router,
+    launched eagerly - a warp that read gate/up's hidden vector or the router's ids before its wait gives the replay
+    before's, or NaN. Also a shape whose super-blocks do not divide by four (one slot of F = 256 and no shared expert:
+    a quarter of one is empty)."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    pytest.importorskip("triton")
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(31, dev)
+    want = cme.moe_experts_rowwarp(x, weights, ids, **w)
+    got = cme.moe_experts_rowwarp_pdl_split(x, weights, ids, **w)
+    again = cme.moe_experts_rowwarp_pdl_split(x, weights, ids, **w)
+    torch.cuda.synchronize()
+    assert torch.isfinite(got.float()).all() and torch.equal(got.view(torch.int16), again.view(torch.int16))
+    assert _nmse(got, want) < 1e-4  # bf16 outputs: a sum in another order may round to the next bf16 (~1e-5)
+
+    chain = _NormRouterLayers(dev, 32, 24, torch.bfloat16)
+
+    def layers(pdl: bool) -> list[torch.Tensor]:
+        return [cme.moe_experts_rowwarp_pdl_split(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
+
+    _replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts():
+    """One slot of F = 256, no shared expert: 1 super-block a row, so three of the four warps have nothing to add (and
+    the one that has waits, adds and is the output). Against the torch plugin's float32 moe_experts (proven against
+    the NumPy reference), within the tolerance row's 1e-10."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from gguf import GGMLQuantizationType as Q
+    from sparkops_cupy import moe_experts as cme
+    from sparkops_torch.moe_experts import moe_experts as torch_experts
+
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    rng, g = np.random.default_rng(33), torch.Generator().manual_seed(33)
+    d, f, e = 256, 256, 4
+
+    def qw(shape, name):
+        raw = np.ascontiguousarray(random_blocks(rng, shape, Q.Q4_K, 0.05))
+        return QWeight(torch.from_numpy(raw).to(dev), Q.Q4_K, shape, name)
+
+    w = dict(w_gate=qw((e, f, d), "g"), w_up=qw((e, f, d), "u"), w_down=qw((e, d, f), "d"), s_gate=None, s_up=None,
+             s_down=None)
+    x = torch.randn(1, d, generator=g).to(dev)
+    weights, ids = (torch.rand(1, 1, generator=g) + 0.1).to(dev), torch.tensor([[2]], device=dev)
+    assert cme.rowwarp_serves(x, **w)  # the split kernels take it (not the stated policy's torch path)
+    got = cme.moe_experts_rowwarp_pdl_split(x, weights, ids, **w)
+    want = torch_experts(x, weights, ids, **w)
+    torch.cuda.synchronize()
+    assert torch.isfinite(got).all() and _nmse(got, want) < 1e-10
 
 
 @pytest.mark.gpu

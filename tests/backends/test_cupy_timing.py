@@ -394,6 +394,12 @@ def test_experts_wide_down_after_the_router_side_by_side():
     _experts_after_the_router_timed("cupy_rowwarp_pdl_wide", "expwide-bfloat16", 27)
 
 
+def test_experts_split_down_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_split (down four warps an output):
+    perop-expsplit-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_split", "expsplit-bfloat16", 28)
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

@@ -60,7 +60,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "f16pdl": ("test_triton_linear.py", "test_gpu_pdl_f16_gate_gemvs_side_by_side"),
            "convpdl": ("test_triton_short_conv.py", "test_gpu_pdl_form_bits_replayed_and_timed_beside_the_plain_one"),
            "expshared": "test_experts_shared_first_after_the_router_side_by_side",
-           "expwide": "test_experts_wide_down_after_the_router_side_by_side"}
+           "expwide": "test_experts_wide_down_after_the_router_side_by_side",
+           "expsplit": "test_experts_split_down_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2425,6 +2426,23 @@ def test_rungs26w_leaves_its_rung_out_without_the_record_and_makes_nothing_of_it
     assert not (tmp_path / "machine" / "cuda-s26-exp-wide.toml").exists()
 
 
+def test_rungs27_times_the_split_down_over_session_23s_step_after_its_proof_and_captured_gate(tmp_path):
+    """Stage rungs27: the split down's GPU tests (-k split_down), its swap over session 23's step, the captured gate
+    and the pair forecast from its record (1300 -> 1100: x1.182)."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": _records(tmp_path, expsplit={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_split": 1100e-6})}
+    log, calls = _lanes(tmp_path, "rungs27", "", extra_env=env)
+    machine = tmp_path / "machine"
+    s23, reg = machine / "cuda-s23-nones.toml", machine / "cuda-s27-exp-split.toml"
+    assert "] gpu-tests-exp-split (limit" in log and "-k split_down" in log, log[-3000:]
+    assert any(c.startswith("swap moe_experts=cupy_rowwarp_pdl_split") and f"{reg}.new" in c for c in calls)
+    assert any(c.startswith("check --model") and f"--registry {reg} " in c and "--captured" in c for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert len(decodes) == 1 and f"--registry {s23} " in decodes[0], decodes
+    assert "--expect moe_experts=1.182" in decodes[0] and "moe_experts=cupy_rowwarp_pdl_split: down as four" in \
+        decodes[0]
+
+
 def test_a_won_wide_down_is_the_step_now_that_frontier131k_times(tmp_path):
     """decode-s26-exp-wide, once a win, heads NOW_RUNGS: frontier131k's rows at 131072 run its registry."""
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s26w_record(tmp_path)}
@@ -2462,3 +2480,27 @@ def test_the_next_sessions_plan_after_session_25(tmp_path):
     assert pairs == [str(machine / f"cuda-{n}.toml") for n in ("s26-exp-shared", "s25-conv-pdl", "s25-gates-pdl")]
     assert sum(c.startswith("diagnose") for c in calls) == 1
     assert log.index("] gpu-tests-exp-shared (limit") < log.index("] decode-s26-exp-shared (limit")
+
+
+def test_the_next_sessions_plan_after_session_26(tmp_path):
+    """The suite header's plan for the session after 26, on one GPU: "rungs27 probe_ncu_moe" times the split down over
+    session 23's step after its proof (and Nsight Compute then profiles one pass of the probe's 11 launches); the
+    third call's SUITE_SKIP leaves of stage rungs23 only the side stream's pair, the one session 26 did not reach."""
+    _stubs_with_ncu(tmp_path)
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": _records(tmp_path, expsplit={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_split": 1100e-6})}
+    log, calls = _lanes(tmp_path, "rungs27 probe_ncu_moe", "", extra_env=env)
+    machine = tmp_path / "machine"
+    assert "unknown stage" not in log
+    assert log.index("] gpu-tests-exp-split (limit") < log.index("] decode-s27-exp-split (limit") \
+        < log.index("] probe-ncu-moe (limit")
+    ncu = [c for c in calls if c.startswith("ncu ")]
+    assert ncu and all("--launch-skip 11 --launch-count 11" in c and "moe_kernels.py" in c for c in ncu)
+    skip = ("gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active gate-captured-s23-pdl "
+            "decode-s23-pdl gate-captured-s23-lowrank decode-s23-lowrank")
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all decode-s23-nones", "STUB_PYTEST_SECONDS": "0",
+           "SUITE_SKIP": skip}
+    (tmp_path / "rungs23").mkdir()  # a second machine of its own
+    log, calls = _lanes(tmp_path / "rungs23", "rungs23", "", extra_env=env)
+    pairs = [c.split("--vs ")[1].split()[0] for c in calls if c.startswith("bench decode") and "--vs " in c]
+    assert [p.rsplit("/", 1)[1] for p in pairs] == ["cuda-s23-side.toml"], pairs

@@ -296,6 +296,88 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
     if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
 }
 
+// down split across the block's warps ("split", the down of cupy_rowwarp_pdl_split, written after GPU session 26):
+// the block's 4 warps share one output d, warp w taking the w-th quarter of its K * F / 256 + Fs / 256 super-blocks
+// (the 48B's 36: 9 a warp, every load of the quarter requested before the PDL wait), each lane adding its share in
+// order; each warp's sum goes to shared memory and thread 0 adds the four in warp order. Why: Nsight Compute on the
+// warp form (session 26, the 48B's layer alone): 17.8 us for ~12 MB, 14% of DRAM, ~4.3 warps a scheduler with 0.68
+// eligible, stalled on its loads - the grid (a warp an output) holds too few warps for the latency, and the wide form
+// (every load of the row up front, 128 registers) was slower still. Four warps an output: 4x the warps, each a quarter
+// of the chain. The sum's order differs from the warp form's, so its claim is the tolerance row, not those bits.
+// Same arguments as down_q4_k; grid D, 128 threads. 64 registers (sm_90): 8 blocks, 32 warps an SM, against the warp
+// form's ~17 (its grid's); bounds for 10 or 12 blocks an SM spill.
+#define DOWN_SPLIT_WARPS 4
+// a warp's rounds of 4 super-blocks: 3 (12 slots) hold the 48B's quarter row of 9 in one group
+#define DOWN_SPLIT_ROUNDS 3
+template <bool PDL>
+__device__ __forceinline__ void down_split_q4_k(const float* __restrict__ h, const i64* __restrict__ ids,
+                                                const float* __restrict__ weights, int K, int E,
+                                                const u8* __restrict__ w_down, i64 row_bytes, int F,
+                                                const u8* __restrict__ s_down, i64 s_row_bytes, int Fs, int D,
+                                                void* __restrict__ y, int y_dt) {
+    __shared__ float part[DOWN_SPLIT_WARPS];
+    __shared__ int part_bad[DOWN_SPLIT_WARPS];
+    const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3, w = threadIdx.x >> 5;
+    const i64 d = blockIdx.x;
+    const int per = F >> 8, routed = K * per, units = routed + (Fs >> 8);
+    const int share = (units + DOWN_SPLIT_WARPS - 1) / DOWN_SPLIT_WARPS;
+    const int u0 = w * share, u1 = min(units, u0 + share);
+    float acc = 0.0f;
+    bool bad = false;
+    bool waited = false;
+    for (int g = u0; g < u1 || (PDL && !waited); g += 4 * DOWN_SPLIT_ROUNDS) {
+        uint4 hd[DOWN_SPLIT_ROUNDS], q[DOWN_SPLIT_ROUNDS];
+        float scale[DOWN_SPLIT_ROUNDS];
+#pragma unroll
+        for (int i = 0; i < DOWN_SPLIT_ROUNDS; ++i) {  // every load of the group first
+            const int u = g + 4 * i + oct;
+            scale[i] = 1.0f;
+            if (u < u1) {
+                const u8* b;
+                if (u < routed) {
+                    const int slot = u / per;
+                    i64 e = PDL ? __ldcg(ids + slot) : ids[slot];
+                    if (e < 0 || e >= E) {
+                        bad = true;
+                        e = 0;
+                    }
+                    scale[i] = PDL ? __ldcg(weights + slot) : weights[slot];
+                    b = w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144;
+                } else {
+                    b = s_down + d * s_row_bytes + (i64)(u - routed) * 144;
+                }
+                q4k_load(b, o, hd[i], q[i]);
+            }
+        }
+        if (PDL && !waited) {  // h: gate/up's output (every warp waits, on its first round, whatever its share)
+            pdl_wait();
+            waited = true;
+        }
+#pragma unroll
+        for (int i = 0; i < DOWN_SPLIT_ROUNDS; ++i) {
+            const int u = g + 4 * i + oct;
+            if (u < u1) acc += scale[i] * rw_block<DT_F32, !PDL>(hd[i], q[i], h, (i64)u * 256, o);
+        }
+    }
+    acc = warp_sum(acc);
+    bad = __any_sync(0xffffffffu, bad);
+    if (lane == 0) {
+        part[w] = acc;
+        part_bad[w] = bad;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float sum = part[0];
+        int any_bad = part_bad[0];
+#pragma unroll
+        for (int i = 1; i < DOWN_SPLIT_WARPS; ++i) {
+            sum += part[i];
+            any_bad |= part_bad[i];
+        }
+        store_act(y, d, y_dt, any_bad ? QNAN : sum);
+    }
+}
+
 // down with every weight byte of the block in flight at once ("copy"): the block's 4 outputs d0..d0+3 are 4
 // consecutive rows of each chosen expert's down matrix (and of the shared one), so K + 1 contiguous ranges of 4 rows,
 // copied into shared memory with cp.async first; then each warp walks its output's super-blocks from shared memory
@@ -508,6 +590,14 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downpdlw(
     int D, void* __restrict__ y, int y_dt) {
     down_q4_k<true, DOWN_WIDE_ROUNDS>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y,
                                       y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downsplitpdl(
+    const float* __restrict__ h, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_split_q4_k<true>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
 }
 
 // budget: stack 0, spills 0
