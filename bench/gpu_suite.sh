@@ -2405,28 +2405,21 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26)  # session 26's rung over the step now (session 23's, made by swaps: SUITE_TIMED names decode-s23-nones)
-  s22_step rungs26 || continue
-  s23_step || { log "rungs26: no session-23 step ($S23_REG)"; continue; }
-  proof_exp_shared
-  s26_rung
+rungs26|rungs26w|rungs27)  # an experts rung over the step now (session 23's, made by swaps: SUITE_TIMED names
+  # decode-s23-nones): rungs26 the shared-first gate/up, rungs26w the wide down, rungs27 the split down; each after
+  # its GPU tests (proof_exp_shared / _wide / _split)
+  s22_step $stage || continue
+  s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
+  case $stage in
+    rungs26) proof_exp_shared; s26_rung ;;
+    rungs26w) proof_exp_wide; s26w_rung ;;
+    rungs27) proof_exp_split; s27_rung ;;
+  esac
   ;;
 proofs26)  # that rung's GPU tests alone (the lane beside rungs26)
   proof_exp_shared ;;
-rungs26w)  # the wide down over the step now (as rungs26)
-  s22_step rungs26w || continue
-  s23_step || { log "rungs26w: no session-23 step ($S23_REG)"; continue; }
-  proof_exp_wide
-  s26w_rung
-  ;;
 proofs26w)  # that rung's GPU tests alone (the lane beside rungs26w)
   proof_exp_wide ;;
-rungs27)  # the split down over the step now (as rungs26)
-  s22_step rungs27 || continue
-  s23_step || { log "rungs27: no session-23 step ($S23_REG)"; continue; }
-  proof_exp_split
-  s27_rung
-  ;;
 proofs27)  # that rung's GPU tests alone (the lane beside rungs27)
   proof_exp_split ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -35,20 +35,14 @@ def main(argv: list[str] | None = None) -> int:
         print("moe_kernels probe: needs a CUDA device", file=sys.stderr)
         return 2
     import triton
-    import triton.language as tl
-    from _passes import warm_then_measured
+    from _passes import streaming_read, warm_then_measured
     from gguf import GGMLQuantizationType as Q
     from sparkops_cupy import moe_experts as cme
 
     from sparkops.config import load_preset
     from sparkops_cupy._workloads import moe_workload
 
-    @triton.jit
-    def _read_kernel(w_ptr, out_ptr, n_words, BLOCK: tl.constexpr):
-        """A plain streaming read of int32 words, summed so the loads stay."""
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        v = tl.load(w_ptr + i, mask=i < n_words, other=0)
-        tl.store(out_ptr + tl.program_id(0), tl.sum(v, axis=0))
+    _read_kernel = streaming_read()
 
     dev = torch.device("cuda", torch.cuda.current_device())
     cfg = load_preset("kimi-linear-48b-a3b")

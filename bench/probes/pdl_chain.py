@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     import triton
-    import triton.language as tl
+    from _passes import streaming_read
     from gguf import GGMLQuantizationType as Q
     from sparkops_cupy import _runtime as rt
     from sparkops_cupy import linear as cl
@@ -69,11 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkops.gguf.quants import random_blocks
     from sparkops.qweight import QWeight
 
-    @triton.jit
-    def _read_kernel(w_ptr, out_ptr, n_words, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        v = tl.load(w_ptr + i, mask=i < n_words, other=0)
-        tl.store(out_ptr + tl.program_id(0), tl.sum(v, axis=0))
+    _read_kernel = streaming_read()
 
     dev = torch.device("cuda", torch.cuda.current_device())
     rng = np.random.default_rng(0)

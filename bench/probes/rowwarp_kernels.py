@@ -52,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print("rowwarp_kernels probe: needs a CUDA device", file=sys.stderr)
         return 2
     import triton
-    import triton.language as tl
-    from _passes import warm_then_measured
+    from _passes import streaming_read, warm_then_measured
     from gguf import GGMLQuantizationType as Q
     from sparkops_cupy import linear as cl
     from sparkops_cupy._runtime import DTYPE_CODE
@@ -65,13 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dev = torch.device("cuda", torch.cuda.current_device())  # an index: weights compare devices exactly
 
-    @triton.jit
-    def _read_kernel(w_ptr, out_ptr, n_words, BLOCK: tl.constexpr):
-        """A plain streaming read of the weight's bytes (int32 words), summed so the loads stay: the floor a GEMV
-        of these bytes cannot beat."""
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        v = tl.load(w_ptr + i, mask=i < n_words, other=0)
-        tl.store(out_ptr + tl.program_id(0), tl.sum(v, axis=0))
+    _read_kernel = streaming_read()
 
     sink = torch.empty(1 << 16, dtype=torch.int32, device=dev)  # a word per program (16 KiB each)
     rng = np.random.default_rng(0)

@@ -2354,12 +2354,15 @@ def test_rungs26_times_the_shared_first_experts_over_session_23s_step_after_its_
         assert "decode-s26-exp-shared: its base's diagnosis is diag-decode-s25-base's" in log
 
 
-def test_rungs26_leaves_its_rung_out_without_the_record_and_makes_nothing_of_it(tmp_path):
+@pytest.mark.parametrize("stage, name, impl", [("rungs26", "s26-exp-shared", "cupy_rowwarp_pdl_shared"),
+                                               ("rungs26w", "s26-exp-wide", "cupy_rowwarp_pdl_wide"),
+                                               ("rungs27", "s27-exp-split", "cupy_rowwarp_pdl_split")])
+def test_an_experts_rung_is_left_out_without_its_record_and_nothing_of_it_is_made(tmp_path, stage, name, impl):
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0"}
-    log, calls = _lanes(tmp_path, "rungs26", "", extra_env=env)
-    assert "decode-s26-exp-shared: left out (its GPU tests failed, or their record gave no factor)" in log
-    assert not any("cupy_rowwarp_pdl_shared" in c for c in calls)
-    assert not (tmp_path / "machine" / "cuda-s26-exp-shared.toml").exists()
+    log, calls = _lanes(tmp_path, stage, "", extra_env=env)
+    assert f"decode-{name}: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any(impl in c for c in calls)
+    assert not (tmp_path / "machine" / f"cuda-{name}.toml").exists()
 
 
 def test_proofs26_runs_the_proof_alone_and_a_rungs26_call_after_it_takes_its_verdict(tmp_path):
@@ -2399,48 +2402,30 @@ def _s26w_record(tmp_path) -> str:
     return _records(tmp_path, expwide={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_wide": 1200e-6})
 
 
-def test_rungs26w_times_the_wide_down_over_session_23s_step_after_its_proof_and_captured_gate(tmp_path):
-    """Stage rungs26w: session 23's step made by swaps, the wide down's GPU tests (-k wide_down: the bits, the NaN and
-    the side-by-side that writes its record), the swap over the step, the captured gate, the pair forecast from the
-    record on moe_experts, with its base's own diagnosis."""
-    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _s26w_record(tmp_path)}
-    log, calls = _lanes(tmp_path, "rungs26w", "", extra_env=env)
-    machine = tmp_path / "machine"
-    s23, reg = machine / "cuda-s23-nones.toml", machine / "cuda-s26-exp-wide.toml"
-    assert "] gpu-tests-exp-wide (limit" in log and "-k wide_down" in log, log[-3000:]
-    assert any(c.startswith("swap moe_experts=cupy_rowwarp_pdl_wide") and f"{reg}.new" in c for c in calls)
-    assert any(c.startswith("check --model") and f"--registry {reg} " in c and "--captured" in c for c in calls)
-    decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
-    assert len(decodes) == 1 and f"--registry {s23} " in decodes[0], decodes
-    assert "--expect moe_experts=1.083" in decodes[0] and "moe_experts=cupy_rowwarp_pdl_wide: down's whole row" in \
-        decodes[0]
-    assert f"--prediction {machine}/suite-diag/diag-decode-s26-exp-wide.json" in decodes[0]
-    assert sum(c.startswith("diagnose") and "diag-decode-s26-exp-wide.json" in c for c in calls) == 1
-
-
-def test_rungs26w_leaves_its_rung_out_without_the_record_and_makes_nothing_of_it(tmp_path):
-    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0"}
-    log, calls = _lanes(tmp_path, "rungs26w", "", extra_env=env)
-    assert "decode-s26-exp-wide: left out (its GPU tests failed, or their record gave no factor)" in log
-    assert not any("cupy_rowwarp_pdl_wide" in c for c in calls)
-    assert not (tmp_path / "machine" / "cuda-s26-exp-wide.toml").exists()
-
-
-def test_rungs27_times_the_split_down_over_session_23s_step_after_its_proof_and_captured_gate(tmp_path):
-    """Stage rungs27: the split down's GPU tests (-k split_down), its swap over session 23's step, the captured gate
-    and the pair forecast from its record (1300 -> 1100: x1.182)."""
+@pytest.mark.parametrize("stage, name, impl, stem, k, text", [
+    ("rungs26w", "s26-exp-wide", "cupy_rowwarp_pdl_wide", "expwide", "wide_down", "down's whole row"),
+    ("rungs27", "s27-exp-split", "cupy_rowwarp_pdl_split", "expsplit", "split_down", "down as four warps"),
+])
+def test_an_experts_rung_times_its_form_over_session_23s_step_after_its_proof_and_captured_gate(tmp_path, stage, name,
+                                                                                               impl, stem, k, text):
+    """Stages rungs26w (the wide down) and rungs27 (the split down): session 23's step made by swaps, the form's GPU
+    tests (-k K: the bits or closeness, the NaN and the side-by-side that writes its record), the swap over the step,
+    the captured gate, the pair forecast from the record (1300 -> 1100 us a token: x1.182) on moe_experts, with its
+    base's own diagnosis."""
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": _records(tmp_path, expsplit={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_split": 1100e-6})}
-    log, calls = _lanes(tmp_path, "rungs27", "", extra_env=env)
+           "STUB_PEROP": _records(tmp_path, **{stem: {"cupy_rowwarp_pdl": 1300e-6, impl: 1100e-6}})}
+    log, calls = _lanes(tmp_path, stage, "", extra_env=env)
     machine = tmp_path / "machine"
-    s23, reg = machine / "cuda-s23-nones.toml", machine / "cuda-s27-exp-split.toml"
-    assert "] gpu-tests-exp-split (limit" in log and "-k split_down" in log, log[-3000:]
-    assert any(c.startswith("swap moe_experts=cupy_rowwarp_pdl_split") and f"{reg}.new" in c for c in calls)
+    s23, reg = machine / "cuda-s23-nones.toml", machine / f"cuda-{name}.toml"
+    tests = name.split("-", 1)[1]
+    assert f"] gpu-tests-{tests} (limit" in log and f"-k {k}" in log, log[-3000:]
+    assert any(c.startswith(f"swap moe_experts={impl}") and f"{reg}.new" in c for c in calls)
     assert any(c.startswith("check --model") and f"--registry {reg} " in c and "--captured" in c for c in calls)
     decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
     assert len(decodes) == 1 and f"--registry {s23} " in decodes[0], decodes
-    assert "--expect moe_experts=1.182" in decodes[0] and "moe_experts=cupy_rowwarp_pdl_split: down as four" in \
-        decodes[0]
+    assert "--expect moe_experts=1.182" in decodes[0] and f"moe_experts={impl}: {text}" in decodes[0]
+    assert f"--prediction {machine}/suite-diag/diag-decode-{name}.json" in decodes[0]
+    assert sum(c.startswith("diagnose") and f"diag-decode-{name}.json" in c for c in calls) == 1
 
 
 def test_a_won_wide_down_is_the_step_now_that_frontier131k_times(tmp_path):

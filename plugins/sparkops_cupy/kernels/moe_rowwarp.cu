@@ -237,6 +237,52 @@ __device__ __forceinline__ void gateup_stg_q4_k(const void* __restrict__ x, cons
     if (lane == 0 && ok) h[r] = bad ? QNAN : mr_silu(acc) * u;
 }
 
+// One group of a down warp's loads (down_q4_k, down_split_q4_k), all issued before any is used: the super-blocks
+// u = g + 4 i + oct (i < ROUNDS) below u_end of output d, each from its slot's expert row (an id outside [0, E): expert
+// 0's, and bad set) or the shared expert's, its scale the slot's routing weight (1 for the shared expert's).
+template <bool PDL, int ROUNDS>
+__device__ __forceinline__ void down_group_load(int g, int u_end, int oct, int o, const i64* __restrict__ ids,
+                                                const float* __restrict__ weights, int E,
+                                                const u8* __restrict__ w_down, i64 row_bytes, int per, int routed,
+                                                const u8* __restrict__ s_down, i64 s_row_bytes, int D, i64 d,
+                                                uint4 (&hd)[ROUNDS], uint4 (&q)[ROUNDS], float (&scale)[ROUNDS],
+                                                bool& bad) {
+#pragma unroll
+    for (int i = 0; i < ROUNDS; ++i) {
+        const int u = g + 4 * i + oct;
+        scale[i] = 1.0f;
+        if (u < u_end) {
+            const u8* b;
+            if (u < routed) {
+                const int slot = u / per;
+                i64 e = PDL ? __ldcg(ids + slot) : ids[slot];
+                if (e < 0 || e >= E) {
+                    bad = true;
+                    e = 0;
+                }
+                scale[i] = PDL ? __ldcg(weights + slot) : weights[slot];
+                b = w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144;
+            } else {
+                b = s_down + d * s_row_bytes + (i64)(u - routed) * 144;
+            }
+            q4k_load(b, o, hd[i], q[i]);
+        }
+    }
+}
+
+// That group's products with h (float32; with PDL read coherently, after the wait), added to acc in order.
+template <bool PDL, int ROUNDS>
+__device__ __forceinline__ float down_group_add(int g, int u_end, int oct, int o, const float* __restrict__ h,
+                                                const uint4 (&hd)[ROUNDS], const uint4 (&q)[ROUNDS],
+                                                const float (&scale)[ROUNDS], float acc) {
+#pragma unroll
+    for (int i = 0; i < ROUNDS; ++i) {
+        const int u = g + 4 * i + oct;
+        if (u < u_end) acc += scale[i] * rw_block<DT_F32, !PDL>(hd[i], q[i], h, (i64)u * 256, o);
+    }
+    return acc;
+}
+
 // h [K * F + Fs] float32, ids [K], weights [K] float32, w_down [E, D, F] Q4_K (rows of row_bytes = F / 256 * 144),
 // s_down [D, Fs] (rows of s_row_bytes; null, Fs = 0: none); y [D] in dtype y_dt. grid ceil(D / 4).
 // PDL (the down of cupy_rowwarp_pdl): launched with programmatic dependent launch after the PDL gate/up, which lets it
@@ -263,33 +309,10 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
     for (int g = 0; g < units; g += 4 * ROUNDS) {
         uint4 hd[ROUNDS], q[ROUNDS];
         float scale[ROUNDS];
-#pragma unroll
-        for (int i = 0; i < ROUNDS; ++i) {  // every load of the group first
-            const int u = g + 4 * i + oct;
-            scale[i] = 1.0f;
-            if (u < units) {
-                const u8* b;
-                if (u < routed) {
-                    const int slot = u / per;
-                    i64 e = PDL ? __ldcg(ids + slot) : ids[slot];
-                    if (e < 0 || e >= E) {
-                        bad = true;
-                        e = 0;
-                    }
-                    scale[i] = PDL ? __ldcg(weights + slot) : weights[slot];
-                    b = w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144;
-                } else {
-                    b = s_down + d * s_row_bytes + (i64)(u - routed) * 144;
-                }
-                q4k_load(b, o, hd[i], q[i]);
-            }
-        }
+        down_group_load<PDL, ROUNDS>(g, units, oct, o, ids, weights, E, w_down, row_bytes, per, routed, s_down,
+                                     s_row_bytes, D, d, hd, q, scale, bad);
         if (PDL && g == 0) pdl_wait();  // h: gate/up's output
-#pragma unroll
-        for (int i = 0; i < ROUNDS; ++i) {
-            const int u = g + 4 * i + oct;
-            if (u < units) acc += scale[i] * rw_block<DT_F32, !PDL>(hd[i], q[i], h, (i64)u * 256, o);
-        }
+        acc = down_group_add<PDL, ROUNDS>(g, units, oct, o, h, hd, q, scale, acc);
     }
     acc = warp_sum(acc);
     bad = __any_sync(0xffffffffu, bad);
@@ -328,36 +351,13 @@ __device__ __forceinline__ void down_split_q4_k(const float* __restrict__ h, con
     for (int g = u0; g < u1 || (PDL && !waited); g += 4 * DOWN_SPLIT_ROUNDS) {
         uint4 hd[DOWN_SPLIT_ROUNDS], q[DOWN_SPLIT_ROUNDS];
         float scale[DOWN_SPLIT_ROUNDS];
-#pragma unroll
-        for (int i = 0; i < DOWN_SPLIT_ROUNDS; ++i) {  // every load of the group first
-            const int u = g + 4 * i + oct;
-            scale[i] = 1.0f;
-            if (u < u1) {
-                const u8* b;
-                if (u < routed) {
-                    const int slot = u / per;
-                    i64 e = PDL ? __ldcg(ids + slot) : ids[slot];
-                    if (e < 0 || e >= E) {
-                        bad = true;
-                        e = 0;
-                    }
-                    scale[i] = PDL ? __ldcg(weights + slot) : weights[slot];
-                    b = w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144;
-                } else {
-                    b = s_down + d * s_row_bytes + (i64)(u - routed) * 144;
-                }
-                q4k_load(b, o, hd[i], q[i]);
-            }
-        }
+        down_group_load<PDL, DOWN_SPLIT_ROUNDS>(g, u1, oct, o, ids, weights, E, w_down, row_bytes, per, routed, s_down,
+                                                s_row_bytes, D, d, hd, q, scale, bad);
         if (PDL && !waited) {  // h: gate/up's output (every warp waits, on its first round, whatever its share)
             pdl_wait();
             waited = true;
         }
-#pragma unroll
-        for (int i = 0; i < DOWN_SPLIT_ROUNDS; ++i) {
-            const int u = g + 4 * i + oct;
-            if (u < u1) acc += scale[i] * rw_block<DT_F32, !PDL>(hd[i], q[i], h, (i64)u * 256, o);
-        }
+        acc = down_group_add<PDL, DOWN_SPLIT_ROUNDS>(g, u1, oct, o, h, hd, q, scale, acc);
     }
     acc = warp_sum(acc);
     bad = __any_sync(0xffffffffu, bad);
