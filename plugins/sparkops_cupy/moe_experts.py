@@ -282,7 +282,9 @@ def moe_experts_rowwarp_pdl_wide(x, weights, ids, w_gate, w_up, w_down, s_gate, 
     36 take two more round trips once h is ready, and session 26's timeline had down ending ~18 us after gate/up for
     ~12 MB. Here the first group is the row's 36 (kernels/moe_rowwarp.cu's DOWN_WIDE_ROUNDS), all requested before the
     wait. Each lane adds its super-blocks in the same order, so the claim is bit-identity to cupy_rowwarp. Every other
-    call by the stated policy."""
+    call by the stated policy. Session 26: per op 0.944, its rung 0.966 (a regression). Nsight Compute then found the
+    down short of warps, not of loads in flight, and this form's 128 registers cost it more warps (29.7 us alone
+    against 19.6); kept as a measured form, selected by nothing."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, wide_down=True))
 

@@ -293,7 +293,8 @@ __device__ __forceinline__ float down_group_add(int g, int u_end, int oct, int o
 // group, so with PDL every weight byte of the warp is requested before the wait for gate/up. Session 26's timeline
 // had down ending ~18 us after gate/up for 12 MB (~3 us of bytes), its second and third groups each a round trip
 // after the wait. A lane adds its super-blocks u = oct, oct + 4, ... in the same order whatever ROUNDS is (each
-// group's in turn, ascending), so every ROUNDS gives the same bits.
+// group's in turn, ascending), so every ROUNDS gives the same bits. Session 26: slower (rung 0.966; 29.7 against 19.6
+// us alone under Nsight Compute): 128 registers, fewer warps, in a kernel short of warps.
 template <bool PDL = false, int ROUNDS = RW_ROUNDS>
 __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64* __restrict__ ids,
                                           const float* __restrict__ weights, int K, int E,
