@@ -5,9 +5,9 @@ A fresh machine spends ~320 s making the step's registries by `sparkops swap` (G
 A registry's check records are its proof, pinned to each implementation's source hash, the claim, the tolerance
 table and the reference lock, not to one machine. So the suite carries the registries a session made
 (.kcache/registries.tgz) and, on the next fresh machine, keeps each one whose plan holds on that device class today:
-every op runs what it selects, its record unchanged. A registry that does not (a kernel edited since, a plugin not
-available there) is deleted with its .base, and the suite makes it again by its swaps. One line per registry says
-which, and why.
+every op runs what it selects (none by its fallback to the reference), its record unchanged. A registry that does
+not (a kernel edited since, a plugin not available there) is deleted with its .base, and the suite makes it again by
+its swaps. One line per registry says which, and why.
 
 --mend: a registry whose only problem is records that no longer hold (the implementation's source, claim, tolerance
 row or reference lock changed since, or no record), every implementation it selects able to run here, is mended in
@@ -54,7 +54,9 @@ class Proof(NamedTuple):
 
 
 def verdict(path: Path, catalog: Any, device: str) -> str | None:
-    """None where the registry's plan holds on `device`, else the first reason it does not."""
+    """None where the registry's plan holds on `device` with every op running what it selects, else the first reason
+    it does not. A selection that cannot run here but whose fallback policy is "reference" leaves a plan that runs,
+    the op on the NumPy reference: the registry it was made as is not what would run, so it is not kept either."""
     from sparkops.errors import SparkopsError
     from sparkops.registry.file import Registry
     from sparkops.registry.plan import make_plan
@@ -64,7 +66,10 @@ def verdict(path: Path, catalog: Any, device: str) -> str | None:
     except (SparkopsError, OSError) as exc:
         return f"{type(exc).__name__}: {exc}"
     bad = [(op, e.error) for op, e in plan.entries.items() if e.error]
-    return None if plan.ok else (f"{bad[0][0]}: {bad[0][1]}" if bad else "the plan cannot run")
+    if not plan.ok:
+        return f"{bad[0][0]}: {bad[0][1]}" if bad else "the plan cannot run"
+    fell = [(op, e.reason) for op, e in plan.entries.items() if e.fallback_taken and e.selected is not None]
+    return f"{fell[0][0]}: {fell[0][1]}" if fell else None
 
 
 def verdicts(paths: list[Path], device: str, catalog: Any = None) -> list[tuple[Path, str | None]]:

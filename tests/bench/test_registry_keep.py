@@ -188,3 +188,19 @@ def test_a_proof_that_cannot_run_is_a_failed_one(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "dropped cuda-a.toml: swiglu=torch failed its re-proof (the proof could not run: CheckFailed: " in out
     assert out.strip().endswith("0 of 1 carried registries kept") and not reg.exists()
+
+
+def test_a_registry_that_would_run_an_op_on_its_fallback_is_dropped_not_kept(tmp_path):
+    """A selection that cannot run here with fallback = "reference" leaves a plan that runs (the op on the NumPy
+    reference), but not the registry that was made: it is dropped, naming the op and the fallback, with or without
+    --mend, and nothing is proven for it."""
+    text = (REPO / "registry.toml").read_text()
+    old = '[ops.rmsnorm.cpu]\nimpl = "torch"\nfallback = "reference"'
+    assert old in text, "registry.toml's CPU rmsnorm entry changed: update this test"
+    for mend in (False, True):
+        reg = tmp_path / f"cuda-fell-{mend}.toml"
+        reg.write_text(text.replace(old, '[ops.rmsnorm.cpu]\nimpl = "triton"\nfallback = "reference"'))
+        r = _keep(reg, mend=mend)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"dropped {reg.name}: rmsnorm: FALLBACK to the reference" in r.stdout, r.stdout
+        assert not reg.exists() and "proof " not in r.stdout
