@@ -24,8 +24,8 @@ PDL_SOURCES = sorted(p for p in KERNEL_DIR.glob("*.cu") if "pdl_wait();" in p.re
 #: the PDL kernels as of session 21: the check must see each (a listing it failed to read would pass vacuously)
 KNOWN = {
     "linear_rowwarp.cu": {"linear_q4_k_rowwarppdl_bf16", "linear_q4_k_rowcppdl_bf16"},
-    "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_downpdlw", "moe_q4_k_downsplitpdl", "moe_q4_k_gateupcppdl_bf16",
-                       "moe_q4_k_gateupcppdlsh_bf16"},
+    "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_downpdlw", "moe_q4_k_downsplitpdl", "moe_q4_k_downsplit2pdl",
+                       "moe_q4_k_downsplit8pdl", "moe_q4_k_gateupcppdl_bf16", "moe_q4_k_gateupcppdlsh_bf16"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
 }
 
@@ -162,5 +162,7 @@ def test_the_wide_down_requests_its_whole_group_above_its_wait(tmp_path):
     assert wide > plain
     assert above_wait("moe_q4_k_downpdlw") == (2 * wide, 2 * wide)
     assert above_wait("moe_q4_k_downpdl") == (2 * plain, 2 * plain)
-    # the split down (cupy_rowwarp_pdl_split): its warp's whole share (the 48B's 9 of 36 in 12 slots) above the wait
+    # the split downs (cupy_rowwarp_pdl_split's forms): a warp's whole group (the 48B's share of its 36) above the wait
     assert above_wait("moe_q4_k_downsplitpdl")[0] == 2 * split
+    assert above_wait("moe_q4_k_downsplit2pdl")[0] == 2 * _rounds("DOWN_SPLIT2_ROUNDS")
+    assert above_wait("moe_q4_k_downsplit8pdl")[0] == 2 * _rounds("DOWN_SPLIT8_ROUNDS")

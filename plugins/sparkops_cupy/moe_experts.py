@@ -99,6 +99,11 @@ _DT_SUFFIX = {0: "f32", 1: "bf16", 2: "f16"}
 #: Session 13, the 48B's experts, one token, bf16 (µs a layer): octet/warp 35.3, octet/copy 36.7, copy/warp 34.2,
 #: copy/copy 35.2; triton_prefetch 35.0 (float32 activations: 35.9, 37.6, 34.9, 35.9; 34.3)
 ROWWARP_GATEUP, ROWWARP_DOWN = "copy", "warp"
+#: cupy_rowwarp_pdl_split's forms (kernels/moe_rowwarp.cu's down_split_q4_k): warps an output -> the kernel; DOWN_SPLIT
+#: is the one it runs, read at each call (the side-by-side times each). 4 by the reading of session 26's Nsight
+#: Compute run (its registers give 32 warps an SM), not yet by a measurement
+DOWN_SPLIT_FORMS = {2: "moe_q4_k_downsplit2pdl", 4: "moe_q4_k_downsplitpdl", 8: "moe_q4_k_downsplit8pdl"}
+DOWN_SPLIT = 4
 
 
 def _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> tuple[int, int, int, int]:
@@ -218,7 +223,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     loads before it waits). `shared_first` (with `pdl`): gate/up's first blocks take the shared expert's rows and copy
     them before the wait (kernels/moe_rowwarp.cu's SHARED_FIRST). `wide_down` (with `pdl`): down's first group of loads
     is DOWN_WIDE_ROUNDS x 4 super-blocks a warp (the 48B's whole row) instead of 16. `split_down` (with `pdl`): down
-    as DOWN_SPLIT_WARPS warps an output, each a share of its super-blocks (kernels/moe_rowwarp.cu's down_split_q4_k:
+    as DOWN_SPLIT warps an output, each a share of its super-blocks (kernels/moe_rowwarp.cu's down_split_q4_k:
     another order of the sum, hence the tolerance claim)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
@@ -241,6 +246,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
         raise BadInput("moe_experts: the wide and split downs are written for programmatic dependent launch (pdl=True)")
     if wide_down and split_down:
         raise BadInput("moe_experts: the wide and the split down are two forms of one kernel; pick one")
+    if split_down and DOWN_SPLIT not in DOWN_SPLIT_FORMS:
+        raise BadInput(f"moe_experts: the split down's forms are {sorted(DOWN_SPLIT_FORMS)} warps an output, not "
+                       f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup] + ("pdl" if pdl else "") \
         + ("sh" if shared_first else "")
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
@@ -250,9 +258,10 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                rt.ptr(h)), shared_mem=smem, pdl=pdl)
     copy_down = ROWWARP_DOWN == "copy"
     smem = 4 * (k * kd.row_bytes + (sd.row_bytes if sd else 0)) if copy_down else 0  # 4 rows of every slot
-    down = "moe_q4_k_downcp" if copy_down else ("moe_q4_k_downpdlw" if wide_down else "moe_q4_k_downsplitpdl"
+    down = "moe_q4_k_downcp" if copy_down else ("moe_q4_k_downpdlw" if wide_down else DOWN_SPLIT_FORMS[DOWN_SPLIT]
                                                  if split_down else "moe_q4_k_downpdl") if pdl else "moe_q4_k_down"
-    rt.launch("moe_rowwarp.cu", down, dev, (d if split_down else (d + 3) // 4,), (128,),  # an output a block / a warp
+    grid, block = ((d,), (32 * DOWN_SPLIT,)) if split_down else (((d + 3) // 4,), (128,))  # an output a block / a warp
+    rt.launch("moe_rowwarp.cu", down, dev, grid, block,
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
                rt.ptr(y), rt.i32(code)), shared_mem=smem, pdl=pdl)
@@ -295,8 +304,8 @@ def moe_experts_rowwarp_pdl_split(x, weights, ids, w_gate, w_up, w_down, s_gate,
     of which 0.68 eligible, stalled on its loads. A warp an output row gives the grid too few warps, and the wide form
     (more loads a warp, 128 registers) was slower. Here each output is a block of four warps, each adding a quarter
     of the row's super-blocks (all requested before the PDL wait), the four sums added in warp order: 4x the warps, a
-    quarter of the chain each. Another order of the sum than cupy_rowwarp's, so its claim is the tolerance row. Every
-    other call by the stated policy."""
+    quarter of the chain each (DOWN_SPLIT: 2 and 8 are the other forms). Another order of the sum than cupy_rowwarp's,
+    so its claim is the tolerance row. Every other call by the stated policy."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, split_down=True))
 

@@ -434,18 +434,20 @@ def test_gpu_pdl_wide_down_experts_after_the_router_give_cupy_rowwarp_s_bits():
 
 
 @pytest.mark.gpu
-def test_gpu_pdl_split_down_experts_match_cupy_rowwarp_and_their_own_bits_when_replayed():
+@pytest.mark.parametrize("split", [2, 4, 8], ids=["2_warps", "4_warps", "8_warps"])
+def test_gpu_pdl_split_down_experts_match_cupy_rowwarp_and_their_own_bits_when_replayed(split, monkeypatch):
     """moe_experts=cupy_rowwarp_pdl_split: down as four warps an output (another order of the sum), so against
     cupy_rowwarp it is close (the tolerance row's nmse), not equal. Its own order is fixed, so it is deterministic:
     three layers of the step's chain (the triggering norm, the PDL router, the split experts) replayed from one graph,
     the outputs NaN before every replay, must give the bits of the same split experts after the plain norm and router,
     launched eagerly - a warp that read gate/up's hidden vector or the router's ids before its wait gives the replay
     before's, or NaN. Also a shape whose super-blocks do not divide by four (one slot of F = 256 and no shared expert:
-    a quarter of one is empty)."""
+    a quarter of one is empty). Each form (DOWN_SPLIT: 2, 4 or 8 warps an output)."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     pytest.importorskip("triton")
     from sparkops_cupy import moe_experts as cme
 
+    monkeypatch.setattr(cme, "DOWN_SPLIT", split)
     dev = torch.device("cuda", torch.cuda.current_device())
     x, weights, ids, w = _moe_48b(31, dev)
     want = cme.moe_experts_rowwarp(x, weights, ids, **w)
@@ -464,10 +466,11 @@ def test_gpu_pdl_split_down_experts_match_cupy_rowwarp_and_their_own_bits_when_r
 
 
 @pytest.mark.gpu
-def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts():
-    """One slot of F = 256, no shared expert: 1 super-block a row, so three of the four warps have nothing to add (and
+@pytest.mark.parametrize("split", [2, 4, 8], ids=["2_warps", "4_warps", "8_warps"])
+def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(split, monkeypatch):
+    """One slot of F = 256, no shared expert: 1 super-block a row, so all warps but the first have nothing to add (and
     the one that has waits, adds and is the output). Against the torch plugin's float32 moe_experts (proven against
-    the NumPy reference), within the tolerance row's 1e-10."""
+    the NumPy reference), within the tolerance row's 1e-10; each form (DOWN_SPLIT)."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from gguf import GGMLQuantizationType as Q
     from sparkops_cupy import moe_experts as cme
@@ -476,6 +479,7 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts():
     from sparkops.gguf.quants import random_blocks
     from sparkops.qweight import QWeight
 
+    monkeypatch.setattr(cme, "DOWN_SPLIT", split)
     dev = torch.device("cuda", torch.cuda.current_device())
     rng, g = np.random.default_rng(33), torch.Generator().manual_seed(33)
     d, f, e = 256, 256, 4

@@ -333,14 +333,15 @@ def test_router_pdl_pairs_side_by_side():
           f"({'faster' if pdl < plain else 'NOT faster'}: {pdl * 1e6:.2f} against {plain * 1e6:.2f} us)")
 
 
-def _experts_after_the_router_timed(form: str, record: str, seed: int) -> None:
+def _experts_after_the_router_timed(form: str, record: str, seed: int, variants: dict | None = None) -> None:
     """A PDL experts form's per-op evidence: the 48B's MoE layer as the step chains it - the triggering norm
     (add_rmsnorm=triton_pdl), the PDL router (2304 x 256 float32, top-8; a router weight per MoE layer, so that they do
     not live in the L2), then the experts (Q4_K, 256 of them, the shared one) - under cupy_rowwarp_pdl and under FORM,
     on the same argument sets in one CUDA graph each; recorded as perop-RECORD.json (per token, x the MoE layers). The
     forms exist for their overlap with the kernel before, so the experts are not timed alone: the chain's norm and
-    router sit in both figures, which understates the experts' own gain in the forecast. Asserted: each was captured;
-    which is faster is printed, not asserted."""
+    router sit in both figures, which understates the experts' own gain in the forecast. `variants`: more columns,
+    name -> a context manager factory that puts FORM in another form while its chain runs. Asserted: each was
+    captured; which is faster is printed, not asserted."""
     pytest.importorskip("triton")
     from gguf import GGMLQuantizationType as Q
 
@@ -375,7 +376,15 @@ def _experts_after_the_router_timed(form: str, record: str, seed: int) -> None:
     base = moe_workload(cfg, Q.Q4_K, torch.bfloat16)
     w = Workload(base.op, base.label + ", after its norm and router", base.build)
     names = ("cupy_rowwarp_pdl", form)
-    times = _per_layer(w, {n: chain(n) for n in names}, seed, layers, record)
+    impls = {n: chain(n) for n in names}
+    for label, variant in (variants or {}).items():
+        inner = chain(form)
+
+        def call(*args, inner=inner, variant=variant, **kwargs):
+            with variant():
+                return inner(*args, **kwargs)
+        impls[label] = call
+    times = _per_layer(w, impls, seed, layers, record)
     assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
     plain, new = (times[n].seconds for n in names)
     print(f"{form} against cupy_rowwarp_pdl, the chain a layer: x{plain / new:.3f} "
@@ -395,9 +404,24 @@ def test_experts_wide_down_after_the_router_side_by_side():
 
 
 def test_experts_split_down_after_the_router_side_by_side():
-    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_split (down four warps an output):
-    perop-expsplit-bfloat16.json."""
-    _experts_after_the_router_timed("cupy_rowwarp_pdl_split", "expsplit-bfloat16", 28)
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_split (down four warps an output), with its other
+    forms (2 and 8 warps an output) as columns of their own: perop-expsplit-bfloat16.json."""
+    import contextlib
+
+    import sparkops_cupy.moe_experts as cme
+
+    def forced(split):
+        @contextlib.contextmanager
+        def form():
+            was, cme.DOWN_SPLIT = cme.DOWN_SPLIT, split
+            try:
+                yield
+            finally:
+                cme.DOWN_SPLIT = was
+        return form
+
+    others = {f"cupy_rowwarp_pdl_split {n} warps": forced(n) for n in cme.DOWN_SPLIT_FORMS if n != cme.DOWN_SPLIT}
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_split", "expsplit-bfloat16", 28, others)
 
 
 def test_attention_deep_side_by_side():

@@ -321,44 +321,48 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
 }
 
 // down split across the block's warps ("split", the down of cupy_rowwarp_pdl_split, written after GPU session 26):
-// the block's 4 warps share one output d, warp w taking the w-th quarter of its K * F / 256 + Fs / 256 super-blocks
-// (the 48B's 36: 9 a warp, every load of the quarter requested before the PDL wait), each lane adding its share in
-// order; each warp's sum goes to shared memory and thread 0 adds the four in warp order. Why: Nsight Compute on the
-// warp form (session 26, the 48B's layer alone): 17.8 us for ~12 MB, 14% of DRAM, ~4.3 warps a scheduler with 0.68
-// eligible, stalled on its loads - the grid (a warp an output) holds too few warps for the latency, and the wide form
-// (every load of the row up front, 128 registers) was slower still. Four warps an output: 4x the warps, each a quarter
-// of the chain. The sum's order differs from the warp form's, so its claim is the tolerance row, not those bits.
-// Same arguments as down_q4_k; grid D, 128 threads. 64 registers (sm_90): 8 blocks, 32 warps an SM, against the warp
-// form's ~17 (its grid's); bounds for 10 or 12 blocks an SM spill.
-#define DOWN_SPLIT_WARPS 4
-// a warp's rounds of 4 super-blocks: 3 (12 slots) hold the 48B's quarter row of 9 in one group
-#define DOWN_SPLIT_ROUNDS 3
-template <bool PDL>
+// the block's S warps share one output d, warp w taking the w-th of S shares of its K * F / 256 + Fs / 256
+// super-blocks (the 48B's 36, S = 4: 9 a warp, every load of the share requested before the PDL wait), each lane
+// adding its super-blocks in order; each warp's sum goes to shared memory and thread 0 adds the S in warp order.
+// Why: Nsight Compute on the warp form (session 26, the 48B's layer alone): 17.8 us for ~12 MB, 14% of DRAM, ~4.3
+// warps a scheduler with 0.68 eligible, stalled on its loads - the grid (a warp an output) holds too few warps for
+// the latency, and the wide form (every load of the row up front, 128 registers) was slower still. S warps an
+// output: S x the warps, each 1 / S of the chain. The sum's order differs from the warp form's, so its claim is the
+// tolerance row, not those bits.
+// Same arguments as down_q4_k; grid D, S x 32 threads (S warps an output). The forms: S = 4 (the default,
+// moe_q4_k_downsplitpdl; 64 registers on sm_90: 8 blocks, 32 warps an SM, against the warp form's ~17, its grid's;
+// bounds for 10 or 12 blocks an SM spill), S = 2 and S = 8 (moe_q4_k_downsplit2pdl / 8pdl), for the side-by-side to
+// choose between.
+// ROUNDS of 4 super-blocks a warp's group: enough for the 48B's share of its 36 in one group
+#define DOWN_SPLIT_ROUNDS 3   // S = 4: 9 a warp, 12 slots
+#define DOWN_SPLIT2_ROUNDS 5  // S = 2: 18 a warp, 20 slots
+#define DOWN_SPLIT8_ROUNDS 2  // S = 8: 5 a warp (the last 1), 8 slots
+template <bool PDL, int S, int ROUNDS>
 __device__ __forceinline__ void down_split_q4_k(const float* __restrict__ h, const i64* __restrict__ ids,
                                                 const float* __restrict__ weights, int K, int E,
                                                 const u8* __restrict__ w_down, i64 row_bytes, int F,
                                                 const u8* __restrict__ s_down, i64 s_row_bytes, int Fs, int D,
                                                 void* __restrict__ y, int y_dt) {
-    __shared__ float part[DOWN_SPLIT_WARPS];
-    __shared__ int part_bad[DOWN_SPLIT_WARPS];
+    __shared__ float part[S];
+    __shared__ int part_bad[S];
     const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3, w = threadIdx.x >> 5;
     const i64 d = blockIdx.x;
     const int per = F >> 8, routed = K * per, units = routed + (Fs >> 8);
-    const int share = (units + DOWN_SPLIT_WARPS - 1) / DOWN_SPLIT_WARPS;
+    const int share = (units + S - 1) / S;
     const int u0 = w * share, u1 = min(units, u0 + share);
     float acc = 0.0f;
     bool bad = false;
     bool waited = false;
-    for (int g = u0; g < u1 || (PDL && !waited); g += 4 * DOWN_SPLIT_ROUNDS) {
-        uint4 hd[DOWN_SPLIT_ROUNDS], q[DOWN_SPLIT_ROUNDS];
-        float scale[DOWN_SPLIT_ROUNDS];
-        down_group_load<PDL, DOWN_SPLIT_ROUNDS>(g, u1, oct, o, ids, weights, E, w_down, row_bytes, per, routed, s_down,
+    for (int g = u0; g < u1 || (PDL && !waited); g += 4 * ROUNDS) {
+        uint4 hd[ROUNDS], q[ROUNDS];
+        float scale[ROUNDS];
+        down_group_load<PDL, ROUNDS>(g, u1, oct, o, ids, weights, E, w_down, row_bytes, per, routed, s_down,
                                                 s_row_bytes, D, d, hd, q, scale, bad);
         if (PDL && !waited) {  // h: gate/up's output (every warp waits, on its first round, whatever its share)
             pdl_wait();
             waited = true;
         }
-        acc = down_group_add<PDL, DOWN_SPLIT_ROUNDS>(g, u1, oct, o, h, hd, q, scale, acc);
+        acc = down_group_add<PDL, ROUNDS>(g, u1, oct, o, h, hd, q, scale, acc);
     }
     acc = warp_sum(acc);
     bad = __any_sync(0xffffffffu, bad);
@@ -371,7 +375,7 @@ __device__ __forceinline__ void down_split_q4_k(const float* __restrict__ h, con
         float sum = part[0];
         int any_bad = part_bad[0];
 #pragma unroll
-        for (int i = 1; i < DOWN_SPLIT_WARPS; ++i) {
+        for (int i = 1; i < S; ++i) {
             sum += part[i];
             any_bad |= part_bad[i];
         }
@@ -598,7 +602,26 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downsplitpdl(
     const float* __restrict__ h, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
-    down_split_q4_k<true>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+    down_split_q4_k<true, 4, DOWN_SPLIT_ROUNDS>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs,
+                                                D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(64) moe_q4_k_downsplit2pdl(
+    const float* __restrict__ h, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_split_q4_k<true, 2, DOWN_SPLIT2_ROUNDS>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs,
+                                                 D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_q4_k_downsplit8pdl(
+    const float* __restrict__ h, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_split_q4_k<true, 8, DOWN_SPLIT8_ROUNDS>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs,
+                                                 D, y, y_dt);
 }
 
 // budget: stack 0, spills 0
