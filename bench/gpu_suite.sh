@@ -423,8 +423,9 @@
 #     decode-s23-pdl gate-captured-s23-lowrank decode-s23-lowrank" bash bench/gpu_lanes.sh 500 "rungs23" ""
 #                                      # warm, if time is left: decode-s23-side, the last of session 23's parts
 # The leads for new work (session 26's README): the experts' down (too few warps: Nsight Compute's 4.3 a scheduler,
-# 0.68 eligible) and gate/up (27% of DRAM at 35% occupancy, partly issue-bound); the floor of one token's expert bytes
-# in one launch is 11.4 us against 36.6 for the pair.
+# 0.68 eligible; the split down is the first answer) and gate/up (~7.2 instructions a weight at ~59% issue: a Q8/dp4a
+# copy form, designed in that README, ~24 KB of shared memory, one wave); the floor of one token's expert bytes in
+# one launch is 11.4 us against 36.6 for the pair.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
