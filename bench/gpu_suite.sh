@@ -166,6 +166,10 @@
 #                 sum in another order: the tolerance row), after gpu-tests-exp-split and its record
 #                 perop-expsplit-bfloat16.json
 #     proofs27    rungs27's GPU tests alone
+#     rungs27q    moe_experts=cupy_rowwarp_pdl_q8 (or _q8_split over a split step that won) over the step now:
+#                 gate/up on Q8 activations and __dp4a (the act_q8 row), after gpu-tests-exp-q8 and its record
+#                 perop-expq8-bfloat16.json
+#     proofs27q   rungs27q's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -409,8 +413,8 @@
 #     bash bench/gpu_lanes.sh 500 "rungs23" ""   # 428 s warm: decode-s23-pdl 1.020 / 1.019, decode-s23-lowrank 1.013 /
 #                                      # 1.011 (both none); decode-s23-side did not fit
 # Next session: the split down (stage rungs27: moe_experts=cupy_rowwarp_pdl_split, four warps an output; its GPU tests
-# and side-by-side run for the first time), then Nsight Compute on the experts again (the split form is in the probe
-# now), then, if the split won, the 131072 rows under it. Carry .whl and .kcache: registries.tgz is session 26's
+# and side-by-side run for the first time), Nsight Compute on the experts again (the split and Q8 forms are in the
+# probe now), the Q8 gate/up (stage rungs27q), then the 131072 rows under whatever won. Carry .whl and .kcache: registries.tgz is session 26's
 # (21 registries; the split's kernels are in moe_rowwarp.cu, so --mend proves cupy_rowwarp_pdl and the other
 # moe_rowwarp.cu selections again, ~20-30 s, and keeps the rest), kernels.tgz likewise. Copy both from the first
 # call's files into .kcache/ for a later fresh machine:
@@ -418,14 +422,16 @@
 #   bash bench/gpu_lanes.sh 560 "rungs27 probe_ncu_moe" ""   # fresh: the registries mended (~30 s), the proof
 #                                      # (~25), the diagnosis (~40), the swap and captured gate (~35), the pair (~180),
 #                                      # the probe (~25)
+#   bash bench/gpu_lanes.sh 560 "rungs27q" ""   # warm: the Q8 gate/up (its proof ~30 s, the pair ~180; over the split
+#                                      # step if decode-s27-exp-split won, with its own diagnosis)
 #   bash bench/gpu_lanes.sh 560 "frontier131k" ""   # warm, if decode-s27-exp-split won: both 131072 rows under it
 #   SUITE_SKIP="gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active gate-captured-s23-pdl \
 #     decode-s23-pdl gate-captured-s23-lowrank decode-s23-lowrank" bash bench/gpu_lanes.sh 500 "rungs23" ""
 #                                      # warm, if time is left: decode-s23-side, the last of session 23's parts
 # The leads for new work (session 26's README): the experts' down (too few warps: Nsight Compute's 4.3 a scheduler,
-# 0.68 eligible; the split down is the first answer) and gate/up (~7.2 instructions a weight at ~59% issue: a Q8/dp4a
-# copy form, designed in that README, ~24 KB of shared memory, one wave); the floor of one token's expert bytes in
-# one launch is 11.4 us against 36.6 for the pair.
+# 0.68 eligible; the split down is the first answer) and gate/up (~7.2 instructions a weight at ~59% issue; the Q8
+# gate/up, rungs27q, the second: ~1.3 a weight, ~24 KB of shared memory, one wave); the floor of one token's expert
+# bytes in one launch is 11.4 us against 36.6 for the pair.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -676,6 +682,9 @@ S26_EXPWIDE_REG=$TMP/cuda-s26-exp-wide.toml
 # four warps on an output (a quarter of its super-blocks each): 32 warps an SM at its 64 registers, against ~17.
 # Forecast from the chain's side-by-side (perop-expsplit-bfloat16.json)
 S27_EXPSPLIT_REG=$TMP/cuda-s27-exp-split.toml
+# and the Q8 gate/up (stage rungs27q): Nsight Compute had the float gate/up at ~7.2 instructions a weight, close to
+# issue-bound; this form is ~1.3 (x quantized once a block, __dp4a), act_q8. Over the split step when that won
+S27_EXPQ8_REG=$TMP/cuda-s27-exp-q8.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -955,7 +964,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1325,20 +1334,27 @@ proof_exp_split() {  # moe_experts=cupy_rowwarp_pdl_split (written in session 26
       -k split_down tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-exp-split.xml"
 }
+proof_exp_q8() {  # moe_experts=cupy_rowwarp_pdl_q8 and _q8_split (written in session 26): close to the torch experts
+  # in three dtypes, their own bits replayed from a graph of three layers, an out-of-range id's NaN, then the chain
+  # timed beside the split (-k q8_gate_up; its record $DJ/perop-expq8-bfloat16.json)
+  run gpu-tests-exp-q8 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k q8_gate_up tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-exp-q8.xml"
+}
 proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
   # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
   run gpu-tests-exp-wide 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       -k wide_down tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-exp-wide.xml"
 }
-# experts_rung NAME REG IMPL STEM TESTS TEXT: rung decode-NAME, moe_experts=IMPL over the step now (session 23's, or
-# a newer rung that won), after gpu-tests-TESTS passed and gave a factor from perop-STEM-bfloat16.json (IMPL against
-# cupy_rowwarp_pdl) and REG's captured gate; the base's diagnosis is rungs25's when the base is that stage's (the same
-# registry on this machine), else its own
+# experts_rung NAME REG IMPL STEM TESTS TEXT [REF]: rung decode-NAME, moe_experts=IMPL over the step now (session 23's,
+# or a newer rung that won), after gpu-tests-TESTS passed and gave a factor from perop-STEM-bfloat16.json (IMPL against
+# REF, cupy_rowwarp_pdl unless named: the base's experts) and REG's captured gate; the base's diagnosis is rungs25's
+# when the base is that stage's (the same registry on this machine), else its own
 experts_rung() {
-  local name=$1 reg=$2 impl=$3 stem=$4 tests=$5 text=$6 base fac
+  local name=$1 reg=$2 impl=$3 stem=$4 tests=$5 text=$6 ref=${7:-cupy_rowwarp_pdl} base fac
   base=$(now_reg decode-$name) || return 0
-  fac=$(perop $stem cupy_rowwarp_pdl $impl)
+  fac=$(perop $stem $ref $impl)
   proven_with_factor $name $tests "$fac" || return 0
   rebase $name $base
   if [ "$base" = "$S23_REG" ] && [ -s $DJ/diag-decode-s25-base.json ] && [ ! -s $DJ/diag-decode-$name.json ]; then
@@ -1370,6 +1386,17 @@ s27_rung() {
   experts_rung s27-exp-split $S27_EXPSPLIT_REG cupy_rowwarp_pdl_split expsplit exp-split "down as four warps an \
 output, each a quarter of its super-blocks requested before the wait, the four sums added in warp order (the \
 tolerance row)"
+}
+# s27q_rung: the Q8 gate/up over the step now: with the split down when decode-s27-exp-split won (the step's experts
+# are then the split pair, and gate/up is all the rung changes), else with the PDL warp down
+s27q_rung() {
+  if timed decode-s27-exp-split; then
+    experts_rung s27-exp-q8 $S27_EXPQ8_REG cupy_rowwarp_pdl_q8_split expq8 exp-q8 "gate/up on Q8 activations and \
+__dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
+  else
+    experts_rung s27-exp-q8 $S27_EXPQ8_REG cupy_rowwarp_pdl_q8 expq8 exp-q8 "gate/up on Q8 activations and __dp4a \
+(the act_q8 row)"
+  fi
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2310,9 +2337,9 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
-  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 11 launches a pass): each kernel's own time, DRAM
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 13 launches a pass): each kernel's own time, DRAM
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
-  ncu_passes moe "moe_q4_k|_read_kernel" 11 bench/probes/moe_kernels.py ;;
+  ncu_passes moe "moe_q4_k|_read_kernel" 13 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
@@ -2406,15 +2433,16 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27)  # an experts rung over the step now (session 23's, made by swaps: SUITE_TIMED names
-  # decode-s23-nones): rungs26 the shared-first gate/up, rungs26w the wide down, rungs27 the split down; each after
-  # its GPU tests (proof_exp_shared / _wide / _split)
+rungs26|rungs26w|rungs27|rungs27q)  # an experts rung over the step now (session 23's, made by swaps: SUITE_TIMED
+  # names decode-s23-nones): rungs26 the shared-first gate/up, rungs26w the wide down, rungs27 the split down,
+  # rungs27q the Q8 gate/up; each after its GPU tests (proof_exp_shared / _wide / _split / _q8)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
   case $stage in
     rungs26) proof_exp_shared; s26_rung ;;
     rungs26w) proof_exp_wide; s26w_rung ;;
     rungs27) proof_exp_split; s27_rung ;;
+    rungs27q) proof_exp_q8; s27q_rung ;;
   esac
   ;;
 proofs26)  # that rung's GPU tests alone (the lane beside rungs26)
@@ -2423,6 +2451,8 @@ proofs26w)  # that rung's GPU tests alone (the lane beside rungs26w)
   proof_exp_wide ;;
 proofs27)  # that rung's GPU tests alone (the lane beside rungs27)
   proof_exp_split ;;
+proofs27q)  # that rung's GPU tests alone (the lane beside rungs27q)
+  proof_exp_q8 ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
   # rungs25
   proof_f16_pdl

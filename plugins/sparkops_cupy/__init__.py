@@ -111,6 +111,12 @@ IMPLEMENTATIONS = [
     # the PDL pair with down split four warps an output (its sum in another order): the tolerance row
     ("moe_experts", "cupy_rowwarp_pdl_split", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_split", tolerance(),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the PDL pair with gate/up on Q8 activations and __dp4a (llama.cpp's arithmetic): the act_q8 row; and the same
+    # gate/up with the split down
+    ("moe_experts", "cupy_rowwarp_pdl_q8", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8", tolerance("act_q8"),
+     "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    ("moe_experts", "cupy_rowwarp_pdl_q8_split", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_split",
+     tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the same with gate/up in packed half2 (fp16 activations and partial sums): the bf16 row
     ("moe_experts", "cupy_rowhalf", "sparkops_cupy.moe_experts:moe_experts_rowhalf", tolerance("bf16"),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
@@ -133,7 +139,8 @@ POLICIES = {
     **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",
-                                                  "cupy_rowwarp_pdl_split", "cupy_rowhalf", "cupy_mma")},
+                                                  "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8",
+                                                  "cupy_rowwarp_pdl_q8_split", "cupy_rowhalf", "cupy_mma")},
 }
 
 

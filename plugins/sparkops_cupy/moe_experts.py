@@ -230,14 +230,19 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
     # "half" only when an implementation names it (cupy_rowhalf): cupy_rowwarp's float32 claim does not cover fp16
     named, gateup = gateup is not None, gateup or ROWWARP_GATEUP
-    if gateup not in ("octet", "copy", "staged") + (("half",) if named else ()) or ROWWARP_DOWN not in ("warp", "copy"):
+    if gateup not in ("octet", "copy", "staged") + (("half", "q8") if named else ()) \
+            or ROWWARP_DOWN not in ("warp", "copy"):
         raise BadInput(f"moe_experts: cupy_rowwarp's forms are gate/up 'octet', 'copy' or 'staged' and down 'warp' or "
                        f"'copy', not {gateup!r} / {ROWWARP_DOWN!r} (sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
     if gateup == "half":  # fp16 pairs (16 bytes a slot of 8), sums of 16, 8 gate + 8 up rows
         smem = 2 * d + 4 * (d // 16) + 16 * kg.row_bytes
+    elif gateup == "q8":  # int8 codes, a float scale a block of 32, int sums of 16, 8 gate + 8 up rows
+        smem = d + 4 * (d // 32) + 4 * (d // 16) + 16 * kg.row_bytes
     else:  # float32 activations, sums of 16 (, 8 gate + 8 up rows)
         smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if gateup == "copy" else 0)
-    if pdl and (gateup != "copy" or ROWWARP_DOWN != "warp"):
+    if gateup == "q8" and not pdl:
+        raise BadInput("moe_experts: the Q8 gate/up is written for programmatic dependent launch (pdl=True)")
+    if pdl and (gateup not in ("copy", "q8") or ROWWARP_DOWN != "warp"):
         raise BadInput(f"moe_experts: programmatic dependent launch is written for gate/up 'copy' with down 'warp', "
                        f"not {gateup!r} / {ROWWARP_DOWN!r}")
     if shared_first and not pdl:
@@ -249,7 +254,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if split_down and DOWN_SPLIT not in DOWN_SPLIT_FORMS:
         raise BadInput(f"moe_experts: the split down's forms are {sorted(DOWN_SPLIT_FORMS)} warps an output, not "
                        f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
-    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc"}[gateup] + ("pdl" if pdl else "") \
+    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("pdl" if pdl else "") \
         + ("sh" if shared_first else "")
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
               ((rows + 7) // 8,), (256 if gateup == "staged" else 128,),
@@ -308,6 +313,25 @@ def moe_experts_rowwarp_pdl_split(x, weights, ids, w_gate, w_up, w_down, s_gate,
     so its claim is the tolerance row. Every other call by the stated policy."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, split_down=True))
+
+
+def moe_experts_rowwarp_pdl_q8(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8": cupy_rowwarp_pdl with gate/up on Q8 activations and integer dots
+    (kernels/moe_rowwarp.cu's gateup_q8_q4_k: x quantized once a block to Q8 blocks of 32, each lane's 32 weights of a
+    super-block dotted by 8 __dp4a), down the PDL warp form. Nsight Compute had the float gate/up at ~7.2
+    instructions a weight, close to issue-bound (session 26); this is ~1.3, and its shared memory (~24 KB) puts the 48B's
+    1152 blocks in one wave. The activations' rounding is llama.cpp's: the claim is tolerance("act_q8"). Every other
+    call by the stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True))
+
+
+def moe_experts_rowwarp_pdl_q8_split(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_split": the Q8 gate/up of cupy_rowwarp_pdl_q8 with cupy_rowwarp_pdl_split's
+    down (DOWN_SPLIT warps an output): both of session 26's leads in one pair, its own name so that a rung over the
+    split step changes gate/up alone. tolerance("act_q8"); every other call by the stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, split_down=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

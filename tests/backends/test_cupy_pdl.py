@@ -338,8 +338,10 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl", "moe_experts_rowwarp_pdl_shared",
-                                  "moe_experts_rowwarp_pdl_wide", "moe_experts_rowwarp_pdl_split"],
-                         ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down"])
+                                  "moe_experts_rowwarp_pdl_wide", "moe_experts_rowwarp_pdl_split",
+                                  "moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_split"],
+                         ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
+                              "pdl_q8_gate_up_split"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -497,6 +499,41 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
     want = torch_experts(x, weights, ids, **w)
     torch.cuda.synchronize()
     assert torch.isfinite(got).all() and _nmse(got, want) < 1e-10
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split"], ids=["q8_gate_up",
+                                                                                        "q8_gate_up_split"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
+    """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split): x rounded through Q8 blocks of 32 before gate/up's integer
+    dots, so against the torch plugin's float32 experts it is close, not equal: act_q8's nmse for this op is 1e-2, and
+    Q8 activations alone land near 1e-4 (asserted under 2e-3, so that a wrong scale or sub-block cannot hide in the
+    claim's margin). Its integer dots and fixed sums make it deterministic: three layers of the step's chain replayed
+    from one graph, the outputs NaN before every replay, give the bits of the same experts after the plain norm and
+    router - a block that read x or the ids before its wait gives the replay before's, or NaN."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    pytest.importorskip("triton")
+    from sparkops_cupy import moe_experts as cme
+    from sparkops_torch.moe_experts import moe_experts as torch_experts
+
+    form = getattr(cme, f"moe_experts_{name.removeprefix('cupy_')}")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(41, dev)
+    x = x.to(dtype)
+    got, again = form(x, weights, ids, **w), form(x, weights, ids, **w)
+    want = torch_experts(x.float(), weights, ids, **w)
+    torch.cuda.synchronize()
+    assert torch.isfinite(got.float()).all() and torch.equal(got.float(), again.float())
+    err = _nmse(got.float(), want)
+    assert err < 2e-3, f"{name} ({dtype}): nmse {err:.3g} against the float32 experts"
+
+    chain = _NormRouterLayers(dev, 42, 24, torch.bfloat16)
+
+    def layers(pdl: bool) -> list[torch.Tensor]:
+        return [form(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
+
+    _replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
 
 
 @pytest.mark.gpu

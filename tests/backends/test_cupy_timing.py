@@ -333,15 +333,16 @@ def test_router_pdl_pairs_side_by_side():
           f"({'faster' if pdl < plain else 'NOT faster'}: {pdl * 1e6:.2f} against {plain * 1e6:.2f} us)")
 
 
-def _experts_after_the_router_timed(form: str, record: str, seed: int, variants: dict | None = None) -> None:
+def _experts_after_the_router_timed(form: str, record: str, seed: int, variants: dict | None = None,
+                                    more: tuple[str, ...] = ()) -> None:
     """A PDL experts form's per-op evidence: the 48B's MoE layer as the step chains it - the triggering norm
     (add_rmsnorm=triton_pdl), the PDL router (2304 x 256 float32, top-8; a router weight per MoE layer, so that they do
     not live in the L2), then the experts (Q4_K, 256 of them, the shared one) - under cupy_rowwarp_pdl and under FORM,
     on the same argument sets in one CUDA graph each; recorded as perop-RECORD.json (per token, x the MoE layers). The
     forms exist for their overlap with the kernel before, so the experts are not timed alone: the chain's norm and
     router sit in both figures, which understates the experts' own gain in the forecast. `variants`: more columns,
-    name -> a context manager factory that puts FORM in another form while its chain runs. Asserted: each was
-    captured; which is faster is printed, not asserted."""
+    name -> a context manager factory that puts FORM in another form while its chain runs; `more`: other
+    implementations' columns. Asserted: each was captured; which is faster is printed, not asserted."""
     pytest.importorskip("triton")
     from gguf import GGMLQuantizationType as Q
 
@@ -376,7 +377,7 @@ def _experts_after_the_router_timed(form: str, record: str, seed: int, variants:
     base = moe_workload(cfg, Q.Q4_K, torch.bfloat16)
     w = Workload(base.op, base.label + ", after its norm and router", base.build)
     names = ("cupy_rowwarp_pdl", form)
-    impls = {n: chain(n) for n in names}
+    impls = {n: chain(n) for n in names + more}
     for label, variant in (variants or {}).items():
         inner = chain(form)
 
@@ -422,6 +423,13 @@ def test_experts_split_down_after_the_router_side_by_side():
 
     others = {f"cupy_rowwarp_pdl_split {n} warps": forced(n) for n in cme.DOWN_SPLIT_FORMS if n != cme.DOWN_SPLIT}
     _experts_after_the_router_timed("cupy_rowwarp_pdl_split", "expsplit-bfloat16", 28, others)
+
+
+def test_experts_q8_gate_up_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8 (gate/up on Q8 activations and __dp4a), with
+    cupy_rowwarp_pdl_q8_split (the same gate/up, the split down) as a column of its own: perop-expq8-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8", "expq8-bfloat16", 29,
+                                    more=("cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8_split"))
 
 
 def test_attention_deep_side_by_side():

@@ -61,7 +61,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "convpdl": ("test_triton_short_conv.py", "test_gpu_pdl_form_bits_replayed_and_timed_beside_the_plain_one"),
            "expshared": "test_experts_shared_first_after_the_router_side_by_side",
            "expwide": "test_experts_wide_down_after_the_router_side_by_side",
-           "expsplit": "test_experts_split_down_after_the_router_side_by_side"}
+           "expsplit": "test_experts_split_down_after_the_router_side_by_side",
+           "expq8": "test_experts_q8_gate_up_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2356,7 +2357,8 @@ def test_rungs26_times_the_shared_first_experts_over_session_23s_step_after_its_
 
 @pytest.mark.parametrize("stage, name, impl", [("rungs26", "s26-exp-shared", "cupy_rowwarp_pdl_shared"),
                                                ("rungs26w", "s26-exp-wide", "cupy_rowwarp_pdl_wide"),
-                                               ("rungs27", "s27-exp-split", "cupy_rowwarp_pdl_split")])
+                                               ("rungs27", "s27-exp-split", "cupy_rowwarp_pdl_split"),
+                                               ("rungs27q", "s27-exp-q8", "cupy_rowwarp_pdl_q8")])
 def test_an_experts_rung_is_left_out_without_its_record_and_nothing_of_it_is_made(tmp_path, stage, name, impl):
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0"}
     log, calls = _lanes(tmp_path, stage, "", extra_env=env)
@@ -2405,6 +2407,7 @@ def _s26w_record(tmp_path) -> str:
 @pytest.mark.parametrize("stage, name, impl, stem, k, text", [
     ("rungs26w", "s26-exp-wide", "cupy_rowwarp_pdl_wide", "expwide", "wide_down", "down's whole row"),
     ("rungs27", "s27-exp-split", "cupy_rowwarp_pdl_split", "expsplit", "split_down", "down as four warps"),
+    ("rungs27q", "s27-exp-q8", "cupy_rowwarp_pdl_q8", "expq8", "q8_gate_up", "gate/up on Q8 activations"),
 ])
 def test_an_experts_rung_times_its_form_over_session_23s_step_after_its_proof_and_captured_gate(tmp_path, stage, name,
                                                                                                impl, stem, k, text):
@@ -2469,7 +2472,7 @@ def test_the_next_sessions_plan_after_session_25(tmp_path):
 
 def test_the_next_sessions_plan_after_session_26(tmp_path):
     """The suite header's plan for the session after 26, on one GPU: "rungs27 probe_ncu_moe" times the split down over
-    session 23's step after its proof (and Nsight Compute then profiles one pass of the probe's 11 launches); the
+    session 23's step after its proof (and Nsight Compute then profiles one pass of the probe's 13 launches); the
     third call's SUITE_SKIP leaves of stage rungs23 only the side stream's pair, the one session 26 did not reach."""
     _stubs_with_ncu(tmp_path)
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
@@ -2480,7 +2483,7 @@ def test_the_next_sessions_plan_after_session_26(tmp_path):
     assert log.index("] gpu-tests-exp-split (limit") < log.index("] decode-s27-exp-split (limit") \
         < log.index("] probe-ncu-moe (limit")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert ncu and all("--launch-skip 11 --launch-count 11" in c and "moe_kernels.py" in c for c in ncu)
+    assert ncu and all("--launch-skip 13 --launch-count 13" in c and "moe_kernels.py" in c for c in ncu)
     skip = ("gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active gate-captured-s23-pdl "
             "decode-s23-pdl gate-captured-s23-lowrank decode-s23-lowrank")
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all decode-s23-nones", "STUB_PYTEST_SECONDS": "0",
@@ -2489,3 +2492,23 @@ def test_the_next_sessions_plan_after_session_26(tmp_path):
     log, calls = _lanes(tmp_path / "rungs23", "rungs23", "", extra_env=env)
     pairs = [c.split("--vs ")[1].split()[0] for c in calls if c.startswith("bench decode") and "--vs " in c]
     assert [p.rsplit("/", 1)[1] for p in pairs] == ["cuda-s23-side.toml"], pairs
+
+
+
+def test_rungs27q_goes_over_a_split_down_that_won_with_the_q8_split_pair_forecast_against_the_split(tmp_path):
+    """rungs27 then rungs27q: the split down wins (the stub's default), so the Q8 rung is timed over its registry with
+    moe_experts=cupy_rowwarp_pdl_q8_split, forecast from the Q8 record's q8_split column against its split column
+    (1100 -> 1000: x1.100), gate/up being all it changes."""
+    records = " ".join([
+        _records(tmp_path, expsplit={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_split": 1100e-6}),
+        _records(tmp_path, expq8={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8": 1200e-6,
+                                  "cupy_rowwarp_pdl_split": 1100e-6, "cupy_rowwarp_pdl_q8_split": 1000e-6})])
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": records}
+    log, calls = _lanes(tmp_path, "rungs27 rungs27q", "", extra_env=env)
+    machine = tmp_path / "machine"
+    reg = machine / "cuda-s27-exp-q8.toml"
+    assert "unknown stage" not in log
+    assert any(c.startswith("swap moe_experts=cupy_rowwarp_pdl_q8_split") and f"{reg}.new" in c for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert len(decodes) == 1 and f"--registry {machine / 'cuda-s27-exp-split.toml'} " in decodes[0], decodes
+    assert "--expect moe_experts=1.100" in decodes[0] and "with the split down of the step" in decodes[0]

@@ -161,6 +161,112 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
     if (o == 0 && oct < 2 && ok) h[r0 + local] = bad ? QNAN : mr_silu(acc) * up;
 }
 
+// gate/up in the copy form on Q8 activations and integer dots ("q8", with PDL: the gate/up of cupy_rowwarp_pdl_q8,
+// written after GPU session 26). Nsight Compute on the float copy form (session 26, alone): 18.8 us a layer, 9.56 M
+// warp instructions (~7.2 a weight), ~0.59 issued a cycle a scheduler - close to issue-bound. Here each block
+// quantizes x once to Q8 blocks of 32 (Q8_0's rule: d = max|x| / 127, q = round(x / d); a Q4_K sub-block is one such
+// block) and each lane dots its 32 weights of a super-block with 8 __dp4a: ~1.3 instructions a weight. The products
+// are exact integers; the activations' rounding is the claim's (tolerance "act_q8", llama.cpp's arithmetic).
+// Shared memory: D code bytes, D / 32 float scales, D / 16 int sums of 16 codes, then 8 gate rows and 8 up rows
+// (~24 KB at the 48B's width against the float form's ~30.5: 9 blocks an SM, the 1152 blocks in one wave). Launched
+// with programmatic dependent launch as the copy+pdl form: it waits for the router first, then lets down start.
+// Same arguments and grid as gateup_q4_k.
+
+// x quantized into shared memory: codes xq [D] (int8), scales dx [D / 32], sums of 16 codes s16 [D / 16]. A lane
+// takes 16 consecutive values (two lanes a block of 32), read coherently (__ldca: after the PDL wait).
+template <int DT>
+__device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* xq, float* dx, int* s16) {
+    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (int i0 = (threadIdx.x >> 5) * 512 + lane * 16; i0 - lane * 16 < D; i0 += warps * 512) {
+        const bool here = i0 < D;  // the warp's last chunk may be half a chunk (the pair of lanes stays whole)
+        float v[16];
+        if (here) {
+            uint4 u[4];
+            rw_raw16<DT, false>(x, i0, u);
+            rw_cvt16<DT>(u, v);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 16; ++k) v[k] = 0.0f;
+        }
+        float amax = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 16; ++k) amax = fmaxf(amax, fabsf(v[k]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the block of 32: this lane and its pair
+        const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        u32 w[4];
+        int sum = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            u32 word = 0;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                const int q = __float2int_rn(v[4 * k + b] * id);
+                sum += q;
+                word |= ((u32)q & 0xffu) << (8 * b);
+            }
+            w[k] = word;
+        }
+        if (here) {
+            *(uint4*)(xq + i0) = make_uint4(w[0], w[1], w[2], w[3]);
+            s16[i0 >> 4] = sum;
+            if ((lane & 1) == 0) dx[i0 >> 5] = amax / 127.0f;
+        }
+    }
+}
+
+// one lane's share of one super-block (at blk, in shared memory) dotted with the staged codes: sub-block pair
+// j = o / 2, inputs 256 sb + 64 j + 16 (o % 2) + 0..15 (low nibbles) and + 32 (high nibbles), as rw_block's
+__device__ __forceinline__ float q8_block(const u8* blk, int o, const i8* xq, const float* dx, const int* s16, int sb) {
+    const uint4 h = *(const uint4*)blk, q = *((const uint4*)blk + 1 + o);
+    const int j = o >> 1, base = 256 * sb + 64 * j + 16 * (o & 1);
+    const int4 xl = *(const int4*)(xq + base), xh = *(const int4*)(xq + base + 32);
+    float sc_l, mn_l, sc_h, mn_h;
+    rw_scale_min(h.y, h.z, h.w, 2 * j, sc_l, mn_l);
+    rw_scale_min(h.y, h.z, h.w, 2 * j + 1, sc_h, mn_h);
+    const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
+    int al = 0, ah = 0;
+    al = __dp4a((int)(q.x & 0x0F0F0F0Fu), xl.x, al);
+    al = __dp4a((int)(q.y & 0x0F0F0F0Fu), xl.y, al);
+    al = __dp4a((int)(q.z & 0x0F0F0F0Fu), xl.z, al);
+    al = __dp4a((int)(q.w & 0x0F0F0F0Fu), xl.w, al);
+    ah = __dp4a((int)((q.x >> 4) & 0x0F0F0F0Fu), xh.x, ah);
+    ah = __dp4a((int)((q.y >> 4) & 0x0F0F0F0Fu), xh.y, ah);
+    ah = __dp4a((int)((q.z >> 4) & 0x0F0F0F0Fu), xh.z, ah);
+    ah = __dp4a((int)((q.w >> 4) & 0x0F0F0F0Fu), xh.w, ah);
+    const float lo = (d * sc_l) * (float)al - (dmin * mn_l) * (float)s16[base >> 4];
+    const float hi = (d * sc_h) * (float)ah - (dmin * mn_h) * (float)s16[(base + 32) >> 4];
+    return dx[base >> 5] * lo + dx[(base + 32) >> 5] * hi;
+}
+
+template <int DT>
+__device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
+                                               const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
+                                               i64 row_bytes, int F, const u8* __restrict__ s_gate,
+                                               const u8* __restrict__ s_up, int Fs, int D, float* __restrict__ h) {
+    extern __shared__ __align__(16) u8 mq_smem[];
+    i8* xq = (i8*)mq_smem;
+    float* dx = (float*)(mq_smem + D);
+    int* s16 = (int*)(dx + (D >> 5));
+    u8* sw = (u8*)(s16 + (D >> 4));
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 r0 = (i64)blockIdx.x * 8;
+    pdl_wait();  // ids and x: the router's and the norm's outputs
+    pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
+    const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
+    q8_stage<DT>(x, D, xq, dx, s16);
+    cp_async_wait_all();
+    __syncthreads();
+    const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the block
+    const bool ok = local < b.here;
+    const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
+    float acc = 0.0f;
+    for (int sb = 0; sb < (D >> 8); ++sb) acc += q8_block(r + (i64)sb * 144, o, xq, dx, s16, sb);
+#pragma unroll
+    for (int m = 4; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);  // the octet's row
+    const float up = __shfl_down_sync(0xffffffffu, acc, 16);  // lanes 0 and 8: the up row of their gate row
+    if (o == 0 && oct < 2 && ok) h[r0 + local] = b.bad ? QNAN : mr_silu(acc) * up;
+}
+
 // gate/up in the copy form with packed half2 products ("half", implementation cupy_rowhalf; session 16: 35.8 against
 // triton_prefetch's 34.9 us a layer, its rung 0.939 before the staging was mended; selected by nothing):
 // gateup_cp_q4_k with the activations staged as fp16 pairs scaled by a power of two (q4k_half.cuh's rh_stage) and
@@ -622,6 +728,30 @@ extern "C" __global__ void __launch_bounds__(256) moe_q4_k_downsplit8pdl(
     int D, void* __restrict__ y, int y_dt) {
     down_split_q4_k<true, 8, DOWN_SPLIT8_ROUNDS>(h, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs,
                                                  D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8pdl_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F32>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8pdl_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_BF16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8pdl_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
 
 // budget: stack 0, spills 0
