@@ -537,6 +537,22 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad):
+    """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
+    drop a NaN and quantize it to 0), as it does through the float forms."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(43, dev)
+    x[0, 100] = bad
+    got = cme.moe_experts_rowwarp_pdl_q8(x, weights, ids, **w)
+    torch.cuda.synchronize()
+    assert torch.isnan(got.float()).all()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_gpu_pdl_router_after_a_triggering_norm_gives_cupy_rowwarp_s_bits(dtype):
     """moe_router=cupy_rowwarp_pdl against cupy_rowwarp at the 48B's router (2304 x 256 float32, top-8): eagerly, then

@@ -189,9 +189,15 @@ __device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* 
             for (int k = 0; k < 16; ++k) v[k] = 0.0f;
         }
         float amax = 0.0f;
+        bool nan = false;  // fmaxf drops a NaN: the block's scale carries it instead, so the output is NaN as the
+                           // float forms' is (an inf gives id 0 and an inf scale: NaN too)
 #pragma unroll
-        for (int k = 0; k < 16; ++k) amax = fmaxf(amax, fabsf(v[k]));
+        for (int k = 0; k < 16; ++k) {
+            amax = fmaxf(amax, fabsf(v[k]));
+            nan |= v[k] != v[k];
+        }
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the block of 32: this lane and its pair
+        nan |= __shfl_xor_sync(0xffffffffu, (int)nan, 1) != 0;
         const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
         u32 w[4];
         int sum = 0;
@@ -209,7 +215,7 @@ __device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* 
         if (here) {
             *(uint4*)(xq + i0) = make_uint4(w[0], w[1], w[2], w[3]);
             s16[i0 >> 4] = sum;
-            if ((lane & 1) == 0) dx[i0 >> 5] = amax / 127.0f;
+            if ((lane & 1) == 0) dx[i0 >> 5] = nan ? QNAN : amax / 127.0f;
         }
     }
 }
