@@ -415,8 +415,9 @@
 # Next session: the split down (stage rungs27: moe_experts=cupy_rowwarp_pdl_split, four warps an output; its GPU tests
 # and side-by-side run for the first time), Nsight Compute on the experts again (the split and Q8 forms are in the
 # probe now), the Q8 gate/up (stage rungs27q), then the 131072 rows under whatever won. Carry .whl and .kcache: registries.tgz is session 26's
-# (21 registries; the split's kernels are in moe_rowwarp.cu, so --mend proves cupy_rowwarp_pdl and the other
-# moe_rowwarp.cu selections again, ~20-30 s, and keeps the rest), kernels.tgz likewise. Copy both from the first
+# (21 registries; common.cuh changed after it was packed - the Q8 rule's scalar steps shared with the Q8 gate/up - so
+# --mend proves every CuPy selection again, once each, ~6-8 proofs and ~60-90 s, and keeps the rest), kernels.tgz
+# likewise. Copy both from the first
 # call's files into .kcache/ for a later fresh machine:
 #   export SUITE_TIMED="<the export above>" SUITE_PREFILL_BASE=bf16
 #   bash bench/gpu_lanes.sh 560 "rungs27 probe_ncu_moe" ""   # fresh: the registries mended (~30 s), the proof

@@ -89,12 +89,19 @@ __device__ __forceinline__ float warp_max(float v) {
 // taken from the unrounded d (0 when d = 0); d is then stored through fp16. The _rn intrinsics keep
 // the compiler from contracting anything into an FMA, so every kernel that quantizes gets the same
 // bits (the fused rmsnorm+quantize kernel relies on it).
-__device__ __forceinline__ void q8_quantize_lane(float v, int& q, float& d_rounded) {
-    float amax = warp_max(fabsf(v));
-    float d = __fdiv_rn(amax, 127.0f);
-    float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-    q = (int)roundf(__fmul_rn(v, id));
+// q8_inverse / q8_code: that rule's scalar steps, for a kernel that holds a block's values otherwise (moe_rowwarp.cu's
+// q8_stage, 16 a lane): the block's amax -> 1/d (0 when d = 0), d through fp16 in d_rounded; one value's code.
+__device__ __forceinline__ float q8_inverse(float amax, float& d_rounded) {
+    const float d = __fdiv_rn(amax, 127.0f);
     d_rounded = f16_to_f32(f32_to_f16(d));
+    return d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+}
+
+__device__ __forceinline__ int q8_code(float v, float id) { return (int)roundf(__fmul_rn(v, id)); }
+
+__device__ __forceinline__ void q8_quantize_lane(float v, int& q, float& d_rounded) {
+    const float id = q8_inverse(warp_max(fabsf(v)), d_rounded);
+    q = q8_code(v, id);
 }
 
 // ---- shared-memory addresses and async copies (sm_80+) ---------------------------------------------

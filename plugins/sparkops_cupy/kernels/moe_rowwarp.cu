@@ -164,16 +164,18 @@ __device__ __forceinline__ void gateup_cp_q4_k(const void* __restrict__ x, const
 // gate/up in the copy form on Q8 activations and integer dots ("q8", with PDL: the gate/up of cupy_rowwarp_pdl_q8,
 // written after GPU session 26). Nsight Compute on the float copy form (session 26, alone): 18.8 us a layer, 9.56 M
 // warp instructions (~7.2 a weight), ~0.59 issued a cycle a scheduler - close to issue-bound. Here each block
-// quantizes x once to Q8 blocks of 32 (Q8_0's rule: d = max|x| / 127, q = round(x / d); a Q4_K sub-block is one such
-// block) and each lane dots its 32 weights of a super-block with 8 __dp4a: ~1.3 instructions a weight. The products
+// quantizes x once to Q8 blocks of 32 (ggml's Q8_0 rule, common.cuh's q8_inverse / q8_code, as quantize_act.cu's; a
+// Q4_K sub-block is one such block) and each lane dots its 32 weights of a super-block with 8 __dp4a: ~1.3
+// instructions a weight. The products
 // are exact integers; the activations' rounding is the claim's (tolerance "act_q8", llama.cpp's arithmetic).
 // Shared memory: D code bytes, D / 32 float scales, D / 16 int sums of 16 codes, then 8 gate rows and 8 up rows
 // (~24 KB at the 48B's width against the float form's ~30.5: 9 blocks an SM, the 1152 blocks in one wave). Launched
 // with programmatic dependent launch as the copy+pdl form: it waits for the router first, then lets down start.
 // Same arguments and grid as gateup_q4_k.
 
-// x quantized into shared memory: codes xq [D] (int8), scales dx [D / 32], sums of 16 codes s16 [D / 16]. A lane
-// takes 16 consecutive values (two lanes a block of 32), read coherently (__ldca: after the PDL wait).
+// x quantized into shared memory: codes xq [D] (int8), scales dx [D / 32] (through fp16, as Q8_0 stores them), sums of
+// 16 codes s16 [D / 16]. A lane takes 16 consecutive values (two lanes a block of 32), read coherently (__ldca: after
+// the PDL wait).
 template <int DT>
 __device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* xq, float* dx, int* s16) {
     const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -198,7 +200,8 @@ __device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* 
         }
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the block of 32: this lane and its pair
         nan |= __shfl_xor_sync(0xffffffffu, (int)nan, 1) != 0;
-        const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        float d;
+        const float id = q8_inverse(amax, d);
         u32 w[4];
         int sum = 0;
 #pragma unroll
@@ -206,7 +209,7 @@ __device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* 
             u32 word = 0;
 #pragma unroll
             for (int b = 0; b < 4; ++b) {
-                const int q = __float2int_rn(v[4 * k + b] * id);
+                const int q = q8_code(v[4 * k + b], id);
                 sum += q;
                 word |= ((u32)q & 0xffu) << (8 * b);
             }
@@ -215,7 +218,7 @@ __device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* 
         if (here) {
             *(uint4*)(xq + i0) = make_uint4(w[0], w[1], w[2], w[3]);
             s16[i0 >> 4] = sum;
-            if ((lane & 1) == 0) dx[i0 >> 5] = nan ? QNAN : amax / 127.0f;
+            if ((lane & 1) == 0) dx[i0 >> 5] = nan ? QNAN : d;
         }
     }
 }
@@ -244,6 +247,7 @@ __device__ __forceinline__ float q8_block(const u8* blk, int o, const i8* xq, co
     return dx[base >> 5] * lo + dx[(base + 32) >> 5] * hi;
 }
 
+// the Q8 gate/up itself (the comment above q8_stage says what and why)
 template <int DT>
 __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
@@ -469,7 +473,7 @@ __device__ __forceinline__ void down_split_q4_k(const float* __restrict__ h, con
         uint4 hd[ROUNDS], q[ROUNDS];
         float scale[ROUNDS];
         down_group_load<PDL, ROUNDS>(g, u1, oct, o, ids, weights, E, w_down, row_bytes, per, routed, s_down,
-                                                s_row_bytes, D, d, hd, q, scale, bad);
+                                     s_row_bytes, D, d, hd, q, scale, bad);
         if (PDL && !waited) {  // h: gate/up's output (every warp waits, on its first round, whatever its share)
             pdl_wait();
             waited = true;
