@@ -170,6 +170,10 @@
 #                 gate/up on Q8 activations and __dp4a (the act_q8 row), after gpu-tests-exp-q8 and its record
 #                 perop-expq8-bfloat16.json
 #     proofs27q   rungs27q's GPU tests alone
+#     rungs28     moe_experts=cupy_rowwarp_pdl_q8_hidden over the step now: the Q8 gate/up writing the hidden vector
+#                 in Q8 (groups of 8), down on it by __dp4a (the act_q8 row), after gpu-tests-exp-q8h and its record
+#                 perop-expq8h-bfloat16.json
+#     proofs28    rungs28's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -686,6 +690,7 @@ S27_EXPSPLIT_REG=$TMP/cuda-s27-exp-split.toml
 # and the Q8 gate/up (stage rungs27q): Nsight Compute had the float gate/up at ~7.2 instructions a weight, close to
 # issue-bound; this form is ~1.3 (x quantized once a block, __dp4a), act_q8. Over the split step when that won
 S27_EXPQ8_REG=$TMP/cuda-s27-exp-q8.toml
+S28_EXPQ8H_REG=$TMP/cuda-s28-exp-q8h.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -965,7 +970,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1342,6 +1347,13 @@ proof_exp_q8() {  # moe_experts=cupy_rowwarp_pdl_q8 and _q8_split (written in se
       -k q8_gate_up tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-exp-q8.xml"
 }
+proof_exp_q8h() {  # moe_experts=cupy_rowwarp_pdl_q8_hidden (written in session 27): close to the torch experts in
+  # three dtypes, its own bits when replayed after the PDL norm and router, NaN for a bad id or a non-finite x, timed
+  # beside the Q8 gate/up alone (-k q8_hidden; its record $DJ/perop-expq8h-bfloat16.json)
+  run gpu-tests-exp-q8h 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k q8_hidden tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-exp-q8h.xml"
+}
 proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
   # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
   run gpu-tests-exp-wide 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
@@ -1398,6 +1410,11 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
     experts_rung s27-exp-q8 $S27_EXPQ8_REG cupy_rowwarp_pdl_q8 expq8 exp-q8 "gate/up on Q8 activations and __dp4a \
 (the act_q8 row)"
   fi
+}
+# s28_rung: the Q8 gate/up writing the hidden vector in Q8, and down on it by __dp4a, over the step now
+s28_rung() {
+  experts_rung s28-exp-q8h $S28_EXPQ8H_REG cupy_rowwarp_pdl_q8_hidden expq8h exp-q8h "the Q8 gate/up writing the \
+hidden vector in Q8 (groups of 8), down on it by __dp4a (the act_q8 row)"
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2338,9 +2355,9 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
-  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 13 launches a pass): each kernel's own time, DRAM
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 15 launches a pass): each kernel's own time, DRAM
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
-  ncu_passes moe "moe_q4_k|_read_kernel" 13 bench/probes/moe_kernels.py ;;
+  ncu_passes moe "moe_q4_k|_read_kernel" 15 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
@@ -2434,9 +2451,10 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q)  # an experts rung over the step now (session 23's, made by swaps: SUITE_TIMED
-  # names decode-s23-nones): rungs26 the shared-first gate/up, rungs26w the wide down, rungs27 the split down,
-  # rungs27q the Q8 gate/up; each after its GPU tests (proof_exp_shared / _wide / _split / _q8)
+rungs26|rungs26w|rungs27|rungs27q|rungs28)  # an experts rung over the step now (session 23's, made by swaps:
+  # SUITE_TIMED names decode-s23-nones): rungs26 the shared-first gate/up, rungs26w the wide down, rungs27 the split
+  # down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector; each after its GPU tests (proof_exp_shared / _wide /
+  # _split / _q8 / _q8h)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
   case $stage in
@@ -2444,6 +2462,7 @@ rungs26|rungs26w|rungs27|rungs27q)  # an experts rung over the step now (session
     rungs26w) proof_exp_wide; s26w_rung ;;
     rungs27) proof_exp_split; s27_rung ;;
     rungs27q) proof_exp_q8; s27q_rung ;;
+    rungs28) proof_exp_q8h; s28_rung ;;
   esac
   ;;
 proofs26)  # that rung's GPU tests alone (the lane beside rungs26)
@@ -2454,6 +2473,8 @@ proofs27)  # that rung's GPU tests alone (the lane beside rungs27)
   proof_exp_split ;;
 proofs27q)  # that rung's GPU tests alone (the lane beside rungs27q)
   proof_exp_q8 ;;
+proofs28)  # that rung's GPU tests alone (the lane beside rungs28)
+  proof_exp_q8h ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
   # rungs25
   proof_f16_pdl

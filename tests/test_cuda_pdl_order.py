@@ -26,7 +26,7 @@ KNOWN = {
     "linear_rowwarp.cu": {"linear_q4_k_rowwarppdl_bf16", "linear_q4_k_rowcppdl_bf16"},
     "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_downpdlw", "moe_q4_k_downsplitpdl", "moe_q4_k_downsplit2pdl",
                        "moe_q4_k_downsplit8pdl", "moe_q4_k_gateupcppdl_bf16", "moe_q4_k_gateupcppdlsh_bf16",
-                       "moe_q4_k_gateupq8pdl_bf16"},
+                       "moe_q4_k_gateupq8pdl_bf16", "moe_q4_k_gateupq8hpdl_bf16", "moe_q4_k_downq8pdl"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
 }
 
@@ -167,3 +167,5 @@ def test_the_wide_down_requests_its_whole_group_above_its_wait(tmp_path):
     assert above_wait("moe_q4_k_downsplitpdl")[0] == 2 * split
     assert above_wait("moe_q4_k_downsplit2pdl")[0] == 2 * _rounds("DOWN_SPLIT2_ROUNDS")
     assert above_wait("moe_q4_k_downsplit8pdl")[0] == 2 * _rounds("DOWN_SPLIT8_ROUNDS")
+    # the down on the Q8 hidden vector (cupy_rowwarp_pdl_q8_hidden): the plain PDL down's first group, above its wait
+    assert above_wait("moe_q4_k_downq8pdl") == (2 * plain, 2 * plain)

@@ -117,6 +117,9 @@ IMPLEMENTATIONS = [
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     ("moe_experts", "cupy_rowwarp_pdl_q8_split", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_split",
      tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the Q8 gate/up writing the hidden vector in Q8 too, and down on it by __dp4a: the act_q8 row
+    ("moe_experts", "cupy_rowwarp_pdl_q8_hidden", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_hidden",
+     tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the same with gate/up in packed half2 (fp16 activations and partial sums): the bf16 row
     ("moe_experts", "cupy_rowhalf", "sparkops_cupy.moe_experts:moe_experts_rowhalf", tolerance("bf16"),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
@@ -140,7 +143,8 @@ POLICIES = {
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",
                                                   "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8",
-                                                  "cupy_rowwarp_pdl_q8_split", "cupy_rowhalf", "cupy_mma")},
+                                                  "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
+                                                  "cupy_rowhalf", "cupy_mma")},
 }
 
 

@@ -216,7 +216,7 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 
 
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
-                    wide_down: bool = False, split_down: bool = False) -> None:
+                    wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -224,7 +224,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     them before the wait (kernels/moe_rowwarp.cu's SHARED_FIRST). `wide_down` (with `pdl`): down's first group of loads
     is DOWN_WIDE_ROUNDS x 4 super-blocks a warp (the 48B's whole row) instead of 16. `split_down` (with `pdl`): down
     as DOWN_SPLIT warps an output, each a share of its super-blocks (kernels/moe_rowwarp.cu's down_split_q4_k:
-    another order of the sum, hence the tolerance claim)."""
+    another order of the sum, hence the tolerance claim). `q8_hidden` (with gate/up "q8" and `pdl`): gate/up writes
+    the hidden vector in Q8 (groups of 8 codes and their float scale, into h's own bytes) and down dots it by __dp4a
+    (kernels/moe_rowwarp.cu's hq8_store_group, down_q8_q4_k)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -251,11 +253,17 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
         raise BadInput("moe_experts: the wide and split downs are written for programmatic dependent launch (pdl=True)")
     if wide_down and split_down:
         raise BadInput("moe_experts: the wide and the split down are two forms of one kernel; pick one")
+    if q8_hidden and (gateup != "q8" or not pdl or wide_down or split_down):
+        raise BadInput("moe_experts: the Q8 hidden vector is written by the PDL Q8 gate/up and read by its own down "
+                       "(gate/up 'q8', pdl=True, neither the wide nor the split down)")
+    if q8_hidden and rows % 8:
+        raise BadInput(f"moe_experts: the Q8 hidden vector's groups are 8 rows; K * F + Fs = {rows} is not a multiple "
+                       f"of 8")
     if split_down and DOWN_SPLIT not in DOWN_SPLIT_FORMS:
         raise BadInput(f"moe_experts: the split down's forms are {sorted(DOWN_SPLIT_FORMS)} warps an output, not "
                        f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
-    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("pdl" if pdl else "") \
-        + ("sh" if shared_first else "")
+    suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("h" if q8_hidden else "") \
+        + ("pdl" if pdl else "") + ("sh" if shared_first else "")
     rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
               ((rows + 7) // 8,), (256 if gateup == "staged" else 128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
@@ -264,7 +272,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     copy_down = ROWWARP_DOWN == "copy"
     smem = 4 * (k * kd.row_bytes + (sd.row_bytes if sd else 0)) if copy_down else 0  # 4 rows of every slot
     down = "moe_q4_k_downcp" if copy_down else ("moe_q4_k_downpdlw" if wide_down else DOWN_SPLIT_FORMS[DOWN_SPLIT]
-                                                 if split_down else "moe_q4_k_downpdl") if pdl else "moe_q4_k_down"
+                                                 if split_down else "moe_q4_k_downq8pdl" if q8_hidden
+                                                 else "moe_q4_k_downpdl") if pdl else "moe_q4_k_down"
     grid, block = ((d,), (32 * DOWN_SPLIT,)) if split_down else (((d + 3) // 4,), (128,))  # an output a block / a warp
     rt.launch("moe_rowwarp.cu", down, dev, grid, block,
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
@@ -332,6 +341,18 @@ def moe_experts_rowwarp_pdl_q8_split(x, weights, ids, w_gate, w_up, w_down, s_ga
     split step changes gate/up alone. tolerance("act_q8"); every other call by the stated policy."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, split_down=True))
+
+
+def moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_hidden": cupy_rowwarp_pdl_q8 whose gate/up writes the hidden vector in Q8
+    (each block's 8 values one group: int8 codes, a float32 scale and the group's scaled code sum) and whose down dots
+    those codes with the 4-bit weights by __dp4a, 8 a lane a super-block, down's warp form otherwise. Nsight Compute
+    in GPU session 27: the float down at ~10 thread-instructions a weight and 19.2 us for ~12 MB alone (float32 h read
+    32 values a lane a super-block and summed again), against ~4.6 a weight that the read roofline allows; the Q8
+    gate/up had taken gate/up from 19.6 to 15.5 us. Both roundings are act_q8's kind: the claim is tolerance("act_q8").
+    Every other call by the stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

@@ -339,9 +339,10 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
 @pytest.mark.gpu
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl", "moe_experts_rowwarp_pdl_shared",
                                   "moe_experts_rowwarp_pdl_wide", "moe_experts_rowwarp_pdl_split",
-                                  "moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_split"],
+                                  "moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_split",
+                                  "moe_experts_rowwarp_pdl_q8_hidden"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
-                              "pdl_q8_gate_up_split"])
+                              "pdl_q8_gate_up_split", "pdl_q8_hidden"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -502,14 +503,15 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split"], ids=["q8_gate_up",
-                                                                                        "q8_gate_up_split"])
+@pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden"],
+                         ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
-    """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split): x rounded through Q8 blocks of 32 before gate/up's integer
-    dots, so against the torch plugin's float32 experts it is close, not equal: act_q8's nmse for this op is 1e-2, and
-    Q8 activations alone land near 1e-4 (asserted under 2e-3, so that a wrong scale or sub-block cannot hide in the
-    claim's margin). Its integer dots and fixed sums make it deterministic: three layers of the step's chain replayed
+    """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
+    gate/up's integer dots (and with _q8_hidden the hidden vector through Q8 groups of 8 before down's), so against
+    the torch plugin's float32 experts it is close, not equal: act_q8's nmse for this op is 1e-2, and Q8 activations
+    alone land near 1e-4 (asserted under 2e-3, so that a wrong scale, sub-block or group cannot hide in the claim's
+    margin). Its integer dots and fixed sums make it deterministic: three layers of the step's chain replayed
     from one graph, the outputs NaN before every replay, give the bits of the same experts after the plain norm and
     router - a block that read x or the ids before its wait gives the replay before's, or NaN."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
@@ -537,17 +539,20 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_hidden"],
+                         ids=["q8_gate_up", "q8_hidden"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
-def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad):
+def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
-    drop a NaN and quantize it to 0), as it does through the float forms."""
+    drop a NaN and quantize it to 0), as it does through the float forms; with the Q8 hidden vector, through each
+    group's scale as well."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from sparkops_cupy import moe_experts as cme
 
     dev = torch.device("cuda", torch.cuda.current_device())
     x, weights, ids, w = _moe_48b(43, dev)
     x[0, 100] = bad
-    got = cme.moe_experts_rowwarp_pdl_q8(x, weights, ids, **w)
+    got = getattr(cme, impl)(x, weights, ids, **w)
     torch.cuda.synchronize()
     assert torch.isnan(got.float()).all()
 

@@ -432,6 +432,14 @@ def test_experts_q8_gate_up_after_the_router_side_by_side():
                                     more=("cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8_split"))
 
 
+def test_experts_q8_hidden_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_hidden (the Q8 gate/up writing the hidden vector
+    in Q8, down on it by __dp4a) against cupy_rowwarp_pdl, with cupy_rowwarp_pdl_q8 (the same gate/up, the float
+    down) as a column of its own: perop-expq8h-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_hidden", "expq8h-bfloat16", 30,
+                                    more=("cupy_rowwarp_pdl_q8",))
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

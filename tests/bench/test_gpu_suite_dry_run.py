@@ -62,7 +62,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expshared": "test_experts_shared_first_after_the_router_side_by_side",
            "expwide": "test_experts_wide_down_after_the_router_side_by_side",
            "expsplit": "test_experts_split_down_after_the_router_side_by_side",
-           "expq8": "test_experts_q8_gate_up_after_the_router_side_by_side"}
+           "expq8": "test_experts_q8_gate_up_after_the_router_side_by_side",
+           "expq8h": "test_experts_q8_hidden_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2470,29 +2471,26 @@ def test_the_next_sessions_plan_after_session_25(tmp_path):
     assert log.index("] gpu-tests-exp-shared (limit") < log.index("] decode-s26-exp-shared (limit")
 
 
-def test_the_next_sessions_plan_after_session_26(tmp_path):
-    """The suite header's plan for the session after 26, on one GPU: "rungs27 probe_ncu_moe" times the split down over
-    session 23's step after its proof (and Nsight Compute then profiles one pass of the probe's 13 launches); the
-    third call's SUITE_SKIP leaves of stage rungs23 only the side stream's pair, the one session 26 did not reach."""
+def test_the_next_sessions_plan_after_session_27(tmp_path):
+    """The suite header's plan for the session after 27, on one GPU: "rungs28 probe_ncu_moe" times the Q8 hidden
+    vector over session 23's step (the split down lost, the Q8 gate/up was none) after its proof, forecast from its
+    record against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 15 launches."""
     _stubs_with_ncu(tmp_path)
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": _records(tmp_path, expsplit={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_split": 1100e-6})}
-    log, calls = _lanes(tmp_path, "rungs27 probe_ncu_moe", "", extra_env=env)
+           "STUB_PEROP": _records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8": 1250e-6,
+                                                    "cupy_rowwarp_pdl_q8_hidden": 1000e-6})}
+    log, calls = _lanes(tmp_path, "rungs28 probe_ncu_moe", "", extra_env=env)
     machine = tmp_path / "machine"
+    reg = machine / "cuda-s28-exp-q8h.toml"
     assert "unknown stage" not in log
-    assert log.index("] gpu-tests-exp-split (limit") < log.index("] decode-s27-exp-split (limit") \
+    assert log.index("] gpu-tests-exp-q8h (limit") < log.index("] decode-s28-exp-q8h (limit") \
         < log.index("] probe-ncu-moe (limit")
+    assert any(c.startswith("swap moe_experts=cupy_rowwarp_pdl_q8_hidden") and f"{reg}.new" in c for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert len(decodes) == 1 and f"--registry {machine / 'cuda-s23-nones.toml'} " in decodes[0], decodes
+    assert "--expect moe_experts=1.300" in decodes[0], decodes
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert ncu and all("--launch-skip 13 --launch-count 13" in c and "moe_kernels.py" in c for c in ncu)
-    skip = ("gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active gate-captured-s23-pdl "
-            "decode-s23-pdl gate-captured-s23-lowrank decode-s23-lowrank")
-    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all decode-s23-nones", "STUB_PYTEST_SECONDS": "0",
-           "SUITE_SKIP": skip}
-    (tmp_path / "rungs23").mkdir()  # a second machine of its own
-    log, calls = _lanes(tmp_path / "rungs23", "rungs23", "", extra_env=env)
-    pairs = [c.split("--vs ")[1].split()[0] for c in calls if c.startswith("bench decode") and "--vs " in c]
-    assert [p.rsplit("/", 1)[1] for p in pairs] == ["cuda-s23-side.toml"], pairs
-
+    assert ncu and all("--launch-skip 15 --launch-count 15" in c and "moe_kernels.py" in c for c in ncu)
 
 
 def test_rungs27q_goes_over_a_split_down_that_won_with_the_q8_split_pair_forecast_against_the_split(tmp_path):

@@ -247,8 +247,36 @@ __device__ __forceinline__ float q8_block(const u8* blk, int o, const i8* xq, co
     return dx[base >> 5] * lo + dx[(base + 32) >> 5] * hi;
 }
 
-// the Q8 gate/up itself (the comment above q8_stage says what and why)
-template <int DT>
+// The hidden vector in Q8 ("q8 hidden", the gate/up and down of cupy_rowwarp_pdl_q8_hidden, written after GPU session
+// 27): gate/up quantizes each block's 8 hidden values as one group, h's bytes becoming codes hq [rows] (int8) then
+// hds [rows / 8] of float2 (d, d * sum of the group's codes), d = amax / 127 kept in float32 (not through fp16: this
+// format is the kernels' own, not a GGUF type); a NaN or inf among the 8 makes d NaN, so down's output is NaN as the
+// float forms' is. Down (down_q8_q4_k) then dots each super-block's codes with the 4-bit weights by __dp4a. Why:
+// Nsight Compute in session 27 had the float down at ~10 thread-instructions a weight (its float32 h, 32 values a
+// lane a super-block, read through L1, each summed again), 19.2 us for ~12 MB alone, while the read budget at the
+// roofline is ~4.6 instructions a weight; the Q8 gate/up had already taken gate/up from 19.6 to 15.5 us.
+__device__ __forceinline__ void hq8_store_group(float v, int lane, int here, i64 r0, u8* __restrict__ hq,
+                                                float2* __restrict__ hds, i64 group) {
+    // lanes 0..7 of a warp hold the group's values (the others 0 and out of every 8-lane reduction but their own)
+    float amax = fabsf(v);
+    int bad = !(fabsf(v) <= 3.402823466e38f);  // NaN or inf
+#pragma unroll
+    for (int m = 1; m < 8; m <<= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+        bad |= __shfl_xor_sync(0xffffffffu, bad, m);
+    }
+    const float d = __fdiv_rn(amax, 127.0f);
+    const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    const int q = bad ? 0 : q8_code(v, id);
+    int sum = q;
+#pragma unroll
+    for (int m = 1; m < 8; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+    if (lane < here) hq[r0 + lane] = (u8)(i8)q;
+    if (lane == 0) hds[group] = make_float2(bad ? QNAN : d, bad ? QNAN : __fmul_rn(d, (float)sum));
+}
+
+// the Q8 gate/up itself (the comment above q8_stage says what and why); HQ8: h written in Q8 (hq8_store_group)
+template <int DT, bool HQ8 = false>
 __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
@@ -274,7 +302,18 @@ __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const
 #pragma unroll
     for (int m = 4; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);  // the octet's row
     const float up = __shfl_down_sync(0xffffffffu, acc, 16);  // lanes 0 and 8: the up row of their gate row
-    if (o == 0 && oct < 2 && ok) h[r0 + local] = b.bad ? QNAN : mr_silu(acc) * up;
+    if (!HQ8) {
+        if (o == 0 && oct < 2 && ok) h[r0 + local] = b.bad ? QNAN : mr_silu(acc) * up;
+        return;
+    }
+    __shared__ float hv[8];
+    if (o == 0 && oct < 2) hv[local] = ok ? (b.bad ? QNAN : mr_silu(acc) * up) : 0.0f;
+    __syncthreads();
+    if (tid < 32) {
+        const i64 rows = (i64)K * F + Fs;
+        u8* hq = (u8*)h;
+        hq8_store_group(lane < 8 ? hv[lane & 7] : 0.0f, lane, b.here, r0, hq, (float2*)(hq + rows), blockIdx.x);
+    }
 }
 
 // gate/up in the copy form with packed half2 products ("half", implementation cupy_rowhalf; session 16: 35.8 against
@@ -430,6 +469,65 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
                                      s_row_bytes, D, d, hd, q, scale, bad);
         if (PDL && g == 0) pdl_wait();  // h: gate/up's output
         acc = down_group_add<PDL, ROUNDS>(g, units, oct, o, h, hd, q, scale, acc);
+    }
+    acc = warp_sum(acc);
+    bad = __any_sync(0xffffffffu, bad);
+    if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
+}
+
+// One lane's share of one super-block against the Q8 hidden vector (hq8_store_group's format, read through L1 after the
+// PDL wait): header hd, qs bytes q, the super-block's first hidden index sb0. Its 16 low-nibble values are two groups
+// of 8 (codes words x, y then z, w), its high-nibble values two more, 32 further on.
+__device__ __forceinline__ float hq8_block(uint4 hd, uint4 q, const u8* __restrict__ hq,
+                                           const float4* __restrict__ hds16, i64 sb0, int o) {
+    const int j = o >> 1;
+    const i64 base = sb0 + 64 * j + 16 * (o & 1);
+    const int4 cl = __ldca((const int4*)(hq + base)), ch = __ldca((const int4*)(hq + base + 32));
+    const float4 fl = __ldca(hds16 + (base >> 4)), fh = __ldca(hds16 + ((base + 32) >> 4));  // (d, d sum) x 2
+    float sc_l, mn_l, sc_h, mn_h;
+    rw_scale_min(hd.y, hd.z, hd.w, 2 * j, sc_l, mn_l);
+    rw_scale_min(hd.y, hd.z, hd.w, 2 * j + 1, sc_h, mn_h);
+    const float d = f16_to_f32((u16)(hd.x & 0xffffu)), dmin = f16_to_f32((u16)(hd.x >> 16));
+    const u32 m = 0x0F0F0F0Fu;
+    int l0 = __dp4a((int)(q.x & m), cl.x, 0), l1 = __dp4a((int)(q.z & m), cl.z, 0);
+    l0 = __dp4a((int)(q.y & m), cl.y, l0);
+    l1 = __dp4a((int)(q.w & m), cl.w, l1);
+    int h0 = __dp4a((int)((q.x >> 4) & m), ch.x, 0), h1 = __dp4a((int)((q.z >> 4) & m), ch.z, 0);
+    h0 = __dp4a((int)((q.y >> 4) & m), ch.y, h0);
+    h1 = __dp4a((int)((q.w >> 4) & m), ch.w, h1);
+    const float lo = (d * sc_l) * (fl.x * (float)l0 + fl.z * (float)l1) - (dmin * mn_l) * (fl.y + fl.w);
+    const float hi = (d * sc_h) * (fh.x * (float)h0 + fh.z * (float)h1) - (dmin * mn_h) * (fh.y + fh.w);
+    return lo + hi;
+}
+
+// down on the Q8 hidden vector (the comment above hq8_store_group says why): down_q4_k<true>'s warp an output, its
+// first group of weight loads issued before the PDL wait, each super-block's product by hq8_block. hq: the hidden
+// vector's bytes as gate/up's HQ8 form wrote them (codes [K * F + Fs], then their groups' float2). Same other
+// arguments and grid as down_q4_k.
+template <int ROUNDS = RW_ROUNDS>
+__device__ __forceinline__ void down_q8_q4_k(const u8* __restrict__ hq, const i64* __restrict__ ids,
+                                             const float* __restrict__ weights, int K, int E,
+                                             const u8* __restrict__ w_down, i64 row_bytes, int F,
+                                             const u8* __restrict__ s_down, i64 s_row_bytes, int Fs, int D,
+                                             void* __restrict__ y, int y_dt) {
+    const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3;
+    const i64 d = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (d >= D) return;  // the whole warp
+    const int per = F >> 8, routed = K * per, units = routed + (Fs >> 8);
+    const float4* hds16 = (const float4*)(hq + (i64)units * 256);
+    float acc = 0.0f;
+    bool bad = false;
+    for (int g = 0; g < units; g += 4 * ROUNDS) {
+        uint4 hd[ROUNDS], q[ROUNDS];
+        float scale[ROUNDS];
+        down_group_load<true, ROUNDS>(g, units, oct, o, ids, weights, E, w_down, row_bytes, per, routed, s_down,
+                                      s_row_bytes, D, d, hd, q, scale, bad);
+        if (g == 0) pdl_wait();  // hq: gate/up's output
+#pragma unroll
+        for (int i = 0; i < ROUNDS; ++i) {
+            const int u = g + 4 * i + oct;
+            if (u < units) acc += scale[i] * hq8_block(hd[i], q[i], hq, hds16, (i64)u * 256, o);
+        }
     }
     acc = warp_sum(acc);
     bad = __any_sync(0xffffffffu, bad);
@@ -762,6 +860,38 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8pdl_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_q8_q4_k<DT_F16>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hpdl_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F32, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hpdl_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_BF16, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hpdl_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F16, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8pdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
 }
 
 // budget: stack 0, spills 0
