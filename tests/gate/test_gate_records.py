@@ -172,3 +172,63 @@ def test_a_bit_identity_record_goes_stale_when_its_target_changes(catalog, sessi
     stale = {**record, "target_source_hash": "0" * 64}
     assert "add_rmsnorm=chain, which it claims to be bit-identical to, changed" in \
         record_problem(impl, stale, "cpu", catalog)
+
+
+def test_a_record_goes_stale_when_its_ops_cases_change(catalog, session, monkeypatch):
+    """A record keeps the digest of the op's cases it was proven on (cases_digest: the source of the op's case
+    sweep): new cases - one the implementation's own kernels take, say - make every record of that op stale, so the
+    next swap or mend proves it on them."""
+    import sparkops.gate.cases as cases_mod
+    import sparkops.gate.records as records_mod
+
+    impl = catalog.get("swiglu", "fixture_ok")
+    record = prove(impl, "cpu", catalog, session=session).record
+    assert record["cases_digest"] == cases_mod.cases_digest("swiglu")
+    assert record_problem(impl, record, "cpu") is None
+    assert "the op's cases changed" in record_problem(impl, {**record, "cases_digest": "0" * 64}, "cpu")
+    # a record from before records kept the digest holds while the op's cases are those of that time, and no longer
+    legacy = {k: v for k, v in record.items() if k != "cases_digest"}
+    monkeypatch.setitem(records_mod.CASES_BEFORE_RECORDS_KEPT_THEM, "swiglu", record["cases_digest"])
+    assert record_problem(impl, legacy, "cpu") is None
+    monkeypatch.setitem(records_mod.CASES_BEFORE_RECORDS_KEPT_THEM, "swiglu", "1" * 64)
+    assert "src/sparkops/ops/swiglu.py" in record_problem(impl, legacy, "cpu")
+
+
+def test_the_cases_digest_follows_the_case_sources(monkeypatch, tmp_path):
+    """The digest reads the module that defines the op's cases and ops/_cases.py: the same bytes, the same digest;
+    another sweep, another digest."""
+    import sparkops.gate.cases as cases_mod
+
+    first = cases_mod.cases_digest("linear")
+    assert first == cases_mod.cases_digest("linear") and first != cases_mod.cases_digest("swiglu")
+    source = tmp_path / "linear_cases.py"
+    source.write_text("def cases(seed):\n    return []\n")
+    spec = importlib.util.spec_from_file_location("linear_cases_elsewhere", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Contract:
+        cases = staticmethod(module.cases)
+
+    monkeypatch.setattr(cases_mod, "get_contract", lambda op: Contract)
+    cases_mod._cases_digest.cache_clear()
+    try:
+        other = cases_mod.cases_digest("linear")
+        source.write_text("def cases(seed):\n    return [1]\n")
+        cases_mod._cases_digest.cache_clear()
+        assert other != first and cases_mod.cases_digest("linear") != other
+    finally:
+        cases_mod._cases_digest.cache_clear()
+
+
+def test_the_legacy_digests_are_those_the_records_before_them_were_proven_on():
+    """CASES_BEFORE_RECORDS_KEPT_THEM names every op, and each op whose cases did not change since (all but linear's
+    and moe_experts', which gained one-token cases in session 27) still matches it: an unchanged op's old records
+    hold, a changed op's do not."""
+    from sparkops.gate.cases import cases_digest
+    from sparkops.gate.records import CASES_BEFORE_RECORDS_KEPT_THEM
+    from sparkops.ops import OP_NAMES
+
+    assert set(CASES_BEFORE_RECORDS_KEPT_THEM) == set(OP_NAMES)
+    changed = {op for op in OP_NAMES if cases_digest(op) != CASES_BEFORE_RECORDS_KEPT_THEM[op]}
+    assert {"linear", "moe_experts"} <= changed

@@ -14,6 +14,8 @@ from sparkops.qweight import QWeight
 WRONG = ["attention=kv_off_by_one", "linear=half_rows_fast", "linear=tp_reduce_twice", "embedding=transposed_stride",
          "moe_router=missing_scale", "moe_router=no_selection_bias", "swiglu=last_row_unwritten", "swiglu=memorized", "add_rmsnorm=fused_lastbit",
          "short_conv=stale_window", "rmsnorm=in_place"]
+#: wrong implementations no case shows wrong: their own code is never taken (the gate refuses the proof of nothing)
+OWN_CODE_UNTAKEN = ["linear=wide_only"]
 
 #: what the report must point at for each wrong implementation
 EXPECTED = {
@@ -37,7 +39,7 @@ def _impl(catalog, key):
 
 
 def test_the_list_of_wrong_implementations_is_the_plugins(wrong_module):
-    assert sorted(WRONG) == sorted(wrong_module.WRONG)
+    assert sorted(WRONG + OWN_CODE_UNTAKEN) == sorted(wrong_module.WRONG)
 
 
 @pytest.mark.parametrize("key", WRONG)
@@ -95,6 +97,31 @@ def test_a_replay_of_a_passing_case_is_never_a_record(catalog):
     assert replay.record["passed"] is False  # one case proves nothing about the others
 
 
+def test_a_proof_that_never_takes_the_implementations_own_code_is_refused(catalog, session):
+    """linear=wide_only is wrong (x2) in the only calls its own code takes, one token at K = 2304, and no case has
+    that width: every case passes, on the correct path its stated policy hands them to. The gate refuses it all the
+    same, saying why and where the missing case belongs; the record keeps the count of its own calls (none)."""
+    outcome = prove(_impl(catalog, "linear=wide_only"), "cpu", catalog, session=session)
+    assert all(r.passed for r in outcome.results) and outcome.results  # no case shows it wrong
+    assert not outcome.passed and outcome.record["passed"] is False and outcome.record["own_calls"] == 0
+    assert "none of its" in outcome.summary and "FAIL" in outcome.summary
+    assert "handed every call on" in outcome.report and "src/sparkops/ops/linear.py" in outcome.report
+    assert "is not one token at 2304" in outcome.report  # what its policy said
+
+
+def test_an_implementation_whose_own_code_takes_a_case_passes_and_counts_its_calls(catalog, session):
+    """linear=one_token_ok takes one token itself and hands the rest on: it passes, and its record and summary say
+    how many calls were its own (the one-token cases of each seed), so a reader sees what the proof covered."""
+    outcome = prove(_impl(catalog, "linear=one_token_ok"), "cpu", catalog, session=session)
+    assert outcome.passed, outcome.report
+    own = sum(w is None for r in outcome.results for w in r.handed_on)
+    assert 0 < own < outcome.record["calls"] and outcome.record["own_calls"] == own
+    assert f"{own} of {outcome.record['calls']} calls by its own code" in outcome.summary
+    # an implementation without a stated policy is not asked: nothing of the kind in its record or summary
+    plain = prove(_impl(catalog, "linear=fixture_ok"), "cpu", catalog, session=session)
+    assert "own_calls" not in plain.record and "own code" not in plain.summary
+
+
 def test_zero_cases_is_a_failure(catalog, monkeypatch):
     import sparkops.gate.check as check
 
@@ -123,7 +150,7 @@ def test_the_stride_bug_that_reads_wrong_rows_is_faster_and_still_refused(catalo
     assert not prove(_impl(catalog, "linear=half_rows_fast"), "cpu", catalog).passed
 
 
-@pytest.mark.parametrize("key", WRONG)
+@pytest.mark.parametrize("key", WRONG + OWN_CODE_UNTAKEN)
 def test_swap_refuses_each_wrong_implementation_and_leaves_the_registry_alone(catalog, monkeypatch, tmp_path, key):
     import sparkops.cli.swap_cmd as swap_cmd
 

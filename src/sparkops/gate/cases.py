@@ -15,8 +15,11 @@ the calls of a case (state, a weight used by every call) stay shared in each cop
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -66,6 +69,24 @@ def find_case(op: str, name: str) -> Case:
             return c
     listed = ", ".join(c.name for c in cases) or "(none)"
     raise BadInput(f"op '{op}' has no case '{name}'; with seed {seed} its cases are: {listed}")
+
+
+def cases_digest(op: str) -> str:
+    """The sha256 of what makes the op's cases: the source of the module that defines its contract's `cases` (the
+    sweep, its constants, the contract itself) and of ops/_cases.py (the generators they share). A check record
+    keeps it, so that a record proven on other cases - fewer of them, or none that its kernels take - goes stale when
+    the cases change (session 27 found the one-token Q4_K kernels proven on cases that every one handed on).
+    Source, not generated tensors: the same on every machine and torch version."""
+    return _cases_digest(op)
+
+
+@functools.lru_cache(maxsize=64)
+def _cases_digest(op: str) -> str:
+    fn = get_contract(op).cases
+    h = hashlib.sha256()
+    for path in (Path(inspect.getsourcefile(fn) or ""), Path(__file__).parent.parent / "ops" / "_cases.py"):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def family(name: str) -> str:

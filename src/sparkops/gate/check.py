@@ -12,7 +12,11 @@ For every case of the op's contract (pinned seeds + fresh ones), call by call:
      claimed-equal implementation run on the same inputs, as well as with the reference;
   4. inputs it may only read must come back unchanged; returned buffers are poisoned after use,
      so a reused output buffer that is not rewritten is caught on the next call.
-Zero cases run is a failure. The record says what was run where, and the worst metric per case family.
+Zero cases run is a failure. So is a proof of nothing of its own: an implementation with a stated
+policy (a one-token kernel that hands other calls to other code) must take at least one call itself,
+or the cases proved only what it hands on to (GPU session 27 found the one-token Q4_K GEMVs and experts
+proven that way: every case had more tokens or another type). The record says what was run where, how
+many calls its own code took, and the worst metric per case family.
 """
 
 from __future__ import annotations
@@ -48,14 +52,17 @@ class Trace:
     states: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per call, CPU copies after it
     inputs: list[dict[str, Any]] = field(default_factory=list)  # per call, the arguments by name
     mutated: list[list[tuple[str, str]]] = field(default_factory=list)  # per call, (read-only input it changed, how)
+    handed_on: list[str | None] = field(default_factory=list)  # per call, what its stated policy handed it to
     error: str | None = None  # the exception that stopped it (and at which call)
 
 
 def run_trace(fn: Callable[..., Any], case: Case, contract: OpContract, variant: str, device: str, *,
-              reference: bool, keep_inputs: bool = True) -> Trace:
+              reference: bool, keep_inputs: bool = True,
+              policy: Callable[..., str | None] | None = None) -> Trace:
     """Call `fn` on the case's calls in order, with one copy of the state shared by all of them.
 
-    `keep_inputs` keeps each call's arguments in the trace (the router and sample metrics read them)."""
+    `keep_inputs` keeps each call's arguments in the trace (the router and sample metrics read them). `policy`
+    (Implementation.resolve_policy) is asked of each call's own arguments, before the call, where it goes."""
     placed = place(case, contract, variant, device, reference=reference)
     state_names = set(placed.state)
     trace = Trace()
@@ -63,6 +70,8 @@ def run_trace(fn: Callable[..., Any], case: Case, contract: OpContract, variant:
         pristine = {} if reference else {n: snap for n, v in kw.items()
                                           if n not in state_names and (snap := _snapshot(v)) is not None}
         try:
+            if policy is not None:
+                trace.handed_on.append(policy(*args))
             with (contextlib.nullcontext() if reference else poisoned()):
                 out = fn(*args)
                 if device == "cuda":
@@ -123,6 +132,7 @@ class CaseResult:
     calls: int
     verdicts: list[tuple[int, Verdict]] = field(default_factory=list)  # (call index, verdict)
     error: str | None = None
+    handed_on: list[str | None] = field(default_factory=list)  # per call run, its stated policy's word (None: its own)
 
     @property
     def passed(self) -> bool:
@@ -234,6 +244,7 @@ def prove(impl: Implementation, device: str, catalog: Any, *, session: Session |
     run_on = device if device in impl.devices else "cpu"  # a CPU implementation on a CUDA run: host round trip
     ref = catalog.reference(impl.op)
     fn = impl.resolve()
+    policy = impl.resolve_policy()
     results = []
     for c in cases:
         want = session.reference(ref, c, contract, variant, rule)
@@ -242,14 +253,15 @@ def prove(impl: Implementation, device: str, catalog: Any, *, session: Session |
             result.error = f"the reference itself failed on this case: {want.error}"
             results.append(result)
             continue
-        got = run_trace(fn, c, contract, variant, run_on, reference=False, keep_inputs=False)
+        got = run_trace(fn, c, contract, variant, run_on, reference=False, keep_inputs=False, policy=policy)
+        result.handed_on = got.handed_on
         _compare(result, got, want, rule, variant, contract)
         if target is not None and got.error is None:
             t_on = device if device in target.devices else "cpu"
             other = run_trace(target.resolve(), c, contract, variant, t_on, reference=False, keep_inputs=False)
             _compare_bytes(result, got, other, target)
         results.append(result)
-    return _outcome(impl, device, rule, variant, target, seeds_used, results, case)
+    return _outcome(impl, device, rule, variant, target, seeds_used, results, case, policy is not None)
 
 
 def _require_runnable(impl: Implementation, device: str, what: str | None = None) -> None:
@@ -314,11 +326,20 @@ def _compare_bytes(result: CaseResult, got: Trace, other: Trace, target: Impleme
 
 
 # -- the record and the words -----------------------------------------------------------------------------
+def _own_calls(results: list[CaseResult]) -> tuple[int, int]:
+    """(calls its own code took, calls its stated policy was asked of) over the cases run."""
+    asked = [w for r in results for w in r.handed_on]
+    return sum(w is None for w in asked), len(asked)
+
+
 def _outcome(impl: Implementation, device: str, rule: Rule, variant: str, target: Implementation | None,
-             seeds: tuple[int, ...], results: list[CaseResult], case: str | None) -> Outcome:
+             seeds: tuple[int, ...], results: list[CaseResult], case: str | None, has_policy: bool) -> Outcome:
+    from .cases import cases_digest
     from .lockref import reference_digest
 
-    passed = bool(results) and all(r.passed for r in results)
+    own, asked = _own_calls(results)
+    nothing_own = has_policy and bool(results) and asked > 0 and own == 0 and case is None
+    passed = bool(results) and all(r.passed for r in results) and not nothing_own
     worst_per_family: dict[str, tuple[str, Verdict]] = {}
     for r in results:
         w = r.worst()
@@ -340,9 +361,12 @@ def _outcome(impl: Implementation, device: str, rule: Rule, variant: str, target
         "worst_limit": overall[1].limit if overall else rule.limit,
         "worst_case": overall[0] if overall else "",
         "date": now(), "passed": passed, "reference_digest": reference_digest() or "",
+        "cases_digest": cases_digest(impl.op),
         "worst": {fam: f"{metrics.show(v.metric, v.value)} / {metrics._fmt(v.limit)} ({name}, {v.what})"
                   for fam, (name, v) in sorted(worst_per_family.items())},
     }
+    if has_policy:
+        record["own_calls"] = own  # of record["calls"]: the rest went where its stated policy sends them
     if device not in impl.devices:
         record["runs_on"] = "cpu (host round trip)"
     if target is not None:
@@ -351,8 +375,8 @@ def _outcome(impl: Implementation, device: str, rule: Rule, variant: str, target
     if case is not None:
         record["passed"] = False  # a replay of one case proves nothing about the others: never a record
         record["replay_of"] = case
-    summary = _summary(impl, device, rule, results, overall, passed, seeds)
-    report = _report(impl, device, rule, target, seeds, results, passed, summary)
+    summary = _summary(impl, device, rule, results, overall, passed, seeds, (own, asked) if has_policy else None)
+    report = _report(impl, device, rule, target, seeds, results, passed, summary, nothing_own)
     return Outcome(impl, device, rule, tuple(seeds), results, passed, record, summary, report)
 
 
@@ -360,7 +384,7 @@ def _finite(v: float) -> float:
     return v if math.isfinite(v) else 1e308
 
 
-def _summary(impl, device, rule, results, overall, passed, seeds) -> str:
+def _summary(impl, device, rule, results, overall, passed, seeds, own: tuple[int, int] | None = None) -> str:
     if not results:
         return f"{impl.key} on {device}: 0 cases run - a check of nothing is a failure"
     verdict = "PASS" if passed else "FAIL"
@@ -371,13 +395,22 @@ def _summary(impl, device, rule, results, overall, passed, seeds) -> str:
         worst = f", worst {metrics.show(v.metric, v.value)} vs {metrics._fmt(v.limit)} ({name} {v.what})"
     bad = sum(not r.passed for r in results)
     fails = f", {bad} failing" if bad else ""
-    return f"{impl.key} on {device}: {len(results)} cases (seeds {seeds_s}){fails}{worst}: {verdict}"
+    mine = ""
+    if own is not None:
+        mine = f", {own[0]} of {own[1]} calls by its own code" if own[0] else \
+            f", none of its {own[1]} calls by its own code (each went where its stated policy sends it)"
+    return f"{impl.key} on {device}: {len(results)} cases (seeds {seeds_s}){fails}{mine}{worst}: {verdict}"
 
 
-def _report(impl, device, rule, target, seeds, results, passed, summary) -> str:
+def _report(impl, device, rule, target, seeds, results, passed, summary, nothing_own: bool = False) -> str:
     lines = [summary, f"  claim: {impl.claim}; rule: {rule}" + (f"; bytes equal to {target.key}" if target else "")]
     if not results:
         lines.append("  the contract produced no cases (or --case matched none): nothing was proven")
+    if nothing_own:
+        said = next(w for r in results for w in r.handed_on if w)
+        lines.append(f"  its stated policy ({impl.policy_name}) handed every call on, e.g. to {said}: the cases proved "
+                     f"what it hands on to, not its own code. Add a case its code takes to the op's cases "
+                     f"(src/sparkops/ops/{impl.op}.py)")
     failures = [r for r in results if not r.passed]
     for r in failures[:REPORT_LIMIT]:
         lines.append(f"  case {r.name} ({r.calls} call(s)):")

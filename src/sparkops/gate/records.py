@@ -3,9 +3,9 @@
 A record is stale when the implementation's source changed (its module, the modules of its own
 package that module imports, transitively, and its declared kernel sources), when its claim or its
 row of the tolerance table changed, when it was made on another device class, when the check
-failed, when the pinned reference (reference.lock) changed since, or - for a bit-identity claim -
-when the implementation it claims to equal changed. The engine refuses a selection whose record is
-stale; the message says what to run.
+failed, when the pinned reference (reference.lock) changed since, when the op's cases changed since
+(cases_digest), or - for a bit-identity claim - when the implementation it claims to equal changed.
+The engine refuses a selection whose record is stale; the message says what to run.
 """
 
 from __future__ import annotations
@@ -212,11 +212,45 @@ def record_problem(impl: Implementation, record: dict[str, Any] | None, device: 
         problem = _target_problem(impl, record, catalog)
         if problem:
             return problem
+    problem = _cases_problem(impl.op, record)
+    if problem:
+        return problem
     from .lockref import reference_digest
 
     ref = reference_digest()
     if ref is not None and record.get("reference_digest") != ref:
         return "the pinned reference (reference.lock) changed since it was checked"
+    return None
+
+
+#: each op's cases_digest as it stood when records began to keep it (GPU session 27): a record written before then
+#: was proven on those cases, so it holds while they stand, and goes stale once they change
+CASES_BEFORE_RECORDS_KEPT_THEM = {
+    "embedding": "c18fad2cc8bf557307014d8fc930990e3d17f4370657e80235954e01a5ea3977",
+    "rmsnorm": "c234dff908922df14576a3e62c7ed30f891dc74ee841b611f4e80a6362075470",
+    "add_rmsnorm": "301b2acd2d75bfe4c3f9db3cfce85b812a651e95000b3f39c0673068d384cf2c",
+    "linear": "3bd963d30357b12ac850418822a967501e382a6e50300f234c808e67faf60c6e",
+    "quantize_act": "3038789c87c0035ecd7c83b0fc202966ea0dbe9db403e655115ece0930842e7c",
+    "rmsnorm_quantize": "4f19fe43d81b0f5bcf48fc4792cb4bddaa1f629492f8b6cbf5545fd80a52a7e0",
+    "short_conv": "6bef58bf28c901384dd2776807a8c41bc501c9e94c8b0ddf76d5a2e1c5df5350",
+    "kda": "f20ed6751ba9526c18b981eb56bb2e567734e2118bc6f85d4d6a1a16c2c80cb9",
+    "gated_rmsnorm": "fb9925260960048a2a7c97418449c4ab7208960f02e9b9c8f3c440db4597b97c",
+    "kda_norm": "7fd6d55b3cef1ca5ad98a930802b74c676fbeaaa85115088a6ede376cb0b0d7f",
+    "kda_lowrank_norm": "d72c4557e276a94025b0c31b4696c881f5fb563f445ea0e1a35381911c102f10",
+    "attention": "dff1c42999a457858f5dc5511c32e988a1340a59789765d4593a62783f179228",
+    "moe_router": "a04c59c74e328d9e0acf04c3fe7ae91205c60185281b1f64e2a6002dff3e9eec",
+    "moe_experts": "53b2b19410688776b1b85c6d8cc897504d31959d93efeec9786c804198c089e3",
+    "swiglu": "f1e730b986fa0bee25c1d4096dc61abeff0b719530960955d22924301d780a44",
+    "sample": "4c1bf07f4df4eb5dfc39d6c522b66bef4eb2257d27ce716c9aec84741022bfaa",
+}
+
+
+def _cases_problem(op: str, record: dict[str, Any]) -> str | None:
+    from .cases import cases_digest
+
+    kept = record.get("cases_digest") or CASES_BEFORE_RECORDS_KEPT_THEM.get(op)
+    if kept != cases_digest(op):
+        return f"the op's cases changed since it was checked (src/sparkops/ops/{op}.py)"
     return None
 
 

@@ -8,6 +8,9 @@ from ._contract import Case, Param, make_contract
 
 #: (type, in-features) pairs the cases sweep: every supported type, K-quants at multiples of 256
 _TYPES = [(Q.F32, 96), (Q.F16, 96), (Q.BF16, 64), (Q.Q8_0, 96), (Q.Q4_K, 256), (Q.Q6_K, 512), (Q.IQ1_S, 256)]
+#: (type, in-features, out-features) of the one-token calls a decode step makes: the sweep above puts Q4_K and BF16
+#: at 3 and 17 tokens, so without these the one-token GEMVs would be proven only on calls they hand on
+_ONE_TOKEN = [(Q.Q4_K, 512, 40), (Q.BF16, 128, 24)]
 
 
 def linear(x, weight):
@@ -27,6 +30,9 @@ def cases(seed: int) -> list[Case]:
         n = (5, 33, 64)[i % 3]
         w = QWeight.from_float(randn(g, n, k, std=0.05), qtype, name=f"w_{qtype.name}")
         out.append(Case(name(f"{qtype.name}_T{t}_N{n}_K{k}", seed), [dict(x=randn(g, t, k), weight=w)]))
+    for qtype, k, n in _ONE_TOKEN:
+        w = QWeight.from_float(randn(g, n, k, std=0.05), qtype, name=f"w1_{qtype.name}")
+        out.append(Case(name(f"{qtype.name}_T1_N{n}_K{k}", seed), [dict(x=randn(g, 1, k), weight=w)]))
     return out
 
 

@@ -26,7 +26,11 @@ def cases(seed: int) -> list[Case]:
     for t, d, f, e, k, qtype, shared in [(1, 64, 32, 16, 4, Q.F32, True), (4, 256, 64, 16, 4, Q.Q8_0, True),
                                          (3, 256, 256, 8, 2, Q.Q4_K, False), (2, 256, 256, 6, 3, Q.IQ1_S, True),
                                          # a prefill: T past the decode GEMVs (T <= 8), 6 slots per expert
-                                         (24, 256, 256, 8, 2, Q.Q4_K, True)]:
+                                         (24, 256, 256, 8, 2, Q.Q4_K, True),
+                                         # a decode step's one token, Q4_K rows of whole blocks: what the one-token
+                                         # expert kernels take (every case above they hand on), with the shared
+                                         # expert and without
+                                         (1, 512, 256, 8, 2, Q.Q4_K, True), (1, 256, 512, 6, 3, Q.Q4_K, False)]:
         def qw(*shape, nm):
             return QWeight.from_float(randn(g, *shape, std=shape[-1] ** -0.5), qtype, name=nm)
 
