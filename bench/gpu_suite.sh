@@ -416,27 +416,36 @@
 #   SUITE_SKIP="gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active" \
 #     bash bench/gpu_lanes.sh 500 "rungs23" ""   # 428 s warm: decode-s23-pdl 1.020 / 1.019, decode-s23-lowrank 1.013 /
 #                                      # 1.011 (both none); decode-s23-side did not fit
-# Next session: the split down (stage rungs27: moe_experts=cupy_rowwarp_pdl_split, four warps an output; its GPU tests
-# and side-by-side run for the first time), Nsight Compute on the experts again (the split and Q8 forms are in the
-# probe now), the Q8 gate/up (stage rungs27q), then the 131072 rows under whatever won. Carry .whl and .kcache: registries.tgz is session 26's
-# (21 registries; common.cuh changed after it was packed - the Q8 rule's scalar steps shared with the Q8 gate/up - so
-# --mend proves every CuPy selection again, once each, ~6-8 proofs and ~60-90 s, and keeps the rest), kernels.tgz
-# likewise. Copy both from the first
-# call's files into .kcache/ for a later fresh machine:
-#   export SUITE_TIMED="<the export above>" SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs27 probe_ncu_moe" ""   # fresh: the registries mended (~30 s), the proof
-#                                      # (~25), the diagnosis (~40), the swap and captured gate (~35), the pair (~180),
-#                                      # the probe (~25)
-#   bash bench/gpu_lanes.sh 560 "rungs27q" ""   # warm: the Q8 gate/up (its proof ~30 s, the pair ~180; over the split
-#                                      # step if decode-s27-exp-split won, with its own diagnosis)
-#   bash bench/gpu_lanes.sh 560 "frontier131k" ""   # warm, if decode-s27-exp-split won: both 131072 rows under it
+# Session 27 (bench/gpu-runs/2026-12-02-session27/README.md), one H200, the export of session 25 (decode-s22-all
+# decode-s23-nones included); 5 calls, ~1706 s, two starts:
+#   bash bench/gpu_lanes.sh 560 "rungs27 probe_ncu_moe" ""   # 478 s fresh: registries mended (86 s), decode-s27-exp-split
+#                                      # 0.937 / 0.939 (regression; per op 0.871); the probe did not fit
+#   bash bench/gpu_lanes.sh 560 "rungs27q probe_ncu_moe" ""  # 262 s warm, with decode-s27-exp-split wrongly added to
+#                                      # SUITE_TIMED (winners only): the Q8 split pair over the losing split step
+#                                      # 1.042 / 1.043; Nsight Compute on the experts (29 s)
+#   SUITE_SKIP="gpu-tests-exp-q8" bash bench/gpu_lanes.sh 560 "rungs27q" ""   # 177 s warm: decode-s27-exp-q8 1.008 /
+#                                      # 1.007 (none)
 #   SUITE_SKIP="gpu-tests-f16-pdl gpu-tests-attn-deep gate-captured-s23-attn-deep-active gate-captured-s23-pdl \
-#     decode-s23-pdl gate-captured-s23-lowrank decode-s23-lowrank" bash bench/gpu_lanes.sh 500 "rungs23" ""
-#                                      # warm, if time is left: decode-s23-side, the last of session 23's parts
-# The leads for new work (session 26's README): the experts' down (too few warps: Nsight Compute's 4.3 a scheduler,
-# 0.68 eligible; the split down is the first answer) and gate/up (~7.2 instructions a weight at ~59% issue; the Q8
-# gate/up, rungs27q, the second: ~1.3 a weight, ~24 KB of shared memory, one wave); the floor of one token's expert
-# bytes in one launch is 11.4 us against 36.6 for the pair.
+#     decode-s23-pdl gate-captured-s23-lowrank decode-s23-lowrank" bash bench/gpu_lanes.sh 480 "rungs23" ""
+#                                      # 237 s warm: decode-s23-side 1.012 / 1.011 (none)
+#   bash bench/gpu_lanes.sh 455 "rungs28 probe_ncu_moe" ""   # 417 s fresh: registries mended (58 s), decode-s28-exp-q8h
+#                                      # 1.157 / 1.151 (win: 526.6 / 501.0 tok/s); the probe did not fit
+# Next session: the step is rungs28's (cuda-s28-exp-q8h.toml: moe_experts=cupy_rowwarp_pdl_q8_hidden over session
+# 23's step). Carry .whl and .kcache (session 27's call 5: 24 registries, the kernel caches). The op-level gate now
+# refuses a proof in which a stated policy handed every call on, and linear and moe_experts gained one-token Q4_K
+# cases, so every carried record of those two ops is stale: --mend proves each such selection once, on cases its own
+# kernels take for the first time in an op-level proof (~6-10 proofs, ~60-120 s). A kernel that fails them drops its
+# registries (registry_keep.log says which), and the step falls back to the newest registry left.
+#   export SUITE_TIMED="<the export above> decode-s28-exp-q8h" SUITE_PREFILL_BASE=bf16
+#   bash bench/gpu_lanes.sh 560 "frontier131k probe_ncu_moe" ""   # fresh: the mend, both 131072 rows under the new
+#                                      # step (~300 s), Nsight Compute on the experts with the Q8 hidden pair (~30 s)
+#   then the leads below, as built
+# The leads for new work (session 27's README): per op the Q8 hidden pair is 796 us a token (30.6 us a layer with the
+# norm and router) against a floor of ~11 us for one token's expert bytes. The Q8 gate/up quantizes x in each of its
+# 1152 blocks (~5 instructions a weight where its dots need ~1.3): quantize x once (the norm's epilogue, or more rows
+# a block). The Q4_K GEMVs (linear@Q4_K=cupy_rowwarp_pdl) still take float32 x at ~6.5 instructions a weight: Q8
+# activations there too (session 9's cupy_dp4a, a split-K form, failed the 48B gate at depth 1; the experts' Q8
+# passed it with KL 0.003).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

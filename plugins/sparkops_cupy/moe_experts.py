@@ -28,6 +28,11 @@ gate/up. The same bits. Session 17: with h read from L2, 2.5x slower per op and 
 Session 18, read through L1: 872 against triton_prefetch's 905 µs a token per op (bf16), but 1.000 as a rung (none).
 Kept, tested, selected by nothing.
 
+"cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split" (session 27: 0.937, 1.008 and, over the
+split step, 1.042 as rungs) and "cupy_rowwarp_pdl_q8_hidden" (session 27: 1.157, the step since): the PDL pair with
+down split four warps an output, with gate/up on Q8 activations and __dp4a, both, and the Q8 gate/up writing the hidden
+vector in Q8 for a down by __dp4a. Each function's docstring says why and what it measured.
+
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
 bfloat16 for the products: claim tolerance("bf16"). cupy_rowwarp's policy for every other call. Two forms
@@ -319,7 +324,10 @@ def moe_experts_rowwarp_pdl_split(x, weights, ids, w_gate, w_up, w_down, s_gate,
     (more loads a warp, 128 registers) was slower. Here each output is a block of four warps, each adding a quarter
     of the row's super-blocks (all requested before the PDL wait), the four sums added in warp order: 4x the warps, a
     quarter of the chain each (DOWN_SPLIT: 2 and 8 are the other forms). Another order of the sum than cupy_rowwarp's,
-    so its claim is the tolerance row. Every other call by the stated policy."""
+    so its claim is the tolerance row. Every other call by the stated policy. Session 27: per op 1237 against 1077 us
+    a token (its 2- and 8-warp forms 1084 and 1239), 24.8 against 19.4 us alone under Nsight Compute with 1.7x the
+    warps and 1.4x the instructions (a block's warps no longer share h's lines), rung 0.937: a regression, kept as a
+    measured form, selected by nothing."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="copy", pdl=True, split_down=True))
 
@@ -330,7 +338,9 @@ def moe_experts_rowwarp_pdl_q8(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
     super-block dotted by 8 __dp4a), down the PDL warp form. Nsight Compute had the float gate/up at ~7.2
     instructions a weight, close to issue-bound (session 26); this is ~1.3, and its shared memory (~24 KB) puts the 48B's
     1152 blocks in one wave. The activations' rounding is llama.cpp's: the claim is tolerance("act_q8"). Every other
-    call by the stated policy."""
+    call by the stated policy. Session 27: 15.5 against 19.6 us alone under Nsight Compute (~5 instructions a weight,
+    not ~1.3: the staging of x in every block costs about what the dots do); per op 1061 against 1074 us a token, its
+    rung 1.008 (none): the PDL down overlapping it took as long as before."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True))
 
@@ -350,7 +360,8 @@ def moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_g
     in GPU session 27: the float down at ~10 thread-instructions a weight and 19.2 us for ~12 MB alone (float32 h read
     32 values a lane a super-block and summed again), against ~4.6 a weight that the read roofline allows; the Q8
     gate/up had taken gate/up from 19.6 to 15.5 us. Both roundings are act_q8's kind: the claim is tolerance("act_q8").
-    Every other call by the stated policy."""
+    Every other call by the stated policy. Session 27: per op 796 against 1079 us a token (x1.357), its rung 1.157 /
+    1.151 over session 23's step (526.6 / 501.0 tok/s): the step since."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True))
 

@@ -2472,9 +2472,10 @@ def test_the_next_sessions_plan_after_session_25(tmp_path):
 
 
 def test_the_next_sessions_plan_after_session_27(tmp_path):
-    """The suite header's plan for the session after 27, on one GPU: "rungs28 probe_ncu_moe" times the Q8 hidden
-    vector over session 23's step (the split down lost, the Q8 gate/up was none) after its proof, forecast from its
-    record against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 15 launches."""
+    """Session 27's last call and the plan after it, on one GPU: "rungs28 probe_ncu_moe" times the Q8 hidden vector
+    over session 23's step (the split down lost, the Q8 gate/up was none) after its proof, forecast from its record
+    against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 15 launches; then, with that
+    rung named a winner, "frontier131k" times both 131072 rows under its registry."""
     _stubs_with_ncu(tmp_path)
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
            "STUB_PEROP": _records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8": 1250e-6,
@@ -2491,6 +2492,13 @@ def test_the_next_sessions_plan_after_session_27(tmp_path):
     assert "--expect moe_experts=1.300" in decodes[0], decodes
     ncu = [c for c in calls if c.startswith("ncu ")]
     assert ncu and all("--launch-skip 15 --launch-count 15" in c and "moe_kernels.py" in c for c in ncu)
+    # the plan after session 27: the same machine, decode-s28-exp-q8h now a winner, so frontier131k times the
+    # 131072 rows (Q4_K, then IQ1_S over it) under its registry
+    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
+    log, calls = _lanes(tmp_path, "frontier131k", "", extra_env=env)
+    rows = [c for c in calls if c.startswith("bench decode") and "--depth 131072" in c]
+    assert len(rows) == 2 and f"--registry {reg} " in rows[0], rows
+    assert f"--registry {machine / 'cuda-s28-exp-q8h-iq1s.toml'} " in rows[1], rows
 
 
 def test_rungs27q_goes_over_a_split_down_that_won_with_the_q8_split_pair_forecast_against_the_split(tmp_path):
