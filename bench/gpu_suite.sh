@@ -174,6 +174,9 @@
 #                 in Q8 (groups of 8), down on it by __dp4a (the act_q8 row), after gpu-tests-exp-q8h and its record
 #                 perop-expq8h-bfloat16.json
 #     proofs28    rungs28's GPU tests alone
+#     rungs29     linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now: the Q4_K GEMVs on Q8 activations and __dp4a
+#                 (the act_q8 row), after gpu-tests-linear-q8 and its record perop-rowq8-bfloat16.json
+#     proofs29    rungs29's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -437,15 +440,19 @@
 # kernels take for the first time in an op-level proof (~6-10 proofs, ~60-120 s). A kernel that fails them drops its
 # registries (registry_keep.log says which), and the step falls back to the newest registry left.
 #   export SUITE_TIMED="<the export above> decode-s28-exp-q8h" SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "frontier131k probe_ncu_moe" ""   # fresh: the mend, both 131072 rows under the new
-#                                      # step (~300 s), Nsight Compute on the experts with the Q8 hidden pair (~30 s)
+#   bash bench/gpu_lanes.sh 560 "rungs29 probe_ncu_moe" ""   # fresh: the mend, the Q8 GEMV's GPU tests (~40 s),
+#                                      # the step's diagnosis (~50), the swap and captured gate (~40), the pair (~180),
+#                                      # Nsight Compute on the experts with the Q8 hidden pair (~30)
+#   bash bench/gpu_lanes.sh 560 "frontier131k" ""   # warm: both 131072 rows under the step now (with decode-s29-linear-q8
+#                                      # added to SUITE_TIMED if it won)
 #   then the leads below, as built
 # The leads for new work (session 27's README): per op the Q8 hidden pair is 796 us a token (30.6 us a layer with the
 # norm and router) against a floor of ~11 us for one token's expert bytes. The Q8 gate/up quantizes x in each of its
 # 1152 blocks (~5 instructions a weight where its dots need ~1.3): quantize x once (the norm's epilogue, or more rows
-# a block). The Q4_K GEMVs (linear@Q4_K=cupy_rowwarp_pdl) still take float32 x at ~6.5 instructions a weight: Q8
-# activations there too (session 9's cupy_dp4a, a split-K form, failed the 48B gate at depth 1; the experts' Q8
-# passed it with KL 0.003).
+# a block). The Q4_K GEMVs (linear@Q4_K=cupy_rowwarp_pdl, ~0.52 ms a token in session 23's profiled step) still take
+# float32 x at ~6.5 instructions a weight: rungs29's cupy_rowwarp_pdl_q8 is the first answer (session 9's cupy_dp4a,
+# a split-K form, failed the 48B gate at depth 1; the experts' Q8 passed it with KL 0.003). The router
+# (moe_router_rowwarp_pdl) takes ~6.5 us a layer for 2.4 MB of float32 weights (~170 us a token), the next lead.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -700,6 +707,7 @@ S27_EXPSPLIT_REG=$TMP/cuda-s27-exp-split.toml
 # issue-bound; this form is ~1.3 (x quantized once a block, __dp4a), act_q8. Over the split step when that won
 S27_EXPQ8_REG=$TMP/cuda-s27-exp-q8.toml
 S28_EXPQ8H_REG=$TMP/cuda-s28-exp-q8h.toml
+S29_LINQ8_REG=$TMP/cuda-s29-linear-q8.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -979,7 +987,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1363,6 +1371,13 @@ proof_exp_q8h() {  # moe_experts=cupy_rowwarp_pdl_q8_hidden (written in session 
       -k q8_hidden tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-exp-q8h.xml"
 }
+proof_linear_q8() {  # linear@Q4_K=cupy_rowwarp_pdl_q8 (written in session 27): close to the float64 product at the
+  # 48B's and odd shapes in three dtypes, its own bits, a chain of 8 replayed from a graph and after the PDL norm, NaN
+  # for a non-finite x, timed beside the PDL GEMV (-k q8_gemv; its record $DJ/perop-rowq8-bfloat16.json)
+  run gpu-tests-linear-q8 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k q8_gemv tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-linear-q8.xml"
+}
 proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
   # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
   run gpu-tests-exp-wide 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
@@ -1419,6 +1434,28 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
     experts_rung s27-exp-q8 $S27_EXPQ8_REG cupy_rowwarp_pdl_q8 expq8 exp-q8 "gate/up on Q8 activations and __dp4a \
 (the act_q8 row)"
   fi
+}
+# s29_rung: linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now (rungs28's when SUITE_TIMED names it), after its GPU
+# tests gave a factor (perop-rowq8-bfloat16.json: cupy_rowwarp_pdl against it, the step's Q4_K GEMVs) and its
+# registry's captured gate; the base diagnosed on this machine
+s29_rung() {
+  local name=s29-linear-q8 reg=$S29_LINQ8_REG impl=linear@Q4_K=cupy_rowwarp_pdl_q8 base fac
+  base=$(now_reg decode-$name) || return 0
+  fac=$(perop rowq8 cupy_rowwarp_pdl cupy_rowwarp_pdl_q8)
+  proven_with_factor $name linear-q8 "$fac" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $impl
+  [ -f $reg ] && python3 bench/registry_selects.py $reg $impl > /dev/null \
+      || { log "decode-$name: left out (its registry does not select $impl)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-$name.json \
+      --expect "linear@Q4_K=$fac" --change "$impl: the Q4_K GEMVs on Q8 activations and __dp4a (the act_q8 row), \
+over $(basename $base), graph"
+  return 0
 }
 # s28_rung: the Q8 gate/up writing the hidden vector in Q8, and down on it by __dp4a, over the step now
 s28_rung() {
@@ -2460,10 +2497,10 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28)  # an experts rung over the step now (session 23's, made by swaps:
-  # SUITE_TIMED names decode-s23-nones): rungs26 the shared-first gate/up, rungs26w the wide down, rungs27 the split
-  # down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector; each after its GPU tests (proof_exp_shared / _wide /
-  # _split / _q8 / _q8h)
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29)  # a rung over the step now (session 23's, made by swaps:
+  # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
+  # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs;
+  # each after its GPU tests (proof_exp_shared / _wide / _split / _q8 / _q8h, proof_linear_q8)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
   case $stage in
@@ -2472,6 +2509,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28)  # an experts rung over the step now 
     rungs27) proof_exp_split; s27_rung ;;
     rungs27q) proof_exp_q8; s27q_rung ;;
     rungs28) proof_exp_q8h; s28_rung ;;
+    rungs29) proof_linear_q8; s29_rung ;;
   esac
   ;;
 proofs26)  # that rung's GPU tests alone (the lane beside rungs26)
@@ -2484,6 +2522,8 @@ proofs27q)  # that rung's GPU tests alone (the lane beside rungs27q)
   proof_exp_q8 ;;
 proofs28)  # that rung's GPU tests alone (the lane beside rungs28)
   proof_exp_q8h ;;
+proofs29)  # that rung's GPU tests alone (the lane beside rungs29)
+  proof_linear_q8 ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
   # rungs25
   proof_f16_pdl

@@ -23,7 +23,8 @@ from tests.cuda_sass import KERNEL_DIR, Function, Instruction, listing, parse
 PDL_SOURCES = sorted(p for p in KERNEL_DIR.glob("*.cu") if "pdl_wait();" in p.read_text())
 #: the PDL kernels as of session 21: the check must see each (a listing it failed to read would pass vacuously)
 KNOWN = {
-    "linear_rowwarp.cu": {"linear_q4_k_rowwarppdl_bf16", "linear_q4_k_rowcppdl_bf16"},
+    "linear_rowwarp.cu": {"linear_q4_k_rowwarppdl_bf16", "linear_q4_k_rowcppdl_bf16", "linear_q4_k_rowq8pdl_bf16",
+                          "linear_q4_k_rowq8pairpdl_bf16"},
     "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_downpdlw", "moe_q4_k_downsplitpdl", "moe_q4_k_downsplit2pdl",
                        "moe_q4_k_downsplit8pdl", "moe_q4_k_gateupcppdl_bf16", "moe_q4_k_gateupcppdlsh_bf16",
                        "moe_q4_k_gateupq8pdl_bf16", "moe_q4_k_gateupq8hpdl_bf16", "moe_q4_k_downq8pdl"},
@@ -134,6 +135,19 @@ def test_the_shared_first_gate_up_requests_the_shared_experts_rows_before_its_wa
     for dt in ("f32", "bf16", "f16"):
         assert copies(functions[f"moe_q4_k_gateupcppdlsh_{dt}"]), f"moe_q4_k_gateupcppdlsh_{dt}: no copy before the wait"
         assert not copies(functions[f"moe_q4_k_gateupcppdl_{dt}"]), f"moe_q4_k_gateupcppdl_{dt} copies before its wait"
+
+
+def test_the_q8_gemv_requests_its_rows_before_its_wait(tmp_path):
+    """linear=cupy_rowwarp_pdl_q8's kernels (both forms, every dtype): the block's weight rows are copied (cp.async:
+    LDGSTS) before griddepcontrol.wait, so they stream while the kernel before ends, as the copy+pdl form's do - and
+    none after it, so the listing has the whole copy there."""
+    functions = listing(KERNEL_DIR / "linear_rowwarp.cu", tmp_path)
+    for form in ("rowq8pdl", "rowq8pairpdl", "rowcppdl"):
+        for dt in ("f32", "bf16", "f16"):
+            fn = functions[f"linear_q4_k_{form}_{dt}"]
+            wait = min(i.address for i in fn.instructions if i.opcode.split(".")[0] == "ACQBULK")
+            copies = [i.address for i in fn.instructions if i.opcode.startswith("LDGSTS")]
+            assert copies and all(a < wait for a in copies), f"linear_q4_k_{form}_{dt}: copies {copies}, wait {wait}"
 
 
 def _rounds(name: str) -> int:

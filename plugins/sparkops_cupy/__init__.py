@@ -55,6 +55,9 @@ IMPLEMENTATIONS = [
     # the kernel before it): the same bits
     ("linear", "cupy_rowwarp_pdl", "sparkops_cupy.linear:linear_rowwarp_pdl", bit_identical(to="cupy_rowwarp"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # the PDL copy form on Q8 activations and __dp4a (llama.cpp's arithmetic): the act_q8 row
+    ("linear", "cupy_rowwarp_pdl_q8", "sparkops_cupy.linear:linear_rowwarp_pdl_q8", tolerance("act_q8"),
+     ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
     ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
@@ -135,7 +138,8 @@ _Q4K_GEMV = "sparkops_cupy._policies:one_token_q4k_passes"
 _Q4K_EXPERTS = "sparkops_cupy._policies:experts_passes"
 POLICIES = {
     **{("linear", n): _Q4K_GEMV for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_copy2",
-                                          "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowhalf", "cupy_mma")},
+                                          "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8",
+                                          "cupy_rowhalf", "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},

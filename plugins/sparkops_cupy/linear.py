@@ -1,6 +1,6 @@
 """linear on CUDA: GEMVs over GGUF blocks, for decode.
 
-Seven implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
+Eleven implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
 the activations:
 - "cupy_dp4a" (`linear`): block-quantized weights (Q8_0, Q4_K, Q6_K, IQ1_S) are dotted with Q8_0-quantized
   activations through __dp4a, as llama.cpp does: not the float reference's arithmetic, hence the claim
@@ -10,7 +10,7 @@ the activations:
   tolerance(). Session 4 measured the integer kernel's Q6_K lm_head at 126 us against Triton's 344; this keeps
   that weight stream without the quantized activations.
   F32/F16/BF16 weights are dotted in float32 with unquantized activations by both.
-Five are one-token GEMVs that request a row's bytes before using any, with one stated policy for every other call:
+The others are one-token GEMVs that request a row's bytes before using any, with one stated policy for every other call:
 - "cupy_rowwarp" (`linear_rowwarp`): the one-token Q4_K GEMV of decode, every byte of a row requested before any is
   used (kernels/linear_rowwarp.cu): one launch, no split-K. One warp a row, or for tall weights a warp per 4 rows
   from activations staged once a block in shared memory (ROWWARP_FORMS, rowwarp_form). Float32 products as
@@ -42,7 +42,10 @@ Five are one-token GEMVs that request a row's bytes before using any, with one s
 - "cupy_rowwarp_pdl" (`linear_rowwarp_pdl`): cupy_rowwarp launched with programmatic dependent launch (_pdl.py): each
   block requests its weights before it waits for the kernel before it; the same bits. Session 17, x read from L2: a
   regression as a rung with the triggering norms (0.798). Session 18, x read through L1 after the wait: 1.007 at d=0
-  and 1.008 at 32768 with the norms (none: under the 2% band). Kept, tested, selected by nothing.
+  and 1.008 at 32768 with the norms (none: under the 2% band); with session 23's other nones, in the step since.
+- "cupy_rowwarp_pdl_q8" (`linear_rowwarp_pdl_q8`, written after GPU session 27): cupy_rowwarp_pdl's copy form on Q8
+  activations and __dp4a at every shape (kernels/q4k_q8.cuh, as the experts' Q8 gate/up), 16 rows a block for tall
+  weights and 8 for the others: claim tolerance("act_q8"). Not yet on a GPU.
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -130,6 +133,35 @@ def linear_rowwarp_pdl(x, weight):
 
 def _launch_pdl(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
     launch_rowwarp(x, code, kw, n, k, y, rowwarp_form(n), pdl=True)
+
+
+def linear_rowwarp_pdl_q8(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8": one token times a Q4_K weight on Q8 activations and integer dots, launched
+    with programmatic dependent launch (kernels/linear_rowwarp.cu's rowq8_q4_k: the block's rows copied into shared
+    memory before the wait, x quantized once a block to Q8 blocks of 32, each lane's 32 weights of a super-block dotted
+    by 8 __dp4a; 16 rows a block for tall weights, 8 for the others). The experts' Q8 gate/up (session 27) ran 15.5
+    against the float copy form's 19.6 us alone; the Q4_K GEMVs are the step's next largest kernels. The activations'
+    rounding is llama.cpp's: the claim is tolerance("act_q8"). Every other call by cupy_rowwarp's stated policy."""
+    return _one_token_q4k(x, weight, launch_rowwarp_q8)
+
+
+#: rows a block of cupy_rowwarp_pdl_q8's GEMV: 16 (an octet a row) for weights of at least ROWWARP_TALL_ROWS rows, 8
+#: (two octets a row) for the others, which would otherwise fill too few blocks
+ROWQ8_ROWS = {"tall": 16, "short": 8}
+
+
+def launch_rowwarp_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """y[0, :n] = x[0] @ W^T for a Q4_K weight on Q8 activations (kernels/linear_rowwarp.cu's rowq8_q4_k), launched
+    with programmatic dependent launch; x and the weight 16-byte aligned."""
+    if kw.raw.data_ptr() % 16:
+        raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
+                       f"give it its own allocation (QWeight(raw.clone(), ...))")
+    rows = ROWQ8_ROWS["tall" if n >= ROWWARP_TALL_ROWS else "short"]
+    kernel = "rowq8pdl" if rows == 16 else "rowq8pairpdl"
+    smem = k + 4 * (k // 32) + 4 * (k // 16) + rows * kw.row_bytes  # codes, scales, sums of 16, the block's rows
+    rt.launch("linear_rowwarp.cu", f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}", x.device, ((n + rows - 1) // rows,),
+              (128,), (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)),
+              shared_mem=smem, pdl=True)
 
 
 def linear_rowhalf(x, weight):

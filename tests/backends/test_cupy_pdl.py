@@ -273,6 +273,110 @@ def test_gpu_pdl_o_proj_after_a_triggering_gated_norm_reads_the_norm_s_output():
     _replays_match(lambda: step(True), lambda: step(False), refresh)
 
 
+def _q8_gemv(x, kw, n, k, y, pdl: bool = True) -> None:
+    """linear=cupy_rowwarp_pdl_q8's kernel on a checked call, launched with PDL (launch_rowwarp_q8) or plainly (the same
+    kernel: its wait returns at once), for a replay's expected bits."""
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy import linear as cl
+
+    if pdl:
+        cl.launch_rowwarp_q8(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
+        return
+    rows = 16 if n >= cl.ROWWARP_TALL_ROWS else 8
+    smem = k + 4 * (k // 32) + 4 * (k // 16) + rows * kw.row_bytes
+    name = f"linear_q4_k_{'rowq8pdl' if rows == 16 else 'rowq8pairpdl'}_{cl._DT_SUFFIX[rt.DTYPE_CODE[x.dtype]]}"
+    rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (128,),
+              (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (5, 3072), (1027, 1024), (19, 1280), (4097, 256),
+                                        (4100, 4352), (2, 9216)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_q8_gemv_is_close_to_the_float_product_and_its_own_bits(out_f, in_f, dtype):
+    """linear=cupy_rowwarp_pdl_q8's kernel (both forms: 16 rows a block from 4096 rows, 8 below) from NaN, against
+    x . dequantize(W) in float64: x rounded through Q8 blocks of 32, so close, not equal - act_q8's linear limit is
+    looser, asserted under 2e-3 so that a wrong scale, sub-block or row cannot hide in it. Blocks past the end, rows
+    of 1 to 36 super-blocks, three activation dtypes; the same bits twice."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    kw = _q4k(out_f, in_f, out_f + in_f, dev)
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.qweight import QWeight
+
+    dense = QWeight(kw.raw.cpu(), Q.Q4_K, (out_f, in_f), "w").dequantize().double()  # [OUT, IN]
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f)).to(dev, dtype)
+    want = x.double().cpu() @ dense.T
+    ys = [torch.full((1, out_f), float("nan"), dtype=dtype, device=dev) for _ in range(2)]
+    for y in ys:
+        _q8_gemv(x, kw, out_f, in_f, y)
+    torch.cuda.synchronize()
+    assert torch.isfinite(ys[0].float()).all() and torch.equal(ys[0], ys[1])
+    err = _nmse(ys[0].cpu(), want)
+    assert err < 2e-3, f"{out_f}x{in_f} {dtype}: nmse {err:.3g} against the float64 product"
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_q8_gemv_chain_replayed_from_a_graph_never_reads_a_stale_input():
+    """A chain of 8 dependent Q8 GEMVs (q/k/v-sized, o_proj-sized, ...: both forms) launched with PDL, replayed from
+    one graph with new first inputs and NaN outputs, against the same kernels launched plainly: a block that read x or
+    staged it before the GEMV before it ended gives NaN or the replay before's bits."""
+    pairs, x0 = _chain(4, seed=12)
+    g = torch.Generator().manual_seed(13)
+
+    def run(pdl: bool) -> list[torch.Tensor]:
+        x, bufs = x0, []
+        for a, b in pairs:
+            for kw, n, k in ((a, 12288, 2304), (b, 2304, 4096)):
+                y = torch.empty((1, n), dtype=torch.bfloat16, device=x0.device)
+                _q8_gemv(x[:, :k], kw, n, k, y, pdl)
+                bufs.append(y)
+                x = y
+        return bufs
+
+    _replays_match(lambda: run(True), lambda: run(False), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_q8_gemv_after_a_triggering_norm_reads_the_norm_s_output():
+    """The step's pair for the Q8 GEMV: add_rmsnorm=triton_pdl lets it be scheduled as the norm starts; it copies its
+    rows at once but must quantize the norm's output only after the norm ends. A new residual before each replay."""
+    pytest.importorskip("triton")
+    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
+
+    pairs, x0 = _chain(1, seed=14)
+    kw = pairs[0][0]  # 12288 x 2304
+    g = torch.Generator().manual_seed(15)
+    resid = torch.empty(1, 2304, dtype=torch.bfloat16, device=x0.device)
+    gain = torch.randn(2304, generator=g).to(x0.device)
+
+    def step(pdl: bool) -> list[torch.Tensor]:
+        normed, _ = (add_rmsnorm_trigger if pdl else add_rmsnorm)(x0, resid, gain, 1e-5)
+        y = torch.empty((1, 12288), dtype=torch.bfloat16, device=x0.device)
+        _q8_gemv(normed, kw, 12288, 2304, y, pdl)
+        return [y]
+
+    _replays_match(lambda: step(True), lambda: step(False), lambda: resid.copy_(torch.randn(1, 2304, generator=g)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_gpu_pdl_q8_gemv_a_non_finite_activation_makes_every_output_nan(bad):
+    """A NaN or inf in x reaches every output as NaN through the Q8 staging (its block's scale carries it), as the
+    float GEMV's products carry it."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    for n, k in ((12288, 2304), (2304, 4096)):
+        kw = _q4k(n, k, 16, dev)
+        x = torch.randn(1, k, generator=torch.Generator().manual_seed(17)).to(dev, torch.bfloat16)
+        x[0, 100] = bad
+        y = torch.empty((1, n), dtype=torch.bfloat16, device=dev)
+        _q8_gemv(x, kw, n, k, y)
+        torch.cuda.synchronize()
+        assert torch.isnan(y.float()).all(), f"{n}x{k}"
+
+
 def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     """sum((got - want)^2) / sum(want^2), in float64."""
     got, want = got.double(), want.double()

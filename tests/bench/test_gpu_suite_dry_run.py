@@ -63,7 +63,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expwide": "test_experts_wide_down_after_the_router_side_by_side",
            "expsplit": "test_experts_split_down_after_the_router_side_by_side",
            "expq8": "test_experts_q8_gate_up_after_the_router_side_by_side",
-           "expq8h": "test_experts_q8_hidden_after_the_router_side_by_side"}
+           "expq8h": "test_experts_q8_hidden_after_the_router_side_by_side",
+           "rowq8": "test_rowwarp_q8_gemv_side_by_side_with_the_pdl_gemv"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2499,6 +2500,29 @@ def test_the_next_sessions_plan_after_session_27(tmp_path):
     rows = [c for c in calls if c.startswith("bench decode") and "--depth 131072" in c]
     assert len(rows) == 2 and f"--registry {reg} " in rows[0], rows
     assert f"--registry {machine / 'cuda-s28-exp-q8h-iq1s.toml'} " in rows[1], rows
+
+
+def test_rungs29_times_the_q8_gemv_over_the_q8_hidden_step_after_its_proof(tmp_path):
+    """The plan after session 27: rungs28's step (made here first, then named a winner), then rungs29 times
+    linear@Q4_K=cupy_rowwarp_pdl_q8 over it after gpu-tests-linear-q8, forecast from the record's PDL GEMV column
+    against its Q8 one (1000 -> 800: x1.250), after its registry's captured gate."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6,
+                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                                   _records(tmp_path, rowq8={"cupy_rowwarp_pdl": 1000e-6,
+                                                             "cupy_rowwarp_pdl_q8": 800e-6})])}
+    _lanes(tmp_path, "rungs28", "", extra_env=env)
+    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
+    log, calls = _lanes(tmp_path, "rungs29", "", extra_env=env)
+    machine = tmp_path / "machine"
+    reg = machine / "cuda-s29-linear-q8.toml"
+    assert "unknown stage" not in log
+    assert log.index("] gpu-tests-linear-q8 (limit") < log.index("] gate-captured-s29-linear-q8 (limit") \
+        < log.index("] decode-s29-linear-q8 (limit")
+    assert any(c.startswith("swap linear@Q4_K=cupy_rowwarp_pdl_q8") and f"{reg}.new" in c for c in calls)
+    decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert len(decodes) == 1 and f"--registry {machine / 'cuda-s28-exp-q8h.toml'} " in decodes[0], decodes
+    assert "--expect linear@Q4_K=1.250" in decodes[0] and "--changes linear@Q4_K" in decodes[0], decodes
 
 
 def test_rungs27q_goes_over_a_split_down_that_won_with_the_q8_split_pair_forecast_against_the_split(tmp_path):

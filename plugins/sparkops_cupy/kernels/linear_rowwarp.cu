@@ -11,6 +11,7 @@
 //
 // The Q4_K decoding and the activation staging both forms use are in q4k_rows.cuh (moe_rowwarp.cu shares them).
 #include "q4k_half.cuh"
+#include "q4k_q8.cuh"
 
 // y[row] = x . dequantize(W[row]) for one token: x [K] (dtype DT), w [N, row_bytes] Q4_K (row_bytes = K / 256 * 144,
 // 16-byte aligned), y [N] (x's dtype). 128 threads = 4 rows a block; grid ceil(N / 4).
@@ -82,8 +83,9 @@ __device__ __forceinline__ void rowoct_q4_k(const void* __restrict__ x, const u8
 // The copy forms' start (rowcp_q4_k, rowhc_q4_k): the block's rows r0.. (16, fewer in the last block: returned), one
 // contiguous range of the weight, copied into shared memory at sw with cp.async, committed and not waited on
 // (row_bytes = K / 256 * 144, a multiple of 16)
+template <int ROWS = 16>
 __device__ __forceinline__ int rc_copy_rows(const u8* __restrict__ w, i64 row_bytes, int N, i64 r0, u8* sw) {
-    const int rows = (int)min((i64)16, (i64)N - r0);
+    const int rows = (int)min((i64)ROWS, (i64)N - r0);
     const int n16 = (int)(rows * row_bytes / 16);
     const u8* src = w + r0 * row_bytes;
     const u32 dst = smem_addr(sw);
@@ -133,6 +135,45 @@ __device__ __forceinline__ void rowcp_q4_k(const void* __restrict__ x, const u8*
     const u8* r = sw + (ok ? local : 0) * row_bytes;
     const float acc = ro_copied_row(r, K >> 8, o, sx, ssum);
     if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
+}
+
+// The copy+pdl form on Q8 activations and integer dots ("q8", the GEMV of cupy_rowwarp_pdl_q8, written after GPU
+// session 27): the block's rows copied into shared memory before the PDL wait, as rowcp_q4_k<DT, true>; then x
+// quantized once a block to Q8 blocks of 32 (q4k_q8.cuh's q8_stage) and each lane's 32 weights of a super-block dotted
+// by 8 __dp4a (q8_block). Why: session 27 put the experts' Q8 gate/up at 15.5 us against the float copy form's 19.6
+// alone, and the hidden vector in Q8 won 1.157 in the step; the Q4_K GEMVs are the step's next largest kernels
+// (~0.52 ms a token in session 23's profiled step) and still spend ~6.5 instructions a weight on float32 x.
+// ROWS = 16 (tall weights): an octet a row, as the copy form. ROWS = 8 (the others, which the warp form served:
+// twice the blocks for the same rows): two octets a row, the even and the odd super-blocks, their two sums added
+// (a + b: the same bits whichever lane adds). Shared memory: K code bytes, K / 32 float scales, K / 16 int sums of
+// 16, then ROWS rows of weights. 128 threads; grid ceil(N / ROWS).
+template <int DT, int ROWS>
+__device__ __forceinline__ void rowq8_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
+                                           int K, int N, void* __restrict__ y) {
+    static_assert(ROWS == 16 || ROWS == 8, "an octet a row, or two");
+    extern __shared__ __align__(16) u8 lq_smem[];
+    i8* xq = (i8*)lq_smem;
+    float* dx = (float*)(lq_smem + K);
+    int* s16 = (int*)(dx + (K >> 5));
+    u8* sw = (u8*)(s16 + (K >> 4));  // 16-byte aligned: K is a multiple of 256
+    const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 r0 = (i64)blockIdx.x * ROWS;
+    const int rows = rc_copy_rows<ROWS>(w, row_bytes, N, r0, sw);
+    pdl_launch_dependents();
+    pdl_wait();  // x is the kernel before's output; y may still be its input
+    q8_stage<DT>(x, K, xq, dx, s16);
+    cp_async_wait_all();
+    __syncthreads();
+    const int slot = (tid >> 5) * 4 + oct;  // the block's octet, 0..15
+    const int local = ROWS == 16 ? slot : slot >> 1, first = ROWS == 16 ? 0 : slot & 1, step = ROWS == 16 ? 1 : 2;
+    const bool ok = local < rows;  // an octet past the end decodes row 0 and writes nothing
+    const u8* r = sw + (ok ? local : 0) * row_bytes;
+    float acc = 0.0f;
+    for (int sb = first; sb < (K >> 8); sb += step) acc += q8_block(r + (i64)sb * 144, o, xq, dx, s16, sb);
+#pragma unroll
+    for (int m = 4; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);  // the octet's sum
+    if (ROWS == 8) acc += __shfl_xor_sync(0xffffffffu, acc, 8);  // and the pair's: even + odd super-blocks
+    if (o == 0 && (ROWS == 16 || (oct & 1) == 0) && ok) store_act(y, r0 + local, DT, acc);
 }
 
 // The copy form with its weight copy in two commit groups ("copy2"; session 16; session 17: a tie): every block's
@@ -391,6 +432,48 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowcppdl_f16(const
                                                                            const u8* __restrict__ w, i64 row_bytes,
                                                                            int K, int N, void* __restrict__ y) {
     rowcp_q4_k<DT_F16, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowq8pdl_f32(const void* __restrict__ x,
+                                                                           const u8* __restrict__ w, i64 row_bytes,
+                                                                           int K, int N, void* __restrict__ y) {
+    rowq8_q4_k<DT_F32, 16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowq8pdl_bf16(const void* __restrict__ x,
+                                                                            const u8* __restrict__ w, i64 row_bytes,
+                                                                            int K, int N, void* __restrict__ y) {
+    rowq8_q4_k<DT_BF16, 16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowq8pdl_f16(const void* __restrict__ x,
+                                                                           const u8* __restrict__ w, i64 row_bytes,
+                                                                           int K, int N, void* __restrict__ y) {
+    rowq8_q4_k<DT_F16, 16>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowq8pairpdl_f32(const void* __restrict__ x,
+                                                                               const u8* __restrict__ w, i64 row_bytes,
+                                                                               int K, int N, void* __restrict__ y) {
+    rowq8_q4_k<DT_F32, 8>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowq8pairpdl_bf16(const void* __restrict__ x,
+                                                                                const u8* __restrict__ w, i64 row_bytes,
+                                                                                int K, int N, void* __restrict__ y) {
+    rowq8_q4_k<DT_BF16, 8>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowq8pairpdl_f16(const void* __restrict__ x,
+                                                                               const u8* __restrict__ w, i64 row_bytes,
+                                                                               int K, int N, void* __restrict__ y) {
+    rowq8_q4_k<DT_F16, 8>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0
