@@ -776,8 +776,8 @@ run() {
   local name=$1 need=$2; shift 2
   # SUITE_SKIP="NAME ...": steps this call leaves out (a stage's other steps still run)
   if [[ " ${SUITE_SKIP:-} " == *" $name "* ]]; then log "$name: left out (SUITE_SKIP)"; return 0; fi
-  # SUITE_TIMED="NAME ...": rungs an earlier session timed (their rows are in the ledger): not timed again, and
-  # their registries count as timed for now_reg
+  # SUITE_TIMED="NAME ...": rungs an earlier session timed as wins (their rows are in the ledger): not timed again,
+  # and their registries count as timed for now_reg (winners only: check_timed stops a call that names a loser)
   if [[ " ${SUITE_TIMED:-} " == *" $name "* ]]; then log "$name: timed in an earlier session (SUITE_TIMED)"; return 0; fi
   # another lane running the same step now ($DONE/NAME.running, made atomically by mkdir, holding the owner's pid):
   # wait for its end and take its result, so that two lanes naming one step (a rung's GPU tests) run it once. A
@@ -1858,6 +1858,19 @@ lane_gpus_first() {
   if [ -n "$own" ] && [ -n "$all" ]; then echo "CUDA_VISIBLE_DEVICES=$all"; else echo "-u CUDA_VISIBLE_DEVICES"; fi
 }
 
+# SUITE_TIMED names winners only: bench/timed_check.py reads the checkout's ledger and this machine's, and a rung of
+# NOW_RUNGS it names whose newest pair did not win stops the call before anything runs (session 27's second call
+# named a rung that had lost in its first, and timed the next rung over the losing registry)
+check_timed() {
+  local pairs=() pair var
+  for pair in "${NOW_RUNGS[@]}"; do var=${pair#*=}; pairs+=("${pair%%=*}=${!var}"); done
+  python3 bench/timed_check.py --timed "${SUITE_TIMED:-}" --ledger bench/ledger.jsonl --ledger "$B/ledger.jsonl" \
+      "${pairs[@]}"
+}
+if [ $# -gt 0 ] && [ -n "${SUITE_TIMED:-}" ]; then
+  if ! said=$(check_timed 2>&1); then log "$said"; exit 2; fi
+  [ -n "$said" ] && log "$said"
+fi
 CALL_STAGES=" $* "  # this call's stages, each between spaces (rungs23 runs rungs24's proof when both are named)
 for stage in "$@"; do case $stage in
 install)

@@ -109,7 +109,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     (d / "sparkops").write_text(STUB_SPARKOPS)
     (d / "stub_swap.py").write_text(STUB_SWAP)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
-    # bench/gpu_test_shard.py, bench/perop_factor.py, `python3 -c "print(...)"` arithmetic and `python3 -c "import
+    # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/timed_check.py (against the
+    # checkout's ledger and the stand-in machine's), `python3 -c "print(...)"` arithmetic and `python3 -c "import
     # json..."` reads of a JSON file are pure Python: the real interpreter runs them (the shards' files, a prediction
     # factor); imports of torch and the kernels stay stand-ins
     # STUB_FAIL_MATCH: a pytest run whose arguments hold this text fails (one proof's tests, not the others)
@@ -118,7 +119,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # as on the GPU: a proof without that test writes no record (session 18's rungs18d lost a rung that way)
     (d / "python3").write_text('#!/usr/bin/env bash\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
-                               f'[ "$1" = bench/registry_selects.py ] || '
+                               f'[ "$1" = bench/registry_selects.py ] || [ "$1" = bench/timed_check.py ] || '
                                f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
@@ -2500,6 +2501,37 @@ def test_the_next_sessions_plan_after_session_27(tmp_path):
     rows = [c for c in calls if c.startswith("bench decode") and "--depth 131072" in c]
     assert len(rows) == 2 and f"--registry {reg} " in rows[0], rows
     assert f"--registry {machine / 'cuda-s28-exp-q8h-iq1s.toml'} " in rows[1], rows
+
+
+def test_a_suite_timed_naming_a_rung_that_lost_stops_the_call_before_anything_runs(tmp_path):
+    """Session 27's second call named decode-s27-exp-split in SUITE_TIMED after it had lost in the first, on the same
+    machine. The machine's ledger holds that pair's rows: the call stops at once, saying which rows and what to do,
+    and runs nothing (no synthesis, no swap, no bench)."""
+    stubs = _stubs(tmp_path, 1)
+    machine = tmp_path / "machine"
+    (machine / "suite-bench").mkdir(parents=True)
+    lost = {"id": "20261202-133154-31ded6", "date": "2026-12-02T13:31:54+00:00", "tier": "regression",
+            "ratio": 0.937, "registry": "/tmp/cuda-s27-exp-split.toml (graph)",
+            "figures": [{"label": "A", "registry": "/tmp/cuda-s23-nones.toml (graph)"},
+                        {"label": "B", "registry": "/tmp/cuda-s27-exp-split.toml (graph)"}]}
+    (machine / "suite-bench" / "ledger.jsonl").write_text(json.dumps(lost) + "\n")
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(machine),
+           "OUT": str(tmp_path / "out"), "STUB_LOG": str(tmp_path / "sparkops.log"), "STUB_PYTHON": sys.executable,
+           **_NO_CARRIED_CACHES(tmp_path), "SUITE_TIMED": S23_TIMED + " decode-s27-exp-split"}
+    env.pop("SUITE_REDO", None)
+    proc = subprocess.run(["bash", "bench/gpu_lanes.sh", "900", "rungs27q", ""], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode != 0
+    log = (tmp_path / "out" / "suite.log").read_text()
+    assert "SUITE_TIMED names decode-s27-exp-split" in log and "20261202-133154-31ded6 0.937 regression" in log
+    assert "take decode-s27-exp-split out of it" in log
+    calls = (tmp_path / "sparkops.log").read_text().splitlines() if (tmp_path / "sparkops.log").exists() else []
+    assert not any(c.startswith(("synth", "swap", "bench")) for c in calls), calls
+    # the same export without the loser runs
+    env["SUITE_TIMED"] = S23_TIMED
+    proc = subprocess.run(["bash", "bench/gpu_lanes.sh", "900", "proofs27q", ""], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_rungs29_times_the_q8_gemv_over_the_q8_hidden_step_after_its_proof(tmp_path):
