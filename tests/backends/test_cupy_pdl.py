@@ -216,10 +216,12 @@ def test_gpu_pdl_chain_replayed_from_a_graph_never_reads_a_stale_input():
 
 
 @pytest.mark.gpu
-def test_gpu_pdl_gemv_after_a_triggering_norm_reads_the_norm_s_output():
+@pytest.mark.parametrize("gemv", ["copy_form", "q8_gemv"])
+def test_gpu_pdl_gemv_after_a_triggering_norm_reads_the_norm_s_output(gemv):
     """The step's pair (rungs17d): add_rmsnorm=triton_pdl lets the next kernel be scheduled as it starts, and the
     tall projection launched with PDL after it requests its weights at once but must read the norm's output only
-    after the norm ends. A new residual before each replay makes the replay before's norm output stale."""
+    after the norm ends. A new residual before each replay makes the replay before's norm output stale. For the
+    copy form (cupy_rowwarp_pdl's) and the Q8 GEMV (cupy_rowwarp_pdl_q8's, which quantizes the norm's output)."""
     pytest.importorskip("triton")
     from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
 
@@ -235,7 +237,10 @@ def test_gpu_pdl_gemv_after_a_triggering_norm_reads_the_norm_s_output():
     def step(pdl: bool) -> list[torch.Tensor]:
         normed, _ = (add_rmsnorm_trigger if pdl else add_rmsnorm)(x0, resid, gain, 1e-5)
         y = torch.empty((1, 12288), dtype=torch.bfloat16, device=x0.device)
-        launch_rowwarp(normed, rt.DTYPE_CODE[x0.dtype], kw, 12288, 2304, y, "copy", pdl=pdl)
+        if gemv == "q8_gemv":
+            _q8_gemv(normed, kw, 12288, 2304, y, pdl)
+        else:
+            launch_rowwarp(normed, rt.DTYPE_CODE[x0.dtype], kw, 12288, 2304, y, "copy", pdl=pdl)
         return [y]
 
     _replays_match(lambda: step(True), lambda: step(False), lambda: resid.copy_(torch.randn(1, 2304, generator=g)))
@@ -336,28 +341,6 @@ def test_gpu_pdl_q8_gemv_chain_replayed_from_a_graph_never_reads_a_stale_input()
         return bufs
 
     _replays_match(lambda: run(True), lambda: run(False), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
-
-
-@pytest.mark.gpu
-def test_gpu_pdl_q8_gemv_after_a_triggering_norm_reads_the_norm_s_output():
-    """The step's pair for the Q8 GEMV: add_rmsnorm=triton_pdl lets it be scheduled as the norm starts; it copies its
-    rows at once but must quantize the norm's output only after the norm ends. A new residual before each replay."""
-    pytest.importorskip("triton")
-    from sparkops_triton.add_rmsnorm import add_rmsnorm, add_rmsnorm_trigger
-
-    pairs, x0 = _chain(1, seed=14)
-    kw = pairs[0][0]  # 12288 x 2304
-    g = torch.Generator().manual_seed(15)
-    resid = torch.empty(1, 2304, dtype=torch.bfloat16, device=x0.device)
-    gain = torch.randn(2304, generator=g).to(x0.device)
-
-    def step(pdl: bool) -> list[torch.Tensor]:
-        normed, _ = (add_rmsnorm_trigger if pdl else add_rmsnorm)(x0, resid, gain, 1e-5)
-        y = torch.empty((1, 12288), dtype=torch.bfloat16, device=x0.device)
-        _q8_gemv(normed, kw, 12288, 2304, y, pdl)
-        return [y]
-
-    _replays_match(lambda: step(True), lambda: step(False), lambda: resid.copy_(torch.randn(1, 2304, generator=g)))
 
 
 @pytest.mark.gpu
