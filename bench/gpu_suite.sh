@@ -1435,6 +1435,17 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs29 (their proofsN run the proof alone)
+rung_parts() {
+  case $1 in
+    rungs26) echo proof_exp_shared s26_rung ;;
+    rungs26w) echo proof_exp_wide s26w_rung ;;
+    rungs27) echo proof_exp_split s27_rung ;;
+    rungs27q) echo proof_exp_q8 s27q_rung ;;
+    rungs28) echo proof_exp_q8h s28_rung ;;
+    rungs29) echo proof_linear_q8 s29_rung ;;
+  esac
+}
 # s29_rung: linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now (rungs28's when SUITE_TIMED names it), after its GPU
 # tests gave a factor (perop-rowq8-bfloat16.json: cupy_rowwarp_pdl against it, the step's Q4_K GEMVs) and its
 # registry's captured gate; the base diagnosed on this machine
@@ -2513,30 +2524,16 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
 rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs;
-  # each after its GPU tests (proof_exp_shared / _wide / _split / _q8 / _q8h, proof_linear_q8)
+  # each after its GPU tests (rung_parts names both)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
-  case $stage in
-    rungs26) proof_exp_shared; s26_rung ;;
-    rungs26w) proof_exp_wide; s26w_rung ;;
-    rungs27) proof_exp_split; s27_rung ;;
-    rungs27q) proof_exp_q8; s27q_rung ;;
-    rungs28) proof_exp_q8h; s28_rung ;;
-    rungs29) proof_linear_q8; s29_rung ;;
-  esac
+  read -r proof rung <<< "$(rung_parts $stage)"
+  $proof
+  $rung
   ;;
-proofs26)  # that rung's GPU tests alone (the lane beside rungs26)
-  proof_exp_shared ;;
-proofs26w)  # that rung's GPU tests alone (the lane beside rungs26w)
-  proof_exp_wide ;;
-proofs27)  # that rung's GPU tests alone (the lane beside rungs27)
-  proof_exp_split ;;
-proofs27q)  # that rung's GPU tests alone (the lane beside rungs27q)
-  proof_exp_q8 ;;
-proofs28)  # that rung's GPU tests alone (the lane beside rungs28)
-  proof_exp_q8h ;;
-proofs29)  # that rung's GPU tests alone (the lane beside rungs29)
-  proof_linear_q8 ;;
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29)  # that rung's GPU tests alone (the lane beside rungsN)
+  read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
+  $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
   # rungs25
   proof_f16_pdl

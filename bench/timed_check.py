@@ -27,10 +27,15 @@ def _rows(paths: list[str]) -> list[dict]:
         path = Path(p)
         if not path.is_file():
             continue
-        for line in path.read_text().splitlines():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
             line = line.strip()
-            if line:
+            if not line:
+                continue
+            try:
                 rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"timed_check: {path}:{n} is not a ledger row ({exc}); restore the file (git, or "
+                                 f"the machine's bench.tgz) before the call") from None
     return rows
 
 

@@ -2529,7 +2529,8 @@ def test_a_suite_timed_naming_a_rung_that_lost_stops_the_call_before_anything_ru
     assert "SUITE_TIMED names decode-s27-exp-split" in log and "20261202-133154-31ded6 0.937 regression" in log
     assert "take decode-s27-exp-split out of it" in log
     assert not any(c.startswith(("synth", "swap", "bench")) for c in calls), calls
-    _lanes(tmp_path, "proofs27q", "", gpus=1, extra_env={"SUITE_TIMED": S23_TIMED})
+    log, _ = _lanes(tmp_path, "proofs27q", "", gpus=1, extra_env={"SUITE_TIMED": S23_TIMED})
+    assert "] gpu-tests-exp-q8 (limit" in log and "decode-s27-exp-q8 (limit" not in log  # the proof alone
 
 
 def test_rungs29_times_the_q8_gemv_over_the_q8_hidden_step_after_its_proof(tmp_path):

@@ -74,3 +74,11 @@ def test_the_checkouts_ledger_holds_the_export_the_suite_header_gives():
     assert refusals == []
     refusals, _ = timed_check.problems(["decode-s27-exp-split"], regs, rows)  # session 27's slip, caught
     assert len(refusals) == 1 and "0.937 regression" in refusals[0]
+
+
+def test_a_ledger_that_is_not_json_lines_is_named(tmp_path):
+    bad = tmp_path / "ledger.jsonl"
+    bad.write_text('{"id": "1"}\n{not json\n')
+    done = subprocess.run([sys.executable, "bench/timed_check.py", "--timed", "decode-x", "--ledger", str(bad),
+                           "decode-x=/tmp/cuda-x.toml"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode != 0 and f"{bad}:2 is not a ledger row" in done.stderr
