@@ -177,6 +177,10 @@
 #     rungs29     linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now: the Q4_K GEMVs on Q8 activations and __dp4a
 #                 (the act_q8 row), after gpu-tests-linear-q8 and its record perop-rowq8-bfloat16.json
 #     proofs29    rungs29's GPU tests alone
+#     rungs30     moe_experts=cupy_rowwarp_pdl_q8_pipe over the step now: the Q8 hidden pair with its gate/up pipelined
+#                 through stages of shared memory, a few blocks an SM (the same bits), after gpu-tests-exp-q8p and its
+#                 record perop-expq8p-bfloat16.json
+#     proofs30    rungs30's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -708,6 +712,11 @@ S27_EXPSPLIT_REG=$TMP/cuda-s27-exp-split.toml
 S27_EXPQ8_REG=$TMP/cuda-s27-exp-q8.toml
 S28_EXPQ8H_REG=$TMP/cuda-s28-exp-q8h.toml
 S29_LINQ8_REG=$TMP/cuda-s29-linear-q8.toml
+# session 28's rung (stage rungs30): the pipelined Q8 gate/up. Nsight Compute (session 28, call 2) had the one-wave Q8
+# gate/up at 15.8 us for ~24 MB (32% of DRAM): every block requests its rows at once and waits, so no dot overlaps a
+# transfer, and x is staged again in each of 1152 blocks. Forecast from the chain's side-by-side against the step's
+# experts (perop-expq8p-bfloat16.json: cupy_rowwarp_pdl_q8_hidden's column against cupy_rowwarp_pdl_q8_pipe's)
+S30_EXPQ8P_REG=$TMP/cuda-s30-exp-q8p.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -987,7 +996,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1378,6 +1387,14 @@ proof_linear_q8() {  # linear@Q4_K=cupy_rowwarp_pdl_q8 (written in session 27): 
       -k q8_gemv tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-linear-q8.xml"
 }
+proof_exp_q8p() {  # moe_experts=cupy_rowwarp_pdl_q8_pipe (written after session 28): the Q8 hidden pair's bits in
+  # three dtypes and both stage forms, its own grid and 7 blocks, eagerly and replayed after the PDL norm and router;
+  # small shapes; NaN for a bad id or a non-finite x; timed beside the Q8 hidden pair (-k q8_pipe; its record
+  # $DJ/perop-expq8p-bfloat16.json)
+  run gpu-tests-exp-q8p 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k q8_pipe tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-exp-q8p.xml"
+}
 proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
   # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
   run gpu-tests-exp-wide 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
@@ -1435,7 +1452,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs29 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs30 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1444,6 +1461,7 @@ rung_parts() {
     rungs27q) echo proof_exp_q8 s27q_rung ;;
     rungs28) echo proof_exp_q8h s28_rung ;;
     rungs29) echo proof_linear_q8 s29_rung ;;
+    rungs30) echo proof_exp_q8p s30_rung ;;
   esac
 }
 # s29_rung: linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now (rungs28's when SUITE_TIMED names it), after its GPU
@@ -1472,6 +1490,13 @@ over $(basename $base), graph"
 s28_rung() {
   experts_rung s28-exp-q8h $S28_EXPQ8H_REG cupy_rowwarp_pdl_q8_hidden expq8h exp-q8h "the Q8 gate/up writing the \
 hidden vector in Q8 (groups of 8), down on it by __dp4a (the act_q8 row)"
+}
+# s30_rung: the Q8 hidden pair with its gate/up pipelined, over the step now (rungs28's when SUITE_TIMED names it:
+# its experts are the Q8 hidden pair, so the forecast is that column against this one)
+s30_rung() {
+  experts_rung s30-exp-q8p $S30_EXPQ8P_REG cupy_rowwarp_pdl_q8_pipe expq8p exp-q8p "the Q8 hidden pair with its \
+gate/up pipelined through stages of shared memory, a few blocks an SM (the same bits as cupy_rowwarp_pdl_q8_hidden)" \
+      cupy_rowwarp_pdl_q8_hidden
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2425,9 +2450,9 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
-  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 15 launches a pass): each kernel's own time, DRAM
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 17 launches a pass): each kernel's own time, DRAM
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
-  ncu_passes moe "moe_q4_k|_read_kernel" 15 bench/probes/moe_kernels.py ;;
+  ncu_passes moe "moe_q4_k|_read_kernel" 17 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
@@ -2521,17 +2546,17 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
-  # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs;
-  # each after its GPU tests (rung_parts names both)
+  # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
+  # rungs30 the pipelined Q8 gate/up; each after its GPU tests (rung_parts names both)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
   read -r proof rung <<< "$(rung_parts $stage)"
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

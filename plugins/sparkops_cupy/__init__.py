@@ -123,6 +123,10 @@ IMPLEMENTATIONS = [
     # the Q8 gate/up writing the hidden vector in Q8 too, and down on it by __dp4a: the act_q8 row
     ("moe_experts", "cupy_rowwarp_pdl_q8_hidden", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_hidden",
      tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # that pair with its gate/up pipelined through stages of shared memory, a few blocks an SM: the same rows' sums
+    ("moe_experts", "cupy_rowwarp_pdl_q8_pipe", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pipe",
+     bit_identical(to="cupy_rowwarp_pdl_q8_hidden"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the same with gate/up in packed half2 (fp16 activations and partial sums): the bf16 row
     ("moe_experts", "cupy_rowhalf", "sparkops_cupy.moe_experts:moe_experts_rowhalf", tolerance("bf16"),
      "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py",)),
@@ -148,7 +152,7 @@ POLICIES = {
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",
                                                   "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8",
                                                   "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
-                                                  "cupy_rowhalf", "cupy_mma")},
+                                                  "cupy_rowwarp_pdl_q8_pipe", "cupy_rowhalf", "cupy_mma")},
 }
 
 

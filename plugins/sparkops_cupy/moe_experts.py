@@ -31,7 +31,9 @@ Kept, tested, selected by nothing.
 "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split" (session 27: 0.937, 1.008 and, over the
 split step, 1.042 as rungs) and "cupy_rowwarp_pdl_q8_hidden" (session 27: 1.157, the step since): the PDL pair with
 down split four warps an output, with gate/up on Q8 activations and __dp4a, both, and the Q8 gate/up writing the hidden
-vector in Q8 for a down by __dp4a. Each function's docstring says why and what it measured.
+vector in Q8 for a down by __dp4a. "cupy_rowwarp_pdl_q8_pipe" (written after session 28): the Q8 hidden pair with its
+gate/up pipelined through stages of shared memory, a few blocks an SM (the same bits). Each function's docstring says
+why and what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -109,6 +111,12 @@ ROWWARP_GATEUP, ROWWARP_DOWN = "copy", "warp"
 #: Compute run (its registers give 32 warps an SM), not yet by a measurement
 DOWN_SPLIT_FORMS = {2: "moe_q4_k_downsplit2pdl", 4: "moe_q4_k_downsplitpdl", 8: "moe_q4_k_downsplit8pdl"}
 DOWN_SPLIT = 4
+#: cupy_rowwarp_pdl_q8_pipe's forms (kernels/moe_rowwarp.cu's gateup_q8pipe_q4_k): shared-memory stages of 8 gate and 8
+#: up rows a block -> the kernel name's stem; PIPE_STAGES is the one it runs, read at each call (the side-by-side times
+#: each). At the 48B's width a stage is ~20 KB: 3 stages put 3 blocks on an SM (12 warps, ~124 KB of rows in flight),
+#: 4 stages 2 blocks. 3 by reckoning (session 28's Nsight Compute run), not yet by a measurement
+PIPE_STAGE_FORMS = {3: "moe_q4_k_gateupq8hp3pdl", 4: "moe_q4_k_gateupq8hp4pdl"}
+PIPE_STAGES = 3
 
 
 def _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> tuple[int, int, int, int]:
@@ -221,7 +229,8 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 
 
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
-                    wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False) -> None:
+                    wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
+                    pipe: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -231,7 +240,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     as DOWN_SPLIT warps an output, each a share of its super-blocks (kernels/moe_rowwarp.cu's down_split_q4_k:
     another order of the sum, hence the tolerance claim). `q8_hidden` (with gate/up "q8" and `pdl`): gate/up writes
     the hidden vector in Q8 (groups of 8 codes and their float scale, into h's own bytes) and down dots it by __dp4a
-    (kernels/moe_rowwarp.cu's hq8_store_group, down_q8_q4_k)."""
+    (kernels/moe_rowwarp.cu's hq8_store_group, down_q8_q4_k). `pipe` (with `q8_hidden`): that gate/up pipelined, a few
+    blocks an SM each taking groups of 8 hidden rows through PIPE_STAGES stages of shared memory (gateup_q8pipe_q4_k:
+    the same rows' sums, so the same bits)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -264,13 +275,21 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if q8_hidden and rows % 8:
         raise BadInput(f"moe_experts: the Q8 hidden vector's groups are 8 rows; K * F + Fs = {rows} is not a multiple "
                        f"of 8")
+    if pipe and not q8_hidden:
+        raise BadInput("moe_experts: the pipelined gate/up is the Q8 hidden form's (q8_hidden=True)")
+    if pipe and PIPE_STAGES not in PIPE_STAGE_FORMS:
+        raise BadInput(f"moe_experts: the pipelined gate/up's forms are {sorted(PIPE_STAGE_FORMS)} stages, not "
+                       f"{PIPE_STAGES!r} (sparkops_cupy.moe_experts.PIPE_STAGES)")
     if split_down and DOWN_SPLIT not in DOWN_SPLIT_FORMS:
         raise BadInput(f"moe_experts: the split down's forms are {sorted(DOWN_SPLIT_FORMS)} warps an output, not "
                        f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("h" if q8_hidden else "") \
         + ("pdl" if pdl else "") + ("sh" if shared_first else "")
-    rt.launch("moe_rowwarp.cu", f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", dev,
-              ((rows + 7) // 8,), (256 if gateup == "staged" else 128,),
+    name, grid = f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", (rows + 7) // 8
+    if pipe:  # the stages after the staged activations; as many blocks as the SMs hold, no more than the groups
+        smem += (PIPE_STAGES - 1) * 16 * kg.row_bytes
+        name, grid = f"{PIPE_STAGE_FORMS[PIPE_STAGES]}_{_DT_SUFFIX[code]}", _pipe_grid(rows // 8, smem, dev)
+    rt.launch("moe_rowwarp.cu", name, dev, (grid,), (256 if gateup == "staged" else 128,),
               (rt.ptr(x), rt.ptr(ids), rt.i32(k), rt.i32(e), rt.ptr(kg.raw), rt.ptr(ku.raw), rt.i64(kg.row_bytes),
                rt.i32(f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None), rt.i32(fs), rt.i32(d),
                rt.ptr(h)), shared_mem=smem, pdl=pdl)
@@ -366,6 +385,19 @@ def moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_g
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True))
 
 
+def moe_experts_rowwarp_pdl_q8_pipe(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pipe": cupy_rowwarp_pdl_q8_hidden with its gate/up pipelined. Nsight Compute
+    in GPU session 28 had the one-wave Q8 gate/up (1152 blocks, one group of 8 hidden rows each) at 15.8 us for ~24 MB,
+    32% of DRAM, 5.2 thread-instructions a weight, about a third of them staging x again in every block: every block
+    requests its 16 rows at once and then waits, so the bytes land together near the end and no dot overlaps a
+    transfer. Here a few blocks an SM (PIPE_STAGES stages of shared memory) take groups g = block, + grid, ... with
+    the next groups' rows requested while the warps dot the current one, x staged once a block. Each row's sum is the
+    one-wave form's code (gu_q8_group), and down is the same kernel: the claim is bit-identity to
+    cupy_rowwarp_pdl_q8_hidden. Every other call by the stated policy."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pipe=True))
+
+
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     """Implementation "cupy_rowhalf": cupy_rowwarp with gate/up in the copy form's structure and packed half2 products
     (kernels/q4k_half.cuh: fp16 activations scaled by a power of two, fp16 products and partial sums; claim
@@ -412,6 +444,15 @@ def _launch_mma(a: _OneToken) -> None:
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
                rt.i32(f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0), rt.i32(fs), rt.i32(d),
                rt.ptr(y), rt.i32(code)), shared_mem=down[2] + 2 * rows + 4 * (rows // 32))
+
+
+def _pipe_grid(groups: int, smem: int, dev: torch.device) -> int:
+    """The pipelined gate/up's blocks: as many as every SM holds at `smem` bytes of dynamic shared memory a block (plus
+    the 1 KB the runtime reserves for each and the kernel's 32 static bytes), never more than the groups of 8 rows,
+    nor than 8 an SM."""
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    per_sm = max(1, min(8, rt.shared_memory_per_sm(idx) // (smem + 1024 + 32)))
+    return max(1, min(groups, per_sm * rt.sm_count(idx)))
 
 
 def _grid_rows(rows: int, dev: torch.device) -> int:

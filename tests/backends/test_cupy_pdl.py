@@ -427,9 +427,9 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl", "moe_experts_rowwarp_pdl_shared",
                                   "moe_experts_rowwarp_pdl_wide", "moe_experts_rowwarp_pdl_split",
                                   "moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_split",
-                                  "moe_experts_rowwarp_pdl_q8_hidden"],
+                                  "moe_experts_rowwarp_pdl_q8_hidden", "moe_experts_rowwarp_pdl_q8_pipe"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
-                              "pdl_q8_gate_up_split", "pdl_q8_hidden"])
+                              "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -626,8 +626,8 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_hidden"],
-                         ids=["q8_gate_up", "q8_hidden"])
+@pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_hidden",
+                                  "moe_experts_rowwarp_pdl_q8_pipe"], ids=["q8_gate_up", "q8_hidden", "q8_pipe"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -642,6 +642,76 @@ def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, im
     got = getattr(cme, impl)(x, weights, ids, **w)
     torch.cuda.synchronize()
     assert torch.isnan(got.float()).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("grid", [None, 7], ids=["its_grid", "7_blocks"])
+@pytest.mark.parametrize("stages", [3, 4], ids=["3_stages", "4_stages"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_q8_pipe_gives_the_q8_hidden_pair_s_bits_eagerly_and_replayed(dtype, stages, grid, monkeypatch):
+    """moe_experts=cupy_rowwarp_pdl_q8_pipe claims cupy_rowwarp_pdl_q8_hidden's bits: every row's sum is the one-wave
+    form's code, only the order of the groups' copies and which block dots them change. At the 48B's MoE shape (1152
+    groups of 8 hidden rows) in each stage form, with the grid the SMs hold (3 or 2 blocks an SM: 2-5 groups a block)
+    and with 7 blocks (~165 groups a block: every stage refilled ~55 times), eagerly, then three layers replayed from
+    one graph after the PDL norm and router, outputs NaN before each replay, against the one-wave pair after the
+    plain ones: a stage read before its copy landed, or refilled while a warp still read it, gives other bits."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    pytest.importorskip("triton")
+    from sparkops_cupy import moe_experts as cme
+
+    monkeypatch.setattr(cme, "PIPE_STAGES", stages)
+    if grid is not None:
+        real = cme._pipe_grid
+        monkeypatch.setattr(cme, "_pipe_grid", lambda groups, smem, dev: min(real(groups, smem, dev), grid))
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(45, dev)
+    x = x.to(dtype)
+    want = cme.moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, **w)
+    got = cme.moe_experts_rowwarp_pdl_q8_pipe(x, weights, ids, **w)
+    torch.cuda.synchronize()
+    assert torch.isfinite(want.float()).all() and torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+    chain = _NormRouterLayers(dev, 46, 24, torch.bfloat16)
+
+    def layers(form, pdl: bool) -> list[torch.Tensor]:
+        return [form(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
+
+    _replays_match(lambda: layers(cme.moe_experts_rowwarp_pdl_q8_pipe, True),
+                   lambda: layers(cme.moe_experts_rowwarp_pdl_q8_hidden, False), chain.refresh, replays=3)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_q8_pipe_takes_shapes_with_fewer_groups_than_blocks():
+    """Shapes away from the 48B's, with fewer groups of 8 hidden rows than the SMs hold blocks (the grid shrinks to
+    the groups, a group a block): K = 3 of 6 experts of 256 hidden rows, a shared one, 2 super-blocks wide; K = 5 of
+    12 of 512 rows, a shared expert of 256 (a group boundary at the routed and shared rows' seam), 3 super-blocks
+    wide. Each against cupy_rowwarp_pdl_q8_hidden's bits (the 7-block grid of the test above takes ragged shares)."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    rng = np.random.default_rng(47)
+    g = torch.Generator().manual_seed(47)
+    for d, f, fs, e, k in ((512, 256, 256, 6, 3), (768, 512, 256, 12, 5)):
+        def qw(shape, name):
+            raw = np.ascontiguousarray(random_blocks(rng, shape, Q.Q4_K, shape[-1] ** -0.5))
+            return QWeight(torch.from_numpy(raw).to(dev), Q.Q4_K, shape, name)
+
+        w = dict(w_gate=qw((e, f, d), "g"), w_up=qw((e, f, d), "u"), w_down=qw((e, d, f), "d"),
+                 s_gate=qw((fs, d), "sg"), s_up=qw((fs, d), "su"), s_down=qw((d, fs), "sd"))
+        ids = torch.randperm(e, generator=g)[:k].reshape(1, k).to(dev)
+        x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
+        weights = (torch.rand(1, k, generator=g) + 0.1).to(dev)
+        assert cme.rowwarp_serves(x, **w), (d, f, fs)  # the kernels take it, not the stated policy's torch path
+        want = cme.moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, **w)
+        got = cme.moe_experts_rowwarp_pdl_q8_pipe(x, weights, ids, **w)
+        torch.cuda.synchronize()
+        assert torch.isfinite(want.float()).all() and torch.equal(got.view(torch.int16), want.view(torch.int16)), \
+            (d, f, fs, e, k)
 
 
 @pytest.mark.gpu

@@ -453,6 +453,30 @@ def test_experts_q8_hidden_after_the_router_side_by_side():
                                     more=("cupy_rowwarp_pdl_q8",))
 
 
+def test_experts_q8_pipe_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_pipe (the Q8 hidden pair with its gate/up
+    pipelined through stages of shared memory) against cupy_rowwarp_pdl, with cupy_rowwarp_pdl_q8_hidden (the step's
+    experts: the rung's forecast is its column against this one) and the other stage form as columns of their own:
+    perop-expq8p-bfloat16.json."""
+    import contextlib
+
+    import sparkops_cupy.moe_experts as cme
+
+    def forced(stages):
+        @contextlib.contextmanager
+        def form():
+            was, cme.PIPE_STAGES = cme.PIPE_STAGES, stages
+            try:
+                yield
+            finally:
+                cme.PIPE_STAGES = was
+        return form
+
+    others = {f"cupy_rowwarp_pdl_q8_pipe {n} stages": forced(n) for n in cme.PIPE_STAGE_FORMS if n != cme.PIPE_STAGES}
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pipe", "expq8p-bfloat16", 31, others,
+                                    more=("cupy_rowwarp_pdl_q8_hidden",))
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

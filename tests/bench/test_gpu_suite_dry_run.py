@@ -64,7 +64,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expsplit": "test_experts_split_down_after_the_router_side_by_side",
            "expq8": "test_experts_q8_gate_up_after_the_router_side_by_side",
            "expq8h": "test_experts_q8_hidden_after_the_router_side_by_side",
-           "rowq8": "test_rowwarp_q8_gemv_side_by_side_with_the_pdl_gemv"}
+           "rowq8": "test_rowwarp_q8_gemv_side_by_side_with_the_pdl_gemv",
+           "expq8p": "test_experts_q8_pipe_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2488,7 +2489,7 @@ def _rung_timed_once(calls: list[str], machine: Path, name: str, pair: str, base
 def test_the_next_sessions_plan_after_session_27(tmp_path):
     """Session 27's last call and the plan after it, on one GPU: "rungs28 probe_ncu_moe" times the Q8 hidden vector
     over session 23's step (the split down lost, the Q8 gate/up was none) after its proof, forecast from its record
-    against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 15 launches; then, with that
+    against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 17 launches; then, with that
     rung named a winner, "frontier131k" times both 131072 rows under its registry."""
     _stubs_with_ncu(tmp_path)
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
@@ -2503,7 +2504,7 @@ def test_the_next_sessions_plan_after_session_27(tmp_path):
     _rung_timed_once(calls, machine, "s28-exp-q8h", "moe_experts=cupy_rowwarp_pdl_q8_hidden", "cuda-s23-nones.toml",
                      "moe_experts=1.300")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert ncu and all("--launch-skip 15 --launch-count 15" in c and "moe_kernels.py" in c for c in ncu)
+    assert ncu and all("--launch-skip 17 --launch-count 17" in c and "moe_kernels.py" in c for c in ncu)
     # the plan after session 27: the same machine, decode-s28-exp-q8h now a winner, so frontier131k times the
     # 131072 rows (Q4_K, then IQ1_S over it) under its registry
     env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
@@ -2551,6 +2552,28 @@ def test_rungs29_times_the_q8_gemv_over_the_q8_hidden_step_after_its_proof(tmp_p
     decode = _rung_timed_once(calls, tmp_path / "machine", "s29-linear-q8", "linear@Q4_K=cupy_rowwarp_pdl_q8",
                               "cuda-s28-exp-q8h.toml", "linear@Q4_K=1.250")
     assert "--changes linear@Q4_K" in decode, decode
+
+
+def test_rungs30_times_the_pipelined_gate_up_over_the_q8_hidden_step_forecast_against_its_experts(tmp_path):
+    """The plan after session 28: rungs28's step (made here first, then named a winner; the Q8 GEMV rung that lost is
+    no base), then rungs30 times moe_experts=cupy_rowwarp_pdl_q8_pipe over it after gpu-tests-exp-q8p, forecast from
+    the record's Q8 hidden column (the step's experts) against its pipelined one (1000 -> 800: x1.250), not against
+    cupy_rowwarp_pdl's (1300), after its registry's captured gate."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6,
+                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                                   _records(tmp_path, expq8p={"cupy_rowwarp_pdl": 1300e-6,
+                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                                              "cupy_rowwarp_pdl_q8_pipe": 800e-6})])}
+    _lanes(tmp_path, "rungs28", "", extra_env=env)
+    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
+    log, calls = _lanes(tmp_path, "rungs30", "", extra_env=env)
+    assert "unknown stage" not in log
+    assert log.index("] gpu-tests-exp-q8p (limit") < log.index("] gate-captured-s30-exp-q8p (limit") \
+        < log.index("] decode-s30-exp-q8p (limit")
+    decode = _rung_timed_once(calls, tmp_path / "machine", "s30-exp-q8p", "moe_experts=cupy_rowwarp_pdl_q8_pipe",
+                              "cuda-s28-exp-q8h.toml", "moe_experts=1.250")
+    assert "--changes moe_experts" in decode, decode
 
 
 def test_rungs27q_goes_over_a_split_down_that_won_with_the_q8_split_pair_forecast_against_the_split(tmp_path):

@@ -202,26 +202,17 @@ __device__ __forceinline__ void hq8_store_group(float v, int lane, int here, i64
     if (lane == 0) hds[group] = make_float2(bad ? QNAN : d, bad ? QNAN : __fmul_rn(d, (float)sum));
 }
 
-// the Q8 gate/up itself (the comment above q8_stage says what and why); HQ8: h written in Q8 (hq8_store_group)
-template <int DT, bool HQ8 = false>
-__device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
-                                               const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
-                                               i64 row_bytes, int F, const u8* __restrict__ s_gate,
-                                               const u8* __restrict__ s_up, int Fs, int D, float* __restrict__ h) {
-    extern __shared__ __align__(16) u8 mq_smem[];
-    i8* xq = (i8*)mq_smem;
-    float* dx = (float*)(mq_smem + D);
-    int* s16 = (int*)(dx + (D >> 5));
-    u8* sw = (u8*)(s16 + (D >> 4));
+// One group of 8 hidden rows dotted with the staged x (q8_stage's xq, dx, s16): the group's 8 gate rows at sw and its
+// 8 up rows 8 rows further, b its rows and whether its expert id was bad, r0 its first hidden row, group its index.
+// Writes h[r0 ..] in float32, or (HQ8) the group's codes and scales into h's bytes (hq8_store_group; hv: 8 floats of
+// shared memory, a barrier between their writes and warp 0's reads). Every Q8 gate/up form computes its rows here, so
+// that their sums are one code's: the same bits whichever form runs.
+template <bool HQ8>
+__device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, const i8* xq, const float* dx,
+                                            const int* s16, GuRows b, i64 r0, i64 group, i64 rows,
+                                            float* __restrict__ h, float* hv) {
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
-    const i64 r0 = (i64)blockIdx.x * 8;
-    pdl_wait();  // ids and x: the router's and the norm's outputs
-    pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
-    const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
-    q8_stage<DT>(x, D, xq, dx, s16);
-    cp_async_wait_all();
-    __syncthreads();
-    const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the block
+    const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the group
     const bool ok = local < b.here;
     const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
     float acc = 0.0f;
@@ -233,14 +224,89 @@ __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const
         if (o == 0 && oct < 2 && ok) h[r0 + local] = b.bad ? QNAN : mr_silu(acc) * up;
         return;
     }
-    __shared__ float hv[8];
     if (o == 0 && oct < 2) hv[local] = ok ? (b.bad ? QNAN : mr_silu(acc) * up) : 0.0f;
     __syncthreads();
     if (tid < 32) {
-        const i64 rows = (i64)K * F + Fs;
         u8* hq = (u8*)h;
-        hq8_store_group(lane < 8 ? hv[lane & 7] : 0.0f, lane, b.here, r0, hq, (float2*)(hq + rows), blockIdx.x);
+        hq8_store_group(lane < 8 ? hv[lane & 7] : 0.0f, lane, b.here, r0, hq, (float2*)(hq + rows), group);
     }
+}
+
+// the Q8 gate/up itself (the comment above q8_stage says what and why); HQ8: h written in Q8 (hq8_store_group)
+template <int DT, bool HQ8 = false>
+__device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
+                                               const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
+                                               i64 row_bytes, int F, const u8* __restrict__ s_gate,
+                                               const u8* __restrict__ s_up, int Fs, int D, float* __restrict__ h) {
+    extern __shared__ __align__(16) u8 mq_smem[];
+    __shared__ float hv[8];
+    i8* xq = (i8*)mq_smem;
+    float* dx = (float*)(mq_smem + D);
+    int* s16 = (int*)(dx + (D >> 5));
+    u8* sw = (u8*)(s16 + (D >> 4));
+    const i64 r0 = (i64)blockIdx.x * 8;
+    pdl_wait();  // ids and x: the router's and the norm's outputs
+    pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
+    const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
+    q8_stage<DT>(x, D, xq, dx, s16);
+    cp_async_wait_all();
+    __syncthreads();
+    gu_q8_group<HQ8>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h, hv);
+}
+
+// The pipelined Q8 gate/up ("q8 pipe", the gate/up of cupy_rowwarp_pdl_q8_pipe, written after GPU session 28): the
+// Q8 hidden form's rows and sums (gu_q8_group), but a grid of a few blocks an SM, each taking groups of 8 hidden rows
+// g = blockIdx.x, + gridDim.x, ... through STAGES stages of shared memory (as linear.cu's weight stream): STAGES - 1
+// groups' rows requested ahead of the one its warps dot, x staged once a block. Why: Nsight Compute in session 28
+// had the one-wave form (1152 blocks of one group each) at 15.8 us for ~24 MB, 32% of DRAM, 5.2 thread-instructions
+// a weight of which the staging of x in every block is about a third. Every block requests its rows at once and waits
+// for them, so the bytes all land near the end and no dot overlaps a transfer; here rows are requested in the order
+// they are dotted, and x is quantized by 1/3 .. 1/4 as many blocks. Each row's sum is gu_q8_group's: the same bits as
+// the one-wave form. Shared memory: q8_stage's, then STAGES x 16 rows. Launched with programmatic dependent launch:
+// it waits for the router first, then lets down start.
+template <int DT, int STAGES>
+__device__ __forceinline__ void gateup_q8pipe_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K,
+                                                   int E, const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
+                                                   i64 row_bytes, int F, const u8* __restrict__ s_gate,
+                                                   const u8* __restrict__ s_up, int Fs, int D,
+                                                   float* __restrict__ h) {
+    extern __shared__ __align__(16) u8 mq_smem[];
+    __shared__ float hv[8];
+    i8* xq = (i8*)mq_smem;
+    float* dx = (float*)(mq_smem + D);
+    int* s16 = (int*)(dx + (D >> 5));
+    u8* sw0 = (u8*)(s16 + (D >> 4));
+    const i64 stage_bytes = 16 * row_bytes, rows = (i64)K * F + Fs;
+    const i64 groups = rows / 8;  // rows % 8 == 0 (the host checks)
+    const int mine = (i64)blockIdx.x < groups ? (int)((groups - 1 - blockIdx.x) / gridDim.x) + 1 : 0;
+    pdl_wait();  // ids and x: the router's and the norm's outputs
+    pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
+    // the j-th group of this block into stage j % STAGES (always one commit: uniform group counts)
+    auto issue = [&](int j) {
+        if (j < mine)
+            gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs,
+                         ((i64)blockIdx.x + (i64)j * gridDim.x) * 8, sw0 + (j % STAGES) * stage_bytes);
+        else
+            cp_async_commit();
+    };
+#pragma unroll
+    for (int j = 0; j < STAGES - 1; ++j) issue(j);
+    q8_stage<DT>(x, D, xq, dx, s16);
+    for (int j = 0; j < mine; ++j) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // group j landed (and x staged); every warp is past group j - 1 and its hv
+        issue(j + STAGES - 1);  // into group j - 1's stage
+        const i64 g = (i64)blockIdx.x + (i64)j * gridDim.x, r0 = g * 8;
+        GuRows b;  // as gu_copy_rows found them for this group
+        b.here = (int)min((i64)8, rows - r0);
+        b.bad = false;
+        if (r0 < (i64)K * F) {
+            const i64 e = ids[r0 / F];
+            b.bad = e < 0 || e >= E;
+        }
+        gu_q8_group<true>(sw0 + (j % STAGES) * stage_bytes, row_bytes, D, xq, dx, s16, b, r0, g, rows, h, hv);
+    }
+    cp_async_wait_all();  // leave no copy in flight into memory the next kernel may own
 }
 
 // gate/up in the copy form with packed half2 products ("half", implementation cupy_rowhalf; session 16: 35.8 against
@@ -811,6 +877,54 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hpdl_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_q8_q4_k<DT_F16, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hp3pdl_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8pipe_q4_k<DT_F32, 3>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hp3pdl_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8pipe_q4_k<DT_BF16, 3>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hp3pdl_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8pipe_q4_k<DT_F16, 3>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hp4pdl_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8pipe_q4_k<DT_F32, 4>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hp4pdl_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8pipe_q4_k<DT_BF16, 4>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hp4pdl_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8pipe_q4_k<DT_F16, 4>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
 
 // budget: stack 0, spills 0
