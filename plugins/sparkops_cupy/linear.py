@@ -45,7 +45,8 @@ The others are one-token GEMVs that request a row's bytes before using any, with
   and 1.008 at 32768 with the norms (none: under the 2% band); with session 23's other nones, in the step since.
 - "cupy_rowwarp_pdl_q8" (`linear_rowwarp_pdl_q8`, written after GPU session 27): cupy_rowwarp_pdl's copy form on Q8
   activations and __dp4a at every shape (kernels/q4k_q8.cuh, as the experts' Q8 gate/up), 16 rows a block for tall
-  weights and 8 for the others: claim tolerance("act_q8"). Not yet on a GPU.
+  weights and 8 for the others: claim tolerance("act_q8"). Session 28: per op x1.158 (a token's Q4_K GEMVs 420
+  against 486 us), its rung 1.005 / 1.008 (none).
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -141,7 +142,11 @@ def linear_rowwarp_pdl_q8(x, weight):
     memory before the wait, x quantized once a block to Q8 blocks of 32, each lane's 32 weights of a super-block dotted
     by 8 __dp4a; 16 rows a block for tall weights, 8 for the others). The experts' Q8 gate/up (session 27) ran 15.5
     against the float copy form's 19.6 us alone; the Q4_K GEMVs are the step's next largest kernels. The activations'
-    rounding is llama.cpp's: the claim is tolerance("act_q8"). Every other call by cupy_rowwarp's stated policy."""
+    rounding is llama.cpp's: the claim is tolerance("act_q8"). Every other call by cupy_rowwarp's stated policy.
+    Session 28: its GPU tests passed (29); timed alone a token's Q4_K GEMVs took 420 against 486 us (x1.158; the MLA
+    q/kv_a projection slower, 8.36 against 7.31 us), the captured gate passed, and its rung over the Q8 hidden step
+    was 1.005 / 1.008 (none): in the step the PDL GEMV's compute is mostly hidden behind the kernel before. Kept,
+    selected by nothing."""
     return _one_token_q4k(x, weight, launch_rowwarp_q8)
 
 

@@ -32,8 +32,8 @@ Kept, tested, selected by nothing.
 split step, 1.042 as rungs) and "cupy_rowwarp_pdl_q8_hidden" (session 27: 1.157, the step since): the PDL pair with
 down split four warps an output, with gate/up on Q8 activations and __dp4a, both, and the Q8 gate/up writing the hidden
 vector in Q8 for a down by __dp4a. "cupy_rowwarp_pdl_q8_pipe" (written after session 28): the Q8 hidden pair with its
-gate/up pipelined through stages of shared memory, a few blocks an SM (the same bits). Each function's docstring says
-why and what it measured.
+gate/up pipelined through stages of shared memory, a few blocks an SM (the same bits; session 28: 0.958, a
+regression). Each function's docstring says why and what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -114,7 +114,8 @@ DOWN_SPLIT = 4
 #: cupy_rowwarp_pdl_q8_pipe's forms (kernels/moe_rowwarp.cu's gateup_q8pipe_q4_k): shared-memory stages of 8 gate and 8
 #: up rows a block -> the kernel name's stem; PIPE_STAGES is the one it runs, read at each call (the side-by-side times
 #: each). At the 48B's width a stage is ~20 KB: 3 stages put 3 blocks on an SM (12 warps, ~124 KB of rows in flight),
-#: 4 stages 2 blocks. 3 by reckoning (session 28's Nsight Compute run), not yet by a measurement
+#: 4 stages 2 blocks. Session 28, per op in the chain: 862 us a token with 3 stages, 930 with 4 (the one-wave
+#: form's 788)
 PIPE_STAGE_FORMS = {3: "moe_q4_k_gateupq8hp3pdl", 4: "moe_q4_k_gateupq8hp4pdl"}
 PIPE_STAGES = 3
 
@@ -393,7 +394,12 @@ def moe_experts_rowwarp_pdl_q8_pipe(x, weights, ids, w_gate, w_up, w_down, s_gat
     transfer. Here a few blocks an SM (PIPE_STAGES stages of shared memory) take groups g = block, + grid, ... with
     the next groups' rows requested while the warps dot the current one, x staged once a block. Each row's sum is the
     one-wave form's code (gu_q8_group), and down is the same kernel: the claim is bit-identity to
-    cupy_rowwarp_pdl_q8_hidden. Every other call by the stated policy."""
+    cupy_rowwarp_pdl_q8_hidden. Every other call by the stated policy. Session 28: the same bits (its GPU tests and the
+    captured gate), per op 862 against the one-wave pair's 788 us a token (4 stages: 930), its rung 0.958 / 0.961 (a
+    regression). Nsight Compute alone: gate/up 16.35 against 15.52 us with 10% fewer instructions (6.16 M against
+    6.84 M warp instructions: x's staging was a tenth of them, not a third) and half the cycles an issue (6.5 against
+    13.5), but 2.9 warps a scheduler against 7.4: with few warps the dots bind. The dot loop's 87 instructions a lane
+    a super-block (2.7 a weight; 8 of them __dp4a) are the cost. Kept as a measured form, selected by nothing."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pipe=True))
 
