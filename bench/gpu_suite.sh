@@ -437,20 +437,28 @@
 #                                      # 237 s warm: decode-s23-side 1.012 / 1.011 (none)
 #   bash bench/gpu_lanes.sh 455 "rungs28 probe_ncu_moe" ""   # 417 s fresh: registries mended (58 s), decode-s28-exp-q8h
 #                                      # 1.157 / 1.151 (win: 526.6 / 501.0 tok/s); the probe did not fit
-# Next session: the step is rungs28's (cuda-s28-exp-q8h.toml: moe_experts=cupy_rowwarp_pdl_q8_hidden over session
-# 23's step). Carry .whl and .kcache (session 27's call 5: 24 registries, the kernel caches). The op-level gate now
-# refuses a proof in which a stated policy handed every call on, and linear and moe_experts gained one-token Q4_K
-# cases, so every carried record of those two ops is stale: --mend proves each such selection once, on cases its own
-# kernels take for the first time in an op-level proof (~6-10 proofs, ~60-120 s). A kernel that fails them drops its
-# registries (registry_keep.log says which), and the step falls back to the newest registry left.
-#   export SUITE_TIMED="<the export above> decode-s28-exp-q8h" SUITE_PREFILL_BASE=bf16
-#   bash bench/gpu_lanes.sh 560 "rungs29 probe_ncu_moe" ""   # fresh: the mend, the Q8 GEMV's GPU tests (~40 s),
-#                                      # the step's diagnosis (~50), the swap and captured gate (~40), the pair (~180),
-#                                      # Nsight Compute on the experts with the Q8 hidden pair (~30)
-#   bash bench/gpu_lanes.sh 560 "frontier131k" ""   # warm: both 131072 rows under the step now (with decode-s29-linear-q8
-#                                      # added to SUITE_TIMED if it won)
-#   then the leads below, as built
-# The leads for new work (session 27's README): per op the Q8 hidden pair is 796 us a token (30.6 us a layer with the
+# Session 28 (bench/gpu-runs/2026-12-02-session28/README.md), one H200, the export of session 25 plus
+# decode-s28-exp-q8h; 4 calls, ~1528 s, two starts:
+#   bash bench/gpu_lanes.sh 560 "rungs29 probe_ncu_moe" ""   # 524 s fresh: registries mended on the new one-token
+#                                      # cases (16 proofs, ready at 176 s), decode-s29-linear-q8 1.005 / 1.008 (none;
+#                                      # per op x1.158); the probe did not fit
+#   bash bench/gpu_lanes.sh 470 "frontier131k probe_ncu_moe" ""   # 278 s warm: 440.8 tok/s Q4_K at 131072 (win over
+#                                      # 387.8), IQ1_S 308.5 (none), Nsight Compute on the experts (33 s)
+#   bash bench/gpu_lanes.sh 585 "rungs30 probe_ncu_moe" ""   # 519 s fresh: the six cupy experts selections re-proven
+#                                      # (ready at 111 s), decode-s30-exp-q8p 0.958 / 0.961 (regression; per op 862
+#                                      # against 788 us); the probe did not fit
+#   bash bench/gpu_lanes.sh 200 "probe_ncu_moe" ""   # 53 s warm: Nsight Compute with the pipelined pair
+# Next session: the step is still rungs28's (cuda-s28-exp-q8h.toml). Carry .whl and .kcache (session 28's call 4: 27
+# registries; call 1's kernel caches). moe_rowwarp.cu, moe_experts.py and linear.py changed after the last proofs
+# (measurements in comments), so --mend re-proves the cupy experts and Q4_K GEMV selections once (~60-100 s).
+#   export SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch
+#     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
+#     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
+#     decode-s22-all decode-s23-nones decode-s28-exp-q8h" SUITE_PREFILL_BASE=bf16   # (one line; winners only)
+#   then the leads below, as built (a rung a call, ~400 s fresh with the mend; chain a warm call after it)
+# The leads for new work (session 28's README: the dot loop of the Q8 gate/up is 87 instructions a lane a super-block,
+# 2.7 a weight, 8 of them __dp4a: a lane a whole sub-block pair, the integer sums scaled as integers; the lm_head, 151
+# us for 310 MB; the router) and, before them, session 27's: per op the Q8 hidden pair is 796 us a token (30.6 us a layer with the
 # norm and router) against a floor of ~11 us for one token's expert bytes. The Q8 gate/up quantizes x in each of its
 # 1152 blocks (~5 instructions a weight where its dots need ~1.3): quantize x once (the norm's epilogue, or more rows
 # a block). The Q4_K GEMVs (linear@Q4_K=cupy_rowwarp_pdl, ~0.52 ms a token in session 23's profiled step) still take
