@@ -181,6 +181,10 @@
 #                 through stages of shared memory, a few blocks an SM (the same bits), after gpu-tests-exp-q8p and its
 #                 record perop-expq8p-bfloat16.json
 #     proofs30    rungs30's GPU tests alone
+#     rungs31     moe_experts=cupy_rowwarp_pdl_q8_pairs over the step now: the Q8 hidden pair with a lane a whole
+#                 sub-block pair in gate/up's dot loop (1.66 instructions a weight against 2.7; the act_q8 row), after
+#                 gpu-tests-exp-q8w and its record perop-expq8w-bfloat16.json
+#     proofs31    rungs31's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -455,7 +459,10 @@
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h" SUITE_PREFILL_BASE=bf16   # (one line; winners only)
-#   then the leads below, as built (a rung a call, ~400 s fresh with the mend; chain a warm call after it)
+#   bash bench/gpu_lanes.sh 560 "rungs31 probe_ncu_moe" ""   # fresh: the mend (~60-100 s), the pairs form's GPU tests
+#                                      # (~15 s), the step's diagnosis (~50), the swap and captured gate (~50), the pair
+#                                      # (~200), Nsight Compute with its pair if time is left (~35)
+#   then the leads below, as built (a rung a call; chain a warm call after each)
 # The leads for new work (session 28's README: the dot loop of the Q8 gate/up is 87 instructions a lane a super-block,
 # 2.7 a weight, 8 of them __dp4a: a lane a whole sub-block pair, the integer sums scaled as integers; the lm_head, 151
 # us for 310 MB; the router) and, before them, session 27's: per op the Q8 hidden pair is 796 us a token (30.6 us a layer with the
@@ -725,6 +732,10 @@ S29_LINQ8_REG=$TMP/cuda-s29-linear-q8.toml
 # transfer, and x is staged again in each of 1152 blocks. Forecast from the chain's side-by-side against the step's
 # experts (perop-expq8p-bfloat16.json: cupy_rowwarp_pdl_q8_hidden's column against cupy_rowwarp_pdl_q8_pipe's)
 S30_EXPQ8P_REG=$TMP/cuda-s30-exp-q8p.toml
+# and its answer (stage rungs31, written after session 28's device time): the Q8 gate/up's dot loop, 87 instructions a
+# lane a super-block for 32 weights in the SASS, made 106 for 64 (a lane a sub-block pair, the scales applied to
+# integer sums; tests/test_cuda_dot_loop.py holds it). Forecast as rungs30's, against the step's experts
+S31_EXPQ8W_REG=$TMP/cuda-s31-exp-q8w.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1004,7 +1015,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1403,6 +1414,14 @@ proof_exp_q8p() {  # moe_experts=cupy_rowwarp_pdl_q8_pipe (written after session
       -k q8_pipe tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-exp-q8p.xml"
 }
+proof_exp_q8w() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs (written after session 28): close to the torch experts in
+  # three dtypes and its own bits replayed after the PDL norm and router, within float rounding of the Q8 hidden pair
+  # at three widths, NaN for a bad id or a non-finite x, timed beside the Q8 hidden pair (-k q8_pairs; its record
+  # $DJ/perop-expq8w-bfloat16.json)
+  run gpu-tests-exp-q8w 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k q8_pairs tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-exp-q8w.xml"
+}
 proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
   # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
   run gpu-tests-exp-wide 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
@@ -1460,7 +1479,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs30 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs31 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1470,6 +1489,7 @@ rung_parts() {
     rungs28) echo proof_exp_q8h s28_rung ;;
     rungs29) echo proof_linear_q8 s29_rung ;;
     rungs30) echo proof_exp_q8p s30_rung ;;
+    rungs31) echo proof_exp_q8w s31_rung ;;
   esac
 }
 # s29_rung: linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now (rungs28's when SUITE_TIMED names it), after its GPU
@@ -1505,6 +1525,12 @@ s30_rung() {
   experts_rung s30-exp-q8p $S30_EXPQ8P_REG cupy_rowwarp_pdl_q8_pipe expq8p exp-q8p "the Q8 hidden pair with its \
 gate/up pipelined through stages of shared memory, a few blocks an SM (the same bits as cupy_rowwarp_pdl_q8_hidden)" \
       cupy_rowwarp_pdl_q8_hidden
+}
+# s31_rung: the Q8 hidden pair with a lane a whole sub-block pair in gate/up's dot loop, over the step now (its
+# forecast against the step's experts, as s30_rung's)
+s31_rung() {
+  experts_rung s31-exp-q8w $S31_EXPQ8W_REG cupy_rowwarp_pdl_q8_pairs expq8w exp-q8w "the Q8 hidden pair with a lane a \
+whole sub-block pair in gate/up's dot loop, the scales applied to integer sums (the act_q8 row)" cupy_rowwarp_pdl_q8_hidden
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2458,9 +2484,9 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
-  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 17 launches a pass): each kernel's own time, DRAM
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 19 launches a pass): each kernel's own time, DRAM
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
-  ncu_passes moe "moe_q4_k|_read_kernel" 17 bench/probes/moe_kernels.py ;;
+  ncu_passes moe "moe_q4_k|_read_kernel" 19 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
@@ -2554,17 +2580,17 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
-  # rungs30 the pipelined Q8 gate/up; each after its GPU tests (rung_parts names both)
+  # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop; each after its GPU tests (rung_parts names both)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
   read -r proof rung <<< "$(rung_parts $stage)"
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

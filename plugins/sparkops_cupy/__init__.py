@@ -123,6 +123,9 @@ IMPLEMENTATIONS = [
     # the Q8 gate/up writing the hidden vector in Q8 too, and down on it by __dp4a: the act_q8 row
     ("moe_experts", "cupy_rowwarp_pdl_q8_hidden", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_hidden",
      tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # that pair with a lane a whole sub-block pair in gate/up's dot loop (other sums): the act_q8 row
+    ("moe_experts", "cupy_rowwarp_pdl_q8_pairs", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs",
+     tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # that pair with its gate/up pipelined through stages of shared memory, a few blocks an SM: the same rows' sums
     ("moe_experts", "cupy_rowwarp_pdl_q8_pipe", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pipe",
      bit_identical(to="cupy_rowwarp_pdl_q8_hidden"), "moe_rowwarp.cu",
@@ -152,7 +155,8 @@ POLICIES = {
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",
                                                   "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8",
                                                   "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
-                                                  "cupy_rowwarp_pdl_q8_pipe", "cupy_rowhalf", "cupy_mma")},
+                                                  "cupy_rowwarp_pdl_q8_pipe", "cupy_rowwarp_pdl_q8_pairs",
+                                                  "cupy_rowhalf", "cupy_mma")},
 }
 
 

@@ -33,7 +33,9 @@ split step, 1.042 as rungs) and "cupy_rowwarp_pdl_q8_hidden" (session 27: 1.157,
 down split four warps an output, with gate/up on Q8 activations and __dp4a, both, and the Q8 gate/up writing the hidden
 vector in Q8 for a down by __dp4a. "cupy_rowwarp_pdl_q8_pipe" (written after session 28): the Q8 hidden pair with its
 gate/up pipelined through stages of shared memory, a few blocks an SM (the same bits; session 28: 0.958, a
-regression). Each function's docstring says why and what it measured.
+regression). "cupy_rowwarp_pdl_q8_pairs" (written after session 28): the Q8 hidden pair with a lane a whole sub-block
+pair in gate/up's dot loop (1.66 instructions a weight against 2.7). Each function's docstring says why and what it
+measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -231,7 +233,7 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
-                    pipe: bool = False) -> None:
+                    pipe: bool = False, pairs: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -243,7 +245,10 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     the hidden vector in Q8 (groups of 8 codes and their float scale, into h's own bytes) and down dots it by __dp4a
     (kernels/moe_rowwarp.cu's hq8_store_group, down_q8_q4_k). `pipe` (with `q8_hidden`): that gate/up pipelined, a few
     blocks an SM each taking groups of 8 hidden rows through PIPE_STAGES stages of shared memory (gateup_q8pipe_q4_k:
-    the same rows' sums, so the same bits)."""
+    the same rows' sums, so the same bits). `pairs` (with `q8_hidden`, not `pipe`): that gate/up with each lane a whole
+    Q4_K sub-block pair of every other super-block (q4k_q8.cuh's q8_block64: 16 __dp4a a super-block, the scales
+    decoded once a pair and applied as integers) and the row copies paired (other sums: act_q8's claim, its own
+    bits)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -278,6 +283,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                        f"of 8")
     if pipe and not q8_hidden:
         raise BadInput("moe_experts: the pipelined gate/up is the Q8 hidden form's (q8_hidden=True)")
+    if pairs and (not q8_hidden or pipe):
+        raise BadInput("moe_experts: the pairs gate/up is the one-wave Q8 hidden form's (q8_hidden=True, pipe=False)")
     if pipe and PIPE_STAGES not in PIPE_STAGE_FORMS:
         raise BadInput(f"moe_experts: the pipelined gate/up's forms are {sorted(PIPE_STAGE_FORMS)} stages, not "
                        f"{PIPE_STAGES!r} (sparkops_cupy.moe_experts.PIPE_STAGES)")
@@ -285,7 +292,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
         raise BadInput(f"moe_experts: the split down's forms are {sorted(DOWN_SPLIT_FORMS)} warps an output, not "
                        f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("h" if q8_hidden else "") \
-        + ("pdl" if pdl else "") + ("sh" if shared_first else "")
+        + ("w" if pairs else "") + ("pdl" if pdl else "") + ("sh" if shared_first else "")
     name, grid = f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", (rows + 7) // 8
     if pipe:  # the stages after the staged activations; as many blocks as the SMs hold, no more than the groups
         smem += (PIPE_STAGES - 1) * 16 * kg.row_bytes
@@ -402,6 +409,20 @@ def moe_experts_rowwarp_pdl_q8_pipe(x, weights, ids, w_gate, w_up, w_down, s_gat
     a super-block (2.7 a weight; 8 of them __dp4a) are the cost. Kept as a measured form, selected by nothing."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pipe=True))
+
+
+def moe_experts_rowwarp_pdl_q8_pairs(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pairs": cupy_rowwarp_pdl_q8_hidden with a shorter dot loop in gate/up. The
+    disassembly in session 28 put the one-wave gate/up's loop at 87 instructions a lane a super-block for 32 weights
+    (2.7 a weight, 8 of them __dp4a): two lanes of each sub-block pair decode the same 6-bit scales, 8 lanes read
+    each header, and every partial sum is converted and scaled in float. Here a lane takes a whole pair of every other
+    super-block (64 weights, 16 __dp4a), decodes its scales once and scales the integer sums as integers before one
+    conversion: 106 instructions for 64 weights (1.66 a weight). The row copies go two a turn of the loop (6
+    instructions a copy against 16). Down is the Q8 hidden pair's. Another order of the products' sums: its claim is
+    tolerance("act_q8"), with bits of its own. Every other call by the stated policy. Written after GPU session 28:
+    not yet run on a GPU."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

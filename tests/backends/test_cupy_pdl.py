@@ -427,9 +427,10 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl", "moe_experts_rowwarp_pdl_shared",
                                   "moe_experts_rowwarp_pdl_wide", "moe_experts_rowwarp_pdl_split",
                                   "moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_split",
-                                  "moe_experts_rowwarp_pdl_q8_hidden", "moe_experts_rowwarp_pdl_q8_pipe"],
+                                  "moe_experts_rowwarp_pdl_q8_hidden", "moe_experts_rowwarp_pdl_q8_pipe",
+                                  "moe_experts_rowwarp_pdl_q8_pairs"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
-                              "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe"])
+                              "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -590,8 +591,9 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden"],
-                         ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden"])
+@pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
+                                  "cupy_rowwarp_pdl_q8_pairs"],
+                         ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -627,7 +629,8 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_hidden",
-                                  "moe_experts_rowwarp_pdl_q8_pipe"], ids=["q8_gate_up", "q8_hidden", "q8_pipe"])
+                                  "moe_experts_rowwarp_pdl_q8_pipe", "moe_experts_rowwarp_pdl_q8_pairs"],
+                         ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -712,6 +715,46 @@ def test_gpu_pdl_q8_pipe_takes_shapes_with_fewer_groups_than_blocks():
         torch.cuda.synchronize()
         assert torch.isfinite(want.float()).all() and torch.equal(got.view(torch.int16), want.view(torch.int16)), \
             (d, f, fs, e, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_q8_pairs_is_the_q8_hidden_pair_within_float_rounding(dtype):
+    """moe_experts=cupy_rowwarp_pdl_q8_pairs dots the same Q8 codes with the same 4-bit weights as
+    cupy_rowwarp_pdl_q8_hidden; only the order of the products' float sums differs (a lane a sub-block pair, the
+    scales applied to integer sums). So against it the output is equal to float rounding (asserted nmse < 1e-6,
+    where a wrong nibble, scale, min or sub-block gives ~1e-2), at the 48B's MoE shape and at widths of 2 and 3
+    super-blocks (lanes with no second super-block, and an odd count)."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(48, dev)]
+    rng = np.random.default_rng(49)
+    g = torch.Generator().manual_seed(49)
+    for d, f, fs, e, k in ((512, 256, 256, 6, 3), (768, 512, 0, 12, 5)):
+        def qw(shape, name):
+            raw = np.ascontiguousarray(random_blocks(rng, shape, Q.Q4_K, shape[-1] ** -0.5))
+            return QWeight(torch.from_numpy(raw).to(dev), Q.Q4_K, shape, name)
+
+        w = dict(w_gate=qw((e, f, d), "g"), w_up=qw((e, f, d), "u"), w_down=qw((e, d, f), "d"),
+                 s_gate=qw((fs, d), "sg") if fs else None, s_up=qw((fs, d), "su") if fs else None,
+                 s_down=qw((d, fs), "sd") if fs else None)
+        x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
+        weights = (torch.rand(1, k, generator=g) + 0.1).to(dev)
+        sets.append((x, weights, torch.randperm(e, generator=g)[:k].reshape(1, k).to(dev), w))
+    for x, weights, ids, w in sets:
+        x = x.to(dtype)
+        assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path
+        want = cme.moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, **w)
+        got = cme.moe_experts_rowwarp_pdl_q8_pairs(x, weights, ids, **w)
+        torch.cuda.synchronize()
+        err = _nmse(got.float(), want.float())
+        assert torch.isfinite(got.float()).all() and err < 1e-6, f"width {x.shape[1]}: nmse {err:.3g}"
 
 
 @pytest.mark.gpu

@@ -477,6 +477,14 @@ def test_experts_q8_pipe_after_the_router_side_by_side():
                                     more=("cupy_rowwarp_pdl_q8_hidden",))
 
 
+def test_experts_q8_pairs_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_pairs (the Q8 hidden pair with a lane a whole
+    sub-block pair in gate/up's dot loop) against cupy_rowwarp_pdl, with cupy_rowwarp_pdl_q8_hidden (the step's
+    experts: the rung's forecast is its column against this one) as a column of its own: perop-expq8w-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pairs", "expq8w-bfloat16", 32,
+                                    more=("cupy_rowwarp_pdl_q8_hidden",))
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

@@ -65,7 +65,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expq8": "test_experts_q8_gate_up_after_the_router_side_by_side",
            "expq8h": "test_experts_q8_hidden_after_the_router_side_by_side",
            "rowq8": "test_rowwarp_q8_gemv_side_by_side_with_the_pdl_gemv",
-           "expq8p": "test_experts_q8_pipe_after_the_router_side_by_side"}
+           "expq8p": "test_experts_q8_pipe_after_the_router_side_by_side",
+           "expq8w": "test_experts_q8_pairs_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2489,7 +2490,7 @@ def _rung_timed_once(calls: list[str], machine: Path, name: str, pair: str, base
 def test_the_next_sessions_plan_after_session_27(tmp_path):
     """Session 27's last call and the plan after it, on one GPU: "rungs28 probe_ncu_moe" times the Q8 hidden vector
     over session 23's step (the split down lost, the Q8 gate/up was none) after its proof, forecast from its record
-    against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 17 launches; then, with that
+    against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 19 launches; then, with that
     rung named a winner, "frontier131k" times both 131072 rows under its registry."""
     _stubs_with_ncu(tmp_path)
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
@@ -2504,7 +2505,7 @@ def test_the_next_sessions_plan_after_session_27(tmp_path):
     _rung_timed_once(calls, machine, "s28-exp-q8h", "moe_experts=cupy_rowwarp_pdl_q8_hidden", "cuda-s23-nones.toml",
                      "moe_experts=1.300")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert ncu and all("--launch-skip 17 --launch-count 17" in c and "moe_kernels.py" in c for c in ncu)
+    assert ncu and all("--launch-skip 19 --launch-count 19" in c and "moe_kernels.py" in c for c in ncu)
     # the plan after session 27: the same machine, decode-s28-exp-q8h now a winner, so frontier131k times the
     # 131072 rows (Q4_K, then IQ1_S over it) under its registry
     env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
@@ -2573,6 +2574,32 @@ def test_rungs30_times_the_pipelined_gate_up_over_the_q8_hidden_step_forecast_ag
         < log.index("] decode-s30-exp-q8p (limit")
     decode = _rung_timed_once(calls, tmp_path / "machine", "s30-exp-q8p", "moe_experts=cupy_rowwarp_pdl_q8_pipe",
                               "cuda-s28-exp-q8h.toml", "moe_experts=1.250")
+    assert "--changes moe_experts" in decode, decode
+
+
+def test_rungs31_times_the_pairs_gate_up_over_the_q8_hidden_step_not_over_the_pipe_that_lost(tmp_path):
+    """The plan after session 28: rungs28's step (a winner), then rungs30's pipelined gate/up made and timed with no win
+    (the stub's tier "none" for its registry; it lost on the GPU), then rungs31 times
+    moe_experts=cupy_rowwarp_pdl_q8_pairs over rungs28's registry, not rungs30's, after gpu-tests-exp-q8w, forecast
+    from its record's Q8 hidden column against its pairs column (1000 -> 900: x1.111)."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6,
+                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                                   _records(tmp_path, expq8p={"cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                                              "cupy_rowwarp_pdl_q8_pipe": 1100e-6}),
+                                   _records(tmp_path, expq8w={"cupy_rowwarp_pdl": 1300e-6,
+                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                                              "cupy_rowwarp_pdl_q8_pairs": 900e-6})])}
+    _lanes(tmp_path, "rungs28", "", extra_env=env)
+    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h", "STUB_NO_WIN": "cuda-s30-exp-q8p.toml"}
+    _lanes(tmp_path, "rungs30", "", extra_env=env)
+    assert (tmp_path / "machine" / "cuda-s30-exp-q8p.toml").is_file()  # made: a base the suite must pass over
+    log, calls = _lanes(tmp_path, "rungs31", "", extra_env=env)
+    assert "unknown stage" not in log
+    assert log.index("] gpu-tests-exp-q8w (limit") < log.index("] gate-captured-s31-exp-q8w (limit") \
+        < log.index("] decode-s31-exp-q8w (limit")
+    decode = _rung_timed_once(calls, tmp_path / "machine", "s31-exp-q8w", "moe_experts=cupy_rowwarp_pdl_q8_pairs",
+                              "cuda-s28-exp-q8h.toml", "moe_experts=1.111")
     assert "--changes moe_experts" in decode, decode
 
 

@@ -76,19 +76,31 @@ struct GuRows {
 };
 
 // `here` gate rows from g and as many up rows from u, copied into shared memory at sw (the up rows 8 rows further) with
-// cp.async, committed and not waited on: the copy forms' loads, shared by the routed and the shared expert's blocks
+// cp.async, committed and not waited on: the copy forms' loads, shared by the routed and the shared expert's blocks.
+// PAIRED (the pairs form's): each thread copies chunk c of the gate rows and chunk c of the up rows in one turn of the
+// loop, with no select between the two ranges (session 28's disassembly: 16 instructions a 16-byte copy otherwise,
+// ~0.6 a weight). The same bytes to the same places either way.
+template <bool PAIRED = false>
 __device__ __forceinline__ void gu_copy_range(const u8* g, const u8* u, int here, i64 row_bytes, u8* sw) {
     const int n16 = (int)(here * row_bytes / 16);
     const u32 dst = smem_addr(sw);
     const u32 dst_up = dst + (u32)(8 * row_bytes);
-    for (int c = threadIdx.x; c < 2 * n16; c += blockDim.x) {
-        const bool second = c >= n16;
-        const int cc = second ? c - n16 : c;
-        cp_async16((second ? dst_up : dst) + 16 * cc, (second ? u : g) + 16 * (i64)cc, 16);
+    if (PAIRED) {
+        for (int c = threadIdx.x; c < n16; c += blockDim.x) {
+            cp_async16(dst + 16 * c, g + 16 * (i64)c, 16);
+            cp_async16(dst_up + 16 * c, u + 16 * (i64)c, 16);
+        }
+    } else {
+        for (int c = threadIdx.x; c < 2 * n16; c += blockDim.x) {
+            const bool second = c >= n16;
+            const int cc = second ? c - n16 : c;
+            cp_async16((second ? dst_up : dst) + 16 * cc, (second ? u : g) + 16 * (i64)cc, 16);
+        }
     }
     cp_async_commit();
 }
 
+template <bool PAIRED = false>
 __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
                                                const u8* __restrict__ w_up, i64 row_bytes, int F,
                                                const u8* __restrict__ s_gate, const u8* __restrict__ s_up, int Fs,
@@ -107,7 +119,7 @@ __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int 
         g = s_gate + (r0 - (i64)K * F) * row_bytes;
         u = s_up + (r0 - (i64)K * F) * row_bytes;
     }
-    gu_copy_range(g, u, here, row_bytes, sw);
+    gu_copy_range<PAIRED>(g, u, here, row_bytes, sw);
     return {here, bad};
 }
 
@@ -206,8 +218,10 @@ __device__ __forceinline__ void hq8_store_group(float v, int lane, int here, i64
 // 8 up rows 8 rows further, b its rows and whether its expert id was bad, r0 its first hidden row, group its index.
 // Writes h[r0 ..] in float32, or (HQ8) the group's codes and scales into h's bytes (hq8_store_group; hv: 8 floats of
 // shared memory, a barrier between their writes and warp 0's reads). Every Q8 gate/up form computes its rows here, so
-// that their sums are one code's: the same bits whichever form runs.
-template <bool HQ8>
+// that their sums are one code's: the same bits whichever form runs. PAIRS: each lane of the octet a whole sub-block
+// pair of every other super-block (lane o: pair o % 4, super-blocks o / 4, + 2, ...; q8_block64), not half a pair of
+// every one (q8_block): the "pairs" form, its own bits.
+template <bool HQ8, bool PAIRS = false>
 __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, const i8* xq, const float* dx,
                                             const int* s16, GuRows b, i64 r0, i64 group, i64 rows,
                                             float* __restrict__ h, float* hv) {
@@ -216,7 +230,10 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
     const bool ok = local < b.here;
     const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
     float acc = 0.0f;
-    for (int sb = 0; sb < (D >> 8); ++sb) acc += q8_block(r + (i64)sb * 144, o, xq, dx, s16, sb);
+    if (PAIRS)
+        for (int sb = o >> 2; sb < (D >> 8); sb += 2) acc += q8_block64(r + (i64)sb * 144, o & 3, xq, dx, s16, sb);
+    else
+        for (int sb = 0; sb < (D >> 8); ++sb) acc += q8_block(r + (i64)sb * 144, o, xq, dx, s16, sb);
 #pragma unroll
     for (int m = 4; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);  // the octet's row
     const float up = __shfl_down_sync(0xffffffffu, acc, 16);  // lanes 0 and 8: the up row of their gate row
@@ -232,8 +249,9 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
     }
 }
 
-// the Q8 gate/up itself (the comment above q8_stage says what and why); HQ8: h written in Q8 (hq8_store_group)
-template <int DT, bool HQ8 = false>
+// the Q8 gate/up itself (the comment above q8_stage says what and why); HQ8: h written in Q8 (hq8_store_group);
+// PAIRS: gu_q8_group's pairs form (with HQ8: the gate/up of cupy_rowwarp_pdl_q8_pairs)
+template <int DT, bool HQ8 = false, bool PAIRS = false>
 __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
@@ -247,11 +265,11 @@ __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const
     const i64 r0 = (i64)blockIdx.x * 8;
     pdl_wait();  // ids and x: the router's and the norm's outputs
     pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
-    const GuRows b = gu_copy_rows(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
+    const GuRows b = gu_copy_rows<PAIRS>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
     q8_stage<DT>(x, D, xq, dx, s16);
     cp_async_wait_all();
     __syncthreads();
-    gu_q8_group<HQ8>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h, hv);
+    gu_q8_group<HQ8, PAIRS>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h, hv);
 }
 
 // The pipelined Q8 gate/up ("q8 pipe", the gate/up of cupy_rowwarp_pdl_q8_pipe, written after GPU session 28): the
@@ -879,6 +897,30 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hpdl_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_q8_q4_k<DT_F16, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwpdl_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F32, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwpdl_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_BF16, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwpdl_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F16, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
 
 // budget: stack 0, spills 0

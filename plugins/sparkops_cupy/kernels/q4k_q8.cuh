@@ -81,3 +81,50 @@ __device__ __forceinline__ float q8_block(const u8* blk, int o, const i8* xq, co
     return dx[base >> 5] * lo + dx[(base + 32) >> 5] * hi;
 }
 
+// Q4_K sub-block s's 6-bit scale and min (rw_scale_min's bits) as integers
+__device__ __forceinline__ void rw_scale_min_i(u32 a, u32 b, u32 c, int s, int& sc, int& mn) {
+    const int i = 8 * (s & 3);
+    const u32 ab = (a >> i) & 0xffu, bb = (b >> i) & 0xffu, cb = (c >> i) & 0xffu;
+    sc = (int)(s < 4 ? ab & 63u : (cb & 15u) | ((ab >> 6) << 4));
+    mn = (int)(s < 4 ? bb & 63u : (cb >> 4) | ((bb >> 6) << 4));
+}
+
+// One lane's share of one super-block in the "pairs" form (written after GPU session 28): a whole sub-block pair p
+// (its 32 qs bytes: inputs 256 sb + 64 p + 0..31 in the low nibbles, + 32 .. 63 in the high ones), 64 weights by 16
+// __dp4a, against q8_block's 32 by 8. Each pair's 6-bit scales are decoded once (q8_block's two lanes of a pair both
+// decode them) and its header read by 4 lanes, not 8; the integer sums are scaled by the scale and min as integers
+// (exact: |al| <= 32 x 15 x 127, times 63, is under 2^24), then converted once. Why: the one-wave gate/up's dot loop
+// is 87 instructions a lane a super-block, 2.7 a weight, of which 8 are __dp4a (session 28's disassembly), where the
+// read roofline leaves ~4.6 a weight for the whole kernel. A sub-block pair is two Q8 blocks of 32 (dx) and four sums
+// of 16 (s16). Another order of products and sums than q8_block's: the same claim (act_q8), other bits.
+__device__ __forceinline__ float q8_block64(const u8* blk, int p, const i8* xq, const float* dx, const int* s16,
+                                            int sb) {
+    const uint4 h = *(const uint4*)blk, q0 = *((const uint4*)blk + 1 + 2 * p), q1 = *((const uint4*)blk + 2 + 2 * p);
+    const int base = 256 * sb + 64 * p;
+    const int4 x0 = *(const int4*)(xq + base), x1 = *(const int4*)(xq + base + 16);
+    const int4 x2 = *(const int4*)(xq + base + 32), x3 = *(const int4*)(xq + base + 48);
+    const int4 s = *(const int4*)(s16 + (base >> 4));  // sums of the codes 0..15, 16..31, 32..47, 48..63
+    const float2 dd = *(const float2*)(dx + (base >> 5));  // the two Q8 blocks' scales
+    int sc_l, mn_l, sc_h, mn_h;
+    rw_scale_min_i(h.y, h.z, h.w, 2 * p, sc_l, mn_l);
+    rw_scale_min_i(h.y, h.z, h.w, 2 * p + 1, sc_h, mn_h);
+    const float d = f16_to_f32((u16)(h.x & 0xffffu)), dmin = f16_to_f32((u16)(h.x >> 16));
+    const u32 m = 0x0F0F0F0Fu;
+    int l0 = __dp4a((int)(q0.x & m), x0.x, 0), l1 = __dp4a((int)(q1.x & m), x1.x, 0);
+    int h0 = __dp4a((int)((q0.x >> 4) & m), x2.x, 0), h1 = __dp4a((int)((q1.x >> 4) & m), x3.x, 0);
+    l0 = __dp4a((int)(q0.y & m), x0.y, l0);
+    l1 = __dp4a((int)(q1.y & m), x1.y, l1);
+    h0 = __dp4a((int)((q0.y >> 4) & m), x2.y, h0);
+    h1 = __dp4a((int)((q1.y >> 4) & m), x3.y, h1);
+    l0 = __dp4a((int)(q0.z & m), x0.z, l0);
+    l1 = __dp4a((int)(q1.z & m), x1.z, l1);
+    h0 = __dp4a((int)((q0.z >> 4) & m), x2.z, h0);
+    h1 = __dp4a((int)((q1.z >> 4) & m), x3.z, h1);
+    l0 = __dp4a((int)(q0.w & m), x0.w, l0);
+    l1 = __dp4a((int)(q1.w & m), x1.w, l1);
+    h0 = __dp4a((int)((q0.w >> 4) & m), x2.w, h0);
+    h1 = __dp4a((int)((q1.w >> 4) & m), x3.w, h1);
+    const float lo = d * (float)((l0 + l1) * sc_l) - dmin * (float)((s.x + s.y) * mn_l);
+    const float hi = d * (float)((h0 + h1) * sc_h) - dmin * (float)((s.z + s.w) * mn_h);
+    return dd.x * lo + dd.y * hi;
+}
