@@ -442,7 +442,7 @@
 #   bash bench/gpu_lanes.sh 455 "rungs28 probe_ncu_moe" ""   # 417 s fresh: registries mended (58 s), decode-s28-exp-q8h
 #                                      # 1.157 / 1.151 (win: 526.6 / 501.0 tok/s); the probe did not fit
 # Session 28 (bench/gpu-runs/2026-12-02-session28/README.md), one H200, the export of session 25 plus
-# decode-s28-exp-q8h; 4 calls, ~1528 s, two starts:
+# decode-s28-exp-q8h; 5 calls, ~1685 s, three starts:
 #   bash bench/gpu_lanes.sh 560 "rungs29 probe_ncu_moe" ""   # 524 s fresh: registries mended on the new one-token
 #                                      # cases (16 proofs, ready at 176 s), decode-s29-linear-q8 1.005 / 1.008 (none;
 #                                      # per op x1.158); the probe did not fit
@@ -452,6 +452,9 @@
 #                                      # (ready at 111 s), decode-s30-exp-q8p 0.958 / 0.961 (regression; per op 862
 #                                      # against 788 us); the probe did not fit
 #   bash bench/gpu_lanes.sh 200 "probe_ncu_moe" ""   # 53 s warm: Nsight Compute with the pipelined pair
+#   then, fresh on the last 272 s, by hand: bash bench/gpu_suite.sh install, and with the hand-run exports
+#   SPARKOPS_PEROP_DIR=$OUT python3 -m pytest -q -rP -m gpu -k q8_pairs tests/backends/test_cupy_pdl.py \
+#     tests/backends/test_cupy_timing.py   # 39 s: the pairs form's 10 tests passed; per op 851 against 794 us
 # Next session: the step is still rungs28's (cuda-s28-exp-q8h.toml). Carry .whl and .kcache (session 28's call 4: 27
 # registries; call 1's kernel caches). moe_rowwarp.cu, moe_experts.py and linear.py changed after the last proofs
 # (measurements in comments), so --mend re-proves the cupy experts and Q4_K GEMV selections once (~60-100 s).
@@ -459,9 +462,10 @@
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h" SUITE_PREFILL_BASE=bf16   # (one line; winners only)
-#   bash bench/gpu_lanes.sh 560 "rungs31 probe_ncu_moe" ""   # fresh: the mend (~60-100 s), the pairs form's GPU tests
-#                                      # (~15 s), the step's diagnosis (~50), the swap and captured gate (~50), the pair
-#                                      # (~200), Nsight Compute with its pair if time is left (~35)
+#   bash bench/gpu_lanes.sh 300 "probe_ncu_moe" ""   # fresh, first: Nsight Compute with the pairs form's pair (19
+#                                      # launches): why it is slower per op (851 against 794 us a token) with 21% fewer
+#                                      # instructions. Stage rungs31 times it as a rung; run it only once a form of it
+#                                      # wins per op (its record perop-expq8w-bfloat16.json is the forecast)
 #   then the leads below, as built (a rung a call; chain a warm call after each)
 # The leads for new work (session 28's README: the dot loop of the Q8 gate/up is 87 instructions a lane a super-block,
 # 2.7 a weight, 8 of them __dp4a: a lane a whole sub-block pair, the integer sums scaled as integers; the lm_head, 151

@@ -34,8 +34,8 @@ down split four warps an output, with gate/up on Q8 activations and __dp4a, both
 vector in Q8 for a down by __dp4a. "cupy_rowwarp_pdl_q8_pipe" (written after session 28): the Q8 hidden pair with its
 gate/up pipelined through stages of shared memory, a few blocks an SM (the same bits; session 28: 0.958, a
 regression). "cupy_rowwarp_pdl_q8_pairs" (written after session 28): the Q8 hidden pair with a lane a whole sub-block
-pair in gate/up's dot loop (1.66 instructions a weight against 2.7). Each function's docstring says why and what it
-measured.
+pair in gate/up's dot loop (1.66 instructions a weight against 2.7; slower per op all the same, 851 against 794 us a
+token). Each function's docstring says why and what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -419,8 +419,12 @@ def moe_experts_rowwarp_pdl_q8_pairs(x, weights, ids, w_gate, w_up, w_down, s_ga
     super-block (64 weights, 16 __dp4a), decodes its scales once and scales the integer sums as integers before one
     conversion: 106 instructions for 64 weights (1.66 a weight). The row copies go two a turn of the loop (6
     instructions a copy against 16). Down is the Q8 hidden pair's. Another order of the products' sums: its claim is
-    tolerance("act_q8"), with bits of its own. Every other call by the stated policy. Written after GPU session 28:
-    not yet run on a GPU."""
+    tolerance("act_q8"), with bits of its own. Every other call by the stated policy. Session 28 (call 5, tests and
+    side-by-side only): its 10 GPU tests passed (within 1e-6 nmse of the Q8 hidden pair at three widths), but per op it
+    was slower, 851 against the Q8 hidden pair's 794 us a token, with 21% fewer instructions in gate/up. Unexplained
+    yet; the suspects are x's shared-memory reads (lanes 64 bytes apart: 4-way bank conflicts against the one-wave
+    form's 2-way), the octet's 5-and-4 split of 9 super-blocks, and each turn's longer dependent chain. Kept, measured,
+    selected by nothing: the probe's next Nsight Compute pass includes its pair."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True))
 
