@@ -462,10 +462,12 @@
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h" SUITE_PREFILL_BASE=bf16   # (one line; winners only)
-#   bash bench/gpu_lanes.sh 300 "probe_ncu_moe" ""   # fresh, first: Nsight Compute with the pairs form's pair (19
-#                                      # launches): why it is slower per op (851 against 794 us a token) with 21% fewer
-#                                      # instructions. Stage rungs31 times it as a rung; run it only once a form of it
-#                                      # wins per op (its record perop-expq8w-bfloat16.json is the forecast)
+#   bash bench/gpu_lanes.sh 300 "proofs31 probe_ncu_moe" ""   # fresh, first: the pairs form's GPU tests and
+#                                      # side-by-side with its padded x (written after session 28: bank-conflict-free
+#                                      # reads of the staged codes), then Nsight Compute on both forms' pairs (21
+#                                      # launches): why the dense form is slower per op (851 against 794 us a token)
+#                                      # with 21% fewer instructions. Stage rungs31 times it as a rung: run it only once
+#                                      # a form wins per op (set PAIRS_X to it; perop-expq8w-bfloat16.json forecasts)
 #   then the leads below, as built (a rung a call; chain a warm call after each)
 # The leads for new work (session 28's README: the dot loop of the Q8 gate/up is 87 instructions a lane a super-block,
 # 2.7 a weight, 8 of them __dp4a: a lane a whole sub-block pair, the integer sums scaled as integers; the lm_head, 151
@@ -2488,9 +2490,9 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
-  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 19 launches a pass): each kernel's own time, DRAM
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 21 launches a pass): each kernel's own time, DRAM
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
-  ncu_passes moe "moe_q4_k|_read_kernel" 19 bench/probes/moe_kernels.py ;;
+  ncu_passes moe "moe_q4_k|_read_kernel" 21 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;

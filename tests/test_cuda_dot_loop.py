@@ -55,11 +55,13 @@ def moe_rowwarp(tmp_path_factory) -> dict[str, Function]:
     return listing(KERNEL_DIR / "moe_rowwarp.cu", tmp_path_factory.mktemp("sass"))
 
 
+@pytest.mark.parametrize("form", ["hw", "hwx"], ids=["dense_x", "padded_x"])
 @pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
-def test_the_pairs_dot_loop_spends_under_two_instructions_a_weight(moe_rowwarp, dt):
-    """The pairs form's dot loop: 16 __dp4a a turn (64 weights), under 2 instructions a weight (106 when written:
-    1.66), and under 0.7x the one-wave form's (87 for 32 weights when session 28 counted it: 2.72)."""
-    pairs, one_wave = moe_rowwarp[f"moe_q4_k_gateupq8hwpdl_{dt}"], moe_rowwarp[f"moe_q4_k_gateupq8hpdl_{dt}"]
+def test_the_pairs_dot_loop_spends_under_two_instructions_a_weight(moe_rowwarp, dt, form):
+    """The pairs form's dot loop (both forms of the staged x): 16 __dp4a a turn (64 weights), under 2 instructions a
+    weight (106 when written: 1.66), and under 0.7x the one-wave form's (87 for 32 weights when session 28 counted
+    it: 2.72)."""
+    pairs, one_wave = moe_rowwarp[f"moe_q4_k_gateupq8{form}pdl_{dt}"], moe_rowwarp[f"moe_q4_k_gateupq8hpdl_{dt}"]
     n, idp = dot_loop(pairs)
     n0, idp0 = dot_loop(one_wave)
     assert (idp, idp0) == (16, 8), (idp, idp0)

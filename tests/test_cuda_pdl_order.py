@@ -28,7 +28,8 @@ KNOWN = {
     "moe_rowwarp.cu": {"moe_q4_k_downpdl", "moe_q4_k_downpdlw", "moe_q4_k_downsplitpdl", "moe_q4_k_downsplit2pdl",
                        "moe_q4_k_downsplit8pdl", "moe_q4_k_gateupcppdl_bf16", "moe_q4_k_gateupcppdlsh_bf16",
                        "moe_q4_k_gateupq8pdl_bf16", "moe_q4_k_gateupq8hpdl_bf16", "moe_q4_k_downq8pdl",
-                       "moe_q4_k_gateupq8hp3pdl_bf16", "moe_q4_k_gateupq8hp4pdl_bf16", "moe_q4_k_gateupq8hwpdl_bf16"},
+                       "moe_q4_k_gateupq8hp3pdl_bf16", "moe_q4_k_gateupq8hp4pdl_bf16", "moe_q4_k_gateupq8hwpdl_bf16",
+                       "moe_q4_k_gateupq8hwxpdl_bf16"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
 }
 

@@ -120,6 +120,13 @@ DOWN_SPLIT = 4
 #: form's 788)
 PIPE_STAGE_FORMS = {3: "moe_q4_k_gateupq8hp3pdl", 4: "moe_q4_k_gateupq8hp4pdl"}
 PIPE_STAGES = 3
+#: cupy_rowwarp_pdl_q8_pairs' forms of the staged x (kernels/q4k_q8.cuh's q8_stage XPAD): "dense" (its codes in order;
+#: the octet's 8 lanes read 64-code chunks 64 bytes apart, 4-way shared-memory bank conflicts) or "padded" (each 64
+#: codes at a stride of 80 bytes: 8 distinct groups of banks; the same bits). PAIRS_X is the one it runs, read at each
+#: call (the side-by-side times both). "dense" was measured in session 28 (851 against the Q8 hidden pair's 794 us a
+#: token); "padded" was written after it, not yet run
+PAIRS_X_FORMS = ("dense", "padded")
+PAIRS_X = "dense"
 
 
 def _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> tuple[int, int, int, int]:
@@ -248,7 +255,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     the same rows' sums, so the same bits). `pairs` (with `q8_hidden`, not `pipe`): that gate/up with each lane a whole
     Q4_K sub-block pair of every other super-block (q4k_q8.cuh's q8_block64: 16 __dp4a a super-block, the scales
     decoded once a pair and applied as integers) and the row copies paired (other sums: act_q8's claim, its own
-    bits)."""
+    bits), x staged in form PAIRS_X."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -261,7 +268,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if gateup == "half":  # fp16 pairs (16 bytes a slot of 8), sums of 16, 8 gate + 8 up rows
         smem = 2 * d + 4 * (d // 16) + 16 * kg.row_bytes
     elif gateup == "q8":  # int8 codes, a float scale a block of 32, int sums of 16, 8 gate + 8 up rows
-        smem = d + 4 * (d // 32) + 4 * (d // 16) + 16 * kg.row_bytes
+        smem = (d // 64 * 80 if pairs and PAIRS_X == "padded" else d) + 4 * (d // 32) + 4 * (d // 16) \
+            + 16 * kg.row_bytes
     else:  # float32 activations, sums of 16 (, 8 gate + 8 up rows)
         smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if gateup == "copy" else 0)
     if gateup == "q8" and not pdl:
@@ -285,6 +293,10 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
         raise BadInput("moe_experts: the pipelined gate/up is the Q8 hidden form's (q8_hidden=True)")
     if pairs and (not q8_hidden or pipe):
         raise BadInput("moe_experts: the pairs gate/up is the one-wave Q8 hidden form's (q8_hidden=True, pipe=False)")
+    if pairs and PAIRS_X not in PAIRS_X_FORMS:
+        raise BadInput(f"moe_experts: the pairs gate/up's forms of x are {list(PAIRS_X_FORMS)}, not {PAIRS_X!r} "
+                       f"(sparkops_cupy.moe_experts.PAIRS_X)")
+    padded = pairs and PAIRS_X == "padded"
     if pipe and PIPE_STAGES not in PIPE_STAGE_FORMS:
         raise BadInput(f"moe_experts: the pipelined gate/up's forms are {sorted(PIPE_STAGE_FORMS)} stages, not "
                        f"{PIPE_STAGES!r} (sparkops_cupy.moe_experts.PIPE_STAGES)")
@@ -292,7 +304,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
         raise BadInput(f"moe_experts: the split down's forms are {sorted(DOWN_SPLIT_FORMS)} warps an output, not "
                        f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("h" if q8_hidden else "") \
-        + ("w" if pairs else "") + ("pdl" if pdl else "") + ("sh" if shared_first else "")
+        + ("w" if pairs else "") + ("x" if padded else "") + ("pdl" if pdl else "") + ("sh" if shared_first else "")
     name, grid = f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", (rows + 7) // 8
     if pipe:  # the stages after the staged activations; as many blocks as the SMs hold, no more than the groups
         smem += (PIPE_STAGES - 1) * 16 * kg.row_bytes
@@ -423,8 +435,10 @@ def moe_experts_rowwarp_pdl_q8_pairs(x, weights, ids, w_gate, w_up, w_down, s_ga
     side-by-side only): its 10 GPU tests passed (within 1e-6 nmse of the Q8 hidden pair at three widths), but per op it
     was slower, 851 against the Q8 hidden pair's 794 us a token, with 21% fewer instructions in gate/up. Unexplained
     yet; the suspects are x's shared-memory reads (lanes 64 bytes apart: 4-way bank conflicts against the one-wave
-    form's 2-way), the octet's 5-and-4 split of 9 super-blocks, and each turn's longer dependent chain. Kept, measured,
-    selected by nothing: the probe's next Nsight Compute pass includes its pair."""
+    form's 2-way), the octet's 5-and-4 split of 9 super-blocks, and each turn's longer dependent chain. So it has a
+    second form, PAIRS_X = "padded" (each 64 staged codes at a stride of 80 bytes: the octet's reads on 8 distinct
+    bank groups; the same bits), written after the session and not yet run. Kept, selected by nothing: the probe's
+    next Nsight Compute pass includes both forms' pairs."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True))
 

@@ -719,12 +719,13 @@ def test_gpu_pdl_q8_pipe_takes_shapes_with_fewer_groups_than_blocks():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
-def test_gpu_pdl_q8_pairs_is_the_q8_hidden_pair_within_float_rounding(dtype):
+def test_gpu_pdl_q8_pairs_is_the_q8_hidden_pair_within_float_rounding(dtype, monkeypatch):
     """moe_experts=cupy_rowwarp_pdl_q8_pairs dots the same Q8 codes with the same 4-bit weights as
     cupy_rowwarp_pdl_q8_hidden; only the order of the products' float sums differs (a lane a sub-block pair, the
     scales applied to integer sums). So against it the output is equal to float rounding (asserted nmse < 1e-6,
     where a wrong nibble, scale, min or sub-block gives ~1e-2), at the 48B's MoE shape and at widths of 2 and 3
-    super-blocks (lanes with no second super-block, and an odd count)."""
+    super-blocks (lanes with no second super-block, and an odd count). Its padded form of x (PAIRS_X = "padded":
+    the codes at another stride, read in the same order) must give the dense form's bits at each."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from gguf import GGMLQuantizationType as Q
 
@@ -751,10 +752,14 @@ def test_gpu_pdl_q8_pairs_is_the_q8_hidden_pair_within_float_rounding(dtype):
         x = x.to(dtype)
         assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path
         want = cme.moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, **w)
+        monkeypatch.setattr(cme, "PAIRS_X", "dense")
         got = cme.moe_experts_rowwarp_pdl_q8_pairs(x, weights, ids, **w)
+        monkeypatch.setattr(cme, "PAIRS_X", "padded")
+        padded = cme.moe_experts_rowwarp_pdl_q8_pairs(x, weights, ids, **w)
         torch.cuda.synchronize()
         err = _nmse(got.float(), want.float())
         assert torch.isfinite(got.float()).all() and err < 1e-6, f"width {x.shape[1]}: nmse {err:.3g}"
+        assert torch.equal(padded.view(torch.int16), got.view(torch.int16)), f"width {x.shape[1]}: padded x"
 
 
 @pytest.mark.gpu

@@ -480,8 +480,24 @@ def test_experts_q8_pipe_after_the_router_side_by_side():
 def test_experts_q8_pairs_after_the_router_side_by_side():
     """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_pairs (the Q8 hidden pair with a lane a whole
     sub-block pair in gate/up's dot loop) against cupy_rowwarp_pdl, with cupy_rowwarp_pdl_q8_hidden (the step's
-    experts: the rung's forecast is its column against this one) as a column of its own: perop-expq8w-bfloat16.json."""
-    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pairs", "expq8w-bfloat16", 32,
+    experts: the rung's forecast is its column against this one) and its padded form of x as columns of their own:
+    perop-expq8w-bfloat16.json."""
+    import contextlib
+
+    import sparkops_cupy.moe_experts as cme
+
+    def forced(form):
+        @contextlib.contextmanager
+        def set_form():
+            was, cme.PAIRS_X = cme.PAIRS_X, form
+            try:
+                yield
+            finally:
+                cme.PAIRS_X = was
+        return set_form
+
+    others = {f"cupy_rowwarp_pdl_q8_pairs {n} x": forced(n) for n in cme.PAIRS_X_FORMS if n != cme.PAIRS_X}
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pairs", "expq8w-bfloat16", 32, others,
                                     more=("cupy_rowwarp_pdl_q8_hidden",))
 
 

@@ -2490,7 +2490,7 @@ def _rung_timed_once(calls: list[str], machine: Path, name: str, pair: str, base
 def test_the_next_sessions_plan_after_session_27(tmp_path):
     """Session 27's last call and the plan after it, on one GPU: "rungs28 probe_ncu_moe" times the Q8 hidden vector
     over session 23's step (the split down lost, the Q8 gate/up was none) after its proof, forecast from its record
-    against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 19 launches; then, with that
+    against cupy_rowwarp_pdl, and Nsight Compute then profiles one pass of the probe's 21 launches; then, with that
     rung named a winner, "frontier131k" times both 131072 rows under its registry."""
     _stubs_with_ncu(tmp_path)
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
@@ -2505,7 +2505,7 @@ def test_the_next_sessions_plan_after_session_27(tmp_path):
     _rung_timed_once(calls, machine, "s28-exp-q8h", "moe_experts=cupy_rowwarp_pdl_q8_hidden", "cuda-s23-nones.toml",
                      "moe_experts=1.300")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert ncu and all("--launch-skip 19 --launch-count 19" in c and "moe_kernels.py" in c for c in ncu)
+    assert ncu and all("--launch-skip 21 --launch-count 21" in c and "moe_kernels.py" in c for c in ncu)
     # the plan after session 27: the same machine, decode-s28-exp-q8h now a winner, so frontier131k times the
     # 131072 rows (Q4_K, then IQ1_S over it) under its registry
     env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
@@ -2601,6 +2601,21 @@ def test_rungs31_times_the_pairs_gate_up_over_the_q8_hidden_step_not_over_the_pi
     decode = _rung_timed_once(calls, tmp_path / "machine", "s31-exp-q8w", "moe_experts=cupy_rowwarp_pdl_q8_pairs",
                               "cuda-s28-exp-q8h.toml", "moe_experts=1.111")
     assert "--changes moe_experts" in decode, decode
+
+
+def test_the_next_sessions_plan_after_session_28_proves_and_profiles_the_pairs_form_without_a_rung(tmp_path):
+    """Session 28's plan for the next call: "proofs31 probe_ncu_moe" runs the pairs form's GPU tests (-k q8_pairs, its
+    side-by-side with the padded x among them) and Nsight Compute's two passes over the probe's 21 launches, and
+    times no rung: no swap, no synth, no bench."""
+    _stubs_with_ncu(tmp_path)
+    log, calls = _lanes(tmp_path, "proofs31 probe_ncu_moe", "", gpus=1,
+                        extra_env={"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h", "STUB_PYTEST_SECONDS": "0"})
+    assert "unknown stage" not in log
+    assert "] gpu-tests-exp-q8w (limit" in log and "-k q8_pairs" in log
+    assert log.index("] gpu-tests-exp-q8w (limit") < log.index("] probe-ncu-moe (limit")
+    ncu = [c for c in calls if c.startswith("ncu ")]
+    assert len(ncu) == 2 and all("--launch-skip 21 --launch-count 21" in c for c in ncu), ncu
+    assert not any(c.startswith(("synth", "swap", "bench")) for c in calls), calls
 
 
 def test_rungs27q_goes_over_a_split_down_that_won_with_the_q8_split_pair_forecast_against_the_split(tmp_path):

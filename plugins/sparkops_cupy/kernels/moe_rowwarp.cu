@@ -220,8 +220,8 @@ __device__ __forceinline__ void hq8_store_group(float v, int lane, int here, i64
 // shared memory, a barrier between their writes and warp 0's reads). Every Q8 gate/up form computes its rows here, so
 // that their sums are one code's: the same bits whichever form runs. PAIRS: each lane of the octet a whole sub-block
 // pair of every other super-block (lane o: pair o % 4, super-blocks o / 4, + 2, ...; q8_block64), not half a pair of
-// every one (q8_block): the "pairs" form, its own bits.
-template <bool HQ8, bool PAIRS = false>
+// every one (q8_block): the "pairs" form, its own bits. XPAD (with PAIRS): the codes at q8_stage's padded stride.
+template <bool HQ8, bool PAIRS = false, bool XPAD = false>
 __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, const i8* xq, const float* dx,
                                             const int* s16, GuRows b, i64 r0, i64 group, i64 rows,
                                             float* __restrict__ h, float* hv) {
@@ -231,7 +231,8 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
     const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
     float acc = 0.0f;
     if (PAIRS)
-        for (int sb = o >> 2; sb < (D >> 8); sb += 2) acc += q8_block64(r + (i64)sb * 144, o & 3, xq, dx, s16, sb);
+        for (int sb = o >> 2; sb < (D >> 8); sb += 2)
+            acc += q8_block64<XPAD>(r + (i64)sb * 144, o & 3, xq, dx, s16, sb);
     else
         for (int sb = 0; sb < (D >> 8); ++sb) acc += q8_block(r + (i64)sb * 144, o, xq, dx, s16, sb);
 #pragma unroll
@@ -250,8 +251,9 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
 }
 
 // the Q8 gate/up itself (the comment above q8_stage says what and why); HQ8: h written in Q8 (hq8_store_group);
-// PAIRS: gu_q8_group's pairs form (with HQ8: the gate/up of cupy_rowwarp_pdl_q8_pairs)
-template <int DT, bool HQ8 = false, bool PAIRS = false>
+// PAIRS: gu_q8_group's pairs form (with HQ8: the gate/up of cupy_rowwarp_pdl_q8_pairs); XPAD (with PAIRS): x's codes
+// staged at the padded stride (q8_stage), the dense form's sums in the same order: the same bits
+template <int DT, bool HQ8 = false, bool PAIRS = false, bool XPAD = false>
 __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
@@ -259,17 +261,17 @@ __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const
     extern __shared__ __align__(16) u8 mq_smem[];
     __shared__ float hv[8];
     i8* xq = (i8*)mq_smem;
-    float* dx = (float*)(mq_smem + D);
+    float* dx = (float*)(mq_smem + q8_xq_bytes(D, XPAD));
     int* s16 = (int*)(dx + (D >> 5));
     u8* sw = (u8*)(s16 + (D >> 4));
     const i64 r0 = (i64)blockIdx.x * 8;
     pdl_wait();  // ids and x: the router's and the norm's outputs
     pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
     const GuRows b = gu_copy_rows<PAIRS>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
-    q8_stage<DT>(x, D, xq, dx, s16);
+    q8_stage<DT, XPAD>(x, D, xq, dx, s16);
     cp_async_wait_all();
     __syncthreads();
-    gu_q8_group<HQ8, PAIRS>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h, hv);
+    gu_q8_group<HQ8, PAIRS, XPAD>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h, hv);
 }
 
 // The pipelined Q8 gate/up ("q8 pipe", the gate/up of cupy_rowwarp_pdl_q8_pipe, written after GPU session 28): the
@@ -921,6 +923,30 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwpdl_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_q8_q4_k<DT_F16, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdl_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F32, true, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdl_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_BF16, true, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdl_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F16, true, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
 
 // budget: stack 0, spills 0

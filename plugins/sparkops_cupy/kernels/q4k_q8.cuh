@@ -9,8 +9,13 @@
 
 // x quantized into shared memory: codes xq [D] (int8), scales dx [D / 32] (through fp16, as Q8_0 stores them), sums of
 // 16 codes s16 [D / 16]. A lane takes 16 consecutive values (two lanes a block of 32), read coherently (__ldca: after
-// the PDL wait).
-template <int DT>
+// the PDL wait). XPAD (the padded pairs form's): each 64 codes at a stride of 80 bytes (xq then holds D / 64 x 80,
+// q8_xq_at gives a code's place), so that the 8 lanes of an octet reading 64-code chunks land on 8 distinct groups
+// of 4 banks (at a stride of 64 they share 2 groups: 4-way conflicts).
+__host__ __device__ __forceinline__ int q8_xq_bytes(int D, bool xpad) { return xpad ? (D >> 6) * 80 : D; }
+template <bool XPAD>
+__device__ __forceinline__ int q8_xq_at(int i) { return XPAD ? (i >> 6) * 80 + (i & 63) : i; }
+template <int DT, bool XPAD = false>
 __device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* xq, float* dx, int* s16) {
     const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     for (int i0 = (threadIdx.x >> 5) * 512 + lane * 16; i0 - lane * 16 < D; i0 += warps * 512) {
@@ -50,7 +55,7 @@ __device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* 
             w[k] = word;
         }
         if (here) {
-            *(uint4*)(xq + i0) = make_uint4(w[0], w[1], w[2], w[3]);
+            *(uint4*)(xq + q8_xq_at<XPAD>(i0)) = make_uint4(w[0], w[1], w[2], w[3]);
             s16[i0 >> 4] = sum;
             if ((lane & 1) == 0) dx[i0 >> 5] = nan ? QNAN : d;
         }
@@ -97,12 +102,15 @@ __device__ __forceinline__ void rw_scale_min_i(u32 a, u32 b, u32 c, int s, int& 
 // is 87 instructions a lane a super-block, 2.7 a weight, of which 8 are __dp4a (session 28's disassembly), where the
 // read roofline leaves ~4.6 a weight for the whole kernel. A sub-block pair is two Q8 blocks of 32 (dx) and four sums
 // of 16 (s16). Another order of products and sums than q8_block's: the same claim (act_q8), other bits.
+// XPAD: the codes staged at q8_stage<DT, true>'s stride of 80 bytes a 64.
+template <bool XPAD = false>
 __device__ __forceinline__ float q8_block64(const u8* blk, int p, const i8* xq, const float* dx, const int* s16,
                                             int sb) {
     const uint4 h = *(const uint4*)blk, q0 = *((const uint4*)blk + 1 + 2 * p), q1 = *((const uint4*)blk + 2 + 2 * p);
     const int base = 256 * sb + 64 * p;
-    const int4 x0 = *(const int4*)(xq + base), x1 = *(const int4*)(xq + base + 16);
-    const int4 x2 = *(const int4*)(xq + base + 32), x3 = *(const int4*)(xq + base + 48);
+    const i8* xc = xq + q8_xq_at<XPAD>(base);  // the pair's 64 codes, contiguous either way
+    const int4 x0 = *(const int4*)xc, x1 = *(const int4*)(xc + 16);
+    const int4 x2 = *(const int4*)(xc + 32), x3 = *(const int4*)(xc + 48);
     const int4 s = *(const int4*)(s16 + (base >> 4));  // sums of the codes 0..15, 16..31, 32..47, 48..63
     const float2 dd = *(const float2*)(dx + (base >> 5));  // the two Q8 blocks' scales
     int sc_l, mn_l, sc_h, mn_h;
