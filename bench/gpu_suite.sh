@@ -1377,62 +1377,52 @@ proof_conv_pdl() {  # short_conv=triton_pdl (session 25): the contract on CUDA f
   run gpu-tests-conv-pdl 90 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_triton_short_conv.py --junitxml="$R/gpu-tests-conv-pdl.xml"
 }
+# cupy_proof NAME LIMIT K: the CuPy kernels' GPU tests selected by K (-k) in test_cupy_pdl.py and test_cupy_timing.py,
+# as step NAME within LIMIT seconds, their side-by-side records under $DJ (SPARKOPS_PEROP_DIR), the JUnit XML in $R
+cupy_proof() {
+  run $1 $2 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k $3 \
+      tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py --junitxml="$R/$1.xml"
+}
 proof_exp_shared() {  # moe_experts=cupy_rowwarp_pdl_shared (session 26): cupy_rowwarp's bits eagerly and from a graph
   # of three layers, an out-of-range id's NaN, then the norm-router-experts chain timed under cupy_rowwarp_pdl and
   # this form (its record, $DJ/perop-expshared-bfloat16.json, is the rung's forecast)
-  run gpu-tests-exp-shared 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k shared_first tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
-      --junitxml="$R/gpu-tests-exp-shared.xml"
+  cupy_proof gpu-tests-exp-shared 120 shared_first
 }
 proof_exp_split() {  # moe_experts=cupy_rowwarp_pdl_split (written in session 26): close to cupy_rowwarp, its own bits
   # replayed from a graph of three layers, an empty quarter, an out-of-range id's NaN, then the chain timed (-k
   # split_down; its record $DJ/perop-expsplit-bfloat16.json)
-  run gpu-tests-exp-split 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k split_down tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
-      --junitxml="$R/gpu-tests-exp-split.xml"
+  cupy_proof gpu-tests-exp-split 120 split_down
 }
 proof_exp_q8() {  # moe_experts=cupy_rowwarp_pdl_q8 and _q8_split (written in session 26): close to the torch experts
   # in three dtypes, their own bits replayed from a graph of three layers, an out-of-range id's NaN, then the chain
   # timed beside the split (-k q8_gate_up; its record $DJ/perop-expq8-bfloat16.json)
-  run gpu-tests-exp-q8 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k q8_gate_up tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
-      --junitxml="$R/gpu-tests-exp-q8.xml"
+  cupy_proof gpu-tests-exp-q8 120 q8_gate_up
 }
 proof_exp_q8h() {  # moe_experts=cupy_rowwarp_pdl_q8_hidden (written in session 27): close to the torch experts in
   # three dtypes, its own bits when replayed after the PDL norm and router, NaN for a bad id or a non-finite x, timed
   # beside the Q8 gate/up alone (-k q8_hidden; its record $DJ/perop-expq8h-bfloat16.json)
-  run gpu-tests-exp-q8h 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k q8_hidden tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
-      --junitxml="$R/gpu-tests-exp-q8h.xml"
+  cupy_proof gpu-tests-exp-q8h 120 q8_hidden
 }
 proof_linear_q8() {  # linear@Q4_K=cupy_rowwarp_pdl_q8 (written in session 27): close to the float64 product at the
   # 48B's and odd shapes in three dtypes, its own bits, a chain of 8 replayed from a graph and after the PDL norm, NaN
   # for a non-finite x, timed beside the PDL GEMV (-k q8_gemv; its record $DJ/perop-rowq8-bfloat16.json)
-  run gpu-tests-linear-q8 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k q8_gemv tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
-      --junitxml="$R/gpu-tests-linear-q8.xml"
+  cupy_proof gpu-tests-linear-q8 150 q8_gemv
 }
 proof_exp_q8p() {  # moe_experts=cupy_rowwarp_pdl_q8_pipe (written after session 28): the Q8 hidden pair's bits in
   # three dtypes and both stage forms, its own grid and 7 blocks, eagerly and replayed after the PDL norm and router;
   # small shapes; NaN for a bad id or a non-finite x; timed beside the Q8 hidden pair (-k q8_pipe; its record
   # $DJ/perop-expq8p-bfloat16.json)
-  run gpu-tests-exp-q8p 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k q8_pipe tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
-      --junitxml="$R/gpu-tests-exp-q8p.xml"
+  cupy_proof gpu-tests-exp-q8p 150 q8_pipe
 }
 proof_exp_q8w() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs (written after session 28): close to the torch experts in
   # three dtypes and its own bits replayed after the PDL norm and router, within float rounding of the Q8 hidden pair
   # at three widths, NaN for a bad id or a non-finite x, timed beside the Q8 hidden pair (-k q8_pairs; its record
   # $DJ/perop-expq8w-bfloat16.json)
-  run gpu-tests-exp-q8w 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k q8_pairs tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
-      --junitxml="$R/gpu-tests-exp-q8w.xml"
+  cupy_proof gpu-tests-exp-q8w 150 q8_pairs
 }
 proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
   # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
-  run gpu-tests-exp-wide 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      -k wide_down tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
-      --junitxml="$R/gpu-tests-exp-wide.xml"
+  cupy_proof gpu-tests-exp-wide 120 wide_down
 }
 # experts_rung NAME REG IMPL STEM TESTS TEXT [REF]: rung decode-NAME, moe_experts=IMPL over the step now (session 23's,
 # or a newer rung that won), after gpu-tests-TESTS passed and gave a factor from perop-STEM-bfloat16.json (IMPL against

@@ -647,6 +647,30 @@ def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, im
     assert torch.isnan(got.float()).all()
 
 
+def _moe_small(seed: int, dev: torch.device, d: int, f: int, fs: int, e: int, k: int):
+    """One token's arguments at a small Q4_K MoE shape: width d, f hidden rows an expert, e experts stored, top-k, a
+    shared expert of fs rows (none when fs is 0), bf16 activations (the arguments as _moe_48b gives them)."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.gguf.quants import random_blocks
+    from sparkops.qweight import QWeight
+
+    rng = np.random.default_rng(seed)
+    g = torch.Generator().manual_seed(seed)
+
+    def qw(shape, name):
+        raw = np.ascontiguousarray(random_blocks(rng, shape, Q.Q4_K, shape[-1] ** -0.5))
+        return QWeight(torch.from_numpy(raw).to(dev), Q.Q4_K, shape, name)
+
+    shared = dict(s_gate=qw((fs, d), "sg"), s_up=qw((fs, d), "su"), s_down=qw((d, fs), "sd")) if fs \
+        else dict(s_gate=None, s_up=None, s_down=None)
+    w = dict(w_gate=qw((e, f, d), "g"), w_up=qw((e, f, d), "u"), w_down=qw((e, d, f), "d"), **shared)
+    ids = torch.randperm(e, generator=g)[:k].reshape(1, k).to(dev)
+    x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
+    weights = (torch.rand(1, k, generator=g) + 0.1).to(dev)
+    return x, weights, ids, w
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("grid", [None, 7], ids=["its_grid", "7_blocks"])
 @pytest.mark.parametrize("stages", [3, 4], ids=["3_stages", "4_stages"])
@@ -690,25 +714,11 @@ def test_gpu_pdl_q8_pipe_takes_shapes_with_fewer_groups_than_blocks():
     12 of 512 rows, a shared expert of 256 (a group boundary at the routed and shared rows' seam), 3 super-blocks
     wide. Each against cupy_rowwarp_pdl_q8_hidden's bits (the 7-block grid of the test above takes ragged shares)."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-    from gguf import GGMLQuantizationType as Q
-
-    from sparkops.gguf.quants import random_blocks
-    from sparkops.qweight import QWeight
     from sparkops_cupy import moe_experts as cme
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    rng = np.random.default_rng(47)
-    g = torch.Generator().manual_seed(47)
-    for d, f, fs, e, k in ((512, 256, 256, 6, 3), (768, 512, 256, 12, 5)):
-        def qw(shape, name):
-            raw = np.ascontiguousarray(random_blocks(rng, shape, Q.Q4_K, shape[-1] ** -0.5))
-            return QWeight(torch.from_numpy(raw).to(dev), Q.Q4_K, shape, name)
-
-        w = dict(w_gate=qw((e, f, d), "g"), w_up=qw((e, f, d), "u"), w_down=qw((e, d, f), "d"),
-                 s_gate=qw((fs, d), "sg"), s_up=qw((fs, d), "su"), s_down=qw((d, fs), "sd"))
-        ids = torch.randperm(e, generator=g)[:k].reshape(1, k).to(dev)
-        x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
-        weights = (torch.rand(1, k, generator=g) + 0.1).to(dev)
+    for seed, (d, f, fs, e, k) in enumerate(((512, 256, 256, 6, 3), (768, 512, 256, 12, 5)), start=47):
+        x, weights, ids, w = _moe_small(seed, dev, d, f, fs, e, k)
         assert cme.rowwarp_serves(x, **w), (d, f, fs)  # the kernels take it, not the stated policy's torch path
         want = cme.moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, **w)
         got = cme.moe_experts_rowwarp_pdl_q8_pipe(x, weights, ids, **w)
@@ -727,27 +737,10 @@ def test_gpu_pdl_q8_pairs_is_the_q8_hidden_pair_within_float_rounding(dtype, mon
     super-blocks (lanes with no second super-block, and an odd count). Its padded form of x (PAIRS_X = "padded":
     the codes at another stride, read in the same order) must give the dense form's bits at each."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-    from gguf import GGMLQuantizationType as Q
-
-    from sparkops.gguf.quants import random_blocks
-    from sparkops.qweight import QWeight
     from sparkops_cupy import moe_experts as cme
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    sets = [_moe_48b(48, dev)]
-    rng = np.random.default_rng(49)
-    g = torch.Generator().manual_seed(49)
-    for d, f, fs, e, k in ((512, 256, 256, 6, 3), (768, 512, 0, 12, 5)):
-        def qw(shape, name):
-            raw = np.ascontiguousarray(random_blocks(rng, shape, Q.Q4_K, shape[-1] ** -0.5))
-            return QWeight(torch.from_numpy(raw).to(dev), Q.Q4_K, shape, name)
-
-        w = dict(w_gate=qw((e, f, d), "g"), w_up=qw((e, f, d), "u"), w_down=qw((e, d, f), "d"),
-                 s_gate=qw((fs, d), "sg") if fs else None, s_up=qw((fs, d), "su") if fs else None,
-                 s_down=qw((d, fs), "sd") if fs else None)
-        x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
-        weights = (torch.rand(1, k, generator=g) + 0.1).to(dev)
-        sets.append((x, weights, torch.randperm(e, generator=g)[:k].reshape(1, k).to(dev), w))
+    sets = [_moe_48b(48, dev), _moe_small(49, dev, 512, 256, 256, 6, 3), _moe_small(50, dev, 768, 512, 0, 12, 5)]
     for x, weights, ids, w in sets:
         x = x.to(dtype)
         assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path

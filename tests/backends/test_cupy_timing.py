@@ -346,6 +346,26 @@ def test_router_pdl_pairs_side_by_side():
           f"({'faster' if pdl < plain else 'NOT faster'}: {pdl * 1e6:.2f} against {plain * 1e6:.2f} us)")
 
 
+def _form_columns(module, attr: str, forms, label: str) -> dict:
+    """Side-by-side columns for a form constant's other values: "LABEL VALUE" -> a context manager factory that sets
+    module.ATTR to VALUE while a chain runs and puts it back after (the value the module has now is the implementation's
+    own column)."""
+    import contextlib
+
+    def forced(value):
+        @contextlib.contextmanager
+        def form():
+            was = getattr(module, attr)
+            setattr(module, attr, value)
+            try:
+                yield
+            finally:
+                setattr(module, attr, was)
+        return form
+
+    return {label.format(v): forced(v) for v in forms if v != getattr(module, attr)}
+
+
 def _experts_after_the_router_timed(form: str, record: str, seed: int, variants: dict | None = None,
                                     more: tuple[str, ...] = ()) -> None:
     """A PDL experts form's per-op evidence: the 48B's MoE layer as the step chains it - the triggering norm
@@ -420,21 +440,9 @@ def test_experts_wide_down_after_the_router_side_by_side():
 def test_experts_split_down_after_the_router_side_by_side():
     """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_split (down four warps an output), with its other
     forms (2 and 8 warps an output) as columns of their own: perop-expsplit-bfloat16.json."""
-    import contextlib
-
     import sparkops_cupy.moe_experts as cme
 
-    def forced(split):
-        @contextlib.contextmanager
-        def form():
-            was, cme.DOWN_SPLIT = cme.DOWN_SPLIT, split
-            try:
-                yield
-            finally:
-                cme.DOWN_SPLIT = was
-        return form
-
-    others = {f"cupy_rowwarp_pdl_split {n} warps": forced(n) for n in cme.DOWN_SPLIT_FORMS if n != cme.DOWN_SPLIT}
+    others = _form_columns(cme, "DOWN_SPLIT", cme.DOWN_SPLIT_FORMS, "cupy_rowwarp_pdl_split {} warps")
     _experts_after_the_router_timed("cupy_rowwarp_pdl_split", "expsplit-bfloat16", 28, others)
 
 
@@ -458,21 +466,9 @@ def test_experts_q8_pipe_after_the_router_side_by_side():
     pipelined through stages of shared memory) against cupy_rowwarp_pdl, with cupy_rowwarp_pdl_q8_hidden (the step's
     experts: the rung's forecast is its column against this one) and the other stage form as columns of their own:
     perop-expq8p-bfloat16.json."""
-    import contextlib
-
     import sparkops_cupy.moe_experts as cme
 
-    def forced(stages):
-        @contextlib.contextmanager
-        def form():
-            was, cme.PIPE_STAGES = cme.PIPE_STAGES, stages
-            try:
-                yield
-            finally:
-                cme.PIPE_STAGES = was
-        return form
-
-    others = {f"cupy_rowwarp_pdl_q8_pipe {n} stages": forced(n) for n in cme.PIPE_STAGE_FORMS if n != cme.PIPE_STAGES}
+    others = _form_columns(cme, "PIPE_STAGES", cme.PIPE_STAGE_FORMS, "cupy_rowwarp_pdl_q8_pipe {} stages")
     _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pipe", "expq8p-bfloat16", 31, others,
                                     more=("cupy_rowwarp_pdl_q8_hidden",))
 
@@ -482,21 +478,9 @@ def test_experts_q8_pairs_after_the_router_side_by_side():
     sub-block pair in gate/up's dot loop) against cupy_rowwarp_pdl, with cupy_rowwarp_pdl_q8_hidden (the step's
     experts: the rung's forecast is its column against this one) and its padded form of x as columns of their own:
     perop-expq8w-bfloat16.json."""
-    import contextlib
-
     import sparkops_cupy.moe_experts as cme
 
-    def forced(form):
-        @contextlib.contextmanager
-        def set_form():
-            was, cme.PAIRS_X = cme.PAIRS_X, form
-            try:
-                yield
-            finally:
-                cme.PAIRS_X = was
-        return set_form
-
-    others = {f"cupy_rowwarp_pdl_q8_pairs {n} x": forced(n) for n in cme.PAIRS_X_FORMS if n != cme.PAIRS_X}
+    others = _form_columns(cme, "PAIRS_X", cme.PAIRS_X_FORMS, "cupy_rowwarp_pdl_q8_pairs {} x")
     _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pairs", "expq8w-bfloat16", 32, others,
                                     more=("cupy_rowwarp_pdl_q8_hidden",))
 
