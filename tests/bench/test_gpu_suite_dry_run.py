@@ -2535,72 +2535,59 @@ def test_a_suite_timed_naming_a_rung_that_lost_stops_the_call_before_anything_ru
     assert "] gpu-tests-exp-q8 (limit" in log and "decode-s27-exp-q8 (limit" not in log  # the proof alone
 
 
-def test_rungs29_times_the_q8_gemv_over_the_q8_hidden_step_after_its_proof(tmp_path):
-    """The plan after session 27: rungs28's step (made here first, then named a winner), then rungs29 times
-    linear@Q4_K=cupy_rowwarp_pdl_q8 over it after gpu-tests-linear-q8, forecast from the record's PDL GEMV column
-    against its Q8 one (1000 -> 800: x1.250), after its registry's captured gate."""
-    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6,
-                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
-                                   _records(tmp_path, rowq8={"cupy_rowwarp_pdl": 1000e-6,
-                                                             "cupy_rowwarp_pdl_q8": 800e-6})])}
+def _rung_over_the_q8_hidden_step(tmp_path: Path, stage: str, name: str, pair: str, expect: str, records: dict,
+                                  before: tuple[str, ...] = (), no_win: str = "") -> None:
+    """The plan after session 27's win: rungs28 makes the Q8 hidden step (then named a winner in SUITE_TIMED), each
+    stage of BEFORE runs (STUB_NO_WIN: NO_WIN's registry times no win), then STAGE times rung decode-NAME (PAIR) over
+    cuda-s28-exp-q8h.toml after its GPU tests and its registry's captured gate, with --expect EXPECT from RECORDS
+    (stem -> columns, beside rungs28's own record) and --changes naming PAIR's op."""
+    perops = [_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6})]
+    perops += [_records(tmp_path, **{stem: cols}) for stem, cols in records.items()]
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": " ".join(perops)}
     _lanes(tmp_path, "rungs28", "", extra_env=env)
-    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
-    log, calls = _lanes(tmp_path, "rungs29", "", extra_env=env)
+    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h", **({"STUB_NO_WIN": no_win} if no_win else {})}
+    for other in before:
+        _lanes(tmp_path, other, "", extra_env=env)
+    log, calls = _lanes(tmp_path, stage, "", extra_env=env)
     assert "unknown stage" not in log
-    assert log.index("] gpu-tests-linear-q8 (limit") < log.index("] gate-captured-s29-linear-q8 (limit") \
-        < log.index("] decode-s29-linear-q8 (limit")
-    decode = _rung_timed_once(calls, tmp_path / "machine", "s29-linear-q8", "linear@Q4_K=cupy_rowwarp_pdl_q8",
-                              "cuda-s28-exp-q8h.toml", "linear@Q4_K=1.250")
-    assert "--changes linear@Q4_K" in decode, decode
+    tests = {"s29-linear-q8": "linear-q8", "s30-exp-q8p": "exp-q8p", "s31-exp-q8w": "exp-q8w"}[name]
+    assert log.index(f"] gpu-tests-{tests} (limit") < log.index(f"] gate-captured-{name} (limit") \
+        < log.index(f"] decode-{name} (limit")
+    decode = _rung_timed_once(calls, tmp_path / "machine", name, pair, "cuda-s28-exp-q8h.toml", expect)
+    assert f"--changes {pair.split('=')[0]}" in decode, decode
+
+
+def test_rungs29_times_the_q8_gemv_over_the_q8_hidden_step_after_its_proof(tmp_path):
+    """rungs29 times linear@Q4_K=cupy_rowwarp_pdl_q8 over the Q8 hidden step after gpu-tests-linear-q8, forecast from
+    the record's PDL GEMV column against its Q8 one (1000 -> 800: x1.250), after its registry's captured gate."""
+    _rung_over_the_q8_hidden_step(tmp_path, "rungs29", "s29-linear-q8", "linear@Q4_K=cupy_rowwarp_pdl_q8",
+                                  "linear@Q4_K=1.250",
+                                  {"rowq8": {"cupy_rowwarp_pdl": 1000e-6, "cupy_rowwarp_pdl_q8": 800e-6}})
 
 
 def test_rungs30_times_the_pipelined_gate_up_over_the_q8_hidden_step_forecast_against_its_experts(tmp_path):
-    """The plan after session 28: rungs28's step (made here first, then named a winner; the Q8 GEMV rung that lost is
-    no base), then rungs30 times moe_experts=cupy_rowwarp_pdl_q8_pipe over it after gpu-tests-exp-q8p, forecast from
-    the record's Q8 hidden column (the step's experts) against its pipelined one (1000 -> 800: x1.250), not against
-    cupy_rowwarp_pdl's (1300), after its registry's captured gate."""
-    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6,
-                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
-                                   _records(tmp_path, expq8p={"cupy_rowwarp_pdl": 1300e-6,
-                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
-                                                              "cupy_rowwarp_pdl_q8_pipe": 800e-6})])}
-    _lanes(tmp_path, "rungs28", "", extra_env=env)
-    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
-    log, calls = _lanes(tmp_path, "rungs30", "", extra_env=env)
-    assert "unknown stage" not in log
-    assert log.index("] gpu-tests-exp-q8p (limit") < log.index("] gate-captured-s30-exp-q8p (limit") \
-        < log.index("] decode-s30-exp-q8p (limit")
-    decode = _rung_timed_once(calls, tmp_path / "machine", "s30-exp-q8p", "moe_experts=cupy_rowwarp_pdl_q8_pipe",
-                              "cuda-s28-exp-q8h.toml", "moe_experts=1.250")
-    assert "--changes moe_experts" in decode, decode
+    """rungs30 times moe_experts=cupy_rowwarp_pdl_q8_pipe over the Q8 hidden step (the Q8 GEMV rung that lost is no
+    base) after gpu-tests-exp-q8p, forecast from the record's Q8 hidden column (the step's experts) against its
+    pipelined one (1000 -> 800: x1.250), not against cupy_rowwarp_pdl's (1300)."""
+    _rung_over_the_q8_hidden_step(tmp_path, "rungs30", "s30-exp-q8p", "moe_experts=cupy_rowwarp_pdl_q8_pipe",
+                                  "moe_experts=1.250",
+                                  {"expq8p": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                              "cupy_rowwarp_pdl_q8_pipe": 800e-6}})
 
 
 def test_rungs31_times_the_pairs_gate_up_over_the_q8_hidden_step_not_over_the_pipe_that_lost(tmp_path):
-    """The plan after session 28: rungs28's step (a winner), then rungs30's pipelined gate/up made and timed with no win
-    (the stub's tier "none" for its registry; it lost on the GPU), then rungs31 times
-    moe_experts=cupy_rowwarp_pdl_q8_pairs over rungs28's registry, not rungs30's, after gpu-tests-exp-q8w, forecast
-    from its record's Q8 hidden column against its pairs column (1000 -> 900: x1.111)."""
-    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6,
-                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
-                                   _records(tmp_path, expq8p={"cupy_rowwarp_pdl_q8_hidden": 1000e-6,
-                                                              "cupy_rowwarp_pdl_q8_pipe": 1100e-6}),
-                                   _records(tmp_path, expq8w={"cupy_rowwarp_pdl": 1300e-6,
-                                                              "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
-                                                              "cupy_rowwarp_pdl_q8_pairs": 900e-6})])}
-    _lanes(tmp_path, "rungs28", "", extra_env=env)
-    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h", "STUB_NO_WIN": "cuda-s30-exp-q8p.toml"}
-    _lanes(tmp_path, "rungs30", "", extra_env=env)
-    assert (tmp_path / "machine" / "cuda-s30-exp-q8p.toml").is_file()  # made: a base the suite must pass over
-    log, calls = _lanes(tmp_path, "rungs31", "", extra_env=env)
-    assert "unknown stage" not in log
-    assert log.index("] gpu-tests-exp-q8w (limit") < log.index("] gate-captured-s31-exp-q8w (limit") \
-        < log.index("] decode-s31-exp-q8w (limit")
-    decode = _rung_timed_once(calls, tmp_path / "machine", "s31-exp-q8w", "moe_experts=cupy_rowwarp_pdl_q8_pairs",
-                              "cuda-s28-exp-q8h.toml", "moe_experts=1.111")
-    assert "--changes moe_experts" in decode, decode
+    """rungs30's pipelined gate/up made and timed with no win first (the stub's tier "none" for its registry; it lost
+    on the GPU), then rungs31 times moe_experts=cupy_rowwarp_pdl_q8_pairs over the Q8 hidden step, not over rungs30's
+    registry, after gpu-tests-exp-q8w, forecast from its record's Q8 hidden column against its pairs column
+    (1000 -> 900: x1.111)."""
+    _rung_over_the_q8_hidden_step(tmp_path, "rungs31", "s31-exp-q8w", "moe_experts=cupy_rowwarp_pdl_q8_pairs",
+                                  "moe_experts=1.111",
+                                  {"expq8p": {"cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                              "cupy_rowwarp_pdl_q8_pipe": 1100e-6},
+                                   "expq8w": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                              "cupy_rowwarp_pdl_q8_pairs": 900e-6}},
+                                  before=("rungs30",), no_win="cuda-s30-exp-q8p.toml")
+    assert (tmp_path / "machine" / "cuda-s30-exp-q8p.toml").is_file()  # made: a base the suite passed over
 
 
 def test_the_next_sessions_plan_after_session_28_proves_and_profiles_the_pairs_form_without_a_rung(tmp_path):
