@@ -469,9 +469,9 @@
 #                                      # with 21% fewer instructions. Stage rungs31 times it as a rung: run it only once
 #                                      # a form wins per op (set PAIRS_X to it; perop-expq8w-bfloat16.json forecasts)
 #   then the leads below, as built (a rung a call; chain a warm call after each)
-# The leads for new work (session 28's README: the dot loop of the Q8 gate/up is 87 instructions a lane a super-block,
-# 2.7 a weight, 8 of them __dp4a: a lane a whole sub-block pair, the integer sums scaled as integers; the lm_head, 151
-# us for 310 MB; the router) and, before them, session 27's: per op the Q8 hidden pair is 796 us a token (30.6 us a layer with the
+# The leads for new work (session 28's README: why the pairs dot loop, 1.66 instructions a weight against 2.7, is slower
+# per op; the lm_head, 151 us for 310 MB, whose float chunk loop is 6.8 instructions a Q6_K weight, the whole read
+# budget; the router) and, before them, session 27's: per op the Q8 hidden pair is 796 us a token (30.6 us a layer with the
 # norm and router) against a floor of ~11 us for one token's expert bytes. The Q8 gate/up quantizes x in each of its
 # 1152 blocks (~5 instructions a weight where its dots need ~1.3): quantize x once (the norm's epilogue, or more rows
 # a block). The Q4_K GEMVs (linear@Q4_K=cupy_rowwarp_pdl, ~0.52 ms a token in session 23's profiled step) still take
