@@ -265,11 +265,11 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
             or ROWWARP_DOWN not in ("warp", "copy"):
         raise BadInput(f"moe_experts: cupy_rowwarp's forms are gate/up 'octet', 'copy' or 'staged' and down 'warp' or "
                        f"'copy', not {gateup!r} / {ROWWARP_DOWN!r} (sparkops_cupy.moe_experts.ROWWARP_GATEUP / _DOWN)")
+    padded = pairs and PAIRS_X == "padded"  # the staged codes at 80 bytes a 64 (q4k_q8.cuh's q8_xq_bytes)
     if gateup == "half":  # fp16 pairs (16 bytes a slot of 8), sums of 16, 8 gate + 8 up rows
         smem = 2 * d + 4 * (d // 16) + 16 * kg.row_bytes
     elif gateup == "q8":  # int8 codes, a float scale a block of 32, int sums of 16, 8 gate + 8 up rows
-        smem = (d // 64 * 80 if pairs and PAIRS_X == "padded" else d) + 4 * (d // 32) + 4 * (d // 16) \
-            + 16 * kg.row_bytes
+        smem = (d // 64 * 80 if padded else d) + 4 * (d // 32) + 4 * (d // 16) + 16 * kg.row_bytes
     else:  # float32 activations, sums of 16 (, 8 gate + 8 up rows)
         smem = 4 * d + 4 * (d // 16) + (16 * kg.row_bytes if gateup == "copy" else 0)
     if gateup == "q8" and not pdl:
@@ -296,7 +296,6 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if pairs and PAIRS_X not in PAIRS_X_FORMS:
         raise BadInput(f"moe_experts: the pairs gate/up's forms of x are {list(PAIRS_X_FORMS)}, not {PAIRS_X!r} "
                        f"(sparkops_cupy.moe_experts.PAIRS_X)")
-    padded = pairs and PAIRS_X == "padded"
     if pipe and PIPE_STAGES not in PIPE_STAGE_FORMS:
         raise BadInput(f"moe_experts: the pipelined gate/up's forms are {sorted(PIPE_STAGE_FORMS)} stages, not "
                        f"{PIPE_STAGES!r} (sparkops_cupy.moe_experts.PIPE_STAGES)")

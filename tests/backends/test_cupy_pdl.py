@@ -82,6 +82,33 @@ def test_pdl_is_refused_for_forms_not_written_for_it():
             launch_rowwarp(None, 1, None, 12288, 2304, None, form, pdl=True)
 
 
+def test_the_q8_hidden_gate_up_forms_refuse_a_form_they_do_not_have_naming_the_constant(monkeypatch):
+    """The pipelined and pairs gate/ups read their form from a module constant at each call (PIPE_STAGES, PAIRS_X): a
+    value with no kernel is refused before anything launches, naming the constant and the forms there are; so are
+    the two forms asked for together or without the Q8 hidden vector they are written for. No GPU needed: the checks
+    come before the launch."""
+    from types import SimpleNamespace
+
+    from sparkops_cupy import moe_experts as cme
+
+    kw = SimpleNamespace(row_bytes=1296, raw=None)
+    one = SimpleNamespace(x=torch.zeros(1, 2304), code=1, ids=None, weights=None, h=None, y=None, d=2304, k=8, e=24,
+                          f=1024, fs=1024, rows=9216, kg=kw, ku=kw, kd=kw, sg=kw, su=kw, sd=kw)
+    q8h = dict(gateup="q8", pdl=True, q8_hidden=True)
+    monkeypatch.setattr(cme, "PIPE_STAGES", 5)
+    stages = r"forms are \[3, 4\] stages, not 5 \(sparkops_cupy\.moe_experts\.PIPE_STAGES\)"
+    with pytest.raises(BadInput, match=stages):
+        cme._launch_rowwarp(one, **q8h, pipe=True)
+    monkeypatch.setattr(cme, "PAIRS_X", "wide")
+    forms_x = r"x are \['dense', 'padded'\], not 'wide' \(sparkops_cupy\.moe_experts\.PAIRS_X\)"
+    with pytest.raises(BadInput, match=forms_x):
+        cme._launch_rowwarp(one, **q8h, pairs=True)
+    with pytest.raises(BadInput, match="pairs gate/up is the one-wave Q8 hidden form's"):
+        cme._launch_rowwarp(one, **q8h, pipe=True, pairs=True)
+    with pytest.raises(BadInput, match="pipelined gate/up is the Q8 hidden form's"):
+        cme._launch_rowwarp(one, gateup="q8", pdl=True, pipe=True)
+
+
 # ---- on the GPU ------------------------------------------------------------------------------------------
 
 def _q4k(out_f: int, in_f: int, seed: int, dev: torch.device):

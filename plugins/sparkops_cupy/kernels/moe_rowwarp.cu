@@ -100,27 +100,32 @@ __device__ __forceinline__ void gu_copy_range(const u8* g, const u8* u, int here
     cp_async_commit();
 }
 
+// the block of hidden rows from r0: how many there are (8, fewer at the end) and whether its slot's expert id is
+// outside [0, E); e: the expert whose rows it reads (expert 0 for a bad id; unset for the shared expert's rows, r0 >=
+// K * F). The copy forms and the pipelined form's dot (which copies a group ahead of dotting it) ask the same way.
+__device__ __forceinline__ GuRows gu_rows(const i64* __restrict__ ids, int K, int E, int F, int Fs, i64 r0, i64& e) {
+    const int here = (int)min((i64)8, (i64)K * F + Fs - r0);
+    bool bad = false;
+    if (r0 < (i64)K * F) {
+        e = ids[r0 / F];
+        bad = e < 0 || e >= E;
+        e = bad ? 0 : e;
+    }
+    return {here, bad};
+}
+
 template <bool PAIRED = false>
 __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
                                                const u8* __restrict__ w_up, i64 row_bytes, int F,
                                                const u8* __restrict__ s_gate, const u8* __restrict__ s_up, int Fs,
                                                i64 r0, u8* sw) {
-    const i64 rows = (i64)K * F + Fs;
-    const int here = (int)min((i64)8, rows - r0);
-    bool bad = false;
-    const u8 *g, *u;
-    if (r0 < (i64)K * F) {
-        i64 e = ids[r0 / F];
-        bad = e < 0 || e >= E;
-        e = bad ? 0 : e;
-        g = w_gate + (e * F + r0 % F) * row_bytes;
-        u = w_up + (e * F + r0 % F) * row_bytes;
-    } else {
-        g = s_gate + (r0 - (i64)K * F) * row_bytes;
-        u = s_up + (r0 - (i64)K * F) * row_bytes;
-    }
-    gu_copy_range<PAIRED>(g, u, here, row_bytes, sw);
-    return {here, bad};
+    i64 e = 0;
+    const GuRows b = gu_rows(ids, K, E, F, Fs, r0, e);
+    const bool routed = r0 < (i64)K * F;
+    const u8* g = routed ? w_gate + (e * F + r0 % F) * row_bytes : s_gate + (r0 - (i64)K * F) * row_bytes;
+    const u8* u = routed ? w_up + (e * F + r0 % F) * row_bytes : s_up + (r0 - (i64)K * F) * row_bytes;
+    gu_copy_range<PAIRED>(g, u, b.here, row_bytes, sw);
+    return b;
 }
 
 // gate/up with every weight byte of the block in flight at once ("copy", as linear_rowwarp.cu's rowcp): the block's
@@ -319,13 +324,8 @@ __device__ __forceinline__ void gateup_q8pipe_q4_k(const void* __restrict__ x, c
         __syncthreads();  // group j landed (and x staged); every warp is past group j - 1 and its hv
         issue(j + STAGES - 1);  // into group j - 1's stage
         const i64 g = (i64)blockIdx.x + (i64)j * gridDim.x, r0 = g * 8;
-        GuRows b;  // as gu_copy_rows found them for this group
-        b.here = (int)min((i64)8, rows - r0);
-        b.bad = false;
-        if (r0 < (i64)K * F) {
-            const i64 e = ids[r0 / F];
-            b.bad = e < 0 || e >= E;
-        }
+        i64 e;
+        const GuRows b = gu_rows(ids, K, E, F, Fs, r0, e);  // as gu_copy_rows found them when it copied this group
         gu_q8_group<true>(sw0 + (j % STAGES) * stage_bytes, row_bytes, D, xq, dx, s16, b, r0, g, rows, h, hv);
     }
     cp_async_wait_all();  // leave no copy in flight into memory the next kernel may own
