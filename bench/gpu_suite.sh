@@ -1526,7 +1526,8 @@ gate/up pipelined through stages of shared memory, a few blocks an SM (the same 
 # forecast against the step's experts, as s30_rung's)
 s31_rung() {
   experts_rung s31-exp-q8w $S31_EXPQ8W_REG cupy_rowwarp_pdl_q8_pairs expq8w exp-q8w "the Q8 hidden pair with a lane a \
-whole sub-block pair in gate/up's dot loop, the scales applied to integer sums (the act_q8 row)" cupy_rowwarp_pdl_q8_hidden
+whole sub-block pair in gate/up's dot loop, the scales applied to integer sums, x staged padded (PAIRS_X, 80 bytes a \
+64 codes: no bank conflicts; the act_q8 row)" cupy_rowwarp_pdl_q8_hidden
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \

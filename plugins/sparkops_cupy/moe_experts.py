@@ -123,10 +123,13 @@ PIPE_STAGES = 3
 #: cupy_rowwarp_pdl_q8_pairs' forms of the staged x (kernels/q4k_q8.cuh's q8_stage XPAD): "dense" (its codes in order;
 #: the octet's 8 lanes read 64-code chunks 64 bytes apart, 4-way shared-memory bank conflicts) or "padded" (each 64
 #: codes at a stride of 80 bytes: 8 distinct groups of banks; the same bits). PAIRS_X is the one it runs, read at each
-#: call (the side-by-side times both). "dense" was measured in session 28 (851 against the Q8 hidden pair's 794 us a
-#: token); "padded" was written after it, not yet run
+#: call (the side-by-side times both). Per op in the norm-router-experts chain, a token (the 48B's shape, bf16):
+#: session 28 "dense" 851 against the Q8 hidden pair's 794 us; session 29 "dense" 850, "padded" 751 against 794. Under
+#: Nsight Compute (session 29, bench/probes/moe_kernels.py) the padded gate/up took 14.08 us against the dense form's
+#: 16.93 and the Q8 hidden gate/up's 15.62; its short-scoreboard stalls fell from 6.24 to 1.13 an issue: the bank
+#: conflicts were what made the dense form slow. So "padded"
 PAIRS_X_FORMS = ("dense", "padded")
-PAIRS_X = "dense"
+PAIRS_X = "padded"
 
 
 def _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> tuple[int, int, int, int]:
@@ -436,8 +439,9 @@ def moe_experts_rowwarp_pdl_q8_pairs(x, weights, ids, w_gate, w_up, w_down, s_ga
     yet; the suspects are x's shared-memory reads (lanes 64 bytes apart: 4-way bank conflicts against the one-wave
     form's 2-way), the octet's 5-and-4 split of 9 super-blocks, and each turn's longer dependent chain. So it has a
     second form, PAIRS_X = "padded" (each 64 staged codes at a stride of 80 bytes: the octet's reads on 8 distinct
-    bank groups; the same bits), written after the session and not yet run. Kept, selected by nothing: the probe's
-    next Nsight Compute pass includes both forms' pairs."""
+    bank groups; the same bits), the one it runs since session 29: per op 751 against the Q8 hidden pair's 794 us a
+    token (the dense form 850), its gate/up 14.08 against 15.62 us under Nsight Compute, its short-scoreboard stalls
+    6.24 -> 1.13 an issue (bench/gpu-runs/2026-12-02-session29)."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True))
 
