@@ -185,6 +185,9 @@
 #                 sub-block pair in gate/up's dot loop (1.66 instructions a weight against 2.7; the act_q8 row), after
 #                 gpu-tests-exp-q8w and its record perop-expq8w-bfloat16.json
 #     proofs31    rungs31's GPU tests alone
+#     rungs32     linear@Q6_K=cupy_x16_pdl over the step now: the lm_head's Q6_K GEMV on 16-bit activations in two
+#                 int8 planes and __dp4a (the bf16 row), after gpu-tests-x16 and its record perop-x16-bfloat16.json
+#     proofs32    rungs32's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -742,6 +745,10 @@ S30_EXPQ8P_REG=$TMP/cuda-s30-exp-q8p.toml
 # lane a super-block for 32 weights in the SASS, made 106 for 64 (a lane a sub-block pair, the scales applied to
 # integer sums; tests/test_cuda_dot_loop.py holds it). Forecast as rungs30's, against the step's experts
 S31_EXPQ8W_REG=$TMP/cuda-s31-exp-q8w.toml
+# session 29's rung (stage rungs32): the lm_head (Q6_K, 310 MB, one launch a token with nothing beside it) on 16-bit
+# activations and __dp4a. cupy_float's chunk loop is 6.8 instructions a weight (session 28's SASS), this one's ~3.6.
+# Forecast from the lm_head's side-by-side (perop-x16-bfloat16.json: cupy_float's column against cupy_x16_pdl's)
+S32_X16_REG=$TMP/cuda-s32-lmhead-x16.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1021,7 +1028,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1420,6 +1427,13 @@ proof_exp_q8w() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs (written after sessio
   # $DJ/perop-expq8w-bfloat16.json)
   cupy_proof gpu-tests-exp-q8w 150 q8_pairs
 }
+proof_x16() {  # linear@Q6_K=cupy_x16_pdl (written in session 29): close to the float64 product at the lm_head's and
+  # partial shapes in three dtypes, every form's bits alike, replayed from a graph with new activations, NaN for a
+  # non-finite x, its policy; timed beside cupy_float and cupy_dp4a at the lm_head (-k x16; its record
+  # $DJ/perop-x16-bfloat16.json)
+  run gpu-tests-x16 200 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k x16 \
+      tests/backends/test_cupy_x16.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-x16.xml"
+}
 proof_exp_wide() {  # moe_experts=cupy_rowwarp_pdl_wide (written in session 26): the same three tests for the wide down
   # (-k wide_down), its record $DJ/perop-expwide-bfloat16.json
   cupy_proof gpu-tests-exp-wide 120 wide_down
@@ -1475,7 +1489,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs31 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs32 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1486,6 +1500,7 @@ rung_parts() {
     rungs29) echo proof_linear_q8 s29_rung ;;
     rungs30) echo proof_exp_q8p s30_rung ;;
     rungs31) echo proof_exp_q8w s31_rung ;;
+    rungs32) echo proof_x16 s32_rung ;;
   esac
 }
 # s29_rung: linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now (rungs28's when SUITE_TIMED names it), after its GPU
@@ -1508,6 +1523,27 @@ s29_rung() {
       --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-$name.json \
       --expect "linear@Q4_K=$fac" --change "$impl: the Q4_K GEMVs on Q8 activations and __dp4a (the act_q8 row), \
 over $(basename $base), graph"
+  return 0
+}
+# s32_rung: linear@Q6_K=cupy_x16_pdl (the lm_head) over the step now, after its GPU tests gave a factor
+# (perop-x16-bfloat16.json: cupy_float, the step's lm_head, against it) and its registry's captured gate
+s32_rung() {
+  local name=s32-lmhead-x16 reg=$S32_X16_REG impl=linear@Q6_K=cupy_x16_pdl base fac
+  base=$(now_reg decode-$name) || return 0
+  fac=$(perop x16 cupy_float cupy_x16_pdl)
+  proven_with_factor $name x16 "$fac" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $impl
+  [ -f $reg ] && python3 bench/registry_selects.py $reg $impl > /dev/null \
+      || { log "decode-$name: left out (its registry does not select $impl)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q6_K --prediction $DJ/diag-decode-$name.json \
+      --expect "linear@Q6_K=$fac" --change "$impl: the lm_head's Q6_K GEMV on 16-bit activations in two int8 planes \
+and __dp4a (the bf16 row), over $(basename $base), graph"
   return 0
 }
 # s28_rung: the Q8 gate/up writing the hidden vector in Q8, and down on it by __dp4a, over the step now
@@ -2577,17 +2613,18 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
-  # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop; each after its GPU tests (rung_parts names both)
+  # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head; each after its GPU tests
+  # (rung_parts names both)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
   read -r proof rung <<< "$(rung_parts $stage)"
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -78,3 +78,20 @@ def test_the_pairs_row_copy_takes_two_copies_a_turn_in_few_instructions(moe_roww
     n0, copies0 = copy_loop(moe_rowwarp[f"moe_q4_k_gateupq8hpdl_{dt}"])
     assert copies == 2 and n / copies <= 8, f"pairs: {n} instructions for {copies} copies"
     assert n / copies < n0 / copies0, (n, copies, n0, copies0)
+
+
+@pytest.fixture(scope="module")
+def linear_x16(tmp_path_factory) -> dict[str, Function]:
+    return listing(KERNEL_DIR / "linear_q6k_x16.cu", tmp_path_factory.mktemp("sass"))
+
+
+@pytest.mark.parametrize("form", ["r16t96", "r16t192", "r32t192", "r32t384"])
+def test_the_x16_lm_head_dot_loop_spends_about_half_the_float_loops_instructions(linear_x16, form):
+    """linear=cupy_x16_pdl's unit loop (64 Q6_K weights against two int8 planes of x: 32 __dp4a a turn) under 4
+    instructions a weight (228 for 64 when written: 3.56), where cupy_float's Q6_K chunk loop spends 6.8 (219 for 32,
+    session 28): the float decode of 6-bit codes was the whole issue budget of the lm_head's read."""
+    n, idp = dot_loop(linear_x16[f"linear_q6_k_x16pdl_{form}"])
+    assert idp == 32, idp
+    per = n / (idp * WEIGHTS_AN_IDP / 2)  # two __dp4a (the hi and lo planes) a 4 weights
+    assert per < 4.0, f"{form}: {n} instructions for 64 weights ({per:.2f} a weight)"
+

@@ -31,6 +31,8 @@ KNOWN = {
                        "moe_q4_k_gateupq8hp3pdl_bf16", "moe_q4_k_gateupq8hp4pdl_bf16", "moe_q4_k_gateupq8hwpdl_bf16",
                        "moe_q4_k_gateupq8hwxpdl_bf16"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
+    "linear_q6k_x16.cu": {"linear_q6_k_x16pdl_r16t96", "linear_q6_k_x16pdl_r16t192", "linear_q6_k_x16pdl_r32t192",
+                          "linear_q6_k_x16pdl_r32t384"},
 }
 
 

@@ -64,6 +64,11 @@ IMPLEMENTATIONS = [
     # the one-token Q4_K GEMV on the tensor cores: bf16 activations in the products, so the bf16 row of the tolerances
     ("linear", "cupy_mma", "sparkops_cupy.linear:linear_mma", tolerance("bf16"), ("linear.cu", "linear_mma.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
+    # the one-token Q6_K GEMV (the lm_head) on 16-bit activations in two int8 planes and __dp4a: ~2e-10 nmse, over
+    # the float row's 1e-10 and far inside the bf16 row's 5e-4 (bfloat16 activations carry 8 bits), so the bf16 row
+    ("linear", "cupy_x16_pdl", "sparkops_cupy.linear:linear_x16_pdl", tolerance("bf16"),
+     ("linear.cu", "linear_q6k_x16.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # the same for float weights (F16 / BF16 / F32 rows, 8 or 32 lanes a row), with the same policy for other calls
     ("linear", "cupy_floatrow", "sparkops_cupy.linear:linear_floatrow", tolerance(),
      ("linear.cu", "linear_floatrow.cu"),
@@ -148,6 +153,7 @@ POLICIES = {
                                           "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8",
                                           "cupy_rowhalf", "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
+    ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
     **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},

@@ -15,7 +15,7 @@ from gguf import GGMLQuantizationType as Q
 from sparkops.qweight import QWeight
 
 from .attention import DEEP_DN, DEEP_LKV
-from .linear import ROWWARP_GEMV_MAX_T
+from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from .moe_experts import rowwarp_serves as experts_served
 from .moe_router import ROUTER_MAX_T, rowwarp_serves as router_served
 
@@ -28,6 +28,11 @@ def one_token_q4k_passes(x, weight) -> str | None:
 def floatrow_passes(x, weight) -> str | None:
     """cupy_floatrow (rows that are not whole 16-byte vectors, checked where the call runs, are not looked at)."""
     return _one_token_passes(x, weight, lambda w: w.is_float, "F16, BF16 or F32")
+
+
+def x16_passes(x, weight) -> str | None:
+    """cupy_x16_pdl (the one-token Q6_K GEMV): linear.py's `x16_serves`."""
+    return _one_token_passes(x, weight, x16_serves, "Q6_K rows whose bytes end on 16")
 
 
 def _one_token_passes(x, weight, serves, kind: str) -> str | None:

@@ -1,6 +1,6 @@
 """linear on CUDA: GEMVs over GGUF blocks, for decode.
 
-Eleven implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
+Twelve implementations. Two stream the weight through shared memory (kernels/linear.cu) and differ in what they do with
 the activations:
 - "cupy_dp4a" (`linear`): block-quantized weights (Q8_0, Q4_K, Q6_K, IQ1_S) are dotted with Q8_0-quantized
   activations through __dp4a, as llama.cpp does: not the float reference's arithmetic, hence the claim
@@ -47,6 +47,13 @@ The others are one-token GEMVs that request a row's bytes before using any, with
   activations and __dp4a at every shape (kernels/q4k_q8.cuh, as the experts' Q8 gate/up), 16 rows a block for tall
   weights and 8 for the others: claim tolerance("act_q8"). Session 28: per op x1.158 (a token's Q4_K GEMVs 420
   against 486 us), its rung 1.005 / 1.008 (none).
+- "cupy_x16_pdl" (`linear_x16_pdl`, session 29): the one-token Q6_K GEMV (the lm_head) on activations held to 16
+  bits in two int8 planes and __dp4a (kernels/linear_q6k_x16.cu): a quantize launch, then the GEMV with
+  programmatic dependent launch, its rows copied before its wait. The planes keep x to ~1.5e-5 of each 16-group's
+  largest value: ~2e-10 nmse at the lm_head's width, over the float row's 1e-10 and far inside the bf16 row's 5e-4
+  (the step's activations are bfloat16, 8 bits), so the claim is tolerance("bf16"). Its stated policy for every other call is cupy_rowwarp's,
+  and a Q6_K weight whose bytes do not end on a 16-byte boundary goes to cupy_float's stream (the GEMV copies
+  16-byte spans).
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -226,6 +233,75 @@ def _one_token(x, weight, serves, launch):
 
 #: the one-token GEMVs: the most tokens a call hands to cupy_float's GEMV; more go to the torch plugin's GEMM
 ROWWARP_GEMV_MAX_T = 8
+
+
+def linear_x16_pdl(x, weight):
+    """Implementation "cupy_x16_pdl": one token times a Q6_K weight on 16-bit activations and integer dots (kernels/
+    linear_q6k_x16.cu: x quantized once to two int8 planes a value, 16 values a scale; the GEMV's rows copied into
+    shared memory before its PDL wait, each 64 weights of a super-block dotted by 32 __dp4a). Why: the lm_head
+    (163840 x 2304 Q6_K, 310 MB) ran cupy_float at 151 us a token, 49% of the read ceiling, and its float chunk loop
+    is 6.8 instructions a weight (session 28), the whole issue budget of the read; this dot loop is ~3.6 (the SASS,
+    tests/test_cuda_dot_loop.py). Session 6's gate refused int8 activations (cupy_dp4a's top-1 0.75 at depth 1): the
+    two planes put the error ~1e5 times below int8's (nmse ~2e-10 against ~3e-5), claim tolerance("bf16"). Every other call by `_one_token`'s stated policy; a Q6_K weight whose
+    bytes do not end on 16 by cupy_float's stream."""
+    return _one_token(x, weight, lambda w, kw: x16_serves(w), launch_x16)
+
+
+#: cupy_x16_pdl's forms (kernels/linear_q6k_x16.cu): name -> (rows a block, threads a block); X16_FORM is the one it
+#: runs, read at each call (the side-by-side times each). "r16t192" by the reading that the lm_head's 10240 blocks
+#: of 16 rows (~38 KB of shared memory each, 5 an SM) want more than 3 warps each; not yet measured
+X16_FORMS = {"r16t96": (16, 96), "r16t192": (16, 192), "r32t192": (32, 192), "r32t384": (32, 384)}
+X16_FORM = "r16t192"
+
+
+#: the shared memory a block may have on an H100 / H200 (227 KB): x16_serves passes a weight too wide for the current
+#: form's block to cupy_float's stream rather than fail its launch
+X16_SMEM_LIMIT = 227 * 1024
+
+
+def x16_serves(weight: QWeight) -> bool:
+    """Whether cupy_x16_pdl's GEMV takes a one-token call on this weight: Q6_K, its bytes ending on a 16-byte
+    boundary (the copy of a block's rows reads whole 16-byte spans), and a block of X16_FORM's rows fitting in
+    shared memory."""
+    if weight.qtype != Q.Q6_K:
+        return False
+    out_f, in_f = weight.shape
+    row_bytes = in_f // 256 * 210
+    return (out_f * row_bytes) % 16 == 0 and x16_fits(in_f, row_bytes, X16_FORMS.get(X16_FORM, (16, 0))[0])
+
+
+def x16_scratch_bytes(k: int) -> int:
+    """Bytes of the quantized activations for k inputs: hi and lo planes, then a float scale and an int sum per 16."""
+    return 2 * k + 8 * (k // 16)
+
+
+def x16_smem(k: int, row_bytes: int, rows: int) -> int:
+    """Shared memory of one GEMV block: the quantized x, the block's unit sums (4 a super-block a row), its rows and
+    32 bytes for their alignment."""
+    return x16_scratch_bytes(k) + rows * (k // 64) * 4 + rows * row_bytes + 32
+
+
+def x16_fits(k: int, row_bytes: int, rows: int) -> bool:
+    return x16_smem(k, row_bytes, rows) <= X16_SMEM_LIMIT
+
+
+def launch_x16(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """y[0, :n] = x[0] @ W^T for a Q6_K weight: q6k_x16_quantize (one block), then the GEMV in form X16_FORM with
+    programmatic dependent launch; the weight 16-byte aligned."""
+    if X16_FORM not in X16_FORMS:
+        raise BadInput(f"linear: cupy_x16_pdl's forms are {list(X16_FORMS)}, not {X16_FORM!r} "
+                       f"(sparkops_cupy.linear.X16_FORM)")
+    if kw.raw.data_ptr() % 16:
+        raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
+                       f"give it its own allocation (QWeight(raw.clone(), ...))")
+    rows, threads = X16_FORMS[X16_FORM]
+    xq = torch.empty(x16_scratch_bytes(k), dtype=torch.uint8, device=x.device)  # [2.5 K] bytes
+    rt.launch("linear_q6k_x16.cu", "q6k_x16_quantize", x.device, (1,), (256,),
+              (rt.ptr(x), rt.i32(code), rt.i32(k), rt.ptr(xq)))
+    smem = x16_smem(k, kw.row_bytes, rows)
+    rt.launch("linear_q6k_x16.cu", f"linear_q6_k_x16pdl_{X16_FORM}", x.device, ((n + rows - 1) // rows,),
+              (threads,), (rt.ptr(xq), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y),
+                           rt.i32(code)), shared_mem=smem, pdl=True)
 
 
 def linear_floatrow(x, weight):

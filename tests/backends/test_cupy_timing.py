@@ -108,6 +108,31 @@ def test_float_gemv_side_by_side_with_the_integer_one_and_triton():
                   "linear T=1, float vs integer cupy GEMV vs triton_lastblock")
 
 
+def test_x16_lm_head_side_by_side_with_cupy_float():
+    """The rung's per-op evidence for linear@Q6_K=cupy_x16_pdl: the 48B's lm_head (163840 x 2304 Q6_K, one call a
+    token) with bfloat16 activations (the step's) under cupy_float (the step's lm_head), cupy_dp4a (int8 activations,
+    refused by the gate in session 6: the integer stream's speed for comparison) and cupy_x16_pdl in its form X16_FORM,
+    with each other form forced as a column of its own; the record perop-x16-bfloat16.json is the rung's forecast."""
+    from sparkops_cupy import linear as cl
+
+    fn = load_catalog().get("linear", "cupy_x16_pdl").resolve()
+
+    def forced(form):
+        def call(x, weight):
+            was = cl.X16_FORM
+            cl.X16_FORM = form
+            try:
+                return fn(x, weight)
+            finally:
+                cl.X16_FORM = was
+        return call
+
+    impls = {n: load_catalog().get("linear", n).resolve() for n in ("cupy_float", "cupy_dp4a", "cupy_x16_pdl")}
+    impls.update({f"cupy_x16_pdl {f}": forced(f) for f in cl.X16_FORMS if f != cl.X16_FORM})
+    _side_by_side(impls, _decode_linears()[:1], "linear T=1 bfloat16, the lm_head: x16 vs float cupy GEMV",
+                  dtype=torch.bfloat16, record="x16-bfloat16")
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_rowwarp_gemv_side_by_side_with_triton(dtype):
     """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp: the 48B's Q4_K decode projections under

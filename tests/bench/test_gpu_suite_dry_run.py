@@ -66,7 +66,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expq8h": "test_experts_q8_hidden_after_the_router_side_by_side",
            "rowq8": "test_rowwarp_q8_gemv_side_by_side_with_the_pdl_gemv",
            "expq8p": "test_experts_q8_pipe_after_the_router_side_by_side",
-           "expq8w": "test_experts_q8_pairs_after_the_router_side_by_side"}
+           "expq8w": "test_experts_q8_pairs_after_the_router_side_by_side",
+           "x16": "test_x16_lm_head_side_by_side_with_cupy_float"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2550,7 +2551,8 @@ def _rung_over_the_q8_hidden_step(tmp_path: Path, stage: str, name: str, pair: s
         _lanes(tmp_path, other, "", extra_env=env)
     log, calls = _lanes(tmp_path, stage, "", extra_env=env)
     assert "unknown stage" not in log
-    tests = {"s29-linear-q8": "linear-q8", "s30-exp-q8p": "exp-q8p", "s31-exp-q8w": "exp-q8w"}[name]
+    tests = {"s29-linear-q8": "linear-q8", "s30-exp-q8p": "exp-q8p", "s31-exp-q8w": "exp-q8w",
+             "s32-lmhead-x16": "x16"}[name]
     assert log.index(f"] gpu-tests-{tests} (limit") < log.index(f"] gate-captured-{name} (limit") \
         < log.index(f"] decode-{name} (limit")
     decode = _rung_timed_once(calls, tmp_path / "machine", name, pair, "cuda-s28-exp-q8h.toml", expect)
@@ -2588,6 +2590,18 @@ def test_rungs31_times_the_pairs_gate_up_over_the_q8_hidden_step_not_over_the_pi
                                               "cupy_rowwarp_pdl_q8_pairs": 900e-6}},
                                   before=("rungs30",), no_win="cuda-s30-exp-q8p.toml")
     assert (tmp_path / "machine" / "cuda-s30-exp-q8p.toml").is_file()  # made: a base the suite passed over
+
+
+def test_rungs32_times_the_x16_lm_head_over_the_q8_hidden_step_forecast_against_cupy_float(tmp_path):
+    """rungs31's pairs form timed with no win first (session 29: 1.014, none), then rungs32 times
+    linear@Q6_K=cupy_x16_pdl over the Q8 hidden step after gpu-tests-x16, forecast from its record's cupy_float column
+    (the step's lm_head) against its x16 column (150 -> 100: x1.500), with --changes linear@Q6_K."""
+    _rung_over_the_q8_hidden_step(tmp_path, "rungs32", "s32-lmhead-x16", "linear@Q6_K=cupy_x16_pdl",
+                                  "linear@Q6_K=1.500",
+                                  {"expq8w": {"cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                              "cupy_rowwarp_pdl_q8_pairs": 950e-6},
+                                   "x16": {"cupy_float": 150e-6, "cupy_dp4a": 125e-6, "cupy_x16_pdl": 100e-6}},
+                                  before=("rungs31",), no_win="cuda-s31-exp-q8w.toml")
 
 
 def test_the_next_sessions_plan_after_session_28_proves_and_profiles_the_pairs_form_without_a_rung(tmp_path):

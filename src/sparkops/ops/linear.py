@@ -9,8 +9,9 @@ from ._contract import Case, Param, make_contract
 #: (type, in-features) pairs the cases sweep: every supported type, K-quants at multiples of 256
 _TYPES = [(Q.F32, 96), (Q.F16, 96), (Q.BF16, 64), (Q.Q8_0, 96), (Q.Q4_K, 256), (Q.Q6_K, 512), (Q.IQ1_S, 256)]
 #: (type, in-features, out-features) of the one-token calls a decode step makes: the sweep above puts Q4_K and BF16
-#: at 3 and 17 tokens, so without these the one-token GEMVs would be proven only on calls they hand on
-_ONE_TOKEN = [(Q.Q4_K, 512, 40), (Q.BF16, 128, 24)]
+#: at 3 and 17 tokens, so without these the one-token GEMVs would be proven only on calls they hand on (Q6_K: the
+#: lm_head's type, at 17 tokens above; 40 rows of 420 bytes end a one-token Q6_K GEMV on a partial block of rows)
+_ONE_TOKEN = [(Q.Q4_K, 512, 40), (Q.BF16, 128, 24), (Q.Q6_K, 512, 40)]
 
 
 def linear(x, weight):
