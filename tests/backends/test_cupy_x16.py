@@ -27,7 +27,7 @@ pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
 
 from sparkops_cupy import linear as cl  # noqa: E402
-from sparkops_cupy._runtime import DTYPE_CODE  # noqa: E402
+from sparkops_cupy._runtime import DTYPE_CODE, cuda_device  # noqa: E402
 from sparkops_cupy._weights import kernel_weight  # noqa: E402
 
 DEV = torch.device("cuda")
@@ -51,8 +51,9 @@ def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
 
 def _launch(x: torch.Tensor, w: QWeight, form: str) -> torch.Tensor:
     """The two launches in form FORM, into an output pre-filled with NaN."""
-    y = torch.full((1, w.shape[0]), float("nan"), dtype=x.dtype, device=DEV)
-    kw = kernel_weight("linear", "weight", w, DEV)
+    dev = cuda_device("linear", x=x)  # the activations' device as the kernels name it ("cuda:0", not "cuda")
+    y = torch.full((1, w.shape[0]), float("nan"), dtype=x.dtype, device=dev)
+    kw = kernel_weight("linear", "weight", w, dev)
     was = cl.X16_FORM
     cl.X16_FORM = form
     try:
