@@ -458,29 +458,34 @@
 #   then, fresh on the last 272 s, by hand: bash bench/gpu_suite.sh install, and with the hand-run exports
 #   SPARKOPS_PEROP_DIR=$OUT python3 -m pytest -q -rP -m gpu -k q8_pairs tests/backends/test_cupy_pdl.py \
 #     tests/backends/test_cupy_timing.py   # 39 s: the pairs form's 10 tests passed; per op 851 against 794 us
-# Next session: the step is still rungs28's (cuda-s28-exp-q8h.toml). Carry .whl and .kcache (session 28's call 4: 27
-# registries; call 1's kernel caches). moe_rowwarp.cu, moe_experts.py and linear.py changed after the last proofs
-# (measurements in comments), so --mend re-proves the cupy experts and Q4_K GEMV selections once (~60-100 s).
+# Session 29 (bench/gpu-runs/2026-12-02-session29/README.md), one H200, session 28's export; 5 calls, ~1490 s, three
+# starts:
+#   bash bench/gpu_lanes.sh 300 "proofs31 probe_ncu_moe" ""   # 179 s fresh: the pairs form's tests passed; per op the
+#                                      # padded x 751 against the Q8 hidden pair's 794 us (dense 850); Nsight Compute:
+#                                      # gate/up 14.08 against 16.93 / 15.62 us, short-scoreboard 6.24 -> 1.13 an issue
+#   bash bench/gpu_lanes.sh 565 "rungs31" ""   # 412 s fresh, PAIRS_X = "padded": decode-s31-exp-q8w 1.014 / 1.014
+#                                      # (none; forecast 1.015)
+#   bash bench/gpu_lanes.sh 570 "rungs32" ""   # 168 s fresh: registries mended on the new Q6_K one-token case (75 s);
+#                                      # 10 of 13 x16 tests failed in the test's helper (cuda against cuda:0)
+#   bash bench/gpu_lanes.sh 560 "rungs32" ""   # 316 s warm: 13 passed; per op 94.8 against cupy_float's 144.0 us;
+#                                      # decode-s32-lmhead-x16 1.029 / 1.028 (win: 546.0 / 518.5 tok/s)
+#   (SUITE_TIMED + decode-s32-lmhead-x16) bash bench/gpu_lanes.sh 315 "frontier131k" ""   # 140 s warm: 453.6 tok/s
+#                                      # at 131072 (win over 440.8); the IQ1_S half skipped by the deadline
+# Next session: the step is rungs32's (cuda-s32-lmhead-x16.toml). Carry .whl and .kcache (session 29's call 5: 30
+# registries; the kernel caches of session 28's call 1). linear.py's docstrings changed after the last proofs, so
+# --mend re-proves the cupy linear selections once (~60 s).
 #   export SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
-#     decode-s22-all decode-s23-nones decode-s28-exp-q8h" SUITE_PREFILL_BASE=bf16   # (one line; winners only)
-#   bash bench/gpu_lanes.sh 300 "proofs31 probe_ncu_moe" ""   # fresh, first: the pairs form's GPU tests and
-#                                      # side-by-side with its padded x (written after session 28: bank-conflict-free
-#                                      # reads of the staged codes), then Nsight Compute on both forms' pairs (21
-#                                      # launches): why the dense form is slower per op (851 against 794 us a token)
-#                                      # with 21% fewer instructions. Stage rungs31 times it as a rung: run it only once
-#                                      # a form wins per op (set PAIRS_X to it; perop-expq8w-bfloat16.json forecasts)
+#     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16" SUITE_PREFILL_BASE=bf16   # (one line)
+#   bash bench/gpu_lanes.sh 400 "frontier131k" ""   # fresh: both 131072 rows under the new step (the IQ1_S one was
+#                                      # not timed in session 29)
 #   then the leads below, as built (a rung a call; chain a warm call after each)
-# The leads for new work (session 28's README: why the pairs dot loop, 1.66 instructions a weight against 2.7, is slower
-# per op; the lm_head, 151 us for 310 MB, whose float chunk loop is 6.8 instructions a Q6_K weight, the whole read
-# budget; the router) and, before them, session 27's: per op the Q8 hidden pair is 796 us a token (30.6 us a layer with the
-# norm and router) against a floor of ~11 us for one token's expert bytes. The Q8 gate/up quantizes x in each of its
-# 1152 blocks (~5 instructions a weight where its dots need ~1.3): quantize x once (the norm's epilogue, or more rows
-# a block). The Q4_K GEMVs (linear@Q4_K=cupy_rowwarp_pdl, ~0.52 ms a token in session 23's profiled step) still take
-# float32 x at ~6.5 instructions a weight: rungs29's cupy_rowwarp_pdl_q8 is the first answer (session 9's cupy_dp4a,
-# a split-K form, failed the 48B gate at depth 1; the experts' Q8 passed it with KL 0.003). The router
-# (moe_router_rowwarp_pdl) takes ~6.5 us a layer for 2.4 MB of float32 weights (~170 us a token), the next lead.
+# The leads for new work (session 29's README): the two nones stacked over the new step as one rung (the pairs gate/up
+# 1.014, the Q8 GEMVs 1.005 / 1.008: a stage of its own, as rungs23 stacked session 22's); the Q8 down (11.9-12.4 us
+# for ~12 MB, 20% of DRAM, 4.3 warps a scheduler), now the MoE's weakest kernel per byte: the x16 GEMV's lesson is that
+# a layout that suits the reads (its row-fastest units put a warp's x reads on one or two addresses) was worth more
+# than its instruction count; the router (~6.5 us a layer for 2.4 MB, on the critical path).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

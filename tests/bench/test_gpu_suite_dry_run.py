@@ -2604,6 +2604,22 @@ def test_rungs32_times_the_x16_lm_head_over_the_q8_hidden_step_forecast_against_
                                   before=("rungs31",), no_win="cuda-s31-exp-q8w.toml")
 
 
+def test_the_plan_after_session_29_times_131072_under_the_x16_step(tmp_path):
+    """Session 29's plan: once decode-s32-lmhead-x16 is named a winner (SUITE_TIMED), it heads NOW_RUNGS over the
+    pairs rung that tied, so frontier131k times both mixes at 131072 under its registry (the IQ1_S one with the IQ1_S
+    experts' swap over it)."""
+    records = {"x16": {"cupy_float": 150e-6, "cupy_x16_pdl": 100e-6}}
+    _rung_over_the_q8_hidden_step(tmp_path, "rungs32", "s32-lmhead-x16", "linear@Q6_K=cupy_x16_pdl",
+                                  "linear@Q6_K=1.500", records)
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "frontier131k", "", extra_env=env)
+    step = tmp_path / "machine" / "cuda-s32-lmhead-x16.toml"
+    assert "unknown stage" not in log and f"the step now: {step}" in log, log[-2000:]
+    rows = [c for c in calls if c.startswith("bench decode") and "--depth 131072" in c]
+    assert len(rows) == 2 and f"--registry {step} " in rows[0], rows
+    assert f"--registry {step.with_name('cuda-s32-lmhead-x16-iq1s.toml')} " in rows[1], rows
+
+
 def test_the_next_sessions_plan_after_session_28_proves_and_profiles_the_pairs_form_without_a_rung(tmp_path):
     """Session 28's plan for the next call: "proofs31 probe_ncu_moe" runs the pairs form's GPU tests (-k q8_pairs, its
     side-by-side with the padded x among them) and Nsight Compute's two passes over the probe's 21 launches, and
