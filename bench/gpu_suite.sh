@@ -1508,14 +1508,14 @@ rung_parts() {
     rungs32) echo proof_x16 s32_rung ;;
   esac
 }
-# s29_rung: linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now (rungs28's when SUITE_TIMED names it), after its GPU
-# tests gave a factor (perop-rowq8-bfloat16.json: cupy_rowwarp_pdl against it, the step's Q4_K GEMVs) and its
-# registry's captured gate; the base diagnosed on this machine
-s29_rung() {
-  local name=s29-linear-q8 reg=$S29_LINQ8_REG impl=linear@Q4_K=cupy_rowwarp_pdl_q8 base fac
+# linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
+# gpu-tests-TESTS passed and gave a factor from perop-STEM-bfloat16.json (IMPL against REF, the base's selection for
+# that type) and REG's captured gate; the base diagnosed on this machine
+linear_rung() {
+  local name=$1 reg=$2 changes=$3 impl=$3=$4 stem=$5 ref=$6 tests=$7 text=$8 base fac
   base=$(now_reg decode-$name) || return 0
-  fac=$(perop rowq8 cupy_rowwarp_pdl cupy_rowwarp_pdl_q8)
-  proven_with_factor $name linear-q8 "$fac" || return 0
+  fac=$(perop $stem $ref ${impl#*=})
+  proven_with_factor $name $tests "$fac" || return 0
   rebase $name $base
   [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
   fresh_over $reg $base
@@ -1525,31 +1525,21 @@ s29_rung() {
   captured_gate $name $reg || return 0
   [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
   run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
-      --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q4_K --prediction $DJ/diag-decode-$name.json \
-      --expect "linear@Q4_K=$fac" --change "$impl: the Q4_K GEMVs on Q8 activations and __dp4a (the act_q8 row), \
-over $(basename $base), graph"
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes $changes --prediction $DJ/diag-decode-$name.json \
+      --expect "$changes=$fac" --change "$impl: $text, over $(basename $base), graph"
   return 0
 }
-# s32_rung: linear@Q6_K=cupy_x16_pdl (the lm_head) over the step now, after its GPU tests gave a factor
-# (perop-x16-bfloat16.json: cupy_float, the step's lm_head, against it) and its registry's captured gate
+# s29_rung: linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now (rungs28's when SUITE_TIMED names it), forecast from
+# perop-rowq8-bfloat16.json (cupy_rowwarp_pdl, the step's Q4_K GEMVs, against it)
+s29_rung() {
+  linear_rung s29-linear-q8 $S29_LINQ8_REG linear@Q4_K cupy_rowwarp_pdl_q8 rowq8 cupy_rowwarp_pdl linear-q8 \
+      "the Q4_K GEMVs on Q8 activations and __dp4a (the act_q8 row)"
+}
+# s32_rung: linear@Q6_K=cupy_x16_pdl (the lm_head) over the step now, forecast from perop-x16-bfloat16.json
+# (cupy_float, the step's lm_head, against it)
 s32_rung() {
-  local name=s32-lmhead-x16 reg=$S32_X16_REG impl=linear@Q6_K=cupy_x16_pdl base fac
-  base=$(now_reg decode-$name) || return 0
-  fac=$(perop x16 cupy_float cupy_x16_pdl)
-  proven_with_factor $name x16 "$fac" || return 0
-  rebase $name $base
-  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  fresh_over $reg $base
-  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $impl
-  [ -f $reg ] && python3 bench/registry_selects.py $reg $impl > /dev/null \
-      || { log "decode-$name: left out (its registry does not select $impl)"; return 0; }
-  captured_gate $name $reg || return 0
-  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
-  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
-      --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q6_K --prediction $DJ/diag-decode-$name.json \
-      --expect "linear@Q6_K=$fac" --change "$impl: the lm_head's Q6_K GEMV on 16-bit activations in two int8 planes \
-and __dp4a (the bf16 row), over $(basename $base), graph"
-  return 0
+  linear_rung s32-lmhead-x16 $S32_X16_REG linear@Q6_K cupy_x16_pdl x16 cupy_float x16 \
+      "the lm_head's Q6_K GEMV on 16-bit activations in two int8 planes and __dp4a (the bf16 row)"
 }
 # s28_rung: the Q8 gate/up writing the hidden vector in Q8, and down on it by __dp4a, over the step now
 s28_rung() {
