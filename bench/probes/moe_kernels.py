@@ -17,8 +17,8 @@ cupy_rowwarp_pdl_q8's, cupy_rowwarp_pdl_q8_hidden's and cupy_rowwarp_pdl_q8_pipe
 cupy_rowwarp_pdl_q8_pairs' in its dense and padded forms of x (the PDL kernels launched with the attribute; with
 nothing before them their waits return at once; session 26's run, before the split and Q8 forms existed, made 9,
 session 27's, before the Q8 hidden vector, 13, and session 28's, before the pipelined gate/up, 15, then 17), and a
-plain read of the bytes the chosen experts' rows hold (the floor no kernel of these bytes beats). Each runs once to warm up (compilation),
-then once measured, on random Q4_K weights and bf16 activations, one token routed to 8 distinct experts.
+plain read of the bytes the chosen experts' rows hold (the floor no kernel of these bytes beats). Each runs once to
+warm up (compilation), then once measured, on random Q4_K weights and bf16 activations, one token routed to 8 distinct experts.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def floatrow_passes(x, weight) -> str | None:
 
 def x16_passes(x, weight) -> str | None:
     """cupy_x16_pdl (the one-token Q6_K GEMV): linear.py's `x16_serves`."""
-    return _one_token_passes(x, weight, x16_serves, "Q6_K rows whose bytes end on 16")
+    return _one_token_passes(x, weight, x16_serves, "Q6_K rows whose bytes end on 16, a block of them fitting shared memory")
 
 
 def _one_token_passes(x, weight, serves, kind: str) -> str | None:

@@ -51,9 +51,9 @@ The others are one-token GEMVs that request a row's bytes before using any, with
   bits in two int8 planes and __dp4a (kernels/linear_q6k_x16.cu): a quantize launch, then the GEMV with
   programmatic dependent launch, its rows copied before its wait. The planes keep x to ~1.5e-5 of each 16-group's
   largest value: ~2e-10 nmse at the lm_head's width, over the float row's 1e-10 and far inside the bf16 row's 5e-4
-  (the step's activations are bfloat16, 8 bits), so the claim is tolerance("bf16"). Its stated policy for every other call is cupy_rowwarp's,
-  and a Q6_K weight whose bytes do not end on a 16-byte boundary goes to cupy_float's stream (the GEMV copies
-  16-byte spans). Session 29: the lm_head 94.8 against cupy_float's 144.0 us a token, its rung a win (1.029 / 1.028).
+  (the step's activations are bfloat16, 8 bits), so the claim is tolerance("bf16"). Its stated policy for every
+  other call is cupy_rowwarp's, and a Q6_K weight whose bytes do not end on a 16-byte boundary, or whose block of rows
+  does not fit shared memory, goes to cupy_float's stream (the GEMV copies 16-byte spans). Session 29: the lm_head 94.8 against cupy_float's 144.0 us a token, its rung a win (1.029 / 1.028).
 - "cupy_floatrow" (`linear_floatrow`): the same idea for float weights (F16, BF16, F32: the 48B's KDA low-rank gates),
   8 or 32 lanes a row (kernels/linear_floatrow.cu), with cupy_rowwarp's policy for every other call. Claim tolerance().
   Passed its GPU tests in session 14; its rung was none (0.996).
@@ -243,8 +243,8 @@ def linear_x16_pdl(x, weight):
     is 6.8 instructions a weight (session 28), the whole issue budget of the read; this dot loop is ~3.6 (the SASS,
     tests/test_cuda_dot_loop.py). Session 6's gate refused int8 activations (cupy_dp4a's top-1 0.75 at depth 1): the
     two planes put the error ~1e5 times below int8's (nmse ~2e-10 against ~3e-5), claim tolerance("bf16").
-    Every other call by `_one_token`'s stated policy; a Q6_K weight whose bytes do not end on 16 by cupy_float's
-    stream. Session 29: per op 94.8 (89.4) against cupy_float's 144.0 us (81% of the read ceiling), its 13 GPU tests
+    Every other call by `_one_token`'s stated policy; a Q6_K weight whose bytes do not end on 16, or too wide for
+    shared memory (`x16_serves`), by cupy_float's stream. Session 29: per op 94.8 (89.4) against cupy_float's 144.0 us (81% of the read ceiling), its 13 GPU tests
     passed, and its rung over the Q8 hidden step won, 1.029 / 1.028 (forecast 1.028 / 1.026): in the step since."""
     return _one_token(x, weight, lambda w, kw: x16_serves(w), launch_x16)
 
