@@ -188,6 +188,14 @@
 #     rungs32     linear@Q6_K=cupy_x16_pdl over the step now: the lm_head's Q6_K GEMV on 16-bit activations in two
 #                 int8 planes and __dp4a (the bf16 row), after gpu-tests-x16 and its record perop-x16-bfloat16.json
 #     proofs32    rungs32's GPU tests alone
+#     rungs33     moe_experts=cupy_rowwarp_pdl_q8_hidden_cp over the step now: the Q8 hidden pair with down in a copy
+#                 form (each warp's rows copied into shared memory before the wait, dotted group by group as they land:
+#                 the same bits), after gpu-tests-exp-q8c and its record perop-expq8c-bfloat16.json
+#     proofs33    rungs33's GPU tests alone
+#     rungs34     the nones stacked over the step now: moe_experts=cupy_rowwarp_pdl_q8_pairs (session 29's none; its
+#                 copy-down pair _q8_pairs_cp when decode-s33-exp-q8c won) with linear@Q4_K=cupy_rowwarp_pdl_q8
+#                 (session 28's none), one rung, after both GPU tests and their records (perop-expq8c, perop-rowq8)
+#     proofs34    rungs34's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -754,6 +762,11 @@ S31_EXPQ8W_REG=$TMP/cuda-s31-exp-q8w.toml
 # activations and __dp4a. cupy_float's chunk loop is 6.8 instructions a weight (session 28's SASS), this one's ~3.6.
 # Forecast from the lm_head's side-by-side (perop-x16-bfloat16.json: cupy_float's column against cupy_x16_pdl's)
 S32_X16_REG=$TMP/cuda-s32-lmhead-x16.toml
+# the rungs after session 29 (stages rungs33, rungs34): the Q8 down in a copy form (Nsight Compute, session 29: the
+# warp down alone ~12 us for ~12 MB, 20% of DRAM, its 36 super-blocks a warp requested in three dependent groups), and
+# session 28's and 29's nones stacked (pairs gate/up 1.014, the Q8 GEMVs 1.005 / 1.008), as session 23 stacked its
+S33_EXPQ8C_REG=$TMP/cuda-s33-exp-q8c.toml
+S34_STACK_REG=$TMP/cuda-s34-stack.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1033,7 +1046,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1432,6 +1445,17 @@ proof_exp_q8w() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs (written after sessio
   # $DJ/perop-expq8w-bfloat16.json)
   cupy_proof gpu-tests-exp-q8w 150 q8_pairs
 }
+proof_exp_q8c() {  # moe_experts=cupy_rowwarp_pdl_q8_hidden_cp and _q8_pairs_cp (written after session 29): their
+  # warp-down pairs' bits in three dtypes, every form of commit groups and three shapes, replayed after the PDL norm and
+  # router, close to the torch experts, NaN for a bad id or a non-finite x, the shared-memory policy; timed beside the
+  # Q8 hidden pair and the pairs pair (-k copy_down; its record $DJ/perop-expq8c-bfloat16.json)
+  cupy_proof gpu-tests-exp-q8c 150 copy_down
+}
+# proof_stack34: rungs34's two GPU tests (the copy downs' with the pairs columns, the Q8 GEMVs' with their record)
+proof_stack34() {
+  proof_exp_q8c
+  proof_linear_q8
+}
 proof_x16() {  # linear@Q6_K=cupy_x16_pdl (written in session 29): close to the float64 product at the lm_head's and
   # partial shapes in three dtypes, every form's bits alike, replayed from a graph with new activations, NaN for a
   # non-finite x, its policy; timed beside cupy_float and cupy_dp4a at the lm_head (-k x16; its record
@@ -1494,7 +1518,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs32 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs34 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1506,6 +1530,8 @@ rung_parts() {
     rungs30) echo proof_exp_q8p s30_rung ;;
     rungs31) echo proof_exp_q8w s31_rung ;;
     rungs32) echo proof_x16 s32_rung ;;
+    rungs33) echo proof_exp_q8c s33_rung ;;
+    rungs34) echo proof_stack34 s34_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -1559,6 +1585,37 @@ s31_rung() {
   experts_rung s31-exp-q8w $S31_EXPQ8W_REG cupy_rowwarp_pdl_q8_pairs expq8w exp-q8w "the Q8 hidden pair with a lane a \
 whole sub-block pair in gate/up's dot loop, the scales applied to integer sums, x staged padded (PAIRS_X, 80 bytes a \
 64 codes: no bank conflicts; the act_q8 row)" cupy_rowwarp_pdl_q8_hidden
+}
+# s33_rung: the Q8 hidden pair with down in a copy form, over the step now (its forecast against the step's experts)
+s33_rung() {
+  experts_rung s33-exp-q8c $S33_EXPQ8C_REG cupy_rowwarp_pdl_q8_hidden_cp expq8c exp-q8c "the Q8 hidden pair with \
+down in a copy form: each warp's rows copied into shared memory before the PDL wait, in commit groups dotted as they \
+land (DOWN_CP_GROUPS; the same bits as cupy_rowwarp_pdl_q8_hidden)" cupy_rowwarp_pdl_q8_hidden
+}
+# s34_rung: session 28's and 29's nones stacked over the step now, one rung: the pairs gate/up (with the copy down
+# when decode-s33-exp-q8c won: the step's experts are then cupy_rowwarp_pdl_q8_hidden_cp) and the Q4_K GEMVs on Q8
+# activations. Forecast on moe_experts from perop-expq8c (the step's experts' column against the pairs pair's) and on
+# linear@Q4_K from perop-rowq8 (cupy_rowwarp_pdl's against cupy_rowwarp_pdl_q8's)
+s34_rung() {
+  local name=s34-stack reg=$S34_STACK_REG base impl=cupy_rowwarp_pdl_q8_pairs ref=cupy_rowwarp_pdl_q8_hidden fe fl
+  if timed decode-s33-exp-q8c; then impl=cupy_rowwarp_pdl_q8_pairs_cp; ref=cupy_rowwarp_pdl_q8_hidden_cp; fi
+  base=$(now_reg decode-$name) || return 0
+  fe=$(perop expq8c $ref $impl)
+  fl=$(perop rowq8 cupy_rowwarp_pdl cupy_rowwarp_pdl_q8)
+  proven_with_factor $name exp-q8c "$fe" || return 0
+  proven_with_factor $name linear-q8 "$fl" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  swap_all $name $reg $base "moe_experts=$impl linear@Q4_K=cupy_rowwarp_pdl_q8" \
+      || { log "decode-$name: left out (its registry was not made)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes moe_experts,linear@Q4_K --prediction $DJ/diag-decode-$name.json \
+      --expect "moe_experts=$fe,linear@Q4_K=$fl" --change "moe_experts=$impl linear@Q4_K=cupy_rowwarp_pdl_q8: the \
+nones of sessions 28 and 29 stacked (the pairs gate/up, x padded; the Q4_K GEMVs on Q8 activations and __dp4a; both \
+the act_q8 row), over $(basename $base), graph"
+  return 0
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2512,9 +2569,9 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
-  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 21 launches a pass): each kernel's own time, DRAM
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 27 launches a pass): each kernel's own time, DRAM
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
-  ncu_passes moe "moe_q4_k|_read_kernel" 21 bench/probes/moe_kernels.py ;;
+  ncu_passes moe "moe_q4_k|_read_kernel" 27 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
@@ -2608,10 +2665,11 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
-  # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head; each after its GPU tests
+  # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
+  # rungs34 the stacked nones; each after its GPU tests
   # (rung_parts names both)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
@@ -2619,7 +2677,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32)  # a 
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -29,7 +29,8 @@ KNOWN = {
                        "moe_q4_k_downsplit8pdl", "moe_q4_k_gateupcppdl_bf16", "moe_q4_k_gateupcppdlsh_bf16",
                        "moe_q4_k_gateupq8pdl_bf16", "moe_q4_k_gateupq8hpdl_bf16", "moe_q4_k_downq8pdl",
                        "moe_q4_k_gateupq8hp3pdl_bf16", "moe_q4_k_gateupq8hp4pdl_bf16", "moe_q4_k_gateupq8hwpdl_bf16",
-                       "moe_q4_k_gateupq8hwxpdl_bf16"},
+                       "moe_q4_k_gateupq8hwxpdl_bf16", "moe_q4_k_downq8cp1pdl", "moe_q4_k_downq8cp3pdl",
+                       "moe_q4_k_downq8cp6pdl"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
     "linear_q6k_x16.cu": {"linear_q6_k_x16pdl_r16t96", "linear_q6_k_x16pdl_r16t192", "linear_q6_k_x16pdl_r32t192",
                           "linear_q6_k_x16pdl_r32t384"},
@@ -152,6 +153,20 @@ def test_the_q8_gemv_requests_its_rows_before_its_wait(tmp_path):
             wait = min(i.address for i in fn.instructions if i.opcode.split(".")[0] == "ACQBULK")
             copies = [i.address for i in fn.instructions if i.opcode.startswith("LDGSTS")]
             assert copies and all(a < wait for a in copies), f"linear_q4_k_{form}_{dt}: copies {copies}, wait {wait}"
+
+
+def test_the_copy_downs_request_every_row_before_their_wait(tmp_path):
+    """moe_experts=cupy_rowwarp_pdl_q8_hidden_cp's down in each form (1, 3, 6 commit groups): every copy of the warp's
+    rows (cp.async: LDGSTS) sits above griddepcontrol.wait, so all its bytes are requested while gate/up ends - the
+    form's point, which a compiler that sank a group's copies below the wait would undo without changing a bit. The
+    warp down copies nothing."""
+    functions = listing(KERNEL_DIR / "moe_rowwarp.cu", tmp_path)
+    for g in (1, 3, 6):
+        fn = functions[f"moe_q4_k_downq8cp{g}pdl"]
+        wait = min(i.address for i in fn.instructions if i.opcode.split(".")[0] == "ACQBULK")
+        copies = [i.address for i in fn.instructions if i.opcode.startswith("LDGSTS")]
+        assert copies and all(a < wait for a in copies), f"moe_q4_k_downq8cp{g}pdl: copies {copies}, wait {wait}"
+    assert not any(i.opcode.startswith("LDGSTS") for i in functions["moe_q4_k_downq8pdl"].instructions)
 
 
 def _rounds(name: str) -> int:

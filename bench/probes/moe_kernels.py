@@ -9,14 +9,16 @@ own duration, DRAM throughput, achieved occupancy and stall reasons. So:
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \\
-        -k regex:"moe_q4_k|_read_kernel" --launch-skip 21 --launch-count 21 python3 bench/probes/moe_kernels.py
+        -k regex:"moe_q4_k|_read_kernel" --launch-skip 27 --launch-count 27 python3 bench/probes/moe_kernels.py
 
-Stage `probe_ncu_moe` of bench/gpu_suite.sh runs that. A pass makes 21 launches: cupy_rowwarp's pair (gate/up copy,
+Stage `probe_ncu_moe` of bench/gpu_suite.sh runs that. A pass makes 27 launches: cupy_rowwarp's pair (gate/up copy,
 down warp), the down in its copy form, cupy_rowwarp_pdl's pair, cupy_rowwarp_pdl_wide's, cupy_rowwarp_pdl_split's,
 cupy_rowwarp_pdl_q8's, cupy_rowwarp_pdl_q8_hidden's and cupy_rowwarp_pdl_q8_pipe's pairs, and
-cupy_rowwarp_pdl_q8_pairs' in its dense and padded forms of x (the PDL kernels launched with the attribute; with
+cupy_rowwarp_pdl_q8_pairs' in its dense and padded forms of x, cupy_rowwarp_pdl_q8_hidden_cp's in its three forms of
+the copy down (1, 3 and 6 commit groups) (the PDL kernels launched with the attribute; with
 nothing before them their waits return at once; session 26's run, before the split and Q8 forms existed, made 9,
-session 27's, before the Q8 hidden vector, 13, and session 28's, before the pipelined gate/up, 15, then 17), and a
+session 27's, before the Q8 hidden vector, 13, session 28's, before the pipelined gate/up, 15, then 17, session 29's
+21), and a
 plain read of the bytes the chosen experts' rows hold (the floor no kernel of these bytes beats). Each runs once to
 warm up (compilation), then once measured, on random Q4_K weights and bf16 activations, one token routed to 8 distinct experts.
 """
@@ -28,7 +30,7 @@ import sys
 import torch
 
 #: launches a pass makes (ncu --launch-skip / --launch-count)
-LAUNCHES = 21
+LAUNCHES = 27
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +88,16 @@ def main(argv: list[str] | None = None) -> int:
                 cme.PAIRS_X = was
         return call
 
+    def copy_q8_in(groups):
+        def call():
+            was = cme.DOWN_CP_GROUPS
+            cme.DOWN_CP_GROUPS = groups
+            try:
+                pair(gateup="q8", pdl=True, q8_hidden=True, copy_q8_down=True)()
+            finally:
+                cme.DOWN_CP_GROUPS = was
+        return call
+
     calls = [("cupy_rowwarp copy/warp", pair(gateup="copy")),
              ("cupy_rowwarp copy/copy", copy_down),
              ("cupy_rowwarp_pdl", pair(gateup="copy", pdl=True)),
@@ -96,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
              ("cupy_rowwarp_pdl_q8_pipe", pair(gateup="q8", pdl=True, q8_hidden=True, pipe=True)),
              ("cupy_rowwarp_pdl_q8_pairs dense x", pairs_in("dense")),
              ("cupy_rowwarp_pdl_q8_pairs padded x", pairs_in("padded")),
+             *((f"cupy_rowwarp_pdl_q8_hidden_cp {g} groups", copy_q8_in(g)) for g in sorted(cme.DOWN_CP_GROUP_FORMS)),
              ("read", lambda: _read_kernel[(sink.numel(),)](words, sink, words.numel(), BLOCK=4096))]
     warm_then_measured(calls)
     return 0

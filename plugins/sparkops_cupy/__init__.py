@@ -131,6 +131,14 @@ IMPLEMENTATIONS = [
     # that pair with a lane a whole sub-block pair in gate/up's dot loop (other sums): the act_q8 row
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs",
      tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the Q8 hidden pair and the pairs pair with down in a copy form (each warp's rows copied into shared memory before
+    # the wait, dotted group by group as they land): the same products in the same order, so their pairs' bits
+    ("moe_experts", "cupy_rowwarp_pdl_q8_hidden_cp", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_hidden_cp",
+     bit_identical(to="cupy_rowwarp_pdl_q8_hidden"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_cp", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_cp",
+     bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # that pair with its gate/up pipelined through stages of shared memory, a few blocks an SM: the same rows' sums
     ("moe_experts", "cupy_rowwarp_pdl_q8_pipe", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pipe",
      bit_identical(to="cupy_rowwarp_pdl_q8_hidden"), "moe_rowwarp.cu",
@@ -154,6 +162,8 @@ POLICIES = {
                                           "cupy_rowhalf", "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
+    **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
+       for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
     **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},

@@ -16,6 +16,7 @@ from sparkops.qweight import QWeight
 
 from .attention import DEEP_DN, DEEP_LKV
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
+from . import moe_experts as _experts
 from .moe_experts import rowwarp_serves as experts_served
 from .moe_router import ROUTER_MAX_T, rowwarp_serves as router_served
 
@@ -57,6 +58,20 @@ def experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) 
                               for w in (w_gate, w_up, w_down, s_gate, s_up, s_down) if w is not None)
         why = "/".join(types) + " weights (the kernels read Q4_K rows of whole blocks)"
     return f"torch (float32, the weights dequantized each call): {why}"
+
+
+def experts_cp_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> str | None:
+    """The Q8 hidden pairs with the copy down (cupy_rowwarp_pdl_q8_hidden_cp, _q8_pairs_cp): `experts_passes`, then
+    moe_experts.py's `down_cp_fits` (a call whose down block would not fit runs the warp down, the same bits)."""
+    if (why := experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)) is not None:
+        return why
+    k, f = ids.shape[-1], w_down.shape[-1]
+    fs = s_down.shape[-1] if s_down is not None else 0
+    if _experts.down_cp_fits(k, f, fs):
+        return None
+    return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): the copy down's block would take "
+            f"{_experts.down_cp_smem(k, f, fs)} bytes of shared memory, over DOWN_CP_SMEM_LIMIT "
+            f"({_experts.DOWN_CP_SMEM_LIMIT})")
 
 
 def router_passes(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps) -> str | None:

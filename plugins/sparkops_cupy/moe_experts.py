@@ -35,7 +35,10 @@ vector in Q8 for a down by __dp4a. "cupy_rowwarp_pdl_q8_pipe" (written after ses
 gate/up pipelined through stages of shared memory, a few blocks an SM (the same bits; session 28: 0.958, a
 regression). "cupy_rowwarp_pdl_q8_pairs" (written after session 28): the Q8 hidden pair with a lane a whole sub-block
 pair in gate/up's dot loop (1.66 instructions a weight against 2.7; slower per op all the same, 851 against 794 us a
-token). Each function's docstring says why and what it measured.
+token). "cupy_rowwarp_pdl_q8_hidden_cp" and "cupy_rowwarp_pdl_q8_pairs_cp" (written after session 29): the Q8 hidden
+pair and the pairs pair with down in a copy form (each warp's rows copied into shared memory before the wait, dotted
+group by group as they land: the same bits as their warp-down pairs). Each function's docstring says why and what it
+measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -130,6 +133,27 @@ PIPE_STAGES = 3
 #: conflicts were what made the dense form slow. So "padded"
 PAIRS_X_FORMS = ("dense", "padded")
 PAIRS_X = "padded"
+#: the copy downs' forms (kernels/moe_rowwarp.cu's down_q8cp_q4_k, the down of cupy_rowwarp_pdl_q8_hidden_cp and
+#: _q8_pairs_cp): commit groups a warp's copies are split into, each dotted as soon as it lands -> the kernel.
+#: DOWN_CP_GROUPS is the one they run, read at each call (the side-by-side times each). 3 by reasoning (the 48B's 36
+#: super-blocks a warp in groups of 12, the first dotted while two stream), not yet by a measurement
+DOWN_CP_GROUP_FORMS = {1: "moe_q4_k_downq8cp1pdl", 3: "moe_q4_k_downq8cp3pdl", 6: "moe_q4_k_downq8cp6pdl"}
+DOWN_CP_GROUPS = 3
+#: the most shared memory a copy down's block may take (an H200 block's 227 KB); a call past it runs the Q8 hidden
+#: pair's warp down (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_cp_passes)
+DOWN_CP_SMEM_LIMIT = 227 * 1024
+
+
+def down_cp_smem(k: int, f: int, fs: int) -> int:
+    """Shared memory of one copy-down block (4 warps): each warp's K * F / 256 + Fs / 256 super-blocks of 144 bytes,
+    then its K expert ids and routing weights, rounded up to 16 bytes (moe_rowwarp.cu's dcp_warp_bytes)."""
+    units = k * (f // 256) + fs // 256
+    return 4 * ((units * 144 + 8 * k + 15) // 16 * 16)
+
+
+def down_cp_fits(k: int, f: int, fs: int) -> bool:
+    """Whether the copy down takes a call of K slots of F hidden rows and a shared expert of Fs (0: none)."""
+    return down_cp_smem(k, f, fs) <= DOWN_CP_SMEM_LIMIT
 
 
 def _shapes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> tuple[int, int, int, int]:
@@ -243,7 +267,7 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
-                    pipe: bool = False, pairs: bool = False) -> None:
+                    pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -258,7 +282,10 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     the same rows' sums, so the same bits). `pairs` (with `q8_hidden`, not `pipe`): that gate/up with each lane a whole
     Q4_K sub-block pair of every other super-block (q4k_q8.cuh's q8_block64: 16 __dp4a a super-block, the scales
     decoded once a pair and applied as integers) and the row copies paired (other sums: act_q8's claim, its own
-    bits), x staged in form PAIRS_X."""
+    bits), x staged in form PAIRS_X. `copy_q8_down` (with `q8_hidden`): down in the copy form, each warp's rows
+    copied into shared memory before the wait in DOWN_CP_GROUPS commit groups (down_q8cp_q4_k: the same products in
+    the same order, so down_q8_q4_k's bits); a call whose block would not fit DOWN_CP_SMEM_LIMIT runs down_q8_q4_k
+    (the stated policy)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -299,6 +326,11 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if pairs and PAIRS_X not in PAIRS_X_FORMS:
         raise BadInput(f"moe_experts: the pairs gate/up's forms of x are {list(PAIRS_X_FORMS)}, not {PAIRS_X!r} "
                        f"(sparkops_cupy.moe_experts.PAIRS_X)")
+    if copy_q8_down and not q8_hidden:
+        raise BadInput("moe_experts: the copy down on the Q8 hidden vector is the Q8 hidden forms' (q8_hidden=True)")
+    if copy_q8_down and DOWN_CP_GROUPS not in DOWN_CP_GROUP_FORMS:
+        raise BadInput(f"moe_experts: the copy down's forms are {sorted(DOWN_CP_GROUP_FORMS)} commit groups, not "
+                       f"{DOWN_CP_GROUPS!r} (sparkops_cupy.moe_experts.DOWN_CP_GROUPS)")
     if pipe and PIPE_STAGES not in PIPE_STAGE_FORMS:
         raise BadInput(f"moe_experts: the pipelined gate/up's forms are {sorted(PIPE_STAGE_FORMS)} stages, not "
                        f"{PIPE_STAGES!r} (sparkops_cupy.moe_experts.PIPE_STAGES)")
@@ -320,6 +352,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     down = "moe_q4_k_downcp" if copy_down else ("moe_q4_k_downpdlw" if wide_down else DOWN_SPLIT_FORMS[DOWN_SPLIT]
                                                  if split_down else "moe_q4_k_downq8pdl" if q8_hidden
                                                  else "moe_q4_k_downpdl") if pdl else "moe_q4_k_down"
+    if copy_q8_down and down_cp_fits(k, f, fs):  # else down_q8_q4_k, the same bits (the stated policy)
+        down, smem = DOWN_CP_GROUP_FORMS[DOWN_CP_GROUPS], down_cp_smem(k, f, fs)
     grid, block = ((d,), (32 * DOWN_SPLIT,)) if split_down else (((d + 3) // 4,), (128,))  # an output a block / a warp
     rt.launch("moe_rowwarp.cu", down, dev, grid, block,
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
@@ -444,6 +478,34 @@ def moe_experts_rowwarp_pdl_q8_pairs(x, weights, ids, w_gate, w_up, w_down, s_ga
     6.24 -> 1.13 an issue (bench/gpu-runs/2026-12-02-session29)."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True))
+
+
+def moe_experts_rowwarp_pdl_q8_hidden_cp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_hidden_cp": cupy_rowwarp_pdl_q8_hidden with down in a copy form. Nsight
+    Compute in GPU session 29 had the Q8 down alone at ~12 us for ~12 MB (20% of DRAM, 0.58 eligible warps a scheduler,
+    long-scoreboard stalls, ~3.5 us of issue): its warp requests a row's 36 super-blocks in three groups of register
+    loads, each after the last one's products, so most of its bytes are requested late. Here each warp copies its
+    output's rows into shared memory with cp.async before the PDL wait, every byte at once, in DOWN_CP_GROUPS commit
+    groups, and dots each group as it lands (kernels/moe_rowwarp.cu's down_q8cp_q4_k: 52 registers against 80, no
+    block barrier). Session 26's copy form of the float down gained nothing (18.7 against 17.8 us alone); that down
+    spent ~10 instructions a weight, this one ~3. The same products in the same order: the claim is bit-identity to
+    cupy_rowwarp_pdl_q8_hidden. Its shared memory (~21 KB a block at the 48B's shape) keeps its blocks off an SM
+    until gate/up's leave, where the warp down's blocks could start beside them: the side-by-side in the chain says
+    which counts more. Every other call by the stated policy (_policies.experts_cp_passes: a block past
+    DOWN_CP_SMEM_LIMIT runs the warp down, the same bits)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, copy_q8_down=True))
+
+
+def moe_experts_rowwarp_pdl_q8_pairs_cp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pairs_cp": cupy_rowwarp_pdl_q8_pairs' gate/up (a lane a whole sub-block
+    pair, x padded) with cupy_rowwarp_pdl_q8_hidden_cp's copy down: session 29's faster gate/up (751 against 794 us a
+    token per op, a none as a rung) and this down in one pair, its own name so that a rung can stack them. The claim
+    is bit-identity to cupy_rowwarp_pdl_q8_pairs (the same gate/up, a down of the same bits). Every other call by the
+    stated policy (_policies.experts_cp_passes)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
+                                                    copy_q8_down=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

@@ -455,9 +455,11 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
                                   "moe_experts_rowwarp_pdl_wide", "moe_experts_rowwarp_pdl_split",
                                   "moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_split",
                                   "moe_experts_rowwarp_pdl_q8_hidden", "moe_experts_rowwarp_pdl_q8_pipe",
-                                  "moe_experts_rowwarp_pdl_q8_pairs"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs", "moe_experts_rowwarp_pdl_q8_hidden_cp",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_cp"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
-                              "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs"])
+                              "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs",
+                              "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -619,8 +621,10 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
-                                  "cupy_rowwarp_pdl_q8_pairs"],
-                         ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs"])
+                                  "cupy_rowwarp_pdl_q8_pairs", "cupy_rowwarp_pdl_q8_hidden_cp",
+                                  "cupy_rowwarp_pdl_q8_pairs_cp"],
+                         ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs",
+                              "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -656,8 +660,10 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_hidden",
-                                  "moe_experts_rowwarp_pdl_q8_pipe", "moe_experts_rowwarp_pdl_q8_pairs"],
-                         ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs"])
+                                  "moe_experts_rowwarp_pdl_q8_pipe", "moe_experts_rowwarp_pdl_q8_pairs",
+                                  "moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_pairs_cp"],
+                         ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs", "q8_hidden_copy_down",
+                              "q8_pairs_copy_down"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -780,6 +786,81 @@ def test_gpu_pdl_q8_pairs_is_the_q8_hidden_pair_within_float_rounding(dtype, mon
         err = _nmse(got.float(), want.float())
         assert torch.isfinite(got.float()).all() and err < 1e-6, f"width {x.shape[1]}: nmse {err:.3g}"
         assert torch.equal(padded.view(torch.int16), got.view(torch.int16)), f"width {x.shape[1]}: padded x"
+
+
+#: the copy-down pairs and the warp-down pairs whose bits they claim
+_COPY_DOWN_PAIRS = (("moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_hidden"),
+                    ("moe_experts_rowwarp_pdl_q8_pairs_cp", "moe_experts_rowwarp_pdl_q8_pairs"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("groups", [1, 3, 6], ids=["1_group", "3_groups", "6_groups"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_copy_down_gives_its_warp_down_pairs_bits(dtype, groups, monkeypatch):
+    """moe_experts=cupy_rowwarp_pdl_q8_hidden_cp and _q8_pairs_cp claim the bits of cupy_rowwarp_pdl_q8_hidden and
+    _q8_pairs: the copy down (down_q8cp_q4_k) dots each warp's super-blocks from shared memory with the warp down's
+    products in its order. At the 48B's MoE shape (36 super-blocks a warp, a shared expert), at K = 3 of 6 experts of
+    256 rows with a shared one (4 a warp: fewer than a group's lanes, and groups of none) and at K = 5 of 12 of 512
+    rows without one (10 a warp), in each form of the copy's commit groups: a group dotted before its copies landed,
+    a unit at the wrong offset, slot or scale, or a lane's units out of order gives other bits."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import moe_experts as cme
+
+    monkeypatch.setattr(cme, "DOWN_CP_GROUPS", groups)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(51, dev), _moe_small(52, dev, 512, 256, 256, 6, 3), _moe_small(53, dev, 768, 512, 0, 12, 5)]
+    for x, weights, ids, w in sets:
+        x = x.to(dtype)
+        assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path
+        assert cme.down_cp_fits(ids.shape[1], w["w_down"].shape[2], w["s_down"].shape[1] if w["s_down"] is not None
+                                else 0)
+        for copy, warp in _COPY_DOWN_PAIRS:
+            want = getattr(cme, warp)(x, weights, ids, **w)
+            got = getattr(cme, copy)(x, weights, ids, **w)
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all(), (copy, x.shape[1])
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{copy} at width {x.shape[1]}"
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_copy_down_replayed_after_the_norm_and_router_gives_the_warp_downs_bits():
+    """Three layers of the step's chain (the PDL norm, the PDL router, the experts) replayed from one graph, outputs
+    NaN before each replay, with new activations each time: the copy-down pairs give the warp-down pairs' bits after
+    the plain norm and router. A warp that copied its rows from a stale expert id, or read the hidden vector before
+    gate/up ended, gives the replay before's bits or NaN."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    pytest.importorskip("triton")
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    _, _, _, w = _moe_48b(54, dev)
+    chain = _NormRouterLayers(dev, 55, 24, torch.bfloat16)
+    for copy, warp in _COPY_DOWN_PAIRS:
+        def layers(form, pdl: bool) -> list[torch.Tensor]:
+            return [form(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
+
+        _replays_match(lambda: layers(getattr(cme, copy), True), lambda: layers(getattr(cme, warp), False),
+                       chain.refresh, replays=3)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_copy_down_past_its_shared_memory_runs_the_warp_down_by_its_policy(monkeypatch):
+    """With DOWN_CP_SMEM_LIMIT below the block's shared memory the copy-down pairs run the warp down (the same bits)
+    and their stated policy says so, naming the bytes; within it the policy names nothing."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import _policies
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, weights, ids, w = _moe_48b(56, dev)
+    assert _policies.experts_cp_passes(x, weights, ids, **w) is None
+    monkeypatch.setattr(cme, "DOWN_CP_SMEM_LIMIT", cme.down_cp_smem(8, 1024, 1024) - 1)
+    assert "the warp down on the Q8 hidden vector" in _policies.experts_cp_passes(x, weights, ids, **w)
+    for copy, warp in _COPY_DOWN_PAIRS:
+        want = getattr(cme, warp)(x, weights, ids, **w)
+        got = getattr(cme, copy)(x, weights, ids, **w)
+        torch.cuda.synchronize()
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), copy
 
 
 @pytest.mark.gpu

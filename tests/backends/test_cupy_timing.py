@@ -510,6 +510,20 @@ def test_experts_q8_pairs_after_the_router_side_by_side():
                                     more=("cupy_rowwarp_pdl_q8_hidden",))
 
 
+def test_experts_copy_down_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_hidden_cp (the Q8 hidden pair with down in a
+    copy form) against cupy_rowwarp_pdl, with cupy_rowwarp_pdl_q8_hidden (the step's experts: the rung's forecast is
+    its column against this one), the copy down's other forms of commit groups, and the pairs gate/up with each
+    down (cupy_rowwarp_pdl_q8_pairs, _q8_pairs_cp: the stacked rung's forecast) as columns of their own:
+    perop-expq8c-bfloat16.json."""
+    import sparkops_cupy.moe_experts as cme
+
+    others = _form_columns(cme, "DOWN_CP_GROUPS", cme.DOWN_CP_GROUP_FORMS, "cupy_rowwarp_pdl_q8_hidden_cp {} groups")
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_hidden_cp", "expq8c-bfloat16", 33, others,
+                                    more=("cupy_rowwarp_pdl_q8_hidden", "cupy_rowwarp_pdl_q8_pairs",
+                                          "cupy_rowwarp_pdl_q8_pairs_cp"))
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

@@ -67,7 +67,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "rowq8": "test_rowwarp_q8_gemv_side_by_side_with_the_pdl_gemv",
            "expq8p": "test_experts_q8_pipe_after_the_router_side_by_side",
            "expq8w": "test_experts_q8_pairs_after_the_router_side_by_side",
-           "x16": "test_x16_lm_head_side_by_side_with_cupy_float"}
+           "x16": "test_x16_lm_head_side_by_side_with_cupy_float",
+           "expq8c": "test_experts_copy_down_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2506,7 +2507,7 @@ def test_the_next_sessions_plan_after_session_27(tmp_path):
     _rung_timed_once(calls, machine, "s28-exp-q8h", "moe_experts=cupy_rowwarp_pdl_q8_hidden", "cuda-s23-nones.toml",
                      "moe_experts=1.300")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert ncu and all("--launch-skip 21 --launch-count 21" in c and "moe_kernels.py" in c for c in ncu)
+    assert ncu and all("--launch-skip 27 --launch-count 27" in c and "moe_kernels.py" in c for c in ncu)
     # the plan after session 27: the same machine, decode-s28-exp-q8h now a winner, so frontier131k times the
     # 131072 rows (Q4_K, then IQ1_S over it) under its registry
     env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
@@ -2620,6 +2621,84 @@ def test_the_plan_after_session_29_times_131072_under_the_x16_step(tmp_path):
     assert f"--registry {step.with_name('cuda-s32-lmhead-x16-iq1s.toml')} " in rows[1], rows
 
 
+#: session 29's records as the x16 step's rungs read them: the lm_head's (rungs32's forecast), the copy downs' chain
+#: (the step's experts 1000 us a token, the copy down 900: x1.111; the pairs pair 950, with the copy down 850) and the
+#: Q8 GEMVs' (the PDL GEMV 600, the Q8 one 500: x1.200)
+_X16_STEP_RECORDS = {"x16": {"cupy_float": 150e-6, "cupy_x16_pdl": 100e-6},
+                     "expq8c": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                "cupy_rowwarp_pdl_q8_hidden_cp": 900e-6, "cupy_rowwarp_pdl_q8_pairs": 950e-6,
+                                "cupy_rowwarp_pdl_q8_pairs_cp": 850e-6},
+                     "rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6}}
+
+
+def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "") -> tuple[str, list[str], Path]:
+    """The plan after session 29's win: rungs28 and rungs32 make the x16 step (their wins named in SUITE_TIMED), then
+    STAGES run in one call with _X16_STEP_RECORDS (STUB_NO_WIN: NO_WIN's registry times no win): (log, calls, the
+    stand-in machine)."""
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS)])
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": perops}
+    _lanes(tmp_path, "rungs28", "", extra_env=env)
+    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
+    _lanes(tmp_path, "rungs32", "", extra_env=env)
+    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16",
+           **({"STUB_NO_WIN": no_win} if no_win else {})}
+    log, calls = _lanes(tmp_path, stages, "", extra_env=env)
+    assert "unknown stage" not in log
+    return log, calls, tmp_path / "machine"
+
+
+def test_rungs33_times_the_copy_down_over_the_x16_step_forecast_against_its_experts(tmp_path):
+    """rungs33 times moe_experts=cupy_rowwarp_pdl_q8_hidden_cp over the x16 step (cuda-s32-lmhead-x16.toml) after
+    gpu-tests-exp-q8c (-k copy_down, which selects the side-by-side that writes its record) and its registry's
+    captured gate, forecast from the record's Q8 hidden column (the step's experts) against its copy-down one
+    (1000 -> 900: x1.111)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs33")
+    assert "-k copy_down" in log
+    assert log.index("] gpu-tests-exp-q8c (limit") < log.index("] gate-captured-s33-exp-q8c (limit") \
+        < log.index("] decode-s33-exp-q8c (limit")
+    decode = _rung_timed_once(calls, machine, "s33-exp-q8c", "moe_experts=cupy_rowwarp_pdl_q8_hidden_cp",
+                              "cuda-s32-lmhead-x16.toml", "moe_experts=1.111")
+    assert "--changes moe_experts " in decode, decode
+
+
+def test_rungs34_stacks_the_pairs_copy_down_and_the_q8_gemvs_over_the_copy_down_that_won(tmp_path):
+    """rungs33 then rungs34 in one call, the copy down winning (the stub's default): the stack is made over its
+    registry with the pairs pair's copy-down form and the Q8 GEMVs in one swap, gated, and timed once with both
+    forecasts: moe_experts from the copy downs' columns (900 -> 850: x1.059), linear@Q4_K from the Q8 GEMVs'
+    record (600 -> 500: x1.200), after both proofs."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs33 rungs34")
+    assert "] gpu-tests-linear-q8 (limit" in log
+    assert log.index("] decode-s33-exp-q8c (limit") < log.index("] gate-captured-s34-stack (limit") \
+        < log.index("] decode-s34-stack (limit")
+    decode = _rung_timed_once(calls, machine, "s34-stack",
+                              "moe_experts=cupy_rowwarp_pdl_q8_pairs_cp linear@Q4_K=cupy_rowwarp_pdl_q8",
+                              "cuda-s33-exp-q8c.toml", "moe_experts=1.059,linear@Q4_K=1.200")
+    assert "--changes moe_experts,linear@Q4_K " in decode, decode
+
+
+def test_rungs34_without_the_copy_down_stacks_the_pairs_gate_up_over_the_x16_step(tmp_path):
+    """The copy down timed with no win (STUB_NO_WIN): rungs34 stacks cupy_rowwarp_pdl_q8_pairs (the warp down) and
+    the Q8 GEMVs over the x16 step, its experts forecast from the Q8 hidden column against the pairs one
+    (1000 -> 950: x1.053)."""
+    _, calls, machine = _over_the_x16_step(tmp_path, "rungs33 rungs34", no_win="cuda-s33-exp-q8c.toml")
+    _rung_timed_once(calls, machine, "s34-stack", "moe_experts=cupy_rowwarp_pdl_q8_pairs linear@Q4_K=cupy_rowwarp_pdl_q8",
+                     "cuda-s32-lmhead-x16.toml", "moe_experts=1.053,linear@Q4_K=1.200")
+
+
+def test_rungs34_is_left_out_without_the_q8_gemvs_record(tmp_path):
+    """rungs34 forecasts both changes: with the Q8 GEMVs' proof failing (STUB_FAIL_MATCH on its -k), it says so and
+    times nothing; the copy down's rung in the same call is timed all the same."""
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS)])
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops, "STUB_FAIL_MATCH": "-k q8_gemv"}
+    log, calls = _lanes(tmp_path, "rungs33 rungs34", "", extra_env=env)
+    assert "decode-s34-stack: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any("cuda-s34-stack.toml" in c for c in calls), calls
+    assert any(c.startswith("bench decode") and "cuda-s33-exp-q8c.toml" in c for c in calls)
+
+
 def test_the_next_sessions_plan_after_session_28_proves_and_profiles_the_pairs_form_without_a_rung(tmp_path):
     """Session 28's plan for the next call: "proofs31 probe_ncu_moe" runs the pairs form's GPU tests (-k q8_pairs, its
     side-by-side with the padded x among them) and Nsight Compute's two passes over the probe's 21 launches, and
@@ -2631,7 +2710,7 @@ def test_the_next_sessions_plan_after_session_28_proves_and_profiles_the_pairs_f
     assert "] gpu-tests-exp-q8w (limit" in log and "-k q8_pairs" in log
     assert log.index("] gpu-tests-exp-q8w (limit") < log.index("] probe-ncu-moe (limit")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert len(ncu) == 2 and all("--launch-skip 21 --launch-count 21" in c for c in ncu), ncu
+    assert len(ncu) == 2 and all("--launch-skip 27 --launch-count 27" in c for c in ncu), ncu  # the probe's launches now
     assert not any(c.startswith(("synth", "swap", "bench")) for c in calls), calls
 
 

@@ -116,6 +116,21 @@ def test_the_one_token_q4k_experts_say_which_calls_they_pass_and_why():
     assert "4 tokens" in rowwarp_passes(**_moe_args(Q.Q4_K, t=4))
 
 
+def test_the_copy_down_experts_say_when_their_down_is_the_warp_one(monkeypatch):
+    """cupy_rowwarp_pdl_q8_hidden_cp / _q8_pairs_cp: the experts' policy first (torch for other types or tokens),
+    then the copy down's shared memory - a call whose block would not fit runs the warp down, named with its bytes."""
+    from sparkops_cupy import moe_experts as cme
+    from sparkops_cupy._policies import experts_cp_passes
+
+    args = _moe_args(Q.Q4_K)  # K = 2 slots of F = 512: 4 super-blocks a warp
+    assert experts_cp_passes(**args) is None
+    assert experts_cp_passes(**_moe_args(Q.IQ1_S)).startswith("torch")
+    assert cme.down_cp_smem(2, 512, 0) == 4 * (4 * 144 + 16)
+    monkeypatch.setattr(cme, "DOWN_CP_SMEM_LIMIT", cme.down_cp_smem(2, 512, 0) - 1)
+    said = experts_cp_passes(**args)
+    assert said.startswith("the warp down") and f"{cme.down_cp_smem(2, 512, 0)} bytes" in said
+
+
 def test_the_one_token_q4k_gemvs_say_which_calls_they_pass_and_why():
     from sparkops_cupy._policies import floatrow_passes, one_token_q4k_passes
 

@@ -549,6 +549,92 @@ __device__ __forceinline__ void down_q8_q4_k(const u8* __restrict__ hq, const i6
     if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
 }
 
+// down on the Q8 hidden vector with every weight byte of a warp requested at once ("q8 copy", the down of
+// cupy_rowwarp_pdl_q8_hidden_cp and cupy_rowwarp_pdl_q8_pairs_cp, written after GPU session 29). Nsight Compute in
+// session 29 had down_q8_q4_k alone at ~12 us for ~12 MB: 20% of DRAM, ~4.3 warps a scheduler (the grid's 17 an SM)
+// with 0.58 eligible, long-scoreboard ~6.7 an issue, and only ~3.7 M warp instructions (~3.5 us of issue): its 36
+// super-blocks a warp come in three groups of loads, each a dependent round trip after the last one's products, so
+// the warps wait on memory with their bytes not yet requested. Here each warp copies its own output's rows (a slot's
+// row after another, then the shared expert's) into its share of shared memory with cp.async before the PDL wait,
+// in G commit groups of consecutive units; after the wait it dots group g as soon as its own copies of g have landed
+// (cp.async.wait_group, then __syncwarp: the warp's other lanes' copies are visible), while later groups still
+// stream. No register arrays hold loads, so no register cost for the bytes in flight, and no block barrier: a warp
+// depends on its own copies only. Each lane adds its units u = oct, oct + 4, ... in ascending order with the same
+// products (hq8_block) and the same scale as down_q8_q4_k: the same bits. Shared memory a warp (dcp_warp_bytes):
+// the units' super-blocks (unit u at 144 u), then the K slots' expert ids and routing weights; 4 warps a block.
+__device__ __forceinline__ int dcp_warp_bytes(int K, int units) { return (units * 144 + 8 * K + 15) & ~15; }
+
+// group GI of G: wait for this lane's copies of it (G - 1 - GI groups may stay in flight), make the warp's visible,
+// add this lane's units of it to acc in order; then the next group
+template <int G, int GI>
+__device__ __forceinline__ void dcp_walk(const u8* sw, const float* sg, int units, int routed, int per, int oct,
+                                         int o, const u8* __restrict__ hq, const float4* __restrict__ hds16,
+                                         float& acc) {
+    cp_async_wait<G - 1 - GI>();
+    __syncwarp();
+    const int lo = units * GI / G, hi = units * (GI + 1) / G;
+    for (int u = lo + ((oct - lo) & 3); u < hi; u += 4) {
+        const uint4* b = (const uint4*)(sw + 144 * u);
+        const float scale = u < routed ? sg[u / per] : 1.0f;
+        acc += scale * hq8_block(b[0], b[1 + o], hq, hds16, (i64)u * 256, o);
+    }
+    if constexpr (GI + 1 < G) dcp_walk<G, GI + 1>(sw, sg, units, routed, per, oct, o, hq, hds16, acc);
+}
+
+// Same arguments and grid as down_q8_q4_k (ceil(D / 4) blocks of 128 threads), 4 x dcp_warp_bytes of dynamic shared
+// memory. The expert ids and weights are read before the wait, as down_q8_q4_k reads them (the router has completed
+// before gate/up lets this kernel be scheduled), through L2.
+template <int G>
+__device__ __forceinline__ void down_q8cp_q4_k(const u8* __restrict__ hq, const i64* __restrict__ ids,
+                                               const float* __restrict__ weights, int K, int E,
+                                               const u8* __restrict__ w_down, i64 row_bytes, int F,
+                                               const u8* __restrict__ s_down, i64 s_row_bytes, int Fs, int D,
+                                               void* __restrict__ y, int y_dt) {
+    extern __shared__ __align__(16) u8 md_smem[];
+    const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3, warp = threadIdx.x >> 5;
+    const i64 d = (i64)blockIdx.x * (blockDim.x >> 5) + warp;
+    if (d >= D) return;  // the whole warp (no barrier of the block below)
+    const int per = F >> 8, routed = K * per, units = routed + (Fs >> 8);
+    u8* sw = md_smem + warp * dcp_warp_bytes(K, units);
+    int* se = (int*)(sw + units * 144);  // [K] the slots' expert ids (a bad one as 0)
+    float* sg = (float*)(se + K);        // [K] their routing weights
+    bool bad = false;
+    for (int s = lane; s < K; s += 32) {
+        i64 e = __ldcg(ids + s);
+        if (e < 0 || e >= E) {
+            bad = true;
+            e = 0;
+        }
+        se[s] = (int)e;
+        sg[s] = __ldcg(weights + s);
+    }
+    __syncwarp();
+    const u32 base = smem_addr(sw);
+#pragma unroll
+    for (int gi = 0; gi < G; ++gi) {  // units [lo, hi): 9 chunks of 16 bytes a super-block, dealt over the lanes
+        const int lo = units * gi / G, hi = units * (gi + 1) / G;
+        for (int c = lane; c < (hi - lo) * 9; c += 32) {
+            const int u = lo + c / 9, k = c - 9 * (c / 9);
+            const u8* src;
+            if (u < routed) {
+                const int slot = u / per;
+                src = w_down + ((i64)se[slot] * D + d) * row_bytes + (i64)(u - slot * per) * 144;
+            } else {
+                src = s_down + d * s_row_bytes + (i64)(u - routed) * 144;
+            }
+            cp_async16(base + 144u * u + 16u * k, src + 16 * k, 16);
+        }
+        cp_async_commit();
+    }
+    pdl_wait();  // hq: gate/up's output
+    const float4* hds16 = (const float4*)(hq + (i64)units * 256);
+    float acc = 0.0f;
+    dcp_walk<G, 0>(sw, sg, units, routed, per, oct, o, hq, hds16, acc);
+    acc = warp_sum(acc);
+    bad = __any_sync(0xffffffffu, bad);
+    if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
+}
+
 // down split across the block's warps ("split", the down of cupy_rowwarp_pdl_split, written after GPU session 26):
 // the block's S warps share one output d, warp w taking the w-th of S shares of its K * F / 256 + Fs / 256
 // super-blocks (the 48B's 36, S = 4: 9 a warp, every load of the share requested before the PDL wait), each lane
@@ -1003,6 +1089,30 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8pdl(
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
     down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8cp1pdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8cp_q4_k<1>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8cp3pdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8cp_q4_k<3>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8cp6pdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8cp_q4_k<6>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
 }
 
 // budget: stack 0, spills 0
