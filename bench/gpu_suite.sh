@@ -479,21 +479,39 @@
 #                                      # decode-s32-lmhead-x16 1.029 / 1.028 (win: 546.0 / 518.5 tok/s)
 #   (SUITE_TIMED + decode-s32-lmhead-x16) bash bench/gpu_lanes.sh 315 "frontier131k" ""   # 140 s warm: 453.6 tok/s
 #                                      # at 131072 (win over 440.8); the IQ1_S half skipped by the deadline
-# Next session: the step is rungs32's (cuda-s32-lmhead-x16.toml). Carry .whl and .kcache (session 29's call 5: 30
-# registries; the kernel caches of session 28's call 1). linear.py's docstrings changed after the last proofs, so
-# --mend re-proves the cupy linear selections once (~60 s).
+# Session 30 (bench/gpu-runs/2026-12-02-session30/README.md), one H200, session 29's export; 5 calls, ~1460 s, one
+# start:
+#   bash bench/gpu_lanes.sh 560 "rungs33 probe_ncu_moe" ""   # 575 s fresh: registries mended (169 s: moe_rowwarp.cu,
+#                                      # moe_experts.py and linear.py had changed); gpu-tests-exp-q8c 24 passed; per
+#                                      # op the copy down 933 (1 group 807) against the warp down's pair's 787 us:
+#                                      # forecast 0.844; decode-s33-exp-q8c stopped by the budget; the probe skipped
+#   bash bench/gpu_lanes.sh 480 "rungs34 probe_ncu_moe" ""   # 325 s warm: decode-s34-stack 1.021 / 1.021 (win:
+#                                      # 556.2 / 527.1 tok/s; forecast 1.056 / 1.053); Nsight Compute: the copy
+#                                      # downs alone 14.9-17.5 against 11.7-12.5 us
+#   (SUITE_TIMED + decode-s34-stack) bash bench/gpu_lanes.sh 440 "frontier131k" ""   # 253 s warm: 459.4 tok/s Q4_K
+#                                      # at 131072 (none over 453.6; frontier raised), IQ1_S 315.0 (win over 308.6)
+#   SUITE_REDO=1 bash bench/gpu_lanes.sh 400 "rungs34" ""   # 102 s warm, the same pair again: 1.019 / 1.018 (none:
+#                                      # every pair faster, under the 2% band)
+#   PYTHONPATH=/tmp/site python3 bench/probes/step_timeline.py --model /tmp/k48-q4_k_m.gguf \
+#     --registry /tmp/cuda-s32-lmhead-x16.toml --registry /tmp/cuda-s34-stack.toml --fill-registry /tmp/cuda-bf16.toml \
+#     --depth 0 --replays 5 --out $OUT/probe-timeline34.json   # 48 s warm: span 1861.0 -> 1822.8 us a replay
+# Next session: the step is still rungs32's (cuda-s32-lmhead-x16.toml). The stack won once (1.021 / 1.021) and then
+# timed none (1.019 / 1.018, every one of its 24 pairs faster), and SUITE_TIMED lists winners only (the suite refuses
+# decode-s34-stack there: its newest rows did not win), so a third pair decides. Carry .whl and .kcache (session 30's
+# call 4: 33 registries; the kernel caches of session 28's call 1). moe_experts.py's and moe_rowwarp.cu's comments
+# changed after the last proofs, so --mend re-proves the cupy experts selections once (~90 s).
 #   export SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16" SUITE_PREFILL_BASE=bf16   # (one line)
-#   bash bench/gpu_lanes.sh 400 "frontier131k" ""   # fresh: both 131072 rows under the new step (the IQ1_S one was
-#                                      # not timed in session 29)
+#   bash bench/gpu_lanes.sh 560 "rungs34" ""   # fresh: the stack's third pair over the x16 step (~450 s with the
+#                                      # mend); on a win name decode-s34-stack in SUITE_TIMED and time frontier131k
 #   then the leads below, as built (a rung a call; chain a warm call after each)
-# The leads for new work (session 29's README): the two nones stacked over the new step as one rung (the pairs gate/up
-# 1.014, the Q8 GEMVs 1.005 / 1.008: a stage of its own, as rungs23 stacked session 22's); the Q8 down (11.9-12.4 us
-# for ~12 MB, 20% of DRAM, 4.3 warps a scheduler), now the MoE's weakest kernel per byte: the x16 GEMV's lesson is that
-# a layout that suits the reads (its row-fastest units put a warp's x reads on one or two addresses) was worth more
-# than its instruction count; the router (~6.5 us a layer for 2.4 MB, on the critical path).
+# The leads for new work (session 30's README): the Q8 down's hidden-vector reads (64 bytes a lane a super-block
+# through L1, four times its weight bytes; long-scoreboard ~6.4 an issue stayed when its weights were in shared
+# memory); the router (150 us a token of own time, ~5.8 us a layer for 2.4 MB, on the critical path); the Q4_K GEMVs,
+# whose own time in the step did not fall with Q8 activations (465 -> 472 us a replay) though they gained x1.15 in
+# their own chain: what their side-by-side times is not what the step runs.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

@@ -37,8 +37,8 @@ regression). "cupy_rowwarp_pdl_q8_pairs" (written after session 28): the Q8 hidd
 pair in gate/up's dot loop (1.66 instructions a weight against 2.7; slower per op all the same, 851 against 794 us a
 token). "cupy_rowwarp_pdl_q8_hidden_cp" and "cupy_rowwarp_pdl_q8_pairs_cp" (written after session 29): the Q8 hidden
 pair and the pairs pair with down in a copy form (each warp's rows copied into shared memory before the wait, dotted
-group by group as they land: the same bits as their warp-down pairs). Each function's docstring says why and what it
-measured.
+group by group as they land: the same bits as their warp-down pairs; session 30: slower alone and per op, never a
+rung). Each function's docstring says why and what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -135,10 +135,12 @@ PAIRS_X_FORMS = ("dense", "padded")
 PAIRS_X = "padded"
 #: the copy downs' forms (kernels/moe_rowwarp.cu's down_q8cp_q4_k, the down of cupy_rowwarp_pdl_q8_hidden_cp and
 #: _q8_pairs_cp): commit groups a warp's copies are split into, each dotted as soon as it lands -> the kernel.
-#: DOWN_CP_GROUPS is the one they run, read at each call (the side-by-side times each). 3 by reasoning (the 48B's 36
-#: super-blocks a warp in groups of 12, the first dotted while two stream), not yet by a measurement
+#: DOWN_CP_GROUPS is the one they run, read at each call (the side-by-side times each). GPU session 30, per op in the
+#: norm-router-experts chain, a token (the 48B's shape, bf16): 1 group 807 / 809, 3 groups 933 / 930, 6 groups 908 /
+#: 908 us, against the warp down's pair's 787; under Nsight Compute alone 14.9, 17.0, 17.5 against 11.7-12.5 us. So 1
+#: (the least slow)
 DOWN_CP_GROUP_FORMS = {1: "moe_q4_k_downq8cp1pdl", 3: "moe_q4_k_downq8cp3pdl", 6: "moe_q4_k_downq8cp6pdl"}
-DOWN_CP_GROUPS = 3
+DOWN_CP_GROUPS = 1
 #: the most shared memory a copy down's block may take (an H200 block's 227 KB); a call past it runs the Q8 hidden
 #: pair's warp down (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_cp_passes)
 DOWN_CP_SMEM_LIMIT = 227 * 1024
@@ -489,10 +491,16 @@ def moe_experts_rowwarp_pdl_q8_hidden_cp(x, weights, ids, w_gate, w_up, w_down, 
     groups, and dots each group as it lands (kernels/moe_rowwarp.cu's down_q8cp_q4_k: 52 registers against 80, no
     block barrier). Session 26's copy form of the float down gained nothing (18.7 against 17.8 us alone); that down
     spent ~10 instructions a weight, this one ~3. The same products in the same order: the claim is bit-identity to
-    cupy_rowwarp_pdl_q8_hidden. Its shared memory (~21 KB a block at the 48B's shape) keeps its blocks off an SM
-    until gate/up's leave, where the warp down's blocks could start beside them: the side-by-side in the chain says
-    which counts more. Every other call by the stated policy (_policies.experts_cp_passes: a block past
-    DOWN_CP_SMEM_LIMIT runs the warp down, the same bits)."""
+    cupy_rowwarp_pdl_q8_hidden. Every other call by the stated policy (_policies.experts_cp_passes: a block past
+    DOWN_CP_SMEM_LIMIT runs the warp down, the same bits). GPU session 30: the same bits (its GPU tests and the
+    captured gate), but slower, alone and in the chain. Per op in the chain 807 us a token in its fastest form (1
+    group; 3 groups 933) against the warp down's pair's 787, a forecast of 0.844 for the rung (3 groups), whose pair
+    was stopped by the call's deadline and not timed again. Under Nsight Compute alone its down took 14.9 us (1 group;
+    3 groups 17.0, 6 groups 17.5) against the warp down's 11.7-12.5: 1.3-1.7x the warp instructions (the copy loop's
+    address arithmetic, a division a chunk) and long-scoreboard stalls still ~6.4 an issue with every weight already
+    in shared memory. So the warp down was not waiting on late weight bytes: its hidden-vector reads (64 bytes a lane
+    a super-block through L1, four times the weight bytes) are the suspects now. Kept as a measured form, selected by
+    nothing."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, copy_q8_down=True))
 
@@ -502,7 +510,9 @@ def moe_experts_rowwarp_pdl_q8_pairs_cp(x, weights, ids, w_gate, w_up, w_down, s
     pair, x padded) with cupy_rowwarp_pdl_q8_hidden_cp's copy down: session 29's faster gate/up (751 against 794 us a
     token per op, a none as a rung) and this down in one pair, its own name so that a rung can stack them. The claim
     is bit-identity to cupy_rowwarp_pdl_q8_pairs (the same gate/up, a down of the same bits). Every other call by the
-    stated policy (_policies.experts_cp_passes)."""
+    stated policy (_policies.experts_cp_passes). GPU session 30: per op in the chain 947 us a token (3 groups) against
+    cupy_rowwarp_pdl_q8_pairs' 751; the pairs gate/up was stacked with the warp down instead (stage rungs34). Kept,
+    tested, selected by nothing."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     copy_q8_down=True))

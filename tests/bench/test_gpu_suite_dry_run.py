@@ -2686,6 +2686,20 @@ def test_rungs34_without_the_copy_down_stacks_the_pairs_gate_up_over_the_x16_ste
                      "cuda-s32-lmhead-x16.toml", "moe_experts=1.053,linear@Q4_K=1.200")
 
 
+def test_the_plan_after_session_30_times_the_stack_again_over_the_x16_step(tmp_path):
+    """Session 30's stack won once (1.021) and then timed none (1.019): the checkout's ledger holds both, the newest
+    none, so SUITE_TIMED naming decode-s34-stack is refused before anything runs (it lists winners only), and the
+    plan's call, rungs34 without it, times the stack again over the x16 step."""
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16 decode-s34-stack",
+           "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "frontier131k", "", extra_env=env, ok=False)
+    assert "SUITE_TIMED names decode-s34-stack, but its newest rows on cuda-s34-stack.toml did not win" in log
+    assert not any(c.startswith(("synth", "swap", "bench")) for c in calls), calls
+    _, calls, machine = _over_the_x16_step(tmp_path, "rungs34")
+    _rung_timed_once(calls, machine, "s34-stack", "moe_experts=cupy_rowwarp_pdl_q8_pairs linear@Q4_K=cupy_rowwarp_pdl_q8",
+                     "cuda-s32-lmhead-x16.toml", "moe_experts=1.053,linear@Q4_K=1.200")
+
+
 def test_rungs34_is_left_out_without_the_q8_gemvs_record(tmp_path):
     """rungs34 forecasts both changes: with the Q8 GEMVs' proof failing (STUB_FAIL_MATCH on its -k), it says so and
     times nothing; the copy down's rung in the same call is timed all the same."""
