@@ -85,6 +85,8 @@
 #                 (bench/probes/pdl_chain.py)
 #     probe_copy2 the copy form with its weight copy in two groups (decode the first half while the second lands): its
 #                 GPU tests (bitwise the copy form) and the row-warp side-by-side with it as a column
+#     probe_ncu_source_moe  the Q8 hidden pair's down and the pairs gate/up (x padded), each launched alone, with
+#                 Nsight Compute's per-instruction stall samples (CSV; bench/probes/ncu_source_table.py)
 #     probe_ncu_source  the copy form's SASS with Nsight Compute's per-instruction stall samples (CSV), 12288 x 2304
 #                 (NCU_SOURCE_KERNEL=rowcp2x: the copy2x form's instead)
 #     probe_copy2x  copyx and copy2x (the copy and copy2 forms with each block's first activations requested before its
@@ -504,8 +506,10 @@
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16" SUITE_PREFILL_BASE=bf16   # (one line)
-#   bash bench/gpu_lanes.sh 560 "rungs34" ""   # fresh: the stack's third pair over the x16 step (~450 s with the
-#                                      # mend); on a win name decode-s34-stack in SUITE_TIMED and time frontier131k
+#   bash bench/gpu_lanes.sh 560 "rungs34 probe_ncu_source_moe" ""   # fresh: the stack's third pair over the x16
+#                                      # step (~450 s with the mend), then the down's and the pairs gate/up's SASS
+#                                      # pages with their stall samples (~60 s); on a win name decode-s34-stack in
+#                                      # SUITE_TIMED and time frontier131k
 #   then the leads below, as built (a rung a call; chain a warm call after each)
 # The leads for new work (session 30's README): the Q8 down's hidden-vector reads (64 bytes a lane a super-block
 # through L1, four times its weight bytes; long-scoreboard ~6.4 an issue stayed when its weights were in shared
@@ -2822,6 +2826,19 @@ probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS
       --print-source sass --csv python3 bench/probes/rowwarp_kernels.py --shapes 12288x2304
   # the stall samples by reason and the instructions holding the most (bench/probes/ncu_source_table.py)
   [ -s "$R/$f.log" ] && python3 bench/probes/ncu_source_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
+  ;;
+probe_ncu_source_moe)  # decode lead (session 30, for session 31): where in their SASS the step's MoE kernels' warps
+  # wait - the Q8 hidden pair's down (session 30: its long-scoreboard stalls stayed ~6.4 an issue in the copy form,
+  # every weight in shared memory, so what it waits on is not its weights) and the pairs gate/up with x padded - each
+  # launched alone by bench/probes/moe_kernels.py --only (warm-up, then the one profiled), its source page as CSV
+  if ! command -v ncu > /dev/null; then log "probe-ncu-source-moe: no ncu on this machine; nothing profiled"; continue; fi
+  for pair in "downq8pdl:cupy_rowwarp_pdl_q8_hidden" "gateupq8hwxpdl_bf16:cupy_rowwarp_pdl_q8_pairs padded x"; do
+    k=${pair%%:*} f=probe-ncu-source-moe-${pair%%:*}
+    run $f 120 ncu --clock-control none --section WarpStateStats --section SourceCounters -k "regex:moe_q4_k_${k}\$" \
+        --launch-skip 1 --launch-count 1 --page source --print-source sass --csv python3 bench/probes/moe_kernels.py \
+        --only "${pair#*:}"
+    [ -s "$R/$f.log" ] && python3 bench/probes/ncu_source_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
+  done
   ;;
 probe_gemv)  # decode lead (session 12, for session 13): where a small Q4_K GEMV's time goes - the launch floor, a
   # plain read of its bytes, the GEMV, L2-hot and cold, and one read over a whole token's set of weights

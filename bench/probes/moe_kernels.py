@@ -21,20 +21,43 @@ session 27's, before the Q8 hidden vector, 13, session 28's, before the pipeline
 21), and a
 plain read of the bytes the chosen experts' rows hold (the floor no kernel of these bytes beats). Each runs once to
 warm up (compilation), then once measured, on random Q4_K weights and bf16 activations, one token routed to 8 distinct experts.
+
+`--only LABEL` (repeatable) runs the named launches of LABELS alone, each once to warm up and once measured: stage
+`probe_ncu_source_moe` reads one kernel's SASS page with its per-instruction stall samples that way
+(`--launch-skip 1 --launch-count 1`), which a pass of all 27 launches, where a kernel recurs, would make ambiguous.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import torch
 
 #: launches a pass makes (ncu --launch-skip / --launch-count)
 LAUNCHES = 27
+#: the pass's launches in order, by label (a pair's label names its gate/up and down launches)
+LABELS = ("cupy_rowwarp copy/warp", "cupy_rowwarp copy/copy", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_wide",
+          "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_hidden", "cupy_rowwarp_pdl_q8_pipe",
+          "cupy_rowwarp_pdl_q8_pairs dense x", "cupy_rowwarp_pdl_q8_pairs padded x",
+          "cupy_rowwarp_pdl_q8_hidden_cp 1 groups", "cupy_rowwarp_pdl_q8_hidden_cp 3 groups",
+          "cupy_rowwarp_pdl_q8_hidden_cp 6 groups", "read")
+
+
+def _only(argv: list[str] | None) -> list[str] | None:
+    """The labels `--only` names (None: the whole pass); an unknown one is an error naming LABELS."""
+    parser = argparse.ArgumentParser(prog="moe_kernels.py")
+    parser.add_argument("--only", action="append", metavar="LABEL", help="run this launch (or pair) alone")
+    only = parser.parse_args(argv or []).only
+    unknown = [label for label in only or () if label not in LABELS]
+    if unknown:
+        raise SystemExit(f"moe_kernels probe: no launch labelled {', '.join(map(repr, unknown))}; the labels are "
+                         f"{', '.join(map(repr, LABELS))}")
+    return only
 
 
 def main(argv: list[str] | None = None) -> int:
-    del argv
+    only = _only(argv)
     if not torch.cuda.is_available():
         print("moe_kernels probe: needs a CUDA device", file=sys.stderr)
         return 2
@@ -110,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
              ("cupy_rowwarp_pdl_q8_pairs padded x", pairs_in("padded")),
              *((f"cupy_rowwarp_pdl_q8_hidden_cp {g} groups", copy_q8_in(g)) for g in sorted(cme.DOWN_CP_GROUP_FORMS)),
              ("read", lambda: _read_kernel[(sink.numel(),)](words, sink, words.numel(), BLOCK=4096))]
-    warm_then_measured(calls)
+    assert tuple(label for label, _ in calls) == LABELS, "LABELS is the pass's order: update it with the calls"
+    warm_then_measured([c for c in calls if only is None or c[0] in only])
     return 0
 
 

@@ -1291,6 +1291,26 @@ def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu
     assert "regex:linear_q4_k_rowcp_bf16" in ncu and "rowwarp_kernels.py --shapes 12288x2304" in ncu
 
 
+def test_probe_ncu_source_moe_reads_the_down_and_the_pairs_gate_up_each_launched_alone(tmp_path):
+    """Session 30's instrument for the next lead: the Q8 hidden pair's down and the pairs gate/up, each profiled as the
+    one matching launch after its warm-up (moe_kernels.py --only), the source page as CSV, a table read from each."""
+    bare = tmp_path / "without"
+    bare.mkdir()
+    stubs = _stubs(bare, 1)
+    log, calls = _suite(bare, "probe_ncu_source_moe",
+                        extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
+    assert "probe-ncu-source-moe: no ncu on this machine; nothing profiled" in log and not calls
+    _stubs_with_ncu(tmp_path)
+    log, calls = _suite(tmp_path, "probe_ncu_source_moe")
+    assert "unknown stage" not in log
+    ncu = [c for c in calls if c.startswith("ncu ")]
+    assert len(ncu) == 2, ncu
+    assert all("--page source --print-source sass --csv" in c and "--launch-skip 1 --launch-count 1" in c for c in ncu)
+    assert "regex:moe_q4_k_downq8pdl$" in ncu[0] and "--only cupy_rowwarp_pdl_q8_hidden" in ncu[0], ncu[0]
+    assert "regex:moe_q4_k_gateupq8hwxpdl_bf16$" in ncu[1] and "cupy_rowwarp_pdl_q8_pairs padded x" in ncu[1], ncu[1]
+    assert "] probe-ncu-source-moe-downq8pdl (limit" in log and "] probe-ncu-source-moe-gateupq8hwxpdl_bf16" in log
+
+
 def test_probe_ncu_source_profiles_another_form_s_kernel_by_name(tmp_path):
     _stubs_with_ncu(tmp_path)
     log, calls = _suite(tmp_path, "probe_ncu_source", extra_env={"NCU_SOURCE_KERNEL": "rowcp2x"})

@@ -25,3 +25,23 @@ def test_the_suite_skips_and_counts_one_pass_of_launches():
     assert stage, "stage probe_ncu_moe not found in bench/gpu_suite.sh"
     assert int(stage.group(1)) == probe.LAUNCHES
     assert f"--launch-skip {probe.LAUNCHES} --launch-count {probe.LAUNCHES}" in probe.__doc__
+
+
+def test_only_refuses_a_label_the_pass_does_not_make_naming_them():
+    probe = load_probe("moe_kernels")
+    with pytest.raises(SystemExit) as e:
+        probe.main(["--only", "cupy_rowwarp_pdl_q8_hiden"])
+    assert "no launch labelled 'cupy_rowwarp_pdl_q8_hiden'" in str(e.value)
+    assert "'cupy_rowwarp_pdl_q8_hidden'" in str(e.value)
+
+
+def test_the_source_stage_names_launches_the_probe_makes():
+    """stage probe_ncu_source_moe runs `moe_kernels.py --only LABEL` for each kernel it reads: every such label must
+    be one of the pass's (an unknown one would stop the probe before ncu saw a launch)."""
+    probe = load_probe("moe_kernels")
+    suite = (REPO / "bench" / "gpu_suite.sh").read_text()
+    stage = suite[suite.index("probe_ncu_source_moe)"):]
+    stage = stage[:stage.index(";;")]
+    labels = re.findall(r'"(?:downq8pdl|gateup[a-z0-9_]+):([^"]+)"', stage)
+    assert len(labels) == 2 and all(label in probe.LABELS for label in labels), labels
+    assert len(probe.LABELS) == len(set(probe.LABELS))
