@@ -85,7 +85,8 @@
 #                 (bench/probes/pdl_chain.py)
 #     probe_copy2 the copy form with its weight copy in two groups (decode the first half while the second lands): its
 #                 GPU tests (bitwise the copy form) and the row-warp side-by-side with it as a column
-#     probe_ncu_source_moe  the Q8 hidden pair's down and the pairs gate/up (x padded), each launched alone, with
+#     probe_ncu_source_moe  the Q8 hidden pair's down, the pairs gate/up (x padded) and the down with its loads
+#                 requested earlier, each launched alone, with
 #                 Nsight Compute's per-instruction stall samples (CSV; bench/probes/ncu_source_table.py)
 #     probe_ncu_source  the copy form's SASS with Nsight Compute's per-instruction stall samples (CSV), 12288 x 2304
 #                 (NCU_SOURCE_KERNEL=rowcp2x: the copy2x form's instead)
@@ -198,6 +199,10 @@
 #                 copy-down pair _q8_pairs_cp when decode-s33-exp-q8c won) with linear@Q4_K=cupy_rowwarp_pdl_q8
 #                 (session 28's none), one rung, after both GPU tests and their records (perop-expq8c, perop-rowq8)
 #     proofs34    rungs34's GPU tests alone
+#     rungs35     the Q8 down's loads requested earlier over the step now: moe_experts=cupy_rowwarp_pdl_q8_hidden_ld
+#                 (its _q8_pairs_ld form when decode-s34-stack won: the step's experts are then the pairs pair), the
+#                 same bits, after gpu-tests-exp-q8l and its record perop-expq8l-bfloat16.json
+#     proofs35    rungs35's GPU tests alone
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -481,8 +486,8 @@
 #                                      # decode-s32-lmhead-x16 1.029 / 1.028 (win: 546.0 / 518.5 tok/s)
 #   (SUITE_TIMED + decode-s32-lmhead-x16) bash bench/gpu_lanes.sh 315 "frontier131k" ""   # 140 s warm: 453.6 tok/s
 #                                      # at 131072 (win over 440.8); the IQ1_S half skipped by the deadline
-# Session 30 (bench/gpu-runs/2026-12-02-session30/README.md), one H200, session 29's export; 5 calls, ~1460 s, one
-# start:
+# Session 30 (bench/gpu-runs/2026-12-02-session30/README.md), one H200, session 29's export; 6 calls, ~1545 s, two
+# starts:
 #   bash bench/gpu_lanes.sh 560 "rungs33 probe_ncu_moe" ""   # 575 s fresh: registries mended (169 s: moe_rowwarp.cu,
 #                                      # moe_experts.py and linear.py had changed); gpu-tests-exp-q8c 24 passed; per
 #                                      # op the copy down 933 (1 group 807) against the warp down's pair's 787 us:
@@ -497,6 +502,9 @@
 #   PYTHONPATH=/tmp/site python3 bench/probes/step_timeline.py --model /tmp/k48-q4_k_m.gguf \
 #     --registry /tmp/cuda-s32-lmhead-x16.toml --registry /tmp/cuda-s34-stack.toml --fill-registry /tmp/cuda-bf16.toml \
 #     --depth 0 --replays 5 --out $OUT/probe-timeline34.json   # 48 s warm: span 1861.0 -> 1822.8 us a replay
+#   (fresh, carrying .whl only) bash bench/gpu_lanes.sh 230 "probe_ncu_source_moe" ""   # ~85 s: the Q8 down's
+#                                      # stall samples 22% on its id loads, 16% on its hidden loads; the pairs
+#                                      # gate/up's 22% on x's first use, 16% on its barrier
 # Next session: the step is still rungs32's (cuda-s32-lmhead-x16.toml). The stack won once (1.021 / 1.021) and then
 # timed none (1.019 / 1.018, every one of its 24 pairs faster), and SUITE_TIMED lists winners only (the suite refuses
 # decode-s34-stack there: its newest rows did not win), so a third pair decides. Carry .whl and .kcache (session 30's
@@ -506,14 +514,16 @@
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16" SUITE_PREFILL_BASE=bf16   # (one line)
-#   bash bench/gpu_lanes.sh 560 "rungs34 probe_ncu_source_moe" ""   # fresh: the stack's third pair over the x16
-#                                      # step (~450 s with the mend), then the down's and the pairs gate/up's SASS
-#                                      # pages with their stall samples (~60 s); on a win name decode-s34-stack in
-#                                      # SUITE_TIMED and time frontier131k
+#   bash bench/gpu_lanes.sh 560 "rungs34" ""   # fresh: the stack's third pair over the x16 step (~450 s with the
+#                                      # mend); on a win name decode-s34-stack in SUITE_TIMED for the calls after
+#   bash bench/gpu_lanes.sh 560 "rungs35 probe_ncu_source_moe" ""   # warm: the down's loads requested earlier (the
+#                                      # same bits; over the stack when it won, its pairs form), then the three SASS
+#                                      # pages with their stall samples (~60 s)
+#   then frontier131k under the step now, if it moved
 #   then the leads below, as built (a rung a call; chain a warm call after each)
-# The leads for new work (session 30's README): the Q8 down's hidden-vector reads (64 bytes a lane a super-block
-# through L1, four times its weight bytes; long-scoreboard ~6.4 an issue stayed when its weights were in shared
-# memory); the router (150 us a token of own time, ~5.8 us a layer for 2.4 MB, on the critical path); the Q4_K GEMVs,
+# The leads for new work (session 30's README): the Q8 down's loads, built after session 30's source page as rungs35
+# (its expert ids one round trip a round, a fifth of its stall samples; its hidden-vector loads next to their use, a
+# sixth); the router (150 us a token of own time, ~5.8 us a layer for 2.4 MB, on the critical path); the Q4_K GEMVs,
 # whose own time in the step did not fall with Q8 activations (465 -> 472 us a replay) though they gained x1.15 in
 # their own chain: what their side-by-side times is not what the step runs.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
@@ -789,6 +799,9 @@ S32_X16_REG=$TMP/cuda-s32-lmhead-x16.toml
 # session 28's and 29's nones stacked (pairs gate/up 1.014, the Q8 GEMVs 1.005 / 1.008), as session 23 stacked its
 S33_EXPQ8C_REG=$TMP/cuda-s33-exp-q8c.toml
 S34_STACK_REG=$TMP/cuda-s34-stack.toml
+# session 30's lead (stage rungs35): Nsight Compute's source page of the Q8 down put a fifth of its stall samples on
+# its expert-id loads (one a round, each a round trip) and a sixth on its hidden-vector loads (issued next to use)
+S35_EXPQ8L_REG=$TMP/cuda-s35-exp-q8l.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1068,7 +1081,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1473,6 +1486,12 @@ proof_exp_q8c() {  # moe_experts=cupy_rowwarp_pdl_q8_hidden_cp and _q8_pairs_cp 
   # Q8 hidden pair and the pairs pair (-k copy_down; its record $DJ/perop-expq8c-bfloat16.json)
   cupy_proof gpu-tests-exp-q8c 150 copy_down
 }
+proof_exp_q8l() {  # moe_experts=cupy_rowwarp_pdl_q8_hidden_ld and _q8_pairs_ld (written after session 30): their
+  # warp-down pairs' bits in three dtypes, both forms and four shapes (one past DOWN_LD_MAX_K), replayed after the PDL
+  # norm and router, close to the torch experts, NaN for a bad id or a non-finite x; timed beside the Q8 hidden pair
+  # and the pairs pair (-k down_loads; its record $DJ/perop-expq8l-bfloat16.json)
+  cupy_proof gpu-tests-exp-q8l 150 down_loads
+}
 # proof_stack34: rungs34's two GPU tests (the copy downs' with the pairs columns, the Q8 GEMVs' with their record)
 proof_stack34() {
   proof_exp_q8c
@@ -1540,7 +1559,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs34 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs35 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1554,6 +1573,7 @@ rung_parts() {
     rungs32) echo proof_x16 s32_rung ;;
     rungs33) echo proof_exp_q8c s33_rung ;;
     rungs34) echo proof_stack34 s34_rung ;;
+    rungs35) echo proof_exp_q8l s35_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -1638,6 +1658,20 @@ s34_rung() {
 nones of sessions 28 and 29 stacked (the pairs gate/up, x padded; the Q4_K GEMVs on Q8 activations and __dp4a; both \
 the act_q8 row), over $(basename $base), graph"
   return 0
+}
+# s35_rung: the Q8 down's loads requested earlier, over the step now: the pairs pair's form when decode-s34-stack won
+# (the step's experts are then cupy_rowwarp_pdl_q8_pairs), else the Q8 hidden pair's; forecast from perop-expq8l (the
+# step's experts' column against the form's)
+s35_rung() {
+  if timed decode-s34-stack; then
+    experts_rung s35-exp-q8l $S35_EXPQ8L_REG cupy_rowwarp_pdl_q8_pairs_ld expq8l exp-q8l "the pairs pair with its \
+down's expert ids read once a warp and its hidden values requested a round ahead (DOWN_LD_FORM; the same bits as \
+cupy_rowwarp_pdl_q8_pairs)" cupy_rowwarp_pdl_q8_pairs
+  else
+    experts_rung s35-exp-q8l $S35_EXPQ8L_REG cupy_rowwarp_pdl_q8_hidden_ld expq8l exp-q8l "the Q8 hidden pair with \
+its down's expert ids read once a warp and its hidden values requested a round ahead (DOWN_LD_FORM; the same bits as \
+cupy_rowwarp_pdl_q8_hidden)" cupy_rowwarp_pdl_q8_hidden
+  fi
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2591,9 +2625,9 @@ probe_ncu)  # decode lead (session 13, for session 14): Nsight Compute's counter
   ncu_passes rowwarp "rowwarp|rowoct|rowcp|rowstg|rowhc|_mma|_gemv_kernel|_read_kernel" 24 \
       bench/probes/rowwarp_kernels.py ;;
 probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of each one-token expert kernel pair at
-  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 27 launches a pass): each kernel's own time, DRAM
+  # the 48B's MoE layer, serialized (bench/probes/moe_kernels.py; 31 launches a pass): each kernel's own time, DRAM
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
-  ncu_passes moe "moe_q4_k|_read_kernel" 27 bench/probes/moe_kernels.py ;;
+  ncu_passes moe "moe_q4_k|_read_kernel" 31 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
   # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
   ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
@@ -2687,11 +2721,11 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
-  # rungs34 the stacked nones; each after its GPU tests
+  # rungs34 the stacked nones, rungs35 the down's loads earlier; each after its GPU tests
   # (rung_parts names both)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
@@ -2699,7 +2733,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside
@@ -2829,10 +2863,12 @@ probe_ncu_source)  # decode lead (session 16, for session 17): where in its SASS
   ;;
 probe_ncu_source_moe)  # decode lead (session 30, for session 31): where in their SASS the step's MoE kernels' warps
   # wait - the Q8 hidden pair's down (session 30: its long-scoreboard stalls stayed ~6.4 an issue in the copy form,
-  # every weight in shared memory, so what it waits on is not its weights) and the pairs gate/up with x padded - each
+  # every weight in shared memory, so what it waits on is not its weights), the pairs gate/up with x padded, and the
+  # down with its loads requested earlier (cupy_rowwarp_pdl_q8_hidden_ld, written from the first's page) - each
   # launched alone by bench/probes/moe_kernels.py --only (warm-up, then the one profiled), its source page as CSV
   if ! command -v ncu > /dev/null; then log "probe-ncu-source-moe: no ncu on this machine; nothing profiled"; continue; fi
-  for pair in "downq8pdl:cupy_rowwarp_pdl_q8_hidden" "gateupq8hwxpdl_bf16:cupy_rowwarp_pdl_q8_pairs padded x"; do
+  for pair in "downq8pdl:cupy_rowwarp_pdl_q8_hidden" "gateupq8hwxpdl_bf16:cupy_rowwarp_pdl_q8_pairs padded x" \
+      "downq8aheadpdl:cupy_rowwarp_pdl_q8_hidden_ld ahead"; do
     k=${pair%%:*} f=probe-ncu-source-moe-${pair%%:*}
     run $f 120 ncu --clock-control none --section WarpStateStats --section SourceCounters -k "regex:moe_q4_k_${k}\$" \
         --launch-skip 1 --launch-count 1 --page source --print-source sass --csv python3 bench/probes/moe_kernels.py \

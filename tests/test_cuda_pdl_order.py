@@ -30,7 +30,7 @@ KNOWN = {
                        "moe_q4_k_gateupq8pdl_bf16", "moe_q4_k_gateupq8hpdl_bf16", "moe_q4_k_downq8pdl",
                        "moe_q4_k_gateupq8hp3pdl_bf16", "moe_q4_k_gateupq8hp4pdl_bf16", "moe_q4_k_gateupq8hwpdl_bf16",
                        "moe_q4_k_gateupq8hwxpdl_bf16", "moe_q4_k_downq8cp1pdl", "moe_q4_k_downq8cp3pdl",
-                       "moe_q4_k_downq8cp6pdl"},
+                       "moe_q4_k_downq8cp6pdl", "moe_q4_k_downq8idspdl", "moe_q4_k_downq8aheadpdl"},
     "moe_router.cu": {"moe_router_rowwarp_pdl"},
     "linear_q6k_x16.cu": {"linear_q6_k_x16pdl_r16t96", "linear_q6_k_x16pdl_r16t192", "linear_q6_k_x16pdl_r32t192",
                           "linear_q6_k_x16pdl_r32t384"},
@@ -167,6 +167,31 @@ def test_the_copy_downs_request_every_row_before_their_wait(tmp_path):
         copies = [i.address for i in fn.instructions if i.opcode.startswith("LDGSTS")]
         assert copies and all(a < wait for a in copies), f"moe_q4_k_downq8cp{g}pdl: copies {copies}, wait {wait}"
     assert not any(i.opcode.startswith("LDGSTS") for i in functions["moe_q4_k_downq8pdl"].instructions)
+
+
+def test_the_down_loads_read_the_ids_once_and_the_ahead_form_requests_a_round_early(tmp_path):
+    """moe_experts=cupy_rowwarp_pdl_q8_hidden_ld's downs: one coherent load of the slots' ids (64-bit) and one of
+    their weights a thread (LDG.E.64.STRONG.GPU, LDG.E.STRONG.GPU), where the warp down makes one of each a round of
+    its first two groups - session 30's source page had a fifth of its stall samples there. In the "ahead" form each
+    round's hidden-vector loads (__ldca: LDG.E.128.STRONG.SM, four a round) come before the round before's first
+    __dp4a; in the others after it. A compiler that moved them would undo the form without changing a bit."""
+    functions = listing(KERNEL_DIR / "moe_rowwarp.cu", tmp_path)
+
+    def loads(name: str, opcode: str) -> list[int]:
+        return [n for n, i in enumerate(functions[name].instructions) if i.opcode == opcode]
+
+    for name in ("moe_q4_k_downq8idspdl", "moe_q4_k_downq8aheadpdl"):
+        assert len(loads(name, "LDG.E.64.STRONG.GPU")) == 1 and len(loads(name, "LDG.E.STRONG.GPU")) == 1, name
+    assert len(loads("moe_q4_k_downq8pdl", "LDG.E.64.STRONG.GPU")) > 1
+
+    def rounds_early(name: str) -> bool:
+        hidden = loads(name, "LDG.E.128.STRONG.SM")
+        dots = [n for n, i in enumerate(functions[name].instructions) if i.opcode.startswith("IDP.4A")]
+        first_dot = dots[0]  # round 0's
+        return sum(n < first_dot for n in hidden) >= 8  # rounds 0 and 1 requested before round 0 is dotted
+
+    assert rounds_early("moe_q4_k_downq8aheadpdl")
+    assert not rounds_early("moe_q4_k_downq8idspdl") and not rounds_early("moe_q4_k_downq8pdl")
 
 
 def _rounds(name: str) -> int:

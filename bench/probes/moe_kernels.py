@@ -9,16 +9,16 @@ own duration, DRAM throughput, achieved occupancy and stall reasons. So:
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \\
-        -k regex:"moe_q4_k|_read_kernel" --launch-skip 27 --launch-count 27 python3 bench/probes/moe_kernels.py
+        -k regex:"moe_q4_k|_read_kernel" --launch-skip 31 --launch-count 31 python3 bench/probes/moe_kernels.py
 
-Stage `probe_ncu_moe` of bench/gpu_suite.sh runs that. A pass makes 27 launches: cupy_rowwarp's pair (gate/up copy,
+Stage `probe_ncu_moe` of bench/gpu_suite.sh runs that. A pass makes 31 launches: cupy_rowwarp's pair (gate/up copy,
 down warp), the down in its copy form, cupy_rowwarp_pdl's pair, cupy_rowwarp_pdl_wide's, cupy_rowwarp_pdl_split's,
 cupy_rowwarp_pdl_q8's, cupy_rowwarp_pdl_q8_hidden's and cupy_rowwarp_pdl_q8_pipe's pairs, and
 cupy_rowwarp_pdl_q8_pairs' in its dense and padded forms of x, cupy_rowwarp_pdl_q8_hidden_cp's in its three forms of
-the copy down (1, 3 and 6 commit groups) (the PDL kernels launched with the attribute; with
+the copy down (1, 3 and 6 commit groups), cupy_rowwarp_pdl_q8_hidden_ld's in its two forms (the PDL kernels launched with the attribute; with
 nothing before them their waits return at once; session 26's run, before the split and Q8 forms existed, made 9,
 session 27's, before the Q8 hidden vector, 13, session 28's, before the pipelined gate/up, 15, then 17, session 29's
-21), and a
+21, session 30's 27), and a
 plain read of the bytes the chosen experts' rows hold (the floor no kernel of these bytes beats). Each runs once to
 warm up (compilation), then once measured, on random Q4_K weights and bf16 activations, one token routed to 8 distinct experts.
 
@@ -35,13 +35,14 @@ import sys
 import torch
 
 #: launches a pass makes (ncu --launch-skip / --launch-count)
-LAUNCHES = 27
+LAUNCHES = 31
 #: the pass's launches in order, by label (a pair's label names its gate/up and down launches)
 LABELS = ("cupy_rowwarp copy/warp", "cupy_rowwarp copy/copy", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_wide",
           "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_hidden", "cupy_rowwarp_pdl_q8_pipe",
           "cupy_rowwarp_pdl_q8_pairs dense x", "cupy_rowwarp_pdl_q8_pairs padded x",
           "cupy_rowwarp_pdl_q8_hidden_cp 1 groups", "cupy_rowwarp_pdl_q8_hidden_cp 3 groups",
-          "cupy_rowwarp_pdl_q8_hidden_cp 6 groups", "read")
+          "cupy_rowwarp_pdl_q8_hidden_cp 6 groups", "cupy_rowwarp_pdl_q8_hidden_ld ahead",
+          "cupy_rowwarp_pdl_q8_hidden_ld ids", "read")
 
 
 def _only(argv: list[str] | None) -> list[str] | None:
@@ -121,6 +122,16 @@ def main(argv: list[str] | None = None) -> int:
                 cme.DOWN_CP_GROUPS = was
         return call
 
+    def ld_in(form):
+        def call():
+            was = cme.DOWN_LD_FORM
+            cme.DOWN_LD_FORM = form
+            try:
+                pair(gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True)()
+            finally:
+                cme.DOWN_LD_FORM = was
+        return call
+
     calls = [("cupy_rowwarp copy/warp", pair(gateup="copy")),
              ("cupy_rowwarp copy/copy", copy_down),
              ("cupy_rowwarp_pdl", pair(gateup="copy", pdl=True)),
@@ -132,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
              ("cupy_rowwarp_pdl_q8_pairs dense x", pairs_in("dense")),
              ("cupy_rowwarp_pdl_q8_pairs padded x", pairs_in("padded")),
              *((f"cupy_rowwarp_pdl_q8_hidden_cp {g} groups", copy_q8_in(g)) for g in sorted(cme.DOWN_CP_GROUP_FORMS)),
+             *((f"cupy_rowwarp_pdl_q8_hidden_ld {f}", ld_in(f)) for f in ("ahead", "ids")),
              ("read", lambda: _read_kernel[(sink.numel(),)](words, sink, words.numel(), BLOCK=4096))]
     assert tuple(label for label, _ in calls) == LABELS, "LABELS is the pass's order: update it with the calls"
     warm_then_measured([c for c in calls if only is None or c[0] in only])

@@ -139,6 +139,14 @@ IMPLEMENTATIONS = [
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_cp", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_cp",
      bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the same two pairs with their down's expert ids read once a warp and its hidden values a round ahead: the same
+    # values and products in the same order, so their pairs' bits
+    ("moe_experts", "cupy_rowwarp_pdl_q8_hidden_ld", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_hidden_ld",
+     bit_identical(to="cupy_rowwarp_pdl_q8_hidden"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_ld", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_ld",
+     bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # that pair with its gate/up pipelined through stages of shared memory, a few blocks an SM: the same rows' sums
     ("moe_experts", "cupy_rowwarp_pdl_q8_pipe", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pipe",
      bit_identical(to="cupy_rowwarp_pdl_q8_hidden"), "moe_rowwarp.cu",
@@ -164,6 +172,8 @@ POLICIES = {
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
        for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},
+    **{("moe_experts", n): "sparkops_cupy._policies:experts_ld_passes"
+       for n in ("cupy_rowwarp_pdl_q8_hidden_ld", "cupy_rowwarp_pdl_q8_pairs_ld")},
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
     **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},

@@ -74,6 +74,18 @@ def experts_cp_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_dow
             f"({_experts.DOWN_CP_SMEM_LIMIT})")
 
 
+def experts_ld_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> str | None:
+    """The Q8 hidden pairs with the q8-loads down (cupy_rowwarp_pdl_q8_hidden_ld, _q8_pairs_ld): `experts_passes`,
+    then the slots a warp reads a lane each (a call with more runs the warp down, the same bits)."""
+    if (why := experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)) is not None:
+        return why
+    k = ids.shape[-1]
+    if k <= _experts.DOWN_LD_MAX_K:
+        return None
+    return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): {k} chosen experts, more than the "
+            f"{_experts.DOWN_LD_MAX_K} the q8-loads down reads a lane each (DOWN_LD_MAX_K)")
+
+
 def router_passes(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps) -> str | None:
     """The one-launch router (cupy_rowwarp, cupy_rowwarp_pdl): moe_router.py's `rowwarp_serves`."""
     if router_served(x, weight, top_k, n_group):

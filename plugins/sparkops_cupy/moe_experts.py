@@ -38,7 +38,9 @@ pair in gate/up's dot loop (1.66 instructions a weight against 2.7; slower per o
 token). "cupy_rowwarp_pdl_q8_hidden_cp" and "cupy_rowwarp_pdl_q8_pairs_cp" (written after session 29): the Q8 hidden
 pair and the pairs pair with down in a copy form (each warp's rows copied into shared memory before the wait, dotted
 group by group as they land: the same bits as their warp-down pairs; session 30: slower alone and per op, never a
-rung). Each function's docstring says why and what it measured.
+rung). "cupy_rowwarp_pdl_q8_hidden_ld" and "cupy_rowwarp_pdl_q8_pairs_ld" (written after session 30): the same pairs with
+their down's expert ids read once a warp and its hidden values requested a round ahead (the same bits). Each
+function's docstring says why and what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -141,6 +143,16 @@ PAIRS_X = "padded"
 #: (the least slow)
 DOWN_CP_GROUP_FORMS = {1: "moe_q4_k_downq8cp1pdl", 3: "moe_q4_k_downq8cp3pdl", 6: "moe_q4_k_downq8cp6pdl"}
 DOWN_CP_GROUPS = 1
+#: the "q8 loads" downs' forms (kernels/moe_rowwarp.cu's down_q8ld_q4_k, the down of cupy_rowwarp_pdl_q8_hidden_ld and
+#: _q8_pairs_ld): "ids" (the slots' expert ids and weights read once a warp, a lane a slot) or "ahead" (that, and each
+#: round's hidden values requested one round before they are dotted) -> the kernel. DOWN_LD_FORM is the one they run,
+#: read at each call (the side-by-side times both). "ahead" by session 30's source page (the id loads ~22% of the
+#: stall samples, the hidden loads ~16%), not yet by a measurement
+DOWN_LD_FORMS = {"ids": "moe_q4_k_downq8idspdl", "ahead": "moe_q4_k_downq8aheadpdl"}
+DOWN_LD_FORM = "ahead"
+#: the most slots those downs read a lane each (moe_rowwarp.cu's DOWN_LD_MAX_K); a call with more runs the warp down
+#: (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_ld_passes)
+DOWN_LD_MAX_K = 32
 #: the most shared memory a copy down's block may take (an H200 block's 227 KB); a call past it runs the Q8 hidden
 #: pair's warp down (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_cp_passes)
 DOWN_CP_SMEM_LIMIT = 227 * 1024
@@ -269,7 +281,8 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
-                    pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False) -> None:
+                    pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False,
+                    ld_q8_down: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -287,7 +300,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     bits), x staged in form PAIRS_X. `copy_q8_down` (with `q8_hidden`): down in the copy form, each warp's rows
     copied into shared memory before the wait in DOWN_CP_GROUPS commit groups (down_q8cp_q4_k: the same products in
     the same order, so down_q8_q4_k's bits); a call whose block would not fit DOWN_CP_SMEM_LIMIT runs down_q8_q4_k
-    (the stated policy)."""
+    (the stated policy). `ld_q8_down` (with `q8_hidden`): down in form DOWN_LD_FORM (down_q8ld_q4_k: the slots' ids
+    read once a warp, the hidden values maybe a round ahead; down_q8_q4_k's bits); more than DOWN_LD_MAX_K slots run
+    down_q8_q4_k (the stated policy)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -330,6 +345,11 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                        f"(sparkops_cupy.moe_experts.PAIRS_X)")
     if copy_q8_down and not q8_hidden:
         raise BadInput("moe_experts: the copy down on the Q8 hidden vector is the Q8 hidden forms' (q8_hidden=True)")
+    if ld_q8_down and (not q8_hidden or copy_q8_down):
+        raise BadInput("moe_experts: the q8-loads down is the Q8 hidden forms' (q8_hidden=True), not the copy down's")
+    if ld_q8_down and DOWN_LD_FORM not in DOWN_LD_FORMS:
+        raise BadInput(f"moe_experts: the q8-loads down's forms are {sorted(DOWN_LD_FORMS)}, not {DOWN_LD_FORM!r} "
+                       f"(sparkops_cupy.moe_experts.DOWN_LD_FORM)")
     if copy_q8_down and DOWN_CP_GROUPS not in DOWN_CP_GROUP_FORMS:
         raise BadInput(f"moe_experts: the copy down's forms are {sorted(DOWN_CP_GROUP_FORMS)} commit groups, not "
                        f"{DOWN_CP_GROUPS!r} (sparkops_cupy.moe_experts.DOWN_CP_GROUPS)")
@@ -356,6 +376,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                                                  else "moe_q4_k_downpdl") if pdl else "moe_q4_k_down"
     if copy_q8_down and down_cp_fits(k, f, fs):  # else down_q8_q4_k, the same bits (the stated policy)
         down, smem = DOWN_CP_GROUP_FORMS[DOWN_CP_GROUPS], down_cp_smem(k, f, fs)
+    if ld_q8_down and k <= DOWN_LD_MAX_K:  # else down_q8_q4_k, the same bits (the stated policy)
+        down = DOWN_LD_FORMS[DOWN_LD_FORM]
     grid, block = ((d,), (32 * DOWN_SPLIT,)) if split_down else (((d + 3) // 4,), (128,))  # an output a block / a warp
     rt.launch("moe_rowwarp.cu", down, dev, grid, block,
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
@@ -516,6 +538,31 @@ def moe_experts_rowwarp_pdl_q8_pairs_cp(x, weights, ids, w_gate, w_up, w_down, s
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     copy_q8_down=True))
+
+
+def moe_experts_rowwarp_pdl_q8_hidden_ld(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_hidden_ld": cupy_rowwarp_pdl_q8_hidden with its down's loads requested
+    earlier. Nsight Compute's source page of the Q8 down launched alone (GPU session 30, stage probe_ncu_source_moe)
+    put ~60% of its warps' stall samples on long-scoreboard waits: ~22% on each round's expert-id load (four a group
+    through __ldcg, asm volatile, so one round trip after another before that round's weights are requested), ~16%
+    on each round's hidden-vector loads (__ldca, issued next to their use), ~10% on the first weights after the wait.
+    Here a warp reads its K slots' ids and weights once, a lane a slot, and shuffles each unit's; in DOWN_LD_FORM
+    "ahead" each round's hidden values are requested before the round before is dotted (94 registers against 80;
+    "ids", 77, only the first change). kernels/moe_rowwarp.cu's down_q8ld_q4_k: the same values and products in the
+    same order, so the claim is bit-identity to cupy_rowwarp_pdl_q8_hidden. Every other call by the stated policy
+    (_policies.experts_ld_passes: more than DOWN_LD_MAX_K slots run the warp down, the same bits)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True))
+
+
+def moe_experts_rowwarp_pdl_q8_pairs_ld(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pairs_ld": cupy_rowwarp_pdl_q8_pairs' gate/up (a lane a whole sub-block
+    pair, x padded) with cupy_rowwarp_pdl_q8_hidden_ld's down, its own name so that a rung over a step whose experts
+    are the pairs pair changes the down alone. The claim is bit-identity to cupy_rowwarp_pdl_q8_pairs. Every other
+    call by the stated policy (_policies.experts_ld_passes)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
+                                                    ld_q8_down=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

@@ -456,10 +456,12 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
                                   "moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_split",
                                   "moe_experts_rowwarp_pdl_q8_hidden", "moe_experts_rowwarp_pdl_q8_pipe",
                                   "moe_experts_rowwarp_pdl_q8_pairs", "moe_experts_rowwarp_pdl_q8_hidden_cp",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_cp"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_cp", "moe_experts_rowwarp_pdl_q8_hidden_ld",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_ld"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
                               "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs",
-                              "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down"])
+                              "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down", "pdl_q8_hidden_down_loads",
+                              "pdl_q8_pairs_down_loads"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -622,9 +624,11 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
                                   "cupy_rowwarp_pdl_q8_pairs", "cupy_rowwarp_pdl_q8_hidden_cp",
-                                  "cupy_rowwarp_pdl_q8_pairs_cp"],
+                                  "cupy_rowwarp_pdl_q8_pairs_cp", "cupy_rowwarp_pdl_q8_hidden_ld",
+                                  "cupy_rowwarp_pdl_q8_pairs_ld"],
                          ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs",
-                              "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down"])
+                              "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down",
+                              "q8_gate_up_q8_hidden_down_loads", "q8_gate_up_q8_pairs_down_loads"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -661,9 +665,10 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
 @pytest.mark.gpu
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_hidden",
                                   "moe_experts_rowwarp_pdl_q8_pipe", "moe_experts_rowwarp_pdl_q8_pairs",
-                                  "moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_pairs_cp"],
+                                  "moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_pairs_cp",
+                                  "moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwarp_pdl_q8_pairs_ld"],
                          ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs", "q8_hidden_copy_down",
-                              "q8_pairs_copy_down"])
+                              "q8_pairs_copy_down", "q8_hidden_down_loads", "q8_pairs_down_loads"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -861,6 +866,63 @@ def test_gpu_pdl_copy_down_past_its_shared_memory_runs_the_warp_down_by_its_poli
         got = getattr(cme, copy)(x, weights, ids, **w)
         torch.cuda.synchronize()
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), copy
+
+
+#: the q8-loads pairs and the warp-down pairs whose bits they claim
+_DOWN_LOADS_PAIRS = (("moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwarp_pdl_q8_hidden"),
+                     ("moe_experts_rowwarp_pdl_q8_pairs_ld", "moe_experts_rowwarp_pdl_q8_pairs"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["ids", "ahead"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_down_loads_give_the_warp_down_pairs_bits(dtype, form, monkeypatch):
+    """moe_experts=cupy_rowwarp_pdl_q8_hidden_ld and _q8_pairs_ld claim the bits of cupy_rowwarp_pdl_q8_hidden and
+    _q8_pairs: their down reads the slots' ids once a warp and shuffles each unit's, and (form "ahead") requests each
+    round's hidden values a round early, with the warp down's products in its order. At the 48B's MoE shape (36
+    super-blocks a warp in three groups), at K = 3 of 6 experts of 256 rows with a shared one, at K = 5 of 12 of 512
+    rows without one, and at K = 33 of 40 (past DOWN_LD_MAX_K: the warp down by the stated policy), in each form: a
+    unit given another slot's expert or weight, a round dotted with another's hidden values, or a lane's units out of
+    order gives other bits."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import moe_experts as cme
+
+    monkeypatch.setattr(cme, "DOWN_LD_FORM", form)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(57, dev), _moe_small(58, dev, 512, 256, 256, 6, 3), _moe_small(59, dev, 768, 512, 0, 12, 5),
+            _moe_small(60, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
+    for x, weights, ids, w in sets:
+        x = x.to(dtype)
+        assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path
+        for ld, warp in _DOWN_LOADS_PAIRS:
+            want = getattr(cme, warp)(x, weights, ids, **w)
+            got = getattr(cme, ld)(x, weights, ids, **w)
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all(), (ld, x.shape[1], ids.shape[1])
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{ld} at {x.shape[1]}, K {ids.shape[1]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["ids", "ahead"])
+def test_gpu_pdl_down_loads_replayed_after_the_norm_and_router_give_the_warp_downs_bits(form, monkeypatch):
+    """Three layers of the step's chain (the PDL norm, the PDL router, the experts) replayed from one graph, outputs
+    NaN before each replay, with new activations each time: the q8-loads pairs give the warp-down pairs' bits after
+    the plain norm and router. Their ids are read before the PDL wait, once: a stale id (the replay before's routing)
+    gives other bits."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    pytest.importorskip("triton")
+    from sparkops_cupy import moe_experts as cme
+
+    monkeypatch.setattr(cme, "DOWN_LD_FORM", form)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    _, _, _, w = _moe_48b(61, dev)
+    chain = _NormRouterLayers(dev, 62, 24, torch.bfloat16)
+    for ld, warp in _DOWN_LOADS_PAIRS:
+        def layers(fn, pdl: bool) -> list[torch.Tensor]:
+            return [fn(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
+
+        _replays_match(lambda: layers(getattr(cme, ld), True), lambda: layers(getattr(cme, warp), False),
+                       chain.refresh, replays=3)
 
 
 @pytest.mark.gpu

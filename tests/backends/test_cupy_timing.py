@@ -524,6 +524,20 @@ def test_experts_copy_down_after_the_router_side_by_side():
                                           "cupy_rowwarp_pdl_q8_pairs_cp"))
 
 
+def test_experts_down_loads_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_hidden_ld (the Q8 hidden pair with its down's
+    expert ids read once a warp and its hidden values requested a round ahead) against cupy_rowwarp_pdl, with
+    cupy_rowwarp_pdl_q8_hidden (the step's experts), its other form ("ids") and the pairs gate/up with each down
+    (cupy_rowwarp_pdl_q8_pairs, _q8_pairs_ld: the forecast over a step whose experts are the pairs pair) as columns
+    of their own: perop-expq8l-bfloat16.json."""
+    import sparkops_cupy.moe_experts as cme
+
+    others = _form_columns(cme, "DOWN_LD_FORM", cme.DOWN_LD_FORMS, "cupy_rowwarp_pdl_q8_hidden_ld {}")
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_hidden_ld", "expq8l-bfloat16", 34, others,
+                                    more=("cupy_rowwarp_pdl_q8_hidden", "cupy_rowwarp_pdl_q8_pairs",
+                                          "cupy_rowwarp_pdl_q8_pairs_ld"))
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

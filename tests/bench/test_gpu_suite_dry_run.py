@@ -68,7 +68,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expq8p": "test_experts_q8_pipe_after_the_router_side_by_side",
            "expq8w": "test_experts_q8_pairs_after_the_router_side_by_side",
            "x16": "test_x16_lm_head_side_by_side_with_cupy_float",
-           "expq8c": "test_experts_copy_down_after_the_router_side_by_side"}
+           "expq8c": "test_experts_copy_down_after_the_router_side_by_side",
+           "expq8l": "test_experts_down_loads_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -1292,8 +1293,9 @@ def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu
 
 
 def test_probe_ncu_source_moe_reads_the_down_and_the_pairs_gate_up_each_launched_alone(tmp_path):
-    """Session 30's instrument for the next lead: the Q8 hidden pair's down and the pairs gate/up, each profiled as the
-    one matching launch after its warm-up (moe_kernels.py --only), the source page as CSV, a table read from each."""
+    """Session 30's instrument: the Q8 hidden pair's down, the pairs gate/up and the down with its loads earlier, each
+    profiled as the one matching launch after its warm-up (moe_kernels.py --only), the source page as CSV, a table read
+    from each."""
     bare = tmp_path / "without"
     bare.mkdir()
     stubs = _stubs(bare, 1)
@@ -1304,10 +1306,11 @@ def test_probe_ncu_source_moe_reads_the_down_and_the_pairs_gate_up_each_launched
     log, calls = _suite(tmp_path, "probe_ncu_source_moe")
     assert "unknown stage" not in log
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert len(ncu) == 2, ncu
+    assert len(ncu) == 3, ncu
     assert all("--page source --print-source sass --csv" in c and "--launch-skip 1 --launch-count 1" in c for c in ncu)
     assert "regex:moe_q4_k_downq8pdl$" in ncu[0] and "--only cupy_rowwarp_pdl_q8_hidden" in ncu[0], ncu[0]
     assert "regex:moe_q4_k_gateupq8hwxpdl_bf16$" in ncu[1] and "cupy_rowwarp_pdl_q8_pairs padded x" in ncu[1], ncu[1]
+    assert "regex:moe_q4_k_downq8aheadpdl$" in ncu[2] and "cupy_rowwarp_pdl_q8_hidden_ld ahead" in ncu[2], ncu[2]
     assert "] probe-ncu-source-moe-downq8pdl (limit" in log and "] probe-ncu-source-moe-gateupq8hwxpdl_bf16" in log
 
 
@@ -2527,7 +2530,7 @@ def test_the_next_sessions_plan_after_session_27(tmp_path):
     _rung_timed_once(calls, machine, "s28-exp-q8h", "moe_experts=cupy_rowwarp_pdl_q8_hidden", "cuda-s23-nones.toml",
                      "moe_experts=1.300")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert ncu and all("--launch-skip 27 --launch-count 27" in c and "moe_kernels.py" in c for c in ncu)
+    assert ncu and all("--launch-skip 31 --launch-count 31" in c and "moe_kernels.py" in c for c in ncu)
     # the plan after session 27: the same machine, decode-s28-exp-q8h now a winner, so frontier131k times the
     # 131072 rows (Q4_K, then IQ1_S over it) under its registry
     env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
@@ -2648,7 +2651,10 @@ _X16_STEP_RECORDS = {"x16": {"cupy_float": 150e-6, "cupy_x16_pdl": 100e-6},
                      "expq8c": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
                                 "cupy_rowwarp_pdl_q8_hidden_cp": 900e-6, "cupy_rowwarp_pdl_q8_pairs": 950e-6,
                                 "cupy_rowwarp_pdl_q8_pairs_cp": 850e-6},
-                     "rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6}}
+                     "rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6},
+                     "expq8l": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6,
+                                "cupy_rowwarp_pdl_q8_hidden_ld": 800e-6, "cupy_rowwarp_pdl_q8_pairs": 950e-6,
+                                "cupy_rowwarp_pdl_q8_pairs_ld": 760e-6}}
 
 
 def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "") -> tuple[str, list[str], Path]:
@@ -2720,6 +2726,25 @@ def test_the_plan_after_session_30_times_the_stack_again_over_the_x16_step(tmp_p
                      "cuda-s32-lmhead-x16.toml", "moe_experts=1.053,linear@Q4_K=1.200")
 
 
+def test_rungs35_times_the_down_loads_over_the_x16_step_when_the_stack_did_not_win(tmp_path):
+    """The stack timed with no win (STUB_NO_WIN), then rungs35 times moe_experts=cupy_rowwarp_pdl_q8_hidden_ld over the
+    x16 step after gpu-tests-exp-q8l (-k down_loads), forecast from its record's Q8 hidden column against its own
+    (1000 -> 800: x1.250)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs34 rungs35", no_win="cuda-s34-stack.toml")
+    assert "-k down_loads" in log
+    assert log.index("] gpu-tests-exp-q8l (limit") < log.index("] decode-s35-exp-q8l (limit")
+    _rung_timed_once(calls, machine, "s35-exp-q8l", "moe_experts=cupy_rowwarp_pdl_q8_hidden_ld",
+                     "cuda-s32-lmhead-x16.toml", "moe_experts=1.250")
+
+
+def test_rungs35_over_the_stack_that_won_changes_the_pairs_pairs_down(tmp_path):
+    """The stack winning (the stub's default), rungs35 goes over its registry with the pairs pair's form of the down
+    (cupy_rowwarp_pdl_q8_pairs_ld), forecast against the pairs column (950 -> 760: x1.250)."""
+    _, calls, machine = _over_the_x16_step(tmp_path, "rungs34 rungs35", no_win="cuda-s33-exp-q8c.toml")
+    _rung_timed_once(calls, machine, "s35-exp-q8l", "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld", "cuda-s34-stack.toml",
+                     "moe_experts=1.250")
+
+
 def test_rungs34_is_left_out_without_the_q8_gemvs_record(tmp_path):
     """rungs34 forecasts both changes: with the Q8 GEMVs' proof failing (STUB_FAIL_MATCH on its -k), it says so and
     times nothing; the copy down's rung in the same call is timed all the same."""
@@ -2744,7 +2769,7 @@ def test_the_next_sessions_plan_after_session_28_proves_and_profiles_the_pairs_f
     assert "] gpu-tests-exp-q8w (limit" in log and "-k q8_pairs" in log
     assert log.index("] gpu-tests-exp-q8w (limit") < log.index("] probe-ncu-moe (limit")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert len(ncu) == 2 and all("--launch-skip 27 --launch-count 27" in c for c in ncu), ncu  # the probe's launches now
+    assert len(ncu) == 2 and all("--launch-skip 31 --launch-count 31" in c for c in ncu), ncu  # the probe's launches now
     assert not any(c.startswith(("synth", "swap", "bench")) for c in calls), calls
 
 

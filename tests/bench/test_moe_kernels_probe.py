@@ -42,6 +42,6 @@ def test_the_source_stage_names_launches_the_probe_makes():
     suite = (REPO / "bench" / "gpu_suite.sh").read_text()
     stage = suite[suite.index("probe_ncu_source_moe)"):]
     stage = stage[:stage.index(";;")]
-    labels = re.findall(r'"(?:downq8pdl|gateup[a-z0-9_]+):([^"]+)"', stage)
-    assert len(labels) == 2 and all(label in probe.LABELS for label in labels), labels
+    labels = re.findall(r'"(?:down[a-z0-9]+pdl|gateup[a-z0-9_]+):([^"]+)"', stage)
+    assert len(labels) == 3 and all(label in probe.LABELS for label in labels), labels
     assert len(probe.LABELS) == len(set(probe.LABELS))

@@ -131,6 +131,19 @@ def test_the_copy_down_experts_say_when_their_down_is_the_warp_one(monkeypatch):
     assert said.startswith("the warp down") and f"{cme.down_cp_smem(2, 512, 0)} bytes" in said
 
 
+def test_the_down_loads_experts_say_when_their_down_is_the_warp_one(monkeypatch):
+    """cupy_rowwarp_pdl_q8_hidden_ld / _q8_pairs_ld: the experts' policy first, then the slots their down reads a
+    lane each - more than DOWN_LD_MAX_K runs the warp down, named with the count."""
+    from sparkops_cupy import moe_experts as cme
+    from sparkops_cupy._policies import experts_ld_passes
+
+    assert experts_ld_passes(**_moe_args(Q.Q4_K)) is None  # K = 2
+    assert experts_ld_passes(**_moe_args(Q.IQ1_S)).startswith("torch")
+    monkeypatch.setattr(cme, "DOWN_LD_MAX_K", 1)
+    said = experts_ld_passes(**_moe_args(Q.Q4_K))
+    assert said.startswith("the warp down") and "2 chosen experts, more than the 1" in said
+
+
 def test_the_one_token_q4k_gemvs_say_which_calls_they_pass_and_why():
     from sparkops_cupy._policies import floatrow_passes, one_token_q4k_passes
 

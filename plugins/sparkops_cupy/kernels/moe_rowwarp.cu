@@ -490,15 +490,26 @@ __device__ __forceinline__ void down_q4_k(const float* __restrict__ h, const i64
     if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
 }
 
-// One lane's share of one super-block against the Q8 hidden vector (hq8_store_group's format, read through L1 after the
-// PDL wait): header hd, qs bytes q, the super-block's first hidden index sb0. Its 16 low-nibble values are two groups
-// of 8 (codes words x, y then z, w), its high-nibble values two more, 32 further on.
-__device__ __forceinline__ float hq8_block(uint4 hd, uint4 q, const u8* __restrict__ hq,
-                                           const float4* __restrict__ hds16, i64 sb0, int o) {
+// One lane's share of one super-block's Q8 hidden values (hq8_store_group's format, read through L1 after the PDL
+// wait): its 16 low-nibble codes (two groups of 8) and 16 high-nibble ones 32 further on, and the (d, d sum) of their
+// four groups. __ldca is asm volatile: each load stays where the source puts it (session 30's source page of
+// down_q8_q4_k found each round's loads issued next to their use), so a form that wants them early must say so.
+struct Hq8Lane {
+    int4 cl, ch;
+    float4 fl, fh;
+};
+__device__ __forceinline__ Hq8Lane hq8_load(const u8* __restrict__ hq, const float4* __restrict__ hds16, i64 sb0,
+                                            int o) {
+    const i64 base = sb0 + 64 * (o >> 1) + 16 * (o & 1);
+    return {__ldca((const int4*)(hq + base)), __ldca((const int4*)(hq + base + 32)), __ldca(hds16 + (base >> 4)),
+            __ldca(hds16 + ((base + 32) >> 4))};
+}
+
+// That share's product with the lane's 32 weights of the super-block: header hd, qs bytes q.
+__device__ __forceinline__ float hq8_dot(uint4 hd, uint4 q, const Hq8Lane& v, int o) {
     const int j = o >> 1;
-    const i64 base = sb0 + 64 * j + 16 * (o & 1);
-    const int4 cl = __ldca((const int4*)(hq + base)), ch = __ldca((const int4*)(hq + base + 32));
-    const float4 fl = __ldca(hds16 + (base >> 4)), fh = __ldca(hds16 + ((base + 32) >> 4));  // (d, d sum) x 2
+    const int4 cl = v.cl, ch = v.ch;
+    const float4 fl = v.fl, fh = v.fh;  // (d, d sum) x 2
     float sc_l, mn_l, sc_h, mn_h;
     rw_scale_min(hd.y, hd.z, hd.w, 2 * j, sc_l, mn_l);
     rw_scale_min(hd.y, hd.z, hd.w, 2 * j + 1, sc_h, mn_h);
@@ -513,6 +524,13 @@ __device__ __forceinline__ float hq8_block(uint4 hd, uint4 q, const u8* __restri
     const float lo = (d * sc_l) * (fl.x * (float)l0 + fl.z * (float)l1) - (dmin * mn_l) * (fl.y + fl.w);
     const float hi = (d * sc_h) * (fh.x * (float)h0 + fh.z * (float)h1) - (dmin * mn_h) * (fh.y + fh.w);
     return lo + hi;
+}
+
+// One lane's share of one super-block against the Q8 hidden vector: header hd, qs bytes q, the super-block's first
+// hidden index sb0 (hq8_load, then hq8_dot).
+__device__ __forceinline__ float hq8_block(uint4 hd, uint4 q, const u8* __restrict__ hq,
+                                           const float4* __restrict__ hds16, i64 sb0, int o) {
+    return hq8_dot(hd, q, hq8_load(hq, hds16, sb0, o), o);
 }
 
 // down on the Q8 hidden vector (the comment above hq8_store_group says why): down_q4_k<true>'s warp an output, its
@@ -542,6 +560,77 @@ __device__ __forceinline__ void down_q8_q4_k(const u8* __restrict__ hq, const i6
         for (int i = 0; i < ROUNDS; ++i) {
             const int u = g + 4 * i + oct;
             if (u < units) acc += scale[i] * hq8_block(hd[i], q[i], hq, hds16, (i64)u * 256, o);
+        }
+    }
+    acc = warp_sum(acc);
+    bad = __any_sync(0xffffffffu, bad);
+    if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
+}
+
+// down on the Q8 hidden vector with its loads requested earlier ("q8 loads", the down of
+// cupy_rowwarp_pdl_q8_hidden_ld and _q8_pairs_ld, written after GPU session 30). Nsight Compute's source page of
+// down_q8_q4_k (session 30, launched alone, caches flushed) put 60% of its warps' stall samples on long-scoreboard
+// waits at three kinds of instruction: ~22% on the compare after each round's expert-id load (ids[slot] through
+// __ldcg: four a group, each a round trip before that round's weights can be requested), ~16% on the __dp4a after
+// each round's hidden-vector loads (__ldca, issued next to their use), ~10% on the first weights after the wait.
+// CUDA's __ldcg and __ldca are asm volatile, so each stays where the source puts it. Here a warp reads its K slots'
+// ids and routing weights once, lane s slot s (one round trip; K at most 32: DOWN_LD_MAX_K), and takes each unit's
+// from its lane by shuffle. AHEAD (the "ahead" form): each round's hidden values are requested before the round
+// before is dotted, one round ahead (16 registers more). The same values, the same products in the same order:
+// down_q8_q4_k's bits.
+#define DOWN_LD_MAX_K 32
+template <bool AHEAD, int ROUNDS = RW_ROUNDS>
+__device__ __forceinline__ void down_q8ld_q4_k(const u8* __restrict__ hq, const i64* __restrict__ ids,
+                                               const float* __restrict__ weights, int K, int E,
+                                               const u8* __restrict__ w_down, i64 row_bytes, int F,
+                                               const u8* __restrict__ s_down, i64 s_row_bytes, int Fs, int D,
+                                               void* __restrict__ y, int y_dt) {
+    const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3;
+    const i64 d = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (d >= D) return;  // the whole warp
+    const int per = F >> 8, routed = K * per, units = routed + (Fs >> 8);
+    const float4* hds16 = (const float4*)(hq + (i64)units * 256);
+    i64 mine = 0;        // lane s: slot s's expert (a bad id read as expert 0)
+    float wmine = 1.0f;  // and its routing weight
+    bool bad = false;
+    if (lane < K) {
+        mine = __ldcg(ids + lane);
+        wmine = __ldcg(weights + lane);
+        if (mine < 0 || mine >= E) {
+            bad = true;
+            mine = 0;
+        }
+    }
+    float acc = 0.0f;
+    for (int g = 0; g < units; g += 4 * ROUNDS) {
+        uint4 hd[ROUNDS], q[ROUNDS];
+        float scale[ROUNDS];
+#pragma unroll
+        for (int i = 0; i < ROUNDS; ++i) {
+            const int u = g + 4 * i + oct;
+            const int slot = u < routed ? u / per : 0;
+            const i64 e = __shfl_sync(0xffffffffu, mine, slot);  // every lane shuffles; a unit past the row unused
+            const float w = __shfl_sync(0xffffffffu, wmine, slot);
+            scale[i] = u < routed ? w : 1.0f;
+            if (u < units) {
+                const u8* b = u < routed ? w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144
+                                         : s_down + d * s_row_bytes + (i64)(u - routed) * 144;
+                q4k_load(b, o, hd[i], q[i]);
+            }
+        }
+        if (g == 0) pdl_wait();  // hq: gate/up's output
+        Hq8Lane next{};
+        if (AHEAD && g + oct < units) next = hq8_load(hq, hds16, (i64)(g + oct) * 256, o);
+#pragma unroll
+        for (int i = 0; i < ROUNDS; ++i) {
+            const int u = g + 4 * i + oct;
+            if (AHEAD) {
+                const Hq8Lane v = next;
+                if (i + 1 < ROUNDS && u + 4 < units) next = hq8_load(hq, hds16, (i64)(u + 4) * 256, o);
+                if (u < units) acc += scale[i] * hq8_dot(hd[i], q[i], v, o);
+            } else if (u < units) {
+                acc += scale[i] * hq8_dot(hd[i], q[i], hq8_load(hq, hds16, (i64)u * 256, o), o);
+            }
         }
     }
     acc = warp_sum(acc);
@@ -1093,6 +1182,22 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8pdl(
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
     down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128, 6) moe_q4_k_downq8idspdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8ld_q4_k<false>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128, 5) moe_q4_k_downq8aheadpdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8ld_q4_k<true>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
 }
 
 // budget: stack 0, spills 0
