@@ -486,7 +486,7 @@
 #                                      # decode-s32-lmhead-x16 1.029 / 1.028 (win: 546.0 / 518.5 tok/s)
 #   (SUITE_TIMED + decode-s32-lmhead-x16) bash bench/gpu_lanes.sh 315 "frontier131k" ""   # 140 s warm: 453.6 tok/s
 #                                      # at 131072 (win over 440.8); the IQ1_S half skipped by the deadline
-# Session 30 (bench/gpu-runs/2026-12-02-session30/README.md), one H200, session 29's export; 6 calls, ~1545 s, two
+# Session 30 (bench/gpu-runs/2026-12-02-session30/README.md), one H200, session 29's export; 7 calls, ~1675 s, three
 # starts:
 #   bash bench/gpu_lanes.sh 560 "rungs33 probe_ncu_moe" ""   # 575 s fresh: registries mended (169 s: moe_rowwarp.cu,
 #                                      # moe_experts.py and linear.py had changed); gpu-tests-exp-q8c 24 passed; per
@@ -505,6 +505,9 @@
 #   (fresh, carrying .whl only) bash bench/gpu_lanes.sh 230 "probe_ncu_source_moe" ""   # ~85 s: the Q8 down's
 #                                      # stall samples 22% on its id loads, 16% on its hidden loads; the pairs
 #                                      # gate/up's 22% on x's first use, 16% on its barrier
+#   (fresh, carrying .whl only) bash bench/gpu_lanes.sh 185 "proofs35 probe_ncu_source_moe" ""   # ~76 s: the q8-loads
+#                                      # down's 21 tests passed; per op "ids" 736.9, "ahead" 746.3 against the Q8
+#                                      # hidden pair's 785.3 us (the pairs pair 712.2 against 750.4)
 # Next session: the step is still rungs32's (cuda-s32-lmhead-x16.toml). The stack won once (1.021 / 1.021) and then
 # timed none (1.019 / 1.018, every one of its 24 pairs faster), and SUITE_TIMED lists winners only (the suite refuses
 # decode-s34-stack there: its newest rows did not win), so a third pair decides. Carry .whl and .kcache (session 30's
@@ -516,14 +519,13 @@
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16" SUITE_PREFILL_BASE=bf16   # (one line)
 #   bash bench/gpu_lanes.sh 560 "rungs34" ""   # fresh: the stack's third pair over the x16 step (~450 s with the
 #                                      # mend); on a win name decode-s34-stack in SUITE_TIMED for the calls after
-#   bash bench/gpu_lanes.sh 560 "rungs35 probe_ncu_source_moe" ""   # warm: the down's loads requested earlier (the
-#                                      # same bits; over the stack when it won, its pairs form), then the three SASS
-#                                      # pages with their stall samples (~60 s)
+#   bash bench/gpu_lanes.sh 560 "rungs35" ""   # warm: the down's ids read once a warp (the same bits; over the stack
+#                                      # when it won, its pairs form; x1.066 per op in session 30)
 #   then frontier131k under the step now, if it moved
 #   then the leads below, as built (a rung a call; chain a warm call after each)
-# The leads for new work (session 30's README): the Q8 down's loads, built after session 30's source page as rungs35
-# (its expert ids one round trip a round, a fifth of its stall samples; its hidden-vector loads next to their use, a
-# sixth); the router (150 us a token of own time, ~5.8 us a layer for 2.4 MB, on the critical path); the Q4_K GEMVs,
+# The leads for new work (session 30's README): the Q8 down's first weights after its wait and its three dependent
+# groups (what its source page leaves once the ids are read once, rungs35); the gate/up's x, staged by every block (a
+# fifth of its stall samples on x's first use, a sixth on the barrier after); the router (150 us a token of own time, ~5.8 us a layer for 2.4 MB, on the critical path); the Q4_K GEMVs,
 # whose own time in the step did not fall with Q8 activations (465 -> 472 us a replay) though they gained x1.15 in
 # their own chain: what their side-by-side times is not what the step runs.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:

@@ -39,7 +39,7 @@ token). "cupy_rowwarp_pdl_q8_hidden_cp" and "cupy_rowwarp_pdl_q8_pairs_cp" (writ
 pair and the pairs pair with down in a copy form (each warp's rows copied into shared memory before the wait, dotted
 group by group as they land: the same bits as their warp-down pairs; session 30: slower alone and per op, never a
 rung). "cupy_rowwarp_pdl_q8_hidden_ld" and "cupy_rowwarp_pdl_q8_pairs_ld" (written after session 30): the same pairs with
-their down's expert ids read once a warp and its hidden values requested a round ahead (the same bits). Each
+their down's expert ids read once a warp (the same bits; session 30, per op: x1.066 over the Q8 hidden pair). Each
 function's docstring says why and what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
@@ -146,10 +146,11 @@ DOWN_CP_GROUPS = 1
 #: the "q8 loads" downs' forms (kernels/moe_rowwarp.cu's down_q8ld_q4_k, the down of cupy_rowwarp_pdl_q8_hidden_ld and
 #: _q8_pairs_ld): "ids" (the slots' expert ids and weights read once a warp, a lane a slot) or "ahead" (that, and each
 #: round's hidden values requested one round before they are dotted) -> the kernel. DOWN_LD_FORM is the one they run,
-#: read at each call (the side-by-side times both). "ahead" by session 30's source page (the id loads ~22% of the
-#: stall samples, the hidden loads ~16%), not yet by a measurement
+#: read at each call (the side-by-side times both). GPU session 30 (call 7), per op in the norm-router-experts chain, a
+#: token (the 48B's shape, bf16): "ids" 736.9, "ahead" 746.3 against the warp down's pair's 785.3 us. So "ids": the
+#: id loads were the wait that mattered, and requesting the hidden values early bought nothing more
 DOWN_LD_FORMS = {"ids": "moe_q4_k_downq8idspdl", "ahead": "moe_q4_k_downq8aheadpdl"}
-DOWN_LD_FORM = "ahead"
+DOWN_LD_FORM = "ids"
 #: the most slots those downs read a lane each (moe_rowwarp.cu's DOWN_LD_MAX_K); a call with more runs the warp down
 #: (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_ld_passes)
 DOWN_LD_MAX_K = 32
@@ -546,11 +547,13 @@ def moe_experts_rowwarp_pdl_q8_hidden_ld(x, weights, ids, w_gate, w_up, w_down, 
     put ~60% of its warps' stall samples on long-scoreboard waits: ~22% on each round's expert-id load (four a group
     through __ldcg, asm volatile, so one round trip after another before that round's weights are requested), ~16%
     on each round's hidden-vector loads (__ldca, issued next to their use), ~10% on the first weights after the wait.
-    Here a warp reads its K slots' ids and weights once, a lane a slot, and shuffles each unit's; in DOWN_LD_FORM
-    "ahead" each round's hidden values are requested before the round before is dotted (94 registers against 80;
-    "ids", 77, only the first change). kernels/moe_rowwarp.cu's down_q8ld_q4_k: the same values and products in the
-    same order, so the claim is bit-identity to cupy_rowwarp_pdl_q8_hidden. Every other call by the stated policy
-    (_policies.experts_ld_passes: more than DOWN_LD_MAX_K slots run the warp down, the same bits)."""
+    Here a warp reads its K slots' ids and weights once, a lane a slot, and shuffles each unit's (DOWN_LD_FORM "ids",
+    77 registers against 80); the "ahead" form also requests each round's hidden values before the round before is
+    dotted (94). kernels/moe_rowwarp.cu's down_q8ld_q4_k: the same values and products in the same order, so the claim
+    is bit-identity to cupy_rowwarp_pdl_q8_hidden. Every other call by the stated policy (_policies.experts_ld_passes:
+    more than DOWN_LD_MAX_K slots run the warp down, the same bits). GPU session 30 (call 7, tests and side-by-side
+    only): its 21 GPU tests passed; per op in the chain "ids" 736.9 and "ahead" 746.3 against the warp down's pair's
+    785.3 us a token (x1.066); not yet a rung (stage rungs35)."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True))
 
@@ -559,7 +562,8 @@ def moe_experts_rowwarp_pdl_q8_pairs_ld(x, weights, ids, w_gate, w_up, w_down, s
     """Implementation "cupy_rowwarp_pdl_q8_pairs_ld": cupy_rowwarp_pdl_q8_pairs' gate/up (a lane a whole sub-block
     pair, x padded) with cupy_rowwarp_pdl_q8_hidden_ld's down, its own name so that a rung over a step whose experts
     are the pairs pair changes the down alone. The claim is bit-identity to cupy_rowwarp_pdl_q8_pairs. Every other
-    call by the stated policy (_policies.experts_ld_passes)."""
+    call by the stated policy (_policies.experts_ld_passes). GPU session 30 (call 7): per op 712.2 ("ahead") against
+    the pairs pair's 750.4 us a token."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     ld_q8_down=True))
