@@ -102,35 +102,21 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             cme.ROWWARP_DOWN = was
 
-    def pairs_in(form):
+    def forced(attr, value, **forms):
+        """The pair in `forms` with moe_experts' module constant `attr` set to `value` while it launches."""
         def call():
-            was = cme.PAIRS_X
-            cme.PAIRS_X = form
+            was = getattr(cme, attr)
+            setattr(cme, attr, value)
             try:
-                pair(gateup="q8", pdl=True, q8_hidden=True, pairs=True)()
+                pair(**forms)()
             finally:
-                cme.PAIRS_X = was
+                setattr(cme, attr, was)
         return call
 
-    def copy_q8_in(groups):
-        def call():
-            was = cme.DOWN_CP_GROUPS
-            cme.DOWN_CP_GROUPS = groups
-            try:
-                pair(gateup="q8", pdl=True, q8_hidden=True, copy_q8_down=True)()
-            finally:
-                cme.DOWN_CP_GROUPS = was
-        return call
-
-    def ld_in(form):
-        def call():
-            was = cme.DOWN_LD_FORM
-            cme.DOWN_LD_FORM = form
-            try:
-                pair(gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True)()
-            finally:
-                cme.DOWN_LD_FORM = was
-        return call
+    q8h = dict(gateup="q8", pdl=True, q8_hidden=True)
+    pairs_in = lambda form: forced("PAIRS_X", form, **q8h, pairs=True)  # noqa: E731
+    copy_q8_in = lambda groups: forced("DOWN_CP_GROUPS", groups, **q8h, copy_q8_down=True)  # noqa: E731
+    ld_in = lambda form: forced("DOWN_LD_FORM", form, **q8h, ld_q8_down=True)  # noqa: E731
 
     calls = [("cupy_rowwarp copy/warp", pair(gateup="copy")),
              ("cupy_rowwarp copy/copy", copy_down),

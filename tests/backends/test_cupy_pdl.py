@@ -827,25 +827,30 @@ def test_gpu_pdl_copy_down_gives_its_warp_down_pairs_bits(dtype, groups, monkeyp
             assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{copy} at width {x.shape[1]}"
 
 
-@pytest.mark.gpu
-def test_gpu_pdl_copy_down_replayed_after_the_norm_and_router_gives_the_warp_downs_bits():
+def _replays_give_the_warp_downs_bits(pairs, seed: int) -> None:
     """Three layers of the step's chain (the PDL norm, the PDL router, the experts) replayed from one graph, outputs
-    NaN before each replay, with new activations each time: the copy-down pairs give the warp-down pairs' bits after
-    the plain norm and router. A warp that copied its rows from a stale expert id, or read the hidden vector before
-    gate/up ended, gives the replay before's bits or NaN."""
+    NaN before each replay, new activations each time: each of `pairs` (a form's function, the warp-down pair's)
+    must give the warp-down pair's bits after the plain norm and router."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     pytest.importorskip("triton")
     from sparkops_cupy import moe_experts as cme
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    _, _, _, w = _moe_48b(54, dev)
-    chain = _NormRouterLayers(dev, 55, 24, torch.bfloat16)
-    for copy, warp in _COPY_DOWN_PAIRS:
-        def layers(form, pdl: bool) -> list[torch.Tensor]:
-            return [form(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
+    _, _, _, w = _moe_48b(seed, dev)
+    chain = _NormRouterLayers(dev, seed + 1, 24, torch.bfloat16)
+    for form, warp in pairs:
+        def layers(fn, pdl: bool) -> list[torch.Tensor]:
+            return [fn(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
 
-        _replays_match(lambda: layers(getattr(cme, copy), True), lambda: layers(getattr(cme, warp), False),
+        _replays_match(lambda: layers(getattr(cme, form), True), lambda: layers(getattr(cme, warp), False),
                        chain.refresh, replays=3)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_copy_down_replayed_after_the_norm_and_router_gives_the_warp_downs_bits():
+    """The copy-down pairs replayed in the step's chain: a warp that copied its rows from a stale expert id, or read
+    the hidden vector before gate/up ended, gives the replay before's bits or NaN."""
+    _replays_give_the_warp_downs_bits(_COPY_DOWN_PAIRS, 54)
 
 
 @pytest.mark.gpu
@@ -905,24 +910,13 @@ def test_gpu_pdl_down_loads_give_the_warp_down_pairs_bits(dtype, form, monkeypat
 @pytest.mark.gpu
 @pytest.mark.parametrize("form", ["ids", "ahead"])
 def test_gpu_pdl_down_loads_replayed_after_the_norm_and_router_give_the_warp_downs_bits(form, monkeypatch):
-    """Three layers of the step's chain (the PDL norm, the PDL router, the experts) replayed from one graph, outputs
-    NaN before each replay, with new activations each time: the q8-loads pairs give the warp-down pairs' bits after
-    the plain norm and router. Their ids are read before the PDL wait, once: a stale id (the replay before's routing)
-    gives other bits."""
+    """The q8-loads pairs replayed in the step's chain, in each form: their ids are read before the PDL wait, once,
+    so a stale id (the replay before's routing) gives other bits."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-    pytest.importorskip("triton")
     from sparkops_cupy import moe_experts as cme
 
     monkeypatch.setattr(cme, "DOWN_LD_FORM", form)
-    dev = torch.device("cuda", torch.cuda.current_device())
-    _, _, _, w = _moe_48b(61, dev)
-    chain = _NormRouterLayers(dev, 62, 24, torch.bfloat16)
-    for ld, warp in _DOWN_LOADS_PAIRS:
-        def layers(fn, pdl: bool) -> list[torch.Tensor]:
-            return [fn(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
-
-        _replays_match(lambda: layers(getattr(cme, ld), True), lambda: layers(getattr(cme, warp), False),
-                       chain.refresh, replays=3)
+    _replays_give_the_warp_downs_bits(_DOWN_LOADS_PAIRS, 61)
 
 
 @pytest.mark.gpu
