@@ -203,6 +203,8 @@
 #                 (its _q8_pairs_ld form when decode-s34-stack won: the step's experts are then the pairs pair), the
 #                 same bits, after gpu-tests-exp-q8l and its record perop-expq8l-bfloat16.json
 #     proofs35    rungs35's GPU tests alone
+#     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
+#                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~20 s a registry)
 #     probe_timeline  one replayed decode step kernel by kernel (bench/probes/step_timeline.py) under the row-warp
@@ -519,8 +521,9 @@
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16" SUITE_PREFILL_BASE=bf16   # (one line)
 #   bash bench/gpu_lanes.sh 560 "rungs34" ""   # fresh: the stack's third pair over the x16 step (~450 s with the
 #                                      # mend); on a win name decode-s34-stack in SUITE_TIMED for the calls after
-#   bash bench/gpu_lanes.sh 560 "rungs35" ""   # warm: the down's ids read once a warp (the same bits; over the stack
-#                                      # when it won, its pairs form; x1.066 per op in session 30)
+#   bash bench/gpu_lanes.sh 560 "rungs35 probe_timeline_now" ""   # warm: the down's ids read once a warp (the same
+#                                      # bits; over the stack when it won, its pairs form; x1.066 per op in session
+#                                      # 30), then the step now and the newer registries kernel by kernel (~75 s)
 #   then frontier131k under the step now, if it moved
 #   then the leads below, as built (a rung a call; chain a warm call after each)
 # The leads for new work (session 30's README): the Q8 down's first weights after its wait and its three dependent
@@ -2764,6 +2767,23 @@ probe_timeline23)  # decode lead (session 23, for session 24): session 22's step
   s23_step || { log "probe_timeline23: no session-23 step ($S23_REG)"; continue; }
   run probe-timeline23 240 python3 bench/probes/step_timeline.py --model $M --registry $S22_REG --registry $S23_REG \
       --fill-registry $BF16_REG --depth 0 --replays 5 --out "$R/probe-timeline23.json" --png "$R/probe-timeline23.png"
+  ;;
+probe_timeline_now)  # decode lead (session 30, for session 31): the step now replayed kernel by kernel with each
+  # kernel's own time, then each newer rung's registry this machine has made (NOW_RUNGS' registries above the step
+  # now, newest last): where a rung's gain went, or what it cost. Session 30 ran it by hand (call 5, ~50 s for two)
+  tl_now=$(now_reg)
+  [ -f "$tl_now" ] || { log "probe-timeline-now: the step now ($tl_now) is not on this machine; run its stage first"; continue; }
+  tl_regs="--registry $tl_now" tl_newer=""
+  for pair in "${NOW_RUNGS[@]}"; do
+    var=${pair#*=}
+    [ "${!var}" = "$tl_now" ] && break
+    [ -f "${!var}" ] && tl_newer="${!var} $tl_newer"
+  done
+  for tl_r in $tl_newer; do tl_regs="$tl_regs --registry $tl_r"; done
+  [ -f $M ] || stage_synth
+  # shellcheck disable=SC2086 # the registry flags are a word list
+  run probe-timeline-now 150 python3 bench/probes/step_timeline.py --model $M $tl_regs --fill-registry $BF16_REG \
+      --depth 0 --replays 5 --out "$R/probe-timeline-now.json" --png "$R/probe-timeline-now.png"
   ;;
 probe_timeline24)  # decode lead (session 24, for session 25): the replayed steps kernel by kernel with each kernel's
   # own time (what it adds to the busy time: under PDL the only per-kernel figure that sums to the span), session 23's

@@ -2745,6 +2745,16 @@ def test_rungs35_over_the_stack_that_won_changes_the_pairs_pairs_down(tmp_path):
                      "moe_experts=1.250")
 
 
+def test_probe_timeline_now_replays_the_step_and_the_newer_rungs_registries(tmp_path):
+    """The stack made and timed with no win (STUB_NO_WIN): the step now is still the x16 one, so probe_timeline_now
+    replays it first and then the stack's registry (newer, made on this machine), not the older registries."""
+    log, _, machine = _over_the_x16_step(tmp_path, "rungs34 probe_timeline_now", no_win="cuda-s34-stack.toml")
+    line = next(ln for ln in log.splitlines() if "] probe-timeline-now (limit" in ln)
+    step, stack = machine / "cuda-s32-lmhead-x16.toml", machine / "cuda-s34-stack.toml"
+    assert f"--registry {step} --registry {stack} " in line, line
+    assert "cuda-s28-exp-q8h.toml" not in line and "--depth 0 --replays 5" in line
+
+
 def test_rungs34_is_left_out_without_the_q8_gemvs_record(tmp_path):
     """rungs34 forecasts both changes: with the Q8 GEMVs' proof failing (STUB_FAIL_MATCH on its -k), it says so and
     times nothing; the copy down's rung in the same call is timed all the same."""
