@@ -199,7 +199,7 @@
 #                 copy-down pair _q8_pairs_cp when decode-s33-exp-q8c won) with linear@Q4_K=cupy_rowwarp_pdl_q8
 #                 (session 28's none), one rung, after both GPU tests and their records (perop-expq8c, perop-rowq8)
 #     proofs34    rungs34's GPU tests alone
-#     rungs35     the Q8 down's loads requested earlier over the step now: moe_experts=cupy_rowwarp_pdl_q8_hidden_ld
+#     rungs35     the Q8 down's expert ids read once a warp, over the step now: moe_experts=cupy_rowwarp_pdl_q8_hidden_ld
 #                 (its _q8_pairs_ld form when decode-s34-stack won: the step's experts are then the pairs pair), the
 #                 same bits, after gpu-tests-exp-q8l and its record perop-expq8l-bfloat16.json
 #     proofs35    rungs35's GPU tests alone
@@ -1670,12 +1670,12 @@ the act_q8 row), over $(basename $base), graph"
 s35_rung() {
   if timed decode-s34-stack; then
     experts_rung s35-exp-q8l $S35_EXPQ8L_REG cupy_rowwarp_pdl_q8_pairs_ld expq8l exp-q8l "the pairs pair with its \
-down's expert ids read once a warp and its hidden values requested a round ahead (DOWN_LD_FORM; the same bits as \
-cupy_rowwarp_pdl_q8_pairs)" cupy_rowwarp_pdl_q8_pairs
+down's expert ids and routing weights read once a warp, a lane a slot, not a round trip a round (DOWN_LD_FORM; the \
+same bits as cupy_rowwarp_pdl_q8_pairs)" cupy_rowwarp_pdl_q8_pairs
   else
     experts_rung s35-exp-q8l $S35_EXPQ8L_REG cupy_rowwarp_pdl_q8_hidden_ld expq8l exp-q8l "the Q8 hidden pair with \
-its down's expert ids read once a warp and its hidden values requested a round ahead (DOWN_LD_FORM; the same bits as \
-cupy_rowwarp_pdl_q8_hidden)" cupy_rowwarp_pdl_q8_hidden
+its down's expert ids and routing weights read once a warp, a lane a slot, not a round trip a round (DOWN_LD_FORM; \
+the same bits as cupy_rowwarp_pdl_q8_hidden)" cupy_rowwarp_pdl_q8_hidden
   fi
 }
 s26w_rung() {

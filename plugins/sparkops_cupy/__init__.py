@@ -139,8 +139,8 @@ IMPLEMENTATIONS = [
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_cp", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_cp",
      bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
-    # the same two pairs with their down's expert ids read once a warp and its hidden values a round ahead: the same
-    # values and products in the same order, so their pairs' bits
+    # the same two pairs with their down's expert ids read once a warp (in one form its hidden values a round ahead too):
+    # the same values and products in the same order, so their pairs' bits
     ("moe_experts", "cupy_rowwarp_pdl_q8_hidden_ld", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_hidden_ld",
      bit_identical(to="cupy_rowwarp_pdl_q8_hidden"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
