@@ -85,6 +85,8 @@
 #                 (bench/probes/pdl_chain.py)
 #     probe_copy2 the copy form with its weight copy in two groups (decode the first half while the second lands): its
 #                 GPU tests (bitwise the copy form) and the row-warp side-by-side with it as a column
+#     probe_ncu_source_router  the step's PDL router (bf16 activations) with Nsight Compute's per-instruction stall
+#                 samples (CSV; bench/probes/ncu_source_table.py)
 #     probe_ncu_source_moe  the Q8 hidden pair's down, the pairs gate/up (x padded) and the down with its loads
 #                 requested earlier, each launched alone, with
 #                 Nsight Compute's per-instruction stall samples (CSV; bench/probes/ncu_source_table.py)
@@ -521,9 +523,10 @@
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16" SUITE_PREFILL_BASE=bf16   # (one line)
 #   bash bench/gpu_lanes.sh 560 "rungs34" ""   # fresh: the stack's third pair over the x16 step (~450 s with the
 #                                      # mend); on a win name decode-s34-stack in SUITE_TIMED for the calls after
-#   bash bench/gpu_lanes.sh 560 "rungs35 probe_timeline_now" ""   # warm: the down's ids read once a warp (the same
-#                                      # bits; over the stack when it won, its pairs form; x1.066 per op in session
-#                                      # 30), then the step now and the newer registries kernel by kernel (~75 s)
+#   bash bench/gpu_lanes.sh 560 "rungs35 probe_timeline_now probe_ncu_source_router" ""   # warm: the down's ids read
+#                                      # once a warp (the same bits; over the stack when it won, its pairs form;
+#                                      # x1.066 per op in session 30), then the step now and the newer registries
+#                                      # kernel by kernel (~75 s), then the router's SASS page (~15 s)
 #   then frontier131k under the step now, if it moved
 #   then the leads below, as built (a rung a call; chain a warm call after each)
 # The leads for new work (session 30's README): the Q8 down's first weights after its wait and its three dependent
@@ -2634,8 +2637,19 @@ probe_ncu_moe)  # decode lead (session 26): the same counters on one launch of e
   # share, occupancy and stalls, which the step's overlapping PDL pair hides
   ncu_passes moe "moe_q4_k|_read_kernel" 31 bench/probes/moe_kernels.py ;;
 probe_router)  # decode lead (session 15, for session 16): the same counters on the routers, float32 and bf16
-  # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (4 launches a pass)
-  ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 4 bench/probes/router_kernels.py ;;
+  # activations (bench/probes/router_kernels.py): why bf16 costs cupy_rowwarp's router ~1 us more (6 launches a pass:
+  # the PDL router since session 30)
+  ncu_passes router "moe_router_rowwarp|_logits_gemv_kernel" 6 bench/probes/router_kernels.py ;;
+probe_ncu_source_router)  # decode lead (session 30, for session 31): where in its SASS the step's router waits (its
+  # own time 5.8 us a layer for 2.4 MB in session 30's timeline): the PDL router with bf16 activations, the fourth of
+  # its launches in bench/probes/router_kernels.py (warm-up float32 and bf16, then measured), its source page as CSV
+  if ! command -v ncu > /dev/null; then log "probe-ncu-source-router: no ncu on this machine; nothing profiled"; continue; fi
+  f=probe-ncu-source-router
+  run $f 120 ncu --clock-control none --section WarpStateStats --section SourceCounters \
+      -k "regex:moe_router_rowwarp_pdl\$" --launch-skip 3 --launch-count 1 --page source --print-source sass --csv \
+      python3 bench/probes/router_kernels.py
+  [ -s "$R/$f.log" ] && python3 bench/probes/ncu_source_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
+  ;;
 probe_pdl)  # decode lead (session 16, for session 17): the copy form written for programmatic dependent launch - its
   # GPU tests (bitwise the copy form, eagerly and replayed from a graph with every buffer NaN between replays; the
   # gate of cupy_rowwarp_pdl), then a chain of 24 dependent 48B-shaped GEMVs timed plain and with PDL

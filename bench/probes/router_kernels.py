@@ -5,8 +5,11 @@ showed).
 Session 15 timed `moe_router=cupy_rowwarp` at 6.26 µs a layer with float32 activations and 7.23 with bf16, where
 Triton's `triton_prefetch` took 7.64 and 7.37. The two paths issue the same loads in the same order (the SASS has all
 of a row's loads before the first FMA in both). The counters can say where the bf16 microsecond goes. Stage
-`probe_router` of bench/gpu_suite.sh runs this under ncu (`ncu_passes`): 4 launches a pass (the two routers, the two
-activation dtypes), a warm-up pass first (compilation, the arrival counters), then the measured pass.
+`probe_router` of bench/gpu_suite.sh runs this under ncu (`ncu_passes`): LAUNCHES a pass (ROUTERS, each with float32
+then bf16 activations), a warm-up pass first (compilation, the arrival counters), then the measured pass. Session 30
+added `cupy_rowwarp_pdl`, the step's router (launched with nothing before it, its wait returns at once): its own time
+in the step's timeline was 5.8 µs a layer for 2.4 MB, ~10% of the read ceiling. Stage `probe_ncu_source_router` reads
+its SASS page with the stall samples: of its four launches (warm-up float32, bf16, then measured), the fourth.
 """
 
 from __future__ import annotations
@@ -14,6 +17,12 @@ from __future__ import annotations
 import sys
 
 import torch
+
+
+#: the routers a pass launches, in order, each with float32 then bf16 activations
+ROUTERS = ("triton_prefetch", "cupy_rowwarp", "cupy_rowwarp_pdl")
+#: launches a pass makes (ncu --launch-skip / --launch-count)
+LAUNCHES = 2 * len(ROUTERS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     x32 = torch.randn(1, d, generator=g).to(dev)
     cat = load_catalog()
     calls = []
-    for name in ("triton_prefetch", "cupy_rowwarp"):
+    for name in ROUTERS:
         fn = cat.get("moe_router", name).resolve()
         for x in (x32, x32.bfloat16()):
             calls.append((f"{name} {str(x.dtype).removeprefix('torch.')}",

@@ -1314,6 +1314,17 @@ def test_probe_ncu_source_moe_reads_the_down_and_the_pairs_gate_up_each_launched
     assert "] probe-ncu-source-moe-downq8pdl (limit" in log and "] probe-ncu-source-moe-gateupq8hwxpdl_bf16" in log
 
 
+def test_probe_ncu_source_router_reads_the_pdl_routers_measured_bf16_launch(tmp_path):
+    """Session 30's instrument for the router: the PDL router's fourth launch in router_kernels.py (warm-up float32 and
+    bf16, measured float32, then measured bf16) profiled alone, its source page as CSV and read into a table."""
+    _stubs_with_ncu(tmp_path)
+    log, calls = _suite(tmp_path, "probe_ncu_source_router")
+    assert "] probe-ncu-source-router (limit" in log and "unknown stage" not in log
+    [ncu] = [c for c in calls if c.startswith("ncu ")]
+    assert "regex:moe_router_rowwarp_pdl$" in ncu and "--launch-skip 3 --launch-count 1" in ncu, ncu
+    assert "--page source --print-source sass --csv" in ncu and "bench/probes/router_kernels.py" in ncu
+
+
 def test_probe_ncu_source_profiles_another_form_s_kernel_by_name(tmp_path):
     _stubs_with_ncu(tmp_path)
     log, calls = _suite(tmp_path, "probe_ncu_source", extra_env={"NCU_SOURCE_KERNEL": "rowcp2x"})
@@ -1650,7 +1661,7 @@ def test_probe_router_profiles_the_routers_measured_pass_with_the_same_two_passe
     assert "] probe-ncu-router (limit" in log and "] probe-ncu-router-stalls (limit" in log
     ncu, stalls = [c for c in calls if c.startswith("ncu ")]
     for c in (ncu, stalls):
-        assert "--launch-skip 4 --launch-count 4" in c and "bench/probes/router_kernels.py" in c
+        assert "--launch-skip 6 --launch-count 6" in c and "bench/probes/router_kernels.py" in c
         assert "regex:moe_router_rowwarp|_logits_gemv_kernel" in c
 
 

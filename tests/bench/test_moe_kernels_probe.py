@@ -45,3 +45,14 @@ def test_the_source_stage_names_launches_the_probe_makes():
     labels = re.findall(r'"(?:down[a-z0-9]+pdl|gateup[a-z0-9_]+):([^"]+)"', stage)
     assert len(labels) == 3 and all(label in probe.LABELS for label in labels), labels
     assert len(probe.LABELS) == len(set(probe.LABELS))
+
+
+def test_the_router_probes_stages_count_its_launches():
+    """bench/probes/router_kernels.py: stage probe_router skips and measures one pass (LAUNCHES), and stage
+    probe_ncu_source_router skips the PDL router's first three launches of four (its last router, bf16 last)."""
+    probe = load_probe("router_kernels")
+    suite = (REPO / "bench" / "gpu_suite.sh").read_text()
+    stage = re.search(r'ncu_passes router "[^"]+" (\d+) bench/probes/router_kernels.py', suite)
+    assert stage and int(stage.group(1)) == probe.LAUNCHES == 2 * len(probe.ROUTERS)
+    assert probe.ROUTERS.count("cupy_rowwarp_pdl") == 1  # its kernel's two launches a pass, float32 then bf16
+    assert "--launch-skip 3 --launch-count 1" in suite[suite.index("probe_ncu_source_router)"):]
