@@ -227,3 +227,12 @@ def test_the_wide_down_requests_its_whole_group_above_its_wait(tmp_path):
     assert above_wait("moe_q4_k_downsplit8pdl")[0] == 2 * _rounds("DOWN_SPLIT8_ROUNDS")
     # the down on the Q8 hidden vector (cupy_rowwarp_pdl_q8_hidden): the plain PDL down's first group, above its wait
     assert above_wait("moe_q4_k_downq8pdl") == (2 * plain, 2 * plain)
+
+
+def test_the_down_loads_slot_limit_is_one_number_in_the_kernel_and_its_launcher():
+    """down_q8ld_q4_k reads a slot a lane, so a call with more than DOWN_LD_MAX_K slots must never reach it: the
+    launcher (moe_experts.DOWN_LD_MAX_K, which sends such calls to the warp down) and the kernel's #define agree, and
+    neither exceeds a warp's lanes."""
+    from sparkops_cupy import moe_experts as cme
+
+    assert cme.DOWN_LD_MAX_K == _rounds("DOWN_LD_MAX_K") <= 32
