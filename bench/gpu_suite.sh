@@ -87,6 +87,8 @@
 #                 GPU tests (bitwise the copy form) and the row-warp side-by-side with it as a column
 #     probe_ncu_source_router  the step's PDL router (bf16 activations) with Nsight Compute's per-instruction stall
 #                 samples (CSV; bench/probes/ncu_source_table.py)
+#     probe_router_anatomy  the step's router after its norm with stages left out (RT_PROBE: no routing, no
+#                 arrival, no read of x) and at 1, 2, 4 warps a block (bench/probes/router_anatomy.py; ~30 s)
 #     probe_ncu_source_moe  the Q8 hidden pair's down, the pairs gate/up (x padded) and the down with its loads
 #                 requested earlier, each launched alone, with
 #                 Nsight Compute's per-instruction stall samples (CSV; bench/probes/ncu_source_table.py)
@@ -2650,6 +2652,10 @@ probe_ncu_source_router)  # decode lead (session 30, for session 31): where in i
       python3 bench/probes/router_kernels.py
   [ -s "$R/$f.log" ] && python3 bench/probes/ncu_source_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
   ;;
+probe_router_anatomy)  # decode lead (session 31): the step's router timed after its norm with stages left out
+  # (kernels/moe_router.cu's RT_PROBE: no routing, no arrival, no read of x), each as 40 norm-router pairs in one
+  # graph, and at 1, 2 and 4 warps a block (bench/probes/router_anatomy.py, ~30 s)
+  run probe-router-anatomy 120 python3 bench/probes/router_anatomy.py --out "$R/probe-router-anatomy.json" ;;
 probe_pdl)  # decode lead (session 16, for session 17): the copy form written for programmatic dependent launch - its
   # GPU tests (bitwise the copy form, eagerly and replayed from a graph with every buffer NaN between replays; the
   # gate of cupy_rowwarp_pdl), then a chain of 24 dependent 48B-shaped GEMVs timed plain and with PDL

@@ -1325,6 +1325,14 @@ def test_probe_ncu_source_router_reads_the_pdl_routers_measured_bf16_launch(tmp_
     assert "--page source --print-source sass --csv" in ncu and "bench/probes/router_kernels.py" in ncu
 
 
+def test_probe_router_anatomy_runs_the_stage_probe_into_the_call_s_results(tmp_path):
+    """Session 31's router probe: bench/probes/router_anatomy.py once, its JSON among the call's results."""
+    log, calls = _suite(tmp_path, "probe_router_anatomy")
+    assert "] probe-router-anatomy (limit" in log and "unknown stage" not in log
+    assert "bench/probes/router_anatomy.py --out" in log and "probe-router-anatomy.json" in log
+    assert not any(c.startswith("synth ") for c in calls)  # a probe of random weights: no model is made
+
+
 def test_probe_ncu_source_profiles_another_form_s_kernel_by_name(tmp_path):
     _stubs_with_ncu(tmp_path)
     log, calls = _suite(tmp_path, "probe_ncu_source", extra_env={"NCU_SOURCE_KERNEL": "rowcp2x"})

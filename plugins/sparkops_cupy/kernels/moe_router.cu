@@ -31,6 +31,12 @@
 // experts a lane holds while routing: E <= 32 x 16 = 512; up to 256 experts (the 48B's) route with 8 a lane
 #define RT_SLOTS 16
 #define RT_SLOTS_FEW 8
+// RT_PROBE: a stage left out, for bench/probes/router_anatomy.py alone (every registered build compiles it as 0, the
+// whole router): 1 leaves out the routing (the last block of a token only zeroes its counter), 2 the arrival too (each
+// block stores its logits and ends), 3 x too (a logit is its weights' sum: nothing is read after the wait)
+#ifndef RT_PROBE
+#define RT_PROBE 0
+#endif
 
 // 4 activations x[i .. i + 3] as float32 (i a multiple of 4; the row 16-byte aligned for float32, 8 for 16-bit).
 // NC: through the read-only path (__ldg), for an x no kernel writes while this one runs. false (the PDL form, whose x
@@ -63,6 +69,11 @@ __device__ __forceinline__ void rt_w_round(const float4* __restrict__ wr, int ba
 template <int DT, bool NC>
 __device__ __forceinline__ float rt_x_round(const void* __restrict__ x, i64 xr, int base, int n4, int lane,
                                             const float4 (&wv)[RT_CHUNKS], float acc) {
+    if (RT_PROBE >= 3) {  // the probe's stage without x: the weights' sum
+#pragma unroll
+        for (int i = 0; i < RT_CHUNKS; ++i) acc += (wv[i].x + wv[i].y) + (wv[i].z + wv[i].w);
+        return acc;
+    }
     float4 xv[RT_CHUNKS];
 #pragma unroll
     for (int i = 0; i < RT_CHUNKS; ++i) {
@@ -260,10 +271,15 @@ __device__ __forceinline__ void rt_token(const void* __restrict__ x, const float
         pdl_launch_dependents();
         pdl_wait();
     }
+    if (RT_PROBE >= 2) return;
     __syncthreads();  // the block's logits stored before thread 0's release
     if (threadIdx.x == 0) last = rt_arrive(cnt + t) == (int)gridDim.x - 1;
     __syncthreads();  // the acquire before any thread of the last block reads
     if (!last || threadIdx.x >= 32) return;
+    if (RT_PROBE >= 1) {
+        if (threadIdx.x == 0) cnt[t] = 0;
+        return;
+    }
     if (E <= 32 * RT_SLOTS_FEW)
         rt_route<RT_SLOTS_FEW>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
     else

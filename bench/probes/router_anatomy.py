@@ -1,0 +1,138 @@
+"""Probe: where the step's router spends its 5.7 µs a layer after the norm ends. A lead for the decode ladder, not a
+ledger row (bench/GPU-PROBES.md keeps what it showed).
+
+Session 30's timeline put `moe_router=cupy_rowwarp_pdl` at 5.5-6.1 µs of own time a layer (150 µs a token) for
+2.36 MB of float32 weight: ~10% of the read ceiling, on the critical path between the layer's add_rmsnorm and the
+experts' gate/up. Its launch starts ~0.9 µs after the norm does and ends ~5.7 µs after the norm ends. What fills
+that time (the weight stream, x's read after the wait, the arrival, the last block's routing) is measured here by
+leaving stages out, as METHOD.md says to place time inside a kernel without counters: kernels/moe_router.cu compiled
+with RT_PROBE = 0 (the whole router, the step's bits), 1 (no routing), 2 (no arrival either), 3 (no read of x
+either: the wait, the weights and the store).
+
+Each variant runs as the step runs it: PAIRS pairs of add_rmsnorm ("triton_pdl", letting the next kernel start) and
+the router launched with PDL, each pair over its own random weight (PAIRS x 2.36 MB, past the L2), bf16 activations,
+captured in one CUDA graph and replayed (the median of the replays). The router's share of a pair is the pair less
+the norm alone. The whole router is also run at 1 and 4 warps a block (the registered launch uses ROUTER_WARPS = 2)
+and checked bitwise against the registered implementation's output.
+
+    python bench/probes/router_anatomy.py --out probe.json [--pairs 40] [--replays 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+#: RT_PROBE value -> what the kernel leaves out
+STAGES = {0: "the whole router", 1: "no routing", 2: "no arrival, no routing", 3: "no read of x, no arrival, no routing"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--pairs", type=int, default=40, help="norm and router pairs in the chain (distinct weights)")
+    ap.add_argument("--replays", type=int, default=30)
+    args = ap.parse_args(argv)
+    if args.pairs < 1 or args.replays < 1:
+        ap.error(f"--pairs and --replays must be at least 1 (got {args.pairs} and {args.replays})")
+    if not torch.cuda.is_available():
+        print("router_anatomy probe: needs a CUDA device", file=sys.stderr)
+        return 2
+
+    import cupy
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy import moe_router as cr
+    from sparkops_cupy._pdl import launch_pdl
+    from sparkops_triton._workloads import time_thunks
+    from sparkops_triton.add_rmsnorm import add_rmsnorm_trigger
+
+    from sparkops.config import load_preset
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    d, e, k = cfg.hidden_size, cfg.n_experts, cfg.n_experts_per_token
+    dev = torch.device("cuda", torch.cuda.current_device())
+    idx = dev.index
+    g = torch.Generator().manual_seed(0)
+    weights = [(torch.randn(e, d, generator=g) * d ** -0.5).to(dev) for _ in range(args.pairs)]  # [E, D] each
+    bias = (torch.randn(e, generator=g) * 0.1).to(dev)
+    x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
+    resid = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
+    gain = (1.0 + 0.1 * torch.randn(d, generator=g)).to(dev)
+    counters = cr.counters(dev)
+    source = rt.expanded_source("moe_router.cu")
+
+    def variant_kernel(probe: int):
+        with cupy.cuda.Device(idx):
+            mod = cupy.RawModule(code=f"#define RT_PROBE {probe}\n" + source, options=rt.OPTIONS, backend="nvrtc")
+            return mod.get_function("moe_router_rowwarp_pdl")
+
+    def router_launch(fn, w: torch.Tensor, xn: torch.Tensor, warps: int, out_w, out_ids, logits):
+        args_ = (rt.ptr(xn), rt.i32(rt.DTYPE_CODE[xn.dtype]), rt.ptr(w), rt.i32(e), rt.i32(d), rt.ptr(logits),
+                 rt.ptr(bias), rt.ptr(out_w), rt.ptr(out_ids), rt.ptr(counters), rt.i32(e // cfg.n_group),
+                 rt.i32(cfg.n_group), rt.i32(cfg.topk_group), rt.i32(k), rt.f32(cfg.routed_scaling_factor),
+                 rt.f32(cfg.router_renorm_eps))
+        with cupy.cuda.Device(idx):
+            launch_pdl(fn.kernel.ptr, (-(-e // warps), 1), (32 * warps,), args_, 0,
+                       torch.cuda.current_stream(idx).cuda_stream)
+
+    def chain(fn, warps: int | None):
+        out_w = torch.full((1, k), float("nan"), device=dev)  # [1, K]
+        out_ids = torch.full((1, k), -1, dtype=torch.int64, device=dev)  # [1, K]
+        logits = torch.empty((1, e), dtype=torch.float32, device=dev)  # [1, E] scratch
+        thunks = []
+        for w in weights:
+            def pair(w=w):
+                xn = add_rmsnorm_trigger(x, resid, gain, 1e-5)[0]  # [1, D]
+                if fn is not None:
+                    router_launch(fn, w, xn, warps, out_w, out_ids, logits)
+            thunks.append(pair)
+        return thunks, (out_w, out_ids)
+
+    results = {"pairs": args.pairs, "replays": args.replays, "weight_mb": args.pairs * e * d * 4 / 1e6,
+               "variants": {}}
+    norm_us = time_thunks(chain(None, None)[0], args.replays) / args.pairs
+    results["norm_alone_us"] = norm_us
+    print(f"{'norm alone':44s} {norm_us:6.2f} us a pair", flush=True)
+    outputs = {}
+    runs = [(p, 2) for p in STAGES] + [(0, 1), (0, 4)]
+    for probe, warps in runs:
+        fn = variant_kernel(probe)
+        thunks, out = chain(fn, warps)
+        pair_us = time_thunks(thunks, args.replays) / args.pairs
+        label = f"RT_PROBE={probe} warps={warps}"
+        results["variants"][label] = {"leaves_out": STAGES[probe], "warps": warps, "pair_us": pair_us,
+                                      "router_us": pair_us - norm_us}
+        outputs[label] = out
+        print(f"{label:18s} {STAGES[probe]:37s} {pair_us:6.2f} us a pair, the router {pair_us - norm_us:5.2f}",
+              flush=True)
+
+    # the whole router's output against the registered implementation on the last pair's weight and norm output
+    torch.cuda.synchronize()
+    xn = add_rmsnorm_trigger(x, resid, gain, 1e-5)[0]
+    ref_w, ref_ids = cr.moe_router_rowwarp_pdl(xn, weights[-1], bias, k, cfg.n_group, cfg.topk_group,
+                                               cfg.routed_scaling_factor, cfg.router_renorm_eps)
+    torch.cuda.synchronize()
+    same = {}
+    for label in ("RT_PROBE=0 warps=2", "RT_PROBE=0 warps=1", "RT_PROBE=0 warps=4"):
+        w_out, ids_out = outputs[label]
+        same[label] = bool(torch.equal(w_out.view(torch.int32), ref_w.view(torch.int32))
+                           and torch.equal(ids_out, ref_ids))
+    results["bitwise_vs_registered"] = same
+    print(f"the whole router's last output bitwise the registered implementation's: {same}")
+    base = results["variants"]["RT_PROBE=0 warps=2"]["router_us"]
+    steps = [results["variants"][f"RT_PROBE={p} warps=2"]["router_us"] for p in STAGES]
+    results["stage_us"] = {"routing": steps[0] - steps[1], "arrival": steps[1] - steps[2], "x_read": steps[2] - steps[3],
+                           "wait_weights_store": steps[3]}
+    print("the router's time by stage (us a layer): " + ", ".join(f"{n} {v:.2f}" for n, v in results["stage_us"].items())
+          + f" (whole {base:.2f})")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0 if all(same.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
