@@ -582,6 +582,11 @@ KCACHE_FILE=${SUITE_KCACHE_FILE:-.kcache/kernels.tgz}  # what the call carried (
 # lane packs them into $OUT/registries.tgz; a fresh machine restores a carried .kcache/registries.tgz and keeps each
 # one whose plan holds on cuda today (bench/registry_keep.py), so its swaps (~320 s of a first call) are not redone
 RCACHE_FILE=${SUITE_RCACHE_FILE:-.kcache/registries.tgz}
+# A checkout is new each session (its .kcache gone), so a session's registries are also committed (bench/carry/
+# registries.tgz, copied from a call's $OUT): a call that carries none restores those, mended as above. Session 31
+# lost ~450 s of its first call's budget to making the step by swaps without them
+RCACHE_COMMITTED=${SUITE_RCACHE_COMMITTED:-bench/carry/registries.tgz}
+[ ! -f "$RCACHE_FILE" ] && [ -f "$RCACHE_COMMITTED" ] && RCACHE_FILE=$RCACHE_COMMITTED
 export TRITON_CACHE_DIR=$KCACHE_TRITON CUPY_CACHE_DIR=$KCACHE_CUPY
 M=$TMP/k48-q4_k_m.gguf M1=$TMP/k48-iq1_s.gguf
 TORCH_REG=$TMP/cuda-torch.toml FAST_REG=$TMP/cuda-fast.toml FILL_REG=$TMP/cuda-fill.toml BF16_REG=$TMP/cuda-bf16.toml

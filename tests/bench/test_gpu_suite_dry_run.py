@@ -143,7 +143,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
 def _NO_CARRIED_CACHES(tmp: Path) -> dict[str, str]:
     """The carried caches' paths pointed at nothing unless a test gives its own: a checkout's .kcache (gitignored; a
     developer's holds the last GPU session's kernels.tgz and registries.tgz) must not reach a dry run."""
-    return {"SUITE_KCACHE_FILE": str(tmp / "no-kernels.tgz"), "SUITE_RCACHE_FILE": str(tmp / "no-registries.tgz")}
+    return {"SUITE_KCACHE_FILE": str(tmp / "no-kernels.tgz"), "SUITE_RCACHE_FILE": str(tmp / "no-registries.tgz"),
+            "SUITE_RCACHE_COMMITTED": str(tmp / "no-committed-registries.tgz")}
 
 
 def _lanes(tmp: Path, *stages: str, gpus: int = 2, refuse_bf16: bool = False,
@@ -2371,6 +2372,14 @@ def test_carried_registries_are_restored_on_a_fresh_machine_checked_and_packed_a
     assert log2.count("registries restored from") == 1  # the first call's line (the log is the machine's)
     assert (machine / "cuda-s23-nones.toml").read_text() == "# made here since\n"
 
+
+def test_committed_registries_are_restored_when_the_call_carries_none(tmp_path):
+    """A checkout is new each session (no .kcache): the committed archive (bench/carry/registries.tgz) is restored in
+    its place; a carried .kcache/registries.tgz, when there is one, is taken before it."""
+    machine = tmp_path / "machine"
+    env = {"SUITE_RCACHE_COMMITTED": str(_registry_archive(tmp_path))}
+    log, _ = _lanes(tmp_path, "", "", extra_env=env)
+    assert f"registries restored from {tmp_path / 'registries.tgz'}" in log and (machine / "cuda-s23-nones.toml").exists()
 
 
 def _s26_record(tmp_path) -> str:
