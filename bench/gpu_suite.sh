@@ -207,6 +207,10 @@
 #                 (its _q8_pairs_ld form when decode-s34-stack won: the step's experts are then the pairs pair), the
 #                 same bits, after gpu-tests-exp-q8l and its record perop-expq8l-bfloat16.json
 #     proofs35    rungs35's GPU tests alone
+#     rungs36     [engine] fuse_router_norm with add_rmsnorm_router=cupy_rowwarp_pdl over the step now: a MoE layer's
+#                 residual add, FFN norm and router in one PDL launch (the tolerance row norm_router), after
+#                 gpu-tests-norm-router and its record perop-normrouter-bfloat16.json (the chain against the fused kernel)
+#     proofs36    rungs36's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -817,6 +821,11 @@ S34_STACK_REG=$TMP/cuda-s34-stack.toml
 # session 30's lead (stage rungs35): Nsight Compute's source page of the Q8 down put a fifth of its stall samples on
 # its expert-id loads (one a round, each a round trip) and a sixth on its hidden-vector loads (issued next to use)
 S35_EXPQ8L_REG=$TMP/cuda-s35-exp-q8l.toml
+# session 31's rung (stage rungs36): [engine] fuse_router_norm with add_rmsnorm_router=cupy_rowwarp_pdl - a MoE layer's
+# residual add, FFN norm and router in one PDL launch (every warp norms the row itself), so the norm's launch (1.7 us
+# of a 26-times chain: norm -> router -> gate/up) leaves the critical path; forecast from the chain-and-fused
+# side-by-side's record (perop-normrouter-bfloat16.json), taken on moe_router (the pair's time stands for the router's)
+S36_NORMROUTER_REG=$TMP/cuda-s36-norm-router.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1096,7 +1105,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1589,6 +1598,7 @@ rung_parts() {
     rungs33) echo proof_exp_q8c s33_rung ;;
     rungs34) echo proof_stack34 s34_rung ;;
     rungs35) echo proof_exp_q8l s35_rung ;;
+    rungs36) echo proof_norm_router s36_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -1687,6 +1697,41 @@ same bits as cupy_rowwarp_pdl_q8_pairs)" cupy_rowwarp_pdl_q8_pairs
 its down's expert ids and routing weights read once a warp, a lane a slot, not a round trip a round (DOWN_LD_FORM; \
 the same bits as cupy_rowwarp_pdl_q8_hidden)" cupy_rowwarp_pdl_q8_hidden
   fi
+}
+# proof_norm_router: add_rmsnorm_router=cupy_rowwarp_pdl (session 31): the fused kernel against the reference at the
+# 48B's and limit shapes in three dtypes, every output written, its counters at zero, replayed after PDL producers,
+# NaN carried, its policy; the engine option on the captured step; then the norm-and-router chain and the fused
+# kernel timed side by side (-k norm_router in the timing file; its record $DJ/perop-normrouter-bfloat16.json)
+proof_norm_router() {
+  run gpu-tests-norm-router 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_cupy_add_rmsnorm_router.py tests/engine/test_router_norm_fusion.py \
+      "tests/backends/test_cupy_timing.py::test_norm_router_fused_side_by_side" --junitxml="$R/gpu-tests-norm-router.xml"
+}
+# s36_rung: [engine] fuse_router_norm with add_rmsnorm_router=cupy_rowwarp_pdl over the step now (swapped in, proven,
+# then the option), the captured gate, then the pair forecast on moe_router from the side-by-side's record
+s36_rung() {
+  local name=s36-norm-router reg=$S36_NORMROUTER_REG base fac
+  base=$(now_reg decode-$name) || return 0
+  fac=$(perop normrouter chain cupy_rowwarp_pdl)
+  proven_with_factor $name norm-router "$fac" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  if [ ! -f $reg ]; then
+    run swap-$name 30 bash -c 'swap_into "$@"' _ $reg.swap $base add_rmsnorm_router=cupy_rowwarp_pdl
+    [ -f $reg.swap ] && cp $reg.swap $reg.new && sparkops engine fuse_router_norm=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $reg ] && python3 bench/registry_selects.py $reg add_rmsnorm_router=cupy_rowwarp_pdl > /dev/null \
+      || { log "decode-$name: left out (its registry does not select add_rmsnorm_router=cupy_rowwarp_pdl)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN \
+      --changes engine,add_rmsnorm_router --prediction $DJ/diag-decode-$name.json --expect "moe_router=$fac" \
+      --change "[engine] fuse_router_norm with add_rmsnorm_router=cupy_rowwarp_pdl: a MoE layer's residual add, FFN \
+norm and router in one PDL launch (every warp norms the row itself; the norm's launch leaves the chain), over \
+$(basename $base), graph"
+  return 0
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2751,7 +2796,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -2763,7 +2808,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

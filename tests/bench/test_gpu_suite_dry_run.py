@@ -69,7 +69,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expq8w": "test_experts_q8_pairs_after_the_router_side_by_side",
            "x16": "test_x16_lm_head_side_by_side_with_cupy_float",
            "expq8c": "test_experts_copy_down_after_the_router_side_by_side",
-           "expq8l": "test_experts_down_loads_after_the_router_side_by_side"}
+           "expq8l": "test_experts_down_loads_after_the_router_side_by_side",
+           "normrouter": "test_norm_router_fused_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -77,7 +78,9 @@ for entry in os.environ.get("STUB_PEROP", "").split():
     src, name = entry.rsplit(":", 1)
     writer = WRITERS[name.split("-")[1]]
     path, test = writer if isinstance(writer, tuple) else ("test_cupy_timing.py", writer)
-    if any(a == path or a.endswith("/" + path) for a in args) and (k is None or any(w in test for w in words)):
+    named = [a.split("::") for a in args]  # a file, or a node id FILE::TEST naming one test of it
+    if any((f == path or f.endswith("/" + path)) and (not rest or test in rest) for f, *rest in named) \
+            and (k is None or any(w in test for w in words)):
         shutil.copy(src, os.path.join(os.environ["SPARKOPS_PEROP_DIR"], name))
 """
 
@@ -2685,12 +2688,13 @@ _X16_STEP_RECORDS = {"x16": {"cupy_float": 150e-6, "cupy_x16_pdl": 100e-6},
                                 "cupy_rowwarp_pdl_q8_pairs_ld": 760e-6}}
 
 
-def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "") -> tuple[str, list[str], Path]:
+def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "",
+                       records: dict | None = None) -> tuple[str, list[str], Path]:
     """The plan after session 29's win: rungs28 and rungs32 make the x16 step (their wins named in SUITE_TIMED), then
-    STAGES run in one call with _X16_STEP_RECORDS (STUB_NO_WIN: NO_WIN's registry times no win): (log, calls, the
-    stand-in machine)."""
+    STAGES run in one call with _X16_STEP_RECORDS and RECORDS (STUB_NO_WIN: NO_WIN's registry times no win): (log,
+    calls, the stand-in machine)."""
     perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
-                       _records(tmp_path, **_X16_STEP_RECORDS)])
+                       _records(tmp_path, **_X16_STEP_RECORDS, **(records or {}))])
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": perops}
     _lanes(tmp_path, "rungs28", "", extra_env=env)
     env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
@@ -2752,6 +2756,26 @@ def test_the_plan_after_session_30_times_the_stack_again_over_the_x16_step(tmp_p
     _, calls, machine = _over_the_x16_step(tmp_path, "rungs34")
     _rung_timed_once(calls, machine, "s34-stack", "moe_experts=cupy_rowwarp_pdl_q8_pairs linear@Q4_K=cupy_rowwarp_pdl_q8",
                      "cuda-s32-lmhead-x16.toml", "moe_experts=1.053,linear@Q4_K=1.200")
+
+
+def test_rungs36_times_the_fused_norm_and_router_over_the_step_now_with_the_engine_option(tmp_path):
+    """Session 31's rung: after gpu-tests-norm-router (the fused kernel's and the engine option's GPU tests and the
+    side-by-side that writes its record), add_rmsnorm_router=cupy_rowwarp_pdl swapped over the step now (the x16 step),
+    [engine] fuse_router_norm set on that registry, its captured gate, then one pair forecast on moe_router from the
+    record's chain column over the fused one (90 -> 80: x1.125), with --changes engine,add_rmsnorm_router."""
+    log, calls, machine = _over_the_x16_step(
+        tmp_path, "rungs36", records={"normrouter": {"chain": 90e-6, "cupy_rowwarp_pdl": 80e-6}})
+    line = next(x for x in log.splitlines() if "] gpu-tests-norm-router (limit" in x)
+    assert "tests/backends/test_cupy_add_rmsnorm_router.py tests/engine/test_router_norm_fusion.py" in line
+    assert "test_cupy_timing.py::test_norm_router_fused_side_by_side" in line and "SPARKOPS_PEROP_DIR=" in line
+    reg = machine / "cuda-s36-norm-router.toml"
+    assert any(c.startswith("engine fuse_router_norm=on --registry") and f"{reg}.new" in c for c in calls), calls
+    assert log.index("] gpu-tests-norm-router (limit") < log.index("] gate-captured-s36-norm-router (limit") \
+        < log.index("] decode-s36-norm-router (limit")
+    assert any(c.startswith("swap add_rmsnorm_router=cupy_rowwarp_pdl") and f"{reg}.swap.new" in c for c in calls)
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert f"--registry {machine / 'cuda-s32-lmhead-x16.toml'} " in decode and "--expect moe_router=1.125 " in decode
+    assert "--changes engine,add_rmsnorm_router " in decode, decode
 
 
 def test_rungs35_times_the_down_loads_over_the_x16_step_when_the_stack_did_not_win(tmp_path):
