@@ -371,6 +371,46 @@ def test_router_pdl_pairs_side_by_side():
           f"({'faster' if pdl < plain else 'NOT faster'}: {pdl * 1e6:.2f} against {plain * 1e6:.2f} us)")
 
 
+def test_norm_router_fused_side_by_side():
+    """The rung's per-op evidence for [engine] fuse_router_norm (stage rungs36): the 48B's FFN norm and router, one a
+    MoE layer (bf16 activations, the router's 2304 x 256 float32 weight), as the step chains them (add_rmsnorm=
+    triton_pdl letting moe_router=cupy_rowwarp_pdl start) against add_rmsnorm_router=cupy_rowwarp_pdl (the three in
+    one PDL launch), on the same argument sets in one CUDA graph each; recorded as perop-normrouter-bfloat16.json
+    (per token, x the MoE layers): the chain column over the fused one is the rung's forecast. Asserted: each was
+    captured and timed, and the fused kernel took its calls itself (its counters were used and left at zero). Not
+    asserted: that it is faster - the rung says that; the line printed says which won."""
+    pytest.importorskip("triton")
+    from sparkops.config import load_preset
+    from sparkops_cupy import add_rmsnorm_router as car
+    from sparkops_cupy._workloads import router_workload
+    from sparkops_triton.add_rmsnorm import add_rmsnorm_trigger
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
+    router = load_catalog().get("moe_router", "cupy_rowwarp_pdl").resolve()
+    g = torch.Generator().manual_seed(31)
+    d, eps = cfg.hidden_size, cfg.rms_norm_eps
+    resid = torch.randn(1, d, generator=g).mul(3.0).to("cuda", torch.bfloat16)  # [1, D] the residual stream
+    gain = (1.0 + 0.1 * torch.randn(d, generator=g)).to("cuda")  # [D]
+
+    def chain(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+        f, _ = add_rmsnorm_trigger(x, resid, gain, eps)
+        return router(f, weight, bias, top_k, n_group, topk_group, scale, renorm_eps)
+
+    def fused(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+        return car.add_rmsnorm_router_rowwarp_pdl(x, resid, gain, eps, weight, bias, top_k, n_group, topk_group, scale,
+                                                  renorm_eps)[2:]
+
+    times = _per_layer(router_workload(cfg, torch.bfloat16), {"chain": chain, "cupy_rowwarp_pdl": fused}, 31, layers,
+                       "normrouter-bfloat16")
+    assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
+    pool = car.pool_on(torch.device("cuda", torch.cuda.current_device()))
+    assert pool is not None and int(pool.abs().sum()) == 0, "the fused kernel's counters were not used, or left set"
+    c, f = times["chain"].seconds, times["cupy_rowwarp_pdl"].seconds
+    print(f"the fused norm and router against the chain: x{c / f:.3f} ({'faster' if f < c else 'NOT faster'}: "
+          f"{f * 1e6:.2f} against {c * 1e6:.2f} us a layer)")
+
+
 def _form_columns(module, attr: str, forms, label: str) -> dict:
     """Side-by-side columns for a form constant's other values: "LABEL VALUE" -> a context manager factory that sets
     module.ATTR to VALUE while a chain runs and puts it back after (the value the module has now is the implementation's
