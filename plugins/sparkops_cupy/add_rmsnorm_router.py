@@ -46,6 +46,10 @@ POOL_COUNTERS = 64
 KERNELS = {torch.float32: "add_rmsnorm_router_pdl_f32", torch.bfloat16: "add_rmsnorm_router_pdl_bf16",
            torch.float16: "add_rmsnorm_router_pdl_f16"}
 
+#: launch with programmatic dependent launch (the kernel is written for it); a test sets it False to launch the same
+#: kernel plainly, its griddepcontrol instructions then no-ops, for the bits a replayed PDL chain must give
+PDL = True
+
 _POOLS: dict[tuple[int, int], torch.Tensor] = {}
 
 
@@ -127,5 +131,5 @@ def add_rmsnorm_router_rowwarp_pdl(x, residual, weight, eps, router_weight, bias
               (rt.ptr(x), rt.ptr(residual), rt.ptr(gain), rt.f32(eps), rt.ptr(normed), rt.ptr(summed),
                rt.ptr(router_weight), rt.i32(experts), rt.i32(d), rt.ptr(logits), rt.ptr(bias), rt.ptr(route_weights),
                rt.ptr(ids), rt.ptr(counters(dev)), rt.i32(experts // n_group), rt.i32(n_group), rt.i32(topk_group),
-               rt.i32(top_k), rt.f32(scale), rt.f32(renorm_eps)), pdl=True)
+               rt.i32(top_k), rt.f32(scale), rt.f32(renorm_eps)), pdl=PDL)
     return normed, summed, route_weights, ids
