@@ -196,9 +196,12 @@ def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano):
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     impls = {"add_rmsnorm_router": "cupy_rowwarp_pdl"}
     want = _run(_engine(nano, False, "cuda", impls=impls))
-    got = _run(_engine(nano, True, "cuda", impls=impls))
+    eng = _engine(nano, True, "cuda", impls=impls)
+    got = _run(eng)
     assert torch.isfinite(got).all()
     assert _nmse(got, want) < 1e-8
+    handed = {k: n for k, n in eng.ops.passed().items() if k.startswith("add_rmsnorm_router")}
+    assert not handed, f"the kernel took none of these calls itself: {handed}"
 
 
 @pytest.mark.gpu
