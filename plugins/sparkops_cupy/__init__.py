@@ -97,6 +97,13 @@ IMPLEMENTATIONS = [
     ("moe_router", "cupy_rowwarp_pdl", "sparkops_cupy.moe_router:moe_router_rowwarp_pdl",
      bit_identical(to="cupy_rowwarp"), "moe_router.cu",
      ("../sparkops_torch/_common.py", "../sparkops_torch/moe_router.py", "_pdl.py")),
+    # decode's residual add, FFN norm and router in one PDL launch: every warp norms the token's row itself and dots it
+    # with its expert's row (the sum of squares in another order than the Triton norm's: the tolerance row); every
+    # other call is the torch plugin's add_rmsnorm_router (its add_rmsnorm, then its moe_router)
+    ("add_rmsnorm_router", "cupy_rowwarp_pdl", "sparkops_cupy.add_rmsnorm_router:add_rmsnorm_router_rowwarp_pdl",
+     tolerance(), "add_rmsnorm_router.cu",
+     ("../sparkops_torch/_common.py", "../sparkops_torch/add_rmsnorm.py", "../sparkops_torch/moe_router.py",
+      "../sparkops_torch/add_rmsnorm_router.py", "_pdl.py")),
     ("moe_experts", "cupy_dp4a", "sparkops_cupy.moe_experts:moe_experts", tolerance("act_q8"), "moe_experts.cu"),
     # one token's Q4_K experts in two row-warp launches; every other call is the torch plugin's float32 moe_experts
     ("moe_experts", "cupy_rowwarp", "sparkops_cupy.moe_experts:moe_experts_rowwarp", tolerance(), "moe_rowwarp.cu",
@@ -177,6 +184,7 @@ POLICIES = {
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
     **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},
+    ("add_rmsnorm_router", "cupy_rowwarp_pdl"): "sparkops_cupy._policies:norm_router_passes",
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",
                                                   "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8",

@@ -14,6 +14,7 @@ from gguf import GGMLQuantizationType as Q
 
 from sparkops.qweight import QWeight
 
+from . import add_rmsnorm_router as _norm_router
 from .attention import DEEP_DN, DEEP_LKV
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from . import moe_experts as _experts
@@ -93,6 +94,17 @@ def router_passes(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps
     if x.dim() == 2 and x.shape[0] > ROUTER_MAX_T:
         return f"torch: {x.shape[0]} tokens (more than {ROUTER_MAX_T})"
     return "torch: a weight, shape or top_k outside the one-launch kernel's (moe_router.py's docstring)"
+
+
+def norm_router_passes(x, residual, weight, eps, router_weight, bias, top_k, n_group, topk_group, scale,
+                       renorm_eps) -> str | None:
+    """The one-launch norm and router (cupy_rowwarp_pdl): add_rmsnorm_router.py's `fused_serves`."""
+    if _norm_router.fused_serves(x, residual, router_weight, top_k, n_group):
+        return None
+    if x.dim() == 2 and x.shape[0] > _norm_router.ROUTER_MAX_T:
+        return f"torch (add_rmsnorm, then moe_router): {x.shape[0]} tokens (more than {_norm_router.ROUTER_MAX_T})"
+    return ("torch (add_rmsnorm, then moe_router): a dtype, weight, shape or top_k outside the one-launch kernel's "
+            "(add_rmsnorm_router.py's docstring)")
 
 
 def attention_deep_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:

@@ -22,6 +22,7 @@ IMPLEMENTATIONS = [
     ("kda_lowrank_norm", "numpy", "sparkops_numpy.kda_lowrank_norm:kda_lowrank_norm"),
     ("attention", "numpy", "sparkops_numpy.attention:attention"),
     ("attention", "numpy_naive", "sparkops_numpy.attention:attention_naive"),
+    ("add_rmsnorm_router", "numpy", "sparkops_numpy.add_rmsnorm_router:add_rmsnorm_router"),
     ("moe_router", "numpy", "sparkops_numpy.moe_router:moe_router"),
     ("moe_experts", "numpy", "sparkops_numpy.moe_experts:moe_experts"),
     ("swiglu", "numpy", "sparkops_numpy.swiglu:swiglu"),

@@ -38,6 +38,8 @@ IMPLEMENTATIONS = [
      (*_W, "kda.py", "gated_rmsnorm.py", "kda_norm.py")),
     ("attention", "torch", "sparkops_torch.attention:attention", BOTH, None, _C),
     ("attention", "torch_bf16", "sparkops_torch.attention:attention_bf16", ("cuda",), "bf16", _C),
+    ("add_rmsnorm_router", "torch", "sparkops_torch.add_rmsnorm_router:add_rmsnorm_router", BOTH, None,
+     (*_C, "add_rmsnorm.py", "moe_router.py")),
     ("moe_router", "torch", "sparkops_torch.moe_router:moe_router", BOTH, None, _C),
     ("moe_experts", "torch", "sparkops_torch.moe_experts:moe_experts", BOTH, None, _W),
     ("moe_experts", "torch_bf16", "sparkops_torch.moe_experts:moe_experts_bf16", ("cuda",), "bf16", _W),

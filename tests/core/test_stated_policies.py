@@ -168,6 +168,26 @@ def test_the_cupy_router_says_when_it_passes_a_call():
     assert rowwarp_passes(torch.randn(1, 64), **dict(args, weight=torch.randn(32, 64).half())).startswith("torch")
 
 
+def test_the_cupy_norm_router_says_when_it_passes_a_call():
+    """add_rmsnorm_router=cupy_rowwarp_pdl: the one-launch kernel takes up to 8 tokens of float activations with a
+    float32 [E, D] router weight, D a multiple of 4, E <= 512, top_k and n_group <= 32; else the torch plugin's pair."""
+    from sparkops_cupy import add_rmsnorm_router as car
+    from sparkops_cupy._policies import norm_router_passes
+
+    def args(t=1, d=64, e=32, k=4, dtype=torch.bfloat16, **change):
+        return dict(dict(x=torch.randn(t, d).to(dtype), residual=torch.randn(t, d).to(dtype), weight=torch.ones(d),
+                         eps=1e-5, router_weight=torch.randn(e, d), bias=torch.zeros(e), top_k=k, n_group=1,
+                         topk_group=1, scale=1.0, renorm_eps=1e-20), **change)
+
+    assert norm_router_passes(**args()) is None and norm_router_passes(**args(t=car.ROUTER_MAX_T)) is None
+    assert f"{car.ROUTER_MAX_T + 1} tokens" in norm_router_passes(**args(t=car.ROUTER_MAX_T + 1))
+    for bad in (args(d=66), args(e=520), args(k=33), args(dtype=torch.float64),
+                args(router_weight=torch.randn(32, 64).half()),
+                args(residual=torch.randn(1, 64))):  # a float32 residual beside bfloat16 activations
+        said = norm_router_passes(**bad)
+        assert said is not None and said.startswith("torch (add_rmsnorm, then moe_router)"), said
+
+
 def test_plan_names_the_stated_policies_of_what_it_runs(tmp_path, monkeypatch, capsys):
     """`sparkops plan` lists, beside what runs, the implementations with a stated policy (text and --json), so that a
     registry's reader knows which calls it may hand on before any bench counts them."""

@@ -146,7 +146,7 @@ def test_the_tolerance_table_answers_for_every_op_and_refuses_unknown_variants()
     from sparkops.ops import OP_NAMES
 
     for op in OP_NAMES:
-        assert rule_for(op, None).metric in ("nmse", "exact", "router", "sample", "qdq")
+        assert rule_for(op, None).metric in ("nmse", "exact", "router", "sample", "qdq", "norm_router")
     with pytest.raises(BadInput, match="no tolerance row for variant 'act_q8'"):
         rule_for("rmsnorm", "act_q8")
     assert loosest([None, "act_q8", None]) == "act_q8" and loosest([None, "bf16", "act_q8"]) == "bf16"

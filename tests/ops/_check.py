@@ -2,7 +2,8 @@
 contract's cases, call by call, and judge outputs and state with the op's row of THE tolerance table
 (`sparkops.gate.tolerances`) through the gate's metrics (`sparkops.gate.metrics`): NMSE for floats,
 exact for integers (ids, int8 blocks) and for ops whose contract demands it, ids exact up to near-ties
-for moe_router and sample, Q8_0 blocks by what they stand for (qdq) for rmsnorm_quantize. State is
+for moe_router and sample (and add_rmsnorm_router's routing, its norm outputs by NMSE), Q8_0 blocks by
+what they stand for (qdq) for rmsnorm_quantize. State is
 judged after every call: a stateful op that is right once and wrong afterwards is wrong.
 
 Every call runs under the gate's `poisoned()` (fresh torch / NumPy allocations are NaN or max-int),
@@ -115,6 +116,8 @@ def judge(what: str, got: tuple, ref: tuple, inputs: dict[str, Any], rule: Rule)
         return metrics.sample(what, got[0], ref[0], inputs, rule)
     if rule.metric == "qdq":  # (q, d) Q8_0 blocks
         return metrics.qdq(what, got, ref, rule)
+    if rule.metric == "norm_router":  # (normed, summed, weights, ids)
+        return metrics.norm_router(what, got, ref, inputs, rule, exact_dtype=True)
     if len(got) != len(ref):
         return [metrics.Verdict(what, "structure", float("inf"), 0.0, False,
                                 f"{len(got)} outputs, the reference gives {len(ref)}")]

@@ -82,6 +82,9 @@ class Engine:
         #: with fuse_kda_gates, they also take their two low-rank gate up-projections (f_b, g_b) into that op
         #: (kda_lowrank_norm), with or without fuse_kda_norm
         self.fuse_kda_gates = self.fusable and bool(options.get("fuse_kda_gates"))
+        #: with fuse_router_norm, a decode step's MoE layers run their residual add, FFN norm and router as one op
+        #: (add_rmsnorm_router)
+        self.fuse_router_norm = self.fusable and bool(options.get("fuse_router_norm"))
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
                                    merged_conv=merged)
 
@@ -113,7 +116,8 @@ class Engine:
     def _forward(self, ids: torch.Tensor, last_only: bool) -> torch.Tensor:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
         return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank,
-                       self.side, self.fuse_kda_norm, fuse_gates=self.fuse_kda_gates)
+                       self.side, self.fuse_kda_norm, fuse_gates=self.fuse_kda_gates,
+                       fuse_router=self.fuse_router_norm)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

@@ -26,6 +26,11 @@ GATE_INPUTS: tuple[str, ...] = ("f_a", "g_a", "beta")
 #: `[engine] fuse_kda_gates` the same calls also take the two low-rank up-projections into that op (kda_lowrank_norm)
 FUSED_NORM_MAX_T = 1
 
+#: with `[engine] fuse_router_norm`, the calls of at most this many tokens (decode, a few speculative tokens) whose MoE
+#: layers run the residual add, the FFN norm and the router as one op (add_rmsnorm_router); a longer call (a prefill
+#: chunk) keeps add_rmsnorm and moe_router apart. The CUDA kernel's own limit (its grid row a token) is the same 8
+ROUTER_NORM_MAX_T = 8
+
 
 def gates_apart(groups: tuple[Group, ...]) -> bool:
     """Whether no fused group of a KDA layer holds a gate input together with q, k or v: its gate projections can then
@@ -180,25 +185,46 @@ def mla_block(ops: Ops, cfg: ModelConfig, w: MLAWeights, st: MLAState, pos: torc
 
 
 def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: torch.Tensor,
-              groups: tuple[Group, ...] = ()) -> torch.Tensor:
+              groups: tuple[Group, ...] = (), routed: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """The FFN of the normed input f [T, D]: a dense SwiGLU, or the MoE router then its experts. `routed`: the MoE
+    layer's (weights, ids) already computed with the norm (add_rmsnorm_router, fuse_router_norm); no router runs."""
     if isinstance(w, DenseFFNWeights):
         p = project(ops, f, w, ("gate", "up"), groups)
         return ops.linear(ops.swiglu(p["gate"], p["up"]), w.down)
-    weights, ids = ops.moe_router(f, w.router, w.bias, cfg.n_experts_per_token, cfg.n_group, cfg.topk_group,
-                                  cfg.routed_scaling_factor, cfg.router_renorm_eps)  # [T, K], [T, K]
+    if routed is None:
+        routed = ops.moe_router(f, w.router, w.bias, cfg.n_experts_per_token, cfg.n_group, cfg.topk_group,
+                                cfg.routed_scaling_factor, cfg.router_renorm_eps)  # [T, K], [T, K]
+    weights, ids = routed
     return ops.moe_experts(f, weights, ids, w.gate_exps, w.up_exps, w.down_exps, w.s_gate, w.s_up, w.s_down)
+
+
+def ffn_norm(ops: Ops, cfg: ModelConfig, layer, y: torch.Tensor, h: torch.Tensor, fuse_router: bool):
+    """The residual add and the FFN norm of a block's output y [T, D] into the stream h [T, D]: (f, h, routed). With
+    `fuse_router` (fuse_router_norm), a MoE layer's call of at most ROUTER_NORM_MAX_T tokens runs the norm and the
+    router as one op, add_rmsnorm_router, and `routed` is its (weights, ids); otherwise add_rmsnorm runs alone and
+    `routed` is None (ffn_block routes)."""
+    if fuse_router and isinstance(layer.ffn, MoEWeights) and y.shape[0] <= ROUTER_NORM_MAX_T:
+        w = layer.ffn
+        f, h, weights, ids = ops.add_rmsnorm_router(y, h, layer.ffn_norm, cfg.rms_norm_eps, w.router, w.bias,
+                                                    cfg.n_experts_per_token, cfg.n_group, cfg.topk_group,
+                                                    cfg.routed_scaling_factor, cfg.router_renorm_eps)
+        return f, h, (weights, ids)  # [T, D], [T, D], ([T, K], [T, K])
+    f, h = ops.add_rmsnorm(y, h, layer.ffn_norm, cfg.rms_norm_eps)
+    return f, h, None
 
 
 def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.Tensor, dtype: torch.dtype,
             last_only: bool, fused: Groups | None = None,
             low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None,
-            fuse_norm: bool = False, *, fuse_gates: bool = False) -> torch.Tensor:
+            fuse_norm: bool = False, *, fuse_gates: bool = False, fuse_router: bool = False) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
     `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
     layers' block-diagonal low-rank weights when it fuses those too; `side`: the side stream of the KDA layers' gate
     projections (branches.py), None for one line of work; `fuse_norm`: KDA's recurrence and output norm as one op
     (kda_norm) in calls of at most FUSED_NORM_MAX_T tokens; `fuse_gates`: in those calls the two low-rank gate
-    up-projections too, with the recurrence and the norm as one op (kda_lowrank_norm), whatever `fuse_norm` says."""
+    up-projections too, with the recurrence and the norm as one op (kda_lowrank_norm), whatever `fuse_norm` says;
+    `fuse_router`: a MoE layer's residual add, FFN norm and router as one op (add_rmsnorm_router) in calls of at most
+    ROUTER_NORM_MAX_T tokens."""
     cfg = model.config
     fused = fused or {}
     low_rank = low_rank or {}
@@ -211,8 +237,8 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
                           low_rank.get(i), side, fuse_norm, fuse_gates)
         else:
             y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
-        f, h = ops.add_rmsnorm(y, h, layer.ffn_norm, cfg.rms_norm_eps)
-        y = ffn_block(ops, cfg, layer.ffn, f, fused.get((i, "ffn"), ()))
+        f, h, routed = ffn_norm(ops, cfg, layer, y, h, fuse_router)
+        y = ffn_block(ops, cfg, layer.ffn, f, fused.get((i, "ffn"), ()), routed)
         next_norm = model.layers[i + 1].attn_norm if i + 1 < len(model.layers) else model.output_norm
         a, h = ops.add_rmsnorm(y, h, next_norm, cfg.rms_norm_eps)
     if last_only:

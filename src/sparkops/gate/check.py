@@ -191,7 +191,7 @@ class Session:
             _REFERENCE_TRACES.move_to_end(key)
         else:
             _REFERENCE_TRACES[key] = run_trace(ref.resolve(), case, contract, variant, "cpu", reference=True,
-                                               keep_inputs=rule.metric in ("router", "sample"))
+                                               keep_inputs=rule.metric in ("router", "sample", "norm_router"))
             while len(_REFERENCE_TRACES) > _REFERENCE_KEEP:
                 _REFERENCE_TRACES.popitem(last=False)
         return _REFERENCE_TRACES[key]
@@ -292,6 +292,9 @@ def _compare(result: CaseResult, got: Trace, want: Trace, rule: Rule, variant: s
             result.verdicts += [(i, v) for v in metrics.sample("output", g_out[0], r_out[0], want.inputs[i], rule)]
         elif rule.metric == "qdq":
             result.verdicts += [(i, v) for v in metrics.qdq("outputs", g_out, r_out, rule)]
+        elif rule.metric == "norm_router":
+            result.verdicts += [(i, v) for v in metrics.norm_router("outputs", g_out, r_out, want.inputs[i], rule,
+                                                                    exact_dtype=exact_dtype)]
         else:
             for j, (g, r) in enumerate(zip(g_out, r_out)):
                 what = "output" if len(r_out) == 1 else f"output {j}"

@@ -241,6 +241,41 @@ def _grouped(chooser: torch.Tensor, n_group: int, topk_group: int) -> torch.Tens
     return torch.where(keep.repeat_interleave(e // n_group, dim=1), chooser, torch.zeros_like(chooser))
 
 
+# -- add_rmsnorm_router ----------------------------------------------------------------------------------
+def norm_router(what: str, got: Any, ref: tuple[torch.Tensor, ...], inputs: dict[str, Any], rule: Rule, *,
+                exact_dtype: bool = False) -> list[Verdict]:
+    """(normed, summed, weights, ids): normed and summed by nmse (`rule.norm`); the routing by the router metric as the
+    routing of the normed row the candidate returned (the contract's router reads the norm's output; its rounding to
+    the candidate's activation dtype - bfloat16 under a bf16 claim, float32 in the reference - is the norm's error,
+    judged by the first verdict, not the router's)."""
+    if not isinstance(got, tuple) or len(got) != 4:
+        return [Verdict(what, "structure", math.inf, 0.0, False, "expected (normed, summed, weights, ids)")]
+    out = []
+    for j, label in ((0, "normed"), (1, "summed")):
+        bad = structure(f"{what} {label}", got[j], ref[j], exact_dtype=exact_dtype)
+        out.append(bad or nmse(f"{what} {label}", got[j], ref[j], rule.norm))
+    if not all(v.passed for v in out):
+        return out  # a wrong or unwritten normed row: its routing means nothing
+    x = got[0].detach().to("cpu", torch.float64)  # [T, D]: the router's input, as the candidate made it
+    routed = {"x": x, "weight": inputs["router_weight"], "bias": inputs["bias"], "n_group": inputs["n_group"],
+              "topk_group": inputs["topk_group"], "scale": inputs["scale"], "renorm_eps": inputs["renorm_eps"]}
+    want = _route(x, inputs["router_weight"], inputs["bias"], int(inputs["top_k"]), int(inputs["n_group"]),
+                  int(inputs["topk_group"]), float(inputs["scale"]), float(inputs["renorm_eps"]))
+    return out + router(f"{what} routing", tuple(got[2:]), want, routed, rule)
+
+
+def _route(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, top_k: int, n_group: int, topk_group: int,
+           scale: float, renorm_eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """moe_router's contract in float64 on x (as the NumPy reference computes it: stable descending orders, ties to
+    the lower index): (weights float32 [T, K], ids int64 [T, K])."""
+    scores = torch.sigmoid(x.double() @ weight.double().T)  # s [T, E]
+    chooser = _grouped(scores + bias.double(), n_group, topk_group)  # s' [T, E], dropped groups 0.0
+    ids = torch.from_numpy(np.argsort(-chooser.numpy(), axis=-1, kind="stable")[:, :top_k].copy())  # [T, K]
+    chosen = scores.gather(1, ids)
+    weights = chosen / (chosen.sum(dim=-1, keepdim=True) + renorm_eps) * scale
+    return weights.float(), ids.to(torch.int64)
+
+
 # -- sample ----------------------------------------------------------------------------------------
 def sample(what: str, got: Any, ref: torch.Tensor, inputs: dict[str, Any], rule: Rule) -> list[Verdict]:
     """ids exact up to near-ties of the reference's perturbed scores among tokens that may survive."""

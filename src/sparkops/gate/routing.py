@@ -92,8 +92,8 @@ def selection_scores(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 class RoutingPin:
     """Records (golden) or replays (candidate) each MoE layer's expert choices, per depth's sequence.
 
-    The engine calls moe_router once per MoE layer per forward, layers in order, so the k-th call of a
-    forward is MoE layer k % n_moe, and each layer sees the sequence's positions in order whatever the
+    The engine routes once per MoE layer per forward (moe_router, or add_rmsnorm_router under fuse_router_norm),
+    layers in order, so the k-th call of a forward is MoE layer k % n_moe, and each layer sees the sequence's positions in order whatever the
     prefill chunking: the tape is indexed by (layer, position), never by call.
     """
 
@@ -122,20 +122,36 @@ class RoutingPin:
     def wrap(self, router: Callable[..., Any]) -> Callable[..., Any]:
         def moe_router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
             w, ids = router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps)  # [T, K], [T, K]
-            if self._depth is None:
-                return w, ids
-            layer = self._calls % self.n_moe
-            self._calls += 1
-            t = x.shape[0]
-            if not self._replay:
-                self.tape[self._depth][layer].append(ids.detach().to("cpu", torch.int64))
-                return w, ids
-            p = self._pos[layer]
-            self._pos[layer] = p + t
-            golden = self._golden(layer)[p:p + t].to(ids.device)  # [T, K]
-            return self._pinned(x, weight, bias, n_group, topk_group, scale, renorm_eps, w, ids, golden)
+            return self._decided(x, weight, bias, n_group, topk_group, scale, renorm_eps, w, ids)
 
         return moe_router
+
+    def wrap_fused(self, fused: Callable[..., Any]) -> Callable[..., Any]:
+        """The same for add_rmsnorm_router (`[engine] fuse_router_norm`): a MoE layer's routing decision there, judged
+        and pinned on the normed row the op returned (the router's input), counted as that layer's call."""
+        def add_rmsnorm_router(x, residual, weight, eps, router_weight, bias, top_k, n_group, topk_group, scale,
+                               renorm_eps):
+            normed, summed, w, ids = fused(x, residual, weight, eps, router_weight, bias, top_k, n_group, topk_group,
+                                           scale, renorm_eps)  # [T, D], [T, D], [T, K], [T, K]
+            w, ids = self._decided(normed, router_weight, bias, n_group, topk_group, scale, renorm_eps, w, ids)
+            return normed, summed, w, ids
+
+        return add_rmsnorm_router
+
+    def _decided(self, x, weight, bias, n_group, topk_group, scale, renorm_eps, w, ids):
+        """One MoE layer's routing decision (x [T, D] the router's input): recorded, or replayed against the golden's."""
+        if self._depth is None:
+            return w, ids
+        layer = self._calls % self.n_moe
+        self._calls += 1
+        t = x.shape[0]
+        if not self._replay:
+            self.tape[self._depth][layer].append(ids.detach().to("cpu", torch.int64))
+            return w, ids
+        p = self._pos[layer]
+        self._pos[layer] = p + t
+        golden = self._golden(layer)[p:p + t].to(ids.device)  # [T, K]
+        return self._pinned(x, weight, bias, n_group, topk_group, scale, renorm_eps, w, ids, golden)
 
     def _golden(self, layer: int) -> torch.Tensor:
         rows = self.tape[self._depth][layer]
@@ -202,8 +218,11 @@ def n_moe_layers(weights: Any) -> int:
 
 
 def install(ops: Any, pin: RoutingPin) -> Any:
-    """Route `ops.moe_router` through `pin` (the Ops object is the engine's; returned for chaining)."""
+    """Route `ops.moe_router` - and `ops.add_rmsnorm_router`, which routes a MoE layer's decode calls under
+    `[engine] fuse_router_norm` - through `pin` (the Ops object is the engine's; returned for chaining)."""
     ops.moe_router = pin.wrap(ops.moe_router)
+    if hasattr(ops, "add_rmsnorm_router"):
+        ops.add_rmsnorm_router = pin.wrap_fused(ops.add_rmsnorm_router)
     return ops
 
 

@@ -25,6 +25,7 @@ OP_NAMES = (
     "kda_norm",
     "kda_lowrank_norm",
     "attention",
+    "add_rmsnorm_router",
     "moe_router",
     "moe_experts",
     "swiglu",

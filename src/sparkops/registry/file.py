@@ -84,6 +84,10 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
                                     "three; implies fuse_kda_norm's fusion there; needs a proven kda_lowrank_norm "
                                     "selection, else the reference runs it, counted); a prefill chunk keeps the "
                                     "linears, kda and gated_rmsnorm apart"),
+    "fuse_router_norm": (bool, False, "a decode step's MoE layers run their residual add, FFN norm and router as one "
+                                      "op (add_rmsnorm_router: one launch, not two; needs a proven add_rmsnorm_router "
+                                      "selection, else the reference runs it, counted); a call of more than 8 tokens "
+                                      "(a prefill chunk) and a dense-FFN layer keep add_rmsnorm and moe_router apart"),
 }
 #: options that only mean something with another one on: option -> (the one it needs, why)
 ENGINE_NEEDS: dict[str, tuple[str, str]] = {
