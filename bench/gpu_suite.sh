@@ -518,24 +518,30 @@
 #   (fresh, carrying .whl only) bash bench/gpu_lanes.sh 185 "proofs35 probe_ncu_source_moe" ""   # ~76 s: the q8-loads
 #                                      # down's 21 tests passed; per op "ids" 736.9, "ahead" 746.3 against the Q8
 #                                      # hidden pair's 785.3 us (the pairs pair 712.2 against 750.4)
+# Session 31 (bench/gpu-runs/2026-12-05-session31/README.md): no machine. Every start asked for (H200 ten times, H100
+# twice, one of those by a helper) came back "no device machine could be started", each costing 60-90 s of the 1800:
+# SESSION31_DEVICE_NOTE. Nothing was timed; the plan below is session 30's with this session's work added.
 # Next session: the step is still rungs32's (cuda-s32-lmhead-x16.toml). The stack won once (1.021 / 1.021) and then
 # timed none (1.019 / 1.018, every one of its 24 pairs faster), and SUITE_TIMED lists winners only (the suite refuses
-# decode-s34-stack there: its newest rows did not win), so a third pair decides. Carry .whl and .kcache (session 30's
-# call 4: 33 registries; the kernel caches of session 28's call 1). moe_experts.py's and moe_rowwarp.cu's comments
-# changed after the last proofs, so --mend re-proves the cupy experts selections once (~90 s).
+# decode-s34-stack there: its newest rows did not win), so a third pair decides. A checkout's .kcache does not survive
+# a session: a first call carrying none makes the step by swaps (~450 s); once a call has packed registries.tgz, copy
+# it to bench/carry/ and commit it (bench/carry/README.md), and the suite restores it on the next fresh machine.
+# reference.lock was re-pinned in session 31 (add_rmsnorm_router's reference), so every carried record is stale and
+# --mend re-proves them all once.
 #   export SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
 #     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
 #     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16" SUITE_PREFILL_BASE=bf16   # (one line)
-#   bash bench/gpu_lanes.sh 560 "rungs34" ""   # fresh: the stack's third pair over the x16 step (~450 s with the
-#                                      # mend); on a win name decode-s34-stack in SUITE_TIMED for the calls after
-#   bash bench/gpu_lanes.sh 560 "rungs35 probe_timeline_now probe_ncu_source_router" ""   # warm: the down's ids read
-#                                      # once a warp (the same bits; over the stack when it won, its pairs form;
-#                                      # x1.066 per op in session 30), then the step now and the newer registries
-#                                      # kernel by kernel (~75 s), then the router's SASS page (~15 s)
-#   then frontier131k under the step now, if it moved
+#   bash bench/gpu_lanes.sh 570 "probe_router_anatomy probe_ncu_source_router proofs36 rungs34" ""   # fresh: the
+#                                      # router by stages (~40 s), its SASS page (~15 s), the fused norm-and-router's
+#                                      # GPU tests and its side-by-side record (never run yet), then the step by swaps
+#                                      # and the stack's third pair (what the budget leaves; the next call finishes it)
+#   bash bench/gpu_lanes.sh 560 "rungs34 rungs35 rungs36" ""   # warm: the stack's pair if not done; the down's ids
+#                                      # read once a warp (x1.066 per op in session 30); [engine] fuse_router_norm
+#                                      # (forecast from proofs36's record) - each over the step now
+#   then probe_timeline_now, and frontier131k under the step now, if it moved
 #   then the leads below, as built (a rung a call; chain a warm call after each)
-# The leads for new work (session 30's README): the Q8 down's first weights after its wait and its three dependent
+# The leads for new work (session 30's README; session 31 built the router's two): the Q8 down's first weights after its wait and its three dependent
 # groups (what its source page leaves once the ids are read once, rungs35); the gate/up's x, staged by every block (a
 # fifth of its stall samples on x's first use, a sixth on the barrier after); the router (150 us a token of own time, ~5.8 us a layer for 2.4 MB, on the critical path); the Q4_K GEMVs,
 # whose own time in the step did not fall with Q8 activations (465 -> 472 us a replay) though they gained x1.15 in
