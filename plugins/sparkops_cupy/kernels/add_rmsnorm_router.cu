@@ -1,7 +1,6 @@
 // add_rmsnorm_router.cu: a decode token's residual add, its FFN norm and its MoE router in one launch
 // (add_rmsnorm_router=cupy_rowwarp_pdl: summed = residual + x, normed = rmsnorm(summed) * gain, then moe_router on
-// normed). Self-contained apart from common.cuh: moe_router.cu's routing is copied here, not included (that file has
-// extern "C" kernels, and its source hash pins its own proofs).
+// normed). The routing is router_route.cuh's, the same instructions moe_router.cu routes with.
 //
 // Grid (cdiv(E, warps a block), T), a warp an expert, launched with programmatic dependent launch (PDL) after the
 // kernel that writes x (the layer's attention / KDA output projection). Before its wait each warp requests its expert's
@@ -27,6 +26,7 @@
 // The host hands every other call to other code (add_rmsnorm_router.py's stated policy): more than 8 tokens, a weight
 // that is not float32, D not a multiple of 4, E > 512, top_k or n_group > 32.
 #include "common.cuh"
+#include "router_route.cuh"
 
 // float4 chunks a lane holds a round, by activation dtype: 32 lanes x 4 x 18 = 2304 values (the 48B's row) in one
 // round for bfloat16 activations (236 registers), 2048 for float16 (16 chunks: 248 registers; 18 used all 255), 1536
@@ -37,9 +37,6 @@
 #define AR_CHUNKS_BF16 18
 #define AR_CHUNKS_F16 16
 #define AR_CHUNKS_32 12
-// experts a lane holds while routing: E <= 32 x 16 = 512; up to 256 experts (the 48B's) route with 8 a lane
-#define AR_SLOTS 16
-#define AR_SLOTS_FEW 8
 
 // 4 values of the activation dtype as a lane holds them: float4 for float32, 4 packed 16-bit values (uint2) else
 template <int DT>
@@ -197,140 +194,6 @@ __device__ __forceinline__ float ar_norm_logit(const void* __restrict__ x, const
     return warp_sum(acc);
 }
 
-// ---- routing: moe_router.cu's rt_argmax, rt_key, rt_lane_best, rt_route and rt_arrive, copied -----------------------
-
-// the warp's arg-max of (v, i): the larger v, ties to the smaller i; every lane ends with the same pair
-__device__ __forceinline__ void ar_argmax(float& v, int& i) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-        if (ov > v || (ov == v && oi < i)) {
-            v = ov;
-            i = oi;
-        }
-    }
-}
-
-// a float's bits as an unsigned key in the same order (-0.0 is made +0.0 first: they compare equal as floats)
-__device__ __forceinline__ u32 ar_key(float v) {
-    const u32 u = __float_as_uint(v + 0.0f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-// the lane's best untaken expert among its SLOTS: (its key, its id), ties to its lower expert (ids ascend with j);
-// key 0 and id 0xffffffff when it has none left
-template <int SLOTS>
-__device__ __forceinline__ void ar_lane_best(const float (&c)[SLOTS], u32 taken, int E, int lane, u32& key, u32& id) {
-    float v = 0.0f;
-    id = 0xffffffffu;
-#pragma unroll
-    for (int j = 0; j < SLOTS; ++j) {
-        if (j * 32 + lane < E && !((taken >> j) & 1u) && (id == 0xffffffffu || c[j] > v)) {
-            v = c[j];
-            id = (u32)(j * 32 + lane);
-        }
-    }
-    key = id == 0xffffffffu ? 0u : ar_key(v);
-}
-
-// Routes token t from its logits row, one warp: s = sigmoid(logit), s' = s + bias chooses; a group's score is the sum
-// of its two best s' (its best alone when a group holds one expert); the topk_group best groups are kept (ties: the
-// lower group) and s' of the others becomes 0.0; top_k of s' by two warp reductions a pick (ties: the lower expert
-// id); w = s[id] / (sum + eps) * scale. Lane l holds experts l, l + 32, ... (SLOTS of them), groups are lanes, pick k
-// is lane k.
-template <int SLOTS>
-__device__ __forceinline__ void ar_route(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
-                                         float* __restrict__ w_out, i64* __restrict__ id_out, int E, int EG,
-                                         int n_group, int topk_group, int top_k, float scale, float eps, int lane) {
-    float s[SLOTS], c[SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
-#pragma unroll
-    for (int j = 0; j < SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
-        const int e = min(j * 32 + lane, E - 1);
-        s[j] = __ldcg(logits + t * E + e);
-        c[j] = __ldg(bias + e);
-    }
-#pragma unroll
-    for (int j = 0; j < SLOTS; ++j) {
-        const bool ok = j * 32 + lane < E;
-        s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
-        c[j] = ok ? s[j] + c[j] : NEG_INF;
-    }
-    if (n_group > 1) {
-        int grp[SLOTS];  // each slot's group (-1: no expert)
-#pragma unroll
-        for (int j = 0; j < SLOTS; ++j) grp[j] = j * 32 + lane < E ? (j * 32 + lane) / EG : -1;
-        float gs = NEG_INF;  // lane g: group g's score
-        for (int g = 0; g < n_group; ++g) {
-            float b1 = NEG_INF, b2 = NEG_INF;  // the lane's two best s' in group g
-#pragma unroll
-            for (int j = 0; j < SLOTS; ++j) {
-                if (grp[j] == g) {
-                    if (c[j] > b1) {
-                        b2 = b1;
-                        b1 = c[j];
-                    } else if (c[j] > b2) {
-                        b2 = c[j];
-                    }
-                }
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {  // the warp's two best: the best two of both lanes' pairs
-                const float o1 = __shfl_xor_sync(0xffffffffu, b1, o), o2 = __shfl_xor_sync(0xffffffffu, b2, o);
-                b2 = fmaxf(fminf(b1, o1), fmaxf(b2, o2));
-                b1 = fmaxf(b1, o1);
-            }
-            if (lane == g) gs = EG > 1 ? b1 + b2 : b1;
-        }
-        u32 kept = 0u;  // bit g: group g kept
-        for (int r = 0; r < topk_group; ++r) {
-            float v = gs;
-            int g = lane;
-            ar_argmax(v, g);
-            kept |= 1u << g;
-            if (lane == g) gs = NEG_INF;
-        }
-#pragma unroll
-        for (int j = 0; j < SLOTS; ++j)
-            if (grp[j] >= 0 && !((kept >> grp[j]) & 1u)) c[j] = 0.0f;  // as the reference code does: 0.0, not -inf
-    }
-    float my_w = 0.0f;  // lane k: pick k's unbiased score, then its weight
-    u32 my_id = 0u;
-    u32 taken = 0u;  // bit j: the lane's slot j already picked
-    u32 key, id;
-    ar_lane_best<SLOTS>(c, taken, E, lane, key, id);
-    for (int k = 0; k < top_k; ++k) {
-        const u32 best = __reduce_max_sync(0xffffffffu, key);
-        const u32 win = __reduce_min_sync(0xffffffffu, key == best ? id : 0xffffffffu);
-        float sp = 0.0f;
-        if (id == win) {  // the winner's lane: its score, then its next best
-            const int jw = (int)(win >> 5);
-#pragma unroll
-            for (int j = 0; j < SLOTS; ++j)
-                if (j == jw) sp = s[j];
-            taken |= 1u << jw;
-            ar_lane_best<SLOTS>(c, taken, E, lane, key, id);
-        }
-        sp = __shfl_sync(0xffffffffu, sp, (int)(win & 31u));
-        if (lane == k) {
-            my_w = sp;
-            my_id = win;
-        }
-    }
-    const float sum = warp_sum(lane < top_k ? my_w : 0.0f);
-    if (lane < top_k) {
-        w_out[t * top_k + lane] = my_w / (sum + eps) * scale;
-        id_out[t * top_k + lane] = (i64)my_id;
-    }
-}
-
-// one arrival at *c, acq_rel at GPU scope: it releases the stores its block ordered before it (a barrier) and acquires
-// those of every block that arrived earlier; the old count
-__device__ __forceinline__ int ar_arrive(int* c) {
-    int old;
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
-    return old;
-}
 
 // Every thread waits for the kernel before (inside ar_norm_logit) before it touches anything a kernel writes (x,
 // residual, the two outputs, the logits scratch, the arrival counter, the routing outputs); a warp past the last expert
@@ -353,13 +216,13 @@ __device__ __forceinline__ void ar_token(const void* __restrict__ x, const void*
     const float l = ar_norm_logit<DT, CH>(x, r, gain, norm_eps, w, has, e, D, t, normed, summed, e, W, lane);
     if (has && lane == 0) logits[t * E + e] = l;
     __syncthreads();  // the block's logits stored before thread 0's release
-    if (threadIdx.x == 0) last = ar_arrive(cnt + t) == (int)gridDim.x - 1;
+    if (threadIdx.x == 0) last = rt_arrive(cnt + t) == (int)gridDim.x - 1;
     __syncthreads();  // the acquire before any thread of the last block reads
     if (!last || threadIdx.x >= 32) return;
-    if (E <= 32 * AR_SLOTS_FEW)
-        ar_route<AR_SLOTS_FEW>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
+    if (E <= 32 * RT_SLOTS_FEW)
+        rt_route<RT_SLOTS_FEW>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
     else
-        ar_route<AR_SLOTS>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
+        rt_route<RT_SLOTS>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
     if (lane == 0) cnt[t] = 0;
 }
 

@@ -1,0 +1,147 @@
+// router_route.cuh: a token's routing from its logits row by one warp, and the arrival that picks the block doing it:
+// shared by moe_router.cu (moe_router=cupy_rowwarp / _pdl) and add_rmsnorm_router.cu (add_rmsnorm_router=
+// cupy_rowwarp_pdl), so both route with the same instructions. The contract is moe_router's reference
+// (plugins/sparkops_numpy/moe_router.py): s = sigmoid(logit), s' = s + bias chooses; a group's score is the sum of
+// its two best s' (its best alone when a group holds one expert); the topk_group best groups are kept (ties: the
+// lower group) and s' of the others becomes 0.0; top_k of s' (ties: the lower expert id); w = s[id] / (sum + eps) *
+// scale. Lane l holds experts l, l + 32, ... (RT_SLOTS_FEW of them up to 256 experts, else RT_SLOTS: E <= 512),
+// groups are lanes (n_group <= 32) and pick k is lane k (top_k <= 32): the callers' hosts hand every other shape on.
+#pragma once
+#include "common.cuh"
+
+// experts a lane holds while routing: E <= 32 x 16 = 512; up to 256 experts (the 48B's) route with 8 a lane
+#define RT_SLOTS 16
+#define RT_SLOTS_FEW 8
+
+// the warp's arg-max of (v, i): the larger v, ties to the smaller i; every lane ends with the same pair (the group
+// choice: a few rounds a token at most)
+__device__ __forceinline__ void rt_argmax(float& v, int& i) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+        if (ov > v || (ov == v && oi < i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+}
+
+// a float's bits as an unsigned key in the same order (-0.0 is made +0.0 first: they compare equal as floats)
+__device__ __forceinline__ u32 rt_key(float v) {
+    const u32 u = __float_as_uint(v + 0.0f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// the lane's best untaken expert among its SLOTS: (its key, its id), ties to its lower expert (ids ascend with j);
+// key 0 and id 0xffffffff when it has none left
+template <int SLOTS>
+__device__ __forceinline__ void rt_lane_best(const float (&c)[SLOTS], u32 taken, int E, int lane, u32& key, u32& id) {
+    float v = 0.0f;
+    id = 0xffffffffu;
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {
+        if (j * 32 + lane < E && !((taken >> j) & 1u) && (id == 0xffffffffu || c[j] > v)) {
+            v = c[j];
+            id = (u32)(j * 32 + lane);
+        }
+    }
+    key = id == 0xffffffffu ? 0u : rt_key(v);
+}
+
+// Routes token t from its logits row, one warp (see the top of the file). SLOTS: experts a lane holds (E <= 32 SLOTS).
+// top_k picks by two warp reductions each (__reduce_max_sync of the order-keeping keys of the lanes' bests, then
+// __reduce_min_sync of the ids holding that key: ties to the lower expert); only the winning lane looks at its
+// slots again.
+template <int SLOTS>
+__device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
+                                         float* __restrict__ w_out, i64* __restrict__ id_out, int E, int EG,
+                                         int n_group, int topk_group, int top_k, float scale, float eps, int lane) {
+    float s[SLOTS], c[SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
+        const int e = min(j * 32 + lane, E - 1);
+        s[j] = __ldcg(logits + t * E + e);
+        c[j] = __ldg(bias + e);
+    }
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {
+        const bool ok = j * 32 + lane < E;
+        s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+        c[j] = ok ? s[j] + c[j] : NEG_INF;
+    }
+    if (n_group > 1) {
+        int grp[SLOTS];  // each slot's group (-1: no expert)
+#pragma unroll
+        for (int j = 0; j < SLOTS; ++j) grp[j] = j * 32 + lane < E ? (j * 32 + lane) / EG : -1;
+        float gs = NEG_INF;  // lane g: group g's score
+        for (int g = 0; g < n_group; ++g) {
+            float b1 = NEG_INF, b2 = NEG_INF;  // the lane's two best s' in group g
+#pragma unroll
+            for (int j = 0; j < SLOTS; ++j) {
+                if (grp[j] == g) {
+                    if (c[j] > b1) {
+                        b2 = b1;
+                        b1 = c[j];
+                    } else if (c[j] > b2) {
+                        b2 = c[j];
+                    }
+                }
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {  // the warp's two best: the best two of both lanes' pairs
+                const float o1 = __shfl_xor_sync(0xffffffffu, b1, o), o2 = __shfl_xor_sync(0xffffffffu, b2, o);
+                b2 = fmaxf(fminf(b1, o1), fmaxf(b2, o2));
+                b1 = fmaxf(b1, o1);
+            }
+            if (lane == g) gs = EG > 1 ? b1 + b2 : b1;
+        }
+        u32 kept = 0u;  // bit g: group g kept
+        for (int r = 0; r < topk_group; ++r) {
+            float v = gs;
+            int g = lane;
+            rt_argmax(v, g);
+            kept |= 1u << g;
+            if (lane == g) gs = NEG_INF;
+        }
+#pragma unroll
+        for (int j = 0; j < SLOTS; ++j)
+            if (grp[j] >= 0 && !((kept >> grp[j]) & 1u)) c[j] = 0.0f;  // as the reference code does: 0.0, not -inf
+    }
+    float my_w = 0.0f;  // lane k: pick k's unbiased score, then its weight
+    u32 my_id = 0u;
+    u32 taken = 0u;  // bit j: the lane's slot j already picked
+    u32 key, id;
+    rt_lane_best<SLOTS>(c, taken, E, lane, key, id);
+    for (int k = 0; k < top_k; ++k) {
+        const u32 best = __reduce_max_sync(0xffffffffu, key);
+        const u32 win = __reduce_min_sync(0xffffffffu, key == best ? id : 0xffffffffu);
+        float sp = 0.0f;
+        if (id == win) {  // the winner's lane: its score, then its next best
+            const int jw = (int)(win >> 5);
+#pragma unroll
+            for (int j = 0; j < SLOTS; ++j)
+                if (j == jw) sp = s[j];
+            taken |= 1u << jw;
+            rt_lane_best<SLOTS>(c, taken, E, lane, key, id);
+        }
+        sp = __shfl_sync(0xffffffffu, sp, (int)(win & 31u));
+        if (lane == k) {
+            my_w = sp;
+            my_id = win;
+        }
+    }
+    const float sum = warp_sum(lane < top_k ? my_w : 0.0f);
+    if (lane < top_k) {
+        w_out[t * top_k + lane] = my_w / (sum + eps) * scale;
+        id_out[t * top_k + lane] = (i64)my_id;
+    }
+}
+
+// one arrival at *c, acq_rel at GPU scope: it releases the stores its block ordered before it (a barrier) and acquires
+// those of every block that arrived earlier; the old count
+__device__ __forceinline__ int rt_arrive(int* c) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+    return old;
+}
