@@ -37,9 +37,10 @@ from __future__ import annotations
 import torch
 
 from sparkops.errors import BadInput
-from sparkops.lanes import MAIN, lane
+from sparkops.lanes import MAIN
 
 from . import _runtime as rt
+from ._counters import CounterPools
 
 SOURCES = rt.source_files("moe_router.cu")
 #: the most tokens one launch routes (a block row of the grid each); a longer call is a prefill chunk
@@ -51,34 +52,18 @@ ROUTER_MAX_EXPERTS = 512
 #: int32 arrival counters a device (one a token, ROUTER_MAX_T at most a launch)
 POOL_COUNTERS = 64
 
-_POOLS: dict[tuple[int, int], torch.Tensor] = {}
-
-
-def _index(device: torch.device) -> int:
-    return device.index if device.index is not None else torch.cuda.current_device()
+_POOLS = CounterPools("moe_router", POOL_COUNTERS)
 
 
 def counters(device: torch.device) -> torch.Tensor:
-    """The int32 arrival counters of the device and the caller's lane (sparkops.lanes: a side stream's launches
-    count apart), all zero between launches (each launch's last block of a token zeroes its slot); created by the
-    first call, which must come before any CUDA-graph capture: a zeroing inside a capture would not be replayed, so a
-    missing pool during one is an error, not a silent allocation."""
-    key = (_index(device), lane())
-    pool = _POOLS.get(key)
-    if pool is None:
-        if torch.cuda.is_current_stream_capturing():
-            raise BadInput(f"moe_router: the arrival counters of {device} (lane {key[1]}) do not exist yet and a CUDA "
-                           f"graph is being captured; call the op once on this device and lane before capturing (a "
-                           f"warm-up call), as the engine's warm-up does")
-        with torch.inference_mode(False):  # a normal tensor even when the first call is an inference-mode warm-up
-            pool = torch.zeros(POOL_COUNTERS, dtype=torch.int32, device=device)  # [POOL_COUNTERS]
-        _POOLS[key] = pool
-    return pool
+    """The arrival counters of the device and the caller's lane (_counters.CounterPools: this op's own, created by the
+    first call, before any CUDA-graph capture)."""
+    return _POOLS.get(device)
 
 
 def pool_on(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
     """The pool of the device and lane `n` if it exists (tests check it is all zeros after every call)."""
-    return _POOLS.get((_index(device), n))
+    return _POOLS.on(device, n)
 
 
 def rowwarp_serves(x, weight, top_k, n_group) -> bool:

@@ -139,7 +139,9 @@ def test_a_nan_in_x_reaches_the_weights_never_an_invalid_id():
 def test_the_counters_are_made_before_a_capture_and_refused_inside_one(monkeypatch):
     """The pool is created by a call outside any capture (a zeroing inside one would not be replayed); a first call
     during a capture is refused by name."""
-    monkeypatch.setattr(car, "_POOLS", {})
+    from sparkops_cupy._counters import CounterPools
+
+    monkeypatch.setattr(car, "_POOLS", CounterPools("add_rmsnorm_router", car.POOL_COUNTERS))
     args = _on(_args(1, 1, 256, 16, 4), DEV)
     graph = torch.cuda.CUDAGraph()
     try:

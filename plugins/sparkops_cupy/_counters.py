@@ -1,0 +1,44 @@
+"""Arrival counters for kernels whose last block of a token finishes the work (moe_router.cu, add_rmsnorm_router.cu):
+one int32 pool per (device, lane), every counter zero between launches (each launch's last block zeroes its slot).
+
+A pool is created by the op's first call on that device and lane, which must come before any CUDA-graph capture: a
+zeroing inside a capture would not be replayed, so a missing pool during one is an error naming the fix, not a silent
+allocation. Each op keeps its own pools, so two ops never share a counter.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sparkops.errors import BadInput
+from sparkops.lanes import MAIN, lane
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+class CounterPools:
+    """The arrival-counter pools of one op (`op` names it in errors), `size` int32 counters each."""
+
+    def __init__(self, op: str, size: int):
+        self.op, self.size = op, size
+        self._pools: dict[tuple[int, int], torch.Tensor] = {}
+
+    def get(self, device: torch.device) -> torch.Tensor:
+        """The pool of the device and the caller's lane (sparkops.lanes: a side stream's launches count apart)."""
+        key = (_index(device), lane())
+        pool = self._pools.get(key)
+        if pool is None:
+            if torch.cuda.is_current_stream_capturing():
+                raise BadInput(f"{self.op}: the arrival counters of {device} (lane {key[1]}) do not exist yet and a "
+                               f"CUDA graph is being captured; call the op once on this device and lane before "
+                               f"capturing (a warm-up call), as the engine's warm-up does")
+            with torch.inference_mode(False):  # a normal tensor even when the first call is an inference-mode warm-up
+                pool = torch.zeros(self.size, dtype=torch.int32, device=device)  # [size]
+            self._pools[key] = pool
+        return pool
+
+    def on(self, device: torch.device, n: int = MAIN) -> torch.Tensor | None:
+        """The pool of the device and lane `n` if it exists (tests check it is all zeros after every call)."""
+        return self._pools.get((_index(device), n))
