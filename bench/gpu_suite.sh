@@ -519,7 +519,7 @@
 #                                      # down's 21 tests passed; per op "ids" 736.9, "ahead" 746.3 against the Q8
 #                                      # hidden pair's 785.3 us (the pairs pair 712.2 against 750.4)
 # Session 31 (bench/gpu-runs/2026-12-05-session31/README.md): no machine. Every start asked for (H200 and H100, 16
-# refused starts of 60-90 s and 8 refusals of 15 s: ~1470 of the 1800 s) came back "no device machine could be
+# refused starts of 60-90 s and 9 refusals of 15 s: ~1576 of the 1800 s) came back "no device machine could be
 # started". Nothing was timed; the plan below is session 30's with this session's work added.
 # Next session: the step is still rungs32's (cuda-s32-lmhead-x16.toml). The stack won once (1.021 / 1.021) and then
 # timed none (1.019 / 1.018, every one of its 24 pairs faster), and SUITE_TIMED lists winners only (the suite refuses
