@@ -256,24 +256,14 @@ def norm_router(what: str, got: Any, ref: tuple[torch.Tensor, ...], inputs: dict
         out.append(bad or nmse(f"{what} {label}", got[j], ref[j], rule.norm))
     if not all(v.passed for v in out):
         return out  # a wrong or unwritten normed row: its routing means nothing
+    from sparkops_numpy.moe_router import moe_router as reference_router  # the op's definition
+
     x = got[0].detach().to("cpu", torch.float64)  # [T, D]: the router's input, as the candidate made it
     routed = {"x": x, "weight": inputs["router_weight"], "bias": inputs["bias"], "n_group": inputs["n_group"],
               "topk_group": inputs["topk_group"], "scale": inputs["scale"], "renorm_eps": inputs["renorm_eps"]}
-    want = _route(x, inputs["router_weight"], inputs["bias"], int(inputs["top_k"]), int(inputs["n_group"]),
-                  int(inputs["topk_group"]), float(inputs["scale"]), float(inputs["renorm_eps"]))
-    return out + router(f"{what} routing", tuple(got[2:]), want, routed, rule)
-
-
-def _route(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, top_k: int, n_group: int, topk_group: int,
-           scale: float, renorm_eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """moe_router's contract in float64 on x (as the NumPy reference computes it: stable descending orders, ties to
-    the lower index): (weights float32 [T, K], ids int64 [T, K])."""
-    scores = torch.sigmoid(x.double() @ weight.double().T)  # s [T, E]
-    chooser = _grouped(scores + bias.double(), n_group, topk_group)  # s' [T, E], dropped groups 0.0
-    ids = torch.from_numpy(np.argsort(-chooser.numpy(), axis=-1, kind="stable")[:, :top_k].copy())  # [T, K]
-    chosen = scores.gather(1, ids)
-    weights = chosen / (chosen.sum(dim=-1, keepdim=True) + renorm_eps) * scale
-    return weights.float(), ids.to(torch.int64)
+    want = reference_router(x, inputs["router_weight"], inputs["bias"], int(inputs["top_k"]), int(inputs["n_group"]),
+                            int(inputs["topk_group"]), float(inputs["scale"]), float(inputs["renorm_eps"]))
+    return out + router(f"{what} routing", tuple(got[2:]), tuple(want), routed, rule)
 
 
 # -- sample ----------------------------------------------------------------------------------------
