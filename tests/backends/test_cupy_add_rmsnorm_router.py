@@ -13,6 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.backends.cupy_support import replays_match
+
 from sparkops.gate.metrics import norm_router as norm_router_verdicts
 from sparkops.gate.poison import poisoned
 from sparkops.gate.tolerances import rule_for
@@ -155,39 +157,6 @@ def test_the_counters_are_made_before_a_capture_and_refused_inside_one(monkeypat
     assert car.pool_on(DEV) is not None and not car.pool_on(DEV).any()
 
 
-def _replays_match(capture, plain, refresh, replays: int = 5) -> None:
-    """Capture `capture()` (its outputs) in a CUDA graph, then before each replay `refresh()` the inputs, compute
-    `plain()` (the same work launched eagerly and plainly: the expected outputs) and fill the captured outputs with NaN. Every
-    replay must give the eager bits: a kernel that read its input before the kernel before it finished reads NaN or the
-    replay before's values (tests/backends/test_cupy_pdl.py's check, for this op)."""
-    refresh()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        capture()  # compiled, and the counters made, outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            outs = capture()
-        for replay in range(replays):
-            refresh()
-            wants = plain()
-            for o in outs:  # nothing left from the last replay: NaN, or an id no expert has
-                if o.is_floating_point():
-                    o.fill_(float("nan"))
-                else:
-                    o.fill_(-1)
-            graph.replay()
-            torch.cuda.synchronize()
-            for i, (o, want) in enumerate(zip(outs, wants)):
-                assert torch.isfinite(want.float()).all(), f"replay {replay}: eager output {i} is not finite"
-                assert torch.equal(o, want), f"replay {replay}: output {i} differs from the eager run"
-        assert not car.pool_on(DEV).any()
-    finally:  # not left to the garbage collector: a graph freed during a later test's capture breaks that capture
-        graph.reset()
-
-
 class _Layers:
     """Three MoE layers' norm-and-router at the 48B's width (E experts, top-8) on one residual stream: each layer's
     fused op reads the stream the layer before wrote (its summed output) - a PDL producer of its residual - and, with
@@ -233,7 +202,7 @@ def test_replayed_after_its_own_pdl_launches_gives_the_plain_bits(dtype):
     """Each layer's fused op reads the residual stream the previous PDL launch wrote: replayed from one graph with a
     new stream and new block outputs each time, outputs NaN before every replay, the bits of the plain launches."""
     layers = _Layers(21, 256, dtype)
-    _replays_match(lambda: layers(True), lambda: layers(False), layers.refresh)
+    replays_match(lambda: layers(True), lambda: layers(False), layers.refresh)
 
 
 def test_replayed_after_a_triggering_norm_gives_the_plain_bits():
@@ -241,7 +210,7 @@ def test_replayed_after_a_triggering_norm_gives_the_plain_bits():
     be scheduled as it starts): a fused op that read x before the norm ended routes the replay before's row, or NaN."""
     pytest.importorskip("triton")
     layers = _Layers(22, 256, torch.bfloat16, norm_first=True)
-    _replays_match(lambda: layers(True), lambda: layers(False), layers.refresh)
+    replays_match(lambda: layers(True), lambda: layers(False), layers.refresh)
 
 
 @pytest.mark.parametrize("change", ["tokens", "bf16 weight", "odd row", "experts", "top_k", "float64", "residual"])

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.backends.cupy_support import replays_match
+
 from sparkops.errors import BadInput
 
 
@@ -198,35 +200,6 @@ def test_gpu_pdl_copy_form_is_bitwise_the_copy_form_eagerly():
             assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{label}: GEMV {i} differs"
 
 
-def _replays_match(capture, plain, refresh, replays: int = 5) -> None:
-    """Capture `capture()` (the PDL launches; it returns its output tensors) in a CUDA graph, then before each replay
-    `refresh()` the inputs, compute `plain()` (the same work launched plainly: the expected outputs) and fill the
-    captured outputs with NaN. Every replay must give the plain bits: a kernel that read its input before the kernel
-    before it finished reads NaN or the replay before's values."""
-    refresh()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        capture()  # compiled and warmed outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            outs = capture()
-        for replay in range(replays):
-            refresh()
-            wants = plain()
-            for o in outs:
-                o.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            for i, (o, want) in enumerate(zip(outs, wants)):
-                assert torch.isfinite(want.float()).all(), f"replay {replay}: plain output {i} is not finite"
-                assert torch.equal(o.view(torch.int16), want.view(torch.int16)), f"replay {replay}: output {i} differs"
-    finally:
-        graph.reset()
-
-
 @pytest.mark.gpu
 def test_gpu_pdl_chain_replayed_from_a_graph_never_reads_a_stale_input():
     """A chain of 8 dependent GEMVs (copy, warp, copy, ...) launched with PDL, replayed with new first inputs."""
@@ -239,7 +212,7 @@ def test_gpu_pdl_chain_replayed_from_a_graph_never_reads_a_stale_input():
         _run_chain(pairs, x0, bufs, pdl=pdl)
         return bufs
 
-    _replays_match(lambda: run(True), lambda: run(False), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
+    replays_match(lambda: run(True), lambda: run(False), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
 
 
 @pytest.mark.gpu
@@ -270,7 +243,7 @@ def test_gpu_pdl_gemv_after_a_triggering_norm_reads_the_norm_s_output(gemv):
             launch_rowwarp(normed, rt.DTYPE_CODE[x0.dtype], kw, 12288, 2304, y, "copy", pdl=pdl)
         return [y]
 
-    _replays_match(lambda: step(True), lambda: step(False), lambda: resid.copy_(torch.randn(1, 2304, generator=g)))
+    replays_match(lambda: step(True), lambda: step(False), lambda: resid.copy_(torch.randn(1, 2304, generator=g)))
 
 
 @pytest.mark.gpu
@@ -302,7 +275,7 @@ def test_gpu_pdl_o_proj_after_a_triggering_gated_norm_reads_the_norm_s_output():
         o.copy_(torch.randn(1, 32, 128, generator=g))
         gate.copy_(torch.randn(1, 32, 128, generator=g))
 
-    _replays_match(lambda: step(True), lambda: step(False), refresh)
+    replays_match(lambda: step(True), lambda: step(False), refresh)
 
 
 def _q8_gemv(x, kw, n, k, y, pdl: bool = True) -> None:
@@ -367,7 +340,7 @@ def test_gpu_pdl_q8_gemv_chain_replayed_from_a_graph_never_reads_a_stale_input()
                 x = y
         return bufs
 
-    _replays_match(lambda: run(True), lambda: run(False), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
+    replays_match(lambda: run(True), lambda: run(False), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
 
 
 @pytest.mark.gpu
@@ -447,7 +420,7 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
     def layers(fn) -> list[torch.Tensor]:
         return [fn(a, b, c, **w) for a, b, c in zip(xs, wts, idss)]
 
-    _replays_match(lambda: layers(moe_experts_rowwarp_pdl), lambda: layers(moe_experts_rowwarp), refresh, replays=4)
+    replays_match(lambda: layers(moe_experts_rowwarp_pdl), lambda: layers(moe_experts_rowwarp), refresh, replays=4)
 
 
 @pytest.mark.gpu
@@ -538,7 +511,7 @@ def _experts_after_the_router_match(name: str, seed: int) -> None:
         experts = form if pdl else cme.moe_experts_rowwarp
         return [experts(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
 
-    _replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
+    replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
 
 
 @pytest.mark.gpu
@@ -584,7 +557,7 @@ def test_gpu_pdl_split_down_experts_match_cupy_rowwarp_and_their_own_bits_when_r
     def layers(pdl: bool) -> list[torch.Tensor]:
         return [cme.moe_experts_rowwarp_pdl_split(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
 
-    _replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
+    replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
 
 
 @pytest.mark.gpu
@@ -659,7 +632,7 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
     def layers(pdl: bool) -> list[torch.Tensor]:
         return [form(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
 
-    _replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
+    replays_match(lambda: layers(True), lambda: layers(False), chain.refresh, replays=4)
 
 
 @pytest.mark.gpu
@@ -741,7 +714,7 @@ def test_gpu_pdl_q8_pipe_gives_the_q8_hidden_pair_s_bits_eagerly_and_replayed(dt
     def layers(form, pdl: bool) -> list[torch.Tensor]:
         return [form(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
 
-    _replays_match(lambda: layers(cme.moe_experts_rowwarp_pdl_q8_pipe, True),
+    replays_match(lambda: layers(cme.moe_experts_rowwarp_pdl_q8_pipe, True),
                    lambda: layers(cme.moe_experts_rowwarp_pdl_q8_hidden, False), chain.refresh, replays=3)
 
 
@@ -842,7 +815,7 @@ def _replays_give_the_warp_downs_bits(pairs, seed: int) -> None:
         def layers(fn, pdl: bool) -> list[torch.Tensor]:
             return [fn(f, wts, idx, **w) for f, (wts, idx) in chain(pdl)]
 
-        _replays_match(lambda: layers(getattr(cme, form), True), lambda: layers(getattr(cme, warp), False),
+        replays_match(lambda: layers(getattr(cme, form), True), lambda: layers(getattr(cme, warp), False),
                        chain.refresh, replays=3)
 
 

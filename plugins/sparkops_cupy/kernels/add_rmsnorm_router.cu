@@ -31,8 +31,8 @@
 // float4 chunks a lane holds a round, by activation dtype: 32 lanes x 4 x 18 = 2304 values (the 48B's row) in one
 // round for bfloat16 activations (236 registers), 2048 for float16 (16 chunks: 248 registers; 18 used all 255), 1536
 // for float32 (12: 248). A lane holds a round's weight, gain and summed chunks at once (the sums packed in the
-// activation dtype) besides the loads in flight (ptxas issues a round's loads together): more chunks spill. A longer row takes more rounds, its x
-// and residual read again in the second pass (the row's sum of squares must be known before any normed value). A
+// activation dtype) besides the loads in flight (ptxas issues a round's loads together): more chunks spill. A longer
+// row takes more rounds, its x and residual read again in the second pass (the row's sum of squares must be known before any normed value). A
 // lane's chunks are l, l + 32, ... in that order whatever a round holds: the same sums in the same order either way
 #define AR_CHUNKS_BF16 18
 #define AR_CHUNKS_F16 16
@@ -237,8 +237,8 @@ extern "C" __global__ void __launch_bounds__(64) add_rmsnorm_router_pdl_f32(
     void* __restrict__ normed, void* __restrict__ summed, const float* __restrict__ w, int E, int D,
     float* __restrict__ logits, const float* __restrict__ bias, float* __restrict__ w_out, i64* __restrict__ id_out,
     int* __restrict__ cnt, int EG, int n_group, int topk_group, int top_k, float scale, float eps) {
-    ar_token<DT_F32, AR_CHUNKS_32>(x, r, gain, norm_eps, normed, summed, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group,
-                         topk_group, top_k, scale, eps);
+    ar_token<DT_F32, AR_CHUNKS_32>(x, r, gain, norm_eps, normed, summed, w, E, D, logits, bias, w_out, id_out, cnt, EG,
+                         n_group, topk_group, top_k, scale, eps);
 }
 
 // budget: stack 0, spills 0
@@ -247,8 +247,8 @@ extern "C" __global__ void __launch_bounds__(64) add_rmsnorm_router_pdl_bf16(
     void* __restrict__ normed, void* __restrict__ summed, const float* __restrict__ w, int E, int D,
     float* __restrict__ logits, const float* __restrict__ bias, float* __restrict__ w_out, i64* __restrict__ id_out,
     int* __restrict__ cnt, int EG, int n_group, int topk_group, int top_k, float scale, float eps) {
-    ar_token<DT_BF16, AR_CHUNKS_BF16>(x, r, gain, norm_eps, normed, summed, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group,
-                         topk_group, top_k, scale, eps);
+    ar_token<DT_BF16, AR_CHUNKS_BF16>(x, r, gain, norm_eps, normed, summed, w, E, D, logits, bias, w_out, id_out, cnt, EG,
+                         n_group, topk_group, top_k, scale, eps);
 }
 
 // budget: stack 0, spills 0
@@ -257,6 +257,6 @@ extern "C" __global__ void __launch_bounds__(64) add_rmsnorm_router_pdl_f16(
     void* __restrict__ normed, void* __restrict__ summed, const float* __restrict__ w, int E, int D,
     float* __restrict__ logits, const float* __restrict__ bias, float* __restrict__ w_out, i64* __restrict__ id_out,
     int* __restrict__ cnt, int EG, int n_group, int topk_group, int top_k, float scale, float eps) {
-    ar_token<DT_F16, AR_CHUNKS_F16>(x, r, gain, norm_eps, normed, summed, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group,
-                         topk_group, top_k, scale, eps);
+    ar_token<DT_F16, AR_CHUNKS_F16>(x, r, gain, norm_eps, normed, summed, w, E, D, logits, bias, w_out, id_out, cnt, EG,
+                         n_group, topk_group, top_k, scale, eps);
 }

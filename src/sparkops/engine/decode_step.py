@@ -84,8 +84,8 @@ class DecodeStep:
         self.token.copy_(token)
         self.step.copy_(step)
         # Only the ops the step calls count: an op the step never calls (kda_norm without fuse_kda_norm,
-        # kda_lowrank_norm without fuse_kda_gates, add_rmsnorm_router without fuse_router_norm) may be unselected and its reference CPU-only. The warm-up ran
-        # the step eagerly, so its counters name them.
+        # kda_lowrank_norm without fuse_kda_gates, add_rmsnorm_router without fuse_router_norm) may be unselected and
+        # its reference CPU-only. The warm-up ran the step eagerly, so its counters name them.
         taken = sorted(op for op, n in _round_trips(e.ops).items() if n > before.get(op, 0))
         if taken:
             raise BadInput(f"cannot capture a step whose ops make host round trips: {taken}; "

@@ -93,8 +93,8 @@ class RoutingPin:
     """Records (golden) or replays (candidate) each MoE layer's expert choices, per depth's sequence.
 
     The engine routes once per MoE layer per forward (moe_router, or add_rmsnorm_router under fuse_router_norm),
-    layers in order, so the k-th call of a forward is MoE layer k % n_moe, and each layer sees the sequence's positions in order whatever the
-    prefill chunking: the tape is indexed by (layer, position), never by call.
+    layers in order, so the k-th call of a forward is MoE layer k % n_moe, and each layer sees the sequence's
+    positions in order whatever the prefill chunking: the tape is indexed by (layer, position), never by call.
     """
 
     def __init__(self, n_moe: int, tie: float):
@@ -139,7 +139,8 @@ class RoutingPin:
         return add_rmsnorm_router
 
     def _decided(self, x, weight, bias, n_group, topk_group, scale, renorm_eps, w, ids):
-        """One MoE layer's routing decision (x [T, D] the router's input): recorded, or replayed against the golden's."""
+        """One MoE layer's routing decision (x [T, D] the router's input): recorded, or replayed against the
+        golden's."""
         if self._depth is None:
             return w, ids
         layer = self._calls % self.n_moe

@@ -75,7 +75,8 @@ class Rule:
         return f"{self.metric}: ids exact (ties within {self.tie:g} excused){extra}"
 
     def pinned(self) -> dict[str, Any]:
-        """The numbers reference.lock pins (`norm` only where the metric has it: the other rows' pins stay as they were)."""
+        """The numbers reference.lock pins (`norm` only where the metric has it: the other rows' pins stay as they
+        were)."""
         return {k: v for k, v in asdict(self).items() if k != "why" and (k != "norm" or self.metric == "norm_router")}
 
 
