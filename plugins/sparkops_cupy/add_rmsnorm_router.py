@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 
 from sparkops.errors import BadInput
+from sparkops.ops._routing import check_routing
 from sparkops.lanes import MAIN
 
 from . import _runtime as rt
@@ -89,14 +90,7 @@ def add_rmsnorm_router_rowwarp_pdl(x, residual, weight, eps, router_weight, bias
     rt.expect_shape(op, "weight", weight, (d,), "one norm gain per channel")
     experts = router_weight.shape[0]
     rt.expect_shape(op, "bias", bias, (experts,), "one selection bias per expert")
-    top_k, n_group, topk_group = int(top_k), int(n_group), int(topk_group)
-    if n_group < 1 or experts % n_group:
-        raise BadInput(f"{op}: n_group={n_group} does not divide the {experts} experts; "
-                       f"use a divisor of the expert count")
-    if not 1 <= topk_group <= n_group:
-        raise BadInput(f"{op}: topk_group={topk_group} must lie in [1, n_group={n_group}]")
-    if not 1 <= top_k <= experts:
-        raise BadInput(f"{op}: top_k={top_k} must lie in [1, {experts}] (the expert count)")
+    top_k, n_group, topk_group = check_routing(op, experts, top_k, n_group, topk_group)
     x, residual, router_weight = rt.contiguous(x), rt.contiguous(residual), rt.contiguous(router_weight)
     gain, bias = rt.contiguous(weight.float()), rt.contiguous(bias.float())
     if x.data_ptr() % 16:  # the activations are read 16 (float32) or 8 bytes at a time

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from sparkops.errors import BadInput
+from sparkops.ops._routing import check_routing
 
 from ._arrival import arrive, counters, depart
 from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, next_pow2
@@ -176,14 +176,7 @@ def _router(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, last
     expect(op, "bias", bias, (experts,), "one selection bias per expert")
     expect_dtype(op, "x", x, FLOATS)
     expect_device(op, x=x, weight=weight, bias=bias)
-    top_k, n_group, topk_group = int(top_k), int(n_group), int(topk_group)
-    if n_group < 1 or experts % n_group:
-        raise BadInput(f"{op}: n_group={n_group} does not divide the {experts} experts; "
-                       f"use a divisor of the expert count")
-    if not 1 <= topk_group <= n_group:
-        raise BadInput(f"{op}: topk_group={topk_group} must lie in [1, n_group={n_group}]")
-    if not 1 <= top_k <= experts:
-        raise BadInput(f"{op}: top_k={top_k} must lie in [1, {experts}] (the expert count)")
+    top_k, n_group, topk_group = check_routing(op, experts, top_k, n_group, topk_group)
     dev = x.device
     weights = torch.empty((t, top_k), dtype=torch.float32, device=dev)
     ids = torch.empty((t, top_k), dtype=torch.int64, device=dev)

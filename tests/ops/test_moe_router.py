@@ -2,6 +2,8 @@
 implementation of spec 5 (grouped top-k included); the rules that catch spec 7 bug 11 (bias only
 chooses, renormalise, scale) and the contract's ordering and masking details."""
 
+import re
+
 import pytest
 import torch
 
@@ -99,3 +101,15 @@ def test_bad_grouping_is_a_named_error():
         moe_router(x, w, b, 2, 5, 1, 1.0, 1e-20)
     with pytest.raises(BadInput, match="top_k"):
         moe_router(x, w, b, 13, 1, 1, 1.0, 1e-20)
+
+
+@pytest.mark.parametrize("args,says", [((16, 4, 3, 1), "n_group=3 does not divide the 16 experts"),
+                                       ((16, 4, 4, 5), "topk_group=5 must lie in [1, n_group=4]"),
+                                       ((16, 17, 1, 1), "top_k=17 must lie in [1, 16]")])
+def test_the_routing_arguments_the_routing_kernels_refuse_are_named(args, says):
+    """ops/_routing.check_routing, which the cupy and Triton routers and the fused norm-router check their calls with."""
+    from sparkops.ops._routing import check_routing
+
+    with pytest.raises(BadInput, match=re.escape(f"my_op: {says}")):
+        check_routing("my_op", *args)
+    assert check_routing("my_op", 16, 4.0, 4, 2) == (4, 4, 2)
