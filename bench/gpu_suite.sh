@@ -541,7 +541,21 @@
 #                                      # (forecast from proofs36's record) - each over the step now
 #   then probe_timeline_now, and frontier131k under the step now, if it moved
 #   then the leads below, as built (a rung a call; chain a warm call after each)
-# The leads for new work (session 30's README; session 31 built the router's two): the Q8 down's first weights after its wait and its three dependent
+# Session 32 (bench/gpu-runs/2026-12-05-session32/README.md): no H200 came; one H100 ran five calls (~1500 s). Call 1
+# ran the probes and proofs36, then made the step by swaps only through session 23's (the budget ended). Call 2's
+# rungs34 then timed the stack over cuda-s23-nones.toml, the x16 step's registry missing: 1.168, retracted (now_reg
+# refuses such a base now; now_chain makes it by its recipe, now_pairs). rungs35 1.014 (none); rungs36 0.864
+# (regression: the fused norm-router is 19.7 us a layer in the step). Its registries.tgz is bench/carry's now.
+# Next session: session 31's plan above, decode-s34-stack still out of SUITE_TIMED (its newest standing pairs are
+# session 30's win and none): a fresh call restores the carried registries (--mend), now_chain makes the Q8 hidden and
+# x16 registries (two swaps), then the stack's third pair over the x16 step:
+#   bash bench/gpu_lanes.sh 570 "rungs34" ""   # fresh
+#   bash bench/gpu_lanes.sh 560 "rungs35 probe_timeline_now" ""   # warm: over the step now
+# An H100's pairs are the same comparison on another memory system; say which card gave each row (the H100 frontier
+# keys are its own). rungs36 is done (a regression): SUITE_SKIP="diagnose-decode-s36-norm-router swap-s36-norm-router
+# decode-s36-norm-router" keeps it out of a call that names it.
+# The leads for new work (session 30's README; session 31 built the router's two, session 32 timed them: the
+# routing tail is 2.76 of the router's 5.86 us, the fused norm lost): the Q8 down's first weights after its wait and its three dependent
 # groups (what its source page leaves once the ids are read once, rungs35); the gate/up's x, staged by every block (a
 # fifth of its stall samples on x's first use, a sixth on the barrier after); the router (150 us a token of own time, ~5.8 us a layer for 2.4 MB, on the critical path); the Q4_K GEMVs,
 # whose own time in the step did not fall with Q8 activations (465 -> 472 us a replay) though they gained x1.15 in
@@ -1129,6 +1143,10 @@ NOW_RUNGS=(
 # over and timed against, never its own registry or a newer one. Session 8: the lm_head rung's base was taken as
 # the step now after that rung had won in the call before, i.e. its own registry, so fresh_over dropped the winner
 # (its .base named the older one) and every later rung was made over the older registry
+# A rung timed as a win whose registry this machine lacks is refused, never passed over for an older one: session 32's
+# first call (a fresh H100, no carried registries) made session 23's step but not the x16 step SUITE_TIMED named, so
+# rungs34 took cuda-s23-nones.toml as the step now and timed the stack over it (1.168: sessions 28-32's gains
+# counted again). now_chain makes those registries first; what it cannot make stops the rung, said on stderr
 now_reg() {
   local below=${1:-} pair var older=""
   if [ -z "$below" ] && [ -n "${SUITE_NOW_REG:-}" ]; then echo "$SUITE_NOW_REG"; return 0; fi
@@ -1136,11 +1154,69 @@ now_reg() {
   for pair in "${NOW_RUNGS[@]}"; do
     if [ -z "$older" ]; then [ "${pair%%=*}" = "$below" ] && older=1; continue; fi
     var=${pair#*=}
-    timed "${pair%%=*}" && [ -f "${!var}" ] && { echo "${!var}"; return 0; }
+    timed "${pair%%=*}" || continue
+    [ -f "${!var}" ] && { echo "${!var}"; return 0; }
+    echo "now_reg: ${pair%%=*} won, but its registry $(basename "${!var}") is not on this machine: no older step" \
+        "stands in for it (now_chain makes it; or run its stage first)" >&2
+    return 1
   done
   # a name that is no rung of NOW_RUNGS is a mistake in this script: no base, said on stderr (not in the value)
   [ -z "$older" ] && { echo "now_reg: $below is no rung of NOW_RUNGS" >&2; return 1; }
   echo "$FUSED_REG"
+}
+# now_pairs RUNG: the swaps (and, after a '+', the [engine] options) that made the registry of RUNG, a rung after
+# session 23's step, over the rung before it: the same choices its rung function makes (sN_rung above and below).
+# No recipe (session 24's and 25's rungs, made by their own stages): false
+now_pairs() {
+  case $1 in
+    decode-s26-exp-shared) echo moe_experts=cupy_rowwarp_pdl_shared ;;
+    decode-s26-exp-wide) echo moe_experts=cupy_rowwarp_pdl_wide ;;
+    decode-s27-exp-split) echo moe_experts=cupy_rowwarp_pdl_split ;;
+    decode-s27-exp-q8) if timed decode-s27-exp-split; then echo moe_experts=cupy_rowwarp_pdl_q8_split
+      else echo moe_experts=cupy_rowwarp_pdl_q8; fi ;;
+    decode-s28-exp-q8h) echo moe_experts=cupy_rowwarp_pdl_q8_hidden ;;
+    decode-s29-linear-q8) echo linear@Q4_K=cupy_rowwarp_pdl_q8 ;;
+    decode-s30-exp-q8p) echo moe_experts=cupy_rowwarp_pdl_q8_pipe ;;
+    decode-s31-exp-q8w) echo moe_experts=cupy_rowwarp_pdl_q8_pairs ;;
+    decode-s32-lmhead-x16) echo linear@Q6_K=cupy_x16_pdl ;;
+    decode-s33-exp-q8c) echo moe_experts=cupy_rowwarp_pdl_q8_hidden_cp ;;
+    decode-s34-stack) if timed decode-s33-exp-q8c; then echo moe_experts=cupy_rowwarp_pdl_q8_pairs_cp \
+        linear@Q4_K=cupy_rowwarp_pdl_q8; else echo moe_experts=cupy_rowwarp_pdl_q8_pairs linear@Q4_K=cupy_rowwarp_pdl_q8; fi ;;
+    decode-s35-exp-q8l) if timed decode-s34-stack; then echo moe_experts=cupy_rowwarp_pdl_q8_pairs_ld
+      else echo moe_experts=cupy_rowwarp_pdl_q8_hidden_ld; fi ;;
+    decode-s36-norm-router) echo add_rmsnorm_router=cupy_rowwarp_pdl + fuse_router_norm=on ;;
+    *) return 1 ;;
+  esac
+}
+# now_chain STAGE: on a machine that made session 23's step, every later rung timed as a win (SUITE_TIMED, or this
+# machine's tier) whose registry is missing made again by its swaps over the one before, oldest first (each swap
+# proves its pairs on this machine; nothing is timed): so that now_reg finds the step now itself. A rung with no
+# recipe, or whose swap fails, stops here: false, said, and now_reg refuses the rungs above it
+now_chain() {
+  local i rung var reg base pairs swaps opts after=""
+  for ((i = ${#NOW_RUNGS[@]} - 1; i >= 0; i--)); do  # oldest first
+    rung=${NOW_RUNGS[$i]%%=*} var=${NOW_RUNGS[$i]#*=}
+    [ "$rung" = decode-s23-nones ] && { after=1; continue; }
+    [ -n "$after" ] || continue  # session 23's step and older: s23_step and the stages before it make them
+    timed "$rung" || continue
+    reg=${!var}
+    [ -f "$reg" ] && continue  # made on this machine (or carried): its own rung function keeps it or makes it again
+    base=$(now_reg "$rung") || { log "$1: no step below $rung"; return 1; }
+    pairs=$(now_pairs "$rung") || { log "$1: $rung won, but it has no recipe here (now_pairs): run its stage first"
+      return 1; }
+    swaps=${pairs%%+*} opts=""
+    [[ $pairs == *+* ]] && opts=${pairs#*+ }
+    log "$1: $rung won in an earlier call; its registry made again over $(basename "$base"): $pairs"
+    # shellcheck disable=SC2086 # word lists
+    if [ -z "$opts" ]; then
+      swap_all "${rung#decode-}" "$reg" "$base" "$swaps" || { log "$1: $rung's registry was not made"; return 1; }
+    else
+      swap_all "${rung#decode-}" "$reg.swap" "$base" "$swaps" && cp "$reg.swap" "$reg.new" \
+          && sparkops engine $opts --registry "$reg.new" > /dev/null && mv "$reg.new" "$reg" && echo "$base" > "$reg.base" \
+          || { log "$1: $rung's registry was not made"; return 1; }
+    fi
+  done
+  return 0
 }
 # the lean prerequisites of stage rungs6: the torch registry (the golden) and the bf16 one, the 48B, and bf16 as
 # the best once the 48B gate passes it (no float32 registries: ~100 s less on a fresh machine)
@@ -2810,6 +2886,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   # (rung_parts names both)
   s22_step $stage || continue
   s23_step || { log "$stage: no session-23 step ($S23_REG)"; continue; }
+  now_chain $stage || continue
   read -r proof rung <<< "$(rung_parts $stage)"
   $proof
   $rung
@@ -3140,7 +3217,9 @@ frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9'
   s22_step frontier131k || continue
   # session 23's step (its rung won there): made by its swaps when SUITE_TIMED names it, so now_reg finds it
   if timed decode-s23-nones && ! s23_step; then log "frontier131k: no session-23 step ($S23_REG)"; continue; fi
-  NOW_REG=$(now_reg); log "the step now: $NOW_REG"
+  timed decode-s23-nones && { now_chain frontier131k || continue; }
+  NOW_REG=$(now_reg) || { log "frontier131k: no step now on this machine"; continue; }
+  log "the step now: $NOW_REG"
   run decode131k-now 200 sparkops bench decode --model $M --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
       --registry $NOW_REG --graph A $GATE $FILL_LEAN \
       --change "the step now ($(basename $NOW_REG)), one CUDA graph per step, at 131072"

@@ -22,6 +22,8 @@ from tests.helpers import REPO
 pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("bash", "flock", "timeout", "tar")),
                                 reason="needs bash, flock, timeout and tar")
 
+SUITE = REPO / "bench" / "gpu_suite.sh"
+
 STUB_SPARKOPS = r"""#!/usr/bin/env bash
 echo "$*" >> "$STUB_LOG"
 case "$1" in
@@ -2852,3 +2854,68 @@ def test_rungs27q_goes_over_a_split_down_that_won_with_the_q8_split_pair_forecas
     decodes = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
     assert len(decodes) == 1 and f"--registry {machine / 'cuda-s27-exp-split.toml'} " in decodes[0], decodes
     assert "--expect moe_experts=1.100" in decodes[0] and "with the split down of the step" in decodes[0]
+
+
+def test_a_fresh_machine_makes_the_step_now_by_its_swaps_before_a_rung_over_it(tmp_path):
+    """Session 32's trap: a fresh machine made session 23's step but not the x16 step SUITE_TIMED named, and rungs34
+    timed the stack over cuda-s23-nones.toml. Now rungs34 alone, first on the machine, makes the Q8 hidden registry
+    over session 23's step and the x16 one over it (their swaps, no bench: both are SUITE_TIMED) and times the stack
+    over the x16 step, its base and nothing older."""
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS)])
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops}
+    log, calls = _lanes(tmp_path, "rungs34", "", extra_env=env)
+    machine = tmp_path / "machine"
+    q8h, x16 = machine / "cuda-s28-exp-q8h.toml", machine / "cuda-s32-lmhead-x16.toml"
+    assert "decode-s28-exp-q8h won in an earlier call; its registry made again over cuda-s23-nones.toml" in log
+    assert "decode-s32-lmhead-x16 won in an earlier call; its registry made again over cuda-s28-exp-q8h.toml" in log
+    swaps = [c for c in calls if c.startswith("swap ")]
+    made_q8h = next(i for i, c in enumerate(swaps) if c.startswith("swap moe_experts=cupy_rowwarp_pdl_q8_hidden ")
+                    and f"{q8h}.new" in c)
+    made_x16 = next(i for i, c in enumerate(swaps) if c.startswith("swap linear@Q6_K=cupy_x16_pdl") and f"{x16}.new" in c)
+    assert made_q8h < made_x16
+    assert not any(c.startswith("bench decode") and (f"--vs {q8h} " in c or f"--vs {x16} " in c) for c in calls)
+    _rung_timed_once(calls, machine, "s34-stack", "moe_experts=cupy_rowwarp_pdl_q8_pairs linear@Q4_K=cupy_rowwarp_pdl_q8",
+                     "cuda-s32-lmhead-x16.toml", "moe_experts=1.053,linear@Q4_K=1.200")
+    assert not any(c.startswith("bench decode") and "--registry " + str(machine / "cuda-s23-nones.toml") + " " in c
+                   for c in calls), calls
+
+
+def test_a_rung_is_refused_when_the_step_now_cannot_be_made_and_no_older_step_stands_in(tmp_path):
+    """The x16 lm_head's swap refused on this machine (STUB_SWAP_REFUSE): rungs34 says the x16 step was not made and
+    times nothing; no bench runs over the Q8 hidden step or session 23's in its place."""
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS)])
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops, "STUB_SWAP_REFUSE": "linear@Q6_K=cupy_x16_pdl"}
+    log, calls = _lanes(tmp_path, "rungs34", "", extra_env=env)
+    assert "rungs34: decode-s32-lmhead-x16's registry was not made" in log
+    assert not any(c.startswith("bench decode") for c in calls), calls
+    assert not any("cuda-s34-stack.toml" in c for c in calls), calls
+
+
+def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
+    """now_pairs, the recipe now_chain remakes a won rung's registry by, against the swaps each rung's own function
+    made in the dry runs above: every rung from session 26 to 36 has one, session 24's and 25's have none."""
+    script = (f"source <(sed -n '/^timed()/p; /^now_pairs() {{/,/^}}/p' {SUITE}); "
+              "for r in decode-s26-exp-shared decode-s26-exp-wide decode-s27-exp-split decode-s27-exp-q8 "
+              "decode-s28-exp-q8h decode-s29-linear-q8 decode-s30-exp-q8p decode-s31-exp-q8w decode-s32-lmhead-x16 "
+              "decode-s33-exp-q8c decode-s34-stack decode-s35-exp-q8l decode-s36-norm-router decode-s25-chain; do "
+              "echo \"$r: $(now_pairs $r || echo NONE)\"; done")
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "SUITE_TIMED": "decode-s34-stack", "DONE": str(tmp_path)}).stdout
+    got = dict(line.split(": ", 1) for line in out.strip().splitlines())
+    assert got["decode-s32-lmhead-x16"] == "linear@Q6_K=cupy_x16_pdl"
+    assert got["decode-s34-stack"] == "moe_experts=cupy_rowwarp_pdl_q8_pairs linear@Q4_K=cupy_rowwarp_pdl_q8"
+    assert got["decode-s35-exp-q8l"] == "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld"  # the stack is timed here
+    assert got["decode-s27-exp-q8"] == "moe_experts=cupy_rowwarp_pdl_q8"
+    assert got["decode-s36-norm-router"] == "add_rmsnorm_router=cupy_rowwarp_pdl + fuse_router_norm=on"
+    assert got["decode-s25-chain"] == "NONE"
+    text = SUITE.read_text()
+    head, rest = text.split("now_pairs() {", 1)
+    elsewhere = head + rest.split("\n}\n", 1)[1]  # the suite without now_pairs itself
+    for rung, pairs in got.items():  # each recipe's implementation is one its rung function swaps in too
+        for pair in pairs.replace(" + ", " ").split():
+            if pair != "NONE" and not pair.endswith("=on"):
+                assert pair.split("=", 1)[1] in elsewhere, (rung, pair)

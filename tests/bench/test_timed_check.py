@@ -44,6 +44,20 @@ def test_a_rung_whose_newest_pair_lost_is_refused_with_its_rows():
         "decode-x: no pair timed cuda-x.toml as its B arm in the ledgers read (timed in a call not imported yet?)"])
 
 
+def test_a_retracted_win_does_not_count_and_the_pairs_before_it_decide():
+    """Session 32: the stack's pair on a fresh H100 was timed over session 23's step, not the x16 one (its registry
+    missing there): a win that answered no question about the rung, retracted. The newest pair left is session 30's
+    none, so SUITE_TIMED naming the rung is refused again."""
+    rows = [_pair("1", "2026-12-02T01:00", "win", "cuda-x16.toml", "cuda-y.toml", 1.021),
+            _pair("2", "2026-12-02T02:00", "none", "cuda-x16.toml", "cuda-y.toml", 1.019),
+            _pair("3", "2026-12-05T01:00", "win", "cuda-s23.toml", "cuda-y.toml", 1.168)]
+    assert timed_check.problems(["decode-y"], PAIRS, rows)[0] == []
+    rows.append({"id": "4", "date": "2026-12-05T02:00", "kind": "retraction", "retracts": "3", "tier": "retracted",
+                 "why": "timed over the wrong base"})
+    refusals, _ = timed_check.problems(["decode-y"], PAIRS, rows)
+    assert len(refusals) == 1 and "2 1.019 none" in refusals[0] and "1.168" not in refusals[0]
+
+
 def test_the_command_reads_every_ledger_and_exits_1_on_a_refusal(tmp_path):
     checkout, machine = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     checkout.write_text(json.dumps(_pair("1", "2026-12-01T01:00", "win", "base.toml", "cuda-z.toml")) + "\n")
