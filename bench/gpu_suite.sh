@@ -211,6 +211,10 @@
 #                 residual add, FFN norm and router in one PDL launch (the tolerance row norm_router), after
 #                 gpu-tests-norm-router and its record perop-normrouter-bfloat16.json (the chain against the fused kernel)
 #     proofs36    rungs36's GPU tests alone
+#     rungs37     the router's routing tail shortened, over the step now: moe_router=cupy_rowwarp_pdl_sorted (the biases
+#                 in shared memory before the wait, each routing lane's experts sorted once), the same bits, after
+#                 gpu-tests-router-sorted and its record perop-routersort-bfloat16.json
+#     proofs37    rungs37's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -553,7 +557,9 @@
 #   bash bench/gpu_lanes.sh 560 "rungs35 probe_timeline_now" ""   # warm: over the step now
 # An H100's pairs are the same comparison on another memory system; say which card gave each row (the H100 frontier
 # keys are its own). rungs36 is done (a regression): SUITE_SKIP="diagnose-decode-s36-norm-router swap-s36-norm-router
-# decode-s36-norm-router" keeps it out of a call that names it.
+# decode-s36-norm-router" keeps it out of a call that names it. The sorted routing tail (moe_router=
+# cupy_rowwarp_pdl_sorted, the same bits) passed its 49 GPU tests and timed x1.012-1.030 per op (calls 6-7): its rung,
+# stage rungs37 / proofs37, is written but forecast ~x1.002 of the step, so it waits for a stack.
 # The leads for new work (session 30's README; session 31 built the router's two, session 32 timed them: the
 # routing tail is 2.76 of the router's 5.86 us, the fused norm lost): the Q8 down's first weights after its wait and its three dependent
 # groups (what its source page leaves once the ids are read once, rungs35); the gate/up's x, staged by every block (a
@@ -846,6 +852,7 @@ S35_EXPQ8L_REG=$TMP/cuda-s35-exp-q8l.toml
 # of a 26-times chain: norm -> router -> gate/up) leaves the critical path; forecast from the chain-and-fused
 # side-by-side's record (perop-normrouter-bfloat16.json), taken on moe_router (the pair's time stands for the router's)
 S36_NORMROUTER_REG=$TMP/cuda-s36-norm-router.toml
+S37_ROUTSORT_REG=$TMP/cuda-s37-router-sorted.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1125,7 +1132,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1185,6 +1192,7 @@ now_pairs() {
     decode-s35-exp-q8l) if timed decode-s34-stack; then echo moe_experts=cupy_rowwarp_pdl_q8_pairs_ld
       else echo moe_experts=cupy_rowwarp_pdl_q8_hidden_ld; fi ;;
     decode-s36-norm-router) echo add_rmsnorm_router=cupy_rowwarp_pdl + fuse_router_norm=on ;;
+    decode-s37-router-sorted) echo moe_router=cupy_rowwarp_pdl_sorted ;;
     *) return 1 ;;
   esac
 }
@@ -1681,6 +1689,7 @@ rung_parts() {
     rungs34) echo proof_stack34 s34_rung ;;
     rungs35) echo proof_exp_q8l s35_rung ;;
     rungs36) echo proof_norm_router s36_rung ;;
+    rungs37) echo proof_router_sorted s37_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -1814,6 +1823,21 @@ s36_rung() {
 norm and router in one PDL launch (every warp norms the row itself; the norm's launch leaves the chain), over \
 $(basename $base), graph"
   return 0
+}
+# proof_router_sorted: moe_router=cupy_rowwarp_pdl_sorted (session 32): cupy_rowwarp's bits at the 48B's and the limit
+# shapes in three dtypes, the ties, a replayed graph, a NaN token; then the step's norm-and-router pair timed with each
+# router (-k sorted; its record $DJ/perop-routersort-bfloat16.json)
+proof_router_sorted() {
+  run gpu-tests-router-sorted 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k sorted tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-router-sorted.xml"
+}
+# s37_rung: moe_router=cupy_rowwarp_pdl_sorted over the step now, forecast from perop-routersort (the step's
+# cupy_rowwarp_pdl column against the sorted one)
+s37_rung() {
+  linear_rung s37-router-sorted $S37_ROUTSORT_REG moe_router cupy_rowwarp_pdl_sorted routersort cupy_rowwarp_pdl \
+      router-sorted "the router's routing tail shortened: the biases in shared memory before the wait, each routing \
+lane's experts sorted once, a pick one warp reduction and a ballot (the same bits as cupy_rowwarp)"
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2878,7 +2902,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -2891,7 +2915,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

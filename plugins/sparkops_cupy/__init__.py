@@ -97,6 +97,11 @@ IMPLEMENTATIONS = [
     ("moe_router", "cupy_rowwarp_pdl", "sparkops_cupy.moe_router:moe_router_rowwarp_pdl",
      bit_identical(to="cupy_rowwarp"), "moe_router.cu",
      ("../sparkops_torch/_common.py", "../sparkops_torch/moe_router.py", "_pdl.py")),
+    # that PDL launch with a shorter routing tail (the biases in shared memory before the wait, each routing lane's
+    # experts sorted once, a pick one warp reduction and a ballot): the same bits
+    ("moe_router", "cupy_rowwarp_pdl_sorted", "sparkops_cupy.moe_router:moe_router_rowwarp_pdl_sorted",
+     bit_identical(to="cupy_rowwarp"), "moe_router.cu",
+     ("../sparkops_torch/_common.py", "../sparkops_torch/moe_router.py", "_pdl.py")),
     # decode's residual add, FFN norm and router in one PDL launch: every warp norms the token's row itself and dots it
     # with its expert's row (the sum of squares in another order than the Triton norm's: the tolerance row); every
     # other call is the torch plugin's add_rmsnorm_router (its add_rmsnorm, then its moe_router)

@@ -113,3 +113,85 @@ def test_rowwarp_router_hands_other_calls_to_the_torch_plugin(change):
     assert not cmr.rowwarp_serves(args["x"], args["weight"], args["top_k"], args["n_group"])
     got, want = cmr.moe_router_rowwarp(**args), torch_router(**args)
     assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
+
+
+# ---- the sorted routing tail (cupy_rowwarp_pdl_sorted): cupy_rowwarp's bits ----
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("t", [1, 3, 8])
+@pytest.mark.parametrize("d,e,k,n_group,topk_group", [
+    (2304, 256, 8, 1, 1),  # the 48B: 8 experts a routing lane
+    (4096, 64, 6, 8, 4),  # groups
+    (7168, 512, 32, 32, 7),  # the limits: 16 experts a lane, top-32 (every lane a pick), 32 groups
+    (12, 37, 5, 1, 1),  # experts not a multiple of 32: lanes whose lists end early
+    (64, 20, 3, 5, 3),
+])
+def test_sorted_router_gives_cupy_rowwarps_bits(dtype, t, d, e, k, n_group, topk_group):
+    """The sorted tail changes how the routing warp finds its picks, not which: its weights and ids equal
+    cupy_rowwarp's bit for bit (outputs pre-filled: the launch writes every element), and the counters end at zero."""
+    args = _on(_args(d + e + t + 1, t, d, e, k, n_group, topk_group, dtype), DEV)
+    want_w, want_ids = cmr.moe_router_rowwarp(**args)
+    got_w, got_ids = cmr.moe_router_rowwarp_pdl_sorted(**args)
+    torch.cuda.synchronize()
+    assert torch.equal(got_ids, want_ids), (got_ids, want_ids)
+    assert torch.equal(got_w, want_w)
+    assert not cmr.pool_on(DEV).any(), "a launch left an arrival counter above zero"
+
+
+def test_sorted_router_breaks_exact_ties_as_the_reference_does():
+    """Experts 1, 2 and 33 get one weight row and one bias, the largest: 1 and 33 sit in one routing lane (its list
+    must keep them in slot order), 2 in another (a tie of keys across lanes: the second reduction). The reference's
+    stable sort orders them 1, 2, 33; the sorted tail must too, and give cupy_rowwarp's bits. Then the grouped tie case
+    of test_rowwarp_router_breaks_exact_ties_to_the_lower_expert the same way."""
+    args = _args(5, 2, 256, 64, 12)
+    for e in (2, 33):
+        args["weight"][e] = args["weight"][1]
+    args["bias"][[1, 2, 33]] = 2.0
+    _, ref_ids = load_catalog().reference("moe_router").resolve()(**args)
+    assert ref_ids[:, :3].tolist() == [[1, 2, 33]] * 2, ref_ids  # the case is what it says
+    got_w, got_ids = cmr.moe_router_rowwarp_pdl_sorted(**_on(args, DEV))
+    assert torch.equal(got_ids.cpu(), ref_ids), (got_ids.cpu(), ref_ids)
+    assert torch.equal(got_w, cmr.moe_router_rowwarp(**_on(args, DEV))[0])
+    _judge(args, (got_w.cpu(), got_ids.cpu()))
+    grouped = _args(5, 2, 256, 64, 12, n_group=4, topk_group=1)
+    grouped["weight"][1:6] = grouped["weight"][0]
+    grouped["bias"][:16] += 1.0
+    grouped["bias"][1:6] = grouped["bias"][0]
+    grouped["bias"][8:16] = -5.0
+    got = cmr.moe_router_rowwarp_pdl_sorted(**_on(grouped, DEV))
+    want = cmr.moe_router_rowwarp(**_on(grouped, DEV))
+    assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
+
+
+def test_sorted_router_replays_from_a_cuda_graph_as_cupy_rowwarp_routes():
+    args = _on(_args(13, 1, 2304, 256, 8, dtype=torch.bfloat16), DEV)
+    x = args.pop("x")
+    cmr.moe_router_rowwarp_pdl_sorted(x, **args)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            w_out, id_out = cmr.moe_router_rowwarp_pdl_sorted(x, **args)
+        for seed in (1, 2, 3):
+            x.copy_(torch.randn(x.shape, generator=torch.Generator().manual_seed(seed)).to(DEV, x.dtype))
+            graph.replay()
+            torch.cuda.synchronize()
+            want_w, want_ids = cmr.moe_router_rowwarp(x, **args)
+            assert torch.equal(id_out, want_ids) and torch.equal(w_out, want_w), seed
+        assert not cmr.pool_on(DEV).any()
+    finally:
+        graph.reset()
+
+
+def test_sorted_router_routes_a_nan_token_to_distinct_experts_in_range():
+    """A NaN in token 0's x: its logits and weights are NaN, its ids still distinct experts in range (keys order NaN
+    differently from float compares, so the picks may differ from cupy_rowwarp's there); token 1 as without it."""
+    args = _on(_args(17, 2, 2304, 256, 8), DEV)
+    clean_w, clean_ids = cmr.moe_router_rowwarp_pdl_sorted(**args)
+    args["x"][0, 5] = float("nan")
+    w, ids = cmr.moe_router_rowwarp_pdl_sorted(**args)
+    torch.cuda.synchronize()
+    assert torch.isnan(w[0]).all()
+    assert bool(((ids >= 0) & (ids < 256)).all()) and len(set(ids[0].tolist())) == 8, ids
+    assert torch.equal(ids[1], clean_ids[1]) and torch.equal(w[1], clean_w[1])
+    assert not cmr.pool_on(DEV).any()

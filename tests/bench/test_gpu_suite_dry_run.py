@@ -72,7 +72,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "x16": "test_x16_lm_head_side_by_side_with_cupy_float",
            "expq8c": "test_experts_copy_down_after_the_router_side_by_side",
            "expq8l": "test_experts_down_loads_after_the_router_side_by_side",
-           "normrouter": "test_norm_router_fused_side_by_side"}
+           "normrouter": "test_norm_router_fused_side_by_side",
+           "routersort": "test_router_sorted_tail_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2897,11 +2898,9 @@ def test_a_rung_is_refused_when_the_step_now_cannot_be_made_and_no_older_step_st
 
 def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     """now_pairs, the recipe now_chain remakes a won rung's registry by, against the swaps each rung's own function
-    made in the dry runs above: every rung from session 26 to 36 has one, session 24's and 25's have none."""
-    script = (f"source <(sed -n '/^timed()/p; /^now_pairs() {{/,/^}}/p' {SUITE}); "
-              "for r in decode-s26-exp-shared decode-s26-exp-wide decode-s27-exp-split decode-s27-exp-q8 "
-              "decode-s28-exp-q8h decode-s29-linear-q8 decode-s30-exp-q8p decode-s31-exp-q8w decode-s32-lmhead-x16 "
-              "decode-s33-exp-q8c decode-s34-stack decode-s35-exp-q8l decode-s36-norm-router decode-s25-chain; do "
+    made in the dry runs above: every rung of NOW_RUNGS after session 25's has one, session 24's and 25's have none."""
+    script = (f"source <(sed -n '/^timed()/p; /^NOW_RUNGS=(/,/^)/p; /^now_pairs() {{/,/^}}/p' {SUITE}); "
+              "for p in \"${NOW_RUNGS[@]}\"; do r=${p%%=*}; [ $r = decode-s23-nones ] && break; "
               "echo \"$r: $(now_pairs $r || echo NONE)\"; done")
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
                          env={**os.environ, "SUITE_TIMED": "decode-s34-stack", "DONE": str(tmp_path)}).stdout
@@ -2911,7 +2910,10 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     assert got["decode-s35-exp-q8l"] == "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld"  # the stack is timed here
     assert got["decode-s27-exp-q8"] == "moe_experts=cupy_rowwarp_pdl_q8"
     assert got["decode-s36-norm-router"] == "add_rmsnorm_router=cupy_rowwarp_pdl + fuse_router_norm=on"
-    assert got["decode-s25-chain"] == "NONE"
+    assert got["decode-s25-chain"] == got["decode-s24-gates"] == "NONE"
+    assert got["decode-s37-router-sorted"] == "moe_router=cupy_rowwarp_pdl_sorted"
+    # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
+    assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
     head, rest = text.split("now_pairs() {", 1)
     elsewhere = head + rest.split("\n}\n", 1)[1]  # the suite without now_pairs itself
@@ -2919,3 +2921,18 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
         for pair in pairs.replace(" + ", " ").split():
             if pair != "NONE" and not pair.endswith("=on"):
                 assert pair.split("=", 1)[1] in elsewhere, (rung, pair)
+
+
+def test_rungs37_times_the_sorted_router_over_the_x16_step_forecast_against_the_pdl_router(tmp_path):
+    """Session 32's rung: after gpu-tests-router-sorted (-k sorted over the router's GPU tests and the side-by-side that
+    writes its record), moe_router=cupy_rowwarp_pdl_sorted swapped over the step now (the x16 step), its captured gate,
+    then one pair forecast from the record's cupy_rowwarp_pdl column over its own (180 -> 160: x1.125)."""
+    log, calls, machine = _over_the_x16_step(
+        tmp_path, "rungs37", records={"routersort": {"cupy_rowwarp_pdl": 180e-6, "cupy_rowwarp_pdl_sorted": 160e-6}})
+    line = next(x for x in log.splitlines() if "] gpu-tests-router-sorted (limit" in x)
+    assert "-k sorted tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_timing.py" in line, line
+    assert log.index("] gpu-tests-router-sorted (limit") < log.index("] gate-captured-s37-router-sorted (limit") \
+        < log.index("] decode-s37-router-sorted (limit")
+    decode = _rung_timed_once(calls, machine, "s37-router-sorted", "moe_router=cupy_rowwarp_pdl_sorted",
+                              "cuda-s32-lmhead-x16.toml", "moe_router=1.125")
+    assert "--changes moe_router " in decode, decode

@@ -197,3 +197,59 @@ extern "C" __global__ void __maxnreg__(RT_MAXNREG) moe_router_rowwarp_pdl(const 
         rt_token<DT_F16, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
                                eps);
 }
+
+// rt_token with the sorted routing tail (moe_router=cupy_rowwarp_pdl_sorted): warp 0 of every block copies the
+// selection biases into shared memory as the block starts, before its PDL wait (the last block, unknown until the
+// arrival, then reads them there, not from memory that has likely left L2 since the token before), and the last block
+// routes by rt_route_sorted. The logits, the arrival and the routing rule are rt_token's: the same bits.
+template <int DT>
+__device__ __forceinline__ void rt_token_sorted(const void* __restrict__ x, const float* __restrict__ w, int E, int D,
+                                                float* __restrict__ logits, const float* __restrict__ bias,
+                                                float* __restrict__ w_out, i64* __restrict__ id_out,
+                                                int* __restrict__ cnt, int EG, int n_group, int topk_group, int top_k,
+                                                float scale, float eps) {
+    __shared__ int last;
+    __shared__ float bias_s[32 * RT_SLOTS];
+    const int lane = threadIdx.x & 31;
+    const int e = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const i64 t = blockIdx.y;
+    if (threadIdx.x < 32) rt_bias_copy(bias, bias_s, E, lane);
+    if (e < E) {
+        const float l = rt_logit<DT, true>(x, w, D, t, e, lane);
+        if (lane == 0) logits[t * E + e] = l;
+    } else {
+        pdl_launch_dependents();
+        pdl_wait();
+    }
+    __syncthreads();  // the block's logits stored before thread 0's release
+    if (threadIdx.x == 0) last = rt_arrive(cnt + t) == (int)gridDim.x - 1;
+    __syncthreads();  // the acquire before any thread of the last block reads
+    if (!last || threadIdx.x >= 32) {
+        cp_async_wait_all();  // no copy left in flight at the block's end
+        return;
+    }
+    if (E <= 32 * RT_SLOTS_FEW)
+        rt_route_sorted<RT_SLOTS_FEW>(t, logits, bias_s, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps,
+                                      lane);
+    else
+        rt_route_sorted<RT_SLOTS>(t, logits, bias_s, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps,
+                                  lane);
+    if (lane == 0) cnt[t] = 0;
+}
+
+// moe_router_rowwarp_pdl with the sorted routing tail (rt_token_sorted): the same launch, the same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(RT_MAXNREG) moe_router_rowwarp_pdl_sorted(
+    const void* __restrict__ x, int x_dt, const float* __restrict__ w, int E, int D, float* __restrict__ logits,
+    const float* __restrict__ bias, float* __restrict__ w_out, i64* __restrict__ id_out, int* __restrict__ cnt, int EG,
+    int n_group, int topk_group, int top_k, float scale, float eps) {
+    if (x_dt == DT_F32)
+        rt_token_sorted<DT_F32>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
+                                eps);
+    else if (x_dt == DT_BF16)
+        rt_token_sorted<DT_BF16>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
+                                 eps);
+    else
+        rt_token_sorted<DT_F16>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
+                                eps);
+}

@@ -49,6 +49,50 @@ __device__ __forceinline__ void rt_lane_best(const float (&c)[SLOTS], u32 taken,
     key = id == 0xffffffffu ? 0u : rt_key(v);
 }
 
+// the group limit (n_group > 1): a group's score is the sum of its two best s' (its best alone when a group holds one
+// expert); the topk_group best groups are kept (ties: the lower group) and s' of the others becomes 0.0. Groups are
+// lanes (n_group <= 32)
+template <int SLOTS>
+__device__ __forceinline__ void rt_groups(float (&c)[SLOTS], int E, int EG, int n_group, int topk_group, int lane) {
+    if (n_group <= 1) return;
+    int grp[SLOTS];  // each slot's group (-1: no expert)
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) grp[j] = j * 32 + lane < E ? (j * 32 + lane) / EG : -1;
+    float gs = NEG_INF;  // lane g: group g's score
+    for (int g = 0; g < n_group; ++g) {
+        float b1 = NEG_INF, b2 = NEG_INF;  // the lane's two best s' in group g
+#pragma unroll
+        for (int j = 0; j < SLOTS; ++j) {
+            if (grp[j] == g) {
+                if (c[j] > b1) {
+                    b2 = b1;
+                    b1 = c[j];
+                } else if (c[j] > b2) {
+                    b2 = c[j];
+                }
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {  // the warp's two best: the best two of both lanes' pairs
+            const float o1 = __shfl_xor_sync(0xffffffffu, b1, o), o2 = __shfl_xor_sync(0xffffffffu, b2, o);
+            b2 = fmaxf(fminf(b1, o1), fmaxf(b2, o2));
+            b1 = fmaxf(b1, o1);
+        }
+        if (lane == g) gs = EG > 1 ? b1 + b2 : b1;
+    }
+    u32 kept = 0u;  // bit g: group g kept
+    for (int r = 0; r < topk_group; ++r) {
+        float v = gs;
+        int g = lane;
+        rt_argmax(v, g);
+        kept |= 1u << g;
+        if (lane == g) gs = NEG_INF;
+    }
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j)
+        if (grp[j] >= 0 && !((kept >> grp[j]) & 1u)) c[j] = 0.0f;  // as the reference code does: 0.0, not -inf
+}
+
 // Routes token t from its logits row, one warp (see the top of the file). SLOTS: experts a lane holds (E <= 32 SLOTS).
 // top_k picks by two warp reductions each (__reduce_max_sync of the order-keeping keys of the lanes' bests, then
 // __reduce_min_sync of the ids holding that key: ties to the lower expert); only the winning lane looks at its
@@ -70,44 +114,7 @@ __device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits
         s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
         c[j] = ok ? s[j] + c[j] : NEG_INF;
     }
-    if (n_group > 1) {
-        int grp[SLOTS];  // each slot's group (-1: no expert)
-#pragma unroll
-        for (int j = 0; j < SLOTS; ++j) grp[j] = j * 32 + lane < E ? (j * 32 + lane) / EG : -1;
-        float gs = NEG_INF;  // lane g: group g's score
-        for (int g = 0; g < n_group; ++g) {
-            float b1 = NEG_INF, b2 = NEG_INF;  // the lane's two best s' in group g
-#pragma unroll
-            for (int j = 0; j < SLOTS; ++j) {
-                if (grp[j] == g) {
-                    if (c[j] > b1) {
-                        b2 = b1;
-                        b1 = c[j];
-                    } else if (c[j] > b2) {
-                        b2 = c[j];
-                    }
-                }
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {  // the warp's two best: the best two of both lanes' pairs
-                const float o1 = __shfl_xor_sync(0xffffffffu, b1, o), o2 = __shfl_xor_sync(0xffffffffu, b2, o);
-                b2 = fmaxf(fminf(b1, o1), fmaxf(b2, o2));
-                b1 = fmaxf(b1, o1);
-            }
-            if (lane == g) gs = EG > 1 ? b1 + b2 : b1;
-        }
-        u32 kept = 0u;  // bit g: group g kept
-        for (int r = 0; r < topk_group; ++r) {
-            float v = gs;
-            int g = lane;
-            rt_argmax(v, g);
-            kept |= 1u << g;
-            if (lane == g) gs = NEG_INF;
-        }
-#pragma unroll
-        for (int j = 0; j < SLOTS; ++j)
-            if (grp[j] >= 0 && !((kept >> grp[j]) & 1u)) c[j] = 0.0f;  // as the reference code does: 0.0, not -inf
-    }
+    rt_groups<SLOTS>(c, E, EG, n_group, topk_group, lane);
     float my_w = 0.0f;  // lane k: pick k's unbiased score, then its weight
     u32 my_id = 0u;
     u32 taken = 0u;  // bit j: the lane's slot j already picked
@@ -136,6 +143,96 @@ __device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits
         w_out[t * top_k + lane] = my_w / (sum + eps) * scale;
         id_out[t * top_k + lane] = (i64)my_id;
     }
+}
+
+// The sorted form of rt_route (moe_router=cupy_rowwarp_pdl_sorted): the same routing, the same bits, a shorter serial
+// tail. bias_s: the selection biases in shared memory, bias_s[e] copied by lane e % 32 of this warp (each lane reads
+// only its own copies, so its cp.async wait is all the ordering it needs). Each lane sorts its SLOTS (key, id, score)
+// once, keys descending and equal keys in slot order (a stable exchange network: its lower expert first), so its best
+// untaken expert is always its head. A pick is then one __reduce_max_sync of the heads' keys and a ballot of the lanes
+// holding it; only a tie of keys across lanes (rare on real data) costs the second reduction (the lower id). The
+// winner writes its pick to shared memory and shifts its list; lane k reads pick k at the end. rt_route instead has
+// the winner rescan its SLOTS after every pick (~8 dependent compare-selects) and shuffles the score back each time.
+// Keys order as the floats do except NaN: with a NaN among a lane's choosers the two forms may pick differently (both
+// distinct, in range); the gate's bit-identity runs real data.
+template <int SLOTS>
+__device__ __forceinline__ void rt_route_sorted(i64 t, const float* __restrict__ logits, const float* bias_s,
+                                                float* __restrict__ w_out, i64* __restrict__ id_out, int E, int EG,
+                                                int n_group, int topk_group, int top_k, float scale, float eps,
+                                                int lane) {
+    __shared__ float pick_s[32];  // pick k's unbiased score, then its id (top_k <= 32)
+    __shared__ u32 pick_id[32];
+    float s[SLOTS], c[SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
+        const int e = min(j * 32 + lane, E - 1);
+        s[j] = __ldcg(logits + t * E + e);
+    }
+    cp_async_wait_all();  // this lane's bias copies landed (made at the kernel's start)
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {
+        const bool ok = j * 32 + lane < E;
+        c[j] = ok ? bias_s[j * 32 + lane] : 0.0f;  // this lane's own copies only
+        s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+        c[j] = ok ? s[j] + c[j] : NEG_INF;
+    }
+    rt_groups<SLOTS>(c, E, EG, n_group, topk_group, lane);
+    u32 key[SLOTS], id[SLOTS];  // the lane's list: key 0 and id 0xffffffff past the experts
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {
+        const bool ok = j * 32 + lane < E;
+        key[j] = ok ? rt_key(c[j]) : 0u;
+        id[j] = ok ? (u32)(j * 32 + lane) : 0xffffffffu;
+    }
+#pragma unroll
+    for (int i = 0; i < SLOTS - 1; ++i) {  // bubble network: a larger key moves ahead, an equal one never does
+#pragma unroll
+        for (int j = 0; j < SLOTS - 1 - i; ++j) {
+            const bool up = key[j + 1] > key[j];
+            const u32 k0 = key[j], i0 = id[j];
+            const float s0 = s[j];
+            key[j] = up ? key[j + 1] : k0;
+            id[j] = up ? id[j + 1] : i0;
+            s[j] = up ? s[j + 1] : s0;
+            key[j + 1] = up ? k0 : key[j + 1];
+            id[j + 1] = up ? i0 : id[j + 1];
+            s[j + 1] = up ? s0 : s[j + 1];
+        }
+    }
+    for (int k = 0; k < top_k; ++k) {
+        const u32 best = __reduce_max_sync(0xffffffffu, key[0]);
+        const u32 holders = __ballot_sync(0xffffffffu, key[0] == best);
+        u32 winner = (u32)(__ffs(holders) - 1);  // the lane whose head is the pick
+        if (__popc(holders) > 1)  // a tie of keys: the lower expert id (its lane is id % 32)
+            winner = __reduce_min_sync(0xffffffffu, key[0] == best ? id[0] : 0xffffffffu) & 31u;
+        if ((u32)lane == winner) {
+            pick_s[k] = s[0];
+            pick_id[k] = id[0];
+#pragma unroll
+            for (int j = 0; j < SLOTS - 1; ++j) {
+                key[j] = key[j + 1];
+                id[j] = id[j + 1];
+                s[j] = s[j + 1];
+            }
+            key[SLOTS - 1] = 0u;
+            id[SLOTS - 1] = 0xffffffffu;
+        }
+    }
+    __syncwarp();
+    const float my_w = lane < top_k ? pick_s[lane] : 0.0f;  // lane k: pick k, as rt_route holds it
+    const float sum = warp_sum(my_w);
+    if (lane < top_k) {
+        w_out[t * top_k + lane] = my_w / (sum + eps) * scale;
+        id_out[t * top_k + lane] = (i64)pick_id[lane];
+    }
+}
+
+// a lane's share of the selection biases copied into bias_s (lane l: experts l, l + 32, ...), 4 bytes a copy: issued
+// before the PDL wait (the biases are weights; cp.async is the one copy path the PDL order check allows there)
+__device__ __forceinline__ void rt_bias_copy(const float* __restrict__ bias, float* bias_s, int E, int lane) {
+    for (int e = lane; e < E; e += 32)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(bias_s + e)), "l"(bias + e));
+    cp_async_commit();
 }
 
 // one arrival at *c, acq_rel at GPU scope: it releases the stores its block ordered before it (a barrier) and acquires
