@@ -215,6 +215,10 @@
 #                 in shared memory before the wait, each routing lane's experts sorted once), the same bits, after
 #                 gpu-tests-router-sorted and its record perop-routersort-bfloat16.json
 #     proofs37    rungs37's GPU tests alone
+#     rungs38     the short Q4_K GEMVs (o_proj) launched plainly, over the step now when it runs the Q8 GEMVs:
+#                 linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain (the same bits), after gpu-tests-q8-shortplain and its
+#                 record perop-q8plain-bfloat16.json
+#     proofs38    rungs38's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -853,6 +857,7 @@ S35_EXPQ8L_REG=$TMP/cuda-s35-exp-q8l.toml
 # side-by-side's record (perop-normrouter-bfloat16.json), taken on moe_router (the pair's time stands for the router's)
 S36_NORMROUTER_REG=$TMP/cuda-s36-norm-router.toml
 S37_ROUTSORT_REG=$TMP/cuda-s37-router-sorted.toml
+S38_SHORTPLAIN_REG=$TMP/cuda-s38-q8-shortplain.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1132,7 +1137,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1193,6 +1198,7 @@ now_pairs() {
       else echo moe_experts=cupy_rowwarp_pdl_q8_hidden_ld; fi ;;
     decode-s36-norm-router) echo add_rmsnorm_router=cupy_rowwarp_pdl + fuse_router_norm=on ;;
     decode-s37-router-sorted) echo moe_router=cupy_rowwarp_pdl_sorted ;;
+    decode-s38-q8-shortplain) echo linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain ;;
     *) return 1 ;;
   esac
 }
@@ -1690,6 +1696,7 @@ rung_parts() {
     rungs35) echo proof_exp_q8l s35_rung ;;
     rungs36) echo proof_norm_router s36_rung ;;
     rungs37) echo proof_router_sorted s37_rung ;;
+    rungs38) echo proof_q8_shortplain s38_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -1838,6 +1845,28 @@ s37_rung() {
   linear_rung s37-router-sorted $S37_ROUTSORT_REG moe_router cupy_rowwarp_pdl_sorted routersort cupy_rowwarp_pdl \
       router-sorted "the router's routing tail shortened: the biases in shared memory before the wait, each routing \
 lane's experts sorted once, a pick one warp reduction and a ballot (the same bits as cupy_rowwarp)"
+}
+# proof_q8_shortplain: linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain (session 32): its chain of PDL tall and plain short
+# Q8 GEMVs replayed from a graph, bitwise the PDL form's; then KDA's gated norm and the o_proj-sized GEMV timed with
+# each (-k shortplain; its record $DJ/perop-q8plain-bfloat16.json)
+proof_q8_shortplain() {
+  run gpu-tests-q8-shortplain 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k shortplain tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-q8-shortplain.xml"
+}
+# s38_rung: the short Q4_K GEMVs (o_proj) launched plainly over the step now, when its Q4_K GEMVs are the Q8 ones
+# (cupy_rowwarp_pdl_q8: the stack's, rungs34): one change, not two. Forecast from perop-q8plain (the PDL form's column
+# over the plain one's)
+s38_rung() {
+  local base
+  base=$(now_reg decode-s38-q8-shortplain) || return 0
+  if ! python3 bench/registry_selects.py "$base" linear@Q4_K=cupy_rowwarp_pdl_q8 > /dev/null 2>&1; then
+    log "decode-s38-q8-shortplain: left out (the step now, $(basename "$base"), does not run the Q8 GEMVs: rungs34 first)"
+    return 0
+  fi
+  linear_rung s38-q8-shortplain $S38_SHORTPLAIN_REG linear@Q4_K cupy_rowwarp_pdl_q8_shortplain q8plain \
+      cupy_rowwarp_pdl_q8 q8-shortplain "the short Q4_K GEMVs (the o_proj shapes) launched after the kernel before \
+ends, the tall ones still with PDL (the same bits as cupy_rowwarp_pdl_q8)"
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2902,7 +2931,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -2915,7 +2944,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -58,6 +58,10 @@ IMPLEMENTATIONS = [
     # the PDL copy form on Q8 activations and __dp4a (llama.cpp's arithmetic): the act_q8 row
     ("linear", "cupy_rowwarp_pdl_q8", "sparkops_cupy.linear:linear_rowwarp_pdl_q8", tolerance("act_q8"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # the same kernels with the short weights (the o_proj shapes) launched plainly, the tall ones with PDL: the same bits
+    ("linear", "cupy_rowwarp_pdl_q8_shortplain", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_shortplain",
+     bit_identical(to="cupy_rowwarp_pdl_q8"), ("linear.cu", "linear_rowwarp.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
     ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
@@ -179,7 +183,7 @@ _Q4K_EXPERTS = "sparkops_cupy._policies:experts_passes"
 POLICIES = {
     **{("linear", n): _Q4K_GEMV for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_copy2",
                                           "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8",
-                                          "cupy_rowhalf", "cupy_mma")},
+                                          "cupy_rowwarp_pdl_q8_shortplain", "cupy_rowhalf", "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
@@ -188,7 +192,8 @@ POLICIES = {
        for n in ("cupy_rowwarp_pdl_q8_hidden_ld", "cupy_rowwarp_pdl_q8_pairs_ld")},
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
-    **{("moe_router", n): "sparkops_cupy._policies:router_passes" for n in ("cupy_rowwarp", "cupy_rowwarp_pdl")},
+    **{("moe_router", n): "sparkops_cupy._policies:router_passes"
+       for n in ("cupy_rowwarp", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted")},
     ("add_rmsnorm_router", "cupy_rowwarp_pdl"): "sparkops_cupy._policies:norm_router_passes",
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",

@@ -162,9 +162,26 @@ def linear_rowwarp_pdl_q8(x, weight):
 ROWQ8_ROWS = {"tall": 16, "short": 8}
 
 
-def launch_rowwarp_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+def linear_rowwarp_pdl_q8_shortplain(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_shortplain": cupy_rowwarp_pdl_q8's kernels, with the short weights (fewer
+    than ROWWARP_TALL_ROWS rows: the o_proj shapes, 8 rows a block) launched plainly, after the kernel before has
+    ended, and the tall ones still with PDL. GPU session 32's timeline (H100, bench/gpu-runs/2026-12-05-session32/
+    call4) put the KDA layers' o_proj (2304 x 4096, 5.3 MB), launched 1.5 us into the KDA recurrence, at 8.4-8.7 us
+    after the recurrence ended, where the MLA layers' o_proj of the same shape, after a kernel that lets nothing start
+    early, took 6.1 us from its start, its weights' load included: the early start seemed to cost, not save. The same
+    kernels, the same sums: the same bits as cupy_rowwarp_pdl_q8; every other call by cupy_rowwarp's stated policy."""
+    return _one_token_q4k(x, weight, _launch_q8_shortplain)
+
+
+def _launch_q8_shortplain(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    launch_rowwarp_q8(x, code, kw, n, k, y, pdl=n >= ROWWARP_TALL_ROWS)
+
+
+def launch_rowwarp_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
+                      pdl: bool = True) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight on Q8 activations (kernels/linear_rowwarp.cu's rowq8_q4_k), launched
-    with programmatic dependent launch; x and the weight 16-byte aligned."""
+    with programmatic dependent launch (pdl=False: a plain launch of the same kernel, whose wait then returns at once);
+    x and the weight 16-byte aligned."""
     if kw.raw.data_ptr() % 16:
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
@@ -173,7 +190,7 @@ def launch_rowwarp_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: i
     smem = k + 4 * (k // 32) + 4 * (k // 16) + rows * kw.row_bytes  # codes, scales, sums of 16, the block's rows
     rt.launch("linear_rowwarp.cu", f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}", x.device, ((n + rows - 1) // rows,),
               (128,), (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)),
-              shared_mem=smem, pdl=True)
+              shared_mem=smem, pdl=pdl)
 
 
 def linear_rowhalf(x, weight):

@@ -279,19 +279,12 @@ def test_gpu_pdl_o_proj_after_a_triggering_gated_norm_reads_the_norm_s_output():
 
 
 def _q8_gemv(x, kw, n, k, y, pdl: bool = True) -> None:
-    """linear=cupy_rowwarp_pdl_q8's kernel on a checked call, launched with PDL (launch_rowwarp_q8) or plainly (the same
-    kernel: its wait returns at once), for a replay's expected bits."""
+    """linear=cupy_rowwarp_pdl_q8's kernel on a checked call, launched with PDL or plainly (the same kernel: its wait
+    returns at once), for a replay's expected bits."""
     from sparkops_cupy import _runtime as rt
     from sparkops_cupy import linear as cl
 
-    if pdl:
-        cl.launch_rowwarp_q8(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
-        return
-    rows = 16 if n >= cl.ROWWARP_TALL_ROWS else 8
-    smem = k + 4 * (k // 32) + 4 * (k // 16) + rows * kw.row_bytes
-    name = f"linear_q4_k_{'rowq8pdl' if rows == 16 else 'rowq8pairpdl'}_{cl._DT_SUFFIX[rt.DTYPE_CODE[x.dtype]]}"
-    rt.launch("linear_rowwarp.cu", name, x.device, ((n + rows - 1) // rows,), (128,),
-              (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem)
+    cl.launch_rowwarp_q8(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y, pdl=pdl)
 
 
 @pytest.mark.gpu
@@ -320,6 +313,39 @@ def test_gpu_pdl_q8_gemv_is_close_to_the_float_product_and_its_own_bits(out_f, i
     assert torch.isfinite(ys[0].float()).all() and torch.equal(ys[0], ys[1])
     err = _nmse(ys[0].cpu(), want)
     assert err < 2e-3, f"{out_f}x{in_f} {dtype}: nmse {err:.3g} against the float64 product"
+
+
+@pytest.mark.gpu
+def test_gpu_q8_gemv_shortplain_chain_gives_the_pdl_forms_bits_replayed():
+    """linear=cupy_rowwarp_pdl_q8_shortplain: the chain of q/k/v-sized (PDL) and o_proj-sized (plain) Q8 GEMVs through
+    its own launcher, replayed from one graph with new first inputs and NaN outputs, against the same chain launched
+    plainly; and eagerly, every GEMV bitwise cupy_rowwarp_pdl_q8's (the same kernels)."""
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy import linear as cl
+
+    pairs, x0 = _chain(3, seed=32)
+    g = torch.Generator().manual_seed(33)
+
+    def run(launch) -> list[torch.Tensor]:
+        x, bufs = x0, []
+        for a, b in pairs:
+            for kw, n, k in ((a, 12288, 2304), (b, 2304, 4096)):
+                y = torch.empty((1, n), dtype=torch.bfloat16, device=x0.device)
+                launch(x[:, :k], kw, n, k, y)
+                bufs.append(y)
+                x = y
+        return bufs
+
+    def shortplain(x, kw, n, k, y):
+        cl._launch_q8_shortplain(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
+
+    def plain(x, kw, n, k, y):
+        _q8_gemv(x, kw, n, k, y, pdl=False)
+
+    replays_match(lambda: run(shortplain), lambda: run(plain), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
+    got, want = run(shortplain), run(_q8_gemv)
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
 
 
 @pytest.mark.gpu

@@ -73,7 +73,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expq8c": "test_experts_copy_down_after_the_router_side_by_side",
            "expq8l": "test_experts_down_loads_after_the_router_side_by_side",
            "normrouter": "test_norm_router_fused_side_by_side",
-           "routersort": "test_router_sorted_tail_side_by_side"}
+           "routersort": "test_router_sorted_tail_side_by_side",
+           "q8plain": "test_q8_gemv_shortplain_after_the_gated_norm_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2936,3 +2937,22 @@ def test_rungs37_times_the_sorted_router_over_the_x16_step_forecast_against_the_
     decode = _rung_timed_once(calls, machine, "s37-router-sorted", "moe_router=cupy_rowwarp_pdl_sorted",
                               "cuda-s32-lmhead-x16.toml", "moe_router=1.125")
     assert "--changes moe_router " in decode, decode
+
+
+def test_rungs38_is_left_out_over_a_step_without_the_q8_gemvs_and_times_over_the_stack_that_won(tmp_path):
+    """rungs38 changes how the Q8 GEMVs' short shapes are launched, so its base must run them: over the x16 step
+    (linear@Q4_K=cupy_rowwarp_pdl) it says so and times nothing; after rungs34's stack wins (the stub's default) it
+    swaps linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain over the stack, after gpu-tests-q8-shortplain, forecast from the
+    record's PDL column over the plain one (240 -> 200: x1.200)."""
+    recs = {"q8plain": {"cupy_rowwarp_pdl_q8": 240e-6, "cupy_rowwarp_pdl_q8_shortplain": 200e-6}}
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    log, calls, _ = _over_the_x16_step(tmp_path / "a", "rungs38", records=recs)
+    assert "decode-s38-q8-shortplain: left out (the step now, cuda-s32-lmhead-x16.toml, does not run the Q8 GEMVs" in log
+    assert not any("cuda-s38-q8-shortplain.toml" in c for c in calls), calls
+    log, calls, machine = _over_the_x16_step(tmp_path / "b", "rungs34 rungs38", records=recs,
+                                             no_win="cuda-s33-exp-q8c.toml")
+    assert "-k shortplain tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in log
+    decode = _rung_timed_once(calls, machine, "s38-q8-shortplain", "linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain",
+                              "cuda-s34-stack.toml", "linear@Q4_K=1.200")
+    assert "--changes linear@Q4_K " in decode, decode

@@ -107,6 +107,19 @@ def test_the_cupy_plugins_policies_take_their_ops_arguments():
         assert signature_mismatch(get_contract(op), fn) is None, (op, name, where)
 
 
+def test_every_cupy_implementation_that_hands_calls_to_torch_states_its_policy():
+    """An implementation whose sources include the torch plugin's (it hands some calls on) must have a policy in
+    POLICIES, so the dispatcher counts and shows what it passes: session 32's two new forms were first registered
+    without one."""
+    from sparkops_cupy import IMPLEMENTATIONS, POLICIES
+
+    handing_on = {(entry[0], entry[1]) for entry in IMPLEMENTATIONS
+                  if len(entry) > 5 and any("sparkops_torch/" in f for f in entry[5])}
+    assert ("linear", "cupy_rowwarp_pdl_q8_shortplain") in handing_on and ("moe_router", "cupy_rowwarp_pdl_sorted") \
+        in handing_on
+    assert sorted(handing_on - set(POLICIES)) == []
+
+
 def test_the_one_token_q4k_experts_say_which_calls_they_pass_and_why():
     from sparkops_cupy._policies import experts_passes as rowwarp_passes
 
