@@ -558,12 +558,19 @@
 # session 30's win and none): a fresh call restores the carried registries (--mend), now_chain makes the Q8 hidden and
 # x16 registries (two swaps), then the stack's third pair over the x16 step:
 #   bash bench/gpu_lanes.sh 570 "rungs34" ""   # fresh
-#   bash bench/gpu_lanes.sh 560 "rungs35 probe_timeline_now" ""   # warm: over the step now
 # An H100's pairs are the same comparison on another memory system; say which card gave each row (the H100 frontier
 # keys are its own). rungs36 is done (a regression): SUITE_SKIP="diagnose-decode-s36-norm-router swap-s36-norm-router
 # decode-s36-norm-router" keeps it out of a call that names it. The sorted routing tail (moe_router=
 # cupy_rowwarp_pdl_sorted, the same bits) passed its 49 GPU tests and timed x1.012-1.030 per op (calls 6-7): its rung,
 # stage rungs37 / proofs37, is written but forecast ~x1.002 of the step, so it waits for a stack.
+# The timeline's tails (python3 bench/probes/timeline_tails.py; the session-32 README's table): the KDA o_proj adds
+# 8.6 us after the recurrence, the MLA o_proj of the same shape 6.3 from a cold start. linear@Q4_K=
+# cupy_rowwarp_pdl_q8_shortplain launches the short Q8 GEMVs plainly (the same bits); stage rungs38 times it over a
+# step that runs the Q8 GEMVs (the stack's: after rungs34 wins; else it says so and times nothing):
+#   bash bench/gpu_lanes.sh 560 "rungs35 rungs38 probe_timeline_now" ""   # warm, after rungs34
+# The larger leads from the same table, not built: the short conv and the KDA recurrence in one launch (4.8 + 5.6 us a
+# KDA layer, ~80 us a token to gain), and the MoE layer's router, gate/up and down in one persistent launch (33.1 us a
+# layer for 13 us of bytes at the read ceiling).
 # The leads for new work (session 30's README; session 31 built the router's two, session 32 timed them: the
 # routing tail is 2.76 of the router's 5.86 us, the fused norm lost): the Q8 down's first weights after its wait and its three dependent
 # groups (what its source page leaves once the ids are read once, rungs35); the gate/up's x, staged by every block (a

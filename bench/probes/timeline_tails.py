@@ -1,0 +1,72 @@
+"""Read a step timeline (bench/probes/step_timeline.py's JSON): what each kernel adds to the step's critical path.
+
+A kernel's tail is its end minus the end of the main-stream kernel before it. Under PDL a kernel starts before the
+one before it ends, so its duration overstates what it costs the step and its own time (step_timeline's) spreads
+overlap over both. The tail is what the chain waits for after the kernel before has finished. Kernels off the main
+path (the side stream's gate GEMVs, whose names --side lists) are left out of the chain. Printed a row per
+(kernel, kernel before) pair: the median tail, how far into the kernel before it started, its median duration, and
+how many launches a replay.
+
+    python3 bench/probes/timeline_tails.py TIMELINE.json [--registry NAME] [--side _gemv_kernel] [--json]
+
+GPU session 32 read the stack's H100 replay this way (bench/gpu-runs/2026-12-05-session32/README.md): the KDA layers'
+o_proj adds 8.6 us after the recurrence, the MLA layers' same GEMV 6.3 us from a cold start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def tails(kernels: list[list], side: tuple[str, ...]) -> list[dict]:
+    """Rows (kernel, before, launches, tail_us, start_after_us, duration_us), medians over the launches, largest total
+    tail first. kernels: step_timeline's [name, stream, start_us, end_us, own_us] in start order."""
+    chain = [k for k in kernels if not k[0].startswith(side)]
+    groups: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
+    for before, k in zip(chain, chain[1:]):
+        groups[(k[0], before[0])].append((k[3] - before[3], k[2] - before[2], k[3] - k[2]))
+    rows = [{"kernel": name, "before": prev, "launches": len(v),
+             "tail_us": statistics.median(t for t, _, _ in v),
+             "start_after_us": statistics.median(s for _, s, _ in v),
+             "duration_us": statistics.median(d for _, _, d in v),
+             "total_tail_us": sum(t for t, _, _ in v)}
+            for (name, prev), v in groups.items()]
+    return sorted(rows, key=lambda r: -r["total_tail_us"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("timeline", type=Path, help="step_timeline.py's --out JSON")
+    ap.add_argument("--registry", help="which registry's replay (default: the first in the file)")
+    ap.add_argument("--side", action="append", default=None,
+                    help="a kernel-name prefix off the main path (repeatable; default _gemv_kernel)")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = ap.parse_args(argv)
+    data = json.loads(args.timeline.read_text())
+    regs = data.get("registries") or {}
+    if not regs:
+        print(f"timeline_tails: {args.timeline} holds no replayed registry (is it step_timeline.py's --out?)",
+              file=sys.stderr)
+        return 2
+    name = args.registry or next(iter(regs))
+    if name not in regs:
+        print(f"timeline_tails: no registry {name!r} in {args.timeline}; it has: {', '.join(regs)}", file=sys.stderr)
+        return 2
+    rows = tails(regs[name]["kernels"], tuple(args.side or ["_gemv_kernel"]))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{name}: what each kernel adds after the main-stream kernel before it (medians a launch, us)")
+    for r in rows:
+        print(f"  {r['kernel'][:40]:40s} after {r['before'][:30]:30s} x{r['launches']:<3d} tail {r['tail_us']:7.2f}"
+              f"  (starts {r['start_after_us']:6.2f} into it, runs {r['duration_us']:6.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

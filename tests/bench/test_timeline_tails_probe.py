@@ -1,0 +1,37 @@
+"""bench/probes/timeline_tails.py: what each kernel adds after the main-stream kernel before it, on hand-made
+replays (no GPU), and the command's answers for a file that is not a timeline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import load_probe
+
+probe = load_probe("timeline_tails")
+
+
+def test_a_pdl_kernel_is_charged_its_tail_not_its_duration():
+    """norm 0-2, then a GEMV launched 1 us into it that ends at 10 (tail 8, duration 9), a side-stream GEMV (left
+    out of the chain) and a second layer of the same two: medians over the two layers, the largest total first."""
+    ks = [["norm", 7, 0, 2, 2], ["gemv", 7, 1, 10, 8], ["_gemv_kernel", 9, 3, 6, 0.5],
+          ["norm", 7, 10.5, 12.5, 2], ["gemv", 7, 11.5, 18.5, 6]]
+    rows = probe.tails(ks, ("_gemv_kernel",))
+    assert [(r["kernel"], r["before"], r["launches"]) for r in rows] == [("gemv", "norm", 2), ("norm", "gemv", 1)]
+    gemv = rows[0]
+    assert gemv["tail_us"] == pytest.approx(7.0) and gemv["total_tail_us"] == pytest.approx(14.0)  # 8 and 6
+    assert gemv["start_after_us"] == pytest.approx(1.0) and gemv["duration_us"] == pytest.approx(8.0)
+    assert rows[1]["tail_us"] == pytest.approx(2.5)  # the second norm: 12.5 - 10
+
+
+def test_the_command_prints_a_registry_and_names_a_missing_one(tmp_path, capsys):
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps({"registries": {"/tmp/a.toml": {"kernels": [["x", 1, 0, 1, 1], ["y", 1, 1, 4, 3]]}}}))
+    assert probe.main([str(f)]) == 0
+    assert "y" in capsys.readouterr().out
+    assert probe.main([str(f), "--registry", "/tmp/b.toml"]) == 2
+    err = capsys.readouterr().err
+    assert "no registry '/tmp/b.toml'" in err and "it has: /tmp/a.toml" in err
+    (tmp_path / "empty.json").write_text("{}")
+    assert probe.main([str(tmp_path / "empty.json")]) == 2
