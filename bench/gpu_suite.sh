@@ -219,6 +219,10 @@
 #                 linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain (the same bits), after gpu-tests-q8-shortplain and its
 #                 record perop-q8plain-bfloat16.json
 #     proofs38    rungs38's GPU tests alone
+#     rungs39     the Q8 GEMV for the tall weights, the float warp form for the short ones (o_proj), over the step now:
+#                 linear@Q4_K=cupy_rowwarp_pdl_q8_tall, after gpu-tests-q8-tall and its column in
+#                 perop-rowq8-bfloat16.json
+#     proofs39    rungs39's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -568,6 +572,11 @@
 # cupy_rowwarp_pdl_q8_shortplain launches the short Q8 GEMVs plainly (the same bits); stage rungs38 times it over a
 # step that runs the Q8 GEMVs (the stack's: after rungs34 wins; else it says so and times nothing):
 #   bash bench/gpu_lanes.sh 560 "rungs35 rungs38 probe_timeline_now" ""   # warm, after rungs34
+# Session 30's H200 replays read the same way: the float warp form's KDA o_proj adds 5.26 us after the recurrence (PDL
+# helps it), the Q8 pair form's 8.61; the Q8 tall GEMV adds 9.50 after add_rmsnorm against the float copy form's
+# 11.33. linear@Q4_K=cupy_rowwarp_pdl_q8_tall takes each where it is ahead (Q8 tall, float short, all PDL); stage
+# rungs39 times it over the step now, one change (~49 us a token, ~2.7% forecast on the tails). Run it first:
+#   bash bench/gpu_lanes.sh 570 "rungs39 rungs34" ""   # fresh: the tall rung over the x16 step, then the stack's pair
 # The larger leads from the same table, not built: the short conv and the KDA recurrence in one launch (4.8 + 5.6 us a
 # KDA layer, ~80 us a token to gain), and the MoE layer's router, gate/up and down in one persistent launch (33.1 us a
 # layer for 13 us of bytes at the read ceiling).
@@ -865,6 +874,7 @@ S35_EXPQ8L_REG=$TMP/cuda-s35-exp-q8l.toml
 S36_NORMROUTER_REG=$TMP/cuda-s36-norm-router.toml
 S37_ROUTSORT_REG=$TMP/cuda-s37-router-sorted.toml
 S38_SHORTPLAIN_REG=$TMP/cuda-s38-q8-shortplain.toml
+S39_Q8TALL_REG=$TMP/cuda-s39-q8-tall.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1144,7 +1154,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
+  decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
   decode-s24-gates=S24_REG decode-s23-nones=S23_REG decode-s22-all=S22_REG
@@ -1206,6 +1216,7 @@ now_pairs() {
     decode-s36-norm-router) echo add_rmsnorm_router=cupy_rowwarp_pdl + fuse_router_norm=on ;;
     decode-s37-router-sorted) echo moe_router=cupy_rowwarp_pdl_sorted ;;
     decode-s38-q8-shortplain) echo linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain ;;
+    decode-s39-q8-tall) echo linear@Q4_K=cupy_rowwarp_pdl_q8_tall ;;
     *) return 1 ;;
   esac
 }
@@ -1704,6 +1715,7 @@ rung_parts() {
     rungs36) echo proof_norm_router s36_rung ;;
     rungs37) echo proof_router_sorted s37_rung ;;
     rungs38) echo proof_q8_shortplain s38_rung ;;
+    rungs39) echo proof_q8_tall s39_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -1874,6 +1886,25 @@ s38_rung() {
   linear_rung s38-q8-shortplain $S38_SHORTPLAIN_REG linear@Q4_K cupy_rowwarp_pdl_q8_shortplain q8plain \
       cupy_rowwarp_pdl_q8 q8-shortplain "the short Q4_K GEMVs (the o_proj shapes) launched after the kernel before \
 ends, the tall ones still with PDL (the same bits as cupy_rowwarp_pdl_q8)"
+}
+# proof_q8_tall: linear@Q4_K=cupy_rowwarp_pdl_q8_tall (session 32): its chain (Q8 tall, float short, all PDL)
+# replayed from a graph, each output bitwise its form's; then a token's Q4_K GEMVs timed under the step's forms and it
+# (-k "q8_tall or q8_gemv_side_by_side"; its column in $DJ/perop-rowq8-bfloat16.json)
+proof_q8_tall() {
+  run gpu-tests-q8-tall 120 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k "q8_tall or q8_gemv_side_by_side" tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-q8-tall.xml"
+}
+# s39_rung: the Q8 GEMV for the tall weights and the float warp form for the short ones, over the step now, forecast
+# from perop-rowq8 against the base's own Q4_K GEMVs (cupy_rowwarp_pdl in the x16 step, cupy_rowwarp_pdl_q8 in the
+# stack's)
+s39_rung() {
+  local base ref=cupy_rowwarp_pdl
+  base=$(now_reg decode-s39-q8-tall) || return 0
+  python3 bench/registry_selects.py "$base" linear@Q4_K=cupy_rowwarp_pdl_q8 > /dev/null 2>&1 && ref=cupy_rowwarp_pdl_q8
+  linear_rung s39-q8-tall $S39_Q8TALL_REG linear@Q4_K cupy_rowwarp_pdl_q8_tall rowq8 $ref q8-tall "the Q8 GEMV \
+for the tall weights, the float warp form for the short ones (o_proj), all with PDL: each where the step's timeline \
+put it ahead"
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2938,7 +2969,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -2951,7 +2982,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

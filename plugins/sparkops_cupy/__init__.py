@@ -58,6 +58,9 @@ IMPLEMENTATIONS = [
     # the PDL copy form on Q8 activations and __dp4a (llama.cpp's arithmetic): the act_q8 row
     ("linear", "cupy_rowwarp_pdl_q8", "sparkops_cupy.linear:linear_rowwarp_pdl_q8", tolerance("act_q8"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # the Q8 GEMV for the tall weights, cupy_rowwarp_pdl's float warp form for the short ones (o_proj), all with PDL
+    ("linear", "cupy_rowwarp_pdl_q8_tall", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_tall", tolerance("act_q8"),
+     ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # the same kernels with the short weights (the o_proj shapes) launched plainly, the tall ones with PDL: the same bits
     ("linear", "cupy_rowwarp_pdl_q8_shortplain", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_shortplain",
      bit_identical(to="cupy_rowwarp_pdl_q8"), ("linear.cu", "linear_rowwarp.cu"),
@@ -183,7 +186,8 @@ _Q4K_EXPERTS = "sparkops_cupy._policies:experts_passes"
 POLICIES = {
     **{("linear", n): _Q4K_GEMV for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_copy2",
                                           "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8",
-                                          "cupy_rowwarp_pdl_q8_shortplain", "cupy_rowhalf", "cupy_mma")},
+                                          "cupy_rowwarp_pdl_q8_shortplain", "cupy_rowwarp_pdl_q8_tall", "cupy_rowhalf",
+                                          "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"

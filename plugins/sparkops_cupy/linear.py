@@ -162,6 +162,25 @@ def linear_rowwarp_pdl_q8(x, weight):
 ROWQ8_ROWS = {"tall": 16, "short": 8}
 
 
+def linear_rowwarp_pdl_q8_tall(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_tall": the Q8 GEMV (cupy_rowwarp_pdl_q8's rowq8 kernel, 16 rows a block) for
+    the tall weights (at least ROWWARP_TALL_ROWS rows: q/k/v, MLA's q, the dense gate/up) and cupy_rowwarp_pdl's float
+    warp form for the short ones (the o_proj shapes), all launched with PDL. Each kernel where the step's replays put
+    it ahead (bench/probes/timeline_tails.py on session 30's H200 replays, bench/gpu-runs/2026-12-02-session30/call5):
+    after add_rmsnorm the tall GEMV adds 9.50 us in its Q8 form against 11.33 in the float copy form; after the KDA
+    recurrence the o_proj adds 5.26 us in the float warp form against 8.61 in the Q8 pair form (which takes 5.82 from
+    a cold start after mla_up_deep). The tall outputs are cupy_rowwarp_pdl_q8's bits, the short ones cupy_rowwarp_pdl's;
+    the claim is the Q8 form's, tolerance("act_q8"). Every other call by cupy_rowwarp's stated policy."""
+    return _one_token_q4k(x, weight, _launch_q8_tall)
+
+
+def _launch_q8_tall(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    if n >= ROWWARP_TALL_ROWS:
+        launch_rowwarp_q8(x, code, kw, n, k, y)
+    else:
+        launch_rowwarp(x, code, kw, n, k, y, rowwarp_form(n), pdl=True)
+
+
 def linear_rowwarp_pdl_q8_shortplain(x, weight):
     """Implementation "cupy_rowwarp_pdl_q8_shortplain": cupy_rowwarp_pdl_q8's kernels, with the short weights (fewer
     than ROWWARP_TALL_ROWS rows: the o_proj shapes, 8 rows a block) launched plainly, after the kernel before has

@@ -349,6 +349,49 @@ def test_gpu_q8_gemv_shortplain_chain_gives_the_pdl_forms_bits_replayed():
 
 
 @pytest.mark.gpu
+def test_gpu_q8_tall_chain_is_each_forms_bits_replayed():
+    """linear=cupy_rowwarp_pdl_q8_tall: the chain of q/k/v-sized GEMVs (the Q8 form) and o_proj-sized ones (the float
+    warp form), all with PDL, replayed from one graph with new first inputs and NaN outputs against the same chain
+    launched plainly; and eagerly, each tall output bitwise cupy_rowwarp_pdl_q8's kernel and each short one
+    cupy_rowwarp_pdl's."""
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy import linear as cl
+
+    pairs, x0 = _chain(3, seed=39)
+    g = torch.Generator().manual_seed(40)
+
+    def run(launch) -> list[torch.Tensor]:
+        x, bufs = x0, []
+        for a, b in pairs:
+            for kw, n, k in ((a, 12288, 2304), (b, 2304, 4096)):
+                y = torch.empty((1, n), dtype=torch.bfloat16, device=x0.device)
+                launch(x[:, :k], kw, n, k, y)
+                bufs.append(y)
+                x = y
+        return bufs
+
+    def tall(x, kw, n, k, y):
+        cl._launch_q8_tall(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
+
+    def plain(x, kw, n, k, y):
+        if n >= cl.ROWWARP_TALL_ROWS:
+            _q8_gemv(x, kw, n, k, y, pdl=False)
+        else:
+            cl.launch_rowwarp(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y, cl.rowwarp_form(n))
+
+    def each(x, kw, n, k, y):  # the two registered forms, each on its own shapes
+        if n >= cl.ROWWARP_TALL_ROWS:
+            _q8_gemv(x, kw, n, k, y)
+        else:
+            cl.launch_rowwarp(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y, cl.rowwarp_form(n), pdl=True)
+
+    replays_match(lambda: run(tall), lambda: run(plain), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
+    got, want = run(tall), run(each)
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.gpu
 def test_gpu_pdl_q8_gemv_chain_replayed_from_a_graph_never_reads_a_stale_input():
     """A chain of 8 dependent Q8 GEMVs (q/k/v-sized, o_proj-sized, ...: both forms) launched with PDL, replayed from
     one graph with new first inputs and NaN outputs, against the same kernels launched plainly: a block that read x or

@@ -175,15 +175,17 @@ def test_rowwarp_gemv_side_by_side_with_triton(dtype):
 
 def test_rowwarp_q8_gemv_side_by_side_with_the_pdl_gemv():
     """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp_pdl_q8 (the PDL copy form on Q8 activations and
-    __dp4a): the 48B's Q4_K decode projections under cupy_rowwarp_pdl (the step's) and cupy_rowwarp_pdl_q8, bf16
+    __dp4a) and for cupy_rowwarp_pdl_q8_tall (that form for the tall weights only, session 32): the 48B's Q4_K decode
+    projections under cupy_rowwarp_pdl (the step's), cupy_rowwarp_pdl_q8 and cupy_rowwarp_pdl_q8_tall, bf16
     activations, each in one CUDA graph: perop-rowq8-bfloat16.json. Asserted: each was captured; which is faster is
     printed, not asserted."""
     shapes = [s for s in _decode_linears() if s[3] != "lm_head"]
-    per_token = _side_by_side(("cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8"), shapes,
+    per_token = _side_by_side(("cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_tall"), shapes,
                               "linear T=1 Q4_K bf16, the Q8 PDL GEMV vs the PDL GEMV", torch.bfloat16,
                               record="rowq8-bfloat16")
-    a, b = per_token["cupy_rowwarp_pdl"], per_token["cupy_rowwarp_pdl_q8"]
-    print(f"cupy_rowwarp_pdl_q8 against cupy_rowwarp_pdl, a token's Q4_K GEMVs: x{a / b:.3f}")
+    a, b, c = (per_token[n] for n in ("cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_tall"))
+    print(f"cupy_rowwarp_pdl_q8 against cupy_rowwarp_pdl, a token's Q4_K GEMVs: x{a / b:.3f}; "
+          f"cupy_rowwarp_pdl_q8_tall (Q8 tall, float short): x{a / c:.3f}")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])

@@ -2698,7 +2698,7 @@ def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "",
     STAGES run in one call with _X16_STEP_RECORDS and RECORDS (STUB_NO_WIN: NO_WIN's registry times no win): (log,
     calls, the stand-in machine)."""
     perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
-                       _records(tmp_path, **_X16_STEP_RECORDS, **(records or {}))])
+                       _records(tmp_path, **{**_X16_STEP_RECORDS, **(records or {})})])
     env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": perops}
     _lanes(tmp_path, "rungs28", "", extra_env=env)
     env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
@@ -2956,3 +2956,22 @@ def test_rungs38_is_left_out_over_a_step_without_the_q8_gemvs_and_times_over_the
     decode = _rung_timed_once(calls, machine, "s38-q8-shortplain", "linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain",
                               "cuda-s34-stack.toml", "linear@Q4_K=1.200")
     assert "--changes linear@Q4_K " in decode, decode
+
+
+def test_rungs39_times_the_q8_tall_gemvs_over_the_x16_step_forecast_against_its_float_gemvs(tmp_path):
+    """Session 32's rung from the timelines: linear@Q4_K=cupy_rowwarp_pdl_q8_tall over the x16 step (whose Q4_K GEMVs
+    are cupy_rowwarp_pdl), after gpu-tests-q8-tall, forecast from the rowq8 record's cupy_rowwarp_pdl column over the
+    new one (600 -> 480: x1.250); over the stack that won it is forecast against the stack's cupy_rowwarp_pdl_q8
+    (500 -> 480: x1.042)."""
+    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6}}
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    log, calls, machine = _over_the_x16_step(tmp_path / "a", "rungs39", records=recs)
+    assert '-k q8_tall or q8_gemv_side_by_side tests/backends/test_cupy_pdl.py' in log
+    decode = _rung_timed_once(calls, machine, "s39-q8-tall", "linear@Q4_K=cupy_rowwarp_pdl_q8_tall",
+                              "cuda-s32-lmhead-x16.toml", "linear@Q4_K=1.250")
+    assert "--changes linear@Q4_K " in decode, decode
+    _, calls, machine = _over_the_x16_step(tmp_path / "b", "rungs34 rungs39", records=recs,
+                                           no_win="cuda-s33-exp-q8c.toml")
+    _rung_timed_once(calls, machine, "s39-q8-tall", "linear@Q4_K=cupy_rowwarp_pdl_q8_tall", "cuda-s34-stack.toml",
+                     "linear@Q4_K=1.042")
