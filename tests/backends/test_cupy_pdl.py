@@ -135,6 +135,18 @@ def _chain(n_pairs: int, seed: int):
     return pairs, x0
 
 
+def _gemv_chain(pairs, x0: torch.Tensor, launch) -> list[torch.Tensor]:
+    """_chain's GEMVs A, B, A, B, ... each by `launch(x, kw, n, k, y)` into a fresh bf16 output: the outputs."""
+    x, bufs = x0, []
+    for a, b in pairs:
+        for kw, n, k in ((a, 12288, 2304), (b, 2304, 4096)):
+            y = torch.empty((1, n), dtype=torch.bfloat16, device=x0.device)
+            launch(x[:, :k], kw, n, k, y)
+            bufs.append(y)
+            x = y
+    return bufs
+
+
 def _run_chain(pairs, x0: torch.Tensor, bufs: list[torch.Tensor], pdl: bool, kernel_pdl: bool | None = None):
     """Launch the chain into bufs (one per GEMV), each in the form the step gives it (copy for A, warp for B);
     kernel_pdl picks the PDL-written kernels without the launch attribute (pdl False, kernel_pdl True)."""
@@ -327,14 +339,7 @@ def test_gpu_q8_gemv_shortplain_chain_gives_the_pdl_forms_bits_replayed():
     g = torch.Generator().manual_seed(33)
 
     def run(launch) -> list[torch.Tensor]:
-        x, bufs = x0, []
-        for a, b in pairs:
-            for kw, n, k in ((a, 12288, 2304), (b, 2304, 4096)):
-                y = torch.empty((1, n), dtype=torch.bfloat16, device=x0.device)
-                launch(x[:, :k], kw, n, k, y)
-                bufs.append(y)
-                x = y
-        return bufs
+        return _gemv_chain(pairs, x0, launch)
 
     def shortplain(x, kw, n, k, y):
         cl._launch_q8_shortplain(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
@@ -361,14 +366,7 @@ def test_gpu_q8_tall_chain_is_each_forms_bits_replayed():
     g = torch.Generator().manual_seed(40)
 
     def run(launch) -> list[torch.Tensor]:
-        x, bufs = x0, []
-        for a, b in pairs:
-            for kw, n, k in ((a, 12288, 2304), (b, 2304, 4096)):
-                y = torch.empty((1, n), dtype=torch.bfloat16, device=x0.device)
-                launch(x[:, :k], kw, n, k, y)
-                bufs.append(y)
-                x = y
-        return bufs
+        return _gemv_chain(pairs, x0, launch)
 
     def tall(x, kw, n, k, y):
         cl._launch_q8_tall(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
@@ -400,14 +398,7 @@ def test_gpu_pdl_q8_gemv_chain_replayed_from_a_graph_never_reads_a_stale_input()
     g = torch.Generator().manual_seed(13)
 
     def run(pdl: bool) -> list[torch.Tensor]:
-        x, bufs = x0, []
-        for a, b in pairs:
-            for kw, n, k in ((a, 12288, 2304), (b, 2304, 4096)):
-                y = torch.empty((1, n), dtype=torch.bfloat16, device=x0.device)
-                _q8_gemv(x[:, :k], kw, n, k, y, pdl)
-                bufs.append(y)
-                x = y
-        return bufs
+        return _gemv_chain(pairs, x0, lambda x, kw, n, k, y: _q8_gemv(x, kw, n, k, y, pdl))
 
     replays_match(lambda: run(True), lambda: run(False), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
 
