@@ -47,8 +47,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="a kernel-name prefix off the main path (repeatable; default _gemv_kernel)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args(argv)
-    data = json.loads(args.timeline.read_text())
-    regs = data.get("registries") or {}
+    try:
+        data = json.loads(args.timeline.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"timeline_tails: cannot read {args.timeline} as a timeline ({exc}); give step_timeline.py's --out JSON",
+              file=sys.stderr)
+        return 2
+    regs = data.get("registries") if isinstance(data, dict) else None
     if not regs:
         print(f"timeline_tails: {args.timeline} holds no replayed registry (is it step_timeline.py's --out?)",
               file=sys.stderr)
@@ -57,7 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     if name not in regs:
         print(f"timeline_tails: no registry {name!r} in {args.timeline}; it has: {', '.join(regs)}", file=sys.stderr)
         return 2
-    rows = tails(regs[name]["kernels"], tuple(args.side or ["_gemv_kernel"]))
+    kernels = regs[name].get("kernels") if isinstance(regs[name], dict) else None
+    if not isinstance(kernels, list) or not all(isinstance(k, list) and len(k) >= 4 for k in kernels):
+        print(f"timeline_tails: {name!r} in {args.timeline} has no kernel list of [name, stream, start_us, end_us, ...]"
+              f" rows (is it step_timeline.py's --out?)", file=sys.stderr)
+        return 2
+    rows = tails(kernels, tuple(args.side or ["_gemv_kernel"]))
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

@@ -170,7 +170,8 @@ def linear_rowwarp_pdl_q8_tall(x, weight):
     after add_rmsnorm the tall GEMV adds 9.50 us in its Q8 form against 11.33 in the float copy form; after the KDA
     recurrence the o_proj adds 5.26 us in the float warp form against 8.61 in the Q8 pair form (which takes 5.82 from
     a cold start after mla_up_deep). The tall outputs are cupy_rowwarp_pdl_q8's bits, the short ones cupy_rowwarp_pdl's;
-    the claim is the Q8 form's, tolerance("act_q8"). Every other call by cupy_rowwarp's stated policy."""
+    the claim is the Q8 form's, tolerance("act_q8"). Every other call by cupy_rowwarp's stated policy. Written in
+    session 32 after its device time was spent: not yet run on a GPU (stage proofs39 / rungs39)."""
     return _one_token_q4k(x, weight, _launch_q8_tall)
 
 
@@ -188,7 +189,8 @@ def linear_rowwarp_pdl_q8_shortplain(x, weight):
     call4) put the KDA layers' o_proj (2304 x 4096, 5.3 MB), launched 1.5 us into the KDA recurrence, at 8.4-8.7 us
     after the recurrence ended, where the MLA layers' o_proj of the same shape, after a kernel that lets nothing start
     early, took 6.1 us from its start, its weights' load included: the early start seemed to cost, not save. The same
-    kernels, the same sums: the same bits as cupy_rowwarp_pdl_q8; every other call by cupy_rowwarp's stated policy."""
+    kernels, the same sums: the same bits as cupy_rowwarp_pdl_q8; every other call by cupy_rowwarp's stated policy.
+    Not yet run on a GPU (stage proofs38 / rungs38)."""
     return _one_token_q4k(x, weight, _launch_q8_shortplain)
 
 

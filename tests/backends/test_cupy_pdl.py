@@ -327,66 +327,53 @@ def test_gpu_pdl_q8_gemv_is_close_to_the_float_product_and_its_own_bits(out_f, i
     assert err < 2e-3, f"{out_f}x{in_f} {dtype}: nmse {err:.3g} against the float64 product"
 
 
+def _chain_form_matches(seed: int, launch, plain, each) -> None:
+    """_chain's GEMVs by `launch` (a registered form's launcher) replayed from one graph with new first inputs and NaN
+    outputs against the same chain by `plain` (plain launches), then eagerly bitwise the chain by `each` (the kernels
+    the form claims to run, each launched as its own implementation launches it)."""
+    pairs, x0 = _chain(3, seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    replays_match(lambda: _gemv_chain(pairs, x0, launch), lambda: _gemv_chain(pairs, x0, plain),
+                  lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
+    got, want = _gemv_chain(pairs, x0, launch), _gemv_chain(pairs, x0, each)
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
 @pytest.mark.gpu
 def test_gpu_q8_gemv_shortplain_chain_gives_the_pdl_forms_bits_replayed():
     """linear=cupy_rowwarp_pdl_q8_shortplain: the chain of q/k/v-sized (PDL) and o_proj-sized (plain) Q8 GEMVs through
-    its own launcher, replayed from one graph with new first inputs and NaN outputs, against the same chain launched
-    plainly; and eagerly, every GEMV bitwise cupy_rowwarp_pdl_q8's (the same kernels)."""
+    its own launcher, replayed from one graph against the same chain launched plainly; and eagerly, every GEMV bitwise
+    cupy_rowwarp_pdl_q8's (the same kernels)."""
     from sparkops_cupy import _runtime as rt
     from sparkops_cupy import linear as cl
-
-    pairs, x0 = _chain(3, seed=32)
-    g = torch.Generator().manual_seed(33)
-
-    def run(launch) -> list[torch.Tensor]:
-        return _gemv_chain(pairs, x0, launch)
 
     def shortplain(x, kw, n, k, y):
         cl._launch_q8_shortplain(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
 
-    def plain(x, kw, n, k, y):
-        _q8_gemv(x, kw, n, k, y, pdl=False)
-
-    replays_match(lambda: run(shortplain), lambda: run(plain), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
-    got, want = run(shortplain), run(_q8_gemv)
-    torch.cuda.synchronize()
-    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    _chain_form_matches(32, shortplain, lambda x, kw, n, k, y: _q8_gemv(x, kw, n, k, y, pdl=False), _q8_gemv)
 
 
 @pytest.mark.gpu
 def test_gpu_q8_tall_chain_is_each_forms_bits_replayed():
     """linear=cupy_rowwarp_pdl_q8_tall: the chain of q/k/v-sized GEMVs (the Q8 form) and o_proj-sized ones (the float
-    warp form), all with PDL, replayed from one graph with new first inputs and NaN outputs against the same chain
-    launched plainly; and eagerly, each tall output bitwise cupy_rowwarp_pdl_q8's kernel and each short one
-    cupy_rowwarp_pdl's."""
+    warp form), all with PDL, replayed from one graph against the same chain launched plainly; and eagerly, each tall
+    output bitwise cupy_rowwarp_pdl_q8's kernel and each short one cupy_rowwarp_pdl's."""
     from sparkops_cupy import _runtime as rt
     from sparkops_cupy import linear as cl
-
-    pairs, x0 = _chain(3, seed=39)
-    g = torch.Generator().manual_seed(40)
-
-    def run(launch) -> list[torch.Tensor]:
-        return _gemv_chain(pairs, x0, launch)
 
     def tall(x, kw, n, k, y):
         cl._launch_q8_tall(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
 
-    def plain(x, kw, n, k, y):
-        if n >= cl.ROWWARP_TALL_ROWS:
-            _q8_gemv(x, kw, n, k, y, pdl=False)
-        else:
-            cl.launch_rowwarp(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y, cl.rowwarp_form(n))
+    def by_rows(pdl: bool):  # Q8 for the tall weights, the float warp form for the short ones
+        def launch(x, kw, n, k, y):
+            if n >= cl.ROWWARP_TALL_ROWS:
+                _q8_gemv(x, kw, n, k, y, pdl=pdl)
+            else:
+                cl.launch_rowwarp(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y, cl.rowwarp_form(n), pdl=pdl)
+        return launch
 
-    def each(x, kw, n, k, y):  # the two registered forms, each on its own shapes
-        if n >= cl.ROWWARP_TALL_ROWS:
-            _q8_gemv(x, kw, n, k, y)
-        else:
-            cl.launch_rowwarp(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y, cl.rowwarp_form(n), pdl=True)
-
-    replays_match(lambda: run(tall), lambda: run(plain), lambda: x0.copy_(torch.randn(1, 2304, generator=g)))
-    got, want = run(tall), run(each)
-    torch.cuda.synchronize()
-    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    _chain_form_matches(39, tall, by_rows(False), by_rows(True))
 
 
 @pytest.mark.gpu

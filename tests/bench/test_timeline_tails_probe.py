@@ -35,3 +35,14 @@ def test_the_command_prints_a_registry_and_names_a_missing_one(tmp_path, capsys)
     assert "no registry '/tmp/b.toml'" in err and "it has: /tmp/a.toml" in err
     (tmp_path / "empty.json").write_text("{}")
     assert probe.main([str(tmp_path / "empty.json")]) == 2
+
+
+@pytest.mark.parametrize("text,said", [("not json", "cannot read"), ("[1, 2]", "holds no replayed registry"),
+                                       ('{"registries": {"r": {"kernels": [["x", 1]]}}}', "has no kernel list")])
+def test_a_file_that_is_not_a_timeline_is_named_not_a_traceback(tmp_path, capsys, text, said):
+    f = tmp_path / "bad.json"
+    f.write_text(text)
+    assert probe.main([str(f)]) == 2
+    assert said in capsys.readouterr().err
+    assert probe.main([str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
