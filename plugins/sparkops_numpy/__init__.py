@@ -20,6 +20,7 @@ IMPLEMENTATIONS = [
     ("gated_rmsnorm", "numpy", "sparkops_numpy.gated_rmsnorm:gated_rmsnorm"),
     ("kda_norm", "numpy", "sparkops_numpy.kda_norm:kda_norm"),
     ("kda_lowrank_norm", "numpy", "sparkops_numpy.kda_lowrank_norm:kda_lowrank_norm"),
+    ("short_conv_kda_norm", "numpy", "sparkops_numpy.short_conv_kda_norm:short_conv_kda_norm"),
     ("attention", "numpy", "sparkops_numpy.attention:attention"),
     ("attention", "numpy_naive", "sparkops_numpy.attention:attention_naive"),
     ("add_rmsnorm_router", "numpy", "sparkops_numpy.add_rmsnorm_router:add_rmsnorm_router"),

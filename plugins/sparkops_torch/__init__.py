@@ -36,6 +36,8 @@ IMPLEMENTATIONS = [
     ("kda_norm", "torch", "sparkops_torch.kda_norm:kda_norm", BOTH, None, (*_C, "kda.py", "gated_rmsnorm.py")),
     ("kda_lowrank_norm", "torch", "sparkops_torch.kda_lowrank_norm:kda_lowrank_norm", BOTH, None,
      (*_W, "kda.py", "gated_rmsnorm.py", "kda_norm.py")),
+    ("short_conv_kda_norm", "torch", "sparkops_torch.short_conv_kda_norm:short_conv_kda_norm", BOTH, None,
+     (*_C, "short_conv.py", "kda.py", "gated_rmsnorm.py", "kda_norm.py")),
     ("attention", "torch", "sparkops_torch.attention:attention", BOTH, None, _C),
     ("attention", "torch_bf16", "sparkops_torch.attention:attention_bf16", ("cuda",), "bf16", _C),
     ("add_rmsnorm_router", "torch", "sparkops_torch.add_rmsnorm_router:add_rmsnorm_router", BOTH, None,

@@ -184,6 +184,13 @@ OP_RULES: dict[str, dict[str, Rule]] = {
                             "between; measured worst 1.5e-4 (torch fed bf16 codes and q/k/v, 6 seeds: a rounded "
                             "code moves the decay logits through P terms, over 130 steps)"),
     },
+    "short_conv_kda_norm": {
+        "fp32": _nmse(1e-9, "kda_norm's row: the conv's W <= 4 taps and SiLU (1e-14) ahead of the recurrence; measured "
+                            "worst 9.6e-14 (torch, 6 seeds)"),
+        "bf16": _nmse(1e-3, "kda_norm's row: the conv's output rounded to bf16 as the unfused chain hands it over (the "
+                            "reference, fed float32, rounds it to float32) into float32 maths, over 130 steps; measured "
+                            "worst 9.0e-5 (torch fed bf16, 6 seeds)"),
+    },
     "attention": {
         "fp32": _nmse(1e-10, "absorbed or naive MLA, float32 softmax over <= 96 rows; measured worst 9e-14"),
         "bf16": _nmse(1e-3, "bf16 queries, latents, cache and score/value matmuls: worst of 20 seeds 6.4e-5"),

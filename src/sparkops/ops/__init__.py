@@ -24,6 +24,7 @@ OP_NAMES = (
     "gated_rmsnorm",
     "kda_norm",
     "kda_lowrank_norm",
+    "short_conv_kda_norm",
     "attention",
     "add_rmsnorm_router",
     "moe_router",
