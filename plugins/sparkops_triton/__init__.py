@@ -58,6 +58,14 @@ IMPLEMENTATIONS = [
     # the same launched with PDL (its state requested while the kernel before it finishes): the same bits
     ("kda_lowrank_norm", "triton_split_pdl", "sparkops_triton.kda_lowrank_norm:kda_lowrank_norm_split_pdl",
      bit_identical(to="triton_split"), ("_runtime.py", "kda.py", "_arrival.py")),
+    # kda_norm=triton_split's grid convolving its own q, k and v from the projected q|k|v row (the merged short conv:
+    # one launch a KDA layer fewer at decode), the head's last program rolling its q/k window rows
+    ("short_conv_kda_norm", "triton_split", "sparkops_triton.short_conv_kda_norm:short_conv_kda_norm_split",
+     tolerance(), ("_runtime.py", "kda.py", "_arrival.py")),
+    # the same launched with PDL (its state, taps and window requested while the kernel before it finishes): the same
+    # bits
+    ("short_conv_kda_norm", "triton_split_pdl", "sparkops_triton.short_conv_kda_norm:short_conv_kda_norm_split_pdl",
+     bit_identical(to="triton_split"), ("_runtime.py", "kda.py", "_arrival.py")),
     ("kda", "triton_chunked", "sparkops_triton.kda_chunked:kda_chunked", tolerance("bf16"),
      ("_runtime.py", "kda.py")),
     # "triton_chunked_split": the prepare kernel's phases as four launches over 4x the programs; the same helpers in

@@ -171,6 +171,19 @@ def kda_norm_args(t: int, n_sets: int | None = None, seed: int = 0, act=torch.bf
     return sets, nbytes + t * h * d * esz + d * 4
 
 
+def conv_kda_norm_args(t: int, n_sets: int | None = None, seed: int = 0, act=torch.bfloat16):
+    """short_conv_kda_norm at 48B sizes, in its argument order: kda_norm_args' sets with q, k, v replaced by the raw
+    projected q|k|v row [T, 3P], the merged taps [3P, 4] and the window [3, 3P] (float32; one each a set, as each layer
+    has its own). Bytes: kda_norm's (x's read stands for q/k/v's), the taps, the window read and written."""
+    h, d = KDA_HEADS, KDA_DIM
+    c = 3 * h * d
+    core, nbytes = kda_norm_args(t, n_sets, seed, act)
+    gen = torch.Generator(device="cuda").manual_seed(seed + 3)
+    sets = [(_rand(gen, t, c, std=2.0, dtype=act), _rand(gen, c, CONV, std=0.5, dtype=torch.float32),
+             _rand(gen, CONV - 1, c, std=2.0, dtype=torch.float32), *rest) for _q, _k, _v, *rest in core]
+    return sets, nbytes + c * CONV * 4 + 2 * (CONV - 1) * c * 4
+
+
 def kda_lowrank_norm_args(t: int, n_sets: int | None = None, seed: int = 0, act=torch.bfloat16):
     """kda_lowrank_norm at 48B sizes, in its argument order: kda_norm_args' sets with the decay logits and the gate
     replaced by f_a's and g_a's codes [T, 128] and the two F16 up-projections [4096, 128] (one pair a set, as each layer

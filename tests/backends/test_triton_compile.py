@@ -103,6 +103,10 @@ KNOWN_FRAMES = {
     # its SASS), found when this test first compiled it (session 22). It was timed as it is: 5.90 us a KDA layer on
     # the H200 against the unfused chain's 6.88 (session 22), and it is the step's kda_norm
     "_kda_recurrent_kernel": 8,
+    # short_conv_kda_norm = triton_split / triton_split_pdl: 16 bytes in the PDL form at W = 2 only (its taps' and
+    # window's blocks live across the wait); at the 48B's W = 4, at 1 and 8 tokens, and at W = 3 both forms have no
+    # frame (session 33: each configuration compiled alone, cuobjdump's STACK)
+    "_conv_kda_kernel": 16,
 }
 
 
@@ -193,6 +197,18 @@ def launch_trigger_norms(monkeypatch):
         short_conv.short_conv_pdl(r(t, 3 * 4096, dtype=BF), r(3 * 4096, 4), r(3, 3 * 4096))
     for w in (2, 3):
         short_conv.short_conv_pdl(r(1, 128, dtype=BF), r(128, w), r(w - 1, 128))
+    # short_conv_kda_norm: the merged q/k/v conv in kda_norm=triton_split's grid, plain and with PDL (the state, taps
+    # and window before the wait), at one token and the engine's limit of 8; widths 2 and 3 (the taps' and the
+    # window's blocks then differ from 4 rows)
+    from sparkops_triton import short_conv_kda_norm
+
+    monkeypatch.setattr(short_conv_kda_norm, "interpreting", lambda: False)
+    fused = {k: v for k, v in step.items() if k not in ("q", "k", "v")}
+    for t, w in ((1, 4), (8, 4), (1, 2), (1, 3)):
+        call = dict(fused, g=r(t, h, d, dtype=BF), beta=r(t, h, dtype=BF), gate=r(t, h, d, dtype=BF),
+                    x=r(t, 3 * h * d, dtype=BF), conv_weight=r(3 * h * d, w))
+        short_conv_kda_norm.short_conv_kda_norm_split(**call, window=r(w - 1, 3 * h * d), state=r(h, d, d))
+        short_conv_kda_norm.short_conv_kda_norm_split_pdl(**call, window=r(w - 1, 3 * h * d), state=r(h, d, d))
 
 
 def launch_lastblock_kernels(monkeypatch):
@@ -316,7 +332,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     assert wide == {"_gemv_kernel", "_moe_down_kernel"}, f"the Q6_K word-load GEMVs were not all compiled: {wide}"
     pdl = {k: v for k, v in compiled.items() if v.metadata.launch_pdl}
     assert pdl and {k[0] for k in pdl} == {"_gemv_kernel", "_kda_recurrent_kernel", "_kda_lowrank_kernel",
-                                           "_short_conv_kernel"}, \
+                                           "_short_conv_kernel", "_conv_kda_kernel"}, \
         f"the PDL GEMVs, KDA norms and short conv were not compiled: {sorted(pdl)}"
     triggering = set()
     for k, v in compiled.items():  # PDL kernels wait once and then let the next kernel launch; the triggering norms
