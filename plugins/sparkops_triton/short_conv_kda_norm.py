@@ -1,7 +1,7 @@
 """short_conv_kda_norm in Triton: KDA's merged q|k|v short conv, its recurrent step and its output norm in one kernel
 (the decode fusion after kda_norm's).
 
-At decode the step runs short_conv=triton_pdl over the 3P projected channels, then kda_norm=triton_split_pdl on its
+At decode the step runs short_conv=triton over the 3P projected channels, then kda_norm=triton_split_pdl on its
 output: two launches a KDA layer in series (GPU session 32's timeline on an H100: the conv adds 4.8 us, the
 recurrence 5.6), the second reading back the [3P] row the first just wrote. Here kda_norm=triton_split's grid (kda.py:
 a head's value columns over D / BV programs, the norm by the head's last program to arrive) convolves its own inputs:

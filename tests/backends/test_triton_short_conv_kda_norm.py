@@ -2,7 +2,7 @@
 row; the head's last program rolls its q/k window rows) and triton_split_pdl (the same launched with PDL): the gate on
 the contract's cases and on awkward heads and windows in Triton's interpreter (CPU), the bits of the unfused Triton
 chain there, the same bits whichever program arrives last; on a GPU, the contract on CUDA, the PDL form's bits, the
-48B's decode step against the unfused chain the step runs (short_conv=triton_pdl, then kda_norm=triton_split_pdl),
+48B's decode step against the unfused chain the step runs (short_conv=triton, then kda_norm=triton_split_pdl),
 replayed from a CUDA graph, and all of them timed side by side in CUDA graphs (the rung's forecast)."""
 
 import pytest
@@ -60,9 +60,10 @@ def test_awkward_heads_and_windows_in_interpreter(kernels, h, d, w, steps):
     check_case(OP, "triton_split", kernels.short_conv_kda_norm_split, calls, states, label=f"H{h}_D{d}_W{w}")
 
 
+@pytest.mark.parametrize("conv", ["short_conv", "short_conv_pdl"])
 @pytest.mark.parametrize("steps", [(1, 1, 1), (3, 1), (8,)])
-def test_the_unfused_triton_chain_s_bits_in_interpreter(chain_and_fused, steps):
-    """short_conv=triton_pdl then kda_norm=triton_split (the chain the step runs, interpreted) on bfloat16 activations:
+def test_the_unfused_triton_chain_s_bits_in_interpreter(chain_and_fused, steps, conv):
+    """short_conv=triton (the step's) or triton_pdl, then kda_norm=triton_split (interpreted) on bfloat16 activations:
     the same output bits, window and state. The fused kernel does their arithmetic in their order; in the interpreter
     (NumPy, no FMA contraction) that is bit for bit."""
     fused_mod, conv_mod, norm_mod = chain_and_fused
@@ -72,7 +73,7 @@ def test_the_unfused_triton_chain_s_bits_in_interpreter(chain_and_fused, steps):
     p = 4 * 32
     for call in calls:
         got = fused_mod.short_conv_kda_norm_split(**call, **fused)
-        qkv = conv_mod.short_conv_pdl(call["x"], call["conv_weight"], chain["window"])  # [T, 3P] bf16
+        qkv = getattr(conv_mod, conv)(call["x"], call["conv_weight"], chain["window"])  # [T, 3P] bf16
         t = qkv.shape[0]
         q, k, v = (qkv[:, j * p:(j + 1) * p].reshape(t, 4, 32) for j in range(3))
         want = norm_mod.kda_norm_split(q, k, v, **{n: call[n] for n in NORM_ARGS}, state=chain["state"])
@@ -166,13 +167,14 @@ def _on_cuda(calls, states, act=torch.bfloat16):
 
 
 def _chain(x, conv_weight, window, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps):
-    """The step's unfused pair: short_conv=triton_pdl over the q|k|v row, then kda_norm=triton_split_pdl."""
+    """The step's unfused pair (cuda-s39-q8-tall.toml, the x16 step's and the stack's alike): short_conv=triton over the
+    q|k|v row (the PDL conv was never a rung), then kda_norm=triton_split_pdl."""
     from sparkops_triton.kda_norm import kda_norm_split_pdl
-    from sparkops_triton.short_conv import short_conv_pdl
+    from sparkops_triton.short_conv import short_conv
 
     t, h, d = g.shape
     p = h * d
-    qkv = short_conv_pdl(x, conv_weight, window)  # [T, 3P]
+    qkv = short_conv(x, conv_weight, window)  # [T, 3P]
     q, k, v = (qkv[:, j * p:(j + 1) * p].view(t, h, d) for j in range(3))
     return kda_norm_split_pdl(q, k, v, g, beta, a, dt_bias, state, scale, l2_eps, gate, weight, eps)
 
