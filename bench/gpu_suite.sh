@@ -223,6 +223,10 @@
 #                 linear@Q4_K=cupy_rowwarp_pdl_q8_tall, after gpu-tests-q8-tall and its column in
 #                 perop-rowq8-bfloat16.json
 #     proofs39    rungs39's GPU tests alone
+#     rungs40     [engine] fuse_conv_kda with short_conv_kda_norm=triton_split_pdl over the step now: a KDA layer's
+#                 short conv, recurrence and output norm in one PDL launch (the conv's launch leaves the chain), after
+#                 gpu-tests-conv-kda and its record perop-convkda-bfloat16.json (the chain against the fused kernel)
+#     proofs40    rungs40's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -586,6 +590,9 @@
 # fifth of its stall samples on x's first use, a sixth on the barrier after); the router (150 us a token of own time, ~5.8 us a layer for 2.4 MB, on the critical path); the Q4_K GEMVs,
 # whose own time in the step did not fall with Q8 activations (465 -> 472 us a replay) though they gained x1.15 in
 # their own chain: what their side-by-side times is not what the step runs.
+# The first of the larger leads is written: stage rungs40 (proofs40 its GPU tests alone) times [engine] fuse_conv_kda
+# with short_conv_kda_norm=triton_split_pdl, the fused short conv and KDA recurrence and norm, over the step now,
+# forecast from its side-by-side's record (perop-convkda-bfloat16.json) on short_conv and kda_norm together.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -875,6 +882,13 @@ S36_NORMROUTER_REG=$TMP/cuda-s36-norm-router.toml
 S37_ROUTSORT_REG=$TMP/cuda-s37-router-sorted.toml
 S38_SHORTPLAIN_REG=$TMP/cuda-s38-q8-shortplain.toml
 S39_Q8TALL_REG=$TMP/cuda-s39-q8-tall.toml
+# the fused conv rung (stage rungs40, written after session 33's device time): [engine] fuse_conv_kda with
+# short_conv_kda_norm=triton_split_pdl - a KDA layer's merged q|k|v short conv (and its SiLU), recurrence and output
+# norm in one PDL launch: the split recurrence's programs convolve their own head's channels, so the conv's launch
+# (4.8 us a KDA layer in session 32's timeline, in series with the recurrence's 5.6) leaves the chain; forecast from
+# the chain-and-fused side-by-side's record (perop-convkda-bfloat16.json), on short_conv and kda_norm together (the
+# fused op takes both ops' time)
+S40_CONVKDA_REG=$TMP/cuda-s40-conv-kda.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1154,6 +1168,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
+  decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1217,6 +1232,7 @@ now_pairs() {
     decode-s37-router-sorted) echo moe_router=cupy_rowwarp_pdl_sorted ;;
     decode-s38-q8-shortplain) echo linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain ;;
     decode-s39-q8-tall) echo linear@Q4_K=cupy_rowwarp_pdl_q8_tall ;;
+    decode-s40-conv-kda) echo short_conv_kda_norm=triton_split_pdl + fuse_conv_kda=on ;;
     *) return 1 ;;
   esac
 }
@@ -1697,7 +1713,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs35 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs40 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1716,6 +1732,7 @@ rung_parts() {
     rungs37) echo proof_router_sorted s37_rung ;;
     rungs38) echo proof_q8_shortplain s38_rung ;;
     rungs39) echo proof_q8_tall s39_rung ;;
+    rungs40) echo proof_conv_kda s40_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -1905,6 +1922,55 @@ s39_rung() {
   linear_rung s39-q8-tall $S39_Q8TALL_REG linear@Q4_K cupy_rowwarp_pdl_q8_tall rowq8 $ref q8-tall "the Q8 GEMV \
 for the tall weights, the float warp form for the short ones (o_proj), all with PDL: each where the step's timeline \
 put it ahead"
+}
+# proof_conv_kda: short_conv_kda_norm=triton_split / triton_split_pdl (session 33): the fused conv, recurrence and
+# norm against the reference; the engine option on the captured step; then the 48B's decode step against the unfused
+# chain (short_conv=triton_pdl then kda_norm=triton_split_pdl) with the chain and both fused forms timed side by side
+# (test_gpu_48b_decode_against_the_unfused_chain_and_timed; its record $DJ/perop-convkda-bfloat16.json)
+proof_conv_kda() {
+  run gpu-tests-conv-kda 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_triton_short_conv_kda_norm.py tests/engine/test_conv_kda_fusion.py \
+      --junitxml="$R/gpu-tests-conv-kda.xml"
+}
+# s40_rung: [engine] fuse_conv_kda with short_conv_kda_norm=triton_split_pdl over the step now (swapped in, proven,
+# then the option), the captured gate, then the pair forecast from the side-by-side's record. The fused op replaces
+# both short_conv and kda_norm, and the record's factor is the pair's time (the chain) over the fused op's, so
+# --expect gives that one factor to each of the two: bench's Amdahl (bench/prediction.py amdahl) sums
+# t_op x (1 - 1/FACTOR) over the ops named, which with one FACTOR for both is (t_short_conv + t_kda_norm) x
+# (1 - 1/FACTOR), the pair's sum forecast as a whole. One op alone (kda_norm=FACTOR) would apply the pair's factor to
+# half its time; the diagnosis times the two under these names (short_conv, kda_norm: rungs25's and rungs24's).
+# The record's chain column is short_conv=triton_pdl then kda_norm=triton_split_pdl (S40_CHAIN); a base that selects
+# another short conv (session 23's step and those after it carry short_conv=triton, 2.15 us a call alone against
+# triton_pdl's 5.16 in session 25) is said in the log: the forecast then rests on a chain the step does not run
+S40_CHAIN="short_conv=triton_pdl kda_norm=triton_split_pdl"
+s40_rung() {
+  local name=s40-conv-kda reg=$S40_CONVKDA_REG base fac
+  base=$(now_reg decode-$name) || return 0
+  fac=$(perop convkda chain triton_split_pdl)
+  proven_with_factor $name conv-kda "$fac" || return 0
+  # shellcheck disable=SC2086 # S40_CHAIN is a word list
+  python3 bench/registry_selects.py "$base" $S40_CHAIN > /dev/null 2>&1 || log "decode-$name: the forecast's chain \
+($S40_CHAIN, perop-convkda's chain column) is not what $(basename "$base") selects: x$fac on short_conv and kda_norm \
+is the record's, not the step's"
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  if [ ! -f $reg ]; then
+    run swap-$name 30 bash -c 'swap_into "$@"' _ $reg.swap $base short_conv_kda_norm=triton_split_pdl
+    [ -f $reg.swap ] && cp $reg.swap $reg.new && sparkops engine fuse_conv_kda=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $reg ] && python3 bench/registry_selects.py $reg short_conv_kda_norm=triton_split_pdl > /dev/null \
+      || { log "decode-$name: left out (its registry does not select short_conv_kda_norm=triton_split_pdl)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN \
+      --changes engine,short_conv_kda_norm --prediction $DJ/diag-decode-$name.json \
+      --expect "short_conv=$fac,kda_norm=$fac" \
+      --change "[engine] fuse_conv_kda with short_conv_kda_norm=triton_split_pdl: a KDA layer's short conv, recurrence \
+and output norm in one PDL launch (the conv's q/k/v never leave the recurrence's programs; the conv's launch leaves \
+the chain), over $(basename $base), graph"
+  return 0
 }
 s26w_rung() {
   experts_rung s26-exp-wide $S26_EXPWIDE_REG cupy_rowwarp_pdl_wide expwide exp-wide "down's whole row (the 48B's 36 \
@@ -2969,7 +3035,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -2982,7 +3048,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -74,7 +74,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expq8l": "test_experts_down_loads_after_the_router_side_by_side",
            "normrouter": "test_norm_router_fused_side_by_side",
            "routersort": "test_router_sorted_tail_side_by_side",
-           "q8plain": "test_q8_gemv_shortplain_after_the_gated_norm_side_by_side"}
+           "q8plain": "test_q8_gemv_shortplain_after_the_gated_norm_side_by_side",
+           "convkda": ("test_triton_short_conv_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed")}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2913,6 +2914,7 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     assert got["decode-s36-norm-router"] == "add_rmsnorm_router=cupy_rowwarp_pdl + fuse_router_norm=on"
     assert got["decode-s25-chain"] == got["decode-s24-gates"] == "NONE"
     assert got["decode-s37-router-sorted"] == "moe_router=cupy_rowwarp_pdl_sorted"
+    assert got["decode-s40-conv-kda"] == "short_conv_kda_norm=triton_split_pdl + fuse_conv_kda=on"
     # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
     assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
@@ -2975,3 +2977,120 @@ def test_rungs39_times_the_q8_tall_gemvs_over_the_x16_step_forecast_against_its_
                                            no_win="cuda-s33-exp-q8c.toml")
     _rung_timed_once(calls, machine, "s39-q8-tall", "linear@Q4_K=cupy_rowwarp_pdl_q8_tall", "cuda-s34-stack.toml",
                      "linear@Q4_K=1.042")
+
+
+#: rungs40's record as its proof's side-by-side writes it: the step's chain (short_conv then kda_norm) 250 us a token,
+#: the fused forms 210 (triton_split) and 200 (triton_split_pdl, the rung's): x1.250
+_CONVKDA_RECORD = {"convkda": {"chain": 250e-6, "triton_split": 210e-6, "triton_split_pdl": 200e-6}}
+
+
+def test_rungs40_times_the_fused_conv_and_recurrence_over_the_step_now_with_the_engine_option(tmp_path):
+    """The fused conv rung: after gpu-tests-conv-kda (the fused op's and the engine option's GPU tests, the first
+    writing perop-convkda), short_conv_kda_norm=triton_split_pdl swapped over the step now (the x16 step), [engine]
+    fuse_conv_kda set on that registry, its captured gate, then one pair with --changes engine,short_conv_kda_norm,
+    forecast from the record's chain column over the PDL fused one (250 -> 200: x1.250) on short_conv and kda_norm
+    alike, the two ops the fused one replaces (bench's Amdahl then forecasts their sum by that factor)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs40", records=_CONVKDA_RECORD)
+    line = next(x for x in log.splitlines() if "] gpu-tests-conv-kda (limit" in x)
+    assert "tests/backends/test_triton_short_conv_kda_norm.py tests/engine/test_conv_kda_fusion.py" in line, line
+    assert "SPARKOPS_PEROP_DIR=" in line and "-m gpu" in line and " -k " not in line, line
+    assert (machine / "suite-diag" / "perop-convkda-bfloat16.json").exists()
+    assert log.index("] gpu-tests-conv-kda (limit") < log.index("] diagnose-decode-s40-conv-kda (limit") \
+        < log.index("] swap-s40-conv-kda (limit") < log.index("] gate-captured-s40-conv-kda (limit") \
+        < log.index("] decode-s40-conv-kda (limit")
+    reg, step = machine / "cuda-s40-conv-kda.toml", machine / "cuda-s32-lmhead-x16.toml"
+    swap = next(i for i, c in enumerate(calls) if c.startswith("swap short_conv_kda_norm=triton_split_pdl ")
+                and f"{reg}.swap.new" in c)
+    engine = next(i for i, c in enumerate(calls) if c.startswith("engine fuse_conv_kda=on --registry")
+                  and f"{reg}.new" in c)
+    assert swap < engine, calls
+    assert reg.is_file() and Path(f"{reg}.base").read_text().strip() == str(step)
+    assert any(c.startswith("check --model") and f"--registry {reg} " in c and "--captured" in c for c in calls)
+    diag = [c for c in calls if c.startswith("diagnose") and "diag-decode-s40-conv-kda.json" in c]
+    assert len(diag) == 1 and f"--registry {step} " in diag[0], diag
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert f"--registry {step} " in decode and "--changes engine,short_conv_kda_norm " in decode, decode
+    assert "--expect short_conv=1.250,kda_norm=1.250 " in decode, decode
+    assert f"--prediction {machine}/suite-diag/diag-decode-s40-conv-kda.json " in decode, decode
+    assert "[engine] fuse_conv_kda with short_conv_kda_norm=triton_split_pdl" in decode
+    # the stand-in step selects no short_conv=triton_pdl: the log says the forecast's chain is not the step's
+    assert "decode-s40-conv-kda: the forecast's chain (short_conv=triton_pdl kda_norm=triton_split_pdl" in log
+
+
+def test_rungs40_says_nothing_of_the_chain_over_a_step_that_runs_it(tmp_path):
+    """Over a step that selects the record's chain (the x16 step made, then its short conv and kda_norm set to the
+    chain's, short_conv=triton_pdl and kda_norm=triton_split_pdl, by the swap stand-in) the rung is timed with no word
+    on the chain."""
+    _, _, machine = _over_the_x16_step(tmp_path, "proofs40", records=_CONVKDA_RECORD)
+    step = machine / "cuda-s32-lmhead-x16.toml"
+    subprocess.run([sys.executable, str(tmp_path / "stubs" / "stub_swap.py"), "short_conv=triton_pdl",
+                    "kda_norm=triton_split_pdl", "--registry", str(step)], check=True)
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _lanes(tmp_path, "rungs40", "", extra_env=env)
+    assert "gpu-tests-conv-kda: done earlier on this machine (rc=0), skipped" in log
+    assert "forecast's chain" not in log
+    reg = machine / "cuda-s40-conv-kda.toml"
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert f"--registry {step} " in decode and "--expect short_conv=1.250,kda_norm=1.250 " in decode, decode
+
+
+@pytest.mark.parametrize("why", ["no record", "failed"])
+def test_rungs40_is_left_out_without_its_record_or_its_proof_and_nothing_of_it_is_made(tmp_path, why):
+    """No perop-convkda record (the side-by-side did not write it), or the proof failing with its record written
+    (STUB_FAIL_MATCH on the engine test's file): the rung says so and makes nothing - no diagnosis, swap, engine
+    option, gate or bench of its own."""
+    extra = {"STUB_FAIL_MATCH": "tests/engine/test_conv_kda_fusion.py"} if why == "failed" else {}
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS)]
+                      + ([_records(tmp_path, **_CONVKDA_RECORD)] if why == "failed" else []))
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops, **extra}
+    log, calls = _lanes(tmp_path, "rungs40", "", extra_env=env)
+    assert "unknown stage" not in log and "] gpu-tests-conv-kda (limit" in log
+    assert "decode-s40-conv-kda: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any("short_conv_kda_norm" in c or "fuse_conv_kda" in c or "s40-conv-kda" in c for c in calls), calls
+    assert not (tmp_path / "machine" / "cuda-s40-conv-kda.toml").exists()
+
+
+def test_rungs40_is_left_out_when_its_registry_does_not_select_the_fused_op(tmp_path):
+    """The fused op's swap refused on this machine (STUB_SWAP_REFUSE): the registry made keeps the base's selection
+    (swap_into goes on without the pair), so it does not select short_conv_kda_norm=triton_split_pdl and the rung says
+    so and neither gates nor times it."""
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS), _records(tmp_path, **_CONVKDA_RECORD)])
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops, "STUB_SWAP_REFUSE": "short_conv_kda_norm=triton_split_pdl"}
+    log, calls = _lanes(tmp_path, "rungs40", "", extra_env=env)
+    assert "decode-s40-conv-kda: left out (its registry does not select short_conv_kda_norm=triton_split_pdl)" in log
+    assert "] gate-captured-s40-conv-kda (limit" not in log and "] decode-s40-conv-kda (limit" not in log
+    assert not any(c.startswith(("check", "bench decode")) and "cuda-s40-conv-kda.toml" in c for c in calls), calls
+
+
+def test_proofs40_runs_the_proof_alone_and_writes_its_record(tmp_path):
+    """proofs40, the lane beside rungs40: gpu-tests-conv-kda and its record, and nothing else (no synth, swap,
+    diagnosis, engine option or bench)."""
+    env = {"STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _records(tmp_path, **_CONVKDA_RECORD)}
+    log, calls = _suite(tmp_path, "proofs40", extra_env=env)
+    assert "] gpu-tests-conv-kda (limit" in log and "unknown stage" not in log
+    assert (tmp_path / "machine" / "suite-diag" / "perop-convkda-bfloat16.json").exists()
+    assert not any(c.startswith(("synth", "swap", "bench", "diagnose", "engine")) for c in calls), calls
+
+
+def test_a_fresh_machine_makes_the_fused_conv_step_by_its_swap_and_engine_option(tmp_path):
+    """decode-s40-conv-kda named a winner (SUITE_TIMED) on a machine without its registry: now_chain makes it again
+    over the x16 step by its recipe (the swap, then [engine] fuse_conv_kda on the copy) and nothing times it; rungs37,
+    an older rung, is still timed over the x16 step below it."""
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS),
+                       _records(tmp_path, routersort={"cupy_rowwarp_pdl": 180e-6, "cupy_rowwarp_pdl_sorted": 160e-6})])
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16 decode-s40-conv-kda",
+           "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": perops}
+    log, calls = _lanes(tmp_path, "rungs37", "", extra_env=env)
+    machine = tmp_path / "machine"
+    reg = machine / "cuda-s40-conv-kda.toml"
+    assert ("decode-s40-conv-kda won in an earlier call; its registry made again over cuda-s32-lmhead-x16.toml: "
+            "short_conv_kda_norm=triton_split_pdl + fuse_conv_kda=on") in log, log[-3000:]
+    assert any(c.startswith("engine fuse_conv_kda=on --registry") and f"{reg}.new" in c for c in calls), calls
+    assert reg.is_file() and not any(c.startswith("bench decode") and f"--vs {reg} " in c for c in calls)
+    _rung_timed_once(calls, machine, "s37-router-sorted", "moe_router=cupy_rowwarp_pdl_sorted",
+                     "cuda-s32-lmhead-x16.toml", "moe_router=1.125")
