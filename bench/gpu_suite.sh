@@ -1925,7 +1925,7 @@ put it ahead"
 }
 # proof_conv_kda: short_conv_kda_norm=triton_split / triton_split_pdl (session 33): the fused conv, recurrence and
 # norm against the reference; the engine option on the captured step; then the 48B's decode step against the unfused
-# chain (short_conv=triton_pdl then kda_norm=triton_split_pdl) with the chain and both fused forms timed side by side
+# chain the step runs (short_conv=triton then kda_norm=triton_split_pdl) with the chain and both fused forms timed side by side
 # (test_gpu_48b_decode_against_the_unfused_chain_and_timed; its record $DJ/perop-convkda-bfloat16.json)
 proof_conv_kda() {
   run gpu-tests-conv-kda 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
@@ -1939,10 +1939,10 @@ proof_conv_kda() {
 # t_op x (1 - 1/FACTOR) over the ops named, which with one FACTOR for both is (t_short_conv + t_kda_norm) x
 # (1 - 1/FACTOR), the pair's sum forecast as a whole. One op alone (kda_norm=FACTOR) would apply the pair's factor to
 # half its time; the diagnosis times the two under these names (short_conv, kda_norm: rungs25's and rungs24's).
-# The record's chain column is short_conv=triton_pdl then kda_norm=triton_split_pdl (S40_CHAIN); a base that selects
-# another short conv (session 23's step and those after it carry short_conv=triton, 2.15 us a call alone against
-# triton_pdl's 5.16 in session 25) is said in the log: the forecast then rests on a chain the step does not run
-S40_CHAIN="short_conv=triton_pdl kda_norm=triton_split_pdl"
+# The record's chain column is short_conv=triton then kda_norm=triton_split_pdl (S40_CHAIN), what session 23's step and
+# those after it select (the PDL conv, 5.16 us a call alone against triton's 2.15 in session 25, was never a rung); a
+# base that selects another pair is said in the log: the forecast then rests on a chain the step does not run
+S40_CHAIN="short_conv=triton kda_norm=triton_split_pdl"
 s40_rung() {
   local name=s40-conv-kda reg=$S40_CONVKDA_REG base fac
   base=$(now_reg decode-$name) || return 0

@@ -3013,22 +3013,22 @@ def test_rungs40_times_the_fused_conv_and_recurrence_over_the_step_now_with_the_
     assert "--expect short_conv=1.250,kda_norm=1.250 " in decode, decode
     assert f"--prediction {machine}/suite-diag/diag-decode-s40-conv-kda.json " in decode, decode
     assert "[engine] fuse_conv_kda with short_conv_kda_norm=triton_split_pdl" in decode
-    # the stand-in step selects no short_conv=triton_pdl: the log says the forecast's chain is not the step's
-    assert "decode-s40-conv-kda: the forecast's chain (short_conv=triton_pdl kda_norm=triton_split_pdl" in log
+    # the stand-in step selects the record's chain (short_conv=triton, kda_norm=triton_split_pdl): no word on it
+    assert "forecast's chain" not in log
 
 
-def test_rungs40_says_nothing_of_the_chain_over_a_step_that_runs_it(tmp_path):
-    """Over a step that selects the record's chain (the x16 step made, then its short conv and kda_norm set to the
-    chain's, short_conv=triton_pdl and kda_norm=triton_split_pdl, by the swap stand-in) the rung is timed with no word
-    on the chain."""
+def test_rungs40_says_when_the_step_runs_another_chain_than_the_record_s(tmp_path):
+    """Over a step whose short conv is not the record's chain's (the x16 step made, then its short conv set to
+    triton_pdl by the swap stand-in) the rung is still timed, and the log says its forecast rests on a chain the step
+    does not run."""
     _, _, machine = _over_the_x16_step(tmp_path, "proofs40", records=_CONVKDA_RECORD)
     step = machine / "cuda-s32-lmhead-x16.toml"
     subprocess.run([sys.executable, str(tmp_path / "stubs" / "stub_swap.py"), "short_conv=triton_pdl",
-                    "kda_norm=triton_split_pdl", "--registry", str(step)], check=True)
+                    "--registry", str(step)], check=True)
     env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0"}
     log, calls = _lanes(tmp_path, "rungs40", "", extra_env=env)
     assert "gpu-tests-conv-kda: done earlier on this machine (rc=0), skipped" in log
-    assert "forecast's chain" not in log
+    assert "decode-s40-conv-kda: the forecast's chain (short_conv=triton kda_norm=triton_split_pdl" in log
     reg = machine / "cuda-s40-conv-kda.toml"
     [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
     assert f"--registry {step} " in decode and "--expect short_conv=1.250,kda_norm=1.250 " in decode, decode
