@@ -325,7 +325,7 @@ def selections(engine: Engine) -> dict[str, str]:
     side = getattr(engine, "side", None)
     applied = (getattr(engine, "fused", None) is not None or side is not None
                or getattr(engine, "fuse_kda_norm", False) or getattr(engine, "fuse_kda_gates", False)
-               or getattr(engine, "fuse_router_norm", False))
+               or getattr(engine, "fuse_router_norm", False) or getattr(engine, "fuse_conv_kda", False))
     if plan.engine_on and applied:  # the graph differs too
         on = list(plan.engine_on)
         if side is not None:  # how many KDA layers fork (a layer whose fused group mixes gates with q/k/v does not)

@@ -13,6 +13,7 @@ import torch
 
 from ..dispatch import Ops
 from ..errors import BadInput
+from ..registry.file import excludes_problem
 from ..weights import ModelWeights
 from .branches import SideStream
 from .fusion import Groups, fuse, low_rank_weights, merged_conv_layers
@@ -85,6 +86,13 @@ class Engine:
         #: with fuse_router_norm, a decode step's MoE layers run their residual add, FFN norm and router as one op
         #: (add_rmsnorm_router)
         self.fuse_router_norm = self.fusable and bool(options.get("fuse_router_norm"))
+        #: with fuse_conv_kda, a decode step's KDA layers with the merged q|k|v conv (fuse_short_conv) run that conv,
+        #: their recurrence and output norm as one op (short_conv_kda_norm); never with fuse_kda_gates (the registry
+        #: refuses the pair, and so does the engine, for options that did not come through a registry's checks)
+        self.fuse_conv_kda = self.fusable and bool(options.get("fuse_conv_kda"))
+        problem = excludes_problem(options) if self.fusable else None
+        if problem is not None:
+            raise BadInput(problem)
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
                                    merged_conv=merged)
 
@@ -117,7 +125,7 @@ class Engine:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
         return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank,
                        self.side, self.fuse_kda_norm, fuse_gates=self.fuse_kda_gates,
-                       fuse_router=self.fuse_router_norm)
+                       fuse_router=self.fuse_router_norm, fuse_conv=self.fuse_conv_kda)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

@@ -23,7 +23,8 @@ GATE_INPUTS: tuple[str, ...] = ("f_a", "g_a", "beta")
 
 #: with `[engine] fuse_kda_norm`, the calls of at most this many tokens (decode) whose recurrence and output norm run
 #: as one op (kda_norm); a longer call (a prefill chunk) keeps kda - chunked there - and gated_rmsnorm apart. With
-#: `[engine] fuse_kda_gates` the same calls also take the two low-rank up-projections into that op (kda_lowrank_norm)
+#: `[engine] fuse_kda_gates` the same calls also take the two low-rank up-projections into that op (kda_lowrank_norm);
+#: with `[engine] fuse_conv_kda` those of a layer with the merged q|k|v conv take the short conv (short_conv_kda_norm)
 FUSED_NORM_MAX_T = 1
 
 #: with `[engine] fuse_router_norm`, the calls of at most this many tokens (decode, a few speculative tokens) whose MoE
@@ -41,7 +42,7 @@ def gates_apart(groups: tuple[Group, ...]) -> bool:
 def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
               groups: tuple[Group, ...] = (), window: torch.Tensor | None = None,
               low_rank: QWeight | None = None, side: SideStream | None = None,
-              fuse_norm: bool = False, fuse_gates: bool = False) -> torch.Tensor:
+              fuse_norm: bool = False, fuse_gates: bool = False, fuse_conv: bool = False) -> torch.Tensor:
     """`window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one.
     `low_rank`: the block-diagonal [[f_b, 0], [0, g_b]] weight [2P, 2Dk] (fusion.py, fuse_low_rank).
     `side`: the gate projections (GATE_INPUTS, then f_b and g_b) run there, concurrent with q/k/v and their short
@@ -51,15 +52,24 @@ def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.
     `fuse_gates` (fuse_kda_gates): such a call runs f_b, g_b, the recurrence and the output norm as one op,
     kda_lowrank_norm, on f_a's and g_a's outputs: no up-projection linear (nor the block-diagonal one of
     `low_rank`) runs, and the side stream, if any, carries only the GATE_INPUTS projections. It implies the norm
-    fusion for those calls, whatever `fuse_norm` says. A longer call (a prefill chunk) is as without it."""
+    fusion for those calls, whatever `fuse_norm` says. A longer call (a prefill chunk) is as without it.
+    `fuse_conv` (fuse_conv_kda): such a call of a layer whose q, k, v share one merged conv (a group with `conv`, and
+    `window`) runs the short conv, the recurrence and the output norm as one op, short_conv_kda_norm, on the raw
+    q|k|v projection: no short_conv runs, and the gates are computed before it (as with `fuse_norm`, which it
+    implies for those calls). A layer without the merged conv, and a longer call, are as without it. Both take the
+    same calls, so the registry and the Engine refuse it together with fuse_kda_gates (registry/file.py
+    ENGINE_EXCLUDES); given both, this function would run fuse_gates' op."""
     t = a.shape[0]
     h, dk = cfg.kda_heads, cfg.kda_head_dim
     short = t <= FUSED_NORM_MAX_T
+    merged = _merged_conv(groups, window)
     if fuse_gates and short:
         q, k, v, (f, ga, beta) = _qkv_and_codes(ops, cfg, w, st, a, groups, window, low_rank, side)  # f, ga [T, Dk]
         y = ops.kda_lowrank_norm(q.view(t, h, dk), k.view(t, h, dk), v.view(t, h, dk), f, w.f_b, beta, w.a,
                                  w.dt_bias, st.recurrent, dk ** -0.5, cfg.l2_eps, ga, w.g_b, w.o_norm,
                                  cfg.rms_norm_eps)  # [T, H, Dk]
+    elif fuse_conv and short and merged is not None:
+        y = _conv_kda_norm(ops, cfg, w, st, a, groups, merged, window, low_rank, side)
     else:
         y = _kda_with_gate_linears(ops, cfg, w, st, a, groups, window, low_rank, side, fuse_norm and short)
     return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
@@ -95,6 +105,41 @@ def _kda_with_gate_linears(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDASta
     if gate is None:  # the one-stream order: g_b after the recurrence
         gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
     return ops.gated_rmsnorm(o, gate.view(t, h, dk), w.o_norm, cfg.rms_norm_eps)  # [T, H, Dk]
+
+
+def _conv_kda_norm(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
+                   groups: tuple[Group, ...], merged: Group, window: torch.Tensor, low_rank: QWeight | None,
+                   side: SideStream | None) -> torch.Tensor:
+    """The KDA layer up to o_proj with its short conv, recurrence and output norm as one op (short_conv_kda_norm,
+    fuse_conv_kda): the raw q|k|v projection [T, 3P] goes in with the merged conv's taps and `window` (rolled in
+    place), the gates (g, gate, beta) are computed before it, g_b included, as fuse_norm's order has them.
+    With the side stream (the gate inputs apart from q/k/v) the gate projections fork there, the main line runs only
+    the q|k|v projection - no conv - and joins before the fused op, the first to read g, gate and beta. y [T, H, Dk]."""
+    t = a.shape[0]
+    h, dk = cfg.kda_heads, cfg.kda_head_dim
+    joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()
+    if side is not None and gates_apart(groups):
+        gate_groups, line_groups = _split_groups(groups)
+        with side.fork():
+            g, gate, beta = _gates(ops, w, a, t, h, dk, gate_groups, joints, low_rank, late_gate=False)
+        x = project(ops, a, w, CONV_INPUTS, line_groups, joints=(CONV_INPUTS,))[QKV]  # [T, 3P], before the conv
+        side.join(g, gate, beta)
+    else:
+        p = project(ops, a, w, CONV_INPUTS + GATE_INPUTS, groups, joints=(CONV_INPUTS, *joints))
+        x = p[QKV]  # [T, 3P], before the conv
+        g, gate, beta = _gates(ops, w, a, t, h, dk, groups, joints, low_rank, late_gate=True, p=p)
+        if gate is None:
+            gate = ops.linear(p["g_a"], w.g_b)  # [T, P]
+    return ops.short_conv_kda_norm(x, merged.conv, window, g.view(t, h, dk), beta, w.a, w.dt_bias, st.recurrent,
+                                   dk ** -0.5, cfg.l2_eps, gate.view(t, h, dk), w.o_norm,
+                                   cfg.rms_norm_eps)  # [T, H, Dk]
+
+
+def _merged_conv(groups: tuple[Group, ...], window: torch.Tensor | None) -> Group | None:
+    """The group whose q|k|v run one short conv over 3P channels (fusion.py: its `conv` taps), if the state holds
+    that conv's one [W-1, 3P] `window`; else None (three convs)."""
+    merged = next((g for g in groups if g.conv is not None), None)
+    return merged if window is not None else None
 
 
 def _split_groups(groups: tuple[Group, ...]) -> tuple[tuple[Group, ...], tuple[Group, ...]]:
@@ -141,8 +186,8 @@ def _qkv(ops: Ops, w: KDAWeights, st: KDAState, a: torch.Tensor, t: int, h: int,
          names: tuple[str, ...], keep: bool = False):
     """q, k, v after their short convs ([T, P] each), from the projections of `names`; with `keep`, also the
     projections (for the gate inputs projected with them)."""
-    merged = next((g for g in groups if g.conv is not None), None)
-    if merged is not None and window is not None:  # q|k|v adjacent in one group: one conv over 3P channels
+    merged = _merged_conv(groups, window)
+    if merged is not None:  # q|k|v adjacent in one group: one conv over 3P channels
         p = project(ops, a, w, names, groups, joints=(CONV_INPUTS, *joints))  # the projections of a (fusion.py)
         qkv = ops.short_conv(p[QKV], merged.conv, window)  # [T, 3P], bit-identical to the three below
         q, k, v = (columns(qkv, j * h * dk, h * dk) for j in range(3))  # [T, P] each
@@ -216,7 +261,8 @@ def ffn_norm(ops: Ops, cfg: ModelConfig, layer, y: torch.Tensor, h: torch.Tensor
 def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.Tensor, dtype: torch.dtype,
             last_only: bool, fused: Groups | None = None,
             low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None,
-            fuse_norm: bool = False, *, fuse_gates: bool = False, fuse_router: bool = False) -> torch.Tensor:
+            fuse_norm: bool = False, *, fuse_gates: bool = False, fuse_router: bool = False,
+            fuse_conv: bool = False) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
     `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
     layers' block-diagonal low-rank weights when it fuses those too; `side`: the side stream of the KDA layers' gate
@@ -224,7 +270,8 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
     (kda_norm) in calls of at most FUSED_NORM_MAX_T tokens; `fuse_gates`: in those calls the two low-rank gate
     up-projections too, with the recurrence and the norm as one op (kda_lowrank_norm), whatever `fuse_norm` says;
     `fuse_router`: a MoE layer's residual add, FFN norm and router as one op (add_rmsnorm_router) in calls of at most
-    ROUTER_NORM_MAX_T tokens."""
+    ROUTER_NORM_MAX_T tokens; `fuse_conv`: in calls of at most FUSED_NORM_MAX_T tokens, a KDA layer with the merged
+    q|k|v conv runs that conv, the recurrence and the norm as one op (short_conv_kda_norm; not with `fuse_gates`)."""
     cfg = model.config
     fused = fused or {}
     low_rank = low_rank or {}
@@ -234,7 +281,7 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
         st = state.layers[i]
         if layer.kind == "kda":
             y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()), state.conv_windows.get(i),
-                          low_rank.get(i), side, fuse_norm, fuse_gates)
+                          low_rank.get(i), side, fuse_norm, fuse_gates, fuse_conv)
         else:
             y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
         f, h, routed = ffn_norm(ops, cfg, layer, y, h, fuse_router)

@@ -88,6 +88,12 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
                                       "op (add_rmsnorm_router: one launch, not two; needs a proven add_rmsnorm_router "
                                       "selection, else the reference runs it, counted); a call of more than 8 tokens "
                                       "(a prefill chunk) and a dense-FFN layer keep add_rmsnorm and moe_router apart"),
+    "fuse_conv_kda": (bool, False, "with fuse_short_conv: a decode step's KDA layers run their merged q|k|v short "
+                                   "conv, recurrence and output norm as one op (short_conv_kda_norm: one launch "
+                                   "where short_conv and kda_norm are two; implies fuse_kda_norm's fusion there; "
+                                   "needs a proven short_conv_kda_norm selection, else the reference runs it, "
+                                   "counted); a prefill chunk keeps short_conv, kda and gated_rmsnorm apart; not "
+                                   "with fuse_kda_gates (both fuse the recurrence and the norm)"),
 }
 #: options that only mean something with another one on: option -> (the one it needs, why)
 ENGINE_NEEDS: dict[str, tuple[str, str]] = {
@@ -96,7 +102,40 @@ ENGINE_NEEDS: dict[str, tuple[str, str]] = {
     "fuse_low_rank": ("fuse_projections", "the block-diagonal linear reads f_a's and g_a's outputs as adjacent "
                                           "columns of one fused linear"),
     "side_priority": ("side_stream", "it sets the priority of the side stream, which only side_stream makes"),
+    "fuse_conv_kda": ("fuse_short_conv", "the fused op runs the merged q|k|v conv, whose taps and window only "
+                                         "fuse_short_conv makes"),
 }
+#: options that cannot be on together: option -> (the one it excludes, why)
+ENGINE_EXCLUDES: dict[str, tuple[str, str]] = {
+    "fuse_conv_kda": ("fuse_kda_gates", "each runs a decode step's KDA recurrence and output norm in its own fused "
+                                        "op - short_conv_kda_norm with the short conv, kda_lowrank_norm with the "
+                                        "low-rank gate up-projections - and no op does both"),
+}
+
+
+def needs_problem(options: dict[str, object]) -> str | None:
+    """Why the [engine] `options` cannot run, or None: an option on without one it needs (ENGINE_NEEDS), naming every
+    option still off along its chain of needs in the command that sets them."""
+    for key, (needed, why) in ENGINE_NEEDS.items():
+        if options.get(key) and not options.get(needed):
+            chain = [needed]
+            while chain[0] in ENGINE_NEEDS and not options.get(ENGINE_NEEDS[chain[0]][0]):
+                chain.insert(0, ENGINE_NEEDS[chain[0]][0])
+            both = "both" if len(chain) == 1 else "them all"
+            turn_on = " ".join(f"{k}=on" for k in (*chain, key))
+            return (f"[engine] {key} = true needs {needed} = true ({why}); set {both} (sparkops engine {turn_on}) "
+                    f"or turn {key} off")
+    return None
+
+
+def excludes_problem(options: dict[str, object]) -> str | None:
+    """Why the [engine] `options` cannot run, or None: two options on that exclude each other (ENGINE_EXCLUDES),
+    naming the two ways out. The engine asks too: neither option silently wins over the other."""
+    for key, (other, why) in ENGINE_EXCLUDES.items():
+        if options.get(key) and options.get(other):
+            return (f"[engine] {key} = true and {other} = true cannot both be on ({why}); turn one off "
+                    f"(sparkops engine {other}=off, or {key}=off)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -220,11 +259,11 @@ class Registry:
         return out
 
     def _check_needs(self, options: dict[str, object]) -> None:
-        """An option that needs another (ENGINE_NEEDS) is refused on its own, naming the one to turn on."""
-        for key, (needed, why) in ENGINE_NEEDS.items():
-            if options.get(key) and not options.get(needed):
-                raise RegistryError(f"{self.path}: [engine] {key} = true needs {needed} = true ({why}); set both "
-                                    f"(sparkops engine {needed}=on {key}=on) or turn {key} off")
+        """An option that needs another (ENGINE_NEEDS) is refused on its own, naming the one to turn on; two that
+        exclude each other (ENGINE_EXCLUDES) are refused together."""
+        problem = needs_problem(options) or excludes_problem(options)
+        if problem is not None:
+            raise RegistryError(f"{self.path}: {problem}")
 
     def engine_options(self) -> dict[str, object]:
         """Every [engine] option, the file's value or the default."""
@@ -238,8 +277,9 @@ class Registry:
         self.set_engines({key: value})
 
     def set_engines(self, changes: dict[str, object]) -> None:
-        """Set several [engine] options at once: each validated, then the needs (ENGINE_NEEDS) of the result, so
-        an option and the one it needs can be turned on together in either order."""
+        """Set several [engine] options at once: each validated, then the needs (ENGINE_NEEDS) and exclusions
+        (ENGINE_EXCLUDES) of the result, so an option and the one it needs can be turned on together in either order,
+        and one option turned off as another that excludes it is turned on."""
         for key, value in changes.items():
             if key not in ENGINE_KEYS:
                 raise RegistryError(f"unknown engine option '{key}'; the options are: {', '.join(ENGINE_KEYS)}")
