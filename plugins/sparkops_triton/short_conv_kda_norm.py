@@ -29,7 +29,7 @@ for the kernel before it (the q|k|v GEMV) each program requests its state block,
 "triton_split".
 
 Long calls loop over the tokens inside the kernel (correct for any T, serial in T); the engine calls it only for
-calls of at most 8 tokens ([engine] fuse_conv_kda).
+decode calls ([engine] fuse_conv_kda, graph.FUSED_NORM_MAX_T tokens at most).
 """
 
 import torch

@@ -62,7 +62,7 @@ def test_cases_cover_the_engines_range_and_the_48b_shape():
     shapes = [c.calls[0]["g"].shape[1:] for c in get_contract(OP).cases(0)]
     assert (32, 128) in [tuple(s) for s in shapes], names  # the 48B's heads: the Triton grid of 32 x 4 programs
     counts = {call["x"].shape[0] for c in get_contract(OP).cases(0) for call in c.calls}
-    assert {1, 2, 8} <= counts and max(counts) > 8, counts  # decode, the fused range's edge, and past it
+    assert {1, 2, 8} <= counts and max(counts) > 100, counts  # decode, a few tokens, a prefill
     widths = {c.calls[0]["conv_weight"].shape[1] for c in get_contract(OP).cases(0)}
     assert {2, 3, 4} <= widths
 

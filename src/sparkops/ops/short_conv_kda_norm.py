@@ -22,14 +22,14 @@ def short_conv_kda_norm(x, conv_weight, window, g, beta, a, dt_bias, state, scal
     path (the 48B: 20 of each a token, ~4.8 + ~5.6 us a layer in GPU session 32's timeline), the recurrence reading
     back the 3P values the conv just wrote. The conv's work (W taps over a head's q, k and v channels, then SiLU) is
     small enough for the recurrence's own programs to do. The engine calls it where `[engine] fuse_conv_kda` is on,
-    for calls of at most 8 tokens (decode) of a KDA layer whose q, k and v share one conv (fuse_projections); a
-    prefill chunk keeps the conv and the chunked recurrence apart.
+    for decode calls (graph.FUSED_NORM_MAX_T tokens at most, as kda_norm) of a KDA layer whose q, k and v share one
+    conv (fuse_short_conv); a prefill chunk keeps the conv and the chunked recurrence apart.
     """
 
 
 #: (H, D, W, token counts per call): decode steps into a continued window and state; a prefill not a multiple of
 #: a chunk into a fresh (zero) window and state, then decode; three taps and two; the 48B's shape (32 x 128, W 4)
-#: for a few tokens; up to 8 tokens a call (the engine's fused range) and beyond it
+#: for a few tokens; calls of 2 and 8 tokens (the kernels loop over T) and one of 130
 _SHAPES = [(2, 16, 4, (1, 1, 1)), (3, 32, 4, (37, 1, 2)), (1, 64, 3, (5, 1)), (4, 128, 4, (1, 8)),
            (2, 32, 2, (130, 1)), (32, 128, 4, (1, 2))]
 
