@@ -47,7 +47,10 @@ def clone(states):
 
 
 def test_contract_cases_in_interpreter(kernels):
-    prove_contract(OP, "triton_split", kernels.short_conv_kda_norm_split)
+    """The contract's cases but its 130-token prefill and its 48B-shaped heads (serial in T and 128 programs, ~30 s
+    of the interpreter's time between them; the GPU test runs every case)."""
+    prove_contract(OP, "triton_split", kernels.short_conv_kda_norm_split,
+                   skip=lambda name: "steps130" in name or name.startswith("H32_D128"))
 
 
 @pytest.mark.parametrize("h,d,w,steps", [(3, 40, 4, (2, 1, 3)), (1, 16, 4, (1,)), (2, 24, 2, (5, 1)),
