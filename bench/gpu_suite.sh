@@ -593,6 +593,24 @@
 # The first of the larger leads is written: stage rungs40 (proofs40 its GPU tests alone) times [engine] fuse_conv_kda
 # with short_conv_kda_norm=triton_split_pdl, the fused short conv and KDA recurrence and norm, over the step now,
 # forecast from its side-by-side's record (perop-convkda-bfloat16.json) on short_conv and kda_norm together.
+# Session 33 (bench/gpu-runs/2026-12-05-session33/README.md): no H200 came; two H100s. rungs39 won twice (1.025 /
+# 1.025, 1.026 / 1.025): the step is cuda-s39-q8-tall.toml, and SUITE_TIMED gains decode-s39-q8-tall. rungs40 is a
+# regression (0.943 / 0.946, per op x0.921): the short conv ran beside the side stream's f_b | g_b GEMV, which the
+# recurrence waits for (bench/probes/timeline_tails.py's "side done" column, +0.03 us), so fusing it away saved
+# nothing; SUITE_SKIP="diagnose-decode-s40-conv-kda swap-s40-conv-kda decode-s40-conv-kda" keeps it out of a call.
+# Next session, the export (session 32's plus the new step):
+#   export SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch
+#     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
+#     prefill-chunk16k prefill-moe-fused prefill-kda-split-32k prefill-sdpa-32k prefill-both-32k prefill-kda-tf32-32k
+#     decode-s22-all decode-s23-nones decode-s28-exp-q8h decode-s32-lmhead-x16 decode-s39-q8-tall"
+#     SUITE_PREFILL_BASE=bf16   (one line)
+# On an H200 first: the new step there (rungs39 has run on H100s only), its 131k row, then the stack's pair:
+#   bash bench/gpu_lanes.sh 570 "rungs39 frontier131k" ""   # fresh
+#   bash bench/gpu_lanes.sh 560 "rungs34" ""                 # warm: over the x16 step, as before
+# On an H100: frontier131k (the H100's 131k key is not open yet) and rungs34. The leads (the session-33 README): the
+# MoE layer in one persistent launch (33 us a layer for 13 us of bytes); the recurrence's latency (6.3 us for 1.4 us
+# of state); a KDA kernel doing conv, up-projections, recurrence and norm (it alone waits only for the first side
+# GEMV: under 1% to gain).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

@@ -7,6 +7,14 @@ path (the side stream's gate GEMVs, whose names --side lists) are left out of th
 (kernel, kernel before) pair: the median tail, how far into the kernel before it started, its median duration, and
 how many launches a replay.
 
+A main-stream kernel that reads the side stream's outputs starts only after the side stream's join, so its real
+predecessor may be a side kernel. Where a side kernel that started after the kernel before's start ended by the
+kernel's own start (0.5 us of slack), the row also says when the last such one ended, from the kernel before's end
+("side done +X"): near zero or later, removing or fusing away the kernel before would leave the kernel waiting on the
+side stream, not save its tail. GPU session 33 learned this the hard way: the short conv "added 4.8 us" after the
+tall GEMV, but the side stream's low-rank GEMV ended 0.16 us after it, and folding the conv into the recurrence lost
+0.943 (bench/gpu-runs/2026-12-05-session33/README.md).
+
     python3 bench/probes/timeline_tails.py TIMELINE.json [--registry NAME] [--side _gemv_kernel] [--json]
 
 GPU session 32 read the stack's H100 replay this way (bench/gpu-runs/2026-12-05-session32/README.md): the KDA layers'
@@ -23,19 +31,32 @@ from collections import defaultdict
 from pathlib import Path
 
 
+#: how long after a side kernel's end a main-stream kernel may start and still count as waiting on it (us)
+JOIN_SLACK_US = 0.5
+
+
 def tails(kernels: list[list], side: tuple[str, ...]) -> list[dict]:
-    """Rows (kernel, before, launches, tail_us, start_after_us, duration_us), medians over the launches, largest total
-    tail first. kernels: step_timeline's [name, stream, start_us, end_us, own_us] in start order."""
+    """Rows (kernel, before, launches, tail_us, start_after_us, duration_us, side_done_us), medians over the launches,
+    largest total tail first. kernels: step_timeline's [name, stream, start_us, end_us, own_us] in start order.
+    side_done_us: the median over the launches that had one of (the last end of a side kernel that started after the
+    kernel before did and ended by the kernel's start + JOIN_SLACK_US) minus the kernel before's end; None if none
+    had one."""
     chain = [k for k in kernels if not k[0].startswith(side)]
-    groups: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
+    off = [k for k in kernels if k[0].startswith(side)]
+    groups: dict[tuple[str, str], list[tuple[float, float, float, float | None]]] = defaultdict(list)
     for before, k in zip(chain, chain[1:]):
-        groups[(k[0], before[0])].append((k[3] - before[3], k[2] - before[2], k[3] - k[2]))
-    rows = [{"kernel": name, "before": prev, "launches": len(v),
-             "tail_us": statistics.median(t for t, _, _ in v),
-             "start_after_us": statistics.median(s for _, s, _ in v),
-             "duration_us": statistics.median(d for _, _, d in v),
-             "total_tail_us": sum(t for t, _, _ in v)}
-            for (name, prev), v in groups.items()]
+        ends = [s[3] for s in off if s[2] >= before[2] and s[3] <= k[2] + JOIN_SLACK_US]
+        done = max(ends) - before[3] if ends else None
+        groups[(k[0], before[0])].append((k[3] - before[3], k[2] - before[2], k[3] - k[2], done))
+    rows = []
+    for (name, prev), v in groups.items():
+        dones = [d for *_, d in v if d is not None]
+        rows.append({"kernel": name, "before": prev, "launches": len(v),
+                     "tail_us": statistics.median(t for t, _, _, _ in v),
+                     "start_after_us": statistics.median(s for _, s, _, _ in v),
+                     "duration_us": statistics.median(d for _, _, d, _ in v),
+                     "side_done_us": statistics.median(dones) if dones else None,
+                     "total_tail_us": sum(t for t, _, _, _ in v)})
     return sorted(rows, key=lambda r: -r["total_tail_us"])
 
 
@@ -73,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{name}: what each kernel adds after the main-stream kernel before it (medians a launch, us)")
     for r in rows:
+        side = "" if r["side_done_us"] is None else f", side done {r['side_done_us']:+6.2f}"
         print(f"  {r['kernel'][:40]:40s} after {r['before'][:30]:30s} x{r['launches']:<3d} tail {r['tail_us']:7.2f}"
-              f"  (starts {r['start_after_us']:6.2f} into it, runs {r['duration_us']:6.2f})")
+              f"  (starts {r['start_after_us']:6.2f} into it, runs {r['duration_us']:6.2f}{side})")
     return 0
 
 

@@ -25,6 +25,21 @@ def test_a_pdl_kernel_is_charged_its_tail_not_its_duration():
     assert rows[1]["tail_us"] == pytest.approx(2.5)  # the second norm: 12.5 - 10
 
 
+def test_a_kernel_after_the_side_stream_s_join_says_when_the_side_stream_was_done():
+    """Session 33's KDA layer, rounded: the tall GEMV ends at 156.6; the conv runs 157.0-161.2 beside the side
+    stream's second GEMV (157.9-161.4); the recurrence starts at 161.3. The recurrence's row says the side stream was
+    done 0.2 us after the conv (fusing the conv away saves nothing); the conv's row counts the first side GEMV (it
+    ended at 157.4, within the slack of the conv's start), done 0.8 us after the tall GEMV. With no side kernel the
+    field is None."""
+    ks = [["gemv_tall", 7, 144.5, 156.6, 10], ["_gemv_kernel", 9, 147.9, 157.4, 1], ["conv", 7, 157.0, 161.2, 3.8],
+          ["_gemv_kernel", 9, 157.9, 161.4, 0.2], ["kda", 7, 161.3, 167.6, 6.2]]
+    rows = {r["kernel"]: r for r in probe.tails(ks, ("_gemv_kernel",))}
+    assert rows["kda"]["side_done_us"] == pytest.approx(0.2)  # 161.4 - 161.2: the side stream, not the conv, gated it
+    assert rows["conv"]["side_done_us"] == pytest.approx(0.8)  # the first side GEMV, 157.4 - 156.6
+    ks2 = [["norm", 7, 0, 2, 2], ["gemv", 7, 1, 10, 8]]
+    assert probe.tails(ks2, ("_gemv_kernel",))[0]["side_done_us"] is None
+
+
 def test_the_command_prints_a_registry_and_names_a_missing_one(tmp_path, capsys):
     f = tmp_path / "t.json"
     f.write_text(json.dumps({"registries": {"/tmp/a.toml": {"kernels": [["x", 1, 0, 1, 1], ["y", 1, 1, 4, 3]]}}}))
