@@ -15,6 +15,11 @@ a head's value columns over D / BV programs, the norm by the head's last program
                      and k channels: every program of the head has read the old ones by then (each read them before
                      its arrival, an acq_rel atomic after a barrier: _arrival.py)
 
+Each tap and each old window row is a register vector of its own (4 taps at most, Kimi-Linear's), picked by a
+compile-time branch or an elementwise select. The first form picked them out of [4, N] blocks by masked sums: ~70
+barriers a token more than the recurrence's 22, and 11.1 us in GPU session 33's step where the recurrence ran 6.3
+(tests/backends/test_triton_compile.py now bounds the fused kernel's barriers by the recurrence's).
+
 A head's q and k are convolved by each of its D / BV programs (4 x 256 channels x W taps at the 48B: a few hundred
 FMAs a program, nothing beside its 16 KB state block). The conv's arithmetic is short_conv=triton's (each tap's input
 is a window row or an x row plus zero, the taps added in order, then acc * sigmoid(acc)) and the recurrence's and the
@@ -44,27 +49,53 @@ from ._runtime import FLOATS, cdiv, expect, expect_device, expect_dtype, expect_
 from .kda import BLOCK_V, norm_rows, recurrent_step
 
 
-@triton.jit
-def _block(win_ptr, cw_ptr, ch, ok, C, W: tl.constexpr, WT: tl.constexpr):
-    """The old window rows [WT, N] and the taps [WT, N] (float32, rows / taps past W-1 / W zero) of channels `ch` [N]:
-    row j of the first is window row j, of the second tap j."""
-    j = tl.arange(0, WT)
-    win = tl.load(win_ptr + j[:, None] * C + ch[None, :], mask=(j < W - 1)[:, None] & ok[None, :], other=0.0)
-    taps = tl.load(cw_ptr + ch[None, :].to(tl.int64) * W + j[:, None], mask=(j < W)[:, None] & ok[None, :],
-                   other=0.0).to(tl.float32)
-    return win.to(tl.float32), taps
+#: the most taps the kernel holds (each tap and window row is a register vector of its own): Kimi-Linear's is 4
+MAX_TAPS = 4
 
 
 @triton.jit
-def _conv_token(x_ptr, x_stride, t, ch, ok, win, taps, W: tl.constexpr, WT: tl.constexpr):
-    """silu(sum_i taps[i] * x_ext[t + i]) over channels `ch` [N], x_ext = [window ; x]: short_conv=triton's arithmetic
-    (each tap's input a window row or an x row, plus zero; the taps added in order; acc * sigmoid(acc)), float32."""
-    j = tl.arange(0, WT)
+def _tap(cw_ptr, ch, ok, i: tl.constexpr, W: tl.constexpr):
+    """Tap i of channels `ch` [N] (float32; zero past W)."""
+    if i < W:
+        return tl.load(cw_ptr + ch.to(tl.int64) * W + i, mask=ok, other=0.0).to(tl.float32)
+    return tl.zeros(ch.shape, dtype=tl.float32)
+
+
+@triton.jit
+def _row(win_ptr, ch, ok, C, i: tl.constexpr, W: tl.constexpr):
+    """Window row i of channels `ch` [N] (float32; zero past W - 1)."""
+    if i < W - 1:
+        return tl.load(win_ptr + i * C + ch, mask=ok, other=0.0).to(tl.float32)
+    return tl.zeros(ch.shape, dtype=tl.float32)
+
+
+@triton.jit
+def _block(win_ptr, cw_ptr, ch, ok, C, W: tl.constexpr):
+    """Channels `ch`'s taps 0..3 and old window rows 0..2, each its own [N] vector in the layout of `ch` (no 2D block
+    to pick them from: picking by masked sums over a block's rows cost ~70 barriers a token in the first form)."""
+    return (_tap(cw_ptr, ch, ok, 0, W), _tap(cw_ptr, ch, ok, 1, W), _tap(cw_ptr, ch, ok, 2, W),
+            _tap(cw_ptr, ch, ok, 3, W), _row(win_ptr, ch, ok, C, 0, W), _row(win_ptr, ch, ok, C, 1, W),
+            _row(win_ptr, ch, ok, C, 2, W))
+
+
+@triton.jit
+def _conv_token(x_ptr, x_stride, t, ch, ok, blk, W: tl.constexpr):
+    """silu(sum_i tap_i * x_ext[t + i]) over channels `ch` [N], x_ext = [window ; x], `blk` = _block's vectors:
+    short_conv=triton's arithmetic (each tap's input a window row or an x row, plus zero; the taps added in order;
+    acc * sigmoid(acc)), float32."""
+    w0, w1, w2, w3, s0, s1, s2 = blk
     acc = tl.zeros(ch.shape, dtype=tl.float32)
     for i in tl.static_range(W):
-        r = t + i  # row of x_ext: a window row while r < W - 1 (the prefetched block's rows past W - 2 are zero)
-        w = tl.sum(tl.where(j[:, None] == i, taps, 0.0), axis=0)  # [N] exact: one value and zeros
-        sv = tl.sum(tl.where(j[:, None] == r, win, 0.0), axis=0)
+        if i == 0:
+            w = w0
+        elif i == 1:
+            w = w1
+        elif i == 2:
+            w = w2
+        else:
+            w = w3
+        r = t + i  # row of x_ext: window row r while r < W - 1 (rows past W - 2 are zero vectors)
+        sv = tl.where(r == 0, s0, tl.where(r == 1, s1, tl.where(r == 2, s2, 0.0)))
         src = r - (W - 1)  # x's row, when it is one
         xv = tl.load(x_ptr + src.to(tl.int64) * x_stride + ch, mask=ok & (src >= 0), other=0.0).to(tl.float32)
         acc += (xv + sv) * w
@@ -101,18 +132,18 @@ def _conv_kda_kernel(x_ptr, cw_ptr, win_ptr, g_ptr, beta_ptr, a_ptr, dtb_ptr, s_
     qch = h * D + dk  # the head's q channels [DK] of x's 3P
     kch = P + qch  # its k channels [DK]
     vch = 2 * P + h * D + cols  # this program's v channels [BV]
-    win_q, taps_q = _block(win_ptr, cw_ptr, qch, k_ok, C, W, WT)  # [WT, DK] each
-    win_k, taps_k = _block(win_ptr, cw_ptr, kch, k_ok, C, W, WT)
-    win_v, taps_v = _block(win_ptr, cw_ptr, vch, c_ok, C, W, WT)  # [WT, BV] each
+    blk_q = _block(win_ptr, cw_ptr, qch, k_ok, C, W)  # 4 taps and 3 window rows, [DK] each
+    blk_k = _block(win_ptr, cw_ptr, kch, k_ok, C, W)
+    blk_v = _block(win_ptr, cw_ptr, vch, c_ok, C, W)  # [BV] each
     if PDL:
         tl.extra.cuda.gdc_wait()  # x, g, beta and the gate are other kernels' outputs
         tl.extra.cuda.gdc_launch_dependents()
     act = x_ptr.dtype.element_ty  # the chain's conv output dtype, kda_norm's q/k/v
     for t in range(T):
         row = (t * H + h).to(tl.int64) * D  # start of token t, head h in a [T, H, D] tensor
-        q = _conv_token(x_ptr, x_stride, t, qch, k_ok, win_q, taps_q, W, WT).to(act).to(tl.float32)
-        k = _conv_token(x_ptr, x_stride, t, kch, k_ok, win_k, taps_k, W, WT).to(act).to(tl.float32)
-        v = _conv_token(x_ptr, x_stride, t, vch, c_ok, win_v, taps_v, W, WT).to(act).to(tl.float32)
+        q = _conv_token(x_ptr, x_stride, t, qch, k_ok, blk_q, W).to(act).to(tl.float32)
+        k = _conv_token(x_ptr, x_stride, t, kch, k_ok, blk_k, W).to(act).to(tl.float32)
+        v = _conv_token(x_ptr, x_stride, t, vch, c_ok, blk_v, W).to(act).to(tl.float32)
         q = tl.where(k_ok, q, 0.0)  # masked channels: silu(0) is 0 already; kept explicit for the L2-norms
         k = tl.where(k_ok, k, 0.0)
         g = tl.load(g_ptr + row + dk, mask=k_ok, other=0.0).to(tl.float32)
@@ -176,8 +207,9 @@ def _check(op, x, conv_weight, window, g, beta, a, dt_bias, state, gate, weight)
     expect(op, "x", x, (t, 3 * p), f"[T, 3P] = [{t}, {3 * p}]: the q|k|v projections of g's tokens, P = H*D")
     expect(op, "conv_weight", conv_weight, (3 * p, None), "[3P, W]: the merged q|k|v taps")
     width = conv_weight.shape[1]
-    if width < 1:
-        raise BadInput(f"{op}: conv_weight has {width} taps per channel; pass at least one")
+    if width < 1 or width > MAX_TAPS:
+        raise BadInput(f"{op}: conv_weight has {width} taps per channel; this kernel holds 1 to {MAX_TAPS} (Kimi-Linear's "
+                       f"short conv has 4): select short_conv_kda_norm=torch, or leave [engine] fuse_conv_kda off")
     expect(op, "window", window, (width - 1, 3 * p), "[W-1, 3P]: the previous W-1 raw q|k|v rows")
     expect(op, "beta", beta, (t, h), "one beta logit per token and head")
     expect(op, "a", a, (h,), "-exp(A_log) per head")

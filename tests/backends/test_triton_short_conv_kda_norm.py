@@ -54,11 +54,12 @@ def test_contract_cases_in_interpreter(kernels):
 
 
 @pytest.mark.parametrize("h,d,w,steps", [(3, 40, 4, (2, 1, 3)), (1, 16, 4, (1,)), (2, 24, 2, (5, 1)),
-                                         (2, 200, 4, (1, 2)), (2, 32, 1, (3, 1)), (1, 32, 5, (2, 1, 1, 9))])
+                                         (2, 200, 4, (1, 2)), (2, 32, 1, (3, 1)), (1, 32, 4, (2, 1, 1, 9)),
+                                         (1, 32, 3, (1, 1, 4))])
 def test_awkward_heads_and_windows_in_interpreter(kernels, h, d, w, steps):
     """D not a power of two (padded channels add nothing to the L2-norms or the norm), one head, a tiny head; D = 200
-    splits a head over 7 programs; a window of no rows (W = 1), a window longer than the first calls (W = 5 after 2
-    and 1 tokens: the new window mixes old rows and x's)."""
+    splits a head over 7 programs; a window of no rows (W = 1); calls shorter than the window (2 and 1 tokens after
+    a window of 3 rows: the new window mixes old rows and x's)."""
     calls, states = fused_calls(h, d, w, steps, h * 100 + d + w)
     check_case(OP, "triton_split", kernels.short_conv_kda_norm_split, calls, states, label=f"H{h}_D{d}_W{w}")
 
@@ -139,6 +140,16 @@ def test_a_wrong_argument_is_named_and_leaves_both_states_alone(kernels, bad):
     args[bad] = wrong
     with pytest.raises(BadInput, match=bad):
         kernels.short_conv_kda_norm_split(**args)
+    assert all(torch.equal(states[n], before[n]) for n in states)
+
+
+def test_more_taps_than_the_kernel_holds_are_refused_before_any_write(kernels):
+    """The kernel holds each tap and window row in a register vector of its own, 4 at most (Kimi-Linear's conv):
+    5 taps are named with the fix, and neither state is written."""
+    calls, states = fused_calls(2, 16, 5, (1,), 10)
+    before = clone(states)
+    with pytest.raises(BadInput, match="5 taps.*at most|holds 1 to 4"):
+        kernels.short_conv_kda_norm_split(**calls[0], **states)
     assert all(torch.equal(states[n], before[n]) for n in states)
 
 
