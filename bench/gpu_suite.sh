@@ -597,7 +597,10 @@
 # 1.025, 1.026 / 1.025): the step is cuda-s39-q8-tall.toml, and SUITE_TIMED gains decode-s39-q8-tall. rungs40 is a
 # regression (0.943 / 0.946, per op x0.921): the short conv ran beside the side stream's f_b | g_b GEMV, which the
 # recurrence waits for (bench/probes/timeline_tails.py's "side done" column, +0.03 us), so fusing it away saved
-# nothing; SUITE_SKIP="diagnose-decode-s40-conv-kda swap-s40-conv-kda decode-s40-conv-kda" keeps it out of a call.
+# nothing, and the kernel itself ran 11.1 us where the recurrence ran 6.3. Rebuilt (each tap a register vector):
+# per op x1.68 / x1.61 and the chain's bits (call 9); rungs40 times it once more (its forecast, on the record, will
+# overstate the step: the join caps it at ~1 us a layer). If it loses again, SUITE_SKIP="diagnose-decode-s40-conv-kda
+# swap-s40-conv-kda decode-s40-conv-kda" keeps it out of a call.
 # Next session, the export (session 32's plus the new step):
 #   export SUITE_TIMED="decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch
 #     decode-attn-cupy-now decode-lmhead-cupy-float decode-linear-rowwarp prefill-dqmm prefill-kda-chunked
@@ -606,7 +609,8 @@
 #     SUITE_PREFILL_BASE=bf16   (one line)
 # On an H200 first: the new step there (rungs39 has run on H100s only), its 131k row, then the stack's pair:
 #   bash bench/gpu_lanes.sh 570 "rungs39 frontier131k" ""   # fresh
-#   bash bench/gpu_lanes.sh 560 "rungs34" ""                 # warm: over the x16 step, as before
+#   bash bench/gpu_lanes.sh 560 "rungs34 rungs40" ""         # warm: the stack over the x16 step, as before; the
+#                                                              # rebuilt fused conv over the new step
 # On an H100: frontier131k (the H100's 131k key is not open yet) and rungs34. The leads (the session-33 README): the
 # MoE layer in one persistent launch (33 us a layer for 13 us of bytes); the recurrence's latency (6.3 us for 1.4 us
 # of state); a KDA kernel doing conv, up-projections, recurrence and norm (it alone waits only for the first side
