@@ -9,7 +9,6 @@ option on). The registry refuses it without fuse_short_conv and together with fu
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 import pytest
 import torch
@@ -28,6 +27,7 @@ from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
+from tests.engine.fusion_support import OpCalls, nmse, run_phases
 
 #: the options fuse_conv_kda needs: the merged q|k|v conv exists only with both
 MERGED = {"fuse_projections": True, "fuse_short_conv": True}
@@ -80,40 +80,13 @@ def _kda_layers(model) -> int:
     return sum(layer.kind == "kda" for layer in model.layers)
 
 
-class _Calls:
-    """Counts the engine's calls of the KDA conv and core ops, per phase."""
-
-    OPS = ("short_conv", "kda", "gated_rmsnorm", "kda_norm", "short_conv_kda_norm")
-
-    def __init__(self, engine: Engine):
-        self.count: Counter[str] = Counter()
-        for op in self.OPS:
-            setattr(engine.ops, op, self._wrap(op, getattr(engine.ops, op)))
-
-    def _wrap(self, op, inner):
-        def call(*args, **kwargs):
-            self.count[op] += 1
-            return inner(*args, **kwargs)
-
-        return call
-
-    def take(self) -> dict[str, int]:
-        out = {op: self.count[op] for op in self.OPS}
-        self.count.clear()
-        return out
+#: the ops whose calls the tests count (OpCalls, per phase): the KDA conv and core ops
+COUNTED = ("short_conv", "kda", "gated_rmsnorm", "kda_norm", "short_conv_kda_norm")
 
 
 def _run(eng: Engine) -> torch.Tensor:
     """A prefill, eager decodes, then the replayed step's body (a CUDA graph on CUDA): the logits of each."""
-    rows = [eng.prefill(list(range(3, 30)))] + [eng.decode(t) for t in (5, 9)]
-    step = DecodeStep(eng)
-    if eng.device.type == "cuda":
-        step.capture()
-    for t in (2, 30, 11):
-        step.token.fill_(t)
-        step()
-        rows.append(step.logits.float().clone())
-    return torch.cat(rows)
+    return run_phases(eng, steps=(2, 30, 11))
 
 
 def _states(eng: Engine) -> dict[str, torch.Tensor]:
@@ -126,11 +99,6 @@ def _states(eng: Engine) -> dict[str, torch.Tensor]:
     return out
 
 
-def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
-    got, want = got.double().cpu(), want.double().cpu()
-    return float(((got - want) ** 2).sum() / (want ** 2).sum())
-
-
 @pytest.mark.parametrize("combo", list(COMBOS))
 def test_decode_calls_short_conv_kda_norm_and_prefill_keeps_the_chain(nano, combo):
     """A decode call: short_conv_kda_norm once a KDA layer, and no short_conv, kda, kda_norm or gated_rmsnorm (the
@@ -138,7 +106,7 @@ def test_decode_calls_short_conv_kda_norm_and_prefill_keeps_the_chain(nano, comb
     the chunked kda, the norm)."""
     n = _kda_layers(nano)
     eng = _engine(nano, True, **COMBOS[combo])
-    calls = _Calls(eng)
+    calls = OpCalls(eng, COUNTED)
     assert n > 0 and FUSED_NORM_MAX_T == 1 and set(eng.state.conv_windows) == {
         i for i, layer in enumerate(nano.layers) if layer.kind == "kda"}
     eng.prefill(list(range(3, 3 + FUSED_NORM_MAX_T + 16)))
@@ -152,7 +120,7 @@ def test_decode_calls_short_conv_kda_norm_and_prefill_keeps_the_chain(nano, comb
 
 def test_without_the_option_decode_runs_the_conv_then_the_recurrence(nano):
     plain = _engine(nano, False)
-    calls = _Calls(plain)
+    calls = OpCalls(plain, COUNTED)
     plain.prefill([3, 4])
     plain.decode(7)
     DecodeStep(plain)()
@@ -170,7 +138,7 @@ def test_logits_windows_and_states_keep_the_bits_of_the_run_without_it(nano, com
     plain, fused = _engine(nano, False, **extra), _engine(nano, True, **extra)
     want, got = _run(plain), _run(fused)
     assert torch.isfinite(got).all() and got.shape == want.shape
-    assert torch.equal(got, want), f"NMSE {_nmse(got, want):.3g}"
+    assert torch.equal(got, want), f"NMSE {nmse(got, want):.3g}"
     before, after = _states(plain), _states(fused)
     assert list(after) == list(before) and len(after) == 2 * _kda_layers(nano)
     differ = [k for k in before if not torch.equal(after[k], before[k])]
@@ -185,10 +153,10 @@ def test_a_float_model_s_one_group_of_six_runs_it_too(floats, low_rank):
     extra = {"fuse_low_rank": low_rank, "side_stream": True}
     plain, fused = _engine(floats, False, **extra), _engine(floats, True, **extra)
     assert fused.side_layers == []  # one group mixes the gate inputs with q/k/v: nothing forks
-    calls = _Calls(fused)
+    calls = OpCalls(fused, COUNTED)
     want, got = _run(plain), _run(fused)
     assert calls.take()["short_conv_kda_norm"] == 5 * _kda_layers(floats)  # two decodes, three steps
-    assert torch.equal(got, want), f"NMSE {_nmse(got, want):.3g}"
+    assert torch.equal(got, want), f"NMSE {nmse(got, want):.3g}"
     before, after = _states(plain), _states(fused)
     assert all(torch.equal(after[k], before[k]) for k in before)
 
@@ -246,7 +214,7 @@ def test_a_layer_without_the_merged_conv_is_as_without_it(nano):
     plan.engine["fuse_conv_kda"] = True
     eng = Engine(nano, Ops(plan), max_context=96)
     assert eng.fuse_conv_kda and not eng.state.conv_windows
-    calls = _Calls(eng)
+    calls = OpCalls(eng, COUNTED)
     got = _run(eng)
     n = _kda_layers(nano)
     assert calls.take() == {"short_conv": 3 * 6 * n, "kda": 6 * n, "gated_rmsnorm": 6 * n, "kda_norm": 0,
@@ -371,9 +339,9 @@ def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano, impl, 
     eng = _engine(nano, True, "cuda", impls=impls, **COMBOS[combo])
     got = _run(eng)
     assert torch.isfinite(got).all()
-    assert _nmse(got, want) < 1e-8
+    assert nmse(got, want) < 1e-8
     before, after = _states(plain), _states(eng)
-    worst = {k: _nmse(after[k], before[k]) for k in before}
+    worst = {k: nmse(after[k], before[k]) for k in before}
     assert max(worst.values()) < 1e-8, worst
     handed = {k: n for k, n in eng.ops.passed().items() if k.startswith("short_conv_kda_norm")}
     assert not handed, f"the kernel took none of these calls itself: {handed}"

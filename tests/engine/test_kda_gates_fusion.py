@@ -9,7 +9,6 @@ session 19's side stream once went missing there).
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 import pytest
 import torch
@@ -28,6 +27,7 @@ from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
+from tests.engine.fusion_support import OpCalls, nmse, run_phases
 
 #: a linear whose weight is an up-projection: f_b, g_b, or fuse_low_rank's block-diagonal weight made of the two
 UP_PROJECTION = re.compile(r"ssm_[fg]_b")
@@ -63,23 +63,12 @@ def _engine(model, fuse_gates: bool, device: str = "cpu", **kw) -> Engine:
     return Engine(model, Ops(plan), max_context=96)
 
 
-class _Calls:
+class _Calls(OpCalls):
     """Counts the engine's calls of the KDA core ops and of the up-projection linears, per phase."""
 
-    OPS = ("kda", "gated_rmsnorm", "kda_norm", "kda_lowrank_norm")
-
     def __init__(self, engine: Engine):
-        self.count: Counter[str] = Counter()
-        for op in self.OPS:
-            setattr(engine.ops, op, self._wrap(op, getattr(engine.ops, op)))
+        super().__init__(engine, ("kda", "gated_rmsnorm", "kda_norm", "kda_lowrank_norm"))
         engine.ops.linear = self._linear(engine.ops.linear)
-
-    def _wrap(self, op, inner):
-        def call(*args, **kwargs):
-            self.count[op] += 1
-            return inner(*args, **kwargs)
-
-        return call
 
     def _linear(self, inner):
         def call(x, weight, *args, **kwargs):
@@ -90,9 +79,8 @@ class _Calls:
         return call
 
     def take(self) -> dict[str, int]:
-        out = {op: self.count[op] for op in (*self.OPS, "up_projection")}
-        self.count.clear()
-        return out
+        up = self.count["up_projection"]
+        return {**super().take(), "up_projection": up}
 
 
 def _kda_layers(model) -> int:
@@ -101,20 +89,7 @@ def _kda_layers(model) -> int:
 
 def _run(eng: Engine) -> torch.Tensor:
     """A prefill, eager decodes, then the replayed step's body (a CUDA graph on CUDA): the logits of each."""
-    rows = [eng.prefill(list(range(3, 30)))] + [eng.decode(t) for t in (5, 9)]
-    step = DecodeStep(eng)
-    if eng.device.type == "cuda":
-        step.capture()
-    for t in (2, 30, 11):
-        step.token.fill_(t)
-        step()
-        rows.append(step.logits.float().clone())
-    return torch.cat(rows)
-
-
-def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
-    got, want = got.double().cpu(), want.double().cpu()
-    return float(((got - want) ** 2).sum() / (want ** 2).sum())
+    return run_phases(eng, steps=(2, 30, 11))
 
 
 @pytest.mark.parametrize("combo", list(COMBOS))
@@ -157,7 +132,7 @@ def test_logits_stay_within_the_fp32_gate_of_the_unfused_graph(nano, combo):
     want = _run(_engine(nano, False, **extra))
     got = _run(_engine(nano, True, **extra))
     assert torch.isfinite(got).all() and got.shape == want.shape
-    assert _nmse(got, want) < 1e-10
+    assert nmse(got, want) < 1e-10
     assert torch.equal(got[:27], want[:27]), "a prefill call is the unfused graph: the same bits"
 
 
@@ -239,7 +214,7 @@ def test_gpu_the_captured_step_with_the_fused_gates_keeps_the_gate(nano, combo):
     want = _run(_engine(nano, False, "cuda", **extra))
     got = _run(_engine(nano, True, "cuda", **extra))
     assert torch.isfinite(got).all()
-    assert _nmse(got, want) < 1e-8
+    assert nmse(got, want) < 1e-8
 
 
 @pytest.mark.gpu

@@ -6,7 +6,6 @@ pass the option on: session 19's side stream once went missing there).
 
 from __future__ import annotations
 
-from collections import Counter
 
 import pytest
 import torch
@@ -24,6 +23,7 @@ from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
+from tests.engine.fusion_support import OpCalls, nmse, run_phases
 
 
 @pytest.fixture(scope="module")
@@ -44,50 +44,18 @@ def _engine(model, fuse_norm: bool, device: str = "cpu", **kw) -> Engine:
     return Engine(model, Ops(plan), max_context=96)
 
 
-class _Calls:
-    """Counts the engine's calls of the KDA core ops, per phase."""
-
-    OPS = ("kda", "gated_rmsnorm", "kda_norm")
-
-    def __init__(self, engine: Engine):
-        self.count: Counter[str] = Counter()
-        for op in self.OPS:
-            setattr(engine.ops, op, self._wrap(op, getattr(engine.ops, op)))
-
-    def _wrap(self, op, inner):
-        def call(*args, **kwargs):
-            self.count[op] += 1
-            return inner(*args, **kwargs)
-
-        return call
-
-    def take(self) -> dict[str, int]:
-        out = {op: self.count[op] for op in self.OPS}
-        self.count.clear()
-        return out
+#: the ops whose calls the tests count (OpCalls, per phase): the KDA core ops
+COUNTED = ("kda", "gated_rmsnorm", "kda_norm")
 
 
 def _run(eng: Engine) -> torch.Tensor:
     """A prefill, eager decodes, then the replayed step's body (a CUDA graph on CUDA): the logits of each."""
-    rows = [eng.prefill(list(range(3, 30)))] + [eng.decode(t) for t in (5, 9)]
-    step = DecodeStep(eng)
-    if eng.device.type == "cuda":
-        step.capture()
-    for t in (2, 30):
-        step.token.fill_(t)
-        step()
-        rows.append(step.logits.float().clone())
-    return torch.cat(rows)
-
-
-def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
-    got, want = got.double().cpu(), want.double().cpu()
-    return float(((got - want) ** 2).sum() / (want ** 2).sum())
+    return run_phases(eng)
 
 
 def test_decode_calls_kda_norm_and_prefill_keeps_the_pair(nano):
     eng = _engine(nano, True)
-    calls = _Calls(eng)
+    calls = OpCalls(eng, COUNTED)
     kda_layers = sum(layer.kind == "kda" for layer in nano.layers)
     assert kda_layers > 0 and FUSED_NORM_MAX_T == 1
     eng.prefill(list(range(3, 20)))
@@ -98,7 +66,7 @@ def test_decode_calls_kda_norm_and_prefill_keeps_the_pair(nano):
     step()
     assert calls.take() == {"kda": 0, "gated_rmsnorm": 0, "kda_norm": kda_layers}, "the replayed step lost the option"
     plain = _engine(nano, False)
-    calls = _Calls(plain)
+    calls = OpCalls(plain, COUNTED)
     plain.prefill([3, 4])
     plain.decode(7)
     assert calls.take() == {"kda": 2 * kda_layers, "gated_rmsnorm": 2 * kda_layers, "kda_norm": 0}
@@ -113,7 +81,7 @@ def test_logits_stay_within_the_fp32_gate_of_the_unfused_graph(nano, fused):
     want = _run(_engine(nano, False, **extra))
     got = _run(_engine(nano, True, **extra))
     assert torch.isfinite(got).all() and got.shape == want.shape
-    assert _nmse(got, want) < 1e-10
+    assert nmse(got, want) < 1e-10
 
 
 def test_the_cli_sets_it_and_the_bench_says_so(tmp_path, capsys, nano):
@@ -150,7 +118,7 @@ def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano, impl):
     eng = _engine(nano, True, "cuda", impls=impls)
     got = _run(eng)
     assert torch.isfinite(got).all()
-    assert _nmse(got, want) < 1e-8
+    assert nmse(got, want) < 1e-8
 
 
 @pytest.mark.gpu

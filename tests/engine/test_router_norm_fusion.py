@@ -7,7 +7,6 @@ pin sees the fused op's decisions.
 
 from __future__ import annotations
 
-from collections import Counter
 
 import pytest
 import torch
@@ -26,6 +25,7 @@ from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
+from tests.engine.fusion_support import OpCalls, nmse, run_phases
 from sparkops.weights import MoEWeights
 
 
@@ -54,46 +54,14 @@ def _layers(model) -> tuple[int, int]:
     return moe, len(model.layers) - moe
 
 
-class _Calls:
-    """Counts the engine's calls of the norm and router ops."""
-
-    OPS = ("add_rmsnorm", "moe_router", "add_rmsnorm_router", "moe_experts")
-
-    def __init__(self, engine: Engine):
-        self.count: Counter[str] = Counter()
-        for op in self.OPS:
-            setattr(engine.ops, op, self._wrap(op, getattr(engine.ops, op)))
-
-    def _wrap(self, op, inner):
-        def call(*args, **kwargs):
-            self.count[op] += 1
-            return inner(*args, **kwargs)
-
-        return call
-
-    def take(self) -> dict[str, int]:
-        out = {op: self.count[op] for op in self.OPS}
-        self.count.clear()
-        return out
+#: the ops whose calls the tests count (OpCalls, per phase): the norm and router ops
+COUNTED = ("add_rmsnorm", "moe_router", "add_rmsnorm_router", "moe_experts")
 
 
 def _run(eng: Engine) -> torch.Tensor:
     """A prefill longer than ROUTER_NORM_MAX_T, a short one, eager decodes, then the replayed step's body (a CUDA graph
     on CUDA): the logits of each."""
-    rows = [eng.prefill(list(range(3, 30))), eng.prefill([7, 8, 9])] + [eng.decode(t) for t in (5, 9)]
-    step = DecodeStep(eng)
-    if eng.device.type == "cuda":
-        step.capture()
-    for t in (2, 30):
-        step.token.fill_(t)
-        step()
-        rows.append(step.logits.float().clone())
-    return torch.cat(rows)
-
-
-def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
-    got, want = got.double().cpu(), want.double().cpu()
-    return float(((got - want) ** 2).sum() / (want ** 2).sum())
+    return run_phases(eng, prefills=(list(range(3, 30)), [7, 8, 9]))
 
 
 def test_decode_calls_the_fused_op_and_a_prefill_chunk_keeps_the_pair(nano):
@@ -104,7 +72,7 @@ def test_decode_calls_the_fused_op_and_a_prefill_chunk_keeps_the_pair(nano):
     n = len(nano.layers)
     assert moe > 0 and dense > 0 and ROUTER_NORM_MAX_T == 8
     eng = _engine(nano, True)
-    calls = _Calls(eng)
+    calls = OpCalls(eng, COUNTED)
     eng.prefill(list(range(3, 3 + ROUTER_NORM_MAX_T + 1)))  # one token too many: the unfused graph
     assert calls.take() == {"add_rmsnorm": 2 * n, "moe_router": moe, "add_rmsnorm_router": 0, "moe_experts": moe}
     eng.prefill(list(range(40, 40 + ROUTER_NORM_MAX_T)))  # a short prompt chunk: fused
@@ -115,7 +83,7 @@ def test_decode_calls_the_fused_op_and_a_prefill_chunk_keeps_the_pair(nano):
     step()
     assert calls.take()["add_rmsnorm_router"] == moe, "the replayed step lost the option"
     plain = _engine(nano, False)
-    calls = _Calls(plain)
+    calls = OpCalls(plain, COUNTED)
     plain.decode(7)
     assert calls.take() == {"add_rmsnorm": 2 * n, "moe_router": moe, "add_rmsnorm_router": 0, "moe_experts": moe}
 
@@ -131,7 +99,7 @@ def test_logits_stay_within_float32_rounding_of_the_unfused_graph(nano, default)
         if default == "numpy":
             assert torch.equal(got, want)
         else:
-            assert _nmse(got, want) < 1e-10
+            assert nmse(got, want) < 1e-10
 
 
 def test_the_cli_sets_it_the_plan_shows_it_and_the_bench_says_so(tmp_path, capsys, nano):
@@ -199,7 +167,7 @@ def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano):
     eng = _engine(nano, True, "cuda", impls=impls)
     got = _run(eng)
     assert torch.isfinite(got).all()
-    assert _nmse(got, want) < 1e-8
+    assert nmse(got, want) < 1e-8
     handed = {k: n for k, n in eng.ops.passed().items() if k.startswith("add_rmsnorm_router")}
     assert not handed, f"the kernel took none of these calls itself: {handed}"
 

@@ -1,0 +1,54 @@
+"""What the engine-fusion tests share (fuse_kda_norm, fuse_kda_gates, fuse_router_norm, fuse_conv_kda): a counter of
+the engine's calls of chosen ops, the run of phases whose logits they compare, and the NMSE they judge them by."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from sparkops.engine import Engine
+from sparkops.engine.decode_step import DecodeStep
+
+
+class OpCalls:
+    """Counts the engine's calls of `ops`, per phase (take() returns the counts since the last take and resets)."""
+
+    def __init__(self, engine: Engine, ops: Sequence[str]):
+        self.ops = tuple(ops)
+        self.count: Counter[str] = Counter()
+        for op in self.ops:
+            setattr(engine.ops, op, self._wrap(op, getattr(engine.ops, op)))
+
+    def _wrap(self, op, inner):
+        def call(*args, **kwargs):
+            self.count[op] += 1
+            return inner(*args, **kwargs)
+
+        return call
+
+    def take(self) -> dict[str, int]:
+        out = {op: self.count[op] for op in self.ops}
+        self.count.clear()
+        return out
+
+
+def run_phases(eng: Engine, prefills: Iterable[list[int]] = (list(range(3, 30)),),
+               steps: Iterable[int] = (2, 30)) -> torch.Tensor:
+    """The prefills, eager decodes of 5 and 9, then the replayed step's body (a CUDA graph on CUDA) fed `steps`: the
+    logits of each, stacked."""
+    rows = [eng.prefill(list(p)) for p in prefills] + [eng.decode(t) for t in (5, 9)]
+    step = DecodeStep(eng)
+    if eng.device.type == "cuda":
+        step.capture()
+    for t in steps:
+        step.token.fill_(t)
+        step()
+        rows.append(step.logits.float().clone())
+    return torch.cat(rows)
+
+
+def nmse(got: torch.Tensor, want: torch.Tensor) -> float:
+    got, want = got.double().cpu(), want.double().cpu()
+    return float(((got - want) ** 2).sum() / (want ** 2).sum())
