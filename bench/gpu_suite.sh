@@ -89,6 +89,8 @@
 #                 samples (CSV; bench/probes/ncu_source_table.py)
 #     probe_router_anatomy  the step's router after its norm with stages left out (RT_PROBE: no routing, no
 #                 arrival, no read of x) and at 1, 2, 4 warps a block (bench/probes/router_anatomy.py; ~30 s)
+#     probe_l2_hot  the step's kernels (Q8 tall GEMV, o_proj, MLA q, the MoE pair, the router) with their weights
+#                 cold and L2-hot, bits compared (bench/probes/l2_hot.py; session 34's lead: prefetch ahead or not)
 #     probe_ncu_source_moe  the Q8 hidden pair's down, the pairs gate/up (x padded) and the down with its loads
 #                 requested earlier, each launched alone, with
 #                 Nsight Compute's per-instruction stall samples (CSV; bench/probes/ncu_source_table.py)
@@ -2963,6 +2965,9 @@ probe_ncu_source_router)  # decode lead (session 30, for session 31): where in i
       python3 bench/probes/router_kernels.py
   [ -s "$R/$f.log" ] && python3 bench/probes/ncu_source_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
   ;;
+probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with its weights cold (sets rotated past
+  # the L2) and L2-hot (one set), the same bits asked of both (bench/probes/l2_hot.py; ~1 GB of expert weights built)
+  run probe-l2-hot 240 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
 probe_router_anatomy)  # decode lead (session 31): the step's router timed after its norm with stages left out
   # (kernels/moe_router.cu's RT_PROBE: no routing, no arrival, no read of x), each as 40 norm-router pairs in one
   # graph, and at 1, 2 and 4 warps a block (bench/probes/router_anatomy.py, ~30 s)

@@ -1345,6 +1345,14 @@ def test_probe_router_anatomy_runs_the_stage_probe_into_the_call_s_results(tmp_p
     assert not any(c.startswith("synth ") for c in calls)  # a probe of random weights: no model is made
 
 
+def test_probe_l2_hot_runs_the_stage_probe_into_the_call_s_results(tmp_path):
+    """Session 34's probe: bench/probes/l2_hot.py once, its JSON among the call's results, no model made."""
+    log, calls = _suite(tmp_path, "probe_l2_hot")
+    assert "] probe-l2-hot (limit" in log and "unknown stage" not in log
+    assert "bench/probes/l2_hot.py --out" in log and "probe-l2-hot.json" in log
+    assert not any(c.startswith("synth ") for c in calls)
+
+
 def test_probe_ncu_source_profiles_another_form_s_kernel_by_name(tmp_path):
     _stubs_with_ncu(tmp_path)
     log, calls = _suite(tmp_path, "probe_ncu_source", extra_env={"NCU_SOURCE_KERNEL": "rowcp2x"})
