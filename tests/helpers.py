@@ -54,5 +54,6 @@ def load_probe(name: str):
     CPU; what needs a GPU stays behind the probe's own check."""
     spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "probes" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # as running it would: dataclasses (and pickling) look their module up there
     spec.loader.exec_module(mod)
     return mod

@@ -60,6 +60,31 @@ def tails(kernels: list[list], side: tuple[str, ...]) -> list[dict]:
     return sorted(rows, key=lambda r: -r["total_tail_us"])
 
 
+class TimelineError(ValueError):
+    """A file that is not step_timeline.py's JSON, or lacks the registry asked for: the message names which."""
+
+
+def read_timeline(path: Path, registry: str | None, tool: str) -> tuple[str, list[list]]:
+    """(registry, its replay's kernels [name, stream, start_us, end_us, own_us] in start order) from step_timeline.py's
+    --out JSON; the first registry in the file unless `registry` names one. TimelineError, naming the problem and the
+    file, for anything else (`tool` prefixes the message)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TimelineError(f"{tool}: cannot read {path} as a timeline ({exc}); give step_timeline.py's --out JSON")
+    regs = data.get("registries") if isinstance(data, dict) else None
+    if not regs:
+        raise TimelineError(f"{tool}: {path} holds no replayed registry (is it step_timeline.py's --out?)")
+    name = registry or next(iter(regs))
+    if name not in regs:
+        raise TimelineError(f"{tool}: no registry {name!r} in {path}; it has: {', '.join(regs)}")
+    kernels = regs[name].get("kernels") if isinstance(regs[name], dict) else None
+    if not isinstance(kernels, list) or not all(isinstance(k, list) and len(k) >= 4 for k in kernels):
+        raise TimelineError(f"{tool}: {name!r} in {path} has no kernel list of [name, stream, start_us, end_us, ...] "
+                            f"rows (is it step_timeline.py's --out?)")
+    return name, kernels
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("timeline", type=Path, help="step_timeline.py's --out JSON")
@@ -69,24 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args(argv)
     try:
-        data = json.loads(args.timeline.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"timeline_tails: cannot read {args.timeline} as a timeline ({exc}); give step_timeline.py's --out JSON",
-              file=sys.stderr)
-        return 2
-    regs = data.get("registries") if isinstance(data, dict) else None
-    if not regs:
-        print(f"timeline_tails: {args.timeline} holds no replayed registry (is it step_timeline.py's --out?)",
-              file=sys.stderr)
-        return 2
-    name = args.registry or next(iter(regs))
-    if name not in regs:
-        print(f"timeline_tails: no registry {name!r} in {args.timeline}; it has: {', '.join(regs)}", file=sys.stderr)
-        return 2
-    kernels = regs[name].get("kernels") if isinstance(regs[name], dict) else None
-    if not isinstance(kernels, list) or not all(isinstance(k, list) and len(k) >= 4 for k in kernels):
-        print(f"timeline_tails: {name!r} in {args.timeline} has no kernel list of [name, stream, start_us, end_us, ...]"
-              f" rows (is it step_timeline.py's --out?)", file=sys.stderr)
+        name, kernels = read_timeline(args.timeline, args.registry, "timeline_tails")
+    except TimelineError as exc:
+        print(exc, file=sys.stderr)
         return 2
     rows = tails(kernels, tuple(args.side or ["_gemv_kernel"]))
     if args.json:
