@@ -43,7 +43,7 @@ from ..dispatch import passed_of, passed_per_step
 from ..engine import Engine
 from ..engine.loading import make_ops
 from ..errors import BadInput
-from ..weights import ModelWeights
+from ..weights import ModelWeights, MoEWeights
 from . import ceilings as ceil
 from . import depth as dep
 from . import chunking, gating, peer as peer_mod, provenance
@@ -325,12 +325,17 @@ def selections(engine: Engine) -> dict[str, str]:
     side = getattr(engine, "side", None)
     applied = (getattr(engine, "fused", None) is not None or side is not None
                or getattr(engine, "fuse_kda_norm", False) or getattr(engine, "fuse_kda_gates", False)
-               or getattr(engine, "fuse_router_norm", False) or getattr(engine, "fuse_conv_kda", False))
+               or getattr(engine, "fuse_router_norm", False) or getattr(engine, "fuse_conv_kda", False)
+               or bool(getattr(engine, "shared_side", None)))
     if plan.engine_on and applied:  # the graph differs too
         on = list(plan.engine_on)
         if side is not None:  # how many KDA layers fork (a layer whose fused group mixes gates with q/k/v does not)
             kda = sum(layer.kind == "kda" for layer in engine.model.layers)
             on[on.index("side_stream")] = f"side_stream ({len(engine.side_layers)} of {kda} KDA layers)"
+        if "shared_expert_side" in on:  # how many MoE layers run their shared expert there
+            moe = sum(isinstance(layer.ffn, MoEWeights) for layer in engine.model.layers)
+            on[on.index("shared_expert_side")] = \
+                f"shared_expert_side ({len(getattr(engine, 'shared_side', {}))} of {moe} MoE layers)"
         out["[engine]"] = ", ".join(on)
     return out
 

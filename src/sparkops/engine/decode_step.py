@@ -39,7 +39,8 @@ class DecodeStep:
                          getattr(e, "side", None), getattr(e, "fuse_kda_norm", False),
                          fuse_gates=getattr(e, "fuse_kda_gates", False),
                          fuse_router=getattr(e, "fuse_router_norm", False),
-                         fuse_conv=getattr(e, "fuse_conv_kda", False))  # advances state.pos
+                         fuse_conv=getattr(e, "fuse_conv_kda", False),
+                         shared=getattr(e, "shared_side", None))  # advances state.pos
         nxt = e.ops.sample(logits.float(), temperature, top_k, top_p, seed, self.step)
         self.token.copy_(nxt.view(1))
         self.step.add_(1)

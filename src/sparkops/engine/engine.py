@@ -16,7 +16,7 @@ from ..errors import BadInput
 from ..registry.file import excludes_problem
 from ..weights import ModelWeights
 from .branches import SideStream
-from .fusion import Groups, fuse, low_rank_weights, merged_conv_layers
+from .fusion import Groups, fuse, low_rank_weights, merged_conv_layers, shared_ffns
 from .graph import forward, gates_apart
 from .state import SequenceState
 
@@ -93,6 +93,16 @@ class Engine:
         problem = excludes_problem(options) if self.fusable else None
         if problem is not None:
             raise BadInput(problem)
+        #: with shared_expert_side (and side_stream), a decode step's MoE layers run their shared expert as a dense
+        #: SwiGLU FFN on the side stream, beside the router and the routed experts (graph.shared_apart): {layer: that
+        #: FFN}. Without side_stream there is no side to run it on: refused, naming the fix (the registry refuses it too)
+        self.shared_side = {}
+        if self.fusable and options.get("shared_expert_side"):
+            if self.side is None:
+                raise BadInput("[engine] shared_expert_side = true needs side_stream = true (the shared expert runs on "
+                               "the side stream, which only side_stream makes): sparkops engine side_stream=on, or "
+                               "shared_expert_side=off")
+            self.shared_side = shared_ffns(self.model, self.fused is not None)
         self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
                                    merged_conv=merged)
 
@@ -125,7 +135,7 @@ class Engine:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
         return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank,
                        self.side, self.fuse_kda_norm, fuse_gates=self.fuse_kda_gates,
-                       fuse_router=self.fuse_router_norm, fuse_conv=self.fuse_conv_kda)
+                       fuse_router=self.fuse_router_norm, fuse_conv=self.fuse_conv_kda, shared=self.shared_side)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

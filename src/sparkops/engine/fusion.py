@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from ..qweight import QWeight
-from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights
+from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights, MoEWeights
 
 #: the weights of each block that read the same input, in the order the graph uses them
 SHARED_INPUT: dict[type, tuple[str, ...]] = {
@@ -140,6 +140,29 @@ def low_rank_weights(model: ModelWeights, groups: Groups) -> dict[int, QWeight]:
         raw[p:, dk:] = gb.raw
         out[i] = QWeight(raw, fb.qtype, (2 * p, 2 * dk), f"{fb.name}+{gb.name} (block-diagonal)")
     model.__dict__["_low_rank_weights"] = out
+    return out
+
+
+#: a MoE layer's shared expert as the dense SwiGLU FFN it is, with that FFN's fused groups ([engine]
+#: shared_expert_side): what graph.shared_apart runs on the side stream
+SharedFFN = tuple[DenseFFNWeights, tuple[Group, ...]]
+
+
+def shared_ffns(model: ModelWeights, fused: bool) -> dict[int, SharedFFN]:
+    """{MoE layer with a shared expert: (its s_gate, s_up, s_down as a DenseFFNWeights, the groups of that FFN - its
+    gate and up stacked into one linear where `fused`, as fuse_projections stacks a dense layer's)}; cached on the
+    weights, one dict for each `fused`."""
+    key = "_shared_ffns_fused" if fused else "_shared_ffns"
+    cache = model.__dict__.get(key)
+    if cache is not None:
+        return cache
+    out: dict[int, SharedFFN] = {}
+    for i, layer in enumerate(model.layers):
+        w = layer.ffn
+        if isinstance(w, MoEWeights) and w.s_gate is not None and w.s_up is not None and w.s_down is not None:
+            dense = DenseFFNWeights(gate=w.s_gate, up=w.s_up, down=w.s_down)
+            out[i] = (dense, block_groups(dense) if fused else ())
+    model.__dict__[key] = out
     return out
 
 

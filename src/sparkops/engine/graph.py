@@ -7,6 +7,8 @@ Shapes: T new tokens, D hidden, H/Dk KDA heads and head size, P = H*Dk, N MLA he
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ..config import ModelConfig
@@ -14,7 +16,7 @@ from ..dispatch import Ops
 from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights, MoEWeights
 from ..qweight import QWeight
 from .branches import SideStream
-from .fusion import CONV_INPUTS, LOW_RANK, LOW_RANK_INPUTS, QKV, Group, Groups, columns, project
+from .fusion import CONV_INPUTS, LOW_RANK, LOW_RANK_INPUTS, QKV, Group, Groups, SharedFFN, columns, project
 from .state import KDAState, MLAState, SequenceState
 
 
@@ -31,6 +33,11 @@ FUSED_NORM_MAX_T = 1
 #: layers run the residual add, the FFN norm and the router as one op (add_rmsnorm_router); a longer call (a prefill
 #: chunk) keeps add_rmsnorm and moe_router apart. The CUDA kernel's own limit (its grid row a token) is the same 8
 ROUTER_NORM_MAX_T = 8
+
+#: with `[engine] shared_expert_side`, the calls of at most this many tokens (decode, a few speculative tokens) whose
+#: MoE layers run their shared expert apart from the routed ones, on the side stream (shared_apart); a longer call (a
+#: prefill chunk, whose experts are GEMMs) keeps the shared expert inside moe_experts
+SHARED_SIDE_MAX_T = 8
 
 
 def gates_apart(groups: tuple[Group, ...]) -> bool:
@@ -243,6 +250,29 @@ def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: to
     return ops.moe_experts(f, weights, ids, w.gate_exps, w.up_exps, w.down_exps, w.s_gate, w.s_up, w.s_down)
 
 
+def shared_apart(ops: Ops, cfg: ModelConfig, w: MoEWeights, f: torch.Tensor, h: torch.Tensor,
+                 next_norm: torch.Tensor, shared: SharedFFN, side: SideStream,
+                 routed: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A MoE layer's FFN with its shared expert apart ([engine] shared_expert_side): (the routed experts' output
+    [T, D], the residual stream [T, D] with the shared expert's output added).
+
+    The shared expert reads only the normed input f, as the router does; inside moe_experts its rows are 1/9 of the
+    48B's gate/up and down, on the critical path after the router. Here it runs as the dense SwiGLU FFN it is
+    (`shared`: fusion.shared_ffns, gate and up one linear where fuse_projections) on the side stream, beside the router
+    and the routed experts, and adds its output into the residual there with add_rmsnorm (the op that adds a layer's
+    output to the residual; its normed half is not used: a norm's work on the side stream, off the critical path).
+    The main line runs the router and moe_experts with no shared expert (the contract's None), joins, and the layer's
+    closing add_rmsnorm adds the routed output to that residual. So h + shared + routed is summed in another order
+    than h + (routed + shared), each sum rounded to the activations' dtype: not the one-stream bits; the gate judges
+    it. Off CUDA the side block runs inline (branches.py's stated policy): the same ops, the same order."""
+    with side.fork():
+        ys = ffn_block(ops, cfg, shared[0], f, shared[1])  # [T, D] the shared expert
+        _, hs = ops.add_rmsnorm(ys, h, next_norm, cfg.rms_norm_eps)  # [T, D] h + shared; the normed half unused
+    y = ffn_block(ops, cfg, dataclasses.replace(w, s_gate=None, s_up=None, s_down=None), f, (), routed)  # [T, D]
+    side.join(hs)
+    return y, hs
+
+
 def ffn_norm(ops: Ops, cfg: ModelConfig, layer, y: torch.Tensor, h: torch.Tensor, fuse_router: bool):
     """The residual add and the FFN norm of a block's output y [T, D] into the stream h [T, D]: (f, h, routed). With
     `fuse_router` (fuse_router_norm), a MoE layer's call of at most ROUTER_NORM_MAX_T tokens runs the norm and the
@@ -262,7 +292,7 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
             last_only: bool, fused: Groups | None = None,
             low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None,
             fuse_norm: bool = False, *, fuse_gates: bool = False, fuse_router: bool = False,
-            fuse_conv: bool = False) -> torch.Tensor:
+            fuse_conv: bool = False, shared: dict[int, SharedFFN] | None = None) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
     `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
     layers' block-diagonal low-rank weights when it fuses those too; `side`: the side stream of the KDA layers' gate
@@ -271,10 +301,13 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
     up-projections too, with the recurrence and the norm as one op (kda_lowrank_norm), whatever `fuse_norm` says;
     `fuse_router`: a MoE layer's residual add, FFN norm and router as one op (add_rmsnorm_router) in calls of at most
     ROUTER_NORM_MAX_T tokens; `fuse_conv`: in calls of at most FUSED_NORM_MAX_T tokens, a KDA layer with the merged
-    q|k|v conv runs that conv, the recurrence and the norm as one op (short_conv_kda_norm; not with `fuse_gates`)."""
+    q|k|v conv runs that conv, the recurrence and the norm as one op (short_conv_kda_norm; not with `fuse_gates`);
+    `shared` (shared_expert_side, with `side`): in calls of at most SHARED_SIDE_MAX_T tokens, the MoE layers it holds
+    run their shared expert on the side stream (shared_apart)."""
     cfg = model.config
     fused = fused or {}
     low_rank = low_rank or {}
+    shared = shared or {}
     h = ops.embedding(model.embed, tokens, dtype)  # [T, D] residual stream
     a = ops.rmsnorm(h, model.layers[0].attn_norm, cfg.rms_norm_eps)
     for i, layer in enumerate(model.layers):
@@ -285,8 +318,11 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
         else:
             y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
         f, h, routed = ffn_norm(ops, cfg, layer, y, h, fuse_router)
-        y = ffn_block(ops, cfg, layer.ffn, f, fused.get((i, "ffn"), ()), routed)
         next_norm = model.layers[i + 1].attn_norm if i + 1 < len(model.layers) else model.output_norm
+        if side is not None and i in shared and tokens.shape[0] <= SHARED_SIDE_MAX_T:
+            y, h = shared_apart(ops, cfg, layer.ffn, f, h, next_norm, shared[i], side, routed)
+        else:
+            y = ffn_block(ops, cfg, layer.ffn, f, fused.get((i, "ffn"), ()), routed)
         a, h = ops.add_rmsnorm(y, h, next_norm, cfg.rms_norm_eps)
     if last_only:
         a = a[-1:]

@@ -94,6 +94,13 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
                                    "needs a proven short_conv_kda_norm selection, else the reference runs it, "
                                    "counted); a prefill chunk keeps short_conv, kda and gated_rmsnorm apart; not "
                                    "with fuse_kda_gates (both fuse the recurrence and the norm)"),
+    "shared_expert_side": (bool, False, "with side_stream: a decode step's MoE layers run their shared expert as a "
+                                        "dense SwiGLU FFN (its gate and up one linear with fuse_projections) on the "
+                                        "side stream, beside the router and the routed experts, and add its output "
+                                        "into the residual there (add_rmsnorm, its normed half unused); moe_experts "
+                                        "runs the routed experts alone. Other sums' order: not the one-stream bits. "
+                                        "A call of more than 8 tokens (a prefill chunk) keeps the shared expert in "
+                                        "moe_experts; CPU: inline, one stream"),
 }
 #: options that only mean something with another one on: option -> (the one it needs, why)
 ENGINE_NEEDS: dict[str, tuple[str, str]] = {
@@ -104,6 +111,7 @@ ENGINE_NEEDS: dict[str, tuple[str, str]] = {
     "side_priority": ("side_stream", "it sets the priority of the side stream, which only side_stream makes"),
     "fuse_conv_kda": ("fuse_short_conv", "the fused op runs the merged q|k|v conv, whose taps and window only "
                                          "fuse_short_conv makes"),
+    "shared_expert_side": ("side_stream", "the shared expert runs on the side stream, which only side_stream makes"),
 }
 #: options that cannot be on together: option -> (the one it excludes, why)
 ENGINE_EXCLUDES: dict[str, tuple[str, str]] = {
