@@ -229,6 +229,11 @@
 #                 short conv, recurrence and output norm in one PDL launch (the conv's launch leaves the chain), after
 #                 gpu-tests-conv-kda and its record perop-convkda-bfloat16.json (the chain against the fused kernel)
 #     proofs40    rungs40's GPU tests alone
+#     rungs41     [engine] shared_expert_side over the step now: a MoE layer's shared expert as a dense SwiGLU FFN on
+#                 the side stream beside the router and the routed experts (moe_experts then runs 8 of the 48B's 9
+#                 experts' rows), after gpu-tests-shared-side; forecast x1.125 on moe_experts (the routed kernels'
+#                 share of the rows), which bench/probes/critical_path.py puts at x1.039 on session 33's H100 step
+#     proofs41    rungs41's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -913,6 +918,13 @@ S39_Q8TALL_REG=$TMP/cuda-s39-q8-tall.toml
 # the chain-and-fused side-by-side's record (perop-convkda-bfloat16.json), on short_conv and kda_norm together (the
 # fused op takes both ops' time)
 S40_CONVKDA_REG=$TMP/cuda-s40-conv-kda.toml
+# the shared expert on the side stream (stage rungs41, written in session 34, whose device time was refused): [engine]
+# shared_expert_side - a MoE layer's shared expert (1/9 of the 48B's gate/up and down rows, on the critical path after
+# the router inside moe_experts) runs as a dense SwiGLU FFN on the side stream beside the router and the routed
+# experts, its output added into the residual there; forecast: moe_experts x1.125 (9 experts' rows to 8). No new kernel:
+# the linears, swiglu and add_rmsnorm the step selects run it, and moe_experts without a shared expert (the contract's
+# None; its CUDA cases prove it). critical_path.py on session 33's H100 timeline: x1.039 at most (gate/up and down x9/8)
+S41_SHAREDSIDE_REG=$TMP/cuda-s41-shared-side.toml
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1192,7 +1204,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1257,6 +1269,7 @@ now_pairs() {
     decode-s38-q8-shortplain) echo linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain ;;
     decode-s39-q8-tall) echo linear@Q4_K=cupy_rowwarp_pdl_q8_tall ;;
     decode-s40-conv-kda) echo short_conv_kda_norm=triton_split_pdl + fuse_conv_kda=on ;;
+    decode-s41-shared-side) echo + side_stream=on shared_expert_side=on ;;
     *) return 1 ;;
   esac
 }
@@ -1282,6 +1295,9 @@ now_chain() {
     # shellcheck disable=SC2086 # word lists
     if [ -z "$opts" ]; then
       swap_all "${rung#decode-}" "$reg" "$base" "$swaps" || { log "$1: $rung's registry was not made"; return 1; }
+    elif [ -z "${swaps// /}" ]; then  # [engine] options alone (shared_expert_side): the base with them on
+      cp "$base" "$reg.new" && sparkops engine $opts --registry "$reg.new" > /dev/null && mv "$reg.new" "$reg" \
+          && echo "$base" > "$reg.base" || { log "$1: $rung's registry was not made"; return 1; }
     else
       swap_all "${rung#decode-}" "$reg.swap" "$base" "$swaps" && cp "$reg.swap" "$reg.new" \
           && sparkops engine $opts --registry "$reg.new" > /dev/null && mv "$reg.new" "$reg" && echo "$base" > "$reg.base" \
@@ -1757,6 +1773,7 @@ rung_parts() {
     rungs38) echo proof_q8_shortplain s38_rung ;;
     rungs39) echo proof_q8_tall s39_rung ;;
     rungs40) echo proof_conv_kda s40_rung ;;
+    rungs41) echo proof_shared_side s41_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -1994,6 +2011,36 @@ is the record's, not the step's"
       --change "[engine] fuse_conv_kda with short_conv_kda_norm=triton_split_pdl: a KDA layer's short conv, recurrence \
 and output norm in one PDL launch (the conv's q/k/v never leave the recurrence's programs; the conv's launch leaves \
 the chain), over $(basename $base), graph"
+  return 0
+}
+proof_shared_side() {  # [engine] shared_expert_side's GPU tests: the shared expert's launches on the side stream,
+  # the captured step replaying the eager bits, the logits within a rounding of the one-stream forward, the step's
+  # experts at the 48B's shape without the shared expert
+  run gpu-tests-shared-side 180 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/engine/test_shared_expert_side.py --junitxml="$R/gpu-tests-shared-side.xml"
+}
+# s41_rung: [engine] shared_expert_side over the step now (side_stream set too, which the step has had since session
+# 23), the captured gate, then the pair forecast as moe_experts x1.125: the routed kernels do 8 of 9 experts' rows,
+# and the shared expert's 4 launches a MoE layer run off the critical path (if they fit beside the router and gate/up)
+S41_FACTOR=1.125
+s41_rung() {
+  local name=s41-shared-side reg=$S41_SHAREDSIDE_REG base
+  base=$(now_reg decode-$name) || return 0
+  proven_with_factor $name shared-side $S41_FACTOR || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  if [ ! -f $reg ] && [ -f $base ]; then
+    cp $base $reg.new && sparkops engine side_stream=on shared_expert_side=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $reg ] || { log "decode-$name: left out (its registry was not made)"; return 0; }
+  captured_gate $name $reg || return 0
+  [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine \
+      --prediction $DJ/diag-decode-$name.json --expect "moe_experts=$S41_FACTOR" \
+      --change "[engine] shared_expert_side: a MoE layer's shared expert as a dense SwiGLU FFN on the side stream \
+beside the router and the routed experts (moe_experts runs the routed rows alone), over $(basename $base), graph"
   return 0
 }
 s26w_rung() {
@@ -3062,7 +3109,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3075,7 +3122,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

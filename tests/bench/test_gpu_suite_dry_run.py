@@ -2926,13 +2926,14 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     assert got["decode-s25-chain"] == got["decode-s24-gates"] == "NONE"
     assert got["decode-s37-router-sorted"] == "moe_router=cupy_rowwarp_pdl_sorted"
     assert got["decode-s40-conv-kda"] == "short_conv_kda_norm=triton_split_pdl + fuse_conv_kda=on"
+    assert got["decode-s41-shared-side"] == "+ side_stream=on shared_expert_side=on"  # engine options alone
     # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
     assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
     head, rest = text.split("now_pairs() {", 1)
     elsewhere = head + rest.split("\n}\n", 1)[1]  # the suite without now_pairs itself
     for rung, pairs in got.items():  # each recipe's implementation is one its rung function swaps in too
-        for pair in pairs.replace(" + ", " ").split():
+        for pair in pairs.replace("+", " ").split():  # "+ OPTIONS" alone: a rung of [engine] options only
             if pair != "NONE" and not pair.endswith("=on"):
                 assert pair.split("=", 1)[1] in elsewhere, (rung, pair)
 
@@ -3061,6 +3062,53 @@ def test_rungs40_is_left_out_without_its_record_or_its_proof_and_nothing_of_it_i
     assert "decode-s40-conv-kda: left out (its GPU tests failed, or their record gave no factor)" in log
     assert not any("short_conv_kda_norm" in c or "fuse_conv_kda" in c or "s40-conv-kda" in c for c in calls), calls
     assert not (tmp_path / "machine" / "cuda-s40-conv-kda.toml").exists()
+
+
+def test_rungs41_times_the_shared_expert_on_the_side_stream_over_the_step_now(tmp_path):
+    """Session 34's rung: after gpu-tests-shared-side (the engine option's GPU tests), the step now (the x16 step) with
+    [engine] side_stream and shared_expert_side on - no swap: no new op - its captured gate, then one pair with
+    --changes engine forecast as moe_experts x1.125 (9 experts' rows to 8)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs41")
+    line = next(x for x in log.splitlines() if "] gpu-tests-shared-side (limit" in x)
+    assert "tests/engine/test_shared_expert_side.py" in line and "-m gpu" in line, line
+    assert log.index("] gpu-tests-shared-side (limit") < log.index("] diagnose-decode-s41-shared-side (limit") \
+        < log.index("] gate-captured-s41-shared-side (limit") < log.index("] decode-s41-shared-side (limit")
+    reg, step = machine / "cuda-s41-shared-side.toml", machine / "cuda-s32-lmhead-x16.toml"
+    assert any(c.startswith("engine side_stream=on shared_expert_side=on --registry") and f"{reg}.new" in c
+               for c in calls), calls
+    assert not any(c.startswith("swap ") and "cuda-s41-shared-side" in c for c in calls), calls
+    assert reg.is_file() and Path(f"{reg}.base").read_text().strip() == str(step)
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert f"--registry {step} " in decode and "--changes engine " in decode, decode
+    assert "--expect moe_experts=1.125 " in decode and "[engine] shared_expert_side" in decode, decode
+    assert f"--prediction {machine}/suite-diag/diag-decode-s41-shared-side.json " in decode, decode
+
+
+def test_a_won_rung_of_engine_options_alone_is_made_again_by_now_chain(tmp_path):
+    """decode-s41-shared-side named a win (SUITE_TIMED) on a machine without its registry: now_chain makes it again as
+    the step below it with its options on (now_pairs' "+ OPTIONS", no swap)."""
+    _, _, machine = _over_the_x16_step(tmp_path, "rungs41")
+    reg = machine / "cuda-s41-shared-side.toml"
+    reg.unlink()
+    Path(f"{reg}.base").unlink()
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16 decode-s41-shared-side",
+           "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _records(tmp_path, **_CONVKDA_RECORD)}
+    log, calls = _lanes(tmp_path, "rungs40", "", extra_env=env)
+    assert "decode-s41-shared-side won in an earlier call; its registry made again over cuda-s32-lmhead-x16.toml" in log
+    assert any(c.startswith("engine side_stream=on shared_expert_side=on --registry") and f"{reg}.new" in c
+               for c in calls), calls
+    assert reg.is_file() and Path(f"{reg}.base").read_text().strip() == str(machine / "cuda-s32-lmhead-x16.toml")
+
+
+def test_rungs41_is_left_out_when_its_proof_fails_and_nothing_of_it_is_made(tmp_path):
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS)])
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops, "STUB_FAIL_MATCH": "tests/engine/test_shared_expert_side.py"}
+    log, calls = _lanes(tmp_path, "rungs41", "", extra_env=env)
+    assert "decode-s41-shared-side: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any("shared_expert_side" in c or "s41-shared-side" in c for c in calls), calls
+    assert not (tmp_path / "machine" / "cuda-s41-shared-side.toml").exists()
 
 
 def test_rungs40_is_left_out_when_its_registry_does_not_select_the_fused_op(tmp_path):
