@@ -188,3 +188,27 @@ def test_gpu_the_captured_step_replays_the_eager_bits_with_the_shared_expert_on_
     assert torch.isfinite(on).all() and torch.equal(on, rows)
     off = run_phases(engine(False))
     assert nmse(on, off) < 1e-8, nmse(on, off)
+
+
+@pytest.mark.gpu
+def test_gpu_the_step_s_experts_at_the_48b_shape_without_the_shared_expert():
+    """What moe_experts runs under the option in the step: cupy_rowwarp_pdl_q8_pairs_ld (and the pairs form whose bits
+    it claims) with no shared expert (Fs = 0: 8 slots of 1024 rows, the down's 32 super-blocks a warp) at the 48B's
+    shape, against torch's float32 experts within the act_q8 row (the contract's CUDA cases prove a small no-shared
+    call; this is the real one)."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from gguf import GGMLQuantizationType as Q
+    from sparkops_cupy import moe_experts as cme
+    from sparkops_cupy._workloads import moe_workload
+    from sparkops_torch.moe_experts import moe_experts as torch_experts
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets, _ = moe_workload(load_preset("kimi-linear-48b-a3b"), Q.Q4_K, torch.bfloat16).build(dev, 3)
+    for s in sets[:3]:
+        args = dict(s, s_gate=None, s_up=None, s_down=None)
+        got = cme.moe_experts_rowwarp_pdl_q8_pairs_ld(**args)
+        same = cme.moe_experts_rowwarp_pdl_q8_pairs(**args)
+        want = torch_experts(**{**args, "x": args["x"].float()})
+        torch.cuda.synchronize()
+        assert torch.isfinite(got.float()).all() and torch.equal(got, same)
+        assert nmse(got.float(), want) < 1e-2, nmse(got.float(), want)
