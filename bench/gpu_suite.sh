@@ -622,6 +622,19 @@
 # MoE layer in one persistent launch (33 us a layer for 13 us of bytes); the recurrence's latency (6.3 us for 1.4 us
 # of state); a KDA kernel doing conv, up-projections, recurrence and norm (it alone waits only for the first side
 # GEMV: under 1% to gain).
+# Session 34 (bench/gpu-runs/2026-12-05-session34/README.md): no machine came (two H200 requests and two H100 ones
+# refused; the last said not to ask again this session). Built: bench/probes/critical_path.py (a replay of a step
+# timeline's dependencies with what-ifs; on session 33's timelines it forecasts the fused conv's loss, x0.954 against
+# the replays' 0.9485, where Amdahl said x1.04) and its ranking of the leads; [engine] shared_expert_side (stage
+# rungs41: the shared expert as a dense SwiGLU FFN on the side stream, forecast moe_experts x1.125, x1.039 at most on
+# the H100 timeline); probe_l2_hot (are the step's kernels faster with their weights in the L2?).
+# Next session, the same export as session 33's plan below (SUITE_TIMED with decode-s39-q8-tall), then:
+#   on an H200:  bash bench/gpu_lanes.sh 570 "rungs39 probe_l2_hot rungs41" ""   # fresh
+#                bash bench/gpu_lanes.sh 560 "rungs40 frontier131k probe_timeline_now" ""   # warm
+#   on an H100:  bash bench/gpu_lanes.sh 570 "probe_l2_hot rungs41" ""   # fresh
+#                bash bench/gpu_lanes.sh 560 "rungs40 frontier131k probe_timeline_now" ""   # warm
+# If rungs41 wins, SUITE_TIMED gains decode-s41-shared-side (now_pairs remakes it: "+ side_stream=on
+# shared_expert_side=on"). Forecast any new lead with critical_path.py on the newest timeline before building it.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

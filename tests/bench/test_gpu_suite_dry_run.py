@@ -2774,6 +2774,18 @@ def test_the_plan_after_session_30_times_the_stack_again_over_the_x16_step(tmp_p
                      "cuda-s32-lmhead-x16.toml", "moe_experts=1.053,linear@Q4_K=1.200")
 
 
+def test_the_plan_after_session_34_probes_the_l2_then_times_the_shared_expert_over_the_q8_tall_step(tmp_path):
+    """The header's first call on an H200: rungs39 (the Q8 tall GEMVs, a win in the stand-in's bench), the L2 probe,
+    then rungs41 over the step rungs39 just made - the shared expert's rung is timed against cuda-s39-q8-tall.toml."""
+    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6}}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 probe_l2_hot rungs41", records=recs)
+    assert log.index("] decode-s39-q8-tall (limit") < log.index("] probe-l2-hot (limit") \
+        < log.index("] decode-s41-shared-side (limit")
+    reg = machine / "cuda-s41-shared-side.toml"
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert f"--registry {machine / 'cuda-s39-q8-tall.toml'} " in decode, decode
+
+
 def test_rungs36_times_the_fused_norm_and_router_over_the_step_now_with_the_engine_option(tmp_path):
     """Session 31's rung: after gpu-tests-norm-router (the fused kernel's and the engine option's GPU tests and the
     side-by-side that writes its record), add_rmsnorm_router=cupy_rowwarp_pdl swapped over the step now (the x16 step),
