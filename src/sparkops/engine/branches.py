@@ -29,8 +29,11 @@ from ..lanes import SIDE, on_lane
 class SideStream:
     """A device's side stream for the forward's declared-independent work (the module docstring)."""
 
-    def __init__(self, device: torch.device, high_priority: bool = False):
+    def __init__(self, device: torch.device, high_priority: bool = False, gates_first: bool = False):
         self.device = device
+        #: [engine] gates_first: a KDA layer's gate-input projection (f_a | g_a | beta) runs on the main line before
+        #: q/k/v, and only what follows it (the up-projections f_b, g_b) forks here (graph.py's KDA paths read it)
+        self.gates_first = gates_first
         #: the CUDA stream the side work runs on; None off CUDA (the work runs inline: the stated policy). With
         #: `high_priority` ([engine] side_priority) at the device's highest stream priority: PyTorch instantiates a
         #: captured graph with node priorities, so the side kernels' blocks are then dispatched before the main

@@ -73,7 +73,7 @@ class Engine:
         self.low_rank = low_rank_weights(self.model, self.fused) if self.fused and options.get("fuse_low_rank") \
             else {}
         #: with side_stream, the KDA layers' gate projections run on a second CUDA stream (branches.py)
-        self.side = SideStream(self.device, bool(options.get("side_priority"))) \
+        self.side = SideStream(self.device, bool(options.get("side_priority")), bool(options.get("gates_first"))) \
             if self.fusable and options.get("side_stream") else None
         #: the KDA layers whose gate projections fork onto it (not those whose fused group mixes them with q/k/v)
         self.side_layers = [i for i, layer in enumerate(self.model.layers) if layer.kind == "kda"

@@ -93,8 +93,9 @@ def _kda_with_gate_linears(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDASta
     joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()
     if side is not None and gates_apart(groups):
         gate_groups, line_groups = _split_groups(groups)
+        first = _gate_inputs_first(ops, a, w, side, gate_groups, joints)
         with side.fork():
-            g, gate, beta = _gates(ops, w, a, t, h, dk, gate_groups, joints, low_rank, late_gate=False)
+            g, gate, beta = _gates(ops, w, a, t, h, dk, gate_groups, joints, low_rank, late_gate=False, p=first)
         q, k, v = _qkv(ops, w, st, a, t, h, dk, line_groups, window, (), ("q", "k", "v"))
         side.join(g, gate, beta)
         p = None
@@ -127,8 +128,9 @@ def _conv_kda_norm(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: t
     joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()
     if side is not None and gates_apart(groups):
         gate_groups, line_groups = _split_groups(groups)
+        first = _gate_inputs_first(ops, a, w, side, gate_groups, joints)
         with side.fork():
-            g, gate, beta = _gates(ops, w, a, t, h, dk, gate_groups, joints, low_rank, late_gate=False)
+            g, gate, beta = _gates(ops, w, a, t, h, dk, gate_groups, joints, low_rank, late_gate=False, p=first)
         x = project(ops, a, w, CONV_INPUTS, line_groups, joints=(CONV_INPUTS,))[QKV]  # [T, 3P], before the conv
         side.join(g, gate, beta)
     else:
@@ -147,6 +149,21 @@ def _merged_conv(groups: tuple[Group, ...], window: torch.Tensor | None) -> Grou
     that conv's one [W-1, 3P] `window`; else None (three convs)."""
     merged = next((g for g in groups if g.conv is not None), None)
     return merged if window is not None else None
+
+
+def _gate_inputs_first(ops: Ops, a: torch.Tensor, w: KDAWeights, side: SideStream, gate_groups: tuple[Group, ...],
+                       joints: tuple[tuple[str, ...], ...]) -> dict[str, torch.Tensor] | None:
+    """With [engine] gates_first (side.gates_first): the gate inputs' projections (f_a | g_a | beta), run here on the
+    main line before q/k/v is enqueued; else None (they fork with the rest of the gates).
+
+    Why: GPU session 33's H100 timeline, read by bench/probes/critical_path.py, has a KDA layer's critical path on the
+    side stream. Its first GEMV (1.3 MB) starts after the tall q|k|v GEMV has requested its 16 MB (under PDL, while
+    the norm still runs) and ends 1.3 us after it, ~10 us for a GEMV of ~2.6 alone; the up-projections and the
+    recurrence wait for it. Run first, it reads its bytes before the tall GEMV's; the up-projections still run beside
+    q/k/v. The same ops on the same inputs: the same bits as the side stream's order."""
+    if not side.gates_first:
+        return None
+    return project(ops, a, w, GATE_INPUTS, gate_groups, joints=joints)
 
 
 def _split_groups(groups: tuple[Group, ...]) -> tuple[tuple[Group, ...], tuple[Group, ...]]:
@@ -168,6 +185,10 @@ def _qkv_and_codes(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: t
     joints = (LOW_RANK_INPUTS,) if low_rank is not None else ()  # the projections' layout, as without fuse_gates
     if side is not None and gates_apart(groups):
         gate_groups, line_groups = _split_groups(groups)
+        first = _gate_inputs_first(ops, a, w, side, gate_groups, joints)
+        if first is not None:  # gates_first: the codes are all the side stream would run, so nothing forks
+            q, k, v = _qkv(ops, w, st, a, t, h, dk, line_groups, window, (), ("q", "k", "v"))
+            return q, k, v, _codes(w, first)
         with side.fork():
             codes = _codes(w, project(ops, a, w, GATE_INPUTS, gate_groups, joints=joints))
         q, k, v = _qkv(ops, w, st, a, t, h, dk, line_groups, window, (), ("q", "k", "v"))

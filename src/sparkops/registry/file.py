@@ -94,6 +94,10 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
                                    "needs a proven short_conv_kda_norm selection, else the reference runs it, "
                                    "counted); a prefill chunk keeps short_conv, kda and gated_rmsnorm apart; not "
                                    "with fuse_kda_gates (both fuse the recurrence and the norm)"),
+    "gates_first": (bool, False, "with side_stream: a KDA layer's gate-input projection (f_a/g_a/beta) runs on the "
+                                 "main line before q/k/v, and only the up-projections (f_b, g_b) fork onto the side "
+                                 "stream (with fuse_kda_gates nothing forks): their bytes are read before the q|k|v "
+                                 "GEMV's. The same kernels and bits; CPU: inline, one stream"),
     "shared_expert_side": (bool, False, "with side_stream: a decode step's MoE layers run their shared expert as a "
                                         "dense SwiGLU FFN (its gate and up one linear with fuse_projections) on the "
                                         "side stream, beside the router and the routed experts, and add its output "
@@ -112,6 +116,7 @@ ENGINE_NEEDS: dict[str, tuple[str, str]] = {
     "fuse_conv_kda": ("fuse_short_conv", "the fused op runs the merged q|k|v conv, whose taps and window only "
                                          "fuse_short_conv makes"),
     "shared_expert_side": ("side_stream", "the shared expert runs on the side stream, which only side_stream makes"),
+    "gates_first": ("side_stream", "it orders what forks onto the side stream, which only side_stream makes"),
 }
 #: options that cannot be on together: option -> (the one it excludes, why)
 ENGINE_EXCLUDES: dict[str, tuple[str, str]] = {
