@@ -22,10 +22,12 @@ Replayed unchanged, the model gives the measured span exactly (a check the tool 
   --tail SEL=US         their tail becomes US (e.g. a fused kernel's tail read off its own step's timeline)
   --scale SEL=F         their tail is divided by F (a per-op speed-up applied to what the line waits for)
   --shift SEL=US        their tail shrinks by US
-SEL is a kernel-name prefix, or PREFIX<BEFORE: those whose first dependency (the main-line kernel before, or for a
-side kernel the side kernel or fork before it) starts with BEFORE. Each option repeats; --each also prints every
+SEL is a kernel-name prefix, PREFIX<BEFORE: those whose first dependency (the main-line kernel before, or for a
+side kernel the side kernel or fork before it) starts with BEFORE, and/or PREFIX>AFTER: those the next main-line
+kernel of which starts with AFTER (the KDA layers' tall GEMV is the one before _short_conv_kernel). Each option repeats; --each also prints every
 change alone. The forecast is the ratio of spans (measured over what-if): the step's tok/s ratio if the replay's
-span is the token's time, which at one CUDA graph a token it nearly is.
+span is the token's time, which at one CUDA graph a token it nearly is. `--json` writes what
+`sparkops bench ... --forecast FILE` keeps in the ledger row of the timeline's depth.
 
     python3 bench/probes/critical_path.py TIMELINE.json [--registry NAME] [--side _gemv_kernel] \\
         [--remove _short_conv_kernel] [--tail '_kda_recurrent_kernel=10.9'] [--each] [--json]
@@ -108,10 +110,16 @@ def replay(nodes: list[Node], tails: dict[int, float] | None = None) -> float:
 
 
 def select(nodes: list[Node], sel: str) -> list[Node]:
-    """The kernels SEL names: a name prefix, or PREFIX<BEFORE (module docstring)."""
-    prefix, _, before = sel.partition("<")
+    """The kernels SEL names: PREFIX[<BEFORE][>AFTER] (module docstring)."""
+    head, _, after = sel.partition(">")
+    prefix, _, before = head.partition("<")
+    nxt: dict[int, Node] = {}  # each kernel's first dependent on the main line
+    for n in nodes:
+        if not n.side and n.deps:
+            nxt.setdefault(n.deps[0], n)
     return [n for n in nodes if n.name.startswith(prefix)
-            and (not before or (n.deps and nodes[n.deps[0]].name.startswith(before)))]
+            and (not before or (n.deps and nodes[n.deps[0]].name.startswith(before)))
+            and (not after or (n.i in nxt and nxt[n.i].name.startswith(after)))]
 
 
 @dataclass
@@ -176,7 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     changes = [parse_change(kind, t) for kind in ("remove", "tail", "scale", "shift") for t in getattr(args, kind)]
     nodes = build(kernels, tuple(args.side or ["_gemv_kernel"]))
     measured = max(n.end for n in nodes) - min(n.start for n in nodes)
-    out = {"registry": name, "kernels": len(nodes), "measured_span_us": measured, "model_span_us": replay(nodes),
+    depth = None
+    try:
+        depth = json.loads(args.timeline.read_text()).get("depth")
+    except (OSError, ValueError, AttributeError):
+        pass
+    out = {"timeline": str(args.timeline), "depth": depth, "registry": name, "kernels": len(nodes),
+           "measured_span_us": measured, "model_span_us": replay(nodes),
            "joins": sum(1 for n in nodes if not n.side and any(nodes[d].side for d in n.deps))}
     empty = [c.text() for c in changes if not select(nodes, c.sel)]
     if empty:

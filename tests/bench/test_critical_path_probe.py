@@ -53,6 +53,15 @@ def test_a_kernel_beside_a_later_side_stream_saves_nothing_and_the_side_kernel_s
     assert slower["span_us"] == pytest.approx(32.0) and slower["ratio"] == pytest.approx(30.0 / 32.0)  # tail 5 -> 7
 
 
+def test_a_selector_names_kernels_by_the_one_before_and_the_one_after():
+    nodes = _nodes()
+    assert [n.start for n in probe.select(nodes, "tall")] == [1.0, 21.0]
+    assert [n.start for n in probe.select(nodes, "tall>conv")] == [1.0]  # the layer whose conv follows
+    assert [n.start for n in probe.select(nodes, "_gemv_kernel<_gemv_kernel")] == [11.2]
+    assert [n.start for n in probe.select(nodes, "_add_rmsnorm_kernel<o_proj>tall")] == [20.5]
+    assert probe.select(nodes, "tall>rec") == []
+
+
 def test_scale_and_shift_act_on_the_tail_not_the_duration():
     nodes = _nodes()
     # o_proj runs 14-20 under PDL, its tail 2 after the recurrence: x2 saves 1 us, not the 3 its duration would say

@@ -434,6 +434,35 @@ def test_a_row_records_the_baselines_diagnosis_beside_the_outcome(nano, registri
     assert main(argv + ["--prediction", str(tmp_path / "none.json")]) == 2
 
 
+def test_a_critical_path_forecast_goes_in_its_depth_s_row_beside_the_outcome(nano, registries, monkeypatch, capsys,
+                                                                               bench_dir, tmp_path):
+    """bench --forecast F.json (bench/probes/critical_path.py --json of a depth-0 timeline): the depth-0 row keeps the
+    forecast's ratio, its what-ifs and its timeline beside the measured ratio, the depth-8 row none; LADDER.md shows
+    it; a file with no forecast in it is refused before any weight is loaded."""
+    loads = []
+    monkeypatch.setattr(bench_cmd, "load_weights", lambda spec: loads.append(spec) or nano)
+    doc = {"timeline": "t.json", "depth": 0, "registry": "/tmp/a.toml",
+           "all": {"changes": ["--remove _short_conv_kernel"], "launches": {"_short_conv_kernel": 20},
+                   "span_us": 1975.4, "ratio": 1.0022}}
+    good, empty = tmp_path / "forecast.json", tmp_path / "empty.json"
+    good.write_text(json.dumps(doc))
+    empty.write_text(json.dumps({k: v for k, v in doc.items() if k != "all"}))
+    argv = ["bench", "decode", "--model", "k3-nano", "--depth", "0,8", "--tokens", "2", "--repeats", "2",
+            "--registry", str(registries[0]), "--vs", str(registries[1]), "--gate-depths", "1"]
+    capsys.readouterr()
+    for bad, says in ((empty, "no forecast in it"), (tmp_path / "missing.json", "cannot read it as JSON")):
+        assert main(argv + ["--forecast", str(bad)]) == 2
+        assert says in " ".join(capsys.readouterr().err.split())
+    assert loads == []
+    assert main(argv + ["--forecast", str(good)]) == 0
+    rows = {r["depth"]: r for r in L.read(bench_dir / L.LEDGER) if r["kind"] == "measurement"}
+    f = rows[0]["forecast"]
+    assert f["ratio"] == 1.0022 and f["changes"] == ["--remove _short_conv_kernel"] and f["timeline"] == "t.json"
+    assert f["measured_ratio"] == rows[0]["ratio"] and f["source"] == str(good)
+    assert "forecast" not in rows[8] and f"--forecast {good}" in rows[0]["command"]
+    assert "critical path x1.002 forecast" in (bench_dir / L.LADDER).read_text()
+
+
 def test_expect_turns_the_diagnosis_into_a_prediction_of_this_change(nano, registries, monkeypatch, capsys,
                                                                      bench_dir, tmp_path):
     """--expect linear=2 (the change's per-op speed-up): each row records the step's gain that implies by Amdahl on

@@ -205,6 +205,34 @@ def load_prefill(paths: str | Path | list, depths: tuple[int, ...], chunk: int |
     return {d: dict(pred) for d in depths}
 
 
+def load_forecast(path: str | Path) -> dict[str, Any]:
+    """A step's forecast from bench/probes/critical_path.py --json: the span of a measured timeline replayed with the
+    change's what-ifs (kernels removed, re-tailed, scaled), as {source, timeline, registry, depth, changes, ratio}.
+    Kept in the row of the timeline's depth beside Amdahl's (--expect) and the measured ratio: session 33's fusion
+    lost 0.943 where Amdahl on its ops said ~1.04 and this model, on the same timeline, x0.954."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"--forecast {path}: cannot read it as JSON ({exc}); give bench/probes/critical_path.py "
+                       f"TIMELINE --json ...'s output") from None
+    whole = doc.get("all") if isinstance(doc, dict) else None
+    ratio = whole.get("ratio") if isinstance(whole, dict) else None
+    if not isinstance(ratio, (int, float)) or not ratio > 0:
+        raise BadInput(f"--forecast {path}: no forecast in it (critical_path.py writes one under \"all\" when it is "
+                       f"given at least one --remove, --tail, --scale or --shift)")
+    return {"source": str(path), "timeline": doc.get("timeline"), "registry": doc.get("registry"),
+            "depth": doc.get("depth"), "changes": list(whole.get("changes") or []), "ratio": float(ratio)}
+
+
+def forecast_for_row(forecast: dict[str, Any] | None, depth: int,
+                     measured_ratio: float | None) -> dict[str, Any] | None:
+    """The forecast as the row of `depth` keeps it (with the measured ratio beside it), or None: a timeline is one
+    depth's replay, so its forecast goes in that depth's row only (a forecast of no stated depth in every row)."""
+    if forecast is None or (forecast.get("depth") is not None and forecast["depth"] != depth):
+        return None
+    return {**forecast, "measured_ratio": measured_ratio}
+
+
 def check_step_times(preds: dict[int, dict[str, Any]], baseline_mode: str) -> None:
     """Refuse, before any timing, an --expect whose diagnosis lacks the step time of the baseline arm's mode."""
     for d, pred in preds.items():
@@ -244,13 +272,16 @@ def text(row: dict[str, Any], withdrawn: set[tuple[Any, Any]] = frozenset()) -> 
     of diagnoses whose ledger rows were retracted; a prediction read from one of them says so."""
     p = row.get("prediction")
     if not p:
-        return "—"
+        f = row.get("forecast")
+        return f"critical path x{f['ratio']:.3f} forecast" if f else "—"
     gain = p.get("predicted_gain")
     out = f"{p.get('binding') or '?'}: x{gain:.3g} predicted" if gain else f"{p.get('binding') or '?'}"
     if p.get("change_predicted_gain"):
         ops = ", ".join(f"{op} x{f:.3g}" for op, f in p["expect"].items())
         out = f"{p.get('binding') or '?'}; expected {ops} per op: x{p['change_predicted_gain']:.3g} predicted"
-    return out + (" (from a diagnosis since retracted)" if (p.get("registry"), p.get("diagnosed")) in withdrawn else "")
+    out += " (from a diagnosis since retracted)" if (p.get("registry"), p.get("diagnosed")) in withdrawn else ""
+    f = row.get("forecast")
+    return out + (f"; critical path x{f['ratio']:.3f} forecast" if f else "")
 
 
 def withdrawn(rows: list[dict[str, Any]], gone: dict[str, Any]) -> set[tuple[Any, Any]]:

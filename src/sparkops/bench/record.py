@@ -33,7 +33,8 @@ def _box(run: BenchRun) -> dict[str, Any]:
 
 
 def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
-                    prediction: dict[str, Any] | None = None) -> dict[str, Any]:
+                    prediction: dict[str, Any] | None = None,
+                    forecast: dict[str, Any] | None = None) -> dict[str, Any]:
     date = now()
     key = workload_key(p.phase, run.model["name"], run.model["mix"], run.env["device_slug"], p.depth, p.tokens)
     cand = p.arms["B"] if "B" in p.arms else p.arms["A"]
@@ -63,6 +64,10 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
         from .prediction import for_row
 
         prediction = for_row(prediction, run.model["name"], p.arms["A"].mode, ratio if "B" in p.arms else None)
+    if forecast is not None:
+        from .prediction import forecast_for_row
+
+        forecast = forecast_for_row(forecast, p.depth, ratio if "B" in p.arms else None)
     return {
         "id": L.new_id(date), "kind": "measurement", "date": date, "change": change, "key": key,
         "phase": p.phase, "depth": p.depth, "tokens": p.tokens, "model": run.model, "metric": _metric(p),
@@ -80,6 +85,7 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
         "roofline": {a.label: a.roofline for a in p.arms.values()}, "cost": p.cost.as_dict(),
         "ceilings": run.ceilings.as_dict(), **_box(run),
         **({"prediction": prediction} if prediction is not None else {}),
+        **({"forecast": forecast} if forecast is not None else {}),
     }
 
 
@@ -173,23 +179,27 @@ def offer_row(frontier: Frontier, row: dict[str, Any]) -> dict[str, str]:
 
 
 def record_run(run: BenchRun, bench: str | Path | None = None, change: str | None = None,
-               render: bool = True, predictions: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+               render: bool = True, predictions: dict[int, dict[str, Any]] | None = None,
+               forecast: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Append the run's rows, raise the frontier where earned, re-render LADDER.md; returns the rows.
-    `predictions`: {depth: the baseline's diagnosis} (bench.prediction), kept in each depth's row."""
+    `predictions`: {depth: the baseline's diagnosis} (bench.prediction), kept in each depth's row; `forecast`: a
+    critical-path forecast (bench.prediction.load_forecast), kept in its depth's row."""
     d = L.bench_dir(bench)
     with L.writer_lock(d):  # the frontier's load .. save is a read-modify-write: one recording at a time
-        return _record_run(run, d, change, render, predictions)
+        return _record_run(run, d, change, render, predictions, forecast)
 
 
 def _record_run(run: BenchRun, d: Path, change: str | None, render: bool,
-                predictions: dict[int, dict[str, Any]] | None) -> list[dict[str, Any]]:
+                predictions: dict[int, dict[str, Any]] | None,
+                forecast: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     frontier = Frontier.load(d / L.FRONTIER)
     regs = [str(p) for _, p in run.request.registries]
     regs = [how_run(r, "graph" if label in run.request.graph else "eager")
             for r, (label, _) in zip(regs, run.request.registries)]
     change = change or (f"{regs[1]} vs {regs[0]}" if len(regs) == 2 else f"{regs[0]} (no baseline)")
     rows = []
-    made = [measurement_row(run, p, frontier, change, (predictions or {}).get(p.depth)) for p in run.points]
+    made = [measurement_row(run, p, frontier, change, (predictions or {}).get(p.depth), forecast)
+            for p in run.points]
     for p, row in zip(run.points, made):  # every row made (and checked) before the first is written
         row["frontier"] = offer_row(frontier, row)
         L.append(d / L.LEDGER, row)  # the row first: a frontier entry must point at an existing row

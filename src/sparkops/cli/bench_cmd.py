@@ -72,6 +72,9 @@ def add_parser(sub) -> None:
                    "(its speed-up, e.g. attention=1.66 from a per-op benchmark; OP@DEPTH=FACTOR for one depth; "
                    "OP@TYPE=FACTOR for the calls on one weight type, e.g. linear@Q6_K=2.4); the "
                    "row also records the step's gain this implies on the diagnosed per-op times")
+    p.add_argument("--forecast", metavar="FORECAST.json", help="a forecast of the change from the baseline's "
+                   "step timeline (bench/probes/critical_path.py TIMELINE --json with the change's what-ifs), kept in "
+                   "the row of the timeline's depth beside the measured ratio; like --prediction, never a figure")
     p.add_argument("--changes", metavar="OP[,OP]", help="the ops (or 'engine') B's registry changes from A's: "
                    "bench refuses to run when the registries differ in anything else, or not in these")
     p.add_argument("--reuse-gate", action="store_true", help="reuse a passing model-gate verdict made on this "
@@ -169,6 +172,11 @@ def run(args) -> int:
             raise BadInput(f"registry {label}: {path}: no such file")
     spec = peer_mod.parse_peer_arg(args.peer, args.peer_args) if args.peer else None
     predictions = None
+    forecast = None
+    if getattr(args, "forecast", None):
+        from ..bench import prediction
+
+        forecast = prediction.load_forecast(args.forecast)  # read and checked before any weight is loaded
     if args.expect and not args.prediction:
         raise BadInput("--expect needs --prediction DIAG.json: the per-op times it applies to come from the "
                        "baseline's diagnosis")
@@ -213,7 +221,7 @@ def run(args) -> int:
     if not args.no_record:
         from ..bench.record import record_run
 
-        rows = record_run(bench_run, args.bench_dir, args.change, predictions=predictions)
+        rows = record_run(bench_run, args.bench_dir, args.change, predictions=predictions, forecast=forecast)
     if args.json:
         emit_json({"model": bench_run.model, "env": bench_run.env, "ceilings": bench_run.ceilings.as_dict(),
                    "gates": {k: g.as_dict() for k, g in bench_run.gates.items()},
@@ -230,7 +238,7 @@ _OPTIONS = (("--model", "model"), ("--depth", "depth"), ("--tokens", "tokens"), 
             ("--gate-depths", "gate_depths"),
             ("--gate-golden", "gate_golden"), ("--graph", "graph"), ("--fill-registry", "fill_registry"),
             ("--peer", "peer"), ("--peer-args", "peer_args"), ("--prediction", "prediction"), ("--expect", "expect"),
-            ("--changes", "changes"))
+            ("--forecast", "forecast"), ("--changes", "changes"))
 
 
 def canonical_argv(args) -> list[str]:
