@@ -234,6 +234,11 @@
 #                 experts' rows), after gpu-tests-shared-side; forecast x1.125 on moe_experts (the routed kernels'
 #                 share of the rows), which bench/probes/critical_path.py puts at x1.039 on session 33's H100 step
 #     proofs41    rungs41's GPU tests alone
+#     rungs42     [engine] gates_first with fuse_conv_kda (short_conv_kda_norm=triton_split_pdl) over the step now: a
+#                 KDA layer's gate-input GEMV first on the main line (its bytes before the tall GEMV's), the conv in
+#                 the recurrence's kernel; neither pays alone (critical_path.py: x0.98 and x1.00), together x1.027
+#                 forecast; after gpu-tests-gates-first and gpu-tests-conv-kda (its record perop-convkda)
+#     proofs42    rungs42's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -628,13 +633,17 @@
 # the replays' 0.9485, where Amdahl said x1.04) and its ranking of the leads; [engine] shared_expert_side (stage
 # rungs41: the shared expert as a dense SwiGLU FFN on the side stream, forecast moe_experts x1.125, x1.039 at most on
 # the H100 timeline); probe_l2_hot (are the step's kernels faster with their weights in the L2?).
+# Also built: [engine] gates_first (a KDA layer's gate-input GEMV first on the main line), timed with the fused conv
+# as stage rungs42 (neither pays alone on the model; together x1.027); bench --forecast keeps a rung's critical-path
+# forecast in its row (rungs41 and rungs42 pass one, from the committed session-33 timeline).
 # Next session, the same export as session 33's plan below (SUITE_TIMED with decode-s39-q8-tall), then:
 #   on an H200:  bash bench/gpu_lanes.sh 570 "rungs39 probe_l2_hot rungs41" ""   # fresh
-#                bash bench/gpu_lanes.sh 560 "rungs40 frontier131k probe_timeline_now" ""   # warm
+#                bash bench/gpu_lanes.sh 560 "rungs42 frontier131k probe_timeline_now" ""   # warm
 #   on an H100:  bash bench/gpu_lanes.sh 570 "probe_l2_hot rungs41" ""   # fresh
-#                bash bench/gpu_lanes.sh 560 "rungs40 frontier131k probe_timeline_now" ""   # warm
-# If rungs41 wins, SUITE_TIMED gains decode-s41-shared-side (now_pairs remakes it: "+ side_stream=on
-# shared_expert_side=on"). Forecast any new lead with critical_path.py on the newest timeline before building it.
+#                bash bench/gpu_lanes.sh 560 "rungs42 frontier131k probe_timeline_now" ""   # warm
+# (rungs42 runs rungs40's proof too; rungs40 alone is forecast x1.00 by the model and can wait.) If rungs41 wins,
+# SUITE_TIMED gains decode-s41-shared-side (now_pairs remakes it: "+ side_stream=on shared_expert_side=on"), and
+# rungs42 is then made over it. Forecast any new lead with critical_path.py on the newest timeline before building it.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -938,6 +947,15 @@ S40_CONVKDA_REG=$TMP/cuda-s40-conv-kda.toml
 # the linears, swiglu and add_rmsnorm the step selects run it, and moe_experts without a shared expert (the contract's
 # None; its CUDA cases prove it). critical_path.py on session 33's H100 timeline: x1.039 at most (gate/up and down x9/8)
 S41_SHAREDSIDE_REG=$TMP/cuda-s41-shared-side.toml
+# session 34's second rung (stage rungs42): [engine] gates_first with fuse_conv_kda. critical_path.py on session 33's
+# timeline: a KDA layer waits on its side stream, whose first GEMV (f_a | g_a | beta, 1.3 MB) is read behind the tall
+# q|k|v GEMV's 16 MB and ends ~12 us after the norm; the conv ends beside it. Run first on the main line it ends ~2 us
+# after the norm (the tall GEMV 2 us later), and with the conv inside the recurrence's kernel the recurrence waits on
+# the tall GEMV alone: x1.027 at a fused tail of 7 us (x1.016 at 8, x1.033 at 6.4); each alone x0.98 / x1.00
+S42_GATESCONV_REG=$TMP/cuda-s42-gates-conv.toml
+# the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
+# committed (a forecast made before the call, the same on every machine)
+FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -1217,7 +1235,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1283,6 +1301,7 @@ now_pairs() {
     decode-s39-q8-tall) echo linear@Q4_K=cupy_rowwarp_pdl_q8_tall ;;
     decode-s40-conv-kda) echo short_conv_kda_norm=triton_split_pdl + fuse_conv_kda=on ;;
     decode-s41-shared-side) echo + side_stream=on shared_expert_side=on ;;
+    decode-s42-gates-conv) echo short_conv_kda_norm=triton_split_pdl + side_stream=on gates_first=on fuse_conv_kda=on ;;
     *) return 1 ;;
   esac
 }
@@ -1787,6 +1806,7 @@ rung_parts() {
     rungs39) echo proof_q8_tall s39_rung ;;
     rungs40) echo proof_conv_kda s40_rung ;;
     rungs41) echo proof_shared_side s41_rung ;;
+    rungs42) echo proof_gates_conv s42_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2032,6 +2052,15 @@ proof_shared_side() {  # [engine] shared_expert_side's GPU tests: the shared exp
   run gpu-tests-shared-side 180 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/engine/test_shared_expert_side.py --junitxml="$R/gpu-tests-shared-side.xml"
 }
+# forecast NAME WHAT-IF...: $DJ/forecast-NAME.json, critical_path.py's forecast of the rung on FORECAST_TIMELINE (the
+# bench row keeps it: --forecast); false, said, when it cannot be made
+forecast() {
+  local name=$1
+  shift
+  python3 bench/probes/critical_path.py $FORECAST_TIMELINE --json "$@" > $DJ/forecast-$name.json.new 2>> $R/suite.err \
+      && mv $DJ/forecast-$name.json.new $DJ/forecast-$name.json \
+      || { log "decode-$name: no critical-path forecast ($*)"; rm -f $DJ/forecast-$name.json.new; return 1; }
+}
 # s41_rung: [engine] shared_expert_side over the step now (side_stream set too, which the step has had since session
 # 23), the captured gate, then the pair forecast as moe_experts x1.125: the routed kernels do 8 of 9 experts' rows,
 # and the shared expert's 4 launches a MoE layer run off the critical path (if they fit beside the router and gate/up)
@@ -2049,11 +2078,54 @@ s41_rung() {
   fi
   [ -f $reg ] || { log "decode-$name: left out (its registry was not made)"; return 0; }
   captured_gate $name $reg || return 0
+  local fc=()
+  forecast $name --scale moe_q4_k_gateup=$S41_FACTOR --scale moe_q4_k_down=$S41_FACTOR \
+      && fc=(--forecast $DJ/forecast-$name.json)
   [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
       --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine \
-      --prediction $DJ/diag-decode-$name.json --expect "moe_experts=$S41_FACTOR" \
+      --prediction $DJ/diag-decode-$name.json --expect "moe_experts=$S41_FACTOR" "${fc[@]}" \
       --change "[engine] shared_expert_side: a MoE layer's shared expert as a dense SwiGLU FFN on the side stream \
 beside the router and the routed experts (moe_experts runs the routed rows alone), over $(basename $base), graph"
+  return 0
+}
+proof_gates_conv() {  # [engine] gates_first's GPU tests, then the fused conv's and its engine option's (proof_conv_kda:
+  # they write perop-convkda, the rung's per-op factor)
+  run gpu-tests-gates-first 120 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/engine/test_gates_first.py \
+      --junitxml="$R/gpu-tests-gates-first.xml"
+  proof_conv_kda
+}
+# s42_rung: short_conv_kda_norm=triton_split_pdl swapped over the step now, then [engine] side_stream, gates_first and
+# fuse_conv_kda on, the captured gate, and one pair: --expect from perop-convkda on short_conv and kda_norm (as rungs40:
+# Amdahl, which does not see the side stream) and --forecast from critical_path.py (which does)
+S42_FUSED_TAIL=7
+s42_rung() {
+  local name=s42-gates-conv reg=$S42_GATESCONV_REG base fac fc=()
+  base=$(now_reg decode-$name) || return 0
+  [ "$(cat $DONE/gpu-tests-gates-first 2>/dev/null || true)" = 0 ] \
+      || { log "decode-$name: left out (gates_first's GPU tests failed)"; return 0; }
+  fac=$(perop convkda chain triton_split_pdl)
+  proven_with_factor $name conv-kda "$fac" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  if [ ! -f $reg ]; then
+    run swap-$name 30 bash -c 'swap_into "$@"' _ $reg.swap $base short_conv_kda_norm=triton_split_pdl
+    [ -f $reg.swap ] && cp $reg.swap $reg.new \
+        && sparkops engine side_stream=on gates_first=on fuse_conv_kda=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $reg ] && python3 bench/registry_selects.py $reg short_conv_kda_norm=triton_split_pdl > /dev/null \
+      || { log "decode-$name: left out (its registry does not select short_conv_kda_norm=triton_split_pdl)"; return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --shift 'linear_q4_k_rowq8pdl_bf16>_short_conv_kernel=-2' \
+      --tail '_gemv_kernel<_add_rmsnorm_kernel=2' --tail '_gemv_kernel<_rmsnorm_kernel=2' \
+      --remove _short_conv_kernel --tail _kda_recurrent_kernel=$S42_FUSED_TAIL && fc=(--forecast $DJ/forecast-$name.json)
+  [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
+      --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN \
+      --changes engine,short_conv_kda_norm --prediction $DJ/diag-decode-$name.json \
+      --expect "short_conv=$fac,kda_norm=$fac" "${fc[@]}" \
+      --change "[engine] gates_first with fuse_conv_kda (short_conv_kda_norm=triton_split_pdl): a KDA layer's gate-input \
+GEMV first on the main line, the short conv inside the recurrence's kernel, over $(basename $base), graph"
   return 0
 }
 s26w_rung() {
@@ -3122,7 +3194,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3135,7 +3207,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

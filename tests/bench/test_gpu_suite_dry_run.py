@@ -122,7 +122,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     (d / "sparkops").write_text(STUB_SPARKOPS)
     (d / "stub_swap.py").write_text(STUB_SWAP)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
-    # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/timed_check.py (against the
+    # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/probes/critical_path.py (a
+    # rung's forecast on the committed timeline), bench/timed_check.py (against the
     # checkout's ledger and the stand-in machine's), `python3 -c "print(...)"` arithmetic and `python3 -c "import
     # json..."` reads of a JSON file are pure Python: the real interpreter runs them (the shards' files, a prediction
     # factor); imports of torch and the kernels stay stand-ins
@@ -136,6 +137,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
                                '[ "$1" = bench/timed_check.py ] && [ -n "${STUB_TIMED_OK:-}" ] && exit 0\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
                                f'[ "$1" = bench/registry_selects.py ] || [ "$1" = bench/timed_check.py ] || '
+                               f'[ "$1" = bench/probes/critical_path.py ] || '
                                f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
@@ -2939,6 +2941,8 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     assert got["decode-s37-router-sorted"] == "moe_router=cupy_rowwarp_pdl_sorted"
     assert got["decode-s40-conv-kda"] == "short_conv_kda_norm=triton_split_pdl + fuse_conv_kda=on"
     assert got["decode-s41-shared-side"] == "+ side_stream=on shared_expert_side=on"  # engine options alone
+    assert got["decode-s42-gates-conv"] == \
+        "short_conv_kda_norm=triton_split_pdl + side_stream=on gates_first=on fuse_conv_kda=on"
     # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
     assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
@@ -3094,6 +3098,40 @@ def test_rungs41_times_the_shared_expert_on_the_side_stream_over_the_step_now(tm
     assert f"--registry {step} " in decode and "--changes engine " in decode, decode
     assert "--expect moe_experts=1.125 " in decode and "[engine] shared_expert_side" in decode, decode
     assert f"--prediction {machine}/suite-diag/diag-decode-s41-shared-side.json " in decode, decode
+    forecast = machine / "suite-diag" / "forecast-s41-shared-side.json"  # critical_path.py on the committed timeline
+    assert f"--forecast {forecast} " in decode, decode
+    doc = json.loads(forecast.read_text())
+    assert doc["depth"] == 0 and doc["all"]["ratio"] == pytest.approx(1.039, abs=0.001), doc["all"]
+
+
+def test_rungs42_times_gates_first_with_the_fused_conv_forecast_on_the_critical_path(tmp_path):
+    """Session 34's second rung: after gpu-tests-gates-first and gpu-tests-conv-kda (its record: the fused op x1.250),
+    short_conv_kda_norm=triton_split_pdl swapped over the step now, [engine] side_stream, gates_first and fuse_conv_kda
+    set, its captured gate, then one pair: --expect from the record on short_conv and kda_norm, --forecast from
+    critical_path.py on the committed timeline (x1.027 at a fused tail of 7 us)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs42", records=_CONVKDA_RECORD)
+    assert log.index("] gpu-tests-gates-first (limit") < log.index("] gpu-tests-conv-kda (limit") \
+        < log.index("] swap-s42-gates-conv (limit") < log.index("] gate-captured-s42-gates-conv (limit") \
+        < log.index("] decode-s42-gates-conv (limit")
+    reg = machine / "cuda-s42-gates-conv.toml"
+    assert any(c.startswith("engine side_stream=on gates_first=on fuse_conv_kda=on --registry") and f"{reg}.new" in c
+               for c in calls), calls
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert f"--registry {machine / 'cuda-s32-lmhead-x16.toml'} " in decode, decode
+    assert "--changes engine,short_conv_kda_norm " in decode and "--expect short_conv=1.250,kda_norm=1.250 " in decode
+    forecast = machine / "suite-diag" / "forecast-s42-gates-conv.json"
+    assert f"--forecast {forecast} " in decode, decode
+    assert json.loads(forecast.read_text())["all"]["ratio"] == pytest.approx(1.027, abs=0.001)
+
+
+def test_rungs42_is_left_out_when_gates_first_s_tests_fail(tmp_path):
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS), _records(tmp_path, **_CONVKDA_RECORD)])
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops, "STUB_FAIL_MATCH": "tests/engine/test_gates_first.py"}
+    log, calls = _lanes(tmp_path, "rungs42", "", extra_env=env)
+    assert "decode-s42-gates-conv: left out (gates_first's GPU tests failed)" in log
+    assert not any("gates_first" in c or "cuda-s42-gates-conv" in c for c in calls), calls
 
 
 def test_a_won_rung_of_engine_options_alone_is_made_again_by_now_chain(tmp_path):
