@@ -2053,13 +2053,14 @@ proof_shared_side() {  # [engine] shared_expert_side's GPU tests: the shared exp
       tests/engine/test_shared_expert_side.py --junitxml="$R/gpu-tests-shared-side.xml"
 }
 # forecast NAME WHAT-IF...: $DJ/forecast-NAME.json, critical_path.py's forecast of the rung on FORECAST_TIMELINE (the
-# bench row keeps it: --forecast); false, said, when it cannot be made
+# bench row keeps it: --forecast); false, said, when it cannot be made (pure Python on a committed file: a bug here,
+# and the rung is left out rather than timed without its forecast)
 forecast() {
   local name=$1
   shift
   python3 bench/probes/critical_path.py $FORECAST_TIMELINE --json "$@" > $DJ/forecast-$name.json.new 2>> $R/suite.err \
       && mv $DJ/forecast-$name.json.new $DJ/forecast-$name.json \
-      || { log "decode-$name: no critical-path forecast ($*)"; rm -f $DJ/forecast-$name.json.new; return 1; }
+      || { log "decode-$name: left out (no critical-path forecast: $*)"; rm -f $DJ/forecast-$name.json.new; return 1; }
 }
 # s41_rung: [engine] shared_expert_side over the step now (side_stream set too, which the step has had since session
 # 23), the captured gate, then the pair forecast as moe_experts x1.125: the routed kernels do 8 of 9 experts' rows,
@@ -2078,12 +2079,10 @@ s41_rung() {
   fi
   [ -f $reg ] || { log "decode-$name: left out (its registry was not made)"; return 0; }
   captured_gate $name $reg || return 0
-  local fc=()
-  forecast $name --scale moe_q4_k_gateup=$S41_FACTOR --scale moe_q4_k_down=$S41_FACTOR \
-      && fc=(--forecast $DJ/forecast-$name.json)
+  forecast $name --scale moe_q4_k_gateup=$S41_FACTOR --scale moe_q4_k_down=$S41_FACTOR || return 0
   [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
       --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine \
-      --prediction $DJ/diag-decode-$name.json --expect "moe_experts=$S41_FACTOR" "${fc[@]}" \
+      --prediction $DJ/diag-decode-$name.json --expect "moe_experts=$S41_FACTOR" --forecast $DJ/forecast-$name.json \
       --change "[engine] shared_expert_side: a MoE layer's shared expert as a dense SwiGLU FFN on the side stream \
 beside the router and the routed experts (moe_experts runs the routed rows alone), over $(basename $base), graph"
   return 0
@@ -2099,7 +2098,7 @@ proof_gates_conv() {  # [engine] gates_first's GPU tests, then the fused conv's 
 # Amdahl, which does not see the side stream) and --forecast from critical_path.py (which does)
 S42_FUSED_TAIL=7
 s42_rung() {
-  local name=s42-gates-conv reg=$S42_GATESCONV_REG base fac fc=()
+  local name=s42-gates-conv reg=$S42_GATESCONV_REG base fac
   base=$(now_reg decode-$name) || return 0
   [ "$(cat $DONE/gpu-tests-gates-first 2>/dev/null || true)" = 0 ] \
       || { log "decode-$name: left out (gates_first's GPU tests failed)"; return 0; }
@@ -2119,11 +2118,11 @@ s42_rung() {
   captured_gate $name $reg || return 0
   forecast $name --shift 'linear_q4_k_rowq8pdl_bf16>_short_conv_kernel=-2' \
       --tail '_gemv_kernel<_add_rmsnorm_kernel=2' --tail '_gemv_kernel<_rmsnorm_kernel=2' \
-      --remove _short_conv_kernel --tail _kda_recurrent_kernel=$S42_FUSED_TAIL && fc=(--forecast $DJ/forecast-$name.json)
+      --remove _short_conv_kernel --tail _kda_recurrent_kernel=$S42_FUSED_TAIL || return 0
   [ -s $DJ/diag-decode-$name.json ] && run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 \
       --tokens 64 --repeats 6 --registry $base --vs $reg --graph A,B $GATE $FILL_LEAN \
       --changes engine,short_conv_kda_norm --prediction $DJ/diag-decode-$name.json \
-      --expect "short_conv=$fac,kda_norm=$fac" "${fc[@]}" \
+      --expect "short_conv=$fac,kda_norm=$fac" --forecast $DJ/forecast-$name.json \
       --change "[engine] gates_first with fuse_conv_kda (short_conv_kda_norm=triton_split_pdl): a KDA layer's gate-input \
 GEMV first on the main line, the short conv inside the recurrence's kernel, over $(basename $base), graph"
   return 0

@@ -50,7 +50,9 @@ def _sparkops_commands(text: str) -> list[list[str]]:
     for name, value in variables.items():  # $GATE, $FILL, ...: spelled out (they hold options)
         text = re.sub(rf"\${name}(?![A-Za-z0-9_])", lambda _: value, text)
     text = re.sub(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z_0-9]*|[0-9@])", "X", text)  # any other value: a placeholder
-    text = re.sub(r'\d*>>?&?\s*("[^"]*"|[^\s;|&]+)', " ", text)  # redirections are not arguments
+    # redirections are not arguments; a '>' glued to a word is inside a quoted argument (critical_path.py's selectors,
+    # 'A>B'), not one
+    text = re.sub(r'(?<!\w)\d*>>?&?\s*("[^"]*"|[^\s;|&]+)', " ", text)
     return _commands_in(text)
 
 
