@@ -5,6 +5,8 @@
                                                                         # the same less 28 calls' 1.9 us each
     python3 bench/perop_factor.py perop-kdanorm-bfloat16.json --fastest triton triton_split     # prints the name
                                                                         # of the candidate with the least time
+    python3 bench/perop_factor.py perop-normwait-bfloat16.json triton_pdl triton_pdl_wait --minus "no norm"
+                                            # (BEFORE - MINUS) over (AFTER - MINUS): an op timed in a chain
 
 The record holds each implementation's time a token, summed over the step's own calls of that op (the test's list of
 shapes and calls per token). The factor is BEFORE's sum over AFTER's. A stage computes its prediction from the proof it
@@ -32,6 +34,24 @@ def factor(record: Path, before: str, after: str) -> float:
     if sums[after] <= 0:
         raise ValueError(f"{record}: {after} has no time a token ({sums[after]})")
     return sums[before] / sums[after]
+
+
+def factor_minus(record: Path, before: str, after: str, minus: str) -> float:
+    """(BEFORE - MINUS) over (AFTER - MINUS), from `record`: the speed-up of an op timed inside a chain (its producer
+    before it in each column), where MINUS is the column of the chain without that op. Amdahl applies it to the op's
+    own time in the step; the plain BEFORE over AFTER would apply the chain's ratio to the op alone."""
+    data = json.loads(record.read_text())
+    sums = data.get("per_token_seconds") if isinstance(data, dict) else None
+    if not isinstance(sums, dict) or not all(isinstance(v, (int, float)) for v in sums.values()):
+        raise ValueError(f"{record}: not a per-op record (no 'per_token_seconds' table of seconds)")
+    for name in (before, after, minus):
+        if name not in sums:
+            raise KeyError(f"{record}: no implementation '{name}' (it holds {', '.join(sorted(sums))})")
+    own_before, own_after = sums[before] - sums[minus], sums[after] - sums[minus]
+    if own_before <= 0 or own_after <= 0:
+        raise ValueError(f"{record}: '{minus}' ({sums[minus]} s) is not less than both '{before}' ({sums[before]} s) "
+                         f"and '{after}' ({sums[after]} s): the op's own time in the chain is not positive")
+    return own_before / own_after
 
 
 def factor_less(record: Path, before: str, calls: int, seconds: float) -> float:
@@ -72,14 +92,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     less = len(args) == 5 and args[2] == "--less"
-    if len(args) != 3 and not less:
+    minus = len(args) == 5 and args[3] == "--minus"
+    if len(args) != 3 and not less and not minus:
         print("usage: python3 bench/perop_factor.py RECORD.json BEFORE AFTER\n"
               "       python3 bench/perop_factor.py RECORD.json BEFORE --less CALLS SECONDS\n"
+              "       python3 bench/perop_factor.py RECORD.json BEFORE AFTER --minus NAME\n"
               "       python3 bench/perop_factor.py RECORD.json --fastest NAME [NAME ...]", file=sys.stderr)
         return 2
     try:
         if less:
             print(f"{factor_less(Path(args[0]), args[1], int(args[3]), float(args[4])):.3f}")
+            return 0
+        if minus:
+            print(f"{factor_minus(Path(args[0]), args[1], args[2], args[4]):.3f}")
             return 0
         print(f"{factor(Path(args[0]), args[1], args[2]):.3f}")
     except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:

@@ -26,6 +26,10 @@ IMPLEMENTATIONS = [
     # a PDL-launched projection after it requests its weights while it runs): the same bits
     ("add_rmsnorm", "triton_pdl", "sparkops_triton.add_rmsnorm:add_rmsnorm_trigger", bit_identical(to="triton"),
      ("_runtime.py", "rmsnorm.py")),
+    # that launched as a PDL dependent itself: it may start while the kernel before runs, requests the gain, then
+    # waits for it (the launch and the gain's round trip leave the chain): the same bits
+    ("add_rmsnorm", "triton_pdl_wait", "sparkops_triton.add_rmsnorm:add_rmsnorm_wait", bit_identical(to="triton"),
+     ("_runtime.py", "rmsnorm.py")),
     ("gated_rmsnorm", "triton", "sparkops_triton.gated_rmsnorm:gated_rmsnorm", tolerance(), ("_runtime.py",)),
     # the same kernel letting the next kernel (KDA's o_proj, launched with PDL) be scheduled as it starts: same bits
     ("gated_rmsnorm", "triton_pdl", "sparkops_triton.gated_rmsnorm:gated_rmsnorm_trigger", bit_identical(to="triton"),

@@ -492,6 +492,47 @@ def test_q8_gemv_shortplain_after_the_gated_norm_side_by_side():
           f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us a pair)")
 
 
+def test_norm_wait_after_the_o_proj_side_by_side():
+    """The rung's per-op evidence for add_rmsnorm=triton_pdl_wait (stage rungs43): the 48B's o_proj (2304 x 4096 Q4_K,
+    bf16, linear@Q4_K=cupy_rowwarp_pdl_q8_tall: the step's, a PDL kernel that lets the next start early) then the FFN
+    norm reading its output, a pair a set, under the step's norm (triton_pdl: launched after the GEMV ends, the gain
+    requested after the summed row's store) and the dependent form (triton_pdl_wait), and the GEMV alone ("no norm"),
+    on the same argument sets in one CUDA graph each; recorded as perop-normwait-bfloat16.json (per token, x the 54
+    norms of a token: each KDA and MLA layer's two, the second after the MoE down, which this does not have).
+    `perop_factor.py --minus "no norm"` takes the GEMV's column from both pairs: the norm's own time in the chain,
+    before over after, the rung's --expect. Asserted: each was captured and timed, and both norms gave the same bits.
+    Which was faster is printed."""
+    pytest.importorskip("triton")
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops_cupy._workloads import linear_workload
+    from sparkops_triton.add_rmsnorm import add_rmsnorm_trigger, add_rmsnorm_wait
+
+    linear = load_catalog().get("linear", "cupy_rowwarp_pdl_q8_tall").resolve()
+    g = torch.Generator().manual_seed(43)
+    resid = (3 * torch.randn(1, 2304, generator=g)).to("cuda", torch.bfloat16)  # [1, D] the residual stream
+    gain = (1.0 + 0.1 * torch.randn(2304, generator=g)).to("cuda")  # [D]
+    norms = {"triton_pdl": add_rmsnorm_trigger, "triton_pdl_wait": add_rmsnorm_wait}
+
+    def pair(name):
+        def call(x, weight):
+            y = linear(x, weight)  # [1, D]
+            return y if name == "no norm" else norms[name](y, resid, gain, 1e-5)
+        return call
+
+    work = linear_workload(Q.Q4_K, 2304, 4096, "o_proj", dtype=torch.bfloat16)
+    sets, _ = work.build(torch.device("cuda"), 43)
+    outs = {n: [pair(n)(*s.values()) for s in sets] for n in norms}
+    for a, b in zip(outs["triton_pdl"], outs["triton_pdl_wait"]):
+        assert all(torch.equal(x.view(torch.int16), y.view(torch.int16)) for x, y in zip(a, b))
+    times = _per_layer(work, {n: pair(n) for n in (*norms, "no norm")}, 43, 54, "normwait-bfloat16")
+    assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
+    a, b, lin = (times[n].seconds for n in ("triton_pdl", "triton_pdl_wait", "no norm"))
+    print(f"the dependent norm against the step's after the o_proj: x{a / b:.3f} a pair "
+          f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us); the norm's own time in "
+          f"the chain {(b - lin) * 1e6:.2f} against {(a - lin) * 1e6:.2f} us")
+
+
 def _form_columns(module, attr: str, forms, label: str) -> dict:
     """Side-by-side columns for a form constant's other values: "LABEL VALUE" -> a context manager factory that sets
     module.ATTR to VALUE while a chain runs and puts it back after (the value the module has now is the implementation's

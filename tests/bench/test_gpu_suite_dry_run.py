@@ -75,7 +75,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "normrouter": "test_norm_router_fused_side_by_side",
            "routersort": "test_router_sorted_tail_side_by_side",
            "q8plain": "test_q8_gemv_shortplain_after_the_gated_norm_side_by_side",
-           "convkda": ("test_triton_short_conv_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed")}
+           "convkda": ("test_triton_short_conv_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
+           "normwait": "test_norm_wait_after_the_o_proj_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2943,6 +2944,7 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     assert got["decode-s41-shared-side"] == "+ side_stream=on shared_expert_side=on"  # engine options alone
     assert got["decode-s42-gates-conv"] == \
         "short_conv_kda_norm=triton_split_pdl + side_stream=on gates_first=on fuse_conv_kda=on"
+    assert got["decode-s43-norm-wait"] == "add_rmsnorm=triton_pdl_wait"
     # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
     assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
@@ -3122,6 +3124,38 @@ def test_rungs42_times_gates_first_with_the_fused_conv_forecast_on_the_critical_
     forecast = machine / "suite-diag" / "forecast-s42-gates-conv.json"
     assert f"--forecast {forecast} " in decode, decode
     assert json.loads(forecast.read_text())["all"]["ratio"] == pytest.approx(1.027, abs=0.001)
+
+
+#: the o_proj-and-norm pair under the step's norm and the dependent one, and the GEMV alone: the norm's own time in
+#: the chain 60 -> 40 us a token, x1.500
+_NORMWAIT_RECORD = {"normwait": {"triton_pdl": 160e-6, "triton_pdl_wait": 140e-6, "no norm": 100e-6}}
+
+
+def test_rungs43_times_the_dependent_norm_forecast_from_its_own_time_in_the_chain(tmp_path):
+    """Session 35's rung: after gpu-tests-norm-wait (-k over the norm's bit tests and the side-by-side that writes its
+    record), add_rmsnorm=triton_pdl_wait swapped over the step now, its captured gate, then one pair: --expect from
+    the record less its GEMV-alone column (60 -> 40 us: x1.500, not the pairs' 160 -> 140), --forecast from
+    critical_path.py with that factor on the norms' tails in the committed timeline (x1.024)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs43", records=_NORMWAIT_RECORD)
+    line = next(x for x in log.splitlines() if "] gpu-tests-norm-wait (limit" in x)
+    assert '-k dependent_form or norm_wait' in line and "test_triton_add_rmsnorm.py" in line, line
+    assert log.index("] gpu-tests-norm-wait (limit") < log.index("] diagnose-decode-s43-norm-wait (limit") \
+        < log.index("] swap-s43-norm-wait (limit") < log.index("] gate-captured-s43-norm-wait (limit") \
+        < log.index("] decode-s43-norm-wait (limit")
+    decode = _rung_timed_once(calls, machine, "s43-norm-wait", "add_rmsnorm=triton_pdl_wait",
+                              "cuda-s32-lmhead-x16.toml", "add_rmsnorm=1.500")
+    assert "--changes add_rmsnorm " in decode, decode
+    forecast = machine / "suite-diag" / "forecast-s43-norm-wait.json"
+    assert f"--forecast {forecast} " in decode, decode
+    assert json.loads(forecast.read_text())["all"]["ratio"] == pytest.approx(1.024, abs=0.001)
+
+
+def test_rungs43_is_left_out_without_its_record_and_nothing_of_it_is_made(tmp_path):
+    """No perop-normwait record (the side-by-side did not run or failed): no factor, so the rung is said to be left out
+    and neither swapped nor timed."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs43")
+    assert "decode-s43-norm-wait: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any("triton_pdl_wait" in c or "cuda-s43-norm-wait" in c for c in calls), calls
 
 
 def test_rungs42_is_left_out_when_gates_first_s_tests_fail(tmp_path):

@@ -78,3 +78,18 @@ def test_a_record_the_triton_side_by_sides_write_gives_the_rung_its_factor(tmp_p
     assert json.loads(rec.read_text())["per_token_seconds"]["chain"] == pytest.approx(120e-6)
     assert run(str(rec), "chain", "triton_split").stdout.strip() == "1.500"
     assert run(str(rec), "--fastest", "triton", "triton_split").stdout.strip() == "triton_split"
+
+
+def test_minus_takes_the_chain_without_the_op_off_both_columns(tmp_path):
+    """An op timed inside a chain (the norm after its GEMV): its own time is each column less the chain without it,
+    and the factor is before's own time over after's."""
+    rec = tmp_path / "perop-normwait.json"
+    rec.write_text(json.dumps({"per_token_seconds": {"triton_pdl": 540e-6, "triton_pdl_wait": 470e-6,
+                                                     "no norm": 400e-6}}))
+    out = run(str(rec), "triton_pdl", "triton_pdl_wait", "--minus", "no norm")
+    assert out.returncode == 0 and out.stdout.strip() == "2.000", out.stderr
+    out = run(str(rec), "triton_pdl", "triton_pdl_wait", "--minus", "absent")
+    assert out.returncode == 2 and "no implementation 'absent'" in out.stderr and not out.stdout
+    rec.write_text(json.dumps({"per_token_seconds": {"a": 5e-6, "b": 3e-6, "c": 4e-6}}))
+    out = run(str(rec), "a", "b", "--minus", "c")
+    assert out.returncode == 2 and "not positive" in out.stderr and not out.stdout
