@@ -244,6 +244,12 @@
 #                 the step's triton_pdl; after gpu-tests-norm-wait and its record perop-normwait-bfloat16.json (the
 #                 o_proj-and-norm pair under each, less the GEMV alone: the norm's own time in the chain)
 #     proofs43    rungs43's GPU tests alone
+#     rungs44     attention=cupy_splitk_bf16_deep_pdl over the step now: the MLA decode's four kernels launched with
+#                 programmatic dependent launch (the absorb's and the up projection's weights requested before their
+#                 waits; the o_proj after them let start early), the same bits as the step's deep form; after
+#                 gpu-tests-attn-pdl and its record perop-attnpdl-bfloat16.json (cat, attention, o_proj under each,
+#                 less the cat and o_proj alone)
+#     proofs44    rungs44's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -963,6 +969,11 @@ S42_GATESCONV_REG=$TMP/cuda-s42-gates-conv.toml
 # summed row's store (a second round trip); the dependent form starts early, requests the gain, then waits.
 # critical_path.py: x1.014 for 0.5 us less a norm, x1.022 for 0.8
 S43_NORMWAIT_REG=$TMP/cuda-s43-norm-wait.toml
+# session 35's second rung (stage rungs44): attention=cupy_splitk_bf16_deep_pdl. An MLA layer's four attention kernels
+# follow each other 0.4-0.6 us apart in session 33's timeline, and the o_proj after them took 7.2 us against 5.3 after
+# the KDA recurrence (a kernel that lets it start early). critical_path.py: x1.009 (0.3 us a launch, 1 us off the up
+# projection and the o_proj each) to x1.015 (0.4, 2 and 1.5)
+S44_ATTNPDL_REG=$TMP/cuda-s44-attn-pdl.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1245,7 +1256,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1313,6 +1324,7 @@ now_pairs() {
     decode-s41-shared-side) echo + side_stream=on shared_expert_side=on ;;
     decode-s42-gates-conv) echo short_conv_kda_norm=triton_split_pdl + side_stream=on gates_first=on fuse_conv_kda=on ;;
     decode-s43-norm-wait) echo add_rmsnorm=triton_pdl_wait ;;
+    decode-s44-attn-pdl) echo attention=cupy_splitk_bf16_deep_pdl ;;
     *) return 1 ;;
   esac
 }
@@ -1796,7 +1808,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs43 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs44 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1819,6 +1831,7 @@ rung_parts() {
     rungs41) echo proof_shared_side s41_rung ;;
     rungs42) echo proof_gates_conv s42_rung ;;
     rungs43) echo proof_norm_wait s43_rung ;;
+    rungs44) echo proof_attn_pdl s44_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2173,6 +2186,45 @@ the step's"
       --expect "add_rmsnorm=$fac" --forecast $DJ/forecast-$name.json \
       --change "add_rmsnorm=triton_pdl_wait: the residual add and norm launched as a PDL dependent (started while \
 the kernel before runs, its gain requested before the wait; the same bits as triton_pdl), over $(basename $base), graph"
+  return 0
+}
+# proof_attn_pdl: attention=cupy_splitk_bf16_deep_pdl (session 35): its bits against cupy_splitk_bf16 eagerly (the
+# 48B's shape and those its policy launches plainly) and in a captured chain of MLA layers after PDL GEMVs, then the
+# cat-attention-o_proj layer timed under the step's deep form and it, and without the attention (-k deep_pdl; its
+# record $DJ/perop-attnpdl-bfloat16.json)
+proof_attn_pdl() {
+  run gpu-tests-attn-pdl 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k deep_pdl tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-attn-pdl.xml"
+}
+# s44_rung: attention=cupy_splitk_bf16_deep_pdl over the step now, --expect from perop-attnpdl (the deep form's own
+# time in the chain over the PDL form's: each column less the cat and o_proj alone) and --forecast from critical_path.py
+# (that factor on the four MLA kernels' tails in the committed timeline)
+s44_rung() {
+  local name=s44-attn-pdl reg=$S44_ATTNPDL_REG base fac
+  base=$(now_reg decode-$name) || return 0
+  fac=$(python3 bench/perop_factor.py "$DJ/perop-attnpdl-bfloat16.json" cupy_splitk_bf16_deep \
+      cupy_splitk_bf16_deep_pdl --minus "no attention" 2>> $R/suite.err || true)
+  proven_with_factor $name attn-pdl "$fac" || return 0
+  python3 bench/registry_selects.py "$base" attention=cupy_splitk_bf16_deep > /dev/null 2>&1 || log "decode-$name: \
+the record's before column (attention=cupy_splitk_bf16_deep) is not what $(basename "$base") selects: x$fac is the \
+record's, not the step's"
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base attention=cupy_splitk_bf16_deep_pdl
+  [ -f $reg ] && python3 bench/registry_selects.py $reg attention=cupy_splitk_bf16_deep_pdl > /dev/null \
+      || { log "decode-$name: left out (its registry does not select attention=cupy_splitk_bf16_deep_pdl)"; return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --scale mla_absorb_deep=$fac --scale mla_split_mma=$fac --scale mla_combine_deep=$fac \
+      --scale mla_up_deep=$fac || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes attention --prediction $DJ/diag-decode-$name.json \
+      --expect "attention=$fac" --forecast $DJ/forecast-$name.json \
+      --change "attention=cupy_splitk_bf16_deep_pdl: the MLA decode's kernels launched with programmatic dependent \
+launch (the absorb's and up projection's weights requested before their waits; the same bits as the deep form), over \
+$(basename $base), graph"
   return 0
 }
 s26w_rung() {
@@ -3241,7 +3293,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3254,7 +3306,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

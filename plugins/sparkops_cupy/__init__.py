@@ -95,6 +95,10 @@ IMPLEMENTATIONS = [
     # both of those: the deep kernels, the empty slices neither written nor read: the same bits
     ("attention", "cupy_splitk_bf16_deep_active", "sparkops_cupy.attention:attention_deep_active",
      bit_identical(to="cupy_splitk_bf16"), "attention.cu"),
+    # the deep form with its kernels launched with programmatic dependent launch (each may start while the kernel
+    # before runs; the absorb and the up projection request their weights before they wait): the same bits
+    ("attention", "cupy_splitk_bf16_deep_pdl", "sparkops_cupy.attention:attention_deep_pdl",
+     bit_identical(to="cupy_splitk_bf16"), "attention.cu", ("_pdl.py",)),
     # decode's router in one launch: a warp an expert's float32 logit, the last block of a token routes it; every
     # other call is the torch plugin's moe_router
     ("moe_router", "cupy_rowwarp", "sparkops_cupy.moe_router:moe_router_rowwarp", tolerance(), "moe_router.cu",
@@ -196,6 +200,7 @@ POLICIES = {
        for n in ("cupy_rowwarp_pdl_q8_hidden_ld", "cupy_rowwarp_pdl_q8_pairs_ld")},
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
+    ("attention", "cupy_splitk_bf16_deep_pdl"): "sparkops_cupy._policies:attention_deep_pdl_passes",
     **{("moe_router", n): "sparkops_cupy._policies:router_passes"
        for n in ("cupy_rowwarp", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted")},
     ("add_rmsnorm_router", "cupy_rowwarp_pdl"): "sparkops_cupy._policies:norm_router_passes",

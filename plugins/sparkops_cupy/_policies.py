@@ -15,7 +15,7 @@ from gguf import GGMLQuantizationType as Q
 from sparkops.qweight import QWeight
 
 from . import add_rmsnorm_router as _norm_router
-from .attention import DEEP_DN, DEEP_LKV
+from .attention import DEEP_DN, DEEP_LKV, uses_tensor_cores
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from . import moe_experts as _experts
 from .moe_experts import rowwarp_serves as experts_served
@@ -115,3 +115,24 @@ def attention_deep_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | Non
     if not plain:
         return None
     return f"the plain {' and '.join(plain)} kernel(s): Dn {dn}, Lkv {lkv} (the deep ones: {DEEP_DN}, {DEEP_LKV})"
+
+
+def attention_deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
+    """The deep PDL form (cupy_splitk_bf16_deep_pdl): the deep form's policy, and the kernels launched plainly because
+    they have no PDL form for the call - the plain absorb and up projection (attention_deep_passes), the CUDA-core
+    split (any call but one token of the tensor-core shape: uses_tensor_cores)."""
+    said = attention_deep_passes(q, latent, cache, pos, w_uk, w_uv, scale)
+    plain = []
+    if said is not None:
+        plain.append(said)
+    try:
+        t, n, dqh = q.shape
+        _, dn, lkv = w_uk.shape
+        mma = uses_tensor_cores(t, n, lkv, dqh - dn, cache)
+    except (AttributeError, ValueError, TypeError):
+        mma = False
+    if not mma:
+        plain.append("the CUDA-core split (mla_split_generic), which has no PDL form")
+    if not plain:
+        return None
+    return "launched plainly, without programmatic dependent launch: " + "; ".join(plain)

@@ -4,7 +4,9 @@ Four launches: absorb (writes the new cache rows at pos, forms the absorbed quer
 block one slice of the context, a running softmax per head), combine (merges the slices), up (w_uv).
 `attention_active` (cupy_splitk_bf16_active) is the same with the empty slices neither written nor read: the same
 bits. `attention_deep` (cupy_splitk_bf16_deep) is the same with the absorb's, the combine's and the up projection's
-loads in flight at once: the same bits. `attention_deep_active` (cupy_splitk_bf16_deep_active) is both at once.
+loads in flight at once: the same bits. `attention_deep_active` (cupy_splitk_bf16_deep_active) is both at once. `attention_deep_pdl`
+(cupy_splitk_bf16_deep_pdl) is the deep form with its four launches made with programmatic dependent launch: the same
+bits.
 The position is read on the device, so the host never synchronises and a captured decode step
 replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
@@ -88,7 +90,22 @@ def attention_deep_active(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True)
 
 
-def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False):
+def attention_deep_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_deep` with its kernels launched with programmatic dependent launch (kernels/attention.cu's _pdl
+    kernels): each may start while the kernel before it runs, the absorb and the up projection requesting their
+    float32 weights (8.4 MB each on the 48B) before they wait for it, and each lets the next start before its wait. In
+    session 33's step timeline the four MLA launches followed each other 0.4-0.6 us apart, and the o_proj GEMV after
+    the up projection (a PDL kernel, which requests its weights early only when the kernel before lets it start) took
+    7.2 us there against 5.3 after the KDA recurrence, which does. The same bits as `attention`. Its stated policy
+    (the deep form's, and one more): a kernel without a PDL form for the call - the plain absorb (Dn other than 128),
+    the CUDA-core split (not the one-token bf16 tensor-core shape), the plain up projection (Lkv other than 512) - is
+    launched plainly, as `attention_deep` launches it."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=False, deep=True, pdl=True)
+
+
+def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False):
+    """The four launches. `deep`: the deep absorb / combine / up kernels where built for the shape; `pdl` (with deep):
+    each of those and the tensor-core split in its PDL form, launched with programmatic dependent launch."""
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -125,32 +142,35 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     mma = uses_tensor_cores(t, n, lkv, r, cache) and rt.max_shared_memory(idx) >= MMA_SMEM_BYTES
 
     qa = _scratch((t, n, dq), torch.bfloat16 if mma else torch.float32, dev)
-    absorb = "mla_absorb_deep" if deep and dn == DEEP_DN else "mla_absorb"
+    deep_absorb = deep and dn == DEEP_DN
+    absorb = ("mla_absorb_deep_pdl" if pdl else "mla_absorb_deep") if deep_absorb else "mla_absorb"
     rt.launch("attention.cu", absorb, dev, (n, (dq + 63) // 64, t), (256,),
               (rt.ptr(q), rt.i32(q_code), rt.ptr(w_uk), rt.ptr(latent), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos),
                rt.i32(t), rt.i32(n), rt.i32(dn), rt.i32(r), rt.i32(lkv), rt.i64(lmax), rt.f32(scale * LOG2E),
-               rt.ptr(qa), rt.i32(1 if mma else 0)))
+               rt.ptr(qa), rt.i32(1 if mma else 0)), pdl=pdl and deep_absorb)
 
     splits = rt.sm_count(idx) if mma else generic_splits(lmax, t, n, lkv)
     part_m = _scratch((splits, t, n), torch.float32, dev)
     part_l = _scratch((splits, t, n), torch.float32, dev)
     part_acc = _scratch((splits, t, n, lkv), torch.float32, dev)
     if mma:
-        rt.launch("attention.cu", "mla_split_mma", dev, (splits,), (256,),
+        rt.launch("attention.cu", "mla_split_mma_pdl" if pdl else "mla_split_mma", dev, (splits,), (256,),
                   (rt.ptr(qa), rt.ptr(cache), rt.ptr(pos), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l),
-                   rt.ptr(part_acc), rt.i32(int(skip_empty))), shared_mem=MMA_SMEM_BYTES)
+                   rt.ptr(part_acc), rt.i32(int(skip_empty))), shared_mem=MMA_SMEM_BYTES, pdl=pdl)
     else:
         rt.launch("attention.cu", "mla_split_generic", dev, (splits, n, t), (128,),
                   (rt.ptr(qa), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos), rt.i32(t), rt.i32(n), rt.i32(lkv),
                    rt.i32(r), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc)))
 
     obar = _scratch((t, n, lkv), torch.float32, dev)
-    rt.launch("attention.cu", "mla_combine_deep" if deep else "mla_combine", dev, (n, t, (lkv + 31) // 32), (256,),
+    combine = ("mla_combine_deep_pdl" if pdl else "mla_combine_deep") if deep else "mla_combine"
+    rt.launch("attention.cu", combine, dev, (n, t, (lkv + 31) // 32), (256,),
               (rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc), rt.i32(splits), rt.i32(t), rt.i32(n), rt.i32(lkv),
-               rt.ptr(obar), rt.i32(int(skip_empty))))
+               rt.ptr(obar), rt.i32(int(skip_empty))), pdl=pdl and deep)
     out = torch.empty((t, n, dv), dtype=q.dtype, device=dev)
-    up = "mla_up_deep" if deep and lkv == DEEP_LKV else "mla_up"
+    deep_up = deep and lkv == DEEP_LKV
+    up = ("mla_up_deep_pdl" if pdl else "mla_up_deep") if deep_up else "mla_up"
     rt.launch("attention.cu", up, dev, (n, (dv + 7) // 8, t), (256,),
               (rt.ptr(obar), rt.ptr(w_uv), rt.i32(t), rt.i32(n), rt.i32(dv), rt.i32(lkv), rt.ptr(out),
-               rt.i32(q_code), rt.ptr(pos), rt.i64(lmax)))
+               rt.i32(q_code), rt.ptr(pos), rt.i64(lmax)), pdl=pdl and deep_up)
     return out

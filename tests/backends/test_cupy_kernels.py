@@ -455,6 +455,82 @@ def test_attention_deep_gives_the_default_s_bits(lmax, pos, t, dn, lkv, dtype, n
         assert torch.equal(outs[0], o) and torch.equal(caches[0], c)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("lmax,pos,t,dn,lkv", [(200, 63, 1, 128, 512), (9000, 8447, 1, 128, 512),
+                                               (300, 40, 3, 128, 512), (300, 40, 1, 96, 512), (300, 40, 1, 128, 256)])
+def test_attention_deep_pdl_gives_the_default_s_bits(lmax, pos, t, dn, lkv, dtype, nan_scratch):
+    """cupy_splitk_bf16_deep_pdl (the deep kernels in their PDL forms, launched with programmatic dependent launch):
+    the same output and cache row as cupy_splitk_bf16, eagerly, on the tensor-core split (bf16, T = 1: all four PDL
+    kernels) and the shapes whose kernels launch plainly by its stated policy (three tokens or fp32: the CUDA-core
+    split; Dn = 96: the plain absorb; Lkv = 256: the plain up projection)."""
+    g = torch.Generator().manual_seed(lmax + pos + t + dn + lkv + 1)
+    args = _mla_inputs(g, lmax, pos, t=t, dn=dn, lkv=lkv, dtype=dtype)
+    outs, caches = [], []
+    for fn in (cu_attention.attention, cu_attention.attention_deep_pdl):
+        dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+        outs.append(fn(**dev))
+        caches.append(dev["cache"])
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0].float()).all()
+    assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
+
+
+def test_attention_deep_pdl_waits_for_its_producers_in_a_captured_chain():
+    """Four MLA layers chained as the step chains them - a PDL Q4_K GEMV (linear@Q4_K=cupy_rowwarp_pdl_q8_tall) makes
+    each layer's q from the layer before's attention output, then the PDL attention - captured in one CUDA graph and
+    replayed at three positions: each layer's output and written cache bitwise those of the same chain run eagerly
+    with the plain cupy_splitk_bf16. A PDL kernel that read before its wait would read a stale q, qa, partial or obar
+    (the last replay's, or the last layer's). No NaN-filled scratch here: its fill kernels would sit between the PDL
+    launches and break the chain this tests."""
+    from sparkops_cupy._workloads import linear_workload
+
+    linear = load_catalog().get("linear", "cupy_rowwarp_pdl_q8_tall").resolve()
+    g = torch.Generator().manual_seed(35)
+    layers = [{k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in _mla_inputs(g, 4096, 0).items()}
+              for _ in range(4)]
+    sets, _ = linear_workload(Q.Q4_K, 32 * 192, 4096, "mla q-sized", dtype=torch.bfloat16).build(torch.device(DEV), 35)
+    w_q = [s["weight"] for s in sets[:4]]  # [N * (Dn + R), N * Dv] Q4_K: the next layer's q from this one's output
+    caches0 = [a["cache"].clone() for a in layers]
+    x0 = torch.randn(1, 4096, generator=g).to(DEV, torch.bfloat16)
+
+    def chain(attn, x):
+        outs = []
+        for a, w in zip(layers, w_q):
+            q = linear(x, w).view(1, 32, 192)  # [T, N, Dn+R]
+            o = attn(q, a["latent"], a["cache"], a["pos"], a["w_uk"], a["w_uv"], a["scale"])  # [T, N, Dv]
+            x = o.reshape(1, 4096)
+            outs.append(o)
+        return outs
+
+    def restore(pos):
+        for a, c in zip(layers, caches0):
+            a["cache"].copy_(c)
+            a["pos"].fill_(pos)
+
+    restore(0)
+    chain(cu_attention.attention_deep_pdl, x0)  # compile, load the tables
+    torch.cuda.synchronize()
+    restore(0)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = chain(cu_attention.attention_deep_pdl, x0)
+    try:
+        for p in (5, 63, 4000):
+            restore(p)
+            want = [o.clone() for o in chain(cu_attention.attention, x0)]
+            want_caches = [a["cache"].clone() for a in layers]
+            restore(p)
+            for o in captured:
+                o.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            for i, (got, exp) in enumerate(zip(captured, want)):
+                assert torch.equal(got, exp), f"pos {p}, layer {i}: the output"
+                assert torch.equal(layers[i]["cache"], want_caches[i]), f"pos {p}, layer {i}: the cache"
+    finally:
+        graph.reset()
+
+
 # ---- kda and moe at the 48B's shapes --------------------------------------------------------------------
 
 @pytest.mark.parametrize("steps", [(1, 1, 1), (5, 1)])

@@ -725,6 +725,57 @@ def test_attention_deep_side_by_side():
               f"deep and active x{deep / both:.3f} over deep ({both * 1e6:.2f} us)")
 
 
+def test_attention_deep_pdl_before_the_o_proj_side_by_side():
+    """The rung's per-op evidence for attention=cupy_splitk_bf16_deep_pdl (stage rungs44): one token's MLA layer from
+    its latent row on, as the step runs it at d=0 (pos 63 of a 32832-row bf16 cache) - torch's cat of the normed latent
+    and its rope part (a plain kernel, the attention's predecessor in the step), the attention, then the o_proj GEMV
+    (2304 x 4096 Q4_K, linear@Q4_K=cupy_rowwarp_pdl_q8_tall, a PDL kernel: it requests its weights early only when the
+    kernel before lets it start; one of 8 weights a call, so that they come from DRAM as the step's do) - under the
+    step's cupy_splitk_bf16_deep and its PDL form, and the cat and o_proj alone ("no attention"), per layer and per
+    token (x the MLA layers), recorded as perop-attnpdl-bfloat16.json. `perop_factor.py --minus "no attention"` gives
+    the attention's own time in the chain (what the PDL o_proj gains after it included), the rung's --expect.
+    Asserted: each was captured and timed, and both forms gave the same bits. Which was faster is printed."""
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import Workload, attention_workload, linear_workload
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(k != "kda" for k in cfg.layer_kinds)
+    lkv = cfg.kv_lora_rank
+    cat = load_catalog()
+    attn = {n: cat.get("attention", n).resolve() for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_pdl")}
+    linear = cat.get("linear", "cupy_rowwarp_pdl_q8_tall").resolve()
+    o_sets, _ = linear_workload(Q.Q4_K, cfg.hidden_size, 4096, "o_proj", dtype=torch.bfloat16).build(
+        torch.device("cuda"), 44)
+    w_o = [s["weight"] for s in o_sets[:8]]  # [D, N * Dv] Q4_K, 5.3 MB each: 42 MB, rotated past the L2's reuse
+    o_alone = torch.randn(1, 4096, generator=torch.Generator().manual_seed(44)).to("cuda", torch.bfloat16)
+
+    def layer(name):
+        at = [0]
+
+        def call(q, latent, cache, pos, w_uk, w_uv, scale):
+            row = torch.cat([latent[:, :lkv], latent[:, lkv:]], dim=-1)  # [1, Lkv+R] the step's cat
+            o = o_alone if name == "no attention" else attn[name](q, row, cache, pos, w_uk, w_uv, scale).reshape(1, -1)
+            at[0] += 1
+            return linear(o, w_o[at[0] % len(w_o)])  # [1, D]
+        return call
+
+    base = attention_workload(cfg, 32832, pos=63)
+    work = Workload(base.op, base.label + ", after its cat, before its o_proj", base.build)
+    sets, _ = work.build(torch.device("cuda"), 44)
+    outs = {}
+    for n in attn:  # eager, once a set, the same cache rows written: both forms' outputs bit for bit
+        outs[n] = [layer(n)(*s.values()) for s in sets]
+    assert all(torch.equal(a, b) for a, b in zip(*outs.values()))
+    times = _per_layer(work, {n: layer(n) for n in (*attn, "no attention")}, 44, layers, "attnpdl-bfloat16")
+    assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
+    a, b, alone = (times[n].seconds for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_pdl", "no attention"))
+    print(f"the PDL attention against the deep one before the o_proj: x{a / b:.3f} a layer "
+          f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us); its own time in the "
+          f"chain {(b - alone) * 1e6:.2f} against {(a - alone) * 1e6:.2f} us")
+
+
 def test_attention_active_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_active: one token's MLA decode at the 48B's shape (bf16
     cache) under cupy_splitk_bf16 (the step's) and the active form, per layer and per token (x the MLA layers), at the

@@ -76,7 +76,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "routersort": "test_router_sorted_tail_side_by_side",
            "q8plain": "test_q8_gemv_shortplain_after_the_gated_norm_side_by_side",
            "convkda": ("test_triton_short_conv_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
-           "normwait": "test_norm_wait_after_the_o_proj_side_by_side"}
+           "normwait": "test_norm_wait_after_the_o_proj_side_by_side",
+           "attnpdl": "test_attention_deep_pdl_before_the_o_proj_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -2945,6 +2946,7 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     assert got["decode-s42-gates-conv"] == \
         "short_conv_kda_norm=triton_split_pdl + side_stream=on gates_first=on fuse_conv_kda=on"
     assert got["decode-s43-norm-wait"] == "add_rmsnorm=triton_pdl_wait"
+    assert got["decode-s44-attn-pdl"] == "attention=cupy_splitk_bf16_deep_pdl"
     # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
     assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
@@ -3156,6 +3158,42 @@ def test_rungs43_is_left_out_without_its_record_and_nothing_of_it_is_made(tmp_pa
     log, calls, machine = _over_the_x16_step(tmp_path, "rungs43")
     assert "decode-s43-norm-wait: left out (its GPU tests failed, or their record gave no factor)" in log
     assert not any("triton_pdl_wait" in c or "cuda-s43-norm-wait" in c for c in calls), calls
+
+
+#: the MLA layer (cat, attention, o_proj) under the step's deep form and the PDL one, and without the attention: the
+#: attention's own time in the chain 150 -> 120 us a token, x1.250
+_ATTNPDL_RECORD = {"attnpdl": {"cupy_splitk_bf16_deep": 250e-6, "cupy_splitk_bf16_deep_pdl": 220e-6,
+                               "no attention": 100e-6}}
+
+
+def test_rungs44_times_the_pdl_attention_forecast_from_its_own_time_in_the_chain(tmp_path):
+    """Session 35's second rung: after gpu-tests-attn-pdl (-k deep_pdl over the kernels' bit tests and the side-by-side
+    that writes its record), attention=cupy_splitk_bf16_deep_pdl swapped over the step now, its captured gate, then one
+    pair: --expect from the record less its no-attention column (150 -> 120 us: x1.250), --forecast from
+    critical_path.py with that factor on the four MLA kernels' tails in the committed timeline."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs44", records=_ATTNPDL_RECORD)
+    line = next(x for x in log.splitlines() if "] gpu-tests-attn-pdl (limit" in x)
+    assert "-k deep_pdl" in line and "test_cupy_kernels.py" in line, line
+    assert log.index("] gpu-tests-attn-pdl (limit") < log.index("] diagnose-decode-s44-attn-pdl (limit") \
+        < log.index("] swap-s44-attn-pdl (limit") < log.index("] gate-captured-s44-attn-pdl (limit") \
+        < log.index("] decode-s44-attn-pdl (limit")
+    decode = _rung_timed_once(calls, machine, "s44-attn-pdl", "attention=cupy_splitk_bf16_deep_pdl",
+                              "cuda-s32-lmhead-x16.toml", "attention=1.250")
+    assert "--changes attention " in decode, decode
+    forecast = machine / "suite-diag" / "forecast-s44-attn-pdl.json"
+    assert f"--forecast {forecast} " in decode, decode
+    doc = json.loads(forecast.read_text())
+    assert 1.01 < doc["all"]["ratio"] < 1.03, doc["all"]  # 7 MLA layers' four kernels x1.25 of ~27 us a layer
+
+
+def test_rungs44_is_left_out_when_its_proof_fails_and_nothing_of_it_is_made(tmp_path):
+    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                       _records(tmp_path, **_X16_STEP_RECORDS), _records(tmp_path, **_ATTNPDL_RECORD)])
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops, "STUB_FAIL_MATCH": "-k deep_pdl"}
+    log, calls = _lanes(tmp_path, "rungs44", "", extra_env=env)
+    assert "decode-s44-attn-pdl: left out (its GPU tests failed, or their record gave no factor)" in log
+    assert not any("cupy_splitk_bf16_deep_pdl" in c or "cuda-s44-attn-pdl" in c for c in calls), calls
 
 
 def test_rungs42_is_left_out_when_gates_first_s_tests_fail(tmp_path):

@@ -237,3 +237,20 @@ def test_the_deep_attention_says_when_a_shape_runs_its_plain_kernels():
     said = attention_deep_passes(**args(64, 512))
     assert "mla_absorb" in said and "mla_up" not in said and "Dn 64" in said
     assert "mla_absorb and mla_up" in attention_deep_passes(**args(64, 256))
+
+
+def test_the_deep_pdl_attention_says_which_kernels_launch_plainly():
+    """cupy_splitk_bf16_deep_pdl: None only where all four kernels have their PDL form (the 48B's one-token bf16 MLA);
+    otherwise it names what launches plainly: the plain absorb / up (the deep form's policy) and the CUDA-core split."""
+    from sparkops_cupy._policies import attention_deep_pdl_passes
+
+    def args(dn=128, lkv=512, t=1, n=32, dtype=torch.bfloat16):
+        return dict(q=torch.zeros(t, n, dn + 64, dtype=dtype), latent=torch.zeros(t, lkv + 64, dtype=dtype),
+                    cache=torch.zeros(8, lkv + 64, dtype=dtype), pos=torch.zeros(1, dtype=torch.int64),
+                    w_uk=torch.zeros(n, dn, lkv), w_uv=torch.zeros(n, 128, lkv), scale=0.1)
+
+    assert attention_deep_pdl_passes(**args()) is None
+    for said in (attention_deep_pdl_passes(**args(t=3)), attention_deep_pdl_passes(**args(dtype=torch.float32))):
+        assert said.startswith("launched plainly") and "mla_split_generic" in said and "mla_absorb" not in said
+    said = attention_deep_pdl_passes(**args(dn=96))
+    assert "mla_absorb" in said and "Dn 96" in said and "mla_split_generic" not in said

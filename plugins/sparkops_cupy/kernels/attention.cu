@@ -16,6 +16,15 @@
 // (cp.async, two 64-row stages) and does both products on the tensor cores (mma.sync m16n8k16 bf16,
 // fp32 accumulate): scores [32 heads x 64 rows] = qa . C^T, then acc [32 x 512] += P . C.
 // mla_split_generic covers every other case (fp32 caches, other shapes, several tokens) on CUDA cores.
+//
+// The _pdl kernels (attention=cupy_splitk_bf16_deep_pdl) are the deep absorb, the tensor-core split, the deep combine
+// and the deep up projection written for programmatic dependent launch (common.cuh): each may start while the kernel
+// before it runs, requests what no kernel writes (the absorb's w_uk, the up projection's w_uv) before its pdl_wait,
+// and lets the next kernel start (pdl_launch_dependents) just before that wait, so that the split, the combine, the
+// up projection and the o_proj GEMV after it (itself a PDL kernel) each find their blocks resident when the kernel
+// before ends, and the two weight reads overlap the kernel before. Everything another kernel writes (q, the latent, pos,
+// the cache, qa, the partials, obar) is read after the wait, and nothing is written before it. The same arithmetic in
+// the same order as the plain kernels: the same bits (PDL=false is the plain kernel, instruction for instruction).
 #include "common.cuh"
 
 #define LOG2E 1.4426950408889634f
@@ -43,10 +52,29 @@ __device__ __forceinline__ float absorb_dot_deep(const void* __restrict__ q, i64
     return acc;
 }
 
+// absorb_dot_deep with the thread's DEEP weights already requested (the PDL absorb requests them before its wait):
+// its q values, then the products in the same d order. The same bits.
+template <int DT, int DEEP>
+__device__ __forceinline__ float absorb_dot_loaded(const void* __restrict__ q, i64 qrow, const float (&wv)[DEEP],
+                                                   int grp) {
+    float qv[DEEP];
+#pragma unroll
+    for (int i = 0; i < DEEP; ++i) {
+        const i64 k = qrow + grp + 4 * i;
+        qv[i] = DT == DT_F32 ? ((const float*)q)[k]
+              : DT == DT_BF16 ? bf16_to_f32(((const u16*)q)[k]) : f16_to_f32(((const u16*)q)[k]);
+    }
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DEEP; ++i) acc = fmaf(qv[i], wv[i], acc);
+    return acc;
+}
+
 // q [T, N, Dn+R] (q_dt); w_uk [N, Dn, Lkv] f32; latent [T, Lkv+R] and cache [Lmax, Lkv+R] (c_dt);
 // qa [T, N, Lkv+R] f32 (qa_bf16 = 0) or bf16 (1). Grid (N, ceil((Lkv+R)/64), T), 256 threads.
-// DEEP: 0 (the plain loop, any Dn), or Dn / 4 (absorb_dot_deep; the host launches it only for that Dn)
-template <int DEEP>
+// DEEP: 0 (the plain loop, any Dn), or Dn / 4 (absorb_dot_deep; the host launches it only for that Dn). PDL (with
+// DEEP only): the thread's weights requested first, then the next kernel let start and the wait, then the rest as ever.
+template <int DEEP, bool PDL = false>
 __device__ __forceinline__ void mla_absorb_body(const void* __restrict__ q, int q_dt, const float* __restrict__ w_uk,
                                                 const void* __restrict__ latent, void* __restrict__ cache, int c_dt,
                                                 const i64* __restrict__ pos, int T, int N, int Dn, int R, int Lkv,
@@ -55,6 +83,17 @@ __device__ __forceinline__ void mla_absorb_body(const void* __restrict__ q, int 
     const int h = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, grp = tid >> 6;
     const int DQ = Lkv + R;
     const int j = blockIdx.y * 64 + (tid & 63);
+    float wv[DEEP > 0 ? DEEP : 1];
+    if constexpr (PDL) {
+        static_assert(DEEP > 0, "the PDL absorb is the deep one");
+        if (j < Lkv) {
+            const float* w = w_uk + (i64)h * Dn * Lkv + j;
+#pragma unroll
+            for (int i = 0; i < DEEP; ++i) wv[i] = __ldg(w + (i64)(grp + 4 * i) * Lkv);
+        }
+        pdl_launch_dependents();
+        pdl_wait();  // q and the latent are the kernels before's; the cache row is written after this
+    }
     if (h == 0 && grp == 0 && j < DQ) {  // the new cache row (copied bit for bit)
         const i64 row = pos[0] + t;
         if (row >= 0 && row < Lmax) {
@@ -65,7 +104,11 @@ __device__ __forceinline__ void mla_absorb_body(const void* __restrict__ q, int 
     const i64 qrow = ((i64)t * N + h) * (Dn + R);
     float acc = 0.0f;
     if (j < Lkv) {
-        if constexpr (DEEP > 0) {
+        if constexpr (PDL) {
+            if (q_dt == DT_BF16) acc = absorb_dot_loaded<DT_BF16, DEEP>(q, qrow, wv, grp);
+            else if (q_dt == DT_F32) acc = absorb_dot_loaded<DT_F32, DEEP>(q, qrow, wv, grp);
+            else acc = absorb_dot_loaded<DT_F16, DEEP>(q, qrow, wv, grp);
+        } else if constexpr (DEEP > 0) {
             const float* w = w_uk + (i64)h * Dn * Lkv + j;
             if (q_dt == DT_BF16) acc = absorb_dot_deep<DT_BF16, DEEP>(q, qrow, w, grp, Lkv);
             else if (q_dt == DT_F32) acc = absorb_dot_deep<DT_F32, DEEP>(q, qrow, w, grp, Lkv);
@@ -108,6 +151,19 @@ extern "C" __global__ void __maxnreg__(96) mla_absorb_deep(const void* __restric
                                                                   int R, int Lkv, i64 Lmax, float qscale,
                                                                   void* __restrict__ qa, int qa_bf16) {
     mla_absorb_body<32>(q, q_dt, w_uk, latent, cache, c_dt, pos, T, N, Dn, R, Lkv, Lmax, qscale, qa, qa_bf16);
+}
+
+// mla_absorb_deep for programmatic dependent launch (attention=cupy_splitk_bf16_deep_pdl): its 32 weights requested
+// before the wait. The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(96) mla_absorb_deep_pdl(const void* __restrict__ q, int q_dt,
+                                                                      const float* __restrict__ w_uk,
+                                                                      const void* __restrict__ latent,
+                                                                      void* __restrict__ cache, int c_dt,
+                                                                      const i64* __restrict__ pos, int T, int N,
+                                                                      int Dn, int R, int Lkv, i64 Lmax, float qscale,
+                                                                      void* __restrict__ qa, int qa_bf16) {
+    mla_absorb_body<32, true>(q, q_dt, w_uk, latent, cache, c_dt, pos, T, N, Dn, R, Lkv, Lmax, qscale, qa, qa_bf16);
 }
 
 // Rows of the context this slice covers, for a query that sees rows [0, visible): slices split the
@@ -243,14 +299,17 @@ __device__ __forceinline__ void mma_load_rows(u32 dst, const u16* __restrict__ c
 // mla_combine called with skip_empty never reads them (cupy_splitk_bf16_active). At d = 64 that is 130 of 132 slices.
 // Per 64-row tile: warp w computes the scores of rows 16(w&3) .. +15 for all heads over half (w>>2) of
 // the 576 dims; the softmax runs 8 threads per head; then warp w accumulates latent dims 64w .. 64w+63.
-// budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __restrict__ qa,
-                                                                   const u16* __restrict__ cache,
-                                                                   const i64* __restrict__ pos, i64 Lmax,
-                                                                   float* __restrict__ part_m,
-                                                                   float* __restrict__ part_l,
-                                                                   float* __restrict__ part_acc,
-                                                                   int skip_empty) {
+// PDL: launched with programmatic dependent launch (cupy_splitk_bf16_deep_pdl): the next kernel let start, then the
+// wait, before anything is read (pos, qa and the cache row are the absorb's)
+template <bool PDL>
+__device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, const u16* __restrict__ cache,
+                                                   const i64* __restrict__ pos, i64 Lmax, float* __restrict__ part_m,
+                                                   float* __restrict__ part_l, float* __restrict__ part_acc,
+                                                   int skip_empty) {
+    if constexpr (PDL) {
+        pdl_launch_dependents();
+        pdl_wait();
+    }
     extern __shared__ __align__(16) u8 smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const u32 sQ = smem_addr(smem + MMA_SMEM_Q);
@@ -430,6 +489,29 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __
         }
 }
 
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __restrict__ qa,
+                                                                   const u16* __restrict__ cache,
+                                                                   const i64* __restrict__ pos, i64 Lmax,
+                                                                   float* __restrict__ part_m,
+                                                                   float* __restrict__ part_l,
+                                                                   float* __restrict__ part_acc,
+                                                                   int skip_empty) {
+    mla_split_mma_body<false>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_mma for programmatic dependent launch (attention=cupy_splitk_bf16_deep_pdl). The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma_pdl(const u16* __restrict__ qa,
+                                                                       const u16* __restrict__ cache,
+                                                                       const i64* __restrict__ pos, i64 Lmax,
+                                                                       float* __restrict__ part_m,
+                                                                       float* __restrict__ part_l,
+                                                                       float* __restrict__ part_acc,
+                                                                       int skip_empty) {
+    mla_split_mma_body<true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
 // ---- combine and up-projection ---------------------------------------------------------------------------
 
 // part_* [S, T, N, ...] -> obar f32 [T, N, Lkv]. Grid (N, T, ceil(Lkv/32)), 256 threads; S <= 1024.
@@ -442,7 +524,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma(const u16* __
 // (41.5 against 39.1 us a layer at L = 32768).
 // UNROLL: the slices' loop unrolled that many times (4: the plain form, ~4 loads in flight a lane over ~17 slices at
 // S = 132; 16, the deep form); the slices are added in the same order either way (the same bits)
-template <int UNROLL>
+// PDL: launched with programmatic dependent launch (cupy_splitk_bf16_deep_pdl): the next kernel let start, then the
+// wait, before the split's partials are read
+template <int UNROLL, bool PDL = false>
 __device__ __forceinline__ void mla_combine_body(const float* __restrict__ part_m, const float* __restrict__ part_l,
                                                  const float* __restrict__ part_acc, int S, int T, int N, int Lkv,
                                                  float* __restrict__ obar, int skip_empty) {
@@ -450,6 +534,10 @@ __device__ __forceinline__ void mla_combine_body(const float* __restrict__ part_
     __shared__ float red[8][33];
     __shared__ int held[8];
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if constexpr (PDL) {
+        pdl_launch_dependents();
+        pdl_wait();
+    }
     float M = NEG_INF;
     int last = -1;  // the last slice holding rows
     for (int s = tid; s < S; s += 256) {
@@ -515,18 +603,38 @@ extern "C" __global__ void __maxnreg__(96) mla_combine_deep(const float* __restr
     mla_combine_body<16>(part_m, part_l, part_acc, S, T, N, Lkv, obar, skip_empty);
 }
 
+// mla_combine_deep for programmatic dependent launch (attention=cupy_splitk_bf16_deep_pdl). The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(96) mla_combine_deep_pdl(const float* __restrict__ part_m,
+                                                                const float* __restrict__ part_l,
+                                                                const float* __restrict__ part_acc, int S, int T,
+                                                                int N, int Lkv, float* __restrict__ obar,
+                                                                int skip_empty) {
+    mla_combine_body<16, true>(part_m, part_l, part_acc, S, T, N, Lkv, obar, skip_empty);
+}
+
 // o [T, N, Dv] (o_dt) = w_uv [N, Dv, Lkv] . obar [T, N, Lkv]; NaN everywhere when pos + T runs past the
 // cache (the host cannot check it without reading pos). Grid (N, ceil(Dv/8), T), 256 threads.
 // DEEP: 0 (the loop over j unrolled 8 times: two round trips a warp at Lkv = 512), or Lkv / 32 (Kimi-Linear's 16):
 // the warp's DEEP weights and DEEP obar values all requested before its products, added in the same j order (the
-// same bits; the host launches it only for that Lkv)
-template <int DEEP>
+// same bits; the host launches it only for that Lkv). PDL (with DEEP only): the warp's weights requested first, then
+// the next kernel (the o_proj GEMV) let start and the wait, then obar and pos (the combine's, the step's) as ever.
+template <int DEEP, bool PDL = false>
 __device__ __forceinline__ void mla_up_body(const float* __restrict__ obar, const float* __restrict__ w_uv, int T,
                                             int N, int Dv, int Lkv, void* __restrict__ out, int o_dt,
                                             const i64* __restrict__ pos, i64 Lmax) {
     const int h = blockIdx.x, t = blockIdx.z, lane = threadIdx.x & 31;
     const int v = blockIdx.y * 8 + (threadIdx.x >> 5);
-    if (v >= Dv) return;
+    if constexpr (PDL) {
+        static_assert(DEEP > 0, "the PDL up projection is the deep one");
+        if (v >= Dv) {  // a warp past the end loads nothing, but lets the next kernel start and waits like the rest
+            pdl_launch_dependents();
+            pdl_wait();
+            return;
+        }
+    } else {
+        if (v >= Dv) return;
+    }
     const float* w = w_uv + ((i64)h * Dv + v) * Lkv;
     const float* x = obar + ((i64)t * N + h) * Lkv;
     float acc = 0.0f;
@@ -534,6 +642,10 @@ __device__ __forceinline__ void mla_up_body(const float* __restrict__ obar, cons
         float wv[DEEP], xv[DEEP];
 #pragma unroll
         for (int i = 0; i < DEEP; ++i) wv[i] = __ldg(w + lane + 32 * i);
+        if constexpr (PDL) {
+            pdl_launch_dependents();
+            pdl_wait();  // obar is the combine's
+        }
 #pragma unroll
         for (int i = 0; i < DEEP; ++i) xv[i] = x[lane + 32 * i];
 #pragma unroll
@@ -563,4 +675,14 @@ extern "C" __global__ void __maxnreg__(96) mla_up_deep(const float* __restrict__
                                                        int T, int N, int Dv, int Lkv, void* __restrict__ out,
                                                        int o_dt, const i64* __restrict__ pos, i64 Lmax) {
     mla_up_body<16>(obar, w_uv, T, N, Dv, Lkv, out, o_dt, pos, Lmax);
+}
+
+// mla_up_deep for programmatic dependent launch (attention=cupy_splitk_bf16_deep_pdl): its 16 weights a lane requested
+// before the wait. The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(96) mla_up_deep_pdl(const float* __restrict__ obar,
+                                                           const float* __restrict__ w_uv, int T, int N, int Dv,
+                                                           int Lkv, void* __restrict__ out, int o_dt,
+                                                           const i64* __restrict__ pos, i64 Lmax) {
+    mla_up_body<16, true>(obar, w_uv, T, N, Dv, Lkv, out, o_dt, pos, Lmax);
 }
