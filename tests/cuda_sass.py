@@ -12,6 +12,8 @@ before ACQBULK in the SASS.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import importlib.util
 import os
 import re
@@ -147,14 +149,53 @@ def tools() -> tuple[str, str]:
 
 
 def listing(source: Path, out_dir: Path) -> dict[str, Function]:
-    """Compile one source (its includes from KERNEL_DIR) for ARCH and read back every function of its SASS."""
+    """Compile one source (its includes from KERNEL_DIR) for ARCH and read back every function of its SASS.
+
+    The listing is parsed afresh on every call, from SASS compiled once a test run for the same compiler, flags,
+    source text and KERNEL_DIR headers (several tests read moe_rowwarp.cu's, each nvcc run of it takes seconds):
+    kept in this process, and where pytest-xdist runs the tests, in a directory its workers share (a lock makes a
+    second worker wait for the first one's compile rather than repeat it)."""
     nvcc, dis = tools()
+    cmd = [nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", f"-I{KERNEL_DIR}"]
+    key = hashlib.sha256("\0".join([*cmd, dis, str(source.resolve()), source.read_text(),
+                                     *(h.name + h.read_text() for h in sorted(KERNEL_DIR.glob("*.cuh")))]).encode())
+    key = key.hexdigest()[:32]
+    if key not in _SASS:
+        shared = _shared_dir(out_dir)
+        if shared is None:
+            _SASS[key] = _compile(cmd, dis, source, out_dir)
+        else:
+            shared.mkdir(parents=True, exist_ok=True)
+            done = shared / f"{source.stem}-{key}.sass"
+            with open(shared / f"{source.stem}-{key}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not done.exists():
+                    tmp = shared / f"{done.name}.{os.getpid()}"
+                    tmp.write_text(_compile(cmd, dis, source, out_dir))
+                    os.replace(tmp, done)
+            _SASS[key] = done.read_text()
+    return parse(_SASS[key])
+
+
+#: SASS listings compiled in this process, by listing()'s key
+_SASS: dict[str, str] = {}
+
+
+def _compile(cmd: list[str], dis: str, source: Path, out_dir: Path) -> str:
+    """nvcc CMD of source into out_dir, and nvdisasm's listing of the cubin."""
     cubin = out_dir / (source.stem + ".cubin")
-    proc = subprocess.run([nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", f"-I{KERNEL_DIR}", "-o", str(cubin),
-                           str(source)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([*cmd, "-o", str(cubin), str(source)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"nvcc failed on {source.name}:\n{proc.stdout}{proc.stderr}"
-    sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout
-    return parse(sass)
+    return subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout
+
+
+def _shared_dir(out_dir: Path) -> Path | None:
+    """A directory every pytest-xdist worker of this run sees (beside the workers' own basetemps, popen-gwN, so
+    pytest removes it with them); None outside xdist (one process: its own cache is enough)."""
+    for parent in out_dir.resolve().parents:
+        if parent.name.startswith("popen-gw") and os.environ.get("PYTEST_XDIST_WORKER"):
+            return parent.parent / "sass-listings"
+    return None
 
 
 def load_runs(fn: Function) -> list[int]:
