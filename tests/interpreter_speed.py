@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import weakref
 
 
 class _NoScope:
@@ -49,8 +50,14 @@ def install() -> bool:
     patched: set[int] = set()  # the language modules (ids) patched for the running launch; empty between launches
     later: list = []  # the scopes of modules first patched by a helper of the running launch, restored at its end
 
-    def langs(fn) -> set[int]:
-        return {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
+    known: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # fn -> langs(fn): a module's globals are set
+
+    def langs(fn) -> frozenset[int]:
+        mods = known.get(fn)
+        if mods is None:
+            mods = known[fn] = frozenset(id(v) for v in fn.__globals__.values()
+                                         if inspect.ismodule(v) and v in (tl, tl.core))
+        return mods
 
     class _LaunchScope:
         """The launch's own patch: restored by the launch's `finally` (the helpers' patches first, newest first),
