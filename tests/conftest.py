@@ -1,6 +1,13 @@
-"""pytest configuration: GPU tests are skipped, with the reason, where there is no CUDA device."""
+"""pytest configuration: GPU tests are skipped, with the reason, where there is no CUDA device; Triton's interpreter
+runs without its redundant re-patching (tests/interpreter_speed.py: the same bits, less time)."""
 
 from tests.helpers import skip_gpu_tests_without_cuda
+
+
+def pytest_configure(config):
+    from tests.interpreter_speed import install
+
+    install()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -12,6 +12,8 @@ before ACQBULK in the SASS.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import importlib.util
 import os
 import re
@@ -147,14 +149,69 @@ def tools() -> tuple[str, str]:
 
 
 def listing(source: Path, out_dir: Path) -> dict[str, Function]:
-    """Compile one source (its includes from KERNEL_DIR) for ARCH and read back every function of its SASS."""
+    """Compile one source (its includes from KERNEL_DIR) for ARCH and read back every function of its SASS.
+
+    The listing is parsed afresh on every call, from the cubin nvcc_compile() made once a test run (tests/
+    test_cuda_sources.py's compile of the same source, whose -Xptxas -v changes only the options string the cubin
+    records, not one instruction), disassembled once a test run as well."""
     nvcc, dis = tools()
-    cubin = out_dir / (source.stem + ".cubin")
-    proc = subprocess.run([nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", f"-I{KERNEL_DIR}", "-o", str(cubin),
-                           str(source)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"nvcc failed on {source.name}:\n{proc.stdout}{proc.stderr}"
-    sass = subprocess.run([dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout
+    code, report, cubin = nvcc_compile(source, out_dir, nvcc)
+    assert code == 0, f"nvcc failed on {source.name}:\n{report}"
+    sass = _once(cubin.with_suffix(".sass"), lambda: subprocess.run(
+        [dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout)
     return parse(sass)
+
+
+def nvcc_compile(source: Path, out_dir: Path, nvcc: str) -> tuple[int, str, Path]:
+    """(exit code, nvcc's output, the cubin) of `nvcc -arch=ARCH -cubin -std=c++17 -Xptxas -v -I KERNEL_DIR source`
+    (-Xptxas -v: ptxas reports each kernel's registers, stack and spills), run once a test run for the same
+    compiler, source path and text and KERNEL_DIR headers: kept in this process, and where pytest-xdist runs the
+    tests, in a directory its workers share (a lock makes a second worker wait for the first one's compile rather
+    than repeat it; moe_rowwarp.cu alone takes seconds, and seven tests read it)."""
+    cmd = [nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{KERNEL_DIR}"]
+    key = hashlib.sha256("\0".join([*cmd, str(source.resolve()), source.read_text(),
+                                     *(h.name + h.read_text() for h in sorted(KERNEL_DIR.glob("*.cuh")))]).encode())
+    stem = f"{source.stem}-{key.hexdigest()[:32]}"
+    cubin = _store(out_dir) / f"{stem}.cubin"
+
+    def run() -> str:
+        proc = subprocess.run([*cmd, "-o", str(cubin), str(source)], capture_output=True, text=True, timeout=300)
+        return f"{proc.returncode}\n{proc.stdout}{proc.stderr}"
+
+    code, _, report = _once(cubin.with_suffix(".report"), run).partition("\n")
+    return int(code), report, cubin
+
+
+#: what _once() made in this process, by file
+_MADE: dict[Path, str] = {}
+#: where nvcc_compile() keeps its files outside xdist: the first test directory that asked (it lasts the session)
+_LOCAL: list[Path] = []
+
+
+def _once(path: Path, make) -> str:
+    """make()'s text, kept in `path` (made under a lock there: another xdist worker may want it too), made once."""
+    if path not in _MADE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(path.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not path.exists():
+                tmp = path.with_name(f"{path.name}.{os.getpid()}")
+                tmp.write_text(make())
+                os.replace(tmp, path)
+        _MADE[path] = path.read_text()
+    return _MADE[path]
+
+
+def _store(out_dir: Path) -> Path:
+    """Where nvcc_compile() keeps its files: a directory every pytest-xdist worker of this run sees (beside the
+    workers' own basetemps, popen-gwN, so pytest removes it with them), else this process's first out_dir."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for parent in out_dir.resolve().parents:
+            if parent.name.startswith("popen-gw"):
+                return parent.parent / "nvcc-once"
+    if not _LOCAL:
+        _LOCAL.append(out_dir)
+    return _LOCAL[0]
 
 
 def load_runs(fn: Function) -> list[int]:

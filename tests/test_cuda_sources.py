@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import pytest
+
+from tests.cuda_sass import nvcc_compile
 
 KERNEL_DIR = Path(__file__).resolve().parents[1] / "plugins" / "sparkops_cupy" / "kernels"
 SOURCES = sorted(KERNEL_DIR.glob("*.cu"))
@@ -93,11 +94,10 @@ def _need_nvcc() -> str:
 
 @cache
 def compile_report(path: Path, nvcc: str, tmp: str) -> tuple[int, str]:
-    """(exit code, nvcc's combined output) of compiling one source to a cubin for sm_90."""
-    cmd = [nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{KERNEL_DIR}",
-           "-o", str(Path(tmp) / (path.stem + ".cubin")), str(path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    return proc.returncode, proc.stdout + proc.stderr
+    """(exit code, nvcc's combined output) of compiling one source to a cubin for sm_90 with -Xptxas -v
+    (tests/cuda_sass.py's nvcc_compile: once a test run, the same compile the SASS tests read)."""
+    code, report, _ = nvcc_compile(path, Path(tmp), nvcc)
+    return code, report
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,9 @@ STUB_SPARKOPS = r"""#!/usr/bin/env bash
 echo "$*" >> "$STUB_LOG"
 case "$1" in
   synth) while [ $# -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done ;;
-  # swap: the pairs selected on cuda in the registry (stub_swap.py), a pair in STUB_SWAP_REFUSE failing the swap
-  swap) sleep "${STUB_SWAP_SECONDS:-0}"; "$STUB_PYTHON" "$(dirname "$0")/stub_swap.py" "${@:2}" || exit 1 ;;
+  # swap: the pairs selected on cuda in the registry (stub_swap.py, through cached_swap), a pair in STUB_SWAP_REFUSE
+  # failing the swap
+  swap) sleep "${STUB_SWAP_SECONDS:-0}"; "$(dirname "$0")/cached_swap" "${@:2}" || exit 1 ;;
   check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac
     # STUB_FAIL_CHECK: a check whose arguments hold this text fails (one gate, not the others)
     [ -n "${STUB_FAIL_CHECK:-}" ] && [[ "$a" == *"$STUB_FAIL_CHECK"* ]] && exit 1; done ;;
@@ -118,11 +119,50 @@ open(path, "w").write(tomlkit.dumps(doc))
 """
 
 
+# stub_swap.py's result kept for the next swap of the same bytes: the suite makes the same registries from the same
+# bytes in nearly every test (~1500 swaps a CI run, each a Python start and a tomlkit parse and dump of registry.toml:
+# ~80 ms). STUB_SWAP_CACHE (a directory) holds the file stub_swap.py wrote, named by a hash of what it read - the
+# registry's bytes, its arguments with the registry's path left out, STUB_SWAP_REFUSE - and a swap of the same again
+# writes those bytes without Python. A swap that fails (a refused pair), a registry that is not there, or no
+# STUB_SWAP_CACHE: stub_swap.py runs as ever, and only a swap that passed is kept.
+CACHED_SWAP = r"""#!/usr/bin/env bash
+reg=""; seen=""; prev=""; args=()
+for a in "$@"; do
+  if [ "$prev" = --registry ] && [ -z "$seen" ]; then reg=$a; seen=1; args+=(REGISTRY); else args+=("$a"); fi
+  prev=$a
+done
+swap() { "$STUB_PYTHON" "$(dirname "$0")/stub_swap.py" "$@"; }
+{ [ -n "${STUB_SWAP_CACHE:-}" ] && [ -f "$reg" ]; } || { swap "$@"; exit; }
+key=$({ printf '%s\0' "${STUB_SWAP_REFUSE:-}" "${args[@]}"; cat "$reg"; } | sha256sum | cut -c1-64)
+kept=$STUB_SWAP_CACHE/$key
+if [ -f "$kept" ]; then cat "$kept" > "$reg"; exit 0; fi
+swap "$@" || exit
+cp "$reg" "$kept.$$" && mv -f "$kept.$$" "$kept"
+exit 0
+"""
+
+#: the directory of CACHED_SWAP's files in this process (set by the module's fixture; None: no cache)
+SWAP_CACHE: Path | None = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _swap_cache(tmp_path_factory):
+    global SWAP_CACHE
+    SWAP_CACHE = tmp_path_factory.mktemp("stub-swap-cache")
+    yield
+    SWAP_CACHE = None
+
+
+def _cache_env() -> dict[str, str]:
+    return {"STUB_SWAP_CACHE": str(SWAP_CACHE)} if SWAP_CACHE is not None else {}
+
+
 def _stubs(tmp: Path, gpus: int) -> Path:
     d = tmp / "stubs"
     d.mkdir()
     (d / "sparkops").write_text(STUB_SPARKOPS)
     (d / "stub_swap.py").write_text(STUB_SWAP)
+    (d / "cached_swap").write_text(CACHED_SWAP)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
     # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/probes/critical_path.py (a
     # rung's forecast on the committed timeline), bench/timed_check.py (against the
@@ -143,7 +183,9 @@ def _stubs(tmp: Path, gpus: int) -> Path:
                                f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
-                               f'[ -n "${{SPARKOPS_PEROP_DIR:-}}" ] && "{sys.executable}" "{d}/perop_writers.py" "$@"; '
+                               # (no STUB_PEROP: no record to copy, so no Python start for perop_writers.py)
+                               '[ -n "${SPARKOPS_PEROP_DIR:-}" ] && [ -n "${STUB_PEROP:-}" ] && '
+                               f'"{sys.executable}" "{d}/perop_writers.py" "$@"; '
                                '[ -n "${STUB_FAIL_MATCH:-}" ] && [[ "$*" == *"$STUB_FAIL_MATCH"* ]] && exit 1; '
                                'exit "${STUB_PYTEST_RC:-0}"; }\n'
                                'exit 0\n')
@@ -168,7 +210,7 @@ def _lanes(tmp: Path, *stages: str, gpus: int = 2, refuse_bf16: bool = False,
     stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, gpus)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
            "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), "STUB_PYTHON": sys.executable,
-           **_NO_CARRIED_CACHES(tmp), **(extra_env or {})}
+           **_NO_CARRIED_CACHES(tmp), **_cache_env(), **(extra_env or {})}
     env.pop("SUITE_REDO", None)
     if refuse_bf16:
         env["STUB_REFUSE_BF16"] = "1"
@@ -186,7 +228,7 @@ def _suite(tmp: Path, *stages: str, extra_env: dict[str, str] | None = None) -> 
     stubs = tmp / "stubs" if (tmp / "stubs").exists() else _stubs(tmp, 1)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "SUITE_TMP": str(tmp / "machine"),
            "OUT": str(tmp / "out"), "STUB_LOG": str(tmp / "sparkops.log"), "STUB_PYTHON": sys.executable,
-           **_NO_CARRIED_CACHES(tmp), **(extra_env or {})}
+           **_NO_CARRIED_CACHES(tmp), **_cache_env(), **(extra_env or {})}
     env.pop("SUITE_REDO", None)
     (tmp / "machine").mkdir(exist_ok=True)
     (tmp / "out").mkdir(exist_ok=True)
