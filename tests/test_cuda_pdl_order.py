@@ -35,6 +35,7 @@ KNOWN = {
     "add_rmsnorm_router.cu": {"add_rmsnorm_router_pdl_f32", "add_rmsnorm_router_pdl_bf16", "add_rmsnorm_router_pdl_f16"},
     "linear_q6k_x16.cu": {"linear_q6_k_x16pdl_r16t96", "linear_q6_k_x16pdl_r16t192", "linear_q6_k_x16pdl_r32t192",
                           "linear_q6_k_x16pdl_r32t384"},
+    "attention.cu": {"mla_absorb_deep_pdl", "mla_split_mma_pdl", "mla_combine_deep_pdl", "mla_up_deep_pdl"},
 }
 
 

@@ -19,7 +19,8 @@
 //
 // The _pdl kernels (attention=cupy_splitk_bf16_deep_pdl) are the deep absorb, the tensor-core split, the deep combine
 // and the deep up projection written for programmatic dependent launch (common.cuh): each may start while the kernel
-// before it runs, requests what no kernel writes (the absorb's w_uk, the up projection's w_uv) before its pdl_wait,
+// before it runs, requests what no kernel writes (the absorb's w_uk, the up projection's w_uv; through __ldcg, never
+// the read-only path, which ptxas may move across the wait: tests/test_cuda_pdl_order.py) before its pdl_wait,
 // and lets the next kernel start (pdl_launch_dependents) just before that wait, so that the split, the combine, the
 // up projection and the o_proj GEMV after it (itself a PDL kernel) each find their blocks resident when the kernel
 // before ends, and the two weight reads overlap the kernel before. Everything another kernel writes (q, the latent, pos,
@@ -28,6 +29,15 @@
 #include "common.cuh"
 
 #define LOG2E 1.4426950408889634f
+
+// The position, read after the wait in a PDL kernel through the coherent path: a plain read of a const __restrict__
+// pointer may compile to the read-only path (LDG.CONSTANT), which ptxas may hoist above griddepcontrol.wait
+// (tests/test_cuda_pdl_order.py). PDL=false: the plain read, as the plain kernels have always made it.
+template <bool PDL>
+__device__ __forceinline__ i64 read_pos(const i64* __restrict__ pos) {
+    if constexpr (PDL) return __ldcg(pos);
+    else return pos[0];
+}
 
 // The absorbed query's dot for output column j of head h: sum over d = grp, grp + 4, ... < Dn of q[d] w_uk[h, d, j],
 // added in d order. The plain form (DEEP = 0) walks d in a loop unrolled 8 times with q's dtype tested at each load;
@@ -89,13 +99,13 @@ __device__ __forceinline__ void mla_absorb_body(const void* __restrict__ q, int 
         if (j < Lkv) {
             const float* w = w_uk + (i64)h * Dn * Lkv + j;
 #pragma unroll
-            for (int i = 0; i < DEEP; ++i) wv[i] = __ldg(w + (i64)(grp + 4 * i) * Lkv);
+            for (int i = 0; i < DEEP; ++i) wv[i] = __ldcg(w + (i64)(grp + 4 * i) * Lkv);  // not the read-only path
         }
         pdl_launch_dependents();
         pdl_wait();  // q and the latent are the kernels before's; the cache row is written after this
     }
     if (h == 0 && grp == 0 && j < DQ) {  // the new cache row (copied bit for bit)
-        const i64 row = pos[0] + t;
+        const i64 row = read_pos<PDL>(pos) + t;
         if (row >= 0 && row < Lmax) {
             if (c_dt == DT_F32) ((float*)cache)[row * DQ + j] = ((const float*)latent)[(i64)t * DQ + j];
             else ((u16*)cache)[row * DQ + j] = ((const u16*)latent)[(i64)t * DQ + j];
@@ -319,10 +329,11 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
     const u32 sPa = smem_addr(sP);
     float* sAlpha = (float*)(smem + MMA_SMEM_A);
 
-    i64 visible = pos[0] + 1;
+    const i64 p0 = read_pos<PDL>(pos);
+    i64 visible = p0 + 1;
     visible = visible > Lmax ? Lmax : visible;
     i64 r0, r1;
-    slice_rows(pos[0], 1, Lmax, visible, MMA_BL, r0, r1);
+    slice_rows(p0, 1, Lmax, visible, MMA_BL, r0, r1);
     const int n_tiles = (int)((r1 - r0 + MMA_BL - 1) / MMA_BL);
     const i64 o = blockIdx.x;  // partial index (T = 1)
     if (n_tiles == 0) {
@@ -641,7 +652,7 @@ __device__ __forceinline__ void mla_up_body(const float* __restrict__ obar, cons
     if constexpr (DEEP > 0) {
         float wv[DEEP], xv[DEEP];
 #pragma unroll
-        for (int i = 0; i < DEEP; ++i) wv[i] = __ldg(w + lane + 32 * i);
+        for (int i = 0; i < DEEP; ++i) wv[i] = PDL ? __ldcg(w + lane + 32 * i) : __ldg(w + lane + 32 * i);
         if constexpr (PDL) {
             pdl_launch_dependents();
             pdl_wait();  // obar is the combine's
@@ -655,7 +666,7 @@ __device__ __forceinline__ void mla_up_body(const float* __restrict__ obar, cons
         for (int j = lane; j < Lkv; j += 32) acc = fmaf(w[j], x[j], acc);
     }
     acc = warp_sum(acc);
-    const i64 p0 = pos[0];
+    const i64 p0 = read_pos<PDL>(pos);
     if (p0 < 0 || p0 + T > Lmax) acc = QNAN;
     if (lane == 0) store_act(out, ((i64)t * N + h) * Dv + v, o_dt, acc);
 }
