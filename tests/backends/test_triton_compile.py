@@ -154,14 +154,16 @@ def launch_every_kernel():
 
 
 def launch_trigger_norms(monkeypatch):
-    """The norms that let the next kernel start (add_rmsnorm, gated_rmsnorm, kda_norm = triton_pdl; kda_norm =
-    triton_split_pdl, launched with PDL too; short_conv = triton_pdl), as the GPU compiles them (griddepcontrol in:
+    """The norms that let the next kernel start (add_rmsnorm, gated_rmsnorm, kda_norm = triton_pdl; add_rmsnorm =
+    triton_pdl_wait and kda_norm = triton_split_pdl, launched with PDL too; short_conv = triton_pdl), as the GPU
+    compiles them (griddepcontrol in:
     they only leave it out in the interpreter); the KDA ones at the 48B's decode shape (32 heads of 128)."""
     from sparkops_triton import add_rmsnorm, gated_rmsnorm, kda_norm
 
     for mod in (add_rmsnorm, gated_rmsnorm, kda_norm):
         monkeypatch.setattr(mod, "interpreting", lambda: False)
     add_rmsnorm.add_rmsnorm_trigger(r(1, 2304, dtype=BF), r(1, 2304, dtype=BF), r(2304), 1e-5)
+    add_rmsnorm.add_rmsnorm_wait(r(1, 2304, dtype=BF), r(1, 2304, dtype=BF), r(2304), 1e-5)  # launched with PDL
     gated_rmsnorm.gated_rmsnorm_trigger(r(1, 32, 128, dtype=BF), r(1, 32, 128, dtype=BF), r(128), 1e-5)
     h, d = 32, 128
     step = dict(q=r(1, h, d, dtype=BF), k=r(1, h, d, dtype=BF), v=r(1, h, d, dtype=BF), g=r(1, h, d, dtype=BF),
@@ -328,7 +330,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(monkeypatch):
     assert wide == {"_gemv_kernel", "_moe_down_kernel"}, f"the Q6_K word-load GEMVs were not all compiled: {wide}"
     pdl = {k: v for k, v in compiled.items() if v.metadata.launch_pdl}
     assert pdl and {k[0] for k in pdl} == {"_gemv_kernel", "_kda_recurrent_kernel", "_kda_lowrank_kernel",
-                                           "_short_conv_kernel", "_conv_kda_kernel"}, \
+                                           "_short_conv_kernel", "_conv_kda_kernel", "_add_rmsnorm_kernel"}, \
         f"the PDL GEMVs, KDA norms and short conv were not compiled: {sorted(pdl)}"
     triggering = set()
     for k, v in compiled.items():  # PDL kernels wait once and then let the next kernel launch; the triggering norms
