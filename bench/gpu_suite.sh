@@ -655,6 +655,18 @@
 # (rungs42 runs rungs40's proof too; rungs40 alone is forecast x1.00 by the model and can wait.) If rungs41 wins,
 # SUITE_TIMED gains decode-s41-shared-side (now_pairs remakes it: "+ side_stream=on shared_expert_side=on"), and
 # rungs42 is then made over it. Forecast any new lead with critical_path.py on the newest timeline before building it.
+# Session 35 (bench/gpu-runs/2026-12-06-session35/README.md): no machine came again (H200 and H100 requests refused or
+# not tried; ~700 s of the 1800 went to refusals). Built, both the step's own bits: add_rmsnorm=triton_pdl_wait (stage
+# rungs43: the 54 residual-add norms launched as PDL dependents, the gain requested before the wait; x1.014-1.022 on
+# the critical path) and attention=cupy_splitk_bf16_deep_pdl (stage rungs44: the MLA decode's four kernels with PDL,
+# the absorb's and up projection's weights before their waits, the o_proj after them let start; x1.009-1.015). Each
+# rung's --expect is its side-by-side's own time in a chain (perop_factor.py --minus). Next session, the same export,
+# then on whatever comes (the rungs in the order of their forecasts; each is made over the step now, which a win
+# earlier in the call becomes):
+#   bash bench/gpu_lanes.sh 570 "rungs41 rungs43" ""   # fresh (~225 s of it the install)
+#   bash bench/gpu_lanes.sh 560 "rungs42 rungs44 probe_l2_hot" ""   # warm
+# then frontier131k and probe_timeline_now on an H200. A win joins SUITE_TIMED (decode-s41-shared-side,
+# decode-s43-norm-wait, decode-s44-attn-pdl: now_pairs holds their recipes).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

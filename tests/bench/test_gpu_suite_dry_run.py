@@ -2832,6 +2832,19 @@ def test_the_plan_after_session_34_probes_the_l2_then_times_the_shared_expert_ov
     assert f"--registry {machine / 'cuda-s39-q8-tall.toml'} " in decode, decode
 
 
+def test_the_plan_after_session_35_times_the_dependent_norm_over_the_shared_expert_s_win(tmp_path):
+    """The header's first call after session 35: rungs41 (the shared expert on the side stream, a win in the stand-in's
+    bench), then rungs43 over the step rungs41 just made - the dependent norm's rung is timed against
+    cuda-s41-shared-side.toml, with its own record's factor."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs41 rungs43", records=_NORMWAIT_RECORD)
+    assert log.index("] decode-s41-shared-side (limit") < log.index("] gpu-tests-norm-wait (limit") \
+        < log.index("] decode-s43-norm-wait (limit")
+    reg = machine / "cuda-s43-norm-wait.toml"
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert f"--registry {machine / 'cuda-s41-shared-side.toml'} " in decode, decode
+    assert "--expect add_rmsnorm=1.500 " in decode, decode
+
+
 def test_rungs36_times_the_fused_norm_and_router_over_the_step_now_with_the_engine_option(tmp_path):
     """Session 31's rung: after gpu-tests-norm-router (the fused kernel's and the engine option's GPU tests and the
     side-by-side that writes its record), add_rmsnorm_router=cupy_rowwarp_pdl swapped over the step now (the x16 step),
