@@ -250,6 +250,11 @@
 #                 gpu-tests-attn-pdl and its record perop-attnpdl-bfloat16.json (cat, attention, o_proj under each,
 #                 less the cat and o_proj alone)
 #     proofs44    rungs44's GPU tests alone
+#     rungs45     rungs43's and rungs44's changes in one pair over the step now (both keep the step's bits; each is
+#                 forecast at 1-2%, about the noise band, so together they are more likely to be told from a tie):
+#                 add_rmsnorm=triton_pdl_wait and attention=cupy_splitk_bf16_deep_pdl, after both proofs, --expect from
+#                 both records, --forecast from both changes at once
+#     proofs45    rungs45's GPU tests alone (rungs43's and rungs44's)
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -660,13 +665,14 @@
 # rungs43: the 54 residual-add norms launched as PDL dependents, the gain requested before the wait; x1.014-1.022 on
 # the critical path) and attention=cupy_splitk_bf16_deep_pdl (stage rungs44: the MLA decode's four kernels with PDL,
 # the absorb's and up projection's weights before their waits, the o_proj after them let start; x1.009-1.015). Each
-# rung's --expect is its side-by-side's own time in a chain (perop_factor.py --minus). Next session, the same export,
-# then on whatever comes (the rungs in the order of their forecasts; each is made over the step now, which a win
-# earlier in the call becomes):
-#   bash bench/gpu_lanes.sh 570 "rungs41 rungs43" ""   # fresh (~225 s of it the install)
-#   bash bench/gpu_lanes.sh 560 "rungs42 rungs44 probe_l2_hot" ""   # warm
+# rung's --expect is its side-by-side's own time in a chain (perop_factor.py --minus). Stage rungs45 times the two in
+# one pair (x1.023-1.037 together; each alone is about the noise band). Next session, the same export, then on
+# whatever comes (each rung is made over the step now, which a win earlier in the call becomes; a fresh call's
+# install and synth take ~100 s, a rung ~300 s):
+#   bash bench/gpu_lanes.sh 570 "rungs41 rungs45" ""   # fresh: the shared expert, then as much of the PDL stack as fits
+#   bash bench/gpu_lanes.sh 560 "rungs45 rungs42 probe_l2_hot" ""   # warm: steps done already are skipped
 # then frontier131k and probe_timeline_now on an H200. A win joins SUITE_TIMED (decode-s41-shared-side,
-# decode-s43-norm-wait, decode-s44-attn-pdl: now_pairs holds their recipes).
+# decode-s45-pdl-stack: now_pairs holds their recipes); rungs43 and rungs44 time the two apart if the stack wins.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -986,6 +992,8 @@ S43_NORMWAIT_REG=$TMP/cuda-s43-norm-wait.toml
 # the KDA recurrence (a kernel that lets it start early). critical_path.py: x1.009 (0.3 us a launch, 1 us off the up
 # projection and the o_proj each) to x1.015 (0.4, 2 and 1.5)
 S44_ATTNPDL_REG=$TMP/cuda-s44-attn-pdl.toml
+# the two stacked (stage rungs45): critical_path.py x1.023-1.037
+S45_PDLSTACK_REG=$TMP/cuda-s45-pdl-stack.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1268,7 +1276,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1337,6 +1345,7 @@ now_pairs() {
     decode-s42-gates-conv) echo short_conv_kda_norm=triton_split_pdl + side_stream=on gates_first=on fuse_conv_kda=on ;;
     decode-s43-norm-wait) echo add_rmsnorm=triton_pdl_wait ;;
     decode-s44-attn-pdl) echo attention=cupy_splitk_bf16_deep_pdl ;;
+    decode-s45-pdl-stack) echo add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl ;;
     *) return 1 ;;
   esac
 }
@@ -1820,7 +1829,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs44 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs45 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1844,6 +1853,7 @@ rung_parts() {
     rungs42) echo proof_gates_conv s42_rung ;;
     rungs43) echo proof_norm_wait s43_rung ;;
     rungs44) echo proof_attn_pdl s44_rung ;;
+    rungs45) echo proof_pdl_stack s45_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2237,6 +2247,37 @@ record's, not the step's"
       --change "attention=cupy_splitk_bf16_deep_pdl: the MLA decode's kernels launched with programmatic dependent \
 launch (the absorb's and up projection's weights requested before their waits; the same bits as the deep form), over \
 $(basename $base), graph"
+  return 0
+}
+proof_pdl_stack() {  # rungs45's proofs: rungs43's and rungs44's GPU tests (each writes its record)
+  proof_norm_wait
+  proof_attn_pdl
+}
+# s45_rung: add_rmsnorm=triton_pdl_wait and attention=cupy_splitk_bf16_deep_pdl swapped together over the step now, the
+# captured gate, one pair: --expect from both records (each op's own time in its chain), --forecast with both factors
+s45_rung() {
+  local name=s45-pdl-stack reg=$S45_PDLSTACK_REG base fn fa
+  base=$(now_reg decode-$name) || return 0
+  fn=$(python3 bench/perop_factor.py "$DJ/perop-normwait-bfloat16.json" triton_pdl triton_pdl_wait --minus "no norm" \
+      2>> $R/suite.err || true)
+  fa=$(python3 bench/perop_factor.py "$DJ/perop-attnpdl-bfloat16.json" cupy_splitk_bf16_deep \
+      cupy_splitk_bf16_deep_pdl --minus "no attention" 2>> $R/suite.err || true)
+  proven_with_factor $name norm-wait "$fn" || return 0
+  proven_with_factor $name attn-pdl "$fa" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  swap_all $name $reg $base "add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl" \
+      || { log "decode-$name: left out (its registry was not made)"; return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --scale _add_rmsnorm_kernel=$fn --scale mla_absorb_deep=$fa --scale mla_split_mma=$fa \
+      --scale mla_combine_deep=$fa --scale mla_up_deep=$fa || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes add_rmsnorm,attention --prediction $DJ/diag-decode-$name.json \
+      --expect "add_rmsnorm=$fn,attention=$fa" --forecast $DJ/forecast-$name.json \
+      --change "add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl: rungs43's and rungs44's PDL forms \
+together (the residual-add norms and the MLA decode's kernels started early; the step's bits), over $(basename $base), \
+graph"
   return 0
 }
 s26w_rung() {
@@ -3305,7 +3346,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3318,7 +3359,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -2832,17 +2832,18 @@ def test_the_plan_after_session_34_probes_the_l2_then_times_the_shared_expert_ov
     assert f"--registry {machine / 'cuda-s39-q8-tall.toml'} " in decode, decode
 
 
-def test_the_plan_after_session_35_times_the_dependent_norm_over_the_shared_expert_s_win(tmp_path):
+def test_the_plan_after_session_35_times_the_pdl_stack_over_the_shared_expert_s_win(tmp_path):
     """The header's first call after session 35: rungs41 (the shared expert on the side stream, a win in the stand-in's
-    bench), then rungs43 over the step rungs41 just made - the dependent norm's rung is timed against
-    cuda-s41-shared-side.toml, with its own record's factor."""
-    log, calls, machine = _over_the_x16_step(tmp_path, "rungs41 rungs43", records=_NORMWAIT_RECORD)
+    bench), then rungs45 over the step rungs41 just made - the PDL stack is timed against cuda-s41-shared-side.toml,
+    with both records' factors."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs41 rungs45",
+                                             records={**_NORMWAIT_RECORD, **_ATTNPDL_RECORD})
     assert log.index("] decode-s41-shared-side (limit") < log.index("] gpu-tests-norm-wait (limit") \
-        < log.index("] decode-s43-norm-wait (limit")
-    reg = machine / "cuda-s43-norm-wait.toml"
+        < log.index("] decode-s45-pdl-stack (limit")
+    reg = machine / "cuda-s45-pdl-stack.toml"
     [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
     assert f"--registry {machine / 'cuda-s41-shared-side.toml'} " in decode, decode
-    assert "--expect add_rmsnorm=1.500 " in decode, decode
+    assert "--expect add_rmsnorm=1.500,attention=1.250 " in decode, decode
 
 
 def test_rungs36_times_the_fused_norm_and_router_over_the_step_now_with_the_engine_option(tmp_path):
@@ -3002,6 +3003,7 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
         "short_conv_kda_norm=triton_split_pdl + side_stream=on gates_first=on fuse_conv_kda=on"
     assert got["decode-s43-norm-wait"] == "add_rmsnorm=triton_pdl_wait"
     assert got["decode-s44-attn-pdl"] == "attention=cupy_splitk_bf16_deep_pdl"
+    assert got["decode-s45-pdl-stack"] == "add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl"
     # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
     assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
@@ -3249,6 +3251,22 @@ def test_rungs44_is_left_out_when_its_proof_fails_and_nothing_of_it_is_made(tmp_
     log, calls = _lanes(tmp_path, "rungs44", "", extra_env=env)
     assert "decode-s44-attn-pdl: left out (its GPU tests failed, or their record gave no factor)" in log
     assert not any("cupy_splitk_bf16_deep_pdl" in c or "cuda-s44-attn-pdl" in c for c in calls), calls
+
+
+def test_rungs45_times_both_pdl_forms_in_one_pair(tmp_path):
+    """The stacked rung: after both proofs (each writes its record), both pairs swapped at once over the step now, one
+    captured gate, one pair with --changes add_rmsnorm,attention, --expect from both records (x1.500, x1.250) and a
+    forecast with both factors, larger than either alone."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs45", records={**_NORMWAIT_RECORD, **_ATTNPDL_RECORD})
+    assert log.index("] gpu-tests-norm-wait (limit") < log.index("] gpu-tests-attn-pdl (limit") \
+        < log.index("] swap-s45-pdl-stack (limit") < log.index("] gate-captured-s45-pdl-stack (limit") \
+        < log.index("] decode-s45-pdl-stack (limit")
+    decode = _rung_timed_once(calls, machine, "s45-pdl-stack",
+                              "add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl",
+                              "cuda-s32-lmhead-x16.toml", "add_rmsnorm=1.500,attention=1.250")
+    assert "--changes add_rmsnorm,attention " in decode, decode
+    both = json.loads((machine / "suite-diag" / "forecast-s45-pdl-stack.json").read_text())["all"]["ratio"]
+    assert both > 1.024 + 0.01, both  # rungs43's forecast alone is x1.024 on the same record
 
 
 def test_rungs42_is_left_out_when_gates_first_s_tests_fail(tmp_path):
