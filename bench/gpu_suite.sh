@@ -666,13 +666,15 @@
 # the critical path) and attention=cupy_splitk_bf16_deep_pdl (stage rungs44: the MLA decode's four kernels with PDL,
 # the absorb's and up projection's weights before their waits, the o_proj after them let start; x1.009-1.015). Each
 # rung's --expect is its side-by-side's own time in a chain (perop_factor.py --minus). Stage rungs45 times the two in
-# one pair (x1.023-1.037 together; each alone is about the noise band). Next session, the same export, then on
-# whatever comes (each rung is made over the step now, which a win earlier in the call becomes; a fresh call's
-# install and synth take ~100 s, a rung ~300 s):
-#   bash bench/gpu_lanes.sh 570 "rungs41 rungs45" ""   # fresh: the shared expert, then as much of the PDL stack as fits
-#   bash bench/gpu_lanes.sh 560 "rungs45 rungs42 probe_l2_hot" ""   # warm: steps done already are skipped
-# then frontier131k and probe_timeline_now on an H200. A win joins SUITE_TIMED (decode-s41-shared-side,
-# decode-s45-pdl-stack: now_pairs holds their recipes); rungs43 and rungs44 time the two apart if the stack wins.
+# one pair (x1.023-1.037 together; each alone is about the noise band). One H200 came at the end: rungs41 lost,
+# 0.990 / 0.990 (none; the shared expert's side kernels cost the main line more than they hid), and its A arm, the
+# Q8-tall step, raised the H200 frontier to 560.3 / 530.2. Next session, the same export, then on whatever comes
+# (a fresh call's install and synth take ~100 s, a rung ~300 s; a rung's base is the newest win older than it in
+# NOW_RUNGS, so rungs42 is timed over the Q8-tall step whatever rungs45 does):
+#   bash bench/gpu_lanes.sh 570 "rungs45" ""   # fresh: the PDL stack (both proofs, then the pair)
+#   bash bench/gpu_lanes.sh 560 "rungs42 probe_l2_hot" ""   # warm: steps done already are skipped
+# then frontier131k (the Q8-tall step's 131k row on an H200) and probe_timeline_now. A win joins SUITE_TIMED
+# (decode-s45-pdl-stack: now_pairs holds its recipe); rungs43 and rungs44 time the two apart if the stack wins.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

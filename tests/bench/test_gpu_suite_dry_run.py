@@ -2832,18 +2832,19 @@ def test_the_plan_after_session_34_probes_the_l2_then_times_the_shared_expert_ov
     assert f"--registry {machine / 'cuda-s39-q8-tall.toml'} " in decode, decode
 
 
-def test_the_plan_after_session_35_times_the_pdl_stack_over_the_shared_expert_s_win(tmp_path):
-    """The header's first call after session 35: rungs41 (the shared expert on the side stream, a win in the stand-in's
-    bench), then rungs45 over the step rungs41 just made - the PDL stack is timed against cuda-s41-shared-side.toml,
-    with both records' factors."""
-    log, calls, machine = _over_the_x16_step(tmp_path, "rungs41 rungs45",
-                                             records={**_NORMWAIT_RECORD, **_ATTNPDL_RECORD})
-    assert log.index("] decode-s41-shared-side (limit") < log.index("] gpu-tests-norm-wait (limit") \
-        < log.index("] decode-s45-pdl-stack (limit")
-    reg = machine / "cuda-s45-pdl-stack.toml"
-    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
-    assert f"--registry {machine / 'cuda-s41-shared-side.toml'} " in decode, decode
+def test_the_plan_after_session_35_times_the_pdl_stack_then_gates_first(tmp_path):
+    """The header's calls after session 35: rungs45 (the PDL stack, both proofs then the pair; a win in the
+    stand-in's bench), then rungs42. A rung's base is the newest win older than it in NOW_RUNGS, never a newer rung's
+    registry, so gates_first is timed against the x16 step even after the stack won, not over the stack."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs45 rungs42",
+                                             records={**_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_CONVKDA_RECORD})
+    assert log.index("] gpu-tests-norm-wait (limit") < log.index("] decode-s45-pdl-stack (limit") \
+        < log.index("] decode-s42-gates-conv (limit")
+    stack = machine / "cuda-s45-pdl-stack.toml"
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {stack} " in c]
     assert "--expect add_rmsnorm=1.500,attention=1.250 " in decode, decode
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {machine / 'cuda-s42-gates-conv.toml'} " in c]
+    assert f"--registry {machine / 'cuda-s32-lmhead-x16.toml'} " in decode and str(stack) not in decode, decode
 
 
 def test_rungs36_times_the_fused_norm_and_router_over_the_step_now_with_the_engine_option(tmp_path):
