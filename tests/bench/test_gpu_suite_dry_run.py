@@ -3282,13 +3282,14 @@ def test_rungs42_is_left_out_when_gates_first_s_tests_fail(tmp_path):
 
 def test_a_won_rung_of_engine_options_alone_is_made_again_by_now_chain(tmp_path):
     """decode-s41-shared-side named a win (SUITE_TIMED) on a machine without its registry: now_chain makes it again as
-    the step below it with its options on (now_pairs' "+ OPTIONS", no swap)."""
+    the step below it with its options on (now_pairs' "+ OPTIONS", no swap). The recipe is what is tested: session 35's
+    H200 rows record that rung as lost (0.990), so the ledger check is the stand-in's (STUB_TIMED_OK)."""
     _, _, machine = _over_the_x16_step(tmp_path, "rungs41")
     reg = machine / "cuda-s41-shared-side.toml"
     reg.unlink()
     Path(f"{reg}.base").unlink()
     env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16 decode-s41-shared-side",
-           "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _records(tmp_path, **_CONVKDA_RECORD)}
+           "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _records(tmp_path, **_CONVKDA_RECORD), "STUB_TIMED_OK": "1"}
     log, calls = _lanes(tmp_path, "rungs40", "", extra_env=env)
     assert "decode-s41-shared-side won in an earlier call; its registry made again over cuda-s32-lmhead-x16.toml" in log
     assert any(c.startswith("engine side_stream=on shared_expert_side=on --registry") and f"{reg}.new" in c
