@@ -2184,33 +2184,45 @@ proof_norm_wait() {
       -k "dependent_form or norm_wait" tests/backends/test_triton_add_rmsnorm.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-norm-wait.xml"
 }
+# perop_minus STEM BEFORE AFTER MINUS: the factor of an op timed inside a chain, from perop-STEM-bfloat16.json (BEFORE's
+# column less MINUS's over AFTER's less MINUS's: perop_factor.py --minus); empty, the reason in suite.err, without one
+perop_minus() {
+  python3 bench/perop_factor.py "$DJ/perop-$1-bfloat16.json" "$2" "$3" --minus "$4" 2>> $R/suite.err || true
+}
+# chain_rung NAME REG OP BEFORE AFTER STEM MINUS TESTS KERNELS TEXT: rung decode-NAME, OP=AFTER over the step now (which
+# selects OP=BEFORE, or is said not to), after gpu-tests-TESTS passed and perop-STEM's chain gave a factor (perop_minus),
+# REG's captured gate, then one pair: --expect OP=factor, --forecast from critical_path.py with that factor on the
+# timeline kernels named in KERNELS (a word list of name prefixes)
+chain_rung() {
+  local name=$1 reg=$2 op=$3 before=$4 after=$5 stem=$6 minus=$7 tests=$8 kernels=$9 text=${10} base fac k
+  local scales=()
+  base=$(now_reg decode-$name) || return 0
+  fac=$(perop_minus $stem $before $after "$minus")
+  proven_with_factor $name $tests "$fac" || return 0
+  python3 bench/registry_selects.py "$base" $op=$before > /dev/null 2>&1 || log "decode-$name: the record's before \
+column ($op=$before) is not what $(basename "$base") selects: x$fac is the record's, not the step's"
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $op=$after
+  [ -f $reg ] && python3 bench/registry_selects.py $reg $op=$after > /dev/null \
+      || { log "decode-$name: left out (its registry does not select $op=$after)"; return 0; }
+  captured_gate $name $reg || return 0
+  for k in $kernels; do scales+=(--scale "$k=$fac"); done
+  forecast $name "${scales[@]}" || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes $op --prediction $DJ/diag-decode-$name.json \
+      --expect "$op=$fac" --forecast $DJ/forecast-$name.json --change "$op=$after: $text, over $(basename $base), graph"
+  return 0
+}
 # s43_rung: add_rmsnorm=triton_pdl_wait over the step now, --expect from perop-normwait (the step's norm's own time in
 # the chain over the dependent form's: each pair less the GEMV alone) and --forecast from critical_path.py (that
 # factor on the norms' tails in the committed timeline, which sees what the norm's start does to the next kernel's)
 s43_rung() {
-  local name=s43-norm-wait reg=$S43_NORMWAIT_REG base fac
-  base=$(now_reg decode-$name) || return 0
-  fac=$(python3 bench/perop_factor.py "$DJ/perop-normwait-bfloat16.json" triton_pdl triton_pdl_wait --minus "no norm" \
-      2>> $R/suite.err || true)
-  proven_with_factor $name norm-wait "$fac" || return 0
-  python3 bench/registry_selects.py "$base" add_rmsnorm=triton_pdl > /dev/null 2>&1 || log "decode-$name: the \
-record's before column (add_rmsnorm=triton_pdl) is not what $(basename "$base") selects: x$fac is the record's, not \
-the step's"
-  rebase $name $base
-  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  fresh_over $reg $base
-  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base add_rmsnorm=triton_pdl_wait
-  [ -f $reg ] && python3 bench/registry_selects.py $reg add_rmsnorm=triton_pdl_wait > /dev/null \
-      || { log "decode-$name: left out (its registry does not select add_rmsnorm=triton_pdl_wait)"; return 0; }
-  captured_gate $name $reg || return 0
-  forecast $name --scale _add_rmsnorm_kernel=$fac || return 0
-  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
-  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
-      --vs $reg --graph A,B $GATE $FILL_LEAN --changes add_rmsnorm --prediction $DJ/diag-decode-$name.json \
-      --expect "add_rmsnorm=$fac" --forecast $DJ/forecast-$name.json \
-      --change "add_rmsnorm=triton_pdl_wait: the residual add and norm launched as a PDL dependent (started while \
-the kernel before runs, its gain requested before the wait; the same bits as triton_pdl), over $(basename $base), graph"
-  return 0
+  chain_rung s43-norm-wait $S43_NORMWAIT_REG add_rmsnorm triton_pdl triton_pdl_wait normwait "no norm" norm-wait \
+      _add_rmsnorm_kernel "the residual add and norm launched as a PDL dependent (started while the kernel before \
+runs, its gain requested before the wait; the same bits as triton_pdl)"
 }
 # proof_attn_pdl: attention=cupy_splitk_bf16_deep_pdl (session 35): its bits against cupy_splitk_bf16 eagerly (the
 # 48B's shape and those its policy launches plainly) and in a captured chain of MLA layers after PDL GEMVs, then the
@@ -2225,31 +2237,10 @@ proof_attn_pdl() {
 # time in the chain over the PDL form's: each column less the cat and o_proj alone) and --forecast from critical_path.py
 # (that factor on the four MLA kernels' tails in the committed timeline)
 s44_rung() {
-  local name=s44-attn-pdl reg=$S44_ATTNPDL_REG base fac
-  base=$(now_reg decode-$name) || return 0
-  fac=$(python3 bench/perop_factor.py "$DJ/perop-attnpdl-bfloat16.json" cupy_splitk_bf16_deep \
-      cupy_splitk_bf16_deep_pdl --minus "no attention" 2>> $R/suite.err || true)
-  proven_with_factor $name attn-pdl "$fac" || return 0
-  python3 bench/registry_selects.py "$base" attention=cupy_splitk_bf16_deep > /dev/null 2>&1 || log "decode-$name: \
-the record's before column (attention=cupy_splitk_bf16_deep) is not what $(basename "$base") selects: x$fac is the \
-record's, not the step's"
-  rebase $name $base
-  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  fresh_over $reg $base
-  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base attention=cupy_splitk_bf16_deep_pdl
-  [ -f $reg ] && python3 bench/registry_selects.py $reg attention=cupy_splitk_bf16_deep_pdl > /dev/null \
-      || { log "decode-$name: left out (its registry does not select attention=cupy_splitk_bf16_deep_pdl)"; return 0; }
-  captured_gate $name $reg || return 0
-  forecast $name --scale mla_absorb_deep=$fac --scale mla_split_mma=$fac --scale mla_combine_deep=$fac \
-      --scale mla_up_deep=$fac || return 0
-  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
-  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
-      --vs $reg --graph A,B $GATE $FILL_LEAN --changes attention --prediction $DJ/diag-decode-$name.json \
-      --expect "attention=$fac" --forecast $DJ/forecast-$name.json \
-      --change "attention=cupy_splitk_bf16_deep_pdl: the MLA decode's kernels launched with programmatic dependent \
-launch (the absorb's and up projection's weights requested before their waits; the same bits as the deep form), over \
-$(basename $base), graph"
-  return 0
+  chain_rung s44-attn-pdl $S44_ATTNPDL_REG attention cupy_splitk_bf16_deep cupy_splitk_bf16_deep_pdl attnpdl \
+      "no attention" attn-pdl "mla_absorb_deep mla_split_mma mla_combine_deep mla_up_deep" "the MLA decode's kernels \
+launched with programmatic dependent launch (the absorb's and up projection's weights requested before their waits; \
+the same bits as the deep form)"
 }
 proof_pdl_stack() {  # rungs45's proofs: rungs43's and rungs44's GPU tests (each writes its record)
   proof_norm_wait
@@ -2260,10 +2251,8 @@ proof_pdl_stack() {  # rungs45's proofs: rungs43's and rungs44's GPU tests (each
 s45_rung() {
   local name=s45-pdl-stack reg=$S45_PDLSTACK_REG base fn fa
   base=$(now_reg decode-$name) || return 0
-  fn=$(python3 bench/perop_factor.py "$DJ/perop-normwait-bfloat16.json" triton_pdl triton_pdl_wait --minus "no norm" \
-      2>> $R/suite.err || true)
-  fa=$(python3 bench/perop_factor.py "$DJ/perop-attnpdl-bfloat16.json" cupy_splitk_bf16_deep \
-      cupy_splitk_bf16_deep_pdl --minus "no attention" 2>> $R/suite.err || true)
+  fn=$(perop_minus normwait triton_pdl triton_pdl_wait "no norm")
+  fa=$(perop_minus attnpdl cupy_splitk_bf16_deep cupy_splitk_bf16_deep_pdl "no attention")
   proven_with_factor $name norm-wait "$fn" || return 0
   proven_with_factor $name attn-pdl "$fa" || return 0
   rebase $name $base

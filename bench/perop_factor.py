@@ -21,16 +21,22 @@ import sys
 from pathlib import Path
 
 
-def factor(record: Path, before: str, after: str) -> float:
-    """BEFORE's per-token seconds over AFTER's, from `record`."""
+def _columns(record: Path, *names: str) -> dict[str, float]:
+    """`record`'s per-token seconds by implementation, each of `names` in it; else the reason (ValueError, KeyError)."""
     data = json.loads(record.read_text())
     sums = data.get("per_token_seconds") if isinstance(data, dict) else None
     if not isinstance(sums, dict) or not all(isinstance(v, (int, float)) for v in sums.values()):
         raise ValueError(f"{record}: not a per-op record (no 'per_token_seconds' table of seconds); the side-by-side "
                          f"GPU tests write them with SPARKOPS_PEROP_DIR set")
-    for name in (before, after):
+    for name in names:
         if name not in sums:
             raise KeyError(f"{record}: no implementation '{name}' (it holds {', '.join(sorted(sums))})")
+    return sums
+
+
+def factor(record: Path, before: str, after: str) -> float:
+    """BEFORE's per-token seconds over AFTER's, from `record`."""
+    sums = _columns(record, before, after)
     if sums[after] <= 0:
         raise ValueError(f"{record}: {after} has no time a token ({sums[after]})")
     return sums[before] / sums[after]
@@ -40,13 +46,7 @@ def factor_minus(record: Path, before: str, after: str, minus: str) -> float:
     """(BEFORE - MINUS) over (AFTER - MINUS), from `record`: the speed-up of an op timed inside a chain (its producer
     before it in each column), where MINUS is the column of the chain without that op. Amdahl applies it to the op's
     own time in the step; the plain BEFORE over AFTER would apply the chain's ratio to the op alone."""
-    data = json.loads(record.read_text())
-    sums = data.get("per_token_seconds") if isinstance(data, dict) else None
-    if not isinstance(sums, dict) or not all(isinstance(v, (int, float)) for v in sums.values()):
-        raise ValueError(f"{record}: not a per-op record (no 'per_token_seconds' table of seconds)")
-    for name in (before, after, minus):
-        if name not in sums:
-            raise KeyError(f"{record}: no implementation '{name}' (it holds {', '.join(sorted(sums))})")
+    sums = _columns(record, before, after, minus)
     own_before, own_after = sums[before] - sums[minus], sums[after] - sums[minus]
     if own_before <= 0 or own_after <= 0:
         raise ValueError(f"{record}: '{minus}' ({sums[minus]} s) is not less than both '{before}' ({sums[before]} s) "

@@ -39,31 +39,9 @@ __device__ __forceinline__ i64 read_pos(const i64* __restrict__ pos) {
     else return pos[0];
 }
 
-// The absorbed query's dot for output column j of head h: sum over d = grp, grp + 4, ... < Dn of q[d] w_uk[h, d, j],
-// added in d order. The plain form (DEEP = 0) walks d in a loop unrolled 8 times with q's dtype tested at each load;
-// ptxas then keeps ~5 loads ahead of the products (the SASS: 5 LDG before the first FFMA), a chain of dependent
-// round trips. DEEP (Dn = 4 x DEEP, Kimi-Linear's 128: DEEP 32): the thread's DEEP weights are all requested first,
-// then its q values (one dtype branch outside the loop), then the products in the same d order: the same bits.
-template <int DT, int DEEP>
-__device__ __forceinline__ float absorb_dot_deep(const void* __restrict__ q, i64 qrow, const float* __restrict__ w,
-                                                 int grp, int Lkv) {
-    float wv[DEEP], qv[DEEP];
-#pragma unroll
-    for (int i = 0; i < DEEP; ++i) wv[i] = __ldg(w + (i64)(grp + 4 * i) * Lkv);
-#pragma unroll
-    for (int i = 0; i < DEEP; ++i) {
-        const i64 k = qrow + grp + 4 * i;
-        qv[i] = DT == DT_F32 ? ((const float*)q)[k]
-              : DT == DT_BF16 ? bf16_to_f32(((const u16*)q)[k]) : f16_to_f32(((const u16*)q)[k]);
-    }
-    float acc = 0.0f;
-#pragma unroll
-    for (int i = 0; i < DEEP; ++i) acc = fmaf(qv[i], wv[i], acc);
-    return acc;
-}
-
-// absorb_dot_deep with the thread's DEEP weights already requested (the PDL absorb requests them before its wait):
-// its q values, then the products in the same d order. The same bits.
+// The absorbed query's dot for output column j of head h, with the thread's DEEP weights already requested (the PDL
+// absorb requests them before its wait): its q values (one dtype branch outside the loop), then the products in d
+// order: sum over d = grp, grp + 4, ... < Dn of q[d] w_uk[h, d, j].
 template <int DT, int DEEP>
 __device__ __forceinline__ float absorb_dot_loaded(const void* __restrict__ q, i64 qrow, const float (&wv)[DEEP],
                                                    int grp) {
@@ -78,6 +56,19 @@ __device__ __forceinline__ float absorb_dot_loaded(const void* __restrict__ q, i
 #pragma unroll
     for (int i = 0; i < DEEP; ++i) acc = fmaf(qv[i], wv[i], acc);
     return acc;
+}
+
+// The plain form (DEEP = 0, in mla_absorb_body) walks d in a loop unrolled 8 times with q's dtype tested at each load;
+// ptxas then keeps ~5 loads ahead of the products (the SASS: 5 LDG before the first FFMA), a chain of dependent
+// round trips. DEEP (Dn = 4 x DEEP, Kimi-Linear's 128: DEEP 32): the thread's DEEP weights are all requested first,
+// then absorb_dot_loaded: the same sums in the same order, the same bits.
+template <int DT, int DEEP>
+__device__ __forceinline__ float absorb_dot_deep(const void* __restrict__ q, i64 qrow, const float* __restrict__ w,
+                                                 int grp, int Lkv) {
+    float wv[DEEP];
+#pragma unroll
+    for (int i = 0; i < DEEP; ++i) wv[i] = __ldg(w + (i64)(grp + 4 * i) * Lkv);
+    return absorb_dot_loaded<DT, DEEP>(q, qrow, wv, grp);
 }
 
 // q [T, N, Dn+R] (q_dt); w_uk [N, Dn, Lkv] f32; latent [T, Lkv+R] and cache [Lmax, Lkv+R] (c_dt);
