@@ -255,6 +255,13 @@
 #                 add_rmsnorm=triton_pdl_wait and attention=cupy_splitk_bf16_deep_pdl, after both proofs, --expect from
 #                 both records, --forecast from both changes at once
 #     proofs45    rungs45's GPU tests alone (rungs43's and rungs44's)
+#     rungs46     [engine] fuse_moe_norm with moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm over the step now:
+#                 each MoE layer's experts and the next block's residual add and norm as one op (the step's Q8 hidden
+#                 pair, the norm done by the down's last block to finish: one launch fewer a layer); after
+#                 gpu-tests-moe-norm and its record perop-moenorm-bfloat16.json (the norm, router, experts and closing
+#                 norm chain under each, less the chain cut after the router: --expect on moe_experts; the fused
+#                 column less the chain cut after the experts: the down's longer tail, the forecast's --shift)
+#     proofs46    rungs46's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -996,6 +1003,11 @@ S43_NORMWAIT_REG=$TMP/cuda-s43-norm-wait.toml
 S44_ATTNPDL_REG=$TMP/cuda-s44-attn-pdl.toml
 # the two stacked (stage rungs45): critical_path.py x1.023-1.037
 S45_PDLSTACK_REG=$TMP/cuda-s45-pdl-stack.toml
+# session 36's rung (stage rungs46): [engine] fuse_moe_norm. Each MoE layer's down ends ~0.4 us before the next
+# block's norm starts, which then runs ~1.8-2.0 us on the critical path (session 33's timeline); folded into the
+# down's last block it costs that block the row's add and norm instead. critical_path.py with the 26 norms removed and
+# the down's end 0.5 / 1 / 1.5 us later: x1.029 / x1.022 / x1.015
+S46_MOENORM_REG=$TMP/cuda-s46-moe-norm.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1278,7 +1290,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1348,6 +1360,7 @@ now_pairs() {
     decode-s43-norm-wait) echo add_rmsnorm=triton_pdl_wait ;;
     decode-s44-attn-pdl) echo attention=cupy_splitk_bf16_deep_pdl ;;
     decode-s45-pdl-stack) echo add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl ;;
+    decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
     *) return 1 ;;
   esac
 }
@@ -1831,7 +1844,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs45 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs46 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1856,6 +1869,7 @@ rung_parts() {
     rungs43) echo proof_norm_wait s43_rung ;;
     rungs44) echo proof_attn_pdl s44_rung ;;
     rungs45) echo proof_pdl_stack s45_rung ;;
+    rungs46) echo proof_moe_norm s46_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2269,6 +2283,52 @@ s45_rung() {
       --change "add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl: rungs43's and rungs44's PDL forms \
 together (the residual-add norms and the MLA decode's kernels started early; the step's bits), over $(basename $base), \
 graph"
+  return 0
+}
+# proof_moe_norm: moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm (session 36): its GPU tests (the experts'
+# bits the Q8 hidden pair's, the norm within add_rmsnorm's row, in three dtypes at the 48B's shape; a chain replayed
+# from a graph after the PDL norm and router; the stated policy; the counter), the engine's fuse_moe_norm on CUDA,
+# then the MoE chain timed with and without the fold (its record $DJ/perop-moenorm-bfloat16.json)
+proof_moe_norm() {
+  run gpu-tests-moe-norm 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_cupy_moe_experts_add_rmsnorm.py tests/engine/test_moe_norm_fusion.py \
+      "tests/backends/test_cupy_timing.py::test_experts_norm_fused_side_by_side" --junitxml="$R/gpu-tests-moe-norm.xml"
+}
+# s46_rung: [engine] fuse_moe_norm with moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm over the step now
+# (swapped in, proven, then the option), the captured gate, then one pair: --expect moe_experts from the record (the
+# experts and closing norm's own time in the chain over the fused op's), --forecast from critical_path.py (the 26
+# norms after the MoE down removed, the down's end later by the record's measured tail a layer)
+s46_rung() {
+  local name=s46-moe-norm reg=$S46_MOENORM_REG base fac tail
+  base=$(now_reg decode-$name) || return 0
+  fac=$(perop_minus moenorm chain cupy_rowwarp_pdl_q8_hidden_norm "no experts")
+  tail=$(python3 bench/perop_factor.py "$DJ/perop-moenorm-bfloat16.json" cupy_rowwarp_pdl_q8_hidden_norm \
+      "no closing norm" --gap 26 2>> $R/suite.err || true)
+  proven_with_factor $name moe-norm "$fac" || return 0
+  [ -n "$tail" ] || { log "decode-$name: left out (the record gave no tail a layer)"; return 0; }
+  python3 bench/registry_selects.py "$base" moe_experts=cupy_rowwarp_pdl_q8_hidden > /dev/null 2>&1 || log "decode-$name: \
+the step now ($(basename "$base")) does not select moe_experts=cupy_rowwarp_pdl_q8_hidden: x$fac is the record's, not \
+the step's"
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  if [ ! -f $reg ]; then
+    run swap-$name 30 bash -c 'swap_into "$@"' _ $reg.swap $base moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm
+    [ -f $reg.swap ] && cp $reg.swap $reg.new && sparkops engine fuse_moe_norm=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $reg ] && python3 bench/registry_selects.py $reg moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
+      > /dev/null || { log "decode-$name: left out (its registry does not select \
+moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm)"; return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --remove '_add_rmsnorm_kernel<moe_q4_k_downq8pdl' --shift "moe_q4_k_downq8pdl=-$tail" || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine,moe_experts_add_rmsnorm \
+      --prediction $DJ/diag-decode-$name.json --expect "moe_experts=$fac" --forecast $DJ/forecast-$name.json \
+      --change "[engine] fuse_moe_norm with moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm: each MoE layer's \
+experts and the next block's residual add and norm as one op (the down's last block norms the row; one launch fewer a \
+layer), over $(basename $base), graph"
   return 0
 }
 s26w_rung() {
@@ -3337,7 +3397,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3350,7 +3410,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -7,6 +7,8 @@
                                                                         # of the candidate with the least time
     python3 bench/perop_factor.py perop-normwait-bfloat16.json triton_pdl triton_pdl_wait --minus "no norm"
                                             # (BEFORE - MINUS) over (AFTER - MINUS): an op timed in a chain
+    python3 bench/perop_factor.py perop-moenorm-bfloat16.json FUSED "no closing norm" --gap 26
+                                            # (BEFORE - AFTER) / CALLS in microseconds: what a change adds a call
 
 The record holds each implementation's time a token, summed over the step's own calls of that op (the test's list of
 shapes and calls per token). The factor is BEFORE's sum over AFTER's. A stage computes its prediction from the proof it
@@ -54,6 +56,20 @@ def factor_minus(record: Path, before: str, after: str, minus: str) -> float:
     return own_before / own_after
 
 
+def gap_us(record: Path, before: str, after: str, calls: int) -> float:
+    """(BEFORE - AFTER) / `calls` in microseconds, from `record`: what a change adds to a call (a fused kernel's longer
+    tail, for a critical-path forecast's --shift), where AFTER's column is BEFORE's chain without the change. Refused
+    when it is negative (the change would take time away: not the tail the caller asked for)."""
+    if calls <= 0:
+        raise ValueError(f"--gap takes a positive count of calls, not {calls}")
+    sums = _columns(record, before, after)
+    gap = (sums[before] - sums[after]) / calls * 1e6
+    if gap < 0:
+        raise ValueError(f"{record}: '{before}' ({sums[before]} s) is less than '{after}' ({sums[after]} s): no "
+                         f"time added a call")
+    return gap
+
+
 def factor_less(record: Path, before: str, calls: int, seconds: float) -> float:
     """BEFORE's per-token seconds over the same less `calls` x `seconds`: a change measured as a saving a call (a
     probe's pair timed with and without it) rather than as an implementation of its own in the record."""
@@ -93,10 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     less = len(args) == 5 and args[2] == "--less"
     minus = len(args) == 5 and args[3] == "--minus"
-    if len(args) != 3 and not less and not minus:
+    gap = len(args) == 5 and args[3] == "--gap"
+    if len(args) != 3 and not less and not minus and not gap:
         print("usage: python3 bench/perop_factor.py RECORD.json BEFORE AFTER\n"
               "       python3 bench/perop_factor.py RECORD.json BEFORE --less CALLS SECONDS\n"
               "       python3 bench/perop_factor.py RECORD.json BEFORE AFTER --minus NAME\n"
+              "       python3 bench/perop_factor.py RECORD.json BEFORE AFTER --gap CALLS\n"
               "       python3 bench/perop_factor.py RECORD.json --fastest NAME [NAME ...]", file=sys.stderr)
         return 2
     try:
@@ -105,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if minus:
             print(f"{factor_minus(Path(args[0]), args[1], args[2], args[4]):.3f}")
+            return 0
+        if gap:
+            print(f"{gap_us(Path(args[0]), args[1], args[2], int(args[4])):.2f}")
             return 0
         print(f"{factor(Path(args[0]), args[1], args[2]):.3f}")
     except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:

@@ -151,6 +151,13 @@ IMPLEMENTATIONS = [
     # the Q8 gate/up writing the hidden vector in Q8 too, and down on it by __dp4a: the act_q8 row
     ("moe_experts", "cupy_rowwarp_pdl_q8_hidden", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_hidden",
      tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the Q8 hidden pair whose down's last block adds the experts' output to the residual and norms it (the fused op
+    # moe_experts_add_rmsnorm): the experts' bits are the pair's, the norm's sum another order, so the act_q8 row
+    ("moe_experts_add_rmsnorm", "cupy_rowwarp_pdl_q8_hidden_norm",
+     "sparkops_cupy.moe_experts_add_rmsnorm:moe_experts_add_rmsnorm_q8_hidden", tolerance("act_q8"),
+     "moe_down_norm.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "../sparkops_torch/add_rmsnorm.py", "_pdl.py",
+                        "_counters.py", "moe_experts.py")),
     # that pair with a lane a whole sub-block pair in gate/up's dot loop (other sums): the act_q8 row
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs",
      tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
@@ -204,6 +211,7 @@ POLICIES = {
     **{("moe_router", n): "sparkops_cupy._policies:router_passes"
        for n in ("cupy_rowwarp", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted")},
     ("add_rmsnorm_router", "cupy_rowwarp_pdl"): "sparkops_cupy._policies:norm_router_passes",
+    ("moe_experts_add_rmsnorm", "cupy_rowwarp_pdl_q8_hidden_norm"): "sparkops_cupy._policies:experts_norm_passes",
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",
                                                   "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8",

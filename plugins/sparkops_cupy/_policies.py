@@ -15,6 +15,7 @@ from gguf import GGMLQuantizationType as Q
 from sparkops.qweight import QWeight
 
 from . import add_rmsnorm_router as _norm_router
+from . import moe_experts_add_rmsnorm as _experts_norm
 from .attention import DEEP_DN, DEEP_LKV, uses_tensor_cores
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from . import moe_experts as _experts
@@ -85,6 +86,19 @@ def experts_ld_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_dow
         return None
     return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): {k} chosen experts, more than the "
             f"{_experts.DOWN_LD_MAX_K} the q8-loads down reads a lane each (DOWN_LD_MAX_K)")
+
+
+def experts_norm_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, residual, norm_weight,
+                        eps) -> str | None:
+    """The experts with the norm in the down's last block (cupy_rowwarp_pdl_q8_hidden_norm): the `fused_serves` of
+    moe_experts_add_rmsnorm.py; what else runs the experts is then `experts_passes`' answer."""
+    if _experts_norm.fused_serves(x, w_gate, w_up, w_down, s_gate, s_up, s_down, residual, norm_weight):
+        return None
+    experts = experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    if experts is None:
+        why = "a residual or norm gain of another shape or dtype than x's"
+        return f"cupy_rowwarp_pdl_q8_hidden (moe_experts), then torch's add_rmsnorm: {why}"
+    return f"cupy_rowwarp_pdl_q8_hidden's policy ({experts}), then torch's add_rmsnorm"
 
 
 def router_passes(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps) -> str | None:

@@ -26,6 +26,7 @@ IMPLEMENTATIONS = [
     ("add_rmsnorm_router", "numpy", "sparkops_numpy.add_rmsnorm_router:add_rmsnorm_router"),
     ("moe_router", "numpy", "sparkops_numpy.moe_router:moe_router"),
     ("moe_experts", "numpy", "sparkops_numpy.moe_experts:moe_experts"),
+    ("moe_experts_add_rmsnorm", "numpy", "sparkops_numpy.moe_experts_add_rmsnorm:moe_experts_add_rmsnorm"),
     ("swiglu", "numpy", "sparkops_numpy.swiglu:swiglu"),
     ("sample", "numpy", "sparkops_numpy.sample:sample"),
 ]

@@ -45,6 +45,8 @@ IMPLEMENTATIONS = [
     ("moe_router", "torch", "sparkops_torch.moe_router:moe_router", BOTH, None, _C),
     ("moe_experts", "torch", "sparkops_torch.moe_experts:moe_experts", BOTH, None, _W),
     ("moe_experts", "torch_bf16", "sparkops_torch.moe_experts:moe_experts_bf16", ("cuda",), "bf16", _W),
+    ("moe_experts_add_rmsnorm", "torch", "sparkops_torch.moe_experts_add_rmsnorm:moe_experts_add_rmsnorm", BOTH, None,
+     (*_W, "add_rmsnorm.py", "moe_experts.py")),
     ("swiglu", "torch", "sparkops_torch.swiglu:swiglu", BOTH, None, _C),
     ("sample", "torch", "sparkops_torch.sample:sample", BOTH, None, _C),
 ]

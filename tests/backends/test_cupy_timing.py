@@ -612,6 +612,72 @@ def _experts_after_the_router_timed(form: str, record: str, seed: int, variants:
           f"({'faster' if new < plain else 'NOT faster'}: {new * 1e6:.2f} against {plain * 1e6:.2f} us)")
 
 
+def test_experts_norm_fused_side_by_side():
+    """The rung's per-op evidence for [engine] fuse_moe_norm (stage rungs46): the 48B's MoE layer as the step chains
+    it - the triggering FFN norm (add_rmsnorm=triton_pdl), the PDL router (a 2304 x 256 float32 weight per MoE layer),
+    the experts (moe_experts=cupy_rowwarp_pdl_q8_hidden, Q4_K, the shared one), then the next block's residual add and
+    norm (add_rmsnorm=triton_pdl again) - against the same with the experts and that norm as one op
+    (moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm), and the chain cut after the experts ("no closing norm")
+    and after the router ("no experts"), on the same argument sets in one CUDA graph each; recorded as
+    perop-moenorm-bfloat16.json (per token, x the MoE layers). `perop_factor.py --minus "no experts"` gives the
+    experts-and-norm's own time over the fused op's (the rung's --expect, on moe_experts); the fused column less "no
+    closing norm" is the norm's cost in the down's tail (the critical-path forecast's shift). Asserted: each was captured
+    and timed, the fused op's counter left at zero, and the two gave the same summed stream (the experts' bits are the
+    pair's). Which was faster is printed."""
+    pytest.importorskip("triton")
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops.config import load_preset
+    from sparkops_cupy import moe_experts_add_rmsnorm as cmn
+    from sparkops_cupy import moe_router as cmr
+    from sparkops_cupy._workloads import Workload, moe_workload
+    from sparkops_triton.add_rmsnorm import add_rmsnorm_trigger
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
+    d, e, eps = cfg.hidden_size, cfg.n_experts, cfg.rms_norm_eps
+    g = torch.Generator().manual_seed(47)
+    routers = [((torch.randn(e, d, generator=g) * d ** -0.5).to("cuda"), (torch.randn(e, generator=g) * 0.1).to("cuda"))
+               for _ in range(layers)]  # [E, D], [E]: 61 MB together, past the L2
+    resid = (3 * torch.randn(1, d, generator=g)).to("cuda", torch.bfloat16)  # [1, D] the residual stream
+    gain, gain2 = ((1.0 + 0.1 * torch.randn(d, generator=g)).to("cuda") for _ in range(2))  # [D] the two norms'
+    route = dict(top_k=cfg.n_experts_per_token, n_group=cfg.n_group, topk_group=cfg.topk_group,
+                 scale=cfg.routed_scaling_factor, renorm_eps=cfg.router_renorm_eps)
+    experts = load_catalog().get("moe_experts", "cupy_rowwarp_pdl_q8_hidden").resolve()
+
+    def chain(name):
+        at = [0]
+
+        def call(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):  # the set's routing is not used
+            rw, rb = routers[at[0] % layers]
+            at[0] += 1
+            f, h = add_rmsnorm_trigger(x, resid, gain, eps)
+            wts, idx = cmr.moe_router_rowwarp_pdl(f, rw, rb, **route)
+            if name == "no experts":
+                return wts, idx
+            w = (w_gate, w_up, w_down, s_gate, s_up, s_down)
+            if name == "cupy_rowwarp_pdl_q8_hidden_norm":
+                return cmn.moe_experts_add_rmsnorm_q8_hidden(f, wts, idx, *w, h, gain2, eps)
+            y = experts(f, wts, idx, *w)
+            return y if name == "no closing norm" else add_rmsnorm_trigger(y, h, gain2, eps)
+        return call
+
+    base = moe_workload(cfg, Q.Q4_K, torch.bfloat16)
+    w = Workload(base.op, base.label + ", between its norm and the next", base.build)
+    sets, _ = w.build(torch.device("cuda"), 47)
+    for s in sets[:3]:
+        a, b = chain("chain")(**s), chain("cupy_rowwarp_pdl_q8_hidden_norm")(**s)
+        assert torch.equal(a[1].view(torch.int16), b[1].view(torch.int16)), "the summed streams differ"
+    names = ("chain", "cupy_rowwarp_pdl_q8_hidden_norm", "no closing norm", "no experts")
+    times = _per_layer(w, {n: chain(n) for n in names}, 47, layers, "moenorm-bfloat16")
+    assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
+    assert not cmn.counters(torch.device("cuda", torch.cuda.current_device())).any()
+    c, f, nn, ne = (times[n].seconds for n in names)
+    print(f"the experts with the norm in the down's last block against the chain: x{(c - ne) / (f - ne):.3f} "
+          f"({'faster' if f < c else 'NOT faster'}: {(f - ne) * 1e6:.2f} against {(c - ne) * 1e6:.2f} us a layer); "
+          f"the norm's cost in the down's tail {(f - nn) * 1e6:.2f} us, its own in the chain {(c - nn) * 1e6:.2f}")
+
+
 def test_experts_shared_first_after_the_router_side_by_side():
     """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_shared (the shared expert's gate/up rows copied
     while the router runs): perop-expshared-bfloat16.json."""

@@ -196,6 +196,12 @@ def decode_args(op: str, seed: int = 3, device: str = "cuda"):
                                     w_gate=qweight(rng, (8, 256, d), Q.Q4_K), w_up=qweight(rng, (8, 256, d), Q.Q4_K),
                                     w_down=qweight(rng, (8, d, 256), Q.Q6_K), s_gate=qweight(rng, (64, d), Q.Q8_0),
                                     s_up=qweight(rng, (64, d), Q.Q8_0), s_down=qweight(rng, (d, 64), Q.Q8_0)),
+        "moe_experts_add_rmsnorm": lambda: dict(
+            x=r(1, d), weights=torch.rand(1, 4, generator=g), ids=torch.tensor([[3, 0, 7, 5]]),
+            w_gate=qweight(rng, (8, 256, d), Q.Q4_K), w_up=qweight(rng, (8, 256, d), Q.Q4_K),
+            w_down=qweight(rng, (8, d, 256), Q.Q4_K), s_gate=qweight(rng, (256, d), Q.Q4_K),
+            s_up=qweight(rng, (256, d), Q.Q4_K), s_down=qweight(rng, (d, 256), Q.Q4_K), residual=r(1, d) * 3,
+            norm_weight=r(d), eps=1e-5),
         "swiglu": lambda: dict(gate=r(1, 512), up=r(1, 512)),
         "sample": lambda: dict(logits=r(2, 1000) * 3, temperature=0.8, top_k=50, top_p=0.9, seed=11,
                                step=torch.tensor([4])),

@@ -78,7 +78,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "q8plain": "test_q8_gemv_shortplain_after_the_gated_norm_side_by_side",
            "convkda": ("test_triton_short_conv_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
            "normwait": "test_norm_wait_after_the_o_proj_side_by_side",
-           "attnpdl": "test_attention_deep_pdl_before_the_o_proj_side_by_side"}
+           "attnpdl": "test_attention_deep_pdl_before_the_o_proj_side_by_side",
+           "moenorm": "test_experts_norm_fused_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3005,6 +3006,7 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     assert got["decode-s43-norm-wait"] == "add_rmsnorm=triton_pdl_wait"
     assert got["decode-s44-attn-pdl"] == "attention=cupy_splitk_bf16_deep_pdl"
     assert got["decode-s45-pdl-stack"] == "add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl"
+    assert got["decode-s46-moe-norm"] == "moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on"
     # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
     assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
@@ -3268,6 +3270,46 @@ def test_rungs45_times_both_pdl_forms_in_one_pair(tmp_path):
     assert "--changes add_rmsnorm,attention " in decode, decode
     both = json.loads((machine / "suite-diag" / "forecast-s45-pdl-stack.json").read_text())["all"]["ratio"]
     assert both > 1.024 + 0.01, both  # rungs43's forecast alone is x1.024 on the same record
+
+
+_MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,
+                               "no experts": 200e-6}}
+
+
+def test_rungs46_times_the_experts_with_the_next_norm_over_the_step_now_with_the_engine_option(tmp_path):
+    """Session 36's rung: after gpu-tests-moe-norm (the fused op's and the engine option's GPU tests and the
+    side-by-side that writes its record), moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm swapped over the step
+    now (the x16 step, whose experts are the Q8 hidden pair), [engine] fuse_moe_norm set on that registry, its captured
+    gate, then one pair: --expect moe_experts from the record less the chain cut after the router ((1100 - 200) / (1026
+    - 200): x1.090), --changes engine,moe_experts_add_rmsnorm, and a forecast with the 26 norms after the down removed
+    and the down's end later by the record's tail ((1026 - 1000) / 26 = 1 us a layer), which session 35's model put at
+    x1.022."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs46", records=_MOENORM_RECORD)
+    line = next(x for x in log.splitlines() if "] gpu-tests-moe-norm (limit" in x)
+    assert "tests/backends/test_cupy_moe_experts_add_rmsnorm.py tests/engine/test_moe_norm_fusion.py" in line
+    assert "test_cupy_timing.py::test_experts_norm_fused_side_by_side" in line and "SPARKOPS_PEROP_DIR=" in line
+    reg = machine / "cuda-s46-moe-norm.toml"
+    assert any(c.startswith("swap moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm") and f"{reg}.swap.new" in c
+               for c in calls), calls
+    assert any(c.startswith("engine fuse_moe_norm=on --registry") and f"{reg}.new" in c for c in calls), calls
+    assert log.index("] gpu-tests-moe-norm (limit") < log.index("] gate-captured-s46-moe-norm (limit") \
+        < log.index("] decode-s46-moe-norm (limit")
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert f"--registry {machine / 'cuda-s32-lmhead-x16.toml'} " in decode and "--expect moe_experts=1.090 " in decode
+    assert "--changes engine,moe_experts_add_rmsnorm " in decode, decode
+    forecast = json.loads((machine / "suite-diag" / "forecast-s46-moe-norm.json").read_text())["all"]
+    assert forecast["changes"] == ["--remove _add_rmsnorm_kernel<moe_q4_k_downq8pdl",
+                                   "--shift moe_q4_k_downq8pdl=-1"]
+    assert forecast["ratio"] == pytest.approx(1.022, abs=0.001)
+
+
+def test_rungs46_is_left_out_without_a_tail_in_its_record(tmp_path):
+    """A record whose fused column is less than the chain cut after the experts gives no tail: the rung says so and
+    neither swaps nor times anything."""
+    record = {"moenorm": {**_MOENORM_RECORD["moenorm"], "cupy_rowwarp_pdl_q8_hidden_norm": 990e-6}}
+    log, calls, _ = _over_the_x16_step(tmp_path, "rungs46", records=record)
+    assert "decode-s46-moe-norm: left out (the record gave no tail a layer)" in log
+    assert not any("moe_experts_add_rmsnorm" in c or "cuda-s46-moe-norm" in c for c in calls), calls
 
 
 def test_rungs42_is_left_out_when_gates_first_s_tests_fail(tmp_path):

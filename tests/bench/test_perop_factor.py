@@ -93,3 +93,16 @@ def test_minus_takes_the_chain_without_the_op_off_both_columns(tmp_path):
     rec.write_text(json.dumps({"per_token_seconds": {"a": 5e-6, "b": 3e-6, "c": 4e-6}}))
     out = run(str(rec), "a", "b", "--minus", "c")
     assert out.returncode == 2 and "not positive" in out.stderr and not out.stdout
+
+
+def test_gap_is_what_a_change_adds_a_call_in_microseconds(tmp_path):
+    """A fused kernel's longer tail: its chain's column less the chain without the folded op, over the calls a token
+    (26 MoE layers: 52 us a token more is 2 us a call); a column that is less is refused, and so is a count of 0."""
+    rec = tmp_path / "perop-moenorm.json"
+    rec.write_text(json.dumps({"per_token_seconds": {"fused": 852e-6, "no closing norm": 800e-6}}))
+    out = run(str(rec), "fused", "no closing norm", "--gap", "26")
+    assert out.returncode == 0 and out.stdout.strip() == "2.00", out.stderr
+    out = run(str(rec), "no closing norm", "fused", "--gap", "26")
+    assert out.returncode == 2 and "no time added" in out.stderr and not out.stdout
+    out = run(str(rec), "fused", "no closing norm", "--gap", "0")
+    assert out.returncode == 2 and "positive count" in out.stderr

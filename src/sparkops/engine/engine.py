@@ -90,6 +90,10 @@ class Engine:
         #: their recurrence and output norm as one op (short_conv_kda_norm); never with fuse_kda_gates (the registry
         #: refuses the pair, and so does the engine, for options that did not come through a registry's checks)
         self.fuse_conv_kda = self.fusable and bool(options.get("fuse_conv_kda"))
+        #: with fuse_moe_norm, a decode step's MoE layers run their experts and the next block's residual add and norm
+        #: as one op (moe_experts_add_rmsnorm); a layer whose shared expert runs apart (shared_expert_side) keeps them
+        #: apart
+        self.fuse_moe_norm = self.fusable and bool(options.get("fuse_moe_norm"))
         problem = excludes_problem(options) if self.fusable else None
         if problem is not None:
             raise BadInput(problem)
@@ -135,7 +139,8 @@ class Engine:
         """One forward over every layer for the tokens `ids`, advancing the state (subclasses shard it)."""
         return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank,
                        self.side, self.fuse_kda_norm, fuse_gates=self.fuse_kda_gates,
-                       fuse_router=self.fuse_router_norm, fuse_conv=self.fuse_conv_kda, shared=self.shared_side)
+                       fuse_router=self.fuse_router_norm, fuse_conv=self.fuse_conv_kda, shared=self.shared_side,
+                       fuse_moe_norm=self.fuse_moe_norm)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

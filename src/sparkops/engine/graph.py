@@ -34,6 +34,11 @@ FUSED_NORM_MAX_T = 1
 #: chunk) keeps add_rmsnorm and moe_router apart. The CUDA kernel's own limit (its grid row a token) is the same 8
 ROUTER_NORM_MAX_T = 8
 
+#: with `[engine] fuse_moe_norm`, the calls of at most this many tokens (decode) whose MoE layers run their experts and
+#: the next block's residual add and norm as one op (moe_experts_add_rmsnorm); a longer call (a prefill chunk, whose
+#: experts are GEMMs) keeps moe_experts and add_rmsnorm apart. The CUDA kernels take one token, as the experts' do
+MOE_NORM_MAX_T = 1
+
 #: with `[engine] shared_expert_side`, the calls of at most this many tokens (decode, a few speculative tokens) whose
 #: MoE layers run their shared expert apart from the routed ones, on the side stream (shared_apart); a longer call (a
 #: prefill chunk, whose experts are GEMMs) keeps the shared expert inside moe_experts
@@ -271,6 +276,20 @@ def ffn_block(ops: Ops, cfg: ModelConfig, w: DenseFFNWeights | MoEWeights, f: to
     return ops.moe_experts(f, weights, ids, w.gate_exps, w.up_exps, w.down_exps, w.s_gate, w.s_up, w.s_down)
 
 
+def moe_block_norm(ops: Ops, cfg: ModelConfig, w: MoEWeights, f: torch.Tensor, h: torch.Tensor,
+                   next_norm: torch.Tensor, routed: tuple[torch.Tensor, torch.Tensor] | None = None):
+    """A MoE layer's FFN of the normed input f [T, D] with the next block's residual add and norm ([engine]
+    fuse_moe_norm): the router (unless `routed` holds its (weights, ids) already), then the experts, the add into the
+    stream h [T, D] and the norm by `next_norm` as one op, moe_experts_add_rmsnorm. Returns (the next block's normed
+    input, the stream), as the unfused ffn_block and add_rmsnorm return them."""
+    if routed is None:
+        routed = ops.moe_router(f, w.router, w.bias, cfg.n_experts_per_token, cfg.n_group, cfg.topk_group,
+                                cfg.routed_scaling_factor, cfg.router_renorm_eps)  # [T, K], [T, K]
+    weights, ids = routed
+    return ops.moe_experts_add_rmsnorm(f, weights, ids, w.gate_exps, w.up_exps, w.down_exps, w.s_gate, w.s_up,
+                                       w.s_down, h, next_norm, cfg.rms_norm_eps)  # [T, D], [T, D]
+
+
 def shared_apart(ops: Ops, cfg: ModelConfig, w: MoEWeights, f: torch.Tensor, h: torch.Tensor,
                  next_norm: torch.Tensor, shared: SharedFFN, side: SideStream,
                  routed: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -313,7 +332,8 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
             last_only: bool, fused: Groups | None = None,
             low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None,
             fuse_norm: bool = False, *, fuse_gates: bool = False, fuse_router: bool = False,
-            fuse_conv: bool = False, shared: dict[int, SharedFFN] | None = None) -> torch.Tensor:
+            fuse_conv: bool = False, shared: dict[int, SharedFFN] | None = None,
+            fuse_moe_norm: bool = False) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
     `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
     layers' block-diagonal low-rank weights when it fuses those too; `side`: the side stream of the KDA layers' gate
@@ -324,7 +344,9 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
     ROUTER_NORM_MAX_T tokens; `fuse_conv`: in calls of at most FUSED_NORM_MAX_T tokens, a KDA layer with the merged
     q|k|v conv runs that conv, the recurrence and the norm as one op (short_conv_kda_norm; not with `fuse_gates`);
     `shared` (shared_expert_side, with `side`): in calls of at most SHARED_SIDE_MAX_T tokens, the MoE layers it holds
-    run their shared expert on the side stream (shared_apart)."""
+    run their shared expert on the side stream (shared_apart); `fuse_moe_norm`: in calls of at most MOE_NORM_MAX_T
+    tokens, the MoE layers that do not run their shared expert apart end with their experts and the next block's
+    residual add and norm as one op (moe_block_norm)."""
     cfg = model.config
     fused = fused or {}
     low_rank = low_rank or {}
@@ -342,6 +364,9 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
         next_norm = model.layers[i + 1].attn_norm if i + 1 < len(model.layers) else model.output_norm
         if side is not None and i in shared and tokens.shape[0] <= SHARED_SIDE_MAX_T:
             y, h = shared_apart(ops, cfg, layer.ffn, f, h, next_norm, shared[i], side, routed)
+        elif fuse_moe_norm and isinstance(layer.ffn, MoEWeights) and tokens.shape[0] <= MOE_NORM_MAX_T:
+            a, h = moe_block_norm(ops, cfg, layer.ffn, f, h, next_norm, routed)
+            continue
         else:
             y = ffn_block(ops, cfg, layer.ffn, f, fused.get((i, "ffn"), ()), routed)
         a, h = ops.add_rmsnorm(y, h, next_norm, cfg.rms_norm_eps)

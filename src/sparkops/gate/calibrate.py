@@ -49,6 +49,13 @@ def _act_q8(op: str, fn: Callable[..., Any]) -> Callable[..., Any] | None:
             # emulation leaves out, so real act_q8 kernels land up to ~2x higher
             return fn(_q8_roundtrip(x), weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
         return moe_experts
+    if op == "moe_experts_add_rmsnorm":
+        def moe_experts_add_rmsnorm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, residual,
+                                    norm_weight, eps):
+            # as moe_experts: x alone quantized (the kernels quantize the hidden operand too)
+            return fn(_q8_roundtrip(x), weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, residual,
+                      norm_weight, eps)
+        return moe_experts_add_rmsnorm
     return None
 
 

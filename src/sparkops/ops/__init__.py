@@ -29,6 +29,7 @@ OP_NAMES = (
     "add_rmsnorm_router",
     "moe_router",
     "moe_experts",
+    "moe_experts_add_rmsnorm",
     "swiglu",
     "sample",
 )

@@ -34,8 +34,9 @@ _KEYS = {"impl", "fallback", "check", "by_type"}
 #: anything else (session 8: the Q6_K lm_head at 22% of the read ceiling in Triton, Q4_K at 44%), so a registry
 #: may send one type to another implementation. moe_experts by its gate weight's type: the fastest one-token Q4_K
 #: expert kernels take no other type, and a model of another mix (IQ1_S) must keep a kernel that reads its blocks
-#: (GPU session 25: the step's Q4_K experts passed every IQ1_S layer to the float32 path, 6.5 tok/s)
-TYPED_OPS = {"linear": "weight", "moe_experts": "w_gate"}
+#: (GPU session 25: the step's Q4_K experts passed every IQ1_S layer to the float32 path, 6.5 tok/s);
+#: moe_experts_add_rmsnorm (the experts with the next norm) by the same weight, for the same reason
+TYPED_OPS = {"linear": "weight", "moe_experts": "w_gate", "moe_experts_add_rmsnorm": "w_gate"}
 #: the GGUF type names a by_type table may name: the types sparkops reads
 TYPE_NAMES = tuple(t.name for t in SUPPORTED)
 _TYPE_KEYS = {"impl", "check"}
@@ -94,6 +95,11 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
                                    "needs a proven short_conv_kda_norm selection, else the reference runs it, "
                                    "counted); a prefill chunk keeps short_conv, kda and gated_rmsnorm apart; not "
                                    "with fuse_kda_gates (both fuse the recurrence and the norm)"),
+    "fuse_moe_norm": (bool, False, "a decode step's MoE layers run their experts and the next block's residual add "
+                                   "and norm as one op (moe_experts_add_rmsnorm: one launch fewer a layer; needs a "
+                                   "proven moe_experts_add_rmsnorm selection, else the reference runs it, counted); a "
+                                   "prefill chunk, a dense-FFN layer and a layer whose shared expert runs apart "
+                                   "(shared_expert_side) keep moe_experts and add_rmsnorm apart"),
     "gates_first": (bool, False, "with side_stream: a KDA layer's gate-input projection (f_a/g_a/beta) runs on the "
                                  "main line before q/k/v, and only the up-projections (f_b, g_b) fork onto the side "
                                  "stream (with fuse_kda_gates nothing forks): their bytes are read before the q|k|v "

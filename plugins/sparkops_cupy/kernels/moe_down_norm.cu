@@ -1,0 +1,76 @@
+// moe_down_norm.cu: the Q8 hidden down (moe_rowwarp.cu's down_q8_q4_k) whose last block to finish adds the experts'
+// output to the residual stream and norms it for the next block (moe_experts_add_rmsnorm=
+// cupy_rowwarp_pdl_q8_hidden_norm).
+//
+// Why. GPU session 33's timeline of the step (H100) has each MoE layer end with the down (~9 us), then the next
+// block's residual add and norm as a kernel of its own: ~2.4 us from the down's end to the norm's (1.8-2.0 of its own,
+// 0.4 of launch) on the critical path, 26 times a token. The norm's work is one row of D = 2304 values. Here every
+// block of the down stores its outputs as down_q8_q4_k does, then arrives at an int32 counter; the last block to
+// arrive reads the whole output row back through L2 and runs the add and the norm with its 128 threads. The critical
+// path model (bench/probes/critical_path.py, the norm removed, +1 us on the down's tail) forecast x1.023 a token.
+//
+// The experts' output y is stored in the activation dtype first (the unfused chain's tensor, which the reference adds
+// to the residual), so y's bits are cupy_rowwarp_pdl_q8_hidden's. The norm: element e of the row belongs to thread
+// e mod 128; summed = y + residual in float32, squares summed per thread in element order, a butterfly within a
+// warp, the four warps in order; rinv = 1 / sqrt(mean + eps); normed = (summed * rinv) * w. Every float operation is
+// pinned by an _rn intrinsic (rmsnorm.cu's row). Another order than the Triton add_rmsnorm's reduction: the
+// tolerance row's claim, not bit identity with the unfused chain.
+//
+// Memory order of the arrival (moe_router.cu's): the block's output stores, a barrier, one acq_rel atomic add at GPU
+// scope by thread 0, a barrier; the last block reads y through L2 (__ldcg), never a stale L1 line, and zeroes the
+// counter for the next launch or graph replay. PDL: the down waits for gate/up before it reads the hidden vector
+// (down_q8_q4_k); the last block waits again before it reads the residual (a no-op by then: every thread of it
+// waits, so none reads before the kernel before has ended). It never lets a dependent start early: the next kernel
+// reads normed, which the last block writes at the very end.
+#include "moe_rowwarp.cu"
+#include "router_route.cuh"
+
+// element i of an activation row written by another block of this kernel (or read once), through L2
+__device__ __forceinline__ float mdn_load(const void* p, i64 i, int dt) {
+    if (dt == DT_F32) return __ldcg((const float*)p + i);
+    const u16 b = __ldcg((const unsigned short*)p + i);
+    return dt == DT_BF16 ? bf16_to_f32(b) : f16_to_f32(b);
+}
+
+// summed = y + residual, normed = rmsnorm(summed) * w for one token's row of D values, by one block of 32 x 4 threads
+__device__ __forceinline__ void mdn_add_norm(const void* y, const void* residual, int dt, const float* __restrict__ w,
+                                             float eps, int D, void* __restrict__ normed, void* __restrict__ summed) {
+    __shared__ float red[4];
+    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    float acc = 0.0f;
+    for (int e = threadIdx.x; e < D; e += blockDim.x) {
+        const float s = __fadd_rn(mdn_load(y, e, dt), mdn_load(residual, e, dt));
+        acc = __fmaf_rn(s, s, acc);
+    }
+    acc = warp_sum(acc);
+    if ((threadIdx.x & 31) == 0) red[warp] = acc;
+    __syncthreads();
+    float total = red[0];
+    for (int i = 1; i < warps; ++i) total = __fadd_rn(total, red[i]);
+    const float rinv = __frsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)D), eps));
+    for (int e = threadIdx.x; e < D; e += blockDim.x) {
+        const float s = __fadd_rn(mdn_load(y, e, dt), mdn_load(residual, e, dt));
+        store_act(summed, e, dt, s);
+        store_act(normed, e, dt, __fmul_rn(__fmul_rn(s, rinv), w[e]));
+    }
+}
+
+// down_q8_q4_k's arguments and grid (ceil(D / 4) blocks of 128 threads, a warp an output), then: residual [1, D] and
+// the outputs normed, summed [1, D] in y's dtype; w [D] float32 the norm's gain; cnt one int32, zero before and after
+// the launch. y [1, D] holds the experts' output (scratch the last block reads back).
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8normpdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* y, int y_dt, const void* residual, const float* __restrict__ w, float eps, void* __restrict__ normed,
+    void* __restrict__ summed, int* __restrict__ cnt) {
+    __shared__ int last;
+    down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+    __syncthreads();  // the block's outputs stored before thread 0's release
+    if (threadIdx.x == 0) last = rt_arrive(cnt) == (int)gridDim.x - 1;
+    __syncthreads();  // the acquire before any thread of the last block reads
+    if (!last) return;
+    pdl_wait();  // the residual: a kernel before this one wrote it
+    mdn_add_norm(y, residual, y_dt, w, eps, D, normed, summed);
+    if (threadIdx.x == 0) *cnt = 0;
+}
