@@ -52,3 +52,18 @@ def run_phases(eng: Engine, prefills: Iterable[list[int]] = (list(range(3, 30)),
 def nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     got, want = got.double().cpu(), want.double().cpu()
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
+
+
+def q4k_nano():
+    """k3-nano with its KDA and MLA value heads 64 wide and its experts 256 rows (its own widths, 32 and 64, are not
+    whole Q4_K super-blocks, so q4_k_m stores its o_proj and expert weights in Q8_0): every o_proj, expert and shared
+    expert then in Q4_K, the shapes the one-token kernels take themselves (on k3-nano they hand every call to their
+    stated policies). The same seed and mix as the engine tests' k3-nano."""
+    import dataclasses
+
+    from sparkops.config import load_preset
+    from sparkops.synth import synth_weights
+
+    cfg = dataclasses.replace(load_preset("k3-nano"), name="k3-nano-q4k", kda_head_dim=64, v_head_dim=64,
+                              moe_intermediate_size=256)
+    return synth_weights(cfg, "q4_k_m", seed=5)

@@ -24,7 +24,7 @@ from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
 from sparkops.weights import MoEWeights
-from tests.engine.fusion_support import OpCalls, nmse, run_phases
+from tests.engine.fusion_support import OpCalls, nmse, q4k_nano, run_phases
 
 
 @pytest.fixture(scope="module")
@@ -131,14 +131,16 @@ def test_without_a_selection_the_reference_runs_it_and_is_counted(nano):
 
 
 @pytest.mark.gpu
-def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano):
+def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate():
     """On CUDA: the replayed step with moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm against the unfused
     graph on moe_experts=cupy_rowwarp_pdl_q8_hidden (the same experts' bits) and the torch add_rmsnorm: the logits
-    within float32 rounding, every MoE layer's decode call taken by the kernels themselves."""
+    within float32 rounding, every MoE layer's decode call taken by the kernels themselves (q4k_nano: k3-nano's own
+    experts are Q8_0, which the kernels hand on)."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    model = q4k_nano()
     impls = {"moe_experts": "cupy_rowwarp_pdl_q8_hidden", "moe_experts_add_rmsnorm": "cupy_rowwarp_pdl_q8_hidden_norm"}
-    want = run_phases(_engine(nano, False, "cuda", impls=impls))
-    eng = _engine(nano, True, "cuda", impls=impls)
+    want = run_phases(_engine(model, False, "cuda", impls=impls))
+    eng = _engine(model, True, "cuda", impls=impls)
     got = run_phases(eng)
     assert torch.isfinite(got).all()
     assert nmse(got, want) < 1e-8
