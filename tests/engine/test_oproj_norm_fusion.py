@@ -25,7 +25,7 @@ from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
 from sparkops.weights import MoEWeights
-from tests.engine.fusion_support import OpCalls, nmse, run_phases
+from tests.engine.fusion_support import OpCalls, nmse, q4k_nano, run_phases
 
 
 @pytest.fixture(scope="module")
@@ -134,14 +134,15 @@ def test_without_a_selection_the_reference_runs_it_and_is_counted(nano):
 
 
 @pytest.mark.gpu
-def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano):
+def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate():
     """On CUDA: the replayed step with linear_add_rmsnorm=cupy_rowwarp_pdl_norm against the unfused graph on
     linear=cupy_rowwarp_pdl (the same projection's bits) and the torch add_rmsnorm: the logits within float32 rounding,
-    every layer's decode call taken by the kernel itself (k3-nano's o_proj: Q4_K, short)."""
+    every layer's decode call taken by the kernel itself (q4k_nano: k3-nano's own o_proj is Q8_0, which it hands on)."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    model = q4k_nano()
     impls = {"linear": "cupy_rowwarp_pdl", "linear_add_rmsnorm": "cupy_rowwarp_pdl_norm"}
-    want = run_phases(_engine(nano, False, "cuda", impls=impls))
-    eng = _engine(nano, True, "cuda", impls=impls)
+    want = run_phases(_engine(model, False, "cuda", impls=impls))
+    eng = _engine(model, True, "cuda", impls=impls)
     got = run_phases(eng)
     assert torch.isfinite(got).all()
     assert nmse(got, want) < 1e-8
