@@ -262,6 +262,17 @@
 #                 norm chain under each, less the chain cut after the router: --expect on moe_experts; the fused
 #                 column less the chain cut after the experts: the down's longer tail, the forecast's --shift)
 #     proofs46    rungs46's GPU tests alone
+#     rungs47     [engine] fuse_oproj_norm with linear_add_rmsnorm=cupy_rowwarp_pdl_norm over the step now: every
+#                 attention block's o_proj and the FFN's residual add and norm as one op (the step's warp-form GEMV, the
+#                 norm done by its last block to finish); after gpu-tests-oproj-norm and its record
+#                 perop-oprojnorm-bfloat16.json (the o_proj-and-norm pair under each, less the GEMV alone: --expect on
+#                 add_rmsnorm for the 27 of its 54 calls it folds; the fused column less the GEMV's: the forecast's
+#                 --shift)
+#     proofs47    rungs47's GPU tests alone
+#     rungs48     rungs46's and rungs47's changes in one pair over the step now (both folds: every residual-add norm of a
+#                 decode step but the dense layer's closing one in the kernel before it), after both proofs, --expect
+#                 from both records, --forecast from both changes at once
+#     proofs48    rungs48's GPU tests alone (rungs46's and rungs47's)
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -1008,6 +1019,13 @@ S45_PDLSTACK_REG=$TMP/cuda-s45-pdl-stack.toml
 # down's last block it costs that block the row's add and norm instead. critical_path.py with the 26 norms removed and
 # the down's end 0.5 / 1 / 1.5 us later: x1.029 / x1.022 / x1.015
 S46_MOENORM_REG=$TMP/cuda-s46-moe-norm.toml
+# session 36's second rung (stage rungs47): [engine] fuse_oproj_norm. Each attention block's o_proj (the warp-form GEMV)
+# is followed by the FFN's residual add and norm, ~2.5-2.8 us from the o_proj's end to the norm's (session 33's
+# timeline). critical_path.py with those norms removed and the o_proj's end 1 us later: x1.023 (its selector takes 28
+# GEMV-norm pairs a token, the dense layer's FFN down among them, which the option does not fold: over by ~1/28)
+S47_OPROJNORM_REG=$TMP/cuda-s47-oproj-norm.toml
+# both folds (stage rungs48): x1.046 at 1 us each
+S48_FOLDS_REG=$TMP/cuda-s48-norm-folds.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1290,7 +1308,7 @@ timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_T
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1361,6 +1379,9 @@ now_pairs() {
     decode-s44-attn-pdl) echo attention=cupy_splitk_bf16_deep_pdl ;;
     decode-s45-pdl-stack) echo add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl ;;
     decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
+    decode-s47-oproj-norm) echo linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on ;;
+    decode-s48-norm-folds) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
+        linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_moe_norm=on fuse_oproj_norm=on ;;
     *) return 1 ;;
   esac
 }
@@ -1844,7 +1865,7 @@ __dp4a (the act_q8 row), with the split down of the step" cupy_rowwarp_pdl_split
 (the act_q8 row)"
   fi
 }
-# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs46 (their proofsN run the proof alone)
+# rung_parts STAGE: the proof and the rung function of stages rungs26 .. rungs48 (their proofsN run the proof alone)
 rung_parts() {
   case $1 in
     rungs26) echo proof_exp_shared s26_rung ;;
@@ -1870,6 +1891,8 @@ rung_parts() {
     rungs44) echo proof_attn_pdl s44_rung ;;
     rungs45) echo proof_pdl_stack s45_rung ;;
     rungs46) echo proof_moe_norm s46_rung ;;
+    rungs47) echo proof_oproj_norm s47_rung ;;
+    rungs48) echo proof_norm_folds s48_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2329,6 +2352,104 @@ moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm)"; return 0; }
       --change "[engine] fuse_moe_norm with moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm: each MoE layer's \
 experts and the next block's residual add and norm as one op (the down's last block norms the row; one launch fewer a \
 layer), over $(basename $base), graph"
+  return 0
+}
+# proof_oproj_norm: linear_add_rmsnorm=cupy_rowwarp_pdl_norm (session 36): its GPU tests (the projection's bits the warp
+# form's, the norm within add_rmsnorm's row, in three dtypes at the o_proj's shape and two others; a chain of fused
+# calls replayed from a graph; the stated policy; the counter), the engine's fuse_oproj_norm on CUDA, then the
+# o_proj-and-norm pair timed with and without the fold (its record $DJ/perop-oprojnorm-bfloat16.json)
+proof_oproj_norm() {
+  run gpu-tests-oproj-norm 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_cupy_linear_add_rmsnorm.py tests/engine/test_oproj_norm_fusion.py \
+      "tests/backends/test_cupy_timing.py::test_oproj_norm_fused_side_by_side" --junitxml="$R/gpu-tests-oproj-norm.xml"
+}
+proof_norm_folds() {  # rungs48's proofs: rungs46's and rungs47's GPU tests (each writes its record)
+  proof_moe_norm
+  proof_oproj_norm
+}
+# oproj_expect: the --expect factor on add_rmsnorm of the o_proj fold from perop-oprojnorm (the norm's own time in the
+# chain over what the fold adds to the GEMV), for the 27 of a token's 54 add_rmsnorm calls it takes (Amdahl on half
+# the op's time); empty, the reason in suite.err, without one
+oproj_expect() {
+  python3 bench/perop_factor.py "$DJ/perop-oprojnorm-bfloat16.json" chain cupy_rowwarp_pdl_norm --minus "no norm" \
+      --share 0.5 2>> $R/suite.err || true
+}
+# oproj_tail: what the fold adds to the o_proj a layer in us (perop-oprojnorm's fused column less the GEMV's, over the
+# 27 layers a token), the forecast's --shift; empty, the reason in suite.err, without one
+oproj_tail() {
+  python3 bench/perop_factor.py "$DJ/perop-oprojnorm-bfloat16.json" cupy_rowwarp_pdl_norm "no norm" --gap 27 \
+      2>> $R/suite.err || true
+}
+# s47_rung: [engine] fuse_oproj_norm with linear_add_rmsnorm=cupy_rowwarp_pdl_norm over the step now (swapped in,
+# proven, then the option), the captured gate, then one pair: --expect add_rmsnorm (oproj_expect), --forecast from
+# critical_path.py (the norms after the warp-form GEMV removed, its end later by oproj_tail)
+s47_rung() {
+  local name=s47-oproj-norm reg=$S47_OPROJNORM_REG base fac tail
+  base=$(now_reg decode-$name) || return 0
+  fac=$(oproj_expect)
+  tail=$(oproj_tail)
+  proven_with_factor $name oproj-norm "$fac" || return 0
+  [ -n "$tail" ] || { log "decode-$name: left out (the record gave no tail a layer)"; return 0; }
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  if [ ! -f $reg ]; then
+    run swap-$name 30 bash -c 'swap_into "$@"' _ $reg.swap $base linear_add_rmsnorm=cupy_rowwarp_pdl_norm
+    [ -f $reg.swap ] && cp $reg.swap $reg.new && sparkops engine fuse_oproj_norm=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $reg ] && python3 bench/registry_selects.py $reg linear_add_rmsnorm=cupy_rowwarp_pdl_norm > /dev/null \
+      || { log "decode-$name: left out (its registry does not select linear_add_rmsnorm=cupy_rowwarp_pdl_norm)"; \
+           return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --remove '_add_rmsnorm_kernel<linear_q4_k_rowwarppdl' \
+      --shift "linear_q4_k_rowwarppdl_bf16>_add_rmsnorm_kernel=-$tail" || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine,linear_add_rmsnorm \
+      --prediction $DJ/diag-decode-$name.json --expect "add_rmsnorm=$fac" --forecast $DJ/forecast-$name.json \
+      --change "[engine] fuse_oproj_norm with linear_add_rmsnorm=cupy_rowwarp_pdl_norm: each attention block's o_proj and \
+the FFN's residual add and norm as one op (the GEMV's last block norms the row; one launch fewer a layer), over \
+$(basename $base), graph"
+  return 0
+}
+# s48_rung: both folds over the step now (both swaps, then both options), the captured gate, one pair: --expect from
+# both records (moe_experts as rungs46's, add_rmsnorm as rungs47's), --forecast with both changes at once
+s48_rung() {
+  local name=s48-norm-folds reg=$S48_FOLDS_REG base fm fo tm to
+  base=$(now_reg decode-$name) || return 0
+  fm=$(perop_minus moenorm chain cupy_rowwarp_pdl_q8_hidden_norm "no experts")
+  tm=$(python3 bench/perop_factor.py "$DJ/perop-moenorm-bfloat16.json" cupy_rowwarp_pdl_q8_hidden_norm \
+      "no closing norm" --gap 26 2>> $R/suite.err || true)
+  fo=$(oproj_expect)
+  to=$(oproj_tail)
+  proven_with_factor $name moe-norm "$fm" || return 0
+  proven_with_factor $name oproj-norm "$fo" || return 0
+  [ -n "$tm" ] && [ -n "$to" ] || { log "decode-$name: left out (a record gave no tail a layer)"; return 0; }
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  fresh_over $reg $base
+  if [ ! -f $reg ]; then
+    run swap-$name 30 bash -c 'swap_into "$@"' _ $reg.swap $base \
+        moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm linear_add_rmsnorm=cupy_rowwarp_pdl_norm
+    [ -f $reg.swap ] && cp $reg.swap $reg.new \
+        && sparkops engine fuse_moe_norm=on fuse_oproj_norm=on --registry $reg.new > /dev/null \
+        && mv $reg.new $reg && echo "$base" > $reg.base
+  fi
+  [ -f $reg ] && python3 bench/registry_selects.py $reg moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
+      linear_add_rmsnorm=cupy_rowwarp_pdl_norm > /dev/null || { log "decode-$name: left out (its registry was not \
+made)"; return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --remove '_add_rmsnorm_kernel<moe_q4_k_downq8pdl' --shift "moe_q4_k_downq8pdl=-$tm" \
+      --remove '_add_rmsnorm_kernel<linear_q4_k_rowwarppdl' \
+      --shift "linear_q4_k_rowwarppdl_bf16>_add_rmsnorm_kernel=-$to" || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes engine,moe_experts_add_rmsnorm,linear_add_rmsnorm \
+      --prediction $DJ/diag-decode-$name.json --expect "add_rmsnorm=$fo,moe_experts=$fm" \
+      --forecast $DJ/forecast-$name.json --change "[engine] fuse_moe_norm and fuse_oproj_norm: rungs46's and rungs47's \
+folds together (every residual-add norm of the step but the dense layer's closing one in the last block of the kernel \
+before it), over $(basename $base), graph"
   return 0
 }
 s26w_rung() {
@@ -3397,7 +3518,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3410,7 +3531,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -7,6 +7,9 @@
                                                                         # of the candidate with the least time
     python3 bench/perop_factor.py perop-normwait-bfloat16.json triton_pdl triton_pdl_wait --minus "no norm"
                                             # (BEFORE - MINUS) over (AFTER - MINUS): an op timed in a chain
+    python3 bench/perop_factor.py perop-oprojnorm-bfloat16.json chain FUSED --minus "no norm" --share 0.5
+                                            # the --minus factor on a share of the op's calls (Amdahl on that share:
+                                            # 1 / (1 - SHARE + SHARE / factor)), the factor on the whole op
     python3 bench/perop_factor.py perop-moenorm-bfloat16.json FUSED "no closing norm" --gap 26
                                             # (BEFORE - AFTER) / CALLS in microseconds: what a change adds a call
 
@@ -54,6 +57,14 @@ def factor_minus(record: Path, before: str, after: str, minus: str) -> float:
         raise ValueError(f"{record}: '{minus}' ({sums[minus]} s) is not less than both '{before}' ({sums[before]} s) "
                          f"and '{after}' ({sums[after]} s): the op's own time in the chain is not positive")
     return own_before / own_after
+
+
+def on_share(factor: float, share: float) -> float:
+    """A speed-up `factor` of `share` of an op's time (its calls that a change takes, the others unchanged) as the
+    speed-up of the whole op: 1 / (1 - share + share / factor)."""
+    if not 0 < share <= 1 or factor <= 0:
+        raise ValueError(f"--share takes a fraction in (0, 1] of a positive factor, not {share} of {factor}")
+    return 1 / (1 - share + share / factor)
 
 
 def gap_us(record: Path, before: str, after: str, calls: int) -> float:
@@ -110,10 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     less = len(args) == 5 and args[2] == "--less"
     minus = len(args) == 5 and args[3] == "--minus"
     gap = len(args) == 5 and args[3] == "--gap"
-    if len(args) != 3 and not less and not minus and not gap:
+    share = len(args) == 7 and args[3] == "--minus" and args[5] == "--share"
+    if len(args) != 3 and not less and not minus and not gap and not share:
         print("usage: python3 bench/perop_factor.py RECORD.json BEFORE AFTER\n"
               "       python3 bench/perop_factor.py RECORD.json BEFORE --less CALLS SECONDS\n"
               "       python3 bench/perop_factor.py RECORD.json BEFORE AFTER --minus NAME\n"
+              "       python3 bench/perop_factor.py RECORD.json BEFORE AFTER --minus NAME --share FRACTION\n"
               "       python3 bench/perop_factor.py RECORD.json BEFORE AFTER --gap CALLS\n"
               "       python3 bench/perop_factor.py RECORD.json --fastest NAME [NAME ...]", file=sys.stderr)
         return 2
@@ -123,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if minus:
             print(f"{factor_minus(Path(args[0]), args[1], args[2], args[4]):.3f}")
+            return 0
+        if share:
+            print(f"{on_share(factor_minus(Path(args[0]), args[1], args[2], args[4]), float(args[6])):.3f}")
             return 0
         if gap:
             print(f"{gap_us(Path(args[0]), args[1], args[2], int(args[4])):.2f}")

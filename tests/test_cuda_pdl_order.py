@@ -33,6 +33,8 @@ KNOWN = {
                        "moe_q4_k_downq8cp6pdl", "moe_q4_k_downq8idspdl", "moe_q4_k_downq8aheadpdl"},
     "moe_router.cu": {"moe_router_rowwarp_pdl", "moe_router_rowwarp_pdl_sorted"},
     "moe_down_norm.cu": {"moe_q4_k_downq8normpdl"},  # with moe_rowwarp.cu's, which it includes
+    "linear_norm.cu": {"linear_q4_k_rowwarpnormpdl_f32", "linear_q4_k_rowwarpnormpdl_bf16",
+                       "linear_q4_k_rowwarpnormpdl_f16"},  # with linear_rowwarp.cu's, which it includes
     "add_rmsnorm_router.cu": {"add_rmsnorm_router_pdl_f32", "add_rmsnorm_router_pdl_bf16", "add_rmsnorm_router_pdl_f16"},
     "linear_q6k_x16.cu": {"linear_q6_k_x16pdl_r16t96", "linear_q6_k_x16pdl_r16t192", "linear_q6_k_x16pdl_r32t192",
                           "linear_q6_k_x16pdl_r32t384"},

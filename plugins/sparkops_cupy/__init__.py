@@ -61,6 +61,13 @@ IMPLEMENTATIONS = [
     # the Q8 GEMV for the tall weights, cupy_rowwarp_pdl's float warp form for the short ones (o_proj), all with PDL
     ("linear", "cupy_rowwarp_pdl_q8_tall", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_tall", tolerance("act_q8"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # the warp form's GEMV for the short weights (the o_proj shapes) whose last block adds the output to the residual
+    # and norms it (the fused op linear_add_rmsnorm): the projection's bits the warp form's, the norm's sum another
+    # order, so the float32 row
+    ("linear_add_rmsnorm", "cupy_rowwarp_pdl_norm", "sparkops_cupy.linear_add_rmsnorm:linear_add_rmsnorm_rowwarp_pdl",
+     tolerance(), "linear_norm.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "../sparkops_torch/add_rmsnorm.py", "_pdl.py", "_counters.py",
+                        "linear.cu", "linear.py")),
     # the same kernels with the short weights (the o_proj shapes) launched plainly, the tall ones with PDL: the same bits
     ("linear", "cupy_rowwarp_pdl_q8_shortplain", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_shortplain",
      bit_identical(to="cupy_rowwarp_pdl_q8"), ("linear.cu", "linear_rowwarp.cu"),
@@ -212,6 +219,7 @@ POLICIES = {
        for n in ("cupy_rowwarp", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted")},
     ("add_rmsnorm_router", "cupy_rowwarp_pdl"): "sparkops_cupy._policies:norm_router_passes",
     ("moe_experts_add_rmsnorm", "cupy_rowwarp_pdl_q8_hidden_norm"): "sparkops_cupy._policies:experts_norm_passes",
+    ("linear_add_rmsnorm", "cupy_rowwarp_pdl_norm"): "sparkops_cupy._policies:linear_norm_passes",
     **{("moe_experts", n): _Q4K_EXPERTS for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_pdl",
                                                   "cupy_rowwarp_pdl_shared", "cupy_rowwarp_pdl_wide",
                                                   "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8",

@@ -15,6 +15,7 @@ from gguf import GGMLQuantizationType as Q
 from sparkops.qweight import QWeight
 
 from . import add_rmsnorm_router as _norm_router
+from . import linear_add_rmsnorm as _linear_norm
 from . import moe_experts_add_rmsnorm as _experts_norm
 from .attention import DEEP_DN, DEEP_LKV, uses_tensor_cores
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
@@ -86,6 +87,20 @@ def experts_ld_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_dow
         return None
     return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): {k} chosen experts, more than the "
             f"{_experts.DOWN_LD_MAX_K} the q8-loads down reads a lane each (DOWN_LD_MAX_K)")
+
+
+def linear_norm_passes(x, weight, residual, norm_weight, eps) -> str | None:
+    """The o_proj GEMV with the norm in its last block (cupy_rowwarp_pdl_norm): the `fused_serves` of
+    linear_add_rmsnorm.py; what else runs the projection is then cupy_rowwarp_pdl's (`one_token_q4k_passes`)."""
+    if _linear_norm.fused_serves(x, weight, residual, norm_weight):
+        return None
+    gemv = one_token_q4k_passes(x, weight)
+    if gemv is None:
+        tall = isinstance(weight, QWeight) and weight.shape[0] >= _linear_norm.ROWWARP_TALL_ROWS
+        why = (f"{weight.shape[0]} rows, at least ROWWARP_TALL_ROWS (the copy form's)" if tall
+               else "a residual or norm gain of another shape or dtype than the projection's output")
+        return f"cupy_rowwarp_pdl (linear), then torch's add_rmsnorm: {why}"
+    return f"cupy_rowwarp_pdl's policy ({gemv}), then torch's add_rmsnorm"
 
 
 def experts_norm_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, residual, norm_weight,

@@ -12,6 +12,7 @@ IMPLEMENTATIONS = [
     ("rmsnorm", "numpy", "sparkops_numpy.rmsnorm:rmsnorm"),
     ("add_rmsnorm", "numpy", "sparkops_numpy.add_rmsnorm:add_rmsnorm"),
     ("linear", "numpy", "sparkops_numpy.linear:linear"),
+    ("linear_add_rmsnorm", "numpy", "sparkops_numpy.linear_add_rmsnorm:linear_add_rmsnorm"),
     ("quantize_act", "numpy", "sparkops_numpy.quantize_act:quantize_act"),
     ("rmsnorm_quantize", "numpy", "sparkops_numpy.rmsnorm_quantize:rmsnorm_quantize"),
     ("short_conv", "numpy", "sparkops_numpy.short_conv:short_conv"),

@@ -26,6 +26,8 @@ IMPLEMENTATIONS = [
     ("add_rmsnorm", "torch", "sparkops_torch.add_rmsnorm:add_rmsnorm", BOTH, None, _C),
     ("linear", "torch", "sparkops_torch.linear:linear", BOTH, None, _W),
     ("linear", "torch_bf16", "sparkops_torch.linear:linear_bf16", ("cuda",), "bf16", _W),
+    ("linear_add_rmsnorm", "torch", "sparkops_torch.linear_add_rmsnorm:linear_add_rmsnorm", BOTH, None,
+     (*_W, "add_rmsnorm.py", "linear.py")),
     ("quantize_act", "torch", "sparkops_torch.quantize_act:quantize_act", BOTH, None, _C),
     ("rmsnorm_quantize", "torch", "sparkops_torch.rmsnorm_quantize:rmsnorm_quantize", BOTH, None, _C),
     ("short_conv", "torch", "sparkops_torch.short_conv:short_conv", BOTH, None, _C),

@@ -533,6 +533,51 @@ def test_norm_wait_after_the_o_proj_side_by_side():
           f"the chain {(b - lin) * 1e6:.2f} against {(a - lin) * 1e6:.2f} us")
 
 
+def test_oproj_norm_fused_side_by_side():
+    """The rung's per-op evidence for [engine] fuse_oproj_norm (stage rungs47): the 48B's o_proj (2304 x 4096 Q4_K, bf16,
+    the warp form with PDL: the step's, linear@Q4_K=cupy_rowwarp_pdl_q8_tall runs it for short weights) then the FFN's
+    residual add and norm (add_rmsnorm=triton_pdl), a pair a set, against the two as one op (linear_add_rmsnorm=
+    cupy_rowwarp_pdl_norm: the norm in the GEMV's last block), and the GEMV alone ("no norm"), on the same argument
+    sets in one CUDA graph each; recorded as perop-oprojnorm-bfloat16.json (per token, x the 27 attention layers).
+    `perop_factor.py --minus "no norm"` gives the norm's own time in the chain over what the fold adds to the GEMV;
+    the fused column less "no norm" (--gap) is that addition a layer, the critical-path forecast's shift. Asserted:
+    each was captured and timed, the counter left at zero, and both gave the same summed stream (the projection's
+    bits are the warp form's). Which was faster is printed."""
+    pytest.importorskip("triton")
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops_cupy import linear_add_rmsnorm as cln
+    from sparkops_cupy._workloads import linear_workload
+    from sparkops_triton.add_rmsnorm import add_rmsnorm_trigger
+
+    linear = load_catalog().get("linear", "cupy_rowwarp_pdl_q8_tall").resolve()
+    g = torch.Generator().manual_seed(53)
+    resid = (3 * torch.randn(1, 2304, generator=g)).to("cuda", torch.bfloat16)  # [1, D] the residual stream
+    gain = (1.0 + 0.1 * torch.randn(2304, generator=g)).to("cuda")  # [D]
+
+    def pair(name):
+        def call(x, weight):
+            if name == "cupy_rowwarp_pdl_norm":
+                return cln.linear_add_rmsnorm_rowwarp_pdl(x, weight, resid, gain, 1e-5)
+            y = linear(x, weight)  # [1, D]
+            return y if name == "no norm" else add_rmsnorm_trigger(y, resid, gain, 1e-5)
+        return call
+
+    work = linear_workload(Q.Q4_K, 2304, 4096, "o_proj", dtype=torch.bfloat16)
+    sets, _ = work.build(torch.device("cuda"), 53)
+    for s in sets[:3]:
+        a, b = pair("chain")(*s.values()), pair("cupy_rowwarp_pdl_norm")(*s.values())
+        assert torch.equal(a[1].view(torch.int16), b[1].view(torch.int16)), "the summed streams differ"
+    names = ("chain", "cupy_rowwarp_pdl_norm", "no norm")
+    times = _per_layer(work, {n: pair(n) for n in names}, 53, 27, "oprojnorm-bfloat16")
+    assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
+    assert not cln.counters(torch.device("cuda", torch.cuda.current_device())).any()
+    c, f, lin = (times[n].seconds for n in names)
+    print(f"the o_proj with the norm in its last block against the pair: x{c / f:.3f} "
+          f"({'faster' if f < c else 'NOT faster'}: {f * 1e6:.2f} against {c * 1e6:.2f} us); the norm's own time in "
+          f"the chain {(c - lin) * 1e6:.2f} us, what the fold adds to the GEMV {(f - lin) * 1e6:.2f}")
+
+
 def _form_columns(module, attr: str, forms, label: str) -> dict:
     """Side-by-side columns for a form constant's other values: "LABEL VALUE" -> a context manager factory that sets
     module.ATTR to VALUE while a chain runs and puts it back after (the value the module has now is the implementation's

@@ -196,6 +196,8 @@ def decode_args(op: str, seed: int = 3, device: str = "cuda"):
                                     w_gate=qweight(rng, (8, 256, d), Q.Q4_K), w_up=qweight(rng, (8, 256, d), Q.Q4_K),
                                     w_down=qweight(rng, (8, d, 256), Q.Q6_K), s_gate=qweight(rng, (64, d), Q.Q8_0),
                                     s_up=qweight(rng, (64, d), Q.Q8_0), s_down=qweight(rng, (d, 64), Q.Q8_0)),
+        "linear_add_rmsnorm": lambda: dict(x=r(1, d), weight=qweight(rng, (96, d), Q.Q4_K), residual=r(1, 96) * 3,
+                                           norm_weight=r(96), eps=1e-5),
         "moe_experts_add_rmsnorm": lambda: dict(
             x=r(1, d), weights=torch.rand(1, 4, generator=g), ids=torch.tensor([[3, 0, 7, 5]]),
             w_gate=qweight(rng, (8, 256, d), Q.Q4_K), w_up=qweight(rng, (8, 256, d), Q.Q4_K),

@@ -79,7 +79,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "convkda": ("test_triton_short_conv_kda_norm.py", "test_gpu_48b_decode_against_the_unfused_chain_and_timed"),
            "normwait": "test_norm_wait_after_the_o_proj_side_by_side",
            "attnpdl": "test_attention_deep_pdl_before_the_o_proj_side_by_side",
-           "moenorm": "test_experts_norm_fused_side_by_side"}
+           "moenorm": "test_experts_norm_fused_side_by_side",
+           "oprojnorm": "test_oproj_norm_fused_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3007,6 +3008,9 @@ def test_now_pairs_names_each_rungs_own_swaps(tmp_path):
     assert got["decode-s44-attn-pdl"] == "attention=cupy_splitk_bf16_deep_pdl"
     assert got["decode-s45-pdl-stack"] == "add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl"
     assert got["decode-s46-moe-norm"] == "moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on"
+    assert got["decode-s47-oproj-norm"] == "linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on"
+    assert got["decode-s48-norm-folds"] == ("moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm linear_add_rmsnorm="
+                                            "cupy_rowwarp_pdl_norm + fuse_moe_norm=on fuse_oproj_norm=on")
     # every rung after session 25's has one: a new rung of NOW_RUNGS needs its line in now_pairs
     assert [r for r, p in got.items() if p == "NONE" and not r.startswith(("decode-s24", "decode-s25"))] == []
     text = SUITE.read_text()
@@ -3310,6 +3314,50 @@ def test_rungs46_is_left_out_without_a_tail_in_its_record(tmp_path):
     log, calls, _ = _over_the_x16_step(tmp_path, "rungs46", records=record)
     assert "decode-s46-moe-norm: left out (the record gave no tail a layer)" in log
     assert not any("moe_experts_add_rmsnorm" in c or "cuda-s46-moe-norm" in c for c in calls), calls
+
+
+_OPROJNORM_RECORD = {"oprojnorm": {"chain": 270e-6, "cupy_rowwarp_pdl_norm": 243e-6, "no norm": 216e-6}}
+
+
+def test_rungs47_times_the_o_proj_with_the_ffn_norm_over_the_step_now_with_the_engine_option(tmp_path):
+    """Session 36's second rung: after gpu-tests-oproj-norm, linear_add_rmsnorm=cupy_rowwarp_pdl_norm swapped over the
+    step now, [engine] fuse_oproj_norm set, its captured gate, then one pair: --expect add_rmsnorm from the record (the
+    norm's own time in the chain over the fold's: (270 - 216) / (243 - 216) = 2, on the 27 of 54 calls it folds:
+    1 / (0.5 + 0.25) = x1.333), --changes engine,linear_add_rmsnorm, and a forecast with the norms after the o_proj
+    removed and its end later by the record's tail ((243 - 216) / 27 = 1 us)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs47", records=_OPROJNORM_RECORD)
+    line = next(x for x in log.splitlines() if "] gpu-tests-oproj-norm (limit" in x)
+    assert "tests/backends/test_cupy_linear_add_rmsnorm.py tests/engine/test_oproj_norm_fusion.py" in line
+    assert "test_cupy_timing.py::test_oproj_norm_fused_side_by_side" in line
+    reg = machine / "cuda-s47-oproj-norm.toml"
+    assert any(c.startswith("swap linear_add_rmsnorm=cupy_rowwarp_pdl_norm") and f"{reg}.swap.new" in c
+               for c in calls), calls
+    assert any(c.startswith("engine fuse_oproj_norm=on --registry") and f"{reg}.new" in c for c in calls), calls
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert "--expect add_rmsnorm=1.333 " in decode and "--changes engine,linear_add_rmsnorm " in decode, decode
+    forecast = json.loads((machine / "suite-diag" / "forecast-s47-oproj-norm.json").read_text())["all"]
+    assert forecast["changes"] == ["--remove _add_rmsnorm_kernel<linear_q4_k_rowwarppdl",
+                                   "--shift linear_q4_k_rowwarppdl_bf16>_add_rmsnorm_kernel=-1"]
+    assert forecast["ratio"] == pytest.approx(1.023, abs=0.001)
+
+
+def test_rungs48_times_both_folds_in_one_pair(tmp_path):
+    """The stacked rung: after both proofs, both fused ops swapped at once over the step now and both options set, one
+    captured gate, one pair with --expect from both records (add_rmsnorm x1.333, moe_experts x1.090) and a forecast
+    with all four changes (x1.046 at 1 us each)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs48", records={**_MOENORM_RECORD, **_OPROJNORM_RECORD})
+    assert log.index("] gpu-tests-moe-norm (limit") < log.index("] gpu-tests-oproj-norm (limit") \
+        < log.index("] swap-s48-norm-folds (limit") < log.index("] gate-captured-s48-norm-folds (limit") \
+        < log.index("] decode-s48-norm-folds (limit")
+    reg = machine / "cuda-s48-norm-folds.toml"
+    assert any(c.startswith("swap moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm "
+                            "linear_add_rmsnorm=cupy_rowwarp_pdl_norm") for c in calls), calls
+    assert any(c.startswith("engine fuse_moe_norm=on fuse_oproj_norm=on --registry") for c in calls), calls
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {reg} " in c]
+    assert "--expect add_rmsnorm=1.333,moe_experts=1.090 " in decode, decode
+    assert "--changes engine,moe_experts_add_rmsnorm,linear_add_rmsnorm " in decode, decode
+    both = json.loads((machine / "suite-diag" / "forecast-s48-norm-folds.json").read_text())["all"]["ratio"]
+    assert both == pytest.approx(1.046, abs=0.001)
 
 
 def test_rungs42_is_left_out_when_gates_first_s_tests_fail(tmp_path):

@@ -106,3 +106,15 @@ def test_gap_is_what_a_change_adds_a_call_in_microseconds(tmp_path):
     assert out.returncode == 2 and "no time added" in out.stderr and not out.stdout
     out = run(str(rec), "fused", "no closing norm", "--gap", "0")
     assert out.returncode == 2 and "positive count" in out.stderr
+
+
+def test_share_puts_the_minus_factor_on_part_of_the_op(tmp_path):
+    """A fold that takes 27 of an op's 54 calls: the --minus factor (2 here) on half the op's time is x1.333 on the
+    whole op; a share outside (0, 1] is refused."""
+    rec = tmp_path / "perop-oprojnorm.json"
+    rec.write_text(json.dumps({"per_token_seconds": {"chain": 270e-6, "fused": 243e-6, "no norm": 216e-6}}))
+    out = run(str(rec), "chain", "fused", "--minus", "no norm", "--share", "0.5")
+    assert out.returncode == 0 and out.stdout.strip() == "1.333", out.stderr
+    assert run(str(rec), "chain", "fused", "--minus", "no norm", "--share", "1").stdout.strip() == "2.000"
+    out = run(str(rec), "chain", "fused", "--minus", "no norm", "--share", "1.5")
+    assert out.returncode == 2 and "--share takes a fraction" in out.stderr

@@ -160,7 +160,7 @@ def test_engine_cli_sets_and_shows(tmp_path, capsys):
     assert "# my comment" in p.read_text() and Registry.load(p).engine_options() == {
         "fuse_projections": True, "fuse_short_conv": False, "fuse_low_rank": False, "side_stream": False,
         "side_priority": False, "fuse_kda_norm": False, "fuse_kda_gates": False, "fuse_router_norm": False,
-        "fuse_conv_kda": False, "fuse_moe_norm": False, "gates_first": False, "shared_expert_side": False}
+        "fuse_conv_kda": False, "fuse_moe_norm": False, "fuse_oproj_norm": False, "gates_first": False, "shared_expert_side": False}
     assert main(["engine", "--registry", str(p), "--json"]) == 0
     assert '"fuse_projections": true' in capsys.readouterr().out
     assert main(["engine", "--registry", str(p), "fuse_projections=maybe"]) == 2
@@ -169,7 +169,7 @@ def test_engine_cli_sets_and_shows(tmp_path, capsys):
                                                  "fuse_low_rank": False, "side_stream": False, "side_priority": False,
                                                  "fuse_kda_norm": False, "fuse_kda_gates": False,
                                                  "fuse_router_norm": False, "fuse_conv_kda": False,
-                                                 "fuse_moe_norm": False, "gates_first": False,
+                                                 "fuse_moe_norm": False, "fuse_oproj_norm": False, "gates_first": False,
                                                  "shared_expert_side": False}
 
 
@@ -340,7 +340,7 @@ def test_fuse_short_conv_needs_fuse_projections(tmp_path, capsys):
                                                  "fuse_low_rank": False, "side_stream": False, "side_priority": False,
                                                  "fuse_kda_norm": False, "fuse_kda_gates": False,
                                                  "fuse_router_norm": False, "fuse_conv_kda": False,
-                                                 "fuse_moe_norm": False, "gates_first": False,
+                                                 "fuse_moe_norm": False, "fuse_oproj_norm": False, "gates_first": False,
                                                  "shared_expert_side": False}
     assert main(["engine", "--registry", str(p), "fuse_projections=off"]) == 2
     assert main(["engine", "--registry", str(p), "fuse_projections=off", "fuse_short_conv=off"]) == 0

@@ -223,14 +223,15 @@ def test_the_cases_digest_follows_the_case_sources(monkeypatch, tmp_path):
 
 def test_the_legacy_digests_are_those_the_records_before_them_were_proven_on():
     """CASES_BEFORE_RECORDS_KEPT_THEM names every op that existed when records began to keep their cases' digest (an op
-    added since - add_rmsnorm_router, short_conv_kda_norm, moe_experts_add_rmsnorm - has no record without one, so none to hold), and each op whose cases did not
-    change since (all but linear's and moe_experts', which gained one-token cases in session 27) still matches it: an
-    unchanged op's old records hold, a changed op's do not."""
+    added since - add_rmsnorm_router, short_conv_kda_norm, moe_experts_add_rmsnorm, linear_add_rmsnorm - has no record
+    without one, so none to hold), and each op whose cases did not change since (all but linear's and moe_experts',
+    which gained one-token cases in session 27) still matches it: an unchanged op's old records hold, a changed op's do
+    not."""
     from sparkops.gate.cases import cases_digest
     from sparkops.gate.records import CASES_BEFORE_RECORDS_KEPT_THEM
     from sparkops.ops import OP_NAMES
 
-    added_since = {"add_rmsnorm_router", "short_conv_kda_norm", "moe_experts_add_rmsnorm"}
+    added_since = {"add_rmsnorm_router", "short_conv_kda_norm", "moe_experts_add_rmsnorm", "linear_add_rmsnorm"}
     assert set(CASES_BEFORE_RECORDS_KEPT_THEM) == set(OP_NAMES) - added_since
     changed = {op for op in CASES_BEFORE_RECORDS_KEPT_THEM if cases_digest(op) != CASES_BEFORE_RECORDS_KEPT_THEM[op]}
     assert {"linear", "moe_experts"} <= changed

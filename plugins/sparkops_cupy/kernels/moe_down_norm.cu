@@ -10,11 +10,8 @@
 // path model (bench/probes/critical_path.py, the norm removed, +1 us on the down's tail) forecast x1.023 a token.
 //
 // The experts' output y is stored in the activation dtype first (the unfused chain's tensor, which the reference adds
-// to the residual), so y's bits are cupy_rowwarp_pdl_q8_hidden's. The norm: element e of the row belongs to thread
-// e mod 128; summed = y + residual in float32, squares summed per thread in element order, a butterfly within a
-// warp, the four warps in order; rinv = 1 / sqrt(mean + eps); normed = (summed * rinv) * w. Every float operation is
-// pinned by an _rn intrinsic (rmsnorm.cu's row). Another order than the Triton add_rmsnorm's reduction: the
-// tolerance row's claim, not bit identity with the unfused chain.
+// to the residual), so y's bits are cupy_rowwarp_pdl_q8_hidden's. The norm is row_add_norm.cuh's (its order of sums
+// is not the Triton add_rmsnorm's: the tolerance row's claim, not bit identity with the unfused chain).
 //
 // Memory order of the arrival (moe_router.cu's): the block's output stores, a barrier, one acq_rel atomic add at GPU
 // scope by thread 0, a barrier; the last block reads y through L2 (__ldcg), never a stale L1 line, and zeroes the
@@ -23,37 +20,7 @@
 // waits, so none reads before the kernel before has ended). It never lets a dependent start early: the next kernel
 // reads normed, which the last block writes at the very end.
 #include "moe_rowwarp.cu"
-#include "router_route.cuh"
-
-// element i of an activation row written by another block of this kernel (or read once), through L2
-__device__ __forceinline__ float mdn_load(const void* p, i64 i, int dt) {
-    if (dt == DT_F32) return __ldcg((const float*)p + i);
-    const u16 b = __ldcg((const unsigned short*)p + i);
-    return dt == DT_BF16 ? bf16_to_f32(b) : f16_to_f32(b);
-}
-
-// summed = y + residual, normed = rmsnorm(summed) * w for one token's row of D values, by one block of 32 x 4 threads
-__device__ __forceinline__ void mdn_add_norm(const void* y, const void* residual, int dt, const float* __restrict__ w,
-                                             float eps, int D, void* __restrict__ normed, void* __restrict__ summed) {
-    __shared__ float red[4];
-    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    float acc = 0.0f;
-    for (int e = threadIdx.x; e < D; e += blockDim.x) {
-        const float s = __fadd_rn(mdn_load(y, e, dt), mdn_load(residual, e, dt));
-        acc = __fmaf_rn(s, s, acc);
-    }
-    acc = warp_sum(acc);
-    if ((threadIdx.x & 31) == 0) red[warp] = acc;
-    __syncthreads();
-    float total = red[0];
-    for (int i = 1; i < warps; ++i) total = __fadd_rn(total, red[i]);
-    const float rinv = __frsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)D), eps));
-    for (int e = threadIdx.x; e < D; e += blockDim.x) {
-        const float s = __fadd_rn(mdn_load(y, e, dt), mdn_load(residual, e, dt));
-        store_act(summed, e, dt, s);
-        store_act(normed, e, dt, __fmul_rn(__fmul_rn(s, rinv), w[e]));
-    }
-}
+#include "row_add_norm.cuh"
 
 // down_q8_q4_k's arguments and grid (ceil(D / 4) blocks of 128 threads, a warp an output), then: residual [1, D] and
 // the outputs normed, summed [1, D] in y's dtype; w [D] float32 the norm's gain; cnt one int32, zero before and after
@@ -71,6 +38,6 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8normpdl(
     __syncthreads();  // the acquire before any thread of the last block reads
     if (!last) return;
     pdl_wait();  // the residual: a kernel before this one wrote it
-    mdn_add_norm(y, residual, y_dt, w, eps, D, normed, summed);
+    row_add_norm(y, residual, y_dt, w, eps, D, normed, summed);
     if (threadIdx.x == 0) *cnt = 0;
 }

@@ -326,7 +326,7 @@ def selections(engine: Engine) -> dict[str, str]:
     applied = (getattr(engine, "fused", None) is not None or side is not None
                or getattr(engine, "fuse_kda_norm", False) or getattr(engine, "fuse_kda_gates", False)
                or getattr(engine, "fuse_router_norm", False) or getattr(engine, "fuse_conv_kda", False)
-               or getattr(engine, "fuse_moe_norm", False)
+               or getattr(engine, "fuse_moe_norm", False) or getattr(engine, "fuse_oproj_norm", False)
                or bool(getattr(engine, "shared_side", None)))
     if plan.engine_on and applied:  # the graph differs too
         on = list(plan.engine_on)

@@ -41,7 +41,8 @@ class DecodeStep:
                          fuse_router=getattr(e, "fuse_router_norm", False),
                          fuse_conv=getattr(e, "fuse_conv_kda", False),
                          shared=getattr(e, "shared_side", None),
-                         fuse_moe_norm=getattr(e, "fuse_moe_norm", False))  # advances state.pos
+                         fuse_moe_norm=getattr(e, "fuse_moe_norm", False),
+                         fuse_oproj_norm=getattr(e, "fuse_oproj_norm", False))  # advances state.pos
         nxt = e.ops.sample(logits.float(), temperature, top_k, top_p, seed, self.step)
         self.token.copy_(nxt.view(1))
         self.step.add_(1)
@@ -88,7 +89,8 @@ class DecodeStep:
         self.step.copy_(step)
         # Only the ops the step calls count: an op the step never calls (kda_norm without fuse_kda_norm,
         # kda_lowrank_norm without fuse_kda_gates, add_rmsnorm_router without fuse_router_norm, short_conv_kda_norm
-        # without fuse_conv_kda, moe_experts_add_rmsnorm without fuse_moe_norm) may be unselected and its reference CPU-only. The warm-up ran the step eagerly, so its
+        # without fuse_conv_kda, moe_experts_add_rmsnorm without fuse_moe_norm, linear_add_rmsnorm without
+        # fuse_oproj_norm) may be unselected and its reference CPU-only. The warm-up ran the step eagerly, so its
         # counters name them.
         taken = sorted(op for op, n in _round_trips(e.ops).items() if n > before.get(op, 0))
         if taken:

@@ -94,6 +94,9 @@ class Engine:
         #: as one op (moe_experts_add_rmsnorm); a layer whose shared expert runs apart (shared_expert_side) keeps them
         #: apart
         self.fuse_moe_norm = self.fusable and bool(options.get("fuse_moe_norm"))
+        #: with fuse_oproj_norm, a decode step's attention blocks end with their output projection and the FFN's
+        #: residual add and norm as one op (linear_add_rmsnorm); never with fuse_router_norm (refused below)
+        self.fuse_oproj_norm = self.fusable and bool(options.get("fuse_oproj_norm"))
         problem = excludes_problem(options) if self.fusable else None
         if problem is not None:
             raise BadInput(problem)
@@ -140,7 +143,7 @@ class Engine:
         return forward(self.ops, self.model, self.state, ids, self.dtype, last_only, self.fused, self.low_rank,
                        self.side, self.fuse_kda_norm, fuse_gates=self.fuse_kda_gates,
                        fuse_router=self.fuse_router_norm, fuse_conv=self.fuse_conv_kda, shared=self.shared_side,
-                       fuse_moe_norm=self.fuse_moe_norm)
+                       fuse_moe_norm=self.fuse_moe_norm, fuse_oproj_norm=self.fuse_oproj_norm)
 
     def decode(self, token: torch.Tensor | list[int] | int) -> torch.Tensor:
         """Feed one token; float32 logits [1, V]."""

@@ -34,6 +34,11 @@ FUSED_NORM_MAX_T = 1
 #: chunk) keeps add_rmsnorm and moe_router apart. The CUDA kernel's own limit (its grid row a token) is the same 8
 ROUTER_NORM_MAX_T = 8
 
+#: with `[engine] fuse_oproj_norm`, the calls of at most this many tokens (decode) whose attention blocks end with
+#: their output projection and the FFN's residual add and norm as one op (linear_add_rmsnorm); a longer call (a
+#: prefill chunk) keeps the o_proj linear and add_rmsnorm apart. The CUDA kernel takes one token, as the GEMVs do
+OPROJ_NORM_MAX_T = 1
+
 #: with `[engine] fuse_moe_norm`, the calls of at most this many tokens (decode) whose MoE layers run their experts and
 #: the next block's residual add and norm as one op (moe_experts_add_rmsnorm); a longer call (a prefill chunk, whose
 #: experts are GEMMs) keeps moe_experts and add_rmsnorm apart. The CUDA kernels take one token, as the experts' do
@@ -54,8 +59,11 @@ def gates_apart(groups: tuple[Group, ...]) -> bool:
 def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.Tensor,
               groups: tuple[Group, ...] = (), window: torch.Tensor | None = None,
               low_rank: QWeight | None = None, side: SideStream | None = None,
-              fuse_norm: bool = False, fuse_gates: bool = False, fuse_conv: bool = False) -> torch.Tensor:
-    """`window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one.
+              fuse_norm: bool = False, fuse_gates: bool = False, fuse_conv: bool = False,
+              out_proj: bool = True) -> torch.Tensor:
+    """The KDA layer's output [T, D]; with `out_proj` False, its input to o_proj [T, P] (the caller projects it,
+    fuse_oproj_norm's linear_add_rmsnorm).
+    `window`: the [W-1, 3P] buffer of which st.conv_q/conv_k/conv_v are column views, if the state has one.
     `low_rank`: the block-diagonal [[f_b, 0], [0, g_b]] weight [2P, 2Dk] (fusion.py, fuse_low_rank).
     `side`: the gate projections (GATE_INPUTS, then f_b and g_b) run there, concurrent with q/k/v and their short
     conv (branches.py), when no fused group mixes a gate input with q, k or v (one linear cannot be split).
@@ -84,6 +92,8 @@ def kda_block(ops: Ops, cfg: ModelConfig, w: KDAWeights, st: KDAState, a: torch.
         y = _conv_kda_norm(ops, cfg, w, st, a, groups, merged, window, low_rank, side)
     else:
         y = _kda_with_gate_linears(ops, cfg, w, st, a, groups, window, low_rank, side, fuse_norm and short)
+    if not out_proj:
+        return y.reshape(t, h * dk)  # [T, P]
     return ops.linear(y.reshape(t, h * dk), w.o_proj)  # [T, D]
 
 
@@ -250,7 +260,9 @@ def _gates(ops: Ops, w: KDAWeights, a: torch.Tensor, t: int, h: int, dk: int, gr
 
 
 def mla_block(ops: Ops, cfg: ModelConfig, w: MLAWeights, st: MLAState, pos: torch.Tensor,
-              a: torch.Tensor, groups: tuple[Group, ...] = ()) -> torch.Tensor:
+              a: torch.Tensor, groups: tuple[Group, ...] = (), out_proj: bool = True) -> torch.Tensor:
+    """The MLA layer's output [T, D]; with `out_proj` False, its input to o_proj [T, N * Dv] (the caller projects it,
+    fuse_oproj_norm's linear_add_rmsnorm)."""
     t = a.shape[0]
     n, lkv = cfg.mla_heads, cfg.kv_lora_rank
     p = project(ops, a, w, ("q", "kv_a"), groups)
@@ -259,6 +271,8 @@ def mla_block(ops: Ops, cfg: ModelConfig, w: MLAWeights, st: MLAState, pos: torc
     c = ops.rmsnorm(ckv[:, :lkv].contiguous(), w.kv_norm, cfg.kv_norm_eps)  # [T, Lkv]
     latent = torch.cat([c, ckv[:, lkv:]], dim=-1).to(st.cache.dtype)  # [T, Lkv+R], the cache row
     o = ops.attention(q, latent, st.cache, pos, w.w_uk, w.w_uv, cfg.qk_head_dim ** -0.5)  # [T, N, Dv]
+    if not out_proj:
+        return o.reshape(t, n * cfg.v_head_dim)  # [T, N * Dv]
     return ops.linear(o.reshape(t, n * cfg.v_head_dim), w.o_proj)  # [T, D]
 
 
@@ -333,7 +347,7 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
             low_rank: dict[int, QWeight] | None = None, side: SideStream | None = None,
             fuse_norm: bool = False, *, fuse_gates: bool = False, fuse_router: bool = False,
             fuse_conv: bool = False, shared: dict[int, SharedFFN] | None = None,
-            fuse_moe_norm: bool = False) -> torch.Tensor:
+            fuse_moe_norm: bool = False, fuse_oproj_norm: bool = False) -> torch.Tensor:
     """Run T new tokens through the model, advancing `state`; logits [T, V] (or [1, V] if last_only).
     `fused`: the projection groups per (layer, block) when the engine fuses them (fusion.py); `low_rank`: the KDA
     layers' block-diagonal low-rank weights when it fuses those too; `side`: the side stream of the KDA layers' gate
@@ -346,7 +360,9 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
     `shared` (shared_expert_side, with `side`): in calls of at most SHARED_SIDE_MAX_T tokens, the MoE layers it holds
     run their shared expert on the side stream (shared_apart); `fuse_moe_norm`: in calls of at most MOE_NORM_MAX_T
     tokens, the MoE layers that do not run their shared expert apart end with their experts and the next block's
-    residual add and norm as one op (moe_block_norm)."""
+    residual add and norm as one op (moe_block_norm); `fuse_oproj_norm`: in calls of at most OPROJ_NORM_MAX_T tokens,
+    every layer's attention output projection and the FFN's residual add and norm run as one op (linear_add_rmsnorm;
+    not with `fuse_router`, which takes that norm into the router's op)."""
     cfg = model.config
     fused = fused or {}
     low_rank = low_rank or {}
@@ -355,12 +371,17 @@ def forward(ops: Ops, model: ModelWeights, state: SequenceState, tokens: torch.T
     a = ops.rmsnorm(h, model.layers[0].attn_norm, cfg.rms_norm_eps)
     for i, layer in enumerate(model.layers):
         st = state.layers[i]
+        fold = fuse_oproj_norm and tokens.shape[0] <= OPROJ_NORM_MAX_T
         if layer.kind == "kda":
             y = kda_block(ops, cfg, layer.attn, st, a, fused.get((i, "attn"), ()), state.conv_windows.get(i),
-                          low_rank.get(i), side, fuse_norm, fuse_gates, fuse_conv)
+                          low_rank.get(i), side, fuse_norm, fuse_gates, fuse_conv, out_proj=not fold)
         else:
-            y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()))
-        f, h, routed = ffn_norm(ops, cfg, layer, y, h, fuse_router)
+            y = mla_block(ops, cfg, layer.attn, st, state.pos, a, fused.get((i, "attn"), ()), out_proj=not fold)
+        if fold:  # y is the o_proj's input: the projection, the add and the FFN norm as one op
+            f, h = ops.linear_add_rmsnorm(y, layer.attn.o_proj, h, layer.ffn_norm, cfg.rms_norm_eps)  # [T, D] x2
+            routed = None
+        else:
+            f, h, routed = ffn_norm(ops, cfg, layer, y, h, fuse_router)
         next_norm = model.layers[i + 1].attn_norm if i + 1 < len(model.layers) else model.output_norm
         if side is not None and i in shared and tokens.shape[0] <= SHARED_SIDE_MAX_T:
             y, h = shared_apart(ops, cfg, layer.ffn, f, h, next_norm, shared[i], side, routed)

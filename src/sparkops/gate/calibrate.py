@@ -49,6 +49,10 @@ def _act_q8(op: str, fn: Callable[..., Any]) -> Callable[..., Any] | None:
             # emulation leaves out, so real act_q8 kernels land up to ~2x higher
             return fn(_q8_roundtrip(x), weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
         return moe_experts
+    if op == "linear_add_rmsnorm":
+        def linear_add_rmsnorm(x, weight, residual, norm_weight, eps):
+            return fn(_q8_roundtrip(x), weight, residual, norm_weight, eps)
+        return linear_add_rmsnorm
     if op == "moe_experts_add_rmsnorm":
         def moe_experts_add_rmsnorm(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down, residual,
                                     norm_weight, eps):

@@ -17,6 +17,7 @@ OP_NAMES = (
     "rmsnorm",
     "add_rmsnorm",
     "linear",
+    "linear_add_rmsnorm",
     "quantize_act",
     "rmsnorm_quantize",
     "short_conv",

@@ -35,8 +35,10 @@ _KEYS = {"impl", "fallback", "check", "by_type"}
 #: may send one type to another implementation. moe_experts by its gate weight's type: the fastest one-token Q4_K
 #: expert kernels take no other type, and a model of another mix (IQ1_S) must keep a kernel that reads its blocks
 #: (GPU session 25: the step's Q4_K experts passed every IQ1_S layer to the float32 path, 6.5 tok/s);
-#: moe_experts_add_rmsnorm (the experts with the next norm) by the same weight, for the same reason
-TYPED_OPS = {"linear": "weight", "moe_experts": "w_gate", "moe_experts_add_rmsnorm": "w_gate"}
+#: moe_experts_add_rmsnorm (the experts with the next norm) by the same weight, and linear_add_rmsnorm (a projection
+#: with the next norm) by its weight, for the same reasons
+TYPED_OPS = {"linear": "weight", "moe_experts": "w_gate", "moe_experts_add_rmsnorm": "w_gate",
+             "linear_add_rmsnorm": "weight"}
 #: the GGUF type names a by_type table may name: the types sparkops reads
 TYPE_NAMES = tuple(t.name for t in SUPPORTED)
 _TYPE_KEYS = {"impl", "check"}
@@ -100,6 +102,11 @@ ENGINE_KEYS: dict[str, tuple[type, object, str]] = {
                                    "proven moe_experts_add_rmsnorm selection, else the reference runs it, counted); a "
                                    "prefill chunk, a dense-FFN layer and a layer whose shared expert runs apart "
                                    "(shared_expert_side) keep moe_experts and add_rmsnorm apart"),
+    "fuse_oproj_norm": (bool, False, "a decode step's attention blocks end with their output projection and the "
+                                     "FFN's residual add and norm as one op (linear_add_rmsnorm: one launch fewer a "
+                                     "layer; needs a proven linear_add_rmsnorm selection, else the reference runs it, "
+                                     "counted); a prefill chunk keeps the o_proj linear and add_rmsnorm apart; not "
+                                     "with fuse_router_norm (both take the FFN norm into their op)"),
     "gates_first": (bool, False, "with side_stream: a KDA layer's gate-input projection (f_a/g_a/beta) runs on the "
                                  "main line before q/k/v, and only the up-projections (f_b, g_b) fork onto the side "
                                  "stream (with fuse_kda_gates nothing forks): their bytes are read before the q|k|v "
@@ -126,6 +133,9 @@ ENGINE_NEEDS: dict[str, tuple[str, str]] = {
 }
 #: options that cannot be on together: option -> (the one it excludes, why)
 ENGINE_EXCLUDES: dict[str, tuple[str, str]] = {
+    "fuse_oproj_norm": ("fuse_router_norm", "each takes a decode step's FFN residual add and norm into its own fused "
+                                            "op - linear_add_rmsnorm with the o_proj, add_rmsnorm_router with the "
+                                            "router - and no op does both"),
     "fuse_conv_kda": ("fuse_kda_gates", "each runs a decode step's KDA recurrence and output norm in its own fused "
                                         "op - short_conv_kda_norm with the short conv, kda_lowrank_norm with the "
                                         "low-rank gate up-projections - and no op does both"),
