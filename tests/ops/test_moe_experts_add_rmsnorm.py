@@ -2,6 +2,8 @@
 moe_experts and add_rmsnorm references as the graph chains them (the experts' output rounded to x's dtype before the
 add); the row is moe_experts' own; the metric fails a wrong norm, a wrong stream and an unwritten output."""
 
+import functools
+
 import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
@@ -21,28 +23,35 @@ OP = "moe_experts_add_rmsnorm"
 EXPERTS = ("x", "weights", "ids", "w_gate", "w_up", "w_down", "s_gate", "s_up", "s_down")
 
 
+@functools.cache
+def _cases(op: str, seed: int):
+    """An op's contract cases for a seed, made once a test run (quantizing the stacked expert weights takes seconds;
+    no test here changes a case's tensors)."""
+    return get_contract(op).cases(seed)
+
+
 def test_matches_reference_on_contract_cases(impl, seed):
     check_against_reference(OP, impl, seed)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_reference_is_the_composition_bit_for_bit(seed, dtype):
+def test_reference_is_the_composition_bit_for_bit(seed):
     """The fused reference's two outputs are the unfused references' outputs, byte for byte, in every activation
     dtype: add_rmsnorm is handed the experts' output as moe_experts returns it (rounded to x's dtype)."""
-    for case in get_contract(OP).cases(seed):
-        call = dict(case.calls[0], x=case.calls[0]["x"].to(dtype), residual=case.calls[0]["residual"].to(dtype))
-        normed, summed = moe_experts_add_rmsnorm(**call)
-        y = moe_experts(*(call[k] for k in EXPERTS))
-        want_n, want_s = add_rmsnorm(y, call["residual"], call["norm_weight"], call["eps"])
-        assert normed.dtype == summed.dtype == dtype
-        assert torch.equal(normed, want_n) and torch.equal(summed, want_s), case.name
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for case in _cases(OP, seed):
+            call = dict(case.calls[0], x=case.calls[0]["x"].to(dtype), residual=case.calls[0]["residual"].to(dtype))
+            normed, summed = moe_experts_add_rmsnorm(**call)
+            y = moe_experts(*(call[k] for k in EXPERTS))
+            want_n, want_s = add_rmsnorm(y, call["residual"], call["norm_weight"], call["eps"])
+            assert normed.dtype == summed.dtype == dtype
+            assert torch.equal(normed, want_n) and torch.equal(summed, want_s), (case.name, dtype)
 
 
 def test_cases_are_the_experts_cases_with_a_stream_and_a_gain():
     """The experts' inputs are moe_experts' own cases (every weight type, the one-token Q4_K calls the CUDA kernels
     take, with and without a shared expert); each adds a residual of x's shape and a gain of x's width."""
-    fused = get_contract(OP).cases(0)
-    plain = get_contract("moe_experts").cases(0)
+    fused = _cases(OP, 0)
+    plain = _cases("moe_experts", 0)
     assert [c.name for c in fused] == [c.name for c in plain]
     for f, p in zip(fused, plain):
         (fc,), (pc,) = f.calls, p.calls
@@ -84,7 +93,7 @@ def test_the_metric_passes_the_reference_and_fails_what_is_wrong():
 
 
 def test_a_residual_of_another_shape_is_named(impl_fn):
-    call = get_contract(OP).cases(0)[0].calls[0]
+    call = _cases(OP, 0)[0].calls[0]
     with pytest.raises(BadInput, match="residual"):
         impl_fn(**dict(call, residual=call["residual"][:, :-4]))
 
@@ -92,7 +101,7 @@ def test_a_residual_of_another_shape_is_named(impl_fn):
 def test_the_norm_reads_the_sum_not_the_experts_alone(impl_fn):
     """Scaling the residual and the expert input x moves the sum; the normed row follows the sum (an RMS norm of
     residual + y), so a kernel that normed y alone, or the residual alone, gives another row."""
-    call = get_contract(OP).cases(0)[0].calls[0]
+    call = _cases(OP, 0)[0].calls[0]
     normed, summed = impl_fn(**call)
     y = moe_experts(*(call[k] for k in EXPERTS))
     assert torch.allclose(summed, call["residual"] + y, rtol=1e-5, atol=1e-5)
