@@ -693,6 +693,19 @@
 #   bash bench/gpu_lanes.sh 560 "rungs42 probe_l2_hot" ""   # warm: steps done already are skipped
 # then frontier131k (the Q8-tall step's 131k row on an H200) and probe_timeline_now. A win joins SUITE_TIMED
 # (decode-s45-pdl-stack: now_pairs holds its recipe); rungs43 and rungs44 time the two apart if the stack wins.
+# Session 36 (bench/gpu-runs/2026-12-06-session36/README.md): built the two norm folds the critical-path model ranked
+# next after the MoE-in-one-launch lead: moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm with [engine]
+# fuse_moe_norm (stage rungs46: the step's Q8 hidden pair, the next block's residual add and norm in the down's last
+# block; x1.015-1.029 for a tail of 1.5-0.5 us) and linear_add_rmsnorm=cupy_rowwarp_pdl_norm with [engine]
+# fuse_oproj_norm (stage rungs47: the o_proj's warp-form GEMV, the FFN norm in its last block; x1.023 at 1 us), both
+# in one pair as stage rungs48 (x1.046 at 1 us each; every residual-add norm of a step but the dense layer's closing
+# one). Their forecasts take the fold's tail from the proofs' own records (perop_factor.py --gap). The lock was
+# re-pinned twice (two new ops): a fresh machine's registry_keep --mend re-proves every carried registry's records
+# once. Next session, session 33's export (above), then:
+#   bash bench/gpu_lanes.sh 570 "rungs45 rungs48" ""   # fresh: the PDL stack, then both folds
+#   bash bench/gpu_lanes.sh 560 "rungs45 rungs48 rungs42" ""   # warm: what the first call's budget skipped
+# A win joins SUITE_TIMED (decode-s45-pdl-stack, decode-s48-norm-folds; now_pairs holds their recipes); rungs46 and
+# rungs47 time the folds apart if rungs48 wins. Then frontier131k and probe_timeline_now on an H200.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

@@ -2849,6 +2849,20 @@ def test_the_plan_after_session_35_times_the_pdl_stack_then_gates_first(tmp_path
     assert f"--registry {machine / 'cuda-s32-lmhead-x16.toml'} " in decode and str(stack) not in decode, decode
 
 
+def test_the_plan_after_session_36_times_the_pdl_stack_then_both_folds_over_it(tmp_path):
+    """The header's calls after session 36: rungs45 (a win in the stand-in's bench), then rungs48, whose base is the
+    newest win older than it in NOW_RUNGS: the stack's registry, so the folds are timed over the PDL stack, and their
+    registry is made from it."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs45 rungs48", records={
+        **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_MOENORM_RECORD, **_OPROJNORM_RECORD})
+    assert log.index("] decode-s45-pdl-stack (limit") < log.index("] gpu-tests-moe-norm (limit") \
+        < log.index("] decode-s48-norm-folds (limit")
+    folds = machine / "cuda-s48-norm-folds.toml"
+    [decode] = [c for c in calls if c.startswith("bench decode") and f"--vs {folds} " in c]
+    assert f"--registry {machine / 'cuda-s45-pdl-stack.toml'} " in decode, decode
+    assert Path(f"{folds}.base").read_text().strip() == str(machine / "cuda-s45-pdl-stack.toml")
+
+
 def test_rungs36_times_the_fused_norm_and_router_over_the_step_now_with_the_engine_option(tmp_path):
     """Session 31's rung: after gpu-tests-norm-router (the fused kernel's and the engine option's GPU tests and the
     side-by-side that writes its record), add_rmsnorm_router=cupy_rowwarp_pdl swapped over the step now (the x16 step),
