@@ -34,7 +34,23 @@ SOURCES = rt.source_files("linear_norm.cu")
 #: kernel plainly, its griddepcontrol instructions then no-ops
 PDL = True
 
-_POOLS = CounterPools("linear_add_rmsnorm", 1)
+#: the arrival that picks the last block (kernels/row_add_norm.cuh's ran_last_block), read at each call: "flat" (every
+#: block at one counter) or "tree" (RAN_GROUPS counters, then one). GPU session 36 (H100) timed the flat form's fold at
+#: 15.9 us a layer in the MoE down and 5.5 in the o_proj GEMV, ~1 us expected; the tree form was written after it, for
+#: the side-by-side (test_cupy_timing.py) to time against the flat one: not yet run on a GPU
+ARRIVAL = "tree"
+ARRIVALS = ("flat", "tree")
+#: int32 counters a pool: the tree's RAN_GROUPS (32) and its top one (the flat form uses the first)
+POOL_COUNTERS = 33
+
+_POOLS = CounterPools("linear_add_rmsnorm", POOL_COUNTERS)
+
+
+def _tree() -> int:
+    if ARRIVAL not in ARRIVALS:
+        raise BadInput(f"linear_add_rmsnorm: the arrival's forms are {list(ARRIVALS)}, not {ARRIVAL!r} "
+                       f"(sparkops_cupy.linear_add_rmsnorm.ARRIVAL)")
+    return int(ARRIVAL == "tree")
 
 
 def counters(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
@@ -76,5 +92,6 @@ def linear_add_rmsnorm_rowwarp_pdl(x, weight, residual, norm_weight, eps):
     normed, summed = torch.empty_like(y), torch.empty_like(y)
     rt.launch("linear_norm.cu", f"linear_q4_k_rowwarpnormpdl_{_DT_SUFFIX[code]}", x.device, ((n + 3) // 4,), (128,),
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y), rt.ptr(residual),
-               rt.ptr(gain), rt.f32(eps), rt.ptr(normed), rt.ptr(summed), rt.ptr(_POOLS.get(x.device))), pdl=PDL)
+               rt.ptr(gain), rt.f32(eps), rt.ptr(normed), rt.ptr(summed), rt.ptr(_POOLS.get(x.device)),
+               rt.i32(_tree())), pdl=PDL)
     return normed, summed

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from sparkops.errors import BadInput
 from sparkops.lanes import MAIN
 
 from . import _runtime as rt
@@ -32,7 +33,23 @@ SOURCES = rt.source_files("moe_down_norm.cu")
 #: same kernels plainly, their griddepcontrol instructions then no-ops
 PDL = True
 
-_POOLS = CounterPools("moe_experts_add_rmsnorm", 1)
+#: the arrival that picks the last block (kernels/row_add_norm.cuh's ran_last_block), read at each call: "flat" (every
+#: block at one counter) or "tree" (RAN_GROUPS counters, then one). GPU session 36 (H100) timed the flat form's fold at
+#: 15.9 us a layer in the MoE down and 5.5 in the o_proj GEMV, ~1 us expected; the tree form was written after it, for
+#: the side-by-side (test_cupy_timing.py) to time against the flat one: not yet run on a GPU
+ARRIVAL = "tree"
+ARRIVALS = ("flat", "tree")
+#: int32 counters a pool: the tree's RAN_GROUPS (32) and its top one (the flat form uses the first)
+POOL_COUNTERS = 33
+
+_POOLS = CounterPools("moe_experts_add_rmsnorm", POOL_COUNTERS)
+
+
+def _tree() -> int:
+    if ARRIVAL not in ARRIVALS:
+        raise BadInput(f"moe_experts_add_rmsnorm: the arrival's forms are {list(ARRIVALS)}, not {ARRIVAL!r} "
+                       f"(sparkops_cupy.moe_experts_add_rmsnorm.ARRIVAL)")
+    return int(ARRIVAL == "tree")
 
 
 def counters(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
@@ -80,5 +97,5 @@ def moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_g
               (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.ptr(kd.raw),
                rt.i64(kd.row_bytes), rt.i32(a.f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0),
                rt.i32(a.fs), rt.i32(d), rt.ptr(a.y), rt.i32(code), rt.ptr(residual), rt.ptr(gain), rt.f32(eps),
-               rt.ptr(normed), rt.ptr(summed), rt.ptr(cnt)), pdl=PDL)
+               rt.ptr(normed), rt.ptr(summed), rt.ptr(cnt), rt.i32(_tree())), pdl=PDL)
     return normed, summed

@@ -51,10 +51,15 @@ def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
+@pytest.mark.parametrize("arrival", ["flat", "tree"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
-@pytest.mark.parametrize("n,k", [(2304, 4096), (42, 512), (2306, 256)], ids=["o_proj", "42x512", "2306x256"])
-def test_the_projection_is_the_warp_form_s_bits_and_the_norm_is_torch_s(dtype, n, k):
+@pytest.mark.parametrize("n,k", [(2304, 4096), (42, 512), (2306, 256), (60, 256)],
+                         ids=["o_proj", "42x512", "2306x256", "60x256"])
+def test_the_projection_is_the_warp_form_s_bits_and_the_norm_is_torch_s(dtype, n, k, arrival, monkeypatch):
+    """(60 rows: 15 blocks, fewer than the tree's 32 groups: the groups past the grid never arrive.)"""
     from sparkops_torch.add_rmsnorm import add_rmsnorm
+
+    monkeypatch.setattr(cln, "ARRIVAL", arrival)
 
     for seed in range(2):
         call = _call(60 + seed + n, n, k, dtype)
@@ -74,11 +79,13 @@ def test_the_projection_is_the_warp_form_s_bits_and_the_norm_is_torch_s(dtype, n
         assert not cln.counters(DEV).any(), "a launch left the arrival counter above zero"
 
 
-def test_a_chain_replayed_from_a_graph_gives_the_plain_launches_bits(monkeypatch):
+@pytest.mark.parametrize("arrival", ["flat", "tree"])
+def test_a_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, monkeypatch):
     """Four fused calls on 2304 x 2304 weights, each reading the normed row and the stream the one before wrote (a PDL
     producer of both its x and its residual), captured once and replayed with new inputs, every output NaN before each
     replay, against the same chain launched plainly: a block that read x before its wait, or a last block that read
     the row or the residual early, gives the replay before's values, or NaN."""
+    monkeypatch.setattr(cln, "ARRIVAL", arrival)
     weights = [_weight(80 + i, 2304, 2304) for i in range(4)]
     gains = [(1.0 + 0.2 * torch.randn(2304, generator=torch.Generator().manual_seed(90 + i))).to(DEV)
              for i in range(4)]
@@ -135,7 +142,7 @@ def test_the_stated_policy_runs_cupy_rowwarp_pdl_then_torch_s_norm():
 def test_the_counter_is_made_before_a_capture_and_refused_inside_one(monkeypatch):
     from sparkops_cupy._counters import CounterPools
 
-    monkeypatch.setattr(cln, "_POOLS", CounterPools("linear_add_rmsnorm", 1))
+    monkeypatch.setattr(cln, "_POOLS", CounterPools("linear_add_rmsnorm", cln.POOL_COUNTERS))
     call = _call(73, 2304, 4096, torch.bfloat16)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

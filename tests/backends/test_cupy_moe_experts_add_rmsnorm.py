@@ -42,9 +42,12 @@ def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
+@pytest.mark.parametrize("arrival", ["flat", "tree"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
-def test_the_experts_are_the_q8_hidden_pair_s_bits_and_the_norm_is_torch_s(dtype):
+def test_the_experts_are_the_q8_hidden_pair_s_bits_and_the_norm_is_torch_s(dtype, arrival, monkeypatch):
     from sparkops_torch.add_rmsnorm import add_rmsnorm
+
+    monkeypatch.setattr(cmn, "ARRIVAL", arrival)
 
     for seed in range(3):
         x, weights, ids, w = _moe_48b(60 + seed, DEV)
@@ -69,12 +72,14 @@ def test_the_experts_are_the_q8_hidden_pair_s_bits_and_the_norm_is_torch_s(dtype
         assert not cmn.counters(DEV).any(), "a launch left the arrival counter above zero"
 
 
-def test_the_chain_replayed_from_a_graph_gives_the_plain_launches_bits(monkeypatch):
+@pytest.mark.parametrize("arrival", ["flat", "tree"])
+def test_the_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, monkeypatch):
     """Three layers of the step's MoE chain - the triggering norm and the PDL router (_NormRouterLayers), then the fused
     experts whose normed output and stream are the layer's - captured once and replayed with new inputs, every
     output NaN before each replay, against the same chain launched plainly: a down that read the hidden vector, or a
     last block that read the row or the residual, before its producer finished gives the replay before's, or NaN."""
     pytest.importorskip("triton")
+    monkeypatch.setattr(cmn, "ARRIVAL", arrival)
     dev = torch.device("cuda", torch.cuda.current_device())
     x, weights, ids, w = _moe_48b(70, dev)
     del x, weights, ids
@@ -130,12 +135,20 @@ def test_the_stated_policy_runs_the_pair_then_torch_s_norm():
     assert experts_norm_passes(x, weights, ids, **w, residual=residual, norm_weight=gain, eps=1e-5) is None
 
 
+def test_an_arrival_form_it_does_not_have_is_refused_naming_the_constant(monkeypatch):
+    x, weights, ids, w = _moe_48b(79, DEV)
+    residual, gain = _stream(80, torch.bfloat16)
+    monkeypatch.setattr(cmn, "ARRIVAL", "ring")
+    with pytest.raises(Exception, match=r"arrival's forms are \['flat', 'tree'\], not 'ring'.*ARRIVAL"):
+        cmn.moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, **w, residual=residual, norm_weight=gain, eps=1e-5)
+
+
 def test_the_counter_is_made_before_a_capture_and_refused_inside_one(monkeypatch):
     """The pool is created by a call outside any capture (a zeroing inside one would not be replayed); a first call
     during a capture is refused by name."""
     from sparkops_cupy._counters import CounterPools
 
-    monkeypatch.setattr(cmn, "_POOLS", CounterPools("moe_experts_add_rmsnorm", 1))
+    monkeypatch.setattr(cmn, "_POOLS", CounterPools("moe_experts_add_rmsnorm", cmn.POOL_COUNTERS))
     x, weights, ids, w = _moe_48b(77, DEV)
     residual, gain = _stream(78, torch.bfloat16)
     graph = torch.cuda.CUDAGraph()

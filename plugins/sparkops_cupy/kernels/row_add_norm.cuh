@@ -11,6 +11,41 @@
 #include "common.cuh"
 #include "router_route.cuh"  // rt_arrive: the acq_rel arrival the callers pick the last block by
 
+// groups of the tree arrival (ran_last_block): a grid's blocks arrive at RAN_GROUPS counters (block b at b % RAN_GROUPS),
+// the last of each group at one more; the counters are cnt[1 .. RAN_GROUPS], then cnt[0]
+#define RAN_GROUPS 32
+
+// Whether this block is the grid's last to arrive, every block's stores before the call ordered before the last
+// block's reads after it; thread 0 asks (one acq_rel atomic add at GPU scope a counter it meets), the block learns by
+// shared memory. The last block's counters are zero again when it returns. TREE false ("flat"): every block at cnt[0],
+// moe_router.cu's arrival. TREE true ("tree"): each block at its group's counter and the last of a group at cnt[0]:
+// RAN_GROUPS counters in separate lines take the grid's burst of atomics, not one. Why: GPU session 36 (H100) timed the
+// MoE down with the flat arrival and the norm in its last block at 15.9 us a layer over the plain down (5.5 in the
+// o_proj GEMV): 576 blocks ending together put 576 atomics on one address; whether that is the cost is what the
+// side-by-side of the two forms says. Release-acquire chains carry every block's stores to the last block either way
+// (a group's last arriver acquires its group's releases and releases them on, cumulatively).
+__device__ __forceinline__ bool ran_last_block(int* __restrict__ cnt, bool tree) {
+    __shared__ int last;
+    __syncthreads();  // the block's outputs stored before thread 0's release
+    if (threadIdx.x == 0) {
+        const int blocks = (int)gridDim.x;
+        if (!tree) {
+            last = rt_arrive(cnt) == blocks - 1;
+        } else {
+            const int g = (int)blockIdx.x % RAN_GROUPS, groups = blocks < RAN_GROUPS ? blocks : RAN_GROUPS;
+            const int members = (blocks - g + RAN_GROUPS - 1) / RAN_GROUPS;  // blocks b < gridDim.x with b % G == g
+            last = 0;
+            if (rt_arrive(cnt + 1 + g) == members - 1) {
+                cnt[1 + g] = 0;  // every member has arrived: zero for the next launch
+                last = rt_arrive(cnt) == groups - 1;
+            }
+        }
+        if (last) cnt[0] = 0;
+    }
+    __syncthreads();  // the acquire before any thread of the last block reads
+    return last != 0;
+}
+
 // element i of an activation row written by another block of this kernel (or read once), through L2
 __device__ __forceinline__ float ran_load(const void* p, i64 i, int dt) {
     if (dt == DT_F32) return __ldcg((const float*)p + i);
