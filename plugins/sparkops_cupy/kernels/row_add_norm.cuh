@@ -11,8 +11,8 @@
 #include "common.cuh"
 #include "router_route.cuh"  // rt_arrive: the acq_rel arrival the callers pick the last block by
 
-// groups of the tree arrival (ran_last_block): a grid's blocks arrive at RAN_GROUPS counters (block b at b % RAN_GROUPS),
-// the last of each group at one more; the counters are cnt[1 .. RAN_GROUPS], then cnt[0]
+// groups of the tree arrival (ran_last_block): a grid's blocks arrive at RAN_GROUPS counters (block b at
+// b % RAN_GROUPS), the last of each group at one more; the counters are cnt[1 .. RAN_GROUPS], then cnt[0]
 #define RAN_GROUPS 32
 
 // Whether this block is the grid's last to arrive, every block's stores before the call ordered before the last
