@@ -534,8 +534,8 @@ def test_norm_wait_after_the_o_proj_side_by_side():
 
 
 def test_oproj_norm_fused_side_by_side():
-    """The rung's per-op evidence for [engine] fuse_oproj_norm (stage rungs47): the 48B's o_proj (2304 x 4096 Q4_K, bf16,
-    the warp form with PDL: the step's, linear@Q4_K=cupy_rowwarp_pdl_q8_tall runs it for short weights) then the FFN's
+    """The rung's per-op evidence for [engine] fuse_oproj_norm (stage rungs47): the 48B's o_proj (2304 x 4096 Q4_K,
+    bf16, the warp form with PDL: the step's, linear@Q4_K=cupy_rowwarp_pdl_q8_tall runs it for short weights) then the FFN's
     residual add and norm (add_rmsnorm=triton_pdl), a pair a set, against the two as one op (linear_add_rmsnorm=
     cupy_rowwarp_pdl_norm: the norm in the GEMV's last block), the same with its other arrival form ("arrival flat" or
     "arrival tree"), and the GEMV alone ("no norm"), on the same argument sets in one CUDA graph each; recorded as

@@ -15,9 +15,9 @@
 //
 // The arrival is row_add_norm.cuh's ran_last_block (flat, moe_router.cu's, or tree); the last block reads y through L2
 // (__ldcg), never a stale L1 line, and leaves the counters zero for the next launch or graph replay. PDL: the down
-// waits for gate/up before it reads the hidden vector (down_q8_q4_k); the last block waits again before it reads the residual (a no-op by then: every thread of it
-// waits, so none reads before the kernel before has ended). It never lets a dependent start early: the next kernel
-// reads normed, which the last block writes at the very end.
+// waits for gate/up before it reads the hidden vector (down_q8_q4_k); the last block waits again before it reads the
+// residual (a no-op by then: every thread of it waits, so none reads before the kernel before has ended). It never
+// lets a dependent start early: the next kernel reads normed, which the last block writes at the very end.
 #include "moe_rowwarp.cu"
 #include "row_add_norm.cuh"
 
