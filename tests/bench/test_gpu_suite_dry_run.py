@@ -3321,6 +3321,17 @@ def test_rungs46_times_the_experts_with_the_next_norm_over_the_step_now_with_the
     assert forecast["ratio"] == pytest.approx(1.022, abs=0.001)
 
 
+def test_rungs46_is_left_out_when_its_forecast_is_a_loss(tmp_path):
+    """GPU session 36's first record of the fold (H100): the fused op 1264.6 us a token against the chain's 877.4 and
+    842.1 without the closing norm, a tail of 16 us a layer: the critical-path forecast is a loss, so the rung is left
+    out after its gate and forecast, and no pair is timed."""
+    record = {"moenorm": {"chain": 877.4e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1264.6e-6,
+                          "no closing norm": 842.1e-6, "no experts": 195.4e-6}}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs46", records=record)
+    assert "decode-s46-moe-norm: left out (its critical-path forecast is a loss: x0." in log, log
+    assert not any(c.startswith("bench decode") and "cuda-s46-moe-norm" in c for c in calls), calls
+
+
 def test_rungs46_is_left_out_without_a_tail_in_its_record(tmp_path):
     """A record whose fused column is less than the chain cut after the experts gives no tail: the rung says so and
     neither swaps nor times anything."""
