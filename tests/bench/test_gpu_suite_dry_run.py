@@ -3385,6 +3385,17 @@ def test_rungs48_times_both_folds_in_one_pair(tmp_path):
     assert both == pytest.approx(1.046, abs=0.001)
 
 
+def test_rungs45_takes_the_pair_s_factor_where_the_chain_without_the_norm_is_not_below_both(tmp_path):
+    """GPU session 36's H100 record of the PDL norm: the o_proj alone ("no norm", 411.8 us a token) slower than the
+    pair with the dependent norm (387.9), so the norm's own time in the chain is negative and --minus refuses it; the
+    stack's rung then takes the pair's factor (414.7 / 387.9 = x1.069) for add_rmsnorm, says so, and is timed."""
+    record = {"normwait": {"triton_pdl": 414.7e-6, "triton_pdl_wait": 387.9e-6, "no norm": 411.8e-6}}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs45", records={**record, **_ATTNPDL_RECORD})
+    assert "decode-s45-pdl-stack: perop-normwait's \"no norm\" is not below both columns" in log, log
+    [decode] = [c for c in calls if c.startswith("bench decode") and "cuda-s45-pdl-stack" in c]
+    assert "--expect add_rmsnorm=1.069,attention=1.250 " in decode, decode
+
+
 def test_rungs42_is_left_out_when_gates_first_s_tests_fail(tmp_path):
     perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
                        _records(tmp_path, **_X16_STEP_RECORDS), _records(tmp_path, **_CONVKDA_RECORD)])
