@@ -67,3 +67,54 @@ def q4k_nano():
     cfg = dataclasses.replace(load_preset("k3-nano"), name="k3-nano-q4k", kda_head_dim=64, v_head_dim=64,
                               moe_intermediate_size=256)
     return synth_weights(cfg, "q4_k_m", seed=5)
+
+
+def option_engine(model, option: str, on: bool, device: str = "cpu", impls: dict[str, str] | None = None,
+                  default: str = "torch", **engine):
+    """An Engine on `model` over an in-memory registry selecting `default` for every op (`impls` where named) with
+    fallback "error", [engine] `option` set to `on` and the other `engine` options as given (the checks not verified)."""
+    from sparkops.dispatch import Ops
+    from sparkops.ops import OP_NAMES
+    from sparkops.plugins import load_catalog
+    from sparkops.registry.file import Registry
+    from sparkops.registry.plan import make_plan
+
+    reg = Registry.empty("mem.toml")
+    for op in OP_NAMES:
+        reg.set(op, device, (impls or {}).get(op, default), fallback="error")
+    reg.set_engines({option: on, **engine})
+    return Engine(model, Ops(make_plan(reg, load_catalog(), device, verify_checks=False)), max_context=96)
+
+
+def capture_refuses_only_when_on(model, option: str, op: str) -> None:
+    """On CUDA, a registry with no CUDA selection of `op` (its reference, CPU-only, makes a host round trip a call):
+    the step captures while `option` is off (the step never calls `op`) and is refused, naming `op`, once on, the state
+    left as it was."""
+    import pytest
+
+    from sparkops.dispatch import Ops
+    from sparkops.errors import BadInput
+    from sparkops.ops import OP_NAMES
+    from sparkops.plugins import load_catalog
+    from sparkops.registry.file import Registry
+    from sparkops.registry.plan import make_plan
+
+    def engine(on: bool) -> Engine:
+        reg = Registry.empty("mem.toml")
+        for name in OP_NAMES:
+            reg.set(name, "cuda", "torch", fallback="error")
+        reg.set_engines({option: on})
+        del reg.doc["ops"][op]
+        return Engine(model, Ops(make_plan(reg, load_catalog(), "cuda", verify_checks=False)), max_context=32)
+
+    eng = engine(False)
+    eng.prefill([3, 4])
+    step = DecodeStep(eng)
+    step.capture()
+    assert step.graph is not None
+    eng = engine(True)
+    eng.prefill([3, 4])
+    before = eng.state.length
+    with pytest.raises(BadInput, match=rf"host round trips: \['{op}'\]"):
+        DecodeStep(eng).capture()
+    assert eng.state.length == before

@@ -17,14 +17,14 @@ from sparkops.dispatch import Ops
 from sparkops.engine import Engine
 from sparkops.engine.decode_step import DecodeStep
 from sparkops.engine.graph import MOE_NORM_MAX_T
-from sparkops.errors import BadInput
 from sparkops.ops import OP_NAMES
 from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
 from sparkops.weights import MoEWeights
-from tests.engine.fusion_support import OpCalls, nmse, q4k_nano, run_phases
+from tests.engine.fusion_support import (OpCalls, capture_refuses_only_when_on, nmse, option_engine, q4k_nano,
+                                         run_phases)
 
 
 @pytest.fixture(scope="module")
@@ -32,18 +32,16 @@ def nano():
     return synth_weights(load_preset("k3-nano"), "q4_k_m", seed=5)
 
 
-def _registry(device: str, fuse: bool, impls: dict[str, str] | None = None, default: str = "torch",
-              **engine) -> Registry:
+def _registry(device: str, fuse: bool, default: str = "torch", **engine) -> Registry:
     reg = Registry.empty("mem.toml")
     for op in OP_NAMES:
-        reg.set(op, device, (impls or {}).get(op, default), fallback="error")
+        reg.set(op, device, default, fallback="error")
     reg.set_engines({"fuse_moe_norm": fuse, **engine})
     return reg
 
 
 def _engine(model, fuse: bool, device: str = "cpu", **kw) -> Engine:
-    plan = make_plan(_registry(device, fuse, **kw), load_catalog(), device, verify_checks=False)
-    return Engine(model, Ops(plan), max_context=96)
+    return option_engine(model, "fuse_moe_norm", fuse, device, **kw)
 
 
 def _layers(model) -> tuple[int, int]:
@@ -152,19 +150,4 @@ def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate():
 def test_gpu_capture_refuses_only_the_round_trips_the_step_takes(nano):
     """A registry with no CUDA moe_experts_add_rmsnorm (its reference, CPU-only, makes a host round trip a call)
     captures a step while fuse_moe_norm is off - the step never calls it - and refuses, naming it, once on."""
-    def engine(fuse: bool) -> Engine:
-        reg = _registry("cuda", fuse)
-        del reg.doc["ops"]["moe_experts_add_rmsnorm"]
-        return Engine(nano, Ops(make_plan(reg, load_catalog(), "cuda", verify_checks=False)), max_context=32)
-
-    eng = engine(False)
-    eng.prefill([3, 4])
-    step = DecodeStep(eng)
-    step.capture()
-    assert step.graph is not None
-    eng = engine(True)
-    eng.prefill([3, 4])
-    before = eng.state.length
-    with pytest.raises(BadInput, match=r"host round trips: \['moe_experts_add_rmsnorm'\]"):
-        DecodeStep(eng).capture()
-    assert eng.state.length == before
+    capture_refuses_only_when_on(nano, "fuse_moe_norm", "moe_experts_add_rmsnorm")
