@@ -14,6 +14,17 @@ from sparkops.errors import BadInput
 from sparkops.lanes import MAIN, lane
 
 
+#: the forms of kernels/row_add_norm.cuh's ran_last_block, in the order of its codes (RAN_FLAT, RAN_TREE, RAN_RELEASE)
+RAN_FORMS = ("flat", "tree", "release")
+
+
+def ran_form(op: str, arrival: str) -> int:
+    """The kernel's code for `op`'s ARRIVAL (sparkops_cupy.<op>.ARRIVAL), or an error naming the forms."""
+    if arrival not in RAN_FORMS:
+        raise BadInput(f"{op}: the arrival's forms are {list(RAN_FORMS)}, not {arrival!r} (sparkops_cupy.{op}.ARRIVAL)")
+    return RAN_FORMS.index(arrival)
+
+
 def _index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 

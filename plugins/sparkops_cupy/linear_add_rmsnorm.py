@@ -26,7 +26,7 @@ from sparkops.lanes import MAIN
 from sparkops.qweight import QWeight
 
 from . import _runtime as rt
-from ._counters import CounterPools
+from ._counters import RAN_FORMS, CounterPools, ran_form
 from .linear import _DT_SUFFIX, ROWWARP_TALL_ROWS, _checked, linear_rowwarp_pdl
 
 SOURCES = rt.source_files("linear_norm.cu")
@@ -35,22 +35,22 @@ SOURCES = rt.source_files("linear_norm.cu")
 PDL = True
 
 #: the arrival that picks the last block (kernels/row_add_norm.cuh's ran_last_block), read at each call: "flat" (every
-#: block at one counter) or "tree" (RAN_GROUPS counters, then one). GPU session 36 (H100) timed the flat form's fold at
-#: 15.9 us a layer in the MoE down and 5.5 in the o_proj GEMV, ~1 us expected; the tree form was written after it, for
-#: the side-by-side (test_cupy_timing.py) to time against the flat one: not yet run on a GPU
-ARRIVAL = "tree"
-ARRIVALS = ("flat", "tree")
+#: block at one counter, acq_rel), "tree" (RAN_GROUPS counters, then one) or "release" (one counter, a release-only
+#: atomic, the acquire fenced by the last block alone). GPU session 36 (H100) timed the flat form's fold at 15.9 us a
+#: layer in the MoE down and 5.5 in the o_proj GEMV, ~1 us expected; session 37 timed the tree form no faster, so the
+#: cost is not the atomics on one address. Each acq_rel atomic also invalidates its SM's L1 (CCTL.IVALL) under the
+#: neighbouring blocks' reads; the release form leaves that to the last block (its side-by-side column says whether
+#: that was the cost)
+ARRIVAL = "release"
+ARRIVALS = RAN_FORMS
 #: int32 counters a pool: the tree's RAN_GROUPS (32) and its top one (the flat form uses the first)
 POOL_COUNTERS = 33
 
 _POOLS = CounterPools("linear_add_rmsnorm", POOL_COUNTERS)
 
 
-def _tree() -> int:
-    if ARRIVAL not in ARRIVALS:
-        raise BadInput(f"linear_add_rmsnorm: the arrival's forms are {list(ARRIVALS)}, not {ARRIVAL!r} "
-                       f"(sparkops_cupy.linear_add_rmsnorm.ARRIVAL)")
-    return int(ARRIVAL == "tree")
+def _form() -> int:
+    return ran_form("linear_add_rmsnorm", ARRIVAL)
 
 
 def counters(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
@@ -93,5 +93,5 @@ def linear_add_rmsnorm_rowwarp_pdl(x, weight, residual, norm_weight, eps):
     rt.launch("linear_norm.cu", f"linear_q4_k_rowwarpnormpdl_{_DT_SUFFIX[code]}", x.device, ((n + 3) // 4,), (128,),
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y), rt.ptr(residual),
                rt.ptr(gain), rt.f32(eps), rt.ptr(normed), rt.ptr(summed), rt.ptr(_POOLS.get(x.device)),
-               rt.i32(_tree())), pdl=PDL)
+               rt.i32(_form())), pdl=PDL)
     return normed, summed

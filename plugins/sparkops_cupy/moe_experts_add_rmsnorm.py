@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import torch
 
-from sparkops.errors import BadInput
 from sparkops.lanes import MAIN
 
 from . import _runtime as rt
-from ._counters import CounterPools
+from ._counters import RAN_FORMS, CounterPools, ran_form
 from .moe_experts import _DT_SUFFIX, _one_token, moe_experts_rowwarp_pdl_q8_hidden, rowwarp_serves
 
 SOURCES = rt.source_files("moe_down_norm.cu")
@@ -34,22 +33,22 @@ SOURCES = rt.source_files("moe_down_norm.cu")
 PDL = True
 
 #: the arrival that picks the last block (kernels/row_add_norm.cuh's ran_last_block), read at each call: "flat" (every
-#: block at one counter) or "tree" (RAN_GROUPS counters, then one). GPU session 36 (H100) timed the flat form's fold at
-#: 15.9 us a layer in the MoE down and 5.5 in the o_proj GEMV, ~1 us expected; the tree form was written after it, for
-#: the side-by-side (test_cupy_timing.py) to time against the flat one: not yet run on a GPU
-ARRIVAL = "tree"
-ARRIVALS = ("flat", "tree")
+#: block at one counter, acq_rel), "tree" (RAN_GROUPS counters, then one) or "release" (one counter, a release-only
+#: atomic, the acquire fenced by the last block alone). GPU session 36 (H100) timed the flat form's fold at 15.9 us a
+#: layer in the MoE down and 5.5 in the o_proj GEMV, ~1 us expected; session 37 timed the tree form no faster, so the
+#: cost is not the atomics on one address. Each acq_rel atomic also invalidates its SM's L1 (CCTL.IVALL) under the
+#: neighbouring blocks' reads; the release form leaves that to the last block (its side-by-side column says whether
+#: that was the cost)
+ARRIVAL = "release"
+ARRIVALS = RAN_FORMS
 #: int32 counters a pool: the tree's RAN_GROUPS (32) and its top one (the flat form uses the first)
 POOL_COUNTERS = 33
 
 _POOLS = CounterPools("moe_experts_add_rmsnorm", POOL_COUNTERS)
 
 
-def _tree() -> int:
-    if ARRIVAL not in ARRIVALS:
-        raise BadInput(f"moe_experts_add_rmsnorm: the arrival's forms are {list(ARRIVALS)}, not {ARRIVAL!r} "
-                       f"(sparkops_cupy.moe_experts_add_rmsnorm.ARRIVAL)")
-    return int(ARRIVAL == "tree")
+def _form() -> int:
+    return ran_form("moe_experts_add_rmsnorm", ARRIVAL)
 
 
 def counters(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
@@ -97,5 +96,5 @@ def moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_g
               (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.ptr(kd.raw),
                rt.i64(kd.row_bytes), rt.i32(a.f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0),
                rt.i32(a.fs), rt.i32(d), rt.ptr(a.y), rt.i32(code), rt.ptr(residual), rt.ptr(gain), rt.f32(eps),
-               rt.ptr(normed), rt.ptr(summed), rt.ptr(cnt), rt.i32(_tree())), pdl=PDL)
+               rt.ptr(normed), rt.ptr(summed), rt.ptr(cnt), rt.i32(_form())), pdl=PDL)
     return normed, summed

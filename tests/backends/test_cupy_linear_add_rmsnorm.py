@@ -51,7 +51,7 @@ def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
-@pytest.mark.parametrize("arrival", ["flat", "tree"])
+@pytest.mark.parametrize("arrival", cln.ARRIVALS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 @pytest.mark.parametrize("n,k", [(2304, 4096), (42, 512), (2306, 256), (60, 256)],
                          ids=["o_proj", "42x512", "2306x256", "60x256"])
@@ -79,7 +79,7 @@ def test_the_projection_is_the_warp_form_s_bits_and_the_norm_is_torch_s(dtype, n
         assert not cln.counters(DEV).any(), "a launch left the arrival counter above zero"
 
 
-@pytest.mark.parametrize("arrival", ["flat", "tree"])
+@pytest.mark.parametrize("arrival", cln.ARRIVALS)
 def test_a_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, monkeypatch):
     """Four fused calls on 2304 x 2304 weights, each reading the normed row and the stream the one before wrote (a PDL
     producer of both its x and its residual), captured once and replayed with new inputs, every output NaN before each

@@ -42,7 +42,7 @@ def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
-@pytest.mark.parametrize("arrival", ["flat", "tree"])
+@pytest.mark.parametrize("arrival", cmn.ARRIVALS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_the_experts_are_the_q8_hidden_pair_s_bits_and_the_norm_is_torch_s(dtype, arrival, monkeypatch):
     from sparkops_torch.add_rmsnorm import add_rmsnorm
@@ -72,7 +72,7 @@ def test_the_experts_are_the_q8_hidden_pair_s_bits_and_the_norm_is_torch_s(dtype
         assert not cmn.counters(DEV).any(), "a launch left the arrival counter above zero"
 
 
-@pytest.mark.parametrize("arrival", ["flat", "tree"])
+@pytest.mark.parametrize("arrival", cmn.ARRIVALS)
 def test_the_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, monkeypatch):
     """Three layers of the step's MoE chain - the triggering norm and the PDL router (_NormRouterLayers), then the fused
     experts whose normed output and stream are the layer's - captured once and replayed with new inputs, every
@@ -139,7 +139,7 @@ def test_an_arrival_form_it_does_not_have_is_refused_naming_the_constant(monkeyp
     x, weights, ids, w = _moe_48b(79, DEV)
     residual, gain = _stream(80, torch.bfloat16)
     monkeypatch.setattr(cmn, "ARRIVAL", "ring")
-    with pytest.raises(Exception, match=r"arrival's forms are \['flat', 'tree'\], not 'ring'.*ARRIVAL"):
+    with pytest.raises(Exception, match=r"arrival's forms are \['flat', 'tree', 'release'\], not 'ring'.*ARRIVAL"):
         cmn.moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, **w, residual=residual, norm_weight=gain, eps=1e-5)
 
 

@@ -537,8 +537,8 @@ def test_oproj_norm_fused_side_by_side():
     """The rung's per-op evidence for [engine] fuse_oproj_norm (stage rungs47): the 48B's o_proj (2304 x 4096 Q4_K,
     bf16, the warp form with PDL: the step's, linear@Q4_K=cupy_rowwarp_pdl_q8_tall runs it for short weights) then the FFN's
     residual add and norm (add_rmsnorm=triton_pdl), a pair a set, against the two as one op (linear_add_rmsnorm=
-    cupy_rowwarp_pdl_norm: the norm in the GEMV's last block), the same with its other arrival form ("arrival flat" or
-    "arrival tree"), and the GEMV alone ("no norm"), on the same argument sets in one CUDA graph each; recorded as
+    cupy_rowwarp_pdl_norm: the norm in the GEMV's last block), the same with its other arrival forms ("arrival flat",
+    "arrival tree", ... : every value of ARRIVALS but the module's own), and the GEMV alone ("no norm"), on the same argument sets in one CUDA graph each; recorded as
     perop-oprojnorm-bfloat16.json (per token, x the 27 attention layers).
     `perop_factor.py --minus "no norm"` gives the norm's own time in the chain over what the fold adds to the GEMV;
     the fused column less "no norm" (--gap) is that addition a layer, the critical-path forecast's shift. Asserted:
@@ -670,8 +670,8 @@ def test_experts_norm_fused_side_by_side():
     the experts (moe_experts=cupy_rowwarp_pdl_q8_hidden, Q4_K, the shared one), then the next block's residual add and
     norm (add_rmsnorm=triton_pdl again) - against the same with the experts and that norm as one op
     (moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm), and the chain cut after the experts ("no closing norm")
-    and after the router ("no experts"), and the fused op with its other arrival form ("arrival flat" or "arrival
-    tree": the last block picked by one counter or a tree of them), on the same argument sets in one CUDA graph each;
+    and after the router ("no experts"), and the fused op with its other arrival forms ("arrival flat", "arrival
+    tree", ...: the last block picked by one acq_rel counter, a tree of them, or a release-only counter), on the same argument sets in one CUDA graph each;
     recorded as perop-moenorm-bfloat16.json (per token, x the MoE layers). `perop_factor.py --minus "no experts"` gives
     the experts-and-norm's own time over the fused op's (the rung's --expect, on moe_experts); the fused column less
     "no closing norm" is the norm's cost in the down's tail (the critical-path forecast's shift). Asserted: each was

@@ -14,20 +14,20 @@
 // output), then lets the next kernel be scheduled, as rowwarp_q4_k<PDL> does; that kernel waits for this grid to end,
 // the last block's norm included. The last block waits again before it reads the residual (every thread of it, so
 // none reads before the kernel before has ended, whatever its warp's rows were). The arrival is row_add_norm.cuh's
-// ran_last_block, flat or tree.
+// ran_last_block, in one of its forms.
 #include "linear_rowwarp.cu"
 #include "row_add_norm.cuh"
 
 // rowwarp_q4_k's arguments (x [1, K], w [N, row_bytes], y [1, N] scratch in x's dtype; grid ceil(N / 4), 128 threads),
 // then residual [1, N] and the outputs normed, summed [1, N] in x's dtype, gain [N] float32, cnt 1 + RAN_GROUPS int32
-// (zero before and after the launch), tree the arrival's form (row_add_norm.cuh's ran_last_block)
+// (zero before and after the launch), form the arrival's (row_add_norm.cuh's RAN_FLAT, RAN_TREE or RAN_RELEASE)
 template <int DT>
 __device__ __forceinline__ void rowwarp_norm_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                                   int K, int N, void* y, const void* residual,
                                                   const float* __restrict__ gain, float eps, void* __restrict__ normed,
-                                                  void* __restrict__ summed, int* __restrict__ cnt, bool tree) {
+                                                  void* __restrict__ summed, int* __restrict__ cnt, int form) {
     rowwarp_q4_k<DT, true>(x, w, row_bytes, K, N, y);
-    if (!ran_last_block(cnt, tree)) return;
+    if (!ran_last_block(cnt, form)) return;
     pdl_wait();  // the residual: a kernel before this one wrote it
     row_add_norm(y, residual, DT, gain, eps, N, normed, summed);
 }
@@ -36,22 +36,22 @@ __device__ __forceinline__ void rowwarp_norm_q4_k(const void* __restrict__ x, co
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormpdl_f32(
     const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
     const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
-    int* __restrict__ cnt, int tree) {
-    rowwarp_norm_q4_k<DT_F32>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, tree != 0);
+    int* __restrict__ cnt, int form) {
+    rowwarp_norm_q4_k<DT_F32>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormpdl_bf16(
     const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
     const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
-    int* __restrict__ cnt, int tree) {
-    rowwarp_norm_q4_k<DT_BF16>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, tree != 0);
+    int* __restrict__ cnt, int form) {
+    rowwarp_norm_q4_k<DT_BF16>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormpdl_f16(
     const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
     const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
-    int* __restrict__ cnt, int tree) {
-    rowwarp_norm_q4_k<DT_F16>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, tree != 0);
+    int* __restrict__ cnt, int form) {
+    rowwarp_norm_q4_k<DT_F16>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
 }

@@ -13,26 +13,26 @@
 // to the residual), so y's bits are cupy_rowwarp_pdl_q8_hidden's. The norm is row_add_norm.cuh's (its order of sums
 // is not the Triton add_rmsnorm's: the tolerance row's claim, not bit identity with the unfused chain).
 //
-// The arrival is row_add_norm.cuh's ran_last_block (flat, moe_router.cu's, or tree); the last block reads y through L2
-// (__ldcg), never a stale L1 line, and leaves the counters zero for the next launch or graph replay. PDL: the down
-// waits for gate/up before it reads the hidden vector (down_q8_q4_k); the last block waits again before it reads the
-// residual (a no-op by then: every thread of it waits, so none reads before the kernel before has ended). It never
-// lets a dependent start early: the next kernel reads normed, which the last block writes at the very end.
+// The arrival is row_add_norm.cuh's ran_last_block (flat, moe_router.cu's; tree; or release); the last block reads y
+// through L2 (__ldcg), never a stale L1 line, and leaves the counters zero for the next launch or graph replay. PDL:
+// the down waits for gate/up before it reads the hidden vector (down_q8_q4_k); the last block waits again before it
+// reads the residual (a no-op by then: every thread of it waits, so none reads before the kernel before has ended).
+// It never lets a dependent start early: the next kernel reads normed, which the last block writes at the very end.
 #include "moe_rowwarp.cu"
 #include "row_add_norm.cuh"
 
 // down_q8_q4_k's arguments and grid (ceil(D / 4) blocks of 128 threads, a warp an output), then: residual [1, D] and
 // the outputs normed, summed [1, D] in y's dtype; w [D] float32 the norm's gain; cnt 1 + RAN_GROUPS int32, zero before
-// and after the launch; tree: the arrival's form (row_add_norm.cuh's ran_last_block). y [1, D] holds the experts'
-// output (scratch the last block reads back).
+// and after the launch; form: the arrival's (row_add_norm.cuh's RAN_FLAT, RAN_TREE or RAN_RELEASE). y [1, D] holds the
+// experts' output (scratch the last block reads back).
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8normpdl(
     const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* y, int y_dt, const void* residual, const float* __restrict__ w, float eps, void* __restrict__ normed,
-    void* __restrict__ summed, int* __restrict__ cnt, int tree) {
+    void* __restrict__ summed, int* __restrict__ cnt, int form) {
     down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
-    if (!ran_last_block(cnt, tree != 0)) return;
+    if (!ran_last_block(cnt, form)) return;
     pdl_wait();  // the residual: a kernel before this one wrote it
     row_add_norm(y, residual, y_dt, w, eps, D, normed, summed);
 }

@@ -15,21 +15,44 @@
 // b % RAN_GROUPS), the last of each group at one more; the counters are cnt[1 .. RAN_GROUPS], then cnt[0]
 #define RAN_GROUPS 32
 
+// the arrival's forms (ran_last_block's `form`; ARRIVALS in the Python modules, in this order)
+#define RAN_FLAT 0
+#define RAN_TREE 1
+#define RAN_RELEASE 2
+
+// one arrival at *c that only releases (the block's stores, ordered before it by a barrier): no acquire, so no
+// invalidation of the SM's L1; the old count
+__device__ __forceinline__ int ran_arrive_release(int* c) {
+    int old;
+    asm volatile("atom.release.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+    return old;
+}
+
 // Whether this block is the grid's last to arrive, every block's stores before the call ordered before the last
-// block's reads after it; thread 0 asks (one acq_rel atomic add at GPU scope a counter it meets), the block learns by
-// shared memory. The last block's counters are zero again when it returns. TREE false ("flat"): every block at cnt[0],
-// moe_router.cu's arrival. TREE true ("tree"): each block at its group's counter and the last of a group at cnt[0]:
-// RAN_GROUPS counters in separate lines take the grid's burst of atomics, not one. Why: GPU session 36 (H100) timed the
-// MoE down with the flat arrival and the norm in its last block at 15.9 us a layer over the plain down (5.5 in the
-// o_proj GEMV): 576 blocks ending together put 576 atomics on one address; whether that is the cost is what the
-// side-by-side of the two forms says. Release-acquire chains carry every block's stores to the last block either way
-// (a group's last arriver acquires its group's releases and releases them on, cumulatively).
-__device__ __forceinline__ bool ran_last_block(int* __restrict__ cnt, bool tree) {
+// block's reads after it; thread 0 asks (an atomic add at GPU scope on a counter it meets), the block learns by shared
+// memory. The last block's counters are zero again when it returns.
+//   RAN_FLAT: every block at cnt[0] by an acq_rel atomic (moe_router.cu's arrival).
+//   RAN_TREE: each block at its group's counter and the last of a group at cnt[0] (acq_rel): RAN_GROUPS counters in
+//     separate lines take the grid's burst of atomics, not one. Release-acquire chains carry every block's stores to
+//     the last block (a group's last arriver acquires its group's releases and releases them on, cumulatively).
+//   RAN_RELEASE: every block at cnt[0] by a release-only atomic; the block that learns it is last then runs an acq_rel
+//     fence (PTX's fence-based acquire: its atomic read the count the other blocks' releases wrote). The acq_rel
+//     atomic compiles to MEMBAR.ALL.GPU, the atomic and CCTL.IVALL - an invalidation of the whole L1 of the SM, on
+//     every block, while its neighbours still read their x (or the hidden vector) through that L1; here only the last
+//     block pays it (nvdisasm of both forms, sm_90).
+// Why three: GPU session 36 (H100) timed the MoE down with the flat arrival and the norm in its last block at 15.9 us a
+// layer over the plain down (5.5 in the o_proj GEMV), ~1 us expected; session 37 timed the tree form the same
+// (contention on one address was not the cost), with the norm read in one round trip as well (nor was the norm's own
+// latency): the L1 invalidation on every block is what the release form tests.
+__device__ __forceinline__ bool ran_last_block(int* __restrict__ cnt, int form) {
     __shared__ int last;
     __syncthreads();  // the block's outputs stored before thread 0's release
     if (threadIdx.x == 0) {
         const int blocks = (int)gridDim.x;
-        if (!tree) {
+        if (form == RAN_RELEASE) {
+            last = ran_arrive_release(cnt) == blocks - 1;
+            if (last) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire every block's release
+        } else if (form != RAN_TREE) {
             last = rt_arrive(cnt) == blocks - 1;
         } else {
             const int g = (int)blockIdx.x % RAN_GROUPS, groups = blocks < RAN_GROUPS ? blocks : RAN_GROUPS;
