@@ -25,6 +25,23 @@ def ran_form(op: str, arrival: str) -> int:
     return RAN_FORMS.index(arrival)
 
 
+#: the forms of the last block's scratch (kernels/row_add_norm.cuh's GLOBAL): "shared" (a shared flag and a shared
+#: float a warp: 144 bytes of static shared memory in the kernel) or "global" (__syncthreads_or and a float a warp in
+#: the counter pool: no shared memory); the "global" kernels' names carry a "g" (normgpdl)
+RAN_SCRATCHES = ("shared", "global")
+#: the counter pool of a last-block norm kernel: 1 + RAN_GROUPS (32) int32 counters, then the global scratch's 32 floats
+#: (row_add_norm.cuh's RAN_PART_OFFSET)
+RAN_POOL = 33 + 32
+
+
+def ran_scratch(op: str, scratch: str) -> str:
+    """The kernel-name infix for `op`'s SCRATCH ("norm" or "normg"), or an error naming the forms."""
+    if scratch not in RAN_SCRATCHES:
+        raise BadInput(f"{op}: the scratch's forms are {list(RAN_SCRATCHES)}, not {scratch!r} "
+                       f"(sparkops_cupy.{op}.SCRATCH)")
+    return "normg" if scratch == "global" else "norm"
+
+
 def _index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 

@@ -26,7 +26,7 @@ from sparkops.lanes import MAIN
 from sparkops.qweight import QWeight
 
 from . import _runtime as rt
-from ._counters import RAN_FORMS, CounterPools, ran_form
+from ._counters import RAN_FORMS, RAN_POOL, RAN_SCRATCHES, CounterPools, ran_form, ran_scratch
 from .linear import _DT_SUFFIX, ROWWARP_TALL_ROWS, _checked, linear_rowwarp_pdl
 
 SOURCES = rt.source_files("linear_norm.cu")
@@ -43,14 +43,25 @@ PDL = True
 #: that was the cost)
 ARRIVAL = "release"
 ARRIVALS = RAN_FORMS
-#: int32 counters a pool: the tree's RAN_GROUPS (32) and its top one (the flat form uses the first)
-POOL_COUNTERS = 33
+#: the last block's scratch (kernels/row_add_norm.cuh's GLOBAL), read at each call: "shared" or "global" (no shared
+#: memory in the kernel). Session 37 (H100) timed all three arrival forms alike, the fold ~15 us a layer over the plain
+#: MoE down and ~6 over the plain o_proj; the plain kernels hold no shared memory, the fused ones 144 bytes, and the
+#: kernel before holds the SM's carveout: "global" tests whether that keeps the fused kernel's blocks from coming in
+#: early under PDL
+SCRATCH = "global"
+SCRATCHES = RAN_SCRATCHES
+#: int32 counters a pool (the tree's 33, then the global scratch's 32 floats)
+POOL_COUNTERS = RAN_POOL
 
 _POOLS = CounterPools("linear_add_rmsnorm", POOL_COUNTERS)
 
 
 def _form() -> int:
     return ran_form("linear_add_rmsnorm", ARRIVAL)
+
+
+def _infix() -> str:
+    return ran_scratch("linear_add_rmsnorm", SCRATCH)
 
 
 def counters(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
@@ -90,7 +101,8 @@ def linear_add_rmsnorm_rowwarp_pdl(x, weight, residual, norm_weight, eps):
     residual, gain = rt.contiguous(residual), rt.contiguous(norm_weight)
     y = torch.empty((1, n), dtype=x.dtype, device=x.device)  # [1, OUT] the projection, read back by the last block
     normed, summed = torch.empty_like(y), torch.empty_like(y)
-    rt.launch("linear_norm.cu", f"linear_q4_k_rowwarpnormpdl_{_DT_SUFFIX[code]}", x.device, ((n + 3) // 4,), (128,),
+    name = f"linear_q4_k_rowwarp{_infix()}pdl_{_DT_SUFFIX[code]}"
+    rt.launch("linear_norm.cu", name, x.device, ((n + 3) // 4,), (128,),
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y), rt.ptr(residual),
                rt.ptr(gain), rt.f32(eps), rt.ptr(normed), rt.ptr(summed), rt.ptr(_POOLS.get(x.device)),
                rt.i32(_form())), pdl=PDL)

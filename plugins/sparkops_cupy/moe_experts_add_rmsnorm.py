@@ -24,7 +24,7 @@ import torch
 from sparkops.lanes import MAIN
 
 from . import _runtime as rt
-from ._counters import RAN_FORMS, CounterPools, ran_form
+from ._counters import RAN_FORMS, RAN_POOL, RAN_SCRATCHES, CounterPools, ran_form, ran_scratch
 from .moe_experts import _DT_SUFFIX, _one_token, moe_experts_rowwarp_pdl_q8_hidden, rowwarp_serves
 
 SOURCES = rt.source_files("moe_down_norm.cu")
@@ -41,14 +41,25 @@ PDL = True
 #: that was the cost)
 ARRIVAL = "release"
 ARRIVALS = RAN_FORMS
-#: int32 counters a pool: the tree's RAN_GROUPS (32) and its top one (the flat form uses the first)
-POOL_COUNTERS = 33
+#: the last block's scratch (kernels/row_add_norm.cuh's GLOBAL), read at each call: "shared" or "global" (no shared
+#: memory in the kernel). Session 37 (H100) timed all three arrival forms alike, the fold ~15 us a layer over the plain
+#: MoE down and ~6 over the plain o_proj; the plain kernels hold no shared memory, the fused ones 144 bytes, and the
+#: kernel before holds the SM's carveout: "global" tests whether that keeps the fused kernel's blocks from coming in
+#: early under PDL
+SCRATCH = "global"
+SCRATCHES = RAN_SCRATCHES
+#: int32 counters a pool (the tree's 33, then the global scratch's 32 floats)
+POOL_COUNTERS = RAN_POOL
 
 _POOLS = CounterPools("moe_experts_add_rmsnorm", POOL_COUNTERS)
 
 
 def _form() -> int:
     return ran_form("moe_experts_add_rmsnorm", ARRIVAL)
+
+
+def _infix() -> str:
+    return ran_scratch("moe_experts_add_rmsnorm", SCRATCH)
 
 
 def counters(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
@@ -92,7 +103,7 @@ def moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_g
               (rt.ptr(a.x), rt.ptr(a.ids), rt.i32(a.k), rt.i32(a.e), rt.ptr(kg.raw), rt.ptr(ku.raw),
                rt.i64(kg.row_bytes), rt.i32(a.f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None),
                rt.i32(a.fs), rt.i32(d), rt.ptr(a.h)), shared_mem=smem, pdl=PDL)
-    rt.launch("moe_down_norm.cu", "moe_q4_k_downq8normpdl", dev, ((d + 3) // 4,), (128,),
+    rt.launch("moe_down_norm.cu", f"moe_q4_k_downq8{_infix()}pdl", dev, ((d + 3) // 4,), (128,),
               (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.ptr(kd.raw),
                rt.i64(kd.row_bytes), rt.i32(a.f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0),
                rt.i32(a.fs), rt.i32(d), rt.ptr(a.y), rt.i32(code), rt.ptr(residual), rt.ptr(gain), rt.f32(eps),

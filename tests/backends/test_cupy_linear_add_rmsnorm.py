@@ -51,15 +51,17 @@ def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
+@pytest.mark.parametrize("scratch", cln.SCRATCHES)
 @pytest.mark.parametrize("arrival", cln.ARRIVALS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 @pytest.mark.parametrize("n,k", [(2304, 4096), (42, 512), (2306, 256), (60, 256)],
                          ids=["o_proj", "42x512", "2306x256", "60x256"])
-def test_the_projection_is_the_warp_form_s_bits_and_the_norm_is_torch_s(dtype, n, k, arrival, monkeypatch):
+def test_the_projection_is_the_warp_form_s_bits_and_the_norm_is_torch_s(dtype, n, k, arrival, scratch, monkeypatch):
     """(60 rows: 15 blocks, fewer than the tree's 32 groups: the groups past the grid never arrive.)"""
     from sparkops_torch.add_rmsnorm import add_rmsnorm
 
     monkeypatch.setattr(cln, "ARRIVAL", arrival)
+    monkeypatch.setattr(cln, "SCRATCH", scratch)
 
     for seed in range(2):
         call = _call(60 + seed + n, n, k, dtype)
@@ -79,13 +81,15 @@ def test_the_projection_is_the_warp_form_s_bits_and_the_norm_is_torch_s(dtype, n
         assert not cln.counters(DEV).any(), "a launch left the arrival counter above zero"
 
 
+@pytest.mark.parametrize("scratch", cln.SCRATCHES)
 @pytest.mark.parametrize("arrival", cln.ARRIVALS)
-def test_a_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, monkeypatch):
+def test_a_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, scratch, monkeypatch):
     """Four fused calls on 2304 x 2304 weights, each reading the normed row and the stream the one before wrote (a PDL
     producer of both its x and its residual), captured once and replayed with new inputs, every output NaN before each
     replay, against the same chain launched plainly: a block that read x before its wait, or a last block that read
     the row or the residual early, gives the replay before's values, or NaN."""
     monkeypatch.setattr(cln, "ARRIVAL", arrival)
+    monkeypatch.setattr(cln, "SCRATCH", scratch)
     weights = [_weight(80 + i, 2304, 2304) for i in range(4)]
     gains = [(1.0 + 0.2 * torch.randn(2304, generator=torch.Generator().manual_seed(90 + i))).to(DEV)
              for i in range(4)]

@@ -42,12 +42,14 @@ def _nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
+@pytest.mark.parametrize("scratch", cmn.SCRATCHES)
 @pytest.mark.parametrize("arrival", cmn.ARRIVALS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
-def test_the_experts_are_the_q8_hidden_pair_s_bits_and_the_norm_is_torch_s(dtype, arrival, monkeypatch):
+def test_the_experts_are_the_q8_hidden_pair_s_bits_and_the_norm_is_torch_s(dtype, arrival, scratch, monkeypatch):
     from sparkops_torch.add_rmsnorm import add_rmsnorm
 
     monkeypatch.setattr(cmn, "ARRIVAL", arrival)
+    monkeypatch.setattr(cmn, "SCRATCH", scratch)
 
     for seed in range(3):
         x, weights, ids, w = _moe_48b(60 + seed, DEV)
@@ -72,14 +74,16 @@ def test_the_experts_are_the_q8_hidden_pair_s_bits_and_the_norm_is_torch_s(dtype
         assert not cmn.counters(DEV).any(), "a launch left the arrival counter above zero"
 
 
+@pytest.mark.parametrize("scratch", cmn.SCRATCHES)
 @pytest.mark.parametrize("arrival", cmn.ARRIVALS)
-def test_the_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, monkeypatch):
+def test_the_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, scratch, monkeypatch):
     """Three layers of the step's MoE chain - the triggering norm and the PDL router (_NormRouterLayers), then the fused
     experts whose normed output and stream are the layer's - captured once and replayed with new inputs, every
     output NaN before each replay, against the same chain launched plainly: a down that read the hidden vector, or a
     last block that read the row or the residual, before its producer finished gives the replay before's, or NaN."""
     pytest.importorskip("triton")
     monkeypatch.setattr(cmn, "ARRIVAL", arrival)
+    monkeypatch.setattr(cmn, "SCRATCH", scratch)
     dev = torch.device("cuda", torch.cuda.current_device())
     x, weights, ids, w = _moe_48b(70, dev)
     del x, weights, ids
@@ -141,6 +145,29 @@ def test_an_arrival_form_it_does_not_have_is_refused_naming_the_constant(monkeyp
     monkeypatch.setattr(cmn, "ARRIVAL", "ring")
     with pytest.raises(Exception, match=r"arrival's forms are \['flat', 'tree', 'release'\], not 'ring'.*ARRIVAL"):
         cmn.moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, **w, residual=residual, norm_weight=gain, eps=1e-5)
+
+
+def test_a_scratch_form_it_does_not_have_is_refused_naming_the_constant(monkeypatch):
+    x, weights, ids, w = _moe_48b(79, DEV)
+    residual, gain = _stream(80, torch.bfloat16)
+    monkeypatch.setattr(cmn, "SCRATCH", "local")
+    with pytest.raises(Exception, match=r"scratch's forms are \['shared', 'global'\], not 'local'.*SCRATCH"):
+        cmn.moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, **w, residual=residual, norm_weight=gain, eps=1e-5)
+
+
+def test_the_two_scratches_give_the_same_bits(monkeypatch):
+    """The global scratch sums the warps' squares in the shared one's order: normed and summed are the same bytes."""
+    x, weights, ids, w = _moe_48b(81, DEV)
+    residual, gain = _stream(82, torch.bfloat16)
+    got = {}
+    for scratch in cmn.SCRATCHES:
+        monkeypatch.setattr(cmn, "SCRATCH", scratch)
+        got[scratch] = cmn.moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, **w, residual=residual,
+                                                             norm_weight=gain, eps=1e-5)
+    (n0, s0), (n1, s1) = got.values()
+    assert torch.equal(n0.view(torch.int16), n1.view(torch.int16)) and torch.equal(s0.view(torch.int16),
+                                                                                   s1.view(torch.int16))
+    assert not cmn.counters(DEV).any(), "the global scratch was not left at zero"
 
 
 def test_the_counter_is_made_before_a_capture_and_refused_inside_one(monkeypatch):

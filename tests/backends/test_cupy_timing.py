@@ -538,7 +538,8 @@ def test_oproj_norm_fused_side_by_side():
     bf16, the warp form with PDL: the step's, linear@Q4_K=cupy_rowwarp_pdl_q8_tall runs it for short weights) then the FFN's
     residual add and norm (add_rmsnorm=triton_pdl), a pair a set, against the two as one op (linear_add_rmsnorm=
     cupy_rowwarp_pdl_norm: the norm in the GEMV's last block), the same with its other arrival forms ("arrival flat",
-    "arrival tree", ... : every value of ARRIVALS but the module's own), and the GEMV alone ("no norm"), on the same argument sets in one CUDA graph each; recorded as
+    "arrival tree", ... : every value of ARRIVALS but the module's own; "scratch shared", ...: of SCRATCHES), and the
+    GEMV alone ("no norm"), on the same argument sets in one CUDA graph each; recorded as
     perop-oprojnorm-bfloat16.json (per token, x the 27 attention layers).
     `perop_factor.py --minus "no norm"` gives the norm's own time in the chain over what the fold adds to the GEMV;
     the fused column less "no norm" (--gap) is that addition a layer, the critical-path forecast's shift. Asserted:
@@ -571,7 +572,9 @@ def test_oproj_norm_fused_side_by_side():
         assert torch.equal(a[1].view(torch.int16), b[1].view(torch.int16)), "the summed streams differ"
     names = ("chain", "cupy_rowwarp_pdl_norm", "no norm")
     impls = {n: pair(n) for n in names}
-    for label, form in _form_columns(cln, "ARRIVAL", cln.ARRIVALS, "arrival {}").items():
+    forms = {**_form_columns(cln, "ARRIVAL", cln.ARRIVALS, "arrival {}"),
+             **_form_columns(cln, "SCRATCH", cln.SCRATCHES, "scratch {}")}
+    for label, form in forms.items():
         def other(*args, inner=pair("cupy_rowwarp_pdl_norm"), form=form, **kwargs):
             with form():
                 return inner(*args, **kwargs)
@@ -671,7 +674,8 @@ def test_experts_norm_fused_side_by_side():
     norm (add_rmsnorm=triton_pdl again) - against the same with the experts and that norm as one op
     (moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm), and the chain cut after the experts ("no closing norm")
     and after the router ("no experts"), and the fused op with its other arrival forms ("arrival flat", "arrival
-    tree", ...: the last block picked by one acq_rel counter, a tree of them, or a release-only counter), on the same argument sets in one CUDA graph each;
+    tree", ...: the last block picked by one acq_rel counter, a tree of them, or a release-only counter) and its
+    other scratch ("scratch shared", ...: the last block's flag and sums in shared memory or in the pool), on the same argument sets in one CUDA graph each;
     recorded as perop-moenorm-bfloat16.json (per token, x the MoE layers). `perop_factor.py --minus "no experts"` gives
     the experts-and-norm's own time over the fused op's (the rung's --expect, on moe_experts); the fused column less
     "no closing norm" is the norm's cost in the down's tail (the critical-path forecast's shift). Asserted: each was
@@ -723,7 +727,9 @@ def test_experts_norm_fused_side_by_side():
         assert torch.equal(a[1].view(torch.int16), b[1].view(torch.int16)), "the summed streams differ"
     names = ("chain", "cupy_rowwarp_pdl_q8_hidden_norm", "no closing norm", "no experts")
     impls = {n: chain(n) for n in names}
-    for label, form in _form_columns(cmn, "ARRIVAL", cmn.ARRIVALS, "arrival {}").items():
+    forms = {**_form_columns(cmn, "ARRIVAL", cmn.ARRIVALS, "arrival {}"),
+             **_form_columns(cmn, "SCRATCH", cmn.SCRATCHES, "scratch {}")}
+    for label, form in forms.items():
         inner = chain("cupy_rowwarp_pdl_q8_hidden_norm")
 
         def other(*args, inner=inner, form=form, **kwargs):

@@ -19,25 +19,27 @@
 #include "row_add_norm.cuh"
 
 // rowwarp_q4_k's arguments (x [1, K], w [N, row_bytes], y [1, N] scratch in x's dtype; grid ceil(N / 4), 128 threads),
-// then residual [1, N] and the outputs normed, summed [1, N] in x's dtype, gain [N] float32, cnt 1 + RAN_GROUPS int32
-// (zero before and after the launch), form the arrival's (row_add_norm.cuh's RAN_FLAT, RAN_TREE or RAN_RELEASE)
-template <int DT>
+// then residual [1, N] and the outputs normed, summed [1, N] in x's dtype, gain [N] float32, cnt the counter pool
+// (1 + RAN_GROUPS int32 counters, then 32 floats of the global scratch; zero before and after the launch), form the
+// arrival's (row_add_norm.cuh's RAN_FLAT, RAN_TREE or RAN_RELEASE); GLOBAL the scratch's form (row_add_norm.cuh)
+template <int DT, bool GLOBAL>
 __device__ __forceinline__ void rowwarp_norm_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                                   int K, int N, void* y, const void* residual,
                                                   const float* __restrict__ gain, float eps, void* __restrict__ normed,
                                                   void* __restrict__ summed, int* __restrict__ cnt, int form) {
     rowwarp_q4_k<DT, true>(x, w, row_bytes, K, N, y);
-    if (!ran_last_block(cnt, form)) return;
+    if (!ran_last_block<GLOBAL>(cnt, form)) return;
     pdl_wait();  // the residual: a kernel before this one wrote it
-    row_add_norm(y, residual, DT, gain, eps, N, normed, summed);
+    row_add_norm<GLOBAL>(y, residual, DT, gain, eps, N, normed, summed, (float*)(cnt + RAN_PART_OFFSET));
 }
 
+// One entry a dtype and scratch: "normpdl" the shared scratch, "normgpdl" the global one (no shared memory).
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormpdl_f32(
     const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
     const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
     int* __restrict__ cnt, int form) {
-    rowwarp_norm_q4_k<DT_F32>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
+    rowwarp_norm_q4_k<DT_F32, false>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
 }
 
 // budget: stack 0, spills 0
@@ -45,7 +47,7 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormpdl_bf1
     const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
     const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
     int* __restrict__ cnt, int form) {
-    rowwarp_norm_q4_k<DT_BF16>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
+    rowwarp_norm_q4_k<DT_BF16, false>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
 }
 
 // budget: stack 0, spills 0
@@ -53,5 +55,29 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormpdl_f16
     const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
     const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
     int* __restrict__ cnt, int form) {
-    rowwarp_norm_q4_k<DT_F16>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
+    rowwarp_norm_q4_k<DT_F16, false>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormgpdl_f32(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
+    const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
+    int* __restrict__ cnt, int form) {
+    rowwarp_norm_q4_k<DT_F32, true>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormgpdl_bf16(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
+    const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
+    int* __restrict__ cnt, int form) {
+    rowwarp_norm_q4_k<DT_BF16, true>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarpnormgpdl_f16(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* y, const void* residual,
+    const float* __restrict__ gain, float eps, void* __restrict__ normed, void* __restrict__ summed,
+    int* __restrict__ cnt, int form) {
+    rowwarp_norm_q4_k<DT_F16, true>(x, w, row_bytes, K, N, y, residual, gain, eps, normed, summed, cnt, form);
 }

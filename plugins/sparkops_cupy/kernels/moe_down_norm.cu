@@ -22,17 +22,40 @@
 #include "row_add_norm.cuh"
 
 // down_q8_q4_k's arguments and grid (ceil(D / 4) blocks of 128 threads, a warp an output), then: residual [1, D] and
-// the outputs normed, summed [1, D] in y's dtype; w [D] float32 the norm's gain; cnt 1 + RAN_GROUPS int32, zero before
-// and after the launch; form: the arrival's (row_add_norm.cuh's RAN_FLAT, RAN_TREE or RAN_RELEASE). y [1, D] holds the
-// experts' output (scratch the last block reads back).
+// the outputs normed, summed [1, D] in y's dtype; w [D] float32 the norm's gain; cnt the counter pool (1 + RAN_GROUPS
+// int32 counters, then 32 floats of the global scratch), zero before and after the launch; form: the arrival's
+// (row_add_norm.cuh's RAN_FLAT, RAN_TREE or RAN_RELEASE). y [1, D] holds the experts' output (scratch the last block
+// reads back). GLOBAL: the scratch's form (row_add_norm.cuh).
+template <bool GLOBAL>
+__device__ __forceinline__ void down_q8_norm(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* y, int y_dt, const void* residual, const float* __restrict__ w, float eps, void* __restrict__ normed,
+    void* __restrict__ summed, int* __restrict__ cnt, int form) {
+    down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+    if (!ran_last_block<GLOBAL>(cnt, form)) return;
+    pdl_wait();  // the residual: a kernel before this one wrote it
+    row_add_norm<GLOBAL>(y, residual, y_dt, w, eps, D, normed, summed, (float*)(cnt + RAN_PART_OFFSET));
+}
+
+// the shared scratch
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8normpdl(
     const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* y, int y_dt, const void* residual, const float* __restrict__ w, float eps, void* __restrict__ normed,
     void* __restrict__ summed, int* __restrict__ cnt, int form) {
-    down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
-    if (!ran_last_block(cnt, form)) return;
-    pdl_wait();  // the residual: a kernel before this one wrote it
-    row_add_norm(y, residual, y_dt, w, eps, D, normed, summed);
+    down_q8_norm<false>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt, residual, w,
+                        eps, normed, summed, cnt, form);
+}
+
+// the global scratch: no shared memory
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8normgpdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* y, int y_dt, const void* residual, const float* __restrict__ w, float eps, void* __restrict__ normed,
+    void* __restrict__ summed, int* __restrict__ cnt, int form) {
+    down_q8_norm<true>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt, residual, w,
+                       eps, normed, summed, cnt, form);
 }

@@ -44,29 +44,37 @@ __device__ __forceinline__ int ran_arrive_release(int* c) {
 // layer over the plain down (5.5 in the o_proj GEMV), ~1 us expected; session 37 timed the tree form the same
 // (contention on one address was not the cost), with the norm read in one round trip as well (nor was the norm's own
 // latency): the L1 invalidation on every block is what the release form tests.
+// GLOBAL (the scratch's form, below): false, the flag through a shared int after a barrier; true, through
+// __syncthreads_or - no shared memory in the kernel.
+template <bool GLOBAL>
 __device__ __forceinline__ bool ran_last_block(int* __restrict__ cnt, int form) {
-    __shared__ int last;
     __syncthreads();  // the block's outputs stored before thread 0's release
+    int mine = 0;
     if (threadIdx.x == 0) {
         const int blocks = (int)gridDim.x;
         if (form == RAN_RELEASE) {
-            last = ran_arrive_release(cnt) == blocks - 1;
-            if (last) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire every block's release
+            mine = ran_arrive_release(cnt) == blocks - 1;
+            if (mine) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire every block's release
         } else if (form != RAN_TREE) {
-            last = rt_arrive(cnt) == blocks - 1;
+            mine = rt_arrive(cnt) == blocks - 1;
         } else {
             const int g = (int)blockIdx.x % RAN_GROUPS, groups = blocks < RAN_GROUPS ? blocks : RAN_GROUPS;
             const int members = (blocks - g + RAN_GROUPS - 1) / RAN_GROUPS;  // blocks b < gridDim.x with b % G == g
-            last = 0;
             if (rt_arrive(cnt + 1 + g) == members - 1) {
                 cnt[1 + g] = 0;  // every member has arrived: zero for the next launch
-                last = rt_arrive(cnt) == groups - 1;
+                mine = rt_arrive(cnt) == groups - 1;
             }
         }
-        if (last) cnt[0] = 0;
+        if (mine) cnt[0] = 0;
     }
-    __syncthreads();  // the acquire before any thread of the last block reads
-    return last != 0;
+    if constexpr (GLOBAL) {
+        return __syncthreads_or(mine) != 0;  // the acquire before any thread of the last block reads
+    } else {
+        __shared__ int last;
+        if (threadIdx.x == 0) last = mine;
+        __syncthreads();  // the acquire before any thread of the last block reads
+        return last != 0;
+    }
 }
 
 // element i of an activation row written by another block of this kernel (or read once), through L2
@@ -82,11 +90,22 @@ __device__ __forceinline__ float ran_load(const void* p, i64 i, int dt) {
 // 7.3 us in the o_proj's last block and 16.3 us in the MoE down's: a round trip each of 36 iterations
 #define RAN_MAX 32
 
+// The scratch the last block's warps sum their squares through (GLOBAL): false ("shared"), a shared float a warp;
+// true ("global"), a float a warp in global memory (`part`, the counter pool's RAN_PART_OFFSET.. floats, zero before
+// and after), ordered by the block's barriers and read through L2. The same sums in the same order either way, so the
+// same bits. Why: GPU session 37 (H100) timed the three arrival forms alike (the fold still ~15 us a layer over the
+// plain MoE down, ~6 over the plain o_proj GEMV), and the plain kernels use no shared memory, the fused ones 144
+// bytes of it; the kernel before (the MoE gate/up, ~24 KB a block) holds the SM's shared-memory carveout. The
+// suspect: a block whose kernel wants another carveout waits for the SM to drain, so the down's blocks no longer come
+// in early under PDL. The global form takes shared memory out of the kernel, the test of that suspect.
+#define RAN_PART_OFFSET (1 + RAN_GROUPS)
+
 // summed = y + residual, normed = rmsnorm(summed) * w for one token's row of D values, by one block. A longer row than
 // RAN_MAX x blockDim.x takes the loop form: the same sums in the same order, so the same bits, a round trip a value
+template <bool GLOBAL>
 __device__ __forceinline__ void row_add_norm(const void* y, const void* residual, int dt, const float* __restrict__ w,
-                                             float eps, int D, void* __restrict__ normed, void* __restrict__ summed) {
-    __shared__ float red[32];
+                                             float eps, int D, void* __restrict__ normed, void* __restrict__ summed,
+                                             float* __restrict__ part) {
     const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, step = blockDim.x;
     const bool held = D <= RAN_MAX * step;
     float s[RAN_MAX];
@@ -115,10 +134,21 @@ __device__ __forceinline__ void row_add_norm(const void* y, const void* residual
         }
     }
     acc = warp_sum(acc);
-    if ((threadIdx.x & 31) == 0) red[warp] = acc;
-    __syncthreads();
-    float total = red[0];
-    for (int i = 1; i < warps; ++i) total = __fadd_rn(total, red[i]);
+    float total;
+    if constexpr (GLOBAL) {
+        if ((threadIdx.x & 31) == 0) part[warp] = acc;
+        __syncthreads();  // every warp's partial visible to the block
+        total = __ldcg(part);
+        for (int i = 1; i < warps; ++i) total = __fadd_rn(total, __ldcg(part + i));
+        __syncthreads();  // every thread has read them
+        if ((threadIdx.x & 31) == 0) part[warp] = 0.0f;  // zero for the next launch
+    } else {
+        __shared__ float red[32];
+        if ((threadIdx.x & 31) == 0) red[warp] = acc;
+        __syncthreads();
+        total = red[0];
+        for (int i = 1; i < warps; ++i) total = __fadd_rn(total, red[i]);
+    }
     const float rinv = __frsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)D), eps));
     if (held) {
 #pragma unroll
