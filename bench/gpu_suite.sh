@@ -710,6 +710,20 @@
 #   bash bench/gpu_lanes.sh 560 "rungs45 rungs48 rungs42" ""   # warm: rungs48 runs only if its forecast gains
 # A win joins SUITE_TIMED (decode-s45-pdl-stack, decode-s48-norm-folds; now_pairs holds their recipes). Then
 # frontier131k and probe_timeline_now on an H200.
+# Session 37 (bench/gpu-runs/2026-12-06-session37/README.md): one H100 came at once (six calls on two machines).
+# rungs45 (add_rmsnorm=triton_pdl_wait with attention=cupy_splitk_bf16_deep_pdl, the step's bits) timed twice over the
+# s39 step: x1.018 / x1.018, then x1.018 / x1.019 (a none: the tier needs 2%), raising the H100 frontier to 522.1 /
+# 497.1 (critical path x1.007, Amdahl ~x1.07 on add_rmsnorm). The folds' tail (~15 us a layer in the MoE down, ~6 in
+# the o_proj) survived three arrival forms (flat, tree, release: not the atomics on one address, not the L1
+# invalidation of acq_rel) and two scratches (shared, global: not the shared-memory carveout). A lock change costs a
+# fresh machine ~300 s of mending: bench/carry/registries.tgz is now call 4's, proven under this lock. Next session:
+#   the export above plus decode-s45-pdl-stack in SUITE_TIMED (two pairs at 1.018-1.019, the step's bits: the best
+#   step measured, so the base), then on an H200, fresh:
+#     bash bench/gpu_lanes.sh 570 "rungs45" ""   # with SUITE_TIMED *without* s45: its pair times s39 vs s45 there
+#     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # warm, with s45 in SUITE_TIMED: the 131072 rows on that step
+#   and for the folds, not yet written: a relaxed-arrival column (timing only: whether the GPU-scope release every
+#   block makes is the tail) and a kernel-by-kernel timeline of the per-op chain (the fused kernel longer, or the one
+#   after it later).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -2343,8 +2357,10 @@ graph"
 # bits the Q8 hidden pair's, the norm within add_rmsnorm's row, in three dtypes at the 48B's shape; a chain replayed
 # from a graph after the PDL norm and router; the stated policy; the counter), the engine's fuse_moe_norm on CUDA,
 # then the MoE chain timed with and without the fold (its record $DJ/perop-moenorm-bfloat16.json)
+# the folds' proofs write kernels-*.json too (SPARKOPS_PEROP_KERNELS: each column kernel by kernel; session 37's lead)
 proof_moe_norm() {
-  run gpu-tests-moe-norm 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+  run gpu-tests-moe-norm 180 env SPARKOPS_PEROP_DIR="$DJ" SPARKOPS_PEROP_KERNELS=1 \
+      python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_cupy_moe_experts_add_rmsnorm.py tests/engine/test_moe_norm_fusion.py \
       "tests/backends/test_cupy_timing.py::test_experts_norm_fused_side_by_side" --junitxml="$R/gpu-tests-moe-norm.xml"
 }
@@ -2402,7 +2418,8 @@ forecast_gains() {
 # calls replayed from a graph; the stated policy; the counter), the engine's fuse_oproj_norm on CUDA, then the
 # o_proj-and-norm pair timed with and without the fold (its record $DJ/perop-oprojnorm-bfloat16.json)
 proof_oproj_norm() {
-  run gpu-tests-oproj-norm 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+  run gpu-tests-oproj-norm 180 env SPARKOPS_PEROP_DIR="$DJ" SPARKOPS_PEROP_KERNELS=1 \
+      python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_cupy_linear_add_rmsnorm.py tests/engine/test_oproj_norm_fusion.py \
       "tests/backends/test_cupy_timing.py::test_oproj_norm_fused_side_by_side" --junitxml="$R/gpu-tests-oproj-norm.xml"
 }

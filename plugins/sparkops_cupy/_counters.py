@@ -18,8 +18,20 @@ from sparkops.lanes import MAIN, lane
 RAN_FORMS = ("flat", "tree", "release")
 
 
+#: arrival forms for timing only (row_add_norm.cuh's RAN_RELAXED: no release, no acquire, so the last block may read
+#: rows not yet visible to it): taken only while TIMING_ONLY is set, which a side-by-side sets around its column
+TIMING_ONLY_FORMS = ("relaxed",)
+TIMING_ONLY = False
+
+
 def ran_form(op: str, arrival: str) -> int:
     """The kernel's code for `op`'s ARRIVAL (sparkops_cupy.<op>.ARRIVAL), or an error naming the forms."""
+    if arrival in TIMING_ONLY_FORMS:
+        if not TIMING_ONLY:
+            raise BadInput(f"{op}: the arrival {arrival!r} is for timing only (no release, no acquire: the last block "
+                           f"may read rows other blocks have not made visible); use one of {list(RAN_FORMS)} "
+                           f"(sparkops_cupy.{op}.ARRIVAL)")
+        return len(RAN_FORMS) + TIMING_ONLY_FORMS.index(arrival)
     if arrival not in RAN_FORMS:
         raise BadInput(f"{op}: the arrival's forms are {list(RAN_FORMS)}, not {arrival!r} (sparkops_cupy.{op}.ARRIVAL)")
     return RAN_FORMS.index(arrival)

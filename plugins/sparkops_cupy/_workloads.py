@@ -281,6 +281,20 @@ def time_op(op: str, fn: Callable[..., Any], sets: list[dict[str, Any]], nbytes:
     return Timing(med, (q[2] - q[0]) / med, mode, nbytes, len(sets), calls, run)
 
 
+def profile_kernels(run: Callable[[], None]) -> list[tuple[str, float, float]]:
+    """The kernels one call of `run` (a Timing's graph replay) put on the device: (name, start, end) in µs on the
+    profiler's clock (CUPTI's device timestamps), for sparkops.bench.perop_kernels.summarize."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    return [(e.name, float(e.time_range.start), float(e.time_range.end))
+            for e in prof.events() if e.device_type == DeviceType.CUDA]
+
+
 def describe(t: Timing) -> str:
     return (f"{t.seconds * 1e6:9.2f} us  {t.bandwidth / 1e9:8.1f} GB/s  {100 * t.fraction:5.1f}% of 4.04 TB/s  "
             f"(+-{100 * t.spread:.0f}%, {t.sets} sets, {t.mode})")

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from sparkops.errors import BadInput
-from sparkops_cupy._counters import CounterPools
+from sparkops_cupy import _counters
+from sparkops_cupy._counters import RAN_FORMS, RAN_SCRATCHES, CounterPools, ran_form, ran_scratch
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none on this machine); run "
                                                                 "bench/gpu_suite.sh on a GPU")
@@ -36,3 +37,31 @@ def test_a_first_call_inside_a_capture_is_refused_by_name():
                 pools.get(torch.device("cuda", 0))
     finally:
         graph.reset()
+
+
+def test_the_arrival_codes_are_row_add_norm_s_in_order():
+    """The kernel reads the code: RAN_FLAT 0, RAN_TREE 1, RAN_RELEASE 2, RAN_RELAXED 3 (kernels/row_add_norm.cuh)."""
+    from pathlib import Path
+
+    import sparkops_cupy
+
+    src = (Path(sparkops_cupy.__file__).parent / "kernels" / "row_add_norm.cuh").read_text()
+    for code, name in enumerate(RAN_FORMS + _counters.TIMING_ONLY_FORMS):
+        assert f"#define RAN_{name.upper()} {code}\n" in src
+        if name in RAN_FORMS:
+            assert ran_form("op", name) == code
+
+
+def test_the_timing_only_arrival_is_refused_unless_a_side_by_side_asks(monkeypatch):
+    with pytest.raises(BadInput, match=r"op: the arrival 'relaxed' is for timing only.*sparkops_cupy.op.ARRIVAL"):
+        ran_form("op", "relaxed")
+    monkeypatch.setattr(_counters, "TIMING_ONLY", True)
+    assert ran_form("op", "relaxed") == 3
+
+
+def test_an_unknown_arrival_or_scratch_is_refused_naming_the_constant():
+    with pytest.raises(BadInput, match=r"op: the arrival's forms are \['flat', 'tree', 'release'\], not 'ring'"):
+        ran_form("op", "ring")
+    with pytest.raises(BadInput, match=r"op: the scratch's forms are \['shared', 'global'\].*sparkops_cupy.op.SCRATCH"):
+        ran_scratch("op", "local")
+    assert [ran_scratch("op", s) for s in RAN_SCRATCHES] == ["norm", "normg"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from sparkops.bench import perop_kernels
 from sparkops.bench.perop import write_record
 from sparkops.plugins import load_catalog
 
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
 
 from sparkops_cupy import IMPLEMENTATIONS  # noqa: E402
-from sparkops_cupy._workloads import describe, time_op, workloads  # noqa: E402
+from sparkops_cupy._workloads import describe, profile_kernels, time_op, workloads  # noqa: E402
 
 WORKLOADS = workloads()
 #: the implementation timed per op (the fp32-claim one; attention's bf16 claim runs the same function)
@@ -290,7 +291,9 @@ def test_rowwarp_and_mma_moe_side_by_side_with_triton(dtype):
 def _per_layer(w, impls, seed, layers, record):
     """A layer's op under each implementation on the same argument sets of workload `w`, one CUDA graph each: asserted
     captured, printed per layer and per token (x `layers`), and with SPARKOPS_PEROP_DIR set written to
-    perop-RECORD.json (a rung's --expect over it, bench/perop_factor.py). Returns the timings."""
+    perop-RECORD.json (a rung's --expect over it, bench/perop_factor.py); with SPARKOPS_PEROP_KERNELS set too, each
+    column's graph replayed once more under the profiler, kernel by kernel, into kernels-RECORD.json and printed
+    (sparkops.bench.perop_kernels). Returns the timings."""
     sets, nbytes = w.build(torch.device("cuda"), seed)
     times = {n: time_op(w.op, fn, sets, nbytes) for n, fn in impls.items()}
     assert all(t.mode == "graph" for t in times.values()), {n: t.mode for n, t in times.items()}
@@ -298,6 +301,10 @@ def _per_layer(w, impls, seed, layers, record):
     print(f"\n{w.op} {w.label}: " + "  ".join(
         f"{n} {t.seconds * 1e6:7.2f} us ({100 * t.fraction:3.0f}%), {layers * t.seconds * 1e6:.0f} us a token"
         for n, t in times.items()))
+    if perop_kernels.wanted():  # each column's replay kernel by kernel (SPARKOPS_PEROP_KERNELS)
+        columns = {n: perop_kernels.summarize(profile_kernels(t.run), t.calls) for n, t in times.items()}
+        perop_kernels.write_kernels(record, w.label, columns)
+        print(perop_kernels.render(columns))
     return times
 
 
@@ -535,12 +542,12 @@ def test_norm_wait_after_the_o_proj_side_by_side():
 
 def test_oproj_norm_fused_side_by_side():
     """The rung's per-op evidence for [engine] fuse_oproj_norm (stage rungs47): the 48B's o_proj (2304 x 4096 Q4_K,
-    bf16, the warp form with PDL: the step's, linear@Q4_K=cupy_rowwarp_pdl_q8_tall runs it for short weights) then the FFN's
-    residual add and norm (add_rmsnorm=triton_pdl), a pair a set, against the two as one op (linear_add_rmsnorm=
+    bf16, the warp form with PDL: the step's, linear@Q4_K=cupy_rowwarp_pdl_q8_tall runs it for short weights) then the
+    FFN's residual add and norm (add_rmsnorm=triton_pdl), a pair a set, against the two as one op (linear_add_rmsnorm=
     cupy_rowwarp_pdl_norm: the norm in the GEMV's last block), the same with its other arrival forms ("arrival flat",
-    "arrival tree", ... : every value of ARRIVALS but the module's own; "scratch shared", ...: of SCRATCHES), and the
-    GEMV alone ("no norm"), on the same argument sets in one CUDA graph each; recorded as
-    perop-oprojnorm-bfloat16.json (per token, x the 27 attention layers).
+    "arrival tree", ... : every value of ARRIVALS but the module's own; "scratch shared", ...: of SCRATCHES; the
+    timing-only relaxed arrival), and the GEMV alone ("no norm"), on the same argument sets in one CUDA graph each;
+    recorded as perop-oprojnorm-bfloat16.json (per token, x the 27 attention layers).
     `perop_factor.py --minus "no norm"` gives the norm's own time in the chain over what the fold adds to the GEMV;
     the fused column less "no norm" (--gap) is that addition a layer, the critical-path forecast's shift. Asserted:
     each was captured and timed, the counter left at zero, and both gave the same summed stream (the projection's
@@ -573,7 +580,7 @@ def test_oproj_norm_fused_side_by_side():
     names = ("chain", "cupy_rowwarp_pdl_norm", "no norm")
     impls = {n: pair(n) for n in names}
     forms = {**_form_columns(cln, "ARRIVAL", cln.ARRIVALS, "arrival {}"),
-             **_form_columns(cln, "SCRATCH", cln.SCRATCHES, "scratch {}")}
+             **_form_columns(cln, "SCRATCH", cln.SCRATCHES, "scratch {}"), **_timing_only_arrival(cln)}
     for label, form in forms.items():
         def other(*args, inner=pair("cupy_rowwarp_pdl_norm"), form=form, **kwargs):
             with form():
@@ -606,6 +613,25 @@ def _form_columns(module, attr: str, forms, label: str) -> dict:
         return form
 
     return {label.format(v): forced(v) for v in forms if v != getattr(module, attr)}
+
+
+def _timing_only_arrival(module) -> dict:
+    """The relaxed arrival's column ("arrival relaxed (timing only)"): module.ARRIVAL "relaxed" with
+    sparkops_cupy._counters.TIMING_ONLY set while a chain runs (its bits are not asserted: the last block may read rows
+    not yet visible to it). What the column less the module's own says: what each block's GPU-scope release costs."""
+    import contextlib
+
+    from sparkops_cupy import _counters
+
+    @contextlib.contextmanager
+    def form():
+        was = module.ARRIVAL, _counters.TIMING_ONLY
+        module.ARRIVAL, _counters.TIMING_ONLY = "relaxed", True
+        try:
+            yield
+        finally:
+            module.ARRIVAL, _counters.TIMING_ONLY = was
+    return {"arrival relaxed (timing only)": form}
 
 
 def _experts_after_the_router_timed(form: str, record: str, seed: int, variants: dict | None = None,
@@ -675,7 +701,8 @@ def test_experts_norm_fused_side_by_side():
     (moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm), and the chain cut after the experts ("no closing norm")
     and after the router ("no experts"), and the fused op with its other arrival forms ("arrival flat", "arrival
     tree", ...: the last block picked by one acq_rel counter, a tree of them, or a release-only counter) and its
-    other scratch ("scratch shared", ...: the last block's flag and sums in shared memory or in the pool), on the same argument sets in one CUDA graph each;
+    other scratch ("scratch shared", ...: the last block's flag and sums in shared memory or in the pool) and the
+    timing-only relaxed arrival (_timing_only_arrival), on the same argument sets in one CUDA graph each;
     recorded as perop-moenorm-bfloat16.json (per token, x the MoE layers). `perop_factor.py --minus "no experts"` gives
     the experts-and-norm's own time over the fused op's (the rung's --expect, on moe_experts); the fused column less
     "no closing norm" is the norm's cost in the down's tail (the critical-path forecast's shift). Asserted: each was
@@ -728,7 +755,7 @@ def test_experts_norm_fused_side_by_side():
     names = ("chain", "cupy_rowwarp_pdl_q8_hidden_norm", "no closing norm", "no experts")
     impls = {n: chain(n) for n in names}
     forms = {**_form_columns(cmn, "ARRIVAL", cmn.ARRIVALS, "arrival {}"),
-             **_form_columns(cmn, "SCRATCH", cmn.SCRATCHES, "scratch {}")}
+             **_form_columns(cmn, "SCRATCH", cmn.SCRATCHES, "scratch {}"), **_timing_only_arrival(cmn)}
     for label, form in forms.items():
         inner = chain("cupy_rowwarp_pdl_q8_hidden_norm")
 
