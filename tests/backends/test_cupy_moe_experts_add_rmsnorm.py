@@ -139,19 +139,15 @@ def test_the_stated_policy_runs_the_pair_then_torch_s_norm():
     assert experts_norm_passes(x, weights, ids, **w, residual=residual, norm_weight=gain, eps=1e-5) is None
 
 
-def test_an_arrival_form_it_does_not_have_is_refused_naming_the_constant(monkeypatch):
+@pytest.mark.parametrize("constant,value,match", [
+    ("ARRIVAL", "ring", r"arrival's forms are \['flat', 'tree', 'release'\], not 'ring'.*ARRIVAL"),
+    ("ARRIVAL", "relaxed", r"arrival 'relaxed' is for timing only.*ARRIVAL"),
+    ("SCRATCH", "local", r"scratch's forms are \['shared', 'global'\], not 'local'.*SCRATCH")])
+def test_a_form_it_does_not_have_is_refused_naming_the_constant(constant, value, match, monkeypatch):
     x, weights, ids, w = _moe_48b(79, DEV)
     residual, gain = _stream(80, torch.bfloat16)
-    monkeypatch.setattr(cmn, "ARRIVAL", "ring")
-    with pytest.raises(Exception, match=r"arrival's forms are \['flat', 'tree', 'release'\], not 'ring'.*ARRIVAL"):
-        cmn.moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, **w, residual=residual, norm_weight=gain, eps=1e-5)
-
-
-def test_a_scratch_form_it_does_not_have_is_refused_naming_the_constant(monkeypatch):
-    x, weights, ids, w = _moe_48b(79, DEV)
-    residual, gain = _stream(80, torch.bfloat16)
-    monkeypatch.setattr(cmn, "SCRATCH", "local")
-    with pytest.raises(Exception, match=r"scratch's forms are \['shared', 'global'\], not 'local'.*SCRATCH"):
+    monkeypatch.setattr(cmn, constant, value)
+    with pytest.raises(Exception, match=match):
         cmn.moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, **w, residual=residual, norm_weight=gain, eps=1e-5)
 
 
