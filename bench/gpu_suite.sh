@@ -1112,8 +1112,12 @@ gated_rmsnorm=triton attention=triton_fp32 moe_router=triton moe_experts=triton_
 BF16_PAIRS="embedding=triton rmsnorm=triton add_rmsnorm=triton linear=triton short_conv=triton kda=triton
 gated_rmsnorm=triton attention=triton_splitk moe_router=triton moe_experts=triton sample=triton"
 
-log() { echo "== $(( $(date +%s) - T0 ))s [$LANE] $*" | tee -a "$OUT/suite.log"; }
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+# log and left read the clock from bash ($EPOCHSECONDS, bash 5; `date` where older) and log appends without tee: a dry
+# run of the suite (tests/bench/test_gpu_suite_dry_run.py, ~200 of them a CI run) spent ~1.5 ms a process on each
+log() { local line="== $(( ${EPOCHSECONDS:-$(date +%s)} - T0 ))s [$LANE] $*"; echo "$line"; echo "$line" >> "$OUT/suite.log"; }
+left() { echo $(( BUDGET - (${EPOCHSECONDS:-$(date +%s)} - T0) )); }
+# marker FILE: a marker file's first line, or nothing (no process: `read`, where $(cat FILE) started one)
+marker() { local v=""; [ -r "$1" ] && { IFS= read -r v < "$1" || true; }; printf '%s' "$v"; }
 # run NAME MIN_SECONDS CMD...: run CMD if at least MIN_SECONDS are left, never past the budget
 # A step that ended (passed or refused, not stopped at the budget) leaves $DONE/NAME holding its exit status,
 # and a later call on the same machine skips it (SUITE_REDO=1 runs it again): every call can name the stages
@@ -1137,24 +1141,24 @@ run() {
   claim() { mkdir "$DONE/$name.running" 2>/dev/null && echo $BASHPID > "$DONE/$name.running/pid"; }
   local waited=""
   while [ ! -f "$DONE/$name" ] && ! claim; do
-    local owner; owner=$(cat "$DONE/$name.running/pid" 2>/dev/null || true)
+    local owner; owner=$(marker "$DONE/$name.running/pid")
     if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; then rm -rf "$DONE/$name.running"; continue; fi
     [ -z "$waited" ] && { log "$name: running in another lane, waiting for it"; waited=1; }
     (( $(left) > 0 )) || { log "SKIP $name: the budget ended while another lane ran it"; return 1; }
     sleep 2
   done
   # (a marker without .code predates the rule, or a test wrote it: kept as it was)
-  if [ -f "$DONE/$name" ] && [ "$(cat "$DONE/$name")" != 0 ] && [ -f "$DONE/$name.code" ] && \
-      [ "$(cat "$DONE/$name.code")" != "$SUITE_CODE_ID" ]; then
-    log "$name: failed earlier on this machine (rc=$(cat "$DONE/$name")) under other code; run again"
+  if [ -f "$DONE/$name" ] && [ "$(marker "$DONE/$name")" != 0 ] && [ -f "$DONE/$name.code" ] && \
+      [ "$(marker "$DONE/$name.code")" != "$SUITE_CODE_ID" ]; then
+    log "$name: failed earlier on this machine (rc=$(marker "$DONE/$name")) under other code; run again"
     rm -f "$DONE/$name" "$DONE/$name.code"
     claim || true
   fi
   if [ -f "$DONE/$name" ] && [ -z "${SUITE_REDO:-}" ]; then
     # ours, if claim() took it just as the other lane finished
-    local mine; mine=$(cat "$DONE/$name.running/pid" 2>/dev/null || true)
+    local mine; mine=$(marker "$DONE/$name.running/pid")
     [ "$mine" = "$BASHPID" ] && rm -rf "$DONE/$name.running"
-    log "$name: done earlier on this machine (rc=$(cat "$DONE/$name")), skipped"; return "$(cat "$DONE/$name")"
+    log "$name: done earlier on this machine (rc=$(marker "$DONE/$name")), skipped"; return "$(marker "$DONE/$name")"
   fi
   local l; l=$(left)
   if (( l < need )); then rm -rf "$DONE/$name.running"; log "SKIP $name: ${l}s left, it needs ~${need}s"; return 1; fi
@@ -1254,7 +1258,7 @@ export -f swap_into
 # fresh_over REGISTRY BASE: drop a rung's registry made over another base than the one its rung now compares it
 # with (session 8: the wide attention's registry, made over the MoE prefetch registry in one call, was timed in the
 # next against the router prefetch registry, two changes in one row); the swap then makes it again over BASE
-fresh_over() { [ -f "$1" ] && [ "$(cat "$1.base" 2>/dev/null || true)" != "$2" ] && rm -f "$1" "$1.base"; return 0; }
+fresh_over() { [ -f "$1" ] && [ "$(marker "$1.base")" != "$2" ] && rm -f "$1" "$1.base"; return 0; }
 # --reuse-gate: a passing verdict made on this machine for exactly the same inputs is given back (each two-arm bench
 # gates A, B and the fill registry, ~70 s each for the 48B; A and the fill are usually the previous rung's)
 GATE="--gate-depths 1,64,4096 --gate-golden $TORCH_REG --bench-dir $B --device cuda --reuse-gate"
@@ -1335,7 +1339,7 @@ prereq() {
 # the fused best; SUITE_NOW_REG names one instead. Session 7's IQ1_S row ran under the linear prefetch registry,
 # whose rung had timed 0.983 ("none": inside the 2% noise band, but slower in all 6 pairs): only a win is a step
 # forward. SUITE_TIMED names rungs that an earlier session timed as wins
-timed() { [ "$(cat $DONE/$1.tier 2>/dev/null || true)" = win ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
+timed() { local t=""; [ -r "$DONE/$1.tier" ] && { IFS= read -r t < "$DONE/$1.tier" || true; }; [ "$t" = win ] || [[ " ${SUITE_TIMED:-} " == *" $1 "* ]]; }
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
@@ -1500,7 +1504,7 @@ diagnose_base() {
 # proven_with_factor NAME TESTS FACTOR: true when gpu-tests-TESTS passed on this machine and FACTOR is not empty; else
 # rung decode-NAME is said to be left out
 proven_with_factor() {
-  if [ "$(cat $DONE/gpu-tests-$2 2>/dev/null || true)" != 0 ] || [ -z "$3" ]; then
+  if [ "$(marker $DONE/gpu-tests-$2)" != 0 ] || [ -z "$3" ]; then
     log "decode-$1: left out (its GPU tests failed, or their record gave no factor)"
     return 1
   fi
@@ -1591,7 +1595,7 @@ proof_side_stream() {  # [engine] side_stream (session 19): the same bits with a
 # fork; the 48B's own gate in the pair runs eagerly, pinned), timed over BASE with --changes engine
 engine_rung() {
   local name=$1 base=$2 reg=$3 option=$4 expect=$5 text=$6
-  if [ "$(cat $DONE/gpu-tests-side 2>/dev/null || true)" != 0 ]; then
+  if [ "$(marker $DONE/gpu-tests-side)" != 0 ]; then
     log "decode-$name: left out (its GPU tests failed)"
     return 0
   fi
@@ -1610,7 +1614,7 @@ $(basename $base), graph"
 captured_gate() {
   [ -f $NANO_Q4KM ] || run synth-nano-q4km 30 sparkops synth --preset k3-nano --quant q4_k_m -o $NANO_Q4KM
   [ -f $2 ] && run gate-captured-$1 60 sparkops check --model $NANO_Q4KM --registry $2 --device cuda --captured
-  if [ "$(cat $DONE/gate-captured-$1 2>/dev/null || true)" != 0 ]; then
+  if [ "$(marker $DONE/gate-captured-$1)" != 0 ]; then
     log "decode-$1: left out (the captured gate did not pass)"
     return 1
   fi
@@ -1689,7 +1693,7 @@ s23_step() {
 s23_rungs() {
   local t
   for t in side kda-norm; do  # the side stream's and the triggering kda_norm's GPU tests (stage rungs23 runs them first)
-    if [ "$(cat $DONE/gpu-tests-$t 2>/dev/null || true)" != 0 ]; then
+    if [ "$(marker $DONE/gpu-tests-$t)" != 0 ]; then
       log "decode-s23-nones: left out (the GPU tests gpu-tests-$t did not pass)"
       return 0
     fi
@@ -1728,7 +1732,7 @@ proof_kda_lowrank() {  # kda_lowrank_norm in triton_split and triton_split_pdl (
 # over BASE and the pair is forecast on BASE's own diagnosis (a row timed over the old base stays in the ledger)
 rebase() {
   local name=$1 base=$2 was
-  was=$(cat $DONE/decode-$name.base 2>/dev/null || true)
+  was=$(marker $DONE/decode-$name.base)
   if [ -n "$was" ] && [ "$was" != "$base" ]; then
     log "decode-$name: its base is now $(basename $base), not $(basename $was): diagnosed, gated and timed again"
     rm -f $DONE/{diagnose-decode-$name,gate-captured-$name,decode-$name}{,.code} $DONE/decode-$name.tier \
@@ -2217,7 +2221,7 @@ S42_FUSED_TAIL=7
 s42_rung() {
   local name=s42-gates-conv reg=$S42_GATESCONV_REG base fac
   base=$(now_reg decode-$name) || return 0
-  [ "$(cat $DONE/gpu-tests-gates-first 2>/dev/null || true)" = 0 ] \
+  [ "$(marker $DONE/gpu-tests-gates-first)" = 0 ] \
       || { log "decode-$name: left out (gates_first's GPU tests failed)"; return 0; }
   fac=$(perop convkda chain triton_split_pdl)
   proven_with_factor $name conv-kda "$fac" || return 0
@@ -2791,7 +2795,7 @@ prefill_now_fused() {
   if timed prefill-moe-fused; then
     earlier prefill-moe-fused || proof_moefused  # (timed in an earlier session: rebuilt, as the dqmm rung above)
     fresh_over $MOEFUSED_REG $PNOW
-    { [ "$(cat $DONE/gpu-tests-moefused 2>/dev/null || true)" = 0 ] || earlier prefill-moe-fused; } && \
+    { [ "$(marker $DONE/gpu-tests-moefused)" = 0 ] || earlier prefill-moe-fused; } && \
       [ ! -f $MOEFUSED_REG ] && \
       run swap-moe-fused 40 bash -c 'swap_into "$@"' _ $MOEFUSED_REG $PNOW moe_experts=triton_dqmm_fused
     [ -f $MOEFUSED_REG ] && PNOW=$MOEFUSED_REG
@@ -2807,7 +2811,7 @@ kda_rung_32k() {
   run diagnose-prefill-$1-32k 90 sparkops diagnose --model $M --device cuda --depth 0 --prefill-chunk 32768 \
       --registry $PNOW $FILL_LEAN --out "$R/diag-prefill-$1-32k" --json-out $diag
   proof_$tests
-  ok=$([ "$(cat $DONE/gpu-tests-$tests 2>/dev/null || true)" = 0 ] && echo 1)
+  ok=$([ "$(marker $DONE/gpu-tests-$tests)" = 0 ] && echo 1)
   fresh_over $reg $PNOW
   [ -n "$ok" ] && [ ! -f $reg ] && run swap-$name 40 bash -c 'swap_into "$@"' _ $reg $PNOW $pair
   [ -n "$ok" ] && [ -f $reg ] && [ -s $diag ] && run prefill-$name-32k 110 sparkops bench prefill --model $M \
@@ -2859,7 +2863,7 @@ proof_kdatf32() {
 }
 split_rung_32k() {
   proof_kdasplit
-  local ok; ok=$([ "$(cat $DONE/gpu-tests-kdasplit 2>/dev/null || true)" = 0 ] && echo 1)
+  local ok; ok=$([ "$(marker $DONE/gpu-tests-kdasplit)" = 0 ] && echo 1)
   fresh_over $KSPLIT_REG "$1"
   [ -n "$ok" ] && [ -f "$1" ] && [ ! -f $KSPLIT_REG ] && run swap-kda-split 40 bash -c 'swap_into "$@"' _ $KSPLIT_REG \
       "$1" kda=triton_chunked_split
@@ -3090,7 +3094,7 @@ rungs6)
   [ -f $CONV_REG ] && [ ! -f $PDL_REG ] && run swap-pdl 30 bash -c 'swap_into "$@"' _ $PDL_REG $CONV_REG linear=triton_pdl
   [ -f $PDL_REG ] && run gpu-tests-pdl 45 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k pdl \
       tests/backends/test_triton_linear.py --junitxml="$R/gpu-tests-pdl.xml"
-  [ -f $PDL_REG ] && [ "$(cat $DONE/gpu-tests-pdl 2>/dev/null || true)" = 0 ] && run decode-pdl 100 sparkops bench \
+  [ -f $PDL_REG ] && [ "$(marker $DONE/gpu-tests-pdl)" = 0 ] && run decode-pdl 100 sparkops bench \
       decode --model $M --depth 0 --tokens 64 --repeats 6 --registry $CONV_REG --vs $PDL_REG --graph A,B $GATE $FILL_LEAN \
       --change "linear=triton_pdl: the decode GEMVs launched with programmatic dependent launch (lastblock conv fused bf16 registry, graph)"
   # 3. where the step stands now: kernels per token and the per-op split (recorded)
@@ -3135,7 +3139,7 @@ rungs8)
   # lm_head's type alone (a per-type selection, linear@Q6_K: every Q4_K projection stays on Triton), then for every
   # type over the step that makes, so that each row times one change
   proof_cupy_float
-  CF_OK=$({ [ "$(cat $DONE/gpu-tests-cupy-float 2>/dev/null || true)" = 0 ] || \
+  CF_OK=$({ [ "$(marker $DONE/gpu-tests-cupy-float)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-cupy-float "* ]]; } && echo 1)
   CH_BASE=$(now_reg decode-lmhead-cupy-float)
   fresh_over $CUHEAD_REG $CH_BASE
@@ -3189,7 +3193,7 @@ rungs9)
   # machine, and its GPU tests ran in that session and run in the test halves; ~57 s a fresh machine saved)
   earlier prefill-dqmm && log "gpu-tests-dqmm: not run first, the rung was timed in an earlier session (SUITE_TIMED)" \
     || proof_dqmm
-  DQ_OK=$({ [ "$(cat $DONE/gpu-tests-dqmm 2>/dev/null || true)" = 0 ] || earlier prefill-dqmm || \
+  DQ_OK=$({ [ "$(marker $DONE/gpu-tests-dqmm)" = 0 ] || earlier prefill-dqmm || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-dqmm "* ]]; } && echo 1)
   fresh_over $DQMM_REG $PREFILL_REG
   [ -n "$DQ_OK" ] && [ -f $PREFILL_REG ] && [ ! -f $DQMM_REG ] && run swap-dqmm 40 bash -c 'swap_into "$@"' _ \
@@ -3257,7 +3261,7 @@ rungs10)
   # moe_experts=triton_dqmm_fused (session 10, not yet on a GPU when written): the dqmm prefill whose gate and up are
   # one grouped GEMM and whose element-wise steps are two kernels. Its GPU tests first (proofs10 runs them beside)
   proof_moefused
-  MF_OK=$([ "$(cat $DONE/gpu-tests-moefused 2>/dev/null || true)" = 0 ] && echo 1)
+  MF_OK=$([ "$(marker $DONE/gpu-tests-moefused)" = 0 ] && echo 1)
   fresh_over $MOEFUSED_REG $PNOW
   [ -n "$MF_OK" ] && [ ! -f $MOEFUSED_REG ] && run swap-moe-fused 40 bash -c 'swap_into "$@"' _ $MOEFUSED_REG $PNOW \
       moe_experts=triton_dqmm_fused
@@ -3277,7 +3281,7 @@ element-wise steps two kernels, over $(basename $PNOW)"
     SD_BASE=$PNOW SD_DIAG=$DJ/diag-prefill-16k.json
     timed prefill-moe-fused && [ -f $MOEFUSED_REG ] && SD_BASE=$MOEFUSED_REG SD_DIAG=$DJ/diag-prefill-moefused.json
     proof_sdpa
-    SD_OK=$([ "$(cat $DONE/gpu-tests-sdpa 2>/dev/null || true)" = 0 ] && echo 1)
+    SD_OK=$([ "$(marker $DONE/gpu-tests-sdpa)" = 0 ] && echo 1)
     fresh_over $SDPA_REG $SD_BASE
     [ -n "$SD_OK" ] && [ ! -f $SDPA_REG ] && run swap-sdpa 40 bash -c 'swap_into "$@"' _ $SDPA_REG $SD_BASE \
         attention=triton_sdpa
@@ -3295,7 +3299,7 @@ element-wise steps two kernels, over $(basename $PNOW)"
     timed prefill-moe-fused && [ -f $MOEFUSED_REG ] && KS_BASE=$MOEFUSED_REG KS_DIAG=$DJ/diag-prefill-moefused.json
     timed prefill-sdpa && [ -f $SDPA_REG ] && KS_BASE=$SDPA_REG KS_DIAG=$DJ/diag-prefill-sdpa.json
     proof_kdasplit
-    KS_OK=$([ "$(cat $DONE/gpu-tests-kdasplit 2>/dev/null || true)" = 0 ] && echo 1)
+    KS_OK=$([ "$(marker $DONE/gpu-tests-kdasplit)" = 0 ] && echo 1)
     fresh_over $KSPLIT_REG $KS_BASE
     [ -n "$KS_OK" ] && [ ! -f $KSPLIT_REG ] && run swap-kda-split 40 bash -c 'swap_into "$@"' _ $KSPLIT_REG $KS_BASE \
         kda=triton_chunked_split
@@ -3351,7 +3355,7 @@ probe_l2)  # decode lead (session 12): the L2 prefetch kernel's GPU tests, then 
   # timing one token's Q4_K GEMVs plain, with the next weights prefetched, and L2-hot; JSON beside the log
   run gpu-tests-l2prefetch 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_cupy_l2_prefetch.py --junitxml="$R/gpu-tests-l2prefetch.xml"
-  [ "$(cat $DONE/gpu-tests-l2prefetch 2>/dev/null || true)" = 0 ] && run probe-l2-prefetch 120 \
+  [ "$(marker $DONE/gpu-tests-l2prefetch)" = 0 ] && run probe-l2-prefetch 120 \
       python3 bench/probes/l2_prefetch.py --out "$R/probe-l2-prefetch.json"
   ;;
 rungs13d)  # session 13's decode rung over the decode step rebuilt (rungs8's chain by swaps; SUITE_TIMED names rows)
@@ -3359,7 +3363,7 @@ rungs13d)  # session 13's decode rung over the decode step rebuilt (rungs8's cha
   decode_chain
   proof_rowwarp
   RW_BASE=$(now_reg decode-linear-rowwarp)
-  RW_OK=$([ "$(cat $DONE/gpu-tests-rowwarp 2>/dev/null || true)" = 0 ] && echo 1)
+  RW_OK=$([ "$(marker $DONE/gpu-tests-rowwarp)" = 0 ] && echo 1)
   # the base's diagnosis at d=0 (the prediction's input): where the step's time goes before the rung
   run diagnose-decode-rw-2d 90 sparkops diagnose --model $M --device cuda --depth 0,32768 --registry $RW_BASE $FILL_LEAN \
       --out "$R/diag-decode-rw" --json-out $DJ/diag-decode-rw-2d.json
@@ -3780,7 +3784,7 @@ $(basename $PNOW) in one chunk of 32768 (one arm, against the frontier)"
   # lower-right mask made the logits chunk-dependent in session 11's second call). One forward of 32768: every
   # attention call on cuDNN; the chunk proof re-prefills in 4096-token chunks (the Triton path after the first)
   proof_sdpa
-  SD_OK=$([ "$(cat $DONE/gpu-tests-sdpa 2>/dev/null || true)" = 0 ] && echo 1)
+  SD_OK=$([ "$(marker $DONE/gpu-tests-sdpa)" = 0 ] && echo 1)
   fresh_over $SDPA_REG $PNOW
   [ -n "$SD_OK" ] && [ ! -f $SDPA_REG ] && run swap-sdpa 40 bash -c 'swap_into "$@"' _ $SDPA_REG $PNOW \
       attention=triton_sdpa
@@ -3812,7 +3816,7 @@ rungs7)
   proof_prefetch
   # SUITE_TESTS_PASSED="gpu-tests-prefetch": those tests passed in an earlier call on the same kernels (a fresh machine
   # with too little time left to run them again; the write-up names that call), so the rungs may run without them
-  PF_OK=$({ [ "$(cat $DONE/gpu-tests-prefetch 2>/dev/null || true)" = 0 ] || \
+  PF_OK=$({ [ "$(marker $DONE/gpu-tests-prefetch)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-prefetch "* ]]; } && echo 1)
   [ -n "$PF_OK" ] && [ -f $CONV_REG ] && [ ! -f $MOEPF_REG ] && run swap-moe-prefetch 30 bash -c 'swap_into "$@"' _ \
       $MOEPF_REG $CONV_REG moe_experts=triton_prefetch
@@ -3837,7 +3841,7 @@ rungs7)
   # combine 32 programs deep in ~34 dependent round trips; bit-identical to triton_splitk. Timed at 0 and 32768 (at
   # depth each of the 4 groups re-reads its head's partials)
   proof_wide
-  WIDE_OK=$({ [ "$(cat $DONE/gpu-tests-wide 2>/dev/null || true)" = 0 ] || \
+  WIDE_OK=$({ [ "$(marker $DONE/gpu-tests-wide)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-wide "* ]]; } && echo 1)
   WIDE_BASE=$(now_reg decode-attn-wide)
   fresh_over $WIDE_REG $WIDE_BASE
@@ -3851,7 +3855,7 @@ rungs7)
   # shapes, timed against lastblock / prefetch) and tile studies first; then moe_experts, then linear, each its own
   # row over the step now
   proof_flat
-  FLAT_OK=$({ [ "$(cat $DONE/gpu-tests-flat 2>/dev/null || true)" = 0 ] || \
+  FLAT_OK=$({ [ "$(marker $DONE/gpu-tests-flat)" = 0 ] || \
     [[ " ${SUITE_TESTS_PASSED:-} " == *" gpu-tests-flat "* ]]; } && echo 1)
   FLAT_BASE=$(now_reg decode-moe-flat)
   fresh_over $FLATMOE_REG $FLAT_BASE

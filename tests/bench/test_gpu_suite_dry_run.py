@@ -8,6 +8,7 @@ sparkops was asked to do is logged and checked; everything the suite keeps lives
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -2760,22 +2761,47 @@ _X16_STEP_RECORDS = {"x16": {"cupy_float": 150e-6, "cupy_x16_pdl": 100e-6},
                                 "cupy_rowwarp_pdl_q8_pairs_ld": 760e-6}}
 
 
+def _from_snapshot(tmp_path: Path, key: str, build) -> Path:
+    """A run directory holding what `build(run)` leaves in it, built once a worker for `key` and copied back before
+    each use: the stages several tests run before their own (the x16 step's two calls took ~75% of each such test,
+    session 37). It lives at a path fixed for the worker (tmp_path's parent, pytest's base temp: one a process, whose
+    tests run one at a time), because the suite's files hold absolute paths: the copy must stand where it was made."""
+    run, snap = tmp_path.parent / "dry-run", tmp_path.parent / f"dry-run-snapshot-{key}"
+    if run.exists():
+        shutil.rmtree(run)
+    if snap.exists():
+        shutil.copytree(snap, run, symlinks=True)
+    else:
+        run.mkdir()
+        build(run)
+        shutil.copytree(run, snap, symlinks=True)
+    return run
+
+
 def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "",
                        records: dict | None = None) -> tuple[str, list[str], Path]:
     """The plan after session 29's win: rungs28 and rungs32 make the x16 step (their wins named in SUITE_TIMED), then
     STAGES run in one call with _X16_STEP_RECORDS and RECORDS (STUB_NO_WIN: NO_WIN's registry times no win): (log,
-    calls, the stand-in machine)."""
-    perops = " ".join([_records(tmp_path, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
-                       _records(tmp_path, **{**_X16_STEP_RECORDS, **(records or {})})])
-    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": perops}
-    _lanes(tmp_path, "rungs28", "", extra_env=env)
-    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"}
-    _lanes(tmp_path, "rungs32", "", extra_env=env)
-    env = {**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16",
-           **({"STUB_NO_WIN": no_win} if no_win else {})}
-    log, calls = _lanes(tmp_path, stages, "", extra_env=env)
+    calls, the stand-in machine). The first two calls come from a snapshot (_from_snapshot) for the same records;
+    the machine is the snapshot's run directory's, not tmp_path's."""
+    records = {**_X16_STEP_RECORDS, **(records or {})}
+
+    def perops(where: Path) -> str:
+        return " ".join([_records(where, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
+                         _records(where, **records)])
+
+    def x16_step(run: Path) -> None:
+        env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": perops(run)}
+        _lanes(run, "rungs28", "", extra_env=env)
+        _lanes(run, "rungs32", "", extra_env={**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"})
+
+    key = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()[:12]
+    run = _from_snapshot(tmp_path, f"x16-{key}", x16_step)
+    env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
+           "STUB_PEROP": perops(tmp_path), **({"STUB_NO_WIN": no_win} if no_win else {})}
+    log, calls = _lanes(run, stages, "", extra_env=env)
     assert "unknown stage" not in log
-    return log, calls, tmp_path / "machine"
+    return log, calls, run / "machine"
 
 
 def test_rungs33_times_the_copy_down_over_the_x16_step_forecast_against_its_experts(tmp_path):
@@ -3141,10 +3167,10 @@ def test_rungs40_says_when_the_step_runs_another_chain_than_the_record_s(tmp_pat
     does not run."""
     _, _, machine = _over_the_x16_step(tmp_path, "proofs40", records=_CONVKDA_RECORD)
     step = machine / "cuda-s32-lmhead-x16.toml"
-    subprocess.run([sys.executable, str(tmp_path / "stubs" / "stub_swap.py"), "short_conv=triton_pdl",
+    subprocess.run([sys.executable, str(machine.parent / "stubs" / "stub_swap.py"), "short_conv=triton_pdl",
                     "--registry", str(step)], check=True)
     env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0"}
-    log, calls = _lanes(tmp_path, "rungs40", "", extra_env=env)
+    log, calls = _lanes(machine.parent, "rungs40", "", extra_env=env)
     assert "gpu-tests-conv-kda: done earlier on this machine (rc=0), skipped" in log
     assert "decode-s40-conv-kda: the forecast's chain (short_conv=triton kda_norm=triton_split_pdl" in log
     reg = machine / "cuda-s40-conv-kda.toml"
@@ -3424,7 +3450,7 @@ def test_a_won_rung_of_engine_options_alone_is_made_again_by_now_chain(tmp_path)
     Path(f"{reg}.base").unlink()
     env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16 decode-s41-shared-side",
            "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _records(tmp_path, **_CONVKDA_RECORD), "STUB_TIMED_OK": "1"}
-    log, calls = _lanes(tmp_path, "rungs40", "", extra_env=env)
+    log, calls = _lanes(machine.parent, "rungs40", "", extra_env=env)
     assert "decode-s41-shared-side won in an earlier call; its registry made again over cuda-s32-lmhead-x16.toml" in log
     assert any(c.startswith("engine side_stream=on shared_expert_side=on --registry") and f"{reg}.new" in c
                for c in calls), calls
