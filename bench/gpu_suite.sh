@@ -721,9 +721,10 @@
 #   step measured, so the base), then on an H200, fresh:
 #     bash bench/gpu_lanes.sh 570 "rungs45" ""   # with SUITE_TIMED *without* s45: its pair times s39 vs s45 there
 #     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # warm, with s45 in SUITE_TIMED: the 131072 rows on that step
-#   and for the folds, not yet written: a relaxed-arrival column (timing only: whether the GPU-scope release every
-#   block makes is the tail) and a kernel-by-kernel timeline of the per-op chain (the fused kernel longer, or the one
-#   after it later).
+#   and for the folds (written after the device time ran out): bash bench/gpu_lanes.sh 320 "proofs47 proofs46" ""
+#   now times a timing-only relaxed arrival as a column (whether the GPU-scope release every block makes is the tail)
+#   and writes kernels-oprojnorm/moenorm-bfloat16.json (SPARKOPS_PEROP_KERNELS: each column's replay kernel by kernel,
+#   dur/own/gap: the fused kernel longer, or the one after it later).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
