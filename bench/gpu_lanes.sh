@@ -11,6 +11,7 @@ set -u
 T0=$(date +%s)
 [ $# -ge 3 ] || { echo "usage: $0 TOTAL_SECONDS 'GPU0 STAGES' 'GPU1 STAGES' ['BOTH-GPU STAGES']"; exit 2; }
 export SUITE_DEADLINE=$((T0 + $1))
+export SUITE_CODE_ID=${SUITE_CODE_ID:-$(bash bench/code_id.sh)}  # the lanes share the checkout: hashed once
 bash bench/gpu_suite.sh install || exit 1
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$GPUS" -lt 2 ]; then  # a machine of one GPU: one lane, GPU 0's stages then GPU 1's; nothing needing two

@@ -1126,9 +1126,7 @@ marker() { local v=""; [ -r "$1" ] && { IFS= read -r v < "$1" || true; }; printf
 # code it failed under (SUITE_CODE_ID: a hash of the sources and tests this call carries; session 12 fixed a kernel
 # between two warm calls and the second skipped its test as "done earlier (rc=1)")
 DONE=$TMP/suite-done; mkdir -p $DONE
-SUITE_CODE_ID=${SUITE_CODE_ID:-$(find src plugins tests bench -type f \( -name '*.py' -o -name '*.cu' -o -name '*.cuh' \
-  -o -name '*.sh' -o -name '*.toml' \) -not -path '*/__pycache__/*' -not -path 'bench/gpu-runs/*' -print0 2>/dev/null \
-  | sort -z | xargs -0 sha256sum 2>/dev/null | sha256sum | cut -c1-16)}
+SUITE_CODE_ID=${SUITE_CODE_ID:-$(bash bench/code_id.sh)}  # gpu_lanes.sh exports it once for all its lanes
 run() {
   local name=$1 need=$2; shift 2
   # SUITE_SKIP="NAME ...": steps this call leaves out (a stage's other steps still run)
