@@ -2778,11 +2778,11 @@ def _from_snapshot(tmp_path: Path, key: str, build) -> Path:
     return run
 
 
-def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "",
-                       records: dict | None = None) -> tuple[str, list[str], Path]:
+def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "", records: dict | None = None,
+                       extra_env: dict[str, str] | None = None) -> tuple[str, list[str], Path]:
     """The plan after session 29's win: rungs28 and rungs32 make the x16 step (their wins named in SUITE_TIMED), then
-    STAGES run in one call with _X16_STEP_RECORDS and RECORDS (STUB_NO_WIN: NO_WIN's registry times no win): (log,
-    calls, the stand-in machine). The first two calls come from a snapshot (_from_snapshot) for the same records;
+    STAGES run in one call with _X16_STEP_RECORDS and RECORDS (STUB_NO_WIN: NO_WIN's registry times no win; EXTRA_ENV
+    for that call alone): (log, calls, the stand-in machine). The first two calls come from a snapshot (_from_snapshot) for the same records;
     the machine is the snapshot's run directory's, not tmp_path's."""
     records = {**_X16_STEP_RECORDS, **(records or {})}
 
@@ -2798,7 +2798,7 @@ def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "",
     key = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()[:12]
     run = _from_snapshot(tmp_path, f"x16-{key}", x16_step)
     env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": perops(tmp_path), **({"STUB_NO_WIN": no_win} if no_win else {})}
+           "STUB_PEROP": perops(tmp_path), **({"STUB_NO_WIN": no_win} if no_win else {}), **(extra_env or {})}
     log, calls = _lanes(run, stages, "", extra_env=env)
     assert "unknown stage" not in log
     return log, calls, run / "machine"
@@ -3322,6 +3322,40 @@ def test_rungs45_times_both_pdl_forms_in_one_pair(tmp_path):
     assert "--changes add_rmsnorm,attention " in decode, decode
     both = json.loads((machine / "suite-diag" / "forecast-s45-pdl-stack.json").read_text())["all"]["ratio"]
     assert both > 1.024 + 0.01, both  # rungs43's forecast alone is x1.024 on the same record
+
+
+_EXPQ8W_RECORD = {"expq8w": {"cupy_rowwarp_pdl_q8_hidden": 1000e-6, "cupy_rowwarp_pdl_q8_pairs": 800e-6}}
+
+
+def test_rungs49_stacks_the_pdl_forms_with_the_pairs_gate_up_in_one_pair(tmp_path):
+    """Session 37's rung: after rungs45's proofs and gpu-tests-exp-q8w (each writes its record), the three pairs
+    swapped at once over the step now (the x16 step, whose experts are the Q8 hidden pair), one captured gate, one pair
+    with --changes add_rmsnorm,attention,moe_experts and --expect from the three records (x1.500, x1.250, and the pairs
+    gate/up 1000 -> 800: x1.250), its forecast scaling the experts' kernels too, above rungs45's on the same records."""
+    records = {**_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs49", records=records)
+    assert log.index("] gpu-tests-norm-wait (limit") < log.index("] gpu-tests-attn-pdl (limit") \
+        < log.index("] gpu-tests-exp-q8w (limit") < log.index("] swap-s49-nones (limit") \
+        < log.index("] gate-captured-s49-nones (limit") < log.index("] decode-s49-nones (limit")
+    decode = _rung_timed_once(calls, machine, "s49-nones", "add_rmsnorm=triton_pdl_wait attention="
+                              "cupy_splitk_bf16_deep_pdl moe_experts=cupy_rowwarp_pdl_q8_pairs",
+                              "cuda-s32-lmhead-x16.toml", "add_rmsnorm=1.500,attention=1.250,moe_experts=1.250")
+    assert "--changes add_rmsnorm,attention,moe_experts " in decode, decode
+    three = json.loads((machine / "suite-diag" / "forecast-s49-nones.json").read_text())["all"]
+    assert "--scale moe_q4_k_gateup=1.25" in three["changes"] and "--scale moe_q4_k_down=1.25" in three["changes"]
+    _, _, again = _over_the_x16_step(tmp_path, "rungs45", records=records)
+    two = json.loads((again / "suite-diag" / "forecast-s45-pdl-stack.json").read_text())["all"]["ratio"]
+    assert three["ratio"] > two + 0.01, (three["ratio"], two)
+
+
+def test_rungs49_is_left_out_when_the_pairs_proof_failed(tmp_path):
+    """The pairs gate/up's GPU tests failed: no swap, no gate, no pair for the stack (its other proofs passed)."""
+    records = {**_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs49", records=records,
+                                             extra_env={"STUB_FAIL_MATCH": "q8_pairs"})
+    assert "] gpu-tests-exp-q8w rc=1" in log and "decode-s49-nones: left out" in log, log
+    assert not (machine / "cuda-s49-nones.toml").exists()
+    assert not any(c.startswith("bench decode") and "cuda-s49-nones.toml" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,
