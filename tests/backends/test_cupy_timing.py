@@ -579,9 +579,7 @@ def test_oproj_norm_fused_side_by_side():
         assert torch.equal(a[1].view(torch.int16), b[1].view(torch.int16)), "the summed streams differ"
     names = ("chain", "cupy_rowwarp_pdl_norm", "no norm")
     impls = {n: pair(n) for n in names}
-    forms = {**_form_columns(cln, "ARRIVAL", cln.ARRIVALS, "arrival {}"),
-             **_form_columns(cln, "SCRATCH", cln.SCRATCHES, "scratch {}"), **_timing_only_arrival(cln)}
-    for label, form in forms.items():
+    for label, form in _fold_form_columns(cln).items():
         def other(*args, inner=pair("cupy_rowwarp_pdl_norm"), form=form, **kwargs):
             with form():
                 return inner(*args, **kwargs)
@@ -613,6 +611,13 @@ def _form_columns(module, attr: str, forms, label: str) -> dict:
         return form
 
     return {label.format(v): forced(v) for v in forms if v != getattr(module, attr)}
+
+
+def _fold_form_columns(module) -> dict:
+    """A norm fold's other forms as columns (its module's own is the implementation's column): every other arrival
+    ("arrival flat", ...), every other scratch ("scratch shared", ...) and the timing-only relaxed arrival."""
+    return {**_form_columns(module, "ARRIVAL", module.ARRIVALS, "arrival {}"),
+            **_form_columns(module, "SCRATCH", module.SCRATCHES, "scratch {}"), **_timing_only_arrival(module)}
 
 
 def _timing_only_arrival(module) -> dict:
@@ -754,9 +759,7 @@ def test_experts_norm_fused_side_by_side():
         assert torch.equal(a[1].view(torch.int16), b[1].view(torch.int16)), "the summed streams differ"
     names = ("chain", "cupy_rowwarp_pdl_q8_hidden_norm", "no closing norm", "no experts")
     impls = {n: chain(n) for n in names}
-    forms = {**_form_columns(cmn, "ARRIVAL", cmn.ARRIVALS, "arrival {}"),
-             **_form_columns(cmn, "SCRATCH", cmn.SCRATCHES, "scratch {}"), **_timing_only_arrival(cmn)}
-    for label, form in forms.items():
+    for label, form in _fold_form_columns(cmn).items():
         inner = chain("cupy_rowwarp_pdl_q8_hidden_norm")
 
         def other(*args, inner=inner, form=form, **kwargs):
