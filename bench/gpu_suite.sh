@@ -715,7 +715,7 @@
 #   bash bench/gpu_lanes.sh 560 "rungs45 rungs48 rungs42" ""   # warm: rungs48 runs only if its forecast gains
 # A win joins SUITE_TIMED (decode-s45-pdl-stack, decode-s48-norm-folds; now_pairs holds their recipes). Then
 # frontier131k and probe_timeline_now on an H200.
-# Session 37 (bench/gpu-runs/2026-12-06-session37/README.md): one H100 came at once (six calls on two machines).
+# Session 37 (bench/gpu-runs/2026-12-06-session37/README.md): one H100 came at once (six calls, three fresh starts).
 # rungs45 (add_rmsnorm=triton_pdl_wait with attention=cupy_splitk_bf16_deep_pdl, the step's bits) timed twice over the
 # s39 step: x1.018 / x1.018, then x1.018 / x1.019 (a none: the tier needs 2%), raising the H100 frontier to 522.1 /
 # 497.1 (critical path x1.007, Amdahl ~x1.07 on add_rmsnorm). The folds' tail (~15 us a layer in the MoE down, ~6 in
