@@ -86,10 +86,10 @@ def option_engine(model, option: str, on: bool, device: str = "cpu", impls: dict
     return Engine(model, Ops(make_plan(reg, load_catalog(), device, verify_checks=False)), max_context=96)
 
 
-def capture_refuses_only_when_on(model, option: str, op: str) -> None:
+def capture_refuses_only_when_on(model, option: str, op: str, registry=None) -> None:
     """On CUDA, a registry with no CUDA selection of `op` (its reference, CPU-only, makes a host round trip a call):
     the step captures while `option` is off (the step never calls `op`) and is refused, naming `op`, once on, the state
-    left as it was."""
+    left as it was. `registry(on)`: the test's own registry with `option` on or off (default: torch for every op)."""
     import pytest
 
     from sparkops.dispatch import Ops
@@ -99,11 +99,15 @@ def capture_refuses_only_when_on(model, option: str, op: str) -> None:
     from sparkops.registry.file import Registry
     from sparkops.registry.plan import make_plan
 
-    def engine(on: bool) -> Engine:
+    def all_torch(on: bool) -> Registry:
         reg = Registry.empty("mem.toml")
         for name in OP_NAMES:
             reg.set(name, "cuda", "torch", fallback="error")
         reg.set_engines({option: on})
+        return reg
+
+    def engine(on: bool) -> Engine:
+        reg = (registry or all_torch)(on)
         del reg.doc["ops"][op]
         return Engine(model, Ops(make_plan(reg, load_catalog(), "cuda", verify_checks=False)), max_context=32)
 

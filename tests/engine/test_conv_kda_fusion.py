@@ -27,7 +27,7 @@ from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
-from tests.engine.fusion_support import OpCalls, nmse, run_phases
+from tests.engine.fusion_support import OpCalls, capture_refuses_only_when_on, nmse, run_phases
 
 #: the options fuse_conv_kda needs: the merged q|k|v conv exists only with both
 MERGED = {"fuse_projections": True, "fuse_short_conv": True}
@@ -352,19 +352,4 @@ def test_gpu_capture_refuses_an_unselected_short_conv_kda_norm_by_name(nano):
     """A registry with no CUDA short_conv_kda_norm (its reference, CPU-only, would make a host round trip a call)
     captures a step while fuse_conv_kda is off - the step never calls it - and refuses, naming short_conv_kda_norm,
     once it is on, leaving the state as it was."""
-    def engine(fuse_conv: bool) -> Engine:
-        reg = _registry("cuda", fuse_conv)
-        del reg.doc["ops"]["short_conv_kda_norm"]
-        return Engine(nano, Ops(make_plan(reg, load_catalog(), "cuda", verify_checks=False)), max_context=32)
-
-    eng = engine(False)
-    eng.prefill([3, 4])
-    step = DecodeStep(eng)
-    step.capture()
-    assert step.graph is not None
-    eng = engine(True)
-    eng.prefill([3, 4])
-    before = eng.state.length
-    with pytest.raises(BadInput, match=r"host round trips: \['short_conv_kda_norm'\]"):
-        DecodeStep(eng).capture()
-    assert eng.state.length == before
+    capture_refuses_only_when_on(nano, "fuse_conv_kda", "short_conv_kda_norm", registry=lambda on: _registry("cuda", on))

@@ -20,14 +20,13 @@ from sparkops.dispatch import Ops
 from sparkops.engine import Engine
 from sparkops.engine.decode_step import DecodeStep
 from sparkops.engine.graph import FUSED_NORM_MAX_T
-from sparkops.errors import BadInput
 from sparkops.lanes import MAIN, SIDE, lane
 from sparkops.ops import OP_NAMES
 from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
-from tests.engine.fusion_support import OpCalls, nmse, run_phases
+from tests.engine.fusion_support import OpCalls, capture_refuses_only_when_on, nmse, run_phases
 
 #: a linear whose weight is an up-projection: f_b, g_b, or fuse_low_rank's block-diagonal weight made of the two
 UP_PROJECTION = re.compile(r"ssm_[fg]_b")
@@ -222,19 +221,4 @@ def test_gpu_capture_refuses_an_unselected_kda_lowrank_norm_by_name(nano):
     """A registry with no CUDA kda_lowrank_norm (its reference, CPU-only, would make a host round trip a call)
     captures a step while fuse_kda_gates is off - the step never calls it - and refuses, naming kda_lowrank_norm,
     once it is on, leaving the state as it was."""
-    def engine(fuse_gates: bool) -> Engine:
-        reg = _registry("cuda", fuse_gates)
-        del reg.doc["ops"]["kda_lowrank_norm"]
-        return Engine(nano, Ops(make_plan(reg, load_catalog(), "cuda", verify_checks=False)), max_context=32)
-
-    eng = engine(False)
-    eng.prefill([3, 4])
-    step = DecodeStep(eng)
-    step.capture()
-    assert step.graph is not None
-    eng = engine(True)
-    eng.prefill([3, 4])
-    before = eng.state.length
-    with pytest.raises(BadInput, match=r"host round trips: \['kda_lowrank_norm'\]"):
-        DecodeStep(eng).capture()
-    assert eng.state.length == before
+    capture_refuses_only_when_on(nano, "fuse_kda_gates", "kda_lowrank_norm", registry=lambda on: _registry("cuda", on))

@@ -17,13 +17,12 @@ from sparkops.dispatch import Ops
 from sparkops.engine import Engine
 from sparkops.engine.decode_step import DecodeStep
 from sparkops.engine.graph import FUSED_NORM_MAX_T
-from sparkops.errors import BadInput
 from sparkops.ops import OP_NAMES
 from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
-from tests.engine.fusion_support import OpCalls, nmse, run_phases
+from tests.engine.fusion_support import OpCalls, capture_refuses_only_when_on, nmse, run_phases
 
 
 @pytest.fixture(scope="module")
@@ -126,19 +125,4 @@ def test_gpu_capture_refuses_only_the_round_trips_the_step_takes(nano):
     """A registry with no CUDA kda_norm (its reference, CPU-only, would make a host round trip a call) captures a step
     while fuse_kda_norm is off - the step never calls kda_norm - and refuses, naming kda_norm, once it is on. Session
     21's captured gate refused every registry made before kda_norm existed, for an op its step did not call."""
-    def engine(fuse_norm: bool) -> Engine:
-        reg = _registry("cuda", fuse_norm)
-        del reg.doc["ops"]["kda_norm"]
-        return Engine(nano, Ops(make_plan(reg, load_catalog(), "cuda", verify_checks=False)), max_context=32)
-
-    eng = engine(False)
-    eng.prefill([3, 4])
-    step = DecodeStep(eng)
-    step.capture()
-    assert step.graph is not None
-    eng = engine(True)
-    eng.prefill([3, 4])
-    before = eng.state.length
-    with pytest.raises(BadInput, match=r"host round trips: \['kda_norm'\]"):
-        DecodeStep(eng).capture()
-    assert eng.state.length == before
+    capture_refuses_only_when_on(nano, "fuse_kda_norm", "kda_norm", registry=lambda on: _registry("cuda", on))

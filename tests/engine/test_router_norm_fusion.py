@@ -18,14 +18,13 @@ from sparkops.dispatch import Ops
 from sparkops.engine import Engine
 from sparkops.engine.decode_step import DecodeStep
 from sparkops.engine.graph import ROUTER_NORM_MAX_T
-from sparkops.errors import BadInput
 from sparkops.gate.routing import RoutingPin, install
 from sparkops.ops import OP_NAMES
 from sparkops.plugins import load_catalog
 from sparkops.registry.file import Registry
 from sparkops.registry.plan import make_plan
 from sparkops.synth import synth_weights
-from tests.engine.fusion_support import OpCalls, nmse, run_phases
+from tests.engine.fusion_support import OpCalls, capture_refuses_only_when_on, nmse, run_phases
 from sparkops.weights import MoEWeights
 
 
@@ -176,19 +175,4 @@ def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano):
 def test_gpu_capture_refuses_only_the_round_trips_the_step_takes(nano):
     """A registry with no CUDA add_rmsnorm_router (its reference, CPU-only, would make a host round trip a call)
     captures a step while fuse_router_norm is off - the step never calls it - and refuses, naming it, once on."""
-    def engine(fuse_router: bool) -> Engine:
-        reg = _registry("cuda", fuse_router)
-        del reg.doc["ops"]["add_rmsnorm_router"]
-        return Engine(nano, Ops(make_plan(reg, load_catalog(), "cuda", verify_checks=False)), max_context=32)
-
-    eng = engine(False)
-    eng.prefill([3, 4])
-    step = DecodeStep(eng)
-    step.capture()
-    assert step.graph is not None
-    eng = engine(True)
-    eng.prefill([3, 4])
-    before = eng.state.length
-    with pytest.raises(BadInput, match=r"host round trips: \['add_rmsnorm_router'\]"):
-        DecodeStep(eng).capture()
-    assert eng.state.length == before
+    capture_refuses_only_when_on(nano, "fuse_router_norm", "add_rmsnorm_router", registry=lambda on: _registry("cuda", on))
