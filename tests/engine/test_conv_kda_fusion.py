@@ -352,4 +352,5 @@ def test_gpu_capture_refuses_an_unselected_short_conv_kda_norm_by_name(nano):
     """A registry with no CUDA short_conv_kda_norm (its reference, CPU-only, would make a host round trip a call)
     captures a step while fuse_conv_kda is off - the step never calls it - and refuses, naming short_conv_kda_norm,
     once it is on, leaving the state as it was."""
-    capture_refuses_only_when_on(nano, "fuse_conv_kda", "short_conv_kda_norm", registry=lambda on: _registry("cuda", on))
+    capture_refuses_only_when_on(nano, "fuse_conv_kda", "short_conv_kda_norm",
+                                 registry=lambda on: _registry("cuda", on))

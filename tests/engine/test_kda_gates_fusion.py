@@ -221,4 +221,5 @@ def test_gpu_capture_refuses_an_unselected_kda_lowrank_norm_by_name(nano):
     """A registry with no CUDA kda_lowrank_norm (its reference, CPU-only, would make a host round trip a call)
     captures a step while fuse_kda_gates is off - the step never calls it - and refuses, naming kda_lowrank_norm,
     once it is on, leaving the state as it was."""
-    capture_refuses_only_when_on(nano, "fuse_kda_gates", "kda_lowrank_norm", registry=lambda on: _registry("cuda", on))
+    capture_refuses_only_when_on(nano, "fuse_kda_gates", "kda_lowrank_norm",
+                                 registry=lambda on: _registry("cuda", on))

@@ -125,4 +125,5 @@ def test_gpu_capture_refuses_only_the_round_trips_the_step_takes(nano):
     """A registry with no CUDA kda_norm (its reference, CPU-only, would make a host round trip a call) captures a step
     while fuse_kda_norm is off - the step never calls kda_norm - and refuses, naming kda_norm, once it is on. Session
     21's captured gate refused every registry made before kda_norm existed, for an op its step did not call."""
-    capture_refuses_only_when_on(nano, "fuse_kda_norm", "kda_norm", registry=lambda on: _registry("cuda", on))
+    capture_refuses_only_when_on(nano, "fuse_kda_norm", "kda_norm",
+                                 registry=lambda on: _registry("cuda", on))

@@ -175,4 +175,5 @@ def test_gpu_the_captured_step_with_the_fused_kernel_keeps_the_gate(nano):
 def test_gpu_capture_refuses_only_the_round_trips_the_step_takes(nano):
     """A registry with no CUDA add_rmsnorm_router (its reference, CPU-only, would make a host round trip a call)
     captures a step while fuse_router_norm is off - the step never calls it - and refuses, naming it, once on."""
-    capture_refuses_only_when_on(nano, "fuse_router_norm", "add_rmsnorm_router", registry=lambda on: _registry("cuda", on))
+    capture_refuses_only_when_on(nano, "fuse_router_norm", "add_rmsnorm_router",
+                                 registry=lambda on: _registry("cuda", on))
