@@ -14,7 +14,12 @@ from sparkops.errors import BadInput
 from sparkops.lanes import MAIN, lane
 
 
-#: the forms of kernels/row_add_norm.cuh's ran_last_block, in the order of its codes (RAN_FLAT, RAN_TREE, RAN_RELEASE)
+#: the forms of kernels/row_add_norm.cuh's ran_last_block (the last-block norm folds' ARRIVAL), in the order of its
+#: codes (RAN_FLAT, RAN_TREE, RAN_RELEASE): "flat" (every block at one counter, acq_rel), "tree" (RAN_GROUPS counters,
+#: then one) or "release" (one counter, a release-only atomic, the acquire fenced by the last block alone). GPU session
+#: 36 (H100) timed the flat form's fold at 15.9 us a layer over the plain MoE down and 5.5 over the o_proj GEMV, ~1 us
+#: expected; session 37 timed the tree form (not contention on one address) and the release form (not the L1
+#: invalidation each acq_rel atomic makes) at the same cost
 RAN_FORMS = ("flat", "tree", "release")
 
 
@@ -37,9 +42,10 @@ def ran_form(op: str, arrival: str) -> int:
     return RAN_FORMS.index(arrival)
 
 
-#: the forms of the last block's scratch (kernels/row_add_norm.cuh's GLOBAL): "shared" (a shared flag and a shared
-#: float a warp: 144 bytes of static shared memory in the kernel) or "global" (__syncthreads_or and a float a warp in
-#: the counter pool: no shared memory); the "global" kernels' names carry a "g" (normgpdl)
+#: the forms of the last block's scratch (kernels/row_add_norm.cuh's GLOBAL; the folds' SCRATCH): "shared" (a shared
+#: flag and a shared float a warp: 144 bytes of static shared memory in the kernel) or "global" (__syncthreads_or and a
+#: float a warp in the counter pool: no shared memory, as the plain kernels); the "global" kernels' names carry a "g"
+#: (normgpdl). Session 37 (H100) timed both alike: the shared-memory carveout is not the folds' cost either
 RAN_SCRATCHES = ("shared", "global")
 #: the counter pool of a last-block norm kernel: 1 + RAN_GROUPS (32) int32 counters, then the global scratch's 32 floats
 #: (row_add_norm.cuh's RAN_PART_OFFSET)
@@ -52,6 +58,12 @@ def ran_scratch(op: str, scratch: str) -> str:
         raise BadInput(f"{op}: the scratch's forms are {list(RAN_SCRATCHES)}, not {scratch!r} "
                        f"(sparkops_cupy.{op}.SCRATCH)")
     return "normg" if scratch == "global" else "norm"
+
+
+def ran_choice(op: str, arrival: str, scratch: str) -> tuple[str, int]:
+    """`op`'s kernel-name infix and arrival code for its ARRIVAL and SCRATCH (ran_scratch, ran_form), checked at each
+    call: the last-block norm folds' one place to turn their two module constants into a launch."""
+    return ran_scratch(op, scratch), ran_form(op, arrival)
 
 
 def _index(device: torch.device) -> int:

@@ -26,7 +26,7 @@ from sparkops.lanes import MAIN
 from sparkops.qweight import QWeight
 
 from . import _runtime as rt
-from ._counters import RAN_FORMS, RAN_POOL, RAN_SCRATCHES, CounterPools, ran_form, ran_scratch
+from ._counters import RAN_FORMS, RAN_POOL, RAN_SCRATCHES, CounterPools, ran_choice
 from .linear import _DT_SUFFIX, ROWWARP_TALL_ROWS, _checked, linear_rowwarp_pdl
 
 SOURCES = rt.source_files("linear_norm.cu")
@@ -34,34 +34,14 @@ SOURCES = rt.source_files("linear_norm.cu")
 #: kernel plainly, its griddepcontrol instructions then no-ops
 PDL = True
 
-#: the arrival that picks the last block (kernels/row_add_norm.cuh's ran_last_block), read at each call: "flat" (every
-#: block at one counter, acq_rel), "tree" (RAN_GROUPS counters, then one) or "release" (one counter, a release-only
-#: atomic, the acquire fenced by the last block alone). GPU session 36 (H100) timed the flat form's fold at 15.9 us a
-#: layer in the MoE down and 5.5 in the o_proj GEMV, ~1 us expected; session 37 timed the tree form no faster, so the
-#: cost is not the atomics on one address. Each acq_rel atomic also invalidates its SM's L1 (CCTL.IVALL) under the
-#: neighbouring blocks' reads; the release form leaves that to the last block (its side-by-side column says whether
-#: that was the cost)
-ARRIVAL = "release"
-ARRIVALS = RAN_FORMS
-#: the last block's scratch (kernels/row_add_norm.cuh's GLOBAL), read at each call: "shared" or "global" (no shared
-#: memory in the kernel). Session 37 (H100) timed all three arrival forms alike, the fold ~15 us a layer over the plain
-#: MoE down and ~6 over the plain o_proj; the plain kernels hold no shared memory, the fused ones 144 bytes, and the
-#: kernel before holds the SM's carveout: "global" tests whether that keeps the fused kernel's blocks from coming in
-#: early under PDL
-SCRATCH = "global"
-SCRATCHES = RAN_SCRATCHES
+#: the last block's arrival and scratch (kernels/row_add_norm.cuh; _counters.RAN_FORMS and RAN_SCRATCHES say what each
+#: form is and what GPU sessions 36-37 measured: all alike), read at each call; tests and side-by-sides set them
+ARRIVAL, SCRATCH = "release", "global"
+ARRIVALS, SCRATCHES = RAN_FORMS, RAN_SCRATCHES
 #: int32 counters a pool (the tree's 33, then the global scratch's 32 floats)
 POOL_COUNTERS = RAN_POOL
 
 _POOLS = CounterPools("linear_add_rmsnorm", POOL_COUNTERS)
-
-
-def _form() -> int:
-    return ran_form("linear_add_rmsnorm", ARRIVAL)
-
-
-def _infix() -> str:
-    return ran_scratch("linear_add_rmsnorm", SCRATCH)
 
 
 def counters(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
@@ -92,6 +72,7 @@ def linear_add_rmsnorm_rowwarp_pdl(x, weight, residual, norm_weight, eps):
 
         return torch_add_rmsnorm(linear_rowwarp_pdl(x, weight), residual, norm_weight, eps)
     rt.cuda_device("linear_add_rmsnorm", x=x, residual=residual, norm_weight=norm_weight)
+    infix, form = ran_choice("linear_add_rmsnorm", ARRIVAL, SCRATCH)  # refused before anything is launched
     x, code, kw, n, k = _checked(x, weight)
     if x.data_ptr() % 16:  # the kernel reads the activations 16 bytes at a time
         x = x.clone()
@@ -101,9 +82,9 @@ def linear_add_rmsnorm_rowwarp_pdl(x, weight, residual, norm_weight, eps):
     residual, gain = rt.contiguous(residual), rt.contiguous(norm_weight)
     y = torch.empty((1, n), dtype=x.dtype, device=x.device)  # [1, OUT] the projection, read back by the last block
     normed, summed = torch.empty_like(y), torch.empty_like(y)
-    name = f"linear_q4_k_rowwarp{_infix()}pdl_{_DT_SUFFIX[code]}"
+    name = f"linear_q4_k_rowwarp{infix}pdl_{_DT_SUFFIX[code]}"
     rt.launch("linear_norm.cu", name, x.device, ((n + 3) // 4,), (128,),
               (rt.ptr(x), rt.ptr(kw.raw), rt.i64(kw.row_bytes), rt.i32(k), rt.i32(n), rt.ptr(y), rt.ptr(residual),
                rt.ptr(gain), rt.f32(eps), rt.ptr(normed), rt.ptr(summed), rt.ptr(_POOLS.get(x.device)),
-               rt.i32(_form())), pdl=PDL)
+               rt.i32(form)), pdl=PDL)
     return normed, summed

@@ -24,7 +24,7 @@ import torch
 from sparkops.lanes import MAIN
 
 from . import _runtime as rt
-from ._counters import RAN_FORMS, RAN_POOL, RAN_SCRATCHES, CounterPools, ran_form, ran_scratch
+from ._counters import RAN_FORMS, RAN_POOL, RAN_SCRATCHES, CounterPools, ran_choice
 from .moe_experts import _DT_SUFFIX, _one_token, moe_experts_rowwarp_pdl_q8_hidden, rowwarp_serves
 
 SOURCES = rt.source_files("moe_down_norm.cu")
@@ -32,34 +32,14 @@ SOURCES = rt.source_files("moe_down_norm.cu")
 #: same kernels plainly, their griddepcontrol instructions then no-ops
 PDL = True
 
-#: the arrival that picks the last block (kernels/row_add_norm.cuh's ran_last_block), read at each call: "flat" (every
-#: block at one counter, acq_rel), "tree" (RAN_GROUPS counters, then one) or "release" (one counter, a release-only
-#: atomic, the acquire fenced by the last block alone). GPU session 36 (H100) timed the flat form's fold at 15.9 us a
-#: layer in the MoE down and 5.5 in the o_proj GEMV, ~1 us expected; session 37 timed the tree form no faster, so the
-#: cost is not the atomics on one address. Each acq_rel atomic also invalidates its SM's L1 (CCTL.IVALL) under the
-#: neighbouring blocks' reads; the release form leaves that to the last block (its side-by-side column says whether
-#: that was the cost)
-ARRIVAL = "release"
-ARRIVALS = RAN_FORMS
-#: the last block's scratch (kernels/row_add_norm.cuh's GLOBAL), read at each call: "shared" or "global" (no shared
-#: memory in the kernel). Session 37 (H100) timed all three arrival forms alike, the fold ~15 us a layer over the plain
-#: MoE down and ~6 over the plain o_proj; the plain kernels hold no shared memory, the fused ones 144 bytes, and the
-#: kernel before holds the SM's carveout: "global" tests whether that keeps the fused kernel's blocks from coming in
-#: early under PDL
-SCRATCH = "global"
-SCRATCHES = RAN_SCRATCHES
+#: the last block's arrival and scratch (kernels/row_add_norm.cuh; _counters.RAN_FORMS and RAN_SCRATCHES say what each
+#: form is and what GPU sessions 36-37 measured: all alike), read at each call; tests and side-by-sides set them
+ARRIVAL, SCRATCH = "release", "global"
+ARRIVALS, SCRATCHES = RAN_FORMS, RAN_SCRATCHES
 #: int32 counters a pool (the tree's 33, then the global scratch's 32 floats)
 POOL_COUNTERS = RAN_POOL
 
 _POOLS = CounterPools("moe_experts_add_rmsnorm", POOL_COUNTERS)
-
-
-def _form() -> int:
-    return ran_form("moe_experts_add_rmsnorm", ARRIVAL)
-
-
-def _infix() -> str:
-    return ran_scratch("moe_experts_add_rmsnorm", SCRATCH)
 
 
 def counters(device: torch.device, n: int = MAIN) -> torch.Tensor | None:
@@ -89,6 +69,7 @@ def moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_g
         y = moe_experts_rowwarp_pdl_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
         return torch_add_rmsnorm(y, residual, norm_weight, eps)
     rt.cuda_device("moe_experts_add_rmsnorm", x=x, residual=residual, norm_weight=norm_weight)
+    infix, form = ran_choice("moe_experts_add_rmsnorm", ARRIVAL, SCRATCH)  # refused before anything is launched
     a = _one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     dev, d, code = a.x.device, a.d, a.code
     residual, gain = rt.contiguous(residual), rt.contiguous(norm_weight)
@@ -103,9 +84,9 @@ def moe_experts_add_rmsnorm_q8_hidden(x, weights, ids, w_gate, w_up, w_down, s_g
               (rt.ptr(a.x), rt.ptr(a.ids), rt.i32(a.k), rt.i32(a.e), rt.ptr(kg.raw), rt.ptr(ku.raw),
                rt.i64(kg.row_bytes), rt.i32(a.f), rt.ptr(sg.raw if sg else None), rt.ptr(su.raw if su else None),
                rt.i32(a.fs), rt.i32(d), rt.ptr(a.h)), shared_mem=smem, pdl=PDL)
-    rt.launch("moe_down_norm.cu", f"moe_q4_k_downq8{_infix()}pdl", dev, ((d + 3) // 4,), (128,),
+    rt.launch("moe_down_norm.cu", f"moe_q4_k_downq8{infix}pdl", dev, ((d + 3) // 4,), (128,),
               (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.ptr(kd.raw),
                rt.i64(kd.row_bytes), rt.i32(a.f), rt.ptr(sd.raw if sd else None), rt.i64(sd.row_bytes if sd else 0),
                rt.i32(a.fs), rt.i32(d), rt.ptr(a.y), rt.i32(code), rt.ptr(residual), rt.ptr(gain), rt.f32(eps),
-               rt.ptr(normed), rt.ptr(summed), rt.ptr(cnt), rt.i32(_form())), pdl=PDL)
+               rt.ptr(normed), rt.ptr(summed), rt.ptr(cnt), rt.i32(form)), pdl=PDL)
     return normed, summed

@@ -52,6 +52,17 @@ def test_the_arrival_codes_are_row_add_norm_s_in_order():
             assert ran_form("op", name) == code
 
 
+def test_the_pool_holds_the_tree_s_counters_then_the_global_scratch():
+    """RAN_POOL int32s: 1 + RAN_GROUPS counters, then a float a warp (at most 32) from RAN_PART_OFFSET."""
+    from pathlib import Path
+
+    import sparkops_cupy
+
+    src = (Path(sparkops_cupy.__file__).parent / "kernels" / "row_add_norm.cuh").read_text()
+    assert "#define RAN_GROUPS 32\n" in src and "#define RAN_PART_OFFSET (1 + RAN_GROUPS)\n" in src
+    assert _counters.RAN_POOL == 1 + 32 + 32
+
+
 def test_the_timing_only_arrival_is_refused_unless_a_side_by_side_asks(monkeypatch):
     with pytest.raises(BadInput, match=r"op: the arrival 'relaxed' is for timing only.*sparkops_cupy.op.ARRIVAL"):
         ran_form("op", "relaxed")
@@ -65,3 +76,4 @@ def test_an_unknown_arrival_or_scratch_is_refused_naming_the_constant():
     with pytest.raises(BadInput, match=r"op: the scratch's forms are \['shared', 'global'\].*sparkops_cupy.op.SCRATCH"):
         ran_scratch("op", "local")
     assert [ran_scratch("op", s) for s in RAN_SCRATCHES] == ["norm", "normg"]
+    assert _counters.ran_choice("op", "tree", "global") == ("normg", 1)

@@ -19,9 +19,9 @@
 #define RAN_FLAT 0
 #define RAN_TREE 1
 #define RAN_RELEASE 2
-// timing only (never a module's ARRIVAL outside a side-by-side, _counters.TIMING_ONLY): a relaxed atomic, no release and
-// no acquire, so the last block may read rows not yet visible to it; its column says what the GPU-scope release every
-// block makes (MEMBAR.ALL.GPU before its atomic) costs the kernel
+// timing only (never a module's ARRIVAL outside a side-by-side, _counters.TIMING_ONLY): a relaxed atomic, no release
+// and no acquire, so the last block may read rows not yet visible to it; its column says what the GPU-scope release
+// every block makes (MEMBAR.ALL.GPU before its atomic) costs the kernel
 #define RAN_RELAXED 3
 
 // one arrival at *c that only releases (the block's stores, ordered before it by a barrier): no acquire, so no
@@ -32,6 +32,7 @@ __device__ __forceinline__ int ran_arrive_release(int* c) {
     return old;
 }
 
+// one arrival at *c with neither release nor acquire (RAN_RELAXED, timing only); the old count
 __device__ __forceinline__ int ran_arrive_relaxed(int* c) {
     int old;
     asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
@@ -39,8 +40,8 @@ __device__ __forceinline__ int ran_arrive_relaxed(int* c) {
 }
 
 // Whether this block is the grid's last to arrive, every block's stores before the call ordered before the last
-// block's reads after it; thread 0 asks (an atomic add at GPU scope on a counter it meets), the block learns by shared
-// memory. The last block's counters are zero again when it returns.
+// block's reads after it; thread 0 asks (an atomic add at GPU scope on a counter it meets), the block learns by a
+// shared int or __syncthreads_or (GLOBAL). The last block's counters are zero again when it returns.
 //   RAN_FLAT: every block at cnt[0] by an acq_rel atomic (moe_router.cu's arrival).
 //   RAN_TREE: each block at its group's counter and the last of a group at cnt[0] (acq_rel): RAN_GROUPS counters in
 //     separate lines take the grid's burst of atomics, not one. Release-acquire chains carry every block's stores to
@@ -51,9 +52,8 @@ __device__ __forceinline__ int ran_arrive_relaxed(int* c) {
 //     every block, while its neighbours still read their x (or the hidden vector) through that L1; here only the last
 //     block pays it (nvdisasm of both forms, sm_90).
 // Why three: GPU session 36 (H100) timed the MoE down with the flat arrival and the norm in its last block at 15.9 us a
-// layer over the plain down (5.5 in the o_proj GEMV), ~1 us expected; session 37 timed the tree form the same
-// (contention on one address was not the cost), with the norm read in one round trip as well (nor was the norm's own
-// latency): the L1 invalidation on every block is what the release form tests.
+// layer over the plain down (5.5 in the o_proj GEMV), ~1 us expected. Session 37 timed the tree form the same (not
+// contention on one address) and the release form the same (not the L1 invalidation on every block).
 // GLOBAL (the scratch's form, below): false, the flag through a shared int after a barrier; true, through
 // __syncthreads_or - no shared memory in the kernel.
 template <bool GLOBAL>
@@ -109,7 +109,8 @@ __device__ __forceinline__ float ran_load(const void* p, i64 i, int dt) {
 // plain MoE down, ~6 over the plain o_proj GEMV), and the plain kernels use no shared memory, the fused ones 144
 // bytes of it; the kernel before (the MoE gate/up, ~24 KB a block) holds the SM's shared-memory carveout. The
 // suspect: a block whose kernel wants another carveout waits for the SM to drain, so the down's blocks no longer come
-// in early under PDL. The global form takes shared memory out of the kernel, the test of that suspect.
+// in early under PDL. The global form takes shared memory out of the kernel: session 37 timed it the same as the shared
+// one, so that suspect is refuted too.
 #define RAN_PART_OFFSET (1 + RAN_GROUPS)
 
 // summed = y + residual, normed = rmsnorm(summed) * w for one token's row of D values, by one block. A longer row than
