@@ -53,3 +53,14 @@ def test_nothing_is_written_unless_both_variables_are_set(tmp_path, monkeypatch)
     assert path.name == "kernels-rec.json"  # not perop-*.json: `ledger perop` never reads it as a record
     assert json.loads(path.read_text())["columns"] == cols
     assert "x: 1.00 us a call" in K.render(cols) and "gap -" in K.render(cols)
+
+
+def test_the_kernels_variable_without_a_directory_is_refused_naming_both(monkeypatch):
+    from sparkops.errors import BadInput
+
+    monkeypatch.delenv("SPARKOPS_PEROP_DIR", raising=False)
+    monkeypatch.delenv(K.PEROP_KERNELS, raising=False)
+    assert K.wanted() is False
+    monkeypatch.setenv(K.PEROP_KERNELS, "1")
+    with pytest.raises(BadInput, match="SPARKOPS_PEROP_KERNELS is set but SPARKOPS_PEROP_DIR is not"):
+        K.wanted()

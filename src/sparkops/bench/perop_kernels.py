@@ -22,6 +22,7 @@ import statistics
 from pathlib import Path
 from typing import Iterable
 
+from ..errors import BadInput
 from .perop import PEROP_DIR
 
 #: with this variable set (and PEROP_DIR), the side-by-side tests write kernels-NAME.json
@@ -29,8 +30,14 @@ PEROP_KERNELS = "SPARKOPS_PEROP_KERNELS"
 
 
 def wanted() -> bool:
-    """Whether the running side-by-side should profile its columns (both variables set)."""
-    return bool(os.environ.get(PEROP_KERNELS)) and bool(os.environ.get(PEROP_DIR))
+    """Whether the running side-by-side should profile its columns: SPARKOPS_PEROP_KERNELS set. Set without
+    SPARKOPS_PEROP_DIR (where the file goes) it is refused, not ignored."""
+    if not os.environ.get(PEROP_KERNELS):
+        return False
+    if not os.environ.get(PEROP_DIR):
+        raise BadInput(f"{PEROP_KERNELS} is set but {PEROP_DIR} is not: set {PEROP_DIR} to the directory that "
+                       f"kernels-NAME.json (and perop-NAME.json) should go to, or unset {PEROP_KERNELS}")
+    return True
 
 
 def summarize(kernels: Iterable[tuple[str, float, float]], calls: int) -> dict:
