@@ -89,6 +89,8 @@
 #                 samples (CSV; bench/probes/ncu_source_table.py)
 #     probe_router_anatomy  the step's router after its norm with stages left out (RT_PROBE: no routing, no
 #                 arrival, no read of x) and at 1, 2, 4 warps a block (bench/probes/router_anatomy.py; ~30 s)
+#     probe_fold  the norm folds' kernels (MoE down, o_proj) with stages left out (RAN_PROBE: no norm, no arrival,
+#                 the norm's loop form), with and without PDL, beside the plain op (bench/probes/fold_anatomy.py)
 #     probe_l2_hot  the step's kernels (Q8 tall GEMV, o_proj, MLA q, the MoE pair, the router) with their weights
 #                 cold and L2-hot, bits compared (bench/probes/l2_hot.py; session 34's lead: prefetch ahead or not)
 #     probe_ncu_source_moe  the Q8 hidden pair's down, the pairs gate/up (x padded) and the down with its loads
@@ -3535,6 +3537,9 @@ probe_ncu_source_router)  # decode lead (session 30, for session 31): where in i
       python3 bench/probes/router_kernels.py
   [ -s "$R/$f.log" ] && python3 bench/probes/ncu_source_table.py "$R/$f.log" --json "$R/$f.json" > "$R/$f-table.txt" 2>&1
   ;;
+probe_fold)  # decode lead (session 38): the norm folds' ~15 / ~6 us tail placed inside the fused kernel - the
+  # norm, its registers, the arrival - each left out in turn (row_add_norm.cuh's RAN_PROBE), PDL on and off
+  run probe-fold-anatomy 300 python3 bench/probes/fold_anatomy.py --out "$R/probe-fold-anatomy.json" ;;
 probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with its weights cold (sets rotated past
   # the L2) and L2-hot (one set), the same bits asked of both (bench/probes/l2_hot.py; ~1 GB of expert weights built)
   run probe-l2-hot 240 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;

@@ -1394,6 +1394,13 @@ def test_probe_ncu_source_router_reads_the_pdl_routers_measured_bf16_launch(tmp_
     assert "--page source --print-source sass --csv" in ncu and "bench/probes/router_kernels.py" in ncu
 
 
+def test_probe_fold_runs_the_fold_anatomy_into_the_call_s_results(tmp_path):
+    """Session 38's fold probe: bench/probes/fold_anatomy.py once, its JSON among the call's results."""
+    log, calls = _suite(tmp_path, "probe_fold")
+    assert "] probe-fold-anatomy (limit" in log and "unknown stage" not in log
+    assert "bench/probes/fold_anatomy.py --out" in log and "probe-fold-anatomy.json" in log
+
+
 def test_probe_router_anatomy_runs_the_stage_probe_into_the_call_s_results(tmp_path):
     """Session 31's router probe: bench/probes/router_anatomy.py once, its JSON among the call's results."""
     log, calls = _suite(tmp_path, "probe_router_anatomy")

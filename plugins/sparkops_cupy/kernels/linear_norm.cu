@@ -28,7 +28,9 @@ __device__ __forceinline__ void rowwarp_norm_q4_k(const void* __restrict__ x, co
                                                   const float* __restrict__ gain, float eps, void* __restrict__ normed,
                                                   void* __restrict__ summed, int* __restrict__ cnt, int form) {
     rowwarp_q4_k<DT, true>(x, w, row_bytes, K, N, y);
+    if (RAN_PROBE == 2) return;  // probe only: no arrival, no norm
     if (!ran_last_block<GLOBAL>(cnt, form)) return;
+    if (RAN_PROBE == 1) return;  // probe only: no norm
     pdl_wait();  // the residual: a kernel before this one wrote it
     row_add_norm<GLOBAL>(y, residual, DT, gain, eps, N, normed, summed, (float*)(cnt + RAN_PART_OFFSET));
 }

@@ -33,7 +33,9 @@ __device__ __forceinline__ void down_q8_norm(
     int D, void* y, int y_dt, const void* residual, const float* __restrict__ w, float eps, void* __restrict__ normed,
     void* __restrict__ summed, int* __restrict__ cnt, int form) {
     down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+    if (RAN_PROBE == 2) return;  // probe only: no arrival, no norm
     if (!ran_last_block<GLOBAL>(cnt, form)) return;
+    if (RAN_PROBE == 1) return;  // probe only: no norm
     pdl_wait();  // the residual: a kernel before this one wrote it
     row_add_norm<GLOBAL>(y, residual, y_dt, w, eps, D, normed, summed, (float*)(cnt + RAN_PART_OFFSET));
 }

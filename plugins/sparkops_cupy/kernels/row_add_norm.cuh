@@ -24,6 +24,14 @@
 // every block makes (MEMBAR.ALL.GPU before its atomic) costs the kernel
 #define RAN_RELAXED 3
 
+// RAN_PROBE: stages of the fold left out, for bench/probes/fold_anatomy.py only (it compiles the folds' sources with
+// the define; the registered kernels never set it): 0 the whole fold; 1 no norm (the last block returns after its
+// arrival, the counters still zeroed); 2 no arrival either (every block returns after storing its outputs, as the
+// plain kernel does); 3 the whole fold with the norm's loop form (one element at a time, not held in registers). METHOD.md's way to place time inside a kernel without counters, as moe_router.cu's RT_PROBE.
+#ifndef RAN_PROBE
+#define RAN_PROBE 0
+#endif
+
 // one arrival at *c that only releases (the block's stores, ordered before it by a barrier): no acquire, so no
 // invalidation of the SM's L1; the old count
 __device__ __forceinline__ int ran_arrive_release(int* c) {
@@ -120,7 +128,7 @@ __device__ __forceinline__ void row_add_norm(const void* y, const void* residual
                                              float eps, int D, void* __restrict__ normed, void* __restrict__ summed,
                                              float* __restrict__ part) {
     const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, step = blockDim.x;
-    const bool held = D <= RAN_MAX * step;
+    const bool held = RAN_PROBE != 3 && D <= RAN_MAX * step;  // RAN_PROBE 3: the loop form, fewer registers
     float s[RAN_MAX];
     float acc = 0.0f;
     if (held) {
