@@ -13,14 +13,20 @@ the folds' sources compiled with RAN_PROBE (kernels/row_add_norm.cuh) =
     0  the whole fold (the registered kernel's code, its bits)
     1  no norm: the last block returns after its arrival (the plain kernel's registers)
     2  no arrival either: every block returns after storing its outputs (the plain kernel with the fold's arguments)
-    3  the whole fold with the norm's loop form (one element at a time: the plain kernel's registers, its bits)
+    3  the whole fold with the norm's loop form (one element at a time: the plain kernel's registers)
+    4  the whole fold with the scalar norm sessions 36-38 timed (a value a load, held in registers)
+
+Session 38's first run (before 0's vector norm existed, when 0 was today's 4) answered it: the arrival costs ~1.9 us
+(MoE) and nothing (o_proj); the norm the rest, in its loads waiting one by one. So 0 is now the vector norm
+(row_add_norm.cuh's row_add_norm_vec: every 16-byte chunk requested before the first is used), 4 the scalar one.
 
 each swapped in for the registered kernel (the module's own launch, its arrival and scratch) and run as the step runs
 it: one call a set over the workload's sets (a token routed to other experts each call; an o_proj weight a set, past
 the L2), captured in one CUDA graph and replayed (the median of the replays), with PDL and without it (the module's
 PDL constant). Beside them, what the fold replaces: the plain pair or GEMV alone, and then with the Triton norm
 (add_rmsnorm=triton_pdl, the step's). Each variant's register count is printed, and variants 0 and 3 are checked
-bitwise against the registered kernel.
+against the registered kernel: 0 bit for bit, 3 and 4 the summed stream bit for bit and the normed
+values' largest difference (their sums of squares run in another order than 0's).
 
     python bench/probes/fold_anatomy.py --out probe.json [--replays 30]
 """
@@ -35,7 +41,8 @@ import sys
 import torch
 
 #: RAN_PROBE value -> what the variant leaves out
-STAGES = {0: "the whole fold", 1: "no norm", 2: "no arrival, no norm", 3: "the norm's loop form"}
+STAGES = {0: "the whole fold", 1: "no norm", 2: "no arrival, no norm", 3: "the norm's loop form",
+          4: "the scalar norm"}
 #: the folds: label -> (kernel source, the registered kernel's name for the module's ARRIVAL/SCRATCH defaults)
 FOLDS = {"moe": ("moe_down_norm.cu", "moe_q4_k_downq8normgpdl"),
          "oproj": ("linear_norm.cu", "linear_q4_k_rowwarpnormgpdl_bf16")}
@@ -130,20 +137,28 @@ def main(argv: list[str] | None = None) -> int:
         for probe, leaves_out in STAGES.items():
             fn = variant(fold, probe)
             for pdl in (True, False):
-                if not pdl and probe in (1, 3):
+                if not pdl and probe in (1, 3, 4):
                     continue  # without PDL only the whole fold and the plain one: what PDL changes
                 with swapped(fold, fn, pdl):
                     us = timed([lambda a=a: fused(a) for a in sets])
-                    same = None
-                    if probe in (0, 3):
+                    same = worst = None
+                    if probe in (0, 3, 4):  # (normed, summed) against the registered kernel's
                         got = fused(sets[0])
                         torch.cuda.synchronize()
                         same = all(torch.equal(x.view(torch.int16), y.view(torch.int16))
                                    for x, y in zip(got, registered))
+                        worst = float((got[0].float() - registered[0].float()).abs().max())
+                        if probe == 0 and not same:
+                            raise SystemExit(f"fold_anatomy probe: {fold}'s RAN_PROBE=0 build is not the registered "
+                                             f"kernel's bits: the probe's sources differ from the registered ones")
+                        if not torch.equal(got[1], registered[1]):
+                            raise SystemExit(f"fold_anatomy probe: {fold}'s RAN_PROBE={probe} build's summed stream "
+                                             f"is not the registered kernel's")
                 label = f"RAN_PROBE={probe} {'pdl' if pdl else 'no pdl'}"
                 out["variants"][label] = {"leaves_out": leaves_out, "pdl": pdl, "us": us, "over_plain_us":
-                                          us - plain_us, "registers": int(fn.num_regs), "same_bits": same}
-                bits = "" if same is None else (" same bits" if same else " OTHER BITS")
+                                          us - plain_us, "registers": int(fn.num_regs), "same_bits": same,
+                                          "normed_max_abs_diff": worst}
+                bits = "" if same is None else (" same bits" if same else f" normed within {worst:.2g}")
                 print(f"  {label:18s} {leaves_out:20s} {us:6.2f} us a call ({us - plain_us:+6.2f} over the plain op), "
                       f"{fn.num_regs} registers{bits}", flush=True)
         assert not module.counters(dev).any(), f"{fold}: a variant left its counters non-zero"

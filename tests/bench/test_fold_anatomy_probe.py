@@ -26,17 +26,18 @@ def test_the_probe_needs_a_cuda_device(capsys, tmp_path):
 
 
 def test_each_stage_it_leaves_out_is_one_both_folds_can_leave_out():
-    """RAN_PROBE 1 and 2 are tested in each fold's kernel, 3 in the shared norm; 0 (the registered build) is the
+    """RAN_PROBE 1 and 2 are tested in each fold's kernel, 3 and 4 in the shared norm; 0 (the registered build) is the
     header's default, so the registered kernels never leave anything out."""
     header = (KERNELS / "row_add_norm.cuh").read_text()
     assert "#ifndef RAN_PROBE\n#define RAN_PROBE 0\n#endif" in header
-    assert "RAN_PROBE != 3 && D <= RAN_MAX * step" in header
+    assert "RAN_PROBE != 3 && D <= RAN_MAX * step" in header  # 3: the scalar norm's loop form
+    assert "RAN_PROBE != 3 && RAN_PROBE != 4 && (addr & 15u) == 0" in header  # 3, 4: not the vector norm
     for cu, _ in load_probe("fold_anatomy").FOLDS.values():
         src = (KERNELS / cu).read_text()
         assert {int(v) for v in re.findall(r"if \(RAN_PROBE == (\d)\) return;", src)} == {1, 2}, cu
         # no arrival, no norm before the arrival; no norm right after it
         assert src.index("RAN_PROBE == 2") < src.index("ran_last_block<GLOBAL>") < src.index("RAN_PROBE == 1")
-    assert set(load_probe("fold_anatomy").STAGES) == {0, 1, 2, 3}
+    assert set(load_probe("fold_anatomy").STAGES) == {0, 1, 2, 3, 4}
 
 
 def test_the_kernels_it_swaps_are_the_ones_the_modules_launch_by_default():

@@ -27,7 +27,8 @@
 // RAN_PROBE: stages of the fold left out, for bench/probes/fold_anatomy.py only (it compiles the folds' sources with
 // the define; the registered kernels never set it): 0 the whole fold; 1 no norm (the last block returns after its
 // arrival, the counters still zeroed); 2 no arrival either (every block returns after storing its outputs, as the
-// plain kernel does); 3 the whole fold with the norm's loop form (one element at a time, not held in registers). METHOD.md's way to place time inside a kernel without counters, as moe_router.cu's RT_PROBE.
+// plain kernel does); 3 the whole fold with the norm's loop form (one element at a time, not held in registers); 4 the
+// whole fold with the scalar form sessions 36-38 timed (a value a load, held in registers). METHOD.md's way to place time inside a kernel without counters, as moe_router.cu's RT_PROBE.
 #ifndef RAN_PROBE
 #define RAN_PROBE 0
 #endif
@@ -121,13 +122,155 @@ __device__ __forceinline__ float ran_load(const void* p, i64 i, int dt) {
 // one, so that suspect is refuted too.
 #define RAN_PART_OFFSET (1 + RAN_GROUPS)
 
-// summed = y + residual, normed = rmsnorm(summed) * w for one token's row of D values, by one block. A longer row than
-// RAN_MAX x blockDim.x takes the loop form: the same sums in the same order, so the same bits, a round trip a value
+// The block's sum of squares in the fixed order (each thread's partial `acc` in its elements' order, a butterfly within
+// a warp, the warps in order) and the row's 1 / sqrt(mean + eps), read by every thread. GLOBAL: the warps' sums
+// through `part` (zeroed again after), else through shared memory.
+template <bool GLOBAL>
+__device__ __forceinline__ float ran_rinv(float acc, int D, float eps, float* __restrict__ part) {
+    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    acc = warp_sum(acc);
+    float total;
+    if constexpr (GLOBAL) {
+        if ((threadIdx.x & 31) == 0) part[warp] = acc;
+        __syncthreads();  // every warp's partial visible to the block
+        total = __ldcg(part);
+        for (int i = 1; i < warps; ++i) total = __fadd_rn(total, __ldcg(part + i));
+        __syncthreads();  // every thread has read them
+        if ((threadIdx.x & 31) == 0) part[warp] = 0.0f;  // zero for the next launch
+    } else {
+        __shared__ float red[32];
+        if ((threadIdx.x & 31) == 0) red[warp] = acc;
+        __syncthreads();
+        total = red[0];
+        for (int i = 1; i < warps; ++i) total = __fadd_rn(total, red[i]);
+    }
+    return __frsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)D), eps));
+}
+
+// 16-byte chunks a thread at most in the vector form (row_add_norm_vec) for 16-bit values and for floats: at 128
+// threads, rows of up to 3 x 128 x 8 = 3072 16-bit values or 5 x 128 x 4 = 2560 floats (the 48B's D = 2304 in either)
+#define RAN_VEC16 3
+#define RAN_VEC32 5
+
+// value i of a chunk as a float (DT a template constant and i unrolled: no branch between a load and its use)
+template <int DT>
+__device__ __forceinline__ float ran_value(const uint4 v, int i) {
+    const u32 word = (i >> (DT == DT_F32 ? 0 : 1)) == 0 ? v.x : (i >> (DT == DT_F32 ? 0 : 1)) == 1 ? v.y
+                   : (i >> (DT == DT_F32 ? 0 : 1)) == 2 ? v.z : v.w;
+    if constexpr (DT == DT_F32) return __uint_as_float(word);
+    const u16 half = (u16)((i & 1) ? word >> 16 : word & 0xffffu);
+    return DT == DT_BF16 ? bf16_to_f32(half) : f16_to_f32(half);
+}
+
+// value i of a chunk's gains (PER / 4 float4s)
+__device__ __forceinline__ float ran_gain(const float4 a, const float4 b, int i) {
+    const float4 v = i < 4 ? a : b;
+    const int k = i & 3;
+    return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
+// two values in DT, each rounded to nearest even (store_act's conversions), as one 32-bit word; for floats, lo alone
+template <int DT>
+__device__ __forceinline__ u32 ran_word(float lo, float hi) {
+    if constexpr (DT == DT_F32) return __float_as_uint(lo);
+    if constexpr (DT == DT_BF16) return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
+    return (u32)f32_to_f16(lo) | ((u32)f32_to_f16(hi) << 16);
+}
+
+// The vector form (written after GPU session 38): chunk c (16 bytes: values PER c .. PER c + PER - 1) belongs to thread
+// c mod blockDim.x. Every chunk of y, of the residual and of w is requested before the first is used: one round trip
+// through L2, where the scalar form's loads, each converted right after it (a runtime dtype branch between them),
+// waited about one by one; session 38's probe (bench/probes/fold_anatomy.py) put the folds' whole tail there (the MoE
+// down's +15.7 us a layer with the norm, +1.9 without it). The sums are recomputed from the held chunks after the
+// reduction rather than held as floats (registers). The caller checked ran_vec_fits.
+template <bool GLOBAL, int DT>
+__device__ __forceinline__ void row_add_norm_vec(const void* y, const void* residual, const float* __restrict__ w,
+                                                 float eps, int D, void* __restrict__ normed,
+                                                 void* __restrict__ summed, float* __restrict__ part) {
+    constexpr int PER = DT == DT_F32 ? 4 : 8, VEC = DT == DT_F32 ? RAN_VEC32 : RAN_VEC16;  // values a chunk, chunks
+    const int chunks = D / PER, step = blockDim.x;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 yv[VEC], rv[VEC];
+    float4 wa[VEC], wb[VEC];  // a chunk's gains: 4 floats (wa) or 8 (wa, wb)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {  // every load first
+        const int c = threadIdx.x + j * step;
+        const bool in = c < chunks;
+        yv[j] = in ? __ldcg((const uint4*)y + c) : zero;
+        rv[j] = in ? __ldcg((const uint4*)residual + c) : zero;
+        const float4* g = (const float4*)w + (i64)c * (PER / 4);
+        wa[j] = in ? __ldg(g) : make_float4(0.f, 0.f, 0.f, 0.f);
+        wb[j] = in && PER == 8 ? __ldg(g + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {  // element order; a chunk past the row adds 0 * 0, leaving acc as it is
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const float v = __fadd_rn(ran_value<DT>(yv[j], i), ran_value<DT>(rv[j], i));
+            acc = __fmaf_rn(v, v, acc);
+        }
+    }
+    const float rinv = ran_rinv<GLOBAL>(acc, D, eps, part);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+        const int c = threadIdx.x + j * step;
+        if (c >= chunks) continue;
+        u32 sw[4], nw[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // word q: values 2q, 2q + 1 (16-bit) or q (floats)
+            const int i0 = PER == 8 ? 2 * q : q, i1 = PER == 8 ? 2 * q + 1 : q;
+            const float s0 = __fadd_rn(ran_value<DT>(yv[j], i0), ran_value<DT>(rv[j], i0));
+            const float s1 = __fadd_rn(ran_value<DT>(yv[j], i1), ran_value<DT>(rv[j], i1));
+            sw[q] = ran_word<DT>(s0, s1);
+            nw[q] = ran_word<DT>(__fmul_rn(__fmul_rn(s0, rinv), ran_gain(wa[j], wb[j], i0)),
+                                 __fmul_rn(__fmul_rn(s1, rinv), ran_gain(wa[j], wb[j], i1)));
+        }
+        ((uint4*)summed)[c] = make_uint4(sw[0], sw[1], sw[2], sw[3]);
+        ((uint4*)normed)[c] = make_uint4(nw[0], nw[1], nw[2], nw[3]);
+    }
+}
+
+// whether the vector form takes the row: whole 16-byte chunks, at most RAN_VEC16 / RAN_VEC32 a thread, every pointer
+// 16-byte aligned
+__device__ __forceinline__ bool ran_vec_fits(const void* y, const void* residual, int dt, const float* w, int D,
+                                             const void* normed, const void* summed) {
+    const int per = dt == DT_F32 ? 4 : 8, vec = dt == DT_F32 ? RAN_VEC32 : RAN_VEC16;
+    const u64 addr = (u64)y | (u64)residual | (u64)w | (u64)normed | (u64)summed;
+    return RAN_PROBE != 3 && RAN_PROBE != 4 && (addr & 15u) == 0 && D % per == 0 && D / per <= vec * (int)blockDim.x;
+}
+
+// summed = y + residual, normed = rmsnorm(summed) * w for one token's row of D values, by one block: the vector form
+// where it fits (ran_vec_fits), else the scalar form (below). The two sum the squares in other orders: each is
+// deterministic, neither is the Triton add_rmsnorm's order (the tolerance row's claim).
+template <bool GLOBAL>
+__device__ __forceinline__ void row_add_norm_scalar(const void* y, const void* residual, int dt,
+                                                    const float* __restrict__ w, float eps, int D,
+                                                    void* __restrict__ normed, void* __restrict__ summed,
+                                                    float* __restrict__ part);
+
 template <bool GLOBAL>
 __device__ __forceinline__ void row_add_norm(const void* y, const void* residual, int dt, const float* __restrict__ w,
                                              float eps, int D, void* __restrict__ normed, void* __restrict__ summed,
                                              float* __restrict__ part) {
-    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, step = blockDim.x;
+    if (ran_vec_fits(y, residual, dt, w, D, normed, summed)) {  // the same for every thread of the block
+        if (dt == DT_BF16) row_add_norm_vec<GLOBAL, DT_BF16>(y, residual, w, eps, D, normed, summed, part);
+        else if (dt == DT_F16) row_add_norm_vec<GLOBAL, DT_F16>(y, residual, w, eps, D, normed, summed, part);
+        else row_add_norm_vec<GLOBAL, DT_F32>(y, residual, w, eps, D, normed, summed, part);
+        return;
+    }
+    row_add_norm_scalar<GLOBAL>(y, residual, dt, w, eps, D, normed, summed, part);
+}
+
+// The scalar form (sessions 36-38's only one): element e belongs to thread e mod blockDim.x, a value a load, held in
+// registers when the row has at most RAN_MAX x blockDim.x values, else a loop (the same sums in the same order, so the
+// same bits, a round trip a value)
+template <bool GLOBAL>
+__device__ __forceinline__ void row_add_norm_scalar(const void* y, const void* residual, int dt,
+                                                    const float* __restrict__ w, float eps, int D,
+                                                    void* __restrict__ normed, void* __restrict__ summed,
+                                                    float* __restrict__ part) {
+    const int step = blockDim.x;
     const bool held = RAN_PROBE != 3 && D <= RAN_MAX * step;  // RAN_PROBE 3: the loop form, fewer registers
     float s[RAN_MAX];
     float acc = 0.0f;
@@ -154,23 +297,7 @@ __device__ __forceinline__ void row_add_norm(const void* y, const void* residual
             acc = __fmaf_rn(v, v, acc);
         }
     }
-    acc = warp_sum(acc);
-    float total;
-    if constexpr (GLOBAL) {
-        if ((threadIdx.x & 31) == 0) part[warp] = acc;
-        __syncthreads();  // every warp's partial visible to the block
-        total = __ldcg(part);
-        for (int i = 1; i < warps; ++i) total = __fadd_rn(total, __ldcg(part + i));
-        __syncthreads();  // every thread has read them
-        if ((threadIdx.x & 31) == 0) part[warp] = 0.0f;  // zero for the next launch
-    } else {
-        __shared__ float red[32];
-        if ((threadIdx.x & 31) == 0) red[warp] = acc;
-        __syncthreads();
-        total = red[0];
-        for (int i = 1; i < warps; ++i) total = __fadd_rn(total, red[i]);
-    }
-    const float rinv = __frsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)D), eps));
+    const float rinv = ran_rinv<GLOBAL>(acc, D, eps, part);
     if (held) {
 #pragma unroll
         for (int i = 0; i < RAN_MAX; ++i) {
