@@ -280,6 +280,11 @@
 #                 the one gaining none the step lacks (`sparkops ledger nones`); after rungs45's proofs and
 #                 gpu-tests-exp-q8w, --expect from the three records, --forecast from the three changes at once
 #     proofs49    rungs49's GPU tests alone
+#     rungs50     moe_experts=cupy_rowwarp_pdl_q8_pairs_ld over the step now when its experts are the pairs pair
+#                 (rungs49's): the down's expert ids and routing weights read once a warp (the same bits); session 30's
+#                 rungs35 timed it x1.014 / x1.012 over the s34 stack (a none), and `sparkops ledger nones` lists it as
+#                 the one gaining none the s49 step lacks; after gpu-tests-exp-q8l and its record perop-expq8l
+#     proofs50    rungs50's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -1074,6 +1079,9 @@ S48_FOLDS_REG=$TMP/cuda-s48-norm-folds.toml
 # (moe_experts=cupy_rowwarp_pdl_q8_pairs: x1.014 / x1.014 alone in session 29, x1.021 then x1.019 with the Q8 GEMVs in
 # session 30). Naive product ~x1.03; a win makes it the step now
 S49_NONES_REG=$TMP/cuda-s49-nones.toml
+# session 38's rung (stage rungs50): the pairs pair's down with its ids read once a warp, over the s49 step (which
+# won x1.035 / x1.033, then x1.038 / x1.037 on an H100): the one gaining none that step lacks
+S50_PAIRSLD_REG=$TMP/cuda-s50-pairs-ld.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1358,7 +1366,7 @@ timed() { local t=""; [ -r "$DONE/$1.tier" ] && { IFS= read -r t < "$DONE/$1.tie
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1430,6 +1438,7 @@ now_pairs() {
     decode-s49-nones) echo add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl \
       moe_experts=cupy_rowwarp_pdl_q8_pairs ;;
     decode-s45-pdl-stack) echo add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl ;;
+    decode-s50-pairs-ld) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_ld ;;
     decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
     decode-s47-oproj-norm) echo linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on ;;
     decode-s48-norm-folds) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
@@ -1946,6 +1955,7 @@ rung_parts() {
     rungs47) echo proof_oproj_norm s47_rung ;;
     rungs48) echo proof_norm_folds s48_rung ;;
     rungs49) echo proof_nones49 s49_rung ;;
+    rungs50) echo proof_exp_q8l s50_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2406,6 +2416,18 @@ s49_rung() {
       --forecast $DJ/forecast-$name.json --change "$S49_PAIRS: the step's gaining nones stacked (rungs45's PDL forms, \
 the step's bits, with the pairs gate/up, the act_q8 row), over $(basename $base), graph"
   return 0
+}
+# s50_rung: the pairs pair's ids-once down over the step now, only where the step's experts are the pairs pair (the
+# s49 step): over another pair the swap would change gate/up too, which is not this rung's change
+s50_rung() {
+  local name=s50-pairs-ld base
+  base=$(now_reg decode-$name) || return 0
+  python3 bench/registry_selects.py $base moe_experts=cupy_rowwarp_pdl_q8_pairs > /dev/null || {
+    log "decode-$name: left out (the step now, $(basename $base), does not select moe_experts=cupy_rowwarp_pdl_q8_pairs)"
+    return 0; }
+  experts_rung $name $S50_PAIRSLD_REG cupy_rowwarp_pdl_q8_pairs_ld expq8l exp-q8l "the pairs pair with its down's \
+expert ids and routing weights read once a warp, a lane a slot, not a round trip a round (DOWN_LD_FORM; the same bits \
+as cupy_rowwarp_pdl_q8_pairs)" cupy_rowwarp_pdl_q8_pairs
 }
 # proof_moe_norm: moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm (session 36): its GPU tests (the experts'
 # bits the Q8 hidden pair's, the norm within add_rmsnorm's row, in three dtypes at the 48B's shape; a chain replayed
@@ -3637,7 +3659,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3650,7 +3672,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -3365,6 +3365,32 @@ def test_rungs49_is_left_out_when_the_pairs_proof_failed(tmp_path):
     assert not any(c.startswith("bench decode") and "cuda-s49-nones.toml" in c for c in calls), calls
 
 
+_EXPQ8L_PAIRS_RECORD = {"expq8l": {"cupy_rowwarp_pdl_q8_pairs": 1000e-6, "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6}}
+
+
+def test_rungs50_times_the_ids_once_down_over_the_s49_step(tmp_path):
+    """Session 38's rung: rungs49 wins on the machine, so its registry (the pairs pair's experts) is the step now;
+    rungs50 swaps moe_experts=cupy_rowwarp_pdl_q8_pairs_ld over it after gpu-tests-exp-q8l, one captured gate, one
+    pair with --expect from the record's pairs column against its ids-once one (1000 -> 800: x1.250)."""
+    records = {**_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs49 rungs50", records=records)
+    assert log.index("] decode-s49-nones (limit") < log.index("] gpu-tests-exp-q8l (limit") \
+        < log.index("] swap-s50-pairs-ld (limit") < log.index("] gate-captured-s50-pairs-ld (limit") \
+        < log.index("] decode-s50-pairs-ld (limit")
+    decode = _rung_timed_once(calls, machine, "s50-pairs-ld", "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld",
+                              "cuda-s49-nones.toml", "moe_experts=1.250")
+    assert "--changes moe_experts " in decode, decode
+
+
+def test_rungs50_is_left_out_over_a_step_whose_experts_are_not_the_pairs_pair(tmp_path):
+    """Over the x16 step (the Q8 hidden pair's experts) the swap would change gate/up too: no swap, no gate, no pair."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs50", records=_EXPQ8L_PAIRS_RECORD)
+    assert "decode-s50-pairs-ld: left out (the step now, cuda-s32-lmhead-x16.toml, does not select " \
+        "moe_experts=cupy_rowwarp_pdl_q8_pairs)" in log, log
+    assert not (machine / "cuda-s50-pairs-ld.toml").exists()
+    assert not any("cuda-s50-pairs-ld" in c for c in calls), calls
+
+
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,
                                "no experts": 200e-6}}
 
