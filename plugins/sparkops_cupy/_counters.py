@@ -19,7 +19,10 @@ from sparkops.lanes import MAIN, lane
 #: then one) or "release" (one counter, a release-only atomic, the acquire fenced by the last block alone). GPU session
 #: 36 (H100) timed the flat form's fold at 15.9 us a layer over the plain MoE down and 5.5 over the o_proj GEMV, ~1 us
 #: expected; session 37 timed the tree form (not contention on one address) and the release form (not the L1
-#: invalidation each acq_rel atomic makes) at the same cost
+#: invalidation each acq_rel atomic makes) at the same cost. Session 38 (bench/probes/fold_anatomy.py) found the tail
+#: was never the arrival (+1.8 us a layer in the MoE down, none in the o_proj) but the last block's norm, its loads
+#: waiting one by one; row_add_norm.cuh's vector form took the folds to +4.0 and +1.1 us, still more than the Triton
+#: norm costs in the chain (+1.6, +0.2): per op both folds lose (x0.893, x0.864)
 RAN_FORMS = ("flat", "tree", "release")
 
 

@@ -15,6 +15,12 @@ number of Q4_K blocks, a residual of another shape or dtype): this plugin's cupy
 (which hands the calls its kernels do not take to the torch plugin's float32 experts), then the torch plugin's
 add_rmsnorm on its output. `fused_serves` is that test; _policies.py's `experts_norm_passes` says it to the
 dispatcher.
+
+Measured (H100, per op in the norm-router-experts chain): session 36's fold added 15.9 us to the down where ~1 was
+expected; sessions 37-38 found that tail in the last block's norm, its loads waiting one by one
+(bench/probes/fold_anatomy.py), not in its arrival (+1.8 us). With row_add_norm.cuh's vector form it adds 4.0 us, while
+the Triton norm after the plain pair costs the chain ~1.6: x0.893. Selected by nothing. The step's experts are now
+the pairs pair's (cupy_rowwarp_pdl_q8_pairs), whose gate/up this fold does not launch.
 """
 
 from __future__ import annotations

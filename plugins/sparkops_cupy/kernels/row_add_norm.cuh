@@ -62,7 +62,9 @@ __device__ __forceinline__ int ran_arrive_relaxed(int* c) {
 //     block pays it (nvdisasm of both forms, sm_90).
 // Why three: GPU session 36 (H100) timed the MoE down with the flat arrival and the norm in its last block at 15.9 us a
 // layer over the plain down (5.5 in the o_proj GEMV), ~1 us expected. Session 37 timed the tree form the same (not
-// contention on one address) and the release form the same (not the L1 invalidation on every block).
+// contention on one address) and the release form the same (not the L1 invalidation on every block). Session 38's
+// probe (RAN_PROBE 1: the arrival without the norm) put the arrival at +1.8 us a layer in the MoE down and nothing in
+// the o_proj: the tail was the norm's (row_add_norm_vec says why), not any arrival's.
 // GLOBAL (the scratch's form, below): false, the flag through a shared int after a barrier; true, through
 // __syncthreads_or - no shared memory in the kernel.
 template <bool GLOBAL>
@@ -108,7 +110,10 @@ __device__ __forceinline__ float ran_load(const void* p, i64 i, int dt) {
 // values of the row a thread holds at once: a row of up to RAN_MAX x blockDim.x values (4096 at 128 threads) is
 // read in one round trip - every load of y and of the residual issued before any is used - and kept in registers for
 // the second pass. GPU session 36 (H100) timed the first form, a loop of dependent loads twice over the row, at
-// 7.3 us in the o_proj's last block and 16.3 us in the MoE down's: a round trip each of 36 iterations
+// 7.3 us in the o_proj's last block and 16.3 us in the MoE down's: a round trip each of 36 iterations. This form
+// took only 16.3 -> 15.9: its loads are issued together in the source, but each is converted right after it under a
+// runtime dtype branch, and the compiled code (nvdisasm, sm_90) waits on each before the next. Session 38: +17.4 us a
+// layer in the MoE down (RAN_PROBE 4), against the vector form's +4.0.
 #define RAN_MAX 32
 
 // The scratch the last block's warps sum their squares through (GLOBAL): false ("shared"), a shared float a warp;
@@ -119,7 +124,7 @@ __device__ __forceinline__ float ran_load(const void* p, i64 i, int dt) {
 // bytes of it; the kernel before (the MoE gate/up, ~24 KB a block) holds the SM's shared-memory carveout. The
 // suspect: a block whose kernel wants another carveout waits for the SM to drain, so the down's blocks no longer come
 // in early under PDL. The global form takes shared memory out of the kernel: session 37 timed it the same as the shared
-// one, so that suspect is refuted too.
+// one, so that suspect is refuted too (session 38 found the cost in the norm's loads).
 #define RAN_PART_OFFSET (1 + RAN_GROUPS)
 
 // The block's sum of squares in the fixed order (each thread's partial `acc` in its elements' order, a butterfly within
@@ -181,8 +186,10 @@ __device__ __forceinline__ u32 ran_word(float lo, float hi) {
 // c mod blockDim.x. Every chunk of y, of the residual and of w is requested before the first is used: one round trip
 // through L2, where the scalar form's loads, each converted right after it (a runtime dtype branch between them),
 // waited about one by one; session 38's probe (bench/probes/fold_anatomy.py) put the folds' whole tail there (the MoE
-// down's +15.7 us a layer with the norm, +1.9 without it). The sums are recomputed from the held chunks after the
-// reduction rather than held as floats (registers). The caller checked ran_vec_fits.
+// down's +17.2 us a layer with the norm, +1.8 without it). The sums are recomputed from the held chunks after the
+// reduction rather than held as floats (registers). The caller checked ran_vec_fits. Session 38 (H100), the same
+// probe: +4.0 us a layer over the plain down (the arrival's 1.8 with it) and +1.1 over the plain o_proj, 80 and 72
+// registers; per op in the chain both folds still lose to the Triton norm after the plain kernel (x0.893, x0.864).
 template <bool GLOBAL, int DT>
 __device__ __forceinline__ void row_add_norm_vec(const void* y, const void* residual, const float* __restrict__ w,
                                                  float eps, int D, void* __restrict__ normed,
