@@ -740,6 +740,18 @@
 #   now times a timing-only relaxed arrival as a column (whether the GPU-scope release every block makes is the tail)
 #   and writes kernels-oprojnorm/moenorm-bfloat16.json (SPARKOPS_PEROP_KERNELS: each column's replay kernel by kernel,
 #   dur/own/gap: the fused kernel longer, or the one after it later).
+# Session 38 (bench/gpu-runs/2026-12-06-session38/README.md): six calls, an H100 each time (every request named an
+# H200). rungs49 WON over the s39 step: x1.035 / x1.033, then x1.038 / x1.037 (the step now: cuda-s49-nones.toml;
+# decode-s49-nones joins SUITE_TIMED). frontier131k under it: 443.3 (Q4_K), 307.7 (IQ1_S). rungs50 (new: the pairs
+# pair's ids-once down over it) x1.015 / x1.015, a none raising the H100 frontier to 542.1 / 516.2. The folds' tail
+# was the last block's norm (probe_fold: the arrival +1.8 us in the MoE down, nothing in the o_proj; the scalar norm's
+# loads waited one by one); the vector norm takes the folds to +4.0 / +1.1 us, still x0.893 / x0.864 per op against
+# the PDL norm they replace: rungs46-48 stay unrun. Next session, on an H200 (none has timed the s49 step):
+#     export SUITE_TIMED="<session 33's list> decode-s49-nones" SUITE_PREFILL_BASE=bf16
+#     bash bench/gpu_lanes.sh 560 "rungs50 frontier131k" ""   # fresh (carry .kcache): rungs50's proof, diagnosis,
+#                                                # swap, gate and pair (its A arm the s49 step's first H200 figures),
+#                                                # then the step at 131072 for both mixes if the budget is left
+#   The same line on an H100 only re-times what session 38 measured: spend an H100 on new leads instead.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
