@@ -81,6 +81,28 @@ def test_the_projection_is_the_warp_form_s_bits_and_the_norm_is_torch_s(dtype, n
         assert not cln.counters(DEV).any(), "a launch left the arrival counter above zero"
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_a_residual_off_16_byte_alignment_takes_the_scalar_norm_and_the_same_sums(dtype):
+    """row_add_norm.cuh's vector norm reads 16-byte chunks; a residual 2 (bf16) or 4 (fp32) bytes past a 16-byte
+    boundary (a view one value into a wider row) sends the last block to the scalar form instead (ran_vec_fits). Its
+    summed stream is the same bits (one rounding of the same float sum) and its normed values stay within the row's
+    tolerance of the aligned call's: the two forms differ only in the order of the squares' sums."""
+    call = _call(71, 2304, 4096, dtype)
+    wide = torch.empty(1, 2304 + 8, dtype=dtype, device=DEV)  # [1, N + 8]: a view one value in is off alignment
+    shifted = wide[:, 1:2305]
+    shifted.copy_(call["residual"])
+    assert shifted.is_contiguous() and shifted.data_ptr() % 16 and call["residual"].data_ptr() % 16 == 0
+    aligned_n, aligned_s = cln.linear_add_rmsnorm_rowwarp_pdl(**call)
+    with poisoned():
+        normed, summed = cln.linear_add_rmsnorm_rowwarp_pdl(**{**call, "residual": shifted})
+        torch.cuda.synchronize()
+    assert torch.isfinite(normed.float()).all() and torch.isfinite(summed.float()).all()
+    assert torch.equal(summed, aligned_s)
+    limit = rule_for("add_rmsnorm", "fp32" if dtype == torch.float32 else "bf16").limit
+    assert _nmse(normed.float(), aligned_n.float()) <= limit
+    assert not cln.counters(DEV).any()
+
+
 @pytest.mark.parametrize("scratch", cln.SCRATCHES)
 @pytest.mark.parametrize("arrival", cln.ARRIVALS)
 def test_a_chain_replayed_from_a_graph_gives_the_plain_launches_bits(arrival, scratch, monkeypatch):
