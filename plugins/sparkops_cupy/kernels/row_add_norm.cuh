@@ -28,7 +28,8 @@
 // the define; the registered kernels never set it): 0 the whole fold; 1 no norm (the last block returns after its
 // arrival, the counters still zeroed); 2 no arrival either (every block returns after storing its outputs, as the
 // plain kernel does); 3 the whole fold with the norm's loop form (one element at a time, not held in registers); 4 the
-// whole fold with the scalar form sessions 36-38 timed (a value a load, held in registers). METHOD.md's way to place time inside a kernel without counters, as moe_router.cu's RT_PROBE.
+// whole fold with the scalar form sessions 36-38 timed (a value a load, held in registers). METHOD.md's way to place
+// time inside a kernel without counters, as moe_router.cu's RT_PROBE.
 #ifndef RAN_PROBE
 #define RAN_PROBE 0
 #endif
