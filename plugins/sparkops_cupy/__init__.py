@@ -61,6 +61,10 @@ IMPLEMENTATIONS = [
     # the Q8 GEMV for the tall weights, cupy_rowwarp_pdl's float warp form for the short ones (o_proj), all with PDL
     ("linear", "cupy_rowwarp_pdl_q8_tall", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_tall", tolerance("act_q8"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # cupy_rowwarp_pdl_q8_tall with the short weights' warp form prefetching x into L1 after its wait: the same bits
+    ("linear", "cupy_rowwarp_pdl_q8_tall_xpf", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_tall_xpf",
+     bit_identical(to="cupy_rowwarp_pdl_q8_tall"), ("linear.cu", "linear_rowwarp.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # the warp form's GEMV for the short weights (the o_proj shapes) whose last block adds the output to the residual
     # and norms it (the fused op linear_add_rmsnorm): the projection's bits the warp form's, the norm's sum another
     # order, so the float32 row
@@ -168,6 +172,10 @@ IMPLEMENTATIONS = [
     # that pair with a lane a whole sub-block pair in gate/up's dot loop (other sums): the act_q8 row
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs",
      tolerance("act_q8"), "moe_rowwarp.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the pairs pair with its down prefetching the hidden vector into L1 after its wait: the same bits
+    ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_xpf", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_xpf",
+     bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the Q8 hidden pair and the pairs pair with down in a copy form (each warp's rows copied into shared memory before
     # the wait, dotted group by group as they land): the same products in the same order, so their pairs' bits
     ("moe_experts", "cupy_rowwarp_pdl_q8_hidden_cp", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_hidden_cp",
@@ -204,7 +212,8 @@ _Q4K_EXPERTS = "sparkops_cupy._policies:experts_passes"
 POLICIES = {
     **{("linear", n): _Q4K_GEMV for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_copy2",
                                           "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8",
-                                          "cupy_rowwarp_pdl_q8_shortplain", "cupy_rowwarp_pdl_q8_tall", "cupy_rowhalf",
+                                          "cupy_rowwarp_pdl_q8_shortplain", "cupy_rowwarp_pdl_q8_tall",
+                                          "cupy_rowwarp_pdl_q8_tall_xpf", "cupy_rowhalf",
                                           "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
@@ -225,6 +234,7 @@ POLICIES = {
                                                   "cupy_rowwarp_pdl_split", "cupy_rowwarp_pdl_q8",
                                                   "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
                                                   "cupy_rowwarp_pdl_q8_pipe", "cupy_rowwarp_pdl_q8_pairs",
+                                                  "cupy_rowwarp_pdl_q8_pairs_xpf",
                                                   "cupy_rowhalf", "cupy_mma")},
 }
 

@@ -182,6 +182,25 @@ def _launch_q8_tall(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int
         launch_rowwarp(x, code, kw, n, k, y, rowwarp_form(n), pdl=True)
 
 
+def linear_rowwarp_pdl_q8_tall_xpf(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_tall_xpf": cupy_rowwarp_pdl_q8_tall with the short weights' float warp form
+    prefetching x into L1 right after its PDL wait (kernels/linear_rowwarp.cu's XPF: every line of x each lane reads).
+    Written after GPU session 38, whose disassembly of the PDL warp form showed each of a 4096-wide row's four rounds
+    loading its share of x only after the round before was summed: four L2 round trips in turn, after the wait, for a
+    vector the kernel before had just written (the norm folds' tail was the same pattern). The tall weights' Q8 GEMV
+    is unchanged. The same loads and sums: cupy_rowwarp_pdl_q8_tall's bits. Every other call by cupy_rowwarp's stated
+    policy. Not yet run on a GPU (stage proofs51 / rungs51)."""
+    return _one_token_q4k(x, weight, _launch_q8_tall_xpf)
+
+
+def _launch_q8_tall_xpf(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    if n >= ROWWARP_TALL_ROWS:
+        launch_rowwarp_q8(x, code, kw, n, k, y)
+    else:
+        form = rowwarp_form(n)
+        launch_rowwarp(x, code, kw, n, k, y, form, pdl=True, xpf=form == "warp")
+
+
 def linear_rowwarp_pdl_q8_shortplain(x, weight):
     """Implementation "cupy_rowwarp_pdl_q8_shortplain": cupy_rowwarp_pdl_q8's kernels, with the short weights (fewer
     than ROWWARP_TALL_ROWS rows: the o_proj shapes, 8 rows a block) launched plainly, after the kernel before has
@@ -475,25 +494,29 @@ def rowwarp_form(n: int) -> str:
 
 
 def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
-                   form: str | None = None, pdl: bool = False) -> None:
+                   form: str | None = None, pdl: bool = False, xpf: bool = False) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
     `form`: "warp", "octet", "copy", "copy2", "copyx", "copy2x" or "staged" (ROWWARP_FORMS); None picks by the rows
     (rowwarp_form). `pdl` (the copy and warp forms): the form's kernel written for programmatic dependent launch,
     launched so (its weight copy, or its first group of weight loads, requested before it waits for the kernel before
-    it; x then read through L1 with ld.global.ca, not the read-only path; the same bits as the form)."""
+    it; x then read through L1 with ld.global.ca, not the read-only path; the same bits as the form). `xpf` (the warp
+    form with PDL only): x's lines prefetched into L1 right after the wait (the same bits)."""
     form = form or rowwarp_form(n)
     if form not in ROWWARP_FORMS:
         raise BadInput(f"linear: the row-warp GEMV has the forms {sorted(ROWWARP_FORMS)}, not {form!r}")
     if pdl and form not in ("copy", "warp"):
         raise BadInput(f"linear: programmatic dependent launch is written for the row-warp GEMV's copy and warp forms "
                        f"only, not the {form!r} form; pass form='copy' or 'warp' with pdl=True")
+    if xpf and not (pdl and form == "warp"):
+        raise BadInput(f"linear: the x prefetch is written for the row-warp GEMV's warp form with programmatic "
+                       f"dependent launch only, not the {form!r} form with pdl={pdl}; pass form='warp' with pdl=True")
     if kw.raw.data_ptr() % 16:
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
     rows = ROWWARP_FORMS[form]
     kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp", "copy2": "rowcp2", "copyx": "rowcpx",
               "copy2x": "rowcp2x", "staged": "rowstg"}[form]
-    kernel += "pdl" if pdl else ""
+    kernel += ("pdl" if pdl else "") + ("xpf" if xpf else "")
     name = f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}"
     smem = 0 if form == "warp" else 4 * k + 4 * (k // 16)  # the staged activations and their sums of 16
     if form in ("copy", "copy2", "copyx", "copy2x"):

@@ -283,7 +283,7 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
                     pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False,
-                    ld_q8_down: bool = False) -> None:
+                    ld_q8_down: bool = False, xpf_down: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -303,7 +303,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     the same order, so down_q8_q4_k's bits); a call whose block would not fit DOWN_CP_SMEM_LIMIT runs down_q8_q4_k
     (the stated policy). `ld_q8_down` (with `q8_hidden`): down in form DOWN_LD_FORM (down_q8ld_q4_k: the slots' ids
     read once a warp, the hidden values maybe a round ahead; down_q8_q4_k's bits); more than DOWN_LD_MAX_K slots run
-    down_q8_q4_k (the stated policy)."""
+    down_q8_q4_k (the stated policy). `xpf_down` (with `q8_hidden`, neither the copy nor the ld down): down_q8_q4_k
+    with every line of the hidden vector its lanes read prefetched into L1 right after its wait (XPF: the same
+    bits)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -348,6 +350,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
         raise BadInput("moe_experts: the copy down on the Q8 hidden vector is the Q8 hidden forms' (q8_hidden=True)")
     if ld_q8_down and (not q8_hidden or copy_q8_down):
         raise BadInput("moe_experts: the q8-loads down is the Q8 hidden forms' (q8_hidden=True), not the copy down's")
+    if xpf_down and (not q8_hidden or copy_q8_down or ld_q8_down):
+        raise BadInput("moe_experts: the prefetching down is the Q8 hidden forms' warp down (q8_hidden=True), not the "
+                       "copy or the ld down's")
     if ld_q8_down and DOWN_LD_FORM not in DOWN_LD_FORMS:
         raise BadInput(f"moe_experts: the q8-loads down's forms are {sorted(DOWN_LD_FORMS)}, not {DOWN_LD_FORM!r} "
                        f"(sparkops_cupy.moe_experts.DOWN_LD_FORM)")
@@ -373,7 +378,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     copy_down = ROWWARP_DOWN == "copy"
     smem = 4 * (k * kd.row_bytes + (sd.row_bytes if sd else 0)) if copy_down else 0  # 4 rows of every slot
     down = "moe_q4_k_downcp" if copy_down else ("moe_q4_k_downpdlw" if wide_down else DOWN_SPLIT_FORMS[DOWN_SPLIT]
-                                                 if split_down else "moe_q4_k_downq8pdl" if q8_hidden
+                                                 if split_down else ("moe_q4_k_downq8xpfpdl" if xpf_down
+                                                                     else "moe_q4_k_downq8pdl") if q8_hidden
                                                  else "moe_q4_k_downpdl") if pdl else "moe_q4_k_down"
     if copy_q8_down and down_cp_fits(k, f, fs):  # else down_q8_q4_k, the same bits (the stated policy)
         down, smem = DOWN_CP_GROUP_FORMS[DOWN_CP_GROUPS], down_cp_smem(k, f, fs)
@@ -526,6 +532,19 @@ def moe_experts_rowwarp_pdl_q8_hidden_cp(x, weights, ids, w_gate, w_up, w_down, 
     nothing."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, copy_q8_down=True))
+
+
+def moe_experts_rowwarp_pdl_q8_pairs_xpf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pairs_xpf": cupy_rowwarp_pdl_q8_pairs with its down prefetching the hidden
+    vector into L1 right after its PDL wait (kernels/moe_rowwarp.cu's down_q8_q4_k<.., XPF>: every line of codes and
+    scales each lane reads, for every group). Written after GPU session 38, whose disassembly of the down showed each of
+    a group's four rounds loading its share of the hidden vector only after the round before was summed: four L2
+    round trips in turn, after the wait, for the vector gate/up had just written. The same loads and sums:
+    cupy_rowwarp_pdl_q8_pairs' bits. Every other call by the stated policy. Not yet run on a GPU (stage proofs51 /
+    rungs51)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
+                                                    xpf_down=True))
 
 
 def moe_experts_rowwarp_pdl_q8_pairs_cp(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

@@ -377,6 +377,61 @@ def test_gpu_q8_tall_chain_is_each_forms_bits_replayed():
 
 
 @pytest.mark.gpu
+def test_gpu_q8_tall_xpf_chain_gives_the_q8_tall_bits_replayed():
+    """linear=cupy_rowwarp_pdl_q8_tall_xpf claims cupy_rowwarp_pdl_q8_tall's bits: the chain through its launcher (the
+    o_proj-sized GEMVs' warp form prefetching x into L1 after its wait), replayed from one graph with new first inputs
+    and NaN outputs against the same chain launched plainly - a prefetch of a line the kernel before had not yet
+    written, read instead of the line, gives NaN or the replay before's bits - and eagerly bitwise the q8_tall
+    launcher's chain."""
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy import linear as cl
+
+    def xpf(x, kw, n, k, y):
+        cl._launch_q8_tall_xpf(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
+
+    def q8_tall(x, kw, n, k, y):
+        cl._launch_q8_tall(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
+
+    def by_rows(x, kw, n, k, y):  # the same kernels launched plainly
+        if n >= cl.ROWWARP_TALL_ROWS:
+            _q8_gemv(x, kw, n, k, y, pdl=False)
+        else:
+            cl.launch_rowwarp(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y, cl.rowwarp_form(n), pdl=False)
+
+    _chain_form_matches(47, xpf, by_rows, q8_tall)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+@pytest.mark.parametrize("n,k", [(2304, 4096), (2304, 9216), (1023, 256), (37, 1280)],
+                         ids=["o_proj", "dense_down", "1023x256", "37x1280"])
+def test_gpu_xpf_warp_form_gives_the_warp_forms_bits(n, k, dtype):
+    """The warp form with x prefetched (linear_q4_k_rowwarppdlxpf_*) against the PDL warp form, eagerly, at the o_proj
+    shape, a K of two groups and a part (9216: 36 super-blocks), one super-block, and 5 a row with a partial block of
+    rows: a prefetch of the wrong line cannot change a value, but a lane prefetching past its row's activations would
+    read past x (16 x K values a lane at most); and launched without PDL it is refused by name."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import _runtime as rt
+    from sparkops_cupy import linear as cl
+
+    from sparkops.errors import BadInput
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    kw = _q4k(n, k, 48, dev)
+    x = torch.randn(1, k, generator=torch.Generator().manual_seed(49)).to(dev, dtype)
+    code = rt.DTYPE_CODE[dtype]
+    got, want = (torch.full((1, n), float("nan"), dtype=dtype, device=dev) for _ in range(2))
+    cl.launch_rowwarp(x, code, kw, n, k, got, "warp", pdl=True, xpf=True)
+    cl.launch_rowwarp(x, code, kw, n, k, want, "warp", pdl=True)
+    torch.cuda.synchronize()
+    assert torch.isfinite(want.float()).all()
+    assert torch.equal(got, want)
+    for form, pdl in (("warp", False), ("copy", True)):
+        with pytest.raises(BadInput, match="the x prefetch is written for the row-warp GEMV's warp form"):
+            cl.launch_rowwarp(x, code, kw, n, k, got, form, pdl=pdl, xpf=True)
+
+
+@pytest.mark.gpu
 def test_gpu_pdl_q8_gemv_chain_replayed_from_a_graph_never_reads_a_stale_input():
     """A chain of 8 dependent Q8 GEMVs (q/k/v-sized, o_proj-sized, ...: both forms) launched with PDL, replayed from
     one graph with new first inputs and NaN outputs, against the same kernels launched plainly: a block that read x or
@@ -477,11 +532,11 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
                                   "moe_experts_rowwarp_pdl_q8_hidden", "moe_experts_rowwarp_pdl_q8_pipe",
                                   "moe_experts_rowwarp_pdl_q8_pairs", "moe_experts_rowwarp_pdl_q8_hidden_cp",
                                   "moe_experts_rowwarp_pdl_q8_pairs_cp", "moe_experts_rowwarp_pdl_q8_hidden_ld",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_ld"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_ld", "moe_experts_rowwarp_pdl_q8_pairs_xpf"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
                               "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs",
                               "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down", "pdl_q8_hidden_down_loads",
-                              "pdl_q8_pairs_down_loads"])
+                              "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_prefetch"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -645,10 +700,11 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
 @pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
                                   "cupy_rowwarp_pdl_q8_pairs", "cupy_rowwarp_pdl_q8_hidden_cp",
                                   "cupy_rowwarp_pdl_q8_pairs_cp", "cupy_rowwarp_pdl_q8_hidden_ld",
-                                  "cupy_rowwarp_pdl_q8_pairs_ld"],
+                                  "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_xpf"],
                          ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs",
                               "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down",
-                              "q8_gate_up_q8_hidden_down_loads", "q8_gate_up_q8_pairs_down_loads"])
+                              "q8_gate_up_q8_hidden_down_loads", "q8_gate_up_q8_pairs_down_loads",
+                              "q8_gate_up_q8_pairs_down_prefetch"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -686,9 +742,11 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
 @pytest.mark.parametrize("impl", ["moe_experts_rowwarp_pdl_q8", "moe_experts_rowwarp_pdl_q8_hidden",
                                   "moe_experts_rowwarp_pdl_q8_pipe", "moe_experts_rowwarp_pdl_q8_pairs",
                                   "moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_pairs_cp",
-                                  "moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwarp_pdl_q8_pairs_ld"],
+                                  "moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwarp_pdl_q8_pairs_ld",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_xpf"],
                          ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs", "q8_hidden_copy_down",
-                              "q8_pairs_copy_down", "q8_hidden_down_loads", "q8_pairs_down_loads"])
+                              "q8_pairs_copy_down", "q8_hidden_down_loads", "q8_pairs_down_loads",
+                              "q8_pairs_down_prefetch"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -925,6 +983,41 @@ def test_gpu_pdl_down_loads_give_the_warp_down_pairs_bits(dtype, form, monkeypat
             torch.cuda.synchronize()
             assert torch.isfinite(want.float()).all(), (ld, x.shape[1], ids.shape[1])
             assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{ld} at {x.shape[1]}, K {ids.shape[1]}"
+
+
+#: the prefetching-down pair and the warp-down pair whose bits it claims
+_DOWN_PREFETCH_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_xpf", "moe_experts_rowwarp_pdl_q8_pairs"),)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_down_prefetch_gives_the_pairs_bits(dtype):
+    """moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf claims cupy_rowwarp_pdl_q8_pairs' bits: its down prefetches every
+    line of the hidden vector its lanes read, then reads and sums as the warp down does. At the 48B's MoE shape (36
+    units a warp in three groups), at K = 3 of 6 experts of 256 rows with a shared one, and at K = 5 of 12 of 512 rows
+    without one (units not a multiple of 4: lanes with fewer units)."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(62, dev), _moe_small(63, dev, 512, 256, 256, 6, 3), _moe_small(64, dev, 768, 512, 0, 12, 5)]
+    for x, weights, ids, w in sets:
+        x = x.to(dtype)
+        assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path
+        for xpf, warp in _DOWN_PREFETCH_PAIRS:
+            want = getattr(cme, warp)(x, weights, ids, **w)
+            got = getattr(cme, xpf)(x, weights, ids, **w)
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all(), (xpf, x.shape[1], ids.shape[1])
+            same = torch.equal(got.view(torch.int16), want.view(torch.int16))
+            assert same, f"{xpf} at {x.shape[1]}, K {ids.shape[1]}"
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_down_prefetch_replayed_after_the_norm_and_router_gives_the_pairs_bits():
+    """The prefetching down replayed in the step's chain: a line prefetched before gate/up had written it must not be
+    read in its place (the prefetch comes after the wait), or the replay gives the replay before's bits, or NaN."""
+    _replays_give_the_warp_downs_bits(_DOWN_PREFETCH_PAIRS, 65)
 
 
 @pytest.mark.gpu

@@ -503,6 +503,42 @@ def test_q8_gemv_shortplain_after_the_gated_norm_side_by_side():
           f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us a pair)")
 
 
+def test_q8_tall_xpf_after_the_gated_norm_side_by_side():
+    """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xpf (stage rungs51): KDA's gated norm (32
+    heads of 128, the triggering "triton_pdl" form) then the o_proj-sized GEMV (2304 x 4096, bf16) reading it, a pair
+    a set, under cupy_rowwarp_pdl_q8_tall (the step's: the float warp form with PDL for this shape) and under _xpf (the
+    same kernel prefetching x into L1 after its wait), on the same argument sets in one CUDA graph each; recorded as
+    perop-q8xpf-bfloat16.json (per token, x the 28 short GEMVs of a token). Asserted: each was captured and timed, and
+    both gave the same bits. Which was faster is printed."""
+    pytest.importorskip("triton")
+    from gguf import GGMLQuantizationType as Q
+
+    from sparkops_cupy._workloads import linear_workload
+    from sparkops_triton.gated_rmsnorm import gated_rmsnorm_trigger
+
+    cat = load_catalog()
+    forms = {n: cat.get("linear", n).resolve() for n in ("cupy_rowwarp_pdl_q8_tall", "cupy_rowwarp_pdl_q8_tall_xpf")}
+    g = torch.Generator().manual_seed(51)
+    gate = torch.randn(1, 32, 128, generator=g).to("cuda", torch.bfloat16)  # [1, H, Dv] the output gate
+    head_gain = torch.randn(128, generator=g).to("cuda")  # [Dv]
+
+    def pair(name):
+        def call(x, weight):
+            normed = gated_rmsnorm_trigger(x.reshape(1, 32, 128), gate, head_gain, 1e-5).reshape(1, 4096)
+            return forms[name](normed, weight)
+        return call
+
+    work = linear_workload(Q.Q4_K, 2304, 4096, "o_proj", dtype=torch.bfloat16)
+    sets, _ = work.build(torch.device("cuda"), 51)
+    outs = {n: [pair(n)(*s.values()) for s in sets] for n in forms}
+    assert all(torch.equal(a, b) for a, b in zip(*outs.values())), "the prefetching form's bits differ"
+    times = _per_layer(work, {n: pair(n) for n in forms}, 51, 28, "q8xpf-bfloat16")
+    assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
+    a, b = (times[n].seconds for n in forms)
+    print(f"the o_proj GEMV with x prefetched after its wait against the step's: x{a / b:.3f} "
+          f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us a pair)")
+
+
 def test_norm_wait_after_the_o_proj_side_by_side():
     """The rung's per-op evidence for add_rmsnorm=triton_pdl_wait (stage rungs43): the 48B's o_proj (2304 x 4096 Q4_K,
     bf16, linear@Q4_K=cupy_rowwarp_pdl_q8_tall: the step's, a PDL kernel that lets the next start early) then the FFN
@@ -865,6 +901,15 @@ def test_experts_down_loads_after_the_router_side_by_side():
     _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_hidden_ld", "expq8l-bfloat16", 34, others,
                                     more=("cupy_rowwarp_pdl_q8_hidden", "cupy_rowwarp_pdl_q8_pairs",
                                           "cupy_rowwarp_pdl_q8_pairs_ld"))
+
+
+def test_experts_down_prefetch_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf (the pairs pair with its down
+    prefetching the hidden vector into L1 after its wait; stage rungs51) against cupy_rowwarp_pdl, with the pairs pair
+    (the s49 step's experts) and its ids-once down (_q8_pairs_ld) as columns of their own:
+    perop-expxpf-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pairs_xpf", "expxpf-bfloat16", 66,
+                                    more=("cupy_rowwarp_pdl_q8_pairs", "cupy_rowwarp_pdl_q8_pairs_ld"))
 
 
 def test_attention_deep_side_by_side():

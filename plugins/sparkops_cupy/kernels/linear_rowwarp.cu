@@ -18,7 +18,11 @@
 // PDL (the "warp+pdl" kernel, launched with programmatic dependent launch; session 16, proven in session 17): the first
 // group's weight loads are issued before the wait for the kernel before it (x is its output), then the next kernel may
 // be scheduled. The same sums in the same order: the same bits.
-template <int DT, bool PDL = false>
+// XPF (with PDL: the "warp+pdl+xpf" kernel, written after GPU session 38): right after the wait, every line of x the
+// lane will read is prefetched into L1 (prefetch_l1). The compiled PDL kernel (nvdisasm, sm_90) loads each round's x
+// after the round before has been summed, so the four rounds of a 4096-wide row wait four L2 round trips in turn for a
+// vector the kernel before has just written; prefetched, they wait about one. The same loads and sums: the same bits.
+template <int DT, bool PDL = false, bool XPF = false>
 __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                              int K, int N, void* __restrict__ y) {
     const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3;
@@ -37,6 +41,15 @@ __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u
         if (PDL && g == 0) {
             pdl_launch_dependents();
             pdl_wait();  // x is the kernel before's output; y may still be its input
+            if (XPF) {  // every line of x this lane reads (rw_block's two runs of 16 values a super-block)
+                const u8* xb = (const u8*)x;
+                constexpr int size = DT == DT_F32 ? 4 : 2;
+                for (int sb = oct; sb < nsb; sb += 4) {
+                    const i64 base = (i64)sb * 256 + 64 * (o >> 1) + 16 * (o & 1);
+                    prefetch_l1(xb + base * size);
+                    if (size == 4) prefetch_l1(xb + (base + 32) * size);  // 16-bit: the same 128-byte line
+                }
+            }
         }
 #pragma unroll
         for (int i = 0; i < RW_ROUNDS; ++i) {
@@ -495,6 +508,24 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdl_f16(con
                                                                              const u8* __restrict__ w, i64 row_bytes,
                                                                              int K, int N, void* __restrict__ y) {
     rowwarp_q4_k<DT_F16, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdlxpf_f32(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_F32, true, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdlxpf_bf16(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_BF16, true, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdlxpf_f16(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_F16, true, true>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0

@@ -537,7 +537,12 @@ __device__ __forceinline__ float hq8_block(uint4 hd, uint4 q, const u8* __restri
 // first group of weight loads issued before the PDL wait, each super-block's product by hq8_block. hq: the hidden
 // vector's bytes as gate/up's HQ8 form wrote them (codes [K * F + Fs], then their groups' float2). Same other
 // arguments and grid as down_q4_k.
-template <int ROUNDS = RW_ROUNDS>
+// XPF (the "xpf" down, written after GPU session 38): right after the wait, every line of the hidden vector the lane
+// will read (its codes and their scales, for every unit of every group) is prefetched into L1 (common.cuh's
+// prefetch_l1). The compiled down (nvdisasm, sm_90) loads each round's share of hq after the round before has been
+// summed, so a group's four rounds wait four L2 round trips in turn for the vector gate/up has just written. The same
+// loads and sums: the same bits.
+template <int ROUNDS = RW_ROUNDS, bool XPF = false>
 __device__ __forceinline__ void down_q8_q4_k(const u8* __restrict__ hq, const i64* __restrict__ ids,
                                              const float* __restrict__ weights, int K, int E,
                                              const u8* __restrict__ w_down, i64 row_bytes, int F,
@@ -555,7 +560,16 @@ __device__ __forceinline__ void down_q8_q4_k(const u8* __restrict__ hq, const i6
         float scale[ROUNDS];
         down_group_load<true, ROUNDS>(g, units, oct, o, ids, weights, E, w_down, row_bytes, per, routed, s_down,
                                       s_row_bytes, D, d, hd, q, scale, bad);
-        if (g == 0) pdl_wait();  // hq: gate/up's output
+        if (g == 0) {
+            pdl_wait();  // hq: gate/up's output
+            if (XPF) {  // hq8_load's lines for every unit this lane reads: its codes' line, its scales' line
+                for (int u = oct; u < units; u += 4) {
+                    const i64 base = (i64)u * 256 + 64 * (o >> 1) + 16 * (o & 1);
+                    prefetch_l1(hq + base);
+                    prefetch_l1((const u8*)hds16 + base);
+                }
+            }
+        }
 #pragma unroll
         for (int i = 0; i < ROUNDS; ++i) {
             const int u = g + 4 * i + oct;
@@ -1183,6 +1197,14 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8pdl(
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
     down_q8_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_downq8xpfpdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8_q4_k<RW_ROUNDS, true>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
 }
 
 // budget: stack 0, spills 0
