@@ -35,3 +35,59 @@ def test_the_deep_combine_keeps_four_times_the_slices_in_flight(tmp_path):
     functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
     deep, plain = load_runs(functions["mla_combine_deep"]), load_runs(functions["mla_combine"])
     assert deep[:-1] == plain[:-1] and plain[-1] <= 4 and deep[-1] >= 16, (plain, deep)
+
+
+def _after_last_wait(fn) -> list:
+    """The instructions after the function's last griddepcontrol.wait (ACQBULK), in program order."""
+    waits = [i for i, ins in enumerate(fn.instructions) if ins.opcode.split(".")[0] == "ACQBULK"]
+    assert waits, f"{fn.name} has no ACQBULK: not a PDL kernel"
+    return fn.instructions[waits[-1] + 1:]
+
+
+def _runs_of(instructions, load, use) -> list[int]:
+    """Runs of instructions passing `load` with none passing `use` between them (load_runs for other opcodes)."""
+    runs, run = [], 0
+    for ins in instructions:
+        if load(ins.opcode):
+            run += 1
+        elif use(ins.opcode) and run:
+            runs.append(run)
+            run = 0
+    return runs + ([run] if run else [])
+
+
+def _wide(op: str) -> bool:
+    return op.startswith("LDG.E.128")
+
+
+def _arith(op: str) -> bool:
+    return op.startswith(("FADD", "FFMA", "HADD2", "FMUL"))
+
+
+def test_the_folds_vector_norm_requests_every_chunk_before_its_first_sum(tmp_path):
+    """row_add_norm.cuh's vector norm (session 38): the last block's 16-byte loads of y and the residual (3 + 3 for a
+    bf16 row of 2304) all issued before the first add. Session 38 found the scalar form's 2-byte loads each converted
+    right after it under a runtime dtype branch, waiting one by one: ~15 us in the MoE down's last block."""
+    for source, name in (("moe_down_norm.cu", "moe_q4_k_downq8normgpdl"),
+                         ("linear_norm.cu", "linear_q4_k_rowwarpnormgpdl_bf16")):
+        norm = _after_last_wait(listing(KERNEL_DIR / source, tmp_path)[name])
+        runs = _runs_of(norm, _wide, _arith)
+        assert runs and max(runs) >= 6, f"{name}: runs of 16-byte loads before an add after the wait: {runs}"
+
+
+def test_the_xpf_forms_prefetch_their_activations_before_their_first_read(tmp_path):
+    """The xpf warp GEMV and down (session 38): right after the wait, L1 prefetches (CCTL...PF1) of the activations'
+    lines before the first activation load; the plain PDL forms have none, and load each round's activations only
+    after the round before's products (the runs of activation loads between products stay short), which is the
+    reason the xpf forms exist: if ptxas batches them one day, the prefetch may be moot."""
+    rowwarp = listing(KERNEL_DIR / "linear_rowwarp.cu", tmp_path)
+    moe = listing(KERNEL_DIR / "moe_rowwarp.cu", tmp_path)
+    for fns, xpf, plain, use in ((rowwarp, "linear_q4_k_rowwarppdlxpf_bf16", "linear_q4_k_rowwarppdl_bf16", "FFMA"),
+                                 (moe, "moe_q4_k_downq8xpfpdl", "moe_q4_k_downq8pdl", "IDP")):
+        after = _after_last_wait(fns[xpf])
+        first_read = next(i for i, ins in enumerate(after) if _wide(ins.opcode))
+        prefetches = [ins for ins in after[:first_read] if ins.opcode.startswith("CCTL") and "PF1" in ins.opcode]
+        assert len(prefetches) >= 2, f"{xpf}: L1 prefetches before its first activation load: {len(prefetches)}"
+        assert not any(ins.opcode.startswith("CCTL") and "PF1" in ins.opcode for ins in fns[plain].instructions)
+        runs = _runs_of(_after_last_wait(fns[plain]), _wide, lambda op, use=use: op.startswith(use))
+        assert len(runs) >= 4 and max(runs) <= 4, f"{plain}: runs of activation loads between products: {runs}"
