@@ -285,6 +285,11 @@
 #                 rungs35 timed it x1.014 / x1.012 over the s34 stack (a none), and `sparkops ledger nones` lists it as
 #                 the one gaining none the s49 step lacks; after gpu-tests-exp-q8l and its record perop-expq8l
 #     proofs50    rungs50's GPU tests alone
+#     rungs51     the xpf forms over the step now where it runs their plain forms (the s49 step): linear@Q4_K=
+#                 cupy_rowwarp_pdl_q8_tall_xpf with moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf in one pair, the o_proj
+#                 GEMV and the MoE down prefetching their activations into L1 right after the PDL wait (the same bits);
+#                 after gpu-tests-xpf and its records perop-q8xpf, perop-expxpf
+#     proofs51    rungs51's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -746,12 +751,17 @@
 # pair's ids-once down over it) x1.015 / x1.015, a none raising the H100 frontier to 542.1 / 516.2. The folds' tail
 # was the last block's norm (probe_fold: the arrival +1.8 us in the MoE down, nothing in the o_proj; the scalar norm's
 # loads waited one by one); the vector norm takes the folds to +4.0 / +1.1 us, still x0.893 / x0.864 per op against
-# the PDL norm they replace: rungs46-48 stay unrun. Next session, on an H200 (none has timed the s49 step):
+# the PDL norm they replace: rungs46-48 stay unrun. The same disassembly showed the step's o_proj-sized warp GEMV and
+# MoE down loading each round's activations only after the round before (four L2 round trips in turn after the
+# wait): rungs51 (written after the calls, CPU-tested only) swaps in both "xpf" forms, which prefetch those lines into
+# L1 right after the wait (the same bits). Next session, with the export below:
 #     export SUITE_TIMED="<session 33's list> decode-s49-nones" SUITE_PREFILL_BASE=bf16
-#     bash bench/gpu_lanes.sh 560 "rungs50 frontier131k" ""   # fresh (carry .kcache): rungs50's proof, diagnosis,
-#                                                # swap, gate and pair (its A arm the s49 step's first H200 figures),
-#                                                # then the step at 131072 for both mixes if the budget is left
-#   The same line on an H100 only re-times what session 38 measured: spend an H100 on new leads instead.
+#     bash bench/gpu_lanes.sh 570 "rungs51" ""   # fresh (carry .kcache): gpu-tests-xpf (bits, replays, both records),
+#                                                # the diagnosis, swap, captured gate and pair over the s49 step
+#     bash bench/gpu_lanes.sh 560 "rungs50 frontier131k" ""   # on an H200 (none has timed the s49 step): rungs50's
+#                                                # pair (its A arm the s49 step's first H200 figures), then 131072
+#   If rungs51 wins, add decode-s51-xpf to SUITE_TIMED before frontier131k. proofs47 also runs the fold's new
+#   misaligned-residual test (written after the calls).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -1094,6 +1104,9 @@ S49_NONES_REG=$TMP/cuda-s49-nones.toml
 # session 38's rung (stage rungs50): the pairs pair's down with its ids read once a warp, over the s49 step (which
 # won x1.035 / x1.033, then x1.038 / x1.037 on an H100): the one gaining none that step lacks
 S50_PAIRSLD_REG=$TMP/cuda-s50-pairs-ld.toml
+# session 38's second rung (stage rungs51): the activations prefetched into L1 after the wait, in the o_proj-sized warp
+# GEMV and the MoE down, whose compiled code loads each round's share only after the round before (nvdisasm)
+S51_XPF_REG=$TMP/cuda-s51-xpf.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1378,7 +1391,7 @@ timed() { local t=""; [ -r "$DONE/$1.tier" ] && { IFS= read -r t < "$DONE/$1.tie
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1451,6 +1464,7 @@ now_pairs() {
       moe_experts=cupy_rowwarp_pdl_q8_pairs ;;
     decode-s45-pdl-stack) echo add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl ;;
     decode-s50-pairs-ld) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_ld ;;
+    decode-s51-xpf) echo $S51_PAIRS ;;
     decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
     decode-s47-oproj-norm) echo linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on ;;
     decode-s48-norm-folds) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
@@ -1968,6 +1982,7 @@ rung_parts() {
     rungs48) echo proof_norm_folds s48_rung ;;
     rungs49) echo proof_nones49 s49_rung ;;
     rungs50) echo proof_exp_q8l s50_rung ;;
+    rungs51) echo proof_xpf s51_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2440,6 +2455,39 @@ s50_rung() {
   experts_rung $name $S50_PAIRSLD_REG cupy_rowwarp_pdl_q8_pairs_ld expq8l exp-q8l "the pairs pair with its down's \
 expert ids and routing weights read once a warp, a lane a slot, not a round trip a round (DOWN_LD_FORM; the same bits \
 as cupy_rowwarp_pdl_q8_pairs)" cupy_rowwarp_pdl_q8_pairs
+}
+proof_xpf() {  # the xpf forms (written after session 38): the q8_tall chain's bits through the xpf launcher replayed
+  # from a graph, the warp form's bits at four shapes in three dtypes and its refusals; the pairs pair's bits at three
+  # MoE shapes, replayed after the PDL norm and router, NaN for a bad id or a non-finite x; each timed beside its plain
+  # form (-k xpf; records $DJ/perop-q8xpf-bfloat16.json and perop-expxpf-bfloat16.json)
+  cupy_proof gpu-tests-xpf 180 xpf
+}
+# s51_rung: both xpf forms swapped together over the step now where it runs their plain forms (the s49 step: the Q8
+# tall GEMVs with the float warp form for the short ones, and the pairs pair), the captured gate, one pair: --expect
+# from the two records, --forecast scaling the warp GEMVs' and the downs' tails
+S51_PAIRS="linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xpf moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf"
+s51_rung() {
+  local name=s51-xpf reg=$S51_XPF_REG base fl fe
+  base=$(now_reg decode-$name) || return 0
+  python3 bench/registry_selects.py $base linear@Q4_K=cupy_rowwarp_pdl_q8_tall moe_experts=cupy_rowwarp_pdl_q8_pairs \
+      > /dev/null || { log "decode-$name: left out (the step now, $(basename $base), does not select \
+linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)"; return 0; }
+  fl=$(perop q8xpf cupy_rowwarp_pdl_q8_tall cupy_rowwarp_pdl_q8_tall_xpf)
+  fe=$(perop expxpf cupy_rowwarp_pdl_q8_pairs cupy_rowwarp_pdl_q8_pairs_xpf)
+  proven_with_factor $name xpf "$fl" || return 0
+  proven_with_factor $name xpf "$fe" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  swap_all $name $reg $base "$S51_PAIRS" || { log "decode-$name: left out (its registry was not made)"; return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --scale linear_q4_k_rowwarppdl_bf16=$fl --scale moe_q4_k_downq8pdl=$fe || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q4_K,moe_experts \
+      --prediction $DJ/diag-decode-$name.json --expect "linear@Q4_K=$fl,moe_experts=$fe" \
+      --forecast $DJ/forecast-$name.json --change "$S51_PAIRS: the o_proj-sized GEMVs and the MoE down with their \
+activations prefetched into L1 right after the PDL wait (the same bits), over $(basename $base), graph"
+  return 0
 }
 # proof_moe_norm: moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm (session 36): its GPU tests (the experts'
 # bits the Q8 hidden pair's, the norm within add_rmsnorm's row, in three dtypes at the 48B's shape; a chain replayed
@@ -3671,7 +3719,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3684,7 +3732,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

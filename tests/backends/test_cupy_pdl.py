@@ -536,7 +536,7 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
                               "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs",
                               "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down", "pdl_q8_hidden_down_loads",
-                              "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_prefetch"])
+                              "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_xpf"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -704,7 +704,7 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
                          ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs",
                               "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down",
                               "q8_gate_up_q8_hidden_down_loads", "q8_gate_up_q8_pairs_down_loads",
-                              "q8_gate_up_q8_pairs_down_prefetch"])
+                              "q8_gate_up_q8_pairs_down_xpf"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -746,7 +746,7 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
                                   "moe_experts_rowwarp_pdl_q8_pairs_xpf"],
                          ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs", "q8_hidden_copy_down",
                               "q8_pairs_copy_down", "q8_hidden_down_loads", "q8_pairs_down_loads",
-                              "q8_pairs_down_prefetch"])
+                              "q8_pairs_down_xpf"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -991,7 +991,7 @@ _DOWN_PREFETCH_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_xpf", "moe_experts_ro
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
-def test_gpu_pdl_down_prefetch_gives_the_pairs_bits(dtype):
+def test_gpu_pdl_down_xpf_gives_the_pairs_bits(dtype):
     """moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf claims cupy_rowwarp_pdl_q8_pairs' bits: its down prefetches every
     line of the hidden vector its lanes read, then reads and sums as the warp down does. At the 48B's MoE shape (36
     units a warp in three groups), at K = 3 of 6 experts of 256 rows with a shared one, and at K = 5 of 12 of 512 rows
@@ -1014,7 +1014,7 @@ def test_gpu_pdl_down_prefetch_gives_the_pairs_bits(dtype):
 
 
 @pytest.mark.gpu
-def test_gpu_pdl_down_prefetch_replayed_after_the_norm_and_router_gives_the_pairs_bits():
+def test_gpu_pdl_down_xpf_replayed_after_the_norm_and_router_gives_the_pairs_bits():
     """The prefetching down replayed in the step's chain: a line prefetched before gate/up had written it must not be
     read in its place (the prefetch comes after the wait), or the replay gives the replay before's bits, or NaN."""
     _replays_give_the_warp_downs_bits(_DOWN_PREFETCH_PAIRS, 65)

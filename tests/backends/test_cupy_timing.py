@@ -903,7 +903,7 @@ def test_experts_down_loads_after_the_router_side_by_side():
                                           "cupy_rowwarp_pdl_q8_pairs_ld"))
 
 
-def test_experts_down_prefetch_after_the_router_side_by_side():
+def test_experts_down_xpf_after_the_router_side_by_side():
     """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf (the pairs pair with its down
     prefetching the hidden vector into L1 after its wait; stage rungs51) against cupy_rowwarp_pdl, with the pairs pair
     (the s49 step's experts) and its ids-once down (_q8_pairs_ld) as columns of their own:

@@ -81,7 +81,9 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "normwait": "test_norm_wait_after_the_o_proj_side_by_side",
            "attnpdl": "test_attention_deep_pdl_before_the_o_proj_side_by_side",
            "moenorm": "test_experts_norm_fused_side_by_side",
-           "oprojnorm": "test_oproj_norm_fused_side_by_side"}
+           "oprojnorm": "test_oproj_norm_fused_side_by_side",
+           "q8xpf": "test_q8_tall_xpf_after_the_gated_norm_side_by_side",
+           "expxpf": "test_experts_down_xpf_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3389,6 +3391,40 @@ def test_rungs50_is_left_out_over_a_step_whose_experts_are_not_the_pairs_pair(tm
         "moe_experts=cupy_rowwarp_pdl_q8_pairs)" in log, log
     assert not (machine / "cuda-s50-pairs-ld.toml").exists()
     assert not any("cuda-s50-pairs-ld" in c for c in calls), calls
+
+
+_XPF_RECORDS = {"q8xpf": {"cupy_rowwarp_pdl_q8_tall": 1000e-6, "cupy_rowwarp_pdl_q8_tall_xpf": 800e-6},
+                "expxpf": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_xpf": 750e-6,
+                           "cupy_rowwarp_pdl_q8_pairs": 1000e-6, "cupy_rowwarp_pdl_q8_pairs_ld": 950e-6}}
+
+
+def test_rungs51_times_both_xpf_forms_over_the_step_that_runs_their_plain_forms(tmp_path):
+    """Session 38's second rung: rungs39 (the Q8 tall GEMVs) and rungs49 (the pairs pair) win on the machine, so the
+    s49 step runs both plain forms; rungs51 swaps both xpf forms over it after gpu-tests-xpf (-k xpf, which writes
+    both records), one captured gate, one pair with --expect from the two records (1000 -> 800: x1.250; the pairs
+    column 1000 -> 750: x1.333) and a forecast scaling the warp GEMVs and the downs."""
+    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
+            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_XPF_RECORDS}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs51", records=recs)
+    assert log.index("] decode-s49-nones (limit") < log.index("] gpu-tests-xpf (limit") \
+        < log.index("] swap-s51-xpf (limit") < log.index("] gate-captured-s51-xpf (limit") \
+        < log.index("] decode-s51-xpf (limit")
+    assert "-k xpf tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in log
+    decode = _rung_timed_once(calls, machine, "s51-xpf", "linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xpf "
+                              "moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf", "cuda-s49-nones.toml",
+                              "linear@Q4_K=1.250,moe_experts=1.333")
+    assert "--changes linear@Q4_K,moe_experts " in decode, decode
+    scales = json.loads((machine / "suite-diag" / "forecast-s51-xpf.json").read_text())["all"]["changes"]
+    assert "--scale linear_q4_k_rowwarppdl_bf16=1.25" in scales and "--scale moe_q4_k_downq8pdl=1.333" in scales
+
+
+def test_rungs51_is_left_out_over_a_step_that_does_not_run_the_plain_forms(tmp_path):
+    """Over the x16 step (the Q8 hidden pair's experts, the float GEMVs): no swap, no gate, no pair."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs51", records=_XPF_RECORDS)
+    assert "decode-s51-xpf: left out (the step now, cuda-s32-lmhead-x16.toml, does not select " \
+        "linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)" in log, log
+    assert not (machine / "cuda-s51-xpf.toml").exists()
+    assert not any("cuda-s51-xpf" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,
