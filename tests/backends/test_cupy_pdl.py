@@ -995,9 +995,12 @@ def test_gpu_pdl_down_xpf_gives_the_pairs_bits(dtype):
     """moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf claims cupy_rowwarp_pdl_q8_pairs' bits: its down prefetches every
     line of the hidden vector its lanes read, then reads and sums as the warp down does. At the 48B's MoE shape (36
     units a warp in three groups), at K = 3 of 6 experts of 256 rows with a shared one, and at K = 5 of 12 of 512 rows
-    without one (units not a multiple of 4: lanes with fewer units)."""
+    without one (units not a multiple of 4: lanes with fewer units). Asked of another down (the float one, the ld or
+    the copy down) the prefetch is refused by name before anything is launched."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from sparkops_cupy import moe_experts as cme
+
+    from sparkops.errors import BadInput
 
     dev = torch.device("cuda", torch.cuda.current_device())
     sets = [_moe_48b(62, dev), _moe_small(63, dev, 512, 256, 256, 6, 3), _moe_small(64, dev, 768, 512, 0, 12, 5)]
@@ -1011,6 +1014,11 @@ def test_gpu_pdl_down_xpf_gives_the_pairs_bits(dtype):
             assert torch.isfinite(want.float()).all(), (xpf, x.shape[1], ids.shape[1])
             same = torch.equal(got.view(torch.int16), want.view(torch.int16))
             assert same, f"{xpf} at {x.shape[1]}, K {ids.shape[1]}"
+    one = cme._one_token(x, weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up", "s_down")))
+    for forms in (dict(gateup="copy", pdl=True), dict(gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True),
+                  dict(gateup="q8", pdl=True, q8_hidden=True, copy_q8_down=True)):
+        with pytest.raises(BadInput, match="the prefetching down is the Q8 hidden forms' warp down"):
+            cme._launch_rowwarp(one, xpf_down=True, **forms)
 
 
 @pytest.mark.gpu
