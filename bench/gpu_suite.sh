@@ -90,7 +90,8 @@
 #     probe_router_anatomy  the step's router after its norm with stages left out (RT_PROBE: no routing, no
 #                 arrival, no read of x) and at 1, 2, 4 warps a block (bench/probes/router_anatomy.py; ~30 s)
 #     probe_fold  the norm folds' kernels (MoE down, o_proj) with stages left out (RAN_PROBE: no norm, no arrival,
-#                 the norm's loop form), with and without PDL, beside the plain op (bench/probes/fold_anatomy.py)
+#                 the norm's loop form, the scalar norm of sessions 36-38), with and without PDL, beside the plain op
+#                 (bench/probes/fold_anatomy.py)
 #     probe_l2_hot  the step's kernels (Q8 tall GEMV, o_proj, MLA q, the MoE pair, the router) with their weights
 #                 cold and L2-hot, bits compared (bench/probes/l2_hot.py; session 34's lead: prefetch ahead or not)
 #     probe_ncu_source_moe  the Q8 hidden pair's down, the pairs gate/up (x padded) and the down with its loads
