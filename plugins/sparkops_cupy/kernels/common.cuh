@@ -133,12 +133,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// Ask for the 128-byte line holding p to be brought into this SM's L1 (PTX prefetch.global.L1): no register, no wait.
-// The "xpf" kernels (written after GPU session 38) issue one for every line of the activations a lane will read, right
-// after their PDL wait, so that their per-round loads find the lines in L1 (or already on their way) instead of each
-// round waiting one L2 round trip in turn.
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

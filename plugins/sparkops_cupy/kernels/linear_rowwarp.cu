@@ -10,6 +10,7 @@
 // sums, no second pass: one launch, and each output is written by one warp in a fixed order (deterministic).
 //
 // The Q4_K decoding and the activation staging both forms use are in q4k_rows.cuh (moe_rowwarp.cu shares them).
+#include "prefetch.cuh"
 #include "q4k_half.cuh"
 #include "q4k_q8.cuh"
 

@@ -16,6 +16,7 @@
 //    activations are h[256u..]), 16 in flight at a time, each scaled by its slot's routing weight; h is float32,
 //    read through L1. 128 threads = 4 outputs.
 // An expert id outside [0, E) reads expert 0's rows and makes the output NaN (as the other implementations do).
+#include "prefetch.cuh"
 #include "q4k_half.cuh"
 #include "q4k_q8.cuh"
 
