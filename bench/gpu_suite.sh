@@ -761,7 +761,9 @@
 #                                                # the diagnosis, swap, captured gate and pair over the s49 step
 #     bash bench/gpu_lanes.sh 560 "rungs50 frontier131k" ""   # on an H200 (none has timed the s49 step): rungs50's
 #                                                # pair (its A arm the s49 step's first H200 figures), then 131072
-#   If rungs51 wins, add decode-s51-xpf to SUITE_TIMED before frontier131k. proofs47 also runs the fold's new
+#   bench/carry/registries.tgz is call 6's (the s49 and s50 steps among them); the rowwarp implementations' proofs are
+#   mended on the first fresh machine (their sources changed after it). If rungs51 wins, add decode-s51-xpf to
+#   SUITE_TIMED before frontier131k. proofs47 also runs the fold's new
 #   misaligned-residual test (written after the calls).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
