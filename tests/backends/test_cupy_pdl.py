@@ -871,6 +871,25 @@ def test_gpu_pdl_q8_pairs_is_the_q8_hidden_pair_within_float_rounding(dtype, mon
         assert torch.equal(padded.view(torch.int16), got.view(torch.int16)), f"width {x.shape[1]}: padded x"
 
 
+def _pairs_give_their_bits(pairs, sets, dtype: torch.dtype, fits=None) -> None:
+    """Eagerly, at each of `sets` (_moe_48b / _moe_small arguments) in `dtype`: each of `pairs` (a form's function
+    name, the function whose bits it claims) gives that function's bits, which are finite; the kernels take every set
+    (rowwarp_serves, and `fits(ids, w)` where given), not the stated policy's torch path."""
+    from sparkops_cupy import moe_experts as cme
+
+    for x, weights, ids, w in sets:
+        x = x.to(dtype)
+        assert cme.rowwarp_serves(x, **w)
+        assert fits is None or fits(ids, w), (x.shape[1], ids.shape[1])
+        for form, ref in pairs:
+            want = getattr(cme, ref)(x, weights, ids, **w)
+            got = getattr(cme, form)(x, weights, ids, **w)
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all(), (form, x.shape[1], ids.shape[1])
+            same = torch.equal(got.view(torch.int16), want.view(torch.int16))
+            assert same, f"{form} at width {x.shape[1]}, K {ids.shape[1]}"
+
+
 #: the copy-down pairs and the warp-down pairs whose bits they claim
 _COPY_DOWN_PAIRS = (("moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_hidden"),
                     ("moe_experts_rowwarp_pdl_q8_pairs_cp", "moe_experts_rowwarp_pdl_q8_pairs"))
@@ -892,17 +911,8 @@ def test_gpu_pdl_copy_down_gives_its_warp_down_pairs_bits(dtype, groups, monkeyp
     monkeypatch.setattr(cme, "DOWN_CP_GROUPS", groups)
     dev = torch.device("cuda", torch.cuda.current_device())
     sets = [_moe_48b(51, dev), _moe_small(52, dev, 512, 256, 256, 6, 3), _moe_small(53, dev, 768, 512, 0, 12, 5)]
-    for x, weights, ids, w in sets:
-        x = x.to(dtype)
-        assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path
-        assert cme.down_cp_fits(ids.shape[1], w["w_down"].shape[2], w["s_down"].shape[1] if w["s_down"] is not None
-                                else 0)
-        for copy, warp in _COPY_DOWN_PAIRS:
-            want = getattr(cme, warp)(x, weights, ids, **w)
-            got = getattr(cme, copy)(x, weights, ids, **w)
-            torch.cuda.synchronize()
-            assert torch.isfinite(want.float()).all(), (copy, x.shape[1])
-            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{copy} at width {x.shape[1]}"
+    _pairs_give_their_bits(_COPY_DOWN_PAIRS, sets, dtype, lambda ids, w: cme.down_cp_fits(
+        ids.shape[1], w["w_down"].shape[2], w["s_down"].shape[1] if w["s_down"] is not None else 0))
 
 
 def _replays_give_the_warp_downs_bits(pairs, seed: int) -> None:
@@ -974,15 +984,7 @@ def test_gpu_pdl_down_loads_give_the_warp_down_pairs_bits(dtype, form, monkeypat
     dev = torch.device("cuda", torch.cuda.current_device())
     sets = [_moe_48b(57, dev), _moe_small(58, dev, 512, 256, 256, 6, 3), _moe_small(59, dev, 768, 512, 0, 12, 5),
             _moe_small(60, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
-    for x, weights, ids, w in sets:
-        x = x.to(dtype)
-        assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path
-        for ld, warp in _DOWN_LOADS_PAIRS:
-            want = getattr(cme, warp)(x, weights, ids, **w)
-            got = getattr(cme, ld)(x, weights, ids, **w)
-            torch.cuda.synchronize()
-            assert torch.isfinite(want.float()).all(), (ld, x.shape[1], ids.shape[1])
-            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"{ld} at {x.shape[1]}, K {ids.shape[1]}"
+    _pairs_give_their_bits(_DOWN_LOADS_PAIRS, sets, dtype)
 
 
 #: the prefetching-down pair and the warp-down pair whose bits it claims
@@ -1004,17 +1006,10 @@ def test_gpu_pdl_down_xpf_gives_the_pairs_bits(dtype):
 
     dev = torch.device("cuda", torch.cuda.current_device())
     sets = [_moe_48b(62, dev), _moe_small(63, dev, 512, 256, 256, 6, 3), _moe_small(64, dev, 768, 512, 0, 12, 5)]
-    for x, weights, ids, w in sets:
-        x = x.to(dtype)
-        assert cme.rowwarp_serves(x, **w)  # the kernels take it, not the stated policy's torch path
-        for xpf, warp in _DOWN_PREFETCH_PAIRS:
-            want = getattr(cme, warp)(x, weights, ids, **w)
-            got = getattr(cme, xpf)(x, weights, ids, **w)
-            torch.cuda.synchronize()
-            assert torch.isfinite(want.float()).all(), (xpf, x.shape[1], ids.shape[1])
-            same = torch.equal(got.view(torch.int16), want.view(torch.int16))
-            assert same, f"{xpf} at {x.shape[1]}, K {ids.shape[1]}"
-    one = cme._one_token(x, weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up", "s_down")))
+    _pairs_give_their_bits(_DOWN_PREFETCH_PAIRS, sets, dtype)
+    x, weights, ids, w = sets[0]
+    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
+                                                                      "s_down")))
     for forms in (dict(gateup="copy", pdl=True), dict(gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True),
                   dict(gateup="q8", pdl=True, q8_hidden=True, copy_q8_down=True)):
         with pytest.raises(BadInput, match="the prefetching down is the Q8 hidden forms' warp down"):

@@ -466,14 +466,12 @@ def test_router_sorted_tail_side_by_side():
           f"{b * 1e6:.2f} against {a * 1e6:.2f} us a layer)")
 
 
-def test_q8_gemv_shortplain_after_the_gated_norm_side_by_side():
-    """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain (stage rungs38): KDA's gated norm (32
-    heads of 128, the triggering "triton_pdl" form) then the o_proj-sized Q8 GEMV (2304 x 4096, bf16) reading it, a
-    pair a set, launched with PDL (cupy_rowwarp_pdl_q8, the step's) and plainly (shortplain), on the same argument sets
-    in one CUDA graph each; recorded as perop-q8plain-bfloat16.json (per token, x the 28 short GEMVs of a token: 20 KDA
-    and 7 MLA o_proj, and the dense down). The step's own predecessor is the fused KDA recurrence, which this does not
-    have: the record is a forecast, the rung the answer. Asserted: each was captured and timed, and both forms gave the
-    same bits. Which was faster is printed."""
+def _short_gemv_after_the_gated_norm(forms: tuple[str, str], seed: int, record: str) -> tuple[float, float]:
+    """KDA's gated norm (32 heads of 128, the triggering "triton_pdl" form) then the o_proj-sized GEMV (2304 x 4096
+    Q4_K, bf16) reading it, a pair a set, under the two linear implementations `forms` (the step's, then the new one),
+    on the same argument sets in one CUDA graph each; recorded as perop-RECORD.json (per token, x the 28 short GEMVs
+    of a token: 20 KDA and 7 MLA o_proj, and the dense down). Asserted: each was captured and timed, and both gave the
+    same bits. Returns the two forms' seconds a pair."""
     pytest.importorskip("triton")
     from gguf import GGMLQuantizationType as Q
 
@@ -481,60 +479,45 @@ def test_q8_gemv_shortplain_after_the_gated_norm_side_by_side():
     from sparkops_triton.gated_rmsnorm import gated_rmsnorm_trigger
 
     cat = load_catalog()
-    forms = {n: cat.get("linear", n).resolve() for n in ("cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_shortplain")}
-    g = torch.Generator().manual_seed(38)
+    impls = {n: cat.get("linear", n).resolve() for n in forms}
+    g = torch.Generator().manual_seed(seed)
     gate = torch.randn(1, 32, 128, generator=g).to("cuda", torch.bfloat16)  # [1, H, Dv] the output gate
     head_gain = torch.randn(128, generator=g).to("cuda")  # [Dv]
 
     def pair(name):
         def call(x, weight):
             normed = gated_rmsnorm_trigger(x.reshape(1, 32, 128), gate, head_gain, 1e-5).reshape(1, 4096)
-            return forms[name](normed, weight)
+            return impls[name](normed, weight)
         return call
 
     work = linear_workload(Q.Q4_K, 2304, 4096, "o_proj", dtype=torch.bfloat16)
-    sets, _ = work.build(torch.device("cuda"), 38)
+    sets, _ = work.build(torch.device("cuda"), seed)
     outs = {n: [pair(n)(*s.values()) for s in sets] for n in forms}
-    assert all(torch.equal(a, b) for a, b in zip(outs["cupy_rowwarp_pdl_q8"], outs["cupy_rowwarp_pdl_q8_shortplain"]))
-    times = _per_layer(work, {n: pair(n) for n in forms}, 38, 28, "q8plain-bfloat16")
+    assert all(torch.equal(a, b) for a, b in zip(*outs.values())), f"{forms[1]}'s bits are not {forms[0]}'s"
+    times = _per_layer(work, {n: pair(n) for n in forms}, seed, 28, record)
     assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
-    a, b = times["cupy_rowwarp_pdl_q8"].seconds, times["cupy_rowwarp_pdl_q8_shortplain"].seconds
+    return times[forms[0]].seconds, times[forms[1]].seconds
+
+
+def test_q8_gemv_shortplain_after_the_gated_norm_side_by_side():
+    """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp_pdl_q8_shortplain (stage rungs38): the gated norm then
+    the o_proj-sized Q8 GEMV, launched with PDL (cupy_rowwarp_pdl_q8, the step's) and plainly (shortplain), as
+    _short_gemv_after_the_gated_norm times them; recorded as perop-q8plain-bfloat16.json. The step's own predecessor is
+    the fused KDA recurrence, which this does not have: the record is a forecast, the rung the answer. Which was faster
+    is printed."""
+    a, b = _short_gemv_after_the_gated_norm(("cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_shortplain"), 38,
+                                            "q8plain-bfloat16")
     print(f"the plain short GEMV against the PDL one after the gated norm: x{a / b:.3f} "
           f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us a pair)")
 
 
 def test_q8_tall_xpf_after_the_gated_norm_side_by_side():
-    """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xpf (stage rungs51): KDA's gated norm (32
-    heads of 128, the triggering "triton_pdl" form) then the o_proj-sized GEMV (2304 x 4096, bf16) reading it, a pair
-    a set, under cupy_rowwarp_pdl_q8_tall (the step's: the float warp form with PDL for this shape) and under _xpf (the
-    same kernel prefetching x into L1 after its wait), on the same argument sets in one CUDA graph each; recorded as
-    perop-q8xpf-bfloat16.json (per token, x the 28 short GEMVs of a token). Asserted: each was captured and timed, and
-    both gave the same bits. Which was faster is printed."""
-    pytest.importorskip("triton")
-    from gguf import GGMLQuantizationType as Q
-
-    from sparkops_cupy._workloads import linear_workload
-    from sparkops_triton.gated_rmsnorm import gated_rmsnorm_trigger
-
-    cat = load_catalog()
-    forms = {n: cat.get("linear", n).resolve() for n in ("cupy_rowwarp_pdl_q8_tall", "cupy_rowwarp_pdl_q8_tall_xpf")}
-    g = torch.Generator().manual_seed(51)
-    gate = torch.randn(1, 32, 128, generator=g).to("cuda", torch.bfloat16)  # [1, H, Dv] the output gate
-    head_gain = torch.randn(128, generator=g).to("cuda")  # [Dv]
-
-    def pair(name):
-        def call(x, weight):
-            normed = gated_rmsnorm_trigger(x.reshape(1, 32, 128), gate, head_gain, 1e-5).reshape(1, 4096)
-            return forms[name](normed, weight)
-        return call
-
-    work = linear_workload(Q.Q4_K, 2304, 4096, "o_proj", dtype=torch.bfloat16)
-    sets, _ = work.build(torch.device("cuda"), 51)
-    outs = {n: [pair(n)(*s.values()) for s in sets] for n in forms}
-    assert all(torch.equal(a, b) for a, b in zip(*outs.values())), "the prefetching form's bits differ"
-    times = _per_layer(work, {n: pair(n) for n in forms}, 51, 28, "q8xpf-bfloat16")
-    assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
-    a, b = (times[n].seconds for n in forms)
+    """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xpf (stage rungs51): the gated norm then the
+    o_proj-sized GEMV under cupy_rowwarp_pdl_q8_tall (the step's: the float warp form with PDL for this shape) and
+    under _xpf (the same kernel prefetching x into L1 after its wait), as _short_gemv_after_the_gated_norm times them;
+    recorded as perop-q8xpf-bfloat16.json. Which was faster is printed."""
+    a, b = _short_gemv_after_the_gated_norm(("cupy_rowwarp_pdl_q8_tall", "cupy_rowwarp_pdl_q8_tall_xpf"), 51,
+                                            "q8xpf-bfloat16")
     print(f"the o_proj GEMV with x prefetched after its wait against the step's: x{a / b:.3f} "
           f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us a pair)")
 
