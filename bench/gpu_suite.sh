@@ -291,6 +291,12 @@
 #                 GEMV and the MoE down prefetching their activations into L1 right after the PDL wait (the same bits);
 #                 after gpu-tests-xpf and its records perop-q8xpf, perop-expxpf
 #     proofs51    rungs51's GPU tests alone
+#     rungs52     linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xr with moe_experts=cupy_rowwarp_pdl_q8_pairs_ld over the step now
+#                 where it runs their plain forms (the s49 step), in one pair: the o_proj-sized GEMVs loading x into
+#                 registers two rounds at a time after the wait (the same bits), stacked with rungs50's none (x1.015
+#                 on an H100, x1.019 / x1.020 on an H200); after gpu-tests-xregs and gpu-tests-exp-q8l and their
+#                 records perop-q8xr, perop-expq8l
+#     proofs52    rungs52's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -1110,6 +1116,9 @@ S50_PAIRSLD_REG=$TMP/cuda-s50-pairs-ld.toml
 # session 38's second rung (stage rungs51): the activations prefetched into L1 after the wait, in the o_proj-sized warp
 # GEMV and the MoE down, whose compiled code loads each round's share only after the round before (nvdisasm)
 S51_XPF_REG=$TMP/cuda-s51-xpf.toml
+# session 39's rung (stage rungs52): the o_proj-sized warp GEMV with x in registers two rounds at a time (the xpf
+# form lost x0.740), stacked with the ids-once down (rungs50: a none three times on two machines)
+S52_XRLD_REG=$TMP/cuda-s52-xr-ld.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1394,7 +1403,7 @@ timed() { local t=""; [ -r "$DONE/$1.tier" ] && { IFS= read -r t < "$DONE/$1.tie
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s52-xr-ld=S52_XRLD_REG decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1468,6 +1477,7 @@ now_pairs() {
     decode-s45-pdl-stack) echo add_rmsnorm=triton_pdl_wait attention=cupy_splitk_bf16_deep_pdl ;;
     decode-s50-pairs-ld) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_ld ;;
     decode-s51-xpf) echo $S51_PAIRS ;;
+    decode-s52-xr-ld) echo $S52_PAIRS ;;
     decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
     decode-s47-oproj-norm) echo linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on ;;
     decode-s48-norm-folds) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
@@ -1986,6 +1996,7 @@ rung_parts() {
     rungs49) echo proof_nones49 s49_rung ;;
     rungs50) echo proof_exp_q8l s50_rung ;;
     rungs51) echo proof_xpf s51_rung ;;
+    rungs52) echo proof_xr52 s52_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2490,6 +2501,43 @@ linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)"
       --prediction $DJ/diag-decode-$name.json --expect "linear@Q4_K=$fl,moe_experts=$fe" \
       --forecast $DJ/forecast-$name.json --change "$S51_PAIRS: the o_proj-sized GEMVs and the MoE down with their \
 activations prefetched into L1 right after the PDL wait (the same bits), over $(basename $base), graph"
+  return 0
+}
+proof_xregs() {  # linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xr (session 39): the q8_tall chain's bits through its launcher
+  # replayed from a graph, the warp form's bits at four shapes in three dtypes and its refusals; timed beside the step's
+  # form after the gated norm (-k xregs; its record $DJ/perop-q8xr-bfloat16.json)
+  cupy_proof gpu-tests-xregs 150 xregs
+}
+proof_xr52() {  # rungs52's two: the xr GEMV's and the ids-once down's
+  proof_xregs
+  proof_exp_q8l
+}
+# s52_rung: the xr GEMV and the ids-once down swapped together over the step now where it runs their plain forms (the
+# s49 step: the Q8 tall GEMVs with the float warp form for the short ones, and the pairs pair), the captured gate, one
+# pair: --expect from the two records, --forecast scaling the warp GEMVs' and the downs' tails
+S52_PAIRS="linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xr moe_experts=cupy_rowwarp_pdl_q8_pairs_ld"
+s52_rung() {
+  local name=s52-xr-ld reg=$S52_XRLD_REG base fl fe
+  base=$(now_reg decode-$name) || return 0
+  python3 bench/registry_selects.py $base linear@Q4_K=cupy_rowwarp_pdl_q8_tall moe_experts=cupy_rowwarp_pdl_q8_pairs \
+      > /dev/null || { log "decode-$name: left out (the step now, $(basename $base), does not select \
+linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)"; return 0; }
+  fl=$(perop q8xr cupy_rowwarp_pdl_q8_tall cupy_rowwarp_pdl_q8_tall_xr)
+  fe=$(perop expq8l cupy_rowwarp_pdl_q8_pairs cupy_rowwarp_pdl_q8_pairs_ld)
+  proven_with_factor $name xregs "$fl" || return 0
+  proven_with_factor $name exp-q8l "$fe" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  swap_all $name $reg $base "$S52_PAIRS" || { log "decode-$name: left out (its registry was not made)"; return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --scale linear_q4_k_rowwarppdl_bf16=$fl --scale moe_q4_k_downq8pdl=$fe || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q4_K,moe_experts \
+      --prediction $DJ/diag-decode-$name.json --expect "linear@Q4_K=$fl,moe_experts=$fe" \
+      --forecast $DJ/forecast-$name.json --change "$S52_PAIRS: the o_proj-sized GEMVs with x loaded into registers \
+two rounds at a time after the PDL wait (the same bits), with the pairs pair's ids-once down (rungs50's none), over \
+$(basename $base), graph"
   return 0
 }
 # proof_moe_norm: moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm (session 36): its GPU tests (the experts'
@@ -3722,7 +3770,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51|rungs52)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3735,7 +3783,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51|proofs52)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -225,3 +225,54 @@ def load_runs(fn: Function) -> list[int]:
             runs.append(run)
             run = 0
     return runs + ([run] if run else [])
+
+
+_REG = re.compile(r"(?<![\w.])(U?R\d+|U?P\d+)(\.64)?")
+#: instructions whose first operand is not a destination register
+_NO_DEST = ("ST", "STG", "STS", "STL", "RED", "BRA", "BAR", "EXIT", "RET", "BSYNC", "BSSY", "WARPSYNC", "CCTL", "MEMBAR",
+            "ACQBULK", "NOP", "CALL", "YIELD")
+
+
+def _width(opcode: str, operand: str) -> int:
+    """Registers an operand spans: LDG.E.128's destination 4, .64 destinations and pairs 2, others 1."""
+    if opcode.startswith("LDG"):
+        return 4 if ".128" in opcode else 2 if ".64" in opcode else 1
+    return 2 if operand.endswith(".64") or ".WIDE" in opcode else 1
+
+
+def round_trips(instructions: list[Instruction]) -> int:
+    """How many global-load round trips a warp waits out in turn along straight-line code (in program order, branches
+    not taken): a load is issued only once every instruction before it has issued, and an instruction that uses a
+    loaded value (directly or through what was computed from it) issues only after that load's round trip. So a load
+    placed after any use of an earlier load starts one round trip later than that load: its level is one more than
+    the highest level of the loads used before it. The answer is the highest level. What the source cannot promise
+    and ptxas decides: session 38 found the PDL warp GEMV loading each round's x only after the round before's
+    products (four levels, or more), which is the reason for the "xr" form (three)."""
+    level: dict[int, int] = {}  # load index -> its level
+    deps: dict[str, set[int]] = {}  # register -> the loads its value came from
+    blocked = 0  # the highest level among the loads used so far
+    n_load = 0
+    for ins in instructions:
+        base = ins.opcode.split(".")[0]
+        regs = [(m.group(1), m.group(2) or "") for m in _REG.finditer(ins.operands)]
+        dest_first = base not in _NO_DEST and not base.startswith(("ST", "RED", "ATOM")) and regs \
+            and ins.operands.strip().startswith(regs[0][0])
+        dests, sources = (regs[:1], regs[1:]) if dest_first else ([], regs)
+        used: set[int] = set()
+        pred = ins.predicate.strip().lstrip("@!")
+        for name in [r for r, _ in sources] + ([pred] if pred and pred != "PT" else []):
+            used |= deps.get(name, set())
+        if used:
+            blocked = max(blocked, max(level[i] for i in used))
+        made = set(used)
+        if base == "LDG":
+            level[n_load] = blocked + 1
+            made = {n_load}
+            n_load += 1
+        for name, suffix in dests:
+            if name in ("RZ", "PT"):
+                continue
+            prefix, num = name.rstrip("0123456789"), int(name[len(name.rstrip("0123456789")):])
+            for k in range(_width(ins.opcode, name + suffix)):
+                deps[f"{prefix}{num + k}"] = made
+    return max(level.values(), default=0)

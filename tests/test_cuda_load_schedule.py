@@ -11,7 +11,7 @@ left to itself it sinks each load back beside its product, as it did the router'
 
 from __future__ import annotations
 
-from tests.cuda_sass import KERNEL_DIR, listing, load_runs
+from tests.cuda_sass import KERNEL_DIR, listing, load_runs, parse, round_trips
 
 
 def test_the_deep_absorb_requests_every_weight_first_and_the_plain_one_does_not(tmp_path):
@@ -91,3 +91,49 @@ def test_the_xpf_forms_prefetch_their_activations_before_their_first_read(tmp_pa
         assert not any(ins.opcode.startswith("CCTL") and "PF1" in ins.opcode for ins in fns[plain].instructions)
         runs = _runs_of(_after_last_wait(fns[plain]), _wide, lambda op, use=use: op.startswith(use))
         assert len(runs) >= 4 and max(runs) <= 4, f"{plain}: runs of activation loads between products: {runs}"
+
+
+def test_the_xr_warp_form_waits_fewer_round_trips_after_its_wait(tmp_path):
+    """linear_q4_k_rowwarppdlxr_* (session 39): x loaded into registers two rounds at a time after the wait. Counted on
+    the compiled code (round_trips: loads placed after a use of an earlier load start a round trip later), the 16-bit
+    forms wait out at most 3 L2 round trips in turn after the wait, where the plain PDL warp form waits 6 or more (8
+    when written: each round's loads split by products that use its first ones). Under __maxnreg__(96) with no spills
+    (test_cuda_sources' budget), so 5 blocks fit an SM. If ptxas ever batches the plain form, the xr form may be moot."""
+    fns = listing(KERNEL_DIR / "linear_rowwarp.cu", tmp_path)
+    for dt in ("bf16", "f16"):
+        xr = round_trips(_after_last_wait(fns[f"linear_q4_k_rowwarppdlxr_{dt}"]))
+        plain = round_trips(_after_last_wait(fns[f"linear_q4_k_rowwarppdl_{dt}"]))
+        assert xr <= 3, f"linear_q4_k_rowwarppdlxr_{dt}: {xr} round trips in turn after the wait"
+        assert plain >= 6, f"linear_q4_k_rowwarppdl_{dt}: {plain} (if ptxas now batches it, the xr form may be moot)"
+        assert xr < plain
+
+
+def _listing(body: str) -> list:
+    return parse(".text.k:\n" + "".join(f"        /*{16 * i:04x}*/                   {line} ;\n"
+                                        for i, line in enumerate(body.strip().splitlines())))["k"].instructions
+
+
+def test_round_trips_counts_loads_issued_after_a_use_of_an_earlier_load():
+    # two loads, then their products: one round trip
+    assert round_trips(_listing("""
+        LDG.E.128.STRONG.SM R4, desc[UR6][R2.64]
+        LDG.E.128.STRONG.SM R8, desc[UR6][R2.64+0x10]
+        FFMA R20, R4, R11, RZ""")) == 1
+    # a product of the first load between the loads: the second waits for the first (two)
+    assert round_trips(_listing("""
+        LDG.E.128.STRONG.SM R4, desc[UR6][R2.64]
+        FFMA R20, R7, R7, RZ
+        LDG.E.128.STRONG.SM R8, desc[UR6][R2.64+0x10]
+        FFMA R20, R8, R20, RZ""")) == 2
+    # through a computed value and an address: a load whose address came from a load is a level further
+    assert round_trips(_listing("""
+        LDG.E R4, desc[UR6][R2.64]
+        IMAD.WIDE R6, R4, 0x4, R2
+        LDG.E R8, desc[UR6][R6.64]
+        LDG.E R9, desc[UR6][R6.64+0x4]""")) == 2
+    # a use of an unrelated register does not wait; an overwritten register forgets its load
+    assert round_trips(_listing("""
+        LDG.E R4, desc[UR6][R2.64]
+        MOV R4, RZ
+        FADD R5, R4, R3
+        LDG.E R8, desc[UR6][R2.64+0x4]""")) == 1

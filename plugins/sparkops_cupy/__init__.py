@@ -65,6 +65,11 @@ IMPLEMENTATIONS = [
     ("linear", "cupy_rowwarp_pdl_q8_tall_xpf", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_tall_xpf",
      bit_identical(to="cupy_rowwarp_pdl_q8_tall"), ("linear.cu", "linear_rowwarp.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # cupy_rowwarp_pdl_q8_tall with the short weights' warp form loading x into registers two rounds at a time after
+    # its wait: the same bits
+    ("linear", "cupy_rowwarp_pdl_q8_tall_xr", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_tall_xr",
+     bit_identical(to="cupy_rowwarp_pdl_q8_tall"), ("linear.cu", "linear_rowwarp.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # the warp form's GEMV for the short weights (the o_proj shapes) whose last block adds the output to the residual
     # and norms it (the fused op linear_add_rmsnorm): the projection's bits the warp form's, the norm's sum another
     # order, so the float32 row
@@ -213,7 +218,8 @@ POLICIES = {
     **{("linear", n): _Q4K_GEMV for n in ("cupy_rowwarp", "cupy_rowwarp_staged", "cupy_rowwarp_copy2",
                                           "cupy_rowwarp_copy2x", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_q8",
                                           "cupy_rowwarp_pdl_q8_shortplain", "cupy_rowwarp_pdl_q8_tall",
-                                          "cupy_rowwarp_pdl_q8_tall_xpf", "cupy_rowhalf",
+                                          "cupy_rowwarp_pdl_q8_tall_xpf", "cupy_rowwarp_pdl_q8_tall_xr",
+                                          "cupy_rowhalf",
                                           "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",

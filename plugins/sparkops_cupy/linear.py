@@ -201,6 +201,24 @@ def _launch_q8_tall_xpf(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k:
         launch_rowwarp(x, code, kw, n, k, y, form, pdl=True, xpf=form == "warp")
 
 
+def linear_rowwarp_pdl_q8_tall_xr(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_tall_xr": cupy_rowwarp_pdl_q8_tall with the short weights' float warp form
+    loading x into registers two rounds at a time right after its PDL wait (kernels/linear_rowwarp.cu's XR), then
+    summing them in order. Written in session 39, after the xpf form (the same aim, by L1 prefetches) timed x0.426 per
+    op. The compiled plain PDL warp form waits out 8 L2 round trips in turn after its wait, this one 3
+    (tests/cuda_sass.py's round_trips). The tall weights' Q8 GEMV is unchanged. The same values, products and sums:
+    cupy_rowwarp_pdl_q8_tall's bits. Every other call by cupy_rowwarp's stated policy."""
+    return _one_token_q4k(x, weight, _launch_q8_tall_xr)
+
+
+def _launch_q8_tall_xr(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    if n >= ROWWARP_TALL_ROWS:
+        launch_rowwarp_q8(x, code, kw, n, k, y)
+    else:
+        form = rowwarp_form(n)
+        launch_rowwarp(x, code, kw, n, k, y, form, pdl=True, xr=form == "warp")
+
+
 def linear_rowwarp_pdl_q8_shortplain(x, weight):
     """Implementation "cupy_rowwarp_pdl_q8_shortplain": cupy_rowwarp_pdl_q8's kernels, with the short weights (fewer
     than ROWWARP_TALL_ROWS rows: the o_proj shapes, 8 rows a block) launched plainly, after the kernel before has
@@ -494,13 +512,14 @@ def rowwarp_form(n: int) -> str:
 
 
 def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
-                   form: str | None = None, pdl: bool = False, xpf: bool = False) -> None:
+                   form: str | None = None, pdl: bool = False, xpf: bool = False, xr: bool = False) -> None:
     """y[0, :n] = x[0] @ W^T for a Q4_K weight (kernels/linear_rowwarp.cu); x and the weight 16-byte aligned.
     `form`: "warp", "octet", "copy", "copy2", "copyx", "copy2x" or "staged" (ROWWARP_FORMS); None picks by the rows
     (rowwarp_form). `pdl` (the copy and warp forms): the form's kernel written for programmatic dependent launch,
     launched so (its weight copy, or its first group of weight loads, requested before it waits for the kernel before
     it; x then read through L1 with ld.global.ca, not the read-only path; the same bits as the form). `xpf` (the warp
-    form with PDL only): x's lines prefetched into L1 right after the wait (the same bits)."""
+    form with PDL only): x's lines prefetched into L1 right after the wait (the same bits). `xr` (likewise): x loaded
+    into registers two rounds at a time after the wait, then summed in order (the same bits)."""
     form = form or rowwarp_form(n)
     if form not in ROWWARP_FORMS:
         raise BadInput(f"linear: the row-warp GEMV has the forms {sorted(ROWWARP_FORMS)}, not {form!r}")
@@ -510,13 +529,18 @@ def launch_rowwarp(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
     if xpf and not (pdl and form == "warp"):
         raise BadInput(f"linear: the x prefetch is written for the row-warp GEMV's warp form with programmatic "
                        f"dependent launch only, not the {form!r} form with pdl={pdl}; pass form='warp' with pdl=True")
+    if xr and not (pdl and form == "warp"):
+        raise BadInput(f"linear: x in registers is written for the row-warp GEMV's warp form with programmatic "
+                       f"dependent launch only, not the {form!r} form with pdl={pdl}; pass form='warp' with pdl=True")
+    if xpf and xr:
+        raise BadInput("linear: the row-warp GEMV takes x either prefetched (xpf) or in registers (xr), not both")
     if kw.raw.data_ptr() % 16:
         raise BadInput(f"linear: the weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
     rows = ROWWARP_FORMS[form]
     kernel = {"warp": "rowwarp", "octet": "rowoct", "copy": "rowcp", "copy2": "rowcp2", "copyx": "rowcpx",
               "copy2x": "rowcp2x", "staged": "rowstg"}[form]
-    kernel += ("pdl" if pdl else "") + ("xpf" if xpf else "")
+    kernel += ("pdl" if pdl else "") + ("xpf" if xpf else "") + ("xr" if xr else "")
     name = f"linear_q4_k_{kernel}_{_DT_SUFFIX[code]}"
     smem = 0 if form == "warp" else 4 * k + 4 * (k // 16)  # the staged activations and their sums of 16
     if form in ("copy", "copy2", "copyx", "copy2x"):

@@ -376,18 +376,27 @@ def test_gpu_q8_tall_chain_is_each_forms_bits_replayed():
     _chain_form_matches(39, tall, by_rows(False), by_rows(True))
 
 
+#: the o_proj-sized warp form's ways of reading x early, by test id: its launch_rowwarp option, the q8_tall launcher
+#: that uses it, and the name its refusal gives (xpf: prefetched into L1, session 38; xregs: loaded into registers two
+#: rounds at a time, session 39)
+_X_EARLY = {"xpf": ("xpf", "_launch_q8_tall_xpf", "the x prefetch"), "xregs": ("xr", "_launch_q8_tall_xr", "x in registers")}
+
+
 @pytest.mark.gpu
-def test_gpu_q8_tall_xpf_chain_gives_the_q8_tall_bits_replayed():
-    """linear=cupy_rowwarp_pdl_q8_tall_xpf claims cupy_rowwarp_pdl_q8_tall's bits: the chain through its launcher (the
-    o_proj-sized GEMVs' warp form prefetching x into L1 after its wait), replayed from one graph with new first inputs
-    and NaN outputs against the same chain launched plainly - a prefetch of a line the kernel before had not yet
-    written, read instead of the line, gives NaN or the replay before's bits - and eagerly bitwise the q8_tall
-    launcher's chain."""
+@pytest.mark.parametrize("early", sorted(_X_EARLY))
+def test_gpu_q8_tall_early_x_chain_gives_the_q8_tall_bits_replayed(early):
+    """linear=cupy_rowwarp_pdl_q8_tall_xpf and _xr claim cupy_rowwarp_pdl_q8_tall's bits: the chain through each
+    launcher (the o_proj-sized GEMVs' warp form reading x early after its wait: prefetched, or into registers),
+    replayed from one graph with new first inputs and NaN outputs against the same chain launched plainly - an early
+    read of a value the kernel before had not yet written gives NaN or the replay before's bits - and eagerly bitwise
+    the q8_tall launcher's chain."""
     from sparkops_cupy import _runtime as rt
     from sparkops_cupy import linear as cl
 
-    def xpf(x, kw, n, k, y):
-        cl._launch_q8_tall_xpf(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
+    launcher = getattr(cl, _X_EARLY[early][1])
+
+    def form(x, kw, n, k, y):
+        launcher(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
 
     def q8_tall(x, kw, n, k, y):
         cl._launch_q8_tall(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y)
@@ -398,37 +407,42 @@ def test_gpu_q8_tall_xpf_chain_gives_the_q8_tall_bits_replayed():
         else:
             cl.launch_rowwarp(x, rt.DTYPE_CODE[x.dtype], kw, n, k, y, cl.rowwarp_form(n), pdl=False)
 
-    _chain_form_matches(47, xpf, by_rows, q8_tall)
+    _chain_form_matches(47, form, by_rows, q8_tall)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("early", sorted(_X_EARLY))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 @pytest.mark.parametrize("n,k", [(2304, 4096), (2304, 9216), (1023, 256), (37, 1280)],
                          ids=["o_proj", "dense_down", "1023x256", "37x1280"])
-def test_gpu_xpf_warp_form_gives_the_warp_forms_bits(n, k, dtype):
-    """The warp form with x prefetched (linear_q4_k_rowwarppdlxpf_*) against the PDL warp form, eagerly, at the o_proj
-    shape, a K of two groups and a part (9216: 36 super-blocks), one super-block, and 5 a row with a partial block of
-    rows: a prefetch of the wrong line cannot change a value, but a lane prefetching past its row's activations would
-    read past x (16 x K values a lane at most); and launched without PDL it is refused by name."""
+def test_gpu_early_x_warp_form_gives_the_warp_forms_bits(n, k, dtype, early):
+    """The warp form reading x early (linear_q4_k_rowwarppdlxpf_*: prefetched; _rowwarppdlxr_*: into registers, two
+    rounds at a time, a clamped index past the row's end) against the PDL warp form, eagerly, at the o_proj shape, a K
+    of two groups and a part (9216: 36 super-blocks), one super-block, and 5 a row with a partial block of rows: an
+    early read of the wrong place cannot be summed unnoticed, and a lane reading past its row's activations would read
+    past x (16 x K values a lane at most); launched without PDL, or in the copy form, it is refused by name."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from sparkops_cupy import _runtime as rt
     from sparkops_cupy import linear as cl
 
     from sparkops.errors import BadInput
 
+    option, _, name = _X_EARLY[early]
     dev = torch.device("cuda", torch.cuda.current_device())
     kw = _q4k(n, k, 48, dev)
     x = torch.randn(1, k, generator=torch.Generator().manual_seed(49)).to(dev, dtype)
     code = rt.DTYPE_CODE[dtype]
     got, want = (torch.full((1, n), float("nan"), dtype=dtype, device=dev) for _ in range(2))
-    cl.launch_rowwarp(x, code, kw, n, k, got, "warp", pdl=True, xpf=True)
+    cl.launch_rowwarp(x, code, kw, n, k, got, "warp", pdl=True, **{option: True})
     cl.launch_rowwarp(x, code, kw, n, k, want, "warp", pdl=True)
     torch.cuda.synchronize()
     assert torch.isfinite(want.float()).all()
     assert torch.equal(got, want)
     for form, pdl in (("warp", False), ("copy", True)):
-        with pytest.raises(BadInput, match="the x prefetch is written for the row-warp GEMV's warp form"):
-            cl.launch_rowwarp(x, code, kw, n, k, got, form, pdl=pdl, xpf=True)
+        with pytest.raises(BadInput, match=f"{name} is written for the row-warp GEMV's warp form"):
+            cl.launch_rowwarp(x, code, kw, n, k, got, form, pdl=pdl, **{option: True})
+    with pytest.raises(BadInput, match="either prefetched"):
+        cl.launch_rowwarp(x, code, kw, n, k, got, "warp", pdl=True, xpf=True, xr=True)
 
 
 @pytest.mark.gpu

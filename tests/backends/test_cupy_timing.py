@@ -522,6 +522,17 @@ def test_q8_tall_xpf_after_the_gated_norm_side_by_side():
           f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us a pair)")
 
 
+def test_q8_tall_xregs_after_the_gated_norm_side_by_side():
+    """The rung's per-op evidence for linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xr (stage rungs52): the gated norm then the
+    o_proj-sized GEMV under cupy_rowwarp_pdl_q8_tall (the step's) and under _xr (the same sums, x loaded into registers
+    two rounds at a time after the wait), as _short_gemv_after_the_gated_norm times them; recorded as
+    perop-q8xr-bfloat16.json. Which was faster is printed."""
+    a, b = _short_gemv_after_the_gated_norm(("cupy_rowwarp_pdl_q8_tall", "cupy_rowwarp_pdl_q8_tall_xr"), 52,
+                                            "q8xr-bfloat16")
+    print(f"the o_proj GEMV with x in registers after its wait against the step's: x{a / b:.3f} "
+          f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us a pair)")
+
+
 def test_norm_wait_after_the_o_proj_side_by_side():
     """The rung's per-op evidence for add_rmsnorm=triton_pdl_wait (stage rungs43): the 48B's o_proj (2304 x 4096 Q4_K,
     bf16, linear@Q4_K=cupy_rowwarp_pdl_q8_tall: the step's, a PDL kernel that lets the next start early) then the FFN

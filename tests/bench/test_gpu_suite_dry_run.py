@@ -83,7 +83,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "moenorm": "test_experts_norm_fused_side_by_side",
            "oprojnorm": "test_oproj_norm_fused_side_by_side",
            "q8xpf": "test_q8_tall_xpf_after_the_gated_norm_side_by_side",
-           "expxpf": "test_experts_down_xpf_after_the_router_side_by_side"}
+           "expxpf": "test_experts_down_xpf_after_the_router_side_by_side",
+           "q8xr": "test_q8_tall_xregs_after_the_gated_norm_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3425,6 +3426,49 @@ def test_rungs51_is_left_out_over_a_step_that_does_not_run_the_plain_forms(tmp_p
         "linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)" in log, log
     assert not (machine / "cuda-s51-xpf.toml").exists()
     assert not any("cuda-s51-xpf" in c for c in calls), calls
+
+
+_XR_RECORD = {"q8xr": {"cupy_rowwarp_pdl_q8_tall": 1000e-6, "cupy_rowwarp_pdl_q8_tall_xr": 900e-6}}
+
+
+def test_rungs52_stacks_the_xr_gemv_with_the_ids_once_down_over_the_s49_step(tmp_path):
+    """Session 39's rung: over the s49 step (rungs39's Q8 tall GEMVs and rungs49's pairs pair won on the machine),
+    rungs52 runs both proofs (-k xregs, which writes perop-q8xr; -k down_loads, perop-expq8l), swaps the xr GEMV and
+    the ids-once down in together, one captured gate, one pair with --expect from the two records (1000 -> 900:
+    x1.111; the pairs column 1000 -> 800: x1.250) and a forecast scaling the warp GEMVs and the downs."""
+    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
+            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52", records=recs)
+    assert log.index("] decode-s49-nones (limit") < log.index("] gpu-tests-xregs (limit") \
+        < log.index("] gpu-tests-exp-q8l (limit") < log.index("] swap-s52-xr-ld (limit") \
+        < log.index("] gate-captured-s52-xr-ld (limit") < log.index("] decode-s52-xr-ld (limit")
+    assert "-k xregs tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in log
+    decode = _rung_timed_once(calls, machine, "s52-xr-ld", "linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xr "
+                              "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld", "cuda-s49-nones.toml",
+                              "linear@Q4_K=1.111,moe_experts=1.250")
+    assert "--changes linear@Q4_K,moe_experts " in decode, decode
+    scales = json.loads((machine / "suite-diag" / "forecast-s52-xr-ld.json").read_text())["all"]["changes"]
+    assert "--scale linear_q4_k_rowwarppdl_bf16=1.111" in scales and "--scale moe_q4_k_downq8pdl=1.25" in scales
+
+
+def test_rungs52_is_left_out_when_the_xr_proof_failed(tmp_path):
+    """The xr GEMV's GPU tests failed over the s49 step: no swap, no gate, no pair (the down's proof passed)."""
+    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
+            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52", records=recs,
+                                             extra_env={"STUB_FAIL_MATCH": "xregs"})
+    assert "] gpu-tests-xregs rc=1" in log and "decode-s52-xr-ld: left out" in log, log
+    assert not (machine / "cuda-s52-xr-ld.toml").exists()
+    assert not any("cuda-s52-xr-ld" in c for c in calls), calls
+
+
+def test_rungs52_is_left_out_over_a_step_that_does_not_run_the_plain_forms(tmp_path):
+    """Over the x16 step (the Q8 hidden pair's experts, the float GEMVs): no swap, no gate, no pair."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs52", records={**_XR_RECORD, **_EXPQ8L_PAIRS_RECORD})
+    assert "decode-s52-xr-ld: left out (the step now, cuda-s32-lmhead-x16.toml, does not select " \
+        "linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)" in log, log
+    assert not (machine / "cuda-s52-xr-ld.toml").exists()
+    assert not any("cuda-s52-xr-ld" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,

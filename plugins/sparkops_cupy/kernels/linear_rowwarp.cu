@@ -23,7 +23,19 @@
 // lane will read is prefetched into L1 (prefetch_l1). The compiled PDL kernel (nvdisasm, sm_90) loads each round's x
 // after the round before has been summed, so the four rounds of a 4096-wide row wait four L2 round trips in turn for a
 // vector the kernel before has just written; prefetched, they wait about one. The same loads and sums: the same bits.
-template <int DT, bool PDL = false, bool XPF = false>
+// GPU session 39 (H200) timed it slower: 17.21 against 7.33 us a GEMV after the gated norm (x0.426), its rung (with the
+// MoE down's xpf form) x0.740 / x0.749. Not looked into; a likely reading is that each prefetch is an L1 request of
+// its own, ~300 k of them a GEMV (576 blocks x 128 lanes x 4), costing more than the round trips they were to save.
+// XR (with PDL: the "warp+pdl+xr" kernel, written in session 39 after that): x loaded into registers XR rounds at a
+// time (rw_raw16: 4 loads a round and a lane for a 16-bit x, 8 for float32), then those rounds summed in order
+// (rw_block_raw). Counted on the compiled code (tests/cuda_sass.py's round_trips, sm_90): after the wait the plain PDL
+// form waits out 8 L2 round trips in turn (each round's loads split by products that use the first of them), this
+// one 3. XR_ROUNDS = 2 under __maxnreg__(96): 94 registers for a 16-bit x, so 5 blocks an SM and the 48B's o_proj
+// (576 blocks) in one wave on 132 SMs; all 4 rounds at once would wait 1 round trip but take 123 registers (4 blocks
+// an SM: 528 at once, the last 48 blocks a second wave). Past the row's end a lane loads the row's last super-block's
+// x again (a clamped index, no branch) and adds nothing for it. The same values, products and sums: the same bits.
+#define XR_ROUNDS 2
+template <int DT, bool PDL = false, bool XPF = false, int XR = 0>
 __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes,
                                              int K, int N, void* __restrict__ y) {
     const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3;
@@ -52,10 +64,26 @@ __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u
                 }
             }
         }
+        if (XR) {
 #pragma unroll
-        for (int i = 0; i < RW_ROUNDS; ++i) {
-            const int sb = g + 4 * i + oct;
-            if (sb < nsb) acc += rw_block<DT, !PDL>(h[i], q[i], x, (i64)sb * 256, o);
+            for (int b = 0; b < RW_ROUNDS; b += XR) {
+                uint4 xl[XR > 0 ? XR : 1][4], xh[XR > 0 ? XR : 1][4];  // a round's two runs of 16 activations, as loaded
+#pragma unroll
+                for (int i = 0; i < XR; ++i) {  // the batch's x first
+                    const i64 base = rw_lane_base((i64)min(g + 4 * (b + i) + oct, nsb - 1) * 256, o);
+                    rw_raw16<DT, !PDL>(x, base, xl[i]);
+                    rw_raw16<DT, !PDL>(x, base + 32, xh[i]);
+                }
+#pragma unroll
+                for (int i = 0; i < XR; ++i)
+                    if (g + 4 * (b + i) + oct < nsb) acc += rw_block_raw<DT>(h[b + i], q[b + i], xl[i], xh[i], o);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < RW_ROUNDS; ++i) {
+                const int sb = g + 4 * i + oct;
+                if (sb < nsb) acc += rw_block<DT, !PDL>(h[i], q[i], x, (i64)sb * 256, o);
+            }
         }
     }
     acc = warp_sum(acc);
@@ -527,6 +555,24 @@ extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdlxpf_bf16
 extern "C" __global__ void __launch_bounds__(128) linear_q4_k_rowwarppdlxpf_f16(
     const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* __restrict__ y) {
     rowwarp_q4_k<DT_F16, true, true>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(96) linear_q4_k_rowwarppdlxr_f32(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_F32, true, false, XR_ROUNDS>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(96) linear_q4_k_rowwarppdlxr_bf16(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_BF16, true, false, XR_ROUNDS>(x, w, row_bytes, K, N, y);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(96) linear_q4_k_rowwarppdlxr_f16(
+    const void* __restrict__ x, const u8* __restrict__ w, i64 row_bytes, int K, int N, void* __restrict__ y) {
+    rowwarp_q4_k<DT_F16, true, false, XR_ROUNDS>(x, w, row_bytes, K, N, y);
 }
 
 // budget: stack 0, spills 0

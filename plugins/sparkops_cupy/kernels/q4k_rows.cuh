@@ -106,14 +106,11 @@ __device__ __forceinline__ void rw_scale_min(u32 a, u32 b, u32 c, int s, float& 
     mn = (float)(s < 4 ? m_lo : m_hi);
 }
 
-// one lane's share of one super-block: header h, its 16 qs bytes q, activations from x + xi (the block's start)
-template <int DT, bool NC = true>
-__device__ __forceinline__ float rw_block(uint4 h, uint4 q, const void* __restrict__ x, i64 xi, int o) {
+// one lane's share of one super-block from its 32 activations as float32: header h, its 16 qs bytes q, xl the 16
+// its low nibbles multiply, xh the 16 its high nibbles multiply. rw_block and rw_block_raw both end here, so that
+// every form's products and sums are one code's.
+__device__ __forceinline__ float rw_dot(uint4 h, uint4 q, const float (&xl)[16], const float (&xh)[16], int o) {
     const int j = o >> 1;
-    const i64 base = xi + 64 * j + 16 * (o & 1);
-    float xl[16], xh[16];
-    rw_load16<DT, NC>(x, base, xl);
-    rw_load16<DT, NC>(x, base + 32, xh);
     float sc_l, mn_l, sc_h, mn_h;
     rw_scale_min(h.y, h.z, h.w, 2 * j, sc_l, mn_l);
     rw_scale_min(h.y, h.z, h.w, 2 * j + 1, sc_h, mn_h);
@@ -133,6 +130,30 @@ __device__ __forceinline__ float rw_block(uint4 h, uint4 q, const void* __restri
         }
     }
     return (d * sc_l) * al - (dmin * mn_l) * sl + ((d * sc_h) * ah - (dmin * mn_h) * sh);
+}
+
+// the activations' first index a lane reads in the super-block starting at xi: its low nibbles' run of 16 (the high
+// nibbles' is 32 further on)
+__device__ __forceinline__ i64 rw_lane_base(i64 xi, int o) { return xi + 64 * (o >> 1) + 16 * (o & 1); }
+
+// one lane's share of one super-block: header h, its 16 qs bytes q, activations from x + xi (the block's start)
+template <int DT, bool NC = true>
+__device__ __forceinline__ float rw_block(uint4 h, uint4 q, const void* __restrict__ x, i64 xi, int o) {
+    const i64 base = rw_lane_base(xi, o);
+    float xl[16], xh[16];
+    rw_load16<DT, NC>(x, base, xl);
+    rw_load16<DT, NC>(x, base + 32, xh);
+    return rw_dot(h, q, xl, xh, o);
+}
+
+// rw_block on activations already loaded (rw_raw16 at rw_lane_base, and 32 further on): the same values, the same
+// products and sums, the same bits
+template <int DT>
+__device__ __forceinline__ float rw_block_raw(uint4 h, uint4 q, const uint4 (&ul)[4], const uint4 (&uh)[4], int o) {
+    float xl[16], xh[16];
+    rw_cvt16<DT>(ul, xl);
+    rw_cvt16<DT>(uh, xh);
+    return rw_dot(h, q, xl, xh, o);
 }
 
 // the float4 slot of activation group f (4 activations) in shared memory: within each run of 8 groups, shifted by
