@@ -9,7 +9,8 @@ holds the rows of earlier calls on that machine) before anything runs.
     python3 bench/timed_check.py --timed "$SUITE_TIMED" --ledger bench/ledger.jsonl [--ledger MORE] NAME=REGISTRY...
 
 For each NAME=REGISTRY (the suite's NOW_RUNGS, the registry a rung times as its B arm) that SUITE_TIMED names, the
-newest pair that timed REGISTRY (by file name) as its B arm, retracted pairs left aside, must include a win. A name with no such row passes, said
+newest pair that timed REGISTRY (by file name) as its B arm over the rung's base (the registry of the next rung in
+NOW_RUNGS' order that SUITE_TIMED names, when there is one), retracted pairs left aside, must include a win. A name with no such row passes, said
 on stderr (a rung timed in a call not imported yet). Exit 1, naming the rows, when one did not win.
 """
 
@@ -48,9 +49,24 @@ def _arm(row: dict, label: str) -> str | None:
     return None
 
 
+def _bases(timed: list[str], pairs: dict[str, str]) -> dict[str, str]:
+    """Each timed rung's base: the registry of the next rung after it in `pairs` (NOW_RUNGS' order, newest first) that
+    SUITE_TIMED names, the step the suite makes it over (now_reg). A rung with no timed rung after it has none here."""
+    names, chosen = list(pairs), set(timed)
+    bases = {}
+    for i, name in enumerate(names):
+        older = next((n for n in names[i + 1:] if n in chosen), None)
+        if older is not None:
+            bases[name] = Path(pairs[older]).name
+    return bases
+
+
 def problems(timed: list[str], pairs: dict[str, str], rows: list[dict]) -> tuple[list[str], list[str]]:
-    """(refusals, notes): a refusal for each timed rung whose newest rows on its registry hold no win."""
+    """(refusals, notes): a refusal for each timed rung whose newest rows on its registry hold no win. Only pairs
+    whose A arm is the rung's base (_bases) answer the rung's question: session 39 timed rungs52's registry against
+    rungs50's (what one of its two swaps gave alone), a true pair about another question."""
     refusals, notes = [], []
+    bases = _bases(timed, pairs)
     # a retracted pair answered no question about its rung (session 32: the stack timed over session 23's step, the
     # x16 step's registry missing on that machine): its win does not count, its retraction says why
     retracted = {r.get("retracts") for r in rows if r.get("kind") == "retraction"}
@@ -59,9 +75,10 @@ def problems(timed: list[str], pairs: dict[str, str], rows: list[dict]) -> tuple
             continue
         reg = Path(pairs[name]).name
         mine = [r for r in rows if r.get("tier") and r.get("id") not in retracted and _arm(r, "A")
-                and _arm(r, "B") == reg]
+                and _arm(r, "B") == reg and _arm(r, "A") == bases.get(name, _arm(r, "A"))]
         if not mine:
-            notes.append(f"{name}: no pair timed {reg} as its B arm in the ledgers read (timed in a call not "
+            over = f" over {bases[name]}" if name in bases else ""
+            notes.append(f"{name}: no pair timed {reg} as its B arm{over} in the ledgers read (timed in a call not "
                          f"imported yet?)")
             continue
         newest = max(r.get("date", "") for r in mine)

@@ -58,6 +58,26 @@ def test_a_retracted_win_does_not_count_and_the_pairs_before_it_decide():
     assert len(refusals) == 1 and "2 1.019 none" in refusals[0] and "1.168" not in refusals[0]
 
 
+def test_only_pairs_over_the_rungs_base_answer_for_it():
+    """Session 39: rungs52 won over its base (cuda-s49, the next rung SUITE_TIMED names in NOW_RUNGS' order), then its
+    registry was timed against rungs50's (one of its two swaps alone: a none). That later pair answers another
+    question and does not unseat the win; a newer pair over the base does."""
+    pairs = {"decode-s52": "/tmp/cuda-s52.toml", "decode-s50": "/tmp/cuda-s50.toml", "decode-s49": "/tmp/cuda-s49.toml"}
+    rows = [_pair("1", "2026-12-06T11:04", "win", "cuda-s49.toml", "cuda-s52.toml", 1.029),
+            _pair("2", "2026-12-06T11:06", "none", "cuda-s50.toml", "cuda-s52.toml", 1.015)]
+    assert timed_check.problems(["decode-s49", "decode-s52"], pairs, rows)[0] == []
+    # without the base among the timed rungs there is no base to hold it to: the newest pair decides, as before
+    refusals, _ = timed_check.problems(["decode-s52"], pairs, rows)
+    assert len(refusals) == 1 and "2 1.015 none" in refusals[0]
+    rows.append(_pair("3", "2026-12-07T09:00", "none", "cuda-s49.toml", "cuda-s52.toml", 1.012))
+    refusals, _ = timed_check.problems(["decode-s49", "decode-s52"], pairs, rows)
+    assert len(refusals) == 1 and "3 1.012 none" in refusals[0] and "1.015" not in refusals[0]
+    # a rung never timed over its base is said, naming the base
+    assert timed_check.problems(["decode-s49", "decode-s50"], pairs, rows)[1][1:] == [
+        "decode-s50: no pair timed cuda-s50.toml as its B arm over cuda-s49.toml in the ledgers read (timed in a call "
+        "not imported yet?)"]
+
+
 def test_the_command_reads_every_ledger_and_exits_1_on_a_refusal(tmp_path):
     checkout, machine = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     checkout.write_text(json.dumps(_pair("1", "2026-12-01T01:00", "win", "base.toml", "cuda-z.toml")) + "\n")
@@ -71,9 +91,11 @@ def test_the_command_reads_every_ledger_and_exits_1_on_a_refusal(tmp_path):
 
 
 def test_the_checkouts_ledger_holds_the_export_the_suite_header_gives():
-    """The export of the suite header's next-session plan passes against the committed ledger."""
+    """The export of the suite header's next-session plan passes against the committed ledger (session 39's: the
+    s52 step, whose registry was also timed against rungs50's, a none about another question)."""
     timed = ("decode-lastblock decode-convmerge decode-moe-prefetch decode-router-prefetch decode-attn-cupy-now "
-             "decode-lmhead-cupy-float decode-linear-rowwarp decode-s22-all decode-s23-nones decode-s28-exp-q8h")
+             "decode-lmhead-cupy-float decode-linear-rowwarp decode-s22-all decode-s23-nones decode-s28-exp-q8h "
+             "decode-s32-lmhead-x16 decode-s39-q8-tall decode-s49-nones decode-s52-xr-ld")
     regs = {"decode-lastblock": "cuda-best-fused-lastblock.toml",
             "decode-convmerge": "cuda-best-fused-lastblock-conv.toml",
             "decode-moe-prefetch": "cuda-best-fused-lastblock-conv-moepf.toml",
@@ -82,7 +104,10 @@ def test_the_checkouts_ledger_holds_the_export_the_suite_header_gives():
             "decode-lmhead-cupy-float": "cuda-step8-q6k-cupy-float.toml",
             "decode-linear-rowwarp": "cuda-s13-rowwarp.toml",
             "decode-s22-all": "cuda-s22-all.toml", "decode-s23-nones": "cuda-s23-nones.toml",
-            "decode-s28-exp-q8h": "cuda-s28-exp-q8h.toml", "decode-s27-exp-split": "cuda-s27-exp-split.toml"}
+            "decode-s28-exp-q8h": "cuda-s28-exp-q8h.toml", "decode-s27-exp-split": "cuda-s27-exp-split.toml",
+            "decode-s32-lmhead-x16": "cuda-s32-lmhead-x16.toml", "decode-s39-q8-tall": "cuda-s39-q8-tall.toml",
+            "decode-s49-nones": "cuda-s49-nones.toml", "decode-s52-xr-ld": "cuda-s52-xr-ld.toml"}
+    regs = dict(reversed(regs.items()))  # NOW_RUNGS' order: newest first (each rung's base the next timed one)
     rows = timed_check._rows([str(REPO / "bench" / "ledger.jsonl")])
     refusals, _ = timed_check.problems(timed.split(), regs, rows)
     assert refusals == []
