@@ -171,7 +171,8 @@ def linear_rowwarp_pdl_q8_tall(x, weight):
     recurrence the o_proj adds 5.26 us in the float warp form against 8.61 in the Q8 pair form (which takes 5.82 from
     a cold start after mla_up_deep). The tall outputs are cupy_rowwarp_pdl_q8's bits, the short ones cupy_rowwarp_pdl's;
     the claim is the Q8 form's, tolerance("act_q8"). Every other call by cupy_rowwarp's stated policy. Written in
-    session 32 after its device time was spent: not yet run on a GPU (stage proofs39 / rungs39)."""
+    session 32; its rung (rungs39) won x1.025 / x1.025, then x1.026 / x1.025 (H100, 2026-12-05): in every step
+    since."""
     return _one_token_q4k(x, weight, _launch_q8_tall)
 
 
@@ -189,7 +190,9 @@ def linear_rowwarp_pdl_q8_tall_xpf(x, weight):
     loading its share of x only after the round before was summed: four L2 round trips in turn, after the wait, for a
     vector the kernel before had just written (the norm folds' tail was the same pattern). The tall weights' Q8 GEMV
     is unchanged. The same loads and sums: cupy_rowwarp_pdl_q8_tall's bits. Every other call by cupy_rowwarp's stated
-    policy. Not yet run on a GPU (stage proofs51 / rungs51)."""
+    policy. GPU session 39 (H200): its tests passed, but per op it took 17.21 against 7.33 us after the gated norm
+    (x0.426), and its rung with the MoE down's xpf form timed x0.740 / x0.749. Kept as a measured form, selected by
+    nothing; cupy_rowwarp_pdl_q8_tall_xr does what it meant to do with plain loads."""
     return _one_token_q4k(x, weight, _launch_q8_tall_xpf)
 
 
@@ -207,7 +210,11 @@ def linear_rowwarp_pdl_q8_tall_xr(x, weight):
     summing them in order. Written in session 39, after the xpf form (the same aim, by L1 prefetches) timed x0.426 per
     op. The compiled plain PDL warp form waits out 8 L2 round trips in turn after its wait, this one 3
     (tests/cuda_sass.py's round_trips). The tall weights' Q8 GEMV is unchanged. The same values, products and sums:
-    cupy_rowwarp_pdl_q8_tall's bits. Every other call by cupy_rowwarp's stated policy."""
+    cupy_rowwarp_pdl_q8_tall's bits. Every other call by cupy_rowwarp's stated policy. GPU session 39 (H100): its 14
+    tests passed; per op after the gated norm a tie (7.80 against 7.70 us, x0.987); stacked with the ids-once down
+    over the s49 step its rung (rungs52) won x1.029 / x1.028, and over that down alone it timed x1.015 / x1.014 (a
+    none). Why the per-op chain (the gated norm before it, not the step's KDA recurrence) shows no gain was not looked
+    into."""
     return _one_token_q4k(x, weight, _launch_q8_tall_xr)
 
 
