@@ -771,6 +771,18 @@
 #   mended on the first fresh machine (their sources changed after it). If rungs51 wins, add decode-s51-xpf to
 #   SUITE_TIMED before frontier131k. proofs47 also runs the fold's new
 #   misaligned-residual test (written after the calls).
+# Session 39 (bench/gpu-runs/2026-12-06-session39/README.md): six calls, H200 for 1-3, H100 for 4-6. rungs51 (the xpf
+# forms) LOST x0.740 / x0.749 on the H200 (per op x0.426 and x0.697). rungs50 x1.019 / x1.020 there, raising the H200
+# frontier to 589.6 / 558.6; the s49 step at 131072: 475.4 (Q4_K), 316.3 (IQ1_S). On the H100, rungs52 (new: the
+# o_proj-sized GEMV with x in registers, stacked with rungs50's down) WON x1.029 / x1.028 over s49, and the xr GEMV
+# alone over s50 timed x1.015 / x1.014: the step now is cuda-s52-xr-ld.toml, decode-s52-xr-ld joins SUITE_TIMED
+# (bench/timed_check.py now holds a rung to pairs over its base, so that attribution pair does not unseat it).
+# Next session, on an H200 if one comes (the first fresh machine re-proves the rowwarp and MoE implementations, whose
+# sources' docstrings changed after call 4's registries):
+#     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld" SUITE_PREFILL_BASE=bf16
+#     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # the s52 step at 131072 (Q4_K, IQ1_S)
+#     bash bench/gpu_lanes.sh 560 "rungs52" ""   # the stack's pair again over s49 (now_reg takes the step below
+#                                                # the rung): its first H200 figures, a second win or not
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
