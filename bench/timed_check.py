@@ -10,8 +10,9 @@ holds the rows of earlier calls on that machine) before anything runs.
 
 For each NAME=REGISTRY (the suite's NOW_RUNGS, the registry a rung times as its B arm) that SUITE_TIMED names, the
 newest pair that timed REGISTRY (by file name) as its B arm over the rung's base (the registry of the next rung in
-NOW_RUNGS' order that SUITE_TIMED names, when there is one), retracted pairs left aside, must include a win. A name with no such row passes, said
-on stderr (a rung timed in a call not imported yet). Exit 1, naming the rows, when one did not win.
+NOW_RUNGS' order that SUITE_TIMED names, when there is one), retracted pairs left aside, must include a win. A name
+with no such row passes, said on stderr (a rung timed in a call not imported yet). Exit 1, naming the rows, when one
+did not win.
 """
 
 from __future__ import annotations

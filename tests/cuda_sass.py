@@ -229,8 +229,8 @@ def load_runs(fn: Function) -> list[int]:
 
 _REG = re.compile(r"(?<![\w.])(U?R\d+|U?P\d+)(\.64)?")
 #: instructions whose first operand is not a destination register
-_NO_DEST = ("ST", "STG", "STS", "STL", "RED", "BRA", "BAR", "EXIT", "RET", "BSYNC", "BSSY", "WARPSYNC", "CCTL", "MEMBAR",
-            "ACQBULK", "NOP", "CALL", "YIELD")
+_NO_DEST = ("ST", "STG", "STS", "STL", "RED", "BRA", "BAR", "EXIT", "RET", "BSYNC", "BSSY", "WARPSYNC", "CCTL",
+            "MEMBAR", "ACQBULK", "NOP", "CALL", "YIELD")
 
 
 def _width(opcode: str, operand: str) -> int:

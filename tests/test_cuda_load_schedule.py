@@ -98,7 +98,8 @@ def test_the_xr_warp_form_waits_fewer_round_trips_after_its_wait(tmp_path):
     the compiled code (round_trips: loads placed after a use of an earlier load start a round trip later), the 16-bit
     forms wait out at most 3 L2 round trips in turn after the wait, where the plain PDL warp form waits 6 or more (8
     when written: each round's loads split by products that use its first ones). Under __maxnreg__(96) with no spills
-    (test_cuda_sources' budget), so 5 blocks fit an SM. If ptxas ever batches the plain form, the xr form may be moot."""
+    (test_cuda_sources' budget), so 5 blocks fit an SM. If ptxas ever batches the plain form, the xr form may be
+    moot."""
     fns = listing(KERNEL_DIR / "linear_rowwarp.cu", tmp_path)
     for dt in ("bf16", "f16"):
         xr = round_trips(_after_last_wait(fns[f"linear_q4_k_rowwarppdlxr_{dt}"]))

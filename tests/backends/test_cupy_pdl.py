@@ -379,7 +379,8 @@ def test_gpu_q8_tall_chain_is_each_forms_bits_replayed():
 #: the o_proj-sized warp form's ways of reading x early, by test id: its launch_rowwarp option, the q8_tall launcher
 #: that uses it, and the name its refusal gives (xpf: prefetched into L1, session 38; xregs: loaded into registers two
 #: rounds at a time, session 39)
-_X_EARLY = {"xpf": ("xpf", "_launch_q8_tall_xpf", "the x prefetch"), "xregs": ("xr", "_launch_q8_tall_xr", "x in registers")}
+_X_EARLY = {"xpf": ("xpf", "_launch_q8_tall_xpf", "the x prefetch"),
+            "xregs": ("xr", "_launch_q8_tall_xr", "x in registers")}
 
 
 @pytest.mark.gpu

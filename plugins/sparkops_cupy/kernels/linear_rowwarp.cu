@@ -69,7 +69,7 @@ __device__ __forceinline__ void rowwarp_q4_k(const void* __restrict__ x, const u
         if (XR) {
 #pragma unroll
             for (int b = 0; b < RW_ROUNDS; b += XR) {
-                uint4 xl[XR > 0 ? XR : 1][4], xh[XR > 0 ? XR : 1][4];  // a round's two runs of 16 activations, as loaded
+                uint4 xl[XR > 0 ? XR : 1][4], xh[XR > 0 ? XR : 1][4];  // a round's two runs of 16 values, as loaded
 #pragma unroll
                 for (int i = 0; i < XR; ++i) {  // the batch's x first
                     const i64 base = rw_lane_base((i64)min(g + 4 * (b + i) + oct, nsb - 1) * 256, o);
