@@ -2493,26 +2493,35 @@ proof_xpf() {  # the xpf forms (written after session 38): the q8_tall chain's b
 # from the two records, --forecast scaling the warp GEMVs' and the downs' tails
 S51_PAIRS="linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xpf moe_experts=cupy_rowwarp_pdl_q8_pairs_xpf"
 s51_rung() {
-  local name=s51-xpf reg=$S51_XPF_REG base fl fe
+  gemv_down_rung s51-xpf $S51_XPF_REG "$S51_PAIRS" q8xpf cupy_rowwarp_pdl_q8_tall_xpf xpf expxpf \
+      cupy_rowwarp_pdl_q8_pairs_xpf xpf "the o_proj-sized GEMVs and the MoE down with their activations prefetched \
+into L1 right after the PDL wait (the same bits)"
+}
+# gemv_down_rung NAME REG PAIRS LSTEM LIMPL LTESTS ESTEM EIMPL ETESTS TEXT: rung decode-NAME swapping PAIRS (a Q4_K
+# GEMV form and an experts form) together over the step now where it runs their plain forms (the Q8 tall GEMVs and
+# the pairs pair: the s49 step), after gpu-tests-LTESTS and gpu-tests-ETESTS passed and gave factors from
+# perop-LSTEM (LIMPL against cupy_rowwarp_pdl_q8_tall) and perop-ESTEM (EIMPL against cupy_rowwarp_pdl_q8_pairs);
+# the captured gate, one pair: --expect from the two records, --forecast scaling the warp GEMVs' and the downs' tails
+gemv_down_rung() {
+  local name=$1 reg=$2 pairs=$3 lstem=$4 limpl=$5 ltests=$6 estem=$7 eimpl=$8 etests=$9 text=${10} base fl fe
   base=$(now_reg decode-$name) || return 0
   python3 bench/registry_selects.py $base linear@Q4_K=cupy_rowwarp_pdl_q8_tall moe_experts=cupy_rowwarp_pdl_q8_pairs \
       > /dev/null || { log "decode-$name: left out (the step now, $(basename $base), does not select \
 linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)"; return 0; }
-  fl=$(perop q8xpf cupy_rowwarp_pdl_q8_tall cupy_rowwarp_pdl_q8_tall_xpf)
-  fe=$(perop expxpf cupy_rowwarp_pdl_q8_pairs cupy_rowwarp_pdl_q8_pairs_xpf)
-  proven_with_factor $name xpf "$fl" || return 0
-  proven_with_factor $name xpf "$fe" || return 0
+  fl=$(perop $lstem cupy_rowwarp_pdl_q8_tall $limpl)
+  fe=$(perop $estem cupy_rowwarp_pdl_q8_pairs $eimpl)
+  proven_with_factor $name $ltests "$fl" || return 0
+  proven_with_factor $name $etests "$fe" || return 0
   rebase $name $base
   [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  swap_all $name $reg $base "$S51_PAIRS" || { log "decode-$name: left out (its registry was not made)"; return 0; }
+  swap_all $name $reg $base "$pairs" || { log "decode-$name: left out (its registry was not made)"; return 0; }
   captured_gate $name $reg || return 0
   forecast $name --scale linear_q4_k_rowwarppdl_bf16=$fl --scale moe_q4_k_downq8pdl=$fe || return 0
   [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
   run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
       --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q4_K,moe_experts \
       --prediction $DJ/diag-decode-$name.json --expect "linear@Q4_K=$fl,moe_experts=$fe" \
-      --forecast $DJ/forecast-$name.json --change "$S51_PAIRS: the o_proj-sized GEMVs and the MoE down with their \
-activations prefetched into L1 right after the PDL wait (the same bits), over $(basename $base), graph"
+      --forecast $DJ/forecast-$name.json --change "$pairs: $text, over $(basename $base), graph"
   return 0
 }
 proof_xregs() {  # linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xr (session 39): the q8_tall chain's bits through its launcher
@@ -2529,28 +2538,9 @@ proof_xr52() {  # rungs52's two: the xr GEMV's and the ids-once down's
 # pair: --expect from the two records, --forecast scaling the warp GEMVs' and the downs' tails
 S52_PAIRS="linear@Q4_K=cupy_rowwarp_pdl_q8_tall_xr moe_experts=cupy_rowwarp_pdl_q8_pairs_ld"
 s52_rung() {
-  local name=s52-xr-ld reg=$S52_XRLD_REG base fl fe
-  base=$(now_reg decode-$name) || return 0
-  python3 bench/registry_selects.py $base linear@Q4_K=cupy_rowwarp_pdl_q8_tall moe_experts=cupy_rowwarp_pdl_q8_pairs \
-      > /dev/null || { log "decode-$name: left out (the step now, $(basename $base), does not select \
-linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)"; return 0; }
-  fl=$(perop q8xr cupy_rowwarp_pdl_q8_tall cupy_rowwarp_pdl_q8_tall_xr)
-  fe=$(perop expq8l cupy_rowwarp_pdl_q8_pairs cupy_rowwarp_pdl_q8_pairs_ld)
-  proven_with_factor $name xregs "$fl" || return 0
-  proven_with_factor $name exp-q8l "$fe" || return 0
-  rebase $name $base
-  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  swap_all $name $reg $base "$S52_PAIRS" || { log "decode-$name: left out (its registry was not made)"; return 0; }
-  captured_gate $name $reg || return 0
-  forecast $name --scale linear_q4_k_rowwarppdl_bf16=$fl --scale moe_q4_k_downq8pdl=$fe || return 0
-  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
-  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
-      --vs $reg --graph A,B $GATE $FILL_LEAN --changes linear@Q4_K,moe_experts \
-      --prediction $DJ/diag-decode-$name.json --expect "linear@Q4_K=$fl,moe_experts=$fe" \
-      --forecast $DJ/forecast-$name.json --change "$S52_PAIRS: the o_proj-sized GEMVs with x loaded into registers \
-two rounds at a time after the PDL wait (the same bits), with the pairs pair's ids-once down (rungs50's none), over \
-$(basename $base), graph"
-  return 0
+  gemv_down_rung s52-xr-ld $S52_XRLD_REG "$S52_PAIRS" q8xr cupy_rowwarp_pdl_q8_tall_xr xregs expq8l \
+      cupy_rowwarp_pdl_q8_pairs_ld exp-q8l "the o_proj-sized GEMVs with x loaded into registers two rounds at a time \
+after the PDL wait (the same bits), with the pairs pair's ids-once down (rungs50's none)"
 }
 # proof_moe_norm: moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm (session 36): its GPU tests (the experts'
 # bits the Q8 hidden pair's, the norm within add_rmsnorm's row, in three dtypes at the 48B's shape; a chain replayed

@@ -196,12 +196,20 @@ def linear_rowwarp_pdl_q8_tall_xpf(x, weight):
     return _one_token_q4k(x, weight, _launch_q8_tall_xpf)
 
 
-def _launch_q8_tall_xpf(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
-    if n >= ROWWARP_TALL_ROWS:
-        launch_rowwarp_q8(x, code, kw, n, k, y)
-    else:
-        form = rowwarp_form(n)
-        launch_rowwarp(x, code, kw, n, k, y, form, pdl=True, xpf=form == "warp")
+def _q8_tall_reading_x_early(option: str):
+    """_launch_q8_tall with the short weights' warp form reading x early after its wait: launch_rowwarp's `option`
+    ("xpf": prefetched into L1; "xr": into registers two rounds at a time). The same bits."""
+    def launch(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+        if n >= ROWWARP_TALL_ROWS:
+            launch_rowwarp_q8(x, code, kw, n, k, y)
+        else:
+            form = rowwarp_form(n)
+            launch_rowwarp(x, code, kw, n, k, y, form, pdl=True, **{option: form == "warp"})
+    return launch
+
+
+_launch_q8_tall_xpf = _q8_tall_reading_x_early("xpf")
+_launch_q8_tall_xr = _q8_tall_reading_x_early("xr")
 
 
 def linear_rowwarp_pdl_q8_tall_xr(x, weight):
@@ -216,14 +224,6 @@ def linear_rowwarp_pdl_q8_tall_xr(x, weight):
     none). Why the per-op chain (the gated norm before it, not the step's KDA recurrence) shows no gain was not looked
     into."""
     return _one_token_q4k(x, weight, _launch_q8_tall_xr)
-
-
-def _launch_q8_tall_xr(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
-    if n >= ROWWARP_TALL_ROWS:
-        launch_rowwarp_q8(x, code, kw, n, k, y)
-    else:
-        form = rowwarp_form(n)
-        launch_rowwarp(x, code, kw, n, k, y, form, pdl=True, xr=form == "warp")
 
 
 def linear_rowwarp_pdl_q8_shortplain(x, weight):
