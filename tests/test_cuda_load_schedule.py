@@ -138,3 +138,23 @@ def test_round_trips_counts_loads_issued_after_a_use_of_an_earlier_load():
         MOV R4, RZ
         FADD R5, R4, R3
         LDG.E R8, desc[UR6][R2.64+0x4]""")) == 1
+
+
+def test_the_staged_down_reads_the_hidden_vector_from_shared_memory_after_one_barrier(tmp_path):
+    """moe_q4_k_downq8hspdl (session 40's staged down): after its wait, the whole hidden vector is copied into shared
+    memory (cp.async: LDGSTS, then one wait and one barrier) before the first product, and no product reads it from
+    global memory; the ids form it is built from loads each group's share of the vector through L1 (__ldca: 16
+    LDG.E.128.STRONG.SM, four a round) between its products, waiting out 4 L2 round trips in turn (round_trips). If
+    ptxas ever batches the ids form's loads, the staged form may be moot."""
+    fns = listing(KERNEL_DIR / "moe_rowwarp.cu", tmp_path)
+    staged, ids = _after_last_wait(fns["moe_q4_k_downq8hspdl"]), _after_last_wait(fns["moe_q4_k_downq8idspdl"])
+
+    def first(instructions, prefix):
+        return next(i for i, ins in enumerate(instructions) if ins.opcode.startswith(prefix))
+
+    dot, bar, copy = first(staged, "IDP"), first(staged, "BAR.SYNC"), first(staged, "LDGSTS")
+    assert copy < bar < dot, (copy, bar, dot)
+    assert any(ins.opcode == "LDGDEPBAR" for ins in staged[copy:bar]), "no cp.async commit before the barrier"
+    assert not any(ins.opcode.startswith("LDG.E.128.STRONG.SM") for ins in staged), "the staged down reads h from L1"
+    assert sum(ins.opcode.startswith("LDS.128") for ins in staged[bar:]) >= 16  # four rounds of 4 shares
+    assert round_trips(ids) >= 4 and round_trips(staged) < round_trips(ids)

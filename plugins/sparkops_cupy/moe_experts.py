@@ -39,8 +39,10 @@ token). "cupy_rowwarp_pdl_q8_hidden_cp" and "cupy_rowwarp_pdl_q8_pairs_cp" (writ
 pair and the pairs pair with down in a copy form (each warp's rows copied into shared memory before the wait, dotted
 group by group as they land: the same bits as their warp-down pairs; session 30: slower alone and per op, never a
 rung). "cupy_rowwarp_pdl_q8_hidden_ld" and "cupy_rowwarp_pdl_q8_pairs_ld" (written after session 30): the same pairs with
-their down's expert ids read once a warp (the same bits; session 30, per op: x1.066 over the Q8 hidden pair). Each
-function's docstring says why and what it measured.
+their down's expert ids read once a warp (the same bits; session 30, per op: x1.066 over the Q8 hidden pair).
+"cupy_rowwarp_pdl_q8_pairs_hs" (written after session 40): the pairs pair with that down reading the hidden vector
+from shared memory, copied once a block right after the wait (the same bits). Each function's docstring says why and
+what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -157,6 +159,23 @@ DOWN_LD_MAX_K = 32
 #: the most shared memory a copy down's block may take (an H200 block's 227 KB); a call past it runs the Q8 hidden
 #: pair's warp down (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_cp_passes)
 DOWN_CP_SMEM_LIMIT = 227 * 1024
+
+
+#: the most shared memory the staged down's block may take (kernels/moe_rowwarp.cu's down_q8hs_q4_k: the whole hidden
+#: vector, codes and scales; 48 KB, the most a launch takes without opting in); a call past it runs the Q8 hidden pair's
+#: warp down (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_hs_passes)
+DOWN_HS_SMEM_LIMIT = 48 * 1024
+
+
+def down_hs_smem(k: int, f: int, fs: int) -> int:
+    """Shared memory of one staged-down block: the Q8 hidden vector's K * F + Fs codes and as many bytes of their
+    groups' scales (a float2 for 8 codes)."""
+    return 2 * (k * f + fs)
+
+
+def down_hs_fits(k: int, f: int, fs: int) -> bool:
+    """Whether the staged down takes a call of K slots of F hidden rows and a shared expert of Fs (0: none)."""
+    return k <= DOWN_LD_MAX_K and down_hs_smem(k, f, fs) <= DOWN_HS_SMEM_LIMIT
 
 
 def down_cp_smem(k: int, f: int, fs: int) -> int:
@@ -283,7 +302,7 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
                     pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False,
-                    ld_q8_down: bool = False, xpf_down: bool = False) -> None:
+                    ld_q8_down: bool = False, xpf_down: bool = False, hs_down: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -305,7 +324,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     read once a warp, the hidden values maybe a round ahead; down_q8_q4_k's bits); more than DOWN_LD_MAX_K slots run
     down_q8_q4_k (the stated policy). `xpf_down` (with `q8_hidden`, neither the copy nor the ld down): down_q8_q4_k
     with every line of the hidden vector its lanes read prefetched into L1 right after its wait (XPF: the same
-    bits)."""
+    bits). `hs_down` (with `q8_hidden`, no other down form): down in the staged form (down_q8hs_q4_k: the ids form's
+    loads, the whole hidden vector copied into shared memory right after the wait; down_q8_q4_k's bits); a call past
+    DOWN_LD_MAX_K slots or DOWN_HS_SMEM_LIMIT runs down_q8_q4_k (the stated policy)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -353,6 +374,12 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if xpf_down and (not q8_hidden or copy_q8_down or ld_q8_down):
         raise BadInput("moe_experts: the prefetching down is the Q8 hidden forms' warp down (q8_hidden=True), not the "
                        "copy or the ld down's")
+    if hs_down and (not q8_hidden or copy_q8_down or ld_q8_down or xpf_down):
+        raise BadInput("moe_experts: the staged down is the Q8 hidden forms' (q8_hidden=True), not the copy, the ld or "
+                       "the prefetching down's")
+    if hs_down and h.data_ptr() % 16:
+        raise BadInput("moe_experts: the staged down copies the hidden vector in 16-byte chunks; h must start on 16 "
+                       "bytes")
     if ld_q8_down and DOWN_LD_FORM not in DOWN_LD_FORMS:
         raise BadInput(f"moe_experts: the q8-loads down's forms are {sorted(DOWN_LD_FORMS)}, not {DOWN_LD_FORM!r} "
                        f"(sparkops_cupy.moe_experts.DOWN_LD_FORM)")
@@ -385,6 +412,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
         down, smem = DOWN_CP_GROUP_FORMS[DOWN_CP_GROUPS], down_cp_smem(k, f, fs)
     if ld_q8_down and k <= DOWN_LD_MAX_K:  # else down_q8_q4_k, the same bits (the stated policy)
         down = DOWN_LD_FORMS[DOWN_LD_FORM]
+    if hs_down and down_hs_fits(k, f, fs):  # else down_q8_q4_k, the same bits (the stated policy)
+        down, smem = "moe_q4_k_downq8hspdl", down_hs_smem(k, f, fs)
     grid, block = ((d,), (32 * DOWN_SPLIT,)) if split_down else (((d + 3) // 4,), (128,))  # an output a block / a warp
     rt.launch("moe_rowwarp.cu", down, dev, grid, block,
               (rt.ptr(h), rt.ptr(ids), rt.ptr(weights), rt.i32(k), rt.i32(e), rt.ptr(kd.raw), rt.i64(kd.row_bytes),
@@ -587,6 +616,18 @@ def moe_experts_rowwarp_pdl_q8_pairs_ld(x, weights, ids, w_gate, w_up, w_down, s
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     ld_q8_down=True))
+
+
+def moe_experts_rowwarp_pdl_q8_pairs_hs(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pairs_hs": cupy_rowwarp_pdl_q8_pairs_ld (the step's experts since session
+    39) with its down reading the hidden vector from shared memory: right after its PDL wait each block copies the
+    whole vector (codes and scales, 18 KB at the 48B's shape) with cp.async, every copy issued before any is waited
+    on (kernels/moe_rowwarp.cu's down_q8hs_q4_k). Written after GPU session 40: the compiled ids-once down waits out
+    4 L2 round trips in turn for its share of the vector in each of its 3 groups. The same products in the same order:
+    cupy_rowwarp_pdl_q8_pairs' bits. Every other call by the stated policy (_policies.experts_hs_passes)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
+                                                    hs_down=True))
 
 
 def moe_experts_rowhalf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

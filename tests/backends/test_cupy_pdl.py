@@ -547,11 +547,12 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
                                   "moe_experts_rowwarp_pdl_q8_hidden", "moe_experts_rowwarp_pdl_q8_pipe",
                                   "moe_experts_rowwarp_pdl_q8_pairs", "moe_experts_rowwarp_pdl_q8_hidden_cp",
                                   "moe_experts_rowwarp_pdl_q8_pairs_cp", "moe_experts_rowwarp_pdl_q8_hidden_ld",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_ld", "moe_experts_rowwarp_pdl_q8_pairs_xpf"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_ld", "moe_experts_rowwarp_pdl_q8_pairs_xpf",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_hs"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
                               "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs",
                               "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down", "pdl_q8_hidden_down_loads",
-                              "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_xpf"])
+                              "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_xpf", "pdl_q8_pairs_down_staged"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -715,11 +716,12 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
 @pytest.mark.parametrize("name", ["cupy_rowwarp_pdl_q8", "cupy_rowwarp_pdl_q8_split", "cupy_rowwarp_pdl_q8_hidden",
                                   "cupy_rowwarp_pdl_q8_pairs", "cupy_rowwarp_pdl_q8_hidden_cp",
                                   "cupy_rowwarp_pdl_q8_pairs_cp", "cupy_rowwarp_pdl_q8_hidden_ld",
-                                  "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_xpf"],
+                                  "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_xpf",
+                                  "cupy_rowwarp_pdl_q8_pairs_hs"],
                          ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs",
                               "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down",
                               "q8_gate_up_q8_hidden_down_loads", "q8_gate_up_q8_pairs_down_loads",
-                              "q8_gate_up_q8_pairs_down_xpf"])
+                              "q8_gate_up_q8_pairs_down_xpf", "q8_gate_up_q8_pairs_down_staged"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -758,10 +760,10 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
                                   "moe_experts_rowwarp_pdl_q8_pipe", "moe_experts_rowwarp_pdl_q8_pairs",
                                   "moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_pairs_cp",
                                   "moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwarp_pdl_q8_pairs_ld",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_xpf"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_xpf", "moe_experts_rowwarp_pdl_q8_pairs_hs"],
                          ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs", "q8_hidden_copy_down",
                               "q8_pairs_copy_down", "q8_hidden_down_loads", "q8_pairs_down_loads",
-                              "q8_pairs_down_xpf"])
+                              "q8_pairs_down_xpf", "q8_pairs_down_staged"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -1036,6 +1038,49 @@ def test_gpu_pdl_down_xpf_replayed_after_the_norm_and_router_gives_the_pairs_bit
     """The prefetching down replayed in the step's chain: a line prefetched before gate/up had written it must not be
     read in its place (the prefetch comes after the wait), or the replay gives the replay before's bits, or NaN."""
     _replays_give_the_warp_downs_bits(_DOWN_PREFETCH_PAIRS, 65)
+
+
+#: the staged-down pair and the warp-down pair whose bits it claims
+_DOWN_STAGED_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_hs", "moe_experts_rowwarp_pdl_q8_pairs"),)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_down_staged_gives_the_pairs_bits(dtype, monkeypatch):
+    """moe_experts=cupy_rowwarp_pdl_q8_pairs_hs claims cupy_rowwarp_pdl_q8_pairs' bits: its down copies the whole
+    hidden vector into shared memory after its wait and reads every lane's share there. At the 48B's MoE shape (36
+    units a warp in three groups, 18 KB of shared memory), at K = 3 of 6 experts of 256 rows with a shared one, at
+    K = 5 of 12 of 512 rows without one (units not a multiple of 4: lanes with fewer units), and at K = 33 of 40 (past
+    DOWN_LD_MAX_K: the warp down by the stated policy); then past DOWN_HS_SMEM_LIMIT, where the stated policy runs the
+    warp down and says so. Asked of another down, the staged form is refused by name before anything is launched."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import moe_experts as cme
+    from sparkops_cupy._policies import experts_hs_passes
+
+    from sparkops.errors import BadInput
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(67, dev), _moe_small(68, dev, 512, 256, 256, 6, 3), _moe_small(69, dev, 768, 512, 0, 12, 5),
+            _moe_small(70, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
+    _pairs_give_their_bits(_DOWN_STAGED_PAIRS, sets, dtype)
+    x, weights, ids, w = sets[0]
+    assert experts_hs_passes(x, weights, ids, **w) is None
+    monkeypatch.setattr(cme, "DOWN_HS_SMEM_LIMIT", cme.down_hs_smem(8, 1024, 1024) - 1)
+    assert "over DOWN_HS_SMEM_LIMIT" in experts_hs_passes(x, weights, ids, **w)
+    _pairs_give_their_bits(_DOWN_STAGED_PAIRS, sets[:1], dtype)
+    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
+                                                                      "s_down")))
+    for forms in (dict(gateup="copy", pdl=True), dict(gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True),
+                  dict(gateup="q8", pdl=True, q8_hidden=True, xpf_down=True)):
+        with pytest.raises(BadInput, match="the staged down is the Q8 hidden forms'"):
+            cme._launch_rowwarp(one, hs_down=True, **forms)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_down_staged_replayed_after_the_norm_and_router_gives_the_pairs_bits():
+    """The staged down replayed in the step's chain: its copy of the hidden vector comes after the wait, so a replay
+    never dots the vector of the replay before (which would give that replay's bits, or NaN)."""
+    _replays_give_the_warp_downs_bits(_DOWN_STAGED_PAIRS, 71)
 
 
 @pytest.mark.gpu

@@ -906,6 +906,14 @@ def test_experts_down_xpf_after_the_router_side_by_side():
                                     more=("cupy_rowwarp_pdl_q8_pairs", "cupy_rowwarp_pdl_q8_pairs_ld"))
 
 
+def test_experts_down_staged_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_pairs_hs (the pairs pair with its down reading
+    the hidden vector from shared memory, copied once a block after its wait; stage rungs53) against cupy_rowwarp_pdl,
+    with the step's experts (_q8_pairs_ld, the ids-once down) as a column of its own: perop-exphs-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pairs_hs", "exphs-bfloat16", 72,
+                                    more=("cupy_rowwarp_pdl_q8_pairs_ld",))
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

@@ -84,7 +84,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "oprojnorm": "test_oproj_norm_fused_side_by_side",
            "q8xpf": "test_q8_tall_xpf_after_the_gated_norm_side_by_side",
            "expxpf": "test_experts_down_xpf_after_the_router_side_by_side",
-           "q8xr": "test_q8_tall_xregs_after_the_gated_norm_side_by_side"}
+           "q8xr": "test_q8_tall_xregs_after_the_gated_norm_side_by_side",
+           "exphs": "test_experts_down_staged_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3469,6 +3470,38 @@ def test_rungs52_is_left_out_over_a_step_that_does_not_run_the_plain_forms(tmp_p
         "linear@Q4_K=cupy_rowwarp_pdl_q8_tall and moe_experts=cupy_rowwarp_pdl_q8_pairs)" in log, log
     assert not (machine / "cuda-s52-xr-ld.toml").exists()
     assert not any("cuda-s52-xr-ld" in c for c in calls), calls
+
+
+_HS_RECORD = {"exphs": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_hs": 720e-6,
+                        "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6}}
+
+
+def test_rungs53_times_the_staged_down_over_the_s52_step(tmp_path):
+    """Session 40's rung: over the s52 step (rungs39, rungs49 and rungs52 won on the machine: the ids-once pairs pair's
+    experts), rungs53 runs its proof (-k staged, which writes perop-exphs), swaps moe_experts=cupy_rowwarp_pdl_q8_pairs_hs
+    in, one captured gate, one pair with --expect from the record's ids-once column against the staged one (800 ->
+    720: x1.111)."""
+    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
+            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD, **_HS_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs53", records=recs)
+    assert log.index("] decode-s52-xr-ld (limit") < log.index("] gpu-tests-exp-hs (limit") \
+        < log.index("] swap-s53-exp-hs (limit") < log.index("] gate-captured-s53-exp-hs (limit") \
+        < log.index("] decode-s53-exp-hs (limit")
+    assert "-k staged tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in log
+    decode = _rung_timed_once(calls, machine, "s53-exp-hs", "moe_experts=cupy_rowwarp_pdl_q8_pairs_hs",
+                              "cuda-s52-xr-ld.toml", "moe_experts=1.111")
+    assert "--changes moe_experts " in decode, decode
+
+
+def test_rungs53_is_left_out_over_a_step_whose_experts_are_not_the_ids_once_pairs_pair(tmp_path):
+    """Over the s49 step (the pairs pair with its plain down) the swap would change the down's id reads too: no swap,
+    no gate, no pair."""
+    recs = {**_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_HS_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs49 rungs53", records=recs)
+    assert "decode-s53-exp-hs: left out (the step now, cuda-s49-nones.toml, does not select " \
+        "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld)" in log, log
+    assert not (machine / "cuda-s53-exp-hs.toml").exists()
+    assert not any("cuda-s53-exp-hs" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,

@@ -157,6 +157,26 @@ def test_the_down_loads_experts_say_when_their_down_is_the_warp_one(monkeypatch)
     assert said.startswith("the warp down") and "2 chosen experts, more than the 1" in said
 
 
+def test_the_staged_down_experts_say_when_their_down_is_the_warp_one(monkeypatch):
+    """cupy_rowwarp_pdl_q8_pairs_hs: the experts' policy first, then the slots its down reads a lane each and the
+    shared memory its block takes (the whole Q8 hidden vector: 2 bytes a hidden row) - past either, the warp down,
+    named with the count."""
+    from sparkops_cupy import moe_experts as cme
+    from sparkops_cupy._policies import experts_hs_passes
+
+    args = _moe_args(Q.Q4_K)  # K = 2 of F = 512, no shared expert
+    assert experts_hs_passes(**args) is None
+    assert experts_hs_passes(**_moe_args(Q.IQ1_S)).startswith("torch")
+    assert cme.down_hs_smem(2, 512, 0) == 2 * 2 * 512 and cme.down_hs_smem(8, 1024, 1024) == 18432  # the 48B's
+    monkeypatch.setattr(cme, "DOWN_HS_SMEM_LIMIT", cme.down_hs_smem(2, 512, 0) - 1)
+    said = experts_hs_passes(**args)
+    assert said.startswith("the warp down") and "2048 bytes of shared memory, over DOWN_HS_SMEM_LIMIT (2047)" in said
+    monkeypatch.setattr(cme, "DOWN_HS_SMEM_LIMIT", 48 * 1024)
+    monkeypatch.setattr(cme, "DOWN_LD_MAX_K", 1)
+    said = experts_hs_passes(**args)
+    assert said.startswith("the warp down") and "2 chosen experts, more than the 1" in said
+
+
 def test_the_one_token_q4k_gemvs_say_which_calls_they_pass_and_why():
     from sparkops_cupy._policies import floatrow_passes, one_token_q4k_passes
 

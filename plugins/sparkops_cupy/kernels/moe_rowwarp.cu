@@ -654,6 +654,92 @@ __device__ __forceinline__ void down_q8ld_q4_k(const u8* __restrict__ hq, const 
     if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
 }
 
+// One lane's share of one super-block's Q8 hidden values, as hq8_load reads it, from the copy of the hidden vector in
+// shared memory (down_q8hs_q4_k's): codes [units * 256], then their scales, the float4 of codes [16 i, 16 i + 16) at
+// the scales' byte 16 i (hq8_load's hds16 + i).
+__device__ __forceinline__ Hq8Lane hq8_load_shared(const u8* s, int units, int sb0, int o) {
+    const int base = sb0 + 64 * (o >> 1) + 16 * (o & 1);
+    const u8* sc = s + units * 256;
+    return {*(const int4*)(s + base), *(const int4*)(s + base + 32), *(const float4*)(sc + base),
+            *(const float4*)(sc + base + 32)};
+}
+
+// down on the Q8 hidden vector staged in shared memory ("hs", the down of cupy_rowwarp_pdl_q8_pairs_hs, written after
+// GPU session 40): down_q8ld_q4_k's "ids" form (the slots' ids and routing weights read once a warp, its first group
+// of weights requested before the wait), but right after the wait the block's threads copy the whole hidden vector
+// (codes and scales, units x 512 bytes, contiguous in h) into shared memory with cp.async, every copy issued before
+// any is waited on, and the dots read it there. Why: the compiled ids-once down (nvdisasm, sm_90; tests/cuda_sass.py's
+// round_trips) waits out 4 L2 round trips in turn for the hidden vector in a group, in each of its 3 groups of 16
+// super-blocks (the 48B's 36 a row); here the vector is one L2 round trip and a barrier, once. The price: every block
+// reads the whole vector from the L2 (18 KB at the 48B's shape), where the ids form's lanes read their shares through
+// L1, shared by the blocks of an SM. Each lane adds the same products in the same order (units oct, oct + 4, ...):
+// down_q8_q4_k's bits. A row's 36 super-blocks in one group (ROUNDS 9) would also request every weight before the wait,
+// but its 72 registers of weights need more than the 96 a thread that 18 warps an SM allow (one wave of the 48B's
+// 2304 warps on 132 SMs): ptxas spills 48 bytes. Dynamic shared memory: units x 512 bytes (moe_experts.py's
+// down_hs_smem); a warp past the last output copies its share and skips the rest.
+template <int ROUNDS = RW_ROUNDS>
+__device__ __forceinline__ void down_q8hs_q4_k(const u8* __restrict__ hq, const i64* __restrict__ ids,
+                                               const float* __restrict__ weights, int K, int E,
+                                               const u8* __restrict__ w_down, i64 row_bytes, int F,
+                                               const u8* __restrict__ s_down, i64 s_row_bytes, int Fs, int D,
+                                               void* __restrict__ y, int y_dt) {
+    extern __shared__ __align__(16) u8 hs[];  // [units * 256] codes, then [units * 256] bytes of their scales
+    const int lane = threadIdx.x & 31, o = lane & 7, oct = lane >> 3;
+    const i64 d = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const bool live = d < D;  // the whole warp
+    const int per = F >> 8, routed = K * per, units = routed + (Fs >> 8);
+    i64 mine = 0;        // lane s: slot s's expert (a bad id read as expert 0)
+    float wmine = 1.0f;  // and its routing weight
+    bool bad = false;
+    if (live && lane < K) {
+        mine = __ldcg(ids + lane);
+        wmine = __ldcg(weights + lane);
+        if (mine < 0 || mine >= E) {
+            bad = true;
+            mine = 0;
+        }
+    }
+    float acc = 0.0f;
+    for (int g = 0; g < units; g += 4 * ROUNDS) {
+        uint4 hd[ROUNDS], q[ROUNDS];
+        float scale[ROUNDS];
+        if (live) {
+#pragma unroll
+            for (int i = 0; i < ROUNDS; ++i) {
+                const int u = g + 4 * i + oct;
+                const int slot = u < routed ? u / per : 0;
+                const i64 e = __shfl_sync(0xffffffffu, mine, slot);  // every lane shuffles; a unit past the row unused
+                const float w = __shfl_sync(0xffffffffu, wmine, slot);
+                scale[i] = u < routed ? w : 1.0f;
+                if (u < units) {
+                    const u8* b = u < routed ? w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144
+                                             : s_down + d * s_row_bytes + (i64)(u - routed) * 144;
+                    q4k_load(b, o, hd[i], q[i]);
+                }
+            }
+        }
+        if (g == 0) {
+            pdl_wait();  // hq: gate/up's output
+            for (int c = threadIdx.x; c < units * 32; c += blockDim.x)  // 16-byte chunks: codes, then scales
+                cp_async16(smem_addr(hs + 16 * c), hq + 16 * (i64)c, 16);
+            cp_async_commit();
+            cp_async_wait_all();
+            __syncthreads();
+        }
+        if (live) {
+#pragma unroll
+            for (int i = 0; i < ROUNDS; ++i) {
+                const int u = g + 4 * i + oct;
+                if (u < units) acc += scale[i] * hq8_dot(hd[i], q[i], hq8_load_shared(hs, units, u * 256, o), o);
+            }
+        }
+    }
+    if (!live) return;
+    acc = warp_sum(acc);
+    bad = __any_sync(0xffffffffu, bad);
+    if (lane == 0) store_act(y, d, y_dt, bad ? QNAN : acc);
+}
+
 // down on the Q8 hidden vector with every weight byte of a warp requested at once ("q8 copy", the down of
 // cupy_rowwarp_pdl_q8_hidden_cp and cupy_rowwarp_pdl_q8_pairs_cp, written after GPU session 29). Nsight Compute in
 // session 29 had down_q8_q4_k alone at ~12 us for ~12 MB: 20% of DRAM, ~4.3 warps a scheduler (the grid's 17 an SM)
@@ -1214,6 +1300,14 @@ extern "C" __global__ void __launch_bounds__(128, 6) moe_q4_k_downq8idspdl(
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
     down_q8ld_q4_k<false>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128, 6) moe_q4_k_downq8hspdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8hs_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
 }
 
 // budget: stack 0, spills 0
