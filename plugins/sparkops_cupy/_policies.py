@@ -90,17 +90,15 @@ def experts_ld_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_dow
 
 
 def experts_hs_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> str | None:
-    """The pairs pair with the staged down (cupy_rowwarp_pdl_q8_pairs_hs): `experts_passes`, then the slots its down
-    reads a lane each and the shared memory its block takes (a call past either runs the warp down, the same bits)."""
-    if (why := experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)) is not None:
+    """The pairs pair with the staged down (cupy_rowwarp_pdl_q8_pairs_hs): `experts_ld_passes` (the staged down reads
+    the slots as the q8-loads down does), then the shared memory its block takes (a call past it runs the warp down,
+    the same bits)."""
+    if (why := experts_ld_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)) is not None:
         return why
     k, f = ids.shape[-1], w_down.shape[-1]
     fs = s_down.shape[-1] if s_down is not None else 0
     if _experts.down_hs_fits(k, f, fs):
         return None
-    if k > _experts.DOWN_LD_MAX_K:
-        return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): {k} chosen experts, more than "
-                f"the {_experts.DOWN_LD_MAX_K} the staged down reads a lane each (DOWN_LD_MAX_K)")
     return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): the staged down's block would take "
             f"{_experts.down_hs_smem(k, f, fs)} bytes of shared memory, over DOWN_HS_SMEM_LIMIT "
             f"({_experts.DOWN_HS_SMEM_LIMIT})")

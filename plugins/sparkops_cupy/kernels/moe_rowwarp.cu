@@ -664,7 +664,7 @@ __device__ __forceinline__ Hq8Lane hq8_load_shared(const u8* s, int units, int s
             *(const float4*)(sc + base + 32)};
 }
 
-// down on the Q8 hidden vector staged in shared memory ("hs", the down of cupy_rowwarp_pdl_q8_pairs_hs, written after
+// down on the Q8 hidden vector staged in shared memory ("hs", the down of cupy_rowwarp_pdl_q8_pairs_hs, written in
 // GPU session 40): down_q8ld_q4_k's "ids" form (the slots' ids and routing weights read once a warp, its first group
 // of weights requested before the wait), but right after the wait the block's threads copy the whole hidden vector
 // (codes and scales, units x 512 bytes, contiguous in h) into shared memory with cp.async, every copy issued before
@@ -676,7 +676,10 @@ __device__ __forceinline__ Hq8Lane hq8_load_shared(const u8* s, int units, int s
 // down_q8_q4_k's bits. A row's 36 super-blocks in one group (ROUNDS 9) would also request every weight before the wait,
 // but its 72 registers of weights need more than the 96 a thread that 18 warps an SM allow (one wave of the 48B's
 // 2304 warps on 132 SMs): ptxas spills 48 bytes. Dynamic shared memory: units x 512 bytes (moe_experts.py's
-// down_hs_smem); a warp past the last output copies its share and skips the rest.
+// down_hs_smem); a warp past the last output copies its share and skips the rest. Its id reads and weight loads are
+// down_q8ld_q4_k's, written again rather than shared: moving them into helpers changed the ids form's register
+// allocation (nvdisasm), and that form is the step's. GPU session 40: a tie (x0.991 per op, x1.001 / x1.001 in
+// the step, its own time 207.4 against the ids form's 209.0 us a token): the vector's round trips are not its wait.
 template <int ROUNDS = RW_ROUNDS>
 __device__ __forceinline__ void down_q8hs_q4_k(const u8* __restrict__ hq, const i64* __restrict__ ids,
                                                const float* __restrict__ weights, int K, int E,
