@@ -787,12 +787,13 @@
 #     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # the s52 step at 131072 (Q4_K, IQ1_S)
 #     bash bench/gpu_lanes.sh 560 "rungs52" ""   # the stack's pair again over s49 (now_reg takes the step below
 #                                                # the rung): its first H200 figures, a second win or not
-# Session 40 (bench/gpu-runs/2026-12-06-session40/README.md): four calls, all on an H100. The plan's rungs52 line timed
+# Session 40 (bench/gpu-runs/2026-12-06-session40/README.md): six calls, all on an H100. The plan's rungs52 line timed
 # nothing: a rung SUITE_TIMED names counts as timed and its pair is skipped; to re-time it, leave its name out of
-# SUITE_TIMED for that call. The s52 step at 131072: 458.0 (H100). rungs53 (new: the ids-once down copying the
-# hidden vector into shared memory after its wait) tied, x1.001 / x1.001 (per op x0.991): a none, the step stays
-# s52. probe_timeline_now placed the s52 step's time (MoE layers 45%, the router at 12% of the read ceiling).
-# Next session, on an H200 if one comes:
+# SUITE_TIMED for that call (call 6 did: s52 won again, x1.029 / x1.026). The s52 step at 131072: 458.0, IQ1_S
+# 307.9 (H100). rungs53 (new: the ids-once down copying the hidden vector into shared memory after its wait) tied,
+# x1.001 / x1.001 (per op x0.991): a none, the step stays s52. probe_timeline_now placed the s52 step's time (MoE
+# layers 45%, the router at 12% of the read ceiling).
+# Next session, on an H200 if one comes (the first fresh machine re-proves the MoE implementations, ~60 s):
 #     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld" SUITE_PREFILL_BASE=bf16
 #     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # the s52 step's first H200 figures at 131072 (Q4_K, IQ1_S)
 #     SUITE_TIMED="<session 33's list> decode-s49-nones" bash bench/gpu_lanes.sh 560 "rungs52" ""   # its pair
