@@ -68,13 +68,19 @@ def experts_cp_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_dow
     moe_experts.py's `down_cp_fits` (a call whose down block would not fit runs the warp down, the same bits)."""
     if (why := experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)) is not None:
         return why
+    return _down_block_past(ids, w_down, s_down, "copy", _experts.down_cp_smem, "DOWN_CP_SMEM_LIMIT")
+
+
+def _down_block_past(ids, w_down, s_down, form: str, smem, limit: str) -> str | None:
+    """None where a down form's block (`smem` of K, F, Fs: its bytes of shared memory) fits moe_experts.py's `limit`,
+    else what runs instead, naming the bytes: the warp down on the Q8 hidden vector (the same bits)."""
     k, f = ids.shape[-1], w_down.shape[-1]
     fs = s_down.shape[-1] if s_down is not None else 0
-    if _experts.down_cp_fits(k, f, fs):
+    need, most = smem(k, f, fs), getattr(_experts, limit)
+    if need <= most:
         return None
-    return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): the copy down's block would take "
-            f"{_experts.down_cp_smem(k, f, fs)} bytes of shared memory, over DOWN_CP_SMEM_LIMIT "
-            f"({_experts.DOWN_CP_SMEM_LIMIT})")
+    return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): the {form} down's block would take "
+            f"{need} bytes of shared memory, over {limit} ({most})")
 
 
 def experts_ld_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> str | None:
@@ -95,13 +101,7 @@ def experts_hs_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_dow
     the same bits)."""
     if (why := experts_ld_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)) is not None:
         return why
-    k, f = ids.shape[-1], w_down.shape[-1]
-    fs = s_down.shape[-1] if s_down is not None else 0
-    if _experts.down_hs_fits(k, f, fs):
-        return None
-    return (f"the warp down on the Q8 hidden vector (down_q8_q4_k, the same bits): the staged down's block would take "
-            f"{_experts.down_hs_smem(k, f, fs)} bytes of shared memory, over DOWN_HS_SMEM_LIMIT "
-            f"({_experts.DOWN_HS_SMEM_LIMIT})")
+    return _down_block_past(ids, w_down, s_down, "staged", _experts.down_hs_smem, "DOWN_HS_SMEM_LIMIT")
 
 
 def linear_norm_passes(x, weight, residual, norm_weight, eps) -> str | None:

@@ -1004,6 +1004,19 @@ def test_gpu_pdl_down_loads_give_the_warp_down_pairs_bits(dtype, form, monkeypat
     _pairs_give_their_bits(_DOWN_LOADS_PAIRS, sets, dtype)
 
 
+def _down_form_refused_with_others(moe_set, dtype: torch.dtype, flag: str, match: str, *others: dict) -> None:
+    """_launch_rowwarp refuses down form `flag` by name (`match`) before it launches anything, asked of the float
+    copy+pdl pair or of the Q8 hidden pair together with each of `others` (another down form's flag)."""
+    from sparkops_cupy import moe_experts as cme
+
+    x, weights, ids, w = moe_set
+    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
+                                                                      "s_down")))
+    for forms in (dict(gateup="copy", pdl=True), *(dict(gateup="q8", pdl=True, q8_hidden=True, **o) for o in others)):
+        with pytest.raises(BadInput, match=match):
+            cme._launch_rowwarp(one, **{flag: True}, **forms)
+
+
 #: the prefetching-down pair and the warp-down pair whose bits it claims
 _DOWN_PREFETCH_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_xpf", "moe_experts_rowwarp_pdl_q8_pairs"),)
 
@@ -1017,20 +1030,11 @@ def test_gpu_pdl_down_xpf_gives_the_pairs_bits(dtype):
     without one (units not a multiple of 4: lanes with fewer units). Asked of another down (the float one, the ld or
     the copy down) the prefetch is refused by name before anything is launched."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-    from sparkops_cupy import moe_experts as cme
-
-    from sparkops.errors import BadInput
-
     dev = torch.device("cuda", torch.cuda.current_device())
     sets = [_moe_48b(62, dev), _moe_small(63, dev, 512, 256, 256, 6, 3), _moe_small(64, dev, 768, 512, 0, 12, 5)]
     _pairs_give_their_bits(_DOWN_PREFETCH_PAIRS, sets, dtype)
-    x, weights, ids, w = sets[0]
-    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
-                                                                      "s_down")))
-    for forms in (dict(gateup="copy", pdl=True), dict(gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True),
-                  dict(gateup="q8", pdl=True, q8_hidden=True, copy_q8_down=True)):
-        with pytest.raises(BadInput, match="the prefetching down is the Q8 hidden forms' warp down"):
-            cme._launch_rowwarp(one, xpf_down=True, **forms)
+    _down_form_refused_with_others(sets[0], dtype, "xpf_down", "the prefetching down is the Q8 hidden forms' warp down",
+                                   dict(ld_q8_down=True), dict(copy_q8_down=True))
 
 
 @pytest.mark.gpu
@@ -1057,8 +1061,6 @@ def test_gpu_pdl_down_staged_gives_the_pairs_bits(dtype, monkeypatch):
     from sparkops_cupy import moe_experts as cme
     from sparkops_cupy._policies import experts_hs_passes
 
-    from sparkops.errors import BadInput
-
     dev = torch.device("cuda", torch.cuda.current_device())
     sets = [_moe_48b(67, dev), _moe_small(68, dev, 512, 256, 256, 6, 3), _moe_small(69, dev, 768, 512, 0, 12, 5),
             _moe_small(70, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
@@ -1068,12 +1070,8 @@ def test_gpu_pdl_down_staged_gives_the_pairs_bits(dtype, monkeypatch):
     monkeypatch.setattr(cme, "DOWN_HS_SMEM_LIMIT", cme.down_hs_smem(8, 1024, 1024) - 1)
     assert "over DOWN_HS_SMEM_LIMIT" in experts_hs_passes(x, weights, ids, **w)
     _pairs_give_their_bits(_DOWN_STAGED_PAIRS, sets[:1], dtype)
-    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
-                                                                      "s_down")))
-    for forms in (dict(gateup="copy", pdl=True), dict(gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True),
-                  dict(gateup="q8", pdl=True, q8_hidden=True, xpf_down=True)):
-        with pytest.raises(BadInput, match="the staged down is the Q8 hidden forms'"):
-            cme._launch_rowwarp(one, hs_down=True, **forms)
+    _down_form_refused_with_others(sets[0], dtype, "hs_down", "the staged down is the Q8 hidden forms'",
+                                   dict(ld_q8_down=True), dict(xpf_down=True))
 
 
 @pytest.mark.gpu
