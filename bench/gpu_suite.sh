@@ -301,6 +301,10 @@
 #                 pair (the s52 step): the down reading the hidden vector from shared memory, copied once a block
 #                 right after the wait (the same bits); after gpu-tests-exp-hs and its record perop-exphs
 #     proofs53    rungs53's GPU tests alone
+#     rungs54     moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf over the step now where its experts are the ids-once pairs
+#                 pair (the s52 step): the down asking for its later groups' weight lines in the L2 before its wait
+#                 (the same bits); after gpu-tests-exp-l2pf and its record perop-expl2pf
+#     proofs54    rungs54's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -1148,6 +1152,9 @@ S52_XRLD_REG=$TMP/cuda-s52-xr-ld.toml
 # session 40's rung (stage rungs53): the ids-once down reading the hidden vector from shared memory, copied once a
 # block after the wait, over the s52 step
 S53_HS_REG=$TMP/cuda-s53-exp-hs.toml
+# session 40's second rung (stage rungs54): the ids-once down with its later groups' weights asked into the L2 before
+# its wait, over the s52 step (the staged down tied: the hidden vector's round trips were not the down's wait)
+S54_L2PF_REG=$TMP/cuda-s54-exp-l2pf.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1435,7 +1442,7 @@ timed() { local t=""; [ -r "$DONE/$1.tier" ] && { IFS= read -r t < "$DONE/$1.tie
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s53-exp-hs=S53_HS_REG decode-s52-xr-ld=S52_XRLD_REG decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s54-exp-l2pf=S54_L2PF_REG decode-s53-exp-hs=S53_HS_REG decode-s52-xr-ld=S52_XRLD_REG decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1511,6 +1518,7 @@ now_pairs() {
     decode-s51-xpf) echo $S51_PAIRS ;;
     decode-s52-xr-ld) echo $S52_PAIRS ;;
     decode-s53-exp-hs) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_hs ;;
+    decode-s54-exp-l2pf) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf ;;
     decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
     decode-s47-oproj-norm) echo linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on ;;
     decode-s48-norm-folds) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
@@ -2031,6 +2039,7 @@ rung_parts() {
     rungs51) echo proof_xpf s51_rung ;;
     rungs52) echo proof_xr52 s52_rung ;;
     rungs53) echo proof_exp_hs s53_rung ;;
+    rungs54) echo proof_exp_l2pf s54_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2573,15 +2582,34 @@ proof_exp_hs() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs_hs (written after sess
 # s53_rung: the staged down over the step now, only where the step's experts are the ids-once pairs pair (the s52
 # step): over another pair the swap would change more than the down's reading of the hidden vector
 s53_rung() {
-  local name=s53-exp-hs base
+  ld_down_rung s53-exp-hs $S53_HS_REG cupy_rowwarp_pdl_q8_pairs_hs exphs exp-hs "the ids-once down reading the \
+hidden vector from shared memory, copied once a block right after the PDL wait, not each lane's share by L2 round \
+trips in turn (the same bits as cupy_rowwarp_pdl_q8_pairs)"
+}
+proof_exp_l2pf() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf (written in session 40): the pairs pair's bits at four
+  # MoE shapes in three dtypes (one past DOWN_LD_MAX_K), whatever DOWN_LD_FORM says, and its refusal; replayed after
+  # the PDL norm and router, close to the torch experts, NaN for a bad id or a non-finite x; timed beside the step's
+  # experts (-k l2pf; its record $DJ/perop-expl2pf-bfloat16.json)
+  cupy_proof gpu-tests-exp-l2pf 150 l2pf
+}
+# s54_rung: the L2-prefetching down over the step now, only where the step's experts are the ids-once pairs pair
+s54_rung() {
+  ld_down_rung s54-exp-l2pf $S54_L2PF_REG cupy_rowwarp_pdl_q8_pairs_l2pf expl2pf exp-l2pf "the ids-once down asking \
+for its later groups' weight lines in the L2 before its PDL wait, while gate/up runs (the same bits as \
+cupy_rowwarp_pdl_q8_pairs)"
+}
+# ld_down_rung NAME REG IMPL STEM TESTS TEXT: rung decode-NAME, moe_experts=IMPL (a form of the ids-once pairs pair's
+# down) over the step now where its experts are that pair (the s52 step), after gpu-tests-TESTS passed and gave a
+# factor from perop-STEM-bfloat16.json (IMPL against cupy_rowwarp_pdl_q8_pairs_ld); over another pair the swap would
+# change more than the down's form
+ld_down_rung() {
+  local name=$1 base
   base=$(now_reg decode-$name) || return 0
   python3 bench/registry_selects.py $base moe_experts=cupy_rowwarp_pdl_q8_pairs_ld > /dev/null || {
     log "decode-$name: left out (the step now, $(basename $base), does not select \
 moe_experts=cupy_rowwarp_pdl_q8_pairs_ld)"
     return 0; }
-  experts_rung $name $S53_HS_REG cupy_rowwarp_pdl_q8_pairs_hs exphs exp-hs "the ids-once down reading the hidden \
-vector from shared memory, copied once a block right after the PDL wait, not each lane's share by L2 round trips in \
-turn (the same bits as cupy_rowwarp_pdl_q8_pairs)" cupy_rowwarp_pdl_q8_pairs_ld
+  experts_rung $name "$2" "$3" "$4" "$5" "$6" cupy_rowwarp_pdl_q8_pairs_ld
 }
 # proof_moe_norm: moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm (session 36): its GPU tests (the experts'
 # bits the Q8 hidden pair's, the norm within add_rmsnorm's row, in three dtypes at the 48B's shape; a chain replayed
@@ -3813,7 +3841,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51|rungs52|rungs53)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51|rungs52|rungs53|rungs54)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3826,7 +3854,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51|proofs52|proofs53)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51|proofs52|proofs53|proofs54)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -11,6 +11,8 @@ left to itself it sinks each load back beside its product, as it did the router'
 
 from __future__ import annotations
 
+from collections import Counter
+
 from tests.cuda_sass import KERNEL_DIR, listing, load_runs, parse, round_trips
 
 
@@ -158,3 +160,25 @@ def test_the_staged_down_reads_the_hidden_vector_from_shared_memory_after_one_ba
     assert not any(ins.opcode.startswith("LDG.E.128.STRONG.SM") for ins in staged), "the staged down reads h from L1"
     assert sum(ins.opcode.startswith("LDS.128") for ins in staged[bar:]) >= 16  # four rounds of 4 shares
     assert round_trips(ids) >= 4 and round_trips(staged) < round_trips(ids)
+
+
+def test_the_l2pf_down_asks_for_its_later_weights_before_its_wait_and_nothing_else_moves(tmp_path):
+    """moe_q4_k_downq8l2pfpdl (session 40): the ids-once down with an L2 prefetch (CCTL.E.PF2) of each later group's
+    weight lines before its PDL wait - at least two a later round (a unit's header line and a lane's qs line) - and
+    none after it; the ids form has none. After the wait both forms issue the same loads and products (ptxas schedules
+    the rest its own way): the prefetch is the whole change."""
+    fns = listing(KERNEL_DIR / "moe_rowwarp.cu", tmp_path)
+
+    def split(name):
+        ins = fns[name].instructions
+        wait = max(i for i, x in enumerate(ins) if x.opcode.split(".")[0] == "ACQBULK")
+        return ins[:wait], ins[wait + 1:]
+
+    before, after = split("moe_q4_k_downq8l2pfpdl")
+    ids_before, ids_after = split("moe_q4_k_downq8idspdl")
+    assert sum(x.opcode.startswith("CCTL.E.PF2") for x in before) >= 2
+    assert not any(x.opcode.startswith("CCTL") for x in after + ids_before + ids_after)
+    def loads_and_dots(instructions):
+        return Counter(x.opcode for x in instructions if x.opcode.startswith(("LDG", "IDP")))
+
+    assert loads_and_dots(after) == loads_and_dots(ids_after)

@@ -41,8 +41,9 @@ group by group as they land: the same bits as their warp-down pairs; session 30:
 rung). "cupy_rowwarp_pdl_q8_hidden_ld" and "cupy_rowwarp_pdl_q8_pairs_ld" (written after session 30): the same pairs with
 their down's expert ids read once a warp (the same bits; session 30, per op: x1.066 over the Q8 hidden pair).
 "cupy_rowwarp_pdl_q8_pairs_hs" (written in session 40): the pairs pair with that down reading the hidden vector from
-shared memory, copied once a block right after the wait (the same bits; session 40: a tie). Each function's docstring
-says why and what it measured.
+shared memory, copied once a block right after the wait (the same bits; session 40: a tie).
+"cupy_rowwarp_pdl_q8_pairs_l2pf" (written in session 40): the pairs pair with that down asking for its later groups'
+weight lines in the L2 before its wait (the same bits). Each function's docstring says why and what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -151,7 +152,9 @@ DOWN_CP_GROUPS = 1
 #: read at each call (the side-by-side times both). GPU session 30 (call 7), per op in the norm-router-experts chain, a
 #: token (the 48B's shape, bf16): "ids" 736.9, "ahead" 746.3 against the warp down's pair's 785.3 us. So "ids": the
 #: id loads were the wait that mattered, and requesting the hidden values early bought nothing more
-DOWN_LD_FORMS = {"ids": "moe_q4_k_downq8idspdl", "ahead": "moe_q4_k_downq8aheadpdl"}
+#: "l2pf" (written in session 40: "ids" with the later groups' weight lines asked into the L2 before the wait) is the
+#: down of cupy_rowwarp_pdl_q8_pairs_l2pf, which names it whatever DOWN_LD_FORM says
+DOWN_LD_FORMS = {"ids": "moe_q4_k_downq8idspdl", "ahead": "moe_q4_k_downq8aheadpdl", "l2pf": "moe_q4_k_downq8l2pfpdl"}
 DOWN_LD_FORM = "ids"
 #: the most slots those downs read a lane each (moe_rowwarp.cu's DOWN_LD_MAX_K); a call with more runs the warp down
 #: (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_ld_passes)
@@ -302,7 +305,8 @@ def moe_experts_rowwarp_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_
 def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, shared_first: bool = False,
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
                     pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False,
-                    ld_q8_down: bool = False, xpf_down: bool = False, hs_down: bool = False) -> None:
+                    ld_q8_down: bool = False, xpf_down: bool = False, hs_down: bool = False,
+                    ld_form: str | None = None) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -326,7 +330,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     with every line of the hidden vector its lanes read prefetched into L1 right after its wait (XPF: the same
     bits). `hs_down` (with `q8_hidden`, no other down form): down in the staged form (down_q8hs_q4_k: the ids form's
     loads, the whole hidden vector copied into shared memory right after the wait; down_q8_q4_k's bits); a call past
-    DOWN_LD_MAX_K slots or DOWN_HS_SMEM_LIMIT runs down_q8_q4_k (the stated policy)."""
+    DOWN_LD_MAX_K slots or DOWN_HS_SMEM_LIMIT runs down_q8_q4_k (the stated policy). `ld_form` (with `ld_q8_down`):
+    the q8-loads down's form by name, DOWN_LD_FORM's when None."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -380,8 +385,11 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if hs_down and h.data_ptr() % 16:
         raise BadInput("moe_experts: the staged down copies the hidden vector in 16-byte chunks; h must start on 16 "
                        "bytes")
-    if ld_q8_down and DOWN_LD_FORM not in DOWN_LD_FORMS:
-        raise BadInput(f"moe_experts: the q8-loads down's forms are {sorted(DOWN_LD_FORMS)}, not {DOWN_LD_FORM!r} "
+    if ld_form is not None and not ld_q8_down:
+        raise BadInput(f"moe_experts: a q8-loads down form ({ld_form!r}) names the ld down's form (ld_q8_down=True)")
+    ld_form = DOWN_LD_FORM if ld_form is None else ld_form
+    if ld_q8_down and ld_form not in DOWN_LD_FORMS:
+        raise BadInput(f"moe_experts: the q8-loads down's forms are {sorted(DOWN_LD_FORMS)}, not {ld_form!r} "
                        f"(sparkops_cupy.moe_experts.DOWN_LD_FORM)")
     if copy_q8_down and DOWN_CP_GROUPS not in DOWN_CP_GROUP_FORMS:
         raise BadInput(f"moe_experts: the copy down's forms are {sorted(DOWN_CP_GROUP_FORMS)} commit groups, not "
@@ -411,7 +419,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if copy_q8_down and down_cp_fits(k, f, fs):  # else down_q8_q4_k, the same bits (the stated policy)
         down, smem = DOWN_CP_GROUP_FORMS[DOWN_CP_GROUPS], down_cp_smem(k, f, fs)
     if ld_q8_down and k <= DOWN_LD_MAX_K:  # else down_q8_q4_k, the same bits (the stated policy)
-        down = DOWN_LD_FORMS[DOWN_LD_FORM]
+        down = DOWN_LD_FORMS[ld_form]
     if hs_down and down_hs_fits(k, f, fs):  # else down_q8_q4_k, the same bits (the stated policy)
         down, smem = "moe_q4_k_downq8hspdl", down_hs_smem(k, f, fs)
     grid, block = ((d,), (32 * DOWN_SPLIT,)) if split_down else (((d + 3) // 4,), (128,))  # an output a block / a warp
@@ -616,6 +624,20 @@ def moe_experts_rowwarp_pdl_q8_pairs_ld(x, weights, ids, w_gate, w_up, w_down, s
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     ld_q8_down=True))
+
+
+def moe_experts_rowwarp_pdl_q8_pairs_l2pf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pairs_l2pf": cupy_rowwarp_pdl_q8_pairs_ld (the step's experts since session
+    39) with its down asking for its later groups' weight lines in the L2 before its PDL wait, while gate/up still runs
+    (the q8-loads down's "l2pf" form, kernels/moe_rowwarp.cu's down_q8ld_q4_k<.., L2PF>: prefetch.global.L2, no
+    register). Written in GPU session 40, after the staged down tied: with the hidden vector's round trips gone the
+    down's own time did not move, and what its compiled form still does after the wait is request the second and third
+    groups' weights (20 of a row's 36 super-blocks at the 48B's shape) from DRAM, a group at a time. The same loads and
+    sums: cupy_rowwarp_pdl_q8_pairs' bits. Every other call by the stated policy (_policies.experts_ld_passes). Not yet
+    run on a GPU (stage proofs54 / rungs54)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
+                                                    ld_q8_down=True, ld_form="l2pf"))
 
 
 def moe_experts_rowwarp_pdl_q8_pairs_hs(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

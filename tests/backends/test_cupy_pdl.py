@@ -548,11 +548,12 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
                                   "moe_experts_rowwarp_pdl_q8_pairs", "moe_experts_rowwarp_pdl_q8_hidden_cp",
                                   "moe_experts_rowwarp_pdl_q8_pairs_cp", "moe_experts_rowwarp_pdl_q8_hidden_ld",
                                   "moe_experts_rowwarp_pdl_q8_pairs_ld", "moe_experts_rowwarp_pdl_q8_pairs_xpf",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_hs"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_hs", "moe_experts_rowwarp_pdl_q8_pairs_l2pf"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
                               "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs",
                               "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down", "pdl_q8_hidden_down_loads",
-                              "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_xpf", "pdl_q8_pairs_down_staged"])
+                              "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_xpf", "pdl_q8_pairs_down_staged",
+                              "pdl_q8_pairs_down_l2pf"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -717,11 +718,12 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
                                   "cupy_rowwarp_pdl_q8_pairs", "cupy_rowwarp_pdl_q8_hidden_cp",
                                   "cupy_rowwarp_pdl_q8_pairs_cp", "cupy_rowwarp_pdl_q8_hidden_ld",
                                   "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_xpf",
-                                  "cupy_rowwarp_pdl_q8_pairs_hs"],
+                                  "cupy_rowwarp_pdl_q8_pairs_hs", "cupy_rowwarp_pdl_q8_pairs_l2pf"],
                          ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs",
                               "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down",
                               "q8_gate_up_q8_hidden_down_loads", "q8_gate_up_q8_pairs_down_loads",
-                              "q8_gate_up_q8_pairs_down_xpf", "q8_gate_up_q8_pairs_down_staged"])
+                              "q8_gate_up_q8_pairs_down_xpf", "q8_gate_up_q8_pairs_down_staged",
+                              "q8_gate_up_q8_pairs_down_l2pf"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -760,10 +762,11 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
                                   "moe_experts_rowwarp_pdl_q8_pipe", "moe_experts_rowwarp_pdl_q8_pairs",
                                   "moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_pairs_cp",
                                   "moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwarp_pdl_q8_pairs_ld",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_xpf", "moe_experts_rowwarp_pdl_q8_pairs_hs"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_xpf", "moe_experts_rowwarp_pdl_q8_pairs_hs",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf"],
                          ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs", "q8_hidden_copy_down",
                               "q8_pairs_copy_down", "q8_hidden_down_loads", "q8_pairs_down_loads",
-                              "q8_pairs_down_xpf", "q8_pairs_down_staged"])
+                              "q8_pairs_down_xpf", "q8_pairs_down_staged", "q8_pairs_down_l2pf"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -984,12 +987,13 @@ _DOWN_LOADS_PAIRS = (("moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwa
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("form", ["ids", "ahead"])
+@pytest.mark.parametrize("form", ["ids", "ahead", "l2pf"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_down_loads_give_the_warp_down_pairs_bits(dtype, form, monkeypatch):
     """moe_experts=cupy_rowwarp_pdl_q8_hidden_ld and _q8_pairs_ld claim the bits of cupy_rowwarp_pdl_q8_hidden and
     _q8_pairs: their down reads the slots' ids once a warp and shuffles each unit's, and (form "ahead") requests each
-    round's hidden values a round early, with the warp down's products in its order. At the 48B's MoE shape (36
+    round's hidden values a round early or (form "l2pf") asks for its later groups' weight lines in the L2 before its
+    wait, with the warp down's products in its order. At the 48B's MoE shape (36
     super-blocks a warp in three groups), at K = 3 of 6 experts of 256 rows with a shared one, at K = 5 of 12 of 512
     rows without one, and at K = 33 of 40 (past DOWN_LD_MAX_K: the warp down by the stated policy), in each form: a
     unit given another slot's expert or weight, a round dotted with another's hidden values, or a lane's units out of
@@ -1044,6 +1048,41 @@ def test_gpu_pdl_down_xpf_replayed_after_the_norm_and_router_gives_the_pairs_bit
     _replays_give_the_warp_downs_bits(_DOWN_PREFETCH_PAIRS, 65)
 
 
+#: the L2-prefetching ids-once down's pair and the warp-down pair whose bits it claims
+_DOWN_L2PF_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_l2pf", "moe_experts_rowwarp_pdl_q8_pairs"),)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_down_l2pf_gives_the_pairs_bits(dtype, monkeypatch):
+    """moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf claims cupy_rowwarp_pdl_q8_pairs' bits: its down asks for its later
+    groups' weight lines in the L2 before its wait, then loads and sums as the ids form does. At the 48B's MoE shape
+    (36 units a warp: two later groups), at K = 3 of 6 experts of 256 rows with a shared one (one group: nothing to
+    prefetch), at K = 5 of 12 of 512 rows without one, and at K = 33 of 40 (past DOWN_LD_MAX_K: the warp down by the
+    stated policy); whatever DOWN_LD_FORM says (it names its form). A form named without the ld down is refused by
+    name before anything is launched."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import moe_experts as cme
+
+    monkeypatch.setattr(cme, "DOWN_LD_FORM", "ahead")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(72, dev), _moe_small(73, dev, 512, 256, 256, 6, 3), _moe_small(74, dev, 768, 512, 0, 12, 5),
+            _moe_small(75, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
+    _pairs_give_their_bits(_DOWN_L2PF_PAIRS, sets, dtype)
+    x, weights, ids, w = sets[0]
+    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
+                                                                      "s_down")))
+    with pytest.raises(BadInput, match="names the ld down's form"):
+        cme._launch_rowwarp(one, gateup="q8", pdl=True, q8_hidden=True, pairs=True, ld_form="l2pf")
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_down_l2pf_replayed_after_the_norm_and_router_gives_the_pairs_bits():
+    """The L2-prefetching down replayed in the step's chain: its ids are read before the wait, once, so a stale id (the
+    replay before's routing) gives other bits; a prefetched line is a request, never a value."""
+    _replays_give_the_warp_downs_bits(_DOWN_L2PF_PAIRS, 76)
+
+
 #: the staged-down pair and the warp-down pair whose bits it claims
 _DOWN_STAGED_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_hs", "moe_experts_rowwarp_pdl_q8_pairs"),)
 
@@ -1082,7 +1121,7 @@ def test_gpu_pdl_down_staged_replayed_after_the_norm_and_router_gives_the_pairs_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("form", ["ids", "ahead"])
+@pytest.mark.parametrize("form", ["ids", "ahead", "l2pf"])
 def test_gpu_pdl_down_loads_replayed_after_the_norm_and_router_give_the_warp_downs_bits(form, monkeypatch):
     """The q8-loads pairs replayed in the step's chain, in each form: their ids are read before the PDL wait, once,
     so a stale id (the replay before's routing) gives other bits."""

@@ -914,6 +914,14 @@ def test_experts_down_staged_after_the_router_side_by_side():
                                     more=("cupy_rowwarp_pdl_q8_pairs_ld",))
 
 
+def test_experts_down_l2pf_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf (the pairs pair with its ids-once down
+    asking for its later groups' weight lines in the L2 before its wait; stage rungs54) against cupy_rowwarp_pdl, with
+    the step's experts (_q8_pairs_ld) as a column of its own: perop-expl2pf-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pairs_l2pf", "expl2pf-bfloat16", 77,
+                                    more=("cupy_rowwarp_pdl_q8_pairs_ld",))
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

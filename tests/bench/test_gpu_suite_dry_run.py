@@ -85,7 +85,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "q8xpf": "test_q8_tall_xpf_after_the_gated_norm_side_by_side",
            "expxpf": "test_experts_down_xpf_after_the_router_side_by_side",
            "q8xr": "test_q8_tall_xregs_after_the_gated_norm_side_by_side",
-           "exphs": "test_experts_down_staged_after_the_router_side_by_side"}
+           "exphs": "test_experts_down_staged_after_the_router_side_by_side",
+           "expl2pf": "test_experts_down_l2pf_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3503,6 +3504,39 @@ def test_rungs53_is_left_out_over_a_step_whose_experts_are_not_the_ids_once_pair
         "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld)" in log, log
     assert not (machine / "cuda-s53-exp-hs.toml").exists()
     assert not any("cuda-s53-exp-hs" in c for c in calls), calls
+
+
+_L2PF_RECORD = {"expl2pf": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_l2pf": 640e-6,
+                            "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6}}
+
+
+def test_rungs54_times_the_l2pf_down_over_the_s52_step(tmp_path):
+    """Session 40's second rung, as rungs53: over the s52 step, its proof (-k l2pf, which writes perop-expl2pf), the
+    swap of moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf, one captured gate, one pair with --expect from the record's
+    ids-once column against the l2pf one (800 -> 640: x1.250)."""
+    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
+            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD,
+            **_L2PF_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs54", records=recs)
+    assert log.index("] decode-s52-xr-ld (limit") < log.index("] gpu-tests-exp-l2pf (limit") \
+        < log.index("] swap-s54-exp-l2pf (limit") < log.index("] gate-captured-s54-exp-l2pf (limit") \
+        < log.index("] decode-s54-exp-l2pf (limit")
+    assert "-k l2pf tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in log
+    decode = _rung_timed_once(calls, machine, "s54-exp-l2pf", "moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf",
+                              "cuda-s52-xr-ld.toml", "moe_experts=1.250")
+    assert "--changes moe_experts " in decode, decode
+
+
+def test_rungs54_is_left_out_when_its_proof_failed(tmp_path):
+    """Its GPU tests failed over the s52 step: no swap, no gate, no pair."""
+    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
+            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD,
+            **_L2PF_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs54", records=recs,
+                                             extra_env={"STUB_FAIL_MATCH": "l2pf"})
+    assert "] gpu-tests-exp-l2pf rc=1" in log and "decode-s54-exp-l2pf: left out" in log, log
+    assert not (machine / "cuda-s54-exp-l2pf.toml").exists()
+    assert not any("cuda-s54-exp-l2pf" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,

@@ -594,8 +594,15 @@ __device__ __forceinline__ void down_q8_q4_k(const u8* __restrict__ hq, const i6
 // before is dotted, one round ahead (94 registers against 80). The same values, the same products in the same order:
 // down_q8_q4_k's bits. Session 30, per op in the norm-router-experts chain: 736.9 us a token without AHEAD, 746.3 with
 // it, against down_q8_q4_k's pair's 785.3: the id loads were the wait that mattered.
+// L2PF (the "l2pf" form, written in GPU session 40): before the wait, every later group's weight lines (the addresses
+// the lane will load after it: each unit's header and its qs share) are asked into the L2 (prefetch.cuh's prefetch_l2:
+// no register). Why: session 40's staged down took the hidden vector's round trips after the wait to none and tied,
+// and the timeline has the down ending 8.0 us after gate/up for 11.9 MB; after the wait the ids form still requests
+// its second and third groups' weights (20 of the 48B's 36 super-blocks a row, 6.6 MB) from DRAM, each group only once
+// the group before is dotted, and the 72 registers a row's weights take at once would cost the one wave. The same
+// loads and products: down_q8_q4_k's bits.
 #define DOWN_LD_MAX_K 32
-template <bool AHEAD, int ROUNDS = RW_ROUNDS>
+template <bool AHEAD, int ROUNDS = RW_ROUNDS, bool L2PF = false>
 __device__ __forceinline__ void down_q8ld_q4_k(const u8* __restrict__ hq, const i64* __restrict__ ids,
                                                const float* __restrict__ weights, int K, int E,
                                                const u8* __restrict__ w_down, i64 row_bytes, int F,
@@ -632,6 +639,19 @@ __device__ __forceinline__ void down_q8ld_q4_k(const u8* __restrict__ hq, const 
                 const u8* b = u < routed ? w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144
                                          : s_down + d * s_row_bytes + (i64)(u - routed) * 144;
                 q4k_load(b, o, hd[i], q[i]);
+            }
+        }
+        if (L2PF && g == 0) {  // the later groups' lines, r the same for every lane (the shuffle's whole warp)
+            for (int r = 4 * ROUNDS; r < units; r += 4) {
+                const int u = r + oct;
+                const int slot = u < routed ? u / per : 0;
+                const i64 e = __shfl_sync(0xffffffffu, mine, slot);
+                if (u < units) {
+                    const u8* b = u < routed ? w_down + (e * D + d) * row_bytes + (i64)(u - slot * per) * 144
+                                             : s_down + d * s_row_bytes + (i64)(u - routed) * 144;
+                    prefetch_l2(b);
+                    prefetch_l2(b + 16 + 16 * o);
+                }
             }
         }
         if (g == 0) pdl_wait();  // hq: gate/up's output
@@ -1311,6 +1331,15 @@ extern "C" __global__ void __launch_bounds__(128, 6) moe_q4_k_downq8hspdl(
     const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
     int D, void* __restrict__ y, int y_dt) {
     down_q8hs_q4_k(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y, y_dt);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128, 6) moe_q4_k_downq8l2pfpdl(
+    const u8* __restrict__ hq, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,
+    const u8* __restrict__ w_down, i64 row_bytes, int F, const u8* __restrict__ s_down, i64 s_row_bytes, int Fs,
+    int D, void* __restrict__ y, int y_dt) {
+    down_q8ld_q4_k<false, RW_ROUNDS, true>(hq, ids, weights, K, E, w_down, row_bytes, F, s_down, s_row_bytes, Fs, D, y,
+                                           y_dt);
 }
 
 // budget: stack 0, spills 0
