@@ -797,10 +797,13 @@
 # 307.9 (H100). rungs53 (new: the ids-once down copying the hidden vector into shared memory after its wait) tied,
 # x1.001 / x1.001 (per op x0.991): a none, the step stays s52. probe_timeline_now placed the s52 step's time (MoE
 # layers 45%, the router at 12% of the read ceiling).
-# Next session, on an H200 if one comes (the first fresh machine re-proves the MoE implementations, ~60 s):
+# Written after the calls: rungs54 (moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf, the ids-once down asking for its later
+# groups' weights in the L2 before its wait). Next session (the first fresh machine re-proves the MoE implementations,
+# ~60 s):
 #     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld" SUITE_PREFILL_BASE=bf16
-#     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # the s52 step's first H200 figures at 131072 (Q4_K, IQ1_S)
-#     SUITE_TIMED="<session 33's list> decode-s49-nones" bash bench/gpu_lanes.sh 560 "rungs52" ""   # its pair
+#     bash bench/gpu_lanes.sh 560 "rungs54" ""         # the l2pf down over s52 (its proofs, diagnosis, gate, pair)
+#     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # on an H200: the s52 step's first figures at 131072
+#     SUITE_TIMED="<session 33's list> decode-s49-nones" bash bench/gpu_lanes.sh 560 "rungs52" ""   # on an H200
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
