@@ -3474,69 +3474,62 @@ def test_rungs52_is_left_out_over_a_step_that_does_not_run_the_plain_forms(tmp_p
     assert not any("cuda-s52-xr-ld" in c for c in calls), calls
 
 
-_HS_RECORD = {"exphs": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_hs": 720e-6,
-                        "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6}}
+#: the ld down's forms staged over the s52 step (ld_down_rung): stage, rung name, implementation, proof's -k word,
+#: its test step, its record (the step's ids-once column 800 us, the form's 720 or 640: x1.111, x1.250), its factor
+_LD_DOWN_RUNGS = {
+    "rungs53": ("s53-exp-hs", "cupy_rowwarp_pdl_q8_pairs_hs", "staged", "exp-hs",
+                {"exphs": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_hs": 720e-6,
+                           "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6}}, "1.111"),
+    "rungs54": ("s54-exp-l2pf", "cupy_rowwarp_pdl_q8_pairs_l2pf", "l2pf", "exp-l2pf",
+                {"expl2pf": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_l2pf": 640e-6,
+                             "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6}}, "1.250"),
+}
+#: the records that make the s52 step on the machine (rungs39, rungs49, rungs52 win)
+_S52_STEP_RECORDS = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6,
+                               "cupy_rowwarp_pdl_q8_tall": 480e-6},
+                     **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD}
 
 
-def test_rungs53_times_the_staged_down_over_the_s52_step(tmp_path):
-    """Session 40's rung: over the s52 step (rungs39, rungs49 and rungs52 won on the machine: the ids-once pairs pair's
-    experts), rungs53 runs its proof (-k staged, which writes perop-exphs), swaps moe_experts=cupy_rowwarp_pdl_q8_pairs_hs
-    in, one captured gate, one pair with --expect from the record's ids-once column against the staged one (800 ->
-    720: x1.111)."""
-    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
-            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD, **_HS_RECORD}
-    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs53", records=recs)
-    assert log.index("] decode-s52-xr-ld (limit") < log.index("] gpu-tests-exp-hs (limit") \
-        < log.index("] swap-s53-exp-hs (limit") < log.index("] gate-captured-s53-exp-hs (limit") \
-        < log.index("] decode-s53-exp-hs (limit")
-    assert "-k staged tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in log
-    decode = _rung_timed_once(calls, machine, "s53-exp-hs", "moe_experts=cupy_rowwarp_pdl_q8_pairs_hs",
-                              "cuda-s52-xr-ld.toml", "moe_experts=1.111")
+@pytest.mark.parametrize("stage", sorted(_LD_DOWN_RUNGS))
+def test_the_ld_down_rungs_time_their_form_over_the_s52_step(tmp_path, stage):
+    """Session 40's rungs (the staged down, rungs53; the L2-prefetching down, rungs54): over the s52 step, the form's
+    proof (-k WORD, which writes its record), its swap, one captured gate, one pair with --expect from the record's
+    ids-once column against the form's."""
+    name, impl, word, tests, record, factor = _LD_DOWN_RUNGS[stage]
+    log, calls, machine = _over_the_x16_step(tmp_path, f"rungs39 rungs49 rungs52 {stage}",
+                                             records={**_S52_STEP_RECORDS, **record})
+    assert log.index("] decode-s52-xr-ld (limit") < log.index(f"] gpu-tests-{tests} (limit") \
+        < log.index(f"] swap-{name} (limit") < log.index(f"] gate-captured-{name} (limit") \
+        < log.index(f"] decode-{name} (limit")
+    assert f"-k {word} tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in log
+    decode = _rung_timed_once(calls, machine, name, f"moe_experts={impl}", "cuda-s52-xr-ld.toml",
+                              f"moe_experts={factor}")
     assert "--changes moe_experts " in decode, decode
 
 
-def test_rungs53_is_left_out_over_a_step_whose_experts_are_not_the_ids_once_pairs_pair(tmp_path):
+@pytest.mark.parametrize("stage", sorted(_LD_DOWN_RUNGS))
+def test_the_ld_down_rungs_are_left_out_when_their_proof_failed(tmp_path, stage):
+    """The form's GPU tests failed over the s52 step: no swap, no gate, no pair."""
+    name, _, word, tests, record, _ = _LD_DOWN_RUNGS[stage]
+    log, calls, machine = _over_the_x16_step(tmp_path, f"rungs39 rungs49 rungs52 {stage}",
+                                             records={**_S52_STEP_RECORDS, **record},
+                                             extra_env={"STUB_FAIL_MATCH": word})
+    assert f"] gpu-tests-{tests} rc=1" in log and f"decode-{name}: left out" in log, log
+    assert not (machine / f"cuda-{name}.toml").exists()
+    assert not any(f"cuda-{name}" in c for c in calls), calls
+
+
+@pytest.mark.parametrize("stage", sorted(_LD_DOWN_RUNGS))
+def test_the_ld_down_rungs_are_left_out_over_a_step_whose_experts_are_not_the_ids_once_pair(tmp_path, stage):
     """Over the s49 step (the pairs pair with its plain down) the swap would change the down's id reads too: no swap,
     no gate, no pair."""
-    recs = {**_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_HS_RECORD}
-    log, calls, machine = _over_the_x16_step(tmp_path, "rungs49 rungs53", records=recs)
-    assert "decode-s53-exp-hs: left out (the step now, cuda-s49-nones.toml, does not select " \
+    name, _, _, _, record, _ = _LD_DOWN_RUNGS[stage]
+    recs = {**_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **record}
+    log, calls, machine = _over_the_x16_step(tmp_path, f"rungs49 {stage}", records=recs)
+    assert f"decode-{name}: left out (the step now, cuda-s49-nones.toml, does not select " \
         "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld)" in log, log
-    assert not (machine / "cuda-s53-exp-hs.toml").exists()
-    assert not any("cuda-s53-exp-hs" in c for c in calls), calls
-
-
-_L2PF_RECORD = {"expl2pf": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_l2pf": 640e-6,
-                            "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6}}
-
-
-def test_rungs54_times_the_l2pf_down_over_the_s52_step(tmp_path):
-    """Session 40's second rung, as rungs53: over the s52 step, its proof (-k l2pf, which writes perop-expl2pf), the
-    swap of moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf, one captured gate, one pair with --expect from the record's
-    ids-once column against the l2pf one (800 -> 640: x1.250)."""
-    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
-            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD,
-            **_L2PF_RECORD}
-    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs54", records=recs)
-    assert log.index("] decode-s52-xr-ld (limit") < log.index("] gpu-tests-exp-l2pf (limit") \
-        < log.index("] swap-s54-exp-l2pf (limit") < log.index("] gate-captured-s54-exp-l2pf (limit") \
-        < log.index("] decode-s54-exp-l2pf (limit")
-    assert "-k l2pf tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in log
-    decode = _rung_timed_once(calls, machine, "s54-exp-l2pf", "moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf",
-                              "cuda-s52-xr-ld.toml", "moe_experts=1.250")
-    assert "--changes moe_experts " in decode, decode
-
-
-def test_rungs54_is_left_out_when_its_proof_failed(tmp_path):
-    """Its GPU tests failed over the s52 step: no swap, no gate, no pair."""
-    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
-            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD,
-            **_L2PF_RECORD}
-    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs54", records=recs,
-                                             extra_env={"STUB_FAIL_MATCH": "l2pf"})
-    assert "] gpu-tests-exp-l2pf rc=1" in log and "decode-s54-exp-l2pf: left out" in log, log
-    assert not (machine / "cuda-s54-exp-l2pf.toml").exists()
-    assert not any("cuda-s54-exp-l2pf" in c for c in calls), calls
+    assert not (machine / f"cuda-{name}.toml").exists()
+    assert not any(f"cuda-{name}" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,
