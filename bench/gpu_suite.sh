@@ -302,8 +302,8 @@
 #                 right after the wait (the same bits); after gpu-tests-exp-hs and its record perop-exphs
 #     proofs53    rungs53's GPU tests alone
 #     rungs54     moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf over the step now where its experts are the ids-once pairs
-#                 pair (the s52 step): the down asking for its later groups' weight lines in the L2 before its wait
-#                 (the same bits); after gpu-tests-exp-l2pf and its record perop-expl2pf
+#                 pair (the s52 step): the down asking for its later groups' weight lines in the L2 before its wait,
+#                 gate/up the shared expert's (the same bits); after gpu-tests-exp-l2pf and its record perop-expl2pf
 #     proofs54    rungs54's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
@@ -2589,8 +2589,9 @@ s53_rung() {
 hidden vector from shared memory, copied once a block right after the PDL wait, not each lane's share by L2 round \
 trips in turn (the same bits as cupy_rowwarp_pdl_q8_pairs)"
 }
-proof_exp_l2pf() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf (written in session 40): the pairs pair's bits at four
-  # MoE shapes in three dtypes (one past DOWN_LD_MAX_K), whatever DOWN_LD_FORM says, and its refusal; replayed after
+proof_exp_l2pf() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf (written in session 40: the down's later weights and
+  # gate/up's shared-expert rows asked into the L2 before each one's wait): the pairs pair's bits at four MoE shapes in
+  # three dtypes (one past DOWN_LD_MAX_K), whatever DOWN_LD_FORM says, and its refusals; replayed after
   # the PDL norm and router, close to the torch experts, NaN for a bad id or a non-finite x; timed beside the step's
   # experts (-k l2pf; its record $DJ/perop-expl2pf-bfloat16.json)
   cupy_proof gpu-tests-exp-l2pf 150 l2pf
@@ -2598,8 +2599,8 @@ proof_exp_l2pf() {  # moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf (written in ses
 # s54_rung: the L2-prefetching down over the step now, only where the step's experts are the ids-once pairs pair
 s54_rung() {
   ld_down_rung s54-exp-l2pf $S54_L2PF_REG cupy_rowwarp_pdl_q8_pairs_l2pf expl2pf exp-l2pf "the ids-once down asking \
-for its later groups' weight lines in the L2 before its PDL wait, while gate/up runs (the same bits as \
-cupy_rowwarp_pdl_q8_pairs)"
+for its later groups' weight lines in the L2 before its PDL wait, while gate/up runs, and gate/up the shared \
+expert's rows while the router runs (the same bits as cupy_rowwarp_pdl_q8_pairs)"
 }
 # ld_down_rung NAME REG IMPL STEM TESTS TEXT: rung decode-NAME, moe_experts=IMPL (a form of the ids-once pairs pair's
 # down) over the step now where its experts are that pair (the s52 step), after gpu-tests-TESTS passed and gave a

@@ -197,7 +197,8 @@ IMPLEMENTATIONS = [
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_ld", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_ld",
      bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
-    # the pairs pair with its ids-once down asking for its later weights in the L2 before its wait: the same bits
+    # the pairs pair with its ids-once down asking for its later weights in the L2 before its wait, and gate/up the
+    # shared expert's: the same bits
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_l2pf", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_l2pf",
      bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),

@@ -43,7 +43,8 @@ their down's expert ids read once a warp (the same bits; session 30, per op: x1.
 "cupy_rowwarp_pdl_q8_pairs_hs" (written in session 40): the pairs pair with that down reading the hidden vector from
 shared memory, copied once a block right after the wait (the same bits; session 40: a tie).
 "cupy_rowwarp_pdl_q8_pairs_l2pf" (written in session 40): the pairs pair with that down asking for its later groups'
-weight lines in the L2 before its wait (the same bits). Each function's docstring says why and what it measured.
+weight lines in the L2 before its wait, and gate/up the shared expert's (the same bits). Each function's docstring
+says why and what it measured.
 
 "cupy_mma" (`moe_experts_mma`, kernels/moe_mma.cu): the same two launches on the tensor cores (q4k_mma.cuh: the codes as
 bfloat16 128 + q, mma.sync, the scales once a sub-block); the activations and the hidden vector are rounded to
@@ -306,7 +307,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
                     pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False,
                     ld_q8_down: bool = False, xpf_down: bool = False, hs_down: bool = False,
-                    ld_form: str | None = None) -> None:
+                    ld_form: str | None = None, shared_l2: bool = False) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -331,7 +332,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     bits). `hs_down` (with `q8_hidden`, no other down form): down in the staged form (down_q8hs_q4_k: the ids form's
     loads, the whole hidden vector copied into shared memory right after the wait; down_q8_q4_k's bits); a call past
     DOWN_LD_MAX_K slots or DOWN_HS_SMEM_LIMIT runs down_q8_q4_k (the stated policy). `ld_form` (with `ld_q8_down`):
-    the q8-loads down's form by name, DOWN_LD_FORM's when None."""
+    the q8-loads down's form by name, DOWN_LD_FORM's when None. `shared_l2` (with `pairs` and x padded): the gate/up
+    blocks of the shared expert's rows ask for their weight lines in the L2 before the wait (SHARED_L2: the same
+    bits)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -385,6 +388,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if hs_down and h.data_ptr() % 16:
         raise BadInput("moe_experts: the staged down copies the hidden vector in 16-byte chunks; h must start on 16 "
                        "bytes")
+    if shared_l2 and not (pairs and padded and not shared_first):
+        raise BadInput("moe_experts: the shared expert's L2 prefetch is written for the pairs gate/up with x padded "
+                       "(pairs=True, PAIRS_X 'padded'), not the shared-first one")
     if ld_form is not None and not ld_q8_down:
         raise BadInput(f"moe_experts: a q8-loads down form ({ld_form!r}) names the ld down's form (ld_q8_down=True)")
     ld_form = DOWN_LD_FORM if ld_form is None else ld_form
@@ -401,7 +407,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
         raise BadInput(f"moe_experts: the split down's forms are {sorted(DOWN_SPLIT_FORMS)} warps an output, not "
                        f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("h" if q8_hidden else "") \
-        + ("w" if pairs else "") + ("x" if padded else "") + ("pdl" if pdl else "") + ("sh" if shared_first else "")
+        + ("w" if pairs else "") + ("x" if padded else "") + ("pdl" if pdl else "") + ("sh" if shared_first else "") \
+        + ("pf" if shared_l2 else "")
     name, grid = f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", (rows + 7) // 8
     if pipe:  # the stages after the staged activations; as many blocks as the SMs hold, no more than the groups
         smem += (PIPE_STAGES - 1) * 16 * kg.row_bytes
@@ -628,16 +635,18 @@ def moe_experts_rowwarp_pdl_q8_pairs_ld(x, weights, ids, w_gate, w_up, w_down, s
 
 def moe_experts_rowwarp_pdl_q8_pairs_l2pf(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     """Implementation "cupy_rowwarp_pdl_q8_pairs_l2pf": cupy_rowwarp_pdl_q8_pairs_ld (the step's experts since session
-    39) with its down asking for its later groups' weight lines in the L2 before its PDL wait, while gate/up still runs
-    (the q8-loads down's "l2pf" form, kernels/moe_rowwarp.cu's down_q8ld_q4_k<.., L2PF>: prefetch.global.L2, no
-    register). Written in GPU session 40, after the staged down tied: with the hidden vector's round trips gone the
-    down's own time did not move, and what its compiled form still does after the wait is request the second and third
-    groups' weights (20 of a row's 36 super-blocks at the 48B's shape) from DRAM, a group at a time. The same loads and
-    sums: cupy_rowwarp_pdl_q8_pairs' bits. Every other call by the stated policy (_policies.experts_ld_passes). Not yet
-    run on a GPU (stage proofs54 / rungs54)."""
+    39) with each kernel asking, before its PDL wait, for the weight lines it will read after it whose addresses it
+    knows by then (prefetch.global.L2: a request, no register): the down its second and third groups' (the q8-loads
+    down's "l2pf" form, kernels/moe_rowwarp.cu's down_q8ld_q4_k<.., L2PF>; 20 of a row's 36 super-blocks at the 48B's
+    shape), while gate/up runs; gate/up the shared expert's rows (gateup_q8_q4_k<.., SHARED_L2>: they need no expert
+    id), while the router runs. Written in GPU session 40, after the staged down tied: with the hidden vector's round
+    trips gone the down's own time did not move, and what its compiled form still does after the wait is request its
+    later groups' weights from DRAM, a group at a time. The same loads and sums: cupy_rowwarp_pdl_q8_pairs' bits.
+    Every other call by the stated policy (_policies.experts_ld_passes). Not yet run on a GPU (stage proofs54 /
+    rungs54)."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
-                                                    ld_q8_down=True, ld_form="l2pf"))
+                                                    ld_q8_down=True, ld_form="l2pf", shared_l2=True))
 
 
 def moe_experts_rowwarp_pdl_q8_pairs_hs(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

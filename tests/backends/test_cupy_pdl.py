@@ -1056,11 +1056,12 @@ _DOWN_L2PF_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_l2pf", "moe_experts_rowwa
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_down_l2pf_gives_the_pairs_bits(dtype, monkeypatch):
     """moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf claims cupy_rowwarp_pdl_q8_pairs' bits: its down asks for its later
-    groups' weight lines in the L2 before its wait, then loads and sums as the ids form does. At the 48B's MoE shape
+    groups' weight lines in the L2 before its wait, then loads and sums as the ids form does; its gate/up asks for the
+    shared expert's rows there before its wait. At the 48B's MoE shape
     (36 units a warp: two later groups), at K = 3 of 6 experts of 256 rows with a shared one (one group: nothing to
     prefetch), at K = 5 of 12 of 512 rows without one, and at K = 33 of 40 (past DOWN_LD_MAX_K: the warp down by the
-    stated policy); whatever DOWN_LD_FORM says (it names its form). A form named without the ld down is refused by
-    name before anything is launched."""
+    stated policy); whatever DOWN_LD_FORM says (it names its form). A form named without the ld down, and the shared
+    expert's prefetch asked of another gate/up, are refused by name before anything is launched."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from sparkops_cupy import moe_experts as cme
 
@@ -1074,6 +1075,8 @@ def test_gpu_pdl_down_l2pf_gives_the_pairs_bits(dtype, monkeypatch):
                                                                       "s_down")))
     with pytest.raises(BadInput, match="names the ld down's form"):
         cme._launch_rowwarp(one, gateup="q8", pdl=True, q8_hidden=True, pairs=True, ld_form="l2pf")
+    with pytest.raises(BadInput, match="the shared expert's L2 prefetch is written for the pairs gate/up"):
+        cme._launch_rowwarp(one, gateup="q8", pdl=True, q8_hidden=True, ld_q8_down=True, shared_l2=True)
 
 
 @pytest.mark.gpu

@@ -258,8 +258,13 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
 
 // the Q8 gate/up itself (the comment above q8_stage says what and why); HQ8: h written in Q8 (hq8_store_group);
 // PAIRS: gu_q8_group's pairs form (with HQ8: the gate/up of cupy_rowwarp_pdl_q8_pairs); XPAD (with PAIRS): x's codes
-// staged at the padded stride (q8_stage), the dense form's sums in the same order: the same bits
-template <int DT, bool HQ8 = false, bool PAIRS = false, bool XPAD = false>
+// staged at the padded stride (q8_stage), the dense form's sums in the same order: the same bits. SHARED_L2 (the
+// gate/up of cupy_rowwarp_pdl_q8_pairs_l2pf, written in GPU session 40): a block of the shared expert's rows, whose
+// addresses need no expert id, asks for its weight lines in the L2 (prefetch_l2) before the wait, while the router
+// runs, so that its copy after the wait finds them there (1/9 of the 48B's gate/up bytes). Unlike SHARED_FIRST (the
+// float copy form's, session 26: 0.996), the blocks keep their order and nothing is copied before the wait. The
+// same loads and sums: the same bits.
+template <int DT, bool HQ8 = false, bool PAIRS = false, bool XPAD = false, bool SHARED_L2 = false>
 __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
@@ -271,6 +276,17 @@ __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const
     int* s16 = (int*)(dx + (D >> 5));
     u8* sw = (u8*)(s16 + (D >> 4));
     const i64 r0 = (i64)blockIdx.x * 8;
+    if (SHARED_L2 && r0 >= (i64)K * F) {  // the shared expert's rows [r0, r0 + here): a line a thread, the last byte
+        const i64 off = (r0 - (i64)K * F) * row_bytes, bytes = min((i64)8, (i64)K * F + Fs - r0) * row_bytes;
+        for (i64 c = (i64)threadIdx.x * 128; c < bytes; c += (i64)blockDim.x * 128) {
+            prefetch_l2(s_gate + off + c);
+            prefetch_l2(s_up + off + c);
+        }
+        if (threadIdx.x == 0) {  // the line of the range's last byte, which a start at off + 128 i may miss
+            prefetch_l2(s_gate + off + bytes - 1);
+            prefetch_l2(s_up + off + bytes - 1);
+        }
+    }
     pdl_wait();  // ids and x: the router's and the norm's outputs
     pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
     const GuRows b = gu_copy_rows<PAIRS>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
@@ -1251,6 +1267,30 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdl_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_q8_q4_k<DT_F16, true, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdlpf_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F32, true, true, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdlpf_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_BF16, true, true, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdlpf_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F16, true, true, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
 }
 
 // budget: stack 0, spills 0
