@@ -798,7 +798,7 @@
 # x1.001 / x1.001 (per op x0.991): a none, the step stays s52. probe_timeline_now placed the s52 step's time (MoE
 # layers 45%, the router at 12% of the read ceiling).
 # Written after the calls: rungs54 (moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf, the ids-once down asking for its later
-# groups' weights in the L2 before its wait). Next session (the first fresh machine re-proves the MoE implementations,
+# groups' weights in the L2 before its wait, gate/up the shared expert's). Next session (the first fresh machine re-proves the MoE implementations,
 # ~60 s):
 #     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld" SUITE_PREFILL_BASE=bf16
 #     bash bench/gpu_lanes.sh 560 "rungs54" ""         # the l2pf down over s52 (its proofs, diagnosis, gate, pair)
