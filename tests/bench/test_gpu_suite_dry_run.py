@@ -2869,10 +2869,15 @@ def test_the_plan_after_session_30_times_the_stack_again_over_the_x16_step(tmp_p
                      "cuda-s32-lmhead-x16.toml", "moe_experts=1.053,linear@Q4_K=1.200")
 
 
+#: the Q8 GEMVs' record (rowq8) where the tall form wins (rungs39: the step's Q4_K GEMVs from then on)
+_ROWQ8_TALL_RECORD = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6,
+                                "cupy_rowwarp_pdl_q8_tall": 480e-6}}
+
+
 def test_the_plan_after_session_34_probes_the_l2_then_times_the_shared_expert_over_the_q8_tall_step(tmp_path):
     """The header's first call on an H200: rungs39 (the Q8 tall GEMVs, a win in the stand-in's bench), the L2 probe,
     then rungs41 over the step rungs39 just made - the shared expert's rung is timed against cuda-s39-q8-tall.toml."""
-    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6}}
+    recs = _ROWQ8_TALL_RECORD
     log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 probe_l2_hot rungs41", records=recs)
     assert log.index("] decode-s39-q8-tall (limit") < log.index("] probe-l2-hot (limit") \
         < log.index("] decode-s41-shared-side (limit")
@@ -3122,7 +3127,7 @@ def test_rungs39_times_the_q8_tall_gemvs_over_the_x16_step_forecast_against_its_
     are cupy_rowwarp_pdl), after gpu-tests-q8-tall, forecast from the rowq8 record's cupy_rowwarp_pdl column over the
     new one (600 -> 480: x1.250); over the stack that won it is forecast against the stack's cupy_rowwarp_pdl_q8
     (500 -> 480: x1.042)."""
-    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6}}
+    recs = _ROWQ8_TALL_RECORD
     for sub in ("a", "b"):
         (tmp_path / sub).mkdir()
     log, calls, machine = _over_the_x16_step(tmp_path / "a", "rungs39", records=recs)
@@ -3407,8 +3412,7 @@ def test_rungs51_times_both_xpf_forms_over_the_step_that_runs_their_plain_forms(
     s49 step runs both plain forms; rungs51 swaps both xpf forms over it after gpu-tests-xpf (-k xpf, which writes
     both records), one captured gate, one pair with --expect from the two records (1000 -> 800: x1.250; the pairs
     column 1000 -> 750: x1.333) and a forecast scaling the warp GEMVs and the downs."""
-    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
-            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_XPF_RECORDS}
+    recs = {**_ROWQ8_TALL_RECORD, **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_XPF_RECORDS}
     log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs51", records=recs)
     assert log.index("] decode-s49-nones (limit") < log.index("] gpu-tests-xpf (limit") \
         < log.index("] swap-s51-xpf (limit") < log.index("] gate-captured-s51-xpf (limit") \
@@ -3432,6 +3436,9 @@ def test_rungs51_is_left_out_over_a_step_that_does_not_run_the_plain_forms(tmp_p
 
 
 _XR_RECORD = {"q8xr": {"cupy_rowwarp_pdl_q8_tall": 1000e-6, "cupy_rowwarp_pdl_q8_tall_xr": 900e-6}}
+#: the records that make the s52 step on the machine (rungs39, rungs49, rungs52 win)
+_S52_STEP_RECORDS = {**_ROWQ8_TALL_RECORD, **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD,
+                     **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD}
 
 
 def test_rungs52_stacks_the_xr_gemv_with_the_ids_once_down_over_the_s49_step(tmp_path):
@@ -3439,8 +3446,7 @@ def test_rungs52_stacks_the_xr_gemv_with_the_ids_once_down_over_the_s49_step(tmp
     rungs52 runs both proofs (-k xregs, which writes perop-q8xr; -k down_loads, perop-expq8l), swaps the xr GEMV and
     the ids-once down in together, one captured gate, one pair with --expect from the two records (1000 -> 900:
     x1.111; the pairs column 1000 -> 800: x1.250) and a forecast scaling the warp GEMVs and the downs."""
-    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
-            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD}
+    recs = _S52_STEP_RECORDS
     log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52", records=recs)
     assert log.index("] decode-s49-nones (limit") < log.index("] gpu-tests-xregs (limit") \
         < log.index("] gpu-tests-exp-q8l (limit") < log.index("] swap-s52-xr-ld (limit") \
@@ -3456,8 +3462,7 @@ def test_rungs52_stacks_the_xr_gemv_with_the_ids_once_down_over_the_s49_step(tmp
 
 def test_rungs52_is_left_out_when_the_xr_proof_failed(tmp_path):
     """The xr GEMV's GPU tests failed over the s49 step: no swap, no gate, no pair (the down's proof passed)."""
-    recs = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6, "cupy_rowwarp_pdl_q8_tall": 480e-6},
-            **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD}
+    recs = _S52_STEP_RECORDS
     log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52", records=recs,
                                              extra_env={"STUB_FAIL_MATCH": "xregs"})
     assert "] gpu-tests-xregs rc=1" in log and "decode-s52-xr-ld: left out" in log, log
@@ -3484,10 +3489,6 @@ _LD_DOWN_RUNGS = {
                 {"expl2pf": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_l2pf": 640e-6,
                              "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6}}, "1.250"),
 }
-#: the records that make the s52 step on the machine (rungs39, rungs49, rungs52 win)
-_S52_STEP_RECORDS = {"rowq8": {"cupy_rowwarp_pdl": 600e-6, "cupy_rowwarp_pdl_q8": 500e-6,
-                               "cupy_rowwarp_pdl_q8_tall": 480e-6},
-                     **_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_EXPQ8L_PAIRS_RECORD, **_XR_RECORD}
 
 
 @pytest.mark.parametrize("stage", sorted(_LD_DOWN_RUNGS))
