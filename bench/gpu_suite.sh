@@ -305,6 +305,12 @@
 #                 pair (the s52 step): the down asking for its later groups' weight lines in the L2 before its wait,
 #                 gate/up the shared expert's (the same bits); after gpu-tests-exp-l2pf and its record perop-expl2pf
 #     proofs54    rungs54's GPU tests alone
+#     rungs55     moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf with attention=cupy_splitk_bf16_deep_active_pdl over the step
+#                 now where it runs their plain forms (the s52 step), in one pair: rungs54's none (x1.012 / x1.011,
+#                 then x1.011 / x1.013 on an H100) stacked with the PDL attention skipping a short context's empty
+#                 slices (the same bits); after gpu-tests-exp-l2pf and gpu-tests-attn-act-pdl and their records
+#                 perop-expl2pf, perop-attnactpdl
+#     proofs55    rungs55's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -1158,6 +1164,10 @@ S53_HS_REG=$TMP/cuda-s53-exp-hs.toml
 # session 40's second rung (stage rungs54): the ids-once down with its later groups' weights asked into the L2 before
 # its wait, over the s52 step (the staged down tied: the hidden vector's round trips were not the down's wait)
 S54_L2PF_REG=$TMP/cuda-s54-exp-l2pf.toml
+# session 41's rung (stage rungs55): rungs54's none (x1.012 / x1.011 and x1.011 / x1.013, H100) stacked with the PDL
+# attention skipping a short context's empty slices (130 of the split's 132 at d=0: 17 MB of zero sums a MLA layer
+# written and read), over the s52 step
+S55_STACK_REG=$TMP/cuda-s55-stack.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1445,7 +1455,7 @@ timed() { local t=""; [ -r "$DONE/$1.tier" ] && { IFS= read -r t < "$DONE/$1.tie
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s54-exp-l2pf=S54_L2PF_REG decode-s53-exp-hs=S53_HS_REG decode-s52-xr-ld=S52_XRLD_REG decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s55-stack=S55_STACK_REG decode-s54-exp-l2pf=S54_L2PF_REG decode-s53-exp-hs=S53_HS_REG decode-s52-xr-ld=S52_XRLD_REG decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1522,6 +1532,7 @@ now_pairs() {
     decode-s52-xr-ld) echo $S52_PAIRS ;;
     decode-s53-exp-hs) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_hs ;;
     decode-s54-exp-l2pf) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf ;;
+    decode-s55-stack) echo $S55_PAIRS ;;
     decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
     decode-s47-oproj-norm) echo linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on ;;
     decode-s48-norm-folds) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
@@ -2043,6 +2054,7 @@ rung_parts() {
     rungs52) echo proof_xr52 s52_rung ;;
     rungs53) echo proof_exp_hs s53_rung ;;
     rungs54) echo proof_exp_l2pf s54_rung ;;
+    rungs55) echo proof_stack55 s55_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2601,6 +2613,48 @@ s54_rung() {
   ld_down_rung s54-exp-l2pf $S54_L2PF_REG cupy_rowwarp_pdl_q8_pairs_l2pf expl2pf exp-l2pf "the ids-once down asking \
 for its later groups' weight lines in the L2 before its PDL wait, while gate/up runs, and gate/up the shared \
 expert's rows while the router runs (the same bits as cupy_rowwarp_pdl_q8_pairs)"
+}
+proof_attn_act_pdl() {  # attention=cupy_splitk_bf16_deep_active_pdl (session 41): its bits and cache row against
+  # cupy_splitk_bf16 at five shapes in two dtypes, four chained MLA layers replayed from a graph at three positions, one
+  # captured call replayed at positions leaving 131 .. 0 slices empty; timed beside the step's PDL attention between
+  # the cat and the o_proj (its record $DJ/perop-attnactpdl-bfloat16.json). -k names deep_pdl too: the bit tests'
+  # names say deep_pdl, and the PDL form's own tests run again beside them (~15 s)
+  run gpu-tests-attn-act-pdl 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      -k "deep_pdl or active_pdl" tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py \
+      --junitxml="$R/gpu-tests-attn-act-pdl.xml"
+}
+proof_stack55() {  # rungs55's two: the l2pf experts' and the active PDL attention's
+  proof_exp_l2pf
+  proof_attn_act_pdl
+}
+# s55_rung: rungs54's l2pf experts and the active PDL attention swapped together over the step now where it runs their
+# plain forms (the s52 step: the ids-once pairs pair, the PDL attention), the captured gate, one pair: --expect from the
+# two records (the experts' chain against the ids-once pair, the attention's own time before the o_proj), --forecast
+# scaling the downs and the split and combine
+S55_PAIRS="moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf attention=cupy_splitk_bf16_deep_active_pdl"
+s55_rung() {
+  local name=s55-stack reg=$S55_STACK_REG base fe fa
+  base=$(now_reg decode-$name) || return 0
+  python3 bench/registry_selects.py $base moe_experts=cupy_rowwarp_pdl_q8_pairs_ld \
+      attention=cupy_splitk_bf16_deep_pdl > /dev/null || { log "decode-$name: left out (the step now, \
+$(basename $base), does not select moe_experts=cupy_rowwarp_pdl_q8_pairs_ld and attention=cupy_splitk_bf16_deep_pdl)"
+    return 0; }
+  fe=$(perop expl2pf cupy_rowwarp_pdl_q8_pairs_ld cupy_rowwarp_pdl_q8_pairs_l2pf)
+  fa=$(perop_own attnactpdl cupy_splitk_bf16_deep_pdl cupy_splitk_bf16_deep_active_pdl "no attention" $name)
+  proven_with_factor $name exp-l2pf "$fe" || return 0
+  proven_with_factor $name attn-act-pdl "$fa" || return 0
+  rebase $name $base
+  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
+  swap_all $name $reg $base "$S55_PAIRS" || { log "decode-$name: left out (its registry was not made)"; return 0; }
+  captured_gate $name $reg || return 0
+  forecast $name --scale moe_q4_k_downq8pdl=$fe --scale mla_split_mma=$fa --scale mla_combine_deep=$fa || return 0
+  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
+  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes moe_experts,attention \
+      --prediction $DJ/diag-decode-$name.json --expect "moe_experts=$fe,attention=$fa" \
+      --forecast $DJ/forecast-$name.json --change "$S55_PAIRS: rungs54's none (the l2pf experts) stacked with the \
+PDL attention skipping a short context's empty slices (the same bits), over $(basename $base), graph"
+  return 0
 }
 # ld_down_rung NAME REG IMPL STEM TESTS TEXT: rung decode-NAME, moe_experts=IMPL (a form of the ids-once pairs pair's
 # down) over the step now where its experts are that pair (the s52 step), after gpu-tests-TESTS passed and gave a
@@ -3845,7 +3899,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51|rungs52|rungs53|rungs54)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51|rungs52|rungs53|rungs54|rungs55)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -3858,7 +3912,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51|proofs52|proofs53|proofs54)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51|proofs52|proofs53|proofs54|proofs55)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -115,6 +115,9 @@ IMPLEMENTATIONS = [
     # before runs; the absorb and the up projection request their weights before they wait): the same bits
     ("attention", "cupy_splitk_bf16_deep_pdl", "sparkops_cupy.attention:attention_deep_pdl",
      bit_identical(to="cupy_splitk_bf16"), "attention.cu", ("_pdl.py",)),
+    # that PDL form with the active form's skip (a short context's empty slices neither written nor read): the same bits
+    ("attention", "cupy_splitk_bf16_deep_active_pdl", "sparkops_cupy.attention:attention_deep_active_pdl",
+     bit_identical(to="cupy_splitk_bf16"), "attention.cu", ("_pdl.py",)),
     # decode's router in one launch: a warp an expert's float32 logit, the last block of a token routes it; every
     # other call is the torch plugin's moe_router
     ("moe_router", "cupy_rowwarp", "sparkops_cupy.moe_router:moe_router_rowwarp", tolerance(), "moe_router.cu",
@@ -239,7 +242,8 @@ POLICIES = {
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_hs"): "sparkops_cupy._policies:experts_hs_passes",
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
-    ("attention", "cupy_splitk_bf16_deep_pdl"): "sparkops_cupy._policies:attention_deep_pdl_passes",
+    **{("attention", n): "sparkops_cupy._policies:attention_deep_pdl_passes"
+       for n in ("cupy_splitk_bf16_deep_pdl", "cupy_splitk_bf16_deep_active_pdl")},
     **{("moe_router", n): "sparkops_cupy._policies:router_passes"
        for n in ("cupy_rowwarp", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted")},
     ("add_rmsnorm_router", "cupy_rowwarp_pdl"): "sparkops_cupy._policies:norm_router_passes",

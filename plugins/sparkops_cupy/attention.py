@@ -6,7 +6,7 @@ block one slice of the context, a running softmax per head), combine (merges the
 bits. `attention_deep` (cupy_splitk_bf16_deep) is the same with the absorb's, the combine's and the up projection's
 loads in flight at once: the same bits. `attention_deep_active` (cupy_splitk_bf16_deep_active) is both at once. `attention_deep_pdl`
 (cupy_splitk_bf16_deep_pdl) is the deep form with its four launches made with programmatic dependent launch: the same
-bits.
+bits. `attention_deep_active_pdl` (cupy_splitk_bf16_deep_active_pdl) is that with the active form's skip: the same bits.
 The position is read on the device, so the host never synchronises and a captured decode step
 replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads, Lkv 512, R 64,
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
@@ -101,6 +101,17 @@ def attention_deep_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     the CUDA-core split (not the one-token bf16 tensor-core shape), the plain up projection (Lkv other than 512) - is
     launched plainly, as `attention_deep` launches it."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=False, deep=True, pdl=True)
+
+
+def attention_deep_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_deep_pdl` with the empty slices neither written nor read (`attention_active`'s skip, decided on the
+    device from pos): the step's attention since session 33 left the active form's skip behind when it took PDL. At
+    d = 0+64 the 48B's tensor-core split has 132 slices of which 2 hold rows, and the PDL form still writes, then its
+    combine reads, 130 x 64 KB of zero sums a layer (17 MB of the MLA layer's traffic); session 40's timeline has the
+    split and the combine adding 6.5 and 6.1 us a layer on the critical path at d = 0. At full depth no slice is empty
+    and nothing changes. The same kernels and arguments but skip_empty: the same bits as `attention`. Its stated
+    policy: `attention_deep_pdl`'s."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True)
 
 
 def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False):

@@ -405,11 +405,11 @@ def test_attention_active_gives_the_default_s_bits_from_nan_filled_buffers(lmax,
         assert torch.equal(outs[0], o) and torch.equal(caches[0], c)
 
 
-@pytest.mark.parametrize("form", ["attention_active", "attention_deep_active"])
+@pytest.mark.parametrize("form", ["attention_active", "attention_deep_active", "attention_deep_active_pdl"])
 def test_attention_active_replays_from_one_graph_at_every_position(nan_scratch, form):
-    """One captured call of the active form (and of the deep active one) replayed at positions that leave 131, 130,
-    ... 0 slices empty gives what the default form gives eagerly there (the skip is decided on the device, from
-    pos)."""
+    """One captured call of the active form (and of the deep active one, and its PDL form) replayed at positions that
+    leave 131, 130, ... 0 slices empty gives what the default form gives eagerly there (the skip is decided on the
+    device, from pos)."""
     fn = getattr(cu_attention, form)
     g = torch.Generator().manual_seed(3)
     args = _mla_inputs(g, 9000, 0)
@@ -459,29 +459,34 @@ def test_attention_deep_gives_the_default_s_bits(lmax, pos, t, dn, lkv, dtype, n
 @pytest.mark.parametrize("lmax,pos,t,dn,lkv", [(200, 63, 1, 128, 512), (9000, 8447, 1, 128, 512),
                                                (300, 40, 3, 128, 512), (300, 40, 1, 96, 512), (300, 40, 1, 128, 256)])
 def test_attention_deep_pdl_gives_the_default_s_bits(lmax, pos, t, dn, lkv, dtype, nan_scratch):
-    """cupy_splitk_bf16_deep_pdl (the deep kernels in their PDL forms, launched with programmatic dependent launch):
-    the same output and cache row as cupy_splitk_bf16, eagerly, on the tensor-core split (bf16, T = 1: all four PDL
-    kernels) and the shapes whose kernels launch plainly by its stated policy (three tokens or fp32: the CUDA-core
-    split; Dn = 96: the plain absorb; Lkv = 256: the plain up projection)."""
+    """cupy_splitk_bf16_deep_pdl (the deep kernels in their PDL forms, launched with programmatic dependent launch) and
+    cupy_splitk_bf16_deep_active_pdl (that with the empty slices skipped: 130 of 132 at pos 63): the same output and
+    cache row as cupy_splitk_bf16, eagerly, on the tensor-core split (bf16, T = 1: all four PDL kernels) and the
+    shapes whose kernels launch plainly by its stated policy (three tokens or fp32: the CUDA-core split; Dn = 96: the
+    plain absorb; Lkv = 256: the plain up projection)."""
     g = torch.Generator().manual_seed(lmax + pos + t + dn + lkv + 1)
     args = _mla_inputs(g, lmax, pos, t=t, dn=dn, lkv=lkv, dtype=dtype)
     outs, caches = [], []
-    for fn in (cu_attention.attention, cu_attention.attention_deep_pdl):
+    for fn in (cu_attention.attention, cu_attention.attention_deep_pdl, cu_attention.attention_deep_active_pdl):
         dev = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
         outs.append(fn(**dev))
         caches.append(dev["cache"])
     torch.cuda.synchronize()
     assert torch.isfinite(outs[0].float()).all()
-    assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
+    for o, c in zip(outs[1:], caches[1:]):  # the PDL form, then the active PDL one
+        assert torch.equal(outs[0], o) and torch.equal(caches[0], c)
 
 
-def test_attention_deep_pdl_waits_for_its_producers_in_a_captured_chain():
+@pytest.mark.parametrize("form", ["attention_deep_pdl", "attention_deep_active_pdl"])
+def test_attention_deep_pdl_waits_for_its_producers_in_a_captured_chain(form):
     """Four MLA layers chained as the step chains them - a PDL Q4_K GEMV (linear@Q4_K=cupy_rowwarp_pdl_q8_tall) makes
     each layer's q from the layer before's attention output, then the PDL attention - captured in one CUDA graph and
     replayed at three positions: each layer's output and written cache bitwise those of the same chain run eagerly
     with the plain cupy_splitk_bf16. A PDL kernel that read before its wait would read a stale q, qa, partial or obar
-    (the last replay's, or the last layer's). No NaN-filled scratch here: its fill kernels would sit between the PDL
-    launches and break the chain this tests."""
+    (the last replay's, or the last layer's). The active form too (`form`): its combine reads only the slices the
+    replay's position fills, the others holding the last replay's sums. No NaN-filled scratch here: its fill kernels
+    would sit between the PDL launches and break the chain this tests."""
+    attention = getattr(cu_attention, form)
     from sparkops_cupy._workloads import linear_workload
 
     linear = load_catalog().get("linear", "cupy_rowwarp_pdl_q8_tall").resolve()
@@ -508,12 +513,12 @@ def test_attention_deep_pdl_waits_for_its_producers_in_a_captured_chain():
             a["pos"].fill_(pos)
 
     restore(0)
-    chain(cu_attention.attention_deep_pdl, x0)  # compile, load the tables
+    chain(attention, x0)  # compile, load the tables
     torch.cuda.synchronize()
     restore(0)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        captured = chain(cu_attention.attention_deep_pdl, x0)
+        captured = chain(attention, x0)
     try:
         for p in (5, 63, 4000):
             restore(p)

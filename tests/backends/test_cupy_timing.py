@@ -947,16 +947,15 @@ def test_attention_deep_side_by_side():
               f"deep and active x{deep / both:.3f} over deep ({both * 1e6:.2f} us)")
 
 
-def test_attention_deep_pdl_before_the_o_proj_side_by_side():
-    """The rung's per-op evidence for attention=cupy_splitk_bf16_deep_pdl (stage rungs44): one token's MLA layer from
-    its latent row on, as the step runs it at d=0 (pos 63 of a 32832-row bf16 cache) - torch's cat of the normed latent
-    and its rope part (a plain kernel, the attention's predecessor in the step), the attention, then the o_proj GEMV
-    (2304 x 4096 Q4_K, linear@Q4_K=cupy_rowwarp_pdl_q8_tall, a PDL kernel: it requests its weights early only when the
-    kernel before lets it start; one of 8 weights a call, so that they come from DRAM as the step's do) - under the
-    step's cupy_splitk_bf16_deep and its PDL form, and the cat and o_proj alone ("no attention"), per layer and per
-    token (x the MLA layers), recorded as perop-attnpdl-bfloat16.json. `perop_factor.py --minus "no attention"` gives
-    the attention's own time in the chain (what the PDL o_proj gains after it included), the rung's --expect.
-    Asserted: each was captured and timed, and both forms gave the same bits. Which was faster is printed."""
+def _attention_before_the_o_proj(names: tuple[str, str], label: str, seed: int) -> dict:
+    """One token's MLA layer from its latent row on, as the step runs it at d=0 (pos 63 of a 32832-row bf16 cache) -
+    torch's cat of the normed latent and its rope part (a plain kernel, the attention's predecessor in the step), the
+    attention, then the o_proj GEMV (2304 x 4096 Q4_K, linear@Q4_K=cupy_rowwarp_pdl_q8_tall, a PDL kernel: it requests
+    its weights early only when the kernel before lets it start; one of 8 weights a call, so that they come from DRAM
+    as the step's do) - under the two attention forms `names`, and the cat and o_proj alone ("no attention"), per
+    layer and per token (x the MLA layers), recorded as perop-LABEL.json. `perop_factor.py --minus "no attention"`
+    gives each attention's own time in the chain (what the PDL o_proj gains after it included). Asserted: each was
+    captured and timed, and both forms gave the same bits. Returns the timings by name."""
     from gguf import GGMLQuantizationType as Q
 
     from sparkops.config import load_preset
@@ -966,12 +965,12 @@ def test_attention_deep_pdl_before_the_o_proj_side_by_side():
     layers = sum(k != "kda" for k in cfg.layer_kinds)
     lkv = cfg.kv_lora_rank
     cat = load_catalog()
-    attn = {n: cat.get("attention", n).resolve() for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_pdl")}
+    attn = {n: cat.get("attention", n).resolve() for n in names}
     linear = cat.get("linear", "cupy_rowwarp_pdl_q8_tall").resolve()
     o_sets, _ = linear_workload(Q.Q4_K, cfg.hidden_size, 4096, "o_proj", dtype=torch.bfloat16).build(
-        torch.device("cuda"), 44)
+        torch.device("cuda"), seed)
     w_o = [s["weight"] for s in o_sets[:8]]  # [D, N * Dv] Q4_K, 5.3 MB each: 42 MB, rotated past the L2's reuse
-    o_alone = torch.randn(1, 4096, generator=torch.Generator().manual_seed(44)).to("cuda", torch.bfloat16)
+    o_alone = torch.randn(1, 4096, generator=torch.Generator().manual_seed(seed)).to("cuda", torch.bfloat16)
 
     def layer(name):
         at = [0]
@@ -985,17 +984,35 @@ def test_attention_deep_pdl_before_the_o_proj_side_by_side():
 
     base = attention_workload(cfg, 32832, pos=63)
     work = Workload(base.op, base.label + ", after its cat, before its o_proj", base.build)
-    sets, _ = work.build(torch.device("cuda"), 44)
+    sets, _ = work.build(torch.device("cuda"), seed)
     outs = {}
     for n in attn:  # eager, once a set, the same cache rows written: both forms' outputs bit for bit
         outs[n] = [layer(n)(*s.values()) for s in sets]
     assert all(torch.equal(a, b) for a, b in zip(*outs.values()))
-    times = _per_layer(work, {n: layer(n) for n in (*attn, "no attention")}, 44, layers, "attnpdl-bfloat16")
+    times = _per_layer(work, {n: layer(n) for n in (*attn, "no attention")}, seed, layers, label)
     assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
-    a, b, alone = (times[n].seconds for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_pdl", "no attention"))
-    print(f"the PDL attention against the deep one before the o_proj: x{a / b:.3f} a layer "
+    a, b, alone = (times[n].seconds for n in (*names, "no attention"))
+    print(f"{names[1]} against {names[0]} before the o_proj: x{a / b:.3f} a layer "
           f"({'faster' if b < a else 'NOT faster'}: {b * 1e6:.2f} against {a * 1e6:.2f} us); its own time in the "
           f"chain {(b - alone) * 1e6:.2f} against {(a - alone) * 1e6:.2f} us")
+    return times
+
+
+def test_attention_deep_pdl_before_the_o_proj_side_by_side():
+    """The rung's per-op evidence for attention=cupy_splitk_bf16_deep_pdl (stage rungs44): the step's
+    cupy_splitk_bf16_deep and its PDL form between the cat and the o_proj (_attention_before_the_o_proj),
+    perop-attnpdl-bfloat16.json; the rung's --expect. Which was faster is printed."""
+    _attention_before_the_o_proj(("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_pdl"), "attnpdl-bfloat16", 44)
+
+
+def test_attention_active_pdl_before_the_o_proj_side_by_side():
+    """The rung's per-op evidence for attention=cupy_splitk_bf16_deep_active_pdl (stage rungs55): the step's
+    cupy_splitk_bf16_deep_pdl and the same with the empty slices skipped, between the cat and the o_proj at d=0 (2 of
+    132 slices hold rows; _attention_before_the_o_proj), perop-attnactpdl-bfloat16.json. Which was faster is
+    printed; at full depth nothing is skipped (test_attention_active_side_by_side's second record says what the
+    skip's test costs there)."""
+    _attention_before_the_o_proj(("cupy_splitk_bf16_deep_pdl", "cupy_splitk_bf16_deep_active_pdl"),
+                                 "attnactpdl-bfloat16", 55)
 
 
 def test_attention_active_side_by_side():

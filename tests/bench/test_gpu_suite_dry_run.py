@@ -86,7 +86,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expxpf": "test_experts_down_xpf_after_the_router_side_by_side",
            "q8xr": "test_q8_tall_xregs_after_the_gated_norm_side_by_side",
            "exphs": "test_experts_down_staged_after_the_router_side_by_side",
-           "expl2pf": "test_experts_down_l2pf_after_the_router_side_by_side"}
+           "expl2pf": "test_experts_down_l2pf_after_the_router_side_by_side",
+           "attnactpdl": "test_attention_active_pdl_before_the_o_proj_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3531,6 +3532,59 @@ def test_the_ld_down_rungs_are_left_out_over_a_step_whose_experts_are_not_the_id
         "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld)" in log, log
     assert not (machine / f"cuda-{name}.toml").exists()
     assert not any(f"cuda-{name}" in c for c in calls), calls
+
+
+#: rungs55's two records: the experts' ids-once column 800 -> 640 us (x1.250), the attention's own time before the
+#: o_proj 120 -> 100 us a token (220 - 100 against 200 - 100: x1.200)
+_STACK55_RECORDS = {"expl2pf": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_l2pf": 640e-6,
+                                "cupy_rowwarp_pdl_q8_pairs_ld": 800e-6},
+                    "attnactpdl": {"cupy_splitk_bf16_deep_pdl": 220e-6, "cupy_splitk_bf16_deep_active_pdl": 200e-6,
+                                   "no attention": 100e-6}}
+
+
+def test_rungs55_stacks_the_l2pf_experts_with_the_active_pdl_attention_over_the_s52_step(tmp_path):
+    """Session 41's rung: over the s52 step (the ids-once pairs pair, the PDL attention), rungs55 runs both proofs
+    (-k l2pf, which writes perop-expl2pf; -k "deep_pdl or active_pdl" over the attention's kernel and timing tests,
+    perop-attnactpdl), swaps both forms in together, one captured gate, one pair with --expect from the two records (the
+    experts against the ids-once column; the attention's own time in its chain) and a forecast scaling the downs and
+    the attention's split and combine."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs55",
+                                             records={**_S52_STEP_RECORDS, **_STACK55_RECORDS})
+    assert log.index("] decode-s52-xr-ld (limit") < log.index("] gpu-tests-exp-l2pf (limit") \
+        < log.index("] gpu-tests-attn-act-pdl (limit") < log.index("] swap-s55-stack (limit") \
+        < log.index("] gate-captured-s55-stack (limit") < log.index("] decode-s55-stack (limit")
+    line = next(x for x in log.splitlines() if "] gpu-tests-attn-act-pdl (limit" in x)
+    assert "-k deep_pdl or active_pdl tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py" in line, line
+    decode = _rung_timed_once(calls, machine, "s55-stack", "moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf "
+                              "attention=cupy_splitk_bf16_deep_active_pdl", "cuda-s52-xr-ld.toml",
+                              "moe_experts=1.250,attention=1.200")
+    assert "--changes moe_experts,attention " in decode, decode
+    scales = json.loads((machine / "suite-diag" / "forecast-s55-stack.json").read_text())["all"]["changes"]
+    assert "--scale moe_q4_k_downq8pdl=1.25" in scales and "--scale mla_split_mma=1.2" in scales \
+        and "--scale mla_combine_deep=1.2" in scales, scales
+
+
+def test_rungs55_is_left_out_when_the_attention_proof_failed(tmp_path):
+    """The active PDL attention's GPU tests failed over the s52 step: no swap, no gate, no pair (the experts' proof
+    passed)."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs55",
+                                             records={**_S52_STEP_RECORDS, **_STACK55_RECORDS},
+                                             extra_env={"STUB_FAIL_MATCH": "active_pdl"})
+    assert "] gpu-tests-exp-l2pf rc=0" in log and "] gpu-tests-attn-act-pdl rc=1" in log, log
+    assert "decode-s55-stack: left out" in log, log
+    assert not (machine / "cuda-s55-stack.toml").exists()
+    assert not any("cuda-s55-stack" in c for c in calls), calls
+
+
+def test_rungs55_is_left_out_over_a_step_that_does_not_run_the_plain_forms(tmp_path):
+    """Over the s49 step (the pairs pair with its plain down) the swap would change the down's id reads too: no swap,
+    no gate, no pair."""
+    recs = {**_NORMWAIT_RECORD, **_ATTNPDL_RECORD, **_EXPQ8W_RECORD, **_STACK55_RECORDS}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs49 rungs55", records=recs)
+    assert "decode-s55-stack: left out (the step now, cuda-s49-nones.toml, does not select " \
+        "moe_experts=cupy_rowwarp_pdl_q8_pairs_ld and attention=cupy_splitk_bf16_deep_pdl)" in log, log
+    assert not (machine / "cuda-s55-stack.toml").exists()
+    assert not any("cuda-s55-stack" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,
