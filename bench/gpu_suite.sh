@@ -810,6 +810,18 @@
 #     bash bench/gpu_lanes.sh 560 "rungs54" ""         # the l2pf down over s52 (its proofs, diagnosis, gate, pair)
 #     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # on an H200: the s52 step's first figures at 131072
 #     SUITE_TIMED="<session 33's list> decode-s49-nones" bash bench/gpu_lanes.sh 560 "rungs52" ""   # on an H200
+# Session 41 (bench/gpu-runs/2026-12-06-session41/README.md): three calls on one H100, then twelve requests found no
+# machine. rungs54 (the l2pf experts) timed x1.012 / x1.011, then x1.011 / x1.013 (call 3: SUITE_REDO=1 with
+# SUITE_SKIP="gpu-tests-exp-l2pf" re-times a pair on a warm machine): a none, the step stays s52; its B arm raised the
+# H100 frontier to 554.9 / 528.0. Written after the calls: attention=cupy_splitk_bf16_deep_active_pdl and rungs55
+# (the l2pf experts and the active PDL attention over s52). Next session (the first fresh machine re-proves the
+# attention implementations, whose attention.py changed after call 3's registries; ~30 s):
+#     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld" SUITE_PREFILL_BASE=bf16
+#     bash bench/gpu_lanes.sh 570 "rungs55" ""         # ~470 s fresh: both proofs, s52's diagnosis, gate, one pair
+#     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # on an H200: the s52 step's first figures at 131072
+#     SUITE_TIMED="<session 33's list> decode-s49-nones" bash bench/gpu_lanes.sh 560 "rungs52" ""   # on an H200
+#   If rungs55 wins, add decode-s55-stack to SUITE_TIMED before frontier131k. A proofs-only call skips the registry
+#   restore with SUITE_RCACHE_FILE pointing at an empty tarball (tar -czf /tmp/e.tgz -T /dev/null).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
