@@ -88,7 +88,8 @@
 #     probe_ncu_source_router  the step's PDL router (bf16 activations) with Nsight Compute's per-instruction stall
 #                 samples (CSV; bench/probes/ncu_source_table.py)
 #     probe_router_anatomy  the step's router after its norm with stages left out (RT_PROBE: no routing, no
-#                 arrival, no read of x) and at 1, 2, 4 warps a block (bench/probes/router_anatomy.py; ~30 s)
+#                 arrival, no read of x; the routing split into its outputs' writes, its loads, its scores and its
+#                 picks) and at 1, 2, 4 warps a block (bench/probes/router_anatomy.py; ~45 s)
 #     probe_fold  the norm folds' kernels (MoE down, o_proj) with stages left out (RAN_PROBE: no norm, no arrival,
 #                 the norm's loop form, the scalar norm of sessions 36-38), with and without PDL, beside the plain op
 #                 (bench/probes/fold_anatomy.py)
@@ -815,13 +816,17 @@
 # SUITE_SKIP="gpu-tests-exp-l2pf" re-times a pair on a warm machine): a none, the step stays s52; its B arm raised the
 # H100 frontier to 554.9 / 528.0. Written after the calls: attention=cupy_splitk_bf16_deep_active_pdl and rungs55
 # (the l2pf experts and the active PDL attention over s52). Next session (the first fresh machine re-proves the
-# attention implementations, whose attention.py changed after call 3's registries; ~30 s):
+# attention and router implementations, whose sources changed after call 3's registries; ~30-60 s):
 #     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld" SUITE_PREFILL_BASE=bf16
 #     bash bench/gpu_lanes.sh 570 "rungs55" ""         # ~470 s fresh: both proofs, s52's diagnosis, gate, one pair
 #     bash bench/gpu_lanes.sh 560 "frontier131k" ""   # on an H200: the s52 step's first figures at 131072
 #     SUITE_TIMED="<session 33's list> decode-s49-nones" bash bench/gpu_lanes.sh 560 "rungs52" ""   # on an H200
 #   If rungs55 wins, add decode-s55-stack to SUITE_TIMED before frontier131k. A proofs-only call skips the registry
 #   restore with SUITE_RCACHE_FILE pointing at an empty tarball (tar -czf /tmp/e.tgz -T /dev/null).
+#   With the machine warm after rungs55: bash bench/gpu_lanes.sh 120 "probe_router_anatomy" "" (~45 s), the
+#   routing's 2.76 us split by what its warp does (the critical-path model on session 40's timeline: 2 us less a
+#   router is x1.029 on the step, the largest lead it ranks). moe_router.cu's probe stages changed its source (the
+#   registered build's SASS is unchanged), so the router implementations are re-proven by that mend too.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

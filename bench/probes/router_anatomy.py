@@ -7,7 +7,11 @@ experts' gate/up. Its launch starts ~0.9 µs after the norm does and ends ~5.7 �
 that time (the weight stream, x's read after the wait, the arrival, the last block's routing) is measured here by
 leaving stages out, as METHOD.md says to place time inside a kernel without counters: kernels/moe_router.cu compiled
 with RT_PROBE = 0 (the whole router, the step's bits), 1 (no routing), 2 (no arrival either), 3 (no read of x
-either: the wait, the weights and the store).
+either: the wait, the weights and the store). Session 32's run put half the router in the routing (2.76 µs a layer),
+and a routing rebuilt with fewer serial picks gained only ~0.15 of it; so the routing itself is split too (written in
+session 41, not yet run): -4 (the last block's warp only writes the outputs), -1 (it first loads the logits row and
+the biases as the routing does), -2 (and forms the scores and choosers: sigmoid, bias). The picks and the weights'
+normalization are the whole router less -2; the loads -1 less -4; the writes -4 less 1.
 
 Each variant runs as the step runs it: PAIRS pairs of add_rmsnorm ("triton_pdl", letting the next kernel start) and
 the router launched with PDL, each pair over its own random weight (PAIRS x 2.36 MB, past the L2), bf16 activations,
@@ -26,8 +30,19 @@ import sys
 
 import torch
 
-#: RT_PROBE value -> what the kernel leaves out
-STAGES = {0: "the whole router", 1: "no routing", 2: "no arrival, no routing", 3: "no read of x, no arrival, no routing"}
+#: RT_PROBE value -> what the kernel leaves out (the negative ones keep the arrival and split the routing: what the
+#: last block's warp does of it; each writes the token's outputs)
+STAGES = {0: "the whole router", -2: "routing: loads, scores, no picks", -1: "routing: loads only, no scores",
+          -4: "routing: the outputs written only", 1: "no routing", 2: "no arrival, no routing",
+          3: "no read of x, no arrival, no routing"}
+
+
+def routing_parts(router_us: dict[int, float]) -> dict[str, float]:
+    """The routing's parts (µs a layer) from the router's time under each RT_PROBE value: what each variant adds to
+    the one below it. They sum to the whole router less its no-routing variant."""
+    r = router_us
+    return {"picks_and_weights": r[0] - r[-2], "scores": r[-2] - r[-1], "loads": r[-1] - r[-4],
+            "output_writes": r[-4] - r[1]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,11 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     results["bitwise_vs_registered"] = same
     print(f"the whole router's last output bitwise the registered implementation's: {same}")
     base = results["variants"]["RT_PROBE=0 warps=2"]["router_us"]
-    steps = [results["variants"][f"RT_PROBE={p} warps=2"]["router_us"] for p in STAGES]
-    results["stage_us"] = {"routing": steps[0] - steps[1], "arrival": steps[1] - steps[2], "x_read": steps[2] - steps[3],
-                           "wait_weights_store": steps[3]}
+    r = {p: results["variants"][f"RT_PROBE={p} warps=2"]["router_us"] for p in STAGES}
+    results["stage_us"] = {"routing": r[0] - r[1], "arrival": r[1] - r[2], "x_read": r[2] - r[3],
+                           "wait_weights_store": r[3]}
+    results["routing_us"] = routing_parts(r)
     print("the router's time by stage (us a layer): " + ", ".join(f"{n} {v:.2f}" for n, v in results["stage_us"].items())
           + f" (whole {base:.2f})")
+    print("the routing by what its warp does (us a layer): "
+          + ", ".join(f"{n} {v:.2f}" for n, v in results["routing_us"].items()))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

@@ -31,7 +31,10 @@
 #define RT_MAXNREG 200
 // RT_PROBE: a stage left out, for bench/probes/router_anatomy.py alone (every registered build compiles it as 0, the
 // whole router): 1 leaves out the routing (the last block of a token only zeroes its counter), 2 the arrival too (each
-// block stores its logits and ends), 3 x too (a logit is its weights' sum: nothing is read after the wait)
+// block stores its logits and ends), 3 x too (a logit is its weights' sum: nothing is read after the wait). Negative
+// values keep the arrival and split the routing's 2.76 us (GPU session 32) by what the last block's warp does
+// (rt_route_probe): -4 only writes the token's outputs (lane k: id k, weight 1 / top_k), -1 first loads the logits row
+// and the biases as rt_route does (the outputs their warp sum), -2 also forms the scores and choosers (sigmoid, bias)
 #ifndef RT_PROBE
 #define RT_PROBE 0
 #endif
@@ -119,6 +122,40 @@ __device__ __forceinline__ float rt_logit(const void* __restrict__ x, const floa
 }
 
 
+#if RT_PROBE < 0
+// the probe's partial routing by one warp (RT_PROBE above), the lanes' experts as rt_route<RT_SLOTS_FEW> holds them
+// (E <= 256: the 48B's); every variant writes the same outputs, so the differences between them are its stages
+__device__ __forceinline__ void rt_route_probe(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
+                                               float* __restrict__ w_out, i64* __restrict__ id_out, int E, int top_k,
+                                               int lane) {
+    float acc = 1.0f / (float)top_k;
+    if (RT_PROBE != -4) {
+        float s[RT_SLOTS_FEW], c[RT_SLOTS_FEW];
+#pragma unroll
+        for (int j = 0; j < RT_SLOTS_FEW; ++j) {  // rt_route's loads: every one issued before any is used
+            const int e = min(j * 32 + lane, E - 1);
+            s[j] = __ldcg(logits + t * E + e);
+            c[j] = __ldg(bias + e);
+        }
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RT_SLOTS_FEW; ++j) {
+            if (RT_PROBE <= -2) {  // rt_route's scores and choosers
+                const bool ok = j * 32 + lane < E;
+                s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+                c[j] = ok ? s[j] + c[j] : 0.0f;
+            }
+            sum += s[j] + c[j];
+        }
+        acc = warp_sum(sum);
+    }
+    if (lane < top_k) {
+        w_out[t * top_k + lane] = acc;
+        id_out[t * top_k + lane] = (i64)lane;
+    }
+}
+#endif
+
 // PDL: every thread waits for the kernel before before it touches anything a kernel writes (x, the logits scratch, the
 // arrival counter, the outputs); a warp with an expert first requests its weight row (rt_logit)
 template <int DT, bool PDL = false>
@@ -146,6 +183,11 @@ __device__ __forceinline__ void rt_token(const void* __restrict__ x, const float
         if (threadIdx.x == 0) cnt[t] = 0;
         return;
     }
+#if RT_PROBE < 0
+    rt_route_probe(t, logits, bias, w_out, id_out, E, top_k, threadIdx.x);
+    if (threadIdx.x == 0) cnt[t] = 0;
+    return;
+#endif
     if (E <= 32 * RT_SLOTS_FEW)
         rt_route<RT_SLOTS_FEW>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
     else
