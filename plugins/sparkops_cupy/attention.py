@@ -105,12 +105,12 @@ def attention_deep_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
 
 def attention_deep_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     """`attention_deep_pdl` with the empty slices neither written nor read (`attention_active`'s skip, decided on the
-    device from pos): the step's attention since session 33 left the active form's skip behind when it took PDL. At
-    d = 0+64 the 48B's tensor-core split has 132 slices of which 2 hold rows, and the PDL form still writes, then its
-    combine reads, 130 x 64 KB of zero sums a layer (17 MB of the MLA layer's traffic); session 40's timeline has the
-    split and the combine adding 6.5 and 6.1 us a layer on the critical path at d = 0. At full depth no slice is empty
-    and nothing changes. The same kernels and arguments but skip_empty: the same bits as `attention`. Its stated
-    policy: `attention_deep_pdl`'s."""
+    device from pos). The step's attention (the PDL form, in the step since s49) left that skip behind. At d = 0+64
+    the 48B's tensor-core split has 132 slices of which 2 hold rows, and the PDL form still writes, then its combine
+    reads, 130 x 64 KB of zero sums a layer (17 MB of the MLA layer's traffic); session 40's timeline has the split
+    and the combine adding 6.5 and 6.1 us a layer on the critical path at d = 0. At full depth no slice is empty and
+    nothing changes. The same kernels and arguments but skip_empty: the same bits as `attention`. Its stated policy:
+    `attention_deep_pdl`'s."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True)
 
 
