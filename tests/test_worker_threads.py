@@ -57,7 +57,8 @@ def test_a_run_with_two_workers_gives_each_one_thread():
     """End to end, as the README's command runs: `pytest -n 2` with none of the variables in its environment runs
     the worker's check above (it must pass, not be skipped), so the controller set them before its workers
     started."""
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS and k != SET_MARKER}
+    env = {k: v for k, v in os.environ.items()  # as a fresh shell: none of ours, and not inside this run's worker
+           if k not in THREAD_VARS and k != SET_MARKER and not k.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT_TEST"))}
     node = "tests/test_worker_threads.py::test_this_worker_runs_its_cpu_libraries_on_one_thread"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:cacheprovider", "-rs", node],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
