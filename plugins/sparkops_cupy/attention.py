@@ -110,7 +110,7 @@ def attention_deep_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     reads, 130 x 64 KB of zero sums a layer (17 MB of the MLA layer's traffic); session 40's timeline has the split
     and the combine adding 6.5 and 6.1 us a layer on the critical path at d = 0. At full depth no slice is empty and
     nothing changes. The same kernels and arguments but skip_empty: the same bits as `attention`. Its stated policy:
-    `attention_deep_pdl`'s."""
+    `attention_deep_pdl`'s. Written in session 41, not yet run on a GPU (stage proofs55 / rungs55)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True)
 
 
