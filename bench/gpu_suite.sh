@@ -166,6 +166,9 @@
 #                 beside rungs25
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
+#     frontier_now  issue #10's rows at 0 and 32768 under the step now (the newest rung SUITE_TIMED or this machine
+#                 timed as a win, each rung's registry made by its swaps here), one arm against the frontier: a
+#                 machine kind's figures for a step whose rungs another kind timed
 #     rungs26     moe_experts=cupy_rowwarp_pdl_shared over the step now (session 23's, or a rungs25 rung that won):
 #                 the shared expert's gate/up rows requested before the wait for the router, after its GPU tests
 #                 (gpu-tests-exp-shared: the bits, and the norm-router-experts chain timed) and its captured gate;
@@ -4275,6 +4278,18 @@ frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9'
   [ -f $M1 ] && [ -f $IQ1S_REG ] && run decode131k-iq1s-now 200 sparkops bench decode --model $M1 --depth 131072 \
       --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --graph A $GATE $FILL_LEAN \
       --change "the step now ($(basename $NOW_REG)) with moe_experts@IQ1_S=triton_prefetch, one CUDA graph per step (IQ1_S mix)"
+  ;;
+frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a
+  # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and
+  # s55). Each rung SUITE_TIMED names is made by its swaps here first, so each change is proven on this machine; the
+  # row is the step's figure, not a rung (no pair, no --changes: its gain over the frontier is no change's tier)
+  s22_step frontier_now || continue
+  if timed decode-s23-nones && ! s23_step; then log "frontier_now: no session-23 step ($S23_REG)"; continue; fi
+  timed decode-s23-nones && { now_chain frontier_now || continue; }
+  NOW_REG=$(now_reg) || { log "frontier_now: no step now on this machine"; continue; }
+  log "the step now: $NOW_REG"
+  run decode-now 240 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $NOW_REG \
+      --graph A $GATE $FILL_LEAN --change "the step now ($(basename $NOW_REG)), one CUDA graph per step"
   ;;
 iq1s131k)
   prereq_lean || continue

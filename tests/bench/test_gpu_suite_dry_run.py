@@ -3587,6 +3587,36 @@ def test_rungs55_is_left_out_over_a_step_that_does_not_run_the_plain_forms(tmp_p
     assert not any("cuda-s55-stack" in c for c in calls), calls
 
 
+def test_frontier_now_makes_the_named_steps_by_their_swaps_and_times_the_newest_once(tmp_path):
+    """An H200 whose frontier stands at an older step: frontier_now makes every rung SUITE_TIMED names by its swaps
+    (each proven here), oldest first, then times the newest, the s55 step, at 0 and 32768 in one arm (no --vs, no
+    --changes: its row is the step's figure against the frontier, not a rung's tier)."""
+    named = " decode-s28-exp-q8h decode-s32-lmhead-x16 decode-s39-q8-tall decode-s49-nones decode-s52-xr-ld " \
+        "decode-s55-stack"
+    log, calls, machine = _over_the_x16_step(tmp_path, "frontier_now", extra_env={"SUITE_TIMED": S23_TIMED + named})
+    step = machine / "cuda-s55-stack.toml"
+    assert f"the step now: {step}" in log, log[-3000:]
+    swaps = [c for c in calls if c.startswith("swap ")]
+    order = [next(i for i, c in enumerate(swaps) if part in c) for part in
+             ("cupy_rowwarp_pdl_q8_tall", "triton_pdl_wait", "cupy_rowwarp_pdl_q8_tall_xr", "_q8_pairs_l2pf")]
+    assert order == sorted(order), swaps
+    rows = [c for c in calls if c.startswith("bench decode") and "--vs" not in c]  # (the snapshot's rungs: pairs)
+    assert len(rows) == 1, rows
+    assert f"--registry {step} " in rows[0] and "--depth 0,32768 " in rows[0] and "--graph A " in rows[0], rows
+    assert "--vs" not in rows[0] and "--changes" not in rows[0] and "--expect" not in rows[0], rows
+
+
+def test_frontier_now_times_nothing_when_a_named_step_cannot_be_made(tmp_path):
+    """A rung SUITE_TIMED names whose swap fails here: no older step stands in for it; nothing is timed."""
+    named = " decode-s28-exp-q8h decode-s32-lmhead-x16 decode-s39-q8-tall decode-s49-nones decode-s52-xr-ld " \
+        "decode-s55-stack"
+    log, calls, _ = _over_the_x16_step(tmp_path, "frontier_now", extra_env={
+        "SUITE_TIMED": S23_TIMED + named, "STUB_SWAP_REFUSE": "attention=cupy_splitk_bf16_deep_active_pdl"})
+    assert not any(c.startswith("bench decode") and "--vs" not in c for c in calls), calls
+    assert "frontier_now: decode-s55-stack's registry was not made" in log, log[-3000:]
+    assert "the step now:" not in log, log[-3000:]
+
+
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,
                                "no experts": 200e-6}}
 
