@@ -32,7 +32,7 @@ KNOWN = {
                        "moe_q4_k_gateupq8hwxpdl_bf16", "moe_q4_k_downq8cp1pdl", "moe_q4_k_downq8cp3pdl",
                        "moe_q4_k_downq8cp6pdl", "moe_q4_k_downq8idspdl", "moe_q4_k_downq8aheadpdl",
                        "moe_q4_k_downq8hspdl", "moe_q4_k_downq8l2pfpdl"},
-    "moe_router.cu": {"moe_router_rowwarp_pdl", "moe_router_rowwarp_pdl_sorted"},
+    "moe_router.cu": {"moe_router_rowwarp_pdl", "moe_router_rowwarp_pdl_sorted", "moe_router_rowwarp_pdl_merge"},
     "moe_down_norm.cu": {"moe_q4_k_downq8normpdl"},  # with moe_rowwarp.cu's, which it includes
     "linear_norm.cu": {"linear_q4_k_rowwarpnormpdl_f32", "linear_q4_k_rowwarpnormpdl_bf16",
                        "linear_q4_k_rowwarpnormpdl_f16"},  # with linear_rowwarp.cu's, which it includes

@@ -132,6 +132,11 @@ IMPLEMENTATIONS = [
     ("moe_router", "cupy_rowwarp_pdl_sorted", "sparkops_cupy.moe_router:moe_router_rowwarp_pdl_sorted",
      bit_identical(to="cupy_rowwarp"), "moe_router.cu",
      ("../sparkops_torch/_common.py", "../sparkops_torch/moe_router.py", "_pdl.py")),
+    # that PDL launch with the picks made without pick rounds (each lane's experts sorted by a network, the lanes'
+    # lists merged in 5 butterfly rounds): the same bits
+    ("moe_router", "cupy_rowwarp_pdl_merge", "sparkops_cupy.moe_router:moe_router_rowwarp_pdl_merge",
+     bit_identical(to="cupy_rowwarp"), "moe_router.cu",
+     ("../sparkops_torch/_common.py", "../sparkops_torch/moe_router.py", "_pdl.py")),
     # decode's residual add, FFN norm and router in one PDL launch: every warp norms the token's row itself and dots it
     # with its expert's row (the sum of squares in another order than the Triton norm's: the tolerance row); every
     # other call is the torch plugin's add_rmsnorm_router (its add_rmsnorm, then its moe_router)
@@ -245,7 +250,7 @@ POLICIES = {
     **{("attention", n): "sparkops_cupy._policies:attention_deep_pdl_passes"
        for n in ("cupy_splitk_bf16_deep_pdl", "cupy_splitk_bf16_deep_active_pdl")},
     **{("moe_router", n): "sparkops_cupy._policies:router_passes"
-       for n in ("cupy_rowwarp", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted")},
+       for n in ("cupy_rowwarp", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted", "cupy_rowwarp_pdl_merge")},
     ("add_rmsnorm_router", "cupy_rowwarp_pdl"): "sparkops_cupy._policies:norm_router_passes",
     ("moe_experts_add_rmsnorm", "cupy_rowwarp_pdl_q8_hidden_norm"): "sparkops_cupy._policies:experts_norm_passes",
     ("linear_add_rmsnorm", "cupy_rowwarp_pdl_norm"): "sparkops_cupy._policies:linear_norm_passes",

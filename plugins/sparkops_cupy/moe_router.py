@@ -39,6 +39,16 @@ pair it took 6.99 against 7.20 us a layer, then 6.98 against 7.06: x1.012-1.030,
 The picks and the biases were not where the tail's time goes. Registered, selected by no registry (a rung would be
 forecast ~x1.002).
 
+"cupy_rowwarp_pdl_merge" (`moe_router_rowwarp_pdl_merge`, session 42): GPU session 42's probe split the routing's
+2.79 us (H100): the top-8 picks and the weights 1.71, the scores 0.69, the loads 0.26, the writes 0.12. rt_route's
+picks are a chain of 8 rounds (two warp reductions, a divergent rescan and a shuffle each); the sorted form's, a
+reduction and a ballot each. This form has no pick rounds: each lane sorts its 8 experts by a 64-bit rank (the
+chooser's order, then the lower id) with Batcher's 19-exchange network, and the warp merges its 32 lists in 5 butterfly
+rounds of shuffles, each lane keeping the top 8 of its and its partner's, so every lane ends with the warp's top 8 in
+rt_route's order; pick k's score is read from shared memory. The same order, sum and division: bit_identical to
+cupy_rowwarp. Where a lane would hold more than 8 experts (E > 256) or top_k > 8 the kernel routes by rt_route, the
+same bits. Not yet run on a GPU.
+
 Its stated policy for every other call: the torch plugin's moe_router (float32, the same contract), for more than
 ROUTER_MAX_T tokens (a prefill chunk: a GEMM's work), a weight that is not float32, a row length that is not a
 multiple of 4, more than 32 x 16 experts, top_k or n_group above 32 (one warp routes: a lane a group, a lane a pick).
@@ -108,6 +118,14 @@ def moe_router_rowwarp_pdl_sorted(x, weight, bias, top_k, n_group, topk_group, s
     cupy_rowwarp; every other call by its stated policy."""
     return _route(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, pdl=True,
                   kernel="moe_router_rowwarp_pdl_sorted")
+
+
+def moe_router_rowwarp_pdl_merge(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps):
+    """Implementation "cupy_rowwarp_pdl_merge": cupy_rowwarp_pdl with the routing's picks made by a sorting network and
+    a butterfly merge of the lanes' lists (no pick rounds). The same rule, order and sums: the same bits as
+    cupy_rowwarp; every other call by its stated policy."""
+    return _route(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, pdl=True,
+                  kernel="moe_router_rowwarp_pdl_merge")
 
 
 def _route(x, weight, bias, top_k, n_group, topk_group, scale, renorm_eps, pdl: bool, kernel: str | None = None):

@@ -115,41 +115,53 @@ def test_rowwarp_router_hands_other_calls_to_the_torch_plugin(change):
     assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
 
 
-# ---- the sorted routing tail (cupy_rowwarp_pdl_sorted): cupy_rowwarp's bits ----
+# ---- the other routing forms: the sorted tail (cupy_rowwarp_pdl_sorted) and the merged picks
+# (cupy_rowwarp_pdl_merge), each cupy_rowwarp's bits; -k sorted or -k merge picks one form's tests ----
+
+#: form id -> its launch (the ids are what the suite's proofs select by)
+ROUTING_FORMS = {"sorted": cmr.moe_router_rowwarp_pdl_sorted, "merge": cmr.moe_router_rowwarp_pdl_merge}
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("t", [1, 3, 8])
 @pytest.mark.parametrize("d,e,k,n_group,topk_group", [
     (2304, 256, 8, 1, 1),  # the 48B: 8 experts a routing lane
+    (2304, 256, 1, 1, 1),  # top-1: only lane 0 picks
     (4096, 64, 6, 8, 4),  # groups
-    (7168, 512, 32, 32, 7),  # the limits: 16 experts a lane, top-32 (every lane a pick), 32 groups
+    (7168, 512, 32, 32, 7),  # the limits: 16 experts a lane, top-32 (every lane a pick), 32 groups (merge: rt_route's)
+    (1024, 257, 8, 1, 1),  # one expert past 8 a lane: merge hands the routing to rt_route
     (12, 37, 5, 1, 1),  # experts not a multiple of 32: lanes whose lists end early
     (64, 20, 3, 5, 3),
+    (64, 9, 8, 1, 1),  # top-8 of 9 experts: 23 lanes with no expert at all
 ])
-def test_sorted_router_gives_cupy_rowwarps_bits(dtype, t, d, e, k, n_group, topk_group):
-    """The sorted tail changes how the routing warp finds its picks, not which: its weights and ids equal
+@pytest.mark.parametrize("form", sorted(ROUTING_FORMS))
+def test_routing_form_gives_cupy_rowwarps_bits(form, dtype, t, d, e, k, n_group, topk_group):
+    """A routing form changes how the routing warp finds its picks, not which: its weights and ids equal
     cupy_rowwarp's bit for bit (outputs pre-filled: the launch writes every element), and the counters end at zero."""
     args = _on(_args(d + e + t + 1, t, d, e, k, n_group, topk_group, dtype), DEV)
     want_w, want_ids = cmr.moe_router_rowwarp(**args)
-    got_w, got_ids = cmr.moe_router_rowwarp_pdl_sorted(**args)
+    got_w, got_ids = ROUTING_FORMS[form](**args)
     torch.cuda.synchronize()
     assert torch.equal(got_ids, want_ids), (got_ids, want_ids)
     assert torch.equal(got_w, want_w)
     assert not cmr.pool_on(DEV).any(), "a launch left an arrival counter above zero"
 
 
-def test_sorted_router_breaks_exact_ties_as_the_reference_does():
+@pytest.mark.parametrize("form", sorted(ROUTING_FORMS))
+def test_routing_form_breaks_exact_ties_as_the_reference_does(form):
     """Experts 1, 2 and 33 get one weight row and one bias, the largest: 1 and 33 sit in one routing lane (its list
-    must keep them in slot order), 2 in another (a tie of keys across lanes: the second reduction). The reference's
-    stable sort orders them 1, 2, 33; the sorted tail must too, and give cupy_rowwarp's bits. Then the grouped tie case
-    of test_rowwarp_router_breaks_exact_ties_to_the_lower_expert the same way."""
+    must keep them in slot order), 2 in another (a tie of keys across lanes: the sorted form's second reduction, the
+    merge's id half of the rank). The reference's stable sort orders them 1, 2, 33; the form must too, and give
+    cupy_rowwarp's bits. Then the grouped tie case of test_rowwarp_router_breaks_exact_ties_to_the_lower_expert the
+    same way."""
+    route = ROUTING_FORMS[form]
     args = _args(5, 2, 256, 64, 12)
     for e in (2, 33):
         args["weight"][e] = args["weight"][1]
     args["bias"][[1, 2, 33]] = 2.0
     _, ref_ids = load_catalog().reference("moe_router").resolve()(**args)
     assert ref_ids[:, :3].tolist() == [[1, 2, 33]] * 2, ref_ids  # the case is what it says
-    got_w, got_ids = cmr.moe_router_rowwarp_pdl_sorted(**_on(args, DEV))
+    got_w, got_ids = route(**_on(args, DEV))
     assert torch.equal(got_ids.cpu(), ref_ids), (got_ids.cpu(), ref_ids)
     assert torch.equal(got_w, cmr.moe_router_rowwarp(**_on(args, DEV))[0])
     _judge(args, (got_w.cpu(), got_ids.cpu()))
@@ -158,20 +170,22 @@ def test_sorted_router_breaks_exact_ties_as_the_reference_does():
     grouped["bias"][:16] += 1.0
     grouped["bias"][1:6] = grouped["bias"][0]
     grouped["bias"][8:16] = -5.0
-    got = cmr.moe_router_rowwarp_pdl_sorted(**_on(grouped, DEV))
+    got = route(**_on(grouped, DEV))
     want = cmr.moe_router_rowwarp(**_on(grouped, DEV))
     assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
 
 
-def test_sorted_router_replays_from_a_cuda_graph_as_cupy_rowwarp_routes():
+@pytest.mark.parametrize("form", sorted(ROUTING_FORMS))
+def test_routing_form_replays_from_a_cuda_graph_as_cupy_rowwarp_routes(form):
+    route = ROUTING_FORMS[form]
     args = _on(_args(13, 1, 2304, 256, 8, dtype=torch.bfloat16), DEV)
     x = args.pop("x")
-    cmr.moe_router_rowwarp_pdl_sorted(x, **args)
+    route(x, **args)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
-            w_out, id_out = cmr.moe_router_rowwarp_pdl_sorted(x, **args)
+            w_out, id_out = route(x, **args)
         for seed in (1, 2, 3):
             x.copy_(torch.randn(x.shape, generator=torch.Generator().manual_seed(seed)).to(DEV, x.dtype))
             graph.replay()
@@ -183,13 +197,15 @@ def test_sorted_router_replays_from_a_cuda_graph_as_cupy_rowwarp_routes():
         graph.reset()
 
 
-def test_sorted_router_routes_a_nan_token_to_distinct_experts_in_range():
+@pytest.mark.parametrize("form", sorted(ROUTING_FORMS))
+def test_routing_form_routes_a_nan_token_to_distinct_experts_in_range(form):
     """A NaN in token 0's x: its logits and weights are NaN, its ids still distinct experts in range (keys order NaN
     differently from float compares, so the picks may differ from cupy_rowwarp's there); token 1 as without it."""
+    route = ROUTING_FORMS[form]
     args = _on(_args(17, 2, 2304, 256, 8), DEV)
-    clean_w, clean_ids = cmr.moe_router_rowwarp_pdl_sorted(**args)
+    clean_w, clean_ids = route(**args)
     args["x"][0, 5] = float("nan")
-    w, ids = cmr.moe_router_rowwarp_pdl_sorted(**args)
+    w, ids = route(**args)
     torch.cuda.synchronize()
     assert torch.isnan(w[0]).all()
     assert bool(((ids >= 0) & (ids < 256)).all()) and len(set(ids[0].tolist())) == 8, ids

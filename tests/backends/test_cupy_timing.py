@@ -424,13 +424,12 @@ def test_norm_router_fused_side_by_side():
           f"{f * 1e6:.2f} against {c * 1e6:.2f} us a layer)")
 
 
-def test_router_sorted_tail_side_by_side():
-    """The rung's per-op evidence for moe_router=cupy_rowwarp_pdl_sorted (stage rungs37): the 48B's norm-and-router
-    pair as the step chains it (add_rmsnorm=triton_pdl letting the PDL router start; bf16 activations, the 2304 x 256
-    float32 router weight, a weight per MoE layer), under cupy_rowwarp_pdl and under the sorted tail, on the same
-    argument sets in one CUDA graph each; recorded as perop-routersort-bfloat16.json (per token, x the MoE layers).
-    Asserted: each was captured and timed, and the two routed every call alike (the same bits). Not asserted: that
-    the sorted tail is faster - the rung says that; the line printed says which won."""
+def _router_form_side_by_side(form: str, seed: int, record: str) -> tuple[float, float]:
+    """The 48B's norm-and-router pair as the step chains it (add_rmsnorm=triton_pdl letting the PDL router start; bf16
+    activations, the 2304 x 256 float32 router weight, a weight per MoE layer), under cupy_rowwarp_pdl and under
+    moe_router=FORM, on the same argument sets in one CUDA graph each; recorded as perop-RECORD.json (per token, x the
+    MoE layers). Asserted: each was captured and timed, and the two routed every call alike (the same bits). Returns
+    the two routers' seconds a layer (the step's, then FORM's)."""
     pytest.importorskip("triton")
     from sparkops.config import load_preset
     from sparkops_cupy._workloads import router_workload
@@ -439,8 +438,8 @@ def test_router_sorted_tail_side_by_side():
     cfg = load_preset("kimi-linear-48b-a3b")
     layers = sum(cfg.is_moe(i) for i in range(cfg.num_layers))
     cat = load_catalog()
-    routers = {n: cat.get("moe_router", n).resolve() for n in ("cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted")}
-    g = torch.Generator().manual_seed(37)
+    routers = {n: cat.get("moe_router", n).resolve() for n in ("cupy_rowwarp_pdl", form)}
+    g = torch.Generator().manual_seed(seed)
     d = cfg.hidden_size
     resid = torch.randn(1, d, generator=g).to("cuda", torch.bfloat16)
     gain = torch.randn(d, generator=g).to("cuda")
@@ -453,16 +452,32 @@ def test_router_sorted_tail_side_by_side():
         return call
 
     work = router_workload(cfg, torch.bfloat16)
-    sets, _ = work.build(torch.device("cuda"), 37)
+    sets, _ = work.build(torch.device("cuda"), seed)
     for name in routers:  # eager, once a set: both forms' picks and weights, bit for bit
         for args in sets:
             outs[name].append(pair(name)(*args.values()))
-    for (wa, ia), (wb, ib) in zip(outs["cupy_rowwarp_pdl"], outs["cupy_rowwarp_pdl_sorted"]):
+    for (wa, ia), (wb, ib) in zip(outs["cupy_rowwarp_pdl"], outs[form]):
         assert torch.equal(ia, ib) and torch.equal(wa, wb)
-    times = _per_layer(work, {n: pair(n) for n in routers}, 37, layers, "routersort-bfloat16")
+    times = _per_layer(work, {n: pair(n) for n in routers}, seed, layers, record)
     assert all(t.seconds > 0 and t.mode == "graph" for t in times.values()), times
-    a, b = times["cupy_rowwarp_pdl"].seconds, times["cupy_rowwarp_pdl_sorted"].seconds
+    return times["cupy_rowwarp_pdl"].seconds, times[form].seconds
+
+
+def test_router_sorted_tail_side_by_side():
+    """The rung's per-op evidence for moe_router=cupy_rowwarp_pdl_sorted (stage rungs37): _router_form_side_by_side,
+    recorded as perop-routersort-bfloat16.json. Not asserted: that the sorted tail is faster - the rung says that; the
+    line printed says which won."""
+    a, b = _router_form_side_by_side("cupy_rowwarp_pdl_sorted", 37, "routersort-bfloat16")
     print(f"the sorted routing tail against cupy_rowwarp_pdl: x{a / b:.3f} ({'faster' if b < a else 'NOT faster'}: "
+          f"{b * 1e6:.2f} against {a * 1e6:.2f} us a layer)")
+
+
+def test_router_merge_side_by_side():
+    """The rung's per-op evidence for moe_router=cupy_rowwarp_pdl_merge (stage rungs56): _router_form_side_by_side,
+    recorded as perop-routermerge-bfloat16.json. Not asserted: that the merged picks are faster - the rung says that;
+    the line printed says which won."""
+    a, b = _router_form_side_by_side("cupy_rowwarp_pdl_merge", 42, "routermerge-bfloat16")
+    print(f"the merged routing picks against cupy_rowwarp_pdl: x{a / b:.3f} ({'faster' if b < a else 'NOT faster'}: "
           f"{b * 1e6:.2f} against {a * 1e6:.2f} us a layer)")
 
 

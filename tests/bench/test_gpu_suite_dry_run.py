@@ -87,7 +87,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "q8xr": "test_q8_tall_xregs_after_the_gated_norm_side_by_side",
            "exphs": "test_experts_down_staged_after_the_router_side_by_side",
            "expl2pf": "test_experts_down_l2pf_after_the_router_side_by_side",
-           "attnactpdl": "test_attention_active_pdl_before_the_o_proj_side_by_side"}
+           "attnactpdl": "test_attention_active_pdl_before_the_o_proj_side_by_side",
+           "routermerge": "test_router_merge_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3615,6 +3616,53 @@ def test_frontier_now_times_nothing_when_a_named_step_cannot_be_made(tmp_path):
     assert not any(c.startswith("bench decode") and "--vs" not in c for c in calls), calls
     assert "frontier_now: decode-s55-stack's registry was not made" in log, log[-3000:]
     assert "the step now:" not in log, log[-3000:]
+
+
+#: rungs56's record: the step's norm-and-router pair 180 us a token, the merged picks' 150 (x1.200)
+_MERGE56_RECORD = {"routermerge": {"cupy_rowwarp_pdl": 180e-6, "cupy_rowwarp_pdl_merge": 150e-6}}
+
+
+def _over_the_s55_step(tmp_path: Path, stages: str, extra_env: dict[str, str] | None = None):
+    """The x16 step's machine, then rungs39, rungs49, rungs52 and rungs55 making the s55 step, then STAGES."""
+    return _over_the_x16_step(tmp_path, f"rungs39 rungs49 rungs52 rungs55 {stages}",
+                              records={**_S52_STEP_RECORDS, **_STACK55_RECORDS, **_MERGE56_RECORD}, extra_env=extra_env)
+
+
+def test_rungs56_times_the_merged_router_picks_over_the_s55_step(tmp_path):
+    """Session 42's rung: over the s55 step (its router cupy_rowwarp_pdl), gpu-tests-router-merge (-k merge over the
+    router's GPU tests and the side-by-side that writes perop-routermerge), the swap, one captured gate, one pair with
+    --expect from the record (180 -> 150: x1.200) and a forecast scaling the step's routers by it."""
+    log, calls, machine = _over_the_s55_step(tmp_path, "rungs56")
+    line = next(x for x in log.splitlines() if "] gpu-tests-router-merge (limit" in x)
+    assert "-k merge tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_timing.py" in line, line
+    assert log.index("] decode-s55-stack (limit") < log.index("] gpu-tests-router-merge (limit") \
+        < log.index("] swap-s56-router-merge (limit") < log.index("] gate-captured-s56-router-merge (limit") \
+        < log.index("] decode-s56-router-merge (limit")
+    decode = _rung_timed_once(calls, machine, "s56-router-merge", "moe_router=cupy_rowwarp_pdl_merge",
+                              "cuda-s55-stack.toml", "moe_router=1.200")
+    assert "--changes moe_router " in decode and "--forecast " in decode, decode
+    scales = json.loads((machine / "suite-diag" / "forecast-s56-router-merge.json").read_text())["all"]["changes"]
+    assert scales == ["--scale moe_router_rowwarp_pdl=1.2"], scales
+
+
+def test_rungs56_is_left_out_when_its_proof_failed(tmp_path):
+    """The merged router's GPU tests failed: no swap, no gate, no pair."""
+    log, calls, machine = _over_the_s55_step(tmp_path, "rungs56", extra_env={"STUB_FAIL_MATCH": "router-merge"})
+    assert "] gpu-tests-router-merge rc=1" in log and "decode-s56-router-merge: left out" in log, log
+    assert not (machine / "cuda-s56-router-merge.toml").exists()
+    assert not any("cuda-s56-router-merge" in c for c in calls), calls
+
+
+def test_rungs56_is_left_out_over_a_step_whose_router_is_not_the_pdl_one(tmp_path):
+    """After rungs37's sorted router wins (the stand-in's pair is a win) the step's router is
+    cupy_rowwarp_pdl_sorted, and the swap would replace that form, not the one the record timed against: no swap, no
+    gate, no pair."""
+    records = {"routersort": {"cupy_rowwarp_pdl": 180e-6, "cupy_rowwarp_pdl_sorted": 160e-6}, **_MERGE56_RECORD}
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs37 rungs56", records=records)
+    assert "decode-s56-router-merge: left out (the step now, cuda-s37-router-sorted.toml, does not select " \
+        "moe_router=cupy_rowwarp_pdl)" in log, log
+    assert not (machine / "cuda-s56-router-merge.toml").exists()
+    assert not any("cuda-s56-router-merge" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,

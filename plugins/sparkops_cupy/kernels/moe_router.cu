@@ -158,7 +158,7 @@ __device__ __forceinline__ void rt_route_probe(i64 t, const float* __restrict__ 
 
 // PDL: every thread waits for the kernel before before it touches anything a kernel writes (x, the logits scratch, the
 // arrival counter, the outputs); a warp with an expert first requests its weight row (rt_logit)
-template <int DT, bool PDL = false>
+template <int DT, bool PDL = false, bool MERGE = false>
 __device__ __forceinline__ void rt_token(const void* __restrict__ x, const float* __restrict__ w, int E, int D,
                                          float* __restrict__ logits, const float* __restrict__ bias,
                                          float* __restrict__ w_out, i64* __restrict__ id_out, int* __restrict__ cnt,
@@ -188,7 +188,10 @@ __device__ __forceinline__ void rt_token(const void* __restrict__ x, const float
     if (threadIdx.x == 0) cnt[t] = 0;
     return;
 #endif
-    if (E <= 32 * RT_SLOTS_FEW)
+    if (MERGE && E <= 32 * RT_SLOTS_FEW && top_k <= RT_MERGE_K)
+        rt_route_merge<RT_SLOTS_FEW>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps,
+                                     lane);
+    else if (E <= 32 * RT_SLOTS_FEW)
         rt_route<RT_SLOTS_FEW>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
     else
         rt_route<RT_SLOTS>(t, logits, bias, w_out, id_out, E, EG, n_group, topk_group, top_k, scale, eps, lane);
@@ -238,6 +241,24 @@ extern "C" __global__ void __maxnreg__(RT_MAXNREG) moe_router_rowwarp_pdl(const 
     else
         rt_token<DT_F16, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
                                eps);
+}
+
+// moe_router_rowwarp_pdl with the merged routing (router_route.cuh's rt_route_merge: no serial picks) where a lane
+// holds 8 experts at most (E <= 256) and top_k <= 8, rt_route otherwise: the same launch, the same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __maxnreg__(RT_MAXNREG) moe_router_rowwarp_pdl_merge(
+    const void* __restrict__ x, int x_dt, const float* __restrict__ w, int E, int D, float* __restrict__ logits,
+    const float* __restrict__ bias, float* __restrict__ w_out, i64* __restrict__ id_out, int* __restrict__ cnt, int EG,
+    int n_group, int topk_group, int top_k, float scale, float eps) {
+    if (x_dt == DT_F32)
+        rt_token<DT_F32, true, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
+                                     eps);
+    else if (x_dt == DT_BF16)
+        rt_token<DT_BF16, true, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k,
+                                      scale, eps);
+    else
+        rt_token<DT_F16, true, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k,
+                                     scale, eps);
 }
 
 // rt_token with the sorted routing tail (moe_router=cupy_rowwarp_pdl_sorted): warp 0 of every block copies the

@@ -227,6 +227,98 @@ __device__ __forceinline__ void rt_route_sorted(i64 t, const float* __restrict__
     }
 }
 
+// The merged form of rt_route (moe_router=cupy_rowwarp_pdl_merge): the same routing, the same bits, no serial picks.
+// GPU session 42 split the routing's 2.79 us (bench/probes/router_anatomy.py): the top_k picks and the weights 1.71,
+// the scores 0.69, the loads 0.26. rt_route's picks are top_k rounds in a chain, each two warp reductions, a divergent
+// rescan and a shuffle; the sorted form's a reduction and a ballot each (it gained ~0.15 us). Here every lane ranks
+// its experts by one 64-bit key (rt_rank: the chooser's order key, then the lower id), sorts its 8 with Batcher's
+// network (RT_SORT8: 19 exchanges in 6 rounds, independent within a round), and the warp merges its lists in 5
+// butterfly rounds: a lane and its partner (lane ^ o) both keep the top 8 of their 16 (the larger of A[i] and
+// B[7 - i]: a bitonic sequence, sorted by 3 rounds of exchanges), so after lane ^ 16 .. lane ^ 1 every lane holds the
+// warp's top 8 in order. The order is rt_route's (keys as the floats order, ties to the lower id), so pick k is the
+// same expert; its score s comes from shared memory (each lane stores its own), and the weights are rt_route's sum
+// and division: the same bits. Only up to 8 slots a lane (E <= 256) and top_k <= 8; rt_token hands other shapes to
+// rt_route. NaN choosers: as rt_route_sorted, the forms may pick differently (both distinct, in range).
+#define RT_MERGE_K 8
+// Batcher's odd-even merge sort of 8 values: 19 compare-exchanges (i, j), larger first; its 6 rounds are the lines
+// (tests/backends/test_router_merge_network.py checks that it sorts every 0-1 input, so every input)
+#define RT_SORT8 \
+    {0, 1}, {2, 3}, {4, 5}, {6, 7}, \
+    {0, 2}, {1, 3}, {4, 6}, {5, 7}, \
+    {1, 2}, {5, 6}, \
+    {0, 4}, {1, 5}, {2, 6}, {3, 7}, \
+    {2, 4}, {3, 5}, \
+    {1, 2}, {3, 4}, {5, 6}
+
+// an expert's rank key: its chooser's order key (rt_key) above, its id's complement below, so a larger key is a
+// better expert and equal choosers go to the lower id; 0 for a slot with no expert (key 0, id 0xffffffff)
+__device__ __forceinline__ u64 rt_rank(u32 key, u32 id) { return ((u64)key << 32) | (u64)(~id); }
+
+// a[i] the larger, a[j] the smaller
+__device__ __forceinline__ void rt_exchange(u64& hi, u64& lo) {
+    const u64 a = hi, b = lo;
+    hi = a > b ? a : b;
+    lo = a > b ? b : a;
+}
+
+template <int SLOTS>
+__device__ __forceinline__ void rt_route_merge(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
+                                               float* __restrict__ w_out, i64* __restrict__ id_out, int E, int EG,
+                                               int n_group, int topk_group, int top_k, float scale, float eps,
+                                               int lane) {
+    static_assert(SLOTS == RT_MERGE_K, "a lane's list is its 8 slots");
+    __shared__ float s_sh[32 * SLOTS];  // expert e's unbiased score, stored by its lane (e % 32)
+    float s[SLOTS], c[SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
+        const int e = min(j * 32 + lane, E - 1);
+        s[j] = __ldcg(logits + t * E + e);
+        c[j] = __ldg(bias + e);
+    }
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {
+        const bool ok = j * 32 + lane < E;
+        s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+        c[j] = ok ? s[j] + c[j] : NEG_INF;
+        s_sh[j * 32 + lane] = s[j];
+    }
+    rt_groups<SLOTS>(c, E, EG, n_group, topk_group, lane);
+    u64 a[RT_MERGE_K];  // the lane's list, then the warp's top 8, best first
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) {
+        const bool ok = j * 32 + lane < E;
+        a[j] = ok ? rt_rank(rt_key(c[j]), (u32)(j * 32 + lane)) : 0ull;
+    }
+    constexpr int net[19][2] = {RT_SORT8};
+#pragma unroll
+    for (int n = 0; n < 19; ++n) rt_exchange(a[net[n][0]], a[net[n][1]]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        u64 b[RT_MERGE_K];
+#pragma unroll
+        for (int i = 0; i < RT_MERGE_K; ++i) b[i] = __shfl_xor_sync(0xffffffffu, a[i], o);
+#pragma unroll
+        for (int i = 0; i < RT_MERGE_K; ++i) a[i] = a[i] > b[RT_MERGE_K - 1 - i] ? a[i] : b[RT_MERGE_K - 1 - i];
+#pragma unroll
+        for (int h = RT_MERGE_K / 2; h > 0; h >>= 1)  // the bitonic merge: the larger of each pair h apart first
+#pragma unroll
+            for (int i = 0; i < RT_MERGE_K; ++i)
+                if ((i & h) == 0) rt_exchange(a[i], a[i + h]);
+    }
+    u64 mine = a[0];  // lane k: pick k
+#pragma unroll
+    for (int i = 1; i < RT_MERGE_K; ++i)
+        if (lane == i) mine = a[i];
+    const u32 my_id = ~(u32)mine;
+    __syncwarp();  // every lane's scores stored
+    const float my_w = lane < top_k ? s_sh[my_id] : 0.0f;  // pick k's unbiased score, as rt_route holds it
+    const float sum = warp_sum(my_w);
+    if (lane < top_k) {
+        w_out[t * top_k + lane] = my_w / (sum + eps) * scale;
+        id_out[t * top_k + lane] = (i64)my_id;
+    }
+}
+
 // a lane's share of the selection biases copied into bias_s (lane l: experts l, l + 32, ...), 4 bytes a copy: issued
 // before the PDL wait (the biases are weights; cp.async is the one copy path the PDL order check allows there)
 __device__ __forceinline__ void rt_bias_copy(const float* __restrict__ bias, float* bias_s, int E, int lane) {
