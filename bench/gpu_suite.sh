@@ -90,6 +90,9 @@
 #     probe_router_anatomy  the step's router after its norm with stages left out (RT_PROBE: no routing, no
 #                 arrival, no read of x; the routing split into its outputs' writes, its loads, its scores and its
 #                 picks) and at 1, 2, 4 warps a block (bench/probes/router_anatomy.py; ~45 s)
+#     probe_router_code  each routing form's router (rt_route, sorted, merge rolled and unrolled) after its norm, the
+#                 L2 warm and then flushed by a 96 MB read before each pair: whether a form's routing pays for its code
+#                 when the step's weight streams leave none of it in the L2 (bench/probes/router_code.py; ~60 s)
 #     probe_fold  the norm folds' kernels (MoE down, o_proj) with stages left out (RAN_PROBE: no norm, no arrival,
 #                 the norm's loop form, the scalar norm of sessions 36-38), with and without PDL, beside the plain op
 #                 (bench/probes/fold_anatomy.py)
@@ -3868,6 +3871,10 @@ probe_fold)  # decode lead (session 38): the norm folds' ~15 / ~6 us tail placed
 probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with its weights cold (sets rotated past
   # the L2) and L2-hot (one set), the same bits asked of both (bench/probes/l2_hot.py; ~1 GB of expert weights built)
   run probe-l2-hot 240 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
+probe_router_code)  # decode lead (session 42): each routing form's router timed after its norm with the L2 warm and
+  # with a 96 MB read before each pair (its code and data gone from the L2, as in the step): whether a form pays for
+  # its code (bench/probes/router_code.py, ~60 s)
+  run probe-router-code 150 python3 bench/probes/router_code.py --out "$R/probe-router-code.json" ;;
 probe_router_anatomy)  # decode lead (session 31): the step's router timed after its norm with stages left out
   # (kernels/moe_router.cu's RT_PROBE: no routing, no arrival, no read of x), each as 40 norm-router pairs in one
   # graph, and at 1, 2 and 4 warps a block (bench/probes/router_anatomy.py, ~30 s)

@@ -240,6 +240,14 @@ __device__ __forceinline__ void rt_route_sorted(i64 t, const float* __restrict__
 // and division: the same bits. Only up to 8 slots a lane (E <= 256) and top_k <= 8; rt_token hands other shapes to
 // rt_route. NaN choosers: as rt_route_sorted, the forms may pick differently (both distinct, in range).
 #define RT_MERGE_K 8
+// The merge's 5 rounds as a loop (1, the registered build) or unrolled (0, for bench/probes/router_code.py alone).
+// GPU session 42: the unrolled form (~1,200 instructions straight through, ~19 KB) took 6.74 against rt_route's
+// 7.15 us a layer after its norm in the per-op pair, but 14.6 against 6.4 us in the replayed step, where the weight
+// streams between two routers leave none of its code in the L2 (the suspect, not measured: each instruction line then
+// comes from memory); the loop runs one round's ~140 instructions five times
+#ifndef RT_MERGE_ROLLED
+#define RT_MERGE_ROLLED 1
+#endif
 // Batcher's odd-even merge sort of 8 values: 19 compare-exchanges (i, j), larger first; its 6 rounds are the lines
 // (tests/backends/test_router_merge_network.py checks that it sorts every 0-1 input, so every input)
 #define RT_SORT8 \
@@ -292,7 +300,11 @@ __device__ __forceinline__ void rt_route_merge(i64 t, const float* __restrict__ 
     constexpr int net[19][2] = {RT_SORT8};
 #pragma unroll
     for (int n = 0; n < 19; ++n) rt_exchange(a[net[n][0]], a[net[n][1]]);
+#if RT_MERGE_ROLLED
+#pragma unroll 1
+#else
 #pragma unroll
+#endif
     for (int o = 16; o > 0; o >>= 1) {
         u64 b[RT_MERGE_K];
 #pragma unroll
