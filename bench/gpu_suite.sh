@@ -837,6 +837,19 @@
 #   routing's 2.76 us split by what its warp does (the critical-path model on session 40's timeline: 2 us less a
 #   router is x1.029 on the step, the largest lead it ranks). moe_router.cu's probe stages changed its source (the
 #   registered build's SASS is unchanged), so the router implementations are re-proven by that mend too.
+# Session 42 (bench/gpu-runs/2026-12-06-session42/README.md): four calls on H100s, no H200 came (six refusals).
+# rungs55 won at d=0 (x1.030; x1.012 at 32768): the step is s55, decode-s55-stack joins SUITE_TIMED. The router's
+# routing split: its picks 1.71 of 2.79 us. rungs56 (the merged picks, unrolled) x1.060 per op lost x0.889 in the step;
+# probe_router_code placed it: with the L2 flushed before each pair, as the step leaves it, a one-warp tail pays for
+# its instruction lines (merge unrolled +7.8 us, rolled +2.4, sorted +4.7, rt_route +0). Next session (the first fresh
+# machine re-proves the router implementations, ~30 s):
+#     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
+#     bash bench/gpu_lanes.sh 575 "frontier_now frontier131k" ""   # on an H200: the s55 step's first H200 figures
+#   (frontier_now: the step now at 0 and 32768 in one arm, each rung SUITE_TIMED names made by its swaps first).
+#   The lead the probe opens: code and small data the step re-reads every layer (kernel code, activations, the KDA
+#   state, the router's biases) are evicted by the weight streams; which streams carry an evict-first hint, and what
+#   the others cost, is the next probe (a kernel's own time in the step against the same kernel with the L2 flushed
+#   before it and warm, as router_code.py does for the routers).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

@@ -47,7 +47,13 @@ chooser's order, then the lower id) with Batcher's 19-exchange network, and the 
 rounds of shuffles, each lane keeping the top 8 of its and its partner's, so every lane ends with the warp's top 8 in
 rt_route's order; pick k's score is read from shared memory. The same order, sum and division: bit_identical to
 cupy_rowwarp. Where a lane would hold more than 8 experts (E > 256) or top_k > 8 the kernel routes by rt_route, the
-same bits. Not yet run on a GPU.
+same bits. GPU session 42 (H100): its 76 GPU tests passed (the same bits as cupy_rowwarp at 8 shapes in 3 dtypes, the
+ties, a replayed graph, a NaN token) and the captured gate's bit-identity claim held; per op, its 5 rounds unrolled,
+the norm-and-router pair took 6.74 against 7.15 us a layer (x1.060). In the step it lost x0.889 / x0.895 (rungs56):
+14.6 against 6.4 us of own time a router. bench/probes/router_code.py placed it: with the L2 flushed before each pair,
+as the step's weight streams leave it, the unrolled tail grew by 7.8 us, the rounds as a loop (the build registered
+now) by 2.4, the sorted tail by 4.7, rt_route by nothing. A one-warp tail run once a layer fetches its instructions
+from memory; rt_route's short loop is the cheapest code. Registered, selected by no registry.
 
 Its stated policy for every other call: the torch plugin's moe_router (float32, the same contract), for more than
 ROUTER_MAX_T tokens (a prefill chunk: a GEMM's work), a weight that is not float32, a row length that is not a

@@ -238,13 +238,15 @@ __device__ __forceinline__ void rt_route_sorted(i64 t, const float* __restrict__
 // warp's top 8 in order. The order is rt_route's (keys as the floats order, ties to the lower id), so pick k is the
 // same expert; its score s comes from shared memory (each lane stores its own), and the weights are rt_route's sum
 // and division: the same bits. Only up to 8 slots a lane (E <= 256) and top_k <= 8; rt_token hands other shapes to
-// rt_route. NaN choosers: as rt_route_sorted, the forms may pick differently (both distinct, in range).
+// rt_route. NaN choosers: as rt_route_sorted, the forms may pick differently (both distinct, in range). Faster than
+// rt_route only while its code is in the L2, which the decode step never leaves it (RT_MERGE_ROLLED below).
 #define RT_MERGE_K 8
 // The merge's 5 rounds as a loop (1, the registered build) or unrolled (0, for bench/probes/router_code.py alone).
-// GPU session 42: the unrolled form (~1,200 instructions straight through, ~19 KB) took 6.74 against rt_route's
-// 7.15 us a layer after its norm in the per-op pair, but 14.6 against 6.4 us in the replayed step, where the weight
-// streams between two routers leave none of its code in the L2 (the suspect, not measured: each instruction line then
-// comes from memory); the loop runs one round's ~140 instructions five times
+// GPU session 42: the unrolled form took 6.74 against rt_route's 7.15 us a layer after its norm in the per-op pair,
+// but 14.6 against 6.4 us in the replayed step, where the weight streams between two routers leave none of its code
+// in the L2. bench/probes/router_code.py then flushed the L2 before each pair: the router's share grew from 5.30 to
+// 13.06 us unrolled, 5.22 to 7.61 rolled, 5.56 to 10.28 for rt_route_sorted, and not at all for rt_route (5.72, 5.43).
+// A one-warp tail pays for every instruction line it runs once a layer: rt_route's pick loop is short and re-run
 #ifndef RT_MERGE_ROLLED
 #define RT_MERGE_ROLLED 1
 #endif
