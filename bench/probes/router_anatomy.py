@@ -8,10 +8,12 @@ that time (the weight stream, x's read after the wait, the arrival, the last blo
 leaving stages out, as METHOD.md says to place time inside a kernel without counters: kernels/moe_router.cu compiled
 with RT_PROBE = 0 (the whole router, the step's bits), 1 (no routing), 2 (no arrival either), 3 (no read of x
 either: the wait, the weights and the store). Session 32's run put half the router in the routing (2.76 µs a layer),
-and a routing rebuilt with fewer serial picks gained only ~0.15 of it; so the routing itself is split too (written in
-session 41, not yet run): -4 (the last block's warp only writes the outputs), -1 (it first loads the logits row and
-the biases as the routing does), -2 (and forms the scores and choosers: sigmoid, bias). The picks and the weights'
-normalization are the whole router less -2; the loads -1 less -4; the writes -4 less 1.
+and a routing rebuilt with fewer serial picks gained only ~0.15 of it; so the routing itself is split too (session
+41): -4 (the last block's warp only writes the outputs), -1 (it first loads the logits row and the biases as the
+routing does), -2 (and forms the scores and choosers: sigmoid, bias). The picks and the weights' normalization are
+the whole router less -2; the loads -1 less -4; the writes -4 less 1. Session 42's run (H100): the picks and weights
+1.71 of the routing's 2.79 µs. Those are warm-L2 figures: router_code.py found that in the step, whose weight streams
+leave none of the router's code in the L2, a longer routing tail pays for its instruction lines.
 
 Each variant runs as the step runs it: PAIRS pairs of add_rmsnorm ("triton_pdl", letting the next kernel start) and
 the router launched with PDL, each pair over its own random weight (PAIRS x 2.36 MB, past the L2), bf16 activations,
@@ -57,56 +59,25 @@ def main(argv: list[str] | None = None) -> int:
         print("router_anatomy probe: needs a CUDA device", file=sys.stderr)
         return 2
 
-    import cupy
-    from sparkops_cupy import _runtime as rt
+    from _router_pairs import router_pairs
     from sparkops_cupy import moe_router as cr
-    from sparkops_cupy._pdl import launch_pdl
     from sparkops_triton._workloads import time_thunks
-    from sparkops_triton.add_rmsnorm import add_rmsnorm_trigger
 
-    from sparkops.config import load_preset
-
-    cfg = load_preset("kimi-linear-48b-a3b")
-    d, e, k = cfg.hidden_size, cfg.n_experts, cfg.n_experts_per_token
-    dev = torch.device("cuda", torch.cuda.current_device())
-    idx = dev.index
-    g = torch.Generator().manual_seed(0)
-    weights = [(torch.randn(e, d, generator=g) * d ** -0.5).to(dev) for _ in range(args.pairs)]  # [E, D] each
-    bias = (torch.randn(e, generator=g) * 0.1).to(dev)
-    x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
-    resid = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
-    gain = (1.0 + 0.1 * torch.randn(d, generator=g)).to(dev)
-    counters = cr.counters(dev)
-    source = rt.expanded_source("moe_router.cu")
-
-    def variant_kernel(probe: int):
-        with cupy.cuda.Device(idx):
-            mod = cupy.RawModule(code=f"#define RT_PROBE {probe}\n" + source, options=rt.OPTIONS, backend="nvrtc")
-            return mod.get_function("moe_router_rowwarp_pdl")
-
-    def router_launch(fn, w: torch.Tensor, xn: torch.Tensor, warps: int, out_w, out_ids, logits):
-        args_ = (rt.ptr(xn), rt.i32(rt.DTYPE_CODE[xn.dtype]), rt.ptr(w), rt.i32(e), rt.i32(d), rt.ptr(logits),
-                 rt.ptr(bias), rt.ptr(out_w), rt.ptr(out_ids), rt.ptr(counters), rt.i32(e // cfg.n_group),
-                 rt.i32(cfg.n_group), rt.i32(cfg.topk_group), rt.i32(k), rt.f32(cfg.routed_scaling_factor),
-                 rt.f32(cfg.router_renorm_eps))
-        with cupy.cuda.Device(idx):
-            launch_pdl(fn.kernel.ptr, (-(-e // warps), 1), (32 * warps,), args_, 0,
-                       torch.cuda.current_stream(idx).cuda_stream)
+    rp = router_pairs(args.pairs)
+    cfg, k = rp.cfg, rp.k
 
     def chain(fn, warps: int | None):
-        out_w = torch.full((1, k), float("nan"), device=dev)  # [1, K]
-        out_ids = torch.full((1, k), -1, dtype=torch.int64, device=dev)  # [1, K]
-        logits = torch.empty((1, e), dtype=torch.float32, device=dev)  # [1, E] scratch
+        out = rp.outputs()
         thunks = []
-        for w in weights:
+        for w in rp.weights:
             def pair(w=w):
-                xn = add_rmsnorm_trigger(x, resid, gain, 1e-5)[0]  # [1, D]
+                xn = rp.norm()  # [1, D]
                 if fn is not None:
-                    router_launch(fn, w, xn, warps, out_w, out_ids, logits)
+                    rp.launch(fn, w, xn, warps, out)
             thunks.append(pair)
-        return thunks, (out_w, out_ids)
+        return thunks, out[:2]
 
-    results = {"pairs": args.pairs, "replays": args.replays, "weight_mb": args.pairs * e * d * 4 / 1e6,
+    results = {"pairs": args.pairs, "replays": args.replays, "weight_mb": args.pairs * rp.e * rp.d * 4 / 1e6,
                "variants": {}}
     norm_us = time_thunks(chain(None, None)[0], args.replays) / args.pairs
     results["norm_alone_us"] = norm_us
@@ -114,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     outputs = {}
     runs = [(p, 2) for p in STAGES] + [(0, 1), (0, 4)]
     for probe, warps in runs:
-        fn = variant_kernel(probe)
+        fn = rp.kernel("moe_router_rowwarp_pdl", f"#define RT_PROBE {probe}")
         thunks, out = chain(fn, warps)
         pair_us = time_thunks(thunks, args.replays) / args.pairs
         label = f"RT_PROBE={probe} warps={warps}"
@@ -126,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # the whole router's output against the registered implementation on the last pair's weight and norm output
     torch.cuda.synchronize()
-    xn = add_rmsnorm_trigger(x, resid, gain, 1e-5)[0]
-    ref_w, ref_ids = cr.moe_router_rowwarp_pdl(xn, weights[-1], bias, k, cfg.n_group, cfg.topk_group,
+    xn = rp.norm()
+    ref_w, ref_ids = cr.moe_router_rowwarp_pdl(xn, rp.weights[-1], rp.bias, k, cfg.n_group, cfg.topk_group,
                                                cfg.routed_scaling_factor, cfg.router_renorm_eps)
     torch.cuda.synchronize()
     same = {}

@@ -54,55 +54,26 @@ def main(argv: list[str] | None = None) -> int:
         print("router_code probe: needs a CUDA device", file=sys.stderr)
         return 2
 
-    import cupy
-    from sparkops_cupy import _runtime as rt
+    from _router_pairs import router_pairs
     from sparkops_cupy import moe_router as cr
-    from sparkops_cupy._pdl import launch_pdl
     from sparkops_triton._workloads import time_thunks
-    from sparkops_triton.add_rmsnorm import add_rmsnorm_trigger
 
-    from sparkops.config import load_preset
-
-    cfg = load_preset("kimi-linear-48b-a3b")
-    d, e, k = cfg.hidden_size, cfg.n_experts, cfg.n_experts_per_token
-    dev = torch.device("cuda", torch.cuda.current_device())
-    idx = dev.index
-    g = torch.Generator().manual_seed(0)
-    weights = [(torch.randn(e, d, generator=g) * d ** -0.5).to(dev) for _ in range(args.pairs)]  # [E, D] each
-    bias = (torch.randn(e, generator=g) * 0.1).to(dev)
-    x = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
-    resid = torch.randn(1, d, generator=g).to(dev, torch.bfloat16)
-    gain = (1.0 + 0.1 * torch.randn(d, generator=g)).to(dev)
-    flush = torch.rand(args.flush_mb * 2 ** 20 // 4, generator=g).to(dev)  # [N] float32, real values
-    flush_sum = torch.empty((), device=dev)
-    counters = cr.counters(dev)
-    source = rt.expanded_source("moe_router.cu")
-
-    def kernel(name: str, define: str):
-        with cupy.cuda.Device(idx):
-            mod = cupy.RawModule(code=(define + "\n" if define else "") + source, options=rt.OPTIONS, backend="nvrtc")
-            return mod.get_function(name)
+    rp = router_pairs(args.pairs)
+    flush = torch.rand(args.flush_mb * 2 ** 20 // 4, generator=rp.generator).to(rp.dev)  # [N] float32, real values
+    flush_sum = torch.empty((), device=rp.dev)
 
     def chain(fn, cold: bool):
-        out_w = torch.full((1, k), float("nan"), device=dev)  # [1, K]
-        out_ids = torch.full((1, k), -1, dtype=torch.int64, device=dev)  # [1, K]
-        logits = torch.empty((1, e), dtype=torch.float32, device=dev)  # [1, E] scratch
+        out = rp.outputs()
         thunks = []
-        for w in weights:
+        for w in rp.weights:
             def pair(w=w):
                 if cold:
                     torch.sum(flush, dim=0, out=flush_sum)  # the L2 refilled with the flush buffer
-                xn = add_rmsnorm_trigger(x, resid, gain, 1e-5)[0]  # [1, D]
+                xn = rp.norm()  # [1, D]
                 if fn is not None:
-                    a = (rt.ptr(xn), rt.i32(rt.DTYPE_CODE[xn.dtype]), rt.ptr(w), rt.i32(e), rt.i32(d),
-                         rt.ptr(logits), rt.ptr(bias), rt.ptr(out_w), rt.ptr(out_ids), rt.ptr(counters),
-                         rt.i32(e // cfg.n_group), rt.i32(cfg.n_group), rt.i32(cfg.topk_group), rt.i32(k),
-                         rt.f32(cfg.routed_scaling_factor), rt.f32(cfg.router_renorm_eps))
-                    with cupy.cuda.Device(idx):
-                        launch_pdl(fn.kernel.ptr, (-(-e // cr.ROUTER_WARPS), 1), (32 * cr.ROUTER_WARPS,), a, 0,
-                                   torch.cuda.current_stream(idx).cuda_stream)
+                    rp.launch(fn, w, xn, cr.ROUTER_WARPS, out)
             thunks.append(pair)
-        return thunks, (out_w, out_ids)
+        return thunks, out[:2]
 
     results = {"pairs": args.pairs, "replays": args.replays, "flush_mb": args.flush_mb, "baseline_us": {},
                "pair_us": {}, "router_us": {}}
@@ -112,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'norm alone' if cond == 'warm' else 'flush, then the norm':28s} {base:7.2f} us a pair", flush=True)
     outputs = {}
     for form, (name, define) in FORMS.items():
-        fn = kernel(name, define)
+        fn = rp.kernel(name, define)
         results["pair_us"][form], results["router_us"][form] = {}, {}
         for cond in ("warm", "cold"):
             thunks, out = chain(fn, cond == "cold")

@@ -93,17 +93,14 @@ __device__ __forceinline__ void rt_groups(float (&c)[SLOTS], int E, int EG, int 
         if (grp[j] >= 0 && !((kept >> grp[j]) & 1u)) c[j] = 0.0f;  // as the reference code does: 0.0, not -inf
 }
 
-// Routes token t from its logits row, one warp (see the top of the file). SLOTS: experts a lane holds (E <= 32 SLOTS).
-// top_k picks by two warp reductions each (__reduce_max_sync of the order-keeping keys of the lanes' bests, then
-// __reduce_min_sync of the ids holding that key: ties to the lower expert); only the winning lane looks at its
-// slots again.
+// a lane's experts j * 32 + lane: their scores s = sigmoid(logit) (0 past E) and choosers c = s + bias (-inf past E),
+// then the group limit (rt_groups); every load issued before any is used (a clamped index, no branch)
 template <int SLOTS>
-__device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
-                                         float* __restrict__ w_out, i64* __restrict__ id_out, int E, int EG,
-                                         int n_group, int topk_group, int top_k, float scale, float eps, int lane) {
-    float s[SLOTS], c[SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
+__device__ __forceinline__ void rt_choosers(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
+                                            int E, int EG, int n_group, int topk_group, int lane, float (&s)[SLOTS],
+                                            float (&c)[SLOTS]) {
 #pragma unroll
-    for (int j = 0; j < SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
+    for (int j = 0; j < SLOTS; ++j) {
         const int e = min(j * 32 + lane, E - 1);
         s[j] = __ldcg(logits + t * E + e);
         c[j] = __ldg(bias + e);
@@ -115,6 +112,18 @@ __device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits
         c[j] = ok ? s[j] + c[j] : NEG_INF;
     }
     rt_groups<SLOTS>(c, E, EG, n_group, topk_group, lane);
+}
+
+// Routes token t from its logits row, one warp (see the top of the file). SLOTS: experts a lane holds (E <= 32 SLOTS).
+// top_k picks by two warp reductions each (__reduce_max_sync of the order-keeping keys of the lanes' bests, then
+// __reduce_min_sync of the ids holding that key: ties to the lower expert); only the winning lane looks at its
+// slots again.
+template <int SLOTS>
+__device__ __forceinline__ void rt_route(i64 t, const float* __restrict__ logits, const float* __restrict__ bias,
+                                         float* __restrict__ w_out, i64* __restrict__ id_out, int E, int EG,
+                                         int n_group, int topk_group, int top_k, float scale, float eps, int lane) {
+    float s[SLOTS], c[SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
+    rt_choosers<SLOTS>(t, logits, bias, E, EG, n_group, topk_group, lane, s, c);
     float my_w = 0.0f;  // lane k: pick k's unbiased score, then its weight
     u32 my_id = 0u;
     u32 taken = 0u;  // bit j: the lane's slot j already picked
@@ -279,20 +288,9 @@ __device__ __forceinline__ void rt_route_merge(i64 t, const float* __restrict__ 
     static_assert(SLOTS == RT_MERGE_K, "a lane's list is its 8 slots");
     __shared__ float s_sh[32 * SLOTS];  // expert e's unbiased score, stored by its lane (e % 32)
     float s[SLOTS], c[SLOTS];  // expert j * 32 + lane: its score s and its chooser s'
+    rt_choosers<SLOTS>(t, logits, bias, E, EG, n_group, topk_group, lane, s, c);
 #pragma unroll
-    for (int j = 0; j < SLOTS; ++j) {  // every load issued before any is used (a clamped index, no branch)
-        const int e = min(j * 32 + lane, E - 1);
-        s[j] = __ldcg(logits + t * E + e);
-        c[j] = __ldg(bias + e);
-    }
-#pragma unroll
-    for (int j = 0; j < SLOTS; ++j) {
-        const bool ok = j * 32 + lane < E;
-        s[j] = ok ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
-        c[j] = ok ? s[j] + c[j] : NEG_INF;
-        s_sh[j * 32 + lane] = s[j];
-    }
-    rt_groups<SLOTS>(c, E, EG, n_group, topk_group, lane);
+    for (int j = 0; j < SLOTS; ++j) s_sh[j * 32 + lane] = s[j];
     u64 a[RT_MERGE_K];  // the lane's list, then the warp's top 8, best first
 #pragma unroll
     for (int j = 0; j < SLOTS; ++j) {
