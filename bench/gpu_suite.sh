@@ -2112,16 +2112,22 @@ linear_rung() {
   proven_with_factor $name $tests "$fac" || return 0
   rebase $name $base
   [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  fresh_over $reg $base
-  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $impl
-  [ -f $reg ] && python3 bench/registry_selects.py $reg $impl > /dev/null \
-      || { log "decode-$name: left out (its registry does not select $impl)"; return 0; }
+  swap_one $name $reg $base $impl || return 0
   captured_gate $name $reg || return 0
   [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
   run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
       --vs $reg --graph A,B $GATE $FILL_LEAN --changes $changes --prediction $DJ/diag-decode-$name.json \
       --expect "$changes=$fac" --change "$impl: $text, over $(basename $base), graph"
   return 0
+}
+# swap_one NAME REG BASE OP=IMPL: REG made over BASE by the one swap (kept if made over BASE already); false, said,
+# unless it selects IMPL
+swap_one() {
+  local name=$1 reg=$2 base=$3 impl=$4
+  fresh_over $reg $base
+  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $impl
+  [ -f $reg ] && python3 bench/registry_selects.py $reg $impl > /dev/null \
+      || { log "decode-$name: left out (its registry does not select $impl)"; return 1; }
 }
 # s29_rung: linear@Q4_K=cupy_rowwarp_pdl_q8 over the step now (rungs28's when SUITE_TIMED names it), forecast from
 # perop-rowq8-bfloat16.json (cupy_rowwarp_pdl, the step's Q4_K GEMVs, against it)
@@ -2721,10 +2727,7 @@ s56_rung() {
   proven_with_factor $name router-merge "$fac" || return 0
   rebase $name $base
   [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  fresh_over $reg $base
-  [ -f $reg ] || run swap-$name 30 bash -c 'swap_into "$@"' _ $reg $base $impl
-  [ -f $reg ] && python3 bench/registry_selects.py $reg $impl > /dev/null \
-      || { log "decode-$name: left out (its registry does not select $impl)"; return 0; }
+  swap_one $name $reg $base $impl || return 0
   captured_gate $name $reg || return 0
   forecast $name --scale moe_router_rowwarp_pdl=$fac || return 0
   [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }

@@ -251,8 +251,8 @@ extern "C" __global__ void __maxnreg__(RT_MAXNREG) moe_router_rowwarp_pdl_merge(
     const float* __restrict__ bias, float* __restrict__ w_out, i64* __restrict__ id_out, int* __restrict__ cnt, int EG,
     int n_group, int topk_group, int top_k, float scale, float eps) {
     if (x_dt == DT_F32)
-        rt_token<DT_F32, true, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k, scale,
-                                     eps);
+        rt_token<DT_F32, true, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k,
+                                     scale, eps);
     else if (x_dt == DT_BF16)
         rt_token<DT_BF16, true, true>(x, w, E, D, logits, bias, w_out, id_out, cnt, EG, n_group, topk_group, top_k,
                                       scale, eps);

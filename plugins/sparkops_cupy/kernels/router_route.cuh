@@ -255,12 +255,12 @@ __device__ __forceinline__ void rt_route_sorted(i64 t, const float* __restrict__
 // but 14.6 against 6.4 us in the replayed step, where the weight streams between two routers leave none of its code
 // in the L2. bench/probes/router_code.py then flushed the L2 before each pair: the router's share grew from 5.30 to
 // 13.06 us unrolled, 5.22 to 7.61 rolled, 5.56 to 10.28 for rt_route_sorted, and not at all for rt_route (5.72, 5.43).
-// A one-warp tail pays for every instruction line it runs once a layer: rt_route's pick loop is short and re-run
+// A one-warp tail pays for every instruction line it runs once a layer; rt_route's pick loop is short and re-run.
 #ifndef RT_MERGE_ROLLED
 #define RT_MERGE_ROLLED 1
 #endif
 // Batcher's odd-even merge sort of 8 values: 19 compare-exchanges (i, j), larger first; its 6 rounds are the lines
-// (tests/backends/test_router_merge_network.py checks that it sorts every 0-1 input, so every input)
+// (tests/backends/test_cupy_router_merge_network.py checks that it sorts every 0-1 input, so every input)
 #define RT_SORT8 \
     {0, 1}, {2, 3}, {4, 5}, {6, 7}, \
     {0, 2}, {1, 3}, {4, 6}, {5, 7}, \
