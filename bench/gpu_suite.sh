@@ -1214,6 +1214,9 @@ S56_MERGE_REG=$TMP/cuda-s56-router-merge.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
+# session 42's H100 replay of the s55 step (and rungs56's registry): the timeline for rungs over s55, given to
+# forecast as FORECAST_TIMELINE=$S55_TIMELINE forecast ... (older rungs keep theirs: their selectors name s39's kernels)
+S55_TIMELINE=bench/gpu-runs/2026-12-06-session42/call3/results-gpu0/probe-timeline-now.json
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
@@ -2717,7 +2720,7 @@ proof_router_merge() {
 }
 # s56_rung: the merged routing picks over the step now where its router is cupy_rowwarp_pdl (the s55 step), the
 # captured gate, one pair: --expect from the record (the step's norm-and-router pair against the merged one), --forecast
-# scaling the step's routers by it
+# scaling the step's routers by it on the s55 step's own replay (S55_TIMELINE)
 s56_rung() {
   local name=s56-router-merge reg=$S56_MERGE_REG impl=moe_router=cupy_rowwarp_pdl_merge base fac
   base=$(now_reg decode-$name) || return 0
@@ -2729,7 +2732,7 @@ s56_rung() {
   [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
   swap_one $name $reg $base $impl || return 0
   captured_gate $name $reg || return 0
-  forecast $name --scale moe_router_rowwarp_pdl=$fac || return 0
+  FORECAST_TIMELINE=$S55_TIMELINE forecast $name --scale moe_router_rowwarp_pdl=$fac || return 0
   [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
   run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
       --vs $reg --graph A,B $GATE $FILL_LEAN --changes moe_router --prediction $DJ/diag-decode-$name.json \

@@ -3641,8 +3641,10 @@ def test_rungs56_times_the_merged_router_picks_over_the_s55_step(tmp_path):
     decode = _rung_timed_once(calls, machine, "s56-router-merge", "moe_router=cupy_rowwarp_pdl_merge",
                               "cuda-s55-stack.toml", "moe_router=1.200")
     assert "--changes moe_router " in decode and "--forecast " in decode, decode
-    scales = json.loads((machine / "suite-diag" / "forecast-s56-router-merge.json").read_text())["all"]["changes"]
-    assert scales == ["--scale moe_router_rowwarp_pdl=1.2"], scales
+    forecast = json.loads((machine / "suite-diag" / "forecast-s56-router-merge.json").read_text())
+    assert forecast["all"]["changes"] == ["--scale moe_router_rowwarp_pdl=1.2"], forecast
+    assert forecast["timeline"].endswith("2026-12-06-session42/call3/results-gpu0/probe-timeline-now.json") \
+        and forecast["registry"] == "/tmp/cuda-s55-stack.toml", forecast  # the s55 step's own replay
 
 
 def test_rungs56_is_left_out_when_its_proof_failed(tmp_path):
