@@ -842,7 +842,7 @@
 # routing split: its picks 1.71 of 2.79 us. rungs56 (the merged picks, unrolled) x1.060 per op lost x0.889 in the step;
 # probe_router_code placed it: with the L2 flushed before each pair, as the step leaves it, a one-warp tail pays for
 # its instruction lines (merge unrolled +7.8 us, rolled +2.4, sorted +4.7, rt_route +0). Next session (the first fresh
-# machine re-proves the router implementations, ~30 s):
+# machine re-proves the router and attention implementations, whose sources changed after call 3's registries, ~60 s):
 #     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
 #     bash bench/gpu_lanes.sh 575 "frontier_now frontier131k" ""   # on an H200: the s55 step's first H200 figures
 #   (frontier_now: the step now at 0 and 32768 in one arm, each rung SUITE_TIMED names made by its swaps first).
@@ -1619,6 +1619,16 @@ now_chain() {
     fi
   done
   return 0
+}
+# now_step STAGE: NOW_REG, the step now on this machine: session 22's step (made by swaps), session 23's over it when
+# its rung won (SUITE_TIMED or this machine's tier) and every later winner made by now_chain, so that now_reg finds
+# it; false, said, where one cannot be made
+now_step() {
+  s22_step $1 || return 1
+  if timed decode-s23-nones && ! s23_step; then log "$1: no session-23 step ($S23_REG)"; return 1; fi
+  timed decode-s23-nones && { now_chain $1 || return 1; }
+  NOW_REG=$(now_reg) || { log "$1: no step now on this machine"; return 1; }
+  log "the step now: $NOW_REG"
 }
 # the lean prerequisites of stage rungs6: the torch registry (the golden) and the bf16 one, the 48B, and bf16 as
 # the best once the 48B gate passes it (no float32 registries: ~100 s less on a fresh machine)
@@ -4324,12 +4334,7 @@ frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9'
   # session 22's step (made by swaps; session 23's over it when SUITE_TIMED names decode-s23-nones) or the newest
   # timed registry after it, one CUDA graph per step, one arm
   # against the frontier, for the Q4_K mix and then the IQ1_S mix (its own 48B, synthesized once, gated on itself)
-  s22_step frontier131k || continue
-  # session 23's step (its rung won there): made by its swaps when SUITE_TIMED names it, so now_reg finds it
-  if timed decode-s23-nones && ! s23_step; then log "frontier131k: no session-23 step ($S23_REG)"; continue; fi
-  timed decode-s23-nones && { now_chain frontier131k || continue; }
-  NOW_REG=$(now_reg) || { log "frontier131k: no step now on this machine"; continue; }
-  log "the step now: $NOW_REG"
+  now_step frontier131k || continue
   run decode131k-now 200 sparkops bench decode --model $M --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
       --registry $NOW_REG --graph A $GATE $FILL_LEAN \
       --change "the step now ($(basename $NOW_REG)), one CUDA graph per step, at 131072"
@@ -4352,11 +4357,7 @@ frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm aga
   # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and
   # s55). Each rung SUITE_TIMED names is made by its swaps here first, so each change is proven on this machine; the
   # row is the step's figure, not a rung (no pair, no --changes: its gain over the frontier is no change's tier)
-  s22_step frontier_now || continue
-  if timed decode-s23-nones && ! s23_step; then log "frontier_now: no session-23 step ($S23_REG)"; continue; fi
-  timed decode-s23-nones && { now_chain frontier_now || continue; }
-  NOW_REG=$(now_reg) || { log "frontier_now: no step now on this machine"; continue; }
-  log "the step now: $NOW_REG"
+  now_step frontier_now || continue
   run decode-now 240 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $NOW_REG \
       --graph A $GATE $FILL_LEAN --change "the step now ($(basename $NOW_REG)), one CUDA graph per step"
   ;;

@@ -51,8 +51,9 @@ same bits. GPU session 42 (H100): its 76 GPU tests passed (the same bits as cupy
 ties, a replayed graph, a NaN token) and the captured gate's bit-identity claim held; per op, its 5 rounds unrolled,
 the norm-and-router pair took 6.74 against 7.15 us a layer (x1.060). In the step it lost x0.889 / x0.895 (rungs56):
 14.6 against 6.4 us of own time a router. bench/probes/router_code.py placed it: with the L2 flushed before each pair,
-as the step's weight streams leave it, the unrolled tail grew by 7.8 us, the rounds as a loop (the build registered
-now) by 2.4, the sorted tail by 4.7, rt_route by nothing. A one-warp tail run once a layer fetches its instructions
+as the step's weight streams leave it, the unrolled tail grew by 7.8 us, the rounds as a loop by 2.4 (call 4's
+build; the registered one since stores its scores after the scores' loop, not yet run), the sorted tail by 4.7,
+rt_route by nothing. A one-warp tail run once a layer fetches its instructions
 from memory; rt_route's short loop is the cheapest code. Registered, selected by no registry.
 
 Its stated policy for every other call: the torch plugin's moe_router (float32, the same contract), for more than

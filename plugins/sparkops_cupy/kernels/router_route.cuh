@@ -254,8 +254,9 @@ __device__ __forceinline__ void rt_route_sorted(i64 t, const float* __restrict__
 // GPU session 42: the unrolled form took 6.74 against rt_route's 7.15 us a layer after its norm in the per-op pair,
 // but 14.6 against 6.4 us in the replayed step, where the weight streams between two routers leave none of its code
 // in the L2. bench/probes/router_code.py then flushed the L2 before each pair: the router's share grew from 5.30 to
-// 13.06 us unrolled, 5.22 to 7.61 rolled, 5.56 to 10.28 for rt_route_sorted, and not at all for rt_route (5.72, 5.43).
-// A one-warp tail pays for every instruction line it runs once a layer; rt_route's pick loop is short and re-run.
+// 13.06 us unrolled, 5.22 to 7.61 rolled (that call's build; the scores' stores have since moved after their loop),
+// 5.56 to 10.28 for rt_route_sorted, and not at all for rt_route (5.72, 5.43). A one-warp tail pays for every
+// instruction line it runs once a layer; rt_route's pick loop is short and re-run.
 #ifndef RT_MERGE_ROLLED
 #define RT_MERGE_ROLLED 1
 #endif
