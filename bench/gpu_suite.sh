@@ -97,7 +97,8 @@
 #                 the norm's loop form, the scalar norm of sessions 36-38), with and without PDL, beside the plain op
 #                 (bench/probes/fold_anatomy.py)
 #     probe_l2_hot  the step's kernels (Q8 tall GEMV, o_proj, MLA q, the MoE pair, the router) with their weights
-#                 cold and L2-hot, bits compared (bench/probes/l2_hot.py; session 34's lead: prefetch ahead or not)
+#                 cold and L2-hot, bits compared (bench/probes/l2_hot.py; session 34's lead: prefetch ahead or not),
+#                 and router -> experts -> q|k|v chains with the GEMV's weight prefetched on a side stream or not
 #     probe_ncu_source_moe  the Q8 hidden pair's down, the pairs gate/up (x padded) and the down with its loads
 #                 requested earlier, each launched alone, with
 #                 Nsight Compute's per-instruction stall samples (CSV; bench/probes/ncu_source_table.py)
@@ -3898,8 +3899,12 @@ probe_fold)  # decode lead (session 38): the norm folds' ~15 / ~6 us tail placed
   # norm, its registers, the arrival - each left out in turn (row_add_norm.cuh's RAN_PROBE), PDL on and off
   run probe-fold-anatomy 300 python3 bench/probes/fold_anatomy.py --out "$R/probe-fold-anatomy.json" ;;
 probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with its weights cold (sets rotated past
-  # the L2) and L2-hot (one set), the same bits asked of both (bench/probes/l2_hot.py; ~1 GB of expert weights built)
-  run probe-l2-hot 240 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
+  # the L2) and L2-hot (one set), the same bits asked of both (bench/probes/l2_hot.py; ~1 GB of expert weights built);
+  # then (session 43) router -> experts -> q|k|v chains, plain and with the GEMV's weight prefetched on a side stream
+  # (the prefetch's own GPU test first: it changes nothing, is captured, takes blocks=, refuses blocks=0)
+  run gpu-tests-l2-prefetch 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_cupy_l2_prefetch.py --junitxml="$R/gpu-tests-l2-prefetch.xml"
+  run probe-l2-hot 300 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
 probe_router_code)  # decode lead (session 42): each routing form's router timed after its norm with the L2 warm and
   # with a 96 MB read before each pair (its code and data gone from the L2, as in the step): whether a form pays for
   # its code (bench/probes/router_code.py, ~60 s)

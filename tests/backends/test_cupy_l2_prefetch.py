@@ -28,6 +28,7 @@ def test_gpu_prefetch_changes_nothing_and_is_captured_in_a_graph():
     y = torch.empty_like(x)
     prefetch(w)
     prefetch(w, nbytes=100)  # rounded down to 96: a hint, never past the range
+    prefetch(w, blocks=132)  # spread over an H100's SMs: most threads find no chunk left
     g = torch.cuda.CUDAGraph()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -45,3 +46,5 @@ def test_gpu_prefetch_changes_nothing_and_is_captured_in_a_graph():
         prefetch(w[1:])
     with pytest.raises(BadInput, match="bytes asked"):
         prefetch(w, nbytes=w.numel() + 1)
+    with pytest.raises(BadInput, match="blocks=0"):
+        prefetch(w, blocks=0)
