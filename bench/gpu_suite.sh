@@ -90,6 +90,8 @@
 #     probe_router_anatomy  the step's router after its norm with stages left out (RT_PROBE: no routing, no
 #                 arrival, no read of x; the routing split into its outputs' writes, its loads, its scores and its
 #                 picks) and at 1, 2, 4 warps a block (bench/probes/router_anatomy.py; ~45 s)
+#     probe_gateup  the step's MoE gate/up with its x staging, its dots, its weight copies left out (source edits),
+#                 64 PDL launches over rotated routings a graph (bench/probes/gateup_anatomy.py; ~60 s)
 #     probe_router_code  each routing form's router (rt_route, sorted, merge rolled and unrolled) after its norm, the
 #                 L2 warm and then flushed by a 96 MB read before each pair: whether a form's routing pays for its code
 #                 when the step's weight streams leave none of it in the L2 (bench/probes/router_code.py; ~60 s)
@@ -3905,6 +3907,10 @@ probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with
   run gpu-tests-l2-prefetch 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_cupy_l2_prefetch.py --junitxml="$R/gpu-tests-l2-prefetch.xml"
   run probe-l2-hot 300 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
+probe_gateup)  # decode lead (session 43): the step's MoE gate/up kernel with its x staging, its dots or its weight
+  # copies left out (source edits of gateup_q8_q4_k), each as 64 PDL launches over rotated routings in one graph
+  # (bench/probes/gateup_anatomy.py, ~60 s): which part the kernel waits on
+  run probe-gateup-anatomy 200 python3 bench/probes/gateup_anatomy.py --out "$R/probe-gateup-anatomy.json" ;;
 probe_router_code)  # decode lead (session 42): each routing form's router timed after its norm with the L2 warm and
   # with a 96 MB read before each pair (its code and data gone from the L2, as in the step): whether a form pays for
   # its code (bench/probes/router_code.py, ~60 s)

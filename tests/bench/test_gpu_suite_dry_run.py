@@ -1417,6 +1417,14 @@ def test_probe_router_anatomy_runs_the_stage_probe_into_the_call_s_results(tmp_p
     assert not any(c.startswith("synth ") for c in calls)  # a probe of random weights: no model is made
 
 
+def test_probe_gateup_runs_the_anatomy_into_the_call_s_results(tmp_path):
+    """Session 43's gate/up probe: bench/probes/gateup_anatomy.py once, its JSON among the call's results, no model."""
+    log, calls = _suite(tmp_path, "probe_gateup")
+    assert "] probe-gateup-anatomy (limit" in log and "unknown stage" not in log
+    assert "bench/probes/gateup_anatomy.py --out" in log and "probe-gateup-anatomy.json" in log
+    assert not any(c.startswith("synth ") for c in calls)
+
+
 def test_probe_l2_hot_runs_the_stage_probe_into_the_call_s_results(tmp_path):
     """Session 34's probe: bench/probes/l2_hot.py once, its JSON among the call's results, no model made."""
     log, calls = _suite(tmp_path, "probe_l2_hot")
