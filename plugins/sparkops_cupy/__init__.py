@@ -210,6 +210,11 @@ IMPLEMENTATIONS = [
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_l2pf", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_l2pf",
      bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the L2-prefetching pairs with gate/up's copies in commit groups, each dotted as it lands: the same bits
+    ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped",
+     "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped",
+     bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the pairs pair with its down reading the hidden vector from shared memory, copied once a block: the same bits
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_hs", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_hs",
      bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
@@ -243,7 +248,8 @@ POLICIES = {
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
        for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},
     **{("moe_experts", n): "sparkops_cupy._policies:experts_ld_passes"
-       for n in ("cupy_rowwarp_pdl_q8_hidden_ld", "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_l2pf")},
+       for n in ("cupy_rowwarp_pdl_q8_hidden_ld", "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_l2pf",
+                 "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped")},
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_hs"): "sparkops_cupy._policies:experts_hs_passes",
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},

@@ -157,6 +157,11 @@ DOWN_CP_GROUPS = 1
 #: down of cupy_rowwarp_pdl_q8_pairs_l2pf, which names it whatever DOWN_LD_FORM says
 DOWN_LD_FORMS = {"ids": "moe_q4_k_downq8idspdl", "ahead": "moe_q4_k_downq8aheadpdl", "l2pf": "moe_q4_k_downq8l2pfpdl"}
 DOWN_LD_FORM = "ids"
+#: the grouped gate/up's commit groups -> its kernels' suffix (kernels/moe_rowwarp.cu's gateup_q8_q4_k<.., GROUPS>;
+#: a group is a range of whole super-blocks of every row, so a row of fewer super-blocks leaves a group empty), and the
+#: groups cupy_rowwarp_pdl_q8_pairs_l2pf_grouped runs: 3 for the 48B's 9 super-blocks a row (3 each)
+GU_GROUP_FORMS = {3: "g3"}
+GU_GROUPS = 3
 #: the most slots those downs read a lane each (moe_rowwarp.cu's DOWN_LD_MAX_K); a call with more runs the warp down
 #: (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_ld_passes)
 DOWN_LD_MAX_K = 32
@@ -307,7 +312,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
                     pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False,
                     ld_q8_down: bool = False, xpf_down: bool = False, hs_down: bool = False,
-                    ld_form: str | None = None, shared_l2: bool = False) -> None:
+                    ld_form: str | None = None, shared_l2: bool = False, gu_groups: int = 1) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -334,7 +339,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     DOWN_LD_MAX_K slots or DOWN_HS_SMEM_LIMIT runs down_q8_q4_k (the stated policy). `ld_form` (with `ld_q8_down`):
     the q8-loads down's form by name, DOWN_LD_FORM's when None. `shared_l2` (with `pairs` and x padded): the gate/up
     blocks of the shared expert's rows ask for their weight lines in the L2 before the wait (SHARED_L2: the same
-    bits)."""
+    bits). `gu_groups` (with `shared_l2`): that gate/up's weight copies in so many commit groups of whole
+    super-blocks, each dotted once it has landed (GU_GROUP_FORMS; gateup_q8_q4_k's GROUPS: the same sums in the same
+    order, the same bits)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -391,6 +398,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if shared_l2 and not (pairs and padded and not shared_first):
         raise BadInput("moe_experts: the shared expert's L2 prefetch is written for the pairs gate/up with x padded "
                        "(pairs=True, PAIRS_X 'padded'), not the shared-first one")
+    if gu_groups != 1 and (gu_groups not in GU_GROUP_FORMS or not shared_l2):
+        raise BadInput(f"moe_experts: the grouped gate/up is the L2-prefetching pairs gate/up's (shared_l2=True) in "
+                       f"{sorted(GU_GROUP_FORMS)} commit groups, not {gu_groups!r} with shared_l2={shared_l2}")
     if ld_form is not None and not ld_q8_down:
         raise BadInput(f"moe_experts: a q8-loads down form ({ld_form!r}) names the ld down's form (ld_q8_down=True)")
     ld_form = DOWN_LD_FORM if ld_form is None else ld_form
@@ -408,7 +418,7 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                        f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("h" if q8_hidden else "") \
         + ("w" if pairs else "") + ("x" if padded else "") + ("pdl" if pdl else "") + ("sh" if shared_first else "") \
-        + ("pf" if shared_l2 else "")
+        + ("pf" if shared_l2 else "") + GU_GROUP_FORMS.get(gu_groups, "")
     name, grid = f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", (rows + 7) // 8
     if pipe:  # the stages after the staged activations; as many blocks as the SMs hold, no more than the groups
         smem += (PIPE_STAGES - 1) * 16 * kg.row_bytes
@@ -647,6 +657,23 @@ def moe_experts_rowwarp_pdl_q8_pairs_l2pf(x, weights, ids, w_gate, w_up, w_down,
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     ld_q8_down=True, ld_form="l2pf", shared_l2=True))
+
+
+def moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped": cupy_rowwarp_pdl_q8_pairs_l2pf (the step's experts
+    since GPU session 42) with its gate/up's weight copies requested in GU_GROUPS commit groups of whole super-blocks
+    (group g of every row before group g + 1 of any) and each group dotted as soon as it has landed, not every byte of
+    the block first (kernels/moe_rowwarp.cu's gu_copy_range_grouped; gateup_q8_q4_k's GROUPS). Why: GPU session 43's
+    probe_gateup (H100) timed the step's gate/up at 13.57 us a call, its weight copies alone 8.96 (the read ceiling
+    after the launch and the wait's ~2.1), its x staging and dots alone 7.82 (no copy): the dots of a one-wave block
+    all wait for the block's last byte, so ~4.6 us of them run after the bytes stop. The same loads, rows and sums in
+    the same order (each lane's super-blocks still o / 4, o / 4 + 2, ...): cupy_rowwarp_pdl_q8_pairs' bits. The down
+    is l2pf's. Every other call by the stated policy (_policies.experts_ld_passes). Not yet run on a GPU (stage
+    proofs57 / rungs57)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
+                                                    ld_q8_down=True, ld_form="l2pf", shared_l2=True,
+                                                    gu_groups=GU_GROUPS))
 
 
 def moe_experts_rowwarp_pdl_q8_pairs_hs(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

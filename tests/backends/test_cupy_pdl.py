@@ -548,12 +548,13 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
                                   "moe_experts_rowwarp_pdl_q8_pairs", "moe_experts_rowwarp_pdl_q8_hidden_cp",
                                   "moe_experts_rowwarp_pdl_q8_pairs_cp", "moe_experts_rowwarp_pdl_q8_hidden_ld",
                                   "moe_experts_rowwarp_pdl_q8_pairs_ld", "moe_experts_rowwarp_pdl_q8_pairs_xpf",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_hs", "moe_experts_rowwarp_pdl_q8_pairs_l2pf"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_hs", "moe_experts_rowwarp_pdl_q8_pairs_l2pf",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
                               "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs",
                               "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down", "pdl_q8_hidden_down_loads",
                               "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_xpf", "pdl_q8_pairs_down_staged",
-                              "pdl_q8_pairs_down_l2pf"])
+                              "pdl_q8_pairs_down_l2pf", "pdl_q8_pairs_l2pf_grouped"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -718,12 +719,13 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
                                   "cupy_rowwarp_pdl_q8_pairs", "cupy_rowwarp_pdl_q8_hidden_cp",
                                   "cupy_rowwarp_pdl_q8_pairs_cp", "cupy_rowwarp_pdl_q8_hidden_ld",
                                   "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_xpf",
-                                  "cupy_rowwarp_pdl_q8_pairs_hs", "cupy_rowwarp_pdl_q8_pairs_l2pf"],
+                                  "cupy_rowwarp_pdl_q8_pairs_hs", "cupy_rowwarp_pdl_q8_pairs_l2pf",
+                                  "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped"],
                          ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs",
                               "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down",
                               "q8_gate_up_q8_hidden_down_loads", "q8_gate_up_q8_pairs_down_loads",
                               "q8_gate_up_q8_pairs_down_xpf", "q8_gate_up_q8_pairs_down_staged",
-                              "q8_gate_up_q8_pairs_down_l2pf"])
+                              "q8_gate_up_q8_pairs_down_l2pf", "q8_gate_up_q8_pairs_l2pf_grouped"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -763,10 +765,12 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
                                   "moe_experts_rowwarp_pdl_q8_hidden_cp", "moe_experts_rowwarp_pdl_q8_pairs_cp",
                                   "moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwarp_pdl_q8_pairs_ld",
                                   "moe_experts_rowwarp_pdl_q8_pairs_xpf", "moe_experts_rowwarp_pdl_q8_pairs_hs",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped"],
                          ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs", "q8_hidden_copy_down",
                               "q8_pairs_copy_down", "q8_hidden_down_loads", "q8_pairs_down_loads",
-                              "q8_pairs_down_xpf", "q8_pairs_down_staged", "q8_pairs_down_l2pf"])
+                              "q8_pairs_down_xpf", "q8_pairs_down_staged", "q8_pairs_down_l2pf",
+                              "q8_pairs_l2pf_grouped"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -1084,6 +1088,45 @@ def test_gpu_pdl_down_l2pf_replayed_after_the_norm_and_router_gives_the_pairs_bi
     """The L2-prefetching down replayed in the step's chain: its ids are read before the wait, once, so a stale id (the
     replay before's routing) gives other bits; a prefetched line is a request, never a value."""
     _replays_give_the_warp_downs_bits(_DOWN_L2PF_PAIRS, 76)
+
+
+#: the grouped gate/up's pair and the warp-down pair whose bits it claims
+_GU_GROUPED_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped", "moe_experts_rowwarp_pdl_q8_pairs"),)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_gate_up_grouped_gives_the_pairs_bits(dtype):
+    """moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_grouped claims cupy_rowwarp_pdl_q8_pairs' bits: its gate/up requests
+    its rows' weights in GU_GROUPS commit groups of super-blocks and dots each as it lands, each lane's super-blocks
+    in the same order. At the 48B's MoE shape (9 super-blocks a row: 3 a group), at D = 512 with K = 3 of 6 experts of
+    256 rows and a shared one (2 super-blocks a row: a group empty), at D = 768 with K = 5 of 12 of 512 rows and none
+    (one a group), at D = 1280 (5: groups of 1, 2, 2, a lane's parity in a group not the group's start's) and at
+    D = 256 with K = 33 of 40 (one super-block: two groups empty; past DOWN_LD_MAX_K, the warp down by the stated
+    policy, the grouped gate/up still). Another group count, or the groups asked of a gate/up without the shared
+    expert's prefetch, are refused by name before anything is launched."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(80, dev), _moe_small(81, dev, 512, 256, 256, 6, 3), _moe_small(82, dev, 768, 512, 0, 12, 5),
+            _moe_small(83, dev, 1280, 512, 256, 8, 4), _moe_small(84, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
+    _pairs_give_their_bits(_GU_GROUPED_PAIRS, sets, dtype)
+    x, weights, ids, w = sets[0]
+    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
+                                                                      "s_down")))
+    with pytest.raises(BadInput, match=r"the grouped gate/up is the L2-prefetching pairs gate/up's .* not 2"):
+        cme._launch_rowwarp(one, gateup="q8", pdl=True, q8_hidden=True, pairs=True, ld_q8_down=True,
+                            ld_form="l2pf", shared_l2=True, gu_groups=2)
+    with pytest.raises(BadInput, match="the grouped gate/up is the L2-prefetching pairs gate/up's"):
+        cme._launch_rowwarp(one, gateup="q8", pdl=True, q8_hidden=True, pairs=True, ld_q8_down=True, gu_groups=3)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_gate_up_grouped_replayed_after_the_norm_and_router_gives_the_pairs_bits():
+    """The grouped gate/up replayed in the step's chain: each group is waited for by every thread before any reads it
+    (a group dotted before it landed gives the replay before's rows, other bits, or NaN)."""
+    _replays_give_the_warp_downs_bits(_GU_GROUPED_PAIRS, 85)
 
 
 #: the staged-down pair and the warp-down pair whose bits it claims

@@ -29,6 +29,18 @@ def test_every_variant_edits_the_step_s_gate_up_and_only_it():
     assert probe.edited_source(src, ()) == src
 
 
+def test_the_grouped_variants_change_only_the_grouped_kernel_s_group_count():
+    probe, src = load_probe("gateup_anatomy"), _source()
+    assert f'__global__ void __launch_bounds__(128) {probe.GROUPED}(' in src
+    for groups in probe.GROUP_COUNTS:
+        out = probe.grouped_source(src, groups)
+        assert out.count(f"gateup_q8_q4_k<DT_BF16, true, true, true, true, {groups}>(") == 1
+        assert len(out.splitlines()) == len(src.splitlines())
+    assert probe.grouped_source(src, 3) == src
+    with pytest.raises(ValueError, match="appears 0 times"):
+        probe.grouped_source(src.replace(probe.GROUPED_CALL, "gone("), 2)
+
+
 def test_a_source_the_kernel_no_longer_matches_is_refused_by_name():
     probe, src = load_probe("gateup_anatomy"), _source()
     old = probe.EDITS["stage"][0]

@@ -88,7 +88,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "exphs": "test_experts_down_staged_after_the_router_side_by_side",
            "expl2pf": "test_experts_down_l2pf_after_the_router_side_by_side",
            "attnactpdl": "test_attention_active_pdl_before_the_o_proj_side_by_side",
-           "routermerge": "test_router_merge_side_by_side"}
+           "routermerge": "test_router_merge_side_by_side",
+           "expgrp": "test_experts_gate_up_grouped_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3628,12 +3629,16 @@ def test_frontier_now_times_nothing_when_a_named_step_cannot_be_made(tmp_path):
 
 #: rungs56's record: the step's norm-and-router pair 180 us a token, the merged picks' 150 (x1.200)
 _MERGE56_RECORD = {"routermerge": {"cupy_rowwarp_pdl": 180e-6, "cupy_rowwarp_pdl_merge": 150e-6}}
+#: rungs57's record: the norm-router-experts chain under the l2pf pair 800 us a token, under the grouped one 640 (x1.25)
+_GROUPED57_RECORD = {"expgrp": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_l2pf": 800e-6,
+                                "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped": 640e-6}}
 
 
 def _over_the_s55_step(tmp_path: Path, stages: str, extra_env: dict[str, str] | None = None):
     """The x16 step's machine, then rungs39, rungs49, rungs52 and rungs55 making the s55 step, then STAGES."""
     return _over_the_x16_step(tmp_path, f"rungs39 rungs49 rungs52 rungs55 {stages}",
-                              records={**_S52_STEP_RECORDS, **_STACK55_RECORDS, **_MERGE56_RECORD}, extra_env=extra_env)
+                              records={**_S52_STEP_RECORDS, **_STACK55_RECORDS, **_MERGE56_RECORD, **_GROUPED57_RECORD},
+                              extra_env=extra_env)
 
 
 def test_rungs56_times_the_merged_router_picks_over_the_s55_step(tmp_path):
@@ -3673,6 +3678,45 @@ def test_rungs56_is_left_out_over_a_step_whose_router_is_not_the_pdl_one(tmp_pat
         "moe_router=cupy_rowwarp_pdl)" in log, log
     assert not (machine / "cuda-s56-router-merge.toml").exists()
     assert not any("cuda-s56-router-merge" in c for c in calls), calls
+
+
+def test_rungs57_times_the_grouped_gate_up_over_the_s55_step(tmp_path):
+    """Session 43's rung: over the s55 step (its experts the l2pf pair), gpu-tests-gu-grouped (-k grouped over the
+    experts' PDL GPU tests and the side-by-side that writes perop-expgrp), the swap, one captured gate, one pair with
+    --expect from the record (800 -> 640: x1.25) and a forecast scaling the step's gate/up kernels by it on the s55
+    step's own replay."""
+    log, calls, machine = _over_the_s55_step(tmp_path, "rungs57")
+    line = next(x for x in log.splitlines() if "] gpu-tests-gu-grouped (limit" in x)
+    assert "-k grouped tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in line, line
+    assert log.index("] decode-s55-stack (limit") < log.index("] gpu-tests-gu-grouped (limit") \
+        < log.index("] swap-s57-gu-grouped (limit") < log.index("] gate-captured-s57-gu-grouped (limit") \
+        < log.index("] decode-s57-gu-grouped (limit")
+    decode = _rung_timed_once(calls, machine, "s57-gu-grouped", "moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_grouped",
+                              "cuda-s55-stack.toml", "moe_experts=1.250")
+    assert "--changes moe_experts " in decode and "--forecast " in decode, decode
+    forecast = json.loads((machine / "suite-diag" / "forecast-s57-gu-grouped.json").read_text())
+    assert forecast["all"]["changes"] == ["--scale moe_q4_k_gateup=1.25"], forecast
+    assert forecast["timeline"].endswith("2026-12-06-session42/call3/results-gpu0/probe-timeline-now.json") \
+        and forecast["registry"] == "/tmp/cuda-s55-stack.toml", forecast
+
+
+def test_rungs57_is_left_out_when_its_proof_failed(tmp_path):
+    """The grouped gate/up's GPU tests failed: no swap, no gate, no pair."""
+    log, calls, machine = _over_the_s55_step(tmp_path, "rungs57", extra_env={"STUB_FAIL_MATCH": "gu-grouped"})
+    assert "] gpu-tests-gu-grouped rc=1" in log and "decode-s57-gu-grouped: left out" in log, log
+    assert not (machine / "cuda-s57-gu-grouped.toml").exists()
+    assert not any("cuda-s57-gu-grouped" in c for c in calls), calls
+
+
+def test_rungs57_is_left_out_over_a_step_whose_experts_are_not_the_l2pf_pair(tmp_path):
+    """Over the s52 step (its experts the ids-once pair) the swap would change the down too: no swap, no gate, no
+    pair."""
+    log, calls, machine = _over_the_x16_step(tmp_path, "rungs39 rungs49 rungs52 rungs57",
+                                             records={**_S52_STEP_RECORDS, **_GROUPED57_RECORD})
+    assert "decode-s57-gu-grouped: left out (the step now, cuda-s52-xr-ld.toml, does not select " \
+        "moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf)" in log, log
+    assert not (machine / "cuda-s57-gu-grouped.toml").exists()
+    assert not any("cuda-s57-gu-grouped" in c for c in calls), calls
 
 
 _MOENORM_RECORD = {"moenorm": {"chain": 1100e-6, "cupy_rowwarp_pdl_q8_hidden_norm": 1026e-6, "no closing norm": 1000e-6,

@@ -115,7 +115,49 @@ __device__ __forceinline__ GuRows gu_rows(const i64* __restrict__ ids, int K, in
     return {here, bad};
 }
 
-template <bool PAIRED = false>
+// the first super-block of group g of a row's nsb when they are split into GROUPS commit groups (the last ends at nsb)
+__device__ __forceinline__ int gu_sb0(int g, int groups, int nsb) { return g * nsb / groups; }
+
+// The grouped copy (gate/up's GROUPS > 1, the "grouped" form of GPU session 43): the block's 8 gate and 8 up rows
+// requested in GROUPS commit groups of whole super-blocks - group g the super-blocks [gu_sb0(g), gu_sb0(g + 1)) of
+// every row, all of a group's copies issued before the next group's - into gu_copy_range's layout. Every block of the
+// one wave issues its first group before its second, so the DRAM serves the first groups first and a block can dot
+// them while its later groups stream (session 43's probe_gateup: the copies alone 8.96, the whole 13.57 us, the dots
+// 4.0 us of it, all after a block's last byte). A group may be empty (fewer super-blocks than groups).
+template <int GROUPS>
+__device__ __forceinline__ void gu_copy_range_grouped(const u8* g, const u8* u, int here, i64 row_bytes, u8* sw) {
+    const u32 dst = smem_addr(sw), dst_up = dst + (u32)(8 * row_bytes);
+    const int nsb = (int)(row_bytes / 144);
+#pragma unroll
+    for (int grp = 0; grp < GROUPS; ++grp) {
+        const int s0 = gu_sb0(grp, GROUPS, nsb), n = (gu_sb0(grp + 1, GROUPS, nsb) - s0) * 9;  // 16-byte chunks a row
+        for (int c = threadIdx.x; c < here * n; c += blockDim.x) {
+            const int r = c / n;
+            const i64 off = r * row_bytes + s0 * 144 + 16 * (c - r * n);
+            cp_async16(dst + (u32)off, g + off, 16);
+            cp_async16(dst_up + (u32)off, u + off, 16);
+        }
+        cp_async_commit();
+    }
+}
+
+// wait until at most n (< 8) of this thread's cp.async groups are still in flight; n is a constant once the grouped
+// loops are unrolled, so the switch folds away
+__device__ __forceinline__ void gu_wait_pending(int n) {
+    switch (n) {
+        case 0: cp_async_wait<0>(); break;
+        case 1: cp_async_wait<1>(); break;
+        case 2: cp_async_wait<2>(); break;
+        case 3: cp_async_wait<3>(); break;
+        case 4: cp_async_wait<4>(); break;
+        case 5: cp_async_wait<5>(); break;
+        case 6: cp_async_wait<6>(); break;
+        default: cp_async_wait<7>(); break;
+    }
+}
+
+// GROUPS > 1: the rows' copies in GROUPS commit groups (gu_copy_range_grouped, always paired)
+template <bool PAIRED = false, int GROUPS = 1>
 __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
                                                const u8* __restrict__ w_up, i64 row_bytes, int F,
                                                const u8* __restrict__ s_gate, const u8* __restrict__ s_up, int Fs,
@@ -125,7 +167,10 @@ __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int 
     const bool routed = r0 < (i64)K * F;
     const u8* g = routed ? w_gate + (e * F + r0 % F) * row_bytes : s_gate + (r0 - (i64)K * F) * row_bytes;
     const u8* u = routed ? w_up + (e * F + r0 % F) * row_bytes : s_up + (r0 - (i64)K * F) * row_bytes;
-    gu_copy_range<PAIRED>(g, u, b.here, row_bytes, sw);
+    if (GROUPS > 1)
+        gu_copy_range_grouped<GROUPS>(g, u, b.here, row_bytes, sw);
+    else
+        gu_copy_range<PAIRED>(g, u, b.here, row_bytes, sw);
     return b;
 }
 
@@ -227,7 +272,7 @@ __device__ __forceinline__ void hq8_store_group(float v, int lane, int here, i64
 // that their sums are one code's: the same bits whichever form runs. PAIRS: each lane of the octet a whole sub-block
 // pair of every other super-block (lane o: pair o % 4, super-blocks o / 4, + 2, ...; q8_block64), not half a pair of
 // every one (q8_block): the "pairs" form, its own bits. XPAD (with PAIRS): the codes at q8_stage's padded stride.
-template <bool HQ8, bool PAIRS = false, bool XPAD = false>
+template <bool HQ8, bool PAIRS = false, bool XPAD = false, int GROUPS = 1>
 __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, const i8* xq, const float* dx,
                                             const int* s16, GuRows b, i64 r0, i64 group, i64 rows,
                                             float* __restrict__ h, float* hv) {
@@ -236,7 +281,18 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
     const bool ok = local < b.here;
     const u8* r = sw + ((oct >= 2 ? 8 : 0) + (ok ? local : 0)) * row_bytes;
     float acc = 0.0f;
-    if (PAIRS)
+    if (PAIRS && GROUPS > 1) {  // each commit group dotted once it has landed; the lane's super-blocks in the same
+                                // order as below (o / 4, o / 4 + 2, ...): the same sum, the same bits
+#pragma unroll
+        for (int grp = 0; grp < GROUPS; ++grp) {
+            gu_wait_pending(GROUPS - 1 - grp);
+            __syncthreads();  // every thread's copies of the group (and, the first time, the staged x)
+            const int s1 = gu_sb0(grp + 1, GROUPS, D >> 8);
+            int sb = gu_sb0(grp, GROUPS, D >> 8);
+            for (sb += (sb ^ (o >> 2)) & 1; sb < s1; sb += 2)
+                acc += q8_block64<XPAD>(r + (i64)sb * 144, o & 3, xq, dx, s16, sb);
+        }
+    } else if (PAIRS)
         for (int sb = o >> 2; sb < (D >> 8); sb += 2)
             acc += q8_block64<XPAD>(r + (i64)sb * 144, o & 3, xq, dx, s16, sb);
     else
@@ -264,7 +320,8 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
 // runs, so that its copy after the wait finds them there (1/9 of the 48B's gate/up bytes). Unlike SHARED_FIRST (the
 // float copy form's, session 26: 0.996), the blocks keep their order and nothing is copied before the wait. The
 // same loads and sums: the same bits.
-template <int DT, bool HQ8 = false, bool PAIRS = false, bool XPAD = false, bool SHARED_L2 = false>
+template <int DT, bool HQ8 = false, bool PAIRS = false, bool XPAD = false, bool SHARED_L2 = false,
+          int GROUPS = 1>
 __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
@@ -289,11 +346,13 @@ __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const
     }
     pdl_wait();  // ids and x: the router's and the norm's outputs
     pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
-    const GuRows b = gu_copy_rows<PAIRS>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
+    const GuRows b = gu_copy_rows<PAIRS, GROUPS>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
     q8_stage<DT, XPAD>(x, D, xq, dx, s16);
-    cp_async_wait_all();
-    __syncthreads();
-    gu_q8_group<HQ8, PAIRS, XPAD>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h, hv);
+    if (GROUPS == 1) {  // the grouped form waits for each group inside gu_q8_group
+        cp_async_wait_all();
+        __syncthreads();
+    }
+    gu_q8_group<HQ8, PAIRS, XPAD, GROUPS>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h, hv);
 }
 
 // The pipelined Q8 gate/up ("q8 pipe", the gate/up of cupy_rowwarp_pdl_q8_pipe, written after GPU session 28): the
@@ -1291,6 +1350,33 @@ extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdlpf_f16(
     const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
     int Fs, int D, float* __restrict__ h) {
     gateup_q8_q4_k<DT_F16, true, true, true, true>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D, h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdlpfg3_f32(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F32, true, true, true, true, 3>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D,
+                                                     h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdlpfg3_bf16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_BF16, true, true, true, true, 3>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D,
+                                                     h);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_q4_k_gateupq8hwxpdlpfg3_f16(
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
+    const u8* __restrict__ w_up, i64 row_bytes, int F, const u8* __restrict__ s_gate, const u8* __restrict__ s_up,
+    int Fs, int D, float* __restrict__ h) {
+    gateup_q8_q4_k<DT_F16, true, true, true, true, 3>(x, ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, D,
+                                                     h);
 }
 
 // budget: stack 0, spills 0
