@@ -1591,6 +1591,7 @@ now_pairs() {
     decode-s54-exp-l2pf) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf ;;
     decode-s55-stack) echo $S55_PAIRS ;;
     decode-s56-router-merge) echo moe_router=cupy_rowwarp_pdl_merge ;;
+    decode-s57-gu-grouped) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_grouped ;;
     decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
     decode-s47-oproj-norm) echo linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on ;;
     decode-s48-norm-folds) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
