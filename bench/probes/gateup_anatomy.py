@@ -18,7 +18,8 @@ timed as the step runs gate/up: CALLS launches with programmatic dependent launc
 routings (a different 8 of 256 experts each call, the 48B's shapes, bf16 x), the median of the replays. The whole
 variant's hidden vector is checked bitwise against the registered kernel's on the same call. Then (written with it
 in session 43) the grouped form, cupy_rowwarp_pdl_q8_pairs_l2pf_grouped's gate/up, at 2, 3 (its own), 4 and 9 commit
-groups (its kernel's template argument edited), each timed the same way and its bits checked the same way.
+groups (its kernel's template argument edited), each timed the same way and its bits checked the same way; then its
+pipelined forms (PIPE_FORMS: so many groups, only so many requested ahead, the next once one has landed).
 
     python3 bench/probes/gateup_anatomy.py --out probe.json [--replays 30]
 """
@@ -35,16 +36,21 @@ FUNCTION = "__device__ __forceinline__ void gateup_q8_q4_k("
 #: part -> (the statement in gateup_q8_q4_k's body, what replaces it)
 EDITS = {
     "stage": ("q8_stage<DT, XPAD>(x, D, xq, dx, s16);", ""),
-    "dot": ("gu_q8_group<HQ8, PAIRS, XPAD, GROUPS>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, "
-            "h, hv);", "if (threadIdx.x == 0) h[blockIdx.x] = (float)b.here + (float)xq[0] + (float)sw[0];"),
-    "copy": ("const GuRows b = gu_copy_rows<PAIRS, GROUPS>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, "
-             "sw);", "i64 e_unused = 0; const GuRows b = gu_rows(ids, K, E, F, Fs, r0, e_unused);"),
+    "dot": ("gu_q8_group<HQ8, PAIRS, XPAD, GROUPS, DEPTH>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, "
+            "(i64)K * F + Fs, h,\n" + " " * 49 + "hv, g_src, u_src);",
+            "if (threadIdx.x == 0) h[blockIdx.x] = (float)b.here + (float)xq[0] + (float)sw[0];"),
+    "copy": ("const GuRows b = gu_copy_rows<PAIRS, GROUPS, DEPTH>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, "
+             "Fs, r0, sw,\n" + " " * 56 + "&g_src, &u_src);",
+             "i64 e_unused = 0; const GuRows b = gu_rows(ids, K, E, F, Fs, r0, e_unused);"),
 }
 #: the grouped form (cupy_rowwarp_pdl_q8_pairs_l2pf_grouped's gate/up: its copies in commit groups of super-blocks,
 #: each dotted as it lands) and the line of its kernel whose last template argument, the groups, the probe varies
 GROUPED = "moe_q4_k_gateupq8hwxpdlpfg3_bf16"
 GROUPED_CALL = "gateup_q8_q4_k<DT_BF16, true, true, true, true, 3>("
 GROUP_COUNTS = (2, 3, 4, 9)
+#: (groups, depth): the pipelined grouped forms, only `depth` groups a block requested at first and group g + depth
+#: once group g has landed (GPU session 43, after every group requested at once lost: they land interleaved)
+PIPE_FORMS = ((3, 1), (3, 2), (4, 2), (6, 2), (6, 3), (9, 3))
 #: the variants timed: the parts each leaves out
 VARIANTS = {"whole": (), "no stage": ("stage",), "no dot": ("dot",), "no copy": ("copy",),
             "copies only": ("stage", "dot"), "stage only": ("copy", "dot"), "wait and ids only": ("stage", "dot", "copy")}
@@ -69,13 +75,14 @@ def edited_source(source: str, leave_out: tuple[str, ...]) -> str:
     return source[:start] + body + source[end:]
 
 
-def grouped_source(source: str, groups: int) -> str:
-    """`source` with the grouped bf16 kernel's commit groups set to `groups` (its kernel name kept). Raises ValueError
-    when its template call is not found exactly once."""
+def grouped_source(source: str, groups: int, depth: int | None = None) -> str:
+    """`source` with the grouped bf16 kernel's commit groups set to `groups`, `depth` of them requested at first (all
+    when None; its kernel name kept). Raises ValueError when its template call is not found exactly once."""
     if source.count(GROUPED_CALL) != 1:
         raise ValueError(f"gateup_anatomy: {GROUPED_CALL!r} appears {source.count(GROUPED_CALL)} times in "
                          f"moe_rowwarp.cu; update bench/probes/gateup_anatomy.py's GROUPED_CALL")
-    return source.replace(GROUPED_CALL, GROUPED_CALL.replace(", 3>(", f", {groups}>("))
+    args = f", {groups}>(" if depth is None else f", {groups}, {depth}>("
+    return source.replace(GROUPED_CALL, GROUPED_CALL.replace(", 3>(", args))
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -114,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     grid = (a0.rows + 7) // 8
     source = rt.expanded_source("moe_rowwarp.cu")
 
-    def compiled(leave_out: tuple[str, ...], groups: int | None = None):
-        code = edited_source(source, leave_out) if groups is None else grouped_source(source, groups)
+    def compiled(leave_out: tuple[str, ...], groups: int | None = None, depth: int | None = None):
+        code = edited_source(source, leave_out) if groups is None else grouped_source(source, groups, depth)
         with cupy.cuda.Device(dev.index):
             mod = cupy.RawModule(code=code, options=rt.OPTIONS, backend="nvrtc")
             return mod.get_function(KERNEL if groups is None else GROUPED)
@@ -163,11 +170,24 @@ def main(argv: list[str] | None = None) -> int:
         results["grouped"][str(groups)] = {"us": us, "less_than_whole": whole_us - us, "same_bits": same}
         print(f"{f'grouped, {groups} groups':20s} {us:6.2f} us a call ({whole_us - us:+5.2f} against the whole); "
               f"the registered kernel's bits: {same}", flush=True)
+    results["pipelined"] = {}
+    for groups, depth in PIPE_FORMS:  # the pipelined grouped forms, timed and checked the same way
+        fn = compiled((), groups, depth)
+        a0.h.fill_(float("nan"))
+        launch(fn.kernel.ptr, a0)
+        torch.cuda.synchronize()
+        same = bool(torch.equal(a0.h.view(torch.int32), want.view(torch.int32)))
+        us = time_thunks(thunks(fn.kernel.ptr), args.replays) / CALLS
+        results["pipelined"][f"{groups}x{depth}"] = {"groups": groups, "depth": depth, "us": us,
+                                                     "less_than_whole": whole_us - us, "same_bits": same}
+        print(f"{f'{groups} groups, {depth} ahead':20s} {us:6.2f} us a call ({whole_us - us:+5.2f} against the whole); "
+              f"the registered kernel's bits: {same}", flush=True)
     print(f"the whole variant's hidden vector bitwise the registered kernel's: {results['whole_same_bits']}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
-    return 0 if results["whole_same_bits"] and all(g["same_bits"] for g in results["grouped"].values()) else 1
+    forms = list(results["grouped"].values()) + list(results["pipelined"].values())
+    return 0 if results["whole_same_bits"] and all(g["same_bits"] for g in forms) else 1
 
 
 if __name__ == "__main__":

@@ -37,6 +37,10 @@ def test_the_grouped_variants_change_only_the_grouped_kernel_s_group_count():
         assert out.count(f"gateup_q8_q4_k<DT_BF16, true, true, true, true, {groups}>(") == 1
         assert len(out.splitlines()) == len(src.splitlines())
     assert probe.grouped_source(src, 3) == src
+    for groups, depth in probe.PIPE_FORMS:
+        assert 1 <= depth < groups <= 9
+        out = probe.grouped_source(src, groups, depth)
+        assert out.count(f"gateup_q8_q4_k<DT_BF16, true, true, true, true, {groups}, {depth}>(") == 1
     with pytest.raises(ValueError, match="appears 0 times"):
         probe.grouped_source(src.replace(probe.GROUPED_CALL, "gone("), 2)
 

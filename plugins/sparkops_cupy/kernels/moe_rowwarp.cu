@@ -124,21 +124,28 @@ __device__ __forceinline__ int gu_sb0(int g, int groups, int nsb) { return g * n
 // one wave issues its first group before its second, so the DRAM serves the first groups first and a block can dot
 // them while its later groups stream (session 43's probe_gateup: the copies alone 8.96, the whole 13.57 us, the dots
 // 4.0 us of it, all after a block's last byte). A group may be empty (fewer super-blocks than groups).
+// group grp of the block's rows' copies (gu_copy_range_grouped's), committed as one cp.async group
 template <int GROUPS>
-__device__ __forceinline__ void gu_copy_range_grouped(const u8* g, const u8* u, int here, i64 row_bytes, u8* sw) {
+__device__ __forceinline__ void gu_copy_group(const u8* g, const u8* u, int here, int grp, i64 row_bytes, u8* sw) {
     const u32 dst = smem_addr(sw), dst_up = dst + (u32)(8 * row_bytes);
     const int nsb = (int)(row_bytes / 144);
-#pragma unroll
-    for (int grp = 0; grp < GROUPS; ++grp) {
-        const int s0 = gu_sb0(grp, GROUPS, nsb), n = (gu_sb0(grp + 1, GROUPS, nsb) - s0) * 9;  // 16-byte chunks a row
-        for (int c = threadIdx.x; c < here * n; c += blockDim.x) {
-            const int r = c / n;
-            const i64 off = r * row_bytes + s0 * 144 + 16 * (c - r * n);
-            cp_async16(dst + (u32)off, g + off, 16);
-            cp_async16(dst_up + (u32)off, u + off, 16);
-        }
-        cp_async_commit();
+    const int s0 = gu_sb0(grp, GROUPS, nsb), n = (gu_sb0(grp + 1, GROUPS, nsb) - s0) * 9;  // 16-byte chunks a row
+    for (int c = threadIdx.x; c < here * n; c += blockDim.x) {
+        const int r = c / n;
+        const i64 off = r * row_bytes + s0 * 144 + 16 * (c - r * n);
+        cp_async16(dst + (u32)off, g + off, 16);
+        cp_async16(dst_up + (u32)off, u + off, 16);
     }
+    cp_async_commit();
+}
+
+// DEPTH (<= GROUPS) of the groups requested here; with DEPTH < GROUPS gu_q8_group requests group g + DEPTH once group
+// g has landed (GPU session 43, after the grouped form lost: every group requested at once lands interleaved with
+// every other block's, so no block's first group comes first; requested later, a group cannot)
+template <int GROUPS, int DEPTH = GROUPS>
+__device__ __forceinline__ void gu_copy_range_grouped(const u8* g, const u8* u, int here, i64 row_bytes, u8* sw) {
+#pragma unroll
+    for (int grp = 0; grp < DEPTH; ++grp) gu_copy_group<GROUPS>(g, u, here, grp, row_bytes, sw);
 }
 
 // wait until at most n (< 8) of this thread's cp.async groups are still in flight; n is a constant once the grouped
@@ -156,19 +163,23 @@ __device__ __forceinline__ void gu_wait_pending(int n) {
     }
 }
 
-// GROUPS > 1: the rows' copies in GROUPS commit groups (gu_copy_range_grouped, always paired)
-template <bool PAIRED = false, int GROUPS = 1>
+// GROUPS > 1: the rows' copies in GROUPS commit groups (gu_copy_range_grouped, always paired), the first DEPTH of them
+// requested here; g_src and u_src (where given) get the block's first gate and up rows, from which the rest are asked
+template <bool PAIRED = false, int GROUPS = 1, int DEPTH = GROUPS>
 __device__ __forceinline__ GuRows gu_copy_rows(const i64* __restrict__ ids, int K, int E, const u8* __restrict__ w_gate,
                                                const u8* __restrict__ w_up, i64 row_bytes, int F,
                                                const u8* __restrict__ s_gate, const u8* __restrict__ s_up, int Fs,
-                                               i64 r0, u8* sw) {
+                                               i64 r0, u8* sw, const u8** g_src = nullptr,
+                                               const u8** u_src = nullptr) {
     i64 e = 0;
     const GuRows b = gu_rows(ids, K, E, F, Fs, r0, e);
     const bool routed = r0 < (i64)K * F;
     const u8* g = routed ? w_gate + (e * F + r0 % F) * row_bytes : s_gate + (r0 - (i64)K * F) * row_bytes;
     const u8* u = routed ? w_up + (e * F + r0 % F) * row_bytes : s_up + (r0 - (i64)K * F) * row_bytes;
+    if (g_src) *g_src = g;
+    if (u_src) *u_src = u;
     if (GROUPS > 1)
-        gu_copy_range_grouped<GROUPS>(g, u, b.here, row_bytes, sw);
+        gu_copy_range_grouped<GROUPS, DEPTH>(g, u, b.here, row_bytes, sw);
     else
         gu_copy_range<PAIRED>(g, u, b.here, row_bytes, sw);
     return b;
@@ -272,10 +283,11 @@ __device__ __forceinline__ void hq8_store_group(float v, int lane, int here, i64
 // that their sums are one code's: the same bits whichever form runs. PAIRS: each lane of the octet a whole sub-block
 // pair of every other super-block (lane o: pair o % 4, super-blocks o / 4, + 2, ...; q8_block64), not half a pair of
 // every one (q8_block): the "pairs" form, its own bits. XPAD (with PAIRS): the codes at q8_stage's padded stride.
-template <bool HQ8, bool PAIRS = false, bool XPAD = false, int GROUPS = 1>
+template <bool HQ8, bool PAIRS = false, bool XPAD = false, int GROUPS = 1, int DEPTH = GROUPS>
 __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, const i8* xq, const float* dx,
                                             const int* s16, GuRows b, i64 r0, i64 group, i64 rows,
-                                            float* __restrict__ h, float* hv) {
+                                            float* __restrict__ h, float* hv, const u8* g_src = nullptr,
+                                            const u8* u_src = nullptr) {
     const int tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const int local = (tid >> 5) * 2 + (oct & 1);  // the hidden row of this octet within the group
     const bool ok = local < b.here;
@@ -285,8 +297,10 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
                                 // order as below (o / 4, o / 4 + 2, ...): the same sum, the same bits
 #pragma unroll
         for (int grp = 0; grp < GROUPS; ++grp) {
-            gu_wait_pending(GROUPS - 1 - grp);
+            gu_wait_pending(min(GROUPS, grp + DEPTH) - grp - 1);  // groups 0 .. min(GROUPS, grp + DEPTH) - 1 asked
             __syncthreads();  // every thread's copies of the group (and, the first time, the staged x)
+            if (grp + DEPTH < GROUPS)  // its region of shared memory is nobody's yet
+                gu_copy_group<GROUPS>(g_src, u_src, b.here, grp + DEPTH, row_bytes, (u8*)sw);
             const int s1 = gu_sb0(grp + 1, GROUPS, D >> 8);
             int sb = gu_sb0(grp, GROUPS, D >> 8);
             for (sb += (sb ^ (o >> 2)) & 1; sb < s1; sb += 2)
@@ -321,7 +335,7 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
 // float copy form's, session 26: 0.996), the blocks keep their order and nothing is copied before the wait. The
 // same loads and sums: the same bits.
 template <int DT, bool HQ8 = false, bool PAIRS = false, bool XPAD = false, bool SHARED_L2 = false,
-          int GROUPS = 1>
+          int GROUPS = 1, int DEPTH = GROUPS>
 __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                const u8* __restrict__ w_gate, const u8* __restrict__ w_up,
                                                i64 row_bytes, int F, const u8* __restrict__ s_gate,
@@ -346,13 +360,16 @@ __device__ __forceinline__ void gateup_q8_q4_k(const void* __restrict__ x, const
     }
     pdl_wait();  // ids and x: the router's and the norm's outputs
     pdl_launch_dependents();  // after the wait: the down kernel may read ids before its own wait
-    const GuRows b = gu_copy_rows<PAIRS, GROUPS>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw);
+    const u8 *g_src = nullptr, *u_src = nullptr;  // the rows' sources, for a group requested later (DEPTH < GROUPS)
+    const GuRows b = gu_copy_rows<PAIRS, GROUPS, DEPTH>(ids, K, E, w_gate, w_up, row_bytes, F, s_gate, s_up, Fs, r0, sw,
+                                                        &g_src, &u_src);
     q8_stage<DT, XPAD>(x, D, xq, dx, s16);
     if (GROUPS == 1) {  // the grouped form waits for each group inside gu_q8_group
         cp_async_wait_all();
         __syncthreads();
     }
-    gu_q8_group<HQ8, PAIRS, XPAD, GROUPS>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h, hv);
+    gu_q8_group<HQ8, PAIRS, XPAD, GROUPS, DEPTH>(sw, row_bytes, D, xq, dx, s16, b, r0, blockIdx.x, (i64)K * F + Fs, h,
+                                                 hv, g_src, u_src);
 }
 
 // The pipelined Q8 gate/up ("q8 pipe", the gate/up of cupy_rowwarp_pdl_q8_pipe, written after GPU session 28): the
