@@ -857,6 +857,18 @@
 #   state, the router's biases) are evicted by the weight streams; which streams carry an evict-first hint, and what
 #   the others cost, is the next probe (a kernel's own time in the step against the same kernel with the L2 flushed
 #   before it and warm, as router_code.py does for the routers).
+# Session 43 (bench/gpu-runs/2026-12-06-session43/README.md): two H100 calls, then an H200. The s55 step's first H200
+# figures (rungs57's A arm) raised the H200 frontier to 608.2 / 569.5, frontier131k 490.9 at 131072 (IQ1_S 317.4).
+# probe_l2_hot: the step's kernels only 3-16% faster with their weights in the L2, a bulk prefetch ~0.3-0.4 TB/s:
+# prefetching ahead is closed. probe_gateup: the gate/up's copies alone at the read ceiling, its staging and dots alone
+# about as long, the whole nearly their sum. rungs57 (its copies in commit groups, all requested at once) lost x0.976.
+# gateup_q8_q4_k's DEPTH (groups requested as earlier ones land) changed moe_rowwarp.cu after call 3's registries, so
+# the next fresh machine re-proves the MoE implementations (~90 s). Next session:
+#     export SUITE_TIMED="<session 33's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
+#     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
+#     bash bench/gpu_lanes.sh 300 "probe_gateup proofs57" ""   # the pipelined forms (3x1 .. 9x3) and the grouped
+#   form's GPU tests after the DEPTH refactor, no registry restored (~100 s). A pipelined form faster than the whole
+#   per call is then registered (a GU_DEPTH beside GU_GROUPS) and timed as a rung over s55 (as rungs57).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

@@ -652,8 +652,9 @@ def moe_experts_rowwarp_pdl_q8_pairs_l2pf(x, weights, ids, w_gate, w_up, w_down,
     id), while the router runs. Written in GPU session 40, after the staged down tied: with the hidden vector's round
     trips gone the down's own time did not move, and what its compiled form still does after the wait is request its
     later groups' weights from DRAM, a group at a time. The same loads and sums: cupy_rowwarp_pdl_q8_pairs' bits.
-    Every other call by the stated policy (_policies.experts_ld_passes). Not yet run on a GPU (stage proofs54 /
-    rungs54)."""
+    Every other call by the stated policy (_policies.experts_ld_passes). GPU session 41 (H100): rungs54 over the s52
+    step x1.012 / x1.011, then x1.011 / x1.013 (a none); session 42 stacked it with the active PDL attention (rungs55,
+    x1.030 at d=0: a win), so it is the step's experts since (s55)."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     ld_q8_down=True, ld_form="l2pf", shared_l2=True))
@@ -668,8 +669,12 @@ def moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped(x, weights, ids, w_gate, w_up,
     after the launch and the wait's ~2.1), its x staging and dots alone 7.82 (no copy): the dots of a one-wave block
     all wait for the block's last byte, so ~4.6 us of them run after the bytes stop. The same loads, rows and sums in
     the same order (each lane's super-blocks still o / 4, o / 4 + 2, ...): cupy_rowwarp_pdl_q8_pairs' bits. The down
-    is l2pf's. Every other call by the stated policy (_policies.experts_ld_passes). Not yet run on a GPU (stage
-    proofs57 / rungs57)."""
+    is l2pf's. Every other call by the stated policy (_policies.experts_ld_passes). GPU session 43 (H200): its 11 GPU
+    tests and the captured gate passed (the same bits), but per op in the chain it took 735 against the l2pf pair's
+    712 us a token, and its rung (rungs57) lost x0.976 / x0.976: requested at once, a block's groups land interleaved
+    with every other block's, so each group's wait and barrier only add (probe_gateup: 12.3, 13.4, 13.4 and 17.6 us
+    at 2, 3, 4 and 9 groups against 11.9). Kept, tested, selected by nothing; gateup_q8_q4_k's DEPTH (groups asked
+    as earlier ones land) is the probe's next form."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     ld_q8_down=True, ld_form="l2pf", shared_l2=True,

@@ -123,7 +123,9 @@ __device__ __forceinline__ int gu_sb0(int g, int groups, int nsb) { return g * n
 // every row, all of a group's copies issued before the next group's - into gu_copy_range's layout. Every block of the
 // one wave issues its first group before its second, so the DRAM serves the first groups first and a block can dot
 // them while its later groups stream (session 43's probe_gateup: the copies alone 8.96, the whole 13.57 us, the dots
-// 4.0 us of it, all after a block's last byte). A group may be empty (fewer super-blocks than groups).
+// 4.0 us of it, all after a block's last byte). A group may be empty (fewer super-blocks than groups). GPU session 43
+// (H200): slower at every group count (12.3 / 13.4 / 13.4 / 17.6 us at 2 / 3 / 4 / 9 groups against 11.9; rungs57
+// x0.976): all requested at once, the groups land interleaved with every other block's, and each wait only adds.
 // group grp of the block's rows' copies (gu_copy_range_grouped's), committed as one cp.async group
 template <int GROUPS>
 __device__ __forceinline__ void gu_copy_group(const u8* g, const u8* u, int here, int grp, i64 row_bytes, u8* sw) {
