@@ -19,6 +19,7 @@
 #include "prefetch.cuh"
 #include "q4k_half.cuh"
 #include "q4k_q8.cuh"
+#include "q4k_mma.cuh"  // cp_async_wait_pending (the grouped gate/up's waits)
 
 // the wide down's rounds of 4 super-blocks a group (down_q4_k): 9, the 48B's 36 a row (8 slots of F = 1024, the
 // shared expert's 1024) in one group
@@ -148,21 +149,6 @@ template <int GROUPS, int DEPTH = GROUPS>
 __device__ __forceinline__ void gu_copy_range_grouped(const u8* g, const u8* u, int here, i64 row_bytes, u8* sw) {
 #pragma unroll
     for (int grp = 0; grp < DEPTH; ++grp) gu_copy_group<GROUPS>(g, u, here, grp, row_bytes, sw);
-}
-
-// wait until at most n (< 8) of this thread's cp.async groups are still in flight; n is a constant once the grouped
-// loops are unrolled, so the switch folds away
-__device__ __forceinline__ void gu_wait_pending(int n) {
-    switch (n) {
-        case 0: cp_async_wait<0>(); break;
-        case 1: cp_async_wait<1>(); break;
-        case 2: cp_async_wait<2>(); break;
-        case 3: cp_async_wait<3>(); break;
-        case 4: cp_async_wait<4>(); break;
-        case 5: cp_async_wait<5>(); break;
-        case 6: cp_async_wait<6>(); break;
-        default: cp_async_wait<7>(); break;
-    }
 }
 
 // GROUPS > 1: the rows' copies in GROUPS commit groups (gu_copy_range_grouped, always paired), the first DEPTH of them
@@ -299,7 +285,8 @@ __device__ __forceinline__ void gu_q8_group(const u8* sw, i64 row_bytes, int D, 
                                 // order as below (o / 4, o / 4 + 2, ...): the same sum, the same bits
 #pragma unroll
         for (int grp = 0; grp < GROUPS; ++grp) {
-            gu_wait_pending(min(GROUPS, grp + DEPTH) - grp - 1);  // groups 0 .. min(GROUPS, grp + DEPTH) - 1 asked
+            cp_async_wait_pending(min(GROUPS, grp + DEPTH) - grp - 1);  // groups 0 .. min(GROUPS, grp + DEPTH) - 1
+                                                                        // asked by now
             __syncthreads();  // every thread's copies of the group (and, the first time, the staged x)
             if (grp + DEPTH < GROUPS)  // its region of shared memory is nobody's yet
                 gu_copy_group<GROUPS>(g_src, u_src, b.here, grp + DEPTH, row_bytes, (u8*)sw);
