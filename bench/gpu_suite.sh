@@ -2753,28 +2753,33 @@ proof_router_merge() {
       -k merge tests/backends/test_cupy_moe_router.py tests/backends/test_cupy_timing.py \
       --junitxml="$R/gpu-tests-router-merge.xml"
 }
-# s56_rung: the merged routing picks over the step now where its router is cupy_rowwarp_pdl (the s55 step), the
-# captured gate, one pair: --expect from the record (the step's norm-and-router pair against the merged one), --forecast
-# scaling the step's routers by it on the s55 step's own replay (S55_TIMELINE)
-s56_rung() {
-  local name=s56-router-merge reg=$S56_MERGE_REG impl=moe_router=cupy_rowwarp_pdl_merge base fac
+# s55_swap_rung NAME REG OP FROM TO STEM TESTS KERNEL TEXT: rung decode-NAME, OP=TO over the step now where it runs
+# OP=FROM (the s55 step), after gpu-tests-TESTS passed and gave a factor from perop-STEM-bfloat16.json (TO against
+# FROM); the captured gate, one pair: --expect OP from the record, --forecast scaling the step's KERNEL by it on the s55
+# step's own replay (S55_TIMELINE). Over another selection the swap would change what the record did not time
+s55_swap_rung() {
+  local name=$1 reg=$2 op=$3 from=$4 to=$5 stem=$6 tests=$7 kern=$8 text=$9 base fac
   base=$(now_reg decode-$name) || return 0
-  python3 bench/registry_selects.py $base moe_router=cupy_rowwarp_pdl > /dev/null || { log "decode-$name: left out \
-(the step now, $(basename $base), does not select moe_router=cupy_rowwarp_pdl)"; return 0; }
-  fac=$(perop routermerge cupy_rowwarp_pdl cupy_rowwarp_pdl_merge)
-  proven_with_factor $name router-merge "$fac" || return 0
+  python3 bench/registry_selects.py $base $op=$from > /dev/null || { log "decode-$name: left out (the step now, \
+$(basename $base), does not select $op=$from)"; return 0; }
+  fac=$(perop $stem $from $to)
+  proven_with_factor $name $tests "$fac" || return 0
   rebase $name $base
   [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  swap_one $name $reg $base $impl || return 0
+  swap_one $name $reg $base $op=$to || return 0
   captured_gate $name $reg || return 0
-  FORECAST_TIMELINE=$S55_TIMELINE forecast $name --scale moe_router_rowwarp_pdl=$fac || return 0
+  FORECAST_TIMELINE=$S55_TIMELINE forecast $name --scale $kern=$fac || return 0
   [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
   run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
-      --vs $reg --graph A,B $GATE $FILL_LEAN --changes moe_router --prediction $DJ/diag-decode-$name.json \
-      --expect "moe_router=$fac" --forecast $DJ/forecast-$name.json --change "$impl: the routing's picks by a \
-sorting network and a butterfly merge of the lanes' lists, no pick rounds (the same bits as cupy_rowwarp), over \
-$(basename $base), graph"
+      --vs $reg --graph A,B $GATE $FILL_LEAN --changes $op --prediction $DJ/diag-decode-$name.json \
+      --expect "$op=$fac" --forecast $DJ/forecast-$name.json --change "$op=$to: $text, over $(basename $base), graph"
   return 0
+}
+# s56_rung: the merged routing picks over the step's PDL router (s55_swap_rung), forecast on the routers
+s56_rung() {
+  s55_swap_rung s56-router-merge $S56_MERGE_REG moe_router cupy_rowwarp_pdl cupy_rowwarp_pdl_merge routermerge \
+      router-merge moe_router_rowwarp_pdl "the routing's picks by a sorting network and a butterfly merge of the lanes' \
+lists, no pick rounds (the same bits as cupy_rowwarp)"
 }
 # proof_gu_grouped: moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_grouped (session 43): the pairs pair's bits at five MoE
 # shapes in three dtypes (groups empty and uneven; one past DOWN_LD_MAX_K), its refusals, replayed after the PDL norm
@@ -2783,29 +2788,11 @@ $(basename $base), graph"
 proof_gu_grouped() {
   cupy_proof gpu-tests-gu-grouped 150 grouped
 }
-# s57_rung: the grouped gate/up over the step now where its experts are the l2pf pair (the s55 step), the captured
-# gate, one pair: --expect from the record (the chain under the l2pf pair against the grouped one), --forecast scaling
-# the step's gate/up kernels by it on the s55 step's own replay (S55_TIMELINE)
+# s57_rung: the grouped gate/up over the step's l2pf pair (s55_swap_rung), forecast on the gate/up kernels
 s57_rung() {
-  local name=s57-gu-grouped reg=$S57_GROUPED_REG impl=moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_grouped base fac
-  base=$(now_reg decode-$name) || return 0
-  python3 bench/registry_selects.py $base moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf > /dev/null || { log \
-"decode-$name: left out (the step now, $(basename $base), does not select moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf)"
-    return 0; }
-  fac=$(perop expgrp cupy_rowwarp_pdl_q8_pairs_l2pf cupy_rowwarp_pdl_q8_pairs_l2pf_grouped)
-  proven_with_factor $name gu-grouped "$fac" || return 0
-  rebase $name $base
-  [ -s $DJ/diag-decode-$name.json ] || diagnose_base $name $base
-  swap_one $name $reg $base $impl || return 0
-  captured_gate $name $reg || return 0
-  FORECAST_TIMELINE=$S55_TIMELINE forecast $name --scale moe_q4_k_gateup=$fac || return 0
-  [ -s $DJ/diag-decode-$name.json ] || { log "decode-$name: left out (no diagnosis of $(basename $base))"; return 0; }
-  run decode-$name 150 sparkops bench decode --model $M --depth 0,32768 --tokens 64 --repeats 6 --registry $base \
-      --vs $reg --graph A,B $GATE $FILL_LEAN --changes moe_experts --prediction $DJ/diag-decode-$name.json \
-      --expect "moe_experts=$fac" --forecast $DJ/forecast-$name.json --change "$impl: the l2pf pair's gate/up with its \
-weight copies in three commit groups of super-blocks, each dotted as it lands (the same bits as \
-cupy_rowwarp_pdl_q8_pairs), over $(basename $base), graph"
-  return 0
+  s55_swap_rung s57-gu-grouped $S57_GROUPED_REG moe_experts cupy_rowwarp_pdl_q8_pairs_l2pf \
+      cupy_rowwarp_pdl_q8_pairs_l2pf_grouped expgrp gu-grouped moe_q4_k_gateup "the l2pf pair's gate/up with its weight \
+copies in three commit groups of super-blocks, each dotted as it lands (the same bits as cupy_rowwarp_pdl_q8_pairs)"
 }
 # ld_down_rung NAME REG IMPL STEM TESTS TEXT: rung decode-NAME, moe_experts=IMPL (a form of the ids-once pairs pair's
 # down) over the step now where its experts are that pair (the s52 step), after gpu-tests-TESTS passed and gave a
