@@ -138,50 +138,48 @@ def main(argv: list[str] | None = None) -> int:
         return [lambda a=calls[i % len(calls)]: launch(fn_ptr, a) for i in range(CALLS)]
 
     results = {"kernel": KERNEL, "calls": CALLS, "replays": args.replays, "device": torch.cuda.get_device_name(dev),
-               "blocks": grid, "smem": smem, "variants": {}}
+               "blocks": grid, "smem": smem, "variants": {}, "grouped": {}, "pipelined": {}}
     registered = rt.kernel("moe_rowwarp.cu", KERNEL, dev.index)
-    a0.h.fill_(float("nan"))  # the Q8 hidden vector fills half of h's bytes: the rest stays NaN in every run compared
-    launch(registered.kernel.ptr, a0)
-    torch.cuda.synchronize()
-    want = a0.h.clone()
-    reg_us = time_thunks(thunks(registered.kernel.ptr), args.replays) / CALLS
-    results["registered_us"] = reg_us
-    print(f"{'registered kernel':20s} {reg_us:6.2f} us a call", flush=True)
+
+    def bits(fn_ptr: int) -> torch.Tensor:
+        """h after one launch on the first call's arguments, h NaN before (the Q8 hidden vector fills half of its
+        bytes: the rest stays NaN in every run compared)."""
+        a0.h.fill_(float("nan"))
+        launch(fn_ptr, a0)
+        torch.cuda.synchronize()
+        return a0.h.clone()
+
+    want = bits(registered.kernel.ptr)
+
+    def timed(fn, label: str, row: dict, whole_us: float | None, check: bool) -> float:
+        """Time fn's kernel (µs a call) into `row`, its bits against the registered kernel's if `check`; print it."""
+        if check:
+            row["same_bits"] = bool(torch.equal(bits(fn.kernel.ptr).view(torch.int32), want.view(torch.int32)))
+        us = time_thunks(thunks(fn.kernel.ptr), args.replays) / CALLS
+        row["us"] = us
+        tail = ""
+        if whole_us is not None:
+            row["less_than_whole"] = whole_us - us
+            tail = f" ({whole_us - us:+5.2f} against the whole)"
+        if check:
+            tail += f"; the registered kernel's bits: {row['same_bits']}"
+        print(f"{label:20s} {us:6.2f} us a call{tail}", flush=True)
+        return us
+
+    results["registered_us"] = timed(registered, "registered kernel", {}, None, False)
     whole_us = None
     for label, leave_out in VARIANTS.items():
-        fn = compiled(leave_out)
-        if label == "whole":
-            a0.h.fill_(float("nan"))
-            launch(fn.kernel.ptr, a0)
-            torch.cuda.synchronize()
-            results["whole_same_bits"] = bool(torch.equal(a0.h.view(torch.int32), want.view(torch.int32)))
-        us = time_thunks(thunks(fn.kernel.ptr), args.replays) / CALLS
+        row = results["variants"][label] = {"leaves_out": list(leave_out)}
+        us = timed(compiled(leave_out), label, row, whole_us, label == "whole")
         whole_us = us if whole_us is None else whole_us
-        results["variants"][label] = {"leaves_out": list(leave_out), "us": us, "less_than_whole": whole_us - us}
-        print(f"{label:20s} {us:6.2f} us a call ({whole_us - us:+5.2f} against the whole)", flush=True)
-    results["grouped"] = {}
-    for groups in GROUP_COUNTS:  # the grouped form at each group count, its bits against the registered kernel's
-        fn = compiled((), groups)
-        a0.h.fill_(float("nan"))
-        launch(fn.kernel.ptr, a0)
-        torch.cuda.synchronize()
-        same = bool(torch.equal(a0.h.view(torch.int32), want.view(torch.int32)))
-        us = time_thunks(thunks(fn.kernel.ptr), args.replays) / CALLS
-        results["grouped"][str(groups)] = {"us": us, "less_than_whole": whole_us - us, "same_bits": same}
-        print(f"{f'grouped, {groups} groups':20s} {us:6.2f} us a call ({whole_us - us:+5.2f} against the whole); "
-              f"the registered kernel's bits: {same}", flush=True)
-    results["pipelined"] = {}
-    for groups, depth in PIPE_FORMS:  # the pipelined grouped forms, timed and checked the same way
-        fn = compiled((), groups, depth)
-        a0.h.fill_(float("nan"))
-        launch(fn.kernel.ptr, a0)
-        torch.cuda.synchronize()
-        same = bool(torch.equal(a0.h.view(torch.int32), want.view(torch.int32)))
-        us = time_thunks(thunks(fn.kernel.ptr), args.replays) / CALLS
-        results["pipelined"][f"{groups}x{depth}"] = {"groups": groups, "depth": depth, "us": us,
-                                                     "less_than_whole": whole_us - us, "same_bits": same}
-        print(f"{f'{groups} groups, {depth} ahead':20s} {us:6.2f} us a call ({whole_us - us:+5.2f} against the whole); "
-              f"the registered kernel's bits: {same}", flush=True)
+        row["less_than_whole"] = whole_us - us
+    results["whole_same_bits"] = results["variants"]["whole"]["same_bits"]
+    for groups in GROUP_COUNTS:  # the grouped form at each group count, all requested at once
+        timed(compiled((), groups), f"grouped, {groups} groups", results["grouped"].setdefault(str(groups), {}),
+              whole_us, True)
+    for groups, depth in PIPE_FORMS:  # the pipelined grouped forms
+        row = results["pipelined"].setdefault(f"{groups}x{depth}", {"groups": groups, "depth": depth})
+        timed(compiled((), groups, depth), f"{groups} groups, {depth} ahead", row, whole_us, True)
     print(f"the whole variant's hidden vector bitwise the registered kernel's: {results['whole_same_bits']}")
     if args.out:
         with open(args.out, "w") as f:
