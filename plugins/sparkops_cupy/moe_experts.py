@@ -674,7 +674,8 @@ def moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped(x, weights, ids, w_gate, w_up,
     712 us a token, and its rung (rungs57) lost x0.976 / x0.976: requested at once, a block's groups land interleaved
     with every other block's, so each group's wait and barrier only add (probe_gateup: 12.3, 13.4, 13.4 and 17.6 us
     at 2, 3, 4 and 9 groups against 11.9). Kept, tested, selected by nothing; gateup_q8_q4_k's DEPTH (groups asked
-    as earlier ones land) is the probe's next form."""
+    as earlier ones land) is the probe's next form. That refactor changed this form's compiled code (the production
+    kernels' is unchanged): the build now in the tree has not run on a GPU yet (stage proofs57 re-runs its tests)."""
     return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     ld_q8_down=True, ld_form="l2pf", shared_l2=True,
