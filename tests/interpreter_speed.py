@@ -92,6 +92,8 @@ def install() -> bool:
     _patch_lang._sparkops_once_a_launch = True
     interpreter._patch_lang = _patch_lang
     _remember_np_dtypes(interpreter)
+    _remember_shape_types(tl.core)
+    _skip_dead_overflow_checks(interpreter)
     return True
 
 
@@ -118,3 +120,99 @@ def _remember_np_dtypes(interpreter) -> None:
 
     _get_np_dtype._sparkops_remembered = True
     interpreter._get_np_dtype = _get_np_dtype
+
+
+def _int_values(values, constexpr) -> tuple | None:
+    """values (ints, or constexprs holding ints: a shape) as a tuple of ints, or None where any is something else
+    (a bool, a float, a tensor, a subclass, ...): those take Triton's own path."""
+    out = []
+    for v in values:
+        if type(v) is int:
+            out.append(v)
+        elif type(v) is constexpr and type(v.value) is int:
+            out.append(v.value)
+        else:
+            return None
+    return tuple(out)
+
+
+def _remember_shape_types(core) -> None:
+    """Every interpreted op builds its result's block type, and every tensor and block type builds a tl.tuple of its
+    shape: Triton computes each one's tuple_type (a constexpr_type an element and a name string) and checks the
+    shape (ints, powers of two) afresh - over a million times in one interpreted MoE test, a fifth of its time. For a
+    shape of plain ints (or constexprs of ints) the answer depends on those ints alone, so it is computed once and
+    given again as equal fresh objects: a new tuple_type (new lists; the shared constexpr_types are never changed)
+    with the name Triton would write, and block_type's numel and name from the same ints. Anything else - fields, a
+    bool or float, a shape Triton refuses (its error) - goes to Triton's own code."""
+    tuple_type, block_type, tl_tuple = getattr(core, "tuple_type", None), getattr(core, "block_type", None), \
+        getattr(core, "tuple", None)
+    original_types = getattr(core, "_type_for_tuple_values", None)
+    constexpr = getattr(core, "constexpr", None)
+    if None in (tuple_type, block_type, tl_tuple, original_types, constexpr) or \
+            getattr(original_types, "_sparkops_remembered", False):
+        return
+    original_block_init = block_type.__init__
+    types_known: dict = {}  # ints -> (constexpr_types, name) of Triton's tuple_type for them
+    shapes_known: dict = {}  # ints -> (numel, the shape's str) of a valid block shape
+
+    def _type_for_tuple_values(values, fields=None):
+        ints = _int_values(values, constexpr) if fields is None else None
+        if ints is None:
+            return original_types(values, fields)
+        known = types_known.get(ints)
+        if known is None:
+            model = original_types(list(ints))
+            known = types_known[ints] = (tuple(model.types), model.name)
+        ty = tuple_type.__new__(tuple_type)
+        ty.types = list(known[0])
+        ty.fields = [""] * len(ints)
+        ty.name = known[1]
+        return ty
+
+    def block_type_init(self, element_ty, shape):
+        # Triton asserts a list or a tl.tuple (a builtin tuple fails its assert: it goes there)
+        values = shape.values if isinstance(shape, tl_tuple) else shape if isinstance(shape, list) else None
+        ints = _int_values(values, constexpr) if values is not None else None
+        known = shapes_known.get(ints) if ints else None
+        if known is None:
+            original_block_init(self, element_ty, shape)  # Triton's checks (and errors), the reference answer
+            if ints:
+                shapes_known[ints] = (self.numel, str(self.shape))
+            return
+        self.element_ty = element_ty
+        self.shape = tl_tuple(list(ints))
+        self.numel = known[0]
+        self.name = f"<{known[1]}, {element_ty}>"
+
+    _type_for_tuple_values._sparkops_remembered = True
+    core._type_for_tuple_values = _type_for_tuple_values
+    block_type.__init__ = block_type_init
+
+
+def _skip_dead_overflow_checks(interpreter) -> None:
+    """Every integer add, sub and mul of an interpreted kernel (an offset, an index) also runs Triton's overflow
+    check (`binary_op_sanitize_overflow_impl`: both operands cast to int64, the op again, compared with the type's
+    bounds, 7 more interpreted ops) whose only product is a `device_assert` - and `device_assert` returns at once,
+    doing nothing, unless the builder's options.debug is on, which the interpreter's never is (InterpreterOptions'
+    default; nothing sets it). So the check is skipped where its result would be thrown away: on the interpreter's
+    builder with debug off and TritonSemantic's own device_assert; a quarter of an interpreted MoE decode's time.
+    Compiled kernels (another builder) and a debug run keep Triton's code."""
+    try:
+        from triton.language.semantic import TritonSemantic
+    except Exception:  # noqa: BLE001 - another Triton: nothing skipped
+        return
+    original = getattr(TritonSemantic, "binary_op_sanitize_overflow_impl", None)
+    device_assert = getattr(TritonSemantic, "device_assert", None)
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    if None in (original, device_assert, builder) or getattr(original, "_sparkops_skipped", False):
+        return
+
+    def binary_op_sanitize_overflow_impl(self, lhs, rhs, binary_op):
+        options = getattr(self.builder, "options", None)
+        if (type(self.builder) is builder and getattr(options, "debug", True) is False
+                and type(self).device_assert is device_assert):
+            return None  # Triton's would compute a condition and hand it to a device_assert that drops it
+        return original(self, lhs, rhs, binary_op)
+
+    binary_op_sanitize_overflow_impl._sparkops_skipped = True
+    TritonSemantic.binary_op_sanitize_overflow_impl = binary_op_sanitize_overflow_impl
