@@ -22,6 +22,7 @@ the whole session; kernels compiled for a GPU never reach the interpreter.
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 import weakref
 
@@ -142,8 +143,9 @@ def _remember_shape_types(core) -> None:
     shape (ints, powers of two) afresh - over a million times in one interpreted MoE test, a fifth of its time. For a
     shape of plain ints (or constexprs of ints) the answer depends on those ints alone, so it is computed once and
     given again as equal fresh objects: a new tuple_type (new lists; the shared constexpr_types are never changed)
-    with the name Triton would write, and block_type's numel and name from the same ints. Anything else - fields, a
-    bool or float, a shape Triton refuses (its error) - goes to Triton's own code."""
+    with the name Triton would write, block_type's numel and name, and a tensor's shape tuple (fresh constexprs) and
+    numel from the same ints. Anything else - fields, a bool or float, a shape Triton refuses (its error), a tensor
+    of a scalar type - goes to Triton's own code."""
     tuple_type, block_type, tl_tuple = getattr(core, "tuple_type", None), getattr(core, "block_type", None), \
         getattr(core, "tuple", None)
     original_types = getattr(core, "_type_for_tuple_values", None)
@@ -184,9 +186,32 @@ def _remember_shape_types(core) -> None:
         self.numel = known[0]
         self.name = f"<{known[1]}, {element_ty}>"
 
+    tensor = getattr(core, "tensor", None)
+    original_tensor_init = getattr(tensor, "__init__", None)
+
+    def tensor_init(self, handle, type):
+        """Triton's tensor.__init__ for a block type of plain ints (its shape as constexprs, a tl.tuple typed by
+        _type_for_tuple_values), without building the tuple's type from its constexprs one by one."""
+        shape = type.shape if type.__class__ is block_type else None
+        ints = _int_values(shape.values, constexpr) if shape.__class__ is tl_tuple else None
+        if not ints:
+            return original_tensor_init(self, handle, type)
+        self.handle = handle
+        self.numel = constexpr(math.prod(ints))
+        self.type = type
+        self.dtype = type.scalar
+        self.shape = tl_tuple([constexpr(s) for s in ints], _type_for_tuple_values(ints))
+
     _type_for_tuple_values._sparkops_remembered = True
     core._type_for_tuple_values = _type_for_tuple_values
     block_type.__init__ = block_type_init
+    if original_tensor_init is not None and base_init_is_objects(tensor):
+        tensor.__init__ = tensor_init
+
+
+def base_init_is_objects(tensor) -> bool:
+    """tensor.__init__'s super().__init__() is object's (nothing to do) for every base between them."""
+    return all("__init__" not in vars(c) for c in tensor.__mro__[1:-1])
 
 
 def _skip_dead_overflow_checks(interpreter) -> None:
