@@ -869,6 +869,10 @@
 #     bash bench/gpu_lanes.sh 300 "probe_gateup proofs57" ""   # the pipelined forms (3x1 .. 9x3) and the grouped
 #   form's GPU tests after the DEPTH refactor, no registry restored (~100 s). A pipelined form faster than the whole
 #   per call is then registered (a GU_DEPTH beside GU_GROUPS) and timed as a rung over s55 (as rungs57).
+# Session 44 (bench/gpu-runs/2026-12-06-session44/README.md): no machine came (every request refused), so session 43's
+# plan stands unchanged: the two lines above, then a pipelined form faster than the whole per call registered and timed
+# as a rung. The session's what-ifs on session 43's H200 timeline put 60% of the roofline past every rung-sized lead
+# (all of them at their best: ~47%); the lead after the planned probe is a persistent decode step, not a rung.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
