@@ -93,9 +93,21 @@ def install() -> bool:
     _patch_lang._sparkops_once_a_launch = True
     interpreter._patch_lang = _patch_lang
     _remember_np_dtypes(interpreter)
-    _remember_shape_types(tl.core)
+    if not _cuda_device():  # the frontend's own types where kernels are compiled for a GPU and run (the device)
+        _remember_shape_types(tl.core)
     _skip_dead_overflow_checks(interpreter)
     return True
+
+
+def _cuda_device() -> bool:
+    """Is there a CUDA device for Triton to compile for and run on? There the GPU tests prove the kernels as
+    production builds them, so the shape-type cache (which replaces Triton frontend code the compiler runs too, not
+    only the interpreter) stays out; on a machine without one only the interpreter and sm_90 compile checks run."""
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - no torch: no device the tests could use
+        return False
+    return bool(torch.cuda.is_available())
 
 
 def _remember_np_dtypes(interpreter) -> None:
