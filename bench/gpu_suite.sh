@@ -1241,9 +1241,15 @@ S57_GROUPED_REG=$TMP/cuda-s57-gu-grouped.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
-# session 42's H100 replay of the s55 step (and rungs56's registry): the timeline for rungs over s55, given to
-# forecast as FORECAST_TIMELINE=$S55_TIMELINE forecast ... (older rungs keep theirs: their selectors name s39's kernels)
-S55_TIMELINE=bench/gpu-runs/2026-12-06-session42/call3/results-gpu0/probe-timeline-now.json
+# the s55 step's own replays, session 42's on an H100 and session 43's on an H200 (both committed): the timeline for
+# rungs over s55 is the one of the machine kind the call runs on (its tails are that kind's), given to forecast as
+# FORECAST_TIMELINE=$S55_TIMELINE forecast ... (older rungs keep theirs: their selectors name s39's kernels)
+S55_TIMELINE_H100=bench/gpu-runs/2026-12-06-session42/call3/results-gpu0/probe-timeline-now.json
+S55_TIMELINE_H200=bench/gpu-runs/2026-12-06-session43/call5/results-gpu0/probe-timeline-now.json
+case "$(nvidia-smi -L 2>/dev/null)" in
+  *H200*) S55_TIMELINE=$S55_TIMELINE_H200 ;;
+  *) S55_TIMELINE=$S55_TIMELINE_H100 ;;
+esac
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time

@@ -202,7 +202,9 @@ def _stubs(tmp: Path, gpus: int) -> Path:
                                'exit 0\n')
     (d / "perop_writers.py").write_text(PEROP_WRITERS)
     listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})\\n" for i in range(gpus))
-    (d / "nvidia-smi").write_text(f'#!/usr/bin/env bash\n[ "$1" = "-L" ] && printf "{listing}"\nexit 0\n')
+    # STUB_GPU_NAME: the cards' name in the listing (an H200 unless a test names another)
+    (d / "nvidia-smi").write_text(f'#!/usr/bin/env bash\nl="{listing}"\n'
+                                  '[ "$1" = "-L" ] && printf "${l//NVIDIA H200/${STUB_GPU_NAME:-NVIDIA H200}}"\nexit 0\n')
     for f in d.iterdir():
         f.chmod(0o755)
     return d
@@ -3656,8 +3658,9 @@ def test_rungs56_times_the_merged_router_picks_over_the_s55_step(tmp_path):
     assert "--changes moe_router " in decode and "--forecast " in decode, decode
     forecast = json.loads((machine / "suite-diag" / "forecast-s56-router-merge.json").read_text())
     assert forecast["all"]["changes"] == ["--scale moe_router_rowwarp_pdl=1.2"], forecast
-    assert forecast["timeline"].endswith("2026-12-06-session42/call3/results-gpu0/probe-timeline-now.json") \
-        and forecast["registry"] == "/tmp/cuda-s55-stack.toml", forecast  # the s55 step's own replay
+    # on the stand-in's H200: the s55 step's own replay on an H200 (session 43's)
+    assert forecast["timeline"].endswith("2026-12-06-session43/call5/results-gpu0/probe-timeline-now.json") \
+        and forecast["registry"] == "/tmp/cuda-s55-stack.toml", forecast
 
 
 def test_rungs56_is_left_out_when_its_proof_failed(tmp_path):
@@ -3684,8 +3687,8 @@ def test_rungs57_times_the_grouped_gate_up_over_the_s55_step(tmp_path):
     """Session 43's rung: over the s55 step (its experts the l2pf pair), gpu-tests-gu-grouped (-k grouped over the
     experts' PDL GPU tests and the side-by-side that writes perop-expgrp), the swap, one captured gate, one pair with
     --expect from the record (800 -> 640: x1.25) and a forecast scaling the step's gate/up kernels by it on the s55
-    step's own replay."""
-    log, calls, machine = _over_the_s55_step(tmp_path, "rungs57")
+    step's own replay: on an H100 (STUB_GPU_NAME), session 42's H100 replay of it."""
+    log, calls, machine = _over_the_s55_step(tmp_path, "rungs57", extra_env={"STUB_GPU_NAME": "NVIDIA H100 80GB HBM3"})
     line = next(x for x in log.splitlines() if "] gpu-tests-gu-grouped (limit" in x)
     assert "-k grouped tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in line, line
     assert log.index("] decode-s55-stack (limit") < log.index("] gpu-tests-gu-grouped (limit") \
