@@ -873,6 +873,7 @@
 # plan stands unchanged: the two lines above, then a pipelined form faster than the whole per call registered and timed
 # as a rung. The session's what-ifs on session 43's H200 timeline put 60% of the roofline past every rung-sized lead
 # (all of them at their best: ~47%); the lead after the planned probe is a persistent decode step, not a rung.
+# Rungs over s55 now forecast on the s55 replay of the call's own machine kind (S55_TIMELINE_H100 / _H200).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
