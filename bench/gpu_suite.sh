@@ -1247,10 +1247,9 @@ FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.j
 # FORECAST_TIMELINE=$S55_TIMELINE forecast ... (older rungs keep theirs: their selectors name s39's kernels)
 S55_TIMELINE_H100=bench/gpu-runs/2026-12-06-session42/call3/results-gpu0/probe-timeline-now.json
 S55_TIMELINE_H200=bench/gpu-runs/2026-12-06-session43/call5/results-gpu0/probe-timeline-now.json
-case "$(nvidia-smi -L 2>/dev/null)" in
-  *H200*) S55_TIMELINE=$S55_TIMELINE_H200 ;;
-  *) S55_TIMELINE=$S55_TIMELINE_H100 ;;
-esac
+S55_TIMELINE=$S55_TIMELINE_H100
+# (grep reads the whole listing: under pipefail a -q that quits early could fail the pipe on nvidia-smi's SIGPIPE)
+if nvidia-smi -L 2>/dev/null | grep H200 > /dev/null; then S55_TIMELINE=$S55_TIMELINE_H200; fi
 # session 19's decode rung (stage rungs19): [engine] side_stream over the row-warp step. A KDA layer's three F16 gate
 # GEMVs (f_a|g_a|beta, f_b, g_b: 60 launches, 0.157 ms a token in session 18's diagnosis, ~2.6 us each) run on a
 # second stream while q/k/v (~11.5 us) and the short conv (~2.3 us) run on the first. Forecast: half their time
