@@ -17,13 +17,18 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
   persistent_flags        persistent with a flag a block (a release store each, read by one warp) for the barrier,
                           instead of every block's atomic on one counter
   persistent_direct_x     persistent with the rows dotted with x read from the L2, not staged in shared memory first
+  persistent_warp_ringN   (session 45) no block barrier and no layer-sized prefetch: each warp streams its own rows
+                          of every layer through N row slots in shared memory (a slot refilled with the row N ahead as
+                          soon as it is dotted, whatever its layer), so the weight stream runs on while the chain waits;
+                          x held in registers; warp 0 polls the counter and hands the layer to the other warps through
+                          shared memory; a block arrives once a layer, by its last warp. N = 2, 4, 6 (6: 216 KB)
 Then one traced run of `persistent` (not timed): each block's thread 0 reads its clock at five points of every layer,
 and the probe prints the median cycles (and microseconds at the SM's rated clock) of the phases between them: the
 wait at the barrier, x staged and the rows landed, the rows dotted, the arrival (fence and atomic), and the loop's
 top (the next prefetch issued). Session 18's first run (without these): launches 6.91 us a GEMV, persistent 7.44,
 without the prefetch 8.16: the barrier and the staging cost what a launch costs.
-Every variant does the same products in the same order (one row function, or its twin reading x from global
-memory), so the chain's last output must be the same bits; the probe checks and says so. The barrier is an arrival
+Every variant does the same products in the same order (one row function, or its twins reading x from global
+memory or from registers), so the chain's last output must be the same bits; the probe checks and says so. The barrier is an arrival
 counter (or a flag a block), one block a multiprocessor, all resident (the probe refuses a device where they would not
 fit); a barrier that waits past ~1 s gives up and is reported as an error instead of hanging the call.
 
@@ -41,6 +46,7 @@ import torch
 READ_CEILING = 4.04e12  # bytes/s: the H200 read ceiling the other probes use
 D = 2304  # the 48B's hidden size: every weight D x D bf16
 ROWS_A_BLOCK = 16  # the launches variant: 8 warps, two rows each
+RING_SLOTS = (2, 4, 6)  # the warp-ring variants' row slots a warp (the CUDA source instantiates each)
 
 SOURCE = r"""
 typedef unsigned short u16;
@@ -223,6 +229,124 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
         }
     }
 }
+
+// x_l in registers: a lane's CH 16-byte chunks of x (bf16, 8 values each), read from the L2 (other blocks wrote it
+// during this launch)
+__device__ __forceinline__ void load_x(const u16* x, int lane, uint4 (&xv)[CH]) {
+#pragma unroll
+    for (int k = 0; k < CH; ++k) xv[k] = __ldcg((const uint4*)(x + k * 256 + lane * 8));
+}
+
+// row_dot_gx's products with x already in registers: the same values in the same order, so the same sum
+__device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH], int lane) {
+    uint4 v[CH];
+#pragma unroll
+    for (int k = 0; k < CH; ++k) v[k] = *(const uint4*)(w + k * 256 + lane * 8);
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+        const u32 p[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+        const u32 q[4] = {xv[k].x, xv[k].y, xv[k].z, xv[k].w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            acc = fmaf(__uint_as_float(p[e] << 16), __uint_as_float(q[e] << 16), acc);
+            acc = fmaf(__uint_as_float(p[e] & 0xffff0000u), __uint_as_float(q[e] & 0xffff0000u), acc);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    return acc;
+}
+
+// The whole chain in one launch with the weight stream decoupled from the chain's dependencies: each warp owns rows
+// warp, warp + NW, ... of its block's slice in every layer and streams them, one commit group a row, through a ring
+// of S row slots of its own in shared memory. A slot is refilled with the row S ahead as soon as it is dotted, whatever
+// layer that row is in, so the warp's next rows keep arriving while it waits for x_l; no block-wide barrier anywhere.
+// x_l lives in registers (each warp reads it from the L2 once a layer). Warp 0's lane 0 alone polls the arrival
+// counter and hands the layer on to the other warps through shared memory; a block arrives once a layer, by the last
+// of its warps to finish its rows (a count in shared memory), so the counter's target for x_l stays l * G.
+// Needs nr >= NW (every warp a row a layer) and NW * S * D * 2 bytes of dynamic shared memory; sync[0] zeroed.
+template <int S>
+__device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* xbuf, int L, u32* sync, int* error,
+                                                int sleep_ns) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    __shared__ int ready;   // the newest layer whose x warp 0 has seen complete
+    __shared__ u32 arrived; // warps' arrivals, all layers (a block's warps finish layer l before any starts l + 1)
+    const int G = gridDim.x, b = blockIdx.x, NW = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r0 = (int)((long long)D * b / G), nr = (int)((long long)D * (b + 1) / G) - r0;
+    const int nrw = (nr - warp + NW - 1) / NW;  // this warp's rows a layer
+    const int items = L * nrw;                  // item i: layer i / nrw, the warp's (i % nrw)-th row of it
+    u16* ring = (u16*)smem + (long long)warp * S * D;
+    if (threadIdx.x == 0) {
+        ready = 0;
+        arrived = 0;
+    }
+    __syncthreads();
+    auto issue = [&](int i) {  // item i's row into its slot (an empty group past the end: uniform group counts)
+        if (i < items) {
+            const u16* src = w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D;
+            u16* dst = ring + (long long)(i % S) * D;
+            for (int c = lane; c < D / 8; c += 32) cp_async16(dst + c * 8, src + c * 8);
+        }
+        cp_commit();
+    };
+#pragma unroll
+    for (int i = 0; i < S; ++i) issue(i);
+    uint4 xv[CH];
+    for (int i = 0; i < items; ++i) {
+        const int l = i / nrw, j = i % nrw;
+        if (j == 0) {  // the warp's first row of layer l: x_l is needed
+            if (l > 0 && lane == 0) {
+                long long spins = 0;
+                if (warp == 0) {
+                    while (ld_acquire(sync) < (u32)l * (u32)G) {
+                        if (++spins > (1ll << 24)) {
+                            atomicExch(error, 1);
+                            break;
+                        }
+                        if (sleep_ns) __nanosleep(sleep_ns);
+                    }
+                    __threadfence();
+                    *(volatile int*)&ready = l;
+                } else {
+                    while (*(volatile int*)&ready < l) {
+                        if (++spins > (1ll << 26)) {
+                            atomicExch(error, 1);
+                            break;
+                        }
+                    }
+                    __threadfence();
+                }
+            }
+            __syncwarp();
+            load_x(xbuf + (long long)l * D, lane, xv);
+        }
+        cp_wait<S - 1>();  // this lane's copies of item i have landed (the S - 1 after it may be in flight)
+        __syncwarp();      // and every lane's
+        const float s = row_dot_rx(ring + (long long)(i % S) * D, xv, lane);
+        if (lane == 0) xbuf[(long long)(l + 1) * D + r0 + warp + j * NW] = to_bf(s);
+        __syncwarp();  // every lane is done with the slot
+        if (j == nrw - 1 && lane == 0) {  // the warp's last row of layer l: arrive
+            __threadfence();
+            if (atomicAdd(&arrived, 1u) % (u32)NW == (u32)NW - 1) {
+                __threadfence();
+                atomicAdd(sync, 1u);
+            }
+        }
+        issue(i + S);
+    }
+    cp_wait<0>();
+}
+
+#define WARP_RING(S)                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(256, 1) chain_warp_ring##S(const u16* __restrict__ w, u16* xbuf,   \
+                                                                            int L, u32* sync, int* error,            \
+                                                                            int sleep_ns) {                          \
+        warp_ring_chain<S>(w, xbuf, L, sync, error, sleep_ns);                                                       \
+    }
+WARP_RING(2)
+WARP_RING(4)
+WARP_RING(6)
 """
 
 
@@ -295,9 +419,19 @@ def main(argv: list[str] | None = None) -> int:
     L = args.layers
     w = (torch.randn(L, D, D, generator=gen, device="cuda") * D ** -0.5).to(torch.bfloat16)  # [L, D, D], random
     x0 = torch.randn(D, generator=gen, device="cuda").to(torch.bfloat16)  # [D]
+    rings = {f"persistent_warp_ring{n}": n for n in RING_SLOTS}
+    warps = 256 // 32
+    ring_smem = {name: warps * n * D * 2 for name, n in rings.items()}  # each warp's n row slots
+    refused = {name: f"needs {b} bytes of shared memory a block, this device allows {limit}"
+               for name, b in ring_smem.items() if b > limit}
+    if -(-D // sms) < warps:
+        refused.update({name: f"a block's {D // sms} rows leave some of its {warps} warps without a row"
+                        for name in rings})
+    for name, why in refused.items():
+        print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x")}
+             "persistent_direct_x", *(n for n in rings if n not in refused))}
     for b in bufs.values():
         b[0].copy_(x0)
     sync = torch.zeros(1 + sms, dtype=torch.int32, device="cuda")  # the arrival counter, then a flag a block
@@ -323,15 +457,27 @@ def main(argv: list[str] | None = None) -> int:
                            shared_mem=smem)
         return [call]
 
+    def ring_thunks(name, buf, sleep_ns=64):
+        fn = mod.get_function(f"chain_warp_ring{rings[name]}")
+        fn.max_dynamic_shared_size_bytes = ring_smem[name]
+
+        def call():
+            sync.zero_()
+            with stream():
+                fn((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), ptr(sync), ptr(error), np.int32(sleep_ns)),
+                   shared_mem=ring_smem[name])
+        return [call]
+
     variants = {"launches": launches_thunks(bufs["launches"]),
                 "persistent": persistent_thunks(bufs["persistent"], 1),
                 "persistent_noprefetch": persistent_thunks(bufs["persistent_noprefetch"], 0),
                 "persistent_spin": persistent_thunks(bufs["persistent_spin"], 1, sleep_ns=0),
                 "persistent_flags": persistent_thunks(bufs["persistent_flags"], 1, flags=1),
-                "persistent_direct_x": persistent_thunks(bufs["persistent_direct_x"], 1, direct_x=1)}
+                "persistent_direct_x": persistent_thunks(bufs["persistent_direct_x"], 1, direct_x=1),
+                **{name: ring_thunks(name, bufs[name]) for name in rings if name not in refused}}
     nbytes = L * D * D * 2
     results: dict = {"layers": L, "d": D, "blocks_a_launch": blocks, "persistent_blocks": sms, "smem_bytes": smem,
-                     "weight_bytes": nbytes, "replays": args.replays, "variants": {}}
+                     "weight_bytes": nbytes, "replays": args.replays, "left_out": refused, "variants": {}}
     for name, thunks in variants.items():
         us = time_thunks(thunks, args.replays)
         per = us / L

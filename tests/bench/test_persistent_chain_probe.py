@@ -23,6 +23,15 @@ def test_the_kernels_and_the_host_agree_on_the_width():
     assert probe.D % 256 == 0 and probe.ROWS_A_BLOCK % 8 == 0
 
 
+def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
+    """The host launches chain_warp_ringN for each N of RING_SLOTS: each must be instantiated in the CUDA source (a
+    missing one is a name error on the GPU, after the machine's start-up was paid), and none the host leaves out."""
+    probe = load_probe("persistent_chain")
+    made = sorted(int(n) for n in re.findall(r"^WARP_RING\((\d+)\)$", probe.SOURCE, re.M))
+    assert made == sorted(probe.RING_SLOTS)
+    assert all(n >= 2 for n in made)  # cp.async.wait_group S - 1 leaves the next row in flight only from 2 slots
+
+
 def test_phase_medians_reads_each_span_between_two_points_and_the_loop_back():
     """A trace whose every layer takes 10, 20, 30, 40 cycles between its points and 50 from its arrival to the next
     layer's top gives those medians, and microseconds at the rated clock (1 GHz here: 1000 kHz -> 1 cycle = 1 ns)."""
