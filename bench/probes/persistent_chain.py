@@ -26,7 +26,9 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
 Then one traced run of `persistent` (not timed): each block's thread 0 reads its clock at five points of every layer,
 and the probe prints the median cycles (and microseconds at the SM's rated clock) of the phases between them: the
 wait at the barrier, x staged and the rows landed, the rows dotted, the arrival (fence and atomic), and the loop's
-top (the next prefetch issued). Session 18's first run (without these): launches 6.91 us a GEMV, persistent 7.44,
+top (the next prefetch issued); then one traced run of the 6-slot warp ring (warp 0's four points a layer: its wait
+for x_l, x requested and its first row landed, its rows dotted and the block's arrival, the way back to the next
+layer's top). Session 18's first run (without these): launches 6.91 us a GEMV, persistent 7.44,
 without the prefetch 8.16: the barrier and the staging cost what a launch costs.
 Every variant does the same products in the same order (one row function, or its twins reading x from global
 memory or from registers), so the chain's last output must be the same bits; the probe checks and says so. The barrier is an arrival
@@ -267,9 +269,11 @@ __device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH],
 // counter and hands the layer on to the other warps through shared memory; a block arrives once a layer, by the last
 // of its warps to finish its rows (a count in shared memory), so the counter's target for x_l stays l * G.
 // Needs nr >= NW (every warp a row a layer) and NW * S * D * 2 bytes of dynamic shared memory; sync[0] zeroed.
+// trace (or null): thread 0's clock64 at four points of every layer, [L, G, 4]: the layer's top (warp 0 about to wait
+// for x_l), the wait passed, x_l requested and warp 0's first row of the layer landed, warp 0 arrived.
 template <int S>
 __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* xbuf, int L, u32* sync, int* error,
-                                                int sleep_ns) {
+                                                int sleep_ns, long long* trace) {
     extern __shared__ __align__(16) unsigned char smem[];
     __shared__ int ready;   // the newest layer whose x warp 0 has seen complete
     __shared__ u32 arrived; // warps' arrivals, all layers (a block's warps finish layer l before any starts l + 1)
@@ -294,8 +298,10 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
 #pragma unroll
     for (int i = 0; i < S; ++i) issue(i);
     uint4 xv[CH];
+    long long* tr = (trace && threadIdx.x == 0) ? trace + (long long)b * 4 : nullptr;
     for (int i = 0; i < items; ++i) {
         const int l = i / nrw, j = i % nrw;
+        if (tr && j == 0) tr[(long long)l * G * 4] = clock64();
         if (j == 0) {  // the warp's first row of layer l: x_l is needed
             if (l > 0 && lane == 0) {
                 long long spins = 0;
@@ -320,10 +326,12 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
                 }
             }
             __syncwarp();
+            if (tr) tr[(long long)l * G * 4 + 1] = clock64();
             load_x(xbuf + (long long)l * D, lane, xv);
         }
         cp_wait<S - 1>();  // this lane's copies of item i have landed (the S - 1 after it may be in flight)
         __syncwarp();      // and every lane's
+        if (tr && j == 0) tr[(long long)l * G * 4 + 2] = clock64();
         const float s = row_dot_rx(ring + (long long)(i % S) * D, xv, lane);
         if (lane == 0) xbuf[(long long)(l + 1) * D + r0 + warp + j * NW] = to_bf(s);
         __syncwarp();  // every lane is done with the slot
@@ -333,6 +341,7 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
                 __threadfence();
                 atomicAdd(sync, 1u);
             }
+            if (tr) tr[(long long)l * G * 4 + 3] = clock64();
         }
         issue(i + S);
     }
@@ -342,8 +351,8 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
 #define WARP_RING(S)                                                                                                 \
     extern "C" __global__ void __launch_bounds__(256, 1) chain_warp_ring##S(const u16* __restrict__ w, u16* xbuf,   \
                                                                             int L, u32* sync, int* error,            \
-                                                                            int sleep_ns) {                          \
-        warp_ring_chain<S>(w, xbuf, L, sync, error, sleep_ns);                                                       \
+                                                                            int sleep_ns, long long* trace) {        \
+        warp_ring_chain<S>(w, xbuf, L, sync, error, sleep_ns, trace);                                                \
     }
 WARP_RING(2)
 WARP_RING(4)
@@ -354,30 +363,38 @@ WARP_RING(6)
 PHASES = ("barrier wait", "x staged, rows landed", "rows dotted", "arrival", "next prefetch issued")
 
 
-def phase_medians(trace, clock_khz: float) -> dict:
-    """trace [L, G, 5] of clock64 readings -> each phase's median over layers and blocks, in cycles and in us at
-    the rated clock. A phase k runs from point k to k + 1 of one layer; the last runs from layer l's arrival to layer
-    l + 1's top (so it has L - 1 samples a block)."""
+RING_PHASES = ("wait for x_l (warp 0)", "x requested, first row landed", "warp 0's rows dotted, arrived",
+               "to the next layer's top")
+
+
+def phase_medians(trace, clock_khz: float, names: tuple[str, ...] = PHASES) -> dict:
+    """trace [L, G, K] of clock64 readings (K points a layer, K names) -> each phase's median over layers and blocks,
+    in cycles and in us at the rated clock. A phase k runs from point k to k + 1 of one layer; the last runs from
+    layer l's last point to layer l + 1's top (so it has L - 1 samples a block)."""
     t = trace.double()
-    spans = [t[:, :, k + 1] - t[:, :, k] for k in range(4)] + [t[1:, :, 0] - t[:-1, :, 4]]
+    k_points = t.shape[2]
+    if len(names) != k_points:
+        raise ValueError(f"phase_medians: {k_points} points a layer need {k_points} phase names, got {len(names)}")
+    spans = [t[:, :, k + 1] - t[:, :, k] for k in range(k_points - 1)] + [t[1:, :, 0] - t[:-1, :, k_points - 1]]
     out = {}
-    for name, span in zip(PHASES, spans):
+    for name, span in zip(names, spans):
         cycles = float(span.median())
         out[name] = {"cycles": cycles, "us": cycles / clock_khz * 1e3}
     return out
 
 
-def traced_phases(make, buf, layers: int, blocks: int, dev: int) -> dict:
-    """One traced run of the persistent chain (prefetch on, after a warm-up), its phases' medians."""
+def traced_phases(make, buf, layers: int, blocks: int, dev: int, names: tuple[str, ...] = PHASES) -> dict:
+    """One traced run of a persistent chain (make(buf, trace=...) -> its thunks; after a warm-up), its phases'
+    medians."""
     import cupy as cp
 
-    trace = torch.zeros(layers, blocks, 5, dtype=torch.int64, device="cuda")
-    call = make(buf, 1, trace=trace)[0]
+    trace = torch.zeros(layers, blocks, len(names), dtype=torch.int64, device="cuda")
+    call = make(buf, trace=trace)[0]
     call()
     call()
     torch.cuda.synchronize()
     clock_khz = cp.cuda.runtime.getDeviceProperties(dev)["clockRate"]
-    return phase_medians(trace.cpu(), clock_khz)
+    return phase_medians(trace.cpu(), clock_khz, names)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -459,15 +476,15 @@ def main(argv: list[str] | None = None) -> int:
                            shared_mem=smem)
         return [call]
 
-    def ring_thunks(name, buf, sleep_ns=64):
+    def ring_thunks(name, buf, sleep_ns=64, trace=None):
         fn = mod.get_function(f"chain_warp_ring{rings[name]}")
         fn.max_dynamic_shared_size_bytes = ring_smem[name]
 
         def call():
             sync.zero_()
             with stream():
-                fn((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), ptr(sync), ptr(error), np.int32(sleep_ns)),
-                   shared_mem=ring_smem[name])
+                fn((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), ptr(sync), ptr(error), np.int32(sleep_ns),
+                                    np.uint64(0 if trace is None else trace.data_ptr())), shared_mem=ring_smem[name])
         return [call]
 
     variants = {"launches": launches_thunks(bufs["launches"]),
@@ -492,7 +509,12 @@ def main(argv: list[str] | None = None) -> int:
     results["barrier_timed_out"] = bool(error.item())
     same = {n: bool(torch.equal(bufs[n][L], bufs["launches"][L]))
             for n in bufs if n != "launches"}
-    results["phases"] = traced_phases(persistent_thunks, bufs["persistent"], L, sms, dev)
+    results["phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 1, trace=trace), bufs["persistent"], L,
+                                      sms, dev)
+    ring = f"persistent_warp_ring{max(RING_SLOTS)}"
+    if ring not in refused:
+        results["ring_phases"] = traced_phases(lambda buf, trace: ring_thunks(ring, buf, trace=trace), bufs[ring], L,
+                                               sms, dev, RING_PHASES)
     results["last_output_bitwise_the_launches"] = same
     results["finite"] = bool(torch.isfinite(bufs["launches"][L].float()).all())
     a, p = results["variants"]["launches"]["us_a_gemv"], results["variants"]["persistent"]["us_a_gemv"]
@@ -502,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"persistent / launches: {p / a:.3f} of the time ({a - p:+.2f} us a GEMV)")
     print("persistent, traced (medians over layers and blocks): " + ", ".join(
         f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["phases"].items()))
+    if "ring_phases" in results:
+        print(f"{ring}, traced (medians over layers and blocks, thread 0): " + ", ".join(
+            f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["ring_phases"].items()))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

@@ -49,3 +49,19 @@ def test_phase_medians_reads_each_span_between_two_points_and_the_loop_back():
     assert [round(v["cycles"]) for v in got.values()] == [10, 20, 30, 40, 50]
     assert list(got) == list(probe.PHASES)
     assert abs(got["rows dotted"]["us"] - 0.030) < 1e-9
+
+
+def test_phase_medians_reads_the_warp_ring_s_four_points_and_refuses_a_name_count_that_differs():
+    import torch
+
+    probe = load_probe("persistent_chain")
+    layers, blocks = 3, 2
+    t = torch.zeros(layers, blocks, 4, dtype=torch.int64)
+    top = 0
+    for layer in range(layers):
+        t[layer, :, :] = torch.tensor([top, top + 7, top + 9, top + 20])
+        top += 25
+    got = probe.phase_medians(t, clock_khz=1e6, names=probe.RING_PHASES)
+    assert [round(v["cycles"]) for v in got.values()] == [7, 2, 11, 5]
+    with pytest.raises(ValueError, match="4 points a layer need 4 phase names, got 5"):
+        probe.phase_medians(t, clock_khz=1e6)
