@@ -122,7 +122,9 @@
 #     probe_attn_active  that rung's proof alone (its GPU tests, its gate, its side-by-side): the lane beside rungs18e
 #     probe_persist  a chain of 24 dependent bf16 GEMVs (2304 x 2304) as 24 launches and as one persistent launch
 #                 (weights prefetched while a grid barrier waits; and without the prefetch) (bench/probes/
-#                 persistent_chain.py): what a step that stays on the device could give
+#                 persistent_chain.py): what a step that stays on the device could give; since session 45 also the
+#                 warp rings (each warp streams its rows through shared-memory slots across layers, no block
+#                 barrier), traced, and the same chain again at 1152 rows a GEMV
 #     rungs19     session 19's decode rung over the row-warp step: [engine] side_stream (a KDA layer's gate projections
 #                 on a second CUDA stream, concurrent with q/k/v and the short conv) after its GPU tests and the
 #                 captured gate of a k3-nano in the 48B's mix, forecast from half the F16 gate GEMVs' time hidden
@@ -4139,7 +4141,9 @@ probe_attn_active)  # session 18: the active attention's proof alone (the lane b
   proof_attn_active ;;
 probe_persist)  # decode lead (session 18): one persistent launch against one launch a GEMV on a chain of dependent
   # GEMVs (bench/probes/persistent_chain.py): the structural lever's size, before anyone builds it
-  run probe-persist 90 python3 bench/probes/persistent_chain.py --out "$R/probe-persist.json" ;;
+  run probe-persist 90 python3 bench/probes/persistent_chain.py --out "$R/probe-persist.json"
+  # (session 45) the same chain at half the rows a GEMV: what its dependencies cost when its bytes are few
+  run probe-persist-1152 90 python3 bench/probes/persistent_chain.py --rows 1152 --out "$R/probe-persist-1152.json" ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;

@@ -35,7 +35,10 @@ memory or from registers), so the chain's last output must be the same bits; the
 counter (or a flag a block), one block a multiprocessor, all resident (the probe refuses a device where they would not
 fit); a barrier that waits past ~1 s gives up and is reported as an error instead of hanging the call.
 
-    python bench/probes/persistent_chain.py --out probe.json [--layers 24] [--replays 30]
+With --rows M (session 45) every GEMV is M x D instead (the first M rows of each weight; x_{l+1} keeps x_0's values
+past M): a chain of smaller GEMVs, whose time a GEMV says what the chain's dependencies cost when the bytes are few.
+
+    python bench/probes/persistent_chain.py --out probe.json [--layers 24] [--replays 30] [--rows 2304]
 """
 
 from __future__ import annotations
@@ -85,14 +88,15 @@ __device__ __forceinline__ float row_dot(const u16* w, const float* xs, int lane
     return acc;
 }
 
-// one GEMV of the chain: y = bf16(W x), ROWS rows a block
+// one GEMV of the chain: y[:m] = bf16(W[:m] x), ROWS rows a block (a layer's weight is D x D; the first m rows are
+// its GEMV, the rest of y keeps x_0's values)
 extern "C" __global__ void __launch_bounds__(256) chain_step(const u16* __restrict__ w, const u16* x, u16* y,
-                                                             int rows) {
+                                                             int rows, int m) {
     __shared__ float xs[D];
     for (int i = threadIdx.x; i < D; i += 256) xs[i] = bf(x[i]);
     __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int end = min(D, (int)(blockIdx.x + 1) * rows);
+    const int end = min(m, (int)(blockIdx.x + 1) * rows);
     for (int r = blockIdx.x * rows + warp; r < end; r += 8) {
         const float s = row_dot(w + (long long)r * D, xs, lane);
         if (lane == 0) y[r] = to_bf(s);
@@ -155,12 +159,12 @@ __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u
 extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
                                                                       int maxr, u32* sync, int prefetch,
                                                                       int* error, int sleep_ns, int flags,
-                                                                      int direct_x, long long* trace) {
+                                                                      int direct_x, long long* trace, int m) {
     extern __shared__ __align__(16) unsigned char smem[];
     float* xs = (float*)smem;
     u16* stages = (u16*)(smem + D * 4);
     const int G = gridDim.x, b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int r0 = (int)((long long)D * b / G), nr = (int)((long long)D * (b + 1) / G) - r0;
+    const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
     if (prefetch) copy_rows(w, 0, r0, nr, stages);
     cp_commit();
     long long* tr = trace ? trace + (long long)b * 5 : nullptr;
@@ -273,15 +277,15 @@ __device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH],
 // for x_l), the wait passed, x_l requested and warp 0's first row of the layer landed, warp 0 arrived.
 template <int S>
 __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* xbuf, int L, u32* sync, int* error,
-                                                int sleep_ns, long long* trace) {
-    extern __shared__ __align__(16) unsigned char smem[];
+                                                int sleep_ns, long long* trace, int m) {
+    extern __shared__ __align__(16) unsigned char ring_smem[];
     __shared__ int ready;   // the newest layer whose x warp 0 has seen complete
     __shared__ u32 arrived; // warps' arrivals, all layers (a block's warps finish layer l before any starts l + 1)
     const int G = gridDim.x, b = blockIdx.x, NW = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r0 = (int)((long long)D * b / G), nr = (int)((long long)D * (b + 1) / G) - r0;
+    const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
     const int nrw = (nr - warp + NW - 1) / NW;  // this warp's rows a layer
     const int items = L * nrw;                  // item i: layer i / nrw, the warp's (i % nrw)-th row of it
-    u16* ring = (u16*)smem + (long long)warp * S * D;
+    u16* ring = (u16*)ring_smem + (long long)warp * S * D;
     if (threadIdx.x == 0) {
         ready = 0;
         arrived = 0;
@@ -351,8 +355,8 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
 #define WARP_RING(S)                                                                                                 \
     extern "C" __global__ void __launch_bounds__(256, 1) chain_warp_ring##S(const u16* __restrict__ w, u16* xbuf,   \
                                                                             int L, u32* sync, int* error,            \
-                                                                            int sleep_ns, long long* trace) {        \
-        warp_ring_chain<S>(w, xbuf, L, sync, error, sleep_ns, trace);                                                \
+                                                                            int sleep_ns, long long* trace, int m) { \
+        warp_ring_chain<S>(w, xbuf, L, sync, error, sleep_ns, trace, m);                                             \
     }
 WARP_RING(2)
 WARP_RING(4)
@@ -402,9 +406,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--layers", type=int, default=24, help="GEMVs in the chain (distinct weights)")
     ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--rows", type=int, default=D,
+                    help=f"each GEMV's output rows M (a multiple of 8, at most {D}): smaller GEMVs of the same chain, "
+                         "where the chain's latency and not its bytes sets the pace")
     args = ap.parse_args(argv)
     if args.layers < 2 or args.replays < 1:
         ap.error(f"--layers must be at least 2 and --replays at least 1 (got {args.layers} and {args.replays})")
+    if not (8 <= args.rows <= D and args.rows % 8 == 0):
+        ap.error(f"--rows must be a multiple of 8 from 8 to {D} (got {args.rows})")
     if not torch.cuda.is_available():
         print("persistent_chain probe: needs a CUDA device", file=sys.stderr)
         return 2
@@ -419,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(dev)
     sms = props.multi_processor_count
-    maxr = -(-D // sms)
+    M = args.rows
+    maxr = -(-M // sms)
     smem = D * 4 + 2 * maxr * D * 2
     limit = cp.cuda.runtime.getDeviceProperties(dev)["sharedMemPerBlockOptin"]
     if smem > limit:
@@ -443,26 +453,26 @@ def main(argv: list[str] | None = None) -> int:
     ring_smem = {name: warps * n * D * 2 for name, n in rings.items()}  # each warp's n row slots
     refused = {name: f"needs {b} bytes of shared memory a block, this device allows {limit}"
                for name, b in ring_smem.items() if b + 64 > limit}  # (+ the kernel's few static bytes)
-    if D // sms < warps:  # the smallest block's rows
-        refused.update({name: f"a block's {D // sms} rows leave some of its {warps} warps without a row"
+    if M // sms < warps:  # the smallest block's rows
+        refused.update({name: f"a block's {M // sms} rows leave some of its {warps} warps without a row"
                         for name in rings})
     for name, why in refused.items():
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
              "persistent_direct_x", *(n for n in rings if n not in refused))}
-    for b in bufs.values():
-        b[0].copy_(x0)
+    for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
+        b.copy_(x0.expand(L + 1, D))
     sync = torch.zeros(1 + sms, dtype=torch.int32, device="cuda")  # the arrival counter, then a flag a block
     error = torch.zeros(1, dtype=torch.int32, device="cuda")
-    blocks = -(-D // ROWS_A_BLOCK)
+    blocks = -(-M // ROWS_A_BLOCK)
 
     def launches_thunks(buf):
         def one(layer):
             def call():
                 with stream():
                     step((blocks,), (256,), (ptr(w[layer]), ptr(buf[layer]), ptr(buf[layer + 1]),
-                                             np.int32(ROWS_A_BLOCK)))
+                                             np.int32(ROWS_A_BLOCK), np.int32(M)))
             return call
         return [one(layer) for layer in range(L)]
 
@@ -472,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
             with stream():
                 persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync),
                                             np.int32(prefetch), ptr(error), np.int32(sleep_ns), np.int32(flags),
-                                            np.int32(direct_x), np.uint64(0 if trace is None else trace.data_ptr())),
+                                            np.int32(direct_x), np.uint64(0 if trace is None else trace.data_ptr()),
+                                            np.int32(M)),
                            shared_mem=smem)
         return [call]
 
@@ -484,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
             sync.zero_()
             with stream():
                 fn((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), ptr(sync), ptr(error), np.int32(sleep_ns),
-                                    np.uint64(0 if trace is None else trace.data_ptr())), shared_mem=ring_smem[name])
+                                    np.uint64(0 if trace is None else trace.data_ptr()), np.int32(M)),
+                   shared_mem=ring_smem[name])
         return [call]
 
     variants = {"launches": launches_thunks(bufs["launches"]),
@@ -495,8 +507,8 @@ def main(argv: list[str] | None = None) -> int:
                 "persistent_direct_x": persistent_thunks(bufs["persistent_direct_x"], 1, direct_x=1),
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused}}
-    nbytes = L * D * D * 2
-    results: dict = {"layers": L, "d": D, "blocks_a_launch": blocks, "persistent_blocks": sms, "smem_bytes": smem,
+    nbytes = L * M * D * 2
+    results: dict = {"layers": L, "d": D, "rows": M, "blocks_a_launch": blocks, "persistent_blocks": sms, "smem_bytes": smem,
                      "weight_bytes": nbytes, "replays": args.replays, "left_out": refused, "variants": {}}
     for name, thunks in variants.items():
         us = time_thunks(thunks, args.replays)

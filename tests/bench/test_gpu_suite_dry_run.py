@@ -1719,6 +1719,7 @@ def test_probe_timeline23_replays_session_22s_and_23s_steps(tmp_path):
 def test_probe_persist_runs_the_persistent_chain_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_persist")
     assert "] probe-persist (limit" in log and "bench/probes/persistent_chain.py --out" in log
+    assert "] probe-persist-1152 (limit" in log and "persistent_chain.py --rows 1152 --out" in log
     assert "unknown stage" not in log and "synth48" not in log and not calls
 
 

@@ -16,6 +16,14 @@ def test_the_probe_refuses_a_chain_it_cannot_time(args, capsys):
     assert "--layers must be at least 2 and --replays at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("rows", ["0", "100", str(2304 + 8)])
+def test_the_probe_refuses_a_row_count_its_kernels_cannot_split(rows, capsys):
+    with pytest.raises(SystemExit) as e:
+        load_probe("persistent_chain").main(["--rows", rows])
+    assert e.value.code == 2
+    assert f"--rows must be a multiple of 8 from 8 to 2304 (got {rows})" in capsys.readouterr().err
+
+
 def test_the_kernels_and_the_host_agree_on_the_width():
     """The CUDA source's D (and its lane chunks: D / 256 of 8 values) is the host's D, and a multiple of 256."""
     probe = load_probe("persistent_chain")
