@@ -8,6 +8,7 @@ sparkops was asked to do is logged and checked; everything the suite keeps lives
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -152,20 +153,79 @@ cp "$reg" "$kept.$$" && mv -f "$kept.$$" "$kept"
 exit 0
 """
 
-#: the directory of CACHED_SWAP's files in this process (set by the module's fixture; None: no cache)
-SWAP_CACHE: Path | None = None
+# The pure-Python scripts the suite runs through the python3 stand-in (CACHED_SCRIPTS: its registry checks, per-op
+# factors, SUITE_TIMED check and forecasts; ~1900 runs a CI run, 50-250 ms each, about half the file's time:
+# timed_check.py alone parses the checkout's 2 MB ledger every call), each run's result kept for the next run of the
+# same inputs. STUB_PY_CACHE (a directory) holds a run's stdout, stderr and exit status, named by a hash of all it
+# reads: the interpreter, the working directory, the arguments, the variables Python itself reads (PYTHON*, the
+# locale's, the terminal's size for argparse), the bytes of every argument that is a file and the sources of the
+# script's directory (the siblings it imports; test_the_cached_scripts_read_only_what_their_key_holds checks that
+# the scripts import nothing else outside the standard library and read no variable). md5: a name, not a defence
+# (sha256sum took 16 ms for the 2 MB ledger, most of a replay's time). A run of the same again writes those bytes
+# without Python: stderr, then stdout, as Python's block-buffered stdout does at its exit. An argument naming
+# something other than a regular file (a pipe, a directory), an exit status other than the scripts' own 0-2 (a
+# timeout's, a signal's), or no STUB_PY_CACHE: the script runs as ever, and nothing is kept.
+CACHED_PY = r"""#!/usr/bin/env bash
+[ -n "${STUB_PY_CACHE:-}" ] || exec "$STUB_PYTHON" "$@"
+files=()
+for a in "$@"; do
+  if [ -f "$a" ]; then files+=("$a"); elif [ -e "$a" ]; then exec "$STUB_PYTHON" "$@"; fi
+done
+sum=$({ printf '%s\0' "$STUB_PYTHON" "$PWD" "$@"
+  for v in ${!PYTHON@} ${!LC_@} LANG LANGUAGE COLUMNS LINES; do printf '%s=%s\0' "$v" "${!v-}"; done
+  md5sum -- "${1%/*}"/*.py "${files[@]}"; } | md5sum)
+kept=$STUB_PY_CACHE/${sum%% *}
+if [ -f "$kept.rc" ]; then cat "$kept.err" >&2; cat "$kept.out"; exit "$(< "$kept.rc")"; fi
+"$STUB_PYTHON" "$@" > "$kept.out.$$" 2> "$kept.err.$$"
+rc=$?
+cat "$kept.err.$$" >&2; cat "$kept.out.$$"
+if [ $rc -le 2 ]; then
+  mv -f "$kept.out.$$" "$kept.out" && mv -f "$kept.err.$$" "$kept.err" && echo $rc > "$kept.rc.$$" \
+    && mv -f "$kept.rc.$$" "$kept.rc"
+fi
+rm -f "$kept.out.$$" "$kept.err.$$"
+exit $rc
+"""
+
+#: the scripts the python3 stand-in runs through CACHED_PY (each reads only its arguments' files; see above)
+CACHED_SCRIPTS = ("bench/registry_selects.py", "bench/perop_factor.py", "bench/timed_check.py",
+                  "bench/probes/critical_path.py")
+
+#: the directory of the stand-ins' caches (CACHED_SWAP's, CACHED_PY's; set by the module's fixture; None: no cache)
+STUB_CACHE: Path | None = None
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _swap_cache(tmp_path_factory):
-    global SWAP_CACHE
-    SWAP_CACHE = tmp_path_factory.mktemp("stub-swap-cache")
+def _stub_cache(tmp_path_factory):
+    """One directory of caches for the run, shared by the xdist workers (the root of their base temps: each entry is
+    written under a name of its own, then renamed, so a reader sees a whole entry or none)."""
+    global STUB_CACHE
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    STUB_CACHE = root / "dry-run-stub-caches"
+    for d in ("swap", "py"):
+        (STUB_CACHE / d).mkdir(parents=True, exist_ok=True)
     yield
-    SWAP_CACHE = None
+    STUB_CACHE = None
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Path:
+    """pytest's tmp_path (kept as pytest keeps it) seen through a path that is the same for every test of the worker:
+    BASETEMP/dry-tmp, a link to it made afresh for each test. The suite hands the stand-ins paths under it (registries,
+    ledgers, records, the results' files), which CACHED_PY's keys hold: under a path of the test's own, no test found
+    a run of another test's; under this one, a test repeating another's steps does."""
+    link = tmp_path.parent / "dry-tmp"
+    new = link.with_name(f"dry-tmp.{os.getpid()}")
+    new.symlink_to(tmp_path, target_is_directory=True)
+    os.replace(new, link)
+    return link
 
 
 def _cache_env() -> dict[str, str]:
-    return {"STUB_SWAP_CACHE": str(SWAP_CACHE)} if SWAP_CACHE is not None else {}
+    if STUB_CACHE is None:
+        return {}
+    return {"STUB_SWAP_CACHE": str(STUB_CACHE / "swap"), "STUB_PY_CACHE": str(STUB_CACHE / "py")}
 
 
 def _stubs(tmp: Path, gpus: int) -> Path:
@@ -174,6 +234,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     (d / "sparkops").write_text(STUB_SPARKOPS)
     (d / "stub_swap.py").write_text(STUB_SWAP)
     (d / "cached_swap").write_text(CACHED_SWAP)
+    (d / "cached_py").write_text(CACHED_PY)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
     # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/probes/critical_path.py (a
     # rung's forecast on the committed timeline), bench/timed_check.py (against the
@@ -188,6 +249,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # that the real ledger records as lost)
     (d / "python3").write_text('#!/usr/bin/env bash\n'
                                '[ "$1" = bench/timed_check.py ] && [ -n "${STUB_TIMED_OK:-}" ] && exit 0\n'
+                               f'case "$1" in {"|".join(CACHED_SCRIPTS)}) exec "{d}/cached_py" "$@" ;; esac\n'
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
                                f'[ "$1" = bench/registry_selects.py ] || [ "$1" = bench/timed_check.py ] || '
                                f'[ "$1" = bench/probes/critical_path.py ] || '
@@ -260,6 +322,37 @@ def _suite(tmp: Path, *stages: str, extra_env: dict[str, str] | None = None) -> 
     log = _without_the_checkout_line((tmp / "out" / "suite.log").read_text())
     calls = (tmp / "sparkops.log").read_text().splitlines() if (tmp / "sparkops.log").exists() else []
     return log, calls
+
+
+def test_the_cached_scripts_read_only_what_their_key_holds():
+    """CACHED_PY replays a script's run for the same arguments, argument files and sources of the script's directory:
+    each of CACHED_SCRIPTS (and each sibling it imports) imports nothing but the standard library and its siblings,
+    and reads no environment variable, so that nothing it reads is left out of the key."""
+    def imported(tree: ast.AST) -> set[str]:
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"a relative import: {ast.dump(node)}"
+                names.add(node.module.split(".")[0])
+        return names
+
+    todo, seen = [REPO / s for s in CACHED_SCRIPTS], set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        text = path.read_text()
+        assert "environ" not in text and "getenv" not in text, f"{path} reads the environment"
+        for name in imported(ast.parse(text)):
+            sibling = path.parent / f"{name}.py"
+            if sibling.is_file():
+                todo.append(sibling)
+            else:
+                assert name in sys.stdlib_module_names, f"{path} imports {name}: not in the cache key"
+    assert REPO / "bench" / "probes" / "timeline_tails.py" in seen  # (critical_path.py's sibling, found)
 
 
 def test_two_lanes_make_the_prerequisites_once_and_pick_the_best_registry(tmp_path):
