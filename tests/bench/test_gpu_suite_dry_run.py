@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,8 @@ exit 0
 
 # The pytest stand-in's per-op records: NAME's stem (perop-STEM-DTYPE.json) -> the test file and the test in it that
 # writes it (test_cupy_timing.py unless named). A run writes NAME when it holds that file and either selects no -k or a
-# -k with a word found in the test's name (pytest's -k matches substrings; "not" terms are not modelled).
+# -k with a word found in the test's name (pytest's -k matches substrings; "not" terms are not modelled). Each copy
+# made is also listed (SOURCE, NAME, NUL-ended) in the file STUB_PEROP_PLAN names, where set (CACHED_PEROP's record).
 PEROP_WRITERS = """import os, shutil, sys
 WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "mma": "test_mma_gemv_side_by_side_with_rowwarp_and_triton",
@@ -94,14 +96,58 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
+named = [a.split("::") for a in args]  # a file, or a node id FILE::TEST naming one test of it
+
+
+def selects(stem):
+    path, test = WRITERS[stem] if isinstance(WRITERS[stem], tuple) else ("test_cupy_timing.py", WRITERS[stem])
+    return any((f == path or f.endswith("/" + path)) and (not rest or test in rest) for f, *rest in named) \
+        and (k is None or any(w in test for w in words))
+
+
 for entry in os.environ.get("STUB_PEROP", "").split():
     src, name = entry.rsplit(":", 1)
-    writer = WRITERS[name.split("-")[1]]
-    path, test = writer if isinstance(writer, tuple) else ("test_cupy_timing.py", writer)
-    named = [a.split("::") for a in args]  # a file, or a node id FILE::TEST naming one test of it
-    if any((f == path or f.endswith("/" + path)) and (not rest or test in rest) for f, *rest in named) \
-            and (k is None or any(w in test for w in words)):
+    if selects(name.split("-")[1]):
         shutil.copy(src, os.path.join(os.environ["SPARKOPS_PEROP_DIR"], name))
+if os.environ.get("STUB_PEROP_PLAN"):  # CACHED_PEROP's: the stems these arguments select, then every stem
+    with open(os.environ["STUB_PEROP_PLAN"], "w") as plan:
+        plan.write(" ".join(s for s in WRITERS if selects(s)) + "\\n" + " ".join(WRITERS) + "\\n")
+"""
+
+
+# perop_writers.py's choice kept for the next pytest run of the same arguments: the GPU-test steps run the pytest
+# stand-in ~400 times a CI run with STUB_PEROP set, each a Python start. Which records a run copies depends on its
+# arguments (the stems of WRITERS they select) and on STUB_PEROP (which of those records a test gives). STUB_PEROP_CACHE
+# (a directory) holds the first, the run's plan (the stems its arguments select, then every stem), named by a hash of
+# perop_writers.py and of the arguments, where a --junitxml=FILE.xml (not -k's word, no "::") stands as one: the
+# suite names each step's file after its call's start time, and such an argument selects nothing (no FILE.xml is, or
+# ends with, a test file's path). A run of such arguments again copies with cp each record of STUB_PEROP whose stem the
+# plan selects, in STUB_PEROP's order, as perop_writers.py does. No STUB_PEROP_CACHE, an entry perop_writers.py
+# would refuse (no NAME, a stem it does not know), a failed copy or run: perop_writers.py runs as ever (copying again
+# what was copied), and only a plan of a run that passed is kept.
+CACHED_PEROP = r"""#!/usr/bin/env bash
+py() { "$STUB_PYTHON" "$(dirname "$0")/perop_writers.py" "$@"; }
+[ -n "${STUB_PEROP_CACHE:-}" ] || { py "$@"; exit; }
+key=(); prev=""
+for a in "$@"; do
+  if [[ $prev != -k && $a == --junitxml=*.xml && $a != *::* ]]; then key+=(--junitxml=.xml); else key+=("$a"); fi
+  prev=$a
+done
+sum=$({ printf '%s\0' "${key[@]}"; cat "$(dirname "$0")/perop_writers.py"; } | md5sum)
+kept=$STUB_PEROP_CACHE/${sum%% *}
+if [ -f "$kept" ] && { IFS= read -r chosen && IFS= read -r known; } < "$kept"; then
+  set -f; entries=(${STUB_PEROP:-}); set +f
+  for entry in "${entries[@]}"; do
+    src=${entry%:*} name=${entry##*:}
+    rest=${name#*-} && stem=${rest%%-*}
+    [[ $entry == *:* && $name == *-* && " $known " == *" $stem "* ]] || { py "$@"; exit; }
+    [[ " $chosen " == *" $stem "* ]] || continue
+    cp "$src" "$SPARKOPS_PEROP_DIR/$name" 2> /dev/null || { py "$@"; exit; }
+  done
+  exit 0
+fi
+STUB_PEROP_PLAN=$kept.$$ py "$@" || { rc=$?; rm -f "$kept.$$"; exit $rc; }
+mv -f "$kept.$$" "$kept"
 """
 
 
@@ -191,7 +237,8 @@ exit $rc
 CACHED_SCRIPTS = ("bench/registry_selects.py", "bench/perop_factor.py", "bench/timed_check.py",
                   "bench/probes/critical_path.py")
 
-#: the directory of the stand-ins' caches (CACHED_SWAP's, CACHED_PY's; set by the module's fixture; None: no cache)
+#: the directory of the stand-ins' caches (CACHED_SWAP's, CACHED_PY's, CACHED_PEROP's; set by the module's fixture;
+#: None: no cache)
 STUB_CACHE: Path | None = None
 
 
@@ -203,7 +250,7 @@ def _stub_cache(tmp_path_factory):
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     STUB_CACHE = root / "dry-run-stub-caches"
-    for d in ("swap", "py"):
+    for d in ("swap", "py", "perop"):
         (STUB_CACHE / d).mkdir(parents=True, exist_ok=True)
     yield
     STUB_CACHE = None
@@ -213,8 +260,8 @@ def _stub_cache(tmp_path_factory):
 def tmp_path(tmp_path: Path) -> Path:
     """pytest's tmp_path (kept as pytest keeps it) seen through a path that is the same for every test of the worker:
     BASETEMP/dry-tmp, a link to it made afresh for each test. The suite hands the stand-ins paths under it (registries,
-    ledgers, records, the results' files), which CACHED_PY's keys hold: under a path of the test's own, no test found
-    a run of another test's; under this one, a test repeating another's steps does."""
+    ledgers, records, the results' files), which the caches' keys hold (CACHED_PY, CACHED_PEROP): under a path of the
+    test's own, no test found a run of another test's; under this one, a test repeating another's steps does."""
     link = tmp_path.parent / "dry-tmp"
     new = link.with_name(f"dry-tmp.{os.getpid()}")
     new.symlink_to(tmp_path, target_is_directory=True)
@@ -225,7 +272,8 @@ def tmp_path(tmp_path: Path) -> Path:
 def _cache_env() -> dict[str, str]:
     if STUB_CACHE is None:
         return {}
-    return {"STUB_SWAP_CACHE": str(STUB_CACHE / "swap"), "STUB_PY_CACHE": str(STUB_CACHE / "py")}
+    return {"STUB_SWAP_CACHE": str(STUB_CACHE / "swap"), "STUB_PY_CACHE": str(STUB_CACHE / "py"),
+            "STUB_PEROP_CACHE": str(STUB_CACHE / "perop")}
 
 
 def _stubs(tmp: Path, gpus: int) -> Path:
@@ -235,6 +283,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     (d / "stub_swap.py").write_text(STUB_SWAP)
     (d / "cached_swap").write_text(CACHED_SWAP)
     (d / "cached_py").write_text(CACHED_PY)
+    (d / "cached_perop").write_text(CACHED_PEROP)
     # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
     # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/probes/critical_path.py (a
     # rung's forecast on the committed timeline), bench/timed_check.py (against the
@@ -258,7 +307,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
                                '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
                                # (no STUB_PEROP: no record to copy, so no Python start for perop_writers.py)
                                '[ -n "${SPARKOPS_PEROP_DIR:-}" ] && [ -n "${STUB_PEROP:-}" ] && '
-                               f'"{sys.executable}" "{d}/perop_writers.py" "$@"; '
+                               f'"{d}/cached_perop" "$@"; '
                                '[ -n "${STUB_FAIL_MATCH:-}" ] && [[ "$*" == *"$STUB_FAIL_MATCH"* ]] && exit 1; '
                                'exit "${STUB_PYTEST_RC:-0}"; }\n'
                                'exit 0\n')
@@ -353,6 +402,41 @@ def test_the_cached_scripts_read_only_what_their_key_holds():
             else:
                 assert name in sys.stdlib_module_names, f"{path} imports {name}: not in the cache key"
     assert REPO / "bench" / "probes" / "timeline_tails.py" in seen  # (critical_path.py's sibling, found)
+
+
+def test_a_cached_perop_plan_copies_what_perop_writers_copies(tmp_path):
+    """CACHED_PEROP's replay of a plan (a pytest run of the same arguments again, with another --junitxml file and
+    other records given) copies, without Python, what perop_writers.py copies for those arguments: no more, no fewer."""
+    stubs = _stubs(tmp_path, 1)
+    given = [_records(tmp_path, x16={"a": 1e-6}, expq8h={"a": 2e-6}, kdalowrank={"a": 3e-6}, kdanorm={"a": 4e-6},
+                      rowq8={"a": 5e-6}),
+             _records(tmp_path, kdanorm={"a": 4e-6}, x16={"a": 1e-6})]
+    runs = [["-k", "x16", "tests/backends/test_cupy_x16.py", "tests/backends/test_cupy_timing.py"],
+            ["tests/backends/test_triton_kda_lowrank_norm.py", "tests/engine/test_kda_gates_fusion.py"],
+            ["-k", "unfused_chain", "tests/backends/test_triton_kda_lowrank_norm.py"],
+            ["-k", "contract", "tests/backends/test_triton_kda_lowrank_norm.py"],
+            ["tests/backends/test_triton_kda_norm.py::test_gpu_48b_decode_against_the_unfused_chain_and_timed"],
+            ["-k", "q8_gemv or x16", "tests/backends/test_cupy_timing.py"]]
+    cache = tmp_path / "cache"
+    cache.mkdir()
+
+    def copied(args: list[str], perop: str, cached: bool, python: str = sys.executable) -> dict[str, str]:
+        out = Path(tempfile.mkdtemp(dir=tmp_path))
+        env = {**os.environ, "STUB_PEROP": perop, "STUB_PYTHON": python, "SPARKOPS_PEROP_DIR": str(out),
+               **({"STUB_PEROP_CACHE": str(cache)} if cached else {})}
+        cmd = [stubs / "cached_perop"] if cached else [python, stubs / "perop_writers.py"]
+        subprocess.run([*cmd, "-m", "pytest", "-q", *args, f"--junitxml={out}/a.xml"], env=env, check=True)
+        return {f.name: f.read_text() for f in out.iterdir()}
+
+    wants = []
+    for args in runs:
+        want = [copied(args, perop, cached=False) for perop in given]
+        assert copied(args, given[0], cached=True) == want[0], args  # the plan made
+        # the plan replayed: no Python (a false interpreter fails any run of perop_writers.py), either set of records
+        assert [copied(args, perop, cached=True, python=shutil.which("false")) for perop in given] == want, args
+        wants += want
+    assert len(list(cache.iterdir())) == len(runs)
+    assert any(wants) and not all(wants)  # (runs that copy records, runs that copy none)
 
 
 def test_two_lanes_make_the_prerequisites_once_and_pick_the_best_registry(tmp_path):
