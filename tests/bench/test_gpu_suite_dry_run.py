@@ -33,7 +33,8 @@ case "$1" in
   synth) while [ $# -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done ;;
   # swap: the pairs selected on cuda in the registry (stub_swap.py, through cached_swap), a pair in STUB_SWAP_REFUSE
   # failing the swap
-  swap) sleep "${STUB_SWAP_SECONDS:-0}"; "$(dirname "$0")/cached_swap" "${@:2}" || exit 1 ;;
+  swap) [ "${STUB_SWAP_SECONDS:-0}" = 0 ] || sleep "$STUB_SWAP_SECONDS"
+    "$(dirname "$0")/cached_swap" "${@:2}" || exit 1 ;;
   check) for a in "$@"; do case $a in *cuda-bf16.toml) [ -n "${STUB_REFUSE_BF16:-}" ] && exit 1 ;; esac
     # STUB_FAIL_CHECK: a check whose arguments hold this text fails (one gate, not the others)
     [ -n "${STUB_FAIL_CHECK:-}" ] && [[ "$a" == *"$STUB_FAIL_CHECK"* ]] && exit 1; done ;;
@@ -284,7 +285,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     (d / "cached_swap").write_text(CACHED_SWAP)
     (d / "cached_py").write_text(CACHED_PY)
     (d / "cached_perop").write_text(CACHED_PEROP)
-    # STUB_PYTEST_SECONDS: a pytest run (the GPU tests) takes that long, so that two lanes' steps overlap
+    # STUB_PYTEST_SECONDS: a pytest run (`python3 -m pytest`: the GPU tests) takes that long, so that two lanes' steps
+    # overlap (a call whose arguments merely hold "pytest", a pip install's --target under pytest's temp dir, is none)
     # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/probes/critical_path.py (a
     # rung's forecast on the committed timeline), bench/timed_check.py (against the
     # checkout's ledger and the stand-in machine's), `python3 -c "print(...)"` arithmetic and `python3 -c "import
@@ -304,7 +306,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
                                f'[ "$1" = bench/probes/critical_path.py ] || '
                                f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
-                               '[[ "$*" == *pytest* ]] && { sleep "${STUB_PYTEST_SECONDS:-0}"; '
+                               '[ "$1" = -m ] && [ "$2" = pytest ] && { '
+                               '[ "${STUB_PYTEST_SECONDS:-0}" = 0 ] || sleep "$STUB_PYTEST_SECONDS"; '
                                # (no STUB_PEROP: no record to copy, so no Python start for perop_writers.py)
                                '[ -n "${SPARKOPS_PEROP_DIR:-}" ] && [ -n "${STUB_PEROP:-}" ] && '
                                f'"{d}/cached_perop" "$@"; '
