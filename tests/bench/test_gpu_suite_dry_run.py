@@ -2985,30 +2985,60 @@ def _from_snapshot(tmp_path: Path, key: str, build) -> Path:
     return run
 
 
+#: rungs28's record (the Q8 hidden pair's proof), given to every call of the x16 step's plan
+_EXPQ8H_RECORD = {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}
+#: the stems of the records the x16 step's two calls copy (rungs28's proof selects expq8h's side-by-side, rungs32's
+#: x16's): the only records of a test that reach the machine they make (test_the_x16_step_copies_no_other_record)
+_X16_STEP_STEMS = ("expq8h", "x16")
+
+
+def _perops(where: Path, records: dict) -> str:
+    """STUB_PEROP for the x16 step's plan: rungs28's record, then RECORDS (written under WHERE)."""
+    return " ".join([_records(where, expq8h=_EXPQ8H_RECORD), _records(where, **records)])
+
+
+def _x16_step(run: Path, records: dict) -> None:
+    """rungs28, then rungs32 with rungs28's win named: the x16 step on RUN's machine, RECORDS given."""
+    env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": _perops(run, records)}
+    _lanes(run, "rungs28", "", extra_env=env)
+    _lanes(run, "rungs32", "", extra_env={**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"})
+
+
 def _over_the_x16_step(tmp_path: Path, stages: str, no_win: str = "", records: dict | None = None,
                        extra_env: dict[str, str] | None = None) -> tuple[str, list[str], Path]:
     """The plan after session 29's win: rungs28 and rungs32 make the x16 step (their wins named in SUITE_TIMED), then
     STAGES run in one call with _X16_STEP_RECORDS and RECORDS (STUB_NO_WIN: NO_WIN's registry times no win; EXTRA_ENV
-    for that call alone): (log, calls, the stand-in machine). The first two calls come from a snapshot (_from_snapshot) for the same records;
-    the machine is the snapshot's run directory's, not tmp_path's."""
+    for that call alone): (log, calls, the stand-in machine). The first two calls come from a snapshot
+    (_from_snapshot) made with the records of _X16_STEP_STEMS alone, the only ones they copy, and keyed on those (the
+    tests' other records differ from test to test: a snapshot for all of them was made ~30 times a run); the machine is
+    the snapshot's run directory's, not tmp_path's."""
     records = {**_X16_STEP_RECORDS, **(records or {})}
-
-    def perops(where: Path) -> str:
-        return " ".join([_records(where, expq8h={"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_hidden": 1000e-6}),
-                         _records(where, **records)])
-
-    def x16_step(run: Path) -> None:
-        env = {"SUITE_TIMED": S23_TIMED, "STUB_PYTEST_SECONDS": "0", "STUB_PEROP": perops(run)}
-        _lanes(run, "rungs28", "", extra_env=env)
-        _lanes(run, "rungs32", "", extra_env={**env, "SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h"})
-
-    key = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()[:12]
-    run = _from_snapshot(tmp_path, f"x16-{key}", x16_step)
+    own = {stem: records[stem] for stem in _X16_STEP_STEMS if stem in records}
+    key = hashlib.sha256(json.dumps(own, sort_keys=True).encode()).hexdigest()[:12]
+    run = _from_snapshot(tmp_path, f"x16-{key}", lambda run: _x16_step(run, own))
     env = {"SUITE_TIMED": S23_TIMED + " decode-s28-exp-q8h decode-s32-lmhead-x16", "STUB_PYTEST_SECONDS": "0",
-           "STUB_PEROP": perops(tmp_path), **({"STUB_NO_WIN": no_win} if no_win else {}), **(extra_env or {})}
+           "STUB_PEROP": _perops(tmp_path, records), **({"STUB_NO_WIN": no_win} if no_win else {}),
+           **(extra_env or {})}
     log, calls = _lanes(run, stages, "", extra_env=env)
     assert "unknown stage" not in log
     return log, calls, run / "machine"
+
+
+def test_the_x16_step_copies_no_other_record(tmp_path):
+    """_over_the_x16_step's snapshot holds the x16 step made with the records of _X16_STEP_STEMS alone: given a record
+    for every stem the pytest stand-in knows, the step's two calls copy those stems' records and no other (none in
+    the machine's directories, none in the results packed), and make the step."""
+    writers = next(ast.literal_eval(n.value) for n in ast.parse(PEROP_WRITERS).body
+                   if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "WRITERS")
+    every = {stem: {"cupy_rowwarp_pdl": 1e-3, "cupy_float": 1e-3} for stem in writers if stem != "expq8h"}
+    _x16_step(tmp_path, {**every, "x16": _X16_STEP_RECORDS["x16"]})
+    assert (tmp_path / "machine" / "cuda-s32-lmhead-x16.toml").is_file()
+    copies = [f.name for f in tmp_path.rglob("perop-*.json")]
+    for archive in tmp_path.rglob("*.tgz"):
+        listed = subprocess.run(["tar", "tzf", archive], capture_output=True, text=True, check=True).stdout
+        copies += [Path(m).name for m in listed.split() if Path(m).name.startswith("perop-")]
+    stems = {name.split("-")[1] for name in copies}
+    assert stems == set(_X16_STEP_STEMS), sorted(copies)
 
 
 def test_rungs33_times_the_copy_down_over_the_x16_step_forecast_against_its_experts(tmp_path):
