@@ -103,15 +103,15 @@ extern "C" __global__ void __launch_bounds__(256) chain_step(const u16* __restri
     }
 }
 
-// row_dot with x read from global memory (bf16, through the L2: it was written during this kernel) instead of shared
-// memory: the same values in the same order, so the same sum
-__device__ __forceinline__ float row_dot_gx(const u16* w, const u16* x, int lane) {
-    uint4 v[CH], xv[CH];
+// x in registers: a lane's CH 16-byte chunks of x (bf16, 8 values each), read from the L2 (other blocks wrote it
+// during this launch)
+__device__ __forceinline__ void load_x(const u16* x, int lane, uint4 (&xv)[CH]) {
 #pragma unroll
-    for (int k = 0; k < CH; ++k) {
-        v[k] = *(const uint4*)(w + k * 256 + lane * 8);
-        xv[k] = __ldcg((const uint4*)(x + k * 256 + lane * 8));
-    }
+    for (int k = 0; k < CH; ++k) xv[k] = __ldcg((const uint4*)(x + k * 256 + lane * 8));
+}
+
+// a lane's weight chunks dotted with its x chunks (both bf16), summed over the warp: row_dot's products in its order
+__device__ __forceinline__ float dot_chunks(const uint4 (&v)[CH], const uint4 (&xv)[CH]) {
     float acc = 0.0f;
 #pragma unroll
     for (int k = 0; k < CH; ++k) {
@@ -126,6 +126,16 @@ __device__ __forceinline__ float row_dot_gx(const u16* w, const u16* x, int lane
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     return acc;
+}
+
+// row_dot with x read from global memory (bf16, through the L2: it was written during this kernel) instead of shared
+// memory: the same values in the same order, so the same sum
+__device__ __forceinline__ float row_dot_gx(const u16* w, const u16* x, int lane) {
+    uint4 v[CH], xv[CH];
+#pragma unroll
+    for (int k = 0; k < CH; ++k) v[k] = *(const uint4*)(w + k * 256 + lane * 8);
+    load_x(x, lane, xv);
+    return dot_chunks(v, xv);
 }
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
@@ -237,32 +247,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
     }
 }
 
-// x_l in registers: a lane's CH 16-byte chunks of x (bf16, 8 values each), read from the L2 (other blocks wrote it
-// during this launch)
-__device__ __forceinline__ void load_x(const u16* x, int lane, uint4 (&xv)[CH]) {
-#pragma unroll
-    for (int k = 0; k < CH; ++k) xv[k] = __ldcg((const uint4*)(x + k * 256 + lane * 8));
-}
-
-// row_dot_gx's products with x already in registers: the same values in the same order, so the same sum
+// row_dot_gx with x already in registers (load_x): the same values in the same order, so the same sum
 __device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH], int lane) {
     uint4 v[CH];
 #pragma unroll
     for (int k = 0; k < CH; ++k) v[k] = *(const uint4*)(w + k * 256 + lane * 8);
-    float acc = 0.0f;
-#pragma unroll
-    for (int k = 0; k < CH; ++k) {
-        const u32 p[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
-        const u32 q[4] = {xv[k].x, xv[k].y, xv[k].z, xv[k].w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            acc = fmaf(__uint_as_float(p[e] << 16), __uint_as_float(q[e] << 16), acc);
-            acc = fmaf(__uint_as_float(p[e] & 0xffff0000u), __uint_as_float(q[e] & 0xffff0000u), acc);
-        }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    return acc;
+    return dot_chunks(v, xv);
 }
 
 // The whole chain in one launch with the weight stream decoupled from the chain's dependencies: each warp owns rows
