@@ -876,6 +876,15 @@
 # as a rung. The session's what-ifs on session 43's H200 timeline put 60% of the roofline past every rung-sized lead
 # (all of them at their best: ~47%); the lead after the planned probe is a persistent decode step, not a rung.
 # Rungs over s55 now forecast on the s55 replay of the call's own machine kind (S55_TIMELINE_H100 / _H200).
+# Session 45 (bench/gpu-runs/2026-12-07-session45/README.md): no machine came (eleven requests refused). Built for the
+# device: probe_persist's warp rings (each warp streams its own rows of every layer through 2-6 shared-memory slots,
+# whatever the layer, x in registers, no block barrier; traced; and the chain again at 1152 rows a GEMV, where its
+# dependencies and not its bytes set the pace). Next session, fresh: session 43's plan with probe_persist first (~60 s
+# more GPU work; SUITE_TIMED as above for any rung after):
+#     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
+#     bash bench/gpu_lanes.sh 330 "probe_persist probe_gateup proofs57" ""
+#   The 6-slot ring near its bytes at 2304 rows and at or under ~1.7 us a GEMV at 1152 makes a persistent decode step
+#   the next implementation to build; no faster than session 18's form, and the trace names the phase that binds.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
