@@ -876,7 +876,7 @@
 # as a rung. The session's what-ifs on session 43's H200 timeline put 60% of the roofline past every rung-sized lead
 # (all of them at their best: ~47%); the lead after the planned probe is a persistent decode step, not a rung.
 # Rungs over s55 now forecast on the s55 replay of the call's own machine kind (S55_TIMELINE_H100 / _H200).
-# Session 45 (bench/gpu-runs/2026-12-07-session45/README.md): no machine came (eleven requests refused). Built for the
+# Session 45 (bench/gpu-runs/2026-12-07-session45/README.md): no machine came (twelve requests refused). Built for the
 # device: probe_persist's warp rings (each warp streams its own rows of every layer through 2-6 shared-memory slots,
 # whatever the layer, x in registers, no block barrier; traced; and the chain again at 1152 rows a GEMV, where its
 # dependencies and not its bytes set the pace). Next session, fresh: session 43's plan with probe_persist first (~60 s
