@@ -124,7 +124,8 @@
 #                 (weights prefetched while a grid barrier waits; and without the prefetch) (bench/probes/
 #                 persistent_chain.py): what a step that stays on the device could give; since session 45 also the
 #                 warp rings (each warp streams its rows through shared-memory slots across layers, no block
-#                 barrier), traced, and the same chain again at 1152 rows a GEMV
+#                 barrier), traced, and the same chain again at 1152 rows a GEMV; since session 46 the two runs'
+#                 best proven ring in persistent_forecast.py's model of the 48B's persistent step (tok/s, PNG)
 #     rungs19     session 19's decode rung over the row-warp step: [engine] side_stream (a KDA layer's gate projections
 #                 on a second CUDA stream, concurrent with q/k/v and the short conv) after its GPU tests and the
 #                 captured gate of a k3-nano in the 48B's mix, forecast from half the F16 gate GEMVs' time hidden
@@ -4152,7 +4153,13 @@ probe_persist)  # decode lead (session 18): one persistent launch against one la
   # GEMVs (bench/probes/persistent_chain.py): the structural lever's size, before anyone builds it
   run probe-persist 90 python3 bench/probes/persistent_chain.py --out "$R/probe-persist.json"
   # (session 45) the same chain at half the rows a GEMV: what its dependencies cost when its bytes are few
-  run probe-persist-1152 90 python3 bench/probes/persistent_chain.py --rows 1152 --out "$R/probe-persist-1152.json" ;;
+  run probe-persist-1152 90 python3 bench/probes/persistent_chain.py --rows 1152 --out "$R/probe-persist-1152.json"
+  # (session 46) what the two runs mean for the 48B's step: the best proven ring's stream (2304 rows) and latency (1152)
+  # in bench/probes/persistent_forecast.py's model of a persistent step (tok/s, share of the roofline)
+  if [ -s "$R/probe-persist.json" ] && [ -s "$R/probe-persist-1152.json" ]; then
+    run probe-persist-forecast 30 python3 bench/probes/persistent_forecast.py --probe "$R/probe-persist.json" \
+      --probe-latency "$R/probe-persist-1152.json" --json "$R/persist-forecast.json" --plot "$R/persist-forecast.png"
+  else log "probe-persist-forecast: left out: the probe wrote no JSON at one of its row counts"; fi ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;

@@ -1,0 +1,154 @@
+"""bench/probes/persistent_forecast.py: the persistent step's stages hold every byte the roofline counts, and the
+stream model gives the closed forms it must in its limits (bytes alone, latency alone, no window), on hand-made
+stages and on the 48B's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkops.config import load_preset, preset_names
+from sparkops.gguf.mix import bytes_per_token
+from tests.helpers import load_probe
+
+probe = load_probe("persistent_forecast")
+Seg, Stage = probe.Segment, probe.Stage
+MB = 1e6
+
+
+@pytest.fixture(scope="module")
+def k48():
+    return probe.step_stages(load_preset("kimi-linear-48b-a3b"), "q4_k_m", 0)
+
+
+@pytest.mark.parametrize("model", preset_names())
+@pytest.mark.parametrize("mix, depth", [("q4_k_m", 0), ("q4_k_m", 4096), ("iq1_s", 131072)])
+def test_the_stages_hold_every_byte_the_roofline_counts(model, mix, depth):
+    config = load_preset(model)
+    stages = probe.step_stages(config, mix, depth)
+    assert sum(s.nbytes for s in stages) == pytest.approx(bytes_per_token(config, mix, depth)["total"], rel=1e-12)
+    assert len({s.name for s in stages}) == len(stages)
+
+
+def test_a_layer_s_stages_are_the_forward_s_chain_and_only_the_routed_experts_wait_for_the_router(k48):
+    config = load_preset("kimi-linear-48b-a3b")
+    names = [s.name for s in k48]
+    assert names[:8] == ["embed", "blk.0.in", "blk.0.gates", "blk.0.recurrence", "blk.0.out", "blk.0.gateup",
+                         "blk.0.down", "blk.1.in"]  # layer 0 is KDA with the dense FFN
+    mla = config.layer_kinds.index("mla")
+    i = names.index(f"blk.{mla}.in")
+    assert names[i:i + 8] == [f"blk.{mla}.{p}" for p in ("in", "absorb", "attention", "values", "out", "router",
+                                                          "experts", "down")]
+    gated = [(names[k], s.gate) for k, s_ in enumerate(k48) for s in s_.segments if s.gate is not None]
+    assert {n.rsplit(".", 1)[1] for n, _ in gated} == {"experts", "down"}
+    assert all(names[g].endswith(".router") and names[g].split(".")[1] == n.split(".")[1] for n, g in gated)
+    experts = k48[names.index("blk.1.experts")]  # the routed gate/up: top-8 of 256 experts' two matrices
+    assert experts.nbytes == pytest.approx(2 * 339738624 * 8 / 256)
+    assert k48[-1].name == "head" and k48[-1].nbytes == pytest.approx(309657600 + 9216)
+
+
+def test_an_unplaced_tensor_is_refused_by_name(monkeypatch):
+    monkeypatch.delitem(probe.STAGE_OF, "ssm_beta.weight")
+    with pytest.raises(probe.ForecastError, match="ssm_beta.weight.*STAGE_OF"):
+        probe.step_stages(load_preset("k3-nano"), "q4_k_m", 0)
+
+
+CHAIN = [Stage("a", [Seg(3 * MB)]), Stage("b", [Seg(5 * MB)]), Stage("c", [Seg(2 * MB)]), Stage("d", [Seg(7 * MB)])]
+
+
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_without_latency_the_stream_alone_sets_the_time(tokens):
+    r = probe.simulate(CHAIN, 0.0, 1.0, 100 * MB, tokens=tokens)  # 1 TB/s: a byte a picosecond, 17 MB in 17 us
+    assert r.us_a_token == pytest.approx(17.0)
+    assert r.idle_gated_us == 0 and r.idle_window_us == 0
+
+
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_with_a_boundless_stream_the_latency_alone_sets_the_time(tokens):
+    assert probe.simulate(CHAIN, 2.5, 1e9, 100 * MB, tokens=tokens).us_a_token == pytest.approx(4 * 2.5, rel=1e-6)
+
+
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_without_a_window_each_stage_streams_after_the_one_before_ends(tokens):
+    r = probe.simulate(CHAIN, 1.0, 1.0, 0.0, tokens=tokens)
+    assert r.us_a_token == pytest.approx(17.0 + 4 * 1.0)
+    assert r.idle_window_us > 0
+
+
+def test_a_window_hides_the_latency_under_the_stream_as_far_as_it_reaches():
+    one = probe.simulate(CHAIN, 1.0, 1.0, 100 * MB, tokens=1).us_a_token
+    assert one == pytest.approx(17.0 + 1.0)  # every stage's bytes ahead of its inputs: the last stage's latency
+    # token after token, the next token's bytes stream under this one's last latency: the stream alone
+    assert probe.simulate(CHAIN, 1.0, 1.0, 100 * MB).us_a_token == pytest.approx(17.0)
+    # a 1 MB window at 2 us: 1 us of the next stage's bytes ahead of each wait, 1 us idle (the stream's turn to wait)
+    r = probe.simulate(CHAIN, 2.0, 1.0, 1 * MB, tokens=1, chunk=MB / 4)
+    assert r.us_a_token == pytest.approx(22.0) and r.idle_window_us == pytest.approx(3.0)
+
+
+def test_gated_bytes_wait_for_their_gate_and_the_stream_fills_the_wait_with_later_bytes():
+    steps = [Stage("router", [Seg(1 * MB)]), Stage("experts", [Seg(4 * MB, gate=0)]), Stage("next", [Seg(6 * MB)])]
+    r = probe.simulate(steps, 3.0, 1.0, 100 * MB, tokens=1, chunk=MB / 4)  # chunks that divide the segments
+    # router 1 us of bytes + 3 us; the experts can start only then: 4 us of bytes + 3; "next" streamed meanwhile
+    assert r.us_a_token == pytest.approx(1 + 3 + 4 + 3 + 3)
+    inorder = probe.simulate(steps, 3.0, 1.0, 100 * MB, in_order=True, tokens=1, chunk=MB / 4)
+    assert inorder.us_a_token > r.us_a_token and inorder.idle_gated_us > 0
+
+
+def test_the_48b_forecast_is_monotone_and_bounded_by_its_bytes_and_its_chain(k48):
+    roof_us = sum(s.nbytes for s in k48) / 4.04e6
+    last = 0.0
+    for lat in (0.5, 1.5, 3.0, 6.0):
+        r = probe.simulate(k48, lat, 4.04, 24 * MB)
+        assert r.us_a_token >= max(roof_us, len(k48) * lat) - 1e-6
+        assert r.us_a_token >= last
+        last = r.us_a_token
+        assert r.us_a_token <= probe.simulate(k48, lat, 4.04, 24 * MB, in_order=True).us_a_token + 1e-6
+        assert r.us_a_token <= probe.simulate(k48, lat, 4.04, 8 * MB).us_a_token + 1e-6
+    assert probe.simulate(k48, 0.5, 4.04, 24 * MB).us_a_token == pytest.approx(roof_us, rel=1e-3)
+
+
+def _probe_json(tmp_path, name, rows, us, same=True, timed_out=False):
+    data = {"rows": rows, "weight_bytes": 24 * rows * 2304 * 2, "barrier_timed_out": timed_out,
+            "variants": {"launches": {"us_a_round": 24 * 6.9, "us_a_gemv": 6.9},
+                         "persistent_warp_ring6": {"us_a_round": 24 * us, "us_a_gemv": us},
+                         "persistent_warp_ring2": {"us_a_round": 24 * (us + 1), "us_a_gemv": us + 1}},
+            "last_output_bitwise_the_launches": {"persistent_warp_ring6": same, "persistent_warp_ring2": True}}
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return str(p)
+
+
+def test_the_probe_s_best_proven_variant_gives_the_bandwidth_and_the_latency(tmp_path):
+    full = _probe_json(tmp_path, "full.json", 2304, 3.0)
+    bw, why = probe.from_probe(full, "bandwidth")
+    assert bw == pytest.approx(2304 * 2304 * 2 / 3.0e-6 / 1e12) and "persistent_warp_ring6 at 2304" in why
+    half = _probe_json(tmp_path, "half.json", 1152, 1.6, same=False)  # ring6's bits differ: ring2 is used
+    assert probe.from_probe(half, "latency") == (pytest.approx(2.6), "persistent_warp_ring2 at 1152 rows")
+
+
+def test_a_probe_that_timed_out_or_proved_nothing_is_refused(tmp_path):
+    with pytest.raises(probe.ForecastError, match="timed out"):
+        probe.from_probe(_probe_json(tmp_path, "t.json", 2304, 3.0, timed_out=True), "bandwidth")
+    data = json.loads(open(_probe_json(tmp_path, "n.json", 2304, 3.0)).read())
+    data["last_output_bitwise_the_launches"] = {}
+    (tmp_path / "n.json").write_text(json.dumps(data))
+    with pytest.raises(probe.ForecastError, match="launches' bits"):
+        probe.from_probe(str(tmp_path / "n.json"), "bandwidth")
+
+
+def test_the_cli_writes_its_forecasts_and_plot_and_refuses_bad_input_with_exit_2(tmp_path, capsys):
+    full = _probe_json(tmp_path, "full.json", 2304, 3.0)
+    half = _probe_json(tmp_path, "half.json", 1152, 1.6)
+    out, png = tmp_path / "f.json", tmp_path / "f.png"
+    assert probe.main(["--model", "k3-nano", "--probe", full, "--probe-latency", half, "--json", str(out),
+                       "--plot", str(png)]) == 0
+    data = json.loads(out.read_text())
+    assert [f["latency_us"] for f in data["forecasts"]] == [pytest.approx(1.6)]
+    assert data["sources"]["latency"] == "persistent_warp_ring6 at 1152 rows"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert probe.main(["--latency-us", "1,x"]) == 2
+    assert "--latency-us '1,x'" in capsys.readouterr().err
+    assert probe.main(["--probe", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err
+    assert probe.main(["--model", "no-such-model"]) == 2
