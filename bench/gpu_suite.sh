@@ -126,6 +126,7 @@
 #                 warp rings (each warp streams its rows through shared-memory slots across layers, no block
 #                 barrier), traced, and the same chain again at 1152 rows a GEMV; since session 46 the two runs'
 #                 best proven ring in persistent_forecast.py's model of the 48B's persistent step (tok/s, PNG)
+#     probe_persist_floor  the same chain at 8 and 264 rows a GEMV: a dependent stage's cost with almost no bytes
 #     rungs19     session 19's decode rung over the row-warp step: [engine] side_stream (a KDA layer's gate projections
 #                 on a second CUDA stream, concurrent with q/k/v and the short conv) after its GPU tests and the
 #                 captured gate of a k3-nano in the 48B's mix, forecast from half the F16 gate GEMVs' time hidden
@@ -4160,6 +4161,11 @@ probe_persist)  # decode lead (session 18): one persistent launch against one la
     run probe-persist-forecast 30 python3 bench/probes/persistent_forecast.py --probe "$R/probe-persist.json" \
       --probe-latency "$R/probe-persist-1152.json" --json "$R/persist-forecast.json" --plot "$R/persist-forecast.png"
   else log "probe-persist-forecast: left out: the probe wrote no JSON at one of its row counts"; fi ;;
+probe_persist_floor)  # decode lead (session 46): the same chain at 8 and 264 rows a GEMV, where the bytes are nearly
+  # none: what a dependent stage costs in each form when only its synchronisation and x are left (the warp rings need
+  # a row a warp and are left out there; launches and the barrier forms run)
+  run probe-persist-8 60 python3 bench/probes/persistent_chain.py --rows 8 --out "$R/probe-persist-8.json"
+  run probe-persist-264 60 python3 bench/probes/persistent_chain.py --rows 264 --out "$R/probe-persist-264.json" ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;

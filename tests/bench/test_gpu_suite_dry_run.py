@@ -1905,6 +1905,13 @@ def test_probe_persist_runs_the_persistent_chain_probe_alone_and_no_model(tmp_pa
     assert "unknown stage" not in log and "synth48" not in log and not calls
 
 
+def test_probe_persist_floor_runs_the_chain_at_few_rows_alone_and_no_model(tmp_path):
+    log, calls = _suite(tmp_path, "probe_persist_floor")
+    assert "] probe-persist-8 (limit" in log and "persistent_chain.py --rows 8 --out" in log
+    assert "] probe-persist-264 (limit" in log and "persistent_chain.py --rows 264 --out" in log
+    assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
 def test_probe_pdl_floor_runs_the_chain_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_pdl_floor")
     assert "] probe-pdl-floor (limit" in log and "bench/probes/pdl_floor.py --out" in log
