@@ -333,6 +333,10 @@
 #                 s55 step): gate/up's weight copies in three commit groups of super-blocks, each dotted as it lands
 #                 (the same bits); after gpu-tests-gu-grouped and its record perop-expgrp
 #     proofs57    rungs57's GPU tests alone
+#     rungs58     moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_streamed over the step now where it runs the l2pf pair:
+#                 rungs57's grouped gate/up with one group requested ahead, each later one once the one before has
+#                 landed (the same bits); after gpu-tests-gu-streamed and its record perop-expstr
+#     proofs58    rungs58's GPU tests alone
 #     probe_timeline_now  the step now and every newer rung's registry made on this machine replayed kernel by kernel
 #                 with each kernel's own time (bench/probes/step_timeline.py; ~25 s a registry)
 #     probe_timeline24  session 23's and 22's steps and rungs25's registries (those made) replayed kernel by kernel
@@ -1252,6 +1256,9 @@ S56_MERGE_REG=$TMP/cuda-s56-router-merge.toml
 # super-blocks, each dotted as it lands (GPU session 43's probe_gateup: the copies alone 8.96 of the whole 13.57 us, the
 # dots 4.0 after a block's last byte), over the s55 step
 S57_GROUPED_REG=$TMP/cuda-s57-gu-grouped.toml
+# session 46's rung (stage rungs58): the grouped gate/up with one group requested ahead, each later one once the one
+# before has landed (GPU session 46's probe_gateup, H100: 12.22 against 13.27 us a call), over the s55 step
+S58_STREAMED_REG=$TMP/cuda-s58-gu-streamed.toml
 # the timeline the rungs' critical-path forecasts (bench --forecast) replay: session 33's H100 replay of the s39 step,
 # committed (a forecast made before the call, the same on every machine)
 FORECAST_TIMELINE=bench/gpu-runs/2026-12-05-session33/call5/probe-timeline-now.json
@@ -1547,7 +1554,7 @@ timed() { local t=""; [ -r "$DONE/$1.tier" ] && { IFS= read -r t < "$DONE/$1.tie
 # the ladder's rungs whose registries can be the step now, newest first: RUNG=VARIABLE (the variable naming the
 # registry that rung times)
 NOW_RUNGS=(
-  decode-s57-gu-grouped=S57_GROUPED_REG decode-s56-router-merge=S56_MERGE_REG decode-s55-stack=S55_STACK_REG decode-s54-exp-l2pf=S54_L2PF_REG decode-s53-exp-hs=S53_HS_REG decode-s52-xr-ld=S52_XRLD_REG decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
+  decode-s58-gu-streamed=S58_STREAMED_REG decode-s57-gu-grouped=S57_GROUPED_REG decode-s56-router-merge=S56_MERGE_REG decode-s55-stack=S55_STACK_REG decode-s54-exp-l2pf=S54_L2PF_REG decode-s53-exp-hs=S53_HS_REG decode-s52-xr-ld=S52_XRLD_REG decode-s51-xpf=S51_XPF_REG decode-s50-pairs-ld=S50_PAIRSLD_REG decode-s49-nones=S49_NONES_REG decode-s48-norm-folds=S48_FOLDS_REG decode-s47-oproj-norm=S47_OPROJNORM_REG decode-s46-moe-norm=S46_MOENORM_REG decode-s45-pdl-stack=S45_PDLSTACK_REG decode-s44-attn-pdl=S44_ATTNPDL_REG decode-s43-norm-wait=S43_NORMWAIT_REG decode-s42-gates-conv=S42_GATESCONV_REG decode-s41-shared-side=S41_SHAREDSIDE_REG decode-s40-conv-kda=S40_CONVKDA_REG
   decode-s39-q8-tall=S39_Q8TALL_REG decode-s38-q8-shortplain=S38_SHORTPLAIN_REG decode-s37-router-sorted=S37_ROUTSORT_REG decode-s36-norm-router=S36_NORMROUTER_REG decode-s35-exp-q8l=S35_EXPQ8L_REG decode-s34-stack=S34_STACK_REG decode-s33-exp-q8c=S33_EXPQ8C_REG decode-s32-lmhead-x16=S32_X16_REG decode-s31-exp-q8w=S31_EXPQ8W_REG decode-s30-exp-q8p=S30_EXPQ8P_REG decode-s29-linear-q8=S29_LINQ8_REG decode-s28-exp-q8h=S28_EXPQ8H_REG decode-s27-exp-q8=S27_EXPQ8_REG decode-s27-exp-split=S27_EXPSPLIT_REG decode-s26-exp-wide=S26_EXPWIDE_REG decode-s26-exp-shared=S26_EXPSH_REG
   decode-s25-chain=S25_CHAIN_REG decode-s25-gates-pdl=S25_GATESPDL_REG decode-s25-f16pdl=S25_F16PDL_REG
   decode-s25-conv-pdl=S25_CONVPDL_REG
@@ -1627,6 +1634,7 @@ now_pairs() {
     decode-s55-stack) echo $S55_PAIRS ;;
     decode-s56-router-merge) echo moe_router=cupy_rowwarp_pdl_merge ;;
     decode-s57-gu-grouped) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_grouped ;;
+    decode-s58-gu-streamed) echo moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_streamed ;;
     decode-s46-moe-norm) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm + fuse_moe_norm=on ;;
     decode-s47-oproj-norm) echo linear_add_rmsnorm=cupy_rowwarp_pdl_norm + fuse_oproj_norm=on ;;
     decode-s48-norm-folds) echo moe_experts_add_rmsnorm=cupy_rowwarp_pdl_q8_hidden_norm \
@@ -2161,6 +2169,7 @@ rung_parts() {
     rungs55) echo proof_stack55 s55_rung ;;
     rungs56) echo proof_router_merge s56_rung ;;
     rungs57) echo proof_gu_grouped s57_rung ;;
+    rungs58) echo proof_gu_streamed s58_rung ;;
   esac
 }
 # linear_rung NAME REG OP@TYPE IMPL STEM REF TESTS TEXT: rung decode-NAME, OP@TYPE=IMPL over the step now, after
@@ -2816,6 +2825,18 @@ s57_rung() {
   s55_swap_rung s57-gu-grouped $S57_GROUPED_REG moe_experts cupy_rowwarp_pdl_q8_pairs_l2pf \
       cupy_rowwarp_pdl_q8_pairs_l2pf_grouped expgrp gu-grouped moe_q4_k_gateup "the l2pf pair's gate/up with its weight \
 copies in three commit groups of super-blocks, each dotted as it lands (the same bits as cupy_rowwarp_pdl_q8_pairs)"
+}
+# proof_gu_streamed: moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_streamed (session 46): the grouped proof's tests for
+# the form with one group requested ahead (-k streamed; its record $DJ/perop-expstr-bfloat16.json)
+proof_gu_streamed() {
+  cupy_proof gpu-tests-gu-streamed 150 streamed
+}
+# s58_rung: the streamed gate/up over the step's l2pf pair (s55_swap_rung), forecast on the gate/up kernels
+s58_rung() {
+  s55_swap_rung s58-gu-streamed $S58_STREAMED_REG moe_experts cupy_rowwarp_pdl_q8_pairs_l2pf \
+      cupy_rowwarp_pdl_q8_pairs_l2pf_streamed expstr gu-streamed moe_q4_k_gateup "the l2pf pair's gate/up with its \
+weight copies in three groups of super-blocks, each requested once the one before has landed and dotted as it lands \
+(the same bits as cupy_rowwarp_pdl_q8_pairs)"
 }
 # ld_down_rung NAME REG IMPL STEM TESTS TEXT: rung decode-NAME, moe_experts=IMPL (a form of the ids-once pairs pair's
 # down) over the step now where its experts are that pair (the s52 step), after gpu-tests-TESTS passed and gave a
@@ -4072,7 +4093,7 @@ rungs25)  # two rungs over session 23's step (session 22's made first, the rungs
   proof_kda_lowrank
   s25_rungs
   ;;
-rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51|rungs52|rungs53|rungs54|rungs55|rungs56|rungs57)  # a rung over the step now (session 23's, made by swaps:
+rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs33|rungs34|rungs35|rungs36|rungs37|rungs38|rungs39|rungs40|rungs41|rungs42|rungs43|rungs44|rungs45|rungs46|rungs47|rungs48|rungs49|rungs50|rungs51|rungs52|rungs53|rungs54|rungs55|rungs56|rungs57|rungs58)  # a rung over the step now (session 23's, made by swaps:
   # SUITE_TIMED names decode-s23-nones; or a newer one that won): rungs26 the shared-first gate/up, rungs26w the wide
   # down, rungs27 the split down, rungs27q the Q8 gate/up, rungs28 the Q8 hidden vector, rungs29 the Q8 Q4_K GEMVs,
   # rungs30 the pipelined Q8 gate/up, rungs31 the pairs dot loop, rungs32 the x16 lm_head, rungs33 the copy down,
@@ -4085,7 +4106,7 @@ rungs26|rungs26w|rungs27|rungs27q|rungs28|rungs29|rungs30|rungs31|rungs32|rungs3
   $proof
   $rung
   ;;
-proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51|proofs52|proofs53|proofs54|proofs55|proofs56|proofs57)  # that rung's GPU tests alone (the lane beside rungsN)
+proofs26|proofs26w|proofs27|proofs27q|proofs28|proofs29|proofs30|proofs31|proofs32|proofs33|proofs34|proofs35|proofs36|proofs37|proofs38|proofs39|proofs40|proofs41|proofs42|proofs43|proofs44|proofs45|proofs46|proofs47|proofs48|proofs49|proofs50|proofs51|proofs52|proofs53|proofs54|proofs55|proofs56|proofs57|proofs58)  # that rung's GPU tests alone (the lane beside rungsN)
   read -r proof rung <<< "$(rung_parts rungs${stage#proofs})"
   $proof ;;
 proofs25)  # those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane beside

@@ -215,6 +215,11 @@ IMPLEMENTATIONS = [
      "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped",
      bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the same with only one group requested ahead, each later group once the one before has landed: the same bits
+    ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_l2pf_streamed",
+     "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_l2pf_streamed",
+     bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the pairs pair with its down reading the hidden vector from shared memory, copied once a block: the same bits
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_hs", "sparkops_cupy.moe_experts:moe_experts_rowwarp_pdl_q8_pairs_hs",
      bit_identical(to="cupy_rowwarp_pdl_q8_pairs"), "moe_rowwarp.cu",
@@ -249,7 +254,7 @@ POLICIES = {
        for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},
     **{("moe_experts", n): "sparkops_cupy._policies:experts_ld_passes"
        for n in ("cupy_rowwarp_pdl_q8_hidden_ld", "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_l2pf",
-                 "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped")},
+                 "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped", "cupy_rowwarp_pdl_q8_pairs_l2pf_streamed")},
     ("moe_experts", "cupy_rowwarp_pdl_q8_pairs_hs"): "sparkops_cupy._policies:experts_hs_passes",
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},

@@ -85,7 +85,7 @@ def _down_block_past(ids, w_down, s_down, form: str, smem, limit: str) -> str | 
 
 def experts_ld_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> str | None:
     """The Q8 hidden pairs with the q8-loads down (cupy_rowwarp_pdl_q8_hidden_ld, _q8_pairs_ld, _q8_pairs_l2pf and
-    _q8_pairs_l2pf_grouped):
+    _q8_pairs_l2pf_grouped and _streamed):
     `experts_passes`,
     then the slots a warp reads a lane each (a call with more runs the warp down, the same bits)."""
     if (why := experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)) is not None:

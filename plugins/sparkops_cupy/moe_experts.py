@@ -162,6 +162,12 @@ DOWN_LD_FORM = "ids"
 #: groups cupy_rowwarp_pdl_q8_pairs_l2pf_grouped runs: 3 for the 48B's 9 super-blocks a row (3 each)
 GU_GROUP_FORMS = {3: "g3"}
 GU_GROUPS = 3
+#: the streamed gate/up's (groups, groups requested ahead) -> its kernels' suffix (gateup_q8_q4_k<.., GROUPS, DEPTH>:
+#: the first DEPTH groups requested after the wait, group g + DEPTH once group g has landed), and the pair
+#: cupy_rowwarp_pdl_q8_pairs_l2pf_streamed runs: 3 groups, 1 ahead (GPU session 46's probe_gateup, H100: 12.22 against
+#: 13.27 us a call for the whole form; 2 ahead 13.56, 4 groups 2 ahead 12.49)
+GU_DEPTH_FORMS = {(3, 1): "g3d1"}
+GU_DEPTH = (3, 1)
 #: the most slots those downs read a lane each (moe_rowwarp.cu's DOWN_LD_MAX_K); a call with more runs the warp down
 #: (down_q8_q4_k: the same bits), by the stated policy (_policies.experts_ld_passes)
 DOWN_LD_MAX_K = 32
@@ -312,7 +318,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                     wide_down: bool = False, split_down: bool = False, q8_hidden: bool = False,
                     pipe: bool = False, pairs: bool = False, copy_q8_down: bool = False,
                     ld_q8_down: bool = False, xpf_down: bool = False, hs_down: bool = False,
-                    ld_form: str | None = None, shared_l2: bool = False, gu_groups: int = 1) -> None:
+                    ld_form: str | None = None, shared_l2: bool = False, gu_groups: int = 1,
+                    gu_depth: int | None = None) -> None:
     """cupy_rowwarp's two launches for a checked one-token call: gate/up in form `gateup` (None: ROWWARP_GATEUP; "half"
     only by name), down in ROWWARP_DOWN. `pdl` (gate/up "copy", down "warp"): both launched with programmatic
     dependent launch (the kernels written for it: gate/up waits, then lets down start; down issues its first weight
@@ -341,7 +348,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     blocks of the shared expert's rows ask for their weight lines in the L2 before the wait (SHARED_L2: the same
     bits). `gu_groups` (with `shared_l2`): that gate/up's weight copies in so many commit groups of whole
     super-blocks, each dotted once it has landed (GU_GROUP_FORMS; gateup_q8_q4_k's GROUPS: the same sums in the same
-    order, the same bits)."""
+    order, the same bits). `gu_depth` (with `gu_groups`): only so many of those groups requested at first, each later
+    one once the one so many before it has landed (GU_DEPTH_FORMS; gateup_q8_q4_k's DEPTH: the same bits)."""
     x, code, ids, weights, h, y = a.x, a.code, a.ids, a.weights, a.h, a.y
     d, k, e, f, fs, rows, dev = a.d, a.k, a.e, a.f, a.fs, a.rows, a.x.device
     kg, ku, kd, sg, su, sd = a.kg, a.ku, a.kd, a.sg, a.su, a.sd
@@ -401,6 +409,9 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
     if gu_groups != 1 and (gu_groups not in GU_GROUP_FORMS or not shared_l2):
         raise BadInput(f"moe_experts: the grouped gate/up is the L2-prefetching pairs gate/up's (shared_l2=True) in "
                        f"{sorted(GU_GROUP_FORMS)} commit groups, not {gu_groups!r} with shared_l2={shared_l2}")
+    if gu_depth is not None and (gu_groups, gu_depth) not in GU_DEPTH_FORMS:
+        raise BadInput(f"moe_experts: the streamed gate/up's forms are {sorted(GU_DEPTH_FORMS)} (groups, groups "
+                       f"requested ahead), not ({gu_groups!r}, {gu_depth!r})")
     if ld_form is not None and not ld_q8_down:
         raise BadInput(f"moe_experts: a q8-loads down form ({ld_form!r}) names the ld down's form (ld_q8_down=True)")
     ld_form = DOWN_LD_FORM if ld_form is None else ld_form
@@ -418,7 +429,8 @@ def _launch_rowwarp(a: _OneToken, gateup: str | None = None, pdl: bool = False, 
                        f"{DOWN_SPLIT!r} (sparkops_cupy.moe_experts.DOWN_SPLIT)")
     suffix = {"octet": "", "copy": "cp", "staged": "stg", "half": "hc", "q8": "q8"}[gateup] + ("h" if q8_hidden else "") \
         + ("w" if pairs else "") + ("x" if padded else "") + ("pdl" if pdl else "") + ("sh" if shared_first else "") \
-        + ("pf" if shared_l2 else "") + GU_GROUP_FORMS.get(gu_groups, "")
+        + ("pf" if shared_l2 else "") + (GU_GROUP_FORMS.get(gu_groups, "") if gu_depth is None
+                                         else GU_DEPTH_FORMS[gu_groups, gu_depth])
     name, grid = f"moe_q4_k_gateup{suffix}_{_DT_SUFFIX[code]}", (rows + 7) // 8
     if pipe:  # the stages after the staged activations; as many blocks as the SMs hold, no more than the groups
         smem += (PIPE_STAGES - 1) * 16 * kg.row_bytes
@@ -680,6 +692,23 @@ def moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped(x, weights, ids, w_gate, w_up,
                           lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
                                                     ld_q8_down=True, ld_form="l2pf", shared_l2=True,
                                                     gu_groups=GU_GROUPS))
+
+
+def moe_experts_rowwarp_pdl_q8_pairs_l2pf_streamed(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_pairs_l2pf_streamed": the grouped form
+    (cupy_rowwarp_pdl_q8_pairs_l2pf_grouped: the step's l2pf pair with its gate/up's weight copies in commit groups of
+    whole super-blocks, each dotted once it has landed) with only the first GU_DEPTH[1] of its GU_DEPTH[0] groups requested after the wait, and each later
+    group once the one before it has landed (kernels/moe_rowwarp.cu's gateup_q8_q4_k DEPTH). Why: requested at once,
+    a block's groups land interleaved with every other block's, so no block's first group comes first and each
+    group's wait only adds (the grouped form lost x0.976 in session 43's rungs57); requested one behind the other,
+    the dots of a group run under the next group's copy. GPU session 46's probe_gateup (H100): 12.22 us a call
+    against 13.27 for the step's gate/up, the registered kernel's bits (2 ahead 13.56, 4 groups 2 ahead 12.49, 6 or
+    9 groups slower). The same loads, rows and sums in the same order: cupy_rowwarp_pdl_q8_pairs' bits. The down is
+    l2pf's. Every other call by the stated policy (_policies.experts_ld_passes)."""
+    return _one_token_q4k(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down,
+                          lambda a: _launch_rowwarp(a, gateup="q8", pdl=True, q8_hidden=True, pairs=True,
+                                                    ld_q8_down=True, ld_form="l2pf", shared_l2=True,
+                                                    gu_groups=GU_DEPTH[0], gu_depth=GU_DEPTH[1]))
 
 
 def moe_experts_rowwarp_pdl_q8_pairs_hs(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):

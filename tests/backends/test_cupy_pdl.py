@@ -549,12 +549,13 @@ def test_gpu_pdl_moe_experts_give_cupy_rowwarp_s_bits_and_replay_from_a_graph():
                                   "moe_experts_rowwarp_pdl_q8_pairs_cp", "moe_experts_rowwarp_pdl_q8_hidden_ld",
                                   "moe_experts_rowwarp_pdl_q8_pairs_ld", "moe_experts_rowwarp_pdl_q8_pairs_xpf",
                                   "moe_experts_rowwarp_pdl_q8_pairs_hs", "moe_experts_rowwarp_pdl_q8_pairs_l2pf",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf_streamed"],
                          ids=["pdl", "pdl_shared_first", "pdl_wide_down", "pdl_split_down", "pdl_q8_gate_up",
                               "pdl_q8_gate_up_split", "pdl_q8_hidden", "pdl_q8_pipe", "pdl_q8_pairs",
                               "pdl_q8_hidden_copy_down", "pdl_q8_pairs_copy_down", "pdl_q8_hidden_down_loads",
                               "pdl_q8_pairs_down_loads", "pdl_q8_pairs_down_xpf", "pdl_q8_pairs_down_staged",
-                              "pdl_q8_pairs_down_l2pf", "pdl_q8_pairs_l2pf_grouped"])
+                              "pdl_q8_pairs_down_l2pf", "pdl_q8_pairs_l2pf_grouped", "pdl_q8_pairs_l2pf_streamed"])
 def test_gpu_pdl_moe_an_expert_id_out_of_range_gives_nan(impl):
     """The PDL down reads the routing before it waits: an expert id outside [0, E) must still poison the token's
     output (as cupy_rowwarp's does), not read past the stacked weights. The shared-first gate/up's shared blocks never
@@ -720,12 +721,13 @@ def test_gpu_pdl_split_down_with_an_empty_quarter_matches_the_torch_experts(spli
                                   "cupy_rowwarp_pdl_q8_pairs_cp", "cupy_rowwarp_pdl_q8_hidden_ld",
                                   "cupy_rowwarp_pdl_q8_pairs_ld", "cupy_rowwarp_pdl_q8_pairs_xpf",
                                   "cupy_rowwarp_pdl_q8_pairs_hs", "cupy_rowwarp_pdl_q8_pairs_l2pf",
-                                  "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped"],
+                                  "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped", "cupy_rowwarp_pdl_q8_pairs_l2pf_streamed"],
                          ids=["q8_gate_up", "q8_gate_up_split", "q8_gate_up_q8_hidden", "q8_gate_up_q8_pairs",
                               "q8_gate_up_q8_hidden_copy_down", "q8_gate_up_q8_pairs_copy_down",
                               "q8_gate_up_q8_hidden_down_loads", "q8_gate_up_q8_pairs_down_loads",
                               "q8_gate_up_q8_pairs_down_xpf", "q8_gate_up_q8_pairs_down_staged",
-                              "q8_gate_up_q8_pairs_down_l2pf", "q8_gate_up_q8_pairs_l2pf_grouped"])
+                              "q8_gate_up_q8_pairs_down_l2pf", "q8_gate_up_q8_pairs_l2pf_grouped",
+                              "q8_gate_up_q8_pairs_l2pf_streamed"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
 def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_replayed(name, dtype):
     """moe_experts=cupy_rowwarp_pdl_q8 (and _q8_split, _q8_hidden): x rounded through Q8 blocks of 32 before
@@ -766,11 +768,12 @@ def test_gpu_pdl_q8_gate_up_experts_are_close_to_torch_and_their_own_bits_when_r
                                   "moe_experts_rowwarp_pdl_q8_hidden_ld", "moe_experts_rowwarp_pdl_q8_pairs_ld",
                                   "moe_experts_rowwarp_pdl_q8_pairs_xpf", "moe_experts_rowwarp_pdl_q8_pairs_hs",
                                   "moe_experts_rowwarp_pdl_q8_pairs_l2pf",
-                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped"],
+                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped",
+                                  "moe_experts_rowwarp_pdl_q8_pairs_l2pf_streamed"],
                          ids=["q8_gate_up", "q8_hidden", "q8_pipe", "q8_pairs", "q8_hidden_copy_down",
                               "q8_pairs_copy_down", "q8_hidden_down_loads", "q8_pairs_down_loads",
                               "q8_pairs_down_xpf", "q8_pairs_down_staged", "q8_pairs_down_l2pf",
-                              "q8_pairs_l2pf_grouped"])
+                              "q8_pairs_l2pf_grouped", "q8_pairs_l2pf_streamed"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_gpu_pdl_q8_gate_up_a_non_finite_activation_makes_the_output_nan(bad, impl):
     """A NaN or inf in x reaches the output as NaN through the Q8 staging (the block's scale carries it; a max would
@@ -1127,6 +1130,42 @@ def test_gpu_pdl_gate_up_grouped_replayed_after_the_norm_and_router_gives_the_pa
     """The grouped gate/up replayed in the step's chain: each group is waited for by every thread before any reads it
     (a group dotted before it landed gives the replay before's rows, other bits, or NaN)."""
     _replays_give_the_warp_downs_bits(_GU_GROUPED_PAIRS, 85)
+
+
+#: the streamed gate/up's pair and the warp-down pair whose bits it claims
+_GU_STREAMED_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_l2pf_streamed", "moe_experts_rowwarp_pdl_q8_pairs"),)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16], ids=["bf16", "fp32", "fp16"])
+def test_gpu_pdl_gate_up_streamed_gives_the_pairs_bits(dtype):
+    """moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_streamed claims cupy_rowwarp_pdl_q8_pairs' bits: its gate/up requests
+    only the first of its GU_DEPTH groups of super-blocks after the wait and each later group once the one before has
+    landed, dotting each as it lands, each lane's super-blocks in the same order. The grouped test's five shapes: the
+    48B's (9 super-blocks a row: 3 a group), D = 512 (2 a row: a group empty, so a group requested late is empty
+    too), 768 (one a group), 1280 (groups of 1, 2, 2) and 256 with K past DOWN_LD_MAX_K (two groups empty, the warp
+    down by the stated policy). Another (groups, ahead) pair is refused by name before anything is launched."""
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(90, dev), _moe_small(91, dev, 512, 256, 256, 6, 3), _moe_small(92, dev, 768, 512, 0, 12, 5),
+            _moe_small(93, dev, 1280, 512, 256, 8, 4), _moe_small(94, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
+    _pairs_give_their_bits(_GU_STREAMED_PAIRS, sets, dtype)
+    x, weights, ids, w = sets[0]
+    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
+                                                                      "s_down")))
+    with pytest.raises(BadInput, match=r"the streamed gate/up's forms are \[\(3, 1\)\] .* not \(3, 2\)"):
+        cme._launch_rowwarp(one, gateup="q8", pdl=True, q8_hidden=True, pairs=True, ld_q8_down=True,
+                            ld_form="l2pf", shared_l2=True, gu_groups=3, gu_depth=2)
+
+
+@pytest.mark.gpu
+def test_gpu_pdl_gate_up_streamed_replayed_after_the_norm_and_router_gives_the_pairs_bits():
+    """The streamed gate/up replayed in the step's chain: a group requested only after the one before has landed is
+    still waited for by every thread before any reads it (read early, it holds the replay before's rows: other bits,
+    or NaN)."""
+    _replays_give_the_warp_downs_bits(_GU_STREAMED_PAIRS, 95)
 
 
 #: the staged-down pair and the warp-down pair whose bits it claims

@@ -945,6 +945,14 @@ def test_experts_gate_up_grouped_after_the_router_side_by_side():
                                     more=("cupy_rowwarp_pdl_q8_pairs_l2pf",))
 
 
+def test_experts_gate_up_streamed_after_the_router_side_by_side():
+    """The rung's per-op evidence for moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_streamed (the grouped form with one
+    group requested ahead, each later one once the one before has landed; stage rungs58) against cupy_rowwarp_pdl,
+    with the step's experts (_q8_pairs_l2pf) as a column of its own: perop-expstr-bfloat16.json."""
+    _experts_after_the_router_timed("cupy_rowwarp_pdl_q8_pairs_l2pf_streamed", "expstr-bfloat16", 96,
+                                    more=("cupy_rowwarp_pdl_q8_pairs_l2pf",))
+
+
 def test_attention_deep_side_by_side():
     """The rung's per-op evidence for attention=cupy_splitk_bf16_deep (and _deep_active): one token's MLA decode at the
     48B's shape (bf16 cache, pos 63 of 32832 rows, as the d=0 rung's step) under cupy_splitk_bf16, the deep-absorb

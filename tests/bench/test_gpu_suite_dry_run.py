@@ -93,7 +93,8 @@ WRITERS = {"rowwarp": "test_rowwarp_gemv_side_by_side_with_triton",
            "expl2pf": "test_experts_down_l2pf_after_the_router_side_by_side",
            "attnactpdl": "test_attention_active_pdl_before_the_o_proj_side_by_side",
            "routermerge": "test_router_merge_side_by_side",
-           "expgrp": "test_experts_gate_up_grouped_after_the_router_side_by_side"}
+           "expgrp": "test_experts_gate_up_grouped_after_the_router_side_by_side",
+           "expstr": "test_experts_gate_up_streamed_after_the_router_side_by_side"}
 args = sys.argv[1:]
 k = args[args.index("-k") + 1] if "-k" in args else None
 words = [w for w in (k or "").replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")]
@@ -3854,12 +3855,16 @@ _MERGE56_RECORD = {"routermerge": {"cupy_rowwarp_pdl": 180e-6, "cupy_rowwarp_pdl
 #: rungs57's record: the norm-router-experts chain under the l2pf pair 800 us a token, under the grouped one 640 (x1.25)
 _GROUPED57_RECORD = {"expgrp": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_l2pf": 800e-6,
                                 "cupy_rowwarp_pdl_q8_pairs_l2pf_grouped": 640e-6}}
+#: rungs58's record: under the l2pf pair 800 us a token, under the streamed one 740 (x1.081)
+_STREAMED58_RECORD = {"expstr": {"cupy_rowwarp_pdl": 1300e-6, "cupy_rowwarp_pdl_q8_pairs_l2pf": 800e-6,
+                                 "cupy_rowwarp_pdl_q8_pairs_l2pf_streamed": 740e-6}}
 
 
 def _over_the_s55_step(tmp_path: Path, stages: str, extra_env: dict[str, str] | None = None):
     """The x16 step's machine, then rungs39, rungs49, rungs52 and rungs55 making the s55 step, then STAGES."""
     return _over_the_x16_step(tmp_path, f"rungs39 rungs49 rungs52 rungs55 {stages}",
-                              records={**_S52_STEP_RECORDS, **_STACK55_RECORDS, **_MERGE56_RECORD, **_GROUPED57_RECORD},
+                              records={**_S52_STEP_RECORDS, **_STACK55_RECORDS, **_MERGE56_RECORD, **_GROUPED57_RECORD,
+                                       **_STREAMED58_RECORD},
                               extra_env=extra_env)
 
 
@@ -3903,32 +3908,36 @@ def test_rungs56_is_left_out_over_a_step_whose_router_is_not_the_pdl_one(tmp_pat
     assert not any("cuda-s56-router-merge" in c for c in calls), calls
 
 
-def test_rungs57_times_the_grouped_gate_up_over_the_s55_step(tmp_path):
-    """Session 43's rung: over the s55 step (its experts the l2pf pair), gpu-tests-gu-grouped (-k grouped over the
-    experts' PDL GPU tests and the side-by-side that writes perop-expgrp), the swap, one captured gate, one pair with
-    --expect from the record (800 -> 640: x1.25) and a forecast scaling the step's gate/up kernels by it on the s55
-    step's own replay: on an H100 (STUB_GPU_NAME), session 42's H100 replay of it."""
-    log, calls, machine = _over_the_s55_step(tmp_path, "rungs57", extra_env={"STUB_GPU_NAME": "NVIDIA H100 80GB HBM3"})
-    line = next(x for x in log.splitlines() if "] gpu-tests-gu-grouped (limit" in x)
-    assert "-k grouped tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in line, line
-    assert log.index("] decode-s55-stack (limit") < log.index("] gpu-tests-gu-grouped (limit") \
-        < log.index("] swap-s57-gu-grouped (limit") < log.index("] gate-captured-s57-gu-grouped (limit") \
-        < log.index("] decode-s57-gu-grouped (limit")
-    decode = _rung_timed_once(calls, machine, "s57-gu-grouped", "moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_grouped",
-                              "cuda-s55-stack.toml", "moe_experts=1.250")
+@pytest.mark.parametrize("stage, form, factor", [("rungs57", "grouped", "1.250"), ("rungs58", "streamed", "1.081")])
+def test_rungs57_and_58_time_their_gate_up_over_the_s55_step(tmp_path, stage, form, factor):
+    """Sessions 43's and 46's rungs: over the s55 step (its experts the l2pf pair), gpu-tests-gu-FORM (-k FORM over
+    the experts' PDL GPU tests and the side-by-side that writes its record), the swap, one captured gate, one pair
+    with --expect from the record (800 -> 640: x1.25; 800 -> 740: x1.081) and a forecast scaling the step's gate/up
+    kernels by it on the s55 step's own replay: on an H100 (STUB_GPU_NAME), session 42's H100 replay of it."""
+    n = stage[-2:]
+    log, calls, machine = _over_the_s55_step(tmp_path, stage, extra_env={"STUB_GPU_NAME": "NVIDIA H100 80GB HBM3"})
+    line = next(x for x in log.splitlines() if f"] gpu-tests-gu-{form} (limit" in x)
+    assert f"-k {form} tests/backends/test_cupy_pdl.py tests/backends/test_cupy_timing.py" in line, line
+    assert log.index("] decode-s55-stack (limit") < log.index(f"] gpu-tests-gu-{form} (limit") \
+        < log.index(f"] swap-s{n}-gu-{form} (limit") < log.index(f"] gate-captured-s{n}-gu-{form} (limit") \
+        < log.index(f"] decode-s{n}-gu-{form} (limit")
+    decode = _rung_timed_once(calls, machine, f"s{n}-gu-{form}", f"moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_{form}",
+                              "cuda-s55-stack.toml", f"moe_experts={factor}")
     assert "--changes moe_experts " in decode and "--forecast " in decode, decode
-    forecast = json.loads((machine / "suite-diag" / "forecast-s57-gu-grouped.json").read_text())
-    assert forecast["all"]["changes"] == ["--scale moe_q4_k_gateup=1.25"], forecast
+    forecast = json.loads((machine / "suite-diag" / f"forecast-s{n}-gu-{form}.json").read_text())
+    assert forecast["all"]["changes"] == [f"--scale moe_q4_k_gateup={float(factor):g}"], forecast
     assert forecast["timeline"].endswith("2026-12-06-session42/call3/results-gpu0/probe-timeline-now.json") \
         and forecast["registry"] == "/tmp/cuda-s55-stack.toml", forecast
 
 
-def test_rungs57_is_left_out_when_its_proof_failed(tmp_path):
-    """The grouped gate/up's GPU tests failed: no swap, no gate, no pair."""
-    log, calls, machine = _over_the_s55_step(tmp_path, "rungs57", extra_env={"STUB_FAIL_MATCH": "gu-grouped"})
-    assert "] gpu-tests-gu-grouped rc=1" in log and "decode-s57-gu-grouped: left out" in log, log
-    assert not (machine / "cuda-s57-gu-grouped.toml").exists()
-    assert not any("cuda-s57-gu-grouped" in c for c in calls), calls
+@pytest.mark.parametrize("stage, form", [("rungs57", "grouped"), ("rungs58", "streamed")])
+def test_rungs57_and_58_are_left_out_when_their_proof_failed(tmp_path, stage, form):
+    """The gate/up form's GPU tests failed: no swap, no gate, no pair."""
+    n = stage[-2:]
+    log, calls, machine = _over_the_s55_step(tmp_path, stage, extra_env={"STUB_FAIL_MATCH": f"gu-{form}"})
+    assert f"] gpu-tests-gu-{form} rc=1" in log and f"decode-s{n}-gu-{form}: left out" in log, log
+    assert not (machine / f"cuda-s{n}-gu-{form}.toml").exists()
+    assert not any(f"cuda-s{n}-gu-{form}" in c for c in calls), calls
 
 
 def test_rungs57_is_left_out_over_a_step_whose_experts_are_not_the_l2pf_pair(tmp_path):
