@@ -125,7 +125,8 @@
 #                 persistent_chain.py): what a step that stays on the device could give; since session 45 also the
 #                 warp rings (each warp streams its rows through shared-memory slots across layers, no block
 #                 barrier), traced, and the same chain again at 1152 rows a GEMV; since session 46 the two runs'
-#                 best proven ring in persistent_forecast.py's model of the 48B's persistent step (tok/s, PNG)
+#                 best proven persistent form at 1152 rows as a stage's latency in persistent_forecast.py's model
+#                 of the 48B's persistent step (tok/s, PNG)
 #     probe_persist_floor  the same chain at 8 and 264 rows a GEMV: a dependent stage's cost with almost no bytes
 #     rungs19     session 19's decode rung over the row-warp step: [engine] side_stream (a KDA layer's gate projections
 #                 on a second CUDA stream, concurrent with q/k/v and the short conv) after its GPU tests and the
@@ -4176,12 +4177,13 @@ probe_persist)  # decode lead (session 18): one persistent launch against one la
   run probe-persist 90 python3 bench/probes/persistent_chain.py --out "$R/probe-persist.json"
   # (session 45) the same chain at half the rows a GEMV: what its dependencies cost when its bytes are few
   run probe-persist-1152 90 python3 bench/probes/persistent_chain.py --rows 1152 --out "$R/probe-persist-1152.json"
-  # (session 46) what the two runs mean for the 48B's step: the best proven ring's stream (2304 rows) and latency (1152)
-  # in bench/probes/persistent_forecast.py's model of a persistent step (tok/s, share of the roofline)
-  if [ -s "$R/probe-persist.json" ] && [ -s "$R/probe-persist-1152.json" ]; then
-    run probe-persist-forecast 30 python3 bench/probes/persistent_forecast.py --probe "$R/probe-persist.json" \
+  # (session 46) what the 1152-row run means for the 48B's step: the fastest proven persistent form's time a GEMV there
+  # as a stage's latency in bench/probes/persistent_forecast.py's model of a persistent step (tok/s against the
+  # latency at three stream bandwidths, the share of the roofline)
+  if [ -s "$R/probe-persist-1152.json" ]; then
+    run probe-persist-forecast 30 python3 bench/probes/persistent_forecast.py \
       --probe-latency "$R/probe-persist-1152.json" --json "$R/persist-forecast.json" --plot "$R/persist-forecast.png"
-  else log "probe-persist-forecast: left out: the probe wrote no JSON at one of its row counts"; fi ;;
+  else log "probe-persist-forecast: left out: the probe wrote no JSON at 1152 rows"; fi ;;
 probe_persist_floor)  # decode lead (session 46): the same chain at 8 and 264 rows a GEMV, where the bytes are nearly
   # none: what a dependent stage costs in each form when only its synchronisation and x are left (the warp rings need
   # a row a warp and are left out there; launches and the barrier forms run)

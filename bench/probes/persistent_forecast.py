@@ -39,7 +39,11 @@ It bounds what the probe's numbers allow, it does not measure a step.
 
     python3 bench/probes/persistent_forecast.py [--model kimi-linear-48b-a3b] [--mix q4_k_m] [--depth 0]
         [--latency-us 1.0,1.5,2,3] [--bandwidth-tbs 3.2,3.6,4.04] [--window-mb 24] [--in-order]
-        [--probe PROBE_2304.json --probe-latency PROBE_1152.json] [--json OUT.json] [--plot OUT.png]
+        [--probe-latency PROBE_1152.json] [--json OUT.json] [--plot OUT.png]
+
+The probe gives the latency, not the bandwidth: its chain at full rows is latency-bound too (GPU session 46, H100:
+7.0 us a 10.6 MB GEMV, and half the rows take only 1.4 us off), so its bytes over its time are no stream's rate. The
+bandwidths stay a list (a read ceiling and below it).
 """
 
 from __future__ import annotations
@@ -265,9 +269,10 @@ def simulate(stages: list[Stage], latency_us: float, bandwidth_tbs: float, windo
                   idle_gated / tokens, idle_window / tokens, n)
 
 
-def from_probe(path: str, key: str) -> tuple[float, str]:
-    """The best correct warp-ring variant's figure from persistent_chain.py's JSON: key "bandwidth" (TB/s over its
-    weight bytes) or "latency" (us a GEMV). Variants whose chain did not end with the launches' bits are refused."""
+def latency_from_probe(path: str) -> tuple[float, str]:
+    """The fastest proven persistent variant's us a GEMV in persistent_chain.py's JSON (an upper bound on its stage
+    latency: the time still holds the GEMV's bytes), and which it is. Variants whose chain did not end with the
+    launches' bits are not used."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -281,10 +286,7 @@ def from_probe(path: str, key: str) -> tuple[float, str]:
         raise ForecastError(f"probe file '{path}' has no persistent variant whose last output was the launches' bits "
                             "(the forecast uses only variants proven to compute the chain)")
     name = min(rings, key=lambda n: rings[n]["us_a_gemv"])
-    v = rings[name]
-    if key == "bandwidth":
-        return data["weight_bytes"] / (v["us_a_round"] * 1e-6) / 1e12, f"{name} at {data.get('rows')} rows"
-    return v["us_a_gemv"], f"{name} at {data.get('rows')} rows"
+    return rings[name]["us_a_gemv"], f"{name} at {data.get('rows')} rows"
 
 
 def _floats(text: str, what: str) -> list[float]:
@@ -303,9 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bandwidth-tbs", default="3.2,3.6,4.04", help="stream bandwidths, TB/s")
     ap.add_argument("--window-mb", type=float, default=24.0, help="on-chip bytes that may wait for their stage")
     ap.add_argument("--in-order", action="store_true", help="the stream waits at a gated chunk")
-    ap.add_argument("--probe", help="persistent_chain.py's JSON at full rows: the bandwidth (replaces the list)")
-    ap.add_argument("--probe-latency", help="its JSON at fewer rows: the latency (replaces the list; an upper "
-                                            "bound, as a GEMV's time there still holds its bytes)")
+    ap.add_argument("--probe-latency", help="persistent_chain.py's JSON (best at fewer rows): the latency (replaces "
+                                            "the list; an upper bound, as a GEMV's time there still holds its bytes)")
     ap.add_argument("--json", help="write the forecasts here")
     ap.add_argument("--plot", help="write tok/s against the latency, a line a bandwidth, as a PNG here")
     args = ap.parse_args(argv)
@@ -321,11 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         lats = _floats(args.latency_us, "--latency-us")
         bws = _floats(args.bandwidth_tbs, "--bandwidth-tbs")
         sources = {}
-        if args.probe:
-            bw, sources["bandwidth"] = from_probe(args.probe, "bandwidth")
-            bws = [bw]
         if args.probe_latency:
-            lat, sources["latency"] = from_probe(args.probe_latency, "latency")
+            lat, sources["latency"] = latency_from_probe(args.probe_latency)
             lats = [lat]
         stages = step_stages(config, args.mix, args.depth)
         roof_bytes = bytes_per_token(config, args.mix, args.depth)["total"]

@@ -1902,7 +1902,7 @@ def test_probe_persist_runs_the_persistent_chain_probe_alone_and_no_model(tmp_pa
     assert "] probe-persist (limit" in log and "bench/probes/persistent_chain.py --out" in log
     assert "] probe-persist-1152 (limit" in log and "persistent_chain.py --rows 1152 --out" in log
     # the stand-in probe writes no JSON: the forecast from it is left out, and says why
-    assert "probe-persist-forecast: left out: the probe wrote no JSON" in log
+    assert "probe-persist-forecast: left out: the probe wrote no JSON at 1152 rows" in log
     assert "unknown stage" not in log and "synth48" not in log and not calls
 
 

@@ -119,36 +119,35 @@ def _probe_json(tmp_path, name, rows, us, same=True, timed_out=False):
     return str(p)
 
 
-def test_the_probe_s_best_proven_variant_gives_the_bandwidth_and_the_latency(tmp_path):
-    full = _probe_json(tmp_path, "full.json", 2304, 3.0)
-    bw, why = probe.from_probe(full, "bandwidth")
-    assert bw == pytest.approx(2304 * 2304 * 2 / 3.0e-6 / 1e12) and "persistent_warp_ring6 at 2304" in why
+def test_the_probe_s_fastest_proven_variant_gives_the_latency(tmp_path):
+    half = _probe_json(tmp_path, "half.json", 1152, 1.6)
+    assert probe.latency_from_probe(half) == (pytest.approx(1.6), "persistent_warp_ring6 at 1152 rows")
     half = _probe_json(tmp_path, "half.json", 1152, 1.6, same=False)  # ring6's bits differ: ring2 is used
-    assert probe.from_probe(half, "latency") == (pytest.approx(2.6), "persistent_warp_ring2 at 1152 rows")
+    assert probe.latency_from_probe(half) == (pytest.approx(2.6), "persistent_warp_ring2 at 1152 rows")
 
 
 def test_a_probe_that_timed_out_or_proved_nothing_is_refused(tmp_path):
     with pytest.raises(probe.ForecastError, match="timed out"):
-        probe.from_probe(_probe_json(tmp_path, "t.json", 2304, 3.0, timed_out=True), "bandwidth")
+        probe.latency_from_probe(_probe_json(tmp_path, "t.json", 2304, 3.0, timed_out=True))
     data = json.loads(open(_probe_json(tmp_path, "n.json", 2304, 3.0)).read())
     data["last_output_bitwise_the_launches"] = {}
     (tmp_path / "n.json").write_text(json.dumps(data))
     with pytest.raises(probe.ForecastError, match="launches' bits"):
-        probe.from_probe(str(tmp_path / "n.json"), "bandwidth")
+        probe.latency_from_probe(str(tmp_path / "n.json"))
 
 
 def test_the_cli_writes_its_forecasts_and_plot_and_refuses_bad_input_with_exit_2(tmp_path, capsys):
-    full = _probe_json(tmp_path, "full.json", 2304, 3.0)
     half = _probe_json(tmp_path, "half.json", 1152, 1.6)
     out, png = tmp_path / "f.json", tmp_path / "f.png"
-    assert probe.main(["--model", "k3-nano", "--probe", full, "--probe-latency", half, "--json", str(out),
-                       "--plot", str(png)]) == 0
+    assert probe.main(["--model", "k3-nano", "--probe-latency", half, "--bandwidth-tbs", "3.6,4.04",
+                       "--json", str(out), "--plot", str(png)]) == 0
     data = json.loads(out.read_text())
-    assert [f["latency_us"] for f in data["forecasts"]] == [pytest.approx(1.6)]
+    assert [(f["latency_us"], f["bandwidth_tbs"]) for f in data["forecasts"]] == [(pytest.approx(1.6), 3.6),
+                                                                                 (pytest.approx(1.6), 4.04)]
     assert data["sources"]["latency"] == "persistent_warp_ring6 at 1152 rows"
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert probe.main(["--latency-us", "1,x"]) == 2
     assert "--latency-us '1,x'" in capsys.readouterr().err
-    assert probe.main(["--probe", str(tmp_path / "missing.json")]) == 2
+    assert probe.main(["--probe-latency", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
     assert probe.main(["--model", "no-such-model"]) == 2
