@@ -892,6 +892,14 @@
 #     bash bench/gpu_lanes.sh 330 "probe_persist probe_gateup proofs57" ""
 #   The 6-slot ring near its bytes at 2304 rows and at or under ~1.7 us a GEMV at 1152 makes a persistent decode step
 #   the next implementation to build; no faster than session 18's form, and the trace names the phase that binds.
+# Session 46 (bench/gpu-runs/2026-12-07-session46/README.md, H100): the warp rings ran: 5.57 us a GEMV at 1152 rows
+# against 6.18 for launches (the wait for x_l, 2.6 us, binds; the slots do not matter); persistent_forecast.py puts
+# 60% of the roofline at a stage latency of ~3.2 us or less, so this form is not the road to it. probe_gateup: 3
+# groups with 1 requested ahead 12.22 against 13.27 us a call, registered as moe_experts=
+# cupy_rowwarp_pdl_q8_pairs_l2pf_streamed (rungs58). Next session (SUITE_TIMED as above; ~450 s fresh):
+#     bash bench/gpu_lanes.sh 500 "probe_persist_floor rungs58" ""
+#   With less than ~650 s of device time: bash bench/gpu_lanes.sh 250 "probe_persist_floor proofs58" "" (the proof and
+#   its per-op record, which forecast the rung).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
