@@ -1093,6 +1093,24 @@ def test_gpu_pdl_down_l2pf_replayed_after_the_norm_and_router_gives_the_pairs_bi
     _replays_give_the_warp_downs_bits(_DOWN_L2PF_PAIRS, 76)
 
 
+def _gate_up_groups_give_the_pairs_bits(pairs, seed: int, dtype):
+    """The gate/up group forms' shapes (seeds seed .. seed + 4): the 48B's MoE (9 super-blocks a row: 3 a group), D =
+    512 with K = 3 of 6 experts of 256 rows and a shared one (2 a row: a group empty), D = 768 with K = 5 of 12 of 512
+    rows and none (one a group), D = 1280 (5: groups of 1, 2, 2, a lane's parity in a group not the group's start's)
+    and D = 256 with K = 33 of 40 (one: two groups empty; past DOWN_LD_MAX_K, the warp down by the stated policy).
+    Each pair's bits on all five; then the 48B's one-token arguments, for the caller's refusals."""
+    from sparkops_cupy import moe_experts as cme
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    sets = [_moe_48b(seed, dev), _moe_small(seed + 1, dev, 512, 256, 256, 6, 3),
+            _moe_small(seed + 2, dev, 768, 512, 0, 12, 5), _moe_small(seed + 3, dev, 1280, 512, 256, 8, 4),
+            _moe_small(seed + 4, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
+    _pairs_give_their_bits(pairs, sets, dtype)
+    x, weights, ids, w = sets[0]
+    return cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
+                                                                       "s_down")))
+
+
 #: the grouped gate/up's pair and the warp-down pair whose bits it claims
 _GU_GROUPED_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_l2pf_grouped", "moe_experts_rowwarp_pdl_q8_pairs"),)
 
@@ -1111,13 +1129,7 @@ def test_gpu_pdl_gate_up_grouped_gives_the_pairs_bits(dtype):
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from sparkops_cupy import moe_experts as cme
 
-    dev = torch.device("cuda", torch.cuda.current_device())
-    sets = [_moe_48b(80, dev), _moe_small(81, dev, 512, 256, 256, 6, 3), _moe_small(82, dev, 768, 512, 0, 12, 5),
-            _moe_small(83, dev, 1280, 512, 256, 8, 4), _moe_small(84, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
-    _pairs_give_their_bits(_GU_GROUPED_PAIRS, sets, dtype)
-    x, weights, ids, w = sets[0]
-    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
-                                                                      "s_down")))
+    one = _gate_up_groups_give_the_pairs_bits(_GU_GROUPED_PAIRS, 80, dtype)
     with pytest.raises(BadInput, match=r"the grouped gate/up is the L2-prefetching pairs gate/up's .* not 2"):
         cme._launch_rowwarp(one, gateup="q8", pdl=True, q8_hidden=True, pairs=True, ld_q8_down=True,
                             ld_form="l2pf", shared_l2=True, gu_groups=2)
@@ -1141,20 +1153,13 @@ _GU_STREAMED_PAIRS = (("moe_experts_rowwarp_pdl_q8_pairs_l2pf_streamed", "moe_ex
 def test_gpu_pdl_gate_up_streamed_gives_the_pairs_bits(dtype):
     """moe_experts=cupy_rowwarp_pdl_q8_pairs_l2pf_streamed claims cupy_rowwarp_pdl_q8_pairs' bits: its gate/up requests
     only the first of its GU_DEPTH groups of super-blocks after the wait and each later group once the one before has
-    landed, dotting each as it lands, each lane's super-blocks in the same order. The grouped test's five shapes: the
-    48B's (9 super-blocks a row: 3 a group), D = 512 (2 a row: a group empty, so a group requested late is empty
-    too), 768 (one a group), 1280 (groups of 1, 2, 2) and 256 with K past DOWN_LD_MAX_K (two groups empty, the warp
-    down by the stated policy). Another (groups, ahead) pair is refused by name before anything is launched."""
+    landed, dotting each as it lands, each lane's super-blocks in the same order. The grouped form's five shapes
+    (_gate_up_groups_give_the_pairs_bits: empty groups among them, so a group requested late may be empty too).
+    Another (groups, ahead) pair is refused by name before anything is launched."""
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
     from sparkops_cupy import moe_experts as cme
 
-    dev = torch.device("cuda", torch.cuda.current_device())
-    sets = [_moe_48b(90, dev), _moe_small(91, dev, 512, 256, 256, 6, 3), _moe_small(92, dev, 768, 512, 0, 12, 5),
-            _moe_small(93, dev, 1280, 512, 256, 8, 4), _moe_small(94, dev, 256, 256, 0, 40, cme.DOWN_LD_MAX_K + 1)]
-    _pairs_give_their_bits(_GU_STREAMED_PAIRS, sets, dtype)
-    x, weights, ids, w = sets[0]
-    one = cme._one_token(x.to(dtype), weights, ids, *(w[n] for n in ("w_gate", "w_up", "w_down", "s_gate", "s_up",
-                                                                      "s_down")))
+    one = _gate_up_groups_give_the_pairs_bits(_GU_STREAMED_PAIRS, 90, dtype)
     with pytest.raises(BadInput, match=r"the streamed gate/up's forms are \[\(3, 1\)\] .* not \(3, 2\)"):
         cme._launch_rowwarp(one, gateup="q8", pdl=True, q8_hidden=True, pairs=True, ld_q8_down=True,
                             ld_form="l2pf", shared_l2=True, gu_groups=3, gu_depth=2)
