@@ -13,6 +13,7 @@ before ACQBULK in the SASS.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import os
@@ -148,29 +149,43 @@ def tools() -> tuple[str, str]:
     pytest.skip(msg)
 
 
-def listing(source: Path, out_dir: Path) -> dict[str, Function]:
-    """Compile one source (its includes from KERNEL_DIR) for ARCH and read back every function of its SASS.
+def listing(source: Path, out_dir: Path, entries: tuple[str, ...] = ()) -> dict[str, Function]:
+    """Compile one source (its includes from KERNEL_DIR) for ARCH and read back every function of its SASS (of the
+    kernels named in `entries` only, when given: nvcc_compile's ptxas --entry).
 
-    The listing is parsed afresh on every call, from the cubin nvcc_compile() made once a test run (tests/
-    test_cuda_sources.py's compile of the same source, whose -Xptxas -v changes only the options string the cubin
-    records, not one instruction), disassembled once a test run as well."""
+    The cubin is nvcc_compile()'s, made once a test run (tests/test_cuda_sources.py's compile of the same source,
+    whose -Xptxas -v changes only the options string the cubin records, not one instruction), disassembled once a
+    test run as well, and parsed once a process: each call gets Functions of its own (new instruction lists and label
+    maps over the same frozen Instructions), so a test that changed what it was given changes no other test's."""
     nvcc, dis = tools()
-    code, report, cubin = nvcc_compile(source, out_dir, nvcc)
+    code, report, cubin = nvcc_compile(source, out_dir, nvcc, entries)
     assert code == 0, f"nvcc failed on {source.name}:\n{report}"
-    sass = _once(cubin.with_suffix(".sass"), lambda: subprocess.run(
-        [dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout)
-    return parse(sass)
+    sass = cubin.with_suffix(".sass")
+    if sass not in _PARSED:
+        _PARSED[sass] = parse(_once(sass, lambda: subprocess.run(
+            [dis, str(cubin)], capture_output=True, text=True, timeout=300, check=True).stdout))
+    return {name: Function(fn.name, list(fn.instructions), dict(fn.labels)) for name, fn in _PARSED[sass].items()}
 
 
-def nvcc_compile(source: Path, out_dir: Path, nvcc: str) -> tuple[int, str, Path]:
+def nvcc_compile(source: Path, out_dir: Path, nvcc: str, entries: tuple[str, ...] = ()) -> tuple[int, str, Path]:
     """(exit code, nvcc's output, the cubin) of `nvcc -arch=ARCH -cubin -std=c++17 -Xptxas -v -I KERNEL_DIR source`
     (-Xptxas -v: ptxas reports each kernel's registers, stack and spills), run once a test run for the same
-    compiler, source path and text and KERNEL_DIR headers: kept in this process, and where pytest-xdist runs the
-    tests, in a directory its workers share (a lock makes a second worker wait for the first one's compile rather
-    than repeat it; moe_rowwarp.cu alone takes seconds, and seven tests read it)."""
-    cmd = [nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", "-Xptxas", "-v", f"-I{KERNEL_DIR}"]
-    key = hashlib.sha256("\0".join([*cmd, str(source.resolve()), source.read_text(),
-                                     *(h.name + h.read_text() for h in sorted(KERNEL_DIR.glob("*.cuh")))]).encode())
+    compiler, flags, source path and the bytes of the source and of every file it includes: kept in this process,
+    and where pytest-xdist runs the tests, in a directory its workers share (a lock makes a second worker wait for
+    the first one's compile rather than repeat it; moe_rowwarp.cu alone takes seconds, and four files read it).
+
+    `entries`: the kernels ptxas generates code for (-Xptxas --entry=NAME each), where a test reads one kernel of a
+    source it compiles for itself: the front end still compiles the whole file, ptxas then assembles only those
+    kernels, each as it does in the whole file's compile (ptxas assembles an entry on its own: the same instructions,
+    only its labels numbered from 0), in a fraction of the time.
+
+    A stale cubin cannot be read: the files live in this run's temporary directory, and their name holds a sha256 of
+    what decides the compile - the nvcc path and its --version text (the toolkit's release and build, whose headers
+    and ptxas it runs), every flag, and the source's path and bytes with those of each file its `#include "..."`
+    lines reach."""
+    cmd = [nvcc, f"-arch={ARCH}", "-cubin", "-std=c++17", "-Xptxas", "-v",
+           *(arg for name in entries for arg in ("-Xptxas", f"--entry={name}")), f"-I{KERNEL_DIR}"]
+    key = hashlib.sha256("\0".join([_version(nvcc), *cmd, *_inputs(source)]).encode())
     stem = f"{source.stem}-{key.hexdigest()[:32]}"
     cubin = _store(out_dir) / f"{stem}.cubin"
 
@@ -182,8 +197,42 @@ def nvcc_compile(source: Path, out_dir: Path, nvcc: str) -> tuple[int, str, Path
     return int(code), report, cubin
 
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def _inputs(source: Path) -> list[str]:
+    """The source's resolved path and text, then each file its `#include "..."` lines reach (transitively, looked up
+    as nvcc does: beside the including file, then in KERNEL_DIR), path and text; an include found nowhere by its
+    name (nvcc fails on it)."""
+    out: list[str] = []
+    seen: set[Path] = set()
+    todo = [source.resolve()]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        text = path.read_text()
+        out += [str(path), text]
+        for name in _INCLUDE.findall(text):
+            found = next((d / name for d in (path.parent, KERNEL_DIR) if (d / name).is_file()), None)
+            if found is None:
+                out.append(f"missing {name}")
+            else:
+                todo.append(found.resolve())
+    return out
+
+
+@functools.cache
+def _version(nvcc: str) -> str:
+    """`nvcc --version`'s text (one run a process)."""
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+
+
 #: what _once() made in this process, by file
 _MADE: dict[Path, str] = {}
+#: listing()'s parsed SASS in this process, by file (listing() hands out copies)
+_PARSED: dict[Path, dict[str, Function]] = {}
 #: where nvcc_compile() keeps its files outside xdist: the first test directory that asked (it lasts the session)
 _LOCAL: list[Path] = []
 
