@@ -40,7 +40,8 @@ def test_the_grouped_variants_change_only_the_grouped_kernel_s_group_count():
     for groups, depth in probe.PIPE_FORMS:
         assert 1 <= depth < groups <= 9
         out = probe.grouped_source(src, groups, depth)
-        assert out.count(f"gateup_q8_q4_k<DT_BF16, true, true, true, true, {groups}, {depth}>(") == 1
+        call = f"gateup_q8_q4_k<DT_BF16, true, true, true, true, {groups}, {depth}>("
+        assert out.count(call) == src.count(call) + 1  # (3, 1) is also a registered kernel's (session 46's streamed)
     with pytest.raises(ValueError, match="appears 0 times"):
         probe.grouped_source(src.replace(probe.GROUPED_CALL, "gone("), 2)
 
