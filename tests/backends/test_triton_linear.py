@@ -60,6 +60,15 @@ def make_weight(g: torch.Generator, rows: int, cols: int, qtype) -> QWeight:
     return QWeight.from_float(torch.randn(rows, cols, generator=g, dtype=torch.float64).float() * 0.05, qtype)
 
 
+def ragged_rows(lin, qtype) -> int:
+    """OUT of the dqmm, PDL and prefetch GEMV tests (70 rows before): the type's row tile at T = 1 (GEMV_CONFIG, a
+    power of two; halved per doubling of T) plus 3. Past one tile, so at least two row tiles at every T (T = 1: 16 + 3
+    rows in 16 and 3), and odd, so no tile of any T divides it: the last tile's row mask runs at T = 1, 3 and 8 alike,
+    and a GEMV splits (or not) where it did at 70 rows. 70 took 18 and 35 row tiles at T = 3 and 8 for the 16-row
+    types: the same paths, more programs."""
+    return lin.GEMV_CONFIG[int(qtype)][0] + 3
+
+
 @pytest.fixture(scope="module")
 def kernels():
     """(linear, embedding, _arrival) modules compiled for the interpreter; the normal modules come back after."""
@@ -119,14 +128,17 @@ def test_gemm_awkward_shapes(kernels, poisoned, qtype):
 @pytest.mark.parametrize("qtype", TYPES, ids=lambda q: q.name)
 def test_dqmm_prefill_is_bf16_accurate_and_decode_is_lastblock(kernels, poisoned, qtype):
     """"triton_dqmm": T = 17 and 40 through the decoded bf16 weight and one matmul (bf16-accurate, not float32,
-    every element written); T = 1 and 8 bit for bit "triton_lastblock"'s GEMV."""
+    every element written); T = 1 and 8 bit for bit "triton_lastblock"'s GEMV. OUT = `ragged_rows` (it was 70): a
+    ragged last row tile in the decode to bf16 (16 rows a program) and in the GEMVs, which split over the two chunks at
+    T = 1 (and Q4_K's at T = 8) as at 70 rows, in 2 to 10 row tiles instead of up to 35."""
     lin = kernels[0]
     g = torch.Generator().manual_seed(int(qtype) + 11)
-    w = make_weight(g, 70, TWO_CHUNKS[qtype], qtype)
+    out = ragged_rows(lin, qtype)
+    w = make_weight(g, out, TWO_CHUNKS[qtype], qtype)
     for t in (17, 40):
         x = torch.randn(t, w.shape[1], generator=g)
         y = lin.linear_dqmm(x, w)
-        assert y.dtype == x.dtype and y.shape == (t, 70)
+        assert y.dtype == x.dtype and y.shape == (t, out)
         assert 1e-5 < rel_err(y, reference(x, w)) < BF16_TOL, t
     for t in (1, 8):
         x = torch.randn(t, w.shape[1], generator=g)
@@ -199,13 +211,15 @@ def test_every_gemv_tuning_variant_is_correct(kernels, poisoned):
 @pytest.mark.slow
 def test_q6k_wide_loads_are_bitwise_the_byte_loads(kernels, poisoned, monkeypatch):
     """Q6K_WIDE_LOADS (Q6_K codes read as 16-bit words, `_dequant.Q6_K_WIDE`) gives the byte loads' GEMV bits: T = 1
-    and 8; K = 256, 512, 2304 (one, two, nine chunks); OUT a multiple of the row tile or not; split-K (and its
-    last-block form) and not. Interpreter only: on a GPU the accumulator's layout, hence the final sum's order, may
-    differ. (A smaller grid than it was written with: the suite runs on 2 CPU cores.)"""
+    and 8; K = 256, 512, 768 (one, two, three chunks: chunks start 4-byte aligned and 2 mod 4 in turn, 210 bytes
+    apart, so two chunks read both alignments and three run a loop of three, prologue and tail; it was nine, 2304, the
+    same paths for three times the programs); OUT a multiple of the row tile or not; split-K (and its last-block form)
+    and not. Interpreter only: on a GPU the accumulator's layout, hence the final sum's order, may differ. (A smaller
+    grid than it was written with: the suite runs on 2 CPU cores.)"""
     lin = kernels[0]
     assert lin.gemv_qtype(Q.Q6_K) == int(Q.Q6_K) and lin.gemv_qtype(Q.Q4_K) == int(Q.Q4_K)
     g = torch.Generator().manual_seed(14)
-    for k, out in ((256, 5), (512, 37), (2304, 16)):  # row tiles 16 and 2 at T = 1 and 8
+    for k, out in ((256, 5), (512, 37), (768, 16)):  # row tiles 16 and 2 at T = 1 and 8
         w = make_weight(g, out, k, Q.Q6_K)
         for per_sm in (0, 64):  # no split; split K as far as its chunks go
             monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", per_sm)
@@ -268,14 +282,15 @@ PDL_TYPES = [Q.BF16, Q.Q8_0, Q.Q4_K, Q.Q6_K, Q.IQ1_S]
 @pytest.mark.parametrize("qtype", PDL_TYPES, ids=lambda q: q.name)
 def test_pdl_is_bitwise_the_lastblock_gemv(kernels, poisoned, monkeypatch, qtype):
     """linear_pdl ("triton_pdl": the last-block GEMV with its PDL constexpr set) gives linear_lastblock's bits,
-    split-K (9 rows, four chunks split four ways, programs shuffled) and not split (70 rows: a ragged row tile),
-    T = 1, 3, 8 with float32, bfloat16 and float16 activations; the counters are zero after every call. The
-    interpreter has no griddepcontrol (PDL's instructions are gated on PTX, and no launch_pdl is passed), so this
-    proves the PDL kernel's arithmetic and bookkeeping (a reordered prologue), not the GPU's overlap."""
+    split-K (9 rows, four chunks split four ways, programs shuffled) and not split (`ragged_rows`: a ragged row tile,
+    four chunks a program), T = 1, 3, 8 with float32, bfloat16 and float16 activations; the counters are zero after
+    every call. The interpreter has no griddepcontrol (PDL's instructions are gated on PTX, and no launch_pdl is
+    passed), so this proves the PDL kernel's arithmetic and bookkeeping (a reordered prologue), not the GPU's
+    overlap."""
     lin, _, arrival = kernels
     g = torch.Generator().manual_seed(int(qtype) + 31)
     with shuffled_programs(int(qtype) + 1) as shuffled:
-        for per_sm, out, want_splits in ((64, 9, 4), (0, 70, 1)):
+        for per_sm, out, want_splits in ((64, 9, 4), (0, ragged_rows(lin, qtype), 1)):
             monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", per_sm)
             w = make_weight(g, out, 1024, qtype)
             for t, dt in ((1, torch.float32), (3, torch.bfloat16), (8, torch.float16)):
@@ -293,11 +308,12 @@ def test_pdl_is_bitwise_the_lastblock_gemv(kernels, poisoned, monkeypatch, qtype
 def test_prefetch_is_bitwise_the_lastblock_gemv(kernels, poisoned, monkeypatch, qtype):
     """linear_prefetch (FETCH_DEPTH chunks of weight loads in flight) gives linear_lastblock's bits at depths 1, 2
     and 3: split-K (9 rows, four chunks split four ways: depths 2 and 3 fetch only past a program's one chunk)
-    and not split (70 rows, four chunks a program), T = 1, 3, 8; programs shuffled; counters zero after each."""
+    and not split (`ragged_rows`: a ragged row tile, four chunks a program: depth 3 fetches three real chunks ahead),
+    T = 1, 3, 8; programs shuffled; counters zero after each."""
     lin, _, arrival = kernels
     g = torch.Generator().manual_seed(int(qtype) + 51)
     with shuffled_programs(int(qtype) + 2) as shuffled:
-        for per_sm, out, want_splits in ((64, 9, 4), (0, 70, 1)):
+        for per_sm, out, want_splits in ((64, 9, 4), (0, ragged_rows(lin, qtype), 1)):
             monkeypatch.setattr(lin, "GEMV_PROGRAMS_PER_SM", per_sm)
             w = make_weight(g, out, 1024, qtype)
             for depth, t, dt in ((1, 1, torch.float32), (2, 3, torch.bfloat16), (3, 8, torch.float32),

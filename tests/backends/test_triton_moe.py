@@ -17,7 +17,6 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
 
-from sparkops.ops import get_contract
 from sparkops.qweight import QWeight
 
 triton = pytest.importorskip("triton")
@@ -72,9 +71,21 @@ def moe_reference(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -
     return out
 
 
+def random_qweight(g: torch.Generator, qtype, *shape: int) -> QWeight:
+    """A QWeight of random stored blocks (`random_blocks`: every code and scale drawn, not only those a quantizer
+    would fit), values of spread shape[-1] ** -0.5, seeded from g. The kernels read blocks, whoever wrote them, and
+    the float64 reference dequantizes the same blocks; quantizing floats instead cost the IQ1_S tests most of their
+    time (~1.6 s a million values)."""
+    from sparkops.gguf.quants import random_blocks
+
+    rng = np.random.default_rng(int(torch.randint(0, 2 ** 62, (1,), generator=g)))
+    raw = torch.from_numpy(random_blocks(rng, shape, qtype, shape[-1] ** -0.5))
+    return QWeight(raw.view(torch.bfloat16) if qtype == Q.BF16 else raw, qtype, shape)
+
+
 def moe_args(g: torch.Generator, qtype, t: int, d: int, f: int, e: int, k: int, shared: bool = True) -> dict:
     def qw(*shape):
-        return QWeight.from_float(torch.randn(*shape, generator=g) * shape[-1] ** -0.5, qtype)
+        return random_qweight(g, qtype, *shape)
 
     return dict(x=torch.randn(t, d, generator=g), weights=torch.rand(t, k, generator=g) + 0.1,
                 ids=torch.stack([torch.randperm(e, generator=g)[:k] for _ in range(t)]),
@@ -100,6 +111,18 @@ def kernels():
 
     with interpreted("moe_experts", "linear", "embedding", "_arrival", "moe_glue") as mods:
         yield mods
+
+
+@pytest.fixture
+def dequant_rows(kernels, monkeypatch):
+    """The dqmm tests that take this decode their weights to bfloat16 128 rows a program (dequantize.DEQUANT_ROWS, 16
+    compiled; test_gate_proves_contract's dqmm cases keep 16). Each value is decoded alone, so the rows a program takes
+    change the launch, not a bit (the tune study dequant_bf16's variants; moe_experts._tiles gives the interpreter
+    larger tiles the same way), and at 16 rows the interpreter ran 128 programs a weight of 8 experts, most of these
+    tests' time. Their weights' rows are whole tiles (2048, 384, 256) or one ragged tile (96, 64): both masks run."""
+    import sys
+
+    monkeypatch.setattr(sys.modules[kernels[0].dequantize_bf16.__module__], "DEQUANT_ROWS", 128)
 
 
 
@@ -131,9 +154,13 @@ def test_gate_proves_contract(kernels, op, name, module, fn):
 # ---------------------------------------------------------------------------------------------
 
 def test_contract_cases_fp32(kernels, poisoned):
-    """moe_experts_fp32 on the contract's cases (all decode-sized): the float32 GEMV path."""
+    """moe_experts_fp32 on the contract's cases (decode-sized and one prefill): the float32 paths. The cases the gate
+    generates for seed 0 (`cases_for`, made once a process: quantizing their weights took this test half its time),
+    the inputs test_gate_proves_contract reads too and leaves unchanged."""
+    from sparkops.gate.cases import cases_for
+
     moe = kernels[0]
-    for case in get_contract("moe_experts").cases(11):
+    for case in cases_for("moe_experts", (0,)):
         a = case.calls[0]
         assert rel_err(moe.moe_experts_fp32(**a), moe_reference(**a)) < FP32_TOL, case.name
 
@@ -159,7 +186,7 @@ def test_prefill_uneven_experts_no_shared(kernels, poisoned):
 
 @needs_grouped_mm
 @pytest.mark.parametrize("qtype", [Q.Q4_K, Q.IQ1_S, Q.Q6_K, Q.BF16], ids=lambda q: q.name)
-def test_dqmm_prefill_decodes_once_and_is_bf16_accurate(kernels, poisoned, qtype):
+def test_dqmm_prefill_decodes_once_and_is_bf16_accurate(kernels, dequant_rows, poisoned, qtype):
     """"triton_dqmm" at T = 24, 8 experts, top-2 (6 slots per expert: the decode-once path), with a shared expert,
     uneven routing (one expert gets no slot): bf16-accurate, not float32; T = 3 gives "triton_prefetch"'s bits."""
     moe = kernels[0]
@@ -182,7 +209,7 @@ def test_dqmm_small_prefill_is_the_fused_grouped_gemm(kernels, poisoned):
 
 
 @needs_grouped_mm
-def test_dqmm_bad_expert_id_gives_nan_rows(kernels):
+def test_dqmm_bad_expert_id_gives_nan_rows(kernels, dequant_rows):
     moe = kernels[0]
     a = moe_args(torch.Generator().manual_seed(22), Q.Q8_0, t=20, d=64, f=96, e=4, k=2, shared=False)
     a["ids"][1, 1] = 4
@@ -196,7 +223,7 @@ def test_dqmm_bad_expert_id_gives_nan_rows(kernels):
 @needs_grouped_mm
 @pytest.mark.parametrize("qtype, dt", [(Q.Q4_K, torch.float32), (Q.Q6_K, torch.bfloat16)],  # IQ1_S: the GPU test
                          ids=lambda v: getattr(v, "name", str(v).replace("torch.", "")))
-def test_dqmm_fused_prefill_is_dqmm_with_its_glue_fused(kernels, poisoned, qtype, dt):
+def test_dqmm_fused_prefill_is_dqmm_with_its_glue_fused(kernels, dequant_rows, poisoned, qtype, dt):
     """"triton_dqmm_fused" on "triton_dqmm"'s prefill case (T = 24, 8 experts, top-2, a shared expert, an expert with
     no slot): bf16-accurate against the float64 formula, and within float32 rounding of "triton_dqmm" (the same
     bf16 operands; only the order of the top_k sum and the SiLU's formula differ); decode is "triton_prefetch"'s."""
@@ -215,7 +242,7 @@ def test_dqmm_fused_prefill_is_dqmm_with_its_glue_fused(kernels, poisoned, qtype
 
 @needs_grouped_mm
 @pytest.mark.parametrize("shared", [True, False])
-def test_dqmm_fused_bad_expert_id_gives_nan_rows(kernels, shared):
+def test_dqmm_fused_bad_expert_id_gives_nan_rows(kernels, dequant_rows, shared):
     moe = kernels[0]
     a = moe_args(torch.Generator().manual_seed(24), Q.Q8_0, t=20, d=64, f=96, e=4, k=2, shared=shared)
     a["ids"][1, 1] = -1
@@ -305,7 +332,7 @@ def test_lastblock_is_bitwise_the_three_launch_decode(kernels, poisoned, qtype):
     order, and a bad expert id (NaN rows, the same NaN bits); the counters are zero after every call."""
     moe, arrival = kernels[0], kernels[3]
     g = torch.Generator().manual_seed(int(qtype) + 40)
-    full = moe_args(g, qtype, t=8, d=512, f=256, e=4, k=2)  # quantized once (IQ1_S quantizes slowly)
+    full = moe_args(g, qtype, t=8, d=512, f=256, e=4, k=2)
     with shuffled_programs(int(qtype)) as shuffled:
         for t, shared, dt in ((1, True, torch.float32), (3, True, torch.bfloat16), (8, False, torch.float32)):
             a = decode_case(full, t, dt, shared, bad=(1, 0, 4) if t == 3 else None)  # token 1's row NaN at T=3
@@ -323,8 +350,12 @@ def test_prefetch_is_bitwise_the_lastblock_decode(kernels, poisoned, monkeypatch
     bits at every depth 1, 2, 3: D = 768 (gate/up rows of three chunks: depth 3 fetches ahead and past the end),
     F = 512 (down rows of two), T = 1 and 3 (with a bad expert id: the same NaN row), with and without the shared
     expert; programs shuffled; the counters are zero after every call. (The other fetch paths' prefetch is proven
-    in test_triton_linear.py's prefetch test, every type.)"""
+    in test_triton_linear.py's prefetch test, every type.) The up kernels take 256 rows a program here (the
+    interpreter's `_tiles` give 128): F's 512 rows are still two row tiles, of both kernels alike, in half the
+    programs (the up kernels were most of this test's time); the down kernels keep their three tiles of 256."""
     moe, arrival = kernels[0], kernels[3]
+    up, down, bn = moe._tiles()
+    monkeypatch.setattr(moe, "_tiles", lambda: (2 * up, down, bn))
     g = torch.Generator().manual_seed(int(qtype) + 70)
     full = moe_args(g, qtype, t=3, d=768, f=512, e=3, k=2)
     with shuffled_programs(int(qtype) + 5) as shuffled:
@@ -356,7 +387,7 @@ def test_flat_decode_is_float32_accurate(kernels, poisoned):
     y = moe.moe_experts_flat(**decode_case(full, 3, bad=(1, 0, 9)))
     assert torch.isnan(y).any(dim=1).tolist() == [False, True, False]
     mixed = dict(full, x=full["x"][:1], weights=full["weights"][:1], ids=full["ids"][:1],
-                 w_down=QWeight.from_float(torch.randn(3, 512, 256, generator=g) * 256 ** -0.5, Q.Q6_K))
+                 w_down=random_qweight(g, Q.Q6_K, 3, 512, 256))
     assert rel_err(moe.moe_experts_flat(**mixed), moe_reference(**mixed)) < FP32_TOL
 
 

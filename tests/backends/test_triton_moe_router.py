@@ -18,6 +18,8 @@ OP, NAME = "moe_router", "triton"
 LASTBLOCK = "triton_lastblock"
 PREFETCH = "triton_prefetch"
 kernels = interpreted_fixture("moe_router")
+#: the decode token counts the bitwise tests run: one token, a few, and the most the decode GEMV takes (T < 16)
+DECODE_T = (1, 3, 15)
 
 
 def tokens(t, d, e, k, ng, tg, seed):
@@ -71,12 +73,13 @@ def test_ties_go_to_the_lower_expert_in_interpreter(kernels):
 
 @pytest.mark.parametrize("d,e,k,ng,tg", [(64, 24, 5, 3, 2), (48, 64, 8, 1, 1), (20, 6, 6, 6, 6), (1100, 37, 4, 1, 1)])
 def test_lastblock_is_bitwise_the_two_launch_router_in_interpreter(kernels, poisoned, d, e, k, ng, tg):
-    """moe_router_lastblock gives moe_router's bits (weights and ids) for T = 1, 3, 8, 15 (all decode: T < 16),
-    grouped and ungrouped, groups of one expert, an expert count no block divides; programs run in a shuffled
-    order, so the token's last program is not the highest block; the counters are zero after every call."""
+    """moe_router_lastblock gives moe_router's bits (weights and ids) for T = 1, 3, 15 (all decode: T < 16; one token,
+    a few, the most the GEMV takes), grouped and ungrouped, groups of one expert, an expert count no block divides;
+    programs run in a shuffled order, so the token's last program is not the highest block; the counters are zero
+    after every call. (T only sizes the grid's token axis and the counters; T = 8 as well ran the same code again.)"""
     arrival = sys.modules[kernels.counters.__module__]  # the interpreted copy of sparkops_triton._arrival
     with shuffled_programs(e + d) as shuffled:
-        for t in (1, 3, 8, 15):
+        for t in DECODE_T:
             call = tokens(t, d, e, k, ng, tg, t + d)
             w1, i1 = kernels.moe_router(**call)
             w2, i2 = kernels.moe_router_lastblock(**call)
@@ -102,7 +105,7 @@ class LaunchSpy:
 @pytest.mark.parametrize("d,e,k,ng,tg", [(64, 24, 5, 3, 2), (48, 64, 8, 1, 1), (20, 6, 6, 6, 6), (1100, 37, 4, 1, 1),
                                          (2300, 16, 4, 4, 2), (4100, 6, 2, 1, 1)])
 def test_prefetch_is_bitwise_the_lastblock_router_in_interpreter(kernels, poisoned, monkeypatch, d, e, k, ng, tg):
-    """moe_router_prefetch gives moe_router_lastblock's bits (weights and ids) for T = 1, 3, 8, 15, with D never a
+    """moe_router_prefetch gives moe_router_lastblock's bits (weights and ids) for T = 1, 3, 15, with D never a
     multiple of the 512-wide tile (the last tile's mask runs; 1100: three tiles, 2300: five), grouped and ungrouped,
     an expert count no block divides, the programs shuffled, the counters zero after every call; the GEMV took the
     PREFETCH path with NT = cdiv(D, 512), except past ROUTER_PREFETCH_MAX_TILES tiles (4100: 9), where it runs the
@@ -113,7 +116,7 @@ def test_prefetch_is_bitwise_the_lastblock_router_in_interpreter(kernels, poison
     tiles = -(-d // kernels.ROUTER_GEMV_BD)
     deep = tiles <= kernels.ROUTER_PREFETCH_MAX_TILES
     with shuffled_programs(e + d + 1) as shuffled:
-        for t in (1, 3, 8, 15):
+        for t in DECODE_T:
             call = tokens(t, d, e, k, ng, tg, t + d)
             w1, i1 = kernels.moe_router_lastblock(**call)
             w2, i2 = kernels.moe_router_prefetch(**call)
