@@ -23,12 +23,17 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           x held in registers; warp 0 polls the counter and hands the layer to the other warps through
                           shared memory; a block arrives once a layer, by its last warp. N = 2, 4, 6 (6: 216 KB)
   persistent_warp_ring6_spin  the same with 6 slots, the counter polled without a sleep between reads
+  persistent_warp_ringN_bulk  (session 47) the ring with each row fetched by one bulk copy (cp.async.bulk, the copy
+                          engine, completing on the slot's mbarrier) instead of the lanes' 16-byte cp.async; N = 2, 6.
+                          The question: do the chain's own loads (the counter, x_l) wait behind the stream's copies in
+                          the load/store pipeline (session 46's ring: 2.6 us waiting for x_l whatever the slots)?
 Then one traced run of `persistent` (not timed): each block's thread 0 reads its clock at five points of every layer,
 and the probe prints the median cycles (and microseconds at the SM's rated clock) of the phases between them: the
 wait at the barrier, x staged and the rows landed, the rows dotted, the arrival (fence and atomic), and the loop's
-top (the next prefetch issued); then one traced run of the 6-slot warp ring (warp 0's four points a layer: its wait
-for x_l, x requested and its first row landed, its rows dotted and the block's arrival, the way back to the next
-layer's top). Session 18's first run (without these): launches 6.91 us a GEMV, persistent 7.44,
+top (the next prefetch issued); the same for persistent_direct_x (session 47: what it spends at 1152 rows, 5.67 us a
+GEMV against 2.25 at 8); then one traced run each of the 6-slot warp ring and its bulk-copy twin (warp 0's four points
+a layer: its wait for x_l, x requested and its first row landed, its rows dotted and the block's arrival, the way back
+to the next layer's top). Session 18's first run (without these): launches 6.91 us a GEMV, persistent 7.44,
 without the prefetch 8.16: the barrier and the staging cost what a launch costs.
 Every variant does the same products in the same order (one row function, or its twins reading x from global
 memory or from registers), so the chain's last output must be the same bits; the probe checks and says so. The barrier is an arrival
@@ -53,6 +58,7 @@ READ_CEILING = 4.04e12  # bytes/s: the H200 read ceiling the other probes use
 D = 2304  # the 48B's hidden size: every weight D x D bf16
 ROWS_A_BLOCK = 16  # the launches variant: 8 warps, two rows each
 RING_SLOTS = (2, 4, 6)  # the warp-ring variants' row slots a warp (the CUDA source instantiates each)
+BULK_SLOTS = (2, 6)  # the bulk-copy rings' (session 47)
 
 SOURCE = r"""
 typedef unsigned short u16;
@@ -255,6 +261,27 @@ __device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH],
     return dot_chunks(v, xv);
 }
 
+// Hopper's bulk copy engine (cp.async.bulk, sm_90): one instruction copies a whole row into shared memory and
+// completes on an mbarrier (the transaction count it expects), instead of 288 16-byte cp.async by the warp's lanes
+// through the load/store pipeline the chain's latency-bound loads (the counter, x) share
+__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {  // the phase `parity` has completed
+    u32 done;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+    } while (!done);
+}
+
 // The whole chain in one launch with the weight stream decoupled from the chain's dependencies: each warp owns rows
 // warp, warp + NW, ... of its block's slice in every layer and streams them, one commit group a row, through a ring
 // of S row slots of its own in shared memory. A slot is refilled with the row S ahead as soon as it is dotted, whatever
@@ -262,10 +289,12 @@ __device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH],
 // x_l lives in registers (each warp reads it from the L2 once a layer). Warp 0's lane 0 alone polls the arrival
 // counter and hands the layer on to the other warps through shared memory; a block arrives once a layer, by the last
 // of its warps to finish its rows (a count in shared memory), so the counter's target for x_l stays l * G.
+// BULK (session 47): each row copied by one bulk copy (lane 0 issues it; its slot's mbarrier says it has landed)
+// instead of the lanes' cp.async: the same rows, slots and order, the same sums.
 // Needs nr >= NW (every warp a row a layer) and NW * S * D * 2 bytes of dynamic shared memory; sync[0] zeroed.
 // trace (or null): thread 0's clock64 at four points of every layer, [L, G, 4]: the layer's top (warp 0 about to wait
 // for x_l), the wait passed, x_l requested and warp 0's first row of the layer landed, warp 0 arrived.
-template <int S>
+template <int S, bool BULK>
 __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* xbuf, int L, u32* sync, int* error,
                                                 int sleep_ns, long long* trace, int m) {
     extern __shared__ __align__(16) unsigned char ring_smem[];
@@ -276,12 +305,24 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
     const int nrw = (nr - warp + NW - 1) / NW;  // this warp's rows a layer
     const int items = L * nrw;                  // item i: layer i / nrw, the warp's (i % nrw)-th row of it
     u16* ring = (u16*)ring_smem + (long long)warp * S * D;
+    __shared__ __align__(8) unsigned long long bars[8 * S];  // BULK: a slot's mbarrier (at most 8 warps)
+    unsigned long long* bar = bars + warp * S;
     if (threadIdx.x == 0) {
         ready = 0;
         arrived = 0;
     }
+    if (BULK && lane == 0) {
+        for (int k = 0; k < S; ++k) mbar_init(bar + k, 1);  // one arrival a phase: lane 0's expect_tx
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
     __syncthreads();
     auto issue = [&](int i) {  // item i's row into its slot (an empty group past the end: uniform group counts)
+        if (BULK) {
+            if (i < items && lane == 0)
+                bulk_copy(ring + (long long)(i % S) * D,
+                          w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D, D * 2, bar + i % S);
+            return;
+        }
         if (i < items) {
             const u16* src = w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D;
             u16* dst = ring + (long long)(i % S) * D;
@@ -323,8 +364,12 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
             if (tr) tr[(long long)l * G * 4 + 1] = clock64();
             load_x(xbuf + (long long)l * D, lane, xv);
         }
-        cp_wait<S - 1>();  // this lane's copies of item i have landed (the S - 1 after it may be in flight)
-        __syncwarp();      // and every lane's
+        if (BULK) {
+            mbar_wait(bar + i % S, (u32)(i / S) & 1u);  // the slot's (i / S)-th phase: item i's row has landed
+        } else {
+            cp_wait<S - 1>();  // this lane's copies of item i have landed (the S - 1 after it may be in flight)
+            __syncwarp();      // and every lane's
+        }
         if (tr && j == 0) tr[(long long)l * G * 4 + 2] = clock64();
         const float s = row_dot_rx(ring + (long long)(i % S) * D, xv, lane);
         if (lane == 0) xbuf[(long long)(l + 1) * D + r0 + warp + j * NW] = to_bf(s);
@@ -339,18 +384,19 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
         }
         issue(i + S);
     }
-    cp_wait<0>();
+    if (!BULK) cp_wait<0>();
 }
 
-#define WARP_RING(S)                                                                                                 \
-    extern "C" __global__ void __launch_bounds__(256, 1) chain_warp_ring##S(const u16* __restrict__ w, u16* xbuf,   \
-                                                                            int L, u32* sync, int* error,            \
-                                                                            int sleep_ns, long long* trace, int m) { \
-        warp_ring_chain<S>(w, xbuf, L, sync, error, sleep_ns, trace, m);                                             \
+#define WARP_RING(NAME, S, BULK)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME(const u16* __restrict__ w, u16* xbuf, int L, u32* sync, \
+                                                              int* error, int sleep_ns, long long* trace, int m) {   \
+        warp_ring_chain<S, BULK>(w, xbuf, L, sync, error, sleep_ns, trace, m);                                       \
     }
-WARP_RING(2)
-WARP_RING(4)
-WARP_RING(6)
+WARP_RING(chain_warp_ring2, 2, false)
+WARP_RING(chain_warp_ring4, 4, false)
+WARP_RING(chain_warp_ring6, 6, false)
+WARP_RING(chain_warp_ring_bulk2, 2, true)
+WARP_RING(chain_warp_ring_bulk6, 6, true)
 """
 
 
@@ -389,6 +435,15 @@ def traced_phases(make, buf, layers: int, blocks: int, dev: int, names: tuple[st
     torch.cuda.synchronize()
     clock_khz = cp.cuda.runtime.getDeviceProperties(dev)["clockRate"]
     return phase_medians(trace.cpu(), clock_khz, names)
+
+
+def ring_variants() -> dict[str, tuple[int, str]]:
+    """The warp-ring variants the probe times: name -> (row slots a warp, the kernel it launches)."""
+    six = max(RING_SLOTS)
+    rings = {f"persistent_warp_ring{n}": (n, f"chain_warp_ring{n}") for n in RING_SLOTS}
+    rings[f"persistent_warp_ring{six}_spin"] = (six, f"chain_warp_ring{six}")  # the counter polled without a sleep
+    rings.update({f"persistent_warp_ring{n}_bulk": (n, f"chain_warp_ring_bulk{n}") for n in BULK_SLOTS})
+    return rings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -437,10 +492,10 @@ def main(argv: list[str] | None = None) -> int:
     L = args.layers
     w = (torch.randn(L, D, D, generator=gen, device="cuda") * D ** -0.5).to(torch.bfloat16)  # [L, D, D], random
     x0 = torch.randn(D, generator=gen, device="cuda").to(torch.bfloat16)  # [D]
-    rings = {f"persistent_warp_ring{n}": n for n in RING_SLOTS}
-    rings[f"persistent_warp_ring{max(RING_SLOTS)}_spin"] = max(RING_SLOTS)  # the counter polled without a sleep
+    rings = ring_variants()
+    six = max(RING_SLOTS)
     warps = 256 // 32
-    ring_smem = {name: warps * n * D * 2 for name, n in rings.items()}  # each warp's n row slots
+    ring_smem = {name: warps * n * D * 2 for name, (n, _) in rings.items()}  # each warp's n row slots
     refused = {name: f"needs {b} bytes of shared memory a block, this device allows {limit}"
                for name, b in ring_smem.items() if b + 64 > limit}  # (+ the kernel's few static bytes)
     if M // sms < warps:  # the smallest block's rows
@@ -478,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         return [call]
 
     def ring_thunks(name, buf, sleep_ns=64, trace=None):
-        fn = mod.get_function(f"chain_warp_ring{rings[name]}")
+        fn = mod.get_function(rings[name][1])
         fn.max_dynamic_shared_size_bytes = ring_smem[name]
 
         def call():
@@ -513,10 +568,13 @@ def main(argv: list[str] | None = None) -> int:
             for n in bufs if n != "launches"}
     results["phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 1, trace=trace), bufs["persistent"], L,
                                       sms, dev)
-    ring = f"persistent_warp_ring{max(RING_SLOTS)}"
-    if ring not in refused:
-        results["ring_phases"] = traced_phases(lambda buf, trace: ring_thunks(ring, buf, trace=trace), bufs[ring], L,
-                                               sms, dev, RING_PHASES)
+    results["direct_x_phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 1, direct_x=1, trace=trace),
+                                               bufs["persistent_direct_x"], L, sms, dev)
+    traced_rings = {"ring_phases": f"persistent_warp_ring{six}", "bulk_ring_phases": f"persistent_warp_ring{six}_bulk"}
+    for key, ring in traced_rings.items():
+        if ring not in refused:
+            results[key] = traced_phases(lambda buf, trace: ring_thunks(ring, buf, trace=trace), bufs[ring], L, sms,
+                                         dev, RING_PHASES)
     results["last_output_bitwise_the_launches"] = same
     results["finite"] = bool(torch.isfinite(bufs["launches"][L].float()).all())
     a, p = results["variants"]["launches"]["us_a_gemv"], results["variants"]["persistent"]["us_a_gemv"]
@@ -526,9 +584,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"persistent / launches: {p / a:.3f} of the time ({a - p:+.2f} us a GEMV)")
     print("persistent, traced (medians over layers and blocks): " + ", ".join(
         f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["phases"].items()))
-    if "ring_phases" in results:
-        print(f"{ring}, traced (medians over layers and blocks, thread 0): " + ", ".join(
-            f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["ring_phases"].items()))
+    print("persistent_direct_x, traced: " + ", ".join(
+        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["direct_x_phases"].items()))
+    for key, ring in traced_rings.items():
+        if key in results:
+            print(f"{ring}, traced (medians over layers and blocks, thread 0): " + ", ".join(
+                f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results[key].items()))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

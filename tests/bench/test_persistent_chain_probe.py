@@ -32,12 +32,19 @@ def test_the_kernels_and_the_host_agree_on_the_width():
 
 
 def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
-    """The host launches chain_warp_ringN for each N of RING_SLOTS: each must be instantiated in the CUDA source (a
-    missing one is a name error on the GPU, after the machine's start-up was paid), and none the host leaves out."""
+    """Each ring variant the host launches names a kernel the CUDA source instantiates with the variant's slots (a
+    missing one is a name error on the GPU, after the machine's start-up was paid), and the source makes none the host
+    leaves out; the bulk-copy rings (session 47) are their own kernels beside the lanes' cp.async ones."""
     probe = load_probe("persistent_chain")
-    made = sorted(int(n) for n in re.findall(r"^WARP_RING\((\d+)\)$", probe.SOURCE, re.M))
-    assert made == sorted(probe.RING_SLOTS)
-    assert all(n >= 2 for n in made)  # cp.async.wait_group S - 1 leaves the next row in flight only from 2 slots
+    made = {name: (int(slots), bulk == "true") for name, slots, bulk in
+            re.findall(r"^WARP_RING\((\w+), (\d+), (true|false)\)$", probe.SOURCE, re.M)}
+    launched = probe.ring_variants()
+    assert {kernel for _, kernel in launched.values()} == set(made)
+    for name, (slots, kernel) in launched.items():
+        assert made[kernel] == (slots, name.endswith("_bulk")), name
+    assert sorted(s for s, bulk in made.values() if bulk) == sorted(probe.BULK_SLOTS)
+    assert sorted(s for s, bulk in made.values() if not bulk) == sorted(probe.RING_SLOTS)
+    assert all(s >= 2 for s, _ in made.values())  # cp.async.wait_group S - 1 leaves the next row in flight from 2
 
 
 def test_phase_medians_reads_each_span_between_two_points_and_the_loop_back():
