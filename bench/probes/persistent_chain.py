@@ -27,18 +27,23 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           engine, completing on the slot's mbarrier) instead of the lanes' 16-byte cp.async; N = 2, 6.
                           The question: do the chain's own loads (the counter, x_l) wait behind the stream's copies in
                           the load/store pipeline (session 46's ring: 2.6 us waiting for x_l whatever the slots)?
+  persistent_ll_ringN     (session 47) the ring without the counter: each output a 32-bit word, its bf16 value under
+                          a tag naming the launch and the layer, written by one store; a warp polls the words of x_l
+                          it needs until all carry x_l's tag (no fence, no atomic, no hand-off through warp 0: the
+                          floor at 8 rows, persistent_direct_x's 2.2 us, was 1.4 us waiting and 0.5 arriving)
 Then one traced run of `persistent` (not timed): each block's thread 0 reads its clock at five points of every layer,
 and the probe prints the median cycles (and microseconds at the SM's rated clock) of the phases between them: the
 wait at the barrier, x staged and the rows landed, the rows dotted, the arrival (fence and atomic), and the loop's
 top (the next prefetch issued); the same for persistent_direct_x (session 47: what it spends at 1152 rows, 5.67 us a
 GEMV against 2.25 at 8); then one traced run each of the 6-slot warp ring and its bulk-copy twin (warp 0's four points
 a layer: its wait for x_l, x requested and its first row landed, its rows dotted and the block's arrival, the way back
-to the next layer's top). Session 18's first run (without these): launches 6.91 us a GEMV, persistent 7.44,
-without the prefetch 8.16: the barrier and the staging cost what a launch costs.
+to the next layer's top), and of the 6-slot tagged ring where every block has a row (x_l polled complete, the first row
+landed, the rows dotted and written, the way back). Session 18's first run (without these): launches 6.91 us a GEMV,
+persistent 7.44, without the prefetch 8.16: the barrier and the staging cost what a launch costs.
 Every variant does the same products in the same order (one row function, or its twins reading x from global
-memory or from registers), so the chain's last output must be the same bits; the probe checks and says so. The barrier is an arrival
-counter (or a flag a block), one block a multiprocessor, all resident (the probe refuses a device where they would not
-fit); a barrier that waits past ~1 s gives up and is reported as an error instead of hanging the call.
+memory or from registers), so the chain's last output must be the same bits; the probe checks and says so. The barrier
+is an arrival counter (or a flag a block), one block a multiprocessor, all resident (the probe refuses a device where
+they would not fit); a barrier that waits past ~1 s gives up and is reported as an error instead of hanging the call.
 
 With --rows M (session 45) every GEMV is M x D instead (the first M rows of each weight; x_{l+1} keeps x_0's values
 past M): a chain of smaller GEMVs, whose time a GEMV says what the chain's dependencies cost when the bytes are few.
@@ -59,6 +64,7 @@ D = 2304  # the 48B's hidden size: every weight D x D bf16
 ROWS_A_BLOCK = 16  # the launches variant: 8 warps, two rows each
 RING_SLOTS = (2, 4, 6)  # the warp-ring variants' row slots a warp (the CUDA source instantiates each)
 BULK_SLOTS = (2, 6)  # the bulk-copy rings' (session 47)
+LL_SLOTS = (2, 6)  # the tagged-output rings' (session 47)
 
 SOURCE = r"""
 typedef unsigned short u16;
@@ -397,6 +403,127 @@ WARP_RING(chain_warp_ring4, 4, false)
 WARP_RING(chain_warp_ring6, 6, false)
 WARP_RING(chain_warp_ring_bulk2, 2, true)
 WARP_RING(chain_warp_ring_bulk6, 6, true)
+
+// Session 47: the chain's outputs carry their own readiness (a low-latency protocol: each output a 32-bit word, its
+// bf16 value below a 16-bit tag naming the launch and the layer), so no counter, no fence and no arrival: a reader
+// polls the words of x_l themselves until every one it needs carries x_l's tag. A word is written by one 32-bit store,
+// so a reader sees the old word or the new one whole, value and tag together.
+__device__ __forceinline__ uint4 ld_relaxed_v4(const u32* p) {
+    uint4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_relaxed(u32* p, u32 v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ bool tagged(const uint4& a, u32 tag) {
+    return (a.x >> 16) == tag && (a.y >> 16) == tag && (a.z >> 16) == tag && (a.w >> 16) == tag;
+}
+__device__ __forceinline__ u32 pack2(u32 lo, u32 hi) { return (lo & 0xffffu) | (hi << 16); }  // two bf16, tags dropped
+
+// x_l into a lane's registers (load_x's chunks) from its tagged words xt [D]: every load issued, then all checked,
+// again until every word carries `tag`; chunks at or past m were never written by the chain (x_0's values: read from
+// x0). False when it gave up (~1 s).
+__device__ __forceinline__ bool load_x_tagged(const u32* xt, const u16* x0, u32 tag, int m, int lane,
+                                              uint4 (&xv)[CH]) {
+    for (long long spins = 0; spins < (1ll << 20); ++spins) {
+        uint4 a[CH], c[CH];
+        bool ok = true;
+#pragma unroll
+        for (int k = 0; k < CH; ++k) {
+            const int idx = k * 256 + lane * 8;
+            if (idx < m) {
+                a[k] = ld_relaxed_v4(xt + idx);
+                c[k] = ld_relaxed_v4(xt + idx + 4);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < CH; ++k)
+            if (k * 256 + lane * 8 < m) ok = ok && tagged(a[k], tag) && tagged(c[k], tag);
+        if (ok) {
+#pragma unroll
+            for (int k = 0; k < CH; ++k) {
+                const int idx = k * 256 + lane * 8;
+                xv[k] = idx < m ? make_uint4(pack2(a[k].x, a[k].y), pack2(a[k].z, a[k].w), pack2(c[k].x, c[k].y),
+                                             pack2(c[k].z, c[k].w))
+                                : __ldcg((const uint4*)(x0 + idx));
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+// The warp ring (its rows streamed through S slots a warp, x in registers) with tagged outputs instead of the counter:
+// xt [L + 1, D] the tagged words (zeros before the first launch), epoch a launch count kept on the device (each launch
+// reads it first; the last block adds one at its end, once its warps have read x_{L-1}, which every writing block
+// finished only after reading the epoch: L >= 2). The tag of x_l: (epoch * (L + 1) + l) mod 2^16, so a launch's tags
+// never match the words the launch before left (nor the first launch's zeros, l >= 1). Outputs also go to xbuf as
+// plain bf16 (the probe's bitwise check). A warp without rows does nothing: no arrival to make. trace as the ring's:
+// the layer's top, x_l complete (warp 0), its first row landed, its rows dotted and written.
+template <int S>
+__device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xbuf, u32* xt, u32* epoch, int L,
+                                              int* error, long long* trace, int m) {
+    extern __shared__ __align__(16) unsigned char ll_smem[];
+    const int G = gridDim.x, b = blockIdx.x, NW = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
+    const int nrw = (nr - warp + NW - 1) / NW;  // this warp's rows a layer (0 where the block has fewer rows)
+    const int items = L * nrw;
+    const u32 base = *(volatile u32*)epoch * (u32)(L + 1);
+    u16* ring = (u16*)ll_smem + (long long)warp * S * D;
+    auto issue = [&](int i) {
+        if (i < items) {
+            const u16* src = w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D;
+            u16* dst = ring + (long long)(i % S) * D;
+            for (int c = lane; c < D / 8; c += 32) cp_async16(dst + c * 8, src + c * 8);
+        }
+        cp_commit();
+    };
+#pragma unroll
+    for (int i = 0; i < S; ++i) issue(i);
+    uint4 xv[CH];
+    long long* tr = (trace && threadIdx.x == 0) ? trace + (long long)b * 4 : nullptr;
+    bool failed = false;
+    for (int i = 0; i < items && !failed; ++i) {
+        const int l = i / nrw, j = i % nrw;
+        if (tr && j == 0) tr[(long long)l * G * 4] = clock64();
+        if (j == 0) {
+            if (l == 0) {
+                load_x(xbuf, lane, xv);
+            } else if (!load_x_tagged(xt + (long long)l * D, xbuf, (base + (u32)l) & 0xffffu, m, lane, xv)) {
+                if (lane == 0) atomicExch(error, 1);
+                failed = true;
+            }
+            if (tr) tr[(long long)l * G * 4 + 1] = clock64();
+        }
+        cp_wait<S - 1>();
+        __syncwarp();
+        if (tr && j == 0) tr[(long long)l * G * 4 + 2] = clock64();
+        const float s = row_dot_rx(ring + (long long)(i % S) * D, xv, lane);
+        if (lane == 0) {
+            const int row = r0 + warp + j * NW;
+            const u16 y = to_bf(s);
+            xbuf[(long long)(l + 1) * D + row] = y;
+            st_relaxed(xt + (long long)(l + 1) * D + row, (((base + (u32)l + 1u) & 0xffffu) << 16) | y);
+        }
+        __syncwarp();
+        if (tr && j == nrw - 1) tr[(long long)l * G * 4 + 3] = clock64();
+        issue(i + S);
+    }
+    cp_wait<0>();
+    __syncthreads();
+    if (b == G - 1 && threadIdx.x == 0) atomicAdd(epoch, 1u);
+}
+
+#define LL_RING(NAME, S)                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME(const u16* __restrict__ w, u16* xbuf, u32* xt,         \
+                                                              u32* epoch, int L, int* error, long long* trace,       \
+                                                              int m) {                                               \
+        ll_ring_chain<S>(w, xbuf, xt, epoch, L, error, trace, m);                                                    \
+    }
+LL_RING(chain_ll_ring2, 2)
+LL_RING(chain_ll_ring6, 6)
 """
 
 
@@ -405,6 +532,10 @@ PHASES = ("barrier wait", "x staged, rows landed", "rows dotted", "arrival", "ne
 
 RING_PHASES = ("wait for x_l (warp 0)", "x requested, first row landed", "warp 0's rows dotted, arrived",
                "to the next layer's top")
+
+
+LL_PHASES = ("x_l polled complete (warp 0)", "first row landed", "warp 0's rows dotted, written",
+             "to the next layer's top")
 
 
 def phase_medians(trace, clock_khz: float, names: tuple[str, ...] = PHASES) -> dict:
@@ -444,6 +575,12 @@ def ring_variants() -> dict[str, tuple[int, str]]:
     rings[f"persistent_warp_ring{six}_spin"] = (six, f"chain_warp_ring{six}")  # the counter polled without a sleep
     rings.update({f"persistent_warp_ring{n}_bulk": (n, f"chain_warp_ring_bulk{n}") for n in BULK_SLOTS})
     return rings
+
+
+def ll_variants() -> dict[str, tuple[int, str]]:
+    """The tagged-output rings the probe times (no counter: readers poll x_l's tagged words): name -> (slots,
+    kernel)."""
+    return {f"persistent_ll_ring{n}": (n, f"chain_ll_ring{n}") for n in LL_SLOTS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -501,11 +638,14 @@ def main(argv: list[str] | None = None) -> int:
     if M // sms < warps:  # the smallest block's rows
         refused.update({name: f"a block's {M // sms} rows leave some of its {warps} warps without a row"
                         for name in rings})
+    lls = ll_variants()  # (a warp without rows has nothing to do there: no arrival to make)
+    refused.update({name: f"needs {warps * n * D * 2} bytes of shared memory a block, this device allows {limit}"
+                    for name, (n, _) in lls.items() if warps * n * D * 2 > limit})
     for name, why in refused.items():
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", *(n for n in rings if n not in refused))}
+             "persistent_direct_x", *(n for n in [*rings, *lls] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
         b.copy_(x0.expand(L + 1, D))
     sync = torch.zeros(1 + sms, dtype=torch.int32, device="cuda")  # the arrival counter, then a flag a block
@@ -544,6 +684,21 @@ def main(argv: list[str] | None = None) -> int:
                    shared_mem=ring_smem[name])
         return [call]
 
+    def ll_thunks(name, buf, trace=None):
+        slots, kernel = lls[name]
+        fn = mod.get_function(kernel)
+        fn.max_dynamic_shared_size_bytes = warps * slots * D * 2
+        xt = torch.zeros(L + 1, D, dtype=torch.int32, device="cuda")  # the tagged words
+        epoch = torch.zeros(1, dtype=torch.int32, device="cuda")  # launches so far (the kernel counts them)
+
+        def call():
+            sync.zero_()  # unused here: the same graph nodes as the other persistent forms
+            with stream():
+                fn((sms,), (256,), (ptr(w), ptr(buf), ptr(xt), ptr(epoch), np.int32(L), ptr(error),
+                                    np.uint64(0 if trace is None else trace.data_ptr()), np.int32(M)),
+                   shared_mem=warps * slots * D * 2)
+        return [call]
+
     variants = {"launches": launches_thunks(bufs["launches"]),
                 "persistent": persistent_thunks(bufs["persistent"], 1),
                 "persistent_noprefetch": persistent_thunks(bufs["persistent_noprefetch"], 0),
@@ -551,9 +706,11 @@ def main(argv: list[str] | None = None) -> int:
                 "persistent_flags": persistent_thunks(bufs["persistent_flags"], 1, flags=1),
                 "persistent_direct_x": persistent_thunks(bufs["persistent_direct_x"], 1, direct_x=1),
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
-                   for name in rings if name not in refused}}
+                   for name in rings if name not in refused},
+                **{name: ll_thunks(name, bufs[name]) for name in lls if name not in refused}}
     nbytes = L * M * D * 2
-    results: dict = {"layers": L, "d": D, "rows": M, "blocks_a_launch": blocks, "persistent_blocks": sms, "smem_bytes": smem,
+    results: dict = {"layers": L, "d": D, "rows": M, "blocks_a_launch": blocks, "persistent_blocks": sms,
+                     "smem_bytes": smem,
                      "weight_bytes": nbytes, "replays": args.replays, "left_out": refused, "variants": {}}
     for name, thunks in variants.items():
         us = time_thunks(thunks, args.replays)
@@ -575,6 +732,11 @@ def main(argv: list[str] | None = None) -> int:
         if ring not in refused:
             results[key] = traced_phases(lambda buf, trace: ring_thunks(ring, buf, trace=trace), bufs[ring], L, sms,
                                          dev, RING_PHASES)
+    ll = f"persistent_ll_ring{max(LL_SLOTS)}"
+    traced_rings["ll_ring_phases"] = ll
+    if ll not in refused and M // sms >= 1:  # every block's warp 0 has a row a layer (its trace points)
+        results["ll_ring_phases"] = traced_phases(lambda buf, trace: ll_thunks(ll, buf, trace=trace), bufs[ll], L, sms,
+                                                  dev, LL_PHASES)
     results["last_output_bitwise_the_launches"] = same
     results["finite"] = bool(torch.isfinite(bufs["launches"][L].float()).all())
     a, p = results["variants"]["launches"]["us_a_gemv"], results["variants"]["persistent"]["us_a_gemv"]

@@ -34,7 +34,8 @@ def test_the_kernels_and_the_host_agree_on_the_width():
 def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     """Each ring variant the host launches names a kernel the CUDA source instantiates with the variant's slots (a
     missing one is a name error on the GPU, after the machine's start-up was paid), and the source makes none the host
-    leaves out; the bulk-copy rings (session 47) are their own kernels beside the lanes' cp.async ones."""
+    leaves out; the bulk-copy rings (session 47) are their own kernels beside the lanes' cp.async ones, and so are the
+    tagged-output rings."""
     probe = load_probe("persistent_chain")
     made = {name: (int(slots), bulk == "true") for name, slots, bulk in
             re.findall(r"^WARP_RING\((\w+), (\d+), (true|false)\)$", probe.SOURCE, re.M)}
@@ -45,6 +46,9 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     assert sorted(s for s, bulk in made.values() if bulk) == sorted(probe.BULK_SLOTS)
     assert sorted(s for s, bulk in made.values() if not bulk) == sorted(probe.RING_SLOTS)
     assert all(s >= 2 for s, _ in made.values())  # cp.async.wait_group S - 1 leaves the next row in flight from 2
+    tagged = {name: int(slots) for name, slots in re.findall(r"^LL_RING\((\w+), (\d+)\)$", probe.SOURCE, re.M)}
+    assert {kernel: slots for slots, kernel in probe.ll_variants().values()} == tagged
+    assert sorted(tagged.values()) == sorted(probe.LL_SLOTS) and min(tagged.values()) >= 2
 
 
 def test_phase_medians_reads_each_span_between_two_points_and_the_loop_back():
