@@ -30,7 +30,11 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
   persistent_ll_ringN     (session 47) the ring without the counter: each output a 32-bit word, its bf16 value under
                           a tag naming the launch and the layer, written by one store; a warp polls the words of x_l
                           it needs until all carry x_l's tag (no fence, no atomic, no hand-off through warp 0: the
-                          floor at 8 rows, persistent_direct_x's 2.2 us, was 1.4 us waiting and 0.5 arriving)
+                          floor at 8 rows, persistent_direct_x's 2.2 us, was 1.4 us waiting and 0.5 arriving);
+                          a poll re-reads only the words still missing
+  persistent_ll_ringN_w0  the same with only warp 0 of a block polling; it hands x_l to the block's other warps
+                          through shared memory (session 47's first tagged ring, every warp re-reading all of x_l
+                          until complete, took 14.4 us a GEMV at 1152 rows against 1.89 at 8: its polls flooded the L2)
 Then one traced run of `persistent` (not timed): each block's thread 0 reads its clock at five points of every layer,
 and the probe prints the median cycles (and microseconds at the SM's rated clock) of the phases between them: the
 wait at the barrier, x staged and the rows landed, the rows dotted, the arrival (fence and atomic), and the loop's
@@ -422,26 +426,29 @@ __device__ __forceinline__ bool tagged(const uint4& a, u32 tag) {
 }
 __device__ __forceinline__ u32 pack2(u32 lo, u32 hi) { return (lo & 0xffffu) | (hi << 16); }  // two bf16, tags dropped
 
-// x_l into a lane's registers (load_x's chunks) from its tagged words xt [D]: every load issued, then all checked,
-// again until every word carries `tag`; chunks at or past m were never written by the chain (x_0's values: read from
-// x0). False when it gave up (~1 s).
+// x_l into a lane's registers (load_x's chunks) from its tagged words xt [D]: every load issued, then all checked; the
+// chunks not yet tagged loaded again (only those: a poll re-reads what is missing, not all of x_l) until every word
+// carries `tag`; chunks at or past m were never written by the chain (x_0's values: read from x0). False when it gave
+// up (~1 s).
 __device__ __forceinline__ bool load_x_tagged(const u32* xt, const u16* x0, u32 tag, int m, int lane,
                                               uint4 (&xv)[CH]) {
+    uint4 a[CH], c[CH];
+    u32 todo = 0;  // bit k: chunk k not yet seen whole with the tag
+#pragma unroll
+    for (int k = 0; k < CH; ++k)
+        if (k * 256 + lane * 8 < m) todo |= 1u << k;
     for (long long spins = 0; spins < (1ll << 20); ++spins) {
-        uint4 a[CH], c[CH];
-        bool ok = true;
 #pragma unroll
         for (int k = 0; k < CH; ++k) {
-            const int idx = k * 256 + lane * 8;
-            if (idx < m) {
-                a[k] = ld_relaxed_v4(xt + idx);
-                c[k] = ld_relaxed_v4(xt + idx + 4);
+            if ((todo >> k) & 1u) {
+                a[k] = ld_relaxed_v4(xt + k * 256 + lane * 8);
+                c[k] = ld_relaxed_v4(xt + k * 256 + lane * 8 + 4);
             }
         }
 #pragma unroll
         for (int k = 0; k < CH; ++k)
-            if (k * 256 + lane * 8 < m) ok = ok && tagged(a[k], tag) && tagged(c[k], tag);
-        if (ok) {
+            if (((todo >> k) & 1u) && tagged(a[k], tag) && tagged(c[k], tag)) todo &= ~(1u << k);
+        if (todo == 0) {
 #pragma unroll
             for (int k = 0; k < CH; ++k) {
                 const int idx = k * 256 + lane * 8;
@@ -460,9 +467,12 @@ __device__ __forceinline__ bool load_x_tagged(const u32* xt, const u16* x0, u32 
 // reads it first; the last block adds one at its end, once its warps have read x_{L-1}, which every writing block
 // finished only after reading the epoch: L >= 2). The tag of x_l: (epoch * (L + 1) + l) mod 2^16, so a launch's tags
 // never match the words the launch before left (nor the first launch's zeros, l >= 1). Outputs also go to xbuf as
-// plain bf16 (the probe's bitwise check). A warp without rows does nothing: no arrival to make. trace as the ring's:
-// the layer's top, x_l complete (warp 0), its first row landed, its rows dotted and written.
-template <int S>
+// plain bf16 (the probe's bitwise check). A warp without rows does nothing: no arrival to make. W0: only warp 0 of a
+// block polls, then puts x_l in shared memory (two buffers, by layer parity: a warp still to read x_{l-2} would have
+// written no row of layer l - 1, so x_l could not be complete) and tells the others through a shared word; otherwise
+// every warp polls for itself. trace as the ring's: the layer's top, x_l complete (warp 0), its first row landed, its
+// rows dotted and written.
+template <int S, bool W0>
 __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xbuf, u32* xt, u32* epoch, int L,
                                               int* error, long long* trace, int m) {
     extern __shared__ __align__(16) unsigned char ll_smem[];
@@ -472,6 +482,10 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
     const int items = L * nrw;
     const u32 base = *(volatile u32*)epoch * (u32)(L + 1);
     u16* ring = (u16*)ll_smem + (long long)warp * S * D;
+    __shared__ __align__(16) u16 xsh[2][D];  // W0: x_l, by layer parity
+    __shared__ int ready;                    // W0: the newest layer warp 0 has put there
+    if (threadIdx.x == 0) ready = 0;
+    __syncthreads();
     auto issue = [&](int i) {
         if (i < items) {
             const u16* src = w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D;
@@ -491,9 +505,33 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
         if (j == 0) {
             if (l == 0) {
                 load_x(xbuf, lane, xv);
-            } else if (!load_x_tagged(xt + (long long)l * D, xbuf, (base + (u32)l) & 0xffffu, m, lane, xv)) {
-                if (lane == 0) atomicExch(error, 1);
-                failed = true;
+            } else if (!W0 || warp == 0) {
+                if (!load_x_tagged(xt + (long long)l * D, xbuf, (base + (u32)l) & 0xffffu, m, lane, xv)) {
+                    if (lane == 0) atomicExch(error, 1);
+                    failed = true;
+                }
+                if (W0) {  // x_l to the block's other warps (also when it failed: they must not wait for ever)
+#pragma unroll
+                    for (int k = 0; k < CH; ++k) *(uint4*)(xsh[l & 1] + k * 256 + lane * 8) = xv[k];
+                    __syncwarp();
+                    if (lane == 0) {
+                        __threadfence_block();
+                        *(volatile int*)&ready = l;
+                    }
+                }
+            } else {
+                if (lane == 0) {
+                    long long spins = 0;
+                    while (*(volatile int*)&ready < l)
+                        if (++spins > (1ll << 26)) {
+                            atomicExch(error, 1);
+                            break;
+                        }
+                }
+                __syncwarp();
+                __threadfence_block();
+#pragma unroll
+                for (int k = 0; k < CH; ++k) xv[k] = *(const uint4*)(xsh[l & 1] + k * 256 + lane * 8);
             }
             if (tr) tr[(long long)l * G * 4 + 1] = clock64();
         }
@@ -516,14 +554,16 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
     if (b == G - 1 && threadIdx.x == 0) atomicAdd(epoch, 1u);
 }
 
-#define LL_RING(NAME, S)                                                                                             \
+#define LL_RING(NAME, S, W0)                                                                                         \
     extern "C" __global__ void __launch_bounds__(256, 1) NAME(const u16* __restrict__ w, u16* xbuf, u32* xt,         \
                                                               u32* epoch, int L, int* error, long long* trace,       \
                                                               int m) {                                               \
-        ll_ring_chain<S>(w, xbuf, xt, epoch, L, error, trace, m);                                                    \
+        ll_ring_chain<S, W0>(w, xbuf, xt, epoch, L, error, trace, m);                                                \
     }
-LL_RING(chain_ll_ring2, 2)
-LL_RING(chain_ll_ring6, 6)
+LL_RING(chain_ll_ring2, 2, false)
+LL_RING(chain_ll_ring6, 6, false)
+LL_RING(chain_ll_ring_w0_2, 2, true)
+LL_RING(chain_ll_ring_w0_6, 6, true)
 """
 
 
@@ -580,7 +620,9 @@ def ring_variants() -> dict[str, tuple[int, str]]:
 def ll_variants() -> dict[str, tuple[int, str]]:
     """The tagged-output rings the probe times (no counter: readers poll x_l's tagged words): name -> (slots,
     kernel)."""
-    return {f"persistent_ll_ring{n}": (n, f"chain_ll_ring{n}") for n in LL_SLOTS}
+    lls = {f"persistent_ll_ring{n}": (n, f"chain_ll_ring{n}") for n in LL_SLOTS}  # every warp polls
+    lls.update({f"persistent_ll_ring{n}_w0": (n, f"chain_ll_ring_w0_{n}") for n in LL_SLOTS})  # warp 0 polls, shares
+    return lls
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -732,11 +774,12 @@ def main(argv: list[str] | None = None) -> int:
         if ring not in refused:
             results[key] = traced_phases(lambda buf, trace: ring_thunks(ring, buf, trace=trace), bufs[ring], L, sms,
                                          dev, RING_PHASES)
-    ll = f"persistent_ll_ring{max(LL_SLOTS)}"
-    traced_rings["ll_ring_phases"] = ll
-    if ll not in refused and M // sms >= 1:  # every block's warp 0 has a row a layer (its trace points)
-        results["ll_ring_phases"] = traced_phases(lambda buf, trace: ll_thunks(ll, buf, trace=trace), bufs[ll], L, sms,
-                                                  dev, LL_PHASES)
+    for key, ll in {"ll_ring_phases": f"persistent_ll_ring{max(LL_SLOTS)}",
+                    "ll_w0_ring_phases": f"persistent_ll_ring{max(LL_SLOTS)}_w0"}.items():
+        traced_rings[key] = ll
+        if ll not in refused and M // sms >= 1:  # every block's warp 0 has a row a layer (its trace points)
+            results[key] = traced_phases(lambda buf, trace: ll_thunks(ll, buf, trace=trace), bufs[ll], L, sms, dev,
+                                         LL_PHASES)
     results["last_output_bitwise_the_launches"] = same
     results["finite"] = bool(torch.isfinite(bufs["launches"][L].float()).all())
     a, p = results["variants"]["launches"]["us_a_gemv"], results["variants"]["persistent"]["us_a_gemv"]

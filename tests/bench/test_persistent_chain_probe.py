@@ -46,9 +46,12 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     assert sorted(s for s, bulk in made.values() if bulk) == sorted(probe.BULK_SLOTS)
     assert sorted(s for s, bulk in made.values() if not bulk) == sorted(probe.RING_SLOTS)
     assert all(s >= 2 for s, _ in made.values())  # cp.async.wait_group S - 1 leaves the next row in flight from 2
-    tagged = {name: int(slots) for name, slots in re.findall(r"^LL_RING\((\w+), (\d+)\)$", probe.SOURCE, re.M)}
-    assert {kernel: slots for slots, kernel in probe.ll_variants().values()} == tagged
-    assert sorted(tagged.values()) == sorted(probe.LL_SLOTS) and min(tagged.values()) >= 2
+    tagged = {name: (int(slots), w0 == "true") for name, slots, w0 in
+              re.findall(r"^LL_RING\((\w+), (\d+), (true|false)\)$", probe.SOURCE, re.M)}
+    lls = probe.ll_variants()
+    assert {kernel: (slots, name.endswith("_w0")) for name, (slots, kernel) in lls.items()} == tagged
+    for w0 in (False, True):
+        assert sorted(s for s, w in tagged.values() if w == w0) == sorted(probe.LL_SLOTS)
 
 
 def test_phase_medians_reads_each_span_between_two_points_and_the_loop_back():
