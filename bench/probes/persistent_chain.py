@@ -32,6 +32,9 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           it needs until all carry x_l's tag (no fence, no atomic, no hand-off through warp 0: the
                           floor at 8 rows, persistent_direct_x's 2.2 us, was 1.4 us waiting and 0.5 arriving);
                           a poll re-reads only the words still missing
+  persistent_ll_ring2_loaded  the 2-slot tagged ring whose warps without a row stream the weights (all of them, round
+                          and round) at full rate until the chain's last output is written: what a dependent stage
+                          costs while the memory system serves a stream (its rate printed); at 8 and 264 rows
   persistent_ll_ringN_w0  the same with only warp 0 of a block polling; it hands x_l to the block's other warps
                           through shared memory (session 47's first tagged ring, every warp re-reading all of x_l
                           until complete, took 14.4 us a GEMV at 1152 rows against 1.89 at 8: its polls flooded the L2)
@@ -69,6 +72,7 @@ ROWS_A_BLOCK = 16  # the launches variant: 8 warps, two rows each
 RING_SLOTS = (2, 4, 6)  # the warp-ring variants' row slots a warp (the CUDA source instantiates each)
 BULK_SLOTS = (2, 6)  # the bulk-copy rings' (session 47)
 LL_SLOTS = (2, 6)  # the tagged-output rings' (session 47)
+LOADED = ("persistent_ll_ring2_loaded", 2, "chain_ll_ring_loaded2")  # the 2-slot tagged ring, rowless warps streaming
 
 SOURCE = r"""
 typedef unsigned short u16;
@@ -472,9 +476,44 @@ __device__ __forceinline__ bool load_x_tagged(const u32* xt, const u16* x0, u32 
 // written no row of layer l - 1, so x_l could not be complete) and tells the others through a shared word; otherwise
 // every warp polls for itself. trace as the ring's: the layer's top, x_l complete (warp 0), its first row landed, its
 // rows dotted and written.
-template <int S, bool W0>
+// LOADED (session 47): the warps without rows stream w (all its bytes, round and round, 4 KB a warp an iteration,
+// the stop flag read with each iteration's loads) until the last writing warp has written its last output; ctl [4]
+// zeroed before each launch: bytes streamed, the stop flag, writing warps finished, the loads' XOR (kept, so no load
+// is dead). What a dependent stage costs while the memory system serves a stream at full rate.
+__device__ __forceinline__ u32 ld_relaxed_u32(const unsigned long long* p) {
+    u32 v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ void stream_until_done(const u16* w, long long n16, int G, int NW, int b, int warp, int lane,
+                                  unsigned long long* ctl) {
+    const uint4* src = (const uint4*)w;
+    const long long stride = (long long)G * NW * 256;  // every warp's 256 chunks of 16 bytes an iteration
+    long long pos = ((long long)b * NW + warp) * 256;
+    unsigned long long bytes = 0;
+    u32 acc = 0;
+    for (;;) {
+        const u32 stop = ld_relaxed_u32(ctl + 1);  // read with the loads, not after them: one round trip an iteration
+        uint4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = __ldcs(src + (pos + u * 32 + lane) % n16);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+        bytes += 8 * 32 * 16;
+        pos = (pos + stride) % n16;
+        if (stop) break;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) {
+        atomicAdd(ctl, bytes);
+        atomicXor(ctl + 3, (unsigned long long)acc);
+    }
+}
+
+template <int S, bool W0, bool LOADED>
 __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xbuf, u32* xt, u32* epoch, int L,
-                                              int* error, long long* trace, int m) {
+                                              int* error, long long* trace, int m, unsigned long long* ctl) {
     extern __shared__ __align__(16) unsigned char ll_smem[];
     const int G = gridDim.x, b = blockIdx.x, NW = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
@@ -486,6 +525,11 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
     __shared__ int ready;                    // W0: the newest layer warp 0 has put there
     if (threadIdx.x == 0) ready = 0;
     __syncthreads();
+    if (LOADED && nrw == 0) {
+        stream_until_done(w, (long long)L * D * D / 8, G, NW, b, warp, lane, ctl);
+        __syncthreads();  // the block's one barrier at the end (its row warps' below; block G - 1's thread 0 has a row)
+        return;
+    }
     auto issue = [&](int i) {
         if (i < items) {
             const u16* src = w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D;
@@ -550,6 +594,13 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
         issue(i + S);
     }
     cp_wait<0>();
+    if (LOADED && lane == 0) {  // the last writing warp to finish stops the stream
+        int writers = 0;  // warps with rows: min(rows, NW) a block
+        for (int k = 0; k < G; ++k)
+            writers += min((int)((long long)m * (k + 1) / G) - (int)((long long)m * k / G), NW);
+        __threadfence();
+        if (atomicAdd(ctl + 2, 1ull) + 1 == (unsigned long long)writers) atomicExch(ctl + 1, 1ull);
+    }
     __syncthreads();
     if (b == G - 1 && threadIdx.x == 0) atomicAdd(epoch, 1u);
 }
@@ -558,12 +609,18 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
     extern "C" __global__ void __launch_bounds__(256, 1) NAME(const u16* __restrict__ w, u16* xbuf, u32* xt,         \
                                                               u32* epoch, int L, int* error, long long* trace,       \
                                                               int m) {                                               \
-        ll_ring_chain<S, W0>(w, xbuf, xt, epoch, L, error, trace, m);                                                \
+        ll_ring_chain<S, W0, false>(w, xbuf, xt, epoch, L, error, trace, m, nullptr);                                \
     }
 LL_RING(chain_ll_ring2, 2, false)
 LL_RING(chain_ll_ring6, 6, false)
 LL_RING(chain_ll_ring_w0_2, 2, true)
 LL_RING(chain_ll_ring_w0_6, 6, true)
+extern "C" __global__ void __launch_bounds__(256, 1) chain_ll_ring_loaded2(const u16* __restrict__ w, u16* xbuf,
+                                                                           u32* xt, u32* epoch, int L, int* error,
+                                                                           long long* trace, int m,
+                                                                           unsigned long long* ctl) {
+    ll_ring_chain<2, false, true>(w, xbuf, xt, epoch, L, error, trace, m, ctl);
+}
 """
 
 
@@ -683,11 +740,13 @@ def main(argv: list[str] | None = None) -> int:
     lls = ll_variants()  # (a warp without rows has nothing to do there: no arrival to make)
     refused.update({name: f"needs {warps * n * D * 2} bytes of shared memory a block, this device allows {limit}"
                     for name, (n, _) in lls.items() if warps * n * D * 2 > limit})
+    if M // sms >= warps:
+        refused[LOADED[0]] = f"every warp has a row at {M} rows: none left to stream (run it at --rows 8 or 264)"
     for name, why in refused.items():
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", *(n for n in [*rings, *lls] if n not in refused))}
+             "persistent_direct_x", *(n for n in [*rings, *lls, LOADED[0]] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
         b.copy_(x0.expand(L + 1, D))
     sync = torch.zeros(1 + sms, dtype=torch.int32, device="cuda")  # the arrival counter, then a flag a block
@@ -726,8 +785,8 @@ def main(argv: list[str] | None = None) -> int:
                    shared_mem=ring_smem[name])
         return [call]
 
-    def ll_thunks(name, buf, trace=None):
-        slots, kernel = lls[name]
+    def ll_thunks(name, buf, trace=None, ctl=None):
+        slots, kernel = (LOADED[1], LOADED[2]) if name == LOADED[0] else lls[name]
         fn = mod.get_function(kernel)
         fn.max_dynamic_shared_size_bytes = warps * slots * D * 2
         xt = torch.zeros(L + 1, D, dtype=torch.int32, device="cuda")  # the tagged words
@@ -735,11 +794,16 @@ def main(argv: list[str] | None = None) -> int:
 
         def call():
             sync.zero_()  # unused here: the same graph nodes as the other persistent forms
+            args = (ptr(w), ptr(buf), ptr(xt), ptr(epoch), np.int32(L), ptr(error),
+                    np.uint64(0 if trace is None else trace.data_ptr()), np.int32(M))
+            if ctl is not None:  # LOADED: its control words, zeroed in its place of sync's
+                ctl.zero_()
+                args = (*args, ptr(ctl))
             with stream():
-                fn((sms,), (256,), (ptr(w), ptr(buf), ptr(xt), ptr(epoch), np.int32(L), ptr(error),
-                                    np.uint64(0 if trace is None else trace.data_ptr()), np.int32(M)),
-                   shared_mem=warps * slots * D * 2)
+                fn((sms,), (256,), args, shared_mem=warps * slots * D * 2)
         return [call]
+
+    ctl = torch.zeros(4, dtype=torch.int64, device="cuda")  # LOADED's: bytes streamed, stop, writers done, XOR
 
     variants = {"launches": launches_thunks(bufs["launches"]),
                 "persistent": persistent_thunks(bufs["persistent"], 1),
@@ -750,6 +814,8 @@ def main(argv: list[str] | None = None) -> int:
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},
                 **{name: ll_thunks(name, bufs[name]) for name in lls if name not in refused}}
+    if LOADED[0] not in refused:
+        variants[LOADED[0]] = ll_thunks(LOADED[0], bufs[LOADED[0]], ctl=ctl)
     nbytes = L * M * D * 2
     results: dict = {"layers": L, "d": D, "rows": M, "blocks_a_launch": blocks, "persistent_blocks": sms,
                      "smem_bytes": smem,
@@ -762,6 +828,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<24} {us:8.1f} us a round of {L} GEMVs, {per:6.2f} us each, "
               f"{100 * results['variants'][name]['read_fraction']:5.1f}% of 4.04 TB/s over {nbytes / 1e6:.0f} MB")
     torch.cuda.synchronize()
+    if LOADED[0] in variants:  # the last launch's stream: its bytes over the launch's time (a round, memsets and all)
+        streamed, us = int(ctl[0].item()), results["variants"][LOADED[0]]["us_a_round"]
+        results["loaded_stream"] = {"bytes": streamed, "tbs": streamed / (us * 1e-6) / 1e12,
+                                    "writers_done": int(ctl[2].item())}
+        print(f"{LOADED[0]}: its rowless warps streamed {streamed / 1e6:.1f} MB a round, "
+              f"{results['loaded_stream']['tbs']:.2f} TB/s, while the chain took "
+              f"{results['variants'][LOADED[0]]['us_a_gemv']:.2f} us a GEMV")
     results["barrier_timed_out"] = bool(error.item())
     same = {n: bool(torch.equal(bufs[n][L], bufs["launches"][L]))
             for n in bufs if n != "launches"}

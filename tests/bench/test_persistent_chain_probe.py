@@ -52,6 +52,9 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     assert {kernel: (slots, name.endswith("_w0")) for name, (slots, kernel) in lls.items()} == tagged
     for w0 in (False, True):
         assert sorted(s for s, w in tagged.values() if w == w0) == sorted(probe.LL_SLOTS)
+    name, slots, kernel = probe.LOADED  # the streaming-under-load form: its own kernel, the slots it instantiates
+    assert re.search(rf"void __launch_bounds__\(256, 1\) {kernel}\(", probe.SOURCE)
+    assert re.search(rf"ll_ring_chain<{slots}, false, true>", probe.SOURCE) and name.endswith("_loaded")
 
 
 def test_phase_medians_reads_each_span_between_two_points_and_the_loop_back():
