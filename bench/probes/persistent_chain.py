@@ -34,7 +34,8 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           a poll re-reads only the words still missing
   persistent_ll_ring2_loaded  the 2-slot tagged ring whose warps without a row stream the weights (all of them, round
                           and round) at full rate until the chain's last output is written: what a dependent stage
-                          costs while the memory system serves a stream (its rate printed); at 8 and 264 rows
+                          costs while the memory system serves a stream (its rate printed); at 8 and 264 rows;
+                          _sN: each streaming warp sleeps N ns an iteration (a throttled stream: latency against rate)
   persistent_ll_ringN_w0  the same with only warp 0 of a block polling; it hands x_l to the block's other warps
                           through shared memory (session 47's first tagged ring, every warp re-reading all of x_l
                           until complete, took 14.4 us a GEMV at 1152 rows against 1.89 at 8: its polls flooded the L2)
@@ -73,6 +74,7 @@ RING_SLOTS = (2, 4, 6)  # the warp-ring variants' row slots a warp (the CUDA sou
 BULK_SLOTS = (2, 6)  # the bulk-copy rings' (session 47)
 LL_SLOTS = (2, 6)  # the tagged-output rings' (session 47)
 LOADED = ("persistent_ll_ring2_loaded", 2, "chain_ll_ring_loaded2")  # the 2-slot tagged ring, rowless warps streaming
+THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp an iteration (0: full rate)
 
 SOURCE = r"""
 typedef unsigned short u16;
@@ -486,7 +488,7 @@ __device__ __forceinline__ u32 ld_relaxed_u32(const unsigned long long* p) {
     return v;
 }
 __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, int b, int warp, int lane,
-                                  unsigned long long* ctl) {
+                                  unsigned long long* ctl, int sleep_ns) {
     const uint4* src = (const uint4*)w;
     const long long stride = (long long)G * NW * 256;  // every warp's 256 chunks of 16 bytes an iteration
     long long pos = ((long long)b * NW + warp) * 256;
@@ -502,6 +504,7 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
         bytes += 8 * 32 * 16;
         pos = (pos + stride) % n16;
         if (stop) break;
+        if (sleep_ns) __nanosleep(sleep_ns);  // a throttled stream: fewer bytes in flight
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
@@ -513,7 +516,8 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
 
 template <int S, bool W0, bool LOADED>
 __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xbuf, u32* xt, u32* epoch, int L,
-                                              int* error, long long* trace, int m, unsigned long long* ctl) {
+                                              int* error, long long* trace, int m, unsigned long long* ctl,
+                                              int stream_ns) {
     extern __shared__ __align__(16) unsigned char ll_smem[];
     const int G = gridDim.x, b = blockIdx.x, NW = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
@@ -526,7 +530,7 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
     if (threadIdx.x == 0) ready = 0;
     __syncthreads();
     if (LOADED && nrw == 0) {
-        stream_until_done(w, (long long)L * D * D / 8, G, NW, b, warp, lane, ctl);
+        stream_until_done(w, (long long)L * D * D / 8, G, NW, b, warp, lane, ctl, stream_ns);
         __syncthreads();  // the block's one barrier at the end (its row warps' below; block G - 1's thread 0 has a row)
         return;
     }
@@ -609,7 +613,7 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
     extern "C" __global__ void __launch_bounds__(256, 1) NAME(const u16* __restrict__ w, u16* xbuf, u32* xt,         \
                                                               u32* epoch, int L, int* error, long long* trace,       \
                                                               int m) {                                               \
-        ll_ring_chain<S, W0, false>(w, xbuf, xt, epoch, L, error, trace, m, nullptr);                                \
+        ll_ring_chain<S, W0, false>(w, xbuf, xt, epoch, L, error, trace, m, nullptr, 0);                             \
     }
 LL_RING(chain_ll_ring2, 2, false)
 LL_RING(chain_ll_ring6, 6, false)
@@ -618,8 +622,8 @@ LL_RING(chain_ll_ring_w0_6, 6, true)
 extern "C" __global__ void __launch_bounds__(256, 1) chain_ll_ring_loaded2(const u16* __restrict__ w, u16* xbuf,
                                                                            u32* xt, u32* epoch, int L, int* error,
                                                                            long long* trace, int m,
-                                                                           unsigned long long* ctl) {
-    ll_ring_chain<2, false, true>(w, xbuf, xt, epoch, L, error, trace, m, ctl);
+                                                                           unsigned long long* ctl, int stream_ns) {
+    ll_ring_chain<2, false, true>(w, xbuf, xt, epoch, L, error, trace, m, ctl, stream_ns);
 }
 """
 
@@ -682,6 +686,11 @@ def ll_variants() -> dict[str, tuple[int, str]]:
     return lls
 
 
+def loaded_variants() -> dict[str, int]:
+    """The loaded chain's forms: name -> its streaming warps' sleep an iteration (ns; 0: the stream at full rate)."""
+    return {LOADED[0] + ("" if ns == 0 else f"_s{ns}"): ns for ns in THROTTLES_NS}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the results as JSON here")
@@ -738,15 +747,17 @@ def main(argv: list[str] | None = None) -> int:
         refused.update({name: f"a block's {M // sms} rows leave some of its {warps} warps without a row"
                         for name in rings})
     lls = ll_variants()  # (a warp without rows has nothing to do there: no arrival to make)
+    loaded = loaded_variants()
     refused.update({name: f"needs {warps * n * D * 2} bytes of shared memory a block, this device allows {limit}"
                     for name, (n, _) in lls.items() if warps * n * D * 2 > limit})
     if M // sms >= warps:
-        refused[LOADED[0]] = f"every warp has a row at {M} rows: none left to stream (run it at --rows 8 or 264)"
+        refused.update({name: f"every warp has a row at {M} rows: none left to stream (run it at --rows 8 or 264)"
+                        for name in loaded})
     for name, why in refused.items():
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", *(n for n in [*rings, *lls, LOADED[0]] if n not in refused))}
+             "persistent_direct_x", *(n for n in [*rings, *lls, *loaded] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
         b.copy_(x0.expand(L + 1, D))
     sync = torch.zeros(1 + sms, dtype=torch.int32, device="cuda")  # the arrival counter, then a flag a block
@@ -786,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:
         return [call]
 
     def ll_thunks(name, buf, trace=None, ctl=None):
-        slots, kernel = (LOADED[1], LOADED[2]) if name == LOADED[0] else lls[name]
+        slots, kernel = (LOADED[1], LOADED[2]) if name in loaded else lls[name]
         fn = mod.get_function(kernel)
         fn.max_dynamic_shared_size_bytes = warps * slots * D * 2
         xt = torch.zeros(L + 1, D, dtype=torch.int32, device="cuda")  # the tagged words
@@ -796,14 +807,14 @@ def main(argv: list[str] | None = None) -> int:
             sync.zero_()  # unused here: the same graph nodes as the other persistent forms
             args = (ptr(w), ptr(buf), ptr(xt), ptr(epoch), np.int32(L), ptr(error),
                     np.uint64(0 if trace is None else trace.data_ptr()), np.int32(M))
-            if ctl is not None:  # LOADED: its control words, zeroed in its place of sync's
+            if ctl is not None:  # LOADED: its control words, zeroed in its place of sync's, and its throttle
                 ctl.zero_()
-                args = (*args, ptr(ctl))
+                args = (*args, ptr(ctl), np.int32(loaded[name]))
             with stream():
                 fn((sms,), (256,), args, shared_mem=warps * slots * D * 2)
         return [call]
 
-    ctl = torch.zeros(4, dtype=torch.int64, device="cuda")  # LOADED's: bytes streamed, stop, writers done, XOR
+    ctls = {name: torch.zeros(4, dtype=torch.int64, device="cuda") for name in loaded}  # bytes, stop, writers, XOR
 
     variants = {"launches": launches_thunks(bufs["launches"]),
                 "persistent": persistent_thunks(bufs["persistent"], 1),
@@ -814,8 +825,7 @@ def main(argv: list[str] | None = None) -> int:
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},
                 **{name: ll_thunks(name, bufs[name]) for name in lls if name not in refused}}
-    if LOADED[0] not in refused:
-        variants[LOADED[0]] = ll_thunks(LOADED[0], bufs[LOADED[0]], ctl=ctl)
+    variants.update({name: ll_thunks(name, bufs[name], ctl=ctls[name]) for name in loaded if name not in refused})
     nbytes = L * M * D * 2
     results: dict = {"layers": L, "d": D, "rows": M, "blocks_a_launch": blocks, "persistent_blocks": sms,
                      "smem_bytes": smem,
@@ -828,13 +838,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<24} {us:8.1f} us a round of {L} GEMVs, {per:6.2f} us each, "
               f"{100 * results['variants'][name]['read_fraction']:5.1f}% of 4.04 TB/s over {nbytes / 1e6:.0f} MB")
     torch.cuda.synchronize()
-    if LOADED[0] in variants:  # the last launch's stream: its bytes over the launch's time (a round, memsets and all)
-        streamed, us = int(ctl[0].item()), results["variants"][LOADED[0]]["us_a_round"]
-        results["loaded_stream"] = {"bytes": streamed, "tbs": streamed / (us * 1e-6) / 1e12,
-                                    "writers_done": int(ctl[2].item())}
-        print(f"{LOADED[0]}: its rowless warps streamed {streamed / 1e6:.1f} MB a round, "
-              f"{results['loaded_stream']['tbs']:.2f} TB/s, while the chain took "
-              f"{results['variants'][LOADED[0]]['us_a_gemv']:.2f} us a GEMV")
+    results["loaded_stream"] = {}
+    for name in (n for n in loaded if n in variants):  # the last launch's stream over the launch's time (a round)
+        streamed, us = int(ctls[name][0].item()), results["variants"][name]["us_a_round"]
+        results["loaded_stream"][name] = {"sleep_ns": loaded[name], "bytes": streamed,
+                                          "tbs": streamed / (us * 1e-6) / 1e12,
+                                          "writers_done": int(ctls[name][2].item())}
+        print(f"{name}: its rowless warps streamed {streamed / 1e6:.1f} MB a round, "
+              f"{results['loaded_stream'][name]['tbs']:.2f} TB/s, while the chain took "
+              f"{results['variants'][name]['us_a_gemv']:.2f} us a GEMV")
     results["barrier_timed_out"] = bool(error.item())
     same = {n: bool(torch.equal(bufs[n][L], bufs["launches"][L]))
             for n in bufs if n != "launches"}
