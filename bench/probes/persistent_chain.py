@@ -35,7 +35,8 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
   persistent_ll_ring2_loaded  the 2-slot tagged ring whose warps without a row stream the weights (all of them, round
                           and round) at full rate until the chain's last output is written: what a dependent stage
                           costs while the memory system serves a stream (its rate printed); at 8 and 264 rows;
-                          _sN: each streaming warp sleeps N ns an iteration (a throttled stream: latency against rate)
+                          _sN: each streaming warp sleeps N ns an iteration (a throttled stream: latency against rate);
+                          _apart: only blocks without a row stream (at 8 rows: 124 SMs stream, the chain's 8 do not)
   persistent_ll_ringN_w0  the same with only warp 0 of a block polling; it hands x_l to the block's other warps
                           through shared memory (session 47's first tagged ring, every warp re-reading all of x_l
                           until complete, took 14.4 us a GEMV at 1152 rows against 1.89 at 8: its polls flooded the L2)
@@ -75,6 +76,7 @@ BULK_SLOTS = (2, 6)  # the bulk-copy rings' (session 47)
 LL_SLOTS = (2, 6)  # the tagged-output rings' (session 47)
 LOADED = ("persistent_ll_ring2_loaded", 2, "chain_ll_ring_loaded2")  # the 2-slot tagged ring, rowless warps streaming
 THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp an iteration (0: full rate)
+APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
 
 SOURCE = r"""
 typedef unsigned short u16;
@@ -517,7 +519,7 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
 template <int S, bool W0, bool LOADED>
 __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xbuf, u32* xt, u32* epoch, int L,
                                               int* error, long long* trace, int m, unsigned long long* ctl,
-                                              int stream_ns) {
+                                              int stream_ns, int apart) {
     extern __shared__ __align__(16) unsigned char ll_smem[];
     const int G = gridDim.x, b = blockIdx.x, NW = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
@@ -529,8 +531,8 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
     __shared__ int ready;                    // W0: the newest layer warp 0 has put there
     if (threadIdx.x == 0) ready = 0;
     __syncthreads();
-    if (LOADED && nrw == 0) {
-        stream_until_done(w, (long long)L * D * D / 8, G, NW, b, warp, lane, ctl, stream_ns);
+    if (LOADED && nrw == 0) {  // apart: only the blocks without a row stream (the chain's SMs keep to the chain)
+        if (!apart || nr == 0) stream_until_done(w, (long long)L * D * D / 8, G, NW, b, warp, lane, ctl, stream_ns);
         __syncthreads();  // the block's one barrier at the end (its row warps' below; block G - 1's thread 0 has a row)
         return;
     }
@@ -613,7 +615,7 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
     extern "C" __global__ void __launch_bounds__(256, 1) NAME(const u16* __restrict__ w, u16* xbuf, u32* xt,         \
                                                               u32* epoch, int L, int* error, long long* trace,       \
                                                               int m) {                                               \
-        ll_ring_chain<S, W0, false>(w, xbuf, xt, epoch, L, error, trace, m, nullptr, 0);                             \
+        ll_ring_chain<S, W0, false>(w, xbuf, xt, epoch, L, error, trace, m, nullptr, 0, 0);                          \
     }
 LL_RING(chain_ll_ring2, 2, false)
 LL_RING(chain_ll_ring6, 6, false)
@@ -622,8 +624,9 @@ LL_RING(chain_ll_ring_w0_6, 6, true)
 extern "C" __global__ void __launch_bounds__(256, 1) chain_ll_ring_loaded2(const u16* __restrict__ w, u16* xbuf,
                                                                            u32* xt, u32* epoch, int L, int* error,
                                                                            long long* trace, int m,
-                                                                           unsigned long long* ctl, int stream_ns) {
-    ll_ring_chain<2, false, true>(w, xbuf, xt, epoch, L, error, trace, m, ctl, stream_ns);
+                                                                           unsigned long long* ctl, int stream_ns,
+                                                                           int apart) {
+    ll_ring_chain<2, false, true>(w, xbuf, xt, epoch, L, error, trace, m, ctl, stream_ns, apart);
 }
 """
 
@@ -686,9 +689,12 @@ def ll_variants() -> dict[str, tuple[int, str]]:
     return lls
 
 
-def loaded_variants() -> dict[str, int]:
-    """The loaded chain's forms: name -> its streaming warps' sleep an iteration (ns; 0: the stream at full rate)."""
-    return {LOADED[0] + ("" if ns == 0 else f"_s{ns}"): ns for ns in THROTTLES_NS}
+def loaded_variants() -> dict[str, tuple[int, bool]]:
+    """The loaded chain's forms: name -> (its streaming warps' sleep an iteration in ns, 0 at full rate; whether only
+    blocks without a row stream)."""
+    forms = {LOADED[0] + ("" if ns == 0 else f"_s{ns}"): (ns, False) for ns in THROTTLES_NS}
+    forms.update({LOADED[0] + "_apart" + ("" if ns == 0 else f"_s{ns}"): (ns, True) for ns in APART_NS})
+    return forms
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -753,6 +759,9 @@ def main(argv: list[str] | None = None) -> int:
     if M // sms >= warps:
         refused.update({name: f"every warp has a row at {M} rows: none left to stream (run it at --rows 8 or 264)"
                         for name in loaded})
+    if M >= sms:
+        refused.update({name: f"every block has a row at {M} rows: no SM left to stream apart (run it at --rows 8)"
+                        for name, (_, apart) in loaded.items() if apart})
     for name, why in refused.items():
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
@@ -809,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
                     np.uint64(0 if trace is None else trace.data_ptr()), np.int32(M))
             if ctl is not None:  # LOADED: its control words, zeroed in its place of sync's, and its throttle
                 ctl.zero_()
-                args = (*args, ptr(ctl), np.int32(loaded[name]))
+                args = (*args, ptr(ctl), np.int32(loaded[name][0]), np.int32(loaded[name][1]))
             with stream():
                 fn((sms,), (256,), args, shared_mem=warps * slots * D * 2)
         return [call]
@@ -841,7 +850,7 @@ def main(argv: list[str] | None = None) -> int:
     results["loaded_stream"] = {}
     for name in (n for n in loaded if n in variants):  # the last launch's stream over the launch's time (a round)
         streamed, us = int(ctls[name][0].item()), results["variants"][name]["us_a_round"]
-        results["loaded_stream"][name] = {"sleep_ns": loaded[name], "bytes": streamed,
+        results["loaded_stream"][name] = {"sleep_ns": loaded[name][0], "apart": loaded[name][1], "bytes": streamed,
                                           "tbs": streamed / (us * 1e-6) / 1e12,
                                           "writers_done": int(ctls[name][2].item())}
         print(f"{name}: its rowless warps streamed {streamed / 1e6:.1f} MB a round, "

@@ -55,9 +55,11 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     name, slots, kernel = probe.LOADED  # the streaming-under-load form: its own kernel, the slots it instantiates
     assert re.search(rf"void __launch_bounds__\(256, 1\) {kernel}\(", probe.SOURCE)
     assert re.search(rf"ll_ring_chain<{slots}, false, true>", probe.SOURCE) and name.endswith("_loaded")
-    throttles = probe.loaded_variants()
-    assert throttles[name] == 0 and sorted(throttles.values()) == sorted(set(probe.THROTTLES_NS))
-    assert all(n == name or n == f"{name}_s{ns}" for n, ns in throttles.items())
+    forms = probe.loaded_variants()
+    assert forms[name] == (0, False) and forms[f"{name}_apart"] == (0, True)
+    assert sorted(ns for ns, apart in forms.values() if not apart) == sorted(set(probe.THROTTLES_NS))
+    assert sorted(ns for ns, apart in forms.values() if apart) == sorted(set(probe.APART_NS))
+    assert all(n == name + ("_apart" if apart else "") + (f"_s{ns}" if ns else "") for n, (ns, apart) in forms.items())
 
 
 def test_phase_medians_reads_each_span_between_two_points_and_the_loop_back():
