@@ -39,7 +39,8 @@ It bounds what the probe's numbers allow, it does not measure a step.
 
     python3 bench/probes/persistent_forecast.py [--model kimi-linear-48b-a3b] [--mix q4_k_m] [--depth 0]
         [--latency-us 1.0,1.5,2,3] [--bandwidth-tbs 3.2,3.6,4.04] [--window-mb 24] [--in-order]
-        [--probe-latency PROBE_1152.json] [--json OUT.json] [--plot OUT.png]
+        [--probe-latency PROBE_1152.json] [--merge kda:gates+recurrence | --merge local] [--json OUT.json]
+        [--plot OUT.png]
 
 The probe gives the latency, not the bandwidth: its chain at full rows is latency-bound too (GPU session 46, H100:
 7.0 us a 10.6 MB GEMV, and half the rows take only 1.4 us off), so its bytes over its time are no stream's rate. The
@@ -101,8 +102,51 @@ FFN_ORDER = {False: ("ffn_in", "down"), True: ("ffn_in", "experts", "down")}  # 
 FFN_NAME = {False: {"ffn_in": "gateup"}, True: {"ffn_in": "router"}}
 
 
-def step_stages(config, mix: str, depth: int) -> list[Stage]:
-    """The step's stages in order, with every byte the roofline counts at `depth` (bytes_per_token's total)."""
+#: the merges that keep every stage's work local to what one block can own (the what-if of session 47): KDA's gate
+#: up-projections (f_b, g_b from the whole low-rank vector "in" made), the short conv (per channel) and the recurrence
+#: (per head) in one stage; MLA's absorption (k_b on one head's q), the attention and the values (v_b on one head's
+#: output) in one stage. Each merged part needs only its own head's slice of what the stage before it made.
+LOCAL_MERGES = ("kda:gates+recurrence", "mla:absorb+attention+values")
+
+
+def parse_merges(specs: list[str]) -> dict[str, list[tuple[str, ...]]]:
+    """["kda:gates+recurrence", ...] -> {"kda": [("gates", "recurrence")]}: parts of a layer kind's ORDER, next to each
+    other, run as one stage (its bytes theirs together, one latency)."""
+    merges: dict[str, list[tuple[str, ...]]] = {}
+    for spec in specs:
+        kind, _, parts_text = spec.partition(":")
+        parts = tuple(p for p in parts_text.split("+") if p)
+        order = ORDER.get(kind)
+        if order is None or len(parts) < 2:
+            raise ForecastError(f"--merge '{spec}': give KIND:PART+PART[+PART] with KIND one of {sorted(ORDER)}, "
+                                f"e.g. {LOCAL_MERGES[0]}")
+        if any(p not in order for p in parts):
+            raise ForecastError(f"--merge '{spec}': a {kind} layer's stages are {'+'.join(order)}")
+        i = order.index(parts[0])
+        if order[i:i + len(parts)] != parts:
+            raise ForecastError(f"--merge '{spec}': only stages next to each other, in their order "
+                                f"({'+'.join(order)}), can run as one")
+        taken = {p for group in merges.get(kind, []) for p in group}
+        if taken & set(parts):
+            raise ForecastError(f"--merge '{spec}': {sorted(taken & set(parts))} already merged in another group")
+        merges.setdefault(kind, []).append(parts)
+    return merges
+
+
+def _layer_groups(kind: str, merges: dict[str, list[tuple[str, ...]]]) -> list[tuple[str, ...]]:
+    """A layer kind's stages as groups of its ORDER's parts (one part each, unless merged)."""
+    groups, order, i = [], ORDER[kind], 0
+    starts = {g[0]: g for g in merges.get(kind, [])}
+    while i < len(order):
+        g = starts.get(order[i], (order[i],))
+        groups.append(g)
+        i += len(g)
+    return groups
+
+
+def step_stages(config, mix: str, depth: int, merges: dict[str, list[tuple[str, ...]]] | None = None) -> list[Stage]:
+    """The step's stages in order, with every byte the roofline counts at `depth` (bytes_per_token's total); `merges`
+    (parse_merges) runs neighbouring parts of a layer as one stage."""
     from sparkops.gguf.mix import cache_bytes_per_token, plan
 
     per_layer: dict[tuple[int, str], list[Segment]] = {}
@@ -133,11 +177,13 @@ def step_stages(config, mix: str, depth: int) -> list[Stage]:
     stages = [Stage("embed", [Segment(glob["token_embd.weight"] / config.vocab_size)])]
     for layer, kind in enumerate(kinds):
         moe = config.is_moe(layer)
-        for part in ORDER[kind]:
-            segs = list(per_layer.pop((layer, part), []))
-            if (kind, part) in state:
-                segs.append(Segment(state[kind, part]))
-            stages.append(Stage(f"blk.{layer}.{part}", segs))
+        for group in _layer_groups(kind, merges or {}):
+            segs = []
+            for part in group:
+                segs += per_layer.pop((layer, part), [])
+                if (kind, part) in state:
+                    segs.append(Segment(state[kind, part]))
+            stages.append(Stage(f"blk.{layer}.{'+'.join(group)}", segs))
         router = None
         for part in FFN_ORDER[moe]:
             segs = per_layer.pop((layer, part), [])
@@ -173,7 +219,8 @@ def simulate(stages: list[Stage], latency_us: float, bandwidth_tbs: float, windo
     """The step's time a token under the stream model of the module docstring."""
     if latency_us < 0 or bandwidth_tbs <= 0 or window_bytes < 0 or tokens < 1:
         raise ForecastError(f"latency {latency_us} us, bandwidth {bandwidth_tbs} TB/s and window {window_bytes} "
-                            "bytes, {tokens} tokens: the latency and window must be >= 0, the bandwidth > 0, the tokens >= 1")
+                            f"bytes, {tokens} tokens: the latency and window must be >= 0, the bandwidth > 0, the "
+                            "tokens >= 1")
     per_us = bandwidth_tbs * 1e6  # bytes a microsecond
     n = len(stages)
     total = n * tokens
@@ -307,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--in-order", action="store_true", help="the stream waits at a gated chunk")
     ap.add_argument("--probe-latency", help="persistent_chain.py's JSON (best at fewer rows): the latency (replaces "
                                             "the list; an upper bound, as a GEMV's time there still holds its bytes)")
+    ap.add_argument("--merge", action="append", default=[], metavar="KIND:PART+PART",
+                    help="run neighbouring stages of a layer kind as one (repeatable), e.g. kda:gates+recurrence; "
+                         f"--merge local: {' and '.join(LOCAL_MERGES)} (each part local to a head)")
     ap.add_argument("--json", help="write the forecasts here")
     ap.add_argument("--plot", help="write tok/s against the latency, a line a bandwidth, as a PNG here")
     args = ap.parse_args(argv)
@@ -325,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.probe_latency:
             lat, sources["latency"] = latency_from_probe(args.probe_latency)
             lats = [lat]
-        stages = step_stages(config, args.mix, args.depth)
+        merge_specs = [m for spec in args.merge for m in (LOCAL_MERGES if spec == "local" else (spec,))]
+        stages = step_stages(config, args.mix, args.depth, parse_merges(merge_specs))
         roof_bytes = bytes_per_token(config, args.mix, args.depth)["total"]
         results = [simulate(stages, lat, bw, args.window_mb * 1e6, args.in_order) for bw in bws for lat in lats]
     except ForecastError as e:
@@ -334,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     roof_tok_s = READ_CEILING_TBS * 1e12 / roof_bytes
     print(f"{args.model} {args.mix} at depth {args.depth}: {len(stages)} dependent stages a token, "
           f"{roof_bytes / 1e9:.3f} GB a token, roofline {roof_tok_s:.1f} tok/s at {READ_CEILING_TBS} TB/s; "
-          f"window {args.window_mb:g} MB, {'in order' if args.in_order else 'skipping ahead of gated chunks'}")
+          f"window {args.window_mb:g} MB, {'in order' if args.in_order else 'skipping ahead of gated chunks'}"
+          + (f"; merged: {', '.join(merge_specs)}" if merge_specs else ""))
     for k, v in sources.items():
         print(f"  {k} from the probe: {v}")
     print(f"{'lambda us':>9} {'TB/s':>6} {'us/token':>9} {'tok/s':>8} {'roofline':>8} {'idle: gated':>12} "
@@ -344,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * r.tok_s() / roof_tok_s:7.1f}% {r.idle_gated_us:10.1f}us {r.idle_window_us:5.1f}us")
     out = {"model": args.model, "mix": args.mix, "depth": args.depth, "stages": len(stages),
            "bytes_a_token": roof_bytes, "roofline_tok_s": roof_tok_s, "window_mb": args.window_mb,
-           "in_order": args.in_order, "sources": sources,
+           "in_order": args.in_order, "sources": sources, "merges": merge_specs,
            "forecasts": [{**vars(r), "tok_s": r.tok_s(), "roofline_share": r.tok_s() / roof_tok_s}
                          for r in results]}
     if args.json:

@@ -54,6 +54,36 @@ def test_an_unplaced_tensor_is_refused_by_name(monkeypatch):
         probe.step_stages(load_preset("k3-nano"), "q4_k_m", 0)
 
 
+def test_head_local_merges_run_a_layer_s_neighbouring_stages_as_one_and_keep_every_byte(k48):
+    """--merge local (session 47's what-if): a KDA layer's gates and recurrence as one stage, an MLA layer's
+    absorption, attention and values as one; the same bytes, the routed experts still gated by their router, one
+    stage fewer a KDA layer and two fewer an MLA layer; as fast where the stream binds, faster where latency does."""
+    config = load_preset("kimi-linear-48b-a3b")
+    merged = probe.step_stages(config, "q4_k_m", 0, probe.parse_merges(list(probe.LOCAL_MERGES)))
+    kinds = config.layer_kinds
+    assert len(merged) == len(k48) - kinds.count("kda") - 2 * kinds.count("mla")
+    assert sum(s.nbytes for s in merged) == pytest.approx(sum(s.nbytes for s in k48), rel=1e-12)
+    names = [s.name for s in merged]
+    assert names[:5] == ["embed", "blk.0.in", "blk.0.gates+recurrence", "blk.0.out", "blk.0.gateup"]
+    mla = kinds.index("mla")
+    i = names.index(f"blk.{mla}.in")
+    assert names[i:i + 3] == [f"blk.{mla}.in", f"blk.{mla}.absorb+attention+values", f"blk.{mla}.out"]
+    assert all(names[seg.gate].endswith(".router") for st in merged for seg in st.segments if seg.gate is not None)
+    fast, slow = (probe.simulate(st, 1.0, 3.3, 24 * MB).us_a_token for st in (merged, k48))
+    assert fast == pytest.approx(slow, rel=1e-9)  # at 1 us a stage the stream binds both: the bytes are the same
+    fast, slow = (probe.simulate(st, 3.5, 3.3, 24 * MB).us_a_token for st in (merged, k48))
+    assert fast < slow - 20 * 3.5  # latency-bound: at least a fifth of the 34 stages saved shows
+
+
+@pytest.mark.parametrize("spec, why", [("kda:recurrence+gates", "next to each other"),
+                                       ("kda:in+recurrence", "next to each other"), ("ffn:router+experts", "KIND"),
+                                       ("kda:gates", "KIND:PART"), ("mla:absorb+bogus", "stages are"),
+                                       ("kda:gates+recurrence,kda:recurrence+out", "already merged")])
+def test_a_merge_that_is_not_neighbouring_stages_of_one_kind_is_refused(spec, why):
+    with pytest.raises(probe.ForecastError, match=why):
+        probe.parse_merges(spec.split(","))
+
+
 CHAIN = [Stage("a", [Seg(3 * MB)]), Stage("b", [Seg(5 * MB)]), Stage("c", [Seg(2 * MB)]), Stage("d", [Seg(7 * MB)])]
 
 
