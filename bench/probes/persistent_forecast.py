@@ -39,8 +39,12 @@ It bounds what the probe's numbers allow, it does not measure a step.
 
     python3 bench/probes/persistent_forecast.py [--model kimi-linear-48b-a3b] [--mix q4_k_m] [--depth 0]
         [--latency-us 1.0,1.5,2,3] [--bandwidth-tbs 3.2,3.6,4.04] [--window-mb 24] [--in-order]
-        [--probe-latency PROBE_1152.json] [--merge kda:gates+recurrence | --merge local] [--json OUT.json]
-        [--plot OUT.png]
+        [--probe-latency PROBE_1152.json] [--merge kda:gates+recurrence | --merge local]
+        [--extra-us gates+recurrence=0.5] [--json OUT.json] [--plot OUT.png]
+
+--merge runs neighbouring stages of a layer as one (session 47: `local`, the parts each head can do with its own slice
+of the stage before); --extra-us adds a stage's own work to its latency (what a merged stage computes before its
+output exists, which a probe's chain of GEMVs does not hold).
 
 The probe gives the latency, not the bandwidth: its chain at full rows is latency-bound too (GPU session 46, H100:
 7.0 us a 10.6 MB GEMV, and half the rows take only 1.4 us off), so its bytes over its time are no stream's rate. The
@@ -215,7 +219,8 @@ class Result:
 
 
 def simulate(stages: list[Stage], latency_us: float, bandwidth_tbs: float, window_bytes: float,
-             in_order: bool = False, tokens: int = TOKENS, chunk: float = CHUNK) -> Result:
+             in_order: bool = False, tokens: int = TOKENS, chunk: float = CHUNK,
+             extra_us: dict[str, float] | None = None) -> Result:
     """The step's time a token under the stream model of the module docstring."""
     if latency_us < 0 or bandwidth_tbs <= 0 or window_bytes < 0 or tokens < 1:
         raise ForecastError(f"latency {latency_us} us, bandwidth {bandwidth_tbs} TB/s and window {window_bytes} "
@@ -223,6 +228,7 @@ def simulate(stages: list[Stage], latency_us: float, bandwidth_tbs: float, windo
                             "tokens >= 1")
     per_us = bandwidth_tbs * 1e6  # bytes a microsecond
     n = len(stages)
+    extra = [stage_extra(st.name, extra_us or {}) for st in stages]  # work a stage does past the chain's latency
     total = n * tokens
     # the chunks of every (token, stage), in order: (stage index overall, bytes, gate index overall or -1)
     chunks: list[tuple[int, float, int]] = []
@@ -252,7 +258,7 @@ def simulate(stages: list[Stage], latency_us: float, bandwidth_tbs: float, windo
         nonlocal nxt
         while nxt < total and left[nxt] == 0 and (nxt == 0 or done[nxt - 1] is not None):
             r = ready_at(nxt)
-            done[nxt] = max(r, landed_last[nxt]) + latency_us
+            done[nxt] = max(r, landed_last[nxt]) + latency_us + extra[nxt % n]
             nxt += 1
 
     def occupancy(t: float) -> float:
@@ -316,6 +322,29 @@ def simulate(stages: list[Stage], latency_us: float, bandwidth_tbs: float, windo
                   idle_gated / tokens, idle_window / tokens, n)
 
 
+def stage_extra(name: str, extra_us: dict[str, float]) -> float:
+    """The extra latency of stage `name` ("blk.3.gates+recurrence"): extra_us's value for its part after the layer
+    ("gates+recurrence"), or for the whole name ("head"), else 0."""
+    part = name.split(".", 2)[2] if name.startswith("blk.") else name
+    return extra_us.get(part, extra_us.get(name, 0.0))
+
+
+def parse_extra(specs: list[str]) -> dict[str, float]:
+    """["gates+recurrence=1.5", ...] -> {"gates+recurrence": 1.5}."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        part, _, value = spec.partition("=")
+        try:
+            us = float(value)
+        except ValueError:
+            us = -1.0
+        if not part or us < 0:
+            raise ForecastError(f"--extra-us '{spec}': give STAGE=US with STAGE a layer's stage as the forecast names "
+                                "it (e.g. recurrence, or gates+recurrence under --merge local) and US >= 0")
+        out[part] = us
+    return out
+
+
 def latency_from_probe(path: str) -> tuple[float, str]:
     """The fastest proven persistent variant's us a GEMV in persistent_chain.py's JSON (an upper bound on its stage
     latency: the time still holds the GEMV's bytes), and which it is. Variants whose chain did not end with the
@@ -357,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", action="append", default=[], metavar="KIND:PART+PART",
                     help="run neighbouring stages of a layer kind as one (repeatable), e.g. kda:gates+recurrence; "
                          f"--merge local: {' and '.join(LOCAL_MERGES)} (each part local to a head)")
+    ap.add_argument("--extra-us", action="append", default=[], metavar="STAGE=US",
+                    help="a layer stage's own work beyond the chain's latency (repeatable), e.g. gates+recurrence=1.5: "
+                         "what a merged stage computes before its output exists")
     ap.add_argument("--json", help="write the forecasts here")
     ap.add_argument("--plot", help="write tok/s against the latency, a line a bandwidth, as a PNG here")
     args = ap.parse_args(argv)
@@ -378,7 +410,13 @@ def main(argv: list[str] | None = None) -> int:
         merge_specs = [m for spec in args.merge for m in (LOCAL_MERGES if spec == "local" else (spec,))]
         stages = step_stages(config, args.mix, args.depth, parse_merges(merge_specs))
         roof_bytes = bytes_per_token(config, args.mix, args.depth)["total"]
-        results = [simulate(stages, lat, bw, args.window_mb * 1e6, args.in_order) for bw in bws for lat in lats]
+        extra = parse_extra(args.extra_us)
+        parts = {st.name.split(".", 2)[2] if st.name.startswith("blk.") else st.name for st in stages}
+        if set(extra) - parts:
+            raise ForecastError(f"--extra-us names {sorted(set(extra) - parts)}, which are no stage of this step (its "
+                                f"stages: {sorted(parts)})")
+        results = [simulate(stages, lat, bw, args.window_mb * 1e6, args.in_order, extra_us=extra)
+                   for bw in bws for lat in lats]
     except ForecastError as e:
         print(f"persistent_forecast: {e}", file=sys.stderr)
         return 2
@@ -386,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.model} {args.mix} at depth {args.depth}: {len(stages)} dependent stages a token, "
           f"{roof_bytes / 1e9:.3f} GB a token, roofline {roof_tok_s:.1f} tok/s at {READ_CEILING_TBS} TB/s; "
           f"window {args.window_mb:g} MB, {'in order' if args.in_order else 'skipping ahead of gated chunks'}"
-          + (f"; merged: {', '.join(merge_specs)}" if merge_specs else ""))
+          + (f"; merged: {', '.join(merge_specs)}" if merge_specs else "")
+          + (f"; extra: {', '.join(f'{k} +{v:g} us' for k, v in extra.items())}" if extra else ""))
     for k, v in sources.items():
         print(f"  {k} from the probe: {v}")
     print(f"{'lambda us':>9} {'TB/s':>6} {'us/token':>9} {'tok/s':>8} {'roofline':>8} {'idle: gated':>12} "
@@ -396,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * r.tok_s() / roof_tok_s:7.1f}% {r.idle_gated_us:10.1f}us {r.idle_window_us:5.1f}us")
     out = {"model": args.model, "mix": args.mix, "depth": args.depth, "stages": len(stages),
            "bytes_a_token": roof_bytes, "roofline_tok_s": roof_tok_s, "window_mb": args.window_mb,
-           "in_order": args.in_order, "sources": sources, "merges": merge_specs,
+           "in_order": args.in_order, "sources": sources, "merges": merge_specs, "extra_us": extra,
            "forecasts": [{**vars(r), "tok_s": r.tok_s(), "roofline_share": r.tok_s() / roof_tok_s}
                          for r in results]}
     if args.json:

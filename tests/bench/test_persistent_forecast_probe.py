@@ -75,6 +75,20 @@ def test_head_local_merges_run_a_layer_s_neighbouring_stages_as_one_and_keep_eve
     assert fast < slow - 20 * 3.5  # latency-bound: at least a fifth of the 34 stages saved shows
 
 
+def test_a_stage_s_extra_work_adds_to_its_latency_and_only_its_own(k48):
+    """--extra-us recurrence=E: with a boundless stream (latency alone sets the time) each KDA layer's recurrence ends
+    E later, so a token takes E x the KDA layers more, and nothing else moves; a name no stage has is refused."""
+    config = load_preset("kimi-linear-48b-a3b")
+    base = probe.simulate(k48, 2.0, 1e6, 24 * MB).us_a_token
+    slow = probe.simulate(k48, 2.0, 1e6, 24 * MB, extra_us=probe.parse_extra(["recurrence=1.5"])).us_a_token
+    assert slow - base == pytest.approx(1.5 * config.layer_kinds.count("kda"), rel=1e-6)
+    assert probe.stage_extra("blk.3.recurrence", {"recurrence": 1.5}) == 1.5
+    assert probe.stage_extra("blk.3.in", {"recurrence": 1.5}) == 0.0 and probe.stage_extra("head", {"head": 2}) == 2
+    for bad in ("recurrence", "recurrence=-1", "=1", "recurrence=fast"):
+        with pytest.raises(probe.ForecastError, match="STAGE=US"):
+            probe.parse_extra([bad])
+
+
 @pytest.mark.parametrize("spec, why", [("kda:recurrence+gates", "next to each other"),
                                        ("kda:in+recurrence", "next to each other"), ("ffn:router+experts", "KIND"),
                                        ("kda:gates", "KIND:PART"), ("mla:absorb+bogus", "stages are"),
@@ -181,3 +195,7 @@ def test_the_cli_writes_its_forecasts_and_plot_and_refuses_bad_input_with_exit_2
     assert probe.main(["--probe-latency", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
     assert probe.main(["--model", "no-such-model"]) == 2
+    assert probe.main(["--model", "k3-nano", "--latency-us", "2", "--extra-us", "gates+recurrence=1"]) == 2  # unmerged
+    assert "no stage of this step" in capsys.readouterr().err
+    assert probe.main(["--model", "k3-nano", "--latency-us", "2", "--merge", "local", "--extra-us",
+                       "gates+recurrence=1"]) == 0
