@@ -279,6 +279,22 @@ __device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH],
     return dot_chunks(v, xv);
 }
 
+// a warp's ring item i (layer i / nrw, the warp's (i % nrw)-th row of it): its row of w, and its slot of S
+__device__ __forceinline__ const u16* item_row(const u16* w, int i, int nrw, int r0, int warp, int NW) {
+    return w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D;
+}
+// item i's row into its slot by the warp's lanes (16-byte cp.async), one commit group an item (an empty group past the
+// last item: uniform group counts)
+__device__ __forceinline__ void issue_item(const u16* w, u16* ring, int i, int items, int S, int nrw, int r0,
+                                           int warp, int NW, int lane) {
+    if (i < items) {
+        const u16* src = item_row(w, i, nrw, r0, warp, NW);
+        u16* dst = ring + (long long)(i % S) * D;
+        for (int c = lane; c < D / 8; c += 32) cp_async16(dst + c * 8, src + c * 8);
+    }
+    cp_commit();
+}
+
 // Hopper's bulk copy engine (cp.async.bulk, sm_90): one instruction copies a whole row into shared memory and
 // completes on an mbarrier (the transaction count it expects), instead of 288 16-byte cp.async by the warp's lanes
 // through the load/store pipeline the chain's latency-bound loads (the counter, x) share
@@ -334,19 +350,12 @@ __device__ __forceinline__ void warp_ring_chain(const u16* __restrict__ w, u16* 
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    auto issue = [&](int i) {  // item i's row into its slot (an empty group past the end: uniform group counts)
-        if (BULK) {
-            if (i < items && lane == 0)
-                bulk_copy(ring + (long long)(i % S) * D,
-                          w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D, D * 2, bar + i % S);
-            return;
+    auto issue = [&](int i) {  // item i's row into its slot
+        if (!BULK) {
+            issue_item(w, ring, i, items, S, nrw, r0, warp, NW, lane);
+        } else if (i < items && lane == 0) {
+            bulk_copy(ring + (long long)(i % S) * D, item_row(w, i, nrw, r0, warp, NW), D * 2, bar + i % S);
         }
-        if (i < items) {
-            const u16* src = w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D;
-            u16* dst = ring + (long long)(i % S) * D;
-            for (int c = lane; c < D / 8; c += 32) cp_async16(dst + c * 8, src + c * 8);
-        }
-        cp_commit();
     };
 #pragma unroll
     for (int i = 0; i < S; ++i) issue(i);
@@ -536,14 +545,7 @@ __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xb
         __syncthreads();  // the block's one barrier at the end (its row warps' below; block G - 1's thread 0 has a row)
         return;
     }
-    auto issue = [&](int i) {
-        if (i < items) {
-            const u16* src = w + ((long long)(i / nrw) * D + r0 + warp + (i % nrw) * NW) * D;
-            u16* dst = ring + (long long)(i % S) * D;
-            for (int c = lane; c < D / 8; c += 32) cp_async16(dst + c * 8, src + c * 8);
-        }
-        cp_commit();
-    };
+    auto issue = [&](int i) { issue_item(w, ring, i, items, S, nrw, r0, warp, NW, lane); };
 #pragma unroll
     for (int i = 0; i < S; ++i) issue(i);
     uint4 xv[CH];
