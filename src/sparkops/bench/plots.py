@@ -5,6 +5,7 @@ matplotlib (Agg, no display) is imported here only; everything else works withou
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,30 @@ def ladder_png(rows: list[dict[str, Any]], path: str | Path) -> bool:
     return True
 
 
+def roofline_labels(points: list[dict[str, Any]], ceilings: Ceilings) -> list[tuple[float, float, str]]:
+    """One label a spot: each point's label and share of its ceiling, points within ~2% of each other on both axes
+    (an A and B arm that tied) joined in one label, so no text is drawn over another."""
+    bw, peak = ceilings.read_bandwidth, ceilings.matmul_flops
+    spots: list[list[dict[str, Any]]] = []
+    for p in points:
+        at = (math.log10(p["intensity"]), math.log10(p["achieved_flops"]))
+        for group in spots:
+            first = (math.log10(group[0]["intensity"]), math.log10(group[0]["achieved_flops"]))
+            if abs(at[0] - first[0]) < 0.01 and abs(at[1] - first[1]) < 0.01:  # within ~2.3% on both axes
+                group.append(p)
+                break
+        else:
+            spots.append([p])
+    out = []
+    for group in spots:
+        texts = []
+        for p in group:
+            ceiling = min(bw * p["intensity"], peak)
+            texts.append(f"{p['label']} ({100 * (p['achieved_flops'] / ceiling if ceiling else 0.0):.1f}%)")
+        out.append((group[0]["intensity"], group[0]["achieved_flops"], " / ".join(texts)))
+    return out
+
+
 def roofline_png(points: list[dict[str, Any]], ceilings: Ceilings, path: str | Path, title: str = "") -> None:
     """Log-log roofline: FLOP/s against FLOP/byte, the measured ceilings, and each point
     ({'label', 'intensity', 'achieved_flops'}); a second marker shows the point's ceiling."""
@@ -69,10 +94,8 @@ def roofline_png(points: list[dict[str, Any]], ceilings: Ceilings, path: str | P
             label=f"roofline: {bw / 1e9:.4g} GB/s, {peak / 1e12:.4g} TFLOP/s ({ceilings.matmul_dtype})")
     for p in points:
         ax.scatter([p["intensity"]], [p["achieved_flops"]], zorder=3)
-        ceiling = min(bw * p["intensity"], peak)
-        share = p["achieved_flops"] / ceiling if ceiling else 0.0
-        ax.annotate(f"{p['label']} ({100 * share:.1f}%)", (p["intensity"], p["achieved_flops"]), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
+    for x, y, text in roofline_labels(points, ceilings):
+        ax.annotate(text, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
@@ -102,7 +125,9 @@ def roofline_png_from_rows(rows: list[dict[str, Any]], path: str | Path) -> bool
         intensity = _prefill_intensity_now(r)
         for label, rp in r["roofline"].items():
             if rp.get("achieved_flops"):
-                points.append({"label": f"{key.split('.', 1)[0]} {key.rsplit('.', 1)[-1]} {label}",
+                parts = key.split(".")  # kind.model.mix.box.point: the mix tells two models' points apart
+                mix = f" {parts[2]}" if len(parts) == 5 else ""
+                points.append({"label": f"{parts[0]}{mix} {parts[-1]} {label}",
                                "intensity": intensity or rp["intensity"], "achieved_flops": rp["achieved_flops"]})
     roofline_png(points, ceilings, path, f"latest figures on {box}")
     return True
