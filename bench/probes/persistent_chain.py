@@ -818,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
             sync.zero_()  # unused here: the same graph nodes as the other persistent forms
             args = (ptr(w), ptr(buf), ptr(xt), ptr(epoch), np.int32(L), ptr(error),
                     np.uint64(0 if trace is None else trace.data_ptr()), np.int32(M))
-            if ctl is not None:  # LOADED: its control words, zeroed in its place of sync's, and its throttle
+            if ctl is not None:  # LOADED: its control words zeroed too (one more memset a round), its throttle
                 ctl.zero_()
                 args = (*args, ptr(ctl), np.int32(loaded[name][0]), np.int32(loaded[name][1]))
             with stream():
