@@ -904,7 +904,8 @@
 # x1.045): the step stays s55. probe_persist / probe_persist_floor gained bulk-copy rings, tagged-output rings (no
 # counter: 1.82 us a stage at 8 rows) and the loaded chain (rowless warps streaming the weights: ~3.5 us a stage with 8
 # writing SMs, 5-6.7 with all 132 writing, at any stream rate or place). Next session, on an H200 (its loaded latency
-# is the frontier machine's; ~40 s of GPU work):
+# is the frontier machine's; with persistent_direct_x_beside, the counter form under a stream from a second kernel,
+# built after the last call and not yet run; ~40 s of GPU work):
 #     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
 #     bash bench/gpu_lanes.sh 150 "probe_persist probe_persist_floor" ""
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:

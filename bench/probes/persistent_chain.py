@@ -37,6 +37,10 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           costs while the memory system serves a stream (its rate printed); at 8 and 264 rows;
                           _sN: each streaming warp sleeps N ns an iteration (a throttled stream: latency against rate);
                           _apart: only blocks without a row stream (at 8 rows: 124 SMs stream, the chain's 8 do not)
+  persistent_direct_x_beside[_s1000]  persistent_direct_x (the counter form) while a second kernel on a second stream
+                          of the graph, co-resident with the chain's blocks, streams the weights until the chain's
+                          last block ends (its warps sleeping 0 / 1000 ns an iteration): the counter form's stage
+                          under a stream at every row count, with all SMs writing from 132 rows up
   persistent_ll_ringN_w0  the same with only warp 0 of a block polling; it hands x_l to the block's other warps
                           through shared memory (session 47's first tagged ring, every warp re-reading all of x_l
                           until complete, took 14.4 us a GEMV at 1152 rows against 1.89 at 8: its polls flooded the L2)
@@ -77,6 +81,7 @@ LL_SLOTS = (2, 6)  # the tagged-output rings' (session 47)
 LOADED = ("persistent_ll_ring2_loaded", 2, "chain_ll_ring_loaded2")  # the 2-slot tagged ring, rowless warps streaming
 THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp an iteration (0: full rate)
 APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
+BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to it (its warps' sleep an iteration)
 
 SOURCE = r"""
 typedef unsigned short u16;
@@ -193,7 +198,8 @@ __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u
 extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
                                                                       int maxr, u32* sync, int prefetch,
                                                                       int* error, int sleep_ns, int flags,
-                                                                      int direct_x, long long* trace, int m) {
+                                                                      int direct_x, long long* trace, int m,
+                                                                      unsigned long long* ctl) {
     extern __shared__ __align__(16) unsigned char smem[];
     float* xs = (float*)smem;
     u16* stages = (u16*)(smem + D * 4);
@@ -269,6 +275,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
             if (tr) tr[(long long)l * G * 5 + 4] = clock64();
         }
     }
+    // ctl (or null; session 47): a stream beside the chain (stream_beside) stops once every block has ended
+    if (ctl && threadIdx.x == 0 && atomicAdd(ctl + 2, 1ull) + 1 == (unsigned long long)G) atomicExch(ctl + 1, 1ull);
 }
 
 // row_dot_gx with x already in registers (load_x): the same values in the same order, so the same sum
@@ -525,6 +533,15 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
     }
 }
 
+// The stream beside a chain (session 47): its own launch, on a second stream of the same graph, co-resident with the
+// chain's blocks (one per SM, 256 threads), every warp streaming w until the chain sets ctl[1]: what the counter form's
+// stage costs under a stream that is not in its block barrier.
+extern "C" __global__ void __launch_bounds__(256) stream_beside(const u16* __restrict__ w, long long n16,
+                                                                unsigned long long* ctl, int sleep_ns) {
+    stream_until_done(w, n16, gridDim.x, blockDim.x >> 5, blockIdx.x, threadIdx.x >> 5, threadIdx.x & 31, ctl,
+                      sleep_ns);
+}
+
 template <int S, bool W0, bool LOADED>
 __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xbuf, u32* xt, u32* epoch, int L,
                                               int* error, long long* trace, int m, unsigned long long* ctl,
@@ -699,6 +716,11 @@ def loaded_variants() -> dict[str, tuple[int, bool]]:
     return forms
 
 
+def beside_names() -> dict[str, int]:
+    """persistent_direct_x with a stream beside it: name -> the stream's warps' sleep an iteration (ns)."""
+    return {"persistent_direct_x_beside" + ("" if ns == 0 else f"_s{ns}"): ns for ns in BESIDE_NS}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the results as JSON here")
@@ -768,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", *(n for n in [*rings, *lls, *loaded] if n not in refused))}
+             "persistent_direct_x", *beside_names(), *(n for n in [*rings, *lls, *loaded] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
         b.copy_(x0.expand(L + 1, D))
     sync = torch.zeros(1 + sms, dtype=torch.int32, device="cuda")  # the arrival counter, then a flag a block
@@ -784,16 +806,31 @@ def main(argv: list[str] | None = None) -> int:
             return call
         return [one(layer) for layer in range(L)]
 
-    def persistent_thunks(buf, prefetch, sleep_ns=64, flags=0, direct_x=0, trace=None):
+    def persistent_thunks(buf, prefetch, sleep_ns=64, flags=0, direct_x=0, trace=None, beside=None):
+        """beside (stream_ns) or None: the chain with stream_beside's stream running next to it on a second stream
+        (forked from the capture's stream and joined after), its control words in ctls_beside[stream_ns]."""
+        ctl = None if beside is None else ctls_beside[beside]
+
         def call():
             sync.zero_()
+            if ctl is not None:
+                ctl.zero_()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side), stream():  # stream() reads the current stream: the side one here
+                    streamer((sms,), (256,), (ptr(w), np.int64(L * D * D // 8), ptr(ctl), np.int32(beside)))
             with stream():
                 persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync),
                                             np.int32(prefetch), ptr(error), np.int32(sleep_ns), np.int32(flags),
                                             np.int32(direct_x), np.uint64(0 if trace is None else trace.data_ptr()),
-                                            np.int32(M)),
+                                            np.int32(M), np.uint64(0 if ctl is None else ctl.data_ptr())),
                            shared_mem=smem)
+            if ctl is not None:
+                torch.cuda.current_stream().wait_stream(side)
         return [call]
+
+    side = torch.cuda.Stream()  # the stream beside the chain's (BESIDE_NS forms)
+    streamer = mod.get_function("stream_beside")
+    ctls_beside = {ns: torch.zeros(4, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}
 
     def ring_thunks(name, buf, sleep_ns=64, trace=None):
         fn = mod.get_function(rings[name][1])
@@ -833,6 +870,8 @@ def main(argv: list[str] | None = None) -> int:
                 "persistent_spin": persistent_thunks(bufs["persistent_spin"], 1, sleep_ns=0),
                 "persistent_flags": persistent_thunks(bufs["persistent_flags"], 1, flags=1),
                 "persistent_direct_x": persistent_thunks(bufs["persistent_direct_x"], 1, direct_x=1),
+                **{name: persistent_thunks(bufs[name], 1, direct_x=1, beside=ns)
+                   for name, ns in beside_names().items()},
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},
                 **{name: ll_thunks(name, bufs[name]) for name in lls if name not in refused}}
@@ -849,6 +888,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<24} {us:8.1f} us a round of {L} GEMVs, {per:6.2f} us each, "
               f"{100 * results['variants'][name]['read_fraction']:5.1f}% of 4.04 TB/s over {nbytes / 1e6:.0f} MB")
     torch.cuda.synchronize()
+    results["beside_stream"] = {}
+    for name, ns in beside_names().items():  # the stream next to the counter chain: its bytes over a round's time
+        streamed, us = int(ctls_beside[ns][0].item()), results["variants"][name]["us_a_round"]
+        results["beside_stream"][name] = {"sleep_ns": ns, "bytes": streamed, "tbs": streamed / (us * 1e-6) / 1e12,
+                                          "blocks_done": int(ctls_beside[ns][2].item())}
+        print(f"{name}: the stream beside it read {streamed / 1e6:.1f} MB a round, "
+              f"{results['beside_stream'][name]['tbs']:.2f} TB/s, while the chain took "
+              f"{results['variants'][name]['us_a_gemv']:.2f} us a GEMV")
     results["loaded_stream"] = {}
     for name in (n for n in loaded if n in variants):  # the last launch's stream over the launch's time (a round)
         streamed, us = int(ctls[name][0].item()), results["variants"][name]["us_a_round"]

@@ -55,6 +55,10 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     name, slots, kernel = probe.LOADED  # the streaming-under-load form: its own kernel, the slots it instantiates
     assert re.search(rf"void __launch_bounds__\(256, 1\) {kernel}\(", probe.SOURCE)
     assert re.search(rf"ll_ring_chain<{slots}, false, true>", probe.SOURCE) and name.endswith("_loaded")
+    beside = probe.beside_names()  # the counter chain with a second kernel streaming next to it
+    assert re.search(r"__global__ void __launch_bounds__\(256\) stream_beside\(", probe.SOURCE)
+    assert sorted(beside.values()) == sorted(probe.BESIDE_NS) and beside["persistent_direct_x_beside"] == 0
+    assert "unsigned long long* ctl) {" in probe.SOURCE.split("chain_persistent(", 1)[1].split("{", 1)[0] + "{"
     forms = probe.loaded_variants()
     assert forms[name] == (0, False) and forms[f"{name}_apart"] == (0, True)
     assert sorted(ns for ns, apart in forms.values() if not apart) == sorted(set(probe.THROTTLES_NS))
