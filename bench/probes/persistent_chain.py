@@ -810,6 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         """beside (stream_ns) or None: the chain with stream_beside's stream running next to it on a second stream
         (forked from the capture's stream and joined after), its control words in ctls_beside[stream_ns]."""
         ctl = None if beside is None else ctls_beside[beside]
+        err = error if beside is None else error_beside  # a form that cannot co-reside spoils only its own figures
 
         def call():
             sync.zero_()
@@ -820,7 +821,7 @@ def main(argv: list[str] | None = None) -> int:
                     streamer((sms,), (256,), (ptr(w), np.int64(L * D * D // 8), ptr(ctl), np.int32(beside)))
             with stream():
                 persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync),
-                                            np.int32(prefetch), ptr(error), np.int32(sleep_ns), np.int32(flags),
+                                            np.int32(prefetch), ptr(err), np.int32(sleep_ns), np.int32(flags),
                                             np.int32(direct_x), np.uint64(0 if trace is None else trace.data_ptr()),
                                             np.int32(M), np.uint64(0 if ctl is None else ctl.data_ptr())),
                            shared_mem=smem)
@@ -831,6 +832,7 @@ def main(argv: list[str] | None = None) -> int:
     side = torch.cuda.Stream()  # the stream beside the chain's (BESIDE_NS forms)
     streamer = mod.get_function("stream_beside")
     ctls_beside = {ns: torch.zeros(4, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}
+    error_beside = torch.zeros(1, dtype=torch.int32, device="cuda")
 
     def ring_thunks(name, buf, sleep_ns=64, trace=None):
         fn = mod.get_function(rings[name][1])
@@ -888,6 +890,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<24} {us:8.1f} us a round of {L} GEMVs, {per:6.2f} us each, "
               f"{100 * results['variants'][name]['read_fraction']:5.1f}% of 4.04 TB/s over {nbytes / 1e6:.0f} MB")
     torch.cuda.synchronize()
+    results["beside_timed_out"] = bool(error_beside.item())  # (their chains' bits are checked as every form's)
     results["beside_stream"] = {}
     for name, ns in beside_names().items():  # the stream next to the counter chain: its bytes over a round's time
         streamed, us = int(ctls_beside[ns][0].item()), results["variants"][name]["us_a_round"]
