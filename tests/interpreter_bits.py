@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain", action="store_true", help="Triton's interpreter without tests/interpreter_speed")
     parser.add_argument("--copies", type=int, default=2, help="fresh copies of the kernel modules to run (default 2)")
     args = parser.parse_args(argv)
+    if args.copies < 1:
+        parser.error(f"--copies {args.copies}: give 1 or more (each a fresh copy of the kernel modules run)")
     installed = False
     if not args.plain:
         from tests.interpreter_speed import install

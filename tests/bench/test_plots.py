@@ -18,7 +18,8 @@ def test_points_at_one_spot_share_a_label_and_others_keep_their_own(tmp_path):
     points = [{"label": "decode d=0 A", "intensity": 3.0, "achieved_flops": 3.0e12},      # 25% of 12 TFLOP/s
               {"label": "decode d=0 B", "intensity": 3.0, "achieved_flops": 2.97e12},     # a tie: the same spot
               {"label": "decode d=32768 A", "intensity": 10.0, "achieved_flops": 1.2e13},  # 30% of 40
-              {"label": "prefill A", "intensity": 1000.0, "achieved_flops": 4e14}]        # 50% of the 800 peak
+              {"label": "prefill A", "intensity": 1000.0, "achieved_flops": 4e14},        # 50% of the 800 peak
+              {"label": "no intensity", "intensity": 0.0, "achieved_flops": 1e12}]       # no place on log axes
     labels = roofline_labels(points, CEIL)
     assert sorted(t for _, _, t in labels) == ["decode d=0 A (25.0%) / decode d=0 B (24.8%)",
                                                "decode d=32768 A (30.0%)", "prefill A (50.0%)"]

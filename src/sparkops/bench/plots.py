@@ -64,6 +64,8 @@ def roofline_labels(points: list[dict[str, Any]], ceilings: Ceilings) -> list[tu
     bw, peak = ceilings.read_bandwidth, ceilings.matmul_flops
     spots: list[list[dict[str, Any]]] = []
     for p in points:
+        if not (p.get("intensity", 0) > 0 and p.get("achieved_flops", 0) > 0):
+            continue  # no place on log axes (nor a dot there: matplotlib leaves it out)
         at = (math.log10(p["intensity"]), math.log10(p["achieved_flops"]))
         for group in spots:
             first = (math.log10(group[0]["intensity"]), math.log10(group[0]["achieved_flops"]))
@@ -84,7 +86,7 @@ def roofline_labels(points: list[dict[str, Any]], ceilings: Ceilings) -> list[tu
 
 def roofline_png(points: list[dict[str, Any]], ceilings: Ceilings, path: str | Path, title: str = "") -> None:
     """Log-log roofline: FLOP/s against FLOP/byte, the measured ceilings, and each point
-    ({'label', 'intensity', 'achieved_flops'}); a second marker shows the point's ceiling."""
+    ({'label', 'intensity', 'achieved_flops'}), labelled with its share of its ceiling (roofline_labels)."""
     bw, peak = ceilings.read_bandwidth, ceilings.matmul_flops
     xs = [p["intensity"] for p in points if p.get("intensity")] or [1.0]
     lo, hi = min(xs + [peak / bw]) / 10, max(xs + [peak / bw]) * 10
