@@ -82,6 +82,7 @@ LOADED = ("persistent_ll_ring2_loaded", 2, "chain_ll_ring_loaded2")  # the 2-slo
 THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp an iteration (0: full rate)
 APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
 BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to it (its warps' sleep an iteration)
+BESIDE_LIMIT_NS = 20_000_000  # stream_beside stops after 20 ms whatever (a round takes < 1 ms; session 48 hung without)
 
 SOURCE = r"""
 typedef unsigned short u16;
@@ -506,13 +507,22 @@ __device__ __forceinline__ u32 ld_relaxed_u32(const unsigned long long* p) {
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+__device__ __forceinline__ unsigned long long global_ns() {  // the GPU's global timer (ns), the same on every SM
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+
+// limit_ns > 0 (stream_beside): a warp also stops that long after it began, and says so in ctl[4]; a chain that is not
+// co-resident with the stream (it waits for the stream's SMs) then runs after it instead of never
 __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, int b, int warp, int lane,
-                                  unsigned long long* ctl, int sleep_ns) {
+                                  unsigned long long* ctl, int sleep_ns, long long limit_ns = 0) {
     const uint4* src = (const uint4*)w;
     const long long stride = (long long)G * NW * 256;  // every warp's 256 chunks of 16 bytes an iteration
     long long pos = ((long long)b * NW + warp) * 256;
     unsigned long long bytes = 0;
     u32 acc = 0;
+    const unsigned long long t0 = limit_ns ? global_ns() : 0ull;
     for (;;) {
         const u32 stop = ld_relaxed_u32(ctl + 1);  // read with the loads, not after them: one round trip an iteration
         uint4 v[8];
@@ -523,6 +533,10 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
         bytes += 8 * 32 * 16;
         pos = (pos + stride) % n16;
         if (stop) break;
+        if (limit_ns && global_ns() - t0 > (unsigned long long)limit_ns) {
+            if (lane == 0) atomicExch(ctl + 4, 1ull);
+            break;
+        }
         if (sleep_ns) __nanosleep(sleep_ns);  // a throttled stream: fewer bytes in flight
     }
 #pragma unroll
@@ -535,11 +549,14 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
 
 // The stream beside a chain (session 47): its own launch, on a second stream of the same graph, co-resident with the
 // chain's blocks (one per SM, 256 threads), every warp streaming w until the chain sets ctl[1]: what the counter form's
-// stage costs under a stream that is not in its block barrier.
+// stage costs under a stream that is not in its block barrier. Session 48: its first run (H100, 2304 rows) never
+// ended: the chain's blocks (175 KB of shared memory) found no room beside it, so it now stops after limit_ns
+// whatever (ctl[4] says it did) and the host asks for the largest shared-memory carve-out for both kernels.
 extern "C" __global__ void __launch_bounds__(256) stream_beside(const u16* __restrict__ w, long long n16,
-                                                                unsigned long long* ctl, int sleep_ns) {
+                                                                unsigned long long* ctl, int sleep_ns,
+                                                                long long limit_ns) {
     stream_until_done(w, n16, gridDim.x, blockDim.x >> 5, blockIdx.x, threadIdx.x >> 5, threadIdx.x & 31, ctl,
-                      sleep_ns);
+                      sleep_ns, limit_ns);
 }
 
 template <int S, bool W0, bool LOADED>
@@ -817,21 +834,24 @@ def main(argv: list[str] | None = None) -> int:
             if ctl is not None:
                 ctl.zero_()
                 side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side), stream():  # stream() reads the current stream: the side one here
-                    streamer((sms,), (256,), (ptr(w), np.int64(L * D * D // 8), ptr(ctl), np.int32(beside)))
             with stream():
                 persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync),
                                             np.int32(prefetch), ptr(err), np.int32(sleep_ns), np.int32(flags),
                                             np.int32(direct_x), np.uint64(0 if trace is None else trace.data_ptr()),
                                             np.int32(M), np.uint64(0 if ctl is None else ctl.data_ptr())),
                            shared_mem=smem)
-            if ctl is not None:
+            if ctl is not None:  # launched after the chain (its blocks placed first where the order holds)
+                with torch.cuda.stream(side), stream():  # stream() reads the current stream: the side one here
+                    streamer((sms,), (256,), (ptr(w), np.int64(L * D * D // 8), ptr(ctl), np.int32(beside),
+                                              np.int64(BESIDE_LIMIT_NS)))
                 torch.cuda.current_stream().wait_stream(side)
         return [call]
 
     side = torch.cuda.Stream()  # the stream beside the chain's (BESIDE_NS forms)
     streamer = mod.get_function("stream_beside")
-    ctls_beside = {ns: torch.zeros(4, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}
+    for fn in (streamer, persistent):  # the most shared memory an SM can give: the two kernels' blocks side by side
+        fn.preferred_shared_memory_carveout = 100
+    ctls_beside = {ns: torch.zeros(5, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}  # + [4]: time-out
     error_beside = torch.zeros(1, dtype=torch.int32, device="cuda")
 
     def ring_thunks(name, buf, sleep_ns=64, trace=None):
@@ -895,7 +915,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, ns in beside_names().items():  # the stream next to the counter chain: its bytes over a round's time
         streamed, us = int(ctls_beside[ns][0].item()), results["variants"][name]["us_a_round"]
         results["beside_stream"][name] = {"sleep_ns": ns, "bytes": streamed, "tbs": streamed / (us * 1e-6) / 1e12,
-                                          "blocks_done": int(ctls_beside[ns][2].item())}
+                                          "blocks_done": int(ctls_beside[ns][2].item()),
+                                          "stream_timed_out": bool(ctls_beside[ns][4].item())}
+        if results["beside_stream"][name]["stream_timed_out"]:
+            print(f"{name}: the stream beside it ran into its {BESIDE_LIMIT_NS / 1e6:.0f} ms limit: the chain did not "
+                  "run beside it (its figure is not a stage under a stream)")
         print(f"{name}: the stream beside it read {streamed / 1e6:.1f} MB a round, "
               f"{results['beside_stream'][name]['tbs']:.2f} TB/s, while the chain took "
               f"{results['variants'][name]['us_a_gemv']:.2f} us a GEMV")
