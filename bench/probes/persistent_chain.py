@@ -41,6 +41,11 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           of the graph, co-resident with the chain's blocks, streams the weights until the chain's
                           last block ends (its warps sleeping 0 / 1000 ns an iteration): the counter form's stage
                           under a stream at every row count, with all SMs writing from 132 rows up
+  persistent_direct_x_aheadN[_ld]  (session 48) persistent_direct_x with a second kernel beside it (as _beside) that
+                          asks the L2 for every layer's rows N layers before the chain reaches them (paced by the
+                          chain's arrival counter; bulk L2 prefetches, or _ld: loads), so the chain's own copies
+                          read the L2 while the HBM stays busy: the persistent step's weight window, at 10.6 MB a
+                          stage (2304 rows; N = 2, 3, 4: the chain's own copy runs ~1.5 layers ahead already)
   persistent_ll_ringN_w0  the same with only warp 0 of a block polling; it hands x_l to the block's other warps
                           through shared memory (session 47's first tagged ring, every warp re-reading all of x_l
                           until complete, took 14.4 us a GEMV at 1152 rows against 1.89 at 8: its polls flooded the L2)
@@ -82,6 +87,7 @@ LOADED = ("persistent_ll_ring2_loaded", 2, "chain_ll_ring_loaded2")  # the 2-slo
 THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp an iteration (0: full rate)
 APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
 BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to it (its warps' sleep an iteration)
+AHEAD = ((2, 0), (3, 0), (4, 0), (4, 1))  # stream_ahead beside persistent_direct_x: (layers ahead, 1: loads)
 BESIDE_LIMIT_NS = 20_000_000  # stream_beside stops after 20 ms whatever (a round takes < 1 ms; session 48 hung without)
 
 SOURCE = r"""
@@ -559,6 +565,60 @@ extern "C" __global__ void __launch_bounds__(256) stream_beside(const u16* __res
                       sleep_ns, limit_ns);
 }
 
+// The weights ahead of a chain into the L2 (session 48): its own launch beside chain_persistent, as stream_beside is.
+// Block b takes the chain's block b's rows of every layer j in turn, once the chain has finished layer j - ahead (its
+// arrival counter sync[0] reads (j - ahead) * G_chain), so the chain's own copies of layer j (issued at its layer
+// j - 1's top) find the rows in the L2: the HBM kept busy `ahead` layers before the chain, its stages reading the L2.
+// ld 0: a bulk prefetch a row (cp.async.bulk.prefetch.L2: nothing comes back); 1: the lanes load the row (__ldcg,
+// L2 only) and fold it into a checksum. ctl: [0] bytes asked for, [1] a wait or the limit ran out (the chain not
+// beside it), [2] the checksum.
+extern "C" __global__ void __launch_bounds__(256) stream_ahead(const u16* __restrict__ w, int L, int m,
+                                                               const u32* sync, int gc, int ahead, int ld,
+                                                               unsigned long long* ctl, long long limit_ns) {
+    const int b = blockIdx.x, G = gridDim.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, NW = blockDim.x >> 5;
+    const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
+    const unsigned long long t0 = global_ns();
+    __shared__ int gave_up;
+    if (threadIdx.x == 0) gave_up = 0;
+    __syncthreads();
+    unsigned long long bytes = 0;
+    u32 acc = 0;
+    for (int j = 0; j < L; ++j) {
+        if (threadIdx.x == 0 && j > ahead && !gave_up) {
+            const u32 target = (u32)(j - ahead) * (u32)gc;
+            while (ld_acquire(sync) < target) {
+                if (global_ns() - t0 > (unsigned long long)limit_ns) {
+                    gave_up = 1;
+                    atomicExch(ctl + 1, 1ull);
+                    break;
+                }
+                __nanosleep(200);
+            }
+        }
+        __syncthreads();
+        if (gave_up) break;
+        for (int r = warp; r < nr; r += NW) {
+            const u16* row = w + ((long long)j * D + r0 + r) * D;
+            if (ld) {
+                uint4 v[CH];
+#pragma unroll
+                for (int k = 0; k < CH; ++k) v[k] = __ldcg((const uint4*)(row + k * 256 + lane * 8));
+#pragma unroll
+                for (int k = 0; k < CH; ++k) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+            } else if (lane == 0) {
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"((u32)(D * 2)) : "memory");
+            }
+            bytes += D * 2;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) {
+        atomicAdd(ctl, bytes);
+        atomicXor(ctl + 2, (unsigned long long)acc);
+    }
+}
+
 template <int S, bool W0, bool LOADED>
 __device__ __forceinline__ void ll_ring_chain(const u16* __restrict__ w, u16* xbuf, u32* xt, u32* epoch, int L,
                                               int* error, long long* trace, int m, unsigned long long* ctl,
@@ -733,6 +793,11 @@ def loaded_variants() -> dict[str, tuple[int, bool]]:
     return forms
 
 
+def ahead_names() -> dict[str, tuple[int, int]]:
+    """persistent_direct_x with stream_ahead beside it: name -> (layers ahead, loads instead of bulk prefetches)."""
+    return {f"persistent_direct_x_ahead{n}" + ("_ld" if ld else ""): (n, ld) for n, ld in AHEAD}
+
+
 def beside_names() -> dict[str, int]:
     """persistent_direct_x with a stream beside it: name -> the stream's warps' sleep an iteration (ns)."""
     return {"persistent_direct_x_beside" + ("" if ns == 0 else f"_s{ns}"): ns for ns in BESIDE_NS}
@@ -807,7 +872,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", *beside_names(), *(n for n in [*rings, *lls, *loaded] if n not in refused))}
+             "persistent_direct_x", *beside_names(), *ahead_names(),
+             *(n for n in [*rings, *lls, *loaded] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
         b.copy_(x0.expand(L + 1, D))
     sync = torch.zeros(1 + sms, dtype=torch.int32, device="cuda")  # the arrival counter, then a flag a block
@@ -823,16 +889,17 @@ def main(argv: list[str] | None = None) -> int:
             return call
         return [one(layer) for layer in range(L)]
 
-    def persistent_thunks(buf, prefetch, sleep_ns=64, flags=0, direct_x=0, trace=None, beside=None):
+    def persistent_thunks(buf, prefetch, sleep_ns=64, flags=0, direct_x=0, trace=None, beside=None, ahead=None):
         """beside (stream_ns) or None: the chain with stream_beside's stream running next to it on a second stream
-        (forked from the capture's stream and joined after), its control words in ctls_beside[stream_ns]."""
+        (forked from the capture's stream and joined after), its control words in ctls_beside[stream_ns]. ahead
+        ((layers, ld) or None): stream_ahead beside it instead, its control words in ctls_ahead[ahead]."""
         ctl = None if beside is None else ctls_beside[beside]
-        err = error if beside is None else error_beside  # a form that cannot co-reside spoils only its own figures
+        err = error if beside is None and ahead is None else error_beside  # (cannot co-reside: spoils only its own)
 
         def call():
             sync.zero_()
-            if ctl is not None:
-                ctl.zero_()
+            if ctl is not None or ahead is not None:
+                (ctl if ahead is None else ctls_ahead[ahead]).zero_()
                 side.wait_stream(torch.cuda.current_stream())
             with stream():
                 persistent((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync),
@@ -844,12 +911,19 @@ def main(argv: list[str] | None = None) -> int:
                 with torch.cuda.stream(side), stream():  # stream() reads the current stream: the side one here
                     streamer((sms,), (256,), (ptr(w), np.int64(L * D * D // 8), ptr(ctl), np.int32(beside),
                                               np.int64(BESIDE_LIMIT_NS)))
+            if ahead is not None:  # after the chain too: its blocks take their SMs first where the order holds
+                with torch.cuda.stream(side), stream():
+                    streamer_ahead((sms,), (256,), (ptr(w), np.int32(L), np.int32(M), ptr(sync), np.int32(sms),
+                                                    np.int32(ahead[0]), np.int32(ahead[1]), ptr(ctls_ahead[ahead]),
+                                                    np.int64(BESIDE_LIMIT_NS)))
+            if ctl is not None or ahead is not None:
                 torch.cuda.current_stream().wait_stream(side)
         return [call]
 
     side = torch.cuda.Stream()  # the stream beside the chain's (BESIDE_NS forms)
-    streamer = mod.get_function("stream_beside")
-    for fn in (streamer, persistent):  # the most shared memory an SM can give: the two kernels' blocks side by side
+    streamer, streamer_ahead = mod.get_function("stream_beside"), mod.get_function("stream_ahead")
+    ctls_ahead = {a: torch.zeros(3, dtype=torch.int64, device="cuda") for a in AHEAD}  # bytes, gave up, checksum
+    for fn in (streamer, streamer_ahead, persistent):  # the most shared memory an SM gives: two kernels' blocks beside
         fn.preferred_shared_memory_carveout = 100
     ctls_beside = {ns: torch.zeros(5, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}  # + [4]: time-out
     error_beside = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -894,6 +968,7 @@ def main(argv: list[str] | None = None) -> int:
                 "persistent_direct_x": persistent_thunks(bufs["persistent_direct_x"], 1, direct_x=1),
                 **{name: persistent_thunks(bufs[name], 1, direct_x=1, beside=ns)
                    for name, ns in beside_names().items()},
+                **{name: persistent_thunks(bufs[name], 1, direct_x=1, ahead=a) for name, a in ahead_names().items()},
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},
                 **{name: ll_thunks(name, bufs[name]) for name in lls if name not in refused}}
@@ -923,6 +998,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: the stream beside it read {streamed / 1e6:.1f} MB a round, "
               f"{results['beside_stream'][name]['tbs']:.2f} TB/s, while the chain took "
               f"{results['variants'][name]['us_a_gemv']:.2f} us a GEMV")
+    results["ahead_stream"] = {}
+    for name, a in ahead_names().items():  # the rows stream_ahead asked the L2 for, and whether it waited in vain
+        ctl = ctls_ahead[a]
+        gave_up = bool(ctl[1].item())
+        results["ahead_stream"][name] = {"ahead": a[0], "loads": bool(a[1]), "bytes": int(ctl[0].item()),
+                                         "gave_up": gave_up}
+        print(f"{name}: {a[0]} layers ahead by {'loads' if a[1] else 'bulk L2 prefetches'}, "
+              f"{int(ctl[0].item()) / 1e6:.1f} MB asked a round; the chain took "
+              f"{results['variants'][name]['us_a_gemv']:.2f} us a GEMV"
+              + (" (the stream gave up waiting: the chain was not beside it)" if gave_up else ""))
     results["loaded_stream"] = {}
     for name in (n for n in loaded if n in variants):  # the last launch's stream over the launch's time (a round)
         streamed, us = int(ctls[name][0].item()), results["variants"][name]["us_a_round"]
@@ -939,6 +1024,10 @@ def main(argv: list[str] | None = None) -> int:
                                       sms, dev)
     results["direct_x_phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 1, direct_x=1, trace=trace),
                                                bufs["persistent_direct_x"], L, sms, dev)
+    traced_ahead = "persistent_direct_x_ahead3"  # where its rows land from: the L2 (stream_ahead) or the HBM
+    results["ahead_phases"] = traced_phases(
+        lambda buf, trace: persistent_thunks(buf, 1, direct_x=1, trace=trace, ahead=ahead_names()[traced_ahead]),
+        bufs[traced_ahead], L, sms, dev)
     traced_rings = {"ring_phases": f"persistent_warp_ring{six}", "bulk_ring_phases": f"persistent_warp_ring{six}_bulk"}
     for key, ring in traced_rings.items():
         if ring not in refused:
@@ -961,6 +1050,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["phases"].items()))
     print("persistent_direct_x, traced: " + ", ".join(
         f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["direct_x_phases"].items()))
+    print(f"{traced_ahead}, traced: " + ", ".join(
+        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["ahead_phases"].items()))
     for key, ring in traced_rings.items():
         if key in results:
             print(f"{ring}, traced (medians over layers and blocks, thread 0): " + ", ".join(

@@ -59,6 +59,11 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     assert re.search(r"__global__ void __launch_bounds__\(256\) stream_beside\(", probe.SOURCE)
     assert sorted(beside.values()) == sorted(probe.BESIDE_NS) and beside["persistent_direct_x_beside"] == 0
     assert "unsigned long long* ctl) {" in probe.SOURCE.split("chain_persistent(", 1)[1].split("{", 1)[0] + "{"
+    ahead = probe.ahead_names()  # the counter chain with a second kernel asking the L2 for its rows ahead of it
+    assert re.search(r"__global__ void __launch_bounds__\(256\) stream_ahead\(", probe.SOURCE)
+    assert sorted(ahead.values()) == sorted(probe.AHEAD) and "persistent_direct_x_ahead3" in ahead
+    assert all(n == f"persistent_direct_x_ahead{a}" + ("_ld" if ld else "") for n, (a, ld) in ahead.items())
+    assert "cp.async.bulk.prefetch.L2.global" in probe.SOURCE.split("stream_ahead(", 1)[1]
     forms = probe.loaded_variants()
     assert forms[name] == (0, False) and forms[f"{name}_apart"] == (0, True)
     assert sorted(ns for ns, apart in forms.values() if not apart) == sorted(set(probe.THROTTLES_NS))
