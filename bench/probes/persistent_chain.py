@@ -41,6 +41,10 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           of the graph, co-resident with the chain's blocks, streams the weights until the chain's
                           last block ends (its warps sleeping 0 / 1000 ns an iteration): the counter form's stage
                           under a stream at every row count, with all SMs writing from 132 rows up
+  persistent_rx           (session 48) persistent_direct_x with x_l read once a warp into registers (one round trip
+                          a layer, not one a row: at 2304 rows persistent_direct_x's rows landed in time and its
+                          dots took 4 us, re-reading x from the L2 for every row)
+  persistent_rx_ahead3, persistent_rx_ahead4_ld  persistent_rx with stream_ahead (below) beside it
   persistent_direct_x_aheadN[_ld]  (session 48) persistent_direct_x with a second kernel beside it (as _beside) that
                           asks the L2 for every layer's rows N layers before the chain reaches them (paced by the
                           chain's arrival counter; bulk L2 prefetches, or _ld: loads), so the chain's own copies
@@ -87,7 +91,8 @@ LOADED = ("persistent_ll_ring2_loaded", 2, "chain_ll_ring_loaded2")  # the 2-slo
 THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp an iteration (0: full rate)
 APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
 BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to it (its warps' sleep an iteration)
-AHEAD = ((2, 0), (3, 0), (4, 0), (4, 1))  # stream_ahead beside persistent_direct_x: (layers ahead, 1: loads)
+AHEAD = ((2, 0, 1), (3, 0, 1), (4, 0, 1), (4, 1, 1),  # stream_ahead beside a counter chain: (layers ahead, 1: loads,
+         (3, 0, 2), (4, 1, 2))                           # the chain's direct_x: 1 persistent_direct_x, 2 persistent_rx)
 BESIDE_LIMIT_NS = 20_000_000  # stream_beside stops after 20 ms whatever (a round takes < 1 ms; session 48 hung without)
 
 SOURCE = r"""
@@ -190,6 +195,14 @@ __device__ __forceinline__ void st_release(u32* p, u32 v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// row_dot_gx with x already in registers (load_x): the same values in the same order, so the same sum
+__device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH], int lane) {
+    uint4 v[CH];
+#pragma unroll
+    for (int k = 0; k < CH; ++k) v[k] = *(const uint4*)(w + k * 256 + lane * 8);
+    return dot_chunks(v, xv);
+}
+
 // this block's rows [r0, r0 + nr) of layer l's weight into stage s (16-byte copies, all threads)
 __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u16* stage) {
     const u16* src = w + ((long long)l * D + r0) * D;
@@ -200,7 +213,8 @@ __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u
 // counter, then a flag a block), one block an SM. Shared memory: x as floats, then two stages of maxr rows.
 // sleep_ns: the barrier's poll interval (0: spin). flags: each block publishes its own flag (a release store) and the
 // barrier's warp 0 reads all G of them, instead of G atomics on one counter. direct_x: the rows are dotted with x read
-// from global memory, not staged in shared memory first. trace (or null): thread 0's clock64 at five points of every
+// from global memory, not staged in shared memory first (1: again for every row; 2, session 48: once a warp, into
+// registers). trace (or null): thread 0's clock64 at five points of every
 // layer, [L, G, 5]: the loop's top, the barrier passed, x staged and the rows landed, the rows dotted, arrived.
 extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
                                                                       int maxr, u32* sync, int prefetch,
@@ -268,10 +282,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
         __syncthreads();
         if (tr && tid == 0) tr[(long long)l * G * 5 + 2] = clock64();
         u16* y = xbuf + (long long)(l + 1) * D;
-        for (int r = warp; r < nr; r += 8) {
-            const u16* row = ws + (long long)r * D;
-            const float s = direct_x ? row_dot_gx(row, x, lane) : row_dot(row, xs, lane);
-            if (lane == 0) y[r0 + r] = to_bf(s);
+        if (direct_x == 2) {  // x_l read once a warp into registers (one round trip), then every row from shared memory
+            if (warp < nr) {
+                uint4 xv[CH];
+                load_x(x, lane, xv);
+                for (int r = warp; r < nr; r += 8) {
+                    const float s = row_dot_rx(ws + (long long)r * D, xv, lane);
+                    if (lane == 0) y[r0 + r] = to_bf(s);
+                }
+            }
+        } else {
+            for (int r = warp; r < nr; r += 8) {
+                const u16* row = ws + (long long)r * D;
+                const float s = direct_x ? row_dot_gx(row, x, lane) : row_dot(row, xs, lane);
+                if (lane == 0) y[r0 + r] = to_bf(s);
+            }
         }
         __syncthreads();  // every warp is done with this stage and has written its outputs
         if (tr && tid == 0) tr[(long long)l * G * 5 + 3] = clock64();
@@ -284,14 +309,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
     }
     // ctl (or null; session 47): a stream beside the chain (stream_beside) stops once every block has ended
     if (ctl && threadIdx.x == 0 && atomicAdd(ctl + 2, 1ull) + 1 == (unsigned long long)G) atomicExch(ctl + 1, 1ull);
-}
-
-// row_dot_gx with x already in registers (load_x): the same values in the same order, so the same sum
-__device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH], int lane) {
-    uint4 v[CH];
-#pragma unroll
-    for (int k = 0; k < CH; ++k) v[k] = *(const uint4*)(w + k * 256 + lane * 8);
-    return dot_chunks(v, xv);
 }
 
 // a warp's ring item i (layer i / nrw, the warp's (i % nrw)-th row of it): its row of w, and its slot of S
@@ -793,9 +810,11 @@ def loaded_variants() -> dict[str, tuple[int, bool]]:
     return forms
 
 
-def ahead_names() -> dict[str, tuple[int, int]]:
-    """persistent_direct_x with stream_ahead beside it: name -> (layers ahead, loads instead of bulk prefetches)."""
-    return {f"persistent_direct_x_ahead{n}" + ("_ld" if ld else ""): (n, ld) for n, ld in AHEAD}
+def ahead_names() -> dict[str, tuple[int, int, int]]:
+    """A counter chain with stream_ahead beside it: name -> (layers ahead, loads instead of bulk prefetches, the
+    chain's direct_x)."""
+    return {("persistent_direct_x" if dx == 1 else "persistent_rx") + f"_ahead{n}" + ("_ld" if ld else ""): (n, ld, dx)
+            for n, ld, dx in AHEAD}
 
 
 def beside_names() -> dict[str, int]:
@@ -872,7 +891,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", *beside_names(), *ahead_names(),
+             "persistent_direct_x", "persistent_rx", *beside_names(), *ahead_names(),
              *(n for n in [*rings, *lls, *loaded] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
         b.copy_(x0.expand(L + 1, D))
@@ -968,7 +987,8 @@ def main(argv: list[str] | None = None) -> int:
                 "persistent_direct_x": persistent_thunks(bufs["persistent_direct_x"], 1, direct_x=1),
                 **{name: persistent_thunks(bufs[name], 1, direct_x=1, beside=ns)
                    for name, ns in beside_names().items()},
-                **{name: persistent_thunks(bufs[name], 1, direct_x=1, ahead=a) for name, a in ahead_names().items()},
+                "persistent_rx": persistent_thunks(bufs["persistent_rx"], 1, direct_x=2),
+                **{name: persistent_thunks(bufs[name], 1, direct_x=a[2], ahead=a) for name, a in ahead_names().items()},
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},
                 **{name: ll_thunks(name, bufs[name]) for name in lls if name not in refused}}
@@ -1002,7 +1022,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, a in ahead_names().items():  # the rows stream_ahead asked the L2 for, and whether it waited in vain
         ctl = ctls_ahead[a]
         gave_up = bool(ctl[1].item())
-        results["ahead_stream"][name] = {"ahead": a[0], "loads": bool(a[1]), "bytes": int(ctl[0].item()),
+        results["ahead_stream"][name] = {"ahead": a[0], "loads": bool(a[1]), "chain_direct_x": a[2],
+                                         "bytes": int(ctl[0].item()),
                                          "gave_up": gave_up}
         print(f"{name}: {a[0]} layers ahead by {'loads' if a[1] else 'bulk L2 prefetches'}, "
               f"{int(ctl[0].item()) / 1e6:.1f} MB asked a round; the chain took "
@@ -1028,6 +1049,8 @@ def main(argv: list[str] | None = None) -> int:
     results["ahead_phases"] = traced_phases(
         lambda buf, trace: persistent_thunks(buf, 1, direct_x=1, trace=trace, ahead=ahead_names()[traced_ahead]),
         bufs[traced_ahead], L, sms, dev)
+    results["rx_phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 1, direct_x=2, trace=trace),
+                                         bufs["persistent_rx"], L, sms, dev)
     traced_rings = {"ring_phases": f"persistent_warp_ring{six}", "bulk_ring_phases": f"persistent_warp_ring{six}_bulk"}
     for key, ring in traced_rings.items():
         if ring not in refused:
@@ -1052,6 +1075,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["direct_x_phases"].items()))
     print(f"{traced_ahead}, traced: " + ", ".join(
         f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["ahead_phases"].items()))
+    print("persistent_rx, traced: " + ", ".join(
+        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["rx_phases"].items()))
     for key, ring in traced_rings.items():
         if key in results:
             print(f"{ring}, traced (medians over layers and blocks, thread 0): " + ", ".join(

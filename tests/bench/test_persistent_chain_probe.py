@@ -62,7 +62,9 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     ahead = probe.ahead_names()  # the counter chain with a second kernel asking the L2 for its rows ahead of it
     assert re.search(r"__global__ void __launch_bounds__\(256\) stream_ahead\(", probe.SOURCE)
     assert sorted(ahead.values()) == sorted(probe.AHEAD) and "persistent_direct_x_ahead3" in ahead
-    assert all(n == f"persistent_direct_x_ahead{a}" + ("_ld" if ld else "") for n, (a, ld) in ahead.items())
+    assert all(n == ("persistent_direct_x" if dx == 1 else "persistent_rx") + f"_ahead{a}" + ("_ld" if ld else "")
+               for n, (a, ld, dx) in ahead.items())
+    assert {dx for _, _, dx in ahead.values()} == {1, 2} and "if (direct_x == 2)" in probe.SOURCE
     assert "cp.async.bulk.prefetch.L2.global" in probe.SOURCE.split("stream_ahead(", 1)[1]
     forms = probe.loaded_variants()
     assert forms[name] == (0, False) and forms[f"{name}_apart"] == (0, True)
