@@ -45,6 +45,10 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           a layer, not one a row: at 2304 rows persistent_direct_x's rows landed in time and its
                           dots took 4 us, re-reading x from the L2 for every row)
   persistent_rx_ahead3, persistent_rx_ahead4_ld  persistent_rx with stream_ahead (below) beside it
+  persistent_rx_bulk      persistent_rx with each layer's slice fetched by one bulk copy (cp.async.bulk, an mbarrier
+                          a stage) instead of the lanes' cp.async: do the stage's latency-bound loads (the counter, x)
+                          wait in the SM behind the 80 KB a block of the next layer's copies (session 48's rx: 2.9 us
+                          at the barrier and 2.2 dotting rows that had landed)?
   persistent_direct_x_aheadN[_ld]  (session 48) persistent_direct_x with a second kernel beside it (as _beside) that
                           asks the L2 for every layer's rows N layers before the chain reaches them (paced by the
                           chain's arrival counter; bulk L2 prefetches, or _ld: loads), so the chain's own copies
@@ -203,6 +207,27 @@ __device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH],
     return dot_chunks(v, xv);
 }
 
+// Hopper's bulk copy engine (cp.async.bulk, sm_90): one instruction copies a whole row into shared memory and
+// completes on an mbarrier (the transaction count it expects), instead of 288 16-byte cp.async by the warp's lanes
+// through the load/store pipeline the chain's latency-bound loads (the counter, x) share
+__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {  // the phase `parity` has completed
+    u32 done;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+    } while (!done);
+}
+
 // this block's rows [r0, r0 + nr) of layer l's weight into stage s (16-byte copies, all threads)
 __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u16* stage) {
     const u16* src = w + ((long long)l * D + r0) * D;
@@ -214,7 +239,8 @@ __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u
 // sleep_ns: the barrier's poll interval (0: spin). flags: each block publishes its own flag (a release store) and the
 // barrier's warp 0 reads all G of them, instead of G atomics on one counter. direct_x: the rows are dotted with x read
 // from global memory, not staged in shared memory first (1: again for every row; 2, session 48: once a warp, into
-// registers). trace (or null): thread 0's clock64 at five points of every
+// registers). prefetch 2 (session 48): each layer's slice comes by one bulk copy (the copy engine; an mbarrier a stage)
+// instead of the lanes' cp.async, which queue ahead of the stage's latency-bound loads (the counter, x) in the SM. trace (or null): thread 0's clock64 at five points of every
 // layer, [L, G, 5]: the loop's top, the barrier passed, x staged and the rows landed, the rows dotted, arrived.
 extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
                                                                       int maxr, u32* sync, int prefetch,
@@ -226,13 +252,31 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
     u16* stages = (u16*)(smem + D * 4);
     const int G = gridDim.x, b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
-    if (prefetch) copy_rows(w, 0, r0, nr, stages);
+    __shared__ __align__(8) unsigned long long bars[2];  // prefetch 2: a stage's bulk copy has landed
+    const bool bulk = prefetch == 2 && nr > 0;
+    if (bulk && tid == 0) {
+        mbar_init(&bars[0], 1);
+        mbar_init(&bars[1], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    // layer j's slice into stage j & 1: the lanes' cp.async (one commit group a layer), or one bulk copy by thread 0
+    auto fetch = [&](int j) {
+        u16* dst = stages + (long long)(j & 1) * maxr * D;
+        if (prefetch == 2) {
+            if (bulk && tid == 0)
+                bulk_copy(dst, w + ((long long)j * D + r0) * D, (u32)(nr * D * 2), &bars[j & 1]);
+        } else {
+            copy_rows(w, j, r0, nr, dst);
+        }
+    };
+    if (prefetch) fetch(0);
     cp_commit();
     long long* tr = trace ? trace + (long long)b * 5 : nullptr;
     for (int l = 0; l < L; ++l) {
         if (tr && tid == 0) tr[(long long)l * G * 5] = clock64();
         if (prefetch) {
-            if (l + 1 < L) copy_rows(w, l + 1, r0, nr, stages + (long long)((l + 1) & 1) * maxr * D);
+            if (l + 1 < L) fetch(l + 1);
             cp_commit();  // always: uniform group counts
         }
         if (l > 0 && flags) {  // x_l is complete once every block's flag reads l or more
@@ -278,6 +322,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16*
             cp_wait<0>();
         } else {
             cp_wait<1>();  // layer l's rows have landed (layer l + 1's may still be in flight)
+            if (bulk) mbar_wait(&bars[l & 1], (u32)(l >> 1) & 1u);  // (prefetch 2: the bulk copy's phase)
         }
         __syncthreads();
         if (tr && tid == 0) tr[(long long)l * G * 5 + 2] = clock64();
@@ -325,27 +370,6 @@ __device__ __forceinline__ void issue_item(const u16* w, u16* ring, int i, int i
         for (int c = lane; c < D / 8; c += 32) cp_async16(dst + c * 8, src + c * 8);
     }
     cp_commit();
-}
-
-// Hopper's bulk copy engine (cp.async.bulk, sm_90): one instruction copies a whole row into shared memory and
-// completes on an mbarrier (the transaction count it expects), instead of 288 16-byte cp.async by the warp's lanes
-// through the load/store pipeline the chain's latency-bound loads (the counter, x) share
-__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {  // the phase `parity` has completed
-    u32 done;
-    do {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-    } while (!done);
 }
 
 // The whole chain in one launch with the weight stream decoupled from the chain's dependencies: each warp owns rows
@@ -891,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", "persistent_rx", *beside_names(), *ahead_names(),
+             "persistent_direct_x", "persistent_rx", "persistent_rx_bulk", *beside_names(), *ahead_names(),
              *(n for n in [*rings, *lls, *loaded] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
         b.copy_(x0.expand(L + 1, D))
@@ -988,6 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
                 **{name: persistent_thunks(bufs[name], 1, direct_x=1, beside=ns)
                    for name, ns in beside_names().items()},
                 "persistent_rx": persistent_thunks(bufs["persistent_rx"], 1, direct_x=2),
+                "persistent_rx_bulk": persistent_thunks(bufs["persistent_rx_bulk"], 2, direct_x=2),
                 **{name: persistent_thunks(bufs[name], 1, direct_x=a[2], ahead=a) for name, a in ahead_names().items()},
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},
@@ -1051,6 +1076,8 @@ def main(argv: list[str] | None = None) -> int:
         bufs[traced_ahead], L, sms, dev)
     results["rx_phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 1, direct_x=2, trace=trace),
                                          bufs["persistent_rx"], L, sms, dev)
+    results["rx_bulk_phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 2, direct_x=2, trace=trace),
+                                              bufs["persistent_rx_bulk"], L, sms, dev)
     traced_rings = {"ring_phases": f"persistent_warp_ring{six}", "bulk_ring_phases": f"persistent_warp_ring{six}_bulk"}
     for key, ring in traced_rings.items():
         if ring not in refused:
@@ -1077,6 +1104,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["ahead_phases"].items()))
     print("persistent_rx, traced: " + ", ".join(
         f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["rx_phases"].items()))
+    print("persistent_rx_bulk, traced: " + ", ".join(
+        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["rx_bulk_phases"].items()))
     for key, ring in traced_rings.items():
         if key in results:
             print(f"{ring}, traced (medians over layers and blocks, thread 0): " + ", ".join(
