@@ -240,8 +240,8 @@ __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u
 // barrier's warp 0 reads all G of them, instead of G atomics on one counter. direct_x: the rows are dotted with x read
 // from global memory, not staged in shared memory first (1: again for every row; 2, session 48: once a warp, into
 // registers). prefetch 2 (session 48): each layer's slice comes by one bulk copy (the copy engine; an mbarrier a stage)
-// instead of the lanes' cp.async, which queue ahead of the stage's latency-bound loads (the counter, x) in the SM. trace (or null): thread 0's clock64 at five points of every
-// layer, [L, G, 5]: the loop's top, the barrier passed, x staged and the rows landed, the rows dotted, arrived.
+// instead of the lanes' cp.async, which queue ahead of the stage's latency-bound loads (the counter, x) in the SM.
+// trace (or null): thread 0's clock64 at five points of every layer, [L, G, 5]: the loop's top, the barrier passed, x staged and the rows landed, the rows dotted, arrived.
 extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
                                                                       int maxr, u32* sync, int prefetch,
                                                                       int* error, int sleep_ns, int flags,
