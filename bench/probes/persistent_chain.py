@@ -45,6 +45,10 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           a layer, not one a row: at 2304 rows persistent_direct_x's rows landed in time and its
                           dots took 4 us, re-reading x from the L2 for every row)
   persistent_rx_ahead3, persistent_rx_ahead4_ld  persistent_rx with stream_ahead (below) beside it
+  persistent_paced_pN     (session 48) the counter chain with one warp a block fetching (a bulk copy a row, N ns
+                          between rows: a steady stream, not a burst a layer) into up to 16 slots of a layer's
+                          rows, the other 7 computing (x in registers): does a paced stream keep the stage near the
+                          264-row beside figure (3.4 us) where the bursting forms cost 5.3-7 at 1152-2304 rows?
   persistent_rx_bulk      persistent_rx with each layer's slice fetched by one bulk copy (cp.async.bulk, an mbarrier
                           a stage) instead of the lanes' cp.async: do the stage's latency-bound loads (the counter, x)
                           wait in the SM behind the 80 KB a block of the next layer's copies (session 48's rx: 2.9 us
@@ -95,6 +99,8 @@ LOADED = ("persistent_ll_ring2_loaded", 2, "chain_ll_ring_loaded2")  # the 2-slo
 THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp an iteration (0: full rate)
 APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
 BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to it (its warps' sleep an iteration)
+PACES_NS = (0, 100, 250)  # chain_paced: the fetching warp's sleep between two row copies (0: a burst a layer)
+PACED_SLOTS = 16  # chain_paced's most slots (its mbarriers); fewer where a slot's rows leave no room
 AHEAD = ((2, 0, 1), (3, 0, 1), (4, 0, 1), (4, 1, 1),  # stream_ahead beside a counter chain: (layers ahead, 1: loads,
          (3, 0, 2), (4, 1, 2))                           # the chain's direct_x: 1 persistent_direct_x, 2 persistent_rx)
 BESIDE_LIMIT_NS = 20_000_000  # stream_beside stops after 20 ms whatever (a round takes < 1 ms; session 48 hung without)
@@ -220,6 +226,16 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
 }
+__device__ __forceinline__ bool mbar_wait_bounded(unsigned long long* bar, u32 parity) {  // false: ~0.2 s passed
+    u32 done;
+    for (long long spins = 0; spins < (1ll << 22); ++spins) {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+        if (done) return true;
+        __nanosleep(32);
+    }
+    return false;
+}
 __device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {  // the phase `parity` has completed
     u32 done;
     do {
@@ -241,7 +257,8 @@ __device__ __forceinline__ void copy_rows(const u16* w, int l, int r0, int nr, u
 // from global memory, not staged in shared memory first (1: again for every row; 2, session 48: once a warp, into
 // registers). prefetch 2 (session 48): each layer's slice comes by one bulk copy (the copy engine; an mbarrier a stage)
 // instead of the lanes' cp.async, which queue ahead of the stage's latency-bound loads (the counter, x) in the SM.
-// trace (or null): thread 0's clock64 at five points of every layer, [L, G, 5]: the loop's top, the barrier passed, x staged and the rows landed, the rows dotted, arrived.
+// trace (or null): thread 0's clock64 at five points of every layer, [L, G, 5]: the loop's top, the barrier passed,
+// x staged and the rows landed, the rows dotted, arrived.
 extern "C" __global__ void __launch_bounds__(256, 1) chain_persistent(const u16* __restrict__ w, u16* xbuf, int L,
                                                                       int maxr, u32* sync, int prefetch,
                                                                       int* error, int sleep_ns, int flags,
@@ -594,6 +611,106 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
     }
 }
 
+// The counter chain with a paced weight stream (session 48): warp 7 of each block only fetches, warps 0-6 only
+// compute. Every form before it fetched a stage's rows in one burst right after the stage (all SMs at once), so the
+// stage's latency-bound reads (the counter, x) met the memory system's queues at their deepest; under the beside
+// stream (a steady one at 2.5 TB/s) the 264-row stage cost 3.4 us against 5.3-7 in every bursting form at 1152-2304.
+// Warp 7 copies the block's rows of layer j into slot j % S, one bulk copy a row with pace_ns between rows (0: a
+// burst), once the compute warps have finished layer j - S (a count in shared memory); the slot's mbarrier says the
+// layer has landed. The compute warps: thread 0 polls the counter, a named barrier (224 threads) hands x_l on, each
+// warp reads x_l into registers once and dots its rows (warp, warp + 7, ...) from the slot, row_dot_rx's sums.
+extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __restrict__ w, u16* xbuf, int L, int maxr,
+                                                                 u32* sync, int* error, int sleep_ns, int pace_ns,
+                                                                 int S, int m) {
+    extern __shared__ __align__(16) unsigned char paced_smem[];
+    u16* slots = (u16*)paced_smem;
+    __shared__ __align__(8) unsigned long long bars[16];
+    __shared__ volatile int consumed;  // layers the compute warps have finished
+    const int G = gridDim.x, b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
+    const int CW = 7;  // compute warps
+    if (tid == 0) {
+        for (int i = 0; i < S; ++i) mbar_init(&bars[i], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        consumed = 0;
+    }
+    __syncthreads();
+    if (warp == CW) {  // the fetching warp
+        if (nr == 0) return;
+        for (int j = 0; j < L; ++j) {
+            const int slot = j % S;
+            if (j >= S) {
+                long long spins = 0;
+                while (consumed < j - S + 1) {
+                    if (++spins > (1ll << 22)) {
+                        if (lane == 0) atomicExch(error, 1);
+                        return;
+                    }
+                    __nanosleep(32);
+                }
+            }
+            if (lane == 0) {
+                unsigned long long* bar = &bars[slot];
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+                             "r"((u32)(nr * D * 2)) : "memory");
+                u16* dst = slots + (long long)slot * maxr * D;
+                const u16* src = w + ((long long)j * D + r0) * D;
+                for (int r = 0; r < nr; ++r) {
+                    asm volatile(
+                        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                        ::"r"(smem_addr(dst + (long long)r * D)), "l"(src + (long long)r * D), "r"((u32)(D * 2)),
+                        "r"(smem_addr(bar)) : "memory");
+                    if (pace_ns) __nanosleep(pace_ns);
+                }
+            }
+            __syncwarp();
+        }
+        return;
+    }
+    __shared__ volatile int gave_up;  // a compute warp's slot never landed: the compute warps leave together
+    if (tid == 0) gave_up = 0;
+    asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
+    for (int l = 0; l < L; ++l) {
+        if (l > 0 && tid == 0) {  // x_l is complete once every block has arrived l times
+            const u32 target = (u32)l * (u32)G;
+            long long spins = 0;
+            while (ld_acquire(sync) < target) {  // (a block that gave up never arrives: leave at its flag)
+                if (++spins > (1ll << 24) || ((spins & 255) == 0 && *(volatile int*)error)) {
+                    atomicExch(error, 1);
+                    break;
+                }
+                if (sleep_ns) __nanosleep(sleep_ns);
+            }
+            __threadfence();
+        }
+        asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
+        const u16* x = xbuf + (long long)l * D;
+        u16* y = xbuf + (long long)(l + 1) * D;
+        if (warp < nr) {
+            uint4 xv[CH];
+            load_x(x, lane, xv);  // in flight while the slot's last rows land
+            if (!mbar_wait_bounded(&bars[l % S], (u32)(l / S) & 1u)) {
+                if (lane == 0) {
+                    atomicExch(error, 1);
+                    gave_up = 1;
+                }
+            }
+            const u16* ws = slots + (long long)(l % S) * maxr * D;
+            for (int r = warp; r < nr; r += CW) {
+                const float s = row_dot_rx(ws + (long long)r * D, xv, lane);
+                if (lane == 0) y[r0 + r] = to_bf(s);
+            }
+        }
+        asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");  // the block's outputs of layer l are written
+        if (gave_up) break;  // (read after the barrier: every compute warp the same value)
+        if (tid == 0) {
+            consumed = l + 1;  // the slot may be refilled
+            __threadfence();
+            atomicAdd(sync, 1u);
+        }
+    }
+}
+
 // The stream beside a chain (session 47): its own launch, on a second stream of the same graph, co-resident with the
 // chain's blocks (one per SM, 256 threads), every warp streaming w until the chain sets ctl[1]: what the counter form's
 // stage costs under a stream that is not in its block barrier. Session 48: its first run (H100, 2304 rows) never
@@ -834,6 +951,18 @@ def loaded_variants() -> dict[str, tuple[int, bool]]:
     return forms
 
 
+def paced_names() -> dict[str, int]:
+    """chain_paced's forms: name -> the fetching warp's sleep between two row copies (ns)."""
+    return {f"persistent_paced_p{ns}": ns for ns in PACES_NS}
+
+
+def paced_slots(maxr: int, limit: int) -> int:
+    """chain_paced's slots of maxr rows: as many as the shared memory holds (beside its few static bytes), at most
+    PACED_SLOTS; 0 where not even two fit."""
+    n = min(PACED_SLOTS, (limit - 1024) // (maxr * D * 2))
+    return n if n >= 2 else 0
+
+
 def ahead_names() -> dict[str, tuple[int, int, int]]:
     """A counter chain with stream_ahead beside it: name -> (layers ahead, loads instead of bulk prefetches, the
     chain's direct_x)."""
@@ -915,7 +1044,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", "persistent_rx", "persistent_rx_bulk", *beside_names(), *ahead_names(),
+             "persistent_direct_x", "persistent_rx", "persistent_rx_bulk", *paced_names(), *beside_names(),
+             *ahead_names(),
              *(n for n in [*rings, *lls, *loaded] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
         b.copy_(x0.expand(L + 1, D))
@@ -971,6 +1101,19 @@ def main(argv: list[str] | None = None) -> int:
     ctls_beside = {ns: torch.zeros(5, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}  # + [4]: time-out
     error_beside = torch.zeros(1, dtype=torch.int32, device="cuda")
 
+    paced = mod.get_function("chain_paced")
+    paced_s = paced_slots(maxr, limit)
+    paced.max_dynamic_shared_size_bytes = max(paced_s, 1) * maxr * D * 2
+
+    def paced_thunks(buf, pace_ns):
+        def call():
+            sync.zero_()
+            with stream():
+                paced((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync), ptr(error),
+                                       np.int32(64), np.int32(pace_ns), np.int32(paced_s), np.int32(M)),
+                      shared_mem=paced_s * maxr * D * 2)
+        return [call]
+
     def ring_thunks(name, buf, sleep_ns=64, trace=None):
         fn = mod.get_function(rings[name][1])
         fn.max_dynamic_shared_size_bytes = ring_smem[name]
@@ -1013,13 +1156,17 @@ def main(argv: list[str] | None = None) -> int:
                    for name, ns in beside_names().items()},
                 "persistent_rx": persistent_thunks(bufs["persistent_rx"], 1, direct_x=2),
                 "persistent_rx_bulk": persistent_thunks(bufs["persistent_rx_bulk"], 2, direct_x=2),
+                **({name: paced_thunks(bufs[name], ns) for name, ns in paced_names().items()} if paced_s else {}),
                 **{name: persistent_thunks(bufs[name], 1, direct_x=a[2], ahead=a) for name, a in ahead_names().items()},
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},
                 **{name: ll_thunks(name, bufs[name]) for name in lls if name not in refused}}
     variants.update({name: ll_thunks(name, bufs[name], ctl=ctls[name]) for name in loaded if name not in refused})
     nbytes = L * M * D * 2
+    if not paced_s:
+        print(f"persistent_paced_*: left out: not two slots of {maxr} rows in {limit} bytes of shared memory")
     results: dict = {"layers": L, "d": D, "rows": M, "blocks_a_launch": blocks, "persistent_blocks": sms,
+                     "paced_slots": paced_s,
                      "smem_bytes": smem,
                      "weight_bytes": nbytes, "replays": args.replays, "left_out": refused, "variants": {}}
     for name, thunks in variants.items():

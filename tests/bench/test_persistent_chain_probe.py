@@ -59,6 +59,9 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     assert re.search(r"__global__ void __launch_bounds__\(256\) stream_beside\(", probe.SOURCE)
     assert sorted(beside.values()) == sorted(probe.BESIDE_NS) and beside["persistent_direct_x_beside"] == 0
     assert "unsigned long long* ctl) {" in probe.SOURCE.split("chain_persistent(", 1)[1].split("{", 1)[0] + "{"
+    assert re.search(r"void __launch_bounds__\(256, 1\) chain_paced\(", probe.SOURCE)  # its own kernel
+    assert sorted(probe.paced_names().values()) == sorted(probe.PACES_NS)
+    assert f"bars[{probe.PACED_SLOTS}]" in probe.SOURCE.split("chain_paced(", 1)[1]
     ahead = probe.ahead_names()  # the counter chain with a second kernel asking the L2 for its rows ahead of it
     assert re.search(r"__global__ void __launch_bounds__\(256\) stream_ahead\(", probe.SOURCE)
     assert sorted(ahead.values()) == sorted(probe.AHEAD) and "persistent_direct_x_ahead3" in ahead
@@ -106,3 +109,15 @@ def test_phase_medians_reads_the_warp_ring_s_four_points_and_refuses_a_name_coun
     assert [round(v["cycles"]) for v in got.values()] == [7, 2, 11, 5]
     with pytest.raises(ValueError, match="4 points a layer need 4 phase names, got 5"):
         probe.phase_medians(t, clock_khz=1e6)
+
+
+def test_paced_slots_fill_the_shared_memory_up_to_the_mbarriers_and_refuse_fewer_than_two():
+    """chain_paced's slots: a slot holds maxr rows of D bf16; as many as fit beside 1 KB of static bytes, at most
+    PACED_SLOTS (one mbarrier each), none where two do not fit (the fetching warp needs one slot ahead)."""
+    probe = load_probe("persistent_chain")
+    limit = 232448  # the H100/H200 opt-in shared memory a block
+    row = probe.D * 2
+    assert probe.paced_slots(18, limit) == (limit - 1024) // (18 * row) == 2  # 2304 rows on 132 SMs
+    assert probe.paced_slots(9, limit) == 5  # 1152 rows
+    assert probe.paced_slots(1, limit) == probe.PACED_SLOTS  # 8 rows: capped by the mbarriers
+    assert probe.paced_slots(30, limit) == 0  # one slot of 30 rows is 138 KB: no second
