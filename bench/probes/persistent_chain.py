@@ -49,6 +49,9 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           between rows: a steady stream, not a burst a layer) into up to 16 slots of a layer's
                           rows, the other 7 computing (x in registers): does a paced stream keep the stage near the
                           264-row beside figure (3.4 us) where the bursting forms cost 5.3-7 at 1152-2304 rows?
+                          _xs: x_l read from the L2 once a block into shared memory (16 bytes a thread), not once
+                          a warp (first run: 5.05 us at 1152 rows, 2.7 at 264: the stage grows with the warps
+                          reading x's 36 lines at once, 924 of them at 1152 rows)
   persistent_rx_bulk      persistent_rx with each layer's slice fetched by one bulk copy (cp.async.bulk, an mbarrier
                           a stage) instead of the lanes' cp.async: do the stage's latency-bound loads (the counter, x)
                           wait in the SM behind the 80 KB a block of the next layer's copies (session 48's rx: 2.9 us
@@ -100,6 +103,7 @@ THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp 
 APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
 BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to it (its warps' sleep an iteration)
 PACES_NS = (0, 100, 250)  # chain_paced: the fetching warp's sleep between two row copies (0: a burst a layer)
+PACES_XS_NS = (100, 250)  # the same with x_l staged once a block (_xs)
 PACED_SLOTS = 16  # chain_paced's most slots (its mbarriers); fewer where a slot's rows leave no room
 AHEAD = ((2, 0, 1), (3, 0, 1), (4, 0, 1), (4, 1, 1),  # stream_ahead beside a counter chain: (layers ahead, 1: loads,
          (3, 0, 2), (4, 1, 2))                           # the chain's direct_x: 1 persistent_direct_x, 2 persistent_rx)
@@ -621,11 +625,12 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
 // warp reads x_l into registers once and dots its rows (warp, warp + 7, ...) from the slot, row_dot_rx's sums.
 extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __restrict__ w, u16* xbuf, int L, int maxr,
                                                                  u32* sync, int* error, int sleep_ns, int pace_ns,
-                                                                 int S, int m) {
+                                                                 int S, int m, int xstage) {
     extern __shared__ __align__(16) unsigned char paced_smem[];
     u16* slots = (u16*)paced_smem;
     __shared__ __align__(8) unsigned long long bars[16];
     __shared__ volatile int consumed;  // layers the compute warps have finished
+    __shared__ uint4 xsh[D / 8];        // xstage: x_l, once a block
     const int G = gridDim.x, b = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int r0 = (int)((long long)m * b / G), nr = (int)((long long)m * (b + 1) / G) - r0;
     const int CW = 7;  // compute warps
@@ -686,9 +691,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __re
         asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
         const u16* x = xbuf + (long long)l * D;
         u16* y = xbuf + (long long)(l + 1) * D;
+        if (xstage) {  // x_l read once a block (16 bytes a thread), not once a warp: fewer requests on its few lines
+            for (int c = tid; c < D / 8; c += CW * 32) xsh[c] = __ldcg((const uint4*)x + c);
+            asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
+        }
         if (warp < nr) {
             uint4 xv[CH];
-            load_x(x, lane, xv);  // in flight while the slot's last rows land
+            if (xstage) {
+#pragma unroll
+                for (int k = 0; k < CH; ++k) xv[k] = xsh[k * 32 + lane];  // load_x's chunks, from shared memory
+            } else {
+                load_x(x, lane, xv);  // in flight while the slot's last rows land
+            }
             if (!mbar_wait_bounded(&bars[l % S], (u32)(l / S) & 1u)) {
                 if (lane == 0) {
                     atomicExch(error, 1);
@@ -952,14 +966,16 @@ def loaded_variants() -> dict[str, tuple[int, bool]]:
 
 
 def paced_names() -> dict[str, int]:
-    """chain_paced's forms: name -> the fetching warp's sleep between two row copies (ns)."""
-    return {f"persistent_paced_p{ns}": ns for ns in PACES_NS}
+    """chain_paced's forms: name -> (the fetching warp's sleep between two row copies (ns), x_l staged once a
+    block)."""
+    return {**{f"persistent_paced_p{ns}": (ns, 0) for ns in PACES_NS},
+            **{f"persistent_paced_xs_p{ns}": (ns, 1) for ns in PACES_XS_NS}}
 
 
 def paced_slots(maxr: int, limit: int) -> int:
-    """chain_paced's slots of maxr rows: as many as the shared memory holds (beside its few static bytes), at most
-    PACED_SLOTS; 0 where not even two fit."""
-    n = min(PACED_SLOTS, (limit - 1024) // (maxr * D * 2))
+    """chain_paced's slots of maxr rows: as many as the shared memory holds (beside its static bytes: x_l, the
+    mbarriers; 8 KB allowed), at most PACED_SLOTS; 0 where not even two fit."""
+    n = min(PACED_SLOTS, (limit - 8192) // (maxr * D * 2))
     return n if n >= 2 else 0
 
 
@@ -1105,12 +1121,13 @@ def main(argv: list[str] | None = None) -> int:
     paced_s = paced_slots(maxr, limit)
     paced.max_dynamic_shared_size_bytes = max(paced_s, 1) * maxr * D * 2
 
-    def paced_thunks(buf, pace_ns):
+    def paced_thunks(buf, pace_ns, xstage):
         def call():
             sync.zero_()
             with stream():
                 paced((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync), ptr(error),
-                                       np.int32(64), np.int32(pace_ns), np.int32(paced_s), np.int32(M)),
+                                       np.int32(64), np.int32(pace_ns), np.int32(paced_s), np.int32(M),
+                                       np.int32(xstage)),
                       shared_mem=paced_s * maxr * D * 2)
         return [call]
 
@@ -1156,7 +1173,7 @@ def main(argv: list[str] | None = None) -> int:
                    for name, ns in beside_names().items()},
                 "persistent_rx": persistent_thunks(bufs["persistent_rx"], 1, direct_x=2),
                 "persistent_rx_bulk": persistent_thunks(bufs["persistent_rx_bulk"], 2, direct_x=2),
-                **({name: paced_thunks(bufs[name], ns) for name, ns in paced_names().items()} if paced_s else {}),
+                **({name: paced_thunks(bufs[name], *a) for name, a in paced_names().items()} if paced_s else {}),
                 **{name: persistent_thunks(bufs[name], 1, direct_x=a[2], ahead=a) for name, a in ahead_names().items()},
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},

@@ -60,7 +60,10 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     assert sorted(beside.values()) == sorted(probe.BESIDE_NS) and beside["persistent_direct_x_beside"] == 0
     assert "unsigned long long* ctl) {" in probe.SOURCE.split("chain_persistent(", 1)[1].split("{", 1)[0] + "{"
     assert re.search(r"void __launch_bounds__\(256, 1\) chain_paced\(", probe.SOURCE)  # its own kernel
-    assert sorted(probe.paced_names().values()) == sorted(probe.PACES_NS)
+    paced = probe.paced_names()
+    assert sorted(ns for ns, xs in paced.values() if not xs) == sorted(probe.PACES_NS)
+    assert sorted(ns for ns, xs in paced.values() if xs) == sorted(probe.PACES_XS_NS)
+    assert all(n == "persistent_paced_" + ("xs_" if xs else "") + f"p{ns}" for n, (ns, xs) in paced.items())
     assert f"bars[{probe.PACED_SLOTS}]" in probe.SOURCE.split("chain_paced(", 1)[1]
     ahead = probe.ahead_names()  # the counter chain with a second kernel asking the L2 for its rows ahead of it
     assert re.search(r"__global__ void __launch_bounds__\(256\) stream_ahead\(", probe.SOURCE)
@@ -112,12 +115,12 @@ def test_phase_medians_reads_the_warp_ring_s_four_points_and_refuses_a_name_coun
 
 
 def test_paced_slots_fill_the_shared_memory_up_to_the_mbarriers_and_refuse_fewer_than_two():
-    """chain_paced's slots: a slot holds maxr rows of D bf16; as many as fit beside 1 KB of static bytes, at most
+    """chain_paced's slots: a slot holds maxr rows of D bf16; as many as fit beside 8 KB of static bytes, at most
     PACED_SLOTS (one mbarrier each), none where two do not fit (the fetching warp needs one slot ahead)."""
     probe = load_probe("persistent_chain")
     limit = 232448  # the H100/H200 opt-in shared memory a block
     row = probe.D * 2
-    assert probe.paced_slots(18, limit) == (limit - 1024) // (18 * row) == 2  # 2304 rows on 132 SMs
+    assert probe.paced_slots(18, limit) == (limit - 8192) // (18 * row) == 2  # 2304 rows on 132 SMs
     assert probe.paced_slots(9, limit) == 5  # 1152 rows
     assert probe.paced_slots(1, limit) == probe.PACED_SLOTS  # 8 rows: capped by the mbarriers
     assert probe.paced_slots(30, limit) == 0  # one slot of 30 rows is 138 KB: no second
