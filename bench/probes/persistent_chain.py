@@ -51,7 +51,7 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           264-row beside figure (3.4 us) where the bursting forms cost 5.3-7 at 1152-2304 rows?
                           _xs: x_l read from the L2 once a block into shared memory (16 bytes a thread), not once
                           a warp (first run: 5.05 us at 1152 rows, 2.7 at 264: the stage grows with the warps
-                          reading x's 36 lines at once, 924 of them at 1152 rows)
+                          reading x's 36 lines at once, 924 of them at 1152 rows; with _xs 4.41 and 5.48 at 2304)
   persistent_rx_bulk      persistent_rx with each layer's slice fetched by one bulk copy (cp.async.bulk, an mbarrier
                           a stage) instead of the lanes' cp.async: do the stage's latency-bound loads (the counter, x)
                           wait in the SM behind the 80 KB a block of the next layer's copies (session 48's rx: 2.9 us
@@ -103,7 +103,7 @@ THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp 
 APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
 BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to it (its warps' sleep an iteration)
 PACES_NS = (0, 100, 250)  # chain_paced: the fetching warp's sleep between two row copies (0: a burst a layer)
-PACES_XS_NS = (100, 250)  # the same with x_l staged once a block (_xs)
+PACES_XS_NS = (100, 250, 500, 1000)  # the same with x_l staged once a block (_xs)
 PACED_SLOTS = 16  # chain_paced's most slots (its mbarriers); fewer where a slot's rows leave no room
 AHEAD = ((2, 0, 1), (3, 0, 1), (4, 0, 1), (4, 1, 1),  # stream_ahead beside a counter chain: (layers ahead, 1: loads,
          (3, 0, 2), (4, 1, 2))                           # the chain's direct_x: 1 persistent_direct_x, 2 persistent_rx)
@@ -692,7 +692,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __re
         const u16* x = xbuf + (long long)l * D;
         u16* y = xbuf + (long long)(l + 1) * D;
         if (xstage) {  // x_l read once a block (16 bytes a thread), not once a warp: fewer requests on its few lines
-            for (int c = tid; c < D / 8; c += CW * 32) xsh[c] = __ldcg((const uint4*)x + c);
+            constexpr int N = (D / 8 + CW * 32 - 1) / (CW * 32);  // chunks a thread: every load issued, then stored
+            uint4 v[N];
+#pragma unroll
+            for (int i = 0; i < N; ++i)
+                if (tid + i * CW * 32 < D / 8) v[i] = __ldcg((const uint4*)x + tid + i * CW * 32);
+#pragma unroll
+            for (int i = 0; i < N; ++i)
+                if (tid + i * CW * 32 < D / 8) xsh[tid + i * CW * 32] = v[i];
             asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
         }
         if (warp < nr) {
