@@ -103,7 +103,8 @@ THROTTLES_NS = (0, 250, 1000, 4000)  # the loaded forms' sleep a streaming warp 
 APART_NS = (0, 1000)  # the loaded forms streaming only from blocks without a row (SMs the chain does not use)
 BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to it (its warps' sleep an iteration)
 PACES_NS = (0, 100, 250)  # chain_paced: the fetching warp's sleep between two row copies (0: a burst a layer)
-PACES_XS_NS = (100, 250, 500, 1000)  # the same with x_l staged once a block (_xs)
+PACES_XS_NS = (100, 150, 200, 250)  # the same with x_l staged once a block (_xs; 500 and 1000 ns bound the stream
+#                                      by the pace in session 48: 9.6 / 18.8 us at 2304 rows, 18 rows a block)
 PACED_SLOTS = 16  # chain_paced's most slots (its mbarriers); fewer where a slot's rows leave no room
 AHEAD = ((2, 0, 1), (3, 0, 1), (4, 0, 1), (4, 1, 1),  # stream_ahead beside a counter chain: (layers ahead, 1: loads,
          (3, 0, 2), (4, 1, 2))                           # the chain's direct_x: 1 persistent_direct_x, 2 persistent_rx)
