@@ -908,6 +908,13 @@
 # built after the last call and not yet run; ~40 s of GPU work):
 #     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
 #     bash bench/gpu_lanes.sh 150 "probe_persist probe_persist_floor" ""
+# Session 48 (bench/gpu-runs/2026-12-07-session48/README.md, H100): the counter chain beside another kernel's stream
+# keeps 3.2-3.4 us a stage at 264 rows; chain_paced (a fetching warp a block, x once a block) runs the step's mean
+# stage (2304 rows, 10.6 MB) at 5.24 us, 67% of the read ceiling. Next session, ideally on an H200 (~40 s of GPU work;
+# SUITE_REDO=1 when the machine is still held from an earlier call, or every step is "done earlier"):
+#     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
+#     bash bench/gpu_lanes.sh 150 "probe_persist probe_persist_floor" ""
+# with chain_paced traced first (where 1152 rows' 4.13 us go against 264 rows' 2.75) and measured beside stream_beside.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
