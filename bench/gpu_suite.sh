@@ -914,7 +914,8 @@
 # SUITE_REDO=1 when the machine is still held from an earlier call, or every step is "done earlier"):
 #     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
 #     bash bench/gpu_lanes.sh 150 "probe_persist probe_persist_floor" ""
-# with chain_paced traced first (where 1152 rows' 4.13 us go against 264 rows' 2.75) and measured beside stream_beside.
+# It now traces chain_paced (where 1152 rows' 4.13 us go against 264 rows' 2.75) and times persistent_paced_xs_p200
+# beside stream_beside (the stage and a full stream together): both built after the last call, not yet run.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

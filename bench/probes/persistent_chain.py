@@ -51,7 +51,12 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           264-row beside figure (3.4 us) where the bursting forms cost 5.3-7 at 1152-2304 rows?
                           _xs: x_l read from the L2 once a block into shared memory (16 bytes a thread), not once
                           a warp (first run: 5.05 us at 1152 rows, 2.7 at 264: the stage grows with the warps
-                          reading x's 36 lines at once, 924 of them at 1152 rows; with _xs 4.41 and 5.48 at 2304)
+                          reading x's 36 lines at once, 924 of them at 1152 rows; with _xs, its loads one round
+                          trip: 4.13 at 1152, 5.24 at 2304, 67% of the H100's read ceiling)
+  persistent_paced_xs_p200_beside[_s1000]  (session 48, after the last call) that form with stream_beside next to it
+                          (full rate, or its warps sleeping 1 us): the paced stage and a full stream measured
+                          together; and one traced run each of paced_p250 and paced_xs_p200 (six points a layer:
+                          the counter, x staged, the slot landed, the rows dotted, the arrival)
   persistent_rx_bulk      persistent_rx with each layer's slice fetched by one bulk copy (cp.async.bulk, an mbarrier
                           a stage) instead of the lanes' cp.async: do the stage's latency-bound loads (the counter, x)
                           wait in the SM behind the 80 KB a block of the next layer's copies (session 48's rx: 2.9 us
@@ -61,9 +66,10 @@ beyond the L2, as the step's weights are), x_{l+1} = bf16(W_l x_l), in one CUDA 
                           chain's arrival counter; bulk L2 prefetches, or _ld: loads), so the chain's own copies
                           read the L2 while the HBM stays busy: the persistent step's weight window, at 10.6 MB a
                           stage (2304 rows; N = 2, 3, 4: the chain's own copy runs ~1.5 layers ahead already)
-  persistent_ll_ringN_w0  the same with only warp 0 of a block polling; it hands x_l to the block's other warps
-                          through shared memory (session 47's first tagged ring, every warp re-reading all of x_l
-                          until complete, took 14.4 us a GEMV at 1152 rows against 1.89 at 8: its polls flooded the L2)
+  persistent_ll_ringN_w0  persistent_ll_ringN with only warp 0 of a block polling; it hands x_l to the block's
+                          other warps through shared memory (session 47's first tagged ring, every warp
+                          re-reading all of x_l until complete, took 14.4 us a GEMV at 1152 rows against 1.89 at 8:
+                          its polls flooded the L2)
 Then one traced run of `persistent` (not timed): each block's thread 0 reads its clock at five points of every layer,
 and the probe prints the median cycles (and microseconds at the SM's rated clock) of the phases between them: the
 wait at the barrier, x staged and the rows landed, the rows dotted, the arrival (fence and atomic), and the loop's
@@ -105,6 +111,7 @@ BESIDE_NS = (0, 1000)  # persistent_direct_x with stream_beside's stream next to
 PACES_NS = (0, 100, 250)  # chain_paced: the fetching warp's sleep between two row copies (0: a burst a layer)
 PACES_XS_NS = (100, 150, 200, 250)  # the same with x_l staged once a block (_xs; 500 and 1000 ns bound the stream
 #                                      by the pace in session 48: 9.6 / 18.8 us at 2304 rows, 18 rows a block)
+PACED_BESIDE = (200, 1)  # the paced form timed with stream_beside next to it (pace ns, x once a block)
 PACED_SLOTS = 16  # chain_paced's most slots (its mbarriers); fewer where a slot's rows leave no room
 AHEAD = ((2, 0, 1), (3, 0, 1), (4, 0, 1), (4, 1, 1),  # stream_ahead beside a counter chain: (layers ahead, 1: loads,
          (3, 0, 2), (4, 1, 2))                           # the chain's direct_x: 1 persistent_direct_x, 2 persistent_rx)
@@ -624,9 +631,14 @@ __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, in
 // burst), once the compute warps have finished layer j - S (a count in shared memory); the slot's mbarrier says the
 // layer has landed. The compute warps: thread 0 polls the counter, a named barrier (224 threads) hands x_l on, each
 // warp reads x_l into registers once and dots its rows (warp, warp + 7, ...) from the slot, row_dot_rx's sums.
+// trace (or null): thread 0's clock64 at six points of every layer, [L, G, 6]: the loop's top, the counter passed (the
+// compute warps' barrier), x staged (xstage), warp 0's slot landed (its x loads issued, perhaps not back), the rows
+// dotted (the barrier after them), arrived. ctl (or null): a stream beside it (stream_beside) stops once every block
+// has ended.
 extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __restrict__ w, u16* xbuf, int L, int maxr,
                                                                  u32* sync, int* error, int sleep_ns, int pace_ns,
-                                                                 int S, int m, int xstage) {
+                                                                 int S, int m, int xstage, long long* trace,
+                                                                 unsigned long long* ctl) {
     extern __shared__ __align__(16) unsigned char paced_smem[];
     u16* slots = (u16*)paced_smem;
     __shared__ __align__(8) unsigned long long bars[16];
@@ -676,7 +688,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __re
     __shared__ volatile int gave_up;  // a compute warp's slot never landed: the compute warps leave together
     if (tid == 0) gave_up = 0;
     asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
+    long long* tr = (trace && tid == 0) ? trace + (long long)b * 6 : nullptr;
     for (int l = 0; l < L; ++l) {
+        if (tr) tr[(long long)l * G * 6] = clock64();
         if (l > 0 && tid == 0) {  // x_l is complete once every block has arrived l times
             const u32 target = (u32)l * (u32)G;
             long long spins = 0;
@@ -690,6 +704,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __re
             __threadfence();
         }
         asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
+        if (tr) tr[(long long)l * G * 6 + 1] = clock64();
         const u16* x = xbuf + (long long)l * D;
         u16* y = xbuf + (long long)(l + 1) * D;
         if (xstage) {  // x_l read once a block (16 bytes a thread), not once a warp: fewer requests on its few lines
@@ -703,6 +718,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __re
                 if (tid + i * CW * 32 < D / 8) xsh[tid + i * CW * 32] = v[i];
             asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
         }
+        if (tr) tr[(long long)l * G * 6 + 2] = clock64();
         if (warp < nr) {
             uint4 xv[CH];
             if (xstage) {
@@ -717,20 +733,26 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __re
                     gave_up = 1;
                 }
             }
+            if (tr) tr[(long long)l * G * 6 + 3] = clock64();
             const u16* ws = slots + (long long)(l % S) * maxr * D;
             for (int r = warp; r < nr; r += CW) {
                 const float s = row_dot_rx(ws + (long long)r * D, xv, lane);
                 if (lane == 0) y[r0 + r] = to_bf(s);
             }
+        } else if (tr) {
+            tr[(long long)l * G * 6 + 3] = clock64();  // (a block without rows: nothing to land)
         }
         asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");  // the block's outputs of layer l are written
+        if (tr) tr[(long long)l * G * 6 + 4] = clock64();
         if (gave_up) break;  // (read after the barrier: every compute warp the same value)
         if (tid == 0) {
             consumed = l + 1;  // the slot may be refilled
             __threadfence();
             atomicAdd(sync, 1u);
+            if (tr) tr[(long long)l * G * 6 + 5] = clock64();
         }
     }
+    if (ctl && tid == 0 && atomicAdd(ctl + 2, 1ull) + 1 == (unsigned long long)G) atomicExch(ctl + 1, 1ull);
 }
 
 // The stream beside a chain (session 47): its own launch, on a second stream of the same graph, co-resident with the
@@ -914,6 +936,10 @@ RING_PHASES = ("wait for x_l (warp 0)", "x requested, first row landed", "warp 0
                "to the next layer's top")
 
 
+PACED_PHASES = ("counter wait", "x staged (xs)", "slot landed (warp 0)", "x back, rows dotted (all warps)", "arrival",
+                "to the next layer's top")
+
+
 LL_PHASES = ("x_l polled complete (warp 0)", "first row landed", "warp 0's rows dotted, written",
              "to the next layer's top")
 
@@ -978,6 +1004,12 @@ def paced_names() -> dict[str, int]:
     block)."""
     return {**{f"persistent_paced_p{ns}": (ns, 0) for ns in PACES_NS},
             **{f"persistent_paced_xs_p{ns}": (ns, 1) for ns in PACES_XS_NS}}
+
+
+def paced_beside_names() -> dict[str, int]:
+    """The paced chain (PACED_BESIDE's form) with stream_beside next to it: name -> the stream's warps' sleep (ns)."""
+    base = "persistent_paced_" + ("xs_" if PACED_BESIDE[1] else "") + f"p{PACED_BESIDE[0]}_beside"
+    return {base + ("" if ns == 0 else f"_s{ns}"): ns for ns in BESIDE_NS}
 
 
 def paced_slots(maxr: int, limit: int) -> int:
@@ -1068,7 +1100,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: left out: {why}")
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", "persistent_rx", "persistent_rx_bulk", *paced_names(), *beside_names(),
+             "persistent_direct_x", "persistent_rx", "persistent_rx_bulk", *paced_names(), *paced_beside_names(),
+             *beside_names(),
              *ahead_names(),
              *(n for n in [*rings, *lls, *loaded] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
@@ -1124,19 +1157,35 @@ def main(argv: list[str] | None = None) -> int:
         fn.preferred_shared_memory_carveout = 100
     ctls_beside = {ns: torch.zeros(5, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}  # + [4]: time-out
     error_beside = torch.zeros(1, dtype=torch.int32, device="cuda")
+    ctls_paced_beside = {ns: torch.zeros(5, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}
 
     paced = mod.get_function("chain_paced")
     paced_s = paced_slots(maxr, limit)
     paced.max_dynamic_shared_size_bytes = max(paced_s, 1) * maxr * D * 2
+    paced.preferred_shared_memory_carveout = 100  # (room for stream_beside's blocks next to its own)
 
-    def paced_thunks(buf, pace_ns, xstage):
+    def paced_thunks(buf, pace_ns, xstage, trace=None, beside=None):
+        """beside (stream_ns) or None: stream_beside's stream next to the chain, as persistent_thunks' (its control
+        words ctls_paced_beside[stream_ns])."""
+        ctl = None if beside is None else ctls_paced_beside[beside]
+
         def call():
             sync.zero_()
+            if ctl is not None:
+                ctl.zero_()
+                side.wait_stream(torch.cuda.current_stream())
             with stream():
-                paced((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync), ptr(error),
-                                       np.int32(64), np.int32(pace_ns), np.int32(paced_s), np.int32(M),
-                                       np.int32(xstage)),
+                paced((sms,), (256,), (ptr(w), ptr(buf), np.int32(L), np.int32(maxr), ptr(sync),
+                                       ptr(error if ctl is None else error_beside), np.int32(64), np.int32(pace_ns),
+                                       np.int32(paced_s), np.int32(M), np.int32(xstage),
+                                       np.uint64(0 if trace is None else trace.data_ptr()),
+                                       np.uint64(0 if ctl is None else ctl.data_ptr())),
                       shared_mem=paced_s * maxr * D * 2)
+            if ctl is not None:  # after the chain, as the other beside forms
+                with torch.cuda.stream(side), stream():
+                    streamer((sms,), (256,), (ptr(w), np.int64(L * D * D // 8), ptr(ctl), np.int32(beside),
+                                              np.int64(BESIDE_LIMIT_NS)))
+                torch.cuda.current_stream().wait_stream(side)
         return [call]
 
     def ring_thunks(name, buf, sleep_ns=64, trace=None):
@@ -1182,6 +1231,8 @@ def main(argv: list[str] | None = None) -> int:
                 "persistent_rx": persistent_thunks(bufs["persistent_rx"], 1, direct_x=2),
                 "persistent_rx_bulk": persistent_thunks(bufs["persistent_rx_bulk"], 2, direct_x=2),
                 **({name: paced_thunks(bufs[name], *a) for name, a in paced_names().items()} if paced_s else {}),
+                **({name: paced_thunks(bufs[name], PACED_BESIDE[0], PACED_BESIDE[1], beside=ns)
+                    for name, ns in paced_beside_names().items()} if paced_s else {}),
                 **{name: persistent_thunks(bufs[name], 1, direct_x=a[2], ahead=a) for name, a in ahead_names().items()},
                 **{name: ring_thunks(name, bufs[name], sleep_ns=0 if name.endswith("_spin") else 64)
                    for name in rings if name not in refused},
@@ -1215,6 +1266,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: the stream beside it read {streamed / 1e6:.1f} MB a round, "
               f"{results['beside_stream'][name]['tbs']:.2f} TB/s, while the chain took "
               f"{results['variants'][name]['us_a_gemv']:.2f} us a GEMV")
+    results["paced_beside_stream"] = {}
+    for name, ns in (paced_beside_names().items() if paced_s else ()):  # the paced chain's stage with a stream
+        streamed, us = int(ctls_paced_beside[ns][0].item()), results["variants"][name]["us_a_round"]
+        out = {"sleep_ns": ns, "bytes": streamed, "tbs": streamed / (us * 1e-6) / 1e12,
+               "blocks_done": int(ctls_paced_beside[ns][2].item()),
+               "stream_timed_out": bool(ctls_paced_beside[ns][4].item())}
+        results["paced_beside_stream"][name] = out
+        print(f"{name}: the stream beside it read {streamed / 1e6:.1f} MB a round, {out['tbs']:.2f} TB/s, while the "
+              f"chain took {results['variants'][name]['us_a_gemv']:.2f} us a GEMV"
+              + (" (the stream ran into its limit: not beside the chain)" if out["stream_timed_out"] else ""))
     results["ahead_stream"] = {}
     for name, a in ahead_names().items():  # the rows stream_ahead asked the L2 for, and whether it waited in vain
         ctl = ctls_ahead[a]
@@ -1248,6 +1309,13 @@ def main(argv: list[str] | None = None) -> int:
         bufs[traced_ahead], L, sms, dev)
     results["rx_phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 1, direct_x=2, trace=trace),
                                          bufs["persistent_rx"], L, sms, dev)
+    for pace, xs in ((250, 0), PACED_BESIDE) if paced_s else ():  # where a paced stage's time goes
+        key = "paced_" + ("xs_" if xs else "") + f"p{pace}_phases"
+        name = "persistent_paced_" + ("xs_" if xs else "") + f"p{pace}"
+        results[key] = traced_phases(lambda buf, trace: paced_thunks(buf, pace, xs, trace=trace), bufs[name], L, sms,
+                                     dev, PACED_PHASES)
+        print(f"{name}, traced (medians over layers and blocks, thread 0): " + ", ".join(
+            f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results[key].items()))
     results["rx_bulk_phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 2, direct_x=2, trace=trace),
                                               bufs["persistent_rx_bulk"], L, sms, dev)
     traced_rings = {"ring_phases": f"persistent_warp_ring{six}", "bulk_ring_phases": f"persistent_warp_ring{six}_bulk"}

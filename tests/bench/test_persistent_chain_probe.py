@@ -65,6 +65,12 @@ def test_every_warp_ring_the_host_times_is_a_kernel_of_the_source():
     assert sorted(ns for ns, xs in paced.values() if xs) == sorted(probe.PACES_XS_NS)
     assert all(n == "persistent_paced_" + ("xs_" if xs else "") + f"p{ns}" for n, (ns, xs) in paced.items())
     assert f"bars[{probe.PACED_SLOTS}]" in probe.SOURCE.split("chain_paced(", 1)[1]
+    pace, xs = probe.PACED_BESIDE  # the form timed beside a stream and traced is one the probe times alone
+    assert paced["persistent_paced_" + ("xs_" if xs else "") + f"p{pace}"] == (pace, xs)
+    assert "persistent_paced_p250" in paced  # the other traced form
+    assert sorted(probe.paced_beside_names().values()) == sorted(probe.BESIDE_NS)
+    assert all(n.startswith(f"persistent_paced_xs_p{pace}_beside") for n in probe.paced_beside_names())
+    assert len(probe.PACED_PHASES) == 6 and "G * 6 + 5" in probe.SOURCE.split("chain_paced(", 1)[1]
     ahead = probe.ahead_names()  # the counter chain with a second kernel asking the L2 for its rows ahead of it
     assert re.search(r"__global__ void __launch_bounds__\(256\) stream_ahead\(", probe.SOURCE)
     assert sorted(ahead.values()) == sorted(probe.AHEAD) and "persistent_direct_x_ahead3" in ahead
