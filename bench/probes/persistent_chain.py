@@ -1098,10 +1098,11 @@ def main(argv: list[str] | None = None) -> int:
                         for name, (_, apart) in loaded.items() if apart})
     for name, why in refused.items():
         print(f"{name}: left out: {why}")
+    paced_s = paced_slots(maxr, limit)  # 0: chain_paced's forms left out (a buffer never written would fail the bits)
+    paced_forms = [*paced_names(), *paced_beside_names()] if paced_s else []
     bufs = {name: torch.empty(L + 1, D, dtype=torch.bfloat16, device="cuda") for name in
             ("launches", "persistent", "persistent_noprefetch", "persistent_spin", "persistent_flags",
-             "persistent_direct_x", "persistent_rx", "persistent_rx_bulk", *paced_names(), *paced_beside_names(),
-             *beside_names(),
+             "persistent_direct_x", "persistent_rx", "persistent_rx_bulk", *paced_forms, *beside_names(),
              *ahead_names(),
              *(n for n in [*rings, *lls, *loaded] if n not in refused))}
     for b in bufs.values():  # every row x_0: a GEMV of M < D rows leaves the rest of its x as x_0's
@@ -1160,7 +1161,6 @@ def main(argv: list[str] | None = None) -> int:
     ctls_paced_beside = {ns: torch.zeros(5, dtype=torch.int64, device="cuda") for ns in BESIDE_NS}
 
     paced = mod.get_function("chain_paced")
-    paced_s = paced_slots(maxr, limit)
     paced.max_dynamic_shared_size_bytes = max(paced_s, 1) * maxr * D * 2
     paced.preferred_shared_memory_carveout = 100  # (room for stream_beside's blocks next to its own)
 
