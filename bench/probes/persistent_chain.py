@@ -232,28 +232,35 @@ __device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_gen
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, u32 bytes) {  // one arrival, `bytes` to come
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
                  : "memory");
+}
+__device__ __forceinline__ void bulk_copy_tx(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
 }
-__device__ __forceinline__ bool mbar_wait_bounded(unsigned long long* bar, u32 parity) {  // false: ~0.2 s passed
+// one copy completing one phase of bar (its expected bytes and its one arrival)
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
+    mbar_expect(bar, bytes);
+    bulk_copy_tx(dst, src, bytes, bar);
+}
+__device__ __forceinline__ bool mbar_try(unsigned long long* bar, u32 parity) {  // has the phase `parity` completed?
     u32 done;
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+    return done != 0;
+}
+__device__ __forceinline__ bool mbar_wait_bounded(unsigned long long* bar, u32 parity) {  // false: ~0.2 s passed
     for (long long spins = 0; spins < (1ll << 22); ++spins) {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-        if (done) return true;
+        if (mbar_try(bar, parity)) return true;
         __nanosleep(32);
     }
     return false;
 }
 __device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {  // the phase `parity` has completed
-    u32 done;
-    do {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-    } while (!done);
+    while (!mbar_try(bar, parity)) {
+    }
 }
 
 // this block's rows [r0, r0 + nr) of layer l's weight into stage s (16-byte copies, all threads)
@@ -667,17 +674,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) chain_paced(const u16* __re
                     __nanosleep(32);
                 }
             }
-            if (lane == 0) {
-                unsigned long long* bar = &bars[slot];
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                             "r"((u32)(nr * D * 2)) : "memory");
+            if (lane == 0) {  // the layer's bytes expected once, then its rows one copy each
+                mbar_expect(&bars[slot], (u32)(nr * D * 2));
                 u16* dst = slots + (long long)slot * maxr * D;
                 const u16* src = w + ((long long)j * D + r0) * D;
                 for (int r = 0; r < nr; ++r) {
-                    asm volatile(
-                        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                        ::"r"(smem_addr(dst + (long long)r * D)), "l"(src + (long long)r * D), "r"((u32)(D * 2)),
-                        "r"(smem_addr(bar)) : "memory");
+                    bulk_copy_tx(dst + (long long)r * D, src + (long long)r * D, (u32)(D * 2), &bars[slot]);
                     if (pace_ns) __nanosleep(pace_ns);
                 }
             }
@@ -960,6 +962,20 @@ def phase_medians(trace, clock_khz: float, names: tuple[str, ...] = PHASES) -> d
     return out
 
 
+def phases_text(phases: dict) -> str:
+    """A traced run's phases (phase_medians) as one line: each in cycles and microseconds."""
+    return ", ".join(f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in phases.items())
+
+
+def beside_stream(ctl, us_a_round: float, sleep_ns: int) -> dict:
+    """What stream_beside read beside a chain, from its control words ctl [5] (bytes, stop, blocks done, checksum,
+    time-out): its bytes over the chain's round, and whether it ran into its limit (then it was not beside the
+    chain, and the chain's figure is not a stage under a stream)."""
+    streamed = int(ctl[0].item())
+    return {"sleep_ns": sleep_ns, "bytes": streamed, "tbs": streamed / (us_a_round * 1e-6) / 1e12,
+            "blocks_done": int(ctl[2].item()), "stream_timed_out": bool(ctl[4].item())}
+
+
 def traced_phases(make, buf, layers: int, blocks: int, dev: int, names: tuple[str, ...] = PHASES) -> dict:
     """One traced run of a persistent chain (make(buf, trace=...) -> its thunks; after a warm-up), its phases'
     medians."""
@@ -999,7 +1015,7 @@ def loaded_variants() -> dict[str, tuple[int, bool]]:
     return forms
 
 
-def paced_names() -> dict[str, int]:
+def paced_names() -> dict[str, tuple[int, int]]:
     """chain_paced's forms: name -> (the fetching warp's sleep between two row copies (ns), x_l staged once a
     block)."""
     return {**{f"persistent_paced_p{ns}": (ns, 0) for ns in PACES_NS},
@@ -1123,7 +1139,7 @@ def main(argv: list[str] | None = None) -> int:
     def persistent_thunks(buf, prefetch, sleep_ns=64, flags=0, direct_x=0, trace=None, beside=None, ahead=None):
         """beside (stream_ns) or None: the chain with stream_beside's stream running next to it on a second stream
         (forked from the capture's stream and joined after), its control words in ctls_beside[stream_ns]. ahead
-        ((layers, ld) or None): stream_ahead beside it instead, its control words in ctls_ahead[ahead]."""
+        (an AHEAD entry or None): stream_ahead beside it instead, its control words in ctls_ahead[ahead]."""
         ctl = None if beside is None else ctls_beside[beside]
         err = error if beside is None and ahead is None else error_beside  # (cannot co-reside: spoils only its own)
 
@@ -1255,27 +1271,16 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.synchronize()
     results["beside_timed_out"] = bool(error_beside.item())  # (their chains' bits are checked as every form's)
     results["beside_stream"] = {}
-    for name, ns in beside_names().items():  # the stream next to the counter chain: its bytes over a round's time
-        streamed, us = int(ctls_beside[ns][0].item()), results["variants"][name]["us_a_round"]
-        results["beside_stream"][name] = {"sleep_ns": ns, "bytes": streamed, "tbs": streamed / (us * 1e-6) / 1e12,
-                                          "blocks_done": int(ctls_beside[ns][2].item()),
-                                          "stream_timed_out": bool(ctls_beside[ns][4].item())}
-        if results["beside_stream"][name]["stream_timed_out"]:
-            print(f"{name}: the stream beside it ran into its {BESIDE_LIMIT_NS / 1e6:.0f} ms limit: the chain did not "
-                  "run beside it (its figure is not a stage under a stream)")
-        print(f"{name}: the stream beside it read {streamed / 1e6:.1f} MB a round, "
-              f"{results['beside_stream'][name]['tbs']:.2f} TB/s, while the chain took "
-              f"{results['variants'][name]['us_a_gemv']:.2f} us a GEMV")
     results["paced_beside_stream"] = {}
-    for name, ns in (paced_beside_names().items() if paced_s else ()):  # the paced chain's stage with a stream
-        streamed, us = int(ctls_paced_beside[ns][0].item()), results["variants"][name]["us_a_round"]
-        out = {"sleep_ns": ns, "bytes": streamed, "tbs": streamed / (us * 1e-6) / 1e12,
-               "blocks_done": int(ctls_paced_beside[ns][2].item()),
-               "stream_timed_out": bool(ctls_paced_beside[ns][4].item())}
-        results["paced_beside_stream"][name] = out
-        print(f"{name}: the stream beside it read {streamed / 1e6:.1f} MB a round, {out['tbs']:.2f} TB/s, while the "
-              f"chain took {results['variants'][name]['us_a_gemv']:.2f} us a GEMV"
-              + (" (the stream ran into its limit: not beside the chain)" if out["stream_timed_out"] else ""))
+    besides = [("beside_stream", name, ctls_beside[ns], ns) for name, ns in beside_names().items()]
+    besides += [("paced_beside_stream", name, ctls_paced_beside[ns], ns)
+                for name, ns in (paced_beside_names().items() if paced_s else ())]
+    for key, name, ctl, ns in besides:  # the stream next to a counter chain: its bytes over a round's time
+        out = results[key][name] = beside_stream(ctl, results["variants"][name]["us_a_round"], ns)
+        print(f"{name}: the stream beside it read {out['bytes'] / 1e6:.1f} MB a round, {out['tbs']:.2f} TB/s, while "
+              f"the chain took {results['variants'][name]['us_a_gemv']:.2f} us a GEMV"
+              + (f" (the stream ran into its {BESIDE_LIMIT_NS / 1e6:.0f} ms limit: the chain did not run beside it, "
+                 "its figure is not a stage under a stream)" if out["stream_timed_out"] else ""))
     results["ahead_stream"] = {}
     for name, a in ahead_names().items():  # the rows stream_ahead asked the L2 for, and whether it waited in vain
         ctl = ctls_ahead[a]
@@ -1314,8 +1319,7 @@ def main(argv: list[str] | None = None) -> int:
         name = "persistent_paced_" + ("xs_" if xs else "") + f"p{pace}"
         results[key] = traced_phases(lambda buf, trace: paced_thunks(buf, pace, xs, trace=trace), bufs[name], L, sms,
                                      dev, PACED_PHASES)
-        print(f"{name}, traced (medians over layers and blocks, thread 0): " + ", ".join(
-            f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results[key].items()))
+        print(f"{name}, traced (medians over layers and blocks, thread 0): " + phases_text(results[key]))
     results["rx_bulk_phases"] = traced_phases(lambda buf, trace: persistent_thunks(buf, 2, direct_x=2, trace=trace),
                                               bufs["persistent_rx_bulk"], L, sms, dev)
     traced_rings = {"ring_phases": f"persistent_warp_ring{six}", "bulk_ring_phases": f"persistent_warp_ring{six}_bulk"}
@@ -1336,20 +1340,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"last output bitwise the launches': {same}; finite: {results['finite']}; "
           f"barrier timed out: {results['barrier_timed_out']}")
     print(f"persistent / launches: {p / a:.3f} of the time ({a - p:+.2f} us a GEMV)")
-    print("persistent, traced (medians over layers and blocks): " + ", ".join(
-        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["phases"].items()))
-    print("persistent_direct_x, traced: " + ", ".join(
-        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["direct_x_phases"].items()))
-    print(f"{traced_ahead}, traced: " + ", ".join(
-        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["ahead_phases"].items()))
-    print("persistent_rx, traced: " + ", ".join(
-        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["rx_phases"].items()))
-    print("persistent_rx_bulk, traced: " + ", ".join(
-        f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results["rx_bulk_phases"].items()))
+    print("persistent, traced (medians over layers and blocks): " + phases_text(results["phases"]))
+    print("persistent_direct_x, traced: " + phases_text(results["direct_x_phases"]))
+    print(f"{traced_ahead}, traced: " + phases_text(results["ahead_phases"]))
+    print("persistent_rx, traced: " + phases_text(results["rx_phases"]))
+    print("persistent_rx_bulk, traced: " + phases_text(results["rx_bulk_phases"]))
     for key, ring in traced_rings.items():
         if key in results:
-            print(f"{ring}, traced (medians over layers and blocks, thread 0): " + ", ".join(
-                f"{k} {v['cycles']:.0f} cycles ({v['us']:.2f} us)" for k, v in results[key].items()))
+            print(f"{ring}, traced (medians over layers and blocks, thread 0): " + phases_text(results[key]))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

@@ -130,3 +130,21 @@ def test_paced_slots_fill_the_shared_memory_up_to_the_mbarriers_and_refuse_fewer
     assert probe.paced_slots(9, limit) == 5  # 1152 rows
     assert probe.paced_slots(1, limit) == probe.PACED_SLOTS  # 8 rows: capped by the mbarriers
     assert probe.paced_slots(30, limit) == 0  # one slot of 30 rows is 138 KB: no second
+
+
+def test_beside_stream_reads_the_control_words_and_says_when_the_stream_was_not_beside_the_chain():
+    """stream_beside's control words [bytes, stop, blocks done, checksum, time-out] -> its rate over the chain's round;
+    a stream that ran into its limit is marked, so its chain's figure is not taken for a stage under a stream."""
+    import torch
+
+    probe = load_probe("persistent_chain")
+    out = probe.beside_stream(torch.tensor([2_000_000, 1, 132, 7, 0]), 1000.0, 250)
+    assert out == {"sleep_ns": 250, "bytes": 2_000_000, "tbs": pytest.approx(2e6 / 1e-3 / 1e12), "blocks_done": 132,
+                   "stream_timed_out": False}
+    assert probe.beside_stream(torch.tensor([5, 0, 0, 0, 1]), 1000.0, 0)["stream_timed_out"] is True
+
+
+def test_phases_text_gives_each_phase_in_cycles_and_microseconds_in_order():
+    probe = load_probe("persistent_chain")
+    text = probe.phases_text({"wait": {"cycles": 1980.4, "us": 1.0}, "dot": {"cycles": 99.0, "us": 0.05}})
+    assert text == "wait 1980 cycles (1.00 us), dot 99 cycles (0.05 us)"
