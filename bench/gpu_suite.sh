@@ -128,6 +128,9 @@
 #                 best proven persistent form at 1152 rows as a stage's latency in persistent_forecast.py's model
 #                 of the 48B's persistent step (tok/s, PNG)
 #     probe_persist_floor  the same chain at 8 and 264 rows a GEMV: a dependent stage's cost with almost no bytes
+#     probe_q4k   a persistent chain of the 48B step's own stages as Q4_K GEMVs (a KDA layer with MoE, six stages of
+#                 5-21 MB, four layers) on Q8 activations, one launch a stage against one paced persistent launch
+#                 (bench/probes/q4k_chain.py, session 49): a stage's latency where the forecast needs it, traced
 #     rungs19     session 19's decode rung over the row-warp step: [engine] side_stream (a KDA layer's gate projections
 #                 on a second CUDA stream, concurrent with q/k/v and the short conv) after its GPU tests and the
 #                 captured gate of a k3-nano in the 48B's mix, forecast from half the F16 gate GEMVs' time hidden
@@ -4213,6 +4216,10 @@ probe_persist_floor)  # decode lead (session 46): the same chain at 8 and 264 ro
   # a row a warp and are left out there; launches and the barrier forms run)
   run probe-persist-8 60 python3 bench/probes/persistent_chain.py --rows 8 --out "$R/probe-persist-8.json"
   run probe-persist-264 60 python3 bench/probes/persistent_chain.py --rows 264 --out "$R/probe-persist-264.json" ;;
+probe_q4k)  # decode lead (session 49): the persistent chain on the step's own Q4_K stages at their widths (in 17 MB,
+  # gates 7, out 5 at 4096 inputs, router 5, experts 21, down 12 at 1024), x quantized to Q8 as the step does: each
+  # stage kind's latency (traced) for persistent_forecast.py, and the chain's rate against a plain read of its bytes
+  run probe-q4k 150 python3 bench/probes/q4k_chain.py --out "$R/probe-q4k.json" ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;

@@ -95,8 +95,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import torch
+
+HERE = Path(__file__).resolve().parent  # chain_sync.cuh, included by SOURCE
 
 READ_CEILING = 4.04e12  # bytes/s: the H200 read ceiling the other probes use
 D = 2304  # the 48B's hidden size: every weight D x D bf16
@@ -118,6 +121,7 @@ AHEAD = ((2, 0, 1), (3, 0, 1), (4, 0, 1), (4, 1, 1),  # stream_ahead beside a co
 BESIDE_LIMIT_NS = 20_000_000  # stream_beside stops after 20 ms whatever (a round takes < 1 ms; session 48 hung without)
 
 SOURCE = r"""
+#include "chain_sync.cuh"
 typedef unsigned short u16;
 typedef unsigned int u32;
 #define D 2304
@@ -208,11 +212,6 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-__device__ __forceinline__ u32 ld_acquire(const u32* p) {
-    u32 v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 __device__ __forceinline__ void st_release(u32* p, u32 v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -223,44 +222,6 @@ __device__ __forceinline__ float row_dot_rx(const u16* w, const uint4 (&xv)[CH],
 #pragma unroll
     for (int k = 0; k < CH; ++k) v[k] = *(const uint4*)(w + k * 256 + lane * 8);
     return dot_chunks(v, xv);
-}
-
-// Hopper's bulk copy engine (cp.async.bulk, sm_90): one instruction copies a whole row into shared memory and
-// completes on an mbarrier (the transaction count it expects), instead of 288 16-byte cp.async by the warp's lanes
-// through the load/store pipeline the chain's latency-bound loads (the counter, x) share
-__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned long long* bar, u32 bytes) {  // one arrival, `bytes` to come
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_copy_tx(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
-}
-// one copy completing one phase of bar (its expected bytes and its one arrival)
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
-    mbar_expect(bar, bytes);
-    bulk_copy_tx(dst, src, bytes, bar);
-}
-__device__ __forceinline__ bool mbar_try(unsigned long long* bar, u32 parity) {  // has the phase `parity` completed?
-    u32 done;
-    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-    return done != 0;
-}
-__device__ __forceinline__ bool mbar_wait_bounded(unsigned long long* bar, u32 parity) {  // false: ~0.2 s passed
-    for (long long spins = 0; spins < (1ll << 22); ++spins) {
-        if (mbar_try(bar, parity)) return true;
-        __nanosleep(32);
-    }
-    return false;
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {  // the phase `parity` has completed
-    while (!mbar_try(bar, parity)) {
-    }
 }
 
 // this block's rows [r0, r0 + nr) of layer l's weight into stage s (16-byte copies, all threads)
@@ -590,12 +551,6 @@ __device__ __forceinline__ u32 ld_relaxed_u32(const unsigned long long* p) {
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ unsigned long long global_ns() {  // the GPU's global timer (ns), the same on every SM
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-    return t;
-}
-
 // limit_ns > 0 (stream_beside): a warp also stops that long after it began, and says so in ctl[4]; a chain that is not
 // co-resident with the stream (it waits for the stream's SMs) then runs after it instead of never
 __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, int b, int warp, int lane,
@@ -1082,7 +1037,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"persistent_chain probe: a block needs {smem} bytes of shared memory ({maxr} rows twice), this device "
               f"allows {limit}", file=sys.stderr)
         return 2
-    mod = cp.RawModule(code=SOURCE, options=("--std=c++17",), backend="nvrtc")
+    mod = cp.RawModule(code=SOURCE, options=("--std=c++17", f"-I{HERE}"), backend="nvrtc")
     step, persistent = mod.get_function("chain_step"), mod.get_function("chain_persistent")
     persistent.max_dynamic_shared_size_bytes = smem
 

@@ -1,0 +1,117 @@
+"""bench/probes/q4k_chain.py: its chain is the 48B step's stages (bytes, widths), it refuses what it cannot time
+before any GPU work, and its kernels hold the sizes its host code assumes."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from tests.helpers import load_probe
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return load_probe("q4k_chain")
+
+
+def test_each_stage_reads_the_bytes_of_the_steps_stage_at_its_width(probe):
+    """The six stages are a KDA layer with MoE of the 48B step (persistent_forecast, local merges), each within 0.1%
+    as near the step stage's bytes as whole rows allow (rows in 16s; the down's in experts of 2304 rows, each on its
+    own 1024 inputs); o_proj's 4096 inputs."""
+    shapes = {s.name: s for s in probe.layer_shapes()}
+    assert list(shapes) == ["in", "gates", "out", "router", "experts", "down"]
+    for s in shapes.values():
+        assert abs(s.nbytes - s.step_bytes) <= (s.grp if s.name == "down" else 16) / 2 * s.row_bytes, s
+        assert s.nbytes == s.m * s.k // 256 * 144
+    assert shapes["out"].k == 4096 and shapes["out"].m == 2304
+    down = shapes["down"]
+    assert (down.k, down.grp, down.m, down.xlen) == (1024, 2304, 9 * 2304, 9 * 1024)
+    assert shapes["experts"].m == 16384 and shapes["experts"].xlen == 2304
+
+
+def test_the_chain_is_beyond_the_l2_and_every_x_fits_the_output_before_it(probe):
+    shapes = probe.chain_shapes(4, probe.layer_shapes())
+    assert len(shapes) == 24 and sum(s.nbytes for s in shapes) > 5 * 50e6  # five H200 L2s
+    assert all(cur.xlen <= prev.m for prev, cur in zip(shapes, shapes[1:]))
+
+
+def test_a_chain_whose_stage_reads_more_than_the_stage_before_wrote_is_refused(probe):
+    small = probe.StageShape("small", 2304, 2304, 2304, 0.0)
+    wide = probe.StageShape("wide", 2304, 4096, 2304, 0.0)
+    with pytest.raises(ValueError, match="stage 'wide' reads 4096 inputs but 'small' writes only 2304"):
+        probe.chain_shapes(2, [small, wide])
+    too_long = probe.StageShape("long", 4 * 2304, 4096, 2304, 0.0)  # x of 4 x 4096 > XMAX
+    with pytest.raises(ValueError, match="does not fit the kernels"):
+        probe.chain_shapes(1, [too_long])
+
+
+def test_a_ring_too_small_for_a_round_of_rows_is_refused_not_deadlocked(probe):
+    """A round of 60 octets (16 warps) on o_proj's rows of 2304 bytes spans up to 6 copies of 14 rows: 6 slots of
+    32 KB hold it, 5 would leave the round waiting for a slot no warp releases."""
+    out = probe.StageShape("out", 2304, 4096, 2304, 0.0)
+    assert probe.round_fits(out, 16, 32 * 1024, 6)
+    assert not probe.round_fits(out, 16, 32 * 1024, 5)
+    assert not probe.round_fits(out, 16, 2048, 32)  # a slot without one whole row
+    every = probe.layer_shapes()
+    limit = 232448  # an H100's / H200's opt-in shared memory a block
+    for warps, kb, _ in probe.FORMS:
+        n = probe.slots_for(kb * 1024, limit)
+        assert n >= 2 and all(probe.round_fits(s, warps, kb * 1024, n) for s in every)
+    assert probe.slots_for(64 * 1024, probe.STATIC_SMEM + 100 * 1024) == 0
+
+
+def test_the_kernels_sizes_are_the_hosts(probe):
+    src = probe.SOURCE
+    for name in ("XMAX", "MAX_SLOTS", "ROWS_A_BLOCK"):
+        assert int(re.search(rf"#define {name} (\d+)", src).group(1)) == getattr(probe, name)
+    assert int(re.search(r"#define SBB (\d+)", src).group(1)) == probe.SB_BYTES
+    for kernel in ("q4k_step", "q4k_paced", "q4k_read"):
+        assert re.search(rf'extern "C" __global__ void __launch_bounds__\(\d+(, \d+)?\) {kernel}\(', src), kernel
+    # the static shared memory ptxas reports (13312 bytes at session 49) stays inside the host's allowance
+    static = probe.XMAX + probe.XMAX // 32 * 4 + probe.XMAX // 16 * 4 + 2 * probe.MAX_SLOTS * 8
+    assert static <= 13312 <= probe.STATIC_SMEM
+
+
+def test_the_random_weights_are_q4k_rows_of_the_stages_scale(probe):
+    """Dequantized by the project's reference, the synthetic rows are centred with std 1/sqrt(k): each stage keeps
+    x's scale, so a chain of 24 neither overflows nor underflows."""
+    from sparkops.gguf.quants import dequantize
+
+    k, m = 1024, 64
+    raw = probe.synth_q4k(m, k, 0, "t", "cpu").numpy()
+    assert raw.dtype == np.uint8 and raw.size == m * k // 256 * 144
+    w = dequantize(raw, 12, (m, k))  # GGML Q4_K
+    assert abs(float(w.mean())) < 0.1 / math.sqrt(k)
+    assert 0.7 / math.sqrt(k) < float(w.std()) < 1.3 / math.sqrt(k)
+    again = probe.synth_q4k(m, k, 0, "t", "cpu").numpy()
+    other = probe.synth_q4k(m, k, 0, "u", "cpu").numpy()
+    assert np.array_equal(raw, again) and not np.array_equal(raw, other)
+
+
+def test_stage_phases_are_medians_a_stage_kind(probe):
+    """Two kinds alternating over 4 stages and 3 blocks: each phase's median over its kind's stages and the blocks;
+    the last phase runs to the next stage's top and has none after the chain's last stage."""
+    S, G = 4, 3
+    t = torch.zeros(S, G, 5, dtype=torch.int64)
+    for s in range(S):
+        top = 1000 * s
+        steps = [10, 20, 30, 40] if s % 2 == 0 else [1, 2, 3, 4]
+        t[s, :, 0] = top
+        for k in range(4):
+            t[s, :, k + 1] = t[s, :, k] + steps[k]
+    out = probe.stage_phases(t, 1e6, ["a", "b", "a", "b"])  # 1 GHz: a cycle is 1 ns
+    assert out["a"]["counter wait"]["cycles"] == 10 and out["b"]["arrival"]["cycles"] == 4
+    assert out["a"]["to the next top"]["cycles"] == 1000 - 100
+    assert out["b"]["to the next top"]["cycles"] == 1000 - 10  # stage 1 only: stage 3 is the last
+    assert math.isclose(out["a"]["rows dotted"]["us"], 0.03)
+
+
+@pytest.mark.parametrize("args, said", [(["--layers", "0"], "--layers and --replays must be at least 1"),
+                                        (["--trace", "paced_w3"], "--trace must name a paced form")])
+def test_the_probe_refuses_bad_arguments_by_name(probe, args, said, capsys):
+    with pytest.raises(SystemExit) as e:
+        probe.main(args)
+    assert e.value.code == 2
+    assert said in capsys.readouterr().err
