@@ -4219,7 +4219,12 @@ probe_persist_floor)  # decode lead (session 46): the same chain at 8 and 264 ro
 probe_q4k)  # decode lead (session 49): the persistent chain on the step's own Q4_K stages at their widths (in 17 MB,
   # gates 7, out 5 at 4096 inputs, router 5, experts 21, down 12 at 1024), x quantized to Q8 as the step does: each
   # stage kind's latency (traced) for persistent_forecast.py, and the chain's rate against a plain read of its bytes
-  run probe-q4k 150 python3 bench/probes/q4k_chain.py --out "$R/probe-q4k.json" ;;
+  run probe-q4k 150 python3 bench/probes/q4k_chain.py --out "$R/probe-q4k.json"
+  # the latency that makes the forecast's stream reproduce the fastest proven paced chain, then the 48B's step with it
+  if [ -s "$R/probe-q4k.json" ]; then
+    run probe-q4k-forecast 30 python3 bench/probes/persistent_forecast.py --q4k-latency "$R/probe-q4k.json" \
+      --merge local --json "$R/q4k-forecast.json" --plot "$R/q4k-forecast.png"
+  else log "probe-q4k-forecast: left out: the probe wrote no JSON"; fi ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;

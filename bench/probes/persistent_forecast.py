@@ -39,7 +39,8 @@ It bounds what the probe's numbers allow, it does not measure a step.
 
     python3 bench/probes/persistent_forecast.py [--model kimi-linear-48b-a3b] [--mix q4_k_m] [--depth 0]
         [--latency-us 1.0,1.5,2,3] [--bandwidth-tbs 3.2,3.6,4.04] [--window-mb 24] [--in-order]
-        [--probe-latency PROBE_1152.json] [--merge kda:gates+recurrence | --merge local]
+        [--probe-latency PROBE_1152.json | --q4k-latency PROBE_Q4K.json]
+        [--merge kda:gates+recurrence | --merge local]
         [--extra-us gates+recurrence=0.5] [--json OUT.json] [--plot OUT.png]
 
 --merge runs neighbouring stages of a layer as one (session 47: `local`, the parts each head can do with its own slice
@@ -365,6 +366,47 @@ def latency_from_probe(path: str) -> tuple[float, str]:
     return rings[name]["us_a_gemv"], f"{name} at {data.get('rows')} rows"
 
 
+def latency_from_q4k(path: str) -> tuple[float, str]:
+    """The latency lambda that makes this model's own stream reproduce q4k_chain.py's fastest proven paced chain: the
+    probe's stages (its bytes), one token from an empty window of the form's ring (slots x slot bytes x SMs), at the
+    probe's plain-read rate on the same bytes; lambda found by bisection so the simulated chain takes the measured
+    round. What a dependent Q4_K stage of the step's widths costs beyond its bytes, as this model counts it (session
+    49). Forms whose outputs were not the launches' bits, or that timed out, are not used."""
+    try:
+        data = json.loads(Path(path).read_text())
+        forms, pattern = data["forms"], data["pattern"]
+        same, timed_out, rings = data["outputs_bitwise_the_launches"], data["timed_out"], data["ring_bytes"]
+        layers, read_tbs = int(data["layers"]), float(forms["read"]["tbs"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ForecastError(f"probe file '{path}': {e!r} (give q4k_chain.py's --out JSON)") from None
+    proven = {n: f for n, f in forms.items() if same.get(n) is True and not timed_out.get(n) and n in rings}
+    if not proven:
+        raise ForecastError(f"probe file '{path}' has no paced form whose outputs were the launches' bits without a "
+                            "time-out (the forecast uses only forms proven to compute the chain)")
+    name = min(proven, key=lambda n: proven[n]["us_a_round"])
+    measured = float(proven[name]["us_a_round"])
+    stages = [Stage(f"{i}.{p['name']}", [Segment(float(p["nbytes"]))]) for i in range(layers) for p in pattern]
+    window = float(rings[name])
+
+    def round_us(lat: float) -> float:
+        return simulate(stages, lat, read_tbs, window, tokens=1).us_a_token
+
+    lo, hi = 0.0, 1.0
+    if round_us(lo) >= measured:
+        return 0.0, (f"{name} of {path}: {measured:.1f} us a round, no slower than the stream alone at "
+                     f"{read_tbs:.2f} TB/s (lambda 0)")
+    while round_us(hi) < measured:
+        hi *= 2
+        if hi > 1e4:
+            raise ForecastError(f"probe file '{path}': no latency up to 10 ms a stage explains {name}'s {measured} us")
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if round_us(mid) < measured else (lo, mid)
+    lat = (lo + hi) / 2
+    return lat, (f"{name} of {path}: {measured:.1f} us a round of {len(stages)} Q4_K stages, its plain read "
+                 f"{read_tbs:.2f} TB/s, window {window / 1e6:.1f} MB -> lambda {lat:.2f} us")
+
+
 def _floats(text: str, what: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",") if x.strip()]
@@ -383,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--in-order", action="store_true", help="the stream waits at a gated chunk")
     ap.add_argument("--probe-latency", help="persistent_chain.py's JSON (best at fewer rows): the latency (replaces "
                                             "the list; an upper bound, as a GEMV's time there still holds its bytes)")
+    ap.add_argument("--q4k-latency", help="q4k_chain.py's JSON: the latency fitted to its fastest proven paced chain "
+                                          "of the step's own Q4_K stages (replaces the list and --probe-latency)")
     ap.add_argument("--merge", action="append", default=[], metavar="KIND:PART+PART",
                     help="run neighbouring stages of a layer kind as one (repeatable), e.g. kda:gates+recurrence; "
                          f"--merge local: {' and '.join(LOCAL_MERGES)} (each part local to a head)")
@@ -406,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
         sources = {}
         if args.probe_latency:
             lat, sources["latency"] = latency_from_probe(args.probe_latency)
+            lats = [lat]
+        if args.q4k_latency:
+            lat, sources["latency"] = latency_from_q4k(args.q4k_latency)
             lats = [lat]
         merge_specs = [m for spec in args.merge for m in (LOCAL_MERGES if spec == "local" else (spec,))]
         stages = step_stages(config, args.mix, args.depth, parse_merges(merge_specs))

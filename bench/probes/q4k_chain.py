@@ -499,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"device": device_name, "sms": sms, "layers": args.layers, "stages": S,
                      "pattern": [asdict(s) | {"nbytes": s.nbytes, "xlen": s.xlen} for s in pattern],
                      "weight_bytes": total, "replays": args.replays, "left_out": refused, "forms": {},
-                     "slots": {n: f[3] for n, f in forms.items()}}
+                     "slots": {n: f[3] for n, f in forms.items()},
+                     "ring_bytes": {n: f[1] * f[3] * sms for n, f in forms.items()}}  # every SM's ring
     variants = {"launches": launches(bufs["launches"]), **{n: paced_thunks(n, bufs[n]) for n in forms},
                 "read": read_thunks()}
     for name, thunks in tqdm(variants.items(), desc="q4k_chain: timing", unit="form"):

@@ -1916,6 +1916,7 @@ def test_probe_persist_floor_runs_the_chain_at_few_rows_alone_and_no_model(tmp_p
 def test_probe_q4k_runs_the_q4k_chain_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_q4k")
     assert "] probe-q4k (limit" in log and "bench/probes/q4k_chain.py --out" in log
+    assert "probe-q4k-forecast: left out: the probe wrote no JSON" in log
     assert "unknown stage" not in log and "synth48" not in log and not calls
 
 

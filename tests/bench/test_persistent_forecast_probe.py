@@ -199,3 +199,46 @@ def test_the_cli_writes_its_forecasts_and_plot_and_refuses_bad_input_with_exit_2
     assert "no stage of this step" in capsys.readouterr().err
     assert probe.main(["--model", "k3-nano", "--latency-us", "2", "--merge", "local", "--extra-us",
                        "gates+recurrence=1"]) == 0
+
+
+def _q4k_json(tmp_path, name, round_us, same=True, timed_out=0):
+    """A q4k_chain.py result: two layers of three stages, one paced form taking round_us, a plain read at 3 TB/s."""
+    pattern = [{"name": "a", "nbytes": 6e6}, {"name": "b", "nbytes": 12e6}, {"name": "c", "nbytes": 3e6}]
+    data = {"layers": 2, "pattern": pattern, "sms": 132,
+            "forms": {"launches": {"us_a_round": 90.0}, "paced_w16_s16k": {"us_a_round": round_us},
+                      "read": {"us_a_round": 14.0, "tbs": 3.0}},
+            "outputs_bitwise_the_launches": {"paced_w16_s16k": same},
+            "timed_out": {"paced_w16_s16k": timed_out}, "ring_bytes": {"paced_w16_s16k": 20e6}}
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_the_q4k_latency_is_the_one_that_reproduces_the_probes_chain(tmp_path):
+    """Simulated at a known lambda, the probe's round gives that lambda back: the fit inverts the model's own chain
+    (six stages, one token, the form's ring as the window, the probe's read rate)."""
+    stages = [probe.Stage(f"{i}.{n}", [probe.Segment(b)]) for i in range(2) for n, b in (("a", 6e6), ("b", 12e6),
+                                                                                            ("c", 3e6))]
+    for lam in (0.7, 2.5):
+        round_us = probe.simulate(stages, lam, 3.0, 20e6, tokens=1).us_a_token
+        lat, said = probe.latency_from_q4k(_q4k_json(tmp_path, f"q{lam}.json", round_us))
+        assert lat == pytest.approx(lam, abs=1e-3)
+        assert "paced_w16_s16k" in said and "6 Q4_K stages" in said
+    # faster than the stream alone: lambda 0, and said so
+    fast, said = probe.latency_from_q4k(_q4k_json(tmp_path, "fast.json", 1.0))
+    assert fast == 0.0 and "no slower than the stream alone" in said
+
+
+def test_a_q4k_probe_without_a_proven_form_is_refused(tmp_path):
+    for kw in ({"same": False}, {"timed_out": 3}):
+        with pytest.raises(probe.ForecastError, match="no paced form whose outputs were the launches' bits"):
+            probe.latency_from_q4k(_q4k_json(tmp_path, "bad.json", 20.0, **kw))
+    (tmp_path / "old.json").write_text(json.dumps({"forms": {}}))
+    with pytest.raises(probe.ForecastError, match="give q4k_chain.py's --out JSON"):
+        probe.latency_from_q4k(str(tmp_path / "old.json"))
+
+
+def test_the_cli_takes_its_latency_from_a_q4k_probe(tmp_path, capsys):
+    path = _q4k_json(tmp_path, "q.json", 30.0)
+    assert probe.main(["--model", "k3-nano", "--q4k-latency", path, "--bandwidth-tbs", "4.04"]) == 0
+    assert "latency from the probe: paced_w16_s16k" in capsys.readouterr().out
