@@ -22,7 +22,9 @@ MoE) has six stages; each becomes one Q4_K GEMV of the same bytes at the width o
 stage's x the first inputs of the stage before's output (bf16), x_0 random. Stage s waits for stage s - 1's output.
 
 The forms, each a CUDA graph replay (the median), each writing every stage's output:
-  launches          one launch a stage (64 rows a block, x quantized once a block, an octet a row): the bits
+  launches          one launch a stage (64 rows a block, x quantized once a block, an octet a row): the bits,
+                    checked against the reference on the first layer's stages (sampled rows dequantized by the
+                    project's dequantizer, float64 dots with float x: within linear's act_q8 claim)
   paced_wW_sK[_pN]  one persistent launch, a block an SM: W - 1 warps compute, the last warp fetches. The fetching
                     warp streams the block's rows of every stage in order, a bulk copy of a run of rows a time, into
                     a ring of K KB slots of shared memory (a full and an empty mbarrier a slot), sleeping N ns between
@@ -181,6 +183,32 @@ def stage_phases(trace, clock_khz: float, names: list[str]) -> dict:
         out[kind] = {k: {"cycles": float(v.median()), "us": float(v.median()) / clock_khz * 1e3}
                      for k, v in spans.items()}
     return out
+
+
+def sample_rows(shape: StageShape, n: int = 48) -> list[int]:
+    """Rows of a stage to check against the reference: n spread over it, and each group of x's first and last row
+    (the down's experts: a wrong group offset shows there)."""
+    spread = {round(i * (shape.m - 1) / max(n - 1, 1)) for i in range(n)}
+    ends = {r for g in range(shape.m // shape.grp) for r in (g * shape.grp, (g + 1) * shape.grp - 1)}
+    return sorted(spread | ends)
+
+
+def reference_nmse(shape: StageShape, wbytes, x, y, rows: list[int]) -> float:
+    """The stage's outputs y at `rows` against the reference: each row dequantized (sparkops.gguf.quants, the project's
+    dequantizer) dotted in float64 with its group's float x (not quantized: the act_q8 claim's reference). NMSE over
+    the rows (the gate's measure). wbytes: the stage's uint8 weight, x its input [xlen], y its output [m] (float)."""
+    import numpy as np
+
+    from sparkops.gguf.quants import dequantize
+
+    rb = shape.row_bytes
+    raw = np.concatenate([np.asarray(wbytes[r * rb:(r + 1) * rb]) for r in rows])
+    w = dequantize(raw, 12, (len(rows), shape.k)).astype(np.float64)  # [rows, k], GGML Q4_K
+    xs = np.asarray(x, dtype=np.float64)
+    ref = np.array([w[i] @ xs[(r // shape.grp) * shape.k:(r // shape.grp + 1) * shape.k] for i, r in enumerate(rows)])
+    got = np.asarray(y, dtype=np.float64)[rows]
+    den = float(np.sum(ref * ref))
+    return float(np.sum((got - ref) ** 2) / den) if den > 0 else float("inf")
 
 
 SOURCE = r"""
@@ -515,6 +543,18 @@ def main(argv: list[str] | None = None) -> int:
     results["timed_out"] = {n: int(e.item()) for n, e in errors.items()}
     same = {n: bool(torch.equal(bufs[n], bufs["launches"])) for n in bufs if n != "launches"}
     results["outputs_bitwise_the_launches"] = same
+    from sparkops.gate.tolerances import OP_RULES
+
+    limit = OP_RULES["linear"]["act_q8"].limit  # the claim the step's Q8 GEMVs make
+    checked = {}
+    for i, s in enumerate(shapes[:len(pattern)]):  # the first layer: every stage kind once
+        x = (x0 if i == 0 else bufs["launches"][i - 1])[:s.xlen].float().cpu().numpy()
+        y = bufs["launches"][i, :s.m].float().cpu().numpy()
+        nmse = reference_nmse(s, w[offs[i]:offs[i] + s.nbytes].cpu().numpy(), x, y, sample_rows(s))
+        checked[s.name] = {"nmse": nmse, "within_act_q8": nmse <= limit}
+        print(f"stage {i} ({s.name}): launches' outputs against the reference (dequantized rows, float64 dots, float "
+              f"x) NMSE {nmse:.2e} (act_q8 claim {limit:g})")
+    results["reference"] = {"limit": limit, "stages": checked}
     results["finite"] = bool(torch.isfinite(bufs["launches"][:, :min(s.m for s in shapes)].float()).all())
     if args.trace in forms:
         trace = torch.zeros(S, sms, len(TRACE_POINTS), dtype=torch.int64, device="cuda")
@@ -532,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
     ok = all(same.values()) and results["finite"] and not any(results["timed_out"].values())
+    ok = ok and all(c["within_act_q8"] for c in checked.values())
     return 0 if ok else 1
 
 

@@ -115,3 +115,32 @@ def test_the_probe_refuses_bad_arguments_by_name(probe, args, said, capsys):
         probe.main(args)
     assert e.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def _emulated_outputs(probe, shape, wbytes, x, group_of):
+    """What a correct kernel writes (Q8 x, float32 dots, bf16 out), with x's group for row r given by group_of(r)."""
+    from sparkops.gguf.quants import dequantize
+    from sparkops_numpy.quantize_act import quantize_act
+
+    q, d = quantize_act(x.reshape(1, -1).astype(np.float32))
+    codes, scales = np.asarray(q, dtype=np.float32), np.asarray(d, dtype=np.float32)
+    xq = (codes.reshape(-1, 32) * scales.reshape(-1, 1)).reshape(-1)
+    w = dequantize(wbytes, 12, (shape.m, shape.k)).astype(np.float32)
+    y = np.array([w[r] @ xq[group_of(r) * shape.k:(group_of(r) + 1) * shape.k] for r in range(shape.m)])
+    return torch.from_numpy(y.astype(np.float32)).to(torch.bfloat16).float().numpy()
+
+
+def test_the_reference_check_passes_a_correct_chain_and_fails_a_wrong_group(probe):
+    """A down-like stage (3 groups of 32 rows, each on its own 256 inputs): Q8 outputs pass the act_q8 claim; the same
+    outputs with every row dotted with group 0's inputs (a kernel that forgot the experts' offsets) fail it."""
+    from sparkops.gate.tolerances import OP_RULES
+
+    shape = probe.StageShape("down", 96, 256, 32, 0.0)
+    wbytes = probe.synth_q4k(shape.m, shape.k, 0, "down", "cpu").numpy()
+    x = np.random.default_rng(0).standard_normal(shape.xlen).astype(np.float32)
+    rows = probe.sample_rows(shape, 8)
+    assert {0, 31, 32, 63, 64, 95} <= set(rows)
+    limit = OP_RULES["linear"]["act_q8"].limit
+    good = probe.reference_nmse(shape, wbytes, x, _emulated_outputs(probe, shape, wbytes, x, lambda r: r // 32), rows)
+    bad = probe.reference_nmse(shape, wbytes, x, _emulated_outputs(probe, shape, wbytes, x, lambda r: 0), rows)
+    assert good < limit / 10 and bad > 10 * limit
