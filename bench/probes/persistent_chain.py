@@ -95,11 +95,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
-
-HERE = Path(__file__).resolve().parent  # chain_sync.cuh, included by SOURCE
 
 READ_CEILING = 4.04e12  # bytes/s: the H200 read ceiling the other probes use
 D = 2304  # the 48B's hidden size: every weight D x D bf16
@@ -1037,7 +1034,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"persistent_chain probe: a block needs {smem} bytes of shared memory ({maxr} rows twice), this device "
               f"allows {limit}", file=sys.stderr)
         return 2
-    mod = cp.RawModule(code=SOURCE, options=("--std=c++17", f"-I{HERE}"), backend="nvrtc")
+    from _cuda_source import expanded
+
+    mod = cp.RawModule(code=expanded(SOURCE), options=("--std=c++17",), backend="nvrtc")
     step, persistent = mod.get_function("chain_step"), mod.get_function("chain_persistent")
     persistent.max_dynamic_shared_size_bytes = smem
 

@@ -51,7 +51,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-KERNELS = HERE.parents[1] / "plugins" / "sparkops_cupy" / "kernels"  # q4k_q8.cuh, q4k_rows.cuh, common.cuh
 SB_BYTES = 144  # a Q4_K super-block (256 weights)
 XMAX = 9216  # the longest x a stage reads: the down stage's 9 groups of 1024
 MAX_SLOTS = 32  # the paced kernel's mbarrier pairs
@@ -461,7 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     gen = torch.Generator(device="cuda").manual_seed(0)
     x0 = torch.randn(XMAX, generator=gen, device="cuda").to(torch.bfloat16)  # [XMAX]: stage 0 reads its first 2304
 
-    mod = cp.RawModule(code=SOURCE, options=("--std=c++17", f"-I{KERNELS}", f"-I{HERE}"), backend="nvrtc")
+    from _cuda_source import expanded
+
+    mod = cp.RawModule(code=expanded(SOURCE), options=("--std=c++17",), backend="nvrtc")
     step, paced, read = (mod.get_function(n) for n in ("q4k_step", "q4k_paced", "q4k_read"))
 
     def stream():
