@@ -144,3 +144,94 @@ def test_the_reference_check_passes_a_correct_chain_and_fails_a_wrong_group(prob
     good = probe.reference_nmse(shape, wbytes, x, _emulated_outputs(probe, shape, wbytes, x, lambda r: r // 32), rows)
     bad = probe.reference_nmse(shape, wbytes, x, _emulated_outputs(probe, shape, wbytes, x, lambda r: 0), rows)
     assert good < limit / 10 and bad > 10 * limit
+
+
+def _ring_runs(shapes, warps, slot_bytes, slots, rows_of):
+    """A step-by-step model of one block of q4k_paced (fetch_rows and the compute warps' rounds, as the CUDA source
+    writes them): True when every stage finishes, False when no warp and no copy can move (a deadlock). rows_of(shape):
+    the block's rows of that stage."""
+    cw = warps - 1
+    no = 4 * cw
+    plan = []  # per stage: (first copy, copies, rows a copy, rows)
+    n = 0
+    for s in shapes:
+        nr, per = rows_of(s), slot_bytes // s.row_bytes
+        nch = -(-nr // per)
+        plan.append((n, nch, per, nr))
+        n += nch
+    total = n
+    issued = 0  # copies issued by the fetching warp so far
+    released = [[0] * total for _ in range(cw)]  # released[w][copy]: 1 once warp w has arrived on its empty barrier
+    # each warp: (stage, round base, copies of this stage it has released)
+    pos = [[0, 0, 0] for _ in range(cw)]
+
+    def landed(c):
+        return c < issued
+
+    moved = True
+    while moved:
+        moved = False
+        while issued < total and (issued < slots or all(released[w][issued - slots] for w in range(cw))):
+            issued += 1
+            moved = True
+        for w in range(cw):
+            s, base, rel = pos[w]
+            if s >= len(plan) or (s > min(p[0] for p in pos)):  # done, or waiting at the stage's block barrier
+                continue
+            first, nch, per, nr = plan[s]
+            if base < nr:  # a round: its octets' rows must have landed, then release what the next round is past
+                need = [first + (base + 4 * w + k) // per for k in range(4) if base + 4 * w + k < nr]
+                if not all(landed(c) for c in need):
+                    continue
+                done, was = min(nch, (base + no + 4 * w) // per), rel
+                while rel < done and landed(first + rel):
+                    released[w][first + rel] = 1
+                    rel += 1
+                if rel < done:  # (waits on a copy not yet landed: try again later, the round already dotted)
+                    pos[w] = [s, base, rel]
+                    moved = moved or rel > was
+                    continue
+                pos[w] = [s, base + no, rel]
+                moved = True
+            else:  # the stage's tail: release every copy left, then the barrier
+                was = rel
+                while rel < nch and landed(first + rel):
+                    released[w][first + rel] = 1
+                    rel += 1
+                if rel < nch:
+                    pos[w] = [s, base, rel]
+                    moved = moved or rel > was
+                    continue
+                pos[w] = [s + 1, 0, 0]
+                moved = True
+    return all(p[0] >= len(plan) for p in pos)
+
+
+def test_the_ring_model_agrees_with_round_fits(probe):
+    """The kernel's schedule, modelled copy by copy on the block with the most rows, finishes every form the host
+    times; and a ring that round_fits refuses does deadlock there (the check is not vacuous)."""
+    shapes = probe.chain_shapes(2, probe.layer_shapes())
+    rows_of = lambda s: -(-s.m // 132)  # noqa: E731 - the largest block's rows on 132 SMs
+    for warps, kb, _ in probe.FORMS:
+        n = probe.slots_for(kb * 1024, 232448)
+        assert _ring_runs(shapes, warps, kb * 1024, n, rows_of), (warps, kb)
+    out = probe.StageShape("out", 2304, 4096, 2304, 0.0)
+    assert not probe.round_fits(out, 16, 32 * 1024, 4)
+    # 120 rows in copies of 14: the first round's 60 rows span 5 copies; with 4 slots the warps with rows in the 5th
+    # wait for it, and it waits for their release of the 1st
+    assert not _ring_runs([out], 16, 32 * 1024, 4, lambda s: 120)
+    assert _ring_runs([out], 16, 32 * 1024, 6, lambda s: 120)
+
+
+@pytest.mark.parametrize("k", [1024, 4096])
+def test_round_fits_never_passes_a_ring_that_deadlocks(probe, k):
+    """Over rings of 2-13 slots, 8 or 16 warps, 16 or 32 KB slots and blocks of 101 or 157 rows (two stages): every
+    ring round_fits accepts finishes in the model (the rule is conservative: it refuses some that would finish)."""
+    shape = probe.StageShape("t", 4 * 2304, k, 4 * 2304, 0.0)
+    for warps in (8, 16):
+        for kb in (16, 32):
+            for slots in range(2, 14):
+                for rows in (101, 157):
+                    if probe.round_fits(shape, warps, kb * 1024, slots):
+                        assert _ring_runs([shape, shape], warps, kb * 1024, slots, lambda s: rows), \
+                            (warps, kb, slots, rows)
