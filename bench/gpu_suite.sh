@@ -919,6 +919,16 @@
 #     bash bench/gpu_lanes.sh 150 "probe_persist probe_persist_floor" ""
 # It now traces chain_paced (where 1152 rows' 4.13 us go against 264 rows' 2.75) and times persistent_paced_xs_p200
 # beside stream_beside (the stage and a full stream together): both built after the last call, not yet run.
+# Session 49 (bench/gpu-runs/2026-12-07-session49/README.md): no machine came (twelve requests, 1531 s of the budget
+# spent on starts that failed; the last 269 s too few to start one). Built for it: probe_q4k (bench/probes/
+# q4k_chain.py), the persistent chain on the 48B step's own Q4_K stages at their widths with Q8 activations, checked
+# against the reference, traced per stage kind, and its latency fitted into the forecast (--q4k-latency). Next
+# session, ideally on an H200 (~60 s of GPU work for probe_q4k, ~40 more for session 48's unrun forms):
+#     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
+#     bash bench/gpu_lanes.sh 200 "probe_q4k probe_persist" ""
+#   With too little budget for the suite's install: the probe alone after `pip install --no-deps -e .` (the write-up
+#   gives the command). If a paced form's stage stays within ~1 us of its bytes at the step's widths (the forecast's
+#   lambda), the persistent step's first piece is a KDA layer's stages in q4k_paced's form.
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
