@@ -548,6 +548,7 @@ __device__ __forceinline__ u32 ld_relaxed_u32(const unsigned long long* p) {
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+
 // limit_ns > 0 (stream_beside): a warp also stops that long after it began, and says so in ctl[4]; a chain that is not
 // co-resident with the stream (it waits for the stream's SMs) then runs after it instead of never
 __device__ void stream_until_done(const u16* w, long long n16, int G, int NW, int b, int warp, int lane,
