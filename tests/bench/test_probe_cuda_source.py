@@ -16,7 +16,7 @@ def cuda_source():
     return load_probe("_cuda_source")
 
 
-@pytest.mark.parametrize("name, defined", [("q4k_chain", ("q8_block", "q8_stage_warps", "mbar_arrive", "f16_to_f32")),
+@pytest.mark.parametrize("name, defined", [("q4k_chain", ("q8_block", "q8_stage_by", "q8_inverse", "mbar_arrive")),
                                            ("persistent_chain", ("mbar_wait_bounded", "global_ns", "ld_acquire"))])
 def test_the_probes_sources_expand_to_one_text_without_includes(cuda_source, name, defined):
     text = cuda_source.expanded(load_probe(name).SOURCE)

@@ -235,3 +235,16 @@ def test_round_fits_never_passes_a_ring_that_deadlocks(probe, k):
                     if probe.round_fits(shape, warps, kb * 1024, slots):
                         assert _ring_runs([shape, shape], warps, kb * 1024, slots, lambda s: rows), \
                             (warps, kb, slots, rows)
+
+
+def test_outputs_are_compared_by_their_bits_so_the_nan_fill_compares_equal(probe):
+    a = torch.full((2, 4), float("nan"), dtype=torch.bfloat16)
+    a[:, :2] = torch.tensor([[1.0, -2.0], [0.5, 3.0]])
+    b = a.clone()
+    assert probe.same_bits(a, b) and not torch.equal(a, b)  # torch.equal: NaN != NaN
+    c = b.clone()
+    c[1, 1] = float("nan")  # an output left unwritten
+    assert not probe.same_bits(a, c)
+    c = b.clone()
+    c[0, 0] = 1.0078125  # the next bf16 after 1.0
+    assert not probe.same_bits(a, c)

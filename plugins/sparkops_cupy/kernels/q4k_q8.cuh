@@ -15,13 +15,10 @@
 __host__ __device__ __forceinline__ int q8_xq_bytes(int D, bool xpad) { return xpad ? (D >> 6) * 80 : D; }
 template <bool XPAD>
 __device__ __forceinline__ int q8_xq_at(int i) { return XPAD ? (i >> 6) * 80 + (i & 63) : i; }
-// q8_stage_warps stages it with warps 0..warps-1 of the block (warp: the caller's), for kernels whose other warps do
-// something else meanwhile (bench/probes/q4k_chain.py's fetching warp); q8_stage with the whole block.
 template <int DT, bool XPAD = false>
-__device__ __forceinline__ void q8_stage_warps(const void* __restrict__ x, int D, i8* xq, float* dx, int* s16, int warp,
-                                               int warps) {
-    const int lane = threadIdx.x & 31;
-    for (int i0 = warp * 512 + lane * 16; i0 - lane * 16 < D; i0 += warps * 512) {
+__device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* xq, float* dx, int* s16) {
+    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (int i0 = (threadIdx.x >> 5) * 512 + lane * 16; i0 - lane * 16 < D; i0 += warps * 512) {
         const bool here = i0 < D;  // the warp's last chunk may be half a chunk (the pair of lanes stays whole)
         float v[16];
         if (here) {
@@ -63,10 +60,6 @@ __device__ __forceinline__ void q8_stage_warps(const void* __restrict__ x, int D
             if ((lane & 1) == 0) dx[i0 >> 5] = nan ? QNAN : d;
         }
     }
-}
-template <int DT, bool XPAD = false>
-__device__ __forceinline__ void q8_stage(const void* __restrict__ x, int D, i8* xq, float* dx, int* s16) {
-    q8_stage_warps<DT, XPAD>(x, D, xq, dx, s16, threadIdx.x >> 5, blockDim.x >> 5);
 }
 
 // one lane's share of one super-block (at blk, in shared memory) dotted with the staged codes: sub-block pair
