@@ -371,14 +371,21 @@ def latency_from_q4k(path: str) -> tuple[float, str]:
     probe's stages (its bytes), one token from an empty window of the form's ring (slots x slot bytes x SMs), at the
     probe's plain-read rate on the same bytes; lambda found by bisection so the simulated chain takes the measured
     round. What a dependent Q4_K stage of the step's widths costs beyond its bytes, as this model counts it (session
-    49). Forms whose outputs were not the launches' bits, or that timed out, are not used."""
+    49). Forms whose outputs were not the launches' bits, or that timed out, are not used, and no form at all where
+    the launches themselves missed the reference or wrote a non-finite output."""
     try:
         data = json.loads(Path(path).read_text())
         forms, pattern = data["forms"], data["pattern"]
         same, timed_out, rings = data["outputs_bitwise_the_launches"], data["timed_out"], data["ring_bytes"]
         layers, read_tbs = int(data["layers"]), float(forms["read"]["tbs"])
+        wrong = [k for k, c in data["reference"]["stages"].items() if not c["within_act_q8"]]
+        finite = data["finite"] is True
     except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ForecastError(f"probe file '{path}': {e!r} (give q4k_chain.py's --out JSON)") from None
+    if wrong or not finite:
+        raise ForecastError(f"probe file '{path}': its launches, the bits every form is checked against, "
+                            + (f"missed the reference on {', '.join(wrong)}" if wrong else "wrote non-finite outputs")
+                            + ": no form of it computed the chain")
     proven = {n: f for n, f in forms.items() if same.get(n) is True and not timed_out.get(n) and n in rings}
     if not proven:
         raise ForecastError(f"probe file '{path}' has no paced form whose outputs were the launches' bits without a "
@@ -423,10 +430,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bandwidth-tbs", default="3.2,3.6,4.04", help="stream bandwidths, TB/s")
     ap.add_argument("--window-mb", type=float, default=24.0, help="on-chip bytes that may wait for their stage")
     ap.add_argument("--in-order", action="store_true", help="the stream waits at a gated chunk")
-    ap.add_argument("--probe-latency", help="persistent_chain.py's JSON (best at fewer rows): the latency (replaces "
-                                            "the list; an upper bound, as a GEMV's time there still holds its bytes)")
-    ap.add_argument("--q4k-latency", help="q4k_chain.py's JSON: the latency fitted to its fastest proven paced chain "
-                                          "of the step's own Q4_K stages (replaces the list and --probe-latency)")
+    probe_file = ap.add_mutually_exclusive_group()
+    probe_file.add_argument("--probe-latency", help="persistent_chain.py's JSON (best at fewer rows): the latency "
+                                                    "(replaces the list; an upper bound, as a GEMV's time there still "
+                                                    "holds its bytes)")
+    probe_file.add_argument("--q4k-latency", help="q4k_chain.py's JSON: the latency fitted to its fastest proven paced "
+                                                  "chain of the step's own Q4_K stages (replaces the list)")
     ap.add_argument("--merge", action="append", default=[], metavar="KIND:PART+PART",
                     help="run neighbouring stages of a layer kind as one (repeatable), e.g. kda:gates+recurrence; "
                          f"--merge local: {' and '.join(LOCAL_MERGES)} (each part local to a head)")

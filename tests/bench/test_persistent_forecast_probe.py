@@ -208,7 +208,8 @@ def _q4k_json(tmp_path, name, round_us, same=True, timed_out=0):
             "forms": {"launches": {"us_a_round": 90.0}, "paced_w16_s16k": {"us_a_round": round_us},
                       "read": {"us_a_round": 14.0, "tbs": 3.0}},
             "outputs_bitwise_the_launches": {"paced_w16_s16k": same},
-            "timed_out": {"paced_w16_s16k": timed_out}, "ring_bytes": {"paced_w16_s16k": 20e6}}
+            "timed_out": {"paced_w16_s16k": timed_out}, "ring_bytes": {"paced_w16_s16k": 20e6}, "finite": True,
+            "reference": {"limit": 5e-3, "stages": {"a": {"nmse": 1e-5, "within_act_q8": True}}}}
     path = tmp_path / name
     path.write_text(json.dumps(data))
     return str(path)
@@ -233,6 +234,11 @@ def test_a_q4k_probe_without_a_proven_form_is_refused(tmp_path):
     for kw in ({"same": False}, {"timed_out": 3}):
         with pytest.raises(probe.ForecastError, match="no paced form whose outputs were the launches' bits"):
             probe.latency_from_q4k(_q4k_json(tmp_path, "bad.json", 20.0, **kw))
+    data = json.loads(open(_q4k_json(tmp_path, "ref.json", 20.0)).read())
+    data["reference"]["stages"]["a"]["within_act_q8"] = False  # the launches themselves wrong
+    (tmp_path / "ref.json").write_text(json.dumps(data))
+    with pytest.raises(probe.ForecastError, match="missed the reference on a"):
+        probe.latency_from_q4k(str(tmp_path / "ref.json"))
     (tmp_path / "old.json").write_text(json.dumps({"forms": {}}))
     with pytest.raises(probe.ForecastError, match="give q4k_chain.py's --out JSON"):
         probe.latency_from_q4k(str(tmp_path / "old.json"))
@@ -242,3 +248,6 @@ def test_the_cli_takes_its_latency_from_a_q4k_probe(tmp_path, capsys):
     path = _q4k_json(tmp_path, "q.json", 30.0)
     assert probe.main(["--model", "k3-nano", "--q4k-latency", path, "--bandwidth-tbs", "4.04"]) == 0
     assert "latency from the probe: paced_w16_s16k" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # one probe file or the other, not both
+        probe.main(["--model", "k3-nano", "--q4k-latency", path, "--probe-latency", path])
+    assert "not allowed with argument" in capsys.readouterr().err
