@@ -131,6 +131,9 @@
 #     probe_q4k   a persistent chain of the 48B step's own stages as Q4_K GEMVs (a KDA layer with MoE, six stages of
 #                 5-21 MB, four layers) on Q8 activations, one launch a stage against one paced persistent launch
 #                 (bench/probes/q4k_chain.py, session 49): a stage's latency where the forecast needs it, traced
+#     probe_iq1s  the IQ1_S mix's one-token weight kernels (KDA q|k|v, o_proj, MLA q|kv_a, the dense FFN, the
+#                 experts) at the 48B's shapes, every candidate implementation side by side, each output judged by
+#                 its own claim (bench/probes/iq1s_ops.py, session 50): a registry swap's size for the IQ1_S row
 #     rungs19     session 19's decode rung over the row-warp step: [engine] side_stream (a KDA layer's gate projections
 #                 on a second CUDA stream, concurrent with q/k/v and the short conv) after its GPU tests and the
 #                 captured gate of a k3-nano in the 48B's mix, forecast from half the F16 gate GEMVs' time hidden
@@ -4235,6 +4238,10 @@ probe_q4k)  # decode lead (session 49): the persistent chain on the step's own Q
     run probe-q4k-forecast 30 python3 bench/probes/persistent_forecast.py --q4k-latency "$R/probe-q4k.json" \
       --merge local --json "$R/q4k-forecast.json" --plot "$R/q4k-forecast.png"
   else log "probe-q4k-forecast: left out: the probe wrote no JSON"; fi ;;
+probe_iq1s)  # decode lead (session 50): the IQ1_S step's weight kernels (cupy_float's GEMVs, triton_prefetch's experts
+  # by session 25's policy fix) against every registered implementation that serves IQ1_S, at the 48B's shapes, each
+  # output judged against the reference by its claim; the forecast of the swaps on the IQ1_S step at 131072
+  run probe-iq1s 150 python3 bench/probes/iq1s_ops.py --out "$R/probe-iq1s.json" ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;

@@ -1920,6 +1920,12 @@ def test_probe_q4k_runs_the_q4k_chain_probe_alone_and_no_model(tmp_path):
     assert "unknown stage" not in log and "synth48" not in log and not calls
 
 
+def test_probe_iq1s_runs_the_iq1s_kernel_probe_alone_and_no_model(tmp_path):
+    log, calls = _suite(tmp_path, "probe_iq1s")
+    assert "] probe-iq1s (limit" in log and "bench/probes/iq1s_ops.py --out" in log
+    assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
 def test_probe_pdl_floor_runs_the_chain_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_pdl_floor")
     assert "] probe-pdl-floor (limit" in log and "bench/probes/pdl_floor.py --out" in log

@@ -1,0 +1,256 @@
+"""Probe: the IQ1_S mix's one-token weight kernels, every candidate implementation side by side at the 48B's shapes.
+A lead for issue #10's IQ1_S row (>= 1000 tok/s at 131072), not a ledger row (bench/GPU-PROBES.md keeps what it
+showed).
+
+Why. At 131072 the Q4_K step runs 490.9 tok/s and the IQ1_S step 317.4 (H200, session 43), though IQ1_S carries a
+third of Q4_K's weight bytes: every IQ1_S weight kernel of the step is older than the Q4_K ones the ladder tuned.
+Its linears go to cupy_float (the step's Q4_K GEMV passes every other type there by its stated policy: float
+activations, `_streamed`), its experts to triton_prefetch (session 25's fix, chosen as the kernel that read the
+blocks at all, never timed against another). Registered implementations that might serve IQ1_S faster exist and have
+never been timed on it in the step's shapes: cupy_dp4a (Q8 activations and __dp4a over the IQ1_S grid), the Triton
+GEMVs. Each is a registry swap away from a rung (`linear@IQ1_S`, `moe_experts@IQ1_S` by_type entries) if it is
+faster; if none is, the IQ1_S row needs new kernels, and this says how far each op is from its bytes.
+
+What it times, for each of the step's IQ1_S one-token weight kernels (shapes from the 48B preset, calls a token from
+its layer lists; bf16 activations as the step's):
+  kda_qkv     KDA merged q|k|v          [3P x D]          a KDA layer
+  o_proj      KDA and MLA o_proj        [D x P]           every attention layer
+  mla_q_kva   MLA q with kv_a merged    [N(Dn+R)+L+R x D] an MLA layer
+  dense_gu    layer 1's gate|up merged  [2F x D]          once
+  dense_down  layer 1's down            [D x F]           once
+  experts     routed top-8 + shared     moe_experts       an MoE layer
+with the harness the per-op records use (sparkops_cupy._workloads.time_op: a CUDA graph of 64 calls over rotated
+argument sets, CUDA events, median of the replays). Every timed output (the first set's) is judged against the NumPy
+reference on the same values by the implementation's own claim (the gate's tolerance table; the bf16 row where that is
+looser, as the activations are bf16): a fast figure from a wrong kernel is reported as wrong and fails the probe.
+
+The forecast: per op, the step's implementation now (`--now`) against the fastest one that met its claim, times its
+calls a token; summed, through Amdahl on the IQ1_S step's last figure (`--base-tok-s`). The project's forecasts from
+per-op records held to ~0.01 for ops that run alone on the critical path (sessions 12-22) and broke both ways where
+kernels overlap (sessions 23, 33): a lead's size, not a rung.
+
+    python3 bench/probes/iq1s_ops.py --out probe.json [--only NAME ...] [--impl OP=NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+
+#: the implementations timed by default: the step's own (the first of each op) and the registered ones that serve an
+#: IQ1_S weight with their own kernels (the row-warp Q4_K GEMVs pass it to cupy_float by their stated policy)
+IMPLS = {"linear": ("cupy_rowwarp_pdl_q8_tall_xr", "cupy_float", "cupy_dp4a", "triton", "triton_prefetch",
+                    "triton_pdl"),
+         "moe_experts": ("triton_prefetch", "cupy_dp4a", "triton", "triton_flat", "triton_lastblock")}
+#: what the IQ1_S step runs now (s55's registry with moe_experts@IQ1_S=triton_prefetch, bench/gpu_suite.sh's
+#: frontier131k): linear@Q4_K's implementation takes the IQ1_S calls and passes them on by its policy
+NOW = {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"}
+#: the IQ1_S step's figure at 131072 that the forecast starts from (H200, session 43, rungs57's frontier131k)
+BASE_TOK_S = 317.4
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One of the step's IQ1_S one-token weight kernels: its op, weight shape ([OUT, IN]; experts: none) and calls a
+    decode token."""
+
+    name: str
+    op: str
+    out_f: int
+    in_f: int
+    calls: int
+    what: str
+
+
+def kernels(cfg) -> list[Kernel]:
+    """The 48B step's IQ1_S one-token weight kernels, as the engine calls them (fuse_projections merges q|k|v, MLA's q
+    with kv_a, the dense gate with up); the low-rank gates and beta are F16 and the lm_head Q6_K in the mix."""
+    d, p = cfg.hidden_size, cfg.kda_heads * cfg.kda_head_dim
+    kda, mla = len(cfg.kda_layers), len(cfg.full_attn_layers)
+    q_kva = cfg.mla_heads * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim) + cfg.kv_lora_rank + cfg.qk_rope_head_dim
+    moe = cfg.num_layers - cfg.first_k_dense
+    return [Kernel("kda_qkv", "linear", 3 * p, d, kda, "KDA merged q|k|v"),
+            Kernel("o_proj", "linear", d, cfg.mla_heads * cfg.v_head_dim, kda + mla, "KDA and MLA o_proj"),
+            Kernel("mla_q_kva", "linear", q_kva, d, mla, "MLA q with kv_a merged"),
+            Kernel("dense_gu", "linear", 2 * cfg.intermediate_size, d, cfg.first_k_dense, "dense gate|up merged"),
+            Kernel("dense_down", "linear", d, cfg.intermediate_size, cfg.first_k_dense, "dense down"),
+            Kernel("experts", "moe_experts", 0, 0, moe, "routed top-8 + shared expert")]
+
+
+def nmse(got, ref) -> float:
+    """sum((got - ref)^2) / sum(ref^2) in float64 (the gate's metric); inf where got is not finite where ref is."""
+    import numpy as np
+
+    g, r = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if not np.isfinite(g[np.isfinite(r)]).all():
+        return float("inf")
+    den = float((r * r).sum())
+    return float(((g - r) ** 2).sum() / den) if den else float(((g - r) ** 2).sum())
+
+
+def forecast(rows: dict, kinds: list[Kernel], now: dict[str, str], base_tok_s: float) -> dict:
+    """Per kernel: the step's implementation now against the fastest that met its claim, µs a token saved (calls x
+    difference); the sum through Amdahl on base_tok_s. rows: {kernel: {impl: {"us": .., "ok": ..}}}."""
+    per, saved = {}, 0.0
+    for k in kinds:
+        timed = rows.get(k.name, {})
+        mine = timed.get(now[k.op])
+        proven = {n: r for n, r in timed.items() if r.get("ok")}
+        if mine is None or not mine.get("ok") or not proven:
+            per[k.name] = {"left_out": f"the step's {now[k.op]} was not timed or missed its claim" if proven
+                           else "no implementation met its claim"}
+            continue
+        best = min(proven, key=lambda n: proven[n]["us"])
+        gain = k.calls * (mine["us"] - proven[best]["us"])
+        saved += gain
+        per[k.name] = {"now": now[k.op], "now_us": mine["us"], "best": best, "best_us": proven[best]["us"],
+                       "calls": k.calls, "us_a_token_saved": gain}
+    step_us = 1e6 / base_tok_s
+    if saved >= step_us:
+        raise ValueError(f"the per-op savings ({saved:.0f} us a token) exceed the step itself ({step_us:.0f} us at "
+                         f"{base_tok_s} tok/s): the base figure and the per-op times cannot be of one machine")
+    return {"per_kernel": per, "us_a_token_saved": saved, "base_tok_s": base_tok_s,
+            "forecast_tok_s": 1e6 / (step_us - saved)}
+
+
+def parse(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="iq1s_ops.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--only", action="append", metavar="NAME", help=f"time this kernel alone ({', '.join(names)})")
+    ap.add_argument("--impl", action="append", metavar="OP=NAME", default=[],
+                    help="time this implementation too (linear=... or moe_experts=...)")
+    ap.add_argument("--replays", type=int, default=15, help="graph replays a figure (the median is kept)")
+    ap.add_argument("--base-tok-s", type=float, default=BASE_TOK_S,
+                    help=f"the IQ1_S step's tok/s the forecast starts from (default {BASE_TOK_S}: H200, 131072)")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.only or () if n not in names]
+    if unknown:
+        ap.exit(2, f"iq1s_ops probe: no kernel named {', '.join(map(repr, unknown))}; the names are "
+                   f"{', '.join(names)}\n")
+    for spec in args.impl:
+        op, _, name = spec.partition("=")
+        if op not in IMPLS or not name:
+            ap.exit(2, f"iq1s_ops probe: --impl takes OP=NAME with OP one of {', '.join(IMPLS)} (got '{spec}')\n")
+    if args.replays < 3:
+        ap.exit(2, "iq1s_ops probe: --replays must be at least 3 (a median of fewer says little)\n")
+    if args.base_tok_s <= 0:
+        ap.exit(2, f"iq1s_ops probe: --base-tok-s must be positive (got {args.base_tok_s})\n")
+    return args
+
+
+def _workload(k: Kernel, cfg):
+    import torch
+    from gguf import GGMLQuantizationType as Q
+    from sparkops_cupy._workloads import linear_workload, moe_workload
+
+    if k.op == "moe_experts":
+        return moe_workload(cfg, Q.IQ1_S, torch.bfloat16)
+    return linear_workload(Q.IQ1_S, k.out_f, k.in_f, k.what, dtype=torch.bfloat16)
+
+
+def _on_cpu(v):
+    import torch
+
+    from sparkops.qweight import QWeight
+
+    if isinstance(v, QWeight):
+        return QWeight(v.raw.cpu(), v.qtype, v.shape)
+    if isinstance(v, torch.Tensor):
+        return v.float().cpu() if v.is_floating_point() else v.cpu()
+    return v
+
+
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from sparkops.config import load_preset
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    kinds = kernels(cfg)
+    args = parse(argv, [k.name for k in kinds])
+    import torch
+
+    if not torch.cuda.is_available():
+        print("iq1s_ops probe: needs a CUDA device", file=sys.stderr)
+        return 2
+    from sparkops.gate.check import resolve_claim
+    from sparkops.gate.tolerances import OP_RULES
+    from sparkops.plugins import load_catalog
+    from sparkops_cupy._workloads import _positional, describe, time_op
+
+    catalog = load_catalog()
+    impls = {op: list(names) for op, names in IMPLS.items()}
+    for spec in args.impl:
+        op, _, name = spec.partition("=")
+        if name not in impls[op]:
+            impls[op].append(name)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    results = {"device": torch.cuda.get_device_name(dev), "now": NOW, "kernels": {}, "timed": {}}
+    failed = []
+    for k in kinds:
+        if args.only and k.name not in args.only:
+            continue
+        sets, nbytes = _workload(k, cfg).build(dev, 0)
+        first = _positional(k.op, sets[0])
+        ref = _first(catalog.get(k.op, "numpy").resolve()(*[_on_cpu(a) for a in first])).double().numpy()
+        results["kernels"][k.name] = asdict(k) | {"mb": nbytes / 1e6, "sets": len(sets)}
+        rows = results["timed"][k.name] = {}
+        for name in impls[k.op]:
+            impl = catalog.get(k.op, name)
+            if impl.unavailable:
+                rows[name] = {"left_out": impl.unavailable}
+                print(f"{k.name:10s} {name:28s} left out: {impl.unavailable}", flush=True)
+                continue
+            fn = impl.resolve()
+            policy = impl.resolve_policy()
+            passes = policy(*first) if policy else None
+            rule, variant, _ = resolve_claim(impl, catalog)
+            limit = max(rule.limit, OP_RULES[k.op]["bf16"].limit)
+            try:
+                got = _first(fn(*first)).float().cpu().numpy()
+                t = time_op(k.op, fn, sets, nbytes, replays=args.replays)
+            except Exception as exc:  # noqa: BLE001 - one implementation's failure is a finding, not the probe's end
+                rows[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+                print(f"{k.name:10s} {name:28s} failed: {rows[name]['error']}", flush=True)
+                failed.append(f"{k.name}/{name}")
+                continue
+            err = nmse(got, ref)
+            ok = err <= limit
+            rows[name] = {"us": t.seconds * 1e6, "of_4_04": t.fraction, "spread": t.spread, "mode": t.mode,
+                          "nmse": err, "limit": limit, "claim": variant, "ok": ok, "passes": passes}
+            print(f"{k.name:10s} {name:28s} {describe(t)}  nmse {err:.1e} / {limit:g} "
+                  f"{'ok' if ok else 'MISSES ITS CLAIM'}" + (f"  (passes: {passes})" if passes else ""), flush=True)
+            if not ok:
+                failed.append(f"{k.name}/{name}")
+        del sets
+        torch.cuda.empty_cache()
+    try:
+        results["forecast"] = forecast(results["timed"], [k for k in kinds if k.name in results["timed"]], NOW,
+                                       args.base_tok_s)
+    except ValueError as exc:  # the figures are still written: the forecast is the part that cannot stand
+        results["forecast"] = {"error": str(exc), "per_kernel": {}}
+        print(f"forecast: none: {exc}")
+        failed.append("forecast")
+    for name, f in results["forecast"]["per_kernel"].items():
+        if "left_out" in f:
+            print(f"forecast {name}: left out ({f['left_out']})")
+        else:
+            print(f"forecast {name}: {f['now']} {f['now_us']:.2f} us -> {f['best']} {f['best_us']:.2f} us, "
+                  f"{f['calls']} calls a token: {f['us_a_token_saved']:.1f} us a token")
+    fc = results["forecast"]
+    if "error" not in fc:
+        print(f"forecast: {fc['us_a_token_saved']:.0f} us a token saved: {fc['base_tok_s']} -> "
+              f"{fc['forecast_tok_s']:.1f} tok/s (Amdahl on the per-op figures)")
+    results["failed"] = failed
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

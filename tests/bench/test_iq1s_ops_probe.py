@@ -1,0 +1,88 @@
+"""bench/probes/iq1s_ops.py: the kernels it times are the 48B step's IQ1_S weight kernels at their shapes and calls,
+every implementation it names is registered for its op on CUDA, its forecast takes only proven figures, and it refuses
+what it cannot time by name."""
+
+import math
+
+import pytest
+
+from sparkops.config import load_preset
+from sparkops.plugins import load_catalog
+from tests.helpers import load_probe
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return load_probe("iq1s_ops")
+
+
+def test_the_kernels_are_the_steps_iq1s_weights_at_their_shapes_and_calls(probe):
+    got = {k.name: (k.op, k.out_f, k.in_f, k.calls) for k in probe.kernels(load_preset("kimi-linear-48b-a3b"))}
+    # spec/kimi-linear-architecture.md: 20 KDA layers and 7 MLA layers, P = 32 x 128, MLA q 32 x (128 + 64) with kv_a
+    # 512 + 64 merged, the dense FFN of 9216 in layer 1, 26 MoE layers
+    assert got == {"kda_qkv": ("linear", 12288, 2304, 20), "o_proj": ("linear", 2304, 4096, 27),
+                   "mla_q_kva": ("linear", 6720, 2304, 7), "dense_gu": ("linear", 18432, 2304, 1),
+                   "dense_down": ("linear", 2304, 9216, 1), "experts": ("moe_experts", 0, 0, 26)}
+
+
+def test_every_named_implementation_is_registered_for_its_op_on_cuda(probe):
+    catalog = load_catalog()
+    for op, names in probe.IMPLS.items():
+        assert probe.NOW[op] == names[0], f"{op}: the step's implementation is timed first"
+        for name in names:
+            impl = catalog.get(op, name)  # raises for a name no plugin registers
+            assert "cuda" in impl.devices, f"{op}={name} does not run on CUDA"
+
+
+def _row(us, ok=True):
+    return {"us": us, "ok": ok}
+
+
+def test_the_forecast_takes_the_fastest_proven_implementation_through_amdahl(probe):
+    kinds = [probe.Kernel("a", "linear", 8, 8, 10, ""), probe.Kernel("e", "moe_experts", 0, 0, 2, "")]
+    rows = {"a": {probe.NOW["linear"]: _row(5.0), "fast_but_wrong": _row(1.0, ok=False), "good": _row(3.0)},
+            "e": {probe.NOW["moe_experts"]: _row(20.0), "slower": _row(25.0)}}
+    f = probe.forecast(rows, kinds, probe.NOW, 250.0)
+    assert f["per_kernel"]["a"]["best"] == "good"
+    assert f["per_kernel"]["a"]["us_a_token_saved"] == pytest.approx(10 * 2.0)
+    assert f["per_kernel"]["e"]["best"] == probe.NOW["moe_experts"]  # the step's own is the fastest: nothing saved
+    assert f["per_kernel"]["e"]["us_a_token_saved"] == 0.0
+    assert f["us_a_token_saved"] == pytest.approx(20.0)
+    assert f["forecast_tok_s"] == pytest.approx(1e6 / (4000.0 - 20.0))
+
+
+def test_the_forecast_leaves_out_a_kernel_whose_step_implementation_missed_its_claim(probe):
+    kinds = [probe.Kernel("a", "linear", 8, 8, 10, "")]
+    f = probe.forecast({"a": {probe.NOW["linear"]: _row(5.0, ok=False), "good": _row(3.0)}}, kinds, probe.NOW, 250.0)
+    assert "missed its claim" in f["per_kernel"]["a"]["left_out"]
+    assert f["us_a_token_saved"] == 0.0
+    f = probe.forecast({"a": {"bad": _row(3.0, ok=False)}}, kinds, probe.NOW, 250.0)
+    assert f["per_kernel"]["a"]["left_out"] == "no implementation met its claim"
+
+
+def test_the_forecast_refuses_savings_larger_than_the_step(probe):
+    kinds = [probe.Kernel("a", "linear", 8, 8, 1000, "")]
+    rows = {"a": {probe.NOW["linear"]: _row(10.0), "good": _row(1.0)}}  # 9 ms a token saved from a 4 ms step
+    with pytest.raises(ValueError, match="exceed the step itself"):
+        probe.forecast(rows, kinds, probe.NOW, 250.0)
+
+
+def test_nmse_is_the_gates_metric_and_a_non_finite_output_is_infinitely_wrong(probe):
+    import numpy as np
+
+    ref = np.array([1.0, -2.0, 3.0])
+    assert probe.nmse(ref, ref) == 0.0
+    assert probe.nmse(ref * 1.01, ref) == pytest.approx(1e-4)
+    assert math.isinf(probe.nmse(np.array([1.0, np.nan, 3.0]), ref))
+
+
+@pytest.mark.parametrize("args, says", [(["--only", "lm_head"], "no kernel named 'lm_head'"),
+                                        (["--impl", "router=triton"], "--impl takes OP=NAME"),
+                                        (["--impl", "linear="], "--impl takes OP=NAME"),
+                                        (["--replays", "2"], "--replays must be at least 3"),
+                                        (["--base-tok-s", "0"], "--base-tok-s must be positive")])
+def test_the_probe_refuses_what_it_cannot_time(probe, args, says, capsys):
+    with pytest.raises(SystemExit) as e:
+        probe.main(args)
+    assert e.value.code == 2
+    assert says in capsys.readouterr().err
