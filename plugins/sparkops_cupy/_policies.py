@@ -29,6 +29,11 @@ def one_token_q4k_passes(x, weight) -> str | None:
     return _one_token_passes(x, weight, lambda w: w.qtype == Q.Q4_K, "Q4_K")
 
 
+def iq1s_gemv_passes(x, weight) -> str | None:
+    """cupy_rowwarp_pdl_q8_iq1s (the one-token IQ1_S GEMV): linear.py's `_one_token` with IQ1_S weights."""
+    return _one_token_passes(x, weight, lambda w: w.qtype == Q.IQ1_S, "IQ1_S")
+
+
 def floatrow_passes(x, weight) -> str | None:
     """cupy_floatrow (rows that are not whole 16-byte vectors, checked where the call runs, are not looked at)."""
     return _one_token_passes(x, weight, lambda w: w.is_float, "F16, BF16 or F32")

@@ -1922,6 +1922,8 @@ def test_probe_q4k_runs_the_q4k_chain_probe_alone_and_no_model(tmp_path):
 
 def test_probe_iq1s_runs_the_iq1s_kernel_probe_alone_and_no_model(tmp_path):
     log, calls = _suite(tmp_path, "probe_iq1s")
+    assert "] gpu-tests-iq1s (limit" in log and "tests/backends/test_cupy_linear_iq1s.py" in log
+    assert log.index("] gpu-tests-iq1s (limit") < log.index("] probe-iq1s (limit")
     assert "] probe-iq1s (limit" in log and "bench/probes/iq1s_ops.py --out" in log
     assert "unknown stage" not in log and "synth48" not in log and not calls
 

@@ -1,0 +1,52 @@
+"""linear on CUDA for IQ1_S weights, one token at a time: the Q8 row-copy GEMV (kernels/linear_iq1s_q8.cu).
+
+- "cupy_rowwarp_pdl_q8_iq1s" (`linear_rowwarp_pdl_q8_iq1s`, written in session 50): cupy_rowwarp_pdl_q8's form
+  (a block's 16 rows copied into shared memory before the PDL wait, x quantized once a block to Q8, an octet a row,
+  integer dots) for IQ1_S rows: each lane's 32 weights of a super-block are 4 rows of the IQ1_S grid dotted by 8
+  __dp4a. Why: the IQ1_S step's GEMVs ran on cupy_float's float-activation kernel, which the step's Q4_K GEMVs pass
+  every other type to (their stated policy); the Q4_K ladder left that form behind (sessions 13-27). Claims act_q8 (the
+  activations quantized to Q8_0 blocks, as llama.cpp's IQ1_S dot). Other calls by the one-token GEMVs' stated policy
+  (`linear._one_token`): a prefill chunk to the torch plugin's float32 linear, any other type or a few tokens to
+  cupy_float. Chosen per weight type in a registry: `[ops.linear.cuda.by_type.IQ1_S]`.
+
+Kept apart from linear.py so that the records of that module's implementations, whose sources it is, do not change.
+"""
+
+from __future__ import annotations
+
+import torch
+from gguf import GGMLQuantizationType as Q
+
+from sparkops.errors import BadInput
+
+from . import _runtime as rt
+from ._weights import KernelWeight, iq1s_grid
+from .linear import _DT_SUFFIX, _one_token
+
+SOURCES = rt.source_files("linear_iq1s_q8.cu")
+#: rows a block: an octet a row, 4 warps
+ROWS = 16
+#: bytes of an IQ1_S super-block (256 weights)
+BLOCK_BYTES = 50
+
+
+def linear_rowwarp_pdl_q8_iq1s(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_iq1s": one token times an IQ1_S weight on Q8 activations and integer dots
+    (see the module's docstring); every other call as cupy's one-token GEMVs' stated policy says."""
+    return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S, launch_iq1s_q8)
+
+
+def launch_iq1s_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """y[0, :n] = x[0] @ W^T for an IQ1_S weight [n, k] (k a multiple of 256) on Q8 activations, launched with
+    programmatic dependent launch; x 16-byte aligned (the caller's), the weight's data 16-byte aligned."""
+    if kw.raw.data_ptr() % 16:
+        raise BadInput(f"linear: the IQ1_S weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
+                       f"give it its own allocation (QWeight(raw.clone(), ...))")
+    if kw.row_bytes != k // 256 * BLOCK_BYTES:
+        raise BadInput(f"linear: an IQ1_S row of {k} inputs is {k // 256 * BLOCK_BYTES} bytes, the weight's rows are "
+                       f"{kw.row_bytes}")
+    grid = iq1s_grid(x.device)
+    smem = k + 4 * (k // 32) + 4 * (k // 16) + ROWS * kw.row_bytes  # codes, scales, sums of 16, the block's rows
+    rt.launch("linear_iq1s_q8.cu", f"linear_iq1_s_rowq8pdl_{_DT_SUFFIX[code]}", x.device, ((n + ROWS - 1) // ROWS,),
+              (128,), (rt.ptr(x), rt.ptr(kw.raw), rt.i32(k), rt.i32(n), rt.ptr(y), rt.ptr(grid)), shared_mem=smem,
+              pdl=True)

@@ -1,0 +1,95 @@
+"""cupy_rowwarp_pdl_q8_iq1s, the one-token IQ1_S GEMV on Q8 activations (kernels/linear_iq1s_q8.cu), on CUDA: every
+row of the 48B's IQ1_S shapes and of ragged ones (a last block of fewer than 16 rows, whose copy ends mid-chunk) within
+the act_q8 claim of the NumPy reference, the same bits call after call and in a CUDA graph, and the calls its stated
+policy hands on going where it says. Skipped with a reason where there is no CUDA device or no CuPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as Q
+
+from sparkops.errors import BadInput
+from sparkops.gate.tolerances import rule_for
+from sparkops.gguf.quants import random_blocks
+from sparkops.plugins import load_catalog
+from sparkops.qweight import QWeight
+
+pytestmark = pytest.mark.gpu
+
+cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+
+from sparkops_cupy._policies import iq1s_gemv_passes  # noqa: E402
+from sparkops_cupy.linear import linear_float  # noqa: E402
+from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s as gemv  # noqa: E402
+
+DEV = torch.device("cuda")
+
+
+def weight(out_f: int, in_f: int, qtype=Q.IQ1_S, seed: int = 0) -> QWeight:
+    raw = random_blocks(np.random.default_rng(seed + out_f + in_f), (out_f, in_f), qtype, 0.02)
+    return QWeight(torch.from_numpy(np.ascontiguousarray(raw)).to(DEV), qtype, (out_f, in_f))
+
+
+def nmse(got: torch.Tensor, want: torch.Tensor) -> float:
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    assert torch.isfinite(got).all(), "NaN/Inf in the output (unwritten or overflowing values)"
+    return float(((got - want) ** 2).sum() / (want ** 2).sum())
+
+
+def reference(x: torch.Tensor, w: QWeight) -> torch.Tensor:
+    return load_catalog().reference("linear").resolve()(x.float().cpu(), w.to("cpu"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (6720, 2304), (18432, 2304), (2304, 9216),
+                                        (33, 256), (17, 512), (5, 1280), (1, 2304)])
+def test_every_row_of_a_one_token_iq1s_gemv_is_within_the_act_q8_claim(dtype, out_f, in_f):
+    w = weight(out_f, in_f)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(out_f)).to(DEV, dtype)
+    y = gemv(x, w)
+    assert y.shape == (1, out_f) and y.dtype == dtype
+    want = reference(x, w)
+    limit = max(rule_for("linear", "act_q8").limit, rule_for("linear", "bf16").limit if dtype != torch.float32 else 0)
+    assert nmse(y, want) <= limit
+    # each row on its own too (Q8's error a row is ~1% of the outputs' RMS): a row the kernel skipped or wrote from
+    # another row's sum cannot hide in a large tensor's error
+    err = (y.double().cpu() - want.double()).abs()[0]
+    assert float(err.max()) <= 0.25 * float(want.double().pow(2).mean().sqrt())
+
+
+def test_the_same_bits_call_after_call_and_in_a_cuda_graph():
+    w = weight(12288, 2304)
+    x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(DEV, torch.bfloat16)
+    first = gemv(x, w)
+    assert torch.equal(gemv(x, w), first)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = gemv(x, w)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, first)
+
+
+def test_the_calls_it_hands_on_go_where_its_stated_policy_says():
+    x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(2)).to(DEV)
+    q4k = weight(256, 2304, Q.Q4_K)
+    assert "cupy_float" in iq1s_gemv_passes(x, q4k)
+    assert torch.equal(gemv(x, q4k), linear_float(x, q4k))  # another type: cupy_float's kernel, its bits
+    w = weight(256, 2304)
+    x5 = torch.randn(5, 2304, generator=torch.Generator().manual_seed(3)).to(DEV)
+    assert "cupy_float" in iq1s_gemv_passes(x5, w)
+    assert torch.equal(gemv(x5, w), linear_float(x5, w))  # five tokens: cupy_float
+    assert iq1s_gemv_passes(x, w) is None  # one token times IQ1_S: its own kernel
+
+
+def test_a_weight_off_16_byte_alignment_is_refused_by_name():
+    w = weight(64, 2304)
+    raw = torch.empty(w.raw.numel() + 2, dtype=torch.uint8, device=DEV)[2:]  # 2 bytes past an aligned start
+    raw.copy_(w.raw.reshape(-1))
+    shifted = QWeight(raw.view(w.raw.shape), Q.IQ1_S, (64, 2304))
+    x = torch.randn(1, 2304, device=DEV)
+    with pytest.raises(BadInput, match="not 16-byte aligned"):
+        gemv(x, shifted)
