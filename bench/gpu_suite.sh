@@ -181,6 +181,9 @@
 #                 figure in the fused gates' record; each after its GPU tests and its captured gate
 #     proofs25    those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane
 #                 beside rungs25
+#     rungs_iq1s  session 50's IQ1_S rung at 131072: the IQ1_S step's GEMVs on cupy_rowwarp_pdl_q8_iq1s
+#                 (linear@IQ1_S) over the step now with the IQ1_S experts on triton_prefetch, after probe_iq1s's GPU
+#                 tests and figures (its --expect from the probe's calls-weighted factor; the base diagnosed at 131072)
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     frontier_now  issue #10's rows at 0 and 32768 under the step now (the newest rung SUITE_TIMED or this machine
@@ -4243,7 +4246,9 @@ probe_iq1s)  # decode lead (session 50): the IQ1_S step's weight kernels (cupy_f
   # output judged against the reference by its claim; the forecast of the swaps on the IQ1_S step at 131072. First the
   # GPU tests of the one new kernel it times (cupy_rowwarp_pdl_q8_iq1s: rows, bits, graph, policy)
   run gpu-tests-iq1s 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_cupy_linear_iq1s.py
-  run probe-iq1s 150 python3 bench/probes/iq1s_ops.py --out "$R/probe-iq1s.json" ;;
+  run probe-iq1s 150 python3 bench/probes/iq1s_ops.py --out "$R/probe-iq1s.json"
+  # kept on the machine for rungs_iq1s's --expect (a later call's results directory is another)
+  [ -s "$R/probe-iq1s.json" ] && cp "$R/probe-iq1s.json" $DJ/probe-iq1s.json ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with
   # PDL through every kernel (bench/probes/pdl_floor.py): how much of a launch PDL through the whole step could hide
   run probe-pdl-floor 90 python3 bench/probes/pdl_floor.py --out "$R/probe-pdl-floor.json" ;;
@@ -4517,6 +4522,33 @@ frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9'
   [ -f $M1 ] && [ -f $IQ1S_REG ] && run decode131k-iq1s-now 200 sparkops bench decode --model $M1 --depth 131072 \
       --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --graph A $GATE $FILL_LEAN \
       --change "the step now ($(basename $NOW_REG)) with moe_experts@IQ1_S=triton_prefetch, one CUDA graph per step (IQ1_S mix)"
+  ;;
+rungs_iq1s)  # session 50: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 317.4 now): the step's IQ1_S GEMVs moved from
+  # cupy_float (the float-activation kernel the Q4_K GEMVs pass IQ1_S to) to the Q8 row-copy form over the IQ1_S
+  # grid, one two-arm row at 131072 on the IQ1_S 48B, predicted from probe_iq1s's per-op figures (run first)
+  [ "$(marker $DONE/gpu-tests-iq1s)" = 0 ] && [ -s $DJ/probe-iq1s.json ] \
+    || { log "decode131k-iq1s-q8gemv: left out (probe_iq1s's GPU tests and figures first: name probe_iq1s before it)"; continue; }
+  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json linear cupy_rowwarp_pdl_q8_iq1s) \
+    || { log "decode131k-iq1s-q8gemv: left out (no per-op factor from probe_iq1s)"; continue; }
+  now_step rungs_iq1s || continue
+  [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
+  IQ1S_REG=${NOW_REG%.toml}-iq1s.toml
+  fresh_over $IQ1S_REG $NOW_REG
+  [ -f $IQ1S_REG ] || run swap-now-iq1s-experts 40 bash -c 'swap_into "$@"' _ $IQ1S_REG $NOW_REG \
+      moe_experts@IQ1_S=triton_prefetch
+  Q8I_REG=${IQ1S_REG%.toml}-q8gemv.toml
+  fresh_over $Q8I_REG $IQ1S_REG
+  [ -f $Q8I_REG ] || run swap-iq1s-q8gemv 40 bash -c 'swap_into "$@"' _ $Q8I_REG $IQ1S_REG \
+      linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s
+  if [ -f $M1 ] && [ -f $Q8I_REG ] \
+      && python3 bench/registry_selects.py $Q8I_REG linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s > /dev/null; then
+    run diagnose-iq1s-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $IQ1S_REG \
+        $FILL_LEAN --out "$R/diag-iq1s-131k" --json-out $DJ/diag-iq1s-131k.json --record
+    [ -s $DJ/diag-iq1s-131k.json ] && run decode131k-iq1s-q8gemv 300 sparkops bench decode --model $M1 --depth 131072 \
+        --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --vs $Q8I_REG --graph A,B $GATE $FILL_LEAN \
+        --changes linear --prediction $DJ/diag-iq1s-131k.json --expect "$IQ1S_EXPECT" \
+        --change "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
+  else log "decode131k-iq1s-q8gemv: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-q8gemv)"; fi
   ;;
 frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a
   # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and

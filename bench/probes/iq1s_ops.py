@@ -31,6 +31,7 @@ per-op records held to ~0.01 for ops that run alone on the critical path (sessio
 kernels overlap (sessions 23, 33): a lead's size, not a rung.
 
     python3 bench/probes/iq1s_ops.py --out probe.json [--only NAME ...] [--impl OP=NAME ...]
+    python3 bench/probes/iq1s_ops.py --factor probe.json linear cupy_rowwarp_pdl_q8_iq1s   # linear@IQ1_S=1.234
 """
 
 from __future__ import annotations
@@ -116,6 +117,26 @@ def forecast(rows: dict, kinds: list[Kernel], now: dict[str, str], base_tok_s: f
             "forecast_tok_s": 1e6 / (step_us - saved)}
 
 
+def factor(results: dict, op: str, impl: str) -> float:
+    """The per-op speed-up a rung's --expect takes for `op` on IQ1_S weights when `impl` replaces the step's: the
+    step's implementation's time over impl's, each kernel of the op weighted by its calls a token. Both must have met
+    their claims on every kernel of the op that was timed, or there is no factor (ValueError, saying which)."""
+    now_us = new_us = 0.0
+    kinds = [k for k in results["kernels"].values() if k["op"] == op]
+    if not kinds:
+        raise ValueError(f"the probe timed no {op} kernel")
+    for k in kinds:
+        rows = results["timed"][k["name"]]
+        for name in (results["now"][op], impl):
+            r = rows.get(name, {})
+            if not r.get("ok"):
+                why = r.get("left_out") or r.get("error") or ("missed its claim" if "ok" in r else "was not timed")
+                raise ValueError(f"{k['name']}: {name} {why}")
+        now_us += k["calls"] * rows[results["now"][op]]["us"]
+        new_us += k["calls"] * rows[impl]["us"]
+    return now_us / new_us
+
+
 def parse(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="iq1s_ops.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the results as JSON here")
@@ -168,6 +189,19 @@ def _first(out):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--factor"]:  # --factor PROBE.json OP IMPL: print OP@IQ1_S=FACTOR for a rung's --expect
+        if len(argv) != 4:
+            print("iq1s_ops probe: --factor takes PROBE.json OP IMPL", file=sys.stderr)
+            return 2
+        with open(argv[1]) as f:
+            results = json.load(f)
+        try:
+            print(f"{argv[2]}@IQ1_S={factor(results, argv[2], argv[3]):.4f}")
+        except (ValueError, KeyError) as exc:
+            print(f"iq1s_ops probe: no factor for {argv[2]}={argv[3]}: {exc}", file=sys.stderr)
+            return 1
+        return 0
     from sparkops.config import load_preset
 
     cfg = load_preset("kimi-linear-48b-a3b")

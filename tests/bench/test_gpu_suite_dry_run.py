@@ -290,7 +290,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # overlap (a call whose arguments merely hold "pytest", a pip install's --target under pytest's temp dir, is none)
     # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/probes/critical_path.py (a
     # rung's forecast on the committed timeline), bench/timed_check.py (against the
-    # checkout's ledger and the stand-in machine's), `python3 -c "print(...)"` arithmetic and `python3 -c "import
+    # checkout's ledger and the stand-in machine's), bench/probes/iq1s_ops.py --factor (a rung's --expect from the
+    # probe's JSON: json alone), `python3 -c "print(...)"` arithmetic and `python3 -c "import
     # json..."` reads of a JSON file are pure Python: the real interpreter runs them (the shards' files, a prediction
     # factor); imports of torch and the kernels stay stand-ins
     # STUB_FAIL_MATCH: a pytest run whose arguments hold this text fails (one proof's tests, not the others)
@@ -305,6 +306,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
                                f'[ "$1" = bench/registry_selects.py ] || [ "$1" = bench/timed_check.py ] || '
                                f'[ "$1" = bench/probes/critical_path.py ] || '
+                               f'[[ "$1" = bench/probes/iq1s_ops.py && "$2" = --factor ]] || '
                                f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
                                '[ "$1" = -m ] && [ "$2" = pytest ] && { '
@@ -4154,3 +4156,35 @@ def test_a_fresh_machine_makes_the_fused_conv_step_by_its_swap_and_engine_option
     assert reg.is_file() and not any(c.startswith("bench decode") and f"--vs {reg} " in c for c in calls)
     _rung_timed_once(calls, machine, "s37-router-sorted", "moe_router=cupy_rowwarp_pdl_sorted",
                      "cuda-s32-lmhead-x16.toml", "moe_router=1.125")
+
+
+def test_rungs_iq1s_waits_for_the_probe_s_tests_and_figures(tmp_path):
+    log, calls = _suite(tmp_path, "rungs_iq1s")
+    assert "decode131k-iq1s-q8gemv: left out (probe_iq1s's GPU tests and figures first" in log
+    assert not any("bench decode" in c for c in calls)
+
+
+def test_rungs_iq1s_times_the_q8_gemvs_against_the_iq1s_step_at_131072(tmp_path):
+    import json
+
+    (tmp_path / "machine" / "suite-done").mkdir(parents=True)
+    (tmp_path / "machine" / "suite-done" / "gpu-tests-iq1s").write_text("0\n")
+    (tmp_path / "machine" / "suite-diag").mkdir(parents=True)
+    row = {"us": 1.0, "ok": True}
+    probe = {"now": {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"},
+             "kernels": {"kda_qkv": {"name": "kda_qkv", "op": "linear", "calls": 20}},
+             "timed": {"kda_qkv": {"cupy_rowwarp_pdl_q8_tall_xr": {**row, "us": 12.0},
+                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0}}}}
+    (tmp_path / "machine" / "suite-diag" / "probe-iq1s.json").write_text(json.dumps(probe))
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)
+    assert "left out (probe_iq1s's" not in log and "no per-op factor" not in log
+    machine = tmp_path / "machine"
+    iq1s, q8i = machine / "cuda-s22-all-iq1s.toml", machine / "cuda-s22-all-iq1s-q8gemv.toml"
+    swaps = [c for c in calls if "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s" in c and c.startswith("swap")]
+    assert swaps, log
+    bench = [c for c in calls if c.startswith("bench decode")]
+    assert len(bench) == 1 and "--depth 131072" in bench[0] and "--expect linear@IQ1_S=1.5000" in bench[0]
+    assert f"--registry {iq1s} --vs {q8i} --graph A,B " in bench[0] and "--changes linear" in bench[0], bench[0]
+    assert f"--model {machine / 'k48-iq1_s.gguf'} " in bench[0]
+    assert any(c.startswith("diagnose") and "--depth 131072" in c and f"--registry {iq1s}" in c for c in calls)

@@ -86,3 +86,35 @@ def test_the_probe_refuses_what_it_cannot_time(probe, args, says, capsys):
         probe.main(args)
     assert e.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def _results(probe, rows, kernels=("a", "b")):
+    calls = {"a": 10, "b": 2}
+    return {"now": probe.NOW, "kernels": {k: {"name": k, "op": "linear", "calls": calls[k]} for k in kernels},
+            "timed": rows}
+
+
+def test_the_factor_weights_each_kernel_by_its_calls(probe, tmp_path, capsys):
+    now = probe.NOW["linear"]
+    rows = {"a": {now: _row(6.0), "new": _row(3.0)}, "b": {now: _row(10.0), "new": _row(10.0)}}
+    res = _results(probe, rows)
+    assert probe.factor(res, "linear", "new") == pytest.approx((10 * 6 + 2 * 10) / (10 * 3 + 2 * 10))
+    path = tmp_path / "probe.json"
+    path.write_text(__import__("json").dumps(res))
+    assert probe.main(["--factor", str(path), "linear", "new"]) == 0
+    assert capsys.readouterr().out.strip() == "linear@IQ1_S=1.6000"
+
+
+def test_no_factor_where_either_side_missed_its_claim_or_was_not_timed(probe, tmp_path, capsys):
+    now = probe.NOW["linear"]
+    with pytest.raises(ValueError, match="b: new missed its claim"):
+        probe.factor(_results(probe, {"a": {now: _row(6.0), "new": _row(3.0)},
+                                      "b": {now: _row(10.0), "new": _row(1.0, ok=False)}}), "linear", "new")
+    with pytest.raises(ValueError, match="a: new was not timed"):
+        probe.factor(_results(probe, {"a": {now: _row(6.0)}}, kernels=("a",)), "linear", "new")
+    with pytest.raises(ValueError, match="timed no moe_experts kernel"):
+        probe.factor(_results(probe, {}), "moe_experts", "new")
+    path = tmp_path / "probe.json"
+    path.write_text(__import__("json").dumps(_results(probe, {"a": {now: _row(6.0)}}, kernels=("a",))))
+    assert probe.main(["--factor", str(path), "linear", "new"]) == 1
+    assert "no factor for linear=new" in capsys.readouterr().err
