@@ -4244,8 +4244,10 @@ probe_q4k)  # decode lead (session 49): the persistent chain on the step's own Q
 probe_iq1s)  # decode lead (session 50): the IQ1_S step's weight kernels (cupy_float's GEMVs, triton_prefetch's experts
   # by session 25's policy fix) against every registered implementation that serves IQ1_S, at the 48B's shapes, each
   # output judged against the reference by its claim; the forecast of the swaps on the IQ1_S step at 131072. First the
-  # GPU tests of the one new kernel it times (cupy_rowwarp_pdl_q8_iq1s: rows, bits, graph, policy)
-  run gpu-tests-iq1s 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_cupy_linear_iq1s.py
+  # GPU tests of the new kernels it times (cupy_rowwarp_pdl_q8_iq1s of linear and of moe_experts: rows, bits, graph,
+  # policy)
+  run gpu-tests-iq1s 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_cupy_linear_iq1s.py \
+      tests/backends/test_cupy_moe_experts_iq1s.py
   run probe-iq1s 150 python3 bench/probes/iq1s_ops.py --out "$R/probe-iq1s.json"
   # kept on the machine for rungs_iq1s's --expect (a later call's results directory is another)
   [ -s "$R/probe-iq1s.json" ] && cp "$R/probe-iq1s.json" $DJ/probe-iq1s.json ;;

@@ -2,15 +2,15 @@
 A lead for issue #10's IQ1_S row (>= 1000 tok/s at 131072), not a ledger row (bench/GPU-PROBES.md keeps what it
 showed).
 
-Why. At 131072 the Q4_K step runs 490.9 tok/s and the IQ1_S step 317.4 (H200, session 43), though IQ1_S carries a
-third of Q4_K's weight bytes: every IQ1_S weight kernel of the step is older than the Q4_K ones the ladder tuned.
-Its linears go to cupy_float (the step's Q4_K GEMV passes every other type there by its stated policy: float
-activations, `_streamed`), its experts to triton_prefetch (session 25's fix, chosen as the kernel that read the
-blocks at all, never timed against another). Registered implementations that might serve IQ1_S faster exist and have
-never been timed on it in the step's shapes: cupy_dp4a (Q8 activations and __dp4a over the IQ1_S grid), the Triton
-GEMVs, and (session 50) cupy_rowwarp_pdl_q8_iq1s, the Q4_K step's Q8 GEMV form over the IQ1_S grid. Each is a
-registry swap away from a rung (`linear@IQ1_S`, `moe_experts@IQ1_S` by_type entries) if it is
-faster; if none is, the IQ1_S row needs new kernels, and this says how far each op is from its bytes.
+Why. At 131072 the Q4_K step runs 490.9 tok/s and the IQ1_S step 317.4 (H200, session 43), though IQ1_S carries a third
+of Q4_K's weight bytes: every IQ1_S weight kernel of the step is older than the Q4_K ones the ladder tuned. Its linears
+go to cupy_float (the step's Q4_K GEMV passes every other type there by its stated policy: float activations,
+`_streamed`), its experts to triton_prefetch (session 25's fix, chosen as the kernel that read the blocks at all, never
+timed against another). Registered implementations that might serve IQ1_S faster exist and have never been timed on it
+in the step's shapes: cupy_dp4a (Q8 activations and __dp4a over the IQ1_S grid), the Triton GEMVs, and (session 50)
+cupy_rowwarp_pdl_q8_iq1s for both ops, the Q4_K step's Q8 row-copy form over the IQ1_S grid. Each is a registry swap
+away from a rung (`linear@IQ1_S`, `moe_experts@IQ1_S` by_type entries) if it is faster; if none is, the IQ1_S row needs
+new kernels, and this says how far each op is from its bytes.
 
 What it times, for each of the step's IQ1_S one-token weight kernels (shapes from the 48B preset, calls a token from
 its layer lists; bf16 activations as the step's):
@@ -45,7 +45,8 @@ from dataclasses import asdict, dataclass
 #: IQ1_S weight with their own kernels (the row-warp Q4_K GEMVs pass it to cupy_float by their stated policy)
 IMPLS = {"linear": ("cupy_rowwarp_pdl_q8_tall_xr", "cupy_float", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s", "triton",
                     "triton_prefetch", "triton_pdl"),
-         "moe_experts": ("triton_prefetch", "cupy_dp4a", "triton", "triton_flat", "triton_lastblock")}
+         "moe_experts": ("triton_prefetch", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s", "triton", "triton_flat",
+                         "triton_lastblock")}
 #: what the IQ1_S step runs now (s55's registry with moe_experts@IQ1_S=triton_prefetch, bench/gpu_suite.sh's
 #: frontier131k): linear@Q4_K's implementation takes the IQ1_S calls and passes them on by its policy
 NOW = {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"}

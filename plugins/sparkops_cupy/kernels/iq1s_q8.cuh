@@ -1,0 +1,60 @@
+// iq1s_q8.cuh: IQ1_S rows dotted with activations quantized to Q8 in shared memory, by __dp4a - the one-token IQ1_S
+// Q8 kernels' shared piece (linear_iq1s_q8.cu's GEMV and moe_iq1s_q8.cu's experts, written in session 50). x is
+// quantized once a block by q4k_q8.cuh's q8_stage to blocks of 32 (an IQ1_S sub-block is one such block), and each
+// lane dots its 32 weights of a super-block: 4 rows of the IQ1_S grid by 8 __dp4a, the delta term against the block's
+// sum of codes (llama.cpp's vec_dot_iq1_s_q8_K takes it against the quantized block sums too). The claim is act_q8's.
+//
+// IQ1_S (50 bytes a super-block of 256, sparkops/gguf/quants.py): fp16 d | qs[32] | u16 qh[8]. Sub-block s of 32
+// weights: scale d * (2 * ((qh[s] >> 12) & 7) + 1), delta -1/8 where qh[s] bit 15 is set, else +1/8; its group l of 8
+// weights is grid row qs[4 s + l] | ((qh[s] >> 3 l) & 7) << 8; weight = scale * (grid value + delta).
+#pragma once
+#include "q4k_q8.cuh"
+
+#define IQ1S_SBB 50
+
+// lane o's sub-block of one super-block (at blk, in shared memory) dotted with x's staged Q8 block q (= 8 sb + o)
+__device__ __forceinline__ float iq1s_q8_block(const u8* blk, int o, const i8* xq, const float* dx, const int* s16,
+                                               int q, const uint2* __restrict__ grid) {
+    const u32 qs = ld_u32_a2(blk + 2 + 4 * o), qh = ld_u16(blk + 34 + 2 * o);
+    const uint2 g0 = __ldg(grid + ((qs & 255u) | ((qh & 7u) << 8)));
+    const uint2 g1 = __ldg(grid + (((qs >> 8) & 255u) | (((qh >> 3) & 7u) << 8)));
+    const uint2 g2 = __ldg(grid + (((qs >> 16) & 255u) | (((qh >> 6) & 7u) << 8)));
+    const uint2 g3 = __ldg(grid + ((qs >> 24) | (((qh >> 9) & 7u) << 8)));
+    const int4 xa = *(const int4*)(xq + 32 * q), xb = *(const int4*)(xq + 32 * q + 16);
+    int s = __dp4a((int)g0.x, xa.x, 0);
+    s = __dp4a((int)g0.y, xa.y, s);
+    s = __dp4a((int)g1.x, xa.z, s);
+    s = __dp4a((int)g1.y, xa.w, s);
+    s = __dp4a((int)g2.x, xb.x, s);
+    s = __dp4a((int)g2.y, xb.y, s);
+    s = __dp4a((int)g3.x, xb.z, s);
+    s = __dp4a((int)g3.y, xb.w, s);
+    const float dl = ld_f16(blk) * (float)(2 * ((qh >> 12) & 7u) + 1);
+    const float delta = (qh & 0x8000u) ? -0.125f : 0.125f;
+    // sum(grid q) + delta sum(q): an integer and an exact multiple of 1/8 under 2^12, so exact in float
+    return dl * dx[q] * ((float)s + delta * (float)(s16[2 * q] + s16[2 * q + 1]));
+}
+
+// `bytes` bytes from src (16-byte aligned) into shared memory at sw, 16 at a time by cp.async (the last chunk's tail
+// zero-filled), by every thread of the block; the caller commits
+__device__ __forceinline__ void iq1s_copy_range(const u8* __restrict__ src, i64 bytes, u8* sw) {
+    const u32 dst = smem_addr(sw);
+    for (i64 c = threadIdx.x; 16 * c < bytes; c += blockDim.x)
+        cp_async16(dst + (u32)(16 * c), src + 16 * c, (int)min((i64)16, bytes - 16 * c));
+}
+
+// a row of nsb super-blocks at r (shared memory) dotted by lane o of its octet with the staged Q8 blocks from q0 on
+// (the row's first input's block); the lane's share, not yet summed over the octet
+__device__ __forceinline__ float iq1s_q8_row(const u8* r, int nsb, int o, const i8* xq, const float* dx,
+                                             const int* s16, int q0, const uint2* __restrict__ grid) {
+    float acc = 0.0f;
+    for (int sb = 0; sb < nsb; ++sb) acc += iq1s_q8_block(r + sb * IQ1S_SBB, o, xq, dx, s16, q0 + 8 * sb + o, grid);
+    return acc;
+}
+
+// the octet's sum of v (lanes 8 apart are other octets' rows)
+__device__ __forceinline__ float iq1s_octet_sum(float v) {
+#pragma unroll
+    for (int m = 4; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;
+}

@@ -1,0 +1,72 @@
+"""moe_experts on CUDA for IQ1_S experts, one token at a time: the Q8 row-copy kernels (kernels/moe_iq1s_q8.cu).
+
+- "cupy_rowwarp_pdl_q8_iq1s" (`moe_experts_rowwarp_pdl_q8_iq1s`, written in session 50): gate/up and down as two PDL
+  launches, each block's 16 rows copied whole into shared memory, the activations (x, then the hidden vector) quantized
+  once a block to Q8, an octet a row dotting IQ1_S grid rows by __dp4a (linear_iq1s_q8.cu's GEMV, kernels/iq1s_q8.cuh).
+  Why: the IQ1_S step's experts run on triton_prefetch, a float kernel of the ladder's early sessions (session 25's fix
+  when the step's Q4_K expert kernels passed IQ1_S to the float32 path); the Q4_K experts' largest decode gain was Q8
+  activations and integer dots (session 27, x1.157 in the step). Claims act_q8 (two quantized operands an expert, as
+  the Q4_K Q8 experts). Every other call by the stated policy (`iq1s_serves`): the torch plugin's float32 moe_experts,
+  which dequantizes the experts each call. Chosen per weight type in a registry: `[ops.moe_experts.cuda.by_type.IQ1_S]`.
+
+Kept apart from moe_experts.py so that the records of that module's implementations, whose sources it is, do not
+change.
+"""
+
+from __future__ import annotations
+
+from gguf import GGMLQuantizationType as Q
+
+from sparkops.qweight import QWeight
+
+from . import _runtime as rt
+from ._weights import iq1s_grid
+from .linear import _DT_SUFFIX
+from .moe_experts import _one_token
+
+SOURCES = rt.source_files("moe_iq1s_q8.cu")
+#: rows a block of either kernel: an octet a row, 4 warps
+ROWS = 16
+#: the most routed experts a token the down kernel takes (IQ1S_MAX_K in kernels/moe_iq1s_q8.cu)
+MAX_K = 16
+#: bytes of an IQ1_S super-block (256 weights)
+BLOCK_BYTES = 50
+
+
+def iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
+    """Whether the kernels take this call: one token, every expert weight IQ1_S, D, F and Fs multiples of 256, at most
+    MAX_K routed experts."""
+    shared = (s_gate, s_up, s_down)
+    if x.dim() != 2 or x.shape[0] != 1 or ids.dim() != 2 or ids.shape[1] > MAX_K:
+        return False
+    ws = [w for w in (w_gate, w_up, w_down, *shared) if w is not None]
+    if not all(isinstance(w, QWeight) for w in (w_gate, w_up, w_down)) or any(not isinstance(w, QWeight) for w in ws):
+        return False
+    return all(w.qtype == Q.IQ1_S for w in ws) and all(w.shape[-1] % 256 == 0 for w in ws) and \
+        x.shape[1] % 256 == 0
+
+
+def moe_experts_rowwarp_pdl_q8_iq1s(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8_iq1s": one token's IQ1_S experts on Q8 activations and integer dots (see the
+    module's docstring); every other call the torch plugin's float32 moe_experts (the stated policy, `iq1s_serves`)."""
+    if not iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+        from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
+
+        return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    a = _one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    grid = iq1s_grid(a.x.device)
+    dt = _DT_SUFFIX[a.code]
+    sg, su, sd = (kw.raw if kw is not None else None for kw in (a.sg, a.su, a.sd))  # None: no shared expert
+    rb = a.d // 256 * BLOCK_BYTES  # a gate/up row's bytes
+    smem = a.d + a.d // 8 + a.d // 4 + 2 * ROWS * rb  # x's codes, scales, sums of 16; 16 gate and 16 up rows
+    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_gateupq8pdl_{dt}", a.x.device, (a.rows // ROWS,), (128,),
+              (rt.ptr(a.x), rt.ptr(a.ids), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs), rt.i32(a.d),
+               rt.ptr(a.kg.raw), rt.ptr(a.ku.raw), rt.ptr(sg), rt.ptr(su), rt.ptr(a.h), rt.ptr(grid)),
+              shared_mem=smem, pdl=True)
+    rbf, rbs = a.f // 256 * BLOCK_BYTES, a.fs // 256 * BLOCK_BYTES  # a down row's bytes: routed, shared
+    smem = a.rows + a.rows // 8 + a.rows // 4 + ROWS * rbs + a.k * ROWS * rbf  # h's codes, scales, sums; the rows
+    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_downq8pdl_{dt}", a.x.device, ((a.d + ROWS - 1) // ROWS,), (128,),
+              (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs),
+               rt.i32(a.d), rt.ptr(a.kd.raw), rt.ptr(sd), rt.ptr(a.y), rt.ptr(grid)),
+              shared_mem=smem, pdl=True)
+    return a.y

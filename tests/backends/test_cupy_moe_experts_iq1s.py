@@ -1,0 +1,105 @@
+"""cupy_rowwarp_pdl_q8_iq1s for moe_experts, one token's IQ1_S experts on Q8 activations (kernels/moe_iq1s_q8.cu), on
+CUDA: the 48B's shape (256 experts, top-8, a shared expert of 1024) and small ones (one super-block a down row, a
+shared expert wider than a routed one, no shared expert, one routed expert), every activation dtype, within the act_q8
+claim of the NumPy reference; an invalid expert id gives NaN, not another expert's output; the same bits call after
+call and in a CUDA graph; the calls its stated policy hands on go to the torch plugin. Skipped with a reason where
+there is no CUDA device or no CuPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as Q
+
+from sparkops.gate.tolerances import rule_for
+from sparkops.gguf.quants import random_blocks
+from sparkops.plugins import load_catalog
+from sparkops.qweight import QWeight
+
+pytestmark = pytest.mark.gpu
+
+cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+
+from sparkops_cupy._policies import iq1s_experts_passes  # noqa: E402
+from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8_iq1s as experts  # noqa: E402
+
+DEV = torch.device("cuda")
+
+
+def qweight(rng, shape, qtype, std) -> QWeight:
+    return QWeight(torch.from_numpy(np.ascontiguousarray(random_blocks(rng, shape, qtype, std))).to(DEV), qtype, shape)
+
+
+def args(seed, d, f, e, k, fs, qtype=Q.IQ1_S, dtype=torch.float32):
+    rng = np.random.default_rng(seed)
+    g = torch.Generator().manual_seed(seed)
+    w = dict(w_gate=qweight(rng, (e, f, d), qtype, d ** -0.5), w_up=qweight(rng, (e, f, d), qtype, d ** -0.5),
+             w_down=qweight(rng, (e, d, f), qtype, f ** -0.5))
+    if fs:
+        w.update(s_gate=qweight(rng, (fs, d), qtype, d ** -0.5), s_up=qweight(rng, (fs, d), qtype, d ** -0.5),
+                 s_down=qweight(rng, (d, fs), qtype, fs ** -0.5))
+    else:
+        w.update(s_gate=None, s_up=None, s_down=None)
+    ids = torch.randperm(e, generator=g)[:k].reshape(1, k)
+    x, weights = torch.randn(1, d, generator=g), torch.rand(1, k, generator=g) + 0.1
+    return x.to(DEV, dtype), weights.to(DEV), ids.to(DEV), w
+
+
+def reference(x, weights, ids, w):
+    cpu = {n: (v.to("cpu") if v is not None else None) for n, v in w.items()}
+    return load_catalog().reference("moe_experts").resolve()(x.float().cpu(), weights.cpu(), ids.cpu(), **cpu)
+
+
+def nmse(got, want) -> float:
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    assert torch.isfinite(got).all(), "NaN/Inf in the output (unwritten or overflowing values)"
+    return float(((got - want) ** 2).sum() / (want ** 2).sum())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d,f,e,k,fs", [(2304, 1024, 256, 8, 1024), (512, 256, 6, 3, 512), (1280, 768, 9, 5, 0),
+                                        (256, 512, 4, 1, 1024)])
+def test_one_tokens_iq1s_experts_are_within_the_act_q8_claim(dtype, d, f, e, k, fs):
+    x, weights, ids, w = args(d + f + k, d, f, e, k, fs, dtype=dtype)
+    got = experts(x, weights, ids, **w)
+    assert got.shape == (1, d) and got.dtype == dtype
+    limit = max(rule_for("moe_experts", "act_q8").limit,
+                rule_for("moe_experts", "bf16").limit if dtype != torch.float32 else 0)
+    want = reference(x, weights, ids, w)
+    assert nmse(got, want) <= limit
+    # each output row on its own too: a row the down skipped or took from another slot cannot hide in the sum
+    err = (got.double().cpu() - want.double()).abs()[0]
+    assert float(err.max()) <= 0.5 * float(want.double().pow(2).mean().sqrt())
+
+
+def test_an_invalid_expert_id_gives_nan_not_another_experts_output():
+    x, weights, ids, w = args(1, 512, 256, 6, 3, 256)
+    ids[0, 1] = 6  # one past the last expert
+    assert torch.isnan(experts(x, weights, ids, **w)).all()
+
+
+def test_the_same_bits_call_after_call_and_in_a_cuda_graph():
+    x, weights, ids, w = args(2, 2304, 1024, 256, 8, 1024, dtype=torch.bfloat16)
+    first = experts(x, weights, ids, **w)
+    assert torch.equal(experts(x, weights, ids, **w), first)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = experts(x, weights, ids, **w)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, first)
+
+
+def test_the_calls_it_hands_on_go_to_the_torch_plugin_as_its_stated_policy_says():
+    from sparkops_torch.moe_experts import moe_experts as torch_experts
+
+    x, weights, ids, w = args(3, 512, 256, 6, 3, 256, qtype=Q.Q4_K)
+    assert "torch" in iq1s_experts_passes(x, weights, ids, **w) and "Q4_K" in iq1s_experts_passes(x, weights, ids, **w)
+    assert torch.equal(experts(x, weights, ids, **w), torch_experts(x, weights, ids, **w))
+    x, weights, ids, w = args(4, 512, 256, 6, 3, 256)
+    x2, weights2, ids2 = x.repeat(2, 1), weights.repeat(2, 1), ids.repeat(2, 1)
+    assert "2 tokens" in iq1s_experts_passes(x2, weights2, ids2, **w)
+    assert torch.equal(experts(x2, weights2, ids2, **w), torch_experts(x2, weights2, ids2, **w))
+    assert iq1s_experts_passes(x, weights, ids, **w) is None
