@@ -181,9 +181,10 @@
 #                 figure in the fused gates' record; each after its GPU tests and its captured gate
 #     proofs25    those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane
 #                 beside rungs25
-#     rungs_iq1s  session 50's IQ1_S rung at 131072: the IQ1_S step's GEMVs on cupy_rowwarp_pdl_q8_iq1s
-#                 (linear@IQ1_S) over the step now with the IQ1_S experts on triton_prefetch, after probe_iq1s's GPU
-#                 tests and figures (its --expect from the probe's calls-weighted factor; the base diagnosed at 131072)
+#     rungs_iq1s  session 50's IQ1_S rungs at 131072: the IQ1_S step's GEMVs on cupy_rowwarp_pdl_q8_iq1s
+#                 (linear@IQ1_S) over the step now with the IQ1_S experts on triton_prefetch, then its experts on the
+#                 same form (moe_experts@IQ1_S) over that, after probe_iq1s's GPU tests and figures (each --expect the
+#                 probe's calls-weighted factor; each base diagnosed at 131072)
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     frontier_now  issue #10's rows at 0 and 32768 under the step now (the newest rung SUITE_TIMED or this machine
@@ -4551,6 +4552,22 @@ rungs_iq1s)  # session 50: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 317.4
         --changes linear --prediction $DJ/diag-iq1s-131k.json --expect "$IQ1S_EXPECT" \
         --change "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
   else log "decode131k-iq1s-q8gemv: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-q8gemv)"; fi
+  # then the experts (moe_experts@IQ1_S, triton_prefetch -> the Q8 row-copy pair) over that registry: its own row
+  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8_iq1s) \
+    || { log "decode131k-iq1s-q8experts: left out (no per-op factor from probe_iq1s)"; continue; }
+  Q8E_REG=${Q8I_REG%.toml}-experts.toml
+  fresh_over $Q8E_REG $Q8I_REG
+  [ -f $Q8I_REG ] && [ ! -f $Q8E_REG ] && run swap-iq1s-q8experts 40 bash -c 'swap_into "$@"' _ $Q8E_REG $Q8I_REG \
+      moe_experts@IQ1_S=cupy_rowwarp_pdl_q8_iq1s
+  if [ -f $M1 ] && [ -f $Q8E_REG ] \
+      && python3 bench/registry_selects.py $Q8E_REG moe_experts@IQ1_S=cupy_rowwarp_pdl_q8_iq1s > /dev/null; then
+    run diagnose-iq1s-q8gemv-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $Q8I_REG \
+        $FILL_LEAN --out "$R/diag-iq1s-q8gemv-131k" --json-out $DJ/diag-iq1s-q8gemv-131k.json --record
+    [ -s $DJ/diag-iq1s-q8gemv-131k.json ] && run decode131k-iq1s-q8experts 300 sparkops bench decode --model $M1 \
+        --depth 131072 --tokens 16 --repeats 6 --chunk 4096 --registry $Q8I_REG --vs $Q8E_REG --graph A,B $GATE \
+        $FILL_LEAN --changes moe_experts --prediction $DJ/diag-iq1s-q8gemv-131k.json --expect "$IQ1S_EXPECT" \
+        --change "moe_experts@IQ1_S=cupy_rowwarp_pdl_q8_iq1s: the IQ1_S experts on Q8 activations (gate/up and down as the IQ1_S GEMV's row-copy form), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
+  else log "decode131k-iq1s-q8experts: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-q8experts)"; fi
   ;;
 frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a
   # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and

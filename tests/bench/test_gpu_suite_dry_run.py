@@ -4172,9 +4172,12 @@ def test_rungs_iq1s_times_the_q8_gemvs_against_the_iq1s_step_at_131072(tmp_path)
     (tmp_path / "machine" / "suite-diag").mkdir(parents=True)
     row = {"us": 1.0, "ok": True}
     probe = {"now": {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"},
-             "kernels": {"kda_qkv": {"name": "kda_qkv", "op": "linear", "calls": 20}},
+             "kernels": {"kda_qkv": {"name": "kda_qkv", "op": "linear", "calls": 20},
+                         "experts": {"name": "experts", "op": "moe_experts", "calls": 26}},
              "timed": {"kda_qkv": {"cupy_rowwarp_pdl_q8_tall_xr": {**row, "us": 12.0},
-                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0}}}}
+                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0}},
+                       "experts": {"triton_prefetch": {**row, "us": 50.0},
+                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 25.0}}}}
     (tmp_path / "machine" / "suite-diag" / "probe-iq1s.json").write_text(json.dumps(probe))
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
     log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)
@@ -4184,7 +4187,11 @@ def test_rungs_iq1s_times_the_q8_gemvs_against_the_iq1s_step_at_131072(tmp_path)
     swaps = [c for c in calls if "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s" in c and c.startswith("swap")]
     assert swaps, log
     bench = [c for c in calls if c.startswith("bench decode")]
-    assert len(bench) == 1 and "--depth 131072" in bench[0] and "--expect linear@IQ1_S=1.5000" in bench[0]
-    assert f"--registry {iq1s} --vs {q8i} --graph A,B " in bench[0] and "--changes linear" in bench[0], bench[0]
-    assert f"--model {machine / 'k48-iq1_s.gguf'} " in bench[0]
-    assert any(c.startswith("diagnose") and "--depth 131072" in c and f"--registry {iq1s}" in c for c in calls)
+    assert len(bench) == 2 and all("--depth 131072" in c for c in bench)
+    assert "--expect linear@IQ1_S=1.5000" in bench[0] and "--expect moe_experts@IQ1_S=2.0000" in bench[1]
+    assert f"--registry {iq1s} --vs {q8i} --graph A,B " in bench[0] and "--changes linear " in bench[0], bench[0]
+    q8e = machine / "cuda-s22-all-iq1s-q8gemv-experts.toml"
+    assert f"--registry {q8i} --vs {q8e} --graph A,B " in bench[1] and "--changes moe_experts " in bench[1], bench[1]
+    assert all(f"--model {machine / 'k48-iq1_s.gguf'} " in c for c in bench)
+    for base in (iq1s, q8i):
+        assert any(c.startswith("diagnose") and "--depth 131072" in c and f"--registry {base} " in c for c in calls)

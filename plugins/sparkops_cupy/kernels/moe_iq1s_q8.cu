@@ -30,9 +30,9 @@ __device__ __forceinline__ i64 iq_expert(const i64* __restrict__ ids, int s, int
     return valid ? e : 0;
 }
 
-// x [D] (dtype DT), ids [K] int64, w_gate / w_up [E, F, D] IQ1_S, s_gate / s_up [Fs, D] (null when Fs = 0), h [K F + Fs]
-// float32; D a multiple of 256, F and Fs multiples of 16. Shared memory: D code bytes, D / 32 float scales, D / 16 int
-// sums of 16, then 16 gate rows and 16 up rows. 128 threads; grid (K F + Fs) / 16.
+// x [D] (dtype DT), ids [K] int64, w_gate / w_up [E, F, D] IQ1_S, s_gate / s_up [Fs, D] (null when Fs = 0), h [K F +
+// Fs] float32; D a multiple of 256, F and Fs multiples of 16. Shared memory: D code bytes, D / 32 float scales, D / 16
+// int sums of 16, then 16 gate rows and 16 up rows. 128 threads; grid (K F + Fs) / 16.
 template <int DT>
 __device__ __forceinline__ void gateup_q8_iq1_s(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                 int F, int Fs, int D, const u8* __restrict__ w_gate,
@@ -74,9 +74,9 @@ __device__ __forceinline__ void gateup_q8_iq1_s(const void* __restrict__ x, cons
     if (o == 0) h[R0 + local] = valid ? iq_silu(g) * u : QNAN;
 }
 
-// h [K F + Fs] float32 (gate/up's), ids [K] int64, weights [K] float32, w_down [E, D, F] IQ1_S, s_down [D, Fs] (null when
-// Fs = 0), y [D] (dtype DT); F and Fs multiples of 256, K <= IQ1S_MAX_K. Shared memory: K F + Fs code bytes, its / 32
-// float scales and / 16 int sums, then 16 shared-expert rows and K slots' 16 rows. 128 threads; grid ceil(D / 16).
+// h [K F + Fs] float32 (gate/up's), ids [K] int64, weights [K] float32, w_down [E, D, F] IQ1_S, s_down [D, Fs] (null
+// when Fs = 0), y [D] (dtype DT); F and Fs multiples of 256, K <= IQ1S_MAX_K. Shared memory: K F + Fs code bytes, its /
+// 32 float scales and / 16 int sums, then 16 shared-expert rows and K slots' 16 rows. 128 threads; grid ceil(D / 16).
 template <int DT>
 __device__ __forceinline__ void down_q8_iq1_s(const float* __restrict__ h, const i64* __restrict__ ids,
                                               const float* __restrict__ weights, int K, int E, int F, int Fs, int D,
