@@ -945,7 +945,7 @@
 #   then, if probe_iq1s puts either new implementation ahead of the step's own with its claim met, the rungs on a
 #   machine with the step's registries (bench/carry's, not the empty tarball; ~600 s fresh: the IQ1_S 48B, two
 #   diagnoses and two pairs at 131072, each its own call if need be):
-#     export SUITE_TIMED="<session 39's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
+#     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
 #     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
