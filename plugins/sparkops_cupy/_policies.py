@@ -21,7 +21,7 @@ from .attention import DEEP_DN, DEEP_LKV, uses_tensor_cores
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from . import moe_experts as _experts
 from .moe_experts import rowwarp_serves as experts_served
-from .moe_experts_iq1s import MAX_K as _IQ1S_MAX_K, iq1s_serves as _iq1s_experts_served
+from .moe_experts_iq1s import MAX_K as _IQ1S_MAX_K, MAX_T as _IQ1S_MAX_T, iq1s_serves as _iq1s_experts_served
 from .moe_router import ROUTER_MAX_T, rowwarp_serves as router_served
 
 
@@ -73,8 +73,8 @@ def iq1s_experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_d
     """cupy_rowwarp_pdl_q8_iq1s (one token's IQ1_S experts): moe_experts_iq1s.py's `iq1s_serves`."""
     if _iq1s_experts_served(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
         return None
-    if x.dim() == 2 and x.shape[0] != 1:
-        why = f"{x.shape[0]} tokens"
+    if x.dim() == 2 and not 1 <= x.shape[0] <= _IQ1S_MAX_T:
+        why = f"{x.shape[0]} tokens (the kernels take 1 to {_IQ1S_MAX_T}, one after another)"
     elif ids.dim() == 2 and ids.shape[1] > _IQ1S_MAX_K:
         why = f"{ids.shape[1]} experts a token (the kernel takes at most {_IQ1S_MAX_K})"
     else:

@@ -15,6 +15,7 @@ change.
 
 from __future__ import annotations
 
+import torch
 from gguf import GGMLQuantizationType as Q
 
 from sparkops.qweight import QWeight
@@ -22,22 +23,25 @@ from sparkops.qweight import QWeight
 from . import _runtime as rt
 from ._weights import iq1s_grid
 from .linear import _DT_SUFFIX
-from .moe_experts import _one_token
+from .moe_experts import _one_token, _OneToken as _OneTokenArgs
 
 SOURCES = rt.source_files("moe_iq1s_q8.cu")
 #: rows a block of either kernel: an octet a row, 4 warps
 ROWS = 16
 #: the most routed experts a token the down kernel takes (IQ1S_MAX_K in kernels/moe_iq1s_q8.cu)
 MAX_K = 16
+#: the most tokens a call runs here, one token's two launches after another (a decode step has one; the op's gate cases
+#: have two); more (a prefill chunk) go to the torch plugin, as the one-token GEMVs' ROWWARP_GEMV_MAX_T
+MAX_T = 8
 #: bytes of an IQ1_S super-block (256 weights)
 BLOCK_BYTES = 50
 
 
 def iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
-    """Whether the kernels take this call: one token, every expert weight IQ1_S, D, F and Fs multiples of 256, at most
-    MAX_K routed experts."""
+    """Whether the kernels take this call: 1 to MAX_T tokens (one after another), every expert weight IQ1_S, D, F and
+    Fs multiples of 256, at most MAX_K routed experts a token."""
     shared = (s_gate, s_up, s_down)
-    if x.dim() != 2 or x.shape[0] != 1 or ids.dim() != 2 or ids.shape[1] > MAX_K:
+    if x.dim() != 2 or not 1 <= x.shape[0] <= MAX_T or ids.dim() != 2 or ids.shape[1] > MAX_K:
         return False
     ws = [w for w in (w_gate, w_up, w_down, *shared) if w is not None]
     if not all(isinstance(w, QWeight) for w in (w_gate, w_up, w_down)) or any(not isinstance(w, QWeight) for w in ws):
@@ -48,12 +52,21 @@ def iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
 
 def moe_experts_rowwarp_pdl_q8_iq1s(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     """Implementation "cupy_rowwarp_pdl_q8_iq1s": one token's IQ1_S experts on Q8 activations and integer dots (see the
-    module's docstring); every other call the torch plugin's float32 moe_experts (the stated policy, `iq1s_serves`)."""
+    module's docstring), up to MAX_T tokens one after another; every other call the torch plugin's float32
+    moe_experts (the stated policy, `iq1s_serves`)."""
     if not iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
         from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
 
         return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
-    a = _one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    if x.shape[0] == 1:
+        return _launch(_one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down))
+    # a few tokens: each token's launches after the one before's (a token's output is its one-token call's, bit for bit)
+    return torch.cat([_launch(_one_token(x[t:t + 1], weights[t:t + 1], ids[t:t + 1], w_gate, w_up, w_down, s_gate,
+                                         s_up, s_down)) for t in range(x.shape[0])])
+
+
+def _launch(a: _OneTokenArgs) -> torch.Tensor:
+    """gate/up then down for a checked one-token call; its output a.y."""
     grid = iq1s_grid(a.x.device)
     dt = _DT_SUFFIX[a.code]
     sg, su, sd = (kw.raw if kw is not None else None for kw in (a.sg, a.su, a.sd))  # None: no shared expert

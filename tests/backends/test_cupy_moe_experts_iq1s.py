@@ -1,9 +1,9 @@
 """cupy_rowwarp_pdl_q8_iq1s for moe_experts, one token's IQ1_S experts on Q8 activations (kernels/moe_iq1s_q8.cu), on
 CUDA: the 48B's shape (256 experts, top-8, a shared expert of 1024) and small ones (one super-block a down row, a
-shared expert wider than a routed one, no shared expert, one routed expert), every activation dtype, within the act_q8
-claim of the NumPy reference; an invalid expert id gives NaN, not another expert's output; the same bits call after
-call and in a CUDA graph; the calls its stated policy hands on go to the torch plugin. Skipped with a reason where
-there is no CUDA device or no CuPy."""
+shared expert wider than a routed one, no shared expert, one routed expert), every activation dtype, within the
+act_q8 claim of the NumPy reference; a few tokens each as its own one-token call; an invalid expert id gives NaN, not
+another expert's output; the same bits call after call and in a CUDA graph; the calls its stated policy hands on go
+to the torch plugin. Skipped with a reason where there is no CUDA device or no CuPy."""
 
 from __future__ import annotations
 
@@ -99,7 +99,24 @@ def test_the_calls_it_hands_on_go_to_the_torch_plugin_as_its_stated_policy_says(
     assert "torch" in iq1s_experts_passes(x, weights, ids, **w) and "Q4_K" in iq1s_experts_passes(x, weights, ids, **w)
     assert torch.equal(experts(x, weights, ids, **w), torch_experts(x, weights, ids, **w))
     x, weights, ids, w = args(4, 512, 256, 6, 3, 256)
-    x2, weights2, ids2 = x.repeat(2, 1), weights.repeat(2, 1), ids.repeat(2, 1)
-    assert "2 tokens" in iq1s_experts_passes(x2, weights2, ids2, **w)
-    assert torch.equal(experts(x2, weights2, ids2, **w), torch_experts(x2, weights2, ids2, **w))
+    x9, weights9, ids9 = x.repeat(9, 1), weights.repeat(9, 1), ids.repeat(9, 1)
+    assert "9 tokens" in iq1s_experts_passes(x9, weights9, ids9, **w)
+    assert torch.equal(experts(x9, weights9, ids9, **w), torch_experts(x9, weights9, ids9, **w))
     assert iq1s_experts_passes(x, weights, ids, **w) is None
+
+
+def test_a_few_tokens_are_each_their_own_one_token_call():
+    """Up to MAX_T tokens run one after another (the op's gate cases have two): each token's row is its one-token
+    call's, bit for bit, and the whole within the claim."""
+    x, weights, ids, w = args(5, 512, 256, 8, 3, 256, dtype=torch.bfloat16)
+    g = torch.Generator().manual_seed(5)
+    x3 = torch.cat([x, torch.randn(2, 512, generator=g).to(DEV, x.dtype)])
+    weights3 = torch.cat([weights, (torch.rand(2, 3, generator=g) + 0.1).to(DEV)])
+    ids3 = torch.cat([ids, torch.stack([torch.randperm(8, generator=g)[:3] for _ in range(2)]).to(DEV)])
+    assert iq1s_experts_passes(x3, weights3, ids3, **w) is None
+    got = experts(x3, weights3, ids3, **w)
+    assert got.shape == (3, 512)
+    for t in range(3):
+        assert torch.equal(got[t:t + 1], experts(x3[t:t + 1], weights3[t:t + 1], ids3[t:t + 1], **w))
+    limit = max(rule_for("moe_experts", "act_q8").limit, rule_for("moe_experts", "bf16").limit)
+    assert nmse(got, reference(x3, weights3, ids3, w)) <= limit
