@@ -4542,8 +4542,8 @@ rungs_iq1s)  # session 50: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 317.4
   # grid, one two-arm row at 131072 on the IQ1_S 48B, predicted from probe_iq1s's per-op figures (run first)
   [ "$(marker $DONE/gpu-tests-iq1s)" = 0 ] && [ -s $DJ/probe-iq1s.json ] \
     || { log "decode131k-iq1s-q8gemv: left out (probe_iq1s's GPU tests and figures first: name probe_iq1s before it)"; continue; }
-  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json linear cupy_rowwarp_pdl_q8_iq1s) \
-    || { log "decode131k-iq1s-q8gemv: left out (no per-op factor from probe_iq1s)"; continue; }
+  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json linear cupy_rowwarp_pdl_q8_iq1s --above 1) \
+    || { log "decode131k-iq1s-q8gemv: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
   now_step rungs_iq1s || continue
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
   IQ1S_REG=${NOW_REG%.toml}-iq1s.toml
@@ -4564,8 +4564,8 @@ rungs_iq1s)  # session 50: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 317.4
         --change "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
   else log "decode131k-iq1s-q8gemv: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-q8gemv)"; fi
   # then the experts (moe_experts@IQ1_S, triton_prefetch -> the Q8 row-copy pair) over that registry: its own row
-  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8_iq1s) \
-    || { log "decode131k-iq1s-q8experts: left out (no per-op factor from probe_iq1s)"; continue; }
+  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8_iq1s --above 1) \
+    || { log "decode131k-iq1s-q8experts: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
   Q8E_REG=${Q8I_REG%.toml}-experts.toml
   fresh_over $Q8E_REG $Q8I_REG
   [ -f $Q8I_REG ] && [ ! -f $Q8E_REG ] && run swap-iq1s-q8experts 40 bash -c 'swap_into "$@"' _ $Q8E_REG $Q8I_REG \

@@ -31,7 +31,7 @@ per-op records held to ~0.01 for ops that run alone on the critical path (sessio
 kernels overlap (sessions 23, 33): a lead's size, not a rung.
 
     python3 bench/probes/iq1s_ops.py --out probe.json [--only NAME ...] [--impl OP=NAME ...]
-    python3 bench/probes/iq1s_ops.py --factor probe.json linear cupy_rowwarp_pdl_q8_iq1s   # linear@IQ1_S=1.234
+    python3 bench/probes/iq1s_ops.py --factor probe.json linear cupy_rowwarp_pdl_q8_iq1s [--above 1]   # linear@IQ1_S=3.5
 """
 
 from __future__ import annotations
@@ -191,17 +191,21 @@ def _first(out):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--factor"]:  # --factor PROBE.json OP IMPL: print OP@IQ1_S=FACTOR for a rung's --expect
-        if len(argv) != 4:
-            print("iq1s_ops probe: --factor takes PROBE.json OP IMPL", file=sys.stderr)
+    if argv[:1] == ["--factor"]:  # --factor PROBE.json OP IMPL [--above X]: OP@IQ1_S=FACTOR for a rung's --expect
+        if len(argv) not in (4, 6) or (len(argv) == 6 and argv[4] != "--above"):
+            print("iq1s_ops probe: --factor takes PROBE.json OP IMPL [--above X]", file=sys.stderr)
             return 2
         with open(argv[1]) as f:
             results = json.load(f)
         try:
-            print(f"{argv[2]}@IQ1_S={factor(results, argv[2], argv[3]):.4f}")
+            got = factor(results, argv[2], argv[3])
         except (ValueError, KeyError) as exc:
             print(f"iq1s_ops probe: no factor for {argv[2]}={argv[3]}: {exc}", file=sys.stderr)
             return 1
+        if len(argv) == 6 and got <= float(argv[5]):  # a rung the per-op figures already say loses: not worth a device
+            print(f"iq1s_ops probe: {argv[2]}={argv[3]} is x{got:.3f} per op, not above x{argv[5]}", file=sys.stderr)
+            return 1
+        print(f"{argv[2]}@IQ1_S={got:.4f}")
         return 0
     from sparkops.config import load_preset
 

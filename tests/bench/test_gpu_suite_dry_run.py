@@ -4158,6 +4158,29 @@ def test_a_fresh_machine_makes_the_fused_conv_step_by_its_swap_and_engine_option
                      "cuda-s32-lmhead-x16.toml", "moe_router=1.125")
 
 
+def test_rungs_iq1s_leaves_out_a_rung_its_probe_has_slower_per_op(tmp_path):
+    import json
+
+    (tmp_path / "machine" / "suite-done").mkdir(parents=True)
+    (tmp_path / "machine" / "suite-done" / "gpu-tests-iq1s").write_text("0\n")
+    (tmp_path / "machine" / "suite-diag").mkdir(parents=True)
+    row = {"us": 1.0, "ok": True}
+    probe = {"now": {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"},
+             "kernels": {"kda_qkv": {"name": "kda_qkv", "op": "linear", "calls": 20},
+                         "experts": {"name": "experts", "op": "moe_experts", "calls": 26}},
+             "timed": {"kda_qkv": {"cupy_rowwarp_pdl_q8_tall_xr": {**row, "us": 12.0},
+                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0}},
+                       "experts": {"triton_prefetch": {**row, "us": 43.0},
+                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 54.0}}}}
+    (tmp_path / "machine" / "suite-diag" / "probe-iq1s.json").write_text(json.dumps(probe))
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)
+    bench = [c for c in calls if c.startswith("bench decode")]
+    assert len(bench) == 1 and "--expect linear@IQ1_S=1.5000" in bench[0]
+    assert "decode131k-iq1s-q8experts: left out (no per-op factor above 1 from probe_iq1s)" in log
+    assert not any("moe_experts@IQ1_S=cupy_rowwarp_pdl_q8_iq1s" in c for c in calls)
+
+
 def test_rungs_iq1s_waits_for_the_probe_s_tests_and_figures(tmp_path):
     log, calls = _suite(tmp_path, "rungs_iq1s")
     assert "decode131k-iq1s-q8gemv: left out (probe_iq1s's GPU tests and figures first" in log

@@ -118,3 +118,17 @@ def test_no_factor_where_either_side_missed_its_claim_or_was_not_timed(probe, tm
     path.write_text(__import__("json").dumps(_results(probe, {"a": {now: _row(6.0)}}, kernels=("a",))))
     assert probe.main(["--factor", str(path), "linear", "new"]) == 1
     assert "no factor for linear=new" in capsys.readouterr().err
+
+
+def test_the_factor_above_a_floor_refuses_a_rung_the_per_op_figures_say_loses(probe, tmp_path, capsys):
+    now = probe.NOW["linear"]
+    path = tmp_path / "probe.json"
+    path.write_text(__import__("json").dumps(_results(probe, {"a": {now: _row(6.0), "new": _row(8.0)}},
+                                                      kernels=("a",))))
+    assert probe.main(["--factor", str(path), "linear", "new", "--above", "1"]) == 1
+    assert "x0.750 per op, not above x1" in capsys.readouterr().err
+    path.write_text(__import__("json").dumps(_results(probe, {"a": {now: _row(6.0), "new": _row(3.0)}},
+                                                      kernels=("a",))))
+    assert probe.main(["--factor", str(path), "linear", "new", "--above", "1"]) == 0
+    assert capsys.readouterr().out.strip() == "linear@IQ1_S=2.0000"
+    assert probe.main(["--factor", str(path), "linear", "new", "--floor", "1"]) == 2
