@@ -936,15 +936,11 @@
 #   With too little budget for the suite's install: the probe alone after `pip install --no-deps -e .` (the write-up
 #   gives the command). If a paced form's stage stays within ~1 us of its bytes at the step's widths (the forecast's
 #   lambda), the persistent step's first piece is a KDA layer's stages in q4k_paced's form.
-# Session 50 (bench/gpu-runs/2026-12-07-session50/README.md): no machine came again. Built for issue #10's IQ1_S row:
-# cupy_rowwarp_pdl_q8_iq1s for linear and moe_experts (the Q8 row-copy form over the IQ1_S grid), their GPU tests,
-# probe_iq1s (every implementation serving IQ1_S at the 48B's shapes, judged by its claim, the swaps' forecast) and
-# rungs_iq1s (the two swaps as rungs at 131072 on the IQ1_S 48B). Next, ~150 s of GPU work after the install:
-#     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
-#     bash bench/gpu_lanes.sh 330 "probe_q4k probe_iq1s probe_persist" ""
-#   then, if probe_iq1s puts either new implementation ahead of the step's own with its claim met, the rungs on a
-#   machine with the step's registries (bench/carry's, not the empty tarball; ~600 s fresh: the IQ1_S 48B, two
-#   diagnoses and two pairs at 131072, each its own call if need be):
+# Session 50 (bench/gpu-runs/2026-12-07-session50/README.md): one H100 after nine failed requests. probe_q4k: the
+# paced Q4_K chain 10.9 us a stage (launches 15.0, bytes 3.8), its dots binding; lambda 10.6-10.7 us, a persistent step
+# of such stages 25-26% of the roofline: not built. probe_iq1s: the step's IQ1_S GEMVs (cupy_float) 2066 -> 592 us a
+# token on the new cupy_rowwarp_pdl_q8_iq1s (x3.49 per op); its experts form x0.785 (left out by rungs_iq1s's
+# --above 1). Next, on a machine with the step's registries (bench/carry's; ~600 s fresh):
 #     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
 #     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
