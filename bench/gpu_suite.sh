@@ -182,8 +182,8 @@
 #     proofs25    those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane
 #                 beside rungs25
 #     rungs_iq1s  session 50's IQ1_S rungs at 131072: the IQ1_S step's GEMVs on cupy_rowwarp_pdl_q8_iq1s
-#                 (linear@IQ1_S) over the step now with the IQ1_S experts on triton_prefetch, then its experts on the
-#                 same form (moe_experts@IQ1_S) over that, after probe_iq1s's GPU tests and figures (each --expect the
+#                 (linear@IQ1_S) over the step now with the IQ1_S experts on triton_prefetch, then its experts on
+#                 cupy_rowwarp_pdl_q8h_iq1s (moe_experts@IQ1_S) over that where the probe has them faster per op, after probe_iq1s's GPU tests and figures (each --expect the
 #                 probe's calls-weighted factor; each base diagnosed at 131072)
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
@@ -4252,8 +4252,8 @@ probe_q4k)  # decode lead (session 49): the persistent chain on the step's own Q
 probe_iq1s)  # decode lead (session 50): the IQ1_S step's weight kernels (cupy_float's GEMVs, triton_prefetch's experts
   # by session 25's policy fix) against every registered implementation that serves IQ1_S, at the 48B's shapes, each
   # output judged against the reference by its claim; the forecast of the swaps on the IQ1_S step at 131072. First the
-  # GPU tests of the new kernels it times (cupy_rowwarp_pdl_q8_iq1s of linear and of moe_experts: rows, bits, graph,
-  # policy)
+  # GPU tests of the new kernels it times (cupy_rowwarp_pdl_q8_iq1s of linear and of moe_experts, and the experts'
+  # cupy_rowwarp_pdl_q8h_iq1s: rows, bits, graph, policy)
   run gpu-tests-iq1s 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_cupy_linear_iq1s.py \
       tests/backends/test_cupy_moe_experts_iq1s.py
   run probe-iq1s 150 python3 bench/probes/iq1s_ops.py --out "$R/probe-iq1s.json"
@@ -4559,21 +4559,22 @@ rungs_iq1s)  # session 50: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 317.4
         --changes linear --prediction $DJ/diag-iq1s-131k.json --expect "$IQ1S_EXPECT" \
         --change "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
   else log "decode131k-iq1s-q8gemv: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-q8gemv)"; fi
-  # then the experts (moe_experts@IQ1_S, triton_prefetch -> the Q8 row-copy pair) over that registry: its own row
-  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8_iq1s --above 1) \
+  # then the experts (moe_experts@IQ1_S, triton_prefetch -> the Q8-hidden pair; the row-copy pair lost per op in session
+  # 50, x0.785) over that registry: its own row, left out where the probe has it slower per op
+  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8h_iq1s --above 1) \
     || { log "decode131k-iq1s-q8experts: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
   Q8E_REG=${Q8I_REG%.toml}-experts.toml
   fresh_over $Q8E_REG $Q8I_REG
   [ -f $Q8I_REG ] && [ ! -f $Q8E_REG ] && run swap-iq1s-q8experts 40 bash -c 'swap_into "$@"' _ $Q8E_REG $Q8I_REG \
-      moe_experts@IQ1_S=cupy_rowwarp_pdl_q8_iq1s
+      moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s
   if [ -f $M1 ] && [ -f $Q8E_REG ] \
-      && python3 bench/registry_selects.py $Q8E_REG moe_experts@IQ1_S=cupy_rowwarp_pdl_q8_iq1s > /dev/null; then
+      && python3 bench/registry_selects.py $Q8E_REG moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s > /dev/null; then
     run diagnose-iq1s-q8gemv-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $Q8I_REG \
         $FILL_LEAN --out "$R/diag-iq1s-q8gemv-131k" --json-out $DJ/diag-iq1s-q8gemv-131k.json --record
     [ -s $DJ/diag-iq1s-q8gemv-131k.json ] && run decode131k-iq1s-q8experts 300 sparkops bench decode --model $M1 \
         --depth 131072 --tokens 16 --repeats 6 --chunk 4096 --registry $Q8I_REG --vs $Q8E_REG --graph A,B $GATE \
         $FILL_LEAN --changes moe_experts --prediction $DJ/diag-iq1s-q8gemv-131k.json --expect "$IQ1S_EXPECT" \
-        --change "moe_experts@IQ1_S=cupy_rowwarp_pdl_q8_iq1s: the IQ1_S experts on Q8 activations (gate/up and down as the IQ1_S GEMV's row-copy form), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
+        --change "moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s: the IQ1_S experts on Q8 activations (the hidden vector quantized once by gate/up, a down of a warp an output), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
   else log "decode131k-iq1s-q8experts: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-q8experts)"; fi
   ;;
 frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a

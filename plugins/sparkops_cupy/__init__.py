@@ -88,6 +88,9 @@ IMPLEMENTATIONS = [
     # one token's IQ1_S experts on Q8 activations (session 50): the IQ1_S GEMV's form for gate/up and down
     ("moe_experts", "cupy_rowwarp_pdl_q8_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8_iq1s",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the same with the hidden vector quantized once by gate/up and a down of a warp an output row (session 50)
+    ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s",
+     tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     # the one-token Q4_K GEMV on the tensor cores: bf16 activations in the products, so the bf16 row of the tolerances
@@ -256,7 +259,8 @@ POLICIES = {
                                           "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     ("linear", "cupy_rowwarp_pdl_q8_iq1s"): "sparkops_cupy._policies:iq1s_gemv_passes",
-    ("moe_experts", "cupy_rowwarp_pdl_q8_iq1s"): "sparkops_cupy._policies:iq1s_experts_passes",
+    **{("moe_experts", n): "sparkops_cupy._policies:iq1s_experts_passes"
+       for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s")},
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
        for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},

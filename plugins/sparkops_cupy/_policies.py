@@ -70,7 +70,7 @@ def experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) 
 
 
 def iq1s_experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> str | None:
-    """cupy_rowwarp_pdl_q8_iq1s (one token's IQ1_S experts): moe_experts_iq1s.py's `iq1s_serves`."""
+    """cupy_rowwarp_pdl_q8_iq1s and cupy_rowwarp_pdl_q8h_iq1s (IQ1_S experts): moe_experts_iq1s.py's `iq1s_serves`."""
     if _iq1s_experts_served(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
         return None
     if x.dim() == 2 and not 1 <= x.shape[0] <= _IQ1S_MAX_T:

@@ -9,6 +9,9 @@
   the Q4_K Q8 experts). Every other call by the stated policy (`iq1s_serves`): the torch plugin's float32 moe_experts,
   which dequantizes the experts each call. Chosen per weight type in a registry: `[ops.moe_experts.cuda.by_type.IQ1_S]`.
 
+- "cupy_rowwarp_pdl_q8h_iq1s" (`moe_experts_rowwarp_pdl_q8h_iq1s`, written after GPU session 50's Nsight Compute
+  figures): the hidden vector quantized once by gate/up, and a down of a warp an output row.
+
 Kept apart from moe_experts.py so that the records of that module's implementations, whose sources it is, do not
 change.
 """
@@ -28,6 +31,8 @@ from .moe_experts import _one_token, _OneToken as _OneTokenArgs
 SOURCES = rt.source_files("moe_iq1s_q8.cu")
 #: rows a block of either kernel: an octet a row, 4 warps
 ROWS = 16
+#: hidden rows a block of the Q8-hidden gate/up: one whole Q8 block of h (8 warps, an octet a row)
+H8_ROWS = 32
 #: the most routed experts a token the down kernel takes (IQ1S_MAX_K in kernels/moe_iq1s_q8.cu)
 MAX_K = 16
 #: the most tokens a call runs here, one token's two launches after another (a decode step has one; the op's gate cases
@@ -63,6 +68,42 @@ def moe_experts_rowwarp_pdl_q8_iq1s(x, weights, ids, w_gate, w_up, w_down, s_gat
     # a few tokens: each token's launches after the one before's (a token's output is its one-token call's, bit for bit)
     return torch.cat([_launch(_one_token(x[t:t + 1], weights[t:t + 1], ids[t:t + 1], w_gate, w_up, w_down, s_gate,
                                          s_up, s_down)) for t in range(x.shape[0])])
+
+
+def moe_experts_rowwarp_pdl_q8h_iq1s(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8h_iq1s": cupy_rowwarp_pdl_q8_iq1s with the hidden vector quantized once, by
+    gate/up (32 hidden rows a block: one whole Q8 block of h each), and a down of a warp an output row reading the
+    rows and the hidden codes from global memory (kernels/moe_iq1s_q8.cu's gateup_q8h_iq1_s, down_q8h_iq1_s). Why: GPU
+    session 50 timed cupy_rowwarp_pdl_q8_iq1s at 54.5 µs a layer against triton_prefetch's 42.8 (H100), and Nsight
+    Compute put its down at 22.9 µs with 144 blocks at 6.8% achieved occupancy, each block quantizing the whole
+    9216-value hidden vector again. Claims act_q8 (the same two quantized operands an expert); the same stated policy
+    (`iq1s_serves`), up to MAX_T tokens one after another."""
+    if not iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+        from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
+
+        return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    if x.shape[0] == 1:
+        return _launch_h8(_one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down))
+    return torch.cat([_launch_h8(_one_token(x[t:t + 1], weights[t:t + 1], ids[t:t + 1], w_gate, w_up, w_down, s_gate,
+                                            s_up, s_down)) for t in range(x.shape[0])])
+
+
+def _launch_h8(a: _OneTokenArgs) -> torch.Tensor:
+    """The Q8-hidden pair for a checked one-token call: gate/up writes h's Q8 codes, scales and code sums into a.h's
+    bytes (1.25 bytes a value of its 4), down reads them; its output a.y."""
+    grid = iq1s_grid(a.x.device)
+    dt = _DT_SUFFIX[a.code]
+    sg, su, sd = (kw.raw if kw is not None else None for kw in (a.sg, a.su, a.sd))  # None: no shared expert
+    rb = a.d // 256 * BLOCK_BYTES  # a gate/up row's bytes
+    smem = a.d + a.d // 8 + a.d // 4 + 2 * H8_ROWS * rb  # x's codes, scales, sums of 16; 32 gate and 32 up rows
+    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_gateupq8hpdl_{dt}", a.x.device, (a.rows // H8_ROWS,), (256,),
+              (rt.ptr(a.x), rt.ptr(a.ids), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs), rt.i32(a.d),
+               rt.ptr(a.kg.raw), rt.ptr(a.ku.raw), rt.ptr(sg), rt.ptr(su), rt.ptr(a.h), rt.ptr(grid)),
+              shared_mem=smem, pdl=True)
+    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_downq8hpdl_{dt}", a.x.device, ((a.d + 3) // 4,), (128,),
+              (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs),
+               rt.i32(a.d), rt.ptr(a.kd.raw), rt.ptr(sd), rt.ptr(a.y), rt.ptr(grid)), pdl=True)
+    return a.y
 
 
 def _launch(a: _OneTokenArgs) -> torch.Tensor:

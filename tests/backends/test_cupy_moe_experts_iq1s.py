@@ -1,9 +1,10 @@
-"""cupy_rowwarp_pdl_q8_iq1s for moe_experts, one token's IQ1_S experts on Q8 activations (kernels/moe_iq1s_q8.cu), on
-CUDA: the 48B's shape (256 experts, top-8, a shared expert of 1024) and small ones (one super-block a down row, a
-shared expert wider than a routed one, no shared expert, one routed expert), every activation dtype, within the
-act_q8 claim of the NumPy reference; a few tokens each as its own one-token call; an invalid expert id gives NaN, not
-another expert's output; the same bits call after call and in a CUDA graph; the calls its stated policy hands on go
-to the torch plugin. Skipped with a reason where there is no CUDA device or no CuPy."""
+"""cupy_rowwarp_pdl_q8_iq1s and cupy_rowwarp_pdl_q8h_iq1s for moe_experts, one token's IQ1_S experts on Q8 activations
+(kernels/moe_iq1s_q8.cu), on CUDA: the 48B's shape (256 experts, top-8, a shared expert of 1024) and small ones (one
+super-block a down row, a shared expert wider than a routed one, no shared expert, one routed expert), every
+activation dtype, within the act_q8 claim of the NumPy reference; a few tokens each as its own one-token call; an
+invalid expert id gives NaN, not another expert's output; the same bits call after call and in a CUDA graph; the
+calls its stated policy hands on go to the torch plugin. Skipped with a reason where there is no CUDA device or no
+CuPy."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sp
 
 from sparkops_cupy._policies import iq1s_experts_passes  # noqa: E402
 from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8_iq1s as experts  # noqa: E402
+from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s as experts_h8  # noqa: E402
+
+#: the two implementations: the pair of 16-row blocks, and the one whose gate/up writes the hidden vector in Q8
+FORMS = {"q8": experts, "q8h": experts_h8}
 
 DEV = torch.device("cuda")
 
@@ -57,10 +62,12 @@ def nmse(got, want) -> float:
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
+@pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("d,f,e,k,fs", [(2304, 1024, 256, 8, 1024), (512, 256, 6, 3, 512), (1280, 768, 9, 5, 0),
                                         (256, 512, 4, 1, 1024)])
-def test_one_tokens_iq1s_experts_are_within_the_act_q8_claim(dtype, d, f, e, k, fs):
+def test_one_tokens_iq1s_experts_are_within_the_act_q8_claim(dtype, d, f, e, k, fs, form):
+    experts = FORMS[form]
     x, weights, ids, w = args(d + f + k, d, f, e, k, fs, dtype=dtype)
     got = experts(x, weights, ids, **w)
     assert got.shape == (1, d) and got.dtype == dtype
@@ -73,13 +80,17 @@ def test_one_tokens_iq1s_experts_are_within_the_act_q8_claim(dtype, d, f, e, k, 
     assert float(err.max()) <= 0.5 * float(want.double().pow(2).mean().sqrt())
 
 
-def test_an_invalid_expert_id_gives_nan_not_another_experts_output():
+@pytest.mark.parametrize("form", list(FORMS))
+def test_an_invalid_expert_id_gives_nan_not_another_experts_output(form):
+    experts = FORMS[form]
     x, weights, ids, w = args(1, 512, 256, 6, 3, 256)
     ids[0, 1] = 6  # one past the last expert
     assert torch.isnan(experts(x, weights, ids, **w)).all()
 
 
-def test_the_same_bits_call_after_call_and_in_a_cuda_graph():
+@pytest.mark.parametrize("form", list(FORMS))
+def test_the_same_bits_call_after_call_and_in_a_cuda_graph(form):
+    experts = FORMS[form]
     x, weights, ids, w = args(2, 2304, 1024, 256, 8, 1024, dtype=torch.bfloat16)
     first = experts(x, weights, ids, **w)
     assert torch.equal(experts(x, weights, ids, **w), first)
@@ -92,8 +103,11 @@ def test_the_same_bits_call_after_call_and_in_a_cuda_graph():
     assert torch.equal(out, first)
 
 
-def test_the_calls_it_hands_on_go_to_the_torch_plugin_as_its_stated_policy_says():
+@pytest.mark.parametrize("form", list(FORMS))
+def test_the_calls_it_hands_on_go_to_the_torch_plugin_as_its_stated_policy_says(form):
     from sparkops_torch.moe_experts import moe_experts as torch_experts
+
+    experts = FORMS[form]
 
     x, weights, ids, w = args(3, 512, 256, 6, 3, 256, qtype=Q.Q4_K)
     assert "torch" in iq1s_experts_passes(x, weights, ids, **w) and "Q4_K" in iq1s_experts_passes(x, weights, ids, **w)
@@ -105,9 +119,11 @@ def test_the_calls_it_hands_on_go_to_the_torch_plugin_as_its_stated_policy_says(
     assert iq1s_experts_passes(x, weights, ids, **w) is None
 
 
-def test_a_few_tokens_are_each_their_own_one_token_call():
+@pytest.mark.parametrize("form", list(FORMS))
+def test_a_few_tokens_are_each_their_own_one_token_call(form):
     """Up to MAX_T tokens run one after another (the op's gate cases have two): each token's row is its one-token
     call's, bit for bit, and the whole within the claim."""
+    experts = FORMS[form]
     x, weights, ids, w = args(5, 512, 256, 8, 3, 256, dtype=torch.bfloat16)
     g = torch.Generator().manual_seed(5)
     x3 = torch.cat([x, torch.randn(2, 512, generator=g).to(DEV, x.dtype)])

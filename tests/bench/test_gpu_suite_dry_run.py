@@ -4171,14 +4171,14 @@ def test_rungs_iq1s_leaves_out_a_rung_its_probe_has_slower_per_op(tmp_path):
              "timed": {"kda_qkv": {"cupy_rowwarp_pdl_q8_tall_xr": {**row, "us": 12.0},
                                    "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0}},
                        "experts": {"triton_prefetch": {**row, "us": 43.0},
-                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 54.0}}}}
+                                   "cupy_rowwarp_pdl_q8h_iq1s": {**row, "us": 54.0}}}}
     (tmp_path / "machine" / "suite-diag" / "probe-iq1s.json").write_text(json.dumps(probe))
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
     log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)
     bench = [c for c in calls if c.startswith("bench decode")]
     assert len(bench) == 1 and "--expect linear@IQ1_S=1.5000" in bench[0]
     assert "decode131k-iq1s-q8experts: left out (no per-op factor above 1 from probe_iq1s)" in log
-    assert not any("moe_experts@IQ1_S=cupy_rowwarp_pdl_q8_iq1s" in c for c in calls)
+    assert not any("moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s" in c for c in calls)
 
 
 def test_rungs_iq1s_waits_for_the_probe_s_tests_and_figures(tmp_path):
@@ -4200,7 +4200,7 @@ def test_rungs_iq1s_times_the_q8_gemvs_against_the_iq1s_step_at_131072(tmp_path)
              "timed": {"kda_qkv": {"cupy_rowwarp_pdl_q8_tall_xr": {**row, "us": 12.0},
                                    "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0}},
                        "experts": {"triton_prefetch": {**row, "us": 50.0},
-                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 25.0}}}}
+                                   "cupy_rowwarp_pdl_q8h_iq1s": {**row, "us": 25.0}}}}
     (tmp_path / "machine" / "suite-diag" / "probe-iq1s.json").write_text(json.dumps(probe))
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
     log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)

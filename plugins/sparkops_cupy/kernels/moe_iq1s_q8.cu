@@ -118,6 +118,137 @@ __device__ __forceinline__ void down_q8_iq1_s(const float* __restrict__ h, const
     if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
 }
 
+// The Q8-hidden pair ("cupy_rowwarp_pdl_q8h_iq1s", written in session 50 after Nsight Compute on the pair above: its
+// down ran 144 blocks at 6.8% achieved occupancy, each block quantizing the whole 9216-value hidden vector again).
+// gate/up: 32 hidden rows a block (8 warps), so a block holds one whole Q8 block of h and writes it quantized, once
+// (common.cuh's Q8_0 rule, as q8_stage's: codes, the scale through fp16, NaN in the block -> NaN scale), with its code
+// sum: codes hq [H], scales hd [H / 32], sums hs [H / 32] in h's own bytes. down: a warp an output row, its 4 octets
+// taking the slots in turn (slot s by octet s % 4, the shared expert last), each lane one sub-block of each of the slot
+// row's super-blocks read from global memory, the hidden codes read where gate/up wrote them; the octets' sums added in
+// a fixed order. 576 blocks for the 48B's 2304 outputs.
+template <int DT>
+__device__ __forceinline__ void gateup_q8h_iq1_s(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
+                                                 int F, int Fs, int D, const u8* __restrict__ w_gate,
+                                                 const u8* __restrict__ w_up, const u8* __restrict__ s_gate,
+                                                 const u8* __restrict__ s_up, u8* __restrict__ hbytes,
+                                                 const uint2* __restrict__ grid) {
+    extern __shared__ __align__(16) u8 mq_smem[];
+    i8* xq = (i8*)mq_smem;
+    float* dx = (float*)(mq_smem + D);
+    int* s16 = (int*)(dx + (D >> 5));
+    const int nsb = D >> 8, tid = threadIdx.x, lane = tid & 31, o = lane & 7;
+    const i64 rb = (i64)nsb * IQ1S_SBB;
+    u8* sg = (u8*)(s16 + (D >> 4));  // 16-byte aligned: D is a multiple of 256
+    u8* su = sg + 32 * rb;
+    __shared__ float hv[32];
+    const int H = K * F + Fs;
+    const i64 R0 = (i64)blockIdx.x * 32;
+    const bool shared = R0 >= (i64)K * F;
+    bool valid = true;
+    if (shared) {  // the shared expert's rows: known before the router is done
+        const i64 r0 = R0 - (i64)K * F;
+        iq1s_copy_range(s_gate + r0 * rb, 32 * rb, sg);
+        iq1s_copy_range(s_up + r0 * rb, 32 * rb, su);
+        cp_async_commit();
+    }
+    pdl_launch_dependents();
+    pdl_wait();  // x and ids are the kernels' before output; h may still be the last down's input
+    if (!shared) {
+        const int s = (int)(R0 / F);
+        const i64 e = iq_expert(ids, s, E, valid), r0 = e * F + (R0 - (i64)s * F);
+        iq1s_copy_range(w_gate + r0 * rb, 32 * rb, sg);
+        iq1s_copy_range(w_up + r0 * rb, 32 * rb, su);
+        cp_async_commit();
+    }
+    q8_stage<DT>(x, D, xq, dx, s16);
+    cp_async_wait_all();
+    __syncthreads();
+    const int local = (tid >> 5) * 4 + (lane >> 3);  // the block's octet, 0..31: its hidden row
+    const float g = iq1s_octet_sum(iq1s_q8_row(sg + local * rb, nsb, o, xq, dx, s16, 0, grid));
+    const float u = iq1s_octet_sum(iq1s_q8_row(su + local * rb, nsb, o, xq, dx, s16, 0, grid));
+    if (o == 0) hv[local] = valid ? iq_silu(g) * u : QNAN;
+    __syncthreads();
+    if (tid < 32) {  // warp 0 quantizes the block's 32 hidden values: one Q8 block
+        const float v = hv[lane];
+        const bool nan = __any_sync(0xffffffffu, v != v);
+        float d;
+        const float id = q8_inverse(warp_max(fabsf(v)), d);
+        const int q = q8_code(v, id);
+        int sum = q;
+#pragma unroll
+        for (int m = 16; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+        hbytes[R0 + lane] = (u8)(q & 0xff);
+        if (lane == 0) {
+            const i64 b = R0 >> 5;
+            ((float*)(hbytes + H))[b] = nan ? QNAN : d;
+            ((int*)(hbytes + H + (H >> 3)))[b] = sum;
+        }
+    }
+}
+
+// lane o's sub-block of one super-block of a row in global memory (blk) dotted with the hidden vector's Q8 block q as
+// gate/up wrote it (codes hq, scales hd, code sums hs), read through L2 (the kernel before's output)
+__device__ __forceinline__ float iq1s_h8_block(const u8* __restrict__ blk, int o, const u8* __restrict__ hq,
+                                               const float* __restrict__ hd, const int* __restrict__ hs, i64 q,
+                                               const uint2* __restrict__ grid) {
+    const u32 qs = ld_u32_a2(blk + 2 + 4 * o), qh = ld_u16(blk + 34 + 2 * o);
+    const float d = ld_f16(blk);
+    const int4 xa = __ldcg((const int4*)(hq + 32 * q)), xb = __ldcg((const int4*)(hq + 32 * q + 16));
+    const float dh = __ldcg(hd + q);
+    const int sh = __ldcg(hs + q);
+    const uint2 g0 = __ldg(grid + ((qs & 255u) | ((qh & 7u) << 8)));
+    const uint2 g1 = __ldg(grid + (((qs >> 8) & 255u) | (((qh >> 3) & 7u) << 8)));
+    const uint2 g2 = __ldg(grid + (((qs >> 16) & 255u) | (((qh >> 6) & 7u) << 8)));
+    const uint2 g3 = __ldg(grid + ((qs >> 24) | (((qh >> 9) & 7u) << 8)));
+    int s = __dp4a((int)g0.x, xa.x, 0);
+    s = __dp4a((int)g0.y, xa.y, s);
+    s = __dp4a((int)g1.x, xa.z, s);
+    s = __dp4a((int)g1.y, xa.w, s);
+    s = __dp4a((int)g2.x, xb.x, s);
+    s = __dp4a((int)g2.y, xb.y, s);
+    s = __dp4a((int)g3.x, xb.z, s);
+    s = __dp4a((int)g3.y, xb.w, s);
+    const float dl = d * (float)(2 * ((qh >> 12) & 7u) + 1);
+    const float delta = (qh & 0x8000u) ? -0.125f : 0.125f;
+    return dl * dh * ((float)s + delta * (float)sh);
+}
+
+// hbytes: gate/up's Q8 hidden vector (codes [H], scales [H / 32], sums [H / 32]); ids [K] int64, weights [K] float32,
+// w_down [E, D, F] IQ1_S, s_down [D, Fs] (null when Fs = 0), y [D] (dtype DT). 128 threads = 4 output rows; grid
+// ceil(D / 4). No shared memory.
+template <int DT>
+__device__ __forceinline__ void down_q8h_iq1_s(const u8* __restrict__ hbytes, const i64* __restrict__ ids,
+                                               const float* __restrict__ weights, int K, int E, int F, int Fs, int D,
+                                               const u8* __restrict__ w_down, const u8* __restrict__ s_down,
+                                               void* __restrict__ y, const uint2* __restrict__ grid) {
+    const int H = K * F + Fs, tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 row = (i64)blockIdx.x * 4 + (tid >> 5);
+    const int nf = F >> 8, nfs = Fs >> 8;
+    const u8* hq = hbytes;
+    const float* hd = (const float*)(hbytes + H);
+    const int* hs = (const int*)(hbytes + H + (H >> 3));
+    pdl_launch_dependents();
+    pdl_wait();  // the hidden vector is gate/up's output, ids and weights the router's
+    float acc = 0.0f;
+    if (row < D) {
+        for (int s = oct; s < K + (Fs ? 1 : 0); s += 4) {  // this octet's slots; slot K is the shared expert
+            const bool routed = s < K;
+            bool valid = true;
+            const i64 e = routed ? iq_expert(ids, s, E, valid) : 0;
+            const int n = routed ? nf : nfs;
+            const u8* r = routed ? w_down + (e * D + row) * (i64)nf * IQ1S_SBB : s_down + row * (i64)nfs * IQ1S_SBB;
+            const i64 q0 = (i64)s * (F >> 5);  // the slot's first Q8 block of h (the shared expert's after the routed)
+            float part = 0.0f;
+            for (int sb = 0; sb < n; ++sb) part += iq1s_h8_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, grid);
+            acc += routed ? __ldcg(weights + s) * part : part;
+        }
+    }
+    acc = iq1s_octet_sum(acc);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 8);  // the octets' sums: (0 + 1) + (2 + 3), the same order in every lane
+    acc += __shfl_xor_sync(0xffffffffu, acc, 16);
+    if (lane == 0 && row < D) store_act(y, row, DT, acc);
+}
+
 #define GATE_UP_IQ1S_ARGS                                                                                          \
     const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, int F, int Fs, int D,                  \
         const u8* __restrict__ w_gate, const u8* __restrict__ w_up, const u8* __restrict__ s_gate,                \
@@ -157,4 +288,45 @@ extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8pdl_bf16(DOWN_
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8pdl_f16(DOWN_IQ1S_ARGS) {
     down_q8_iq1_s<DT_F16>(DOWN_IQ1S_PASS);
+}
+
+#define GATE_UP_H8_ARGS                                                                                            \
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, int F, int Fs, int D,                  \
+        const u8* __restrict__ w_gate, const u8* __restrict__ w_up, const u8* __restrict__ s_gate,                \
+        const u8* __restrict__ s_up, u8* __restrict__ hbytes, const uint2* __restrict__ grid
+#define GATE_UP_H8_PASS x, ids, K, E, F, Fs, D, w_gate, w_up, s_gate, s_up, hbytes, grid
+#define DOWN_H8_ARGS                                                                                               \
+    const u8* __restrict__ hbytes, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,   \
+        int F, int Fs, int D, const u8* __restrict__ w_down, const u8* __restrict__ s_down, void* __restrict__ y,  \
+        const uint2* __restrict__ grid
+#define DOWN_H8_PASS hbytes, ids, weights, K, E, F, Fs, D, w_down, s_down, y, grid
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hpdl_f32(GATE_UP_H8_ARGS) {
+    gateup_q8h_iq1_s<DT_F32>(GATE_UP_H8_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hpdl_bf16(GATE_UP_H8_ARGS) {
+    gateup_q8h_iq1_s<DT_BF16>(GATE_UP_H8_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hpdl_f16(GATE_UP_H8_ARGS) {
+    gateup_q8h_iq1_s<DT_F16>(GATE_UP_H8_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8hpdl_f32(DOWN_H8_ARGS) {
+    down_q8h_iq1_s<DT_F32>(DOWN_H8_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8hpdl_bf16(DOWN_H8_ARGS) {
+    down_q8h_iq1_s<DT_BF16>(DOWN_H8_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8hpdl_f16(DOWN_H8_ARGS) {
+    down_q8h_iq1_s<DT_F16>(DOWN_H8_PASS);
 }
