@@ -59,15 +59,20 @@ def moe_experts_rowwarp_pdl_q8_iq1s(x, weights, ids, w_gate, w_up, w_down, s_gat
     """Implementation "cupy_rowwarp_pdl_q8_iq1s": one token's IQ1_S experts on Q8 activations and integer dots (see the
     module's docstring), up to MAX_T tokens one after another; every other call the torch plugin's float32
     moe_experts (the stated policy, `iq1s_serves`)."""
+    return _served(_launch, x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+
+
+def _served(launch, x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> torch.Tensor:
+    """The stated policy of both forms: a call `iq1s_serves` runs `launch` token by token (a token's output is its
+    one-token call's, bit for bit); every other call the torch plugin's float32 moe_experts."""
     if not iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
         from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
 
         return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
     if x.shape[0] == 1:
-        return _launch(_one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down))
-    # a few tokens: each token's launches after the one before's (a token's output is its one-token call's, bit for bit)
-    return torch.cat([_launch(_one_token(x[t:t + 1], weights[t:t + 1], ids[t:t + 1], w_gate, w_up, w_down, s_gate,
-                                         s_up, s_down)) for t in range(x.shape[0])])
+        return launch(_one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down))
+    return torch.cat([launch(_one_token(x[t:t + 1], weights[t:t + 1], ids[t:t + 1], w_gate, w_up, w_down, s_gate,
+                                        s_up, s_down)) for t in range(x.shape[0])])
 
 
 def moe_experts_rowwarp_pdl_q8h_iq1s(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
@@ -78,14 +83,7 @@ def moe_experts_rowwarp_pdl_q8h_iq1s(x, weights, ids, w_gate, w_up, w_down, s_ga
     Compute put its down at 22.9 µs with 144 blocks at 6.8% achieved occupancy, each block quantizing the whole
     9216-value hidden vector again. Claims act_q8 (the same two quantized operands an expert); the same stated policy
     (`iq1s_serves`), up to MAX_T tokens one after another."""
-    if not iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
-        from sparkops_torch.moe_experts import moe_experts as torch_moe_experts
-
-        return torch_moe_experts(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
-    if x.shape[0] == 1:
-        return _launch_h8(_one_token(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down))
-    return torch.cat([_launch_h8(_one_token(x[t:t + 1], weights[t:t + 1], ids[t:t + 1], w_gate, w_up, w_down, s_gate,
-                                            s_up, s_down)) for t in range(x.shape[0])])
+    return _served(_launch_h8, x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
 
 
 def _launch_h8(a: _OneTokenArgs) -> torch.Tensor:

@@ -12,15 +12,13 @@
 
 #define IQ1S_SBB 50
 
-// lane o's sub-block of one super-block (at blk, in shared memory) dotted with x's staged Q8 block q (= 8 sb + o)
-__device__ __forceinline__ float iq1s_q8_block(const u8* blk, int o, const i8* xq, const float* dx, const int* s16,
-                                               int q, const uint2* __restrict__ grid) {
-    const u32 qs = ld_u32_a2(blk + 2 + 4 * o), qh = ld_u16(blk + 34 + 2 * o);
+// sum over a sub-block's 32 weights of grid value x code: the 4 grid rows its qs (4 bytes) and qh (3 bits each) name,
+// 8 __dp4a against the 32 codes xa | xb
+__device__ __forceinline__ int iq1s_grid_dot(u32 qs, u32 qh, int4 xa, int4 xb, const uint2* __restrict__ grid) {
     const uint2 g0 = __ldg(grid + ((qs & 255u) | ((qh & 7u) << 8)));
     const uint2 g1 = __ldg(grid + (((qs >> 8) & 255u) | (((qh >> 3) & 7u) << 8)));
     const uint2 g2 = __ldg(grid + (((qs >> 16) & 255u) | (((qh >> 6) & 7u) << 8)));
     const uint2 g3 = __ldg(grid + ((qs >> 24) | (((qh >> 9) & 7u) << 8)));
-    const int4 xa = *(const int4*)(xq + 32 * q), xb = *(const int4*)(xq + 32 * q + 16);
     int s = __dp4a((int)g0.x, xa.x, 0);
     s = __dp4a((int)g0.y, xa.y, s);
     s = __dp4a((int)g1.x, xa.z, s);
@@ -28,11 +26,24 @@ __device__ __forceinline__ float iq1s_q8_block(const u8* blk, int o, const i8* x
     s = __dp4a((int)g2.x, xb.x, s);
     s = __dp4a((int)g2.y, xb.y, s);
     s = __dp4a((int)g3.x, xb.z, s);
-    s = __dp4a((int)g3.y, xb.w, s);
-    const float dl = ld_f16(blk) * (float)(2 * ((qh >> 12) & 7u) + 1);
+    return __dp4a((int)g3.y, xb.w, s);
+}
+
+// a sub-block's value from its integer dot s, the fp16 super-block scale d, its qh, the activations' block scale dq and
+// code sum sq: d (2 k + 1) dq (s + delta sq); s + delta sq is an integer and an exact multiple of 1/8 under 2^12, so
+// exact in float
+__device__ __forceinline__ float iq1s_scaled(int s, float d, u32 qh, float dq, int sq) {
+    const float dl = d * (float)(2 * ((qh >> 12) & 7u) + 1);
     const float delta = (qh & 0x8000u) ? -0.125f : 0.125f;
-    // sum(grid q) + delta sum(q): an integer and an exact multiple of 1/8 under 2^12, so exact in float
-    return dl * dx[q] * ((float)s + delta * (float)(s16[2 * q] + s16[2 * q + 1]));
+    return dl * dq * ((float)s + delta * (float)sq);
+}
+
+// lane o's sub-block of one super-block (at blk, in shared memory) dotted with x's staged Q8 block q (= 8 sb + o)
+__device__ __forceinline__ float iq1s_q8_block(const u8* blk, int o, const i8* xq, const float* dx, const int* s16,
+                                               int q, const uint2* __restrict__ grid) {
+    const u32 qs = ld_u32_a2(blk + 2 + 4 * o), qh = ld_u16(blk + 34 + 2 * o);
+    const int4 xa = *(const int4*)(xq + 32 * q), xb = *(const int4*)(xq + 32 * q + 16);
+    return iq1s_scaled(iq1s_grid_dot(qs, qh, xa, xb, grid), ld_f16(blk), qh, dx[q], s16[2 * q] + s16[2 * q + 1]);
 }
 
 // `bytes` bytes from src (16-byte aligned) into shared memory at sw, 16 at a time by cp.async (the last chunk's tail

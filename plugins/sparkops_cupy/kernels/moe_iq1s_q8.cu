@@ -192,25 +192,8 @@ __device__ __forceinline__ float iq1s_h8_block(const u8* __restrict__ blk, int o
                                                const float* __restrict__ hd, const int* __restrict__ hs, i64 q,
                                                const uint2* __restrict__ grid) {
     const u32 qs = ld_u32_a2(blk + 2 + 4 * o), qh = ld_u16(blk + 34 + 2 * o);
-    const float d = ld_f16(blk);
     const int4 xa = __ldcg((const int4*)(hq + 32 * q)), xb = __ldcg((const int4*)(hq + 32 * q + 16));
-    const float dh = __ldcg(hd + q);
-    const int sh = __ldcg(hs + q);
-    const uint2 g0 = __ldg(grid + ((qs & 255u) | ((qh & 7u) << 8)));
-    const uint2 g1 = __ldg(grid + (((qs >> 8) & 255u) | (((qh >> 3) & 7u) << 8)));
-    const uint2 g2 = __ldg(grid + (((qs >> 16) & 255u) | (((qh >> 6) & 7u) << 8)));
-    const uint2 g3 = __ldg(grid + ((qs >> 24) | (((qh >> 9) & 7u) << 8)));
-    int s = __dp4a((int)g0.x, xa.x, 0);
-    s = __dp4a((int)g0.y, xa.y, s);
-    s = __dp4a((int)g1.x, xa.z, s);
-    s = __dp4a((int)g1.y, xa.w, s);
-    s = __dp4a((int)g2.x, xb.x, s);
-    s = __dp4a((int)g2.y, xb.y, s);
-    s = __dp4a((int)g3.x, xb.z, s);
-    s = __dp4a((int)g3.y, xb.w, s);
-    const float dl = d * (float)(2 * ((qh >> 12) & 7u) + 1);
-    const float delta = (qh & 0x8000u) ? -0.125f : 0.125f;
-    return dl * dh * ((float)s + delta * (float)sh);
+    return iq1s_scaled(iq1s_grid_dot(qs, qh, xa, xb, grid), ld_f16(blk), qh, __ldcg(hd + q), __ldcg(hs + q));
 }
 
 // hbytes: gate/up's Q8 hidden vector (codes [H], scales [H / 32], sums [H / 32]); ids [K] int64, weights [K] float32,
