@@ -30,8 +30,8 @@ __device__ __forceinline__ int iq1s_grid_dot(u32 qs, u32 qh, int4 xa, int4 xb, c
 }
 
 // a sub-block's value from its integer dot s, the fp16 super-block scale d, its qh, the activations' block scale dq and
-// code sum sq: d (2 k + 1) dq (s + delta sq); s + delta sq is an integer and an exact multiple of 1/8 under 2^12, so
-// exact in float
+// code sum sq: d (2 k + 1) dq (s + delta sq), where s + delta sq, a multiple of 1/8 of magnitude under 2^13, is exact in
+// float
 __device__ __forceinline__ float iq1s_scaled(int s, float d, u32 qh, float dq, int sq) {
     const float dl = d * (float)(2 * ((qh >> 12) & 7u) + 1);
     const float delta = (qh & 0x8000u) ? -0.125f : 0.125f;
