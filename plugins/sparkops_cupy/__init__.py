@@ -85,6 +85,10 @@ IMPLEMENTATIONS = [
     # the one-token IQ1_S GEMV on Q8 activations (session 50): cupy_rowwarp_pdl_q8's form over the IQ1_S grid
     ("linear", "cupy_rowwarp_pdl_q8_iq1s", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s", tolerance("act_q8"),
      ("linear.cu", "linear_iq1s_q8.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # the same with short weights two octets a row (session 50, after the o_proj's 144 blocks)
+    ("linear", "cupy_rowwarp_pdl_q8_iq1s_short", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_short",
+     tolerance("act_q8"), ("linear.cu", "linear_iq1s_q8.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # one token's IQ1_S experts on Q8 activations (session 50): the IQ1_S GEMV's form for gate/up and down
     ("moe_experts", "cupy_rowwarp_pdl_q8_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8_iq1s",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
@@ -258,7 +262,8 @@ POLICIES = {
                                           "cupy_rowhalf",
                                           "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
-    ("linear", "cupy_rowwarp_pdl_q8_iq1s"): "sparkops_cupy._policies:iq1s_gemv_passes",
+    **{("linear", n): "sparkops_cupy._policies:iq1s_gemv_passes"
+       for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8_iq1s_short")},
     **{("moe_experts", n): "sparkops_cupy._policies:iq1s_experts_passes"
        for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s")},
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",

@@ -31,7 +31,8 @@ def one_token_q4k_passes(x, weight) -> str | None:
 
 
 def iq1s_gemv_passes(x, weight) -> str | None:
-    """cupy_rowwarp_pdl_q8_iq1s (the one-token IQ1_S GEMV): linear.py's `_one_token` with IQ1_S weights."""
+    """cupy_rowwarp_pdl_q8_iq1s and its _short form (the one-token IQ1_S GEMVs): linear.py's `_one_token` with IQ1_S
+    weights."""
     return _one_token_passes(x, weight, lambda w: w.qtype == Q.IQ1_S, "IQ1_S")
 
 

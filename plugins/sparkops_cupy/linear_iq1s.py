@@ -9,6 +9,9 @@
   (`linear._one_token`): a prefill chunk to the torch plugin's float32 linear, any other type or a few tokens to
   cupy_float. Chosen per weight type in a registry: `[ops.linear.cuda.by_type.IQ1_S]`.
 
+- "cupy_rowwarp_pdl_q8_iq1s_short" (`linear_rowwarp_pdl_q8_iq1s_short`, written after GPU session 50): the same with
+  short weights two octets a row (twice the blocks).
+
 Kept apart from linear.py so that the records of that module's implementations, whose sources it is, do not change.
 """
 
@@ -21,7 +24,7 @@ from sparkops.errors import BadInput
 
 from . import _runtime as rt
 from ._weights import KernelWeight, iq1s_grid
-from .linear import _DT_SUFFIX, _one_token
+from .linear import ROWWARP_TALL_ROWS, _DT_SUFFIX, _one_token
 
 SOURCES = rt.source_files("linear_iq1s_q8.cu")
 #: rows a block: an octet a row, 4 warps
@@ -36,9 +39,23 @@ def linear_rowwarp_pdl_q8_iq1s(x, weight):
     return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S, launch_iq1s_q8)
 
 
-def launch_iq1s_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
-    """y[0, :n] = x[0] @ W^T for an IQ1_S weight [n, k] (k a multiple of 256) on Q8 activations, launched with
-    programmatic dependent launch; x 16-byte aligned (the caller's), the weight's data 16-byte aligned."""
+def linear_rowwarp_pdl_q8_iq1s_short(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_iq1s_short": cupy_rowwarp_pdl_q8_iq1s with weights of fewer than
+    ROWWARP_TALL_ROWS rows two octets a row (8 rows a block, the even and the odd super-blocks: the Q4_K GEMV's answer
+    for short weights, rowq8_q4_k's ROWS = 8), tall ones as cupy_rowwarp_pdl_q8_iq1s. Why: GPU session 50's o_proj
+    (2304 rows) ran as 144 blocks of 16 rows, about one block an SM. Another order of sums for the short weights:
+    act_q8's claim, its own bits. Every other call by the same stated policy."""
+    return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S,
+                      lambda *a: launch_iq1s_q8(*a, rows=ROWS if a[3] >= ROWWARP_TALL_ROWS else 8))
+
+
+def launch_iq1s_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,
+                   rows: int = ROWS) -> None:
+    """y[0, :n] = x[0] @ W^T for an IQ1_S weight [n, k] (k a multiple of 256) on Q8 activations, `rows` (16: an octet a
+    row; 8: two) a block, launched with programmatic dependent launch; x 16-byte aligned (the caller's), the weight's
+    data 16-byte aligned."""
+    if rows not in (8, 16):
+        raise BadInput(f"linear: the IQ1_S GEMV takes 16 or 8 rows a block, not {rows}")
     if kw.raw.data_ptr() % 16:
         raise BadInput(f"linear: the IQ1_S weight's data is not 16-byte aligned (offset {kw.raw.data_ptr() % 16}); "
                        f"give it its own allocation (QWeight(raw.clone(), ...))")
@@ -46,7 +63,8 @@ def launch_iq1s_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int,
         raise BadInput(f"linear: an IQ1_S row of {k} inputs is {k // 256 * BLOCK_BYTES} bytes, the weight's rows are "
                        f"{kw.row_bytes}")
     grid = iq1s_grid(x.device)
-    smem = k + 4 * (k // 32) + 4 * (k // 16) + ROWS * kw.row_bytes  # codes, scales, sums of 16, the block's rows
-    rt.launch("linear_iq1s_q8.cu", f"linear_iq1_s_rowq8pdl_{_DT_SUFFIX[code]}", x.device, ((n + ROWS - 1) // ROWS,),
+    smem = k + 4 * (k // 32) + 4 * (k // 16) + rows * kw.row_bytes  # codes, scales, sums of 16, the block's rows
+    kernel = "rowq8pdl" if rows == 16 else "rowq8pairpdl"
+    rt.launch("linear_iq1s_q8.cu", f"linear_iq1_s_{kernel}_{_DT_SUFFIX[code]}", x.device, ((n + rows - 1) // rows,),
               (128,), (rt.ptr(x), rt.ptr(kw.raw), rt.i32(k), rt.i32(n), rt.ptr(y), rt.ptr(grid)), shared_mem=smem,
               pdl=True)

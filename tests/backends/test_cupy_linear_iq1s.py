@@ -1,7 +1,7 @@
-"""cupy_rowwarp_pdl_q8_iq1s, the one-token IQ1_S GEMV on Q8 activations (kernels/linear_iq1s_q8.cu), on CUDA: every
-row of the 48B's IQ1_S shapes and of ragged ones (a last block of fewer than 16 rows, whose copy ends mid-chunk) within
-the act_q8 claim of the NumPy reference, the same bits call after call and in a CUDA graph, and the calls its stated
-policy hands on going where it says. Skipped with a reason where there is no CUDA device or no CuPy."""
+"""cupy_rowwarp_pdl_q8_iq1s and its _short form, the one-token IQ1_S GEMV on Q8 activations (kernels/linear_iq1s_q8.cu),
+on CUDA: every row of the 48B's IQ1_S shapes and of ragged ones (a last block of fewer than 16 rows, whose copy ends
+mid-chunk) within the act_q8 claim of the NumPy reference, the same bits call after call and in a CUDA graph, and the
+calls its stated policy hands on going where it says. Skipped with a reason where there is no CUDA device or no CuPy."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sp
 from sparkops_cupy._policies import iq1s_gemv_passes  # noqa: E402
 from sparkops_cupy.linear import linear_float  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s as gemv  # noqa: E402
+from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_short as gemv_short  # noqa: E402
+
+#: the two implementations: 16 rows a block; short weights (under 4096 rows) 8 rows a block, two octets a row
+FORMS = {"rows16": gemv, "short": gemv_short}
 
 DEV = torch.device("cuda")
 
@@ -42,10 +46,12 @@ def reference(x: torch.Tensor, w: QWeight) -> torch.Tensor:
     return load_catalog().reference("linear").resolve()(x.float().cpu(), w.to("cpu"))
 
 
+@pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (6720, 2304), (18432, 2304), (2304, 9216),
                                         (33, 256), (17, 512), (5, 1280), (1, 2304)])
-def test_every_row_of_a_one_token_iq1s_gemv_is_within_the_act_q8_claim(dtype, out_f, in_f):
+def test_every_row_of_a_one_token_iq1s_gemv_is_within_the_act_q8_claim(dtype, out_f, in_f, form):
+    gemv = FORMS[form]
     w = weight(out_f, in_f)
     x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(out_f)).to(DEV, dtype)
     y = gemv(x, w)
@@ -59,8 +65,10 @@ def test_every_row_of_a_one_token_iq1s_gemv_is_within_the_act_q8_claim(dtype, ou
     assert float(err.max()) <= 0.25 * float(want.double().pow(2).mean().sqrt())
 
 
-def test_the_same_bits_call_after_call_and_in_a_cuda_graph():
-    w = weight(12288, 2304)
+@pytest.mark.parametrize("form", list(FORMS))
+def test_the_same_bits_call_after_call_and_in_a_cuda_graph(form):
+    gemv = FORMS[form]
+    w = weight(2304 if form == "short" else 12288, 2304)
     x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(DEV, torch.bfloat16)
     first = gemv(x, w)
     assert torch.equal(gemv(x, w), first)
@@ -73,7 +81,9 @@ def test_the_same_bits_call_after_call_and_in_a_cuda_graph():
     assert torch.equal(out, first)
 
 
-def test_the_calls_it_hands_on_go_where_its_stated_policy_says():
+@pytest.mark.parametrize("form", list(FORMS))
+def test_the_calls_it_hands_on_go_where_its_stated_policy_says(form):
+    gemv = FORMS[form]
     x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(2)).to(DEV)
     q4k = weight(256, 2304, Q.Q4_K)
     assert "cupy_float" in iq1s_gemv_passes(x, q4k)
@@ -85,7 +95,9 @@ def test_the_calls_it_hands_on_go_where_its_stated_policy_says():
     assert iq1s_gemv_passes(x, w) is None  # one token times IQ1_S: its own kernel
 
 
-def test_a_weight_off_16_byte_alignment_is_refused_by_name():
+@pytest.mark.parametrize("form", list(FORMS))
+def test_a_weight_off_16_byte_alignment_is_refused_by_name(form):
+    gemv = FORMS[form]
     w = weight(64, 2304)
     raw = torch.empty(w.raw.numel() + 2, dtype=torch.uint8, device=DEV)[2:]  # 2 bytes past an aligned start
     raw.copy_(w.raw.reshape(-1))
@@ -93,3 +105,10 @@ def test_a_weight_off_16_byte_alignment_is_refused_by_name():
     x = torch.randn(1, 2304, device=DEV)
     with pytest.raises(BadInput, match="not 16-byte aligned"):
         gemv(x, shifted)
+
+
+def test_the_short_form_takes_tall_weights_as_the_16_row_form_does():
+    """At ROWWARP_TALL_ROWS rows or more the short form launches the 16-row kernel: the same bits."""
+    w = weight(4096, 2304)
+    x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(6)).to(DEV, torch.bfloat16)
+    assert torch.equal(gemv_short(x, w), gemv(x, w))

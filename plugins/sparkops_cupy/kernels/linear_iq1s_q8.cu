@@ -18,17 +18,22 @@
 // last block's tail zero-filled). Shared memory: K code bytes, K / 32 float scales, K / 16 int sums of 16, then the
 // block's rows. 128 threads; grid ceil(N / 16). Launched with PDL: the copy is requested before the wait for the
 // kernel before (x is its output), as rowq8_q4_k's. Each output is one octet's sum in a fixed order: deterministic.
-template <int DT>
+// ROWS = 16: an octet a row, as above. ROWS = 8 (the "pair" form, for short weights: cupy_rowwarp_pdl_q8_iq1s_short,
+// written after GPU session 50, where the o_proj's 2304 rows made 144 blocks, about one an SM): two octets a row, the
+// even and the odd super-blocks, their two sums added (a + b: the same bits whichever lane adds), as rowq8_q4_k's
+// ROWS = 8; twice the blocks for the same rows. 8 rows are 400 bytes a super-block: the copy still starts aligned.
+template <int DT, int ROWS>
 __device__ __forceinline__ void rowq8_iq1_s(const void* __restrict__ x, const u8* __restrict__ w, int K, int N,
                                             void* __restrict__ y, const uint2* __restrict__ grid) {
+    static_assert(ROWS == 16 || ROWS == 8, "an octet a row, or two");
     extern __shared__ __align__(16) u8 lq_smem[];
     i8* xq = (i8*)lq_smem;
     float* dx = (float*)(lq_smem + K);
     int* s16 = (int*)(dx + (K >> 5));
     u8* sw = (u8*)(s16 + (K >> 4));  // 16-byte aligned: K is a multiple of 256
-    const int nsb = K >> 8, tid = threadIdx.x, lane = tid & 31, o = lane & 7;
-    const i64 row_bytes = (i64)nsb * IQ1S_SBB, r0 = (i64)blockIdx.x * 16;
-    const int rows = (int)min((i64)16, (i64)N - r0);
+    const int nsb = K >> 8, tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const i64 row_bytes = (i64)nsb * IQ1S_SBB, r0 = (i64)blockIdx.x * ROWS;
+    const int rows = (int)min((i64)ROWS, (i64)N - r0);
     iq1s_copy_range(w + r0 * row_bytes, rows * row_bytes, sw);
     cp_async_commit();
     pdl_launch_dependents();
@@ -36,11 +41,16 @@ __device__ __forceinline__ void rowq8_iq1_s(const void* __restrict__ x, const u8
     q8_stage<DT>(x, K, xq, dx, s16);
     cp_async_wait_all();
     __syncthreads();
-    const int local = (tid >> 5) * 4 + (lane >> 3);  // the block's octet, 0..15: its row
+    const int slot = (tid >> 5) * 4 + oct;  // the block's octet, 0..15
+    const int local = ROWS == 16 ? slot : slot >> 1, first = ROWS == 16 ? 0 : slot & 1, step = ROWS == 16 ? 1 : 2;
     const bool ok = local < rows;  // an octet past the end dots row 0 and writes nothing
     const u8* r = sw + (ok ? local : 0) * row_bytes;
-    const float acc = iq1s_octet_sum(iq1s_q8_row(r, nsb, o, xq, dx, s16, 0, grid));
-    if (o == 0 && ok) store_act(y, r0 + local, DT, acc);
+    float acc = 0.0f;
+    for (int sb = first; sb < nsb; sb += step)
+        acc += iq1s_q8_block(r + sb * IQ1S_SBB, o, xq, dx, s16, 8 * sb + o, grid);
+    acc = iq1s_octet_sum(acc);
+    if (ROWS == 8) acc += __shfl_xor_sync(0xffffffffu, acc, 8);  // and the pair's: even + odd super-blocks
+    if (o == 0 && (ROWS == 16 || (oct & 1) == 0) && ok) store_act(y, r0 + local, DT, acc);
 }
 
 // budget: stack 0, spills 0
@@ -48,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pdl_f32(cons
                                                                             const u8* __restrict__ w, int K, int N,
                                                                             void* __restrict__ y,
                                                                             const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_F32>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_F32, 16>(x, w, K, N, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -56,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pdl_bf16(con
                                                                              const u8* __restrict__ w, int K, int N,
                                                                              void* __restrict__ y,
                                                                              const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_BF16>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_BF16, 16>(x, w, K, N, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -64,5 +74,29 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pdl_f16(cons
                                                                             const u8* __restrict__ w, int K, int N,
                                                                             void* __restrict__ y,
                                                                             const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_F16>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_F16, 16>(x, w, K, N, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairpdl_f32(const void* __restrict__ x,
+                                                                               const u8* __restrict__ w, int K, int N,
+                                                                               void* __restrict__ y,
+                                                                               const uint2* __restrict__ grid) {
+    rowq8_iq1_s<DT_F32, 8>(x, w, K, N, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairpdl_bf16(const void* __restrict__ x,
+                                                                               const u8* __restrict__ w, int K, int N,
+                                                                               void* __restrict__ y,
+                                                                               const uint2* __restrict__ grid) {
+    rowq8_iq1_s<DT_BF16, 8>(x, w, K, N, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairpdl_f16(const void* __restrict__ x,
+                                                                               const u8* __restrict__ w, int K, int N,
+                                                                               void* __restrict__ y,
+                                                                               const uint2* __restrict__ grid) {
+    rowq8_iq1_s<DT_F16, 8>(x, w, K, N, y, grid);
 }
