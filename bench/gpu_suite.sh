@@ -941,7 +941,8 @@
 # of such stages 25-26% of the roofline: not built. probe_iq1s: the step's IQ1_S GEMVs (cupy_float) 2066 -> 592 us a
 # token on the new cupy_rowwarp_pdl_q8_iq1s (x3.49 per op); its experts form x0.785. Written after the calls, not run:
 # the experts' cupy_rowwarp_pdl_q8h_iq1s (the hidden vector in Q8 once, a down of a warp an output), which rungs_iq1s
-# swaps to only where probe_iq1s has it above x1. Next, on a machine with the step's registries (bench/carry's; ~600 s
+# swaps to only where probe_iq1s has it above x1, and the GEMV's cupy_rowwarp_pdl_q8_iq1s_short (short weights two
+# octets a row), which probe_iq1s times beside the measured one. Next, on a machine with the step's registries (bench/carry's; ~600 s
 # fresh):
 #     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
 #     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""
