@@ -82,17 +82,6 @@ def kernels(cfg) -> list[Kernel]:
             Kernel("experts", "moe_experts", 0, 0, moe, "routed top-8 + shared expert")]
 
 
-def nmse(got, ref) -> float:
-    """sum((got - ref)^2) / sum(ref^2) in float64 (the gate's metric); inf where got is not finite where ref is."""
-    import numpy as np
-
-    g, r = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    if not np.isfinite(g[np.isfinite(r)]).all():
-        return float("inf")
-    den = float((r * r).sum())
-    return float(((g - r) ** 2).sum() / den) if den else float(((g - r) ** 2).sum())
-
-
 def forecast(rows: dict, kinds: list[Kernel], now: dict[str, str], base_tok_s: float) -> dict:
     """Per kernel: the step's implementation now against the fastest that met its claim, µs a token saved (calls x
     difference); the sum through Amdahl on base_tok_s. rows: {kernel: {impl: {"us": .., "ok": ..}}}."""
@@ -179,7 +168,7 @@ def _on_cpu(v):
     from sparkops.qweight import QWeight
 
     if isinstance(v, QWeight):
-        return QWeight(v.raw.cpu(), v.qtype, v.shape)
+        return v.to("cpu")
     if isinstance(v, torch.Tensor):
         return v.float().cpu() if v.is_floating_point() else v.cpu()
     return v
@@ -195,15 +184,24 @@ def main(argv: list[str] | None = None) -> int:
         if len(argv) not in (4, 6) or (len(argv) == 6 and argv[4] != "--above"):
             print("iq1s_ops probe: --factor takes PROBE.json OP IMPL [--above X]", file=sys.stderr)
             return 2
-        with open(argv[1]) as f:
-            results = json.load(f)
+        try:
+            above = float(argv[5]) if len(argv) == 6 else None
+        except ValueError:
+            print(f"iq1s_ops probe: --above takes a number (got '{argv[5]}')", file=sys.stderr)
+            return 2
+        try:
+            with open(argv[1]) as f:
+                results = json.load(f)
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"iq1s_ops probe: cannot read the probe's JSON {argv[1]}: {exc}", file=sys.stderr)
+            return 2
         try:
             got = factor(results, argv[2], argv[3])
         except (ValueError, KeyError) as exc:
             print(f"iq1s_ops probe: no factor for {argv[2]}={argv[3]}: {exc}", file=sys.stderr)
             return 1
-        if len(argv) == 6 and got <= float(argv[5]):  # a rung the per-op figures already say loses: not worth a device
-            print(f"iq1s_ops probe: {argv[2]}={argv[3]} is x{got:.3f} per op, not above x{argv[5]}", file=sys.stderr)
+        if above is not None and got <= above:  # a rung the per-op figures already say loses: not worth a device
+            print(f"iq1s_ops probe: {argv[2]}={argv[3]} is x{got:.3f} per op, not above x{above:g}", file=sys.stderr)
             return 1
         print(f"{argv[2]}@IQ1_S={got:.4f}")
         return 0
@@ -218,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         print("iq1s_ops probe: needs a CUDA device", file=sys.stderr)
         return 2
     from sparkops.gate.check import resolve_claim
+    from sparkops.gate.metrics import nmse
     from sparkops.gate.tolerances import OP_RULES
     from sparkops.plugins import load_catalog
     from sparkops_cupy._workloads import _positional, describe, time_op
@@ -226,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     impls = {op: list(names) for op, names in IMPLS.items()}
     for spec in args.impl:
         op, _, name = spec.partition("=")
+        if name not in catalog.implementations(op):
+            print(f"iq1s_ops probe: --impl {spec}: no implementation of {op} is named '{name}'; the names are "
+                  f"{', '.join(sorted(catalog.implementations(op)))}", file=sys.stderr)
+            return 2
         if name not in impls[op]:
             impls[op].append(name)
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -236,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         sets, nbytes = _workload(k, cfg).build(dev, 0)
         first = _positional(k.op, sets[0])
-        ref = _first(catalog.get(k.op, "numpy").resolve()(*[_on_cpu(a) for a in first])).double().numpy()
+        ref = _first(catalog.get(k.op, "numpy").resolve()(*[_on_cpu(a) for a in first]))
         results["kernels"][k.name] = asdict(k) | {"mb": nbytes / 1e6, "sets": len(sets)}
         rows = results["timed"][k.name] = {}
         for name in impls[k.op]:
@@ -251,15 +254,15 @@ def main(argv: list[str] | None = None) -> int:
             rule, variant, _ = resolve_claim(impl, catalog)
             limit = max(rule.limit, OP_RULES[k.op]["bf16"].limit)
             try:
-                got = _first(fn(*first)).float().cpu().numpy()
+                got = _first(fn(*first))
                 t = time_op(k.op, fn, sets, nbytes, replays=args.replays)
             except Exception as exc:  # noqa: BLE001 - one implementation's failure is a finding, not the probe's end
                 rows[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
                 print(f"{k.name:10s} {name:28s} failed: {rows[name]['error']}", flush=True)
                 failed.append(f"{k.name}/{name}")
                 continue
-            err = nmse(got, ref)
-            ok = err <= limit
+            verdict = nmse(f"{k.name} output", got, ref, limit)  # the gate's metric, in float64
+            err, ok = verdict.value, verdict.passed
             rows[name] = {"us": t.seconds * 1e6, "of_4_04": t.fraction, "spread": t.spread, "mode": t.mode,
                           "nmse": err, "limit": limit, "claim": variant, "ok": ok, "passes": passes}
             print(f"{k.name:10s} {name:28s} {describe(t)}  nmse {err:.1e} / {limit:g} "

@@ -81,7 +81,6 @@ IMPLEMENTATIONS = [
     ("linear", "cupy_rowwarp_pdl_q8_shortplain", "sparkops_cupy.linear:linear_rowwarp_pdl_q8_shortplain",
      bit_identical(to="cupy_rowwarp_pdl_q8"), ("linear.cu", "linear_rowwarp.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
-    # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
     # the one-token IQ1_S GEMV on Q8 activations (session 50): cupy_rowwarp_pdl_q8's form over the IQ1_S grid
     ("linear", "cupy_rowwarp_pdl_q8_iq1s", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s", tolerance("act_q8"),
      ("linear.cu", "linear_iq1s_q8.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
@@ -95,6 +94,7 @@ IMPLEMENTATIONS = [
     # the same with the hidden vector quantized once by gate/up and a down of a warp an output row (session 50)
     ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
     ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
     # the one-token Q4_K GEMV on the tensor cores: bf16 activations in the products, so the bf16 row of the tolerances

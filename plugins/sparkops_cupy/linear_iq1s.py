@@ -18,6 +18,7 @@ Kept apart from linear.py so that the records of that module's implementations, 
 from __future__ import annotations
 
 import torch
+from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as Q
 
 from sparkops.errors import BadInput
@@ -29,8 +30,8 @@ from .linear import ROWWARP_TALL_ROWS, _DT_SUFFIX, _one_token
 SOURCES = rt.source_files("linear_iq1s_q8.cu")
 #: rows a block: an octet a row, 4 warps
 ROWS = 16
-#: bytes of an IQ1_S super-block (256 weights)
-BLOCK_BYTES = 50
+#: bytes of an IQ1_S super-block of 256 weights (IQ1S_SBB in kernels/iq1s_q8.cuh)
+BLOCK_BYTES = GGML_QUANT_SIZES[Q.IQ1_S][1]
 
 
 def linear_rowwarp_pdl_q8_iq1s(x, weight):
@@ -45,8 +46,12 @@ def linear_rowwarp_pdl_q8_iq1s_short(x, weight):
     for short weights, rowq8_q4_k's ROWS = 8), tall ones as cupy_rowwarp_pdl_q8_iq1s. Why: GPU session 50's o_proj
     (2304 rows) ran as 144 blocks of 16 rows, about one block an SM. Another order of sums for the short weights:
     act_q8's claim, its own bits. Every other call by the same stated policy."""
-    return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S,
-                      lambda *a: launch_iq1s_q8(*a, rows=ROWS if a[3] >= ROWWARP_TALL_ROWS else 8))
+    return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S, _launch_short)
+
+
+def _launch_short(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """launch_iq1s_q8 with 8 rows a block for weights of fewer than ROWWARP_TALL_ROWS rows."""
+    launch_iq1s_q8(x, code, kw, n, k, y, rows=ROWS if n >= ROWWARP_TALL_ROWS else 8)
 
 
 def launch_iq1s_q8(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor,

@@ -19,6 +19,7 @@ change.
 from __future__ import annotations
 
 import torch
+from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as Q
 
 from sparkops.qweight import QWeight
@@ -33,13 +34,14 @@ SOURCES = rt.source_files("moe_iq1s_q8.cu")
 ROWS = 16
 #: hidden rows a block of the Q8-hidden gate/up: one whole Q8 block of h (8 warps, an octet a row)
 H8_ROWS = 32
-#: the most routed experts a token the down kernel takes (IQ1S_MAX_K in kernels/moe_iq1s_q8.cu)
+#: the most routed experts a token the kernels take: the first form's down stages K + 1 slots of 16 rows and the
+#: whole hidden vector in shared memory (at the 48B's widths, 16 slots are ~80 KB of a block's 227 KB)
 MAX_K = 16
 #: the most tokens a call runs here, one token's two launches after another (a decode step has one; the op's gate cases
 #: have two); more (a prefill chunk) go to the torch plugin, as the one-token GEMVs' ROWWARP_GEMV_MAX_T
 MAX_T = 8
-#: bytes of an IQ1_S super-block (256 weights)
-BLOCK_BYTES = 50
+#: bytes of an IQ1_S super-block of 256 weights (IQ1S_SBB in kernels/iq1s_q8.cuh)
+BLOCK_BYTES = GGML_QUANT_SIZES[Q.IQ1_S][1]
 
 
 def iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:

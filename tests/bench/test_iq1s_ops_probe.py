@@ -2,8 +2,6 @@
 every implementation it names is registered for its op on CUDA, its forecast takes only proven figures, and it refuses
 what it cannot time by name."""
 
-import math
-
 import pytest
 
 from sparkops.config import load_preset
@@ -67,15 +65,6 @@ def test_the_forecast_refuses_savings_larger_than_the_step(probe):
         probe.forecast(rows, kinds, probe.NOW, 250.0)
 
 
-def test_nmse_is_the_gates_metric_and_a_non_finite_output_is_infinitely_wrong(probe):
-    import numpy as np
-
-    ref = np.array([1.0, -2.0, 3.0])
-    assert probe.nmse(ref, ref) == 0.0
-    assert probe.nmse(ref * 1.01, ref) == pytest.approx(1e-4)
-    assert math.isinf(probe.nmse(np.array([1.0, np.nan, 3.0]), ref))
-
-
 @pytest.mark.parametrize("args, says", [(["--only", "lm_head"], "no kernel named 'lm_head'"),
                                         (["--impl", "router=triton"], "--impl takes OP=NAME"),
                                         (["--impl", "linear="], "--impl takes OP=NAME"),
@@ -132,3 +121,7 @@ def test_the_factor_above_a_floor_refuses_a_rung_the_per_op_figures_say_loses(pr
     assert probe.main(["--factor", str(path), "linear", "new", "--above", "1"]) == 0
     assert capsys.readouterr().out.strip() == "linear@IQ1_S=2.0000"
     assert probe.main(["--factor", str(path), "linear", "new", "--floor", "1"]) == 2
+    assert probe.main(["--factor", str(path), "linear", "new", "--above", "one"]) == 2
+    assert "--above takes a number (got 'one')" in capsys.readouterr().err
+    assert probe.main(["--factor", str(tmp_path / "none.json"), "linear", "new"]) == 2
+    assert "cannot read the probe's JSON" in capsys.readouterr().err

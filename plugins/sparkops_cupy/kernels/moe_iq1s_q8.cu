@@ -18,9 +18,6 @@
 // implementations do. Deterministic: each output is one octet's sum in a fixed order.
 #include "iq1s_q8.cuh"
 
-// the most routed experts a token the down stages rows for (its shared memory: MAX_K + 1 slots of 16 rows)
-#define IQ1S_MAX_K 16
-
 __device__ __forceinline__ float iq_silu(float g) { return g / (1.0f + expf(-g)); }
 
 // expert id of slot s, and whether it is a valid one (an invalid id reads expert 0)
@@ -75,8 +72,9 @@ __device__ __forceinline__ void gateup_q8_iq1_s(const void* __restrict__ x, cons
 }
 
 // h [K F + Fs] float32 (gate/up's), ids [K] int64, weights [K] float32, w_down [E, D, F] IQ1_S, s_down [D, Fs] (null
-// when Fs = 0), y [D] (dtype DT); F and Fs multiples of 256, K <= IQ1S_MAX_K. Shared memory: K F + Fs code bytes, its /
-// 32 float scales and / 16 int sums, then 16 shared-expert rows and K slots' 16 rows. 128 threads; grid ceil(D / 16).
+// when Fs = 0), y [D] (dtype DT); F and Fs multiples of 256, K <= moe_experts_iq1s.MAX_K. Shared memory: K F + Fs code
+// bytes, its / 32 float scales and / 16 int sums, then 16 shared-expert rows and K slots' 16 rows. 128 threads; grid
+// ceil(D / 16).
 template <int DT>
 __device__ __forceinline__ void down_q8_iq1_s(const float* __restrict__ h, const i64* __restrict__ ids,
                                               const float* __restrict__ weights, int K, int E, int F, int Fs, int D,
@@ -222,7 +220,8 @@ __device__ __forceinline__ void down_q8h_iq1_s(const u8* __restrict__ hbytes, co
             const u8* r = routed ? w_down + (e * D + row) * (i64)nf * IQ1S_SBB : s_down + row * (i64)nfs * IQ1S_SBB;
             const i64 q0 = (i64)s * (F >> 5);  // the slot's first Q8 block of h (the shared expert's after the routed)
             float part = 0.0f;
-            for (int sb = 0; sb < n; ++sb) part += iq1s_h8_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, grid);
+            for (int sb = 0; sb < n; ++sb)
+                part += iq1s_h8_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, grid);
             acc += routed ? __ldcg(weights + s) * part : part;
         }
     }
