@@ -210,16 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_preset("kimi-linear-48b-a3b")
     kinds = kernels(cfg)
     args = parse(argv, [k.name for k in kinds])
-    import torch
-
-    if not torch.cuda.is_available():
-        print("iq1s_ops probe: needs a CUDA device", file=sys.stderr)
-        return 2
-    from sparkops.gate.check import resolve_claim
-    from sparkops.gate.metrics import nmse
-    from sparkops.gate.tolerances import OP_RULES
     from sparkops.plugins import load_catalog
-    from sparkops_cupy._workloads import _positional, describe, time_op
 
     catalog = load_catalog()
     impls = {op: list(names) for op, names in IMPLS.items()}
@@ -231,6 +222,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if name not in impls[op]:
             impls[op].append(name)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("iq1s_ops probe: needs a CUDA device", file=sys.stderr)
+        return 2
+    from sparkops.gate.check import resolve_claim
+    from sparkops.gate.metrics import nmse
+    from sparkops.gate.tolerances import OP_RULES
+    from sparkops_cupy._workloads import _positional, describe, time_op
     dev = torch.device("cuda", torch.cuda.current_device())
     results = {"device": torch.cuda.get_device_name(dev), "now": NOW, "kernels": {}, "timed": {}}
     failed = []

@@ -125,3 +125,10 @@ def test_the_factor_above_a_floor_refuses_a_rung_the_per_op_figures_say_loses(pr
     assert "--above takes a number (got 'one')" in capsys.readouterr().err
     assert probe.main(["--factor", str(tmp_path / "none.json"), "linear", "new"]) == 2
     assert "cannot read the probe's JSON" in capsys.readouterr().err
+
+
+def test_an_unknown_implementation_is_refused_by_name_before_anything_is_built(probe, capsys):
+    assert probe.main(["--impl", "linear=cupy_nonesuch"]) == 2
+    err = capsys.readouterr().err
+    assert "--impl linear=cupy_nonesuch: no implementation of linear is named 'cupy_nonesuch'" in err
+    assert "cupy_rowwarp_pdl_q8_iq1s" in err  # the names it could have meant
