@@ -4536,49 +4536,55 @@ frontier131k)  # issue #10's rows at 131072, where the frontier is sessions 8-9'
       --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --graph A $GATE $FILL_LEAN \
       --change "the step now ($(basename $NOW_REG)) with moe_experts@IQ1_S=triton_prefetch, one CUDA graph per step (IQ1_S mix)"
   ;;
-rungs_iq1s)  # session 50: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 317.4 now): the step's IQ1_S GEMVs moved from
-  # cupy_float (the float-activation kernel the Q4_K GEMVs pass IQ1_S to) to the Q8 row-copy form over the IQ1_S
-  # grid, one two-arm row at 131072 on the IQ1_S 48B, predicted from probe_iq1s's per-op figures (run first)
+rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 317.4 now): the step's IQ1_S GEMVs moved
+  # from cupy_float (the float-activation kernel the Q4_K GEMVs pass IQ1_S to) to the fastest of the Q8 row-copy forms
+  # over the IQ1_S grid in probe_iq1s's figures (run first; the grid in global or shared memory, 16 rows a block or
+  # short weights 8), one two-arm row at 131072 on the IQ1_S 48B predicted from those figures; then the experts the
+  # same way over that
   [ "$(marker $DONE/gpu-tests-iq1s)" = 0 ] && [ -s $DJ/probe-iq1s.json ] \
-    || { log "decode131k-iq1s-q8gemv: left out (probe_iq1s's GPU tests and figures first: name probe_iq1s before it)"; continue; }
-  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json linear cupy_rowwarp_pdl_q8_iq1s --above 1) \
-    || { log "decode131k-iq1s-q8gemv: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
+    || { log "decode131k-iq1s-gemv: left out (probe_iq1s's GPU tests and figures first: name probe_iq1s before it)"; continue; }
+  IQ1S_BEST=$(python3 bench/probes/iq1s_ops.py --best $DJ/probe-iq1s.json linear cupy_rowwarp_pdl_q8_iq1s \
+      cupy_rowwarp_pdl_q8_iq1s_short cupy_rowwarp_pdl_q8_iq1s_sg cupy_rowwarp_pdl_q8_iq1s_sg_short --above 1) \
+    || { log "decode131k-iq1s-gemv: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
+  read -r IQ1S_LIN IQ1S_EXPECT <<< "$IQ1S_BEST"  # "IMPL linear@IQ1_S=FACTOR"
+  log "rungs_iq1s: linear@IQ1_S=$IQ1S_LIN, the fastest Q8 form per op ($IQ1S_EXPECT)"
   now_step rungs_iq1s || continue
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
   IQ1S_REG=${NOW_REG%.toml}-iq1s.toml
   fresh_over $IQ1S_REG $NOW_REG
   [ -f $IQ1S_REG ] || run swap-now-iq1s-experts 40 bash -c 'swap_into "$@"' _ $IQ1S_REG $NOW_REG \
       moe_experts@IQ1_S=triton_prefetch
-  Q8I_REG=${IQ1S_REG%.toml}-q8gemv.toml
+  Q8I_REG=${IQ1S_REG%.toml}-${IQ1S_LIN#cupy_rowwarp_pdl_}.toml
   fresh_over $Q8I_REG $IQ1S_REG
-  [ -f $Q8I_REG ] || run swap-iq1s-q8gemv 40 bash -c 'swap_into "$@"' _ $Q8I_REG $IQ1S_REG \
-      linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s
-  if [ -f $M1 ] && [ -f $Q8I_REG ] \
-      && python3 bench/registry_selects.py $Q8I_REG linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s > /dev/null; then
+  [ -f $Q8I_REG ] || run swap-iq1s-gemv 40 bash -c 'swap_into "$@"' _ $Q8I_REG $IQ1S_REG linear@IQ1_S=$IQ1S_LIN
+  if [ -f $M1 ] && [ -f $Q8I_REG ] && python3 bench/registry_selects.py $Q8I_REG linear@IQ1_S=$IQ1S_LIN > /dev/null; then
     run diagnose-iq1s-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $IQ1S_REG \
         $FILL_LEAN --out "$R/diag-iq1s-131k" --json-out $DJ/diag-iq1s-131k.json --record
-    [ -s $DJ/diag-iq1s-131k.json ] && run decode131k-iq1s-q8gemv 300 sparkops bench decode --model $M1 --depth 131072 \
+    [ -s $DJ/diag-iq1s-131k.json ] && run decode131k-iq1s-gemv 300 sparkops bench decode --model $M1 --depth 131072 \
         --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --vs $Q8I_REG --graph A,B $GATE $FILL_LEAN \
         --changes linear --prediction $DJ/diag-iq1s-131k.json --expect "$IQ1S_EXPECT" \
-        --change "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
-  else log "decode131k-iq1s-q8gemv: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-q8gemv)"; fi
-  # then the experts (moe_experts@IQ1_S, triton_prefetch -> the Q8-hidden pair; the row-copy pair lost per op in session
-  # 50, x0.785) over that registry: its own row, left out where the probe has it slower per op
-  IQ1S_EXPECT=$(python3 bench/probes/iq1s_ops.py --factor $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8h_iq1s --above 1) \
-    || { log "decode131k-iq1s-q8experts: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
-  Q8E_REG=${Q8I_REG%.toml}-experts.toml
+        --change "linear@IQ1_S=$IQ1S_LIN: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid; the fastest such form in probe_iq1s), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
+  else log "decode131k-iq1s-gemv: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-gemv)"; fi
+  # then the experts (moe_experts@IQ1_S, triton_prefetch -> the fastest Q8 pair per op) over that registry: its own
+  # row, left out where the probe has none faster per op (session 50: the row-copy pair x0.785)
+  IQ1S_BEST=$(python3 bench/probes/iq1s_ops.py --best $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8_iq1s \
+      cupy_rowwarp_pdl_q8h_iq1s cupy_rowwarp_pdl_q8h_iq1s_sg --above 1) \
+    || { log "decode131k-iq1s-experts: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
+  read -r IQ1S_EXP IQ1S_EXPECT <<< "$IQ1S_BEST"
+  log "rungs_iq1s: moe_experts@IQ1_S=$IQ1S_EXP, the fastest Q8 pair per op ($IQ1S_EXPECT)"
+  Q8E_REG=${Q8I_REG%.toml}-${IQ1S_EXP#cupy_rowwarp_pdl_}.toml
   fresh_over $Q8E_REG $Q8I_REG
-  [ -f $Q8I_REG ] && [ ! -f $Q8E_REG ] && run swap-iq1s-q8experts 40 bash -c 'swap_into "$@"' _ $Q8E_REG $Q8I_REG \
-      moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s
+  [ -f $Q8I_REG ] && [ ! -f $Q8E_REG ] && run swap-iq1s-experts 40 bash -c 'swap_into "$@"' _ $Q8E_REG $Q8I_REG \
+      moe_experts@IQ1_S=$IQ1S_EXP
   if [ -f $M1 ] && [ -f $Q8E_REG ] \
-      && python3 bench/registry_selects.py $Q8E_REG moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s > /dev/null; then
-    run diagnose-iq1s-q8gemv-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $Q8I_REG \
-        $FILL_LEAN --out "$R/diag-iq1s-q8gemv-131k" --json-out $DJ/diag-iq1s-q8gemv-131k.json --record
-    [ -s $DJ/diag-iq1s-q8gemv-131k.json ] && run decode131k-iq1s-q8experts 300 sparkops bench decode --model $M1 \
+      && python3 bench/registry_selects.py $Q8E_REG moe_experts@IQ1_S=$IQ1S_EXP > /dev/null; then
+    run diagnose-iq1s-gemv-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $Q8I_REG \
+        $FILL_LEAN --out "$R/diag-iq1s-gemv-131k" --json-out $DJ/diag-iq1s-gemv-131k.json --record
+    [ -s $DJ/diag-iq1s-gemv-131k.json ] && run decode131k-iq1s-experts 300 sparkops bench decode --model $M1 \
         --depth 131072 --tokens 16 --repeats 6 --chunk 4096 --registry $Q8I_REG --vs $Q8E_REG --graph A,B $GATE \
-        $FILL_LEAN --changes moe_experts --prediction $DJ/diag-iq1s-q8gemv-131k.json --expect "$IQ1S_EXPECT" \
-        --change "moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s: the IQ1_S experts on Q8 activations (the hidden vector quantized once by gate/up, a down of a warp an output), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
-  else log "decode131k-iq1s-q8experts: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-q8experts)"; fi
+        $FILL_LEAN --changes moe_experts --prediction $DJ/diag-iq1s-gemv-131k.json --expect "$IQ1S_EXPECT" \
+        --change "moe_experts@IQ1_S=$IQ1S_EXP: the IQ1_S experts on Q8 activations (the fastest Q8 pair in probe_iq1s), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
+  else log "decode131k-iq1s-experts: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-experts)"; fi
   ;;
 frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a
   # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and

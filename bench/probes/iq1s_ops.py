@@ -32,6 +32,7 @@ kernels overlap (sessions 23, 33): a lead's size, not a rung.
 
     python3 bench/probes/iq1s_ops.py --out probe.json [--only NAME ...] [--impl OP=NAME ...]
     python3 bench/probes/iq1s_ops.py --factor probe.json linear cupy_rowwarp_pdl_q8_iq1s [--above 1]   # linear@IQ1_S=3.5
+    python3 bench/probes/iq1s_ops.py --best probe.json linear IMPL [IMPL ...] [--above 1]   # IMPL linear@IQ1_S=F
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ from dataclasses import asdict, dataclass
 #: the implementations timed by default: the step's own (the first of each op) and the registered ones that serve an
 #: IQ1_S weight with their own kernels (the row-warp Q4_K GEMVs pass it to cupy_float by their stated policy)
 IMPLS = {"linear": ("cupy_rowwarp_pdl_q8_tall_xr", "cupy_float", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s",
-                    "cupy_rowwarp_pdl_q8_iq1s_short", "triton", "triton_prefetch", "triton_pdl"),
+                    "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg", "cupy_rowwarp_pdl_q8_iq1s_sg_short",
+                    "triton", "triton_prefetch", "triton_pdl"),
          "moe_experts": ("triton_prefetch", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s",
-                         "triton", "triton_flat", "triton_lastblock")}
+                         "cupy_rowwarp_pdl_q8h_iq1s_sg", "triton", "triton_flat", "triton_lastblock")}
 #: what the IQ1_S step runs now (s55's registry with moe_experts@IQ1_S=triton_prefetch, bench/gpu_suite.sh's
 #: frontier131k): linear@Q4_K's implementation takes the IQ1_S calls and passes them on by its policy
 NOW = {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"}
@@ -127,6 +129,70 @@ def factor(results: dict, op: str, impl: str) -> float:
     return now_us / new_us
 
 
+def best(results: dict, op: str, impls: list[str]) -> tuple[str, float]:
+    """Of impls, the one with the largest `factor` for op (the first named on a tie), and that factor; a candidate
+    without a factor (it or the step's implementation missed a claim, or was not timed) is passed over. ValueError
+    naming each candidate's reason where none has one."""
+    got, why = {}, []
+    for name in impls:
+        try:
+            got[name] = factor(results, op, name)
+        except (ValueError, KeyError) as exc:
+            why.append(f"{name}: {exc}")
+    if not got:
+        raise ValueError("; ".join(why) or "no candidate named")
+    name = max(got, key=lambda n: got[n])  # max keeps the first of equal ones
+    return name, got[name]
+
+
+def _read_results(path: str) -> dict | None:
+    """The probe's JSON, or None after saying why it cannot be read."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"iq1s_ops probe: cannot read the probe's JSON {path}: {exc}", file=sys.stderr)
+        return None
+
+
+def _above(argv: list[str], fixed: int, usage: str, more: bool = False) -> tuple[list[str], float | None] | None:
+    """argv's leading arguments (`fixed` of them, or at least that many with `more`) and the number of a trailing
+    --above X; None after saying why not."""
+    above = None
+    if len(argv) >= 2 and argv[-2] == "--above":
+        try:
+            above = float(argv[-1])
+        except ValueError:
+            print(f"iq1s_ops probe: --above takes a number (got '{argv[-1]}')", file=sys.stderr)
+            return None
+        argv = argv[:-2]
+    if len(argv) < fixed or (len(argv) > fixed and not more) or any(a.startswith("--") for a in argv):
+        print(f"iq1s_ops probe: {usage}", file=sys.stderr)
+        return None
+    return argv, above
+
+
+def _best_main(argv: list[str]) -> int:
+    """--best PROBE.json OP IMPL [IMPL ...] [--above X]: "IMPL OP@IQ1_S=FACTOR" for the fastest candidate per op."""
+    parsed = _above(argv, 3, "--best takes PROBE.json OP IMPL [IMPL ...] [--above X]", more=True)
+    if parsed is None:
+        return 2
+    (path, op, *impls), above = parsed
+    results = _read_results(path)
+    if results is None:
+        return 2
+    try:
+        name, got = best(results, op, impls)
+    except ValueError as exc:
+        print(f"iq1s_ops probe: no factor for any of {op}={', '.join(impls)}: {exc}", file=sys.stderr)
+        return 1
+    if above is not None and got <= above:
+        print(f"iq1s_ops probe: the fastest, {op}={name}, is x{got:.3f} per op, not above x{above:g}", file=sys.stderr)
+        return 1
+    print(f"{name} {op}@IQ1_S={got:.4f}")
+    return 0
+
+
 def parse(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="iq1s_ops.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the results as JSON here")
@@ -180,30 +246,25 @@ def _first(out):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--best"]:
+        return _best_main(argv[1:])
     if argv[:1] == ["--factor"]:  # --factor PROBE.json OP IMPL [--above X]: OP@IQ1_S=FACTOR for a rung's --expect
-        if len(argv) not in (4, 6) or (len(argv) == 6 and argv[4] != "--above"):
-            print("iq1s_ops probe: --factor takes PROBE.json OP IMPL [--above X]", file=sys.stderr)
+        parsed = _above(argv[1:], 3, "--factor takes PROBE.json OP IMPL [--above X]")
+        if parsed is None:
+            return 2
+        (path, op, impl), above = parsed
+        results = _read_results(path)
+        if results is None:
             return 2
         try:
-            above = float(argv[5]) if len(argv) == 6 else None
-        except ValueError:
-            print(f"iq1s_ops probe: --above takes a number (got '{argv[5]}')", file=sys.stderr)
-            return 2
-        try:
-            with open(argv[1]) as f:
-                results = json.load(f)
-        except (OSError, json.JSONDecodeError) as exc:
-            print(f"iq1s_ops probe: cannot read the probe's JSON {argv[1]}: {exc}", file=sys.stderr)
-            return 2
-        try:
-            got = factor(results, argv[2], argv[3])
+            got = factor(results, op, impl)
         except (ValueError, KeyError) as exc:
-            print(f"iq1s_ops probe: no factor for {argv[2]}={argv[3]}: {exc}", file=sys.stderr)
+            print(f"iq1s_ops probe: no factor for {op}={impl}: {exc}", file=sys.stderr)
             return 1
         if above is not None and got <= above:  # a rung the per-op figures already say loses: not worth a device
-            print(f"iq1s_ops probe: {argv[2]}={argv[3]} is x{got:.3f} per op, not above x{above:g}", file=sys.stderr)
+            print(f"iq1s_ops probe: {op}={impl} is x{got:.3f} per op, not above x{above:g}", file=sys.stderr)
             return 1
-        print(f"{argv[2]}@IQ1_S={got:.4f}")
+        print(f"{op}@IQ1_S={got:.4f}")
         return 0
     from sparkops.config import load_preset
 

@@ -88,12 +88,23 @@ IMPLEMENTATIONS = [
     ("linear", "cupy_rowwarp_pdl_q8_iq1s_short", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_short",
      tolerance("act_q8"), ("linear.cu", "linear_iq1s_q8.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # the two with the grid in shared memory (session 51): their bits
+    ("linear", "cupy_rowwarp_pdl_q8_iq1s_sg", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_sg",
+     bit_identical(to="cupy_rowwarp_pdl_q8_iq1s"), ("linear.cu", "linear_iq1s_q8.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    ("linear", "cupy_rowwarp_pdl_q8_iq1s_sg_short", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_sg_short",
+     bit_identical(to="cupy_rowwarp_pdl_q8_iq1s_short"), ("linear.cu", "linear_iq1s_q8.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # one token's IQ1_S experts on Q8 activations (session 50): the IQ1_S GEMV's form for gate/up and down
     ("moe_experts", "cupy_rowwarp_pdl_q8_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8_iq1s",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the same with the hidden vector quantized once by gate/up and a down of a warp an output row (session 50)
     ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the same with the grid in shared memory and a down of 8 rows a block (session 51): its bits
+    ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_sg", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_sg",
+     bit_identical(to="cupy_rowwarp_pdl_q8h_iq1s"), "moe_iq1s_q8.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
     ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
@@ -263,9 +274,10 @@ POLICIES = {
                                           "cupy_mma")},
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     **{("linear", n): "sparkops_cupy._policies:iq1s_gemv_passes"
-       for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8_iq1s_short")},
+       for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg",
+                 "cupy_rowwarp_pdl_q8_iq1s_sg_short")},
     **{("moe_experts", n): "sparkops_cupy._policies:iq1s_experts_passes"
-       for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s")},
+       for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s", "cupy_rowwarp_pdl_q8h_iq1s_sg")},
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
        for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},

@@ -63,7 +63,22 @@ def _grid_words() -> np.ndarray:
     return grid.view(np.uint32).reshape(2048, 2).copy()
 
 
+#: bytes of the nibble grid a shared-grid block copies in (IQ1S_NIB_BYTES in kernels/iq1s_q8.cuh)
+NIB_GRID_BYTES = 2048 * 4
+
+
+def _grid_nibbles() -> np.ndarray:
+    """IQ1_S's grid as 2048 words of 8 values g + 1 (0, 1, 2) in 4 bits each, byte k holding value k in its low nibble
+    and value k + 4 in its high one (uint32 [2048]): the shared-memory table of the _sg kernels (kernels/iq1s_q8.cuh)."""
+    from sparkops.gguf.quants import iq1s_grid
+
+    g = np.asarray(iq1s_grid(), dtype=np.int16) + 1  # [2048, 8] in {0, 1, 2}
+    packed = (g[:, :4] | (g[:, 4:] << 4)).astype(np.uint8)  # [2048, 4]: byte k = value k | value k + 4 << 4
+    return np.ascontiguousarray(packed).view("<u4").reshape(2048).copy()
+
+
 _grids: dict[int, torch.Tensor] = {}
+_nibble_grids: dict[int, torch.Tensor] = {}
 
 
 def iq1s_grid(device: torch.device) -> torch.Tensor:
@@ -74,4 +89,15 @@ def iq1s_grid(device: torch.device) -> torch.Tensor:
         words = torch.from_numpy(_grid_words().view(np.int32))  # [2048, 2]
         g = words.to(torch.device("cuda", idx))
         _grids[idx] = g
+    return g
+
+
+def iq1s_grid_nibbles(device: torch.device) -> torch.Tensor:
+    """The IQ1_S nibble grid (`_grid_nibbles`) on `device`, 16-byte aligned (its own allocation), uploaded once per
+    device; call it outside a graph capture first."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    g = _nibble_grids.get(idx)
+    if g is None:
+        g = torch.from_numpy(_grid_nibbles().view(np.int32)).to(torch.device("cuda", idx))  # [2048]
+        _nibble_grids[idx] = g
     return g

@@ -12,6 +12,10 @@
 - "cupy_rowwarp_pdl_q8h_iq1s" (`moe_experts_rowwarp_pdl_q8h_iq1s`, written after GPU session 50's Nsight Compute
   figures): the hidden vector quantized once by gate/up, and a down of a warp an output row.
 
+- "cupy_rowwarp_pdl_q8h_iq1s_sg" (`moe_experts_rowwarp_pdl_q8h_iq1s_sg`, session 51): that pair with the grid in
+  shared memory (the nibble grid, 8 KB a block, copied before the PDL wait) and a down of 8 warps a block, bit for bit
+  its own (kernels/iq1s_q8.cuh: a warp's grid gather one shared-memory request instead of ~25 L1 wavefronts).
+
 Kept apart from moe_experts.py so that the records of that module's implementations, whose sources it is, do not
 change.
 """
@@ -25,7 +29,7 @@ from gguf import GGMLQuantizationType as Q
 from sparkops.qweight import QWeight
 
 from . import _runtime as rt
-from ._weights import iq1s_grid
+from ._weights import NIB_GRID_BYTES, iq1s_grid, iq1s_grid_nibbles
 from .linear import _DT_SUFFIX
 from .moe_experts import _one_token, _OneToken as _OneTokenArgs
 
@@ -42,6 +46,8 @@ MAX_K = 16
 MAX_T = 8
 #: bytes of an IQ1_S super-block of 256 weights (IQ1S_SBB in kernels/iq1s_q8.cuh)
 BLOCK_BYTES = GGML_QUANT_SIZES[Q.IQ1_S][1]
+#: output rows (warps) a block of the shared-grid down: its 8 KB grid copy shared by 8 rows
+SG_DOWN_WARPS = 8
 
 
 def iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
@@ -88,21 +94,35 @@ def moe_experts_rowwarp_pdl_q8h_iq1s(x, weights, ids, w_gate, w_up, w_down, s_ga
     return _served(_launch_h8, x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
 
 
-def _launch_h8(a: _OneTokenArgs) -> torch.Tensor:
+def moe_experts_rowwarp_pdl_q8h_iq1s_sg(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8h_iq1s_sg": cupy_rowwarp_pdl_q8h_iq1s with the IQ1_S grid read from shared
+    memory and SG_DOWN_WARPS output rows a down block (the module's docstring), its bits; the same stated policy."""
+    return _served(_launch_h8_sg, x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+
+
+def _launch_h8_sg(a: _OneTokenArgs) -> torch.Tensor:
+    """_launch_h8 with the grid in shared memory."""
+    return _launch_h8(a, shared_grid=True)
+
+
+def _launch_h8(a: _OneTokenArgs, shared_grid: bool = False) -> torch.Tensor:
     """The Q8-hidden pair for a checked one-token call: gate/up writes h's Q8 codes, scales and code sums into a.h's
-    bytes (1.25 bytes a value of its 4), down reads them; its output a.y."""
-    grid = iq1s_grid(a.x.device)
+    bytes (1.25 bytes a value of its 4), down reads them; its output a.y. shared_grid: the kernels that read the grid
+    from a copy in shared memory (the down SG_DOWN_WARPS rows a block, not 4)."""
+    grid = iq1s_grid_nibbles(a.x.device) if shared_grid else iq1s_grid(a.x.device)
     dt = _DT_SUFFIX[a.code]
+    form, grid_smem, warps = ("sg", NIB_GRID_BYTES, SG_DOWN_WARPS) if shared_grid else ("", 0, 4)
     sg, su, sd = (kw.raw if kw is not None else None for kw in (a.sg, a.su, a.sd))  # None: no shared expert
     rb = a.d // 256 * BLOCK_BYTES  # a gate/up row's bytes
-    smem = a.d + a.d // 8 + a.d // 4 + 2 * H8_ROWS * rb  # x's codes, scales, sums of 16; 32 gate and 32 up rows
-    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_gateupq8hpdl_{dt}", a.x.device, (a.rows // H8_ROWS,), (256,),
+    smem = grid_smem + a.d + a.d // 8 + a.d // 4 + 2 * H8_ROWS * rb  # x's codes, scales, sums of 16; 32 gate, 32 up
+    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_gateupq8h{form}pdl_{dt}", a.x.device, (a.rows // H8_ROWS,), (256,),
               (rt.ptr(a.x), rt.ptr(a.ids), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs), rt.i32(a.d),
                rt.ptr(a.kg.raw), rt.ptr(a.ku.raw), rt.ptr(sg), rt.ptr(su), rt.ptr(a.h), rt.ptr(grid)),
               shared_mem=smem, pdl=True)
-    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_downq8hpdl_{dt}", a.x.device, ((a.d + 3) // 4,), (128,),
-              (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs),
-               rt.i32(a.d), rt.ptr(a.kd.raw), rt.ptr(sd), rt.ptr(a.y), rt.ptr(grid)), pdl=True)
+    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_downq8h{form}pdl_{dt}", a.x.device, ((a.d + warps - 1) // warps,),
+              (32 * warps,), (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f),
+                              rt.i32(a.fs), rt.i32(a.d), rt.ptr(a.kd.raw), rt.ptr(sd), rt.ptr(a.y), rt.ptr(grid)),
+              shared_mem=grid_smem, pdl=True)
     return a.y
 
 

@@ -23,10 +23,15 @@ cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sp
 from sparkops_cupy._policies import iq1s_gemv_passes  # noqa: E402
 from sparkops_cupy.linear import linear_float  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s as gemv  # noqa: E402
+from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_sg as gemv_sg  # noqa: E402
+from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_sg_short as gemv_sg_short  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_short as gemv_short  # noqa: E402
 
-#: the two implementations: 16 rows a block; short weights (under 4096 rows) 8 rows a block, two octets a row
-FORMS = {"rows16": gemv, "short": gemv_short}
+#: the implementations: 16 rows a block; short weights (under 4096 rows) 8 rows a block, two octets a row; each of the
+#: two with the grid in shared memory (session 51)
+FORMS = {"rows16": gemv, "short": gemv_short, "sg": gemv_sg, "sg_short": gemv_sg_short}
+#: the shared-grid forms and the global-grid form whose bits each claims
+SG_TWIN = {"sg": "rows16", "sg_short": "short"}
 
 DEV = torch.device("cuda")
 
@@ -68,7 +73,7 @@ def test_every_row_of_a_one_token_iq1s_gemv_is_within_the_act_q8_claim(dtype, ou
 @pytest.mark.parametrize("form", list(FORMS))
 def test_the_same_bits_call_after_call_and_in_a_cuda_graph(form):
     gemv = FORMS[form]
-    w = weight(2304 if form == "short" else 12288, 2304)
+    w = weight(2304 if form.endswith("short") else 12288, 2304)
     x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(DEV, torch.bfloat16)
     first = gemv(x, w)
     assert torch.equal(gemv(x, w), first)
@@ -112,3 +117,28 @@ def test_the_short_form_takes_tall_weights_as_the_16_row_form_does():
     w = weight(4096, 2304)
     x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(6)).to(DEV, torch.bfloat16)
     assert torch.equal(gemv_short(x, w), gemv(x, w))
+
+
+@pytest.mark.parametrize("form", list(SG_TWIN))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (6720, 2304), (2304, 9216), (33, 256),
+                                        (5, 1280)])
+def test_the_shared_grid_forms_give_their_global_grid_twins_bits(form, dtype, out_f, in_f):
+    """The nibble grid's sums are g + 1 against the codes and its delta one less: the same exact value a sub-block,
+    so the same bits (kernels/iq1s_q8.cuh), at every shape the step runs and ragged ones."""
+    w = weight(out_f, in_f, seed=7)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f + 7)).to(DEV, dtype)
+    got = FORMS[form](x, w)
+    assert torch.equal(got, FORMS[SG_TWIN[form]](x, w))
+    assert torch.isfinite(got).all()
+
+
+def test_the_nibble_grid_holds_the_grid_plus_one_in_the_order_the_kernels_read_it():
+    from sparkops.gguf.quants import iq1s_grid
+    from sparkops_cupy._weights import NIB_GRID_BYTES, iq1s_grid_nibbles
+
+    g = iq1s_grid_nibbles(DEV)
+    assert g.data_ptr() % 16 == 0 and g.numel() * 4 == NIB_GRID_BYTES
+    assert iq1s_grid_nibbles(DEV) is g  # uploaded once
+    b = g.cpu().numpy().view(np.uint8).reshape(2048, 4).astype(np.int16)
+    assert np.array_equal(np.concatenate([b & 15, b >> 4], axis=1) - 1, iq1s_grid())

@@ -25,9 +25,11 @@ cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install sp
 from sparkops_cupy._policies import iq1s_experts_passes  # noqa: E402
 from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8_iq1s as experts  # noqa: E402
 from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s as experts_h8  # noqa: E402
+from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s_sg as experts_h8_sg  # noqa: E402
 
-#: the two implementations: the pair of 16-row blocks, and the one whose gate/up writes the hidden vector in Q8
-FORMS = {"q8": experts, "q8h": experts_h8}
+#: the implementations: the pair of 16-row blocks, the one whose gate/up writes the hidden vector in Q8, and that one
+#: with the grid in shared memory (session 51)
+FORMS = {"q8": experts, "q8h": experts_h8, "q8h_sg": experts_h8_sg}
 
 DEV = torch.device("cuda")
 
@@ -136,3 +138,17 @@ def test_a_few_tokens_are_each_their_own_one_token_call(form):
         assert torch.equal(got[t:t + 1], experts(x3[t:t + 1], weights3[t:t + 1], ids3[t:t + 1], **w))
     limit = max(rule_for("moe_experts", "act_q8").limit, rule_for("moe_experts", "bf16").limit)
     assert nmse(got, reference(x3, weights3, ids3, w)) <= limit
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d,f,e,k,fs", [(2304, 1024, 256, 8, 1024), (512, 256, 6, 3, 512), (1280, 768, 9, 5, 0),
+                                        (2304, 256, 4, 1, 1024)])
+def test_the_shared_grid_pair_gives_the_q8h_pairs_bits(dtype, d, f, e, k, fs):
+    """The nibble grid's sums and its down of 8 rows a block: each output the same arithmetic (kernels/moe_iq1s_q8.cu),
+    so the same bits. D is a multiple of 256 (gate/up's rows are whole super-blocks), so the down's blocks of 8 rows are
+    always whole; (2304, 256) is a hidden vector of one super-block a slot."""
+    x, weights, ids, w = args(d + f + k + 11, d, f, e, k, fs, dtype=dtype)
+    got = experts_h8_sg(x, weights, ids, **w)
+    assert torch.equal(got, experts_h8(x, weights, ids, **w))
+    assert torch.isfinite(got).all()
+

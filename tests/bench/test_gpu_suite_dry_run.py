@@ -290,8 +290,8 @@ def _stubs(tmp: Path, gpus: int) -> Path:
     # overlap (a call whose arguments merely hold "pytest", a pip install's --target under pytest's temp dir, is none)
     # bench/gpu_test_shard.py, bench/perop_factor.py, bench/registry_selects.py, bench/probes/critical_path.py (a
     # rung's forecast on the committed timeline), bench/timed_check.py (against the
-    # checkout's ledger and the stand-in machine's), bench/probes/iq1s_ops.py --factor (a rung's --expect from the
-    # probe's JSON: json alone), `python3 -c "print(...)"` arithmetic and `python3 -c "import
+    # checkout's ledger and the stand-in machine's), bench/probes/iq1s_ops.py --factor and --best (a rung's --expect
+    # from the probe's JSON: json alone), `python3 -c "print(...)"` arithmetic and `python3 -c "import
     # json..."` reads of a JSON file are pure Python: the real interpreter runs them (the shards' files, a prediction
     # factor); imports of torch and the kernels stay stand-ins
     # STUB_FAIL_MATCH: a pytest run whose arguments hold this text fails (one proof's tests, not the others)
@@ -306,7 +306,7 @@ def _stubs(tmp: Path, gpus: int) -> Path:
                                f'if [ "$1" = bench/gpu_test_shard.py ] || [ "$1" = bench/perop_factor.py ] || '
                                f'[ "$1" = bench/registry_selects.py ] || [ "$1" = bench/timed_check.py ] || '
                                f'[ "$1" = bench/probes/critical_path.py ] || '
-                               f'[[ "$1" = bench/probes/iq1s_ops.py && "$2" = --factor ]] || '
+                               f'[[ "$1" = bench/probes/iq1s_ops.py && ( "$2" = --factor || "$2" = --best ) ]] || '
                                f'[[ "$1" = -c && ( "$2" == print\\(* || "$2" == "import json,"* ) ]]; then '
                                f'exec "{sys.executable}" "$@"; fi\n'
                                '[ "$1" = -m ] && [ "$2" = pytest ] && { '
@@ -4159,8 +4159,9 @@ def test_a_fresh_machine_makes_the_fused_conv_step_by_its_swap_and_engine_option
 
 
 def _iq1s_probe_on_machine(tmp_path, experts_us: float) -> None:
-    """probe_iq1s's GPU tests passed and its figures kept on the stand-in machine: the GEMVs x1.5 per op (12 -> 8 us),
-    the experts' Q8-hidden form at experts_us against triton_prefetch's."""
+    """probe_iq1s's GPU tests passed and its figures kept on the stand-in machine: the GEMVs x1.5 per op (12 -> 8 us)
+    in the global-grid form, x2 (6 us) in the shared-grid one, x1.2 (10 us) for the short form's shared grid, which
+    missed its claim here; the experts' Q8-hidden form at experts_us against triton_prefetch's."""
     import json
 
     (tmp_path / "machine" / "suite-done").mkdir(parents=True)
@@ -4171,7 +4172,9 @@ def _iq1s_probe_on_machine(tmp_path, experts_us: float) -> None:
              "kernels": {"kda_qkv": {"name": "kda_qkv", "op": "linear", "calls": 20},
                          "experts": {"name": "experts", "op": "moe_experts", "calls": 26}},
              "timed": {"kda_qkv": {"cupy_rowwarp_pdl_q8_tall_xr": {**row, "us": 12.0},
-                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0}},
+                                   "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0},
+                                   "cupy_rowwarp_pdl_q8_iq1s_sg": {**row, "us": 6.0},
+                                   "cupy_rowwarp_pdl_q8_iq1s_sg_short": {"us": 1.0, "ok": False}},
                        "experts": {"triton_prefetch": {**row, "us": 50.0},
                                    "cupy_rowwarp_pdl_q8h_iq1s": {**row, "us": experts_us}}}}
     (tmp_path / "machine" / "suite-diag" / "probe-iq1s.json").write_text(json.dumps(probe))
@@ -4182,31 +4185,32 @@ def test_rungs_iq1s_leaves_out_a_rung_its_probe_has_slower_per_op(tmp_path):
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
     log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)
     bench = [c for c in calls if c.startswith("bench decode")]
-    assert len(bench) == 1 and "--expect linear@IQ1_S=1.5000" in bench[0]
-    assert "decode131k-iq1s-q8experts: left out (no per-op factor above 1 from probe_iq1s)" in log
+    assert len(bench) == 1 and "--expect linear@IQ1_S=2.0000" in bench[0]
+    assert "decode131k-iq1s-experts: left out (no per-op factor above 1 from probe_iq1s)" in log
     assert not any("moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s" in c for c in calls)
 
 
 def test_rungs_iq1s_waits_for_the_probe_s_tests_and_figures(tmp_path):
     log, calls = _suite(tmp_path, "rungs_iq1s")
-    assert "decode131k-iq1s-q8gemv: left out (probe_iq1s's GPU tests and figures first" in log
+    assert "decode131k-iq1s-gemv: left out (probe_iq1s's GPU tests and figures first" in log
     assert not any("bench decode" in c for c in calls)
 
 
-def test_rungs_iq1s_times_the_q8_gemvs_against_the_iq1s_step_at_131072(tmp_path):
+def test_rungs_iq1s_times_the_fastest_q8_gemvs_against_the_iq1s_step_at_131072(tmp_path):
     _iq1s_probe_on_machine(tmp_path, experts_us=25.0)
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
     log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)
     assert "left out (probe_iq1s's" not in log and "no per-op factor" not in log
+    assert "rungs_iq1s: linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s_sg, the fastest Q8 form per op" in log
     machine = tmp_path / "machine"
-    iq1s, q8i = machine / "cuda-s22-all-iq1s.toml", machine / "cuda-s22-all-iq1s-q8gemv.toml"
-    swaps = [c for c in calls if "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s" in c and c.startswith("swap")]
-    assert swaps, log
+    iq1s, q8i = machine / "cuda-s22-all-iq1s.toml", machine / "cuda-s22-all-iq1s-q8_iq1s_sg.toml"
+    swaps = [c for c in calls if c.startswith("swap") and "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s_sg" in c]
+    assert swaps and not any(c.startswith("swap") and "linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s " in c for c in calls)
     bench = [c for c in calls if c.startswith("bench decode")]
     assert len(bench) == 2 and all("--depth 131072" in c for c in bench)
-    assert "--expect linear@IQ1_S=1.5000" in bench[0] and "--expect moe_experts@IQ1_S=2.0000" in bench[1]
+    assert "--expect linear@IQ1_S=2.0000" in bench[0] and "--expect moe_experts@IQ1_S=2.0000" in bench[1]
     assert f"--registry {iq1s} --vs {q8i} --graph A,B " in bench[0] and "--changes linear " in bench[0], bench[0]
-    q8e = machine / "cuda-s22-all-iq1s-q8gemv-experts.toml"
+    q8e = machine / "cuda-s22-all-iq1s-q8_iq1s_sg-q8h_iq1s.toml"
     assert f"--registry {q8i} --vs {q8e} --graph A,B " in bench[1] and "--changes moe_experts " in bench[1], bench[1]
     assert all(f"--model {machine / 'k48-iq1_s.gguf'} " in c for c in bench)
     for base in (iq1s, q8i):

@@ -127,6 +127,28 @@ def test_the_factor_above_a_floor_refuses_a_rung_the_per_op_figures_say_loses(pr
     assert "cannot read the probe's JSON" in capsys.readouterr().err
 
 
+def test_best_names_the_candidate_with_the_largest_factor_and_passes_over_unproven_ones(probe, tmp_path, capsys):
+    now = probe.NOW["linear"]
+    rows = {"a": {now: _row(6.0), "slow": _row(4.0), "fast": _row(2.0), "wrong": _row(0.5, ok=False)},
+            "b": {now: _row(10.0), "slow": _row(5.0), "fast": _row(5.0), "wrong": _row(5.0)}}
+    res = _results(probe, rows)
+    assert probe.best(res, "linear", ["slow", "wrong", "fast"]) == ("fast", pytest.approx(80 / 30))
+    assert probe.best(res, "linear", ["slow", "never_timed"])[0] == "slow"
+    with pytest.raises(ValueError, match="wrong: a: wrong missed its claim"):
+        probe.best(res, "linear", ["wrong"])
+    path = tmp_path / "probe.json"
+    path.write_text(__import__("json").dumps(res))
+    assert probe.main(["--best", str(path), "linear", "slow", "fast", "--above", "1"]) == 0
+    assert capsys.readouterr().out.strip() == "fast linear@IQ1_S=2.6667"
+    assert probe.main(["--best", str(path), "linear", "slow", "fast", "--above", "3"]) == 1
+    assert "the fastest, linear=fast, is x2.667 per op, not above x3" in capsys.readouterr().err
+    assert probe.main(["--best", str(path), "linear", "wrong"]) == 1
+    assert "no factor for any of linear=wrong" in capsys.readouterr().err
+    assert probe.main(["--best", str(path), "linear"]) == 2
+    assert "--best takes PROBE.json OP IMPL" in capsys.readouterr().err
+    assert probe.main(["--factor", str(path), "linear", "slow", "fast"]) == 2  # --factor takes one
+
+
 def test_an_unknown_implementation_is_refused_by_name_before_anything_is_built(probe, capsys):
     assert probe.main(["--impl", "linear=cupy_nonesuch"]) == 2
     err = capsys.readouterr().err

@@ -22,19 +22,24 @@
 // written after GPU session 50, where the o_proj's 2304 rows made 144 blocks, about one an SM): two octets a row, the
 // even and the odd super-blocks, their two sums added (a + b: the same bits whichever lane adds), as rowq8_q4_k's
 // ROWS = 8; twice the blocks for the same rows. 8 rows are 400 bytes a super-block: the copy still starts aligned.
-template <int DT, int ROWS>
+// SG (session 51: cupy_rowwarp_pdl_q8_iq1s_sg and _sg_short): the grid from shared memory, the nibble grid (table)
+// copied in first, with the rows, before the wait (iq1s_q8.cuh's header: a warp's gather one shared-memory request
+// instead of ~25 L1 wavefronts); the same bits as without. Otherwise table is the global grid (uint2 rows).
+template <int DT, int ROWS, bool SG>
 __device__ __forceinline__ void rowq8_iq1_s(const void* __restrict__ x, const u8* __restrict__ w, int K, int N,
-                                            void* __restrict__ y, const uint2* __restrict__ grid) {
+                                            void* __restrict__ y, const void* __restrict__ table) {
     static_assert(ROWS == 16 || ROWS == 8, "an octet a row, or two");
     extern __shared__ __align__(16) u8 lq_smem[];
-    i8* xq = (i8*)lq_smem;
-    float* dx = (float*)(lq_smem + K);
+    u32* sgrid = (u32*)lq_smem;  // SG: the nibble grid, first
+    i8* xq = (i8*)(lq_smem + (SG ? IQ1S_NIB_BYTES : 0));
+    float* dx = (float*)(xq + K);
     int* s16 = (int*)(dx + (K >> 5));
     u8* sw = (u8*)(s16 + (K >> 4));  // 16-byte aligned: K is a multiple of 256
     const int nsb = K >> 8, tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
     const i64 row_bytes = (i64)nsb * IQ1S_SBB, r0 = (i64)blockIdx.x * ROWS;
     const int rows = (int)min((i64)ROWS, (i64)N - r0);
     iq1s_copy_range(w + r0 * row_bytes, rows * row_bytes, sw);
+    if (SG) iq1s_grid_copy((const u32*)table, sgrid);
     cp_async_commit();
     pdl_launch_dependents();
     pdl_wait();  // x is the kernel before's output; y may still be its input
@@ -47,7 +52,8 @@ __device__ __forceinline__ void rowq8_iq1_s(const void* __restrict__ x, const u8
     const u8* r = sw + (ok ? local : 0) * row_bytes;
     float acc = 0.0f;
     for (int sb = first; sb < nsb; sb += step)
-        acc += iq1s_q8_block(r + sb * IQ1S_SBB, o, xq, dx, s16, 8 * sb + o, grid);
+        acc += SG ? iq1s_q8_block(r + sb * IQ1S_SBB, o, xq, dx, s16, 8 * sb + o, (const u32*)sgrid)
+                  : iq1s_q8_block(r + sb * IQ1S_SBB, o, xq, dx, s16, 8 * sb + o, (const uint2*)table);
     acc = iq1s_octet_sum(acc);
     if (ROWS == 8) acc += __shfl_xor_sync(0xffffffffu, acc, 8);  // and the pair's: even + odd super-blocks
     if (o == 0 && (ROWS == 16 || (oct & 1) == 0) && ok) store_act(y, r0 + local, DT, acc);
@@ -58,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pdl_f32(cons
                                                                             const u8* __restrict__ w, int K, int N,
                                                                             void* __restrict__ y,
                                                                             const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_F32, 16>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_F32, 16, false>(x, w, K, N, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -66,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pdl_bf16(con
                                                                              const u8* __restrict__ w, int K, int N,
                                                                              void* __restrict__ y,
                                                                              const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_BF16, 16>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_BF16, 16, false>(x, w, K, N, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -74,7 +80,7 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pdl_f16(cons
                                                                             const u8* __restrict__ w, int K, int N,
                                                                             void* __restrict__ y,
                                                                             const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_F16, 16>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_F16, 16, false>(x, w, K, N, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -82,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairpdl_f32(
                                                                                const u8* __restrict__ w, int K, int N,
                                                                                void* __restrict__ y,
                                                                                const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_F32, 8>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_F32, 8, false>(x, w, K, N, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -90,7 +96,7 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairpdl_bf16
                                                                                const u8* __restrict__ w, int K, int N,
                                                                                void* __restrict__ y,
                                                                                const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_BF16, 8>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_BF16, 8, false>(x, w, K, N, y, grid);
 }
 
 // budget: stack 0, spills 0
@@ -98,5 +104,41 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairpdl_f16(
                                                                                const u8* __restrict__ w, int K, int N,
                                                                                void* __restrict__ y,
                                                                                const uint2* __restrict__ grid) {
-    rowq8_iq1_s<DT_F16, 8>(x, w, K, N, y, grid);
+    rowq8_iq1_s<DT_F16, 8, false>(x, w, K, N, y, grid);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8sgpdl_f32(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
+    rowq8_iq1_s<DT_F32, 16, true>(x, w, K, N, y, nib);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8sgpdl_bf16(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
+    rowq8_iq1_s<DT_BF16, 16, true>(x, w, K, N, y, nib);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8sgpdl_f16(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
+    rowq8_iq1_s<DT_F16, 16, true>(x, w, K, N, y, nib);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairsgpdl_f32(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
+    rowq8_iq1_s<DT_F32, 8, true>(x, w, K, N, y, nib);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairsgpdl_bf16(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
+    rowq8_iq1_s<DT_BF16, 8, true>(x, w, K, N, y, nib);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairsgpdl_f16(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
+    rowq8_iq1_s<DT_F16, 8, true>(x, w, K, N, y, nib);
 }

@@ -124,15 +124,18 @@ __device__ __forceinline__ void down_q8_iq1_s(const float* __restrict__ h, const
 // taking the slots in turn (slot s by octet s % 4, the shared expert last), each lane one sub-block of each of the slot
 // row's super-blocks read from global memory, the hidden codes read where gate/up wrote them; the octets' sums added in
 // a fixed order. 576 blocks for the 48B's 2304 outputs.
-template <int DT>
+// SG (session 51, cupy_rowwarp_pdl_q8h_iq1s_sg): the grid from shared memory, the nibble grid (table) copied in first
+// with the first rows (iq1s_q8.cuh's header); the same bits. Otherwise table is the global grid (uint2 rows).
+template <int DT, bool SG>
 __device__ __forceinline__ void gateup_q8h_iq1_s(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                  int F, int Fs, int D, const u8* __restrict__ w_gate,
                                                  const u8* __restrict__ w_up, const u8* __restrict__ s_gate,
                                                  const u8* __restrict__ s_up, u8* __restrict__ hbytes,
-                                                 const uint2* __restrict__ grid) {
+                                                 const void* __restrict__ table) {
     extern __shared__ __align__(16) u8 mq_smem[];
-    i8* xq = (i8*)mq_smem;
-    float* dx = (float*)(mq_smem + D);
+    u32* sgrid = (u32*)mq_smem;  // SG: the nibble grid, first
+    i8* xq = (i8*)(mq_smem + (SG ? IQ1S_NIB_BYTES : 0));
+    float* dx = (float*)(xq + D);
     int* s16 = (int*)(dx + (D >> 5));
     const int nsb = D >> 8, tid = threadIdx.x, lane = tid & 31, o = lane & 7;
     const i64 rb = (i64)nsb * IQ1S_SBB;
@@ -143,12 +146,13 @@ __device__ __forceinline__ void gateup_q8h_iq1_s(const void* __restrict__ x, con
     const i64 R0 = (i64)blockIdx.x * 32;
     const bool shared = R0 >= (i64)K * F;
     bool valid = true;
+    if (SG) iq1s_grid_copy((const u32*)table, sgrid);  // a constant: before the wait
     if (shared) {  // the shared expert's rows: known before the router is done
         const i64 r0 = R0 - (i64)K * F;
         iq1s_copy_range(s_gate + r0 * rb, 32 * rb, sg);
         iq1s_copy_range(s_up + r0 * rb, 32 * rb, su);
-        cp_async_commit();
     }
+    cp_async_commit();
     pdl_launch_dependents();
     pdl_wait();  // x and ids are the kernels' before output; h may still be the last down's input
     if (!shared) {
@@ -162,8 +166,14 @@ __device__ __forceinline__ void gateup_q8h_iq1_s(const void* __restrict__ x, con
     cp_async_wait_all();
     __syncthreads();
     const int local = (tid >> 5) * 4 + (lane >> 3);  // the block's octet, 0..31: its hidden row
-    const float g = iq1s_octet_sum(iq1s_q8_row(sg + local * rb, nsb, o, xq, dx, s16, 0, grid));
-    const float u = iq1s_octet_sum(iq1s_q8_row(su + local * rb, nsb, o, xq, dx, s16, 0, grid));
+    float g, u;
+    if constexpr (SG) {
+        g = iq1s_octet_sum(iq1s_q8_row(sg + local * rb, nsb, o, xq, dx, s16, 0, (const u32*)sgrid));
+        u = iq1s_octet_sum(iq1s_q8_row(su + local * rb, nsb, o, xq, dx, s16, 0, (const u32*)sgrid));
+    } else {
+        g = iq1s_octet_sum(iq1s_q8_row(sg + local * rb, nsb, o, xq, dx, s16, 0, (const uint2*)table));
+        u = iq1s_octet_sum(iq1s_q8_row(su + local * rb, nsb, o, xq, dx, s16, 0, (const uint2*)table));
+    }
     if (o == 0) hv[local] = valid ? iq_silu(g) * u : QNAN;
     __syncthreads();
     if (tid < 32) {  // warp 0 quantizes the block's 32 hidden values: one Q8 block
@@ -186,30 +196,43 @@ __device__ __forceinline__ void gateup_q8h_iq1_s(const void* __restrict__ x, con
 
 // lane o's sub-block of one super-block of a row in global memory (blk) dotted with the hidden vector's Q8 block q as
 // gate/up wrote it (codes hq, scales hd, code sums hs), read through L2 (the kernel before's output)
+template <typename G>
 __device__ __forceinline__ float iq1s_h8_block(const u8* __restrict__ blk, int o, const u8* __restrict__ hq,
                                                const float* __restrict__ hd, const int* __restrict__ hs, i64 q,
-                                               const uint2* __restrict__ grid) {
+                                               G grid) {
     const u32 qs = ld_u32_a2(blk + 2 + 4 * o), qh = ld_u16(blk + 34 + 2 * o);
     const int4 xa = __ldcg((const int4*)(hq + 32 * q)), xb = __ldcg((const int4*)(hq + 32 * q + 16));
-    return iq1s_scaled(iq1s_grid_dot(qs, qh, xa, xb, grid), ld_f16(blk), qh, __ldcg(hd + q), __ldcg(hs + q));
+    return iq1s_scaled(iq1s_grid_dot(qs, qh, xa, xb, grid), ld_f16(blk), qh, __ldcg(hd + q), __ldcg(hs + q),
+                       iq1s_delta(qh, grid));
 }
 
 // hbytes: gate/up's Q8 hidden vector (codes [H], scales [H / 32], sums [H / 32]); ids [K] int64, weights [K] float32,
-// w_down [E, D, F] IQ1_S, s_down [D, Fs] (null when Fs = 0), y [D] (dtype DT). 128 threads = 4 output rows; grid
-// ceil(D / 4). No shared memory.
-template <int DT>
+// w_down [E, D, F] IQ1_S, s_down [D, Fs] (null when Fs = 0), y [D] (dtype DT). 32 WARPS threads, a warp an output row;
+// grid ceil(D / WARPS). No shared memory, or (SG: session 51) the nibble grid alone, copied before the wait; each row
+// the same arithmetic whatever WARPS and SG, so the same bits.
+template <int DT, bool SG, int WARPS>
 __device__ __forceinline__ void down_q8h_iq1_s(const u8* __restrict__ hbytes, const i64* __restrict__ ids,
                                                const float* __restrict__ weights, int K, int E, int F, int Fs, int D,
                                                const u8* __restrict__ w_down, const u8* __restrict__ s_down,
-                                               void* __restrict__ y, const uint2* __restrict__ grid) {
+                                               void* __restrict__ y, const void* __restrict__ table) {
+    extern __shared__ __align__(16) u8 mq_smem[];
+    u32* sgrid = (u32*)mq_smem;  // SG: the nibble grid
     const int H = K * F + Fs, tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
-    const i64 row = (i64)blockIdx.x * 4 + (tid >> 5);
+    const i64 row = (i64)blockIdx.x * WARPS + (tid >> 5);
     const int nf = F >> 8, nfs = Fs >> 8;
     const u8* hq = hbytes;
     const float* hd = (const float*)(hbytes + H);
     const int* hs = (const int*)(hbytes + H + (H >> 3));
+    if (SG) {
+        iq1s_grid_copy((const u32*)table, sgrid);  // a constant: before the wait
+        cp_async_commit();
+    }
     pdl_launch_dependents();
     pdl_wait();  // the hidden vector is gate/up's output, ids and weights the router's
+    if (SG) {
+        cp_async_wait_all();
+        __syncthreads();
+    }
     float acc = 0.0f;
     if (row < D) {
         for (int s = oct; s < K + (Fs ? 1 : 0); s += 4) {  // this octet's slots; slot K is the shared expert
@@ -221,7 +244,8 @@ __device__ __forceinline__ void down_q8h_iq1_s(const u8* __restrict__ hbytes, co
             const i64 q0 = (i64)s * (F >> 5);  // the slot's first Q8 block of h (the shared expert's after the routed)
             float part = 0.0f;
             for (int sb = 0; sb < n; ++sb)
-                part += iq1s_h8_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, grid);
+                part += SG ? iq1s_h8_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, (const u32*)sgrid)
+                           : iq1s_h8_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, (const uint2*)table);
             acc += routed ? __ldcg(weights + s) * part : part;
         }
     }
@@ -285,30 +309,71 @@ extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8pdl_f16(DOWN_I
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hpdl_f32(GATE_UP_H8_ARGS) {
-    gateup_q8h_iq1_s<DT_F32>(GATE_UP_H8_PASS);
+    gateup_q8h_iq1_s<DT_F32, false>(GATE_UP_H8_PASS);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hpdl_bf16(GATE_UP_H8_ARGS) {
-    gateup_q8h_iq1_s<DT_BF16>(GATE_UP_H8_PASS);
+    gateup_q8h_iq1_s<DT_BF16, false>(GATE_UP_H8_PASS);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hpdl_f16(GATE_UP_H8_ARGS) {
-    gateup_q8h_iq1_s<DT_F16>(GATE_UP_H8_PASS);
+    gateup_q8h_iq1_s<DT_F16, false>(GATE_UP_H8_PASS);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8hpdl_f32(DOWN_H8_ARGS) {
-    down_q8h_iq1_s<DT_F32>(DOWN_H8_PASS);
+    down_q8h_iq1_s<DT_F32, false, 4>(DOWN_H8_PASS);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8hpdl_bf16(DOWN_H8_ARGS) {
-    down_q8h_iq1_s<DT_BF16>(DOWN_H8_PASS);
+    down_q8h_iq1_s<DT_BF16, false, 4>(DOWN_H8_PASS);
 }
 
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(128) moe_iq1_s_downq8hpdl_f16(DOWN_H8_ARGS) {
-    down_q8h_iq1_s<DT_F16>(DOWN_H8_PASS);
+    down_q8h_iq1_s<DT_F16, false, 4>(DOWN_H8_PASS);
+}
+
+#define GATE_UP_H8SG_ARGS                                                                                          \
+    const void* __restrict__ x, const i64* __restrict__ ids, int K, int E, int F, int Fs, int D,                  \
+        const u8* __restrict__ w_gate, const u8* __restrict__ w_up, const u8* __restrict__ s_gate,                \
+        const u8* __restrict__ s_up, u8* __restrict__ hbytes, const u32* __restrict__ nib
+#define GATE_UP_H8SG_PASS x, ids, K, E, F, Fs, D, w_gate, w_up, s_gate, s_up, hbytes, nib
+#define DOWN_H8SG_ARGS                                                                                             \
+    const u8* __restrict__ hbytes, const i64* __restrict__ ids, const float* __restrict__ weights, int K, int E,   \
+        int F, int Fs, int D, const u8* __restrict__ w_down, const u8* __restrict__ s_down, void* __restrict__ y,  \
+        const u32* __restrict__ nib
+#define DOWN_H8SG_PASS hbytes, ids, weights, K, E, F, Fs, D, w_down, s_down, y, nib
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hsgpdl_f32(GATE_UP_H8SG_ARGS) {
+    gateup_q8h_iq1_s<DT_F32, true>(GATE_UP_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hsgpdl_bf16(GATE_UP_H8SG_ARGS) {
+    gateup_q8h_iq1_s<DT_BF16, true>(GATE_UP_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_gateupq8hsgpdl_f16(GATE_UP_H8SG_ARGS) {
+    gateup_q8h_iq1_s<DT_F16, true>(GATE_UP_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hsgpdl_f32(DOWN_H8SG_ARGS) {
+    down_q8h_iq1_s<DT_F32, true, 8>(DOWN_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hsgpdl_bf16(DOWN_H8SG_ARGS) {
+    down_q8h_iq1_s<DT_BF16, true, 8>(DOWN_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hsgpdl_f16(DOWN_H8SG_ARGS) {
+    down_q8h_iq1_s<DT_F16, true, 8>(DOWN_H8SG_PASS);
 }
