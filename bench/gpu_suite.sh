@@ -4562,7 +4562,7 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
         $FILL_LEAN --out "$R/diag-iq1s-131k" --json-out $DJ/diag-iq1s-131k.json --record
     [ -s $DJ/diag-iq1s-131k.json ] && run decode131k-iq1s-gemv 300 sparkops bench decode --model $M1 --depth 131072 \
         --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --vs $Q8I_REG --graph A,B $GATE $FILL_LEAN \
-        --changes linear --prediction $DJ/diag-iq1s-131k.json --expect "$IQ1S_EXPECT" \
+        --changes linear@IQ1_S --prediction $DJ/diag-iq1s-131k.json --expect "$IQ1S_EXPECT" \
         --change "linear@IQ1_S=$IQ1S_LIN: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid; the fastest such form in probe_iq1s), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
   else log "decode131k-iq1s-gemv: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-gemv)"; fi
   # then the experts (moe_experts@IQ1_S, triton_prefetch -> the fastest Q8 pair per op) over that registry: its own
@@ -4582,7 +4582,7 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
         $FILL_LEAN --out "$R/diag-iq1s-gemv-131k" --json-out $DJ/diag-iq1s-gemv-131k.json --record
     [ -s $DJ/diag-iq1s-gemv-131k.json ] && run decode131k-iq1s-experts 300 sparkops bench decode --model $M1 \
         --depth 131072 --tokens 16 --repeats 6 --chunk 4096 --registry $Q8I_REG --vs $Q8E_REG --graph A,B $GATE \
-        $FILL_LEAN --changes moe_experts --prediction $DJ/diag-iq1s-gemv-131k.json --expect "$IQ1S_EXPECT" \
+        $FILL_LEAN --changes moe_experts@IQ1_S --prediction $DJ/diag-iq1s-gemv-131k.json --expect "$IQ1S_EXPECT" \
         --change "moe_experts@IQ1_S=$IQ1S_EXP: the IQ1_S experts on Q8 activations (the fastest Q8 pair in probe_iq1s), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
   else log "decode131k-iq1s-experts: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-experts)"; fi
   ;;
