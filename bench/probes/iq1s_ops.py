@@ -45,7 +45,8 @@ from dataclasses import asdict, dataclass
 #: the implementations timed by default: the step's own (the first of each op) and the registered ones that serve an
 #: IQ1_S weight with their own kernels (the row-warp Q4_K GEMVs pass it to cupy_float by their stated policy)
 IMPLS = {"linear": ("cupy_rowwarp_pdl_q8_tall_xr", "cupy_float", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s",
-                    "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg", "cupy_rowwarp_pdl_q8_iq1s_sg_short",
+                    "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg",
+                    "cupy_rowwarp_pdl_q8_iq1s_sg_short",
                     "triton", "triton_prefetch", "triton_pdl"),
          "moe_experts": ("triton_prefetch", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s",
                          "cupy_rowwarp_pdl_q8h_iq1s_sg", "triton", "triton_flat", "triton_lastblock")}

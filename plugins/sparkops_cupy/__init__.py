@@ -102,7 +102,8 @@ IMPLEMENTATIONS = [
     ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # the same with the grid in shared memory and a down of 8 rows a block (session 51): its bits
-    ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_sg", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_sg",
+    ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_sg",
+     "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_sg",
      bit_identical(to="cupy_rowwarp_pdl_q8h_iq1s"), "moe_iq1s_q8.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row

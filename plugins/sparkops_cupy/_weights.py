@@ -69,7 +69,8 @@ NIB_GRID_BYTES = 2048 * 4
 
 def _grid_nibbles() -> np.ndarray:
     """IQ1_S's grid as 2048 words of 8 values g + 1 (0, 1, 2) in 4 bits each, byte k holding value k in its low nibble
-    and value k + 4 in its high one (uint32 [2048]): the shared-memory table of the _sg kernels (kernels/iq1s_q8.cuh)."""
+    and value k + 4 in its high one (uint32 [2048]): the shared-memory table of the _sg kernels
+    (kernels/iq1s_q8.cuh)."""
     from sparkops.gguf.quants import iq1s_grid
 
     g = np.asarray(iq1s_grid(), dtype=np.int16) + 1  # [2048, 8] in {0, 1, 2}
