@@ -64,8 +64,8 @@ __device__ __forceinline__ float iq1s_delta(u32 qh, const uint2*) { return (qh &
 __device__ __forceinline__ float iq1s_delta(u32 qh, const u32*) { return (qh & 0x8000u) ? -1.125f : -0.875f; }
 
 // a sub-block's value from its integer dot s, the fp16 super-block scale d, its qh, the activations' block scale dq and
-// code sum sq: d (2 k + 1) dq (s + delta sq), where s + delta sq, a multiple of 1/8 of magnitude under 2^16, is exact
-// in float (so the same from either grid)
+// code sum sq: d (2 k + 1) dq (s + delta sq), where s + delta sq, a multiple of 1/8 of magnitude under 2^16, is exact in
+// float (so the same from either grid)
 __device__ __forceinline__ float iq1s_scaled(int s, float d, u32 qh, float dq, int sq, float delta) {
     const float dl = d * (float)(2 * ((qh >> 12) & 7u) + 1);
     return dl * dq * ((float)s + delta * (float)sq);

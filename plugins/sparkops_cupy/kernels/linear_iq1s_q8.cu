@@ -108,43 +108,37 @@ extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairpdl_f16(
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128)
-    linear_iq1_s_rowq8sgpdl_f32(const void* __restrict__ x, const u8* __restrict__ w, int K, int N, void* __restrict__ y,
-                 const u32* __restrict__ nib) {
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8sgpdl_f32(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
     rowq8_iq1_s<DT_F32, 16, true>(x, w, K, N, y, nib);
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128)
-    linear_iq1_s_rowq8sgpdl_bf16(const void* __restrict__ x, const u8* __restrict__ w, int K, int N, void* __restrict__ y,
-                 const u32* __restrict__ nib) {
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8sgpdl_bf16(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
     rowq8_iq1_s<DT_BF16, 16, true>(x, w, K, N, y, nib);
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128)
-    linear_iq1_s_rowq8sgpdl_f16(const void* __restrict__ x, const u8* __restrict__ w, int K, int N, void* __restrict__ y,
-                 const u32* __restrict__ nib) {
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8sgpdl_f16(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
     rowq8_iq1_s<DT_F16, 16, true>(x, w, K, N, y, nib);
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128)
-    linear_iq1_s_rowq8pairsgpdl_f32(const void* __restrict__ x, const u8* __restrict__ w, int K, int N, void* __restrict__ y,
-                 const u32* __restrict__ nib) {
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairsgpdl_f32(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
     rowq8_iq1_s<DT_F32, 8, true>(x, w, K, N, y, nib);
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128)
-    linear_iq1_s_rowq8pairsgpdl_bf16(const void* __restrict__ x, const u8* __restrict__ w, int K, int N, void* __restrict__ y,
-                 const u32* __restrict__ nib) {
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairsgpdl_bf16(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
     rowq8_iq1_s<DT_BF16, 8, true>(x, w, K, N, y, nib);
 }
 
 // budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128)
-    linear_iq1_s_rowq8pairsgpdl_f16(const void* __restrict__ x, const u8* __restrict__ w, int K, int N, void* __restrict__ y,
-                 const u32* __restrict__ nib) {
+extern "C" __global__ void __launch_bounds__(128) linear_iq1_s_rowq8pairsgpdl_f16(const void* __restrict__ x, const u8* __restrict__ w, int K,
+        int N, void* __restrict__ y, const u32* __restrict__ nib) {
     rowq8_iq1_s<DT_F16, 8, true>(x, w, K, N, y, nib);
 }
