@@ -49,7 +49,8 @@ IMPLS = {"linear": ("cupy_rowwarp_pdl_q8_tall_xr", "cupy_float", "cupy_dp4a", "c
                     "cupy_rowwarp_pdl_q8_iq1s_sg_short",
                     "triton", "triton_prefetch", "triton_pdl"),
          "moe_experts": ("triton_prefetch", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s",
-                         "cupy_rowwarp_pdl_q8h_iq1s_sg", "triton", "triton_flat", "triton_lastblock")}
+                         "cupy_rowwarp_pdl_q8h_iq1s_sg", "cupy_rowwarp_pdl_q8h_iq1s_staged",
+                         "cupy_rowwarp_pdl_q8h_iq1s_staged_pair", "triton", "triton_flat", "triton_lastblock")}
 #: what the IQ1_S step runs now (s55's registry with moe_experts@IQ1_S=triton_prefetch, bench/gpu_suite.sh's
 #: frontier131k): linear@Q4_K's implementation takes the IQ1_S calls and passes them on by its policy
 NOW = {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"}

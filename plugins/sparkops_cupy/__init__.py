@@ -106,6 +106,15 @@ IMPLEMENTATIONS = [
      "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_sg",
      bit_identical(to="cupy_rowwarp_pdl_q8h_iq1s"), "moe_iq1s_q8.cu",
      _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # that with the down's rows and the hidden vector staged in shared memory (session 51): the q8h pair's bits
+    ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_staged",
+     "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_staged",
+     bit_identical(to="cupy_rowwarp_pdl_q8h_iq1s"), "moe_iq1s_q8.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # and with a gate/up of two octets a row (session 51): other sums
+    ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_staged_pair",
+     "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_staged_pair",
+     tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
     ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
@@ -278,7 +287,8 @@ POLICIES = {
        for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg",
                  "cupy_rowwarp_pdl_q8_iq1s_sg_short")},
     **{("moe_experts", n): "sparkops_cupy._policies:iq1s_experts_passes"
-       for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s", "cupy_rowwarp_pdl_q8h_iq1s_sg")},
+       for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s", "cupy_rowwarp_pdl_q8h_iq1s_sg",
+                 "cupy_rowwarp_pdl_q8h_iq1s_staged", "cupy_rowwarp_pdl_q8h_iq1s_staged_pair")},
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
        for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},

@@ -16,6 +16,12 @@
   shared memory (the nibble grid, 8 KB a block, copied before the PDL wait) and a down of 8 warps a block, bit for bit
   its own (kernels/iq1s_q8.cuh: a warp's grid gather one shared-memory request instead of ~25 L1 wavefronts).
 
+- "cupy_rowwarp_pdl_q8h_iq1s_staged" (session 51): the shared-grid pair with a staged down: a block's 8 output rows
+  of every slot and the whole Q8 hidden vector copied into shared memory by cp.async (Nsight Compute had the
+  shared-grid down's warps stalled 18 of 23 cycles on their global loads), bit for bit cupy_rowwarp_pdl_q8h_iq1s.
+- "cupy_rowwarp_pdl_q8h_iq1s_staged_pair" (session 51): that with a gate/up of two octets a row (16 warps a block: the
+  shared-grid gate/up ran at 26% achieved occupancy, about two blocks an SM); other sums, act_q8's claim.
+
 Kept apart from moe_experts.py so that the records of that module's implementations, whose sources it is, do not
 change.
 """
@@ -46,8 +52,14 @@ MAX_K = 16
 MAX_T = 8
 #: bytes of an IQ1_S super-block of 256 weights (IQ1S_SBB in kernels/iq1s_q8.cuh)
 BLOCK_BYTES = GGML_QUANT_SIZES[Q.IQ1_S][1]
-#: output rows (warps) a block of the shared-grid down: its 8 KB grid copy shared by 8 rows
+#: output rows (warps) a block of the shared-grid downs: its 8 KB grid copy (and the staged down's hidden vector)
+#: shared by 8 rows
 SG_DOWN_WARPS = 8
+#: the Q8-hidden forms: (gate/up kernel, its threads, down kernel, its rows a block, the grid in shared memory)
+H8_FORMS = {"plain": ("gateupq8hpdl", 256, "downq8hpdl", 4, False),
+            "sg": ("gateupq8hsgpdl", 256, "downq8hsgpdl", SG_DOWN_WARPS, True),
+            "staged": ("gateupq8hsgpdl", 256, "downq8hstagedpdl", SG_DOWN_WARPS, True),
+            "staged_pair": ("gateupq8hpairsgpdl", 512, "downq8hstagedpdl", SG_DOWN_WARPS, True)}
 
 
 def iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
@@ -97,32 +109,44 @@ def moe_experts_rowwarp_pdl_q8h_iq1s(x, weights, ids, w_gate, w_up, w_down, s_ga
 def moe_experts_rowwarp_pdl_q8h_iq1s_sg(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
     """Implementation "cupy_rowwarp_pdl_q8h_iq1s_sg": cupy_rowwarp_pdl_q8h_iq1s with the IQ1_S grid read from shared
     memory and SG_DOWN_WARPS output rows a down block (the module's docstring), its bits; the same stated policy."""
-    return _served(_launch_h8_sg, x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+    return _served(lambda a: _launch_h8(a, "sg"), x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
 
 
-def _launch_h8_sg(a: _OneTokenArgs) -> torch.Tensor:
-    """_launch_h8 with the grid in shared memory."""
-    return _launch_h8(a, shared_grid=True)
+def moe_experts_rowwarp_pdl_q8h_iq1s_staged(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8h_iq1s_staged": cupy_rowwarp_pdl_q8h_iq1s_sg with the down's rows and the
+    hidden vector staged in shared memory (kernels/moe_iq1s_q8.cu's down_q8hs_iq1_s), cupy_rowwarp_pdl_q8h_iq1s's
+    bits; the same stated policy."""
+    return _served(lambda a: _launch_h8(a, "staged"), x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
 
 
-def _launch_h8(a: _OneTokenArgs, shared_grid: bool = False) -> torch.Tensor:
-    """The Q8-hidden pair for a checked one-token call: gate/up writes h's Q8 codes, scales and code sums into a.h's
-    bytes (1.25 bytes a value of its 4), down reads them; its output a.y. shared_grid: the kernels that read the grid
-    from a copy in shared memory (the down SG_DOWN_WARPS rows a block, not 4)."""
+def moe_experts_rowwarp_pdl_q8h_iq1s_staged_pair(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8h_iq1s_staged_pair": cupy_rowwarp_pdl_q8h_iq1s_staged with a gate/up of two
+    octets a row (16 warps a block); other sums in the gate/up, act_q8's claim; the same stated policy."""
+    return _served(lambda a: _launch_h8(a, "staged_pair"), x, weights, ids, w_gate, w_up, w_down, s_gate, s_up,
+                   s_down)
+
+
+def _launch_h8(a: _OneTokenArgs, form: str = "plain") -> torch.Tensor:
+    """The Q8-hidden pair for a checked one-token call in one of H8_FORMS: gate/up writes h's Q8 codes, scales and code
+    sums into a.h's bytes (1.25 bytes a value of its 4), down reads them; its output a.y."""
+    gateup, threads, down, rows, shared_grid = H8_FORMS[form]
     grid = iq1s_grid_nibbles(a.x.device) if shared_grid else iq1s_grid(a.x.device)
+    grid_smem = NIB_GRID_BYTES if shared_grid else 0
     dt = _DT_SUFFIX[a.code]
-    form, grid_smem, warps = ("sg", NIB_GRID_BYTES, SG_DOWN_WARPS) if shared_grid else ("", 0, 4)
     sg, su, sd = (kw.raw if kw is not None else None for kw in (a.sg, a.su, a.sd))  # None: no shared expert
     rb = a.d // 256 * BLOCK_BYTES  # a gate/up row's bytes
     smem = grid_smem + a.d + a.d // 8 + a.d // 4 + 2 * H8_ROWS * rb  # x's codes, scales, sums of 16; 32 gate, 32 up
-    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_gateupq8h{form}pdl_{dt}", a.x.device, (a.rows // H8_ROWS,), (256,),
+    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_{gateup}_{dt}", a.x.device, (a.rows // H8_ROWS,), (threads,),
               (rt.ptr(a.x), rt.ptr(a.ids), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs), rt.i32(a.d),
                rt.ptr(a.kg.raw), rt.ptr(a.ku.raw), rt.ptr(sg), rt.ptr(su), rt.ptr(a.h), rt.ptr(grid)),
               shared_mem=smem, pdl=True)
-    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_downq8h{form}pdl_{dt}", a.x.device, ((a.d + warps - 1) // warps,),
-              (32 * warps,), (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f),
-                              rt.i32(a.fs), rt.i32(a.d), rt.ptr(a.kd.raw), rt.ptr(sd), rt.ptr(a.y), rt.ptr(grid)),
-              shared_mem=grid_smem, pdl=True)
+    smem = grid_smem
+    if down == "downq8hstagedpdl":  # the hidden vector's codes, scales and sums; the rows of the shared expert, slots
+        rbf, rbs = a.f // 256 * BLOCK_BYTES, a.fs // 256 * BLOCK_BYTES
+        smem += a.rows + a.rows // 4 + rows * rbs + a.k * rows * rbf
+    rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_{down}_{dt}", a.x.device, ((a.d + rows - 1) // rows,), (32 * rows,),
+              (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs),
+               rt.i32(a.d), rt.ptr(a.kd.raw), rt.ptr(sd), rt.ptr(a.y), rt.ptr(grid)), shared_mem=smem, pdl=True)
     return a.y
 
 

@@ -26,10 +26,17 @@ from sparkops_cupy._policies import iq1s_experts_passes  # noqa: E402
 from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8_iq1s as experts  # noqa: E402
 from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s as experts_h8  # noqa: E402
 from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s_sg as experts_h8_sg  # noqa: E402
+from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s_staged as experts_staged  # noqa: E402
+from sparkops_cupy.moe_experts_iq1s import (  # noqa: E402
+    moe_experts_rowwarp_pdl_q8h_iq1s_staged_pair as experts_staged_pair)
 
-#: the implementations: the pair of 16-row blocks, the one whose gate/up writes the hidden vector in Q8, and that one
-#: with the grid in shared memory (session 51)
-FORMS = {"q8": experts, "q8h": experts_h8, "q8h_sg": experts_h8_sg}
+#: the implementations: the pair of 16-row blocks, the one whose gate/up writes the hidden vector in Q8, and (session
+#: 51) that one with the grid in shared memory, with its down's rows and hidden vector staged too, and that with a
+#: gate/up of two octets a row
+FORMS = {"q8": experts, "q8h": experts_h8, "q8h_sg": experts_h8_sg, "staged": experts_staged,
+         "staged_pair": experts_staged_pair}
+#: the forms that claim the q8h pair's bits
+Q8H_BITS = ("q8h_sg", "staged")
 
 DEV = torch.device("cuda")
 
@@ -143,12 +150,25 @@ def test_a_few_tokens_are_each_their_own_one_token_call(form):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("d,f,e,k,fs", [(2304, 1024, 256, 8, 1024), (512, 256, 6, 3, 512), (1280, 768, 9, 5, 0),
                                         (2304, 256, 4, 1, 1024)])
-def test_the_shared_grid_pair_gives_the_q8h_pairs_bits(dtype, d, f, e, k, fs):
-    """The nibble grid's sums and its down of 8 rows a block: each output the same arithmetic (kernels/moe_iq1s_q8.cu),
-    so the same bits. D is a multiple of 256 (gate/up's rows are whole super-blocks), so the down's blocks of 8 rows are
-    always whole; (2304, 256) is a hidden vector of one super-block a slot."""
+@pytest.mark.parametrize("form", Q8H_BITS)
+def test_the_shared_grid_forms_give_the_q8h_pairs_bits(dtype, d, f, e, k, fs, form):
+    """The nibble grid's sums, a down of 8 rows a block, its rows and hidden vector staged or not: each output the same
+    arithmetic (kernels/moe_iq1s_q8.cu), so the same bits. D is a multiple of 256 (gate/up's rows are whole
+    super-blocks), so the down's blocks of 8 rows are always whole; (2304, 256) is a hidden vector of one super-block a
+    slot, (1280, 768, ..., 0) one without a shared expert."""
     x, weights, ids, w = args(d + f + k + 11, d, f, e, k, fs, dtype=dtype)
-    got = experts_h8_sg(x, weights, ids, **w)
+    got = FORMS[form](x, weights, ids, **w)
     assert torch.equal(got, experts_h8(x, weights, ids, **w))
     assert torch.isfinite(got).all()
+
+
+def test_the_staged_down_takes_the_most_experts_a_token():
+    """MAX_K routed experts: the staged down's shared memory holds MAX_K slots of 8 rows (the 48B's widths)."""
+    from sparkops_cupy.moe_experts_iq1s import MAX_K
+
+    x, weights, ids, w = args(29, 2304, 1024, 64, MAX_K, 1024, dtype=torch.bfloat16)
+    got = experts_staged(x, weights, ids, **w)
+    assert torch.equal(got, experts_h8(x, weights, ids, **w))
+    assert nmse(got, reference(x, weights, ids, w)) <= max(rule_for("moe_experts", "act_q8").limit,
+                                                          rule_for("moe_experts", "bf16").limit)
 

@@ -126,7 +126,10 @@ __device__ __forceinline__ void down_q8_iq1_s(const float* __restrict__ h, const
 // a fixed order. 576 blocks for the 48B's 2304 outputs.
 // SG (session 51, cupy_rowwarp_pdl_q8h_iq1s_sg): the grid from shared memory, the nibble grid (table) copied in first
 // with the first rows (iq1s_q8.cuh's header); the same bits. Otherwise table is the global grid (uint2 rows).
-template <int DT, bool SG>
+// PAIR (session 51, cupy_rowwarp_pdl_q8h_iq1s_staged_pair, with SG): two octets a row, the even and the odd
+// super-blocks, their sums added (a + b: the same bits whichever lane adds), in 16 warps: Nsight Compute put the
+// shared-grid gate/up at 26% achieved occupancy, its 288 blocks of 8 warps about two an SM. Other sums: act_q8's claim.
+template <int DT, bool SG, bool PAIR = false>
 __device__ __forceinline__ void gateup_q8h_iq1_s(const void* __restrict__ x, const i64* __restrict__ ids, int K, int E,
                                                  int F, int Fs, int D, const u8* __restrict__ w_gate,
                                                  const u8* __restrict__ w_up, const u8* __restrict__ s_gate,
@@ -165,16 +168,31 @@ __device__ __forceinline__ void gateup_q8h_iq1_s(const void* __restrict__ x, con
     q8_stage<DT>(x, D, xq, dx, s16);
     cp_async_wait_all();
     __syncthreads();
-    const int local = (tid >> 5) * 4 + (lane >> 3);  // the block's octet, 0..31: its hidden row
     float g, u;
-    if constexpr (SG) {
-        g = iq1s_octet_sum(iq1s_q8_row(sg + local * rb, nsb, o, xq, dx, s16, 0, (const u32*)sgrid));
-        u = iq1s_octet_sum(iq1s_q8_row(su + local * rb, nsb, o, xq, dx, s16, 0, (const u32*)sgrid));
+    if constexpr (PAIR) {
+        static_assert(SG, "the paired gate/up reads the grid from shared memory");
+        const int slot = tid >> 3, local = slot >> 1;  // the block's octet, 0..63; its hidden row, 0..31
+        g = u = 0.0f;
+        for (int sb = slot & 1; sb < nsb; sb += 2) {
+            g += iq1s_q8_block(sg + local * rb + sb * IQ1S_SBB, o, xq, dx, s16, 8 * sb + o, (const u32*)sgrid);
+            u += iq1s_q8_block(su + local * rb + sb * IQ1S_SBB, o, xq, dx, s16, 8 * sb + o, (const u32*)sgrid);
+        }
+        g = iq1s_octet_sum(g);
+        u = iq1s_octet_sum(u);
+        g += __shfl_xor_sync(0xffffffffu, g, 8);  // and the pair's: even + odd super-blocks
+        u += __shfl_xor_sync(0xffffffffu, u, 8);
+        if (o == 0 && (slot & 1) == 0) hv[local] = valid ? iq_silu(g) * u : QNAN;
     } else {
-        g = iq1s_octet_sum(iq1s_q8_row(sg + local * rb, nsb, o, xq, dx, s16, 0, (const uint2*)table));
-        u = iq1s_octet_sum(iq1s_q8_row(su + local * rb, nsb, o, xq, dx, s16, 0, (const uint2*)table));
+        const int local = (tid >> 5) * 4 + (lane >> 3);  // the block's octet, 0..31: its hidden row
+        if constexpr (SG) {
+            g = iq1s_octet_sum(iq1s_q8_row(sg + local * rb, nsb, o, xq, dx, s16, 0, (const u32*)sgrid));
+            u = iq1s_octet_sum(iq1s_q8_row(su + local * rb, nsb, o, xq, dx, s16, 0, (const u32*)sgrid));
+        } else {
+            g = iq1s_octet_sum(iq1s_q8_row(sg + local * rb, nsb, o, xq, dx, s16, 0, (const uint2*)table));
+            u = iq1s_octet_sum(iq1s_q8_row(su + local * rb, nsb, o, xq, dx, s16, 0, (const uint2*)table));
+        }
+        if (o == 0) hv[local] = valid ? iq_silu(g) * u : QNAN;
     }
-    if (o == 0) hv[local] = valid ? iq_silu(g) * u : QNAN;
     __syncthreads();
     if (tid < 32) {  // warp 0 quantizes the block's 32 hidden values: one Q8 block
         const float v = hv[lane];
@@ -253,6 +271,73 @@ __device__ __forceinline__ void down_q8h_iq1_s(const u8* __restrict__ hbytes, co
     acc += __shfl_xor_sync(0xffffffffu, acc, 8);  // the octets' sums: (0 + 1) + (2 + 3), the same order in every lane
     acc += __shfl_xor_sync(0xffffffffu, acc, 16);
     if (lane == 0 && row < D) store_act(y, row, DT, acc);
+}
+
+// lane o's sub-block of one super-block (at blk, in shared memory) dotted with the hidden vector's Q8 block q staged in
+// shared memory as gate/up wrote it (codes hq, scales hd, code sums hs), the grid from shared memory: iq1s_h8_block's
+// arithmetic
+__device__ __forceinline__ float iq1s_hs_block(const u8* blk, int o, const u8* hq, const float* hd, const int* hs,
+                                               int q, const u32* sgrid) {
+    const u32 qs = ld_u32_a2(blk + 2 + 4 * o), qh = ld_u16(blk + 34 + 2 * o);
+    const int4 xa = *(const int4*)(hq + 32 * q), xb = *(const int4*)(hq + 32 * q + 16);
+    return iq1s_scaled(iq1s_grid_dot(qs, qh, xa, xb, sgrid), ld_f16(blk), qh, hd[q], hs[q], iq1s_delta(qh, sgrid));
+}
+
+// The staged down (session 51: cupy_rowwarp_pdl_q8h_iq1s_staged and _staged_pair), after Nsight Compute on the
+// shared-grid pair: its down ran 25.5 us at 4.9% of DRAM, its warps stalled 18 of 23 cycles on global loads (each warp
+// read its rows 6 bytes a lane at a time, and the hidden codes again through L2: 2304 warps x 9 KB). A block of WARPS
+// output rows copies by cp.async, before the wait, the nibble grid and the shared expert's rows, and after it every
+// slot's rows and the whole Q8 hidden vector (codes, scales, sums: H + H / 4 bytes, the layout gate/up wrote); then each
+// warp dots its row as down_q8h_iq1_s does (an octet a slot, the same sums in the same order): its bits.
+// hbytes, ids, weights, w_down, s_down, y as down_q8h_iq1_s's; nib the nibble grid. Shared memory: the grid, the hidden
+// vector, WARPS shared-expert rows, K slots' WARPS rows. 32 WARPS threads; grid ceil(D / WARPS).
+template <int DT, int WARPS>
+__device__ __forceinline__ void down_q8hs_iq1_s(const u8* __restrict__ hbytes, const i64* __restrict__ ids,
+                                                const float* __restrict__ weights, int K, int E, int F, int Fs, int D,
+                                                const u8* __restrict__ w_down, const u8* __restrict__ s_down,
+                                                void* __restrict__ y, const u32* __restrict__ nib) {
+    extern __shared__ __align__(16) u8 mq_smem[];
+    const int H = K * F + Fs, tid = threadIdx.x, lane = tid & 31, o = lane & 7, oct = lane >> 3;
+    const int nf = F >> 8, nfs = Fs >> 8;
+    const i64 rb = (i64)nf * IQ1S_SBB, rbs = (i64)nfs * IQ1S_SBB, r0 = (i64)blockIdx.x * WARPS;
+    const int rows = (int)min((i64)WARPS, (i64)D - r0);
+    u32* sgrid = (u32*)mq_smem;
+    u8* hq = mq_smem + IQ1S_NIB_BYTES;  // H codes, then H / 32 scales and H / 32 sums (H a multiple of 256)
+    const float* hd = (const float*)(hq + H);
+    const int* hs = (const int*)(hd + (H >> 5));
+    u8* ss = hq + H + (H >> 2);  // the shared expert's rows (16-byte aligned), then slot s's at sw + s WARPS rb
+    u8* sw = ss + WARPS * rbs;   // WARPS rbs = 50 WARPS nfs bytes: aligned for WARPS a multiple of 8
+    iq1s_grid_copy(nib, sgrid);  // constants: before the wait
+    if (Fs) iq1s_copy_range(s_down + r0 * rbs, rows * rbs, ss);
+    cp_async_commit();
+    pdl_launch_dependents();
+    pdl_wait();  // the hidden vector is gate/up's output, ids and weights the router's
+    iq1s_copy_range(hbytes, (i64)H + (H >> 2), hq);
+    for (int s = 0; s < K; ++s) {
+        bool valid;
+        const i64 e = iq_expert(ids, s, E, valid);
+        iq1s_copy_range(w_down + (e * D + r0) * rb, rows * rb, sw + s * WARPS * rb);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    const int local = tid >> 5;  // the block's warp: its output row
+    const bool ok = local < rows;  // a warp past the end dots row 0 and writes nothing
+    const int row = ok ? local : 0;
+    float acc = 0.0f;
+    for (int s = oct; s < K + (Fs ? 1 : 0); s += 4) {  // this octet's slots; slot K is the shared expert
+        const bool routed = s < K;
+        const int n = routed ? nf : nfs;
+        const u8* r = routed ? sw + (s * WARPS + row) * rb : ss + row * rbs;
+        const int q0 = s * (F >> 5);  // the slot's first Q8 block of h (the shared expert's after the routed)
+        float part = 0.0f;
+        for (int sb = 0; sb < n; ++sb) part += iq1s_hs_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, sgrid);
+        acc += routed ? __ldcg(weights + s) * part : part;
+    }
+    acc = iq1s_octet_sum(acc);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 8);  // the octets' sums: (0 + 1) + (2 + 3), the same order in every lane
+    acc += __shfl_xor_sync(0xffffffffu, acc, 16);
+    if (lane == 0 && ok) store_act(y, r0 + local, DT, acc);
 }
 
 #define GATE_UP_IQ1S_ARGS                                                                                          \
@@ -376,4 +461,34 @@ extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hsgpdl_bf16(DO
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hsgpdl_f16(DOWN_H8SG_ARGS) {
     down_q8h_iq1_s<DT_F16, true, 8>(DOWN_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(512) moe_iq1_s_gateupq8hpairsgpdl_f32(GATE_UP_H8SG_ARGS) {
+    gateup_q8h_iq1_s<DT_F32, true, true>(GATE_UP_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(512) moe_iq1_s_gateupq8hpairsgpdl_bf16(GATE_UP_H8SG_ARGS) {
+    gateup_q8h_iq1_s<DT_BF16, true, true>(GATE_UP_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(512) moe_iq1_s_gateupq8hpairsgpdl_f16(GATE_UP_H8SG_ARGS) {
+    gateup_q8h_iq1_s<DT_F16, true, true>(GATE_UP_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hstagedpdl_f32(DOWN_H8SG_ARGS) {
+    down_q8hs_iq1_s<DT_F32, 8>(DOWN_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hstagedpdl_bf16(DOWN_H8SG_ARGS) {
+    down_q8hs_iq1_s<DT_BF16, 8>(DOWN_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hstagedpdl_f16(DOWN_H8SG_ARGS) {
+    down_q8hs_iq1_s<DT_F16, 8>(DOWN_H8SG_PASS);
 }
