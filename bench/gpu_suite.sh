@@ -4543,11 +4543,14 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
   # same way over that
   [ "$(marker $DONE/gpu-tests-iq1s)" = 0 ] && [ -s $DJ/probe-iq1s.json ] \
     || { log "decode131k-iq1s-gemv: left out (probe_iq1s's GPU tests and figures first: name probe_iq1s before it)"; continue; }
-  IQ1S_BEST=$(python3 bench/probes/iq1s_ops.py --best $DJ/probe-iq1s.json linear cupy_rowwarp_pdl_q8_iq1s \
-      cupy_rowwarp_pdl_q8_iq1s_short cupy_rowwarp_pdl_q8_iq1s_sg cupy_rowwarp_pdl_q8_iq1s_sg_short --above 1) \
+  # SUITE_IQ1S_LINEAR=NAME pins the GEMV form (the one a rung already won with: its registry is then the experts'
+  # base whatever this call's probe ranks first among near-equal forms); otherwise the probe's fastest
+  IQ1S_BEST=$(python3 bench/probes/iq1s_ops.py --best $DJ/probe-iq1s.json linear \
+      ${SUITE_IQ1S_LINEAR:-cupy_rowwarp_pdl_q8_iq1s cupy_rowwarp_pdl_q8_iq1s_short cupy_rowwarp_pdl_q8_iq1s_sg \
+      cupy_rowwarp_pdl_q8_iq1s_sg_short} --above 1) \
     || { log "decode131k-iq1s-gemv: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
   read -r IQ1S_LIN IQ1S_EXPECT <<< "$IQ1S_BEST"  # "IMPL linear@IQ1_S=FACTOR"
-  log "rungs_iq1s: linear@IQ1_S=$IQ1S_LIN, the fastest Q8 form per op ($IQ1S_EXPECT)"
+  log "rungs_iq1s: linear@IQ1_S=$IQ1S_LIN, ${SUITE_IQ1S_LINEAR:+pinned by SUITE_IQ1S_LINEAR}${SUITE_IQ1S_LINEAR:-the fastest Q8 form per op} ($IQ1S_EXPECT)"
   now_step rungs_iq1s || continue
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
   IQ1S_REG=${NOW_REG%.toml}-iq1s.toml

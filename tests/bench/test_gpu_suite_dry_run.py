@@ -4190,6 +4190,19 @@ def test_rungs_iq1s_leaves_out_a_rung_its_probe_has_slower_per_op(tmp_path):
     assert not any("moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s" in c for c in calls)
 
 
+def test_rungs_iq1s_takes_a_pinned_gemv_form_over_the_probes_fastest(tmp_path):
+    """SUITE_IQ1S_LINEAR: the form a rung already won with stays the experts' base, whatever the probe ranks first."""
+    _iq1s_probe_on_machine(tmp_path, experts_us=25.0)
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
+           "SUITE_IQ1S_LINEAR": "cupy_rowwarp_pdl_q8_iq1s"}
+    log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)
+    assert "rungs_iq1s: linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s, pinned by SUITE_IQ1S_LINEAR (linear@IQ1_S=1.5000)" in log
+    bench = [c for c in calls if c.startswith("bench decode")]
+    q8i = tmp_path / "machine" / "cuda-s22-all-iq1s-q8_iq1s.toml"
+    assert "--expect linear@IQ1_S=1.5000" in bench[0] and f"--vs {q8i} " in bench[0], bench[0]
+    assert f"--registry {q8i} " in bench[1], bench[1]
+
+
 def test_rungs_iq1s_waits_for_the_probe_s_tests_and_figures(tmp_path):
     log, calls = _suite(tmp_path, "rungs_iq1s")
     assert "decode131k-iq1s-gemv: left out (probe_iq1s's GPU tests and figures first" in log
