@@ -4550,7 +4550,8 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
       cupy_rowwarp_pdl_q8_iq1s_sg_short} --above 1) \
     || { log "decode131k-iq1s-gemv: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
   read -r IQ1S_LIN IQ1S_EXPECT <<< "$IQ1S_BEST"  # "IMPL linear@IQ1_S=FACTOR"
-  log "rungs_iq1s: linear@IQ1_S=$IQ1S_LIN, ${SUITE_IQ1S_LINEAR:+pinned by SUITE_IQ1S_LINEAR}${SUITE_IQ1S_LINEAR:-the fastest Q8 form per op} ($IQ1S_EXPECT)"
+  IQ1S_WHY="the fastest Q8 form per op"; [ -n "${SUITE_IQ1S_LINEAR:-}" ] && IQ1S_WHY="pinned by SUITE_IQ1S_LINEAR"
+  log "rungs_iq1s: linear@IQ1_S=$IQ1S_LIN, $IQ1S_WHY ($IQ1S_EXPECT)"
   now_step rungs_iq1s || continue
   [ -f $M1 ] || run synth48-iq1s 150 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
   IQ1S_REG=${NOW_REG%.toml}-iq1s.toml
