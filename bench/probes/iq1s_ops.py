@@ -4,9 +4,10 @@ showed).
 
 Why. At 131072 the Q4_K step runs 490.9 tok/s and the IQ1_S step 317.4 (H200, session 43), though IQ1_S carries a third
 of Q4_K's weight bytes: every IQ1_S weight kernel of the step is older than the Q4_K ones the ladder tuned. Its linears
-go to cupy_float (the step's Q4_K GEMV passes every other type there by its stated policy: float activations,
-`_streamed`), its experts to triton_prefetch (session 25's fix, chosen as the kernel that read the blocks at all, never
-timed against another). Registered implementations that might serve IQ1_S faster exist and have never been timed on it
+go to the registry's default linear, triton_lastblock (the step's by-type entries name Q4_K and Q6_K only; sessions
+50-51 first read the Q4_K entry's policy target, cupy_float, for it, until a diagnosis showed the Triton GEMV), its
+experts to triton_prefetch (session 25's fix, chosen as the kernel that read the blocks at all, never timed against
+another). Registered implementations that might serve IQ1_S faster exist and have never been timed on it
 in the step's shapes: cupy_dp4a (Q8 activations and __dp4a over the IQ1_S grid), the Triton GEMVs, and (session 50)
 cupy_rowwarp_pdl_q8_iq1s for both ops, the Q4_K step's Q8 row-copy form over the IQ1_S grid. Each is a registry swap
 away from a rung (`linear@IQ1_S`, `moe_experts@IQ1_S` by_type entries) if it is faster; if none is, the IQ1_S row needs
@@ -40,20 +41,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tomllib
 from dataclasses import asdict, dataclass
 
 #: the implementations timed by default: the step's own (the first of each op) and the registered ones that serve an
 #: IQ1_S weight with their own kernels (the row-warp Q4_K GEMVs pass it to cupy_float by their stated policy)
-IMPLS = {"linear": ("cupy_rowwarp_pdl_q8_tall_xr", "cupy_float", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s",
+IMPLS = {"linear": ("triton_lastblock", "cupy_float", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s",
                     "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg",
                     "cupy_rowwarp_pdl_q8_iq1s_sg_short",
                     "triton", "triton_prefetch", "triton_pdl"),
          "moe_experts": ("triton_prefetch", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s",
                          "cupy_rowwarp_pdl_q8h_iq1s_sg", "cupy_rowwarp_pdl_q8h_iq1s_staged",
                          "cupy_rowwarp_pdl_q8h_iq1s_staged_pair", "triton", "triton_flat", "triton_lastblock")}
-#: what the IQ1_S step runs now (s55's registry with moe_experts@IQ1_S=triton_prefetch, bench/gpu_suite.sh's
-#: frontier131k): linear@Q4_K's implementation takes the IQ1_S calls and passes them on by its policy
-NOW = {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"}
+#: what the IQ1_S step runs (s55's registry with moe_experts@IQ1_S=triton_prefetch, bench/gpu_suite.sh's
+#: frontier131k), read from that registry (`now_from_registry`; tests/bench/test_iq1s_ops_probe.py checks it against
+#: the carried one): the linear op's default, triton_lastblock, takes IQ1_S, since the step's by-type entries name only
+#: Q4_K and Q6_K. Sessions 50-51 had cupy_float here (the Q4_K entry's policy target) until session 51's diagnosis
+#: showed the Triton GEMV kernel taking the IQ1_S calls; `--registry` reads it from the step's own file instead.
+NOW = {"linear": "triton_lastblock", "moe_experts": "triton_prefetch"}
 #: the IQ1_S step's figure at 131072 that the forecast starts from (H200, session 43, rungs57's frontier131k)
 BASE_TOK_S = 317.4
 
@@ -84,6 +89,19 @@ def kernels(cfg) -> list[Kernel]:
             Kernel("dense_gu", "linear", 2 * cfg.intermediate_size, d, cfg.first_k_dense, "dense gate|up merged"),
             Kernel("dense_down", "linear", d, cfg.intermediate_size, cfg.first_k_dense, "dense down"),
             Kernel("experts", "moe_experts", 0, 0, moe, "routed top-8 + shared expert")]
+
+
+def now_from_registry(registry: dict, device: str = "cuda") -> dict[str, str]:
+    """What a registry (a loaded registry file) runs for IQ1_S weights on device, per op of IMPLS: the op's IQ1_S
+    by-type entry, else its default. ValueError naming the op the registry does not select on device."""
+    out = {}
+    for op in IMPLS:
+        sel = registry.get("ops", {}).get(op, {}).get(device, {})
+        impl = sel.get("by_type", {}).get("IQ1_S", {}).get("impl") or sel.get("impl")
+        if not impl:
+            raise ValueError(f"the registry selects no {op} on {device}")
+        out[op] = impl
+    return out
 
 
 def forecast(rows: dict, kinds: list[Kernel], now: dict[str, str], base_tok_s: float) -> dict:
@@ -201,6 +219,8 @@ def parse(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     ap.add_argument("--only", action="append", metavar="NAME", help=f"time this kernel alone ({', '.join(names)})")
     ap.add_argument("--impl", action="append", metavar="OP=NAME", default=[],
                     help="time this implementation too (linear=... or moe_experts=...)")
+    ap.add_argument("--registry", metavar="FILE",
+                    help="the step's registry: what it runs for IQ1_S is the forecast's 'now' (default: NOW)")
     ap.add_argument("--replays", type=int, default=15, help="graph replays a figure (the median is kept)")
     ap.add_argument("--base-tok-s", type=float, default=BASE_TOK_S,
                     help=f"the IQ1_S step's tok/s the forecast starts from (default {BASE_TOK_S}: H200, 131072)")
@@ -276,7 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     from sparkops.plugins import load_catalog
 
     catalog = load_catalog()
-    impls = {op: list(names) for op, names in IMPLS.items()}
+    now = dict(NOW)
+    if args.registry:
+        try:
+            with open(args.registry, "rb") as f:
+                now = now_from_registry(tomllib.load(f))
+        except (OSError, tomllib.TOMLDecodeError, ValueError) as exc:
+            print(f"iq1s_ops probe: --registry {args.registry}: {exc}", file=sys.stderr)
+            return 2
+    impls = {op: [now[op]] + [n for n in names if n != now[op]] for op, names in IMPLS.items()}
     for spec in args.impl:
         op, _, name = spec.partition("=")
         if name not in catalog.implementations(op):
@@ -295,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkops.gate.tolerances import OP_RULES
     from sparkops_cupy._workloads import _positional, describe, time_op
     dev = torch.device("cuda", torch.cuda.current_device())
-    results = {"device": torch.cuda.get_device_name(dev), "now": NOW, "kernels": {}, "timed": {}}
+    results = {"device": torch.cuda.get_device_name(dev), "now": now, "kernels": {}, "timed": {}}
     failed = []
     for k in kinds:
         if args.only and k.name not in args.only:
@@ -335,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         del sets
         torch.cuda.empty_cache()
     try:
-        results["forecast"] = forecast(results["timed"], [k for k in kinds if k.name in results["timed"]], NOW,
+        results["forecast"] = forecast(results["timed"], [k for k in kinds if k.name in results["timed"]], now,
                                        args.base_tok_s)
     except ValueError as exc:  # the figures are still written: the forecast is the part that cannot stand
         results["forecast"] = {"error": str(exc), "per_kernel": {}}

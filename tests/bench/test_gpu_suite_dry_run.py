@@ -4168,10 +4168,10 @@ def _iq1s_probe_on_machine(tmp_path, experts_us: float) -> None:
     (tmp_path / "machine" / "suite-done" / "gpu-tests-iq1s").write_text("0\n")
     (tmp_path / "machine" / "suite-diag").mkdir(parents=True)
     row = {"us": 1.0, "ok": True}
-    probe = {"now": {"linear": "cupy_rowwarp_pdl_q8_tall_xr", "moe_experts": "triton_prefetch"},
+    probe = {"now": {"linear": "triton_lastblock", "moe_experts": "triton_prefetch"},
              "kernels": {"kda_qkv": {"name": "kda_qkv", "op": "linear", "calls": 20},
                          "experts": {"name": "experts", "op": "moe_experts", "calls": 26}},
-             "timed": {"kda_qkv": {"cupy_rowwarp_pdl_q8_tall_xr": {**row, "us": 12.0},
+             "timed": {"kda_qkv": {"triton_lastblock": {**row, "us": 12.0},
                                    "cupy_rowwarp_pdl_q8_iq1s": {**row, "us": 8.0},
                                    "cupy_rowwarp_pdl_q8_iq1s_sg": {**row, "us": 6.0},
                                    "cupy_rowwarp_pdl_q8_iq1s_sg_short": {"us": 1.0, "ok": False}},

@@ -32,6 +32,33 @@ def test_every_named_implementation_is_registered_for_its_op_on_cuda(probe):
             assert "cuda" in impl.devices, f"{op}={name} does not run on CUDA"
 
 
+def test_now_is_what_the_carried_iq1s_step_registry_runs_for_iq1s(probe):
+    """The forecast's "now" is the IQ1_S step's own selection (sessions 50-51 had it wrong: cupy_float, the Q4_K
+    entry's policy target, where the registry's default linear took IQ1_S): read from the registry the suite carries."""
+    import tarfile
+    import tomllib
+    from pathlib import Path
+
+    with tarfile.open(Path(__file__).parents[2] / "bench" / "carry" / "registries.tgz") as tar:
+        reg = tomllib.load(tar.extractfile("cuda-s55-stack-iq1s.toml"))
+    assert probe.now_from_registry(reg) == probe.NOW
+    won = {"ops": {"linear": {"cuda": {"impl": "triton_lastblock",
+                                       "by_type": {"IQ1_S": {"impl": "cupy_rowwarp_pdl_q8_iq1s_sg_short"}}}},
+                   "moe_experts": {"cuda": {"impl": "triton_prefetch"}}}}
+    assert probe.now_from_registry(won) == {"linear": "cupy_rowwarp_pdl_q8_iq1s_sg_short",
+                                            "moe_experts": "triton_prefetch"}
+    with pytest.raises(ValueError, match="selects no moe_experts on cuda"):
+        probe.now_from_registry({"ops": {"linear": {"cuda": {"impl": "triton"}}}})
+
+
+def test_a_registry_it_cannot_read_is_refused_by_name(probe, tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[ops.linear.cuda]\nimpl = 'triton'\n")
+    assert probe.main(["--registry", str(bad)]) == 2
+    assert "--registry" in (err := capsys.readouterr().err) and "selects no moe_experts on cuda" in err
+    assert probe.main(["--registry", str(tmp_path / "none.toml")]) == 2
+
+
 def _row(us, ok=True):
     return {"us": us, "ok": ok}
 
