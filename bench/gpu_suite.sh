@@ -181,10 +181,11 @@
 #                 figure in the fused gates' record; each after its GPU tests and its captured gate
 #     proofs25    those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane
 #                 beside rungs25
-#     rungs_iq1s  session 50's IQ1_S rungs at 131072: the IQ1_S step's GEMVs on cupy_rowwarp_pdl_q8_iq1s
-#                 (linear@IQ1_S) over the step now with the IQ1_S experts on triton_prefetch, then its experts on
-#                 cupy_rowwarp_pdl_q8h_iq1s (moe_experts@IQ1_S) over that where the probe has them faster per op, after probe_iq1s's GPU tests and figures (each --expect the
-#                 probe's calls-weighted factor; each base diagnosed at 131072)
+#     rungs_iq1s  sessions 50-51's IQ1_S rungs at 131072, after probe_iq1s's GPU tests and figures: the IQ1_S
+#                 step's GEMVs on the fastest Q8 form per op (linear@IQ1_S; SUITE_IQ1S_LINEAR pins one) over the step
+#                 now with the IQ1_S experts on triton_prefetch, then its experts on the fastest Q8 pair per op
+#                 (moe_experts@IQ1_S) over that; each left out where no form is faster per op, each --expect the
+#                 probe's calls-weighted factor, each base diagnosed at 131072
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     frontier_now  issue #10's rows at 0 and 32768 under the step now (the newest rung SUITE_TIMED or this machine
@@ -946,6 +947,16 @@
 # fresh):
 #     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
 #     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""
+# Session 51 (bench/gpu-runs/2026-12-07-session51/README.md, H100): the IQ1_S grid in shared memory (the nibble grid,
+# the same bits); rungs_iq1s WON with linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s_sg_short at 131072 (x1.173 / x1.151; H100
+# IQ1_S frontier 368.9). The IQ1_S GEMVs had run on triton_lastblock (the registry's default linear), not cupy_float:
+# probe_iq1s's NOW is corrected. The staged experts (moe_experts=cupy_rowwarp_pdl_q8h_iq1s_staged_pair) x1.45 per op,
+# gate-proven, not yet a rung. Next, two calls (a fresh one reaches the won step's diagnosis in ~470 s):
+#     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
+#     export SUITE_IQ1S_LINEAR=cupy_rowwarp_pdl_q8_iq1s_sg_short SUITE_SKIP="diagnose-iq1s-131k decode131k-iq1s-gemv"
+#     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""   # fresh: probe, swaps, the GEMV step's diagnosis
+#     bash bench/gpu_lanes.sh 420 "rungs_iq1s" ""              # warm: the experts pair over the won GEMV step
+#   On an H200, leave decode131k-iq1s-gemv out of SUITE_SKIP (the GEMV rung's first H200 figures).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
