@@ -95,6 +95,10 @@ IMPLEMENTATIONS = [
     ("linear", "cupy_rowwarp_pdl_q8_iq1s_sg_short", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_sg_short",
      bit_identical(to="cupy_rowwarp_pdl_q8_iq1s_short"), ("linear.cu", "linear_iq1s_q8.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # per shape the faster of the global-grid 16-row form and the shared-grid short form (session 51): their sums
+    ("linear", "cupy_rowwarp_pdl_q8_iq1s_sg_mixed", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_sg_mixed",
+     tolerance("act_q8"), ("linear.cu", "linear_iq1s_q8.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
     # one token's IQ1_S experts on Q8 activations (session 50): the IQ1_S GEMV's form for gate/up and down
     ("moe_experts", "cupy_rowwarp_pdl_q8_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8_iq1s",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
@@ -114,6 +118,10 @@ IMPLEMENTATIONS = [
     # and with a gate/up of two octets a row (session 51): other sums
     ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_staged_pair",
      "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_staged_pair",
+     tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # and with the down's (slot, super-block) pairs dealt over a row's octets (session 51): other sums
+    ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_staged_flat",
+     "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_staged_flat",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
     # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
     ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
@@ -285,10 +293,11 @@ POLICIES = {
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     **{("linear", n): "sparkops_cupy._policies:iq1s_gemv_passes"
        for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg",
-                 "cupy_rowwarp_pdl_q8_iq1s_sg_short")},
+                 "cupy_rowwarp_pdl_q8_iq1s_sg_short", "cupy_rowwarp_pdl_q8_iq1s_sg_mixed")},
     **{("moe_experts", n): "sparkops_cupy._policies:iq1s_experts_passes"
        for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s", "cupy_rowwarp_pdl_q8h_iq1s_sg",
-                 "cupy_rowwarp_pdl_q8h_iq1s_staged", "cupy_rowwarp_pdl_q8h_iq1s_staged_pair")},
+                 "cupy_rowwarp_pdl_q8h_iq1s_staged", "cupy_rowwarp_pdl_q8h_iq1s_staged_pair",
+                 "cupy_rowwarp_pdl_q8h_iq1s_staged_flat")},
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
        for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},

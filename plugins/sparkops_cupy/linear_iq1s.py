@@ -17,6 +17,10 @@
   Nsight Compute put the first at 67% L1/TEX throughput and 11% of DRAM; a warp's gather of 32 random rows of the
   global table is ~25 L1 wavefronts, the same gather from shared memory one request (kernels/iq1s_q8.cuh).
 
+- "cupy_rowwarp_pdl_q8_iq1s_sg_mixed" (session 51, after the calls): per weight shape the form GPU session 51's probe
+  timed fastest on an H100: short weights of at most MIXED_GLOBAL_MAX_K inputs (the o_proj) on the global grid, 16
+  rows a block (cupy_rowwarp_pdl_q8_iq1s's kernel); everything else as cupy_rowwarp_pdl_q8_iq1s_sg_short.
+
 Kept apart from linear.py so that the records of that module's implementations, whose sources it is, do not change.
 """
 
@@ -64,6 +68,27 @@ def linear_rowwarp_pdl_q8_iq1s_sg_short(x, weight):
     """Implementation "cupy_rowwarp_pdl_q8_iq1s_sg_short": cupy_rowwarp_pdl_q8_iq1s_short with the IQ1_S grid read
     from shared memory, its bits; every other call by the same stated policy."""
     return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S, _launch_sg_short)
+
+
+#: the most inputs a short weight (under ROWWARP_TALL_ROWS rows) may have for cupy_rowwarp_pdl_q8_iq1s_sg_mixed to
+#: read the grid from global memory: GPU session 51 (H100) timed the o_proj (2304 x 4096) at 6.54 µs so against
+#: 8.40 from shared memory, and the dense down (2304 x 9216) at 23.95 against 13.71
+MIXED_GLOBAL_MAX_K = 4096
+
+
+def linear_rowwarp_pdl_q8_iq1s_sg_mixed(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_iq1s_sg_mixed": per shape the faster of cupy_rowwarp_pdl_q8_iq1s (short
+    weights of at most MIXED_GLOBAL_MAX_K inputs) and cupy_rowwarp_pdl_q8_iq1s_sg_short (everything else), each
+    shape's bits those of the form it runs; every other call by the same stated policy."""
+    return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S, _launch_mixed)
+
+
+def _launch_mixed(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:
+    """launch_iq1s_q8 in the form linear_rowwarp_pdl_q8_iq1s_sg_mixed names for [n, k]."""
+    if n < ROWWARP_TALL_ROWS and k <= MIXED_GLOBAL_MAX_K:
+        launch_iq1s_q8(x, code, kw, n, k, y)
+    else:
+        _launch_sg_short(x, code, kw, n, k, y)
 
 
 def _launch_short(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:

@@ -21,6 +21,8 @@
   shared-grid down's warps stalled 18 of 23 cycles on their global loads), bit for bit cupy_rowwarp_pdl_q8h_iq1s.
 - "cupy_rowwarp_pdl_q8h_iq1s_staged_pair" (session 51): that with a gate/up of two octets a row (16 warps a block: the
   shared-grid gate/up ran at 26% achieved occupancy, about two blocks an SM); other sums, act_q8's claim.
+- "cupy_rowwarp_pdl_q8h_iq1s_staged_flat" (session 51, after the calls): that with the down's (slot, super-block)
+  pairs dealt over a row's octets in turn; act_q8's claim.
 
 Kept apart from moe_experts.py so that the records of that module's implementations, whose sources it is, do not
 change.
@@ -59,7 +61,10 @@ SG_DOWN_WARPS = 8
 H8_FORMS = {"plain": ("gateupq8hpdl", 256, "downq8hpdl", 4, False),
             "sg": ("gateupq8hsgpdl", 256, "downq8hsgpdl", SG_DOWN_WARPS, True),
             "staged": ("gateupq8hsgpdl", 256, "downq8hstagedpdl", SG_DOWN_WARPS, True),
-            "staged_pair": ("gateupq8hpairsgpdl", 512, "downq8hstagedpdl", SG_DOWN_WARPS, True)}
+            "staged_pair": ("gateupq8hpairsgpdl", 512, "downq8hstagedpdl", SG_DOWN_WARPS, True),
+            "staged_flat": ("gateupq8hpairsgpdl", 512, "downq8hflatpdl", SG_DOWN_WARPS, True)}
+#: the downs that stage their rows and the hidden vector in shared memory
+STAGED_DOWNS = ("downq8hstagedpdl", "downq8hflatpdl")
 
 
 def iq1s_serves(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> bool:
@@ -126,6 +131,14 @@ def moe_experts_rowwarp_pdl_q8h_iq1s_staged_pair(x, weights, ids, w_gate, w_up, 
                    s_down)
 
 
+def moe_experts_rowwarp_pdl_q8h_iq1s_staged_flat(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8h_iq1s_staged_flat": cupy_rowwarp_pdl_q8h_iq1s_staged_pair with a down that
+    deals a row's (slot, super-block) pairs over its octets in turn (9 each at the 48B's widths, against 12 for the
+    octet with three whole slots); other sums, act_q8's claim; the same stated policy."""
+    return _served(lambda a: _launch_h8(a, "staged_flat"), x, weights, ids, w_gate, w_up, w_down, s_gate, s_up,
+                   s_down)
+
+
 def _launch_h8(a: _OneTokenArgs, form: str = "plain") -> torch.Tensor:
     """The Q8-hidden pair for a checked one-token call in one of H8_FORMS: gate/up writes h's Q8 codes, scales and code
     sums into a.h's bytes (1.25 bytes a value of its 4), down reads them; its output a.y."""
@@ -141,7 +154,7 @@ def _launch_h8(a: _OneTokenArgs, form: str = "plain") -> torch.Tensor:
                rt.ptr(a.kg.raw), rt.ptr(a.ku.raw), rt.ptr(sg), rt.ptr(su), rt.ptr(a.h), rt.ptr(grid)),
               shared_mem=smem, pdl=True)
     smem = grid_smem
-    if down == "downq8hstagedpdl":  # the hidden vector's codes, scales and sums; the rows of the shared expert, slots
+    if down in STAGED_DOWNS:  # the hidden vector's codes, scales and sums; the rows of the shared expert, slots
         rbf, rbs = a.f // 256 * BLOCK_BYTES, a.fs // 256 * BLOCK_BYTES
         smem += a.rows + a.rows // 4 + rows * rbs + a.k * rows * rbf
     rt.launch("moe_iq1s_q8.cu", f"moe_iq1_s_{down}_{dt}", a.x.device, ((a.d + rows - 1) // rows,), (32 * rows,),

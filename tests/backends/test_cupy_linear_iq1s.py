@@ -24,12 +24,13 @@ from sparkops_cupy._policies import iq1s_gemv_passes  # noqa: E402
 from sparkops_cupy.linear import linear_float  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s as gemv  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_sg as gemv_sg  # noqa: E402
+from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_sg_mixed as gemv_mixed  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_sg_short as gemv_sg_short  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_short as gemv_short  # noqa: E402
 
 #: the implementations: 16 rows a block; short weights (under 4096 rows) 8 rows a block, two octets a row; each of the
-#: two with the grid in shared memory (session 51)
-FORMS = {"rows16": gemv, "short": gemv_short, "sg": gemv_sg, "sg_short": gemv_sg_short}
+#: two with the grid in shared memory (session 51); per shape one of those (session 51)
+FORMS = {"rows16": gemv, "short": gemv_short, "sg": gemv_sg, "sg_short": gemv_sg_short, "mixed": gemv_mixed}
 #: the shared-grid forms and the global-grid form whose bits each claims
 SG_TWIN = {"sg": "rows16", "sg_short": "short"}
 
@@ -142,3 +143,13 @@ def test_the_nibble_grid_holds_the_grid_plus_one_in_the_order_the_kernels_read_i
     assert iq1s_grid_nibbles(DEV) is g  # uploaded once
     b = g.cpu().numpy().view(np.uint8).reshape(2048, 4).astype(np.int16)
     assert np.array_equal(np.concatenate([b & 15, b >> 4], axis=1) - 1, iq1s_grid())
+
+
+@pytest.mark.parametrize("out_f,in_f,twin", [(2304, 4096, "rows16"), (2304, 2304, "rows16"), (2304, 9216, "sg_short"),
+                                             (12288, 2304, "sg_short"), (6720, 2304, "sg_short")])
+def test_the_mixed_form_runs_the_form_its_shape_policy_names(out_f, in_f, twin):
+    """Short weights of at most 4096 inputs (the o_proj) on the global grid, 16 rows a block; everything else the
+    shared-grid short form: each shape's bits those of the form it names."""
+    w = weight(out_f, in_f, seed=9)
+    x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f + 9)).to(DEV, torch.bfloat16)
+    assert torch.equal(gemv_mixed(x, w), FORMS[twin](x, w))

@@ -28,13 +28,15 @@ from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s as e
 from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s_sg as experts_h8_sg  # noqa: E402
 from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s_staged as experts_staged  # noqa: E402
 from sparkops_cupy.moe_experts_iq1s import (  # noqa: E402
+    moe_experts_rowwarp_pdl_q8h_iq1s_staged_flat as experts_staged_flat)
+from sparkops_cupy.moe_experts_iq1s import (  # noqa: E402
     moe_experts_rowwarp_pdl_q8h_iq1s_staged_pair as experts_staged_pair)
 
 #: the implementations: the pair of 16-row blocks, the one whose gate/up writes the hidden vector in Q8, and (session
-#: 51) that one with the grid in shared memory, with its down's rows and hidden vector staged too, and that with a
-#: gate/up of two octets a row
+#: 51) that one with the grid in shared memory, with its down's rows and hidden vector staged too, that with a gate/up
+#: of two octets a row, and that with the down's (slot, super-block) pairs dealt over the octets
 FORMS = {"q8": experts, "q8h": experts_h8, "q8h_sg": experts_h8_sg, "staged": experts_staged,
-         "staged_pair": experts_staged_pair}
+         "staged_pair": experts_staged_pair, "staged_flat": experts_staged_flat}
 #: the forms that claim the q8h pair's bits
 Q8H_BITS = ("q8h_sg", "staged")
 
@@ -162,13 +164,15 @@ def test_the_shared_grid_forms_give_the_q8h_pairs_bits(dtype, d, f, e, k, fs, fo
     assert torch.isfinite(got).all()
 
 
-def test_the_staged_down_takes_the_most_experts_a_token():
-    """MAX_K routed experts: the staged down's shared memory holds MAX_K slots of 8 rows (the 48B's widths)."""
+@pytest.mark.parametrize("form", ["staged", "staged_flat"])
+def test_the_staged_downs_take_the_most_experts_a_token(form):
+    """MAX_K routed experts: a staged down's shared memory holds MAX_K slots of 8 rows (the 48B's widths)."""
     from sparkops_cupy.moe_experts_iq1s import MAX_K
 
     x, weights, ids, w = args(29, 2304, 1024, 64, MAX_K, 1024, dtype=torch.bfloat16)
-    got = experts_staged(x, weights, ids, **w)
-    assert torch.equal(got, experts_h8(x, weights, ids, **w))
+    got = FORMS[form](x, weights, ids, **w)
+    if form in Q8H_BITS:
+        assert torch.equal(got, experts_h8(x, weights, ids, **w))
     assert nmse(got, reference(x, weights, ids, w)) <= max(rule_for("moe_experts", "act_q8").limit,
                                                           rule_for("moe_experts", "bf16").limit)
 

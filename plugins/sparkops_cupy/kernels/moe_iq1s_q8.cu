@@ -291,7 +291,10 @@ __device__ __forceinline__ float iq1s_hs_block(const u8* blk, int o, const u8* h
 // warp dots its row as down_q8h_iq1_s does (an octet a slot, the same sums in the same order): its bits.
 // hbytes, ids, weights, w_down, s_down, y as down_q8h_iq1_s's; nib the nibble grid. Shared memory: the grid, the hidden
 // vector, WARPS shared-expert rows, K slots' WARPS rows. 32 WARPS threads; grid ceil(D / WARPS).
-template <int DT, int WARPS>
+// FLAT (session 51, cupy_rowwarp_pdl_q8h_iq1s_staged_flat): a row's (slot, super-block) pairs dealt over its 4 octets
+// in turn (the 48B's 36 pairs, 9 an octet) instead of whole slots (3, 2, 2, 2 slots of 4), each pair's value times its
+// slot's weight as it is added; other sums (act_q8's claim).
+template <int DT, int WARPS, bool FLAT = false>
 __device__ __forceinline__ void down_q8hs_iq1_s(const u8* __restrict__ hbytes, const i64* __restrict__ ids,
                                                 const float* __restrict__ weights, int K, int E, int F, int Fs, int D,
                                                 const u8* __restrict__ w_down, const u8* __restrict__ s_down,
@@ -325,14 +328,26 @@ __device__ __forceinline__ void down_q8hs_iq1_s(const u8* __restrict__ hbytes, c
     const bool ok = local < rows;  // a warp past the end dots row 0 and writes nothing
     const int row = ok ? local : 0;
     float acc = 0.0f;
-    for (int s = oct; s < K + (Fs ? 1 : 0); s += 4) {  // this octet's slots; slot K is the shared expert
-        const bool routed = s < K;
-        const int n = routed ? nf : nfs;
-        const u8* r = routed ? sw + (s * WARPS + row) * rb : ss + row * rbs;
-        const int q0 = s * (F >> 5);  // the slot's first Q8 block of h (the shared expert's after the routed)
-        float part = 0.0f;
-        for (int sb = 0; sb < n; ++sb) part += iq1s_hs_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, sgrid);
-        acc += routed ? __ldcg(weights + s) * part : part;
+    if constexpr (FLAT) {
+        const int routed_pairs = K * nf;
+        for (int p = oct; p < routed_pairs + (Fs ? nfs : 0); p += 4) {  // this octet's pairs; the shared expert's last
+            const bool routed = p < routed_pairs;
+            const int s = routed ? p / nf : K, sb = routed ? p - s * nf : p - routed_pairs;
+            const u8* r = routed ? sw + (s * WARPS + row) * rb : ss + row * rbs;
+            const float v = iq1s_hs_block(r + sb * IQ1S_SBB, o, hq, hd, hs, s * (F >> 5) + 8 * sb + o, sgrid);
+            acc += routed ? __ldcg(weights + s) * v : v;
+        }
+    } else {
+        for (int s = oct; s < K + (Fs ? 1 : 0); s += 4) {  // this octet's slots; slot K is the shared expert
+            const bool routed = s < K;
+            const int n = routed ? nf : nfs;
+            const u8* r = routed ? sw + (s * WARPS + row) * rb : ss + row * rbs;
+            const int q0 = s * (F >> 5);  // the slot's first Q8 block of h (the shared expert's after the routed)
+            float part = 0.0f;
+            for (int sb = 0; sb < n; ++sb)
+                part += iq1s_hs_block(r + sb * IQ1S_SBB, o, hq, hd, hs, q0 + 8 * sb + o, sgrid);
+            acc += routed ? __ldcg(weights + s) * part : part;
+        }
     }
     acc = iq1s_octet_sum(acc);
     acc += __shfl_xor_sync(0xffffffffu, acc, 8);  // the octets' sums: (0 + 1) + (2 + 3), the same order in every lane
@@ -491,4 +506,19 @@ extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hstagedpdl_bf1
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hstagedpdl_f16(DOWN_H8SG_ARGS) {
     down_q8hs_iq1_s<DT_F16, 8>(DOWN_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hflatpdl_f32(DOWN_H8SG_ARGS) {
+    down_q8hs_iq1_s<DT_F32, 8, true>(DOWN_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hflatpdl_bf16(DOWN_H8SG_ARGS) {
+    down_q8hs_iq1_s<DT_BF16, 8, true>(DOWN_H8SG_PASS);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256) moe_iq1_s_downq8hflatpdl_f16(DOWN_H8SG_ARGS) {
+    down_q8hs_iq1_s<DT_F16, 8, true>(DOWN_H8SG_PASS);
 }
