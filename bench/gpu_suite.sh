@@ -950,8 +950,9 @@
 # Session 51 (bench/gpu-runs/2026-12-07-session51/README.md, H100): the IQ1_S grid in shared memory (the nibble grid,
 # the same bits); rungs_iq1s WON with linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s_sg_short at 131072 (x1.173 / x1.151; H100
 # IQ1_S frontier 368.9). The IQ1_S GEMVs had run on triton_lastblock (the registry's default linear), not cupy_float:
-# probe_iq1s's NOW is corrected. The staged experts (moe_experts=cupy_rowwarp_pdl_q8h_iq1s_staged_pair) x1.45 per op,
-# gate-proven, not yet a rung. Next, two calls (a fresh one reaches the won step's diagnosis in ~470 s):
+# probe_iq1s's NOW is corrected. The staged experts (moe_experts=cupy_rowwarp_pdl_q8h_iq1s_staged_flat) x1.56 per op,
+# gate-proven, not yet a rung; linear=cupy_rowwarp_pdl_q8_iq1s_sg_mixed x1.10 per op over the won GEMV form (its rung
+# after the experts'). Next, two calls (a fresh one reaches the won step's diagnosis in ~470 s):
 #     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
 #     export SUITE_IQ1S_LINEAR=cupy_rowwarp_pdl_q8_iq1s_sg_short SUITE_SKIP="diagnose-iq1s-131k decode131k-iq1s-gemv"
 #     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""   # fresh: probe, swaps, the GEMV step's diagnosis
