@@ -957,7 +957,9 @@
 #     export SUITE_IQ1S_LINEAR=cupy_rowwarp_pdl_q8_iq1s_sg_short SUITE_SKIP="diagnose-iq1s-131k decode131k-iq1s-gemv"
 #     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""   # fresh: probe, swaps, the GEMV step's diagnosis
 #     bash bench/gpu_lanes.sh 420 "rungs_iq1s" ""              # warm: the experts pair over the won GEMV step
-#   On an H200, leave decode131k-iq1s-gemv out of SUITE_SKIP (the GEMV rung's first H200 figures).
+#   On an H200, leave decode131k-iq1s-gemv out of SUITE_SKIP (the GEMV rung's first H200 figures). The first fresh
+#   machine re-proves the won GEMV's record (its Python sources, linear_iq1s.py and _weights.py, changed after the run;
+#   its kernel bytes did not).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split

@@ -3,8 +3,9 @@
 - "cupy_rowwarp_pdl_q8_iq1s" (`linear_rowwarp_pdl_q8_iq1s`, written in session 50): cupy_rowwarp_pdl_q8's form
   (a block's 16 rows copied into shared memory before the PDL wait, x quantized once a block to Q8, an octet a row,
   integer dots) for IQ1_S rows: each lane's 32 weights of a super-block are 4 rows of the IQ1_S grid dotted by 8
-  __dp4a. Why: the IQ1_S step's GEMVs ran on cupy_float's float-activation kernel, which the step's Q4_K GEMVs pass
-  every other type to (their stated policy); the Q4_K ladder left that form behind (sessions 13-27). Claims act_q8 (the
+  __dp4a. Why: the IQ1_S step's GEMVs ran on the registry's default linear (triton_lastblock: session 51's diagnosis;
+  session 50 had read the Q4_K entry's policy target, cupy_float, for it and kernels/linear_iq1s_q8.cu's comment still
+  says so), a GEMV the Q4_K ladder had left behind for its Q8 row-copy forms (sessions 13-27). Claims act_q8 (the
   activations quantized to Q8_0 blocks, as llama.cpp's IQ1_S dot). Other calls by the one-token GEMVs' stated policy
   (`linear._one_token`): a prefill chunk to the torch plugin's float32 linear, any other type or a few tokens to
   cupy_float. Chosen per weight type in a registry: `[ops.linear.cuda.by_type.IQ1_S]`.
