@@ -4561,7 +4561,8 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
   # base whatever this call's probe ranks first among near-equal forms); otherwise the probe's fastest
   IQ1S_BEST=$(python3 bench/probes/iq1s_ops.py --best $DJ/probe-iq1s.json linear \
       ${SUITE_IQ1S_LINEAR:-cupy_rowwarp_pdl_q8_iq1s cupy_rowwarp_pdl_q8_iq1s_short cupy_rowwarp_pdl_q8_iq1s_sg \
-      cupy_rowwarp_pdl_q8_iq1s_sg_short cupy_rowwarp_pdl_q8_iq1s_sg_mixed} --above 1) \
+      cupy_rowwarp_pdl_q8_iq1s_sg_short cupy_rowwarp_pdl_q8_iq1s_sg_mixed cupy_rowwarp_pdl_q8_iq1s_t2 \
+      cupy_rowwarp_pdl_q8_iq1s_t2_rows16} --above 1) \
     || { log "decode131k-iq1s-gemv: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
   read -r IQ1S_LIN IQ1S_EXPECT <<< "$IQ1S_BEST"  # "IMPL linear@IQ1_S=FACTOR"
   IQ1S_WHY="the fastest Q8 form per op"; [ -n "${SUITE_IQ1S_LINEAR:-}" ] && IQ1S_WHY="pinned by SUITE_IQ1S_LINEAR"
@@ -4587,7 +4588,8 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
   # row, left out where the probe has none faster per op (session 50: the row-copy pair x0.785)
   IQ1S_BEST=$(python3 bench/probes/iq1s_ops.py --best $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8_iq1s \
       cupy_rowwarp_pdl_q8h_iq1s cupy_rowwarp_pdl_q8h_iq1s_sg cupy_rowwarp_pdl_q8h_iq1s_staged \
-      cupy_rowwarp_pdl_q8h_iq1s_staged_pair cupy_rowwarp_pdl_q8h_iq1s_staged_flat --above 1) \
+      cupy_rowwarp_pdl_q8h_iq1s_staged_pair cupy_rowwarp_pdl_q8h_iq1s_staged_flat cupy_rowwarp_pdl_q8h_iq1s_t2 \
+      --above 1) \
     || { log "decode131k-iq1s-experts: left out (no per-op factor above 1 from probe_iq1s)"; continue; }
   read -r IQ1S_EXP IQ1S_EXPECT <<< "$IQ1S_BEST"
   log "rungs_iq1s: moe_experts@IQ1_S=$IQ1S_EXP, the fastest Q8 pair per op ($IQ1S_EXPECT)"

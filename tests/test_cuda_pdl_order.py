@@ -44,7 +44,9 @@ KNOWN = {
     "linear_iq1s_q8.cu": {"linear_iq1_s_rowq8pdl_f32", "linear_iq1_s_rowq8pdl_bf16", "linear_iq1_s_rowq8pdl_f16",
                           "linear_iq1_s_rowq8pairpdl_bf16"},
     "moe_iq1s_q8.cu": {"moe_iq1_s_gateupq8pdl_bf16", "moe_iq1_s_downq8pdl_bf16", "moe_iq1_s_gateupq8hpdl_bf16",
-                       "moe_iq1_s_downq8hpdl_bf16"},
+                       "moe_iq1_s_downq8hpdl_bf16", "moe_iq1_s_gateupq8hpairsgpdl_bf16", "moe_iq1_s_downq8hflatpdl_bf16"},
+    "linear_iq1s_t2.cu": {"linear_iq1_s_t2rowq8pdl_bf16", "linear_iq1_s_t2rowq8pairpdl_bf16"},
+    "moe_iq1s_t2.cu": {"moe_iq1_s_t2gateupq8hpdl_bf16", "moe_iq1_s_t2downq8hpdl_bf16"},
 }
 
 

@@ -49,11 +49,12 @@ from dataclasses import asdict, dataclass
 IMPLS = {"linear": ("triton_lastblock", "cupy_float", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s",
                     "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg",
                     "cupy_rowwarp_pdl_q8_iq1s_sg_short", "cupy_rowwarp_pdl_q8_iq1s_sg_mixed",
+                    "cupy_rowwarp_pdl_q8_iq1s_t2", "cupy_rowwarp_pdl_q8_iq1s_t2_rows16",
                     "triton", "triton_prefetch", "triton_pdl"),
          "moe_experts": ("triton_prefetch", "cupy_dp4a", "cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s",
                          "cupy_rowwarp_pdl_q8h_iq1s_sg", "cupy_rowwarp_pdl_q8h_iq1s_staged",
-                         "cupy_rowwarp_pdl_q8h_iq1s_staged_pair", "cupy_rowwarp_pdl_q8h_iq1s_staged_flat", "triton",
-                         "triton_flat", "triton_lastblock")}
+                         "cupy_rowwarp_pdl_q8h_iq1s_staged_pair", "cupy_rowwarp_pdl_q8h_iq1s_staged_flat",
+                         "cupy_rowwarp_pdl_q8h_iq1s_t2", "triton", "triton_flat", "triton_lastblock")}
 #: what the IQ1_S step runs (s55's registry with moe_experts@IQ1_S=triton_prefetch, bench/gpu_suite.sh's
 #: frontier131k), read from that registry (`now_from_registry`; tests/bench/test_iq1s_ops_probe.py checks it against
 #: the carried one): the linear op's default, triton_lastblock, takes IQ1_S, since the step's by-type entries name only

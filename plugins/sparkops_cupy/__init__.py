@@ -99,6 +99,15 @@ IMPLEMENTATIONS = [
     ("linear", "cupy_rowwarp_pdl_q8_iq1s_sg_mixed", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_sg_mixed",
      tolerance("act_q8"), ("linear.cu", "linear_iq1s_q8.cu"),
      _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py")),
+    # the GEMV over the weight repacked two bits a weight, no grid (session 51): the shared-grid short form's bits,
+    # and the 16-row form's
+    ("linear", "cupy_rowwarp_pdl_q8_iq1s_t2", "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_t2",
+     bit_identical(to="cupy_rowwarp_pdl_q8_iq1s_sg_short"), ("linear.cu", "linear_iq1s_t2.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py", "_iq1s_t2.py")),
+    ("linear", "cupy_rowwarp_pdl_q8_iq1s_t2_rows16",
+     "sparkops_cupy.linear_iq1s:linear_rowwarp_pdl_q8_iq1s_t2_rows16",
+     bit_identical(to="cupy_rowwarp_pdl_q8_iq1s"), ("linear.cu", "linear_iq1s_t2.cu"),
+     _TORCH_DELEGATE + ("../sparkops_torch/linear.py", "_pdl.py", "_iq1s_t2.py")),
     # one token's IQ1_S experts on Q8 activations (session 50): the IQ1_S GEMV's form for gate/up and down
     ("moe_experts", "cupy_rowwarp_pdl_q8_iq1s", "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8_iq1s",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
@@ -123,6 +132,11 @@ IMPLEMENTATIONS = [
     ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_staged_flat",
      "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_staged_flat",
      tolerance("act_q8"), "moe_iq1s_q8.cu", _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py")),
+    # the flat staged pair over the experts repacked two bits a weight, no grid (session 51): its bits
+    ("moe_experts", "cupy_rowwarp_pdl_q8h_iq1s_t2",
+     "sparkops_cupy.moe_experts_iq1s:moe_experts_rowwarp_pdl_q8h_iq1s_t2",
+     bit_identical(to="cupy_rowwarp_pdl_q8h_iq1s_staged_flat"), "moe_iq1s_t2.cu",
+     _TORCH_DELEGATE + ("../sparkops_torch/moe_experts.py", "_pdl.py", "_iq1s_t2.py")),
     # cupy_rowwarp's copy form with packed half2 products (fp16 activations and partial sums): the bf16 row
     ("linear", "cupy_rowhalf", "sparkops_cupy.linear:linear_rowhalf", tolerance("bf16"),
      ("linear.cu", "linear_rowwarp.cu"), _TORCH_DELEGATE + ("../sparkops_torch/linear.py",)),
@@ -293,11 +307,12 @@ POLICIES = {
     ("linear", "cupy_floatrow"): "sparkops_cupy._policies:floatrow_passes",
     **{("linear", n): "sparkops_cupy._policies:iq1s_gemv_passes"
        for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8_iq1s_short", "cupy_rowwarp_pdl_q8_iq1s_sg",
-                 "cupy_rowwarp_pdl_q8_iq1s_sg_short", "cupy_rowwarp_pdl_q8_iq1s_sg_mixed")},
+                 "cupy_rowwarp_pdl_q8_iq1s_sg_short", "cupy_rowwarp_pdl_q8_iq1s_sg_mixed",
+                 "cupy_rowwarp_pdl_q8_iq1s_t2", "cupy_rowwarp_pdl_q8_iq1s_t2_rows16")},
     **{("moe_experts", n): "sparkops_cupy._policies:iq1s_experts_passes"
        for n in ("cupy_rowwarp_pdl_q8_iq1s", "cupy_rowwarp_pdl_q8h_iq1s", "cupy_rowwarp_pdl_q8h_iq1s_sg",
                  "cupy_rowwarp_pdl_q8h_iq1s_staged", "cupy_rowwarp_pdl_q8h_iq1s_staged_pair",
-                 "cupy_rowwarp_pdl_q8h_iq1s_staged_flat")},
+                 "cupy_rowwarp_pdl_q8h_iq1s_staged_flat", "cupy_rowwarp_pdl_q8h_iq1s_t2")},
     ("linear", "cupy_x16_pdl"): "sparkops_cupy._policies:x16_passes",
     **{("moe_experts", n): "sparkops_cupy._policies:experts_cp_passes"
        for n in ("cupy_rowwarp_pdl_q8_hidden_cp", "cupy_rowwarp_pdl_q8_pairs_cp")},

@@ -22,6 +22,11 @@
   timed fastest on an H100: short weights of at most MIXED_GLOBAL_MAX_K inputs (the o_proj) on the global grid, 16
   rows a block (cupy_rowwarp_pdl_q8_iq1s's kernel); everything else as cupy_rowwarp_pdl_q8_iq1s_sg_short.
 
+- "cupy_rowwarp_pdl_q8_iq1s_t2" and "cupy_rowwarp_pdl_q8_iq1s_t2_rows16" (session 51, after the calls): the same GEMV
+  over the weight repacked two bits a weight (`_iq1s_t2`: 72 bytes a super-block against 50, no grid read; made once a
+  weight on its first call), bit for bit cupy_rowwarp_pdl_q8_iq1s_sg_short and cupy_rowwarp_pdl_q8_iq1s
+  (kernels/linear_iq1s_t2.cu). Why: the shared-grid forms stayed bound by their grid gathers.
+
 Kept apart from linear.py so that the records of that module's implementations, whose sources it is, do not change.
 """
 
@@ -34,10 +39,11 @@ from gguf import GGMLQuantizationType as Q
 from sparkops.errors import BadInput
 
 from . import _runtime as rt
+from ._iq1s_t2 import T2_BYTES, repacked
 from ._weights import NIB_GRID_BYTES, KernelWeight, iq1s_grid, iq1s_grid_nibbles
 from .linear import ROWWARP_TALL_ROWS, _DT_SUFFIX, _one_token
 
-SOURCES = rt.source_files("linear_iq1s_q8.cu")
+SOURCES = rt.source_files("linear_iq1s_q8.cu") + rt.source_files("linear_iq1s_t2.cu")
 #: rows a block: an octet a row, 4 warps
 ROWS = 16
 #: bytes of an IQ1_S super-block of 256 weights (IQ1S_SBB in kernels/iq1s_q8.cuh)
@@ -90,6 +96,35 @@ def _launch_mixed(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, 
         launch_iq1s_q8(x, code, kw, n, k, y)
     else:
         _launch_sg_short(x, code, kw, n, k, y)
+
+
+def linear_rowwarp_pdl_q8_iq1s_t2(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_iq1s_t2": cupy_rowwarp_pdl_q8_iq1s_sg_short's GEMV over the weight's t2
+    repacking (the module's docstring), its bits; every other call by the same stated policy."""
+    return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S,
+                      lambda x, code, kw, n, k, y: launch_iq1s_t2(x, code, kw, n, k, y,
+                                                                  16 if n >= ROWWARP_TALL_ROWS else 8))
+
+
+def linear_rowwarp_pdl_q8_iq1s_t2_rows16(x, weight):
+    """Implementation "cupy_rowwarp_pdl_q8_iq1s_t2_rows16": cupy_rowwarp_pdl_q8_iq1s's GEMV (16 rows a block at every
+    shape) over the weight's t2 repacking, its bits; every other call by the same stated policy."""
+    return _one_token(x, weight, lambda w, kw: w.qtype == Q.IQ1_S,
+                      lambda x, code, kw, n, k, y: launch_iq1s_t2(x, code, kw, n, k, y, 16))
+
+
+def launch_iq1s_t2(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor, rows: int) -> None:
+    """y[0, :n] = x[0] @ W^T for an IQ1_S weight [n, k] (k a multiple of 256) read from its t2 repacking (made here on
+    the first call), `rows` (16 or 8) a block, launched with programmatic dependent launch."""
+    if kw.row_bytes != k // 256 * BLOCK_BYTES:
+        raise BadInput(f"linear: an IQ1_S row of {k} inputs is {k // 256 * BLOCK_BYTES} bytes, the weight's rows are "
+                       f"{kw.row_bytes}")
+    w2 = repacked(kw.raw)
+    row_bytes = k // 256 * T2_BYTES
+    smem = k + 4 * (k // 32) + 4 * (k // 16) + rows * row_bytes  # codes, scales, sums of 16, the block's rows
+    kernel = "t2rowq8pdl" if rows == 16 else "t2rowq8pairpdl"
+    rt.launch("linear_iq1s_t2.cu", f"linear_iq1_s_{kernel}_{_DT_SUFFIX[code]}", x.device, ((n + rows - 1) // rows,),
+              (128,), (rt.ptr(x), rt.ptr(w2), rt.i32(k), rt.i32(n), rt.ptr(y)), shared_mem=smem, pdl=True)
 
 
 def _launch_short(x: torch.Tensor, code: int, kw: KernelWeight, n: int, k: int, y: torch.Tensor) -> None:

@@ -23,6 +23,8 @@
   shared-grid gate/up ran at 26% achieved occupancy, about two blocks an SM); other sums, act_q8's claim.
 - "cupy_rowwarp_pdl_q8h_iq1s_staged_flat" (session 51, after the calls): that with the down's (slot, super-block)
   pairs dealt over a row's octets in turn; act_q8's claim.
+- "cupy_rowwarp_pdl_q8h_iq1s_t2" (session 51, after the calls): _staged_flat over the experts repacked two bits a
+  weight (`_iq1s_t2`, made once a weight on its first call; kernels/moe_iq1s_t2.cu), no grid read; its bits.
 
 Kept apart from moe_experts.py so that the records of that module's implementations, whose sources it is, do not
 change.
@@ -37,11 +39,12 @@ from gguf import GGMLQuantizationType as Q
 from sparkops.qweight import QWeight
 
 from . import _runtime as rt
+from ._iq1s_t2 import T2_BYTES, repacked
 from ._weights import NIB_GRID_BYTES, iq1s_grid, iq1s_grid_nibbles
 from .linear import _DT_SUFFIX
 from .moe_experts import _one_token, _OneToken as _OneTokenArgs
 
-SOURCES = rt.source_files("moe_iq1s_q8.cu")
+SOURCES = rt.source_files("moe_iq1s_q8.cu") + rt.source_files("moe_iq1s_t2.cu")
 #: rows a block of either kernel: an octet a row, 4 warps
 ROWS = 16
 #: hidden rows a block of the Q8-hidden gate/up: one whole Q8 block of h (8 warps, an octet a row)
@@ -137,6 +140,31 @@ def moe_experts_rowwarp_pdl_q8h_iq1s_staged_flat(x, weights, ids, w_gate, w_up, 
     octet with three whole slots); other sums, act_q8's claim; the same stated policy."""
     return _served(lambda a: _launch_h8(a, "staged_flat"), x, weights, ids, w_gate, w_up, w_down, s_gate, s_up,
                    s_down)
+
+
+def moe_experts_rowwarp_pdl_q8h_iq1s_t2(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
+    """Implementation "cupy_rowwarp_pdl_q8h_iq1s_t2": cupy_rowwarp_pdl_q8h_iq1s_staged_flat over the experts' t2
+    repacking (two bits a weight, no grid), its bits; the same stated policy."""
+    return _served(_launch_t2, x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down)
+
+
+def _launch_t2(a: _OneTokenArgs) -> torch.Tensor:
+    """The t2 pair (kernels/moe_iq1s_t2.cu) for a checked one-token call; the repacked copies made on the first call."""
+    dt = _DT_SUFFIX[a.code]
+    kg, ku, kd = (repacked(kw.raw) for kw in (a.kg, a.ku, a.kd))
+    sg, su, sd = (repacked(kw.raw) if kw is not None else None for kw in (a.sg, a.su, a.sd))  # None: no shared one
+    rb = a.d // 256 * T2_BYTES  # a gate/up row's bytes
+    smem = a.d + a.d // 8 + a.d // 4 + 2 * H8_ROWS * rb  # x's codes, scales, sums of 16; 32 gate and 32 up rows
+    rt.launch("moe_iq1s_t2.cu", f"moe_iq1_s_t2gateupq8hpdl_{dt}", a.x.device, (a.rows // H8_ROWS,), (512,),
+              (rt.ptr(a.x), rt.ptr(a.ids), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs), rt.i32(a.d),
+               rt.ptr(kg), rt.ptr(ku), rt.ptr(sg), rt.ptr(su), rt.ptr(a.h)), shared_mem=smem, pdl=True)
+    rbf, rbs = a.f // 256 * T2_BYTES, a.fs // 256 * T2_BYTES  # a down row's bytes: routed, shared
+    smem = a.rows + a.rows // 4 + SG_DOWN_WARPS * (rbs + a.k * rbf)  # h's codes, scales, sums; the rows
+    rt.launch("moe_iq1s_t2.cu", f"moe_iq1_s_t2downq8hpdl_{dt}", a.x.device,
+              ((a.d + SG_DOWN_WARPS - 1) // SG_DOWN_WARPS,), (32 * SG_DOWN_WARPS,),
+              (rt.ptr(a.h), rt.ptr(a.ids), rt.ptr(a.weights), rt.i32(a.k), rt.i32(a.e), rt.i32(a.f), rt.i32(a.fs),
+               rt.i32(a.d), rt.ptr(kd), rt.ptr(sd), rt.ptr(a.y)), shared_mem=smem, pdl=True)
+    return a.y
 
 
 def _launch_h8(a: _OneTokenArgs, form: str = "plain") -> torch.Tensor:

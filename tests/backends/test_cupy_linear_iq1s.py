@@ -27,12 +27,16 @@ from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_sg as gemv_sg  
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_sg_mixed as gemv_mixed  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_sg_short as gemv_sg_short  # noqa: E402
 from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_short as gemv_short  # noqa: E402
+from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_t2 as gemv_t2  # noqa: E402
+from sparkops_cupy.linear_iq1s import linear_rowwarp_pdl_q8_iq1s_t2_rows16 as gemv_t2_rows16  # noqa: E402
 
 #: the implementations: 16 rows a block; short weights (under 4096 rows) 8 rows a block, two octets a row; each of the
 #: two with the grid in shared memory (session 51); per shape one of those (session 51)
-FORMS = {"rows16": gemv, "short": gemv_short, "sg": gemv_sg, "sg_short": gemv_sg_short, "mixed": gemv_mixed}
-#: the shared-grid forms and the global-grid form whose bits each claims
-SG_TWIN = {"sg": "rows16", "sg_short": "short"}
+FORMS = {"rows16": gemv, "short": gemv_short, "sg": gemv_sg, "sg_short": gemv_sg_short, "mixed": gemv_mixed,
+         "t2": gemv_t2, "t2_rows16": gemv_t2_rows16}
+#: the shared-grid forms and the global-grid form whose bits each claims; the t2 forms (the weight repacked two bits
+#: a weight) and the grid form whose bits each claims
+SG_TWIN = {"sg": "rows16", "sg_short": "short", "t2": "sg_short", "t2_rows16": "rows16"}
 
 DEV = torch.device("cuda")
 
@@ -74,7 +78,7 @@ def test_every_row_of_a_one_token_iq1s_gemv_is_within_the_act_q8_claim(dtype, ou
 @pytest.mark.parametrize("form", list(FORMS))
 def test_the_same_bits_call_after_call_and_in_a_cuda_graph(form):
     gemv = FORMS[form]
-    w = weight(2304 if form.endswith("short") else 12288, 2304)
+    w = weight(2304 if form.endswith("short") or form == "t2" else 12288, 2304)
     x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(DEV, torch.bfloat16)
     first = gemv(x, w)
     assert torch.equal(gemv(x, w), first)
@@ -124,9 +128,10 @@ def test_the_short_form_takes_tall_weights_as_the_16_row_form_does():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (6720, 2304), (2304, 9216), (33, 256),
                                         (5, 1280)])
-def test_the_shared_grid_forms_give_their_global_grid_twins_bits(form, dtype, out_f, in_f):
+def test_the_shared_grid_and_t2_forms_give_their_twins_bits(form, dtype, out_f, in_f):
     """The nibble grid's sums are g + 1 against the codes and its delta one less: the same exact value a sub-block,
-    so the same bits (kernels/iq1s_q8.cuh), at every shape the step runs and ragged ones."""
+    so the same bits (kernels/iq1s_q8.cuh); the t2 codes are the same g + 1 (kernels/iq1s_t2.cuh). At every shape the
+    step runs and ragged ones."""
     w = weight(out_f, in_f, seed=7)
     x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f + 7)).to(DEV, dtype)
     got = FORMS[form](x, w)
@@ -153,3 +158,26 @@ def test_the_mixed_form_runs_the_form_its_shape_policy_names(out_f, in_f, twin):
     w = weight(out_f, in_f, seed=9)
     x = torch.randn(1, in_f, generator=torch.Generator().manual_seed(in_f + 9)).to(DEV, torch.bfloat16)
     assert torch.equal(gemv_mixed(x, w), FORMS[twin](x, w))
+
+
+def test_the_t2_copy_is_made_once_and_refused_inside_a_capture_before_it_exists():
+    """The repacked copy is made on the first call and reused; a weight first met inside a CUDA graph capture is
+    refused by name (its copy cannot be made there), and the same weight captures once it has been run eagerly."""
+    from sparkops_cupy import _iq1s_t2
+
+    w = weight(64, 2304, seed=11)
+    x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(12)).to(DEV, torch.bfloat16)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(BadInput, match="cannot be inside a CUDA graph capture"):
+        with torch.cuda.graph(g):
+            gemv_t2(x, w)
+    first = gemv_t2(x, w)
+    copy = _iq1s_t2.repacked(w.raw)
+    assert _iq1s_t2.repacked(w.raw) is copy and copy.shape == (64, 9 * 72)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = gemv_t2(x, w)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, first)

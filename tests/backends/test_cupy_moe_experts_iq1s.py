@@ -31,12 +31,14 @@ from sparkops_cupy.moe_experts_iq1s import (  # noqa: E402
     moe_experts_rowwarp_pdl_q8h_iq1s_staged_flat as experts_staged_flat)
 from sparkops_cupy.moe_experts_iq1s import (  # noqa: E402
     moe_experts_rowwarp_pdl_q8h_iq1s_staged_pair as experts_staged_pair)
+from sparkops_cupy.moe_experts_iq1s import moe_experts_rowwarp_pdl_q8h_iq1s_t2 as experts_t2  # noqa: E402
 
 #: the implementations: the pair of 16-row blocks, the one whose gate/up writes the hidden vector in Q8, and (session
 #: 51) that one with the grid in shared memory, with its down's rows and hidden vector staged too, that with a gate/up
-#: of two octets a row, and that with the down's (slot, super-block) pairs dealt over the octets
+#: of two octets a row, that with the down's (slot, super-block) pairs dealt over the octets, and that over the
+#: experts repacked two bits a weight (t2)
 FORMS = {"q8": experts, "q8h": experts_h8, "q8h_sg": experts_h8_sg, "staged": experts_staged,
-         "staged_pair": experts_staged_pair, "staged_flat": experts_staged_flat}
+         "staged_pair": experts_staged_pair, "staged_flat": experts_staged_flat, "t2": experts_t2}
 #: the forms that claim the q8h pair's bits
 Q8H_BITS = ("q8h_sg", "staged")
 
@@ -164,7 +166,7 @@ def test_the_shared_grid_forms_give_the_q8h_pairs_bits(dtype, d, f, e, k, fs, fo
     assert torch.isfinite(got).all()
 
 
-@pytest.mark.parametrize("form", ["staged", "staged_flat"])
+@pytest.mark.parametrize("form", ["staged", "staged_flat", "t2"])
 def test_the_staged_downs_take_the_most_experts_a_token(form):
     """MAX_K routed experts: a staged down's shared memory holds MAX_K slots of 8 rows (the 48B's widths)."""
     from sparkops_cupy.moe_experts_iq1s import MAX_K
@@ -176,3 +178,13 @@ def test_the_staged_downs_take_the_most_experts_a_token(form):
     assert nmse(got, reference(x, weights, ids, w)) <= max(rule_for("moe_experts", "act_q8").limit,
                                                           rule_for("moe_experts", "bf16").limit)
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d,f,e,k,fs", [(2304, 1024, 256, 8, 1024), (512, 256, 6, 3, 512), (1280, 768, 9, 5, 0),
+                                        (256, 512, 4, 1, 1024)])
+def test_the_t2_pair_gives_the_flat_staged_pairs_bits(dtype, d, f, e, k, fs):
+    """The t2 codes are the grid's g + 1 (kernels/iq1s_t2.cuh), dotted and added in staged_flat's order: its bits."""
+    x, weights, ids, w = args(d + f + k + 13, d, f, e, k, fs, dtype=dtype)
+    got = experts_t2(x, weights, ids, **w)
+    assert torch.equal(got, experts_staged_flat(x, weights, ids, **w))
+    assert torch.isfinite(got).all()
