@@ -952,7 +952,10 @@
 # IQ1_S frontier 368.9). The IQ1_S GEMVs had run on triton_lastblock (the registry's default linear), not cupy_float:
 # probe_iq1s's NOW is corrected. The staged experts (moe_experts=cupy_rowwarp_pdl_q8h_iq1s_staged_flat) x1.56 per op,
 # gate-proven, not yet a rung; linear=cupy_rowwarp_pdl_q8_iq1s_sg_mixed x1.10 per op over the won GEMV form (its rung
-# after the experts'). Next, two calls (a fresh one reaches the won step's diagnosis in ~470 s):
+# after the experts'). Written after the calls, not run: the t2 repacking (_iq1s_t2.py: IQ1_S two bits a weight, no
+# grid read; linear=cupy_rowwarp_pdl_q8_iq1s_t2, moe_experts=cupy_rowwarp_pdl_q8h_iq1s_t2, their grid twins' bits), which
+# probe_iq1s times and --best picks where fastest. Next, two calls (a fresh one reaches the won step's diagnosis in
+# ~470 s):
 #     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
 #     export SUITE_IQ1S_LINEAR=cupy_rowwarp_pdl_q8_iq1s_sg_short SUITE_SKIP="diagnose-iq1s-131k decode131k-iq1s-gemv"
 #     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""   # fresh: probe, swaps, the GEMV step's diagnosis
