@@ -16,16 +16,7 @@
 // weight_s (down_s . h_s), then the shared expert's, each lane's partial sums in that order, then the octet's sum.
 // An expert id outside [0, E) reads expert 0's rows and makes its hidden rows (so the output) NaN, as the other
 // implementations do. Deterministic: each output is one octet's sum in a fixed order.
-#include "iq1s_q8.cuh"
-
-__device__ __forceinline__ float iq_silu(float g) { return g / (1.0f + expf(-g)); }
-
-// expert id of slot s, and whether it is a valid one (an invalid id reads expert 0)
-__device__ __forceinline__ i64 iq_expert(const i64* __restrict__ ids, int s, int E, bool& valid) {
-    const i64 e = __ldcg(ids + s);  // the router's output: read after the wait, through L2
-    valid = e >= 0 && e < E;
-    return valid ? e : 0;
-}
+#include "moe_iq1s_common.cuh"
 
 // x [D] (dtype DT), ids [K] int64, w_gate / w_up [E, F, D] IQ1_S, s_gate / s_up [Fs, D] (null when Fs = 0), h [K F +
 // Fs] float32; D a multiple of 256, F and Fs multiples of 16. Shared memory: D code bytes, D / 32 float scales, D / 16
@@ -194,22 +185,7 @@ __device__ __forceinline__ void gateup_q8h_iq1_s(const void* __restrict__ x, con
         if (o == 0) hv[local] = valid ? iq_silu(g) * u : QNAN;
     }
     __syncthreads();
-    if (tid < 32) {  // warp 0 quantizes the block's 32 hidden values: one Q8 block
-        const float v = hv[lane];
-        const bool nan = __any_sync(0xffffffffu, v != v);
-        float d;
-        const float id = q8_inverse(warp_max(fabsf(v)), d);
-        const int q = q8_code(v, id);
-        int sum = q;
-#pragma unroll
-        for (int m = 16; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-        hbytes[R0 + lane] = (u8)(q & 0xff);
-        if (lane == 0) {
-            const i64 b = R0 >> 5;
-            ((float*)(hbytes + H))[b] = nan ? QNAN : d;
-            ((int*)(hbytes + H + (H >> 3)))[b] = sum;
-        }
-    }
+    if (tid < 32) iq_h8_quantize(hv, lane, R0, H, hbytes);  // warp 0: the block's 32 hidden values, one Q8 block
 }
 
 // lane o's sub-block of one super-block of a row in global memory (blk) dotted with the hidden vector's Q8 block q as

@@ -5,15 +5,7 @@
 // (GPU session 51). The same integer sums in the same order, so the same bits as that pair
 // (cupy_rowwarp_pdl_q8h_iq1s_staged_flat).
 #include "iq1s_t2.cuh"
-
-__device__ __forceinline__ float it_silu(float g) { return g / (1.0f + expf(-g)); }
-
-// expert id of slot s, and whether it is a valid one (an invalid id reads expert 0)
-__device__ __forceinline__ i64 it_expert(const i64* __restrict__ ids, int s, int E, bool& valid) {
-    const i64 e = __ldcg(ids + s);  // the router's output: read after the wait, through L2
-    valid = e >= 0 && e < E;
-    return valid ? e : 0;
-}
+#include "moe_iq1s_common.cuh"
 
 // gate/up: x [D] (dtype DT), ids [K], w_gate / w_up [E, F, D / 256 * 72] t2, s_gate / s_up [Fs, D / 256 * 72] (null
 // when Fs = 0), hbytes: h's Q8 codes [H], scales [H / 32], code sums [H / 32] (H = K F + Fs). 32 hidden rows a block,
@@ -47,7 +39,7 @@ __device__ __forceinline__ void gateup_q8h_iq1_s_t2(const void* __restrict__ x, 
     pdl_wait();  // x and ids are the kernels' before output; h may still be the last down's input
     if (!shared) {
         const int s = (int)(R0 / F);
-        const i64 e = it_expert(ids, s, E, valid), r0 = e * F + (R0 - (i64)s * F);
+        const i64 e = iq_expert(ids, s, E, valid), r0 = e * F + (R0 - (i64)s * F);
         iq1s_copy_range(w_gate + r0 * rb, 32 * rb, sg);
         iq1s_copy_range(w_up + r0 * rb, 32 * rb, su);
         cp_async_commit();
@@ -66,24 +58,9 @@ __device__ __forceinline__ void gateup_q8h_iq1_s_t2(const void* __restrict__ x, 
     u = iq1s_octet_sum(u);
     g += __shfl_xor_sync(0xffffffffu, g, 8);  // and the pair's: even + odd super-blocks
     u += __shfl_xor_sync(0xffffffffu, u, 8);
-    if (o == 0 && (slot & 1) == 0) hv[local] = valid ? it_silu(g) * u : QNAN;
+    if (o == 0 && (slot & 1) == 0) hv[local] = valid ? iq_silu(g) * u : QNAN;
     __syncthreads();
-    if (tid < 32) {  // warp 0 quantizes the block's 32 hidden values: one Q8 block
-        const float v = hv[lane];
-        const bool nan = __any_sync(0xffffffffu, v != v);
-        float d;
-        const float id = q8_inverse(warp_max(fabsf(v)), d);
-        const int q = q8_code(v, id);
-        int sum = q;
-#pragma unroll
-        for (int m = 16; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-        hbytes[R0 + lane] = (u8)(q & 0xff);
-        if (lane == 0) {
-            const i64 b = R0 >> 5;
-            ((float*)(hbytes + H))[b] = nan ? QNAN : d;
-            ((int*)(hbytes + H + (H >> 3)))[b] = sum;
-        }
-    }
+    if (tid < 32) iq_h8_quantize(hv, lane, R0, H, hbytes);  // warp 0: the block's 32 hidden values, one Q8 block
 }
 
 // down: hbytes (gate/up's), ids [K], weights [K] float32, w_down [E, D, F / 256 * 72] t2, s_down [D, Fs / 256 * 72]
@@ -114,7 +91,7 @@ __device__ __forceinline__ void down_q8hs_iq1_s_t2(const u8* __restrict__ hbytes
     iq1s_copy_range(hbytes, (i64)H + (H >> 2), hq);
     for (int s = 0; s < K; ++s) {
         bool valid;
-        const i64 e = it_expert(ids, s, E, valid);
+        const i64 e = iq_expert(ids, s, E, valid);
         iq1s_copy_range(w_down + (e * D + r0) * rb, rows * rb, sw + s * WARPS * rb);
     }
     cp_async_commit();
