@@ -31,8 +31,8 @@ def one_token_q4k_passes(x, weight) -> str | None:
 
 
 def iq1s_gemv_passes(x, weight) -> str | None:
-    """cupy_rowwarp_pdl_q8_iq1s and its _short form (the one-token IQ1_S GEMVs): linear.py's `_one_token` with IQ1_S
-    weights."""
+    """The one-token IQ1_S GEMVs (linear_iq1s.py: cupy_rowwarp_pdl_q8_iq1s and its _short, _sg, _sg_short, _sg_mixed,
+    _t2, _t2_rows16 forms): linear.py's `_one_token` with IQ1_S weights."""
     return _one_token_passes(x, weight, lambda w: w.qtype == Q.IQ1_S, "IQ1_S")
 
 
@@ -71,7 +71,8 @@ def experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) 
 
 
 def iq1s_experts_passes(x, weights, ids, w_gate, w_up, w_down, s_gate, s_up, s_down) -> str | None:
-    """cupy_rowwarp_pdl_q8_iq1s and cupy_rowwarp_pdl_q8h_iq1s (IQ1_S experts): moe_experts_iq1s.py's `iq1s_serves`."""
+    """The one-token IQ1_S experts (moe_experts_iq1s.py: cupy_rowwarp_pdl_q8_iq1s, cupy_rowwarp_pdl_q8h_iq1s and its
+    _sg, _staged, _staged_pair, _staged_flat, _t2 forms): moe_experts_iq1s.py's `iq1s_serves`."""
     if _iq1s_experts_served(x, ids, w_gate, w_up, w_down, s_gate, s_up, s_down):
         return None
     if x.dim() == 2 and not 1 <= x.shape[0] <= _IQ1S_MAX_T:

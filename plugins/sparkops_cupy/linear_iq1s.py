@@ -43,7 +43,8 @@ from ._iq1s_t2 import T2_BYTES, repacked
 from ._weights import NIB_GRID_BYTES, KernelWeight, iq1s_grid, iq1s_grid_nibbles
 from .linear import ROWWARP_TALL_ROWS, _DT_SUFFIX, _one_token
 
-SOURCES = rt.source_files("linear_iq1s_q8.cu") + rt.source_files("linear_iq1s_t2.cu")
+#: the kernel files and their headers, each once
+SOURCES = tuple(dict.fromkeys(rt.source_files("linear_iq1s_q8.cu") + rt.source_files("linear_iq1s_t2.cu")))
 #: rows a block: an octet a row, 4 warps
 ROWS = 16
 #: bytes of an IQ1_S super-block of 256 weights (IQ1S_SBB in kernels/iq1s_q8.cuh)

@@ -44,7 +44,8 @@ from ._weights import NIB_GRID_BYTES, iq1s_grid, iq1s_grid_nibbles
 from .linear import _DT_SUFFIX
 from .moe_experts import _one_token, _OneToken as _OneTokenArgs
 
-SOURCES = rt.source_files("moe_iq1s_q8.cu") + rt.source_files("moe_iq1s_t2.cu")
+#: the kernel files and their headers, each once
+SOURCES = tuple(dict.fromkeys(rt.source_files("moe_iq1s_q8.cu") + rt.source_files("moe_iq1s_t2.cu")))
 #: rows a block of either kernel: an octet a row, 4 warps
 ROWS = 16
 #: hidden rows a block of the Q8-hidden gate/up: one whole Q8 block of h (8 warps, an octet a row)
