@@ -4609,6 +4609,27 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
         $FILL_LEAN --changes moe_experts@IQ1_S --prediction $DJ/diag-iq1s-gemv-131k.json --expect "$IQ1S_EXPECT" \
         --change "moe_experts@IQ1_S=$IQ1S_EXP: the IQ1_S experts on Q8 activations (the fastest Q8 pair in probe_iq1s), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
   else log "decode131k-iq1s-experts: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-experts)"; fi
+  # then (session 52) the GEMVs again over that step: the fastest other form per op against the one the first rung
+  # put there (--over: sg_mixed, the o_proj on the global grid; or the t2 repacking), its own row over the experts'
+  # registry; left out where the experts' swap made none or no form is faster than the step's per op
+  [ -f $Q8E_REG ] || { log "decode131k-iq1s-gemv2: left out (no experts registry to stand on)"; continue; }
+  IQ1S_BEST=$(python3 bench/probes/iq1s_ops.py --best $DJ/probe-iq1s.json linear cupy_rowwarp_pdl_q8_iq1s_sg_mixed \
+      cupy_rowwarp_pdl_q8_iq1s_t2 cupy_rowwarp_pdl_q8_iq1s_t2_rows16 cupy_rowwarp_pdl_q8_iq1s_sg_short \
+      cupy_rowwarp_pdl_q8_iq1s_sg --over $IQ1S_LIN --above 1) \
+    || { log "decode131k-iq1s-gemv2: left out (no GEMV form faster per op than $IQ1S_LIN)"; continue; }
+  read -r IQ1S_LIN2 IQ1S_EXPECT <<< "$IQ1S_BEST"
+  log "rungs_iq1s: linear@IQ1_S=$IQ1S_LIN2 over $IQ1S_LIN, the fastest other GEMV per op ($IQ1S_EXPECT)"
+  Q8L_REG=${Q8E_REG%.toml}-${IQ1S_LIN2#cupy_rowwarp_pdl_}.toml
+  fresh_over $Q8L_REG $Q8E_REG
+  [ -f $Q8L_REG ] || run swap-iq1s-gemv2 40 bash -c 'swap_into "$@"' _ $Q8L_REG $Q8E_REG linear@IQ1_S=$IQ1S_LIN2
+  if [ -f $M1 ] && [ -f $Q8L_REG ] && python3 bench/registry_selects.py $Q8L_REG linear@IQ1_S=$IQ1S_LIN2 > /dev/null; then
+    run diagnose-iq1s-experts-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $Q8E_REG \
+        $FILL_LEAN --out "$R/diag-iq1s-experts-131k" --json-out $DJ/diag-iq1s-experts-131k.json --record
+    [ -s $DJ/diag-iq1s-experts-131k.json ] && run decode131k-iq1s-gemv2 300 sparkops bench decode --model $M1 \
+        --depth 131072 --tokens 16 --repeats 6 --chunk 4096 --registry $Q8E_REG --vs $Q8L_REG --graph A,B $GATE \
+        $FILL_LEAN --changes linear@IQ1_S --prediction $DJ/diag-iq1s-experts-131k.json --expect "$IQ1S_EXPECT" \
+        --change "linear@IQ1_S=$IQ1S_LIN2: the IQ1_S GEMVs from $IQ1S_LIN to the fastest other form in probe_iq1s, over $(basename $Q8E_REG), one CUDA graph per step (IQ1_S mix)"
+  else log "decode131k-iq1s-gemv2: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-gemv2)"; fi
   ;;
 frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a
   # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and

@@ -34,6 +34,7 @@ kernels overlap (sessions 23, 33): a lead's size, not a rung.
     python3 bench/probes/iq1s_ops.py --out probe.json [--only NAME ...] [--impl OP=NAME ...]
     python3 bench/probes/iq1s_ops.py --factor probe.json linear cupy_rowwarp_pdl_q8_iq1s [--above 1]   # linear@IQ1_S=3.5
     python3 bench/probes/iq1s_ops.py --best probe.json linear IMPL [IMPL ...] [--above 1]   # IMPL linear@IQ1_S=F
+    (either with --over NAME: the factor over NAME, the form an earlier rung put in the step, not the probe's "now")
 """
 
 from __future__ import annotations
@@ -131,34 +132,39 @@ def forecast(rows: dict, kinds: list[Kernel], now: dict[str, str], base_tok_s: f
             "forecast_tok_s": 1e6 / (step_us - saved)}
 
 
-def factor(results: dict, op: str, impl: str) -> float:
-    """The per-op speed-up a rung's --expect takes for `op` on IQ1_S weights when `impl` replaces the step's: the
-    step's implementation's time over impl's, each kernel of the op weighted by its calls a token. Both must have met
-    their claims on every kernel of the op that was timed, or there is no factor (ValueError, saying which)."""
+def factor(results: dict, op: str, impl: str, over: str | None = None) -> float:
+    """The per-op speed-up a rung's --expect takes for `op` on IQ1_S weights when `impl` replaces the step's (or
+    `over`, the form an earlier rung put in the step after the probe ran): the replaced implementation's time over
+    impl's, each kernel of the op weighted by its calls a token. Both must have met their claims on every kernel of
+    the op that was timed, or there is no factor (ValueError, saying which)."""
+    base = over or results["now"][op]
     now_us = new_us = 0.0
     kinds = [k for k in results["kernels"].values() if k["op"] == op]
     if not kinds:
         raise ValueError(f"the probe timed no {op} kernel")
     for k in kinds:
         rows = results["timed"][k["name"]]
-        for name in (results["now"][op], impl):
+        for name in (base, impl):
             r = rows.get(name, {})
             if not r.get("ok"):
                 why = r.get("left_out") or r.get("error") or ("missed its claim" if "ok" in r else "was not timed")
                 raise ValueError(f"{k['name']}: {name} {why}")
-        now_us += k["calls"] * rows[results["now"][op]]["us"]
+        now_us += k["calls"] * rows[base]["us"]
         new_us += k["calls"] * rows[impl]["us"]
     return now_us / new_us
 
 
-def best(results: dict, op: str, impls: list[str]) -> tuple[str, float]:
-    """Of impls, the one with the largest `factor` for op (the first named on a tie), and that factor; a candidate
-    without a factor (it or the step's implementation missed a claim, or was not timed) is passed over. ValueError
-    naming each candidate's reason where none has one."""
+def best(results: dict, op: str, impls: list[str], over: str | None = None) -> tuple[str, float]:
+    """Of impls, the one with the largest `factor` for op (over the step's implementation, or `over`; the first
+    named on a tie), and that factor; a candidate without a factor (it or the replaced implementation missed a claim,
+    or was not timed) is passed over, and so is `over` itself. ValueError naming each candidate's reason where none
+    has one."""
     got, why = {}, []
     for name in impls:
+        if name == over:
+            continue
         try:
-            got[name] = factor(results, op, name)
+            got[name] = factor(results, op, name, over)
         except (ValueError, KeyError) as exc:
             why.append(f"{name}: {exc}")
     if not got:
@@ -194,9 +200,25 @@ def _above(argv: list[str], fixed: int, usage: str, more: bool = False) -> tuple
     return argv, above
 
 
+def _over(argv: list[str]) -> tuple[list[str], str | None] | None:
+    """argv without an `--over NAME` pair, and NAME; None after saying why not."""
+    if "--over" not in argv:
+        return argv, None
+    i = argv.index("--over")
+    if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+        print("iq1s_ops probe: --over takes the implementation the step runs now (got nothing)", file=sys.stderr)
+        return None
+    return argv[:i] + argv[i + 2:], argv[i + 1]
+
+
 def _best_main(argv: list[str]) -> int:
-    """--best PROBE.json OP IMPL [IMPL ...] [--above X]: "IMPL OP@IQ1_S=FACTOR" for the fastest candidate per op."""
-    parsed = _above(argv, 3, "--best takes PROBE.json OP IMPL [IMPL ...] [--above X]", more=True)
+    """--best PROBE.json OP IMPL [IMPL ...] [--over NAME] [--above X]: "IMPL OP@IQ1_S=FACTOR" for the fastest
+    candidate per op."""
+    taken = _over(argv)
+    if taken is None:
+        return 2
+    argv, over = taken
+    parsed = _above(argv, 3, "--best takes PROBE.json OP IMPL [IMPL ...] [--over NAME] [--above X]", more=True)
     if parsed is None:
         return 2
     (path, op, *impls), above = parsed
@@ -204,7 +226,7 @@ def _best_main(argv: list[str]) -> int:
     if results is None:
         return 2
     try:
-        name, got = best(results, op, impls)
+        name, got = best(results, op, impls, over)
     except ValueError as exc:
         print(f"iq1s_ops probe: no factor for any of {op}={', '.join(impls)}: {exc}", file=sys.stderr)
         return 1
@@ -272,8 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--best"]:
         return _best_main(argv[1:])
-    if argv[:1] == ["--factor"]:  # --factor PROBE.json OP IMPL [--above X]: OP@IQ1_S=FACTOR for a rung's --expect
-        parsed = _above(argv[1:], 3, "--factor takes PROBE.json OP IMPL [--above X]")
+    if argv[:1] == ["--factor"]:  # --factor PROBE.json OP IMPL [--over NAME] [--above X]: OP@IQ1_S=FACTOR
+        taken = _over(argv[1:])
+        if taken is None:
+            return 2
+        parsed = _above(taken[0], 3, "--factor takes PROBE.json OP IMPL [--over NAME] [--above X]")
         if parsed is None:
             return 2
         (path, op, impl), above = parsed
@@ -281,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         if results is None:
             return 2
         try:
-            got = factor(results, op, impl)
+            got = factor(results, op, impl, taken[1])
         except (ValueError, KeyError) as exc:
             print(f"iq1s_ops probe: no factor for {op}={impl}: {exc}", file=sys.stderr)
             return 1

@@ -4201,6 +4201,13 @@ def test_rungs_iq1s_takes_a_pinned_gemv_form_over_the_probes_fastest(tmp_path):
     q8i = tmp_path / "machine" / "cuda-s22-all-iq1s-q8_iq1s.toml"
     assert "--expect linear@IQ1_S=1.5000" in bench[0] and f"--vs {q8i} " in bench[0], bench[0]
     assert f"--registry {q8i} " in bench[1], bench[1]
+    # then the GEMVs again over the experts' step: the shared-grid form is x8/6 over the pinned one per op
+    q8e = tmp_path / "machine" / "cuda-s22-all-iq1s-q8_iq1s-q8h_iq1s.toml"
+    q8l = tmp_path / "machine" / "cuda-s22-all-iq1s-q8_iq1s-q8h_iq1s-q8_iq1s_sg.toml"
+    assert "rungs_iq1s: linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s_sg over cupy_rowwarp_pdl_q8_iq1s" in log
+    assert len(bench) == 3 and f"--registry {q8e} --vs {q8l} --graph A,B " in bench[2], bench[2]
+    assert "--changes linear@IQ1_S " in bench[2] and "--expect linear@IQ1_S=1.3333" in bench[2], bench[2]
+    assert any(c.startswith("diagnose") and f"--registry {q8e} " in c for c in calls)
 
 
 def test_rungs_iq1s_waits_for_the_probe_s_tests_and_figures(tmp_path):
@@ -4226,6 +4233,7 @@ def test_rungs_iq1s_times_the_fastest_q8_gemvs_against_the_iq1s_step_at_131072(t
     q8e = machine / "cuda-s22-all-iq1s-q8_iq1s_sg-q8h_iq1s.toml"
     assert f"--registry {q8i} --vs {q8e} --graph A,B " in bench[1], bench[1]
     assert "--changes moe_experts@IQ1_S " in bench[1], bench[1]
+    assert "decode131k-iq1s-gemv2: left out (no GEMV form faster per op than cupy_rowwarp_pdl_q8_iq1s_sg)" in log
     assert all(f"--model {machine / 'k48-iq1_s.gguf'} " in c for c in bench)
     for base in (iq1s, q8i):
         assert any(c.startswith("diagnose") and "--depth 131072" in c and f"--registry {base} " in c for c in calls)

@@ -176,6 +176,27 @@ def test_best_names_the_candidate_with_the_largest_factor_and_passes_over_unprov
     assert probe.main(["--factor", str(path), "linear", "slow", "fast"]) == 2  # --factor takes one
 
 
+def test_over_takes_the_factor_against_the_form_an_earlier_rung_put_in_the_step(probe, tmp_path, capsys):
+    now = probe.NOW["linear"]
+    rows = {"a": {now: _row(6.0), "won": _row(4.0), "fast": _row(2.0), "wrong": _row(1.0, ok=False)},
+            "b": {now: _row(10.0), "won": _row(5.0), "fast": _row(4.0)}}
+    res = _results(probe, rows)
+    assert probe.factor(res, "linear", "fast", over="won") == pytest.approx((10 * 4 + 2 * 5) / (10 * 2 + 2 * 4))
+    # the replaced form is no candidate against itself; an unproven one is passed over
+    assert probe.best(res, "linear", ["won", "wrong", "fast"], over="won")[0] == "fast"
+    with pytest.raises(ValueError, match="a: wrong missed its claim"):
+        probe.factor(res, "linear", "fast", over="wrong")
+    path = tmp_path / "probe.json"
+    path.write_text(__import__("json").dumps(res))
+    assert probe.main(["--best", str(path), "linear", "won", "fast", "--over", "won", "--above", "1"]) == 0
+    assert capsys.readouterr().out.strip() == "fast linear@IQ1_S=1.7857"
+    assert probe.main(["--factor", str(path), "linear", "fast", "--over", "won"]) == 0
+    assert capsys.readouterr().out.strip() == "linear@IQ1_S=1.7857"
+    assert probe.main(["--factor", str(path), "linear", "fast", "--over"]) == 2
+    assert "--over takes the implementation the step runs now" in capsys.readouterr().err
+    assert probe.main(["--best", str(path), "linear", "won", "--over", "won"]) == 1  # nothing but itself
+
+
 def test_an_unknown_implementation_is_refused_by_name_before_anything_is_built(probe, capsys):
     assert probe.main(["--impl", "linear=cupy_nonesuch"]) == 2
     err = capsys.readouterr().err
