@@ -4275,8 +4275,15 @@ probe_iq1s)  # decode lead (session 50): the IQ1_S step's weight kernels (cupy_f
   # GPU tests of the new kernels it times (cupy_rowwarp_pdl_q8_iq1s of linear and of moe_experts, and the experts'
   # cupy_rowwarp_pdl_q8h_iq1s: rows, bits, graph, policy)
   run gpu-tests-iq1s 90 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_cupy_linear_iq1s.py \
-      tests/backends/test_cupy_moe_experts_iq1s.py
-  run probe-iq1s 150 python3 bench/probes/iq1s_ops.py --out "$R/probe-iq1s.json"
+      tests/backends/test_cupy_moe_experts_iq1s.py -k "not t2"
+  # (session 52) the t2 forms' tests apart: where they fail, the t2 forms are left out of the probe and the rungs,
+  # not the rest with them
+  run gpu-tests-iq1s-t2 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_cupy_linear_iq1s.py \
+      tests/backends/test_cupy_moe_experts_iq1s.py -k t2
+  IQ1S_WITHOUT=""
+  [ "$(marker $DONE/gpu-tests-iq1s-t2)" = 0 ] || IQ1S_WITHOUT="--without linear=cupy_rowwarp_pdl_q8_iq1s_t2 \
+--without linear=cupy_rowwarp_pdl_q8_iq1s_t2_rows16 --without moe_experts=cupy_rowwarp_pdl_q8h_iq1s_t2"
+  run probe-iq1s 150 python3 bench/probes/iq1s_ops.py --out "$R/probe-iq1s.json" $IQ1S_WITHOUT
   # kept on the machine for rungs_iq1s's --expect (a later call's results directory is another)
   [ -s "$R/probe-iq1s.json" ] && cp "$R/probe-iq1s.json" $DJ/probe-iq1s.json ;;
 probe_pdl_floor)  # decode lead (session 17, for session 18): a chain of small dependent Triton kernels plain and with

@@ -243,6 +243,8 @@ def parse(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     ap.add_argument("--only", action="append", metavar="NAME", help=f"time this kernel alone ({', '.join(names)})")
     ap.add_argument("--impl", action="append", metavar="OP=NAME", default=[],
                     help="time this implementation too (linear=... or moe_experts=...)")
+    ap.add_argument("--without", action="append", metavar="OP=NAME", default=[],
+                    help="leave this implementation out (one whose GPU tests failed on this machine)")
     ap.add_argument("--registry", metavar="FILE",
                     help="the step's registry: what it runs for IQ1_S is the forecast's 'now' (default: NOW)")
     ap.add_argument("--replays", type=int, default=15, help="graph replays a figure (the median is kept)")
@@ -253,10 +255,11 @@ def parse(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     if unknown:
         ap.exit(2, f"iq1s_ops probe: no kernel named {', '.join(map(repr, unknown))}; the names are "
                    f"{', '.join(names)}\n")
-    for spec in args.impl:
-        op, _, name = spec.partition("=")
-        if op not in IMPLS or not name:
-            ap.exit(2, f"iq1s_ops probe: --impl takes OP=NAME with OP one of {', '.join(IMPLS)} (got '{spec}')\n")
+    for flag, specs in (("--impl", args.impl), ("--without", args.without)):
+        for spec in specs:
+            op, _, name = spec.partition("=")
+            if op not in IMPLS or not name:
+                ap.exit(2, f"iq1s_ops probe: {flag} takes OP=NAME with OP one of {', '.join(IMPLS)} (got '{spec}')\n")
     if args.replays < 3:
         ap.exit(2, "iq1s_ops probe: --replays must be at least 3 (a median of fewer says little)\n")
     if args.base_tok_s <= 0:
@@ -340,6 +343,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if name not in impls[op]:
             impls[op].append(name)
+    for spec in args.without:
+        op, _, name = spec.partition("=")
+        if name == now[op]:
+            print(f"iq1s_ops probe: --without {spec}: that is the step's own implementation, every factor's base",
+                  file=sys.stderr)
+            return 2
+        if name in impls[op]:
+            impls[op].remove(name)
+            print(f"iq1s_ops probe: {op}={name} left out (--without)", flush=True)
     import torch
 
     if not torch.cuda.is_available():

@@ -128,7 +128,7 @@ def test_the_short_form_takes_tall_weights_as_the_16_row_form_does():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (6720, 2304), (2304, 9216), (33, 256),
                                         (5, 1280)])
-def test_the_shared_grid_and_t2_forms_give_their_twins_bits(form, dtype, out_f, in_f):
+def test_the_shared_grid_and_repacked_forms_give_their_twins_bits(form, dtype, out_f, in_f):
     """The nibble grid's sums are g + 1 against the codes and its delta one less: the same exact value a sub-block,
     so the same bits (kernels/iq1s_q8.cuh); the t2 codes are the same g + 1 (kernels/iq1s_t2.cuh). At every shape the
     step runs and ragged ones."""

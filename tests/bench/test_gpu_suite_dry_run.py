@@ -1927,7 +1927,19 @@ def test_probe_iq1s_runs_the_iq1s_kernel_probe_alone_and_no_model(tmp_path):
     assert "] gpu-tests-iq1s (limit" in log and "tests/backends/test_cupy_linear_iq1s.py" in log
     assert log.index("] gpu-tests-iq1s (limit") < log.index("] probe-iq1s (limit")
     assert "] probe-iq1s (limit" in log and "bench/probes/iq1s_ops.py --out" in log
+    assert "] gpu-tests-iq1s-t2 (limit" in log and "--without" not in log  # the t2 tests passed: nothing left out
     assert "unknown stage" not in log and "synth48" not in log and not calls
+
+
+def test_probe_iq1s_leaves_the_t2_forms_out_where_their_gpu_tests_fail_and_not_the_rest(tmp_path):
+    log, calls = _suite(tmp_path, "probe_iq1s", extra_env={"STUB_FAIL_MATCH": "-k t2"})
+    done = tmp_path / "machine" / "suite-done"
+    assert (done / "gpu-tests-iq1s").read_text().strip() == "0"
+    assert (done / "gpu-tests-iq1s-t2").read_text().strip() != "0"
+    probe = log[log.index("] probe-iq1s (limit"):]
+    for name in ("linear=cupy_rowwarp_pdl_q8_iq1s_t2", "linear=cupy_rowwarp_pdl_q8_iq1s_t2_rows16",
+                 "moe_experts=cupy_rowwarp_pdl_q8h_iq1s_t2"):
+        assert f"--without {name}" in probe.splitlines()[0] + probe.splitlines()[1], probe[:600]
 
 
 def test_probe_pdl_floor_runs_the_chain_probe_alone_and_no_model(tmp_path):

@@ -197,6 +197,17 @@ def test_over_takes_the_factor_against_the_form_an_earlier_rung_put_in_the_step(
     assert probe.main(["--best", str(path), "linear", "won", "--over", "won"]) == 1  # nothing but itself
 
 
+def test_without_leaves_an_implementation_out_but_never_the_steps_own(probe, capsys):
+    with pytest.raises(SystemExit) as stop:
+        probe.main(["--without", "linear"])
+    assert stop.value.code == 2 and "--without takes OP=NAME" in capsys.readouterr().err
+    assert probe.main(["--without", f"linear={probe.NOW['linear']}"]) == 2
+    assert "that is the step's own implementation" in capsys.readouterr().err
+    pytest.importorskip("torch")
+    probe.main(["--without", "linear=cupy_rowwarp_pdl_q8_iq1s_t2", "--only", "kda_qkv"])  # stops at CUDA on CPU
+    assert "linear=cupy_rowwarp_pdl_q8_iq1s_t2 left out (--without)" in capsys.readouterr().out
+
+
 def test_an_unknown_implementation_is_refused_by_name_before_anything_is_built(probe, capsys):
     assert probe.main(["--impl", "linear=cupy_nonesuch"]) == 2
     err = capsys.readouterr().err
