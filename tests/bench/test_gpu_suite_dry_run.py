@@ -1555,6 +1555,22 @@ def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu
     assert "regex:linear_q4_k_rowcp_bf16" in ncu and "rowwarp_kernels.py --shapes 12288x2304" in ncu
 
 
+def test_probe_ncu_iq1s_profiles_each_iq1s_form_alone_on_its_kernel_or_says_there_is_no_ncu(tmp_path):
+    bare = tmp_path / "without"
+    bare.mkdir()
+    stubs = _stubs(bare, 1)
+    log, calls = _suite(bare, "probe_ncu_iq1s", extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
+    assert "probe-ncu-iq1s: no ncu on this machine; nothing profiled" in log and not calls
+    _stubs_with_ncu(tmp_path)
+    log, calls = _suite(tmp_path, "probe_ncu_iq1s")
+    ncu = [c for c in calls if c.startswith("ncu ")]
+    assert len(ncu) == 3 and all("--launch-count 2" in c and "--replays 3" in c for c in ncu), ncu
+    assert "regex:moe_iq1_s_(gateupq8hpairsg|downq8hflat)pdl_bf16$" in ncu[0] and "--only experts" in ncu[0]
+    assert "regex:moe_iq1_s_t2(gateup|down)q8hpdl_bf16$" in ncu[1] and "--only experts" in ncu[1]
+    assert "regex:linear_iq1_s_t2rowq8pairpdl_bf16$" in ncu[2] and "--only kda_qkv" in ncu[2]
+    assert "unknown stage" not in log and "synth48" not in log
+
+
 def test_probe_ncu_source_moe_reads_the_down_and_the_pairs_gate_up_each_launched_alone(tmp_path):
     """Session 30's instrument: the Q8 hidden pair's down, the pairs gate/up and the down with its loads earlier, each
     profiled as the one matching launch after its warm-up (moe_kernels.py --only), the source page as CSV, a table read
