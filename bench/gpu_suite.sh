@@ -965,6 +965,17 @@
 #   On an H200, leave decode131k-iq1s-gemv out of SUITE_SKIP (the GEMV rung's first H200 figures). The first fresh
 #   machine re-proves the won GEMV's record (its Python sources, linear_iq1s.py and _weights.py, changed after the run;
 #   its kernel bytes did not).
+# Session 52 (bench/gpu-runs/2026-12-07-session52/README.md): no machine came; session 51's plan stands, with a third
+# rung in rungs_iq1s (the GEMVs again over the experts' step, --over the won form) and the t2 forms' GPU tests apart
+# (gpu-tests-iq1s-t2: where they fail the probe and the rungs go on without the t2 forms). Three calls on one machine:
+#     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
+#     export SUITE_IQ1S_LINEAR=cupy_rowwarp_pdl_q8_iq1s_sg_short SUITE_SKIP="diagnose-iq1s-131k decode131k-iq1s-gemv"
+#     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""   # fresh: probe, swaps, the GEMV step's diagnosis
+#     bash bench/gpu_lanes.sh 420 "rungs_iq1s" ""              # warm: the experts pair (~190 s), the experts' step diagnosed
+#     bash bench/gpu_lanes.sh 420 "rungs_iq1s probe_ncu_iq1s" ""   # warm: the GEMV pair over it (~190 s), Nsight Compute
+#   With under ~740 s of budget no rung can finish; the cheap call instead (fresh, no registries, ~230 s):
+#     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
+#     bash bench/gpu_lanes.sh 330 "probe_iq1s probe_ncu_iq1s" ""
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
