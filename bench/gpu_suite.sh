@@ -1790,6 +1790,19 @@ prereq_lean() {
   done
 }
 
+# iq1s_pair ROW DIAG BASE NEW OP@IQ1_S=IMPL SWAP CHANGE: one of rungs_iq1s's rows at 131072 on the IQ1_S 48B: BASE
+# diagnosed (diagnose-DIAG, the prediction), then BASE against NEW, one CUDA graph per step, --expect $IQ1S_EXPECT;
+# left out, saying so, where there is no IQ1_S model or NEW does not select the implementation (SWAP kept the base)
+iq1s_pair() {
+  local row=$1 diag=$2 base=$3 new=$4 sel=$5 swap=$6 change=$7
+  if [ -f $M1 ] && [ -f $new ] && python3 bench/registry_selects.py $new $sel > /dev/null; then
+    run diagnose-$diag 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $base $FILL_LEAN \
+        --out "$R/diag-$diag" --json-out $DJ/diag-$diag.json --record
+    [ -s $DJ/diag-$diag.json ] && run $row 300 sparkops bench decode --model $M1 --depth 131072 --tokens 16 \
+        --repeats 6 --chunk 4096 --registry $base --vs $new --graph A,B $GATE $FILL_LEAN --changes ${sel%%=*} \
+        --prediction $DJ/diag-$diag.json --expect "$IQ1S_EXPECT" --change "$change"
+  else log "$row: left out (no IQ1_S model, or the swap kept the base: see $swap)"; fi
+}
 # the GPU proofs of session 7's rungs (their GPU tests and launch-shape studies), one function each: stage rungs7
 # runs each before its rungs; stage proofs7 runs them all in another lane (no prerequisites), and run() lets a
 # step that one lane is running be waited for by the other, not run twice
@@ -4612,14 +4625,8 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
   Q8I_REG=${IQ1S_REG%.toml}-${IQ1S_LIN#cupy_rowwarp_pdl_}.toml
   fresh_over $Q8I_REG $IQ1S_REG
   [ -f $Q8I_REG ] || run swap-iq1s-gemv 40 bash -c 'swap_into "$@"' _ $Q8I_REG $IQ1S_REG linear@IQ1_S=$IQ1S_LIN
-  if [ -f $M1 ] && [ -f $Q8I_REG ] && python3 bench/registry_selects.py $Q8I_REG linear@IQ1_S=$IQ1S_LIN > /dev/null; then
-    run diagnose-iq1s-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $IQ1S_REG \
-        $FILL_LEAN --out "$R/diag-iq1s-131k" --json-out $DJ/diag-iq1s-131k.json --record
-    [ -s $DJ/diag-iq1s-131k.json ] && run decode131k-iq1s-gemv 300 sparkops bench decode --model $M1 --depth 131072 \
-        --tokens 16 --repeats 6 --chunk 4096 --registry $IQ1S_REG --vs $Q8I_REG --graph A,B $GATE $FILL_LEAN \
-        --changes linear@IQ1_S --prediction $DJ/diag-iq1s-131k.json --expect "$IQ1S_EXPECT" \
-        --change "linear@IQ1_S=$IQ1S_LIN: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid; the fastest such form in probe_iq1s), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
-  else log "decode131k-iq1s-gemv: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-gemv)"; fi
+  iq1s_pair decode131k-iq1s-gemv iq1s-131k $IQ1S_REG $Q8I_REG linear@IQ1_S=$IQ1S_LIN swap-iq1s-gemv \
+      "linear@IQ1_S=$IQ1S_LIN: the IQ1_S GEMVs on Q8 activations (the Q4_K step's row-copy form over the IQ1_S grid; the fastest such form in probe_iq1s), over $(basename $IQ1S_REG), one CUDA graph per step (IQ1_S mix)"
   # then the experts (moe_experts@IQ1_S, triton_prefetch -> the fastest Q8 pair per op) over that registry: its own
   # row, left out where the probe has none faster per op (session 50: the row-copy pair x0.785)
   IQ1S_BEST=$(python3 bench/probes/iq1s_ops.py --best $DJ/probe-iq1s.json moe_experts cupy_rowwarp_pdl_q8_iq1s \
@@ -4633,15 +4640,8 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
   fresh_over $Q8E_REG $Q8I_REG
   [ -f $Q8I_REG ] && [ ! -f $Q8E_REG ] && run swap-iq1s-experts 40 bash -c 'swap_into "$@"' _ $Q8E_REG $Q8I_REG \
       moe_experts@IQ1_S=$IQ1S_EXP
-  if [ -f $M1 ] && [ -f $Q8E_REG ] \
-      && python3 bench/registry_selects.py $Q8E_REG moe_experts@IQ1_S=$IQ1S_EXP > /dev/null; then
-    run diagnose-iq1s-gemv-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $Q8I_REG \
-        $FILL_LEAN --out "$R/diag-iq1s-gemv-131k" --json-out $DJ/diag-iq1s-gemv-131k.json --record
-    [ -s $DJ/diag-iq1s-gemv-131k.json ] && run decode131k-iq1s-experts 300 sparkops bench decode --model $M1 \
-        --depth 131072 --tokens 16 --repeats 6 --chunk 4096 --registry $Q8I_REG --vs $Q8E_REG --graph A,B $GATE \
-        $FILL_LEAN --changes moe_experts@IQ1_S --prediction $DJ/diag-iq1s-gemv-131k.json --expect "$IQ1S_EXPECT" \
-        --change "moe_experts@IQ1_S=$IQ1S_EXP: the IQ1_S experts on Q8 activations (the fastest Q8 pair in probe_iq1s), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
-  else log "decode131k-iq1s-experts: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-experts)"; fi
+  iq1s_pair decode131k-iq1s-experts iq1s-gemv-131k $Q8I_REG $Q8E_REG moe_experts@IQ1_S=$IQ1S_EXP swap-iq1s-experts \
+      "moe_experts@IQ1_S=$IQ1S_EXP: the IQ1_S experts on Q8 activations (the fastest Q8 pair in probe_iq1s), over $(basename $Q8I_REG), one CUDA graph per step (IQ1_S mix)"
   # then (session 52) the GEMVs again over that step: the fastest other form per op against the one the first rung
   # put there (--over: sg_mixed, the o_proj on the global grid; or the t2 repacking), its own row over the experts'
   # registry; left out where the experts' swap made none or no form is faster than the step's per op
@@ -4655,14 +4655,8 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
   Q8L_REG=${Q8E_REG%.toml}-${IQ1S_LIN2#cupy_rowwarp_pdl_}.toml
   fresh_over $Q8L_REG $Q8E_REG
   [ -f $Q8L_REG ] || run swap-iq1s-gemv2 40 bash -c 'swap_into "$@"' _ $Q8L_REG $Q8E_REG linear@IQ1_S=$IQ1S_LIN2
-  if [ -f $M1 ] && [ -f $Q8L_REG ] && python3 bench/registry_selects.py $Q8L_REG linear@IQ1_S=$IQ1S_LIN2 > /dev/null; then
-    run diagnose-iq1s-experts-131k 200 sparkops diagnose --model $M1 --device cuda --depth 131072 --registry $Q8E_REG \
-        $FILL_LEAN --out "$R/diag-iq1s-experts-131k" --json-out $DJ/diag-iq1s-experts-131k.json --record
-    [ -s $DJ/diag-iq1s-experts-131k.json ] && run decode131k-iq1s-gemv2 300 sparkops bench decode --model $M1 \
-        --depth 131072 --tokens 16 --repeats 6 --chunk 4096 --registry $Q8E_REG --vs $Q8L_REG --graph A,B $GATE \
-        $FILL_LEAN --changes linear@IQ1_S --prediction $DJ/diag-iq1s-experts-131k.json --expect "$IQ1S_EXPECT" \
-        --change "linear@IQ1_S=$IQ1S_LIN2: the IQ1_S GEMVs from $IQ1S_LIN to the fastest other form in probe_iq1s, over $(basename $Q8E_REG), one CUDA graph per step (IQ1_S mix)"
-  else log "decode131k-iq1s-gemv2: left out (no IQ1_S model, or the swap kept the base: see swap-iq1s-gemv2)"; fi
+  iq1s_pair decode131k-iq1s-gemv2 iq1s-experts-131k $Q8E_REG $Q8L_REG linear@IQ1_S=$IQ1S_LIN2 swap-iq1s-gemv2 \
+      "linear@IQ1_S=$IQ1S_LIN2: the IQ1_S GEMVs from $IQ1S_LIN to the fastest other form in probe_iq1s, over $(basename $Q8E_REG), one CUDA graph per step (IQ1_S mix)"
   ;;
 frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a
   # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and

@@ -1542,13 +1542,7 @@ def test_probe_copy2_runs_its_bitwise_tests_and_the_side_by_side_with_a_record(t
 
 
 def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu(tmp_path):
-    bare = tmp_path / "without"
-    bare.mkdir()
-    stubs = _stubs(bare, 1)
-    log, calls = _suite(bare, "probe_ncu_source", extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
-    assert "probe-ncu-source: no ncu on this machine; nothing profiled" in log and not calls
-    _stubs_with_ncu(tmp_path)
-    log, calls = _suite(tmp_path, "probe_ncu_source")
+    log, calls = _ncu_stage(tmp_path, "probe_ncu_source", "probe-ncu-source")
     assert "] probe-ncu-source (limit" in log and "unknown stage" not in log
     [ncu] = [c for c in calls if c.startswith("ncu ")]
     assert "--page source --print-source sass --csv" in ncu and "--launch-skip 1 --launch-count 1" in ncu
@@ -1556,13 +1550,7 @@ def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu
 
 
 def test_probe_ncu_iq1s_profiles_each_iq1s_form_alone_on_its_kernel_or_says_there_is_no_ncu(tmp_path):
-    bare = tmp_path / "without"
-    bare.mkdir()
-    stubs = _stubs(bare, 1)
-    log, calls = _suite(bare, "probe_ncu_iq1s", extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
-    assert "probe-ncu-iq1s: no ncu on this machine; nothing profiled" in log and not calls
-    _stubs_with_ncu(tmp_path)
-    log, calls = _suite(tmp_path, "probe_ncu_iq1s")
+    log, calls = _ncu_stage(tmp_path, "probe_ncu_iq1s", "probe-ncu-iq1s")
     ncu = [c for c in calls if c.startswith("ncu ")]
     assert len(ncu) == 3 and all("--launch-count 2" in c and "--replays 3" in c for c in ncu), ncu
     assert "regex:moe_iq1_s_(gateupq8hpairsg|downq8hflat)pdl_bf16$" in ncu[0] and "--only experts" in ncu[0]
@@ -1575,14 +1563,7 @@ def test_probe_ncu_source_moe_reads_the_down_and_the_pairs_gate_up_each_launched
     """Session 30's instrument: the Q8 hidden pair's down, the pairs gate/up and the down with its loads earlier, each
     profiled as the one matching launch after its warm-up (moe_kernels.py --only), the source page as CSV, a table read
     from each."""
-    bare = tmp_path / "without"
-    bare.mkdir()
-    stubs = _stubs(bare, 1)
-    log, calls = _suite(bare, "probe_ncu_source_moe",
-                        extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
-    assert "probe-ncu-source-moe: no ncu on this machine; nothing profiled" in log and not calls
-    _stubs_with_ncu(tmp_path)
-    log, calls = _suite(tmp_path, "probe_ncu_source_moe")
+    log, calls = _ncu_stage(tmp_path, "probe_ncu_source_moe", "probe-ncu-source-moe")
     assert "unknown stage" not in log
     ncu = [c for c in calls if c.startswith("ncu ")]
     assert len(ncu) == 3, ncu
@@ -1981,13 +1962,7 @@ def test_probe_gemv_runs_the_anatomy_probe_alone(tmp_path):
 def test_probe_ncu_profiles_the_decode_gemvs_where_ncu_exists_and_says_so_where_not(tmp_path):
     """With ncu on the PATH the stage profiles the measured pass only (the warm-up's 24 launches skipped) with the
     sections that say what binds; without it, it says that nothing was profiled and runs nothing."""
-    bare = tmp_path / "without"
-    bare.mkdir()
-    stubs = _stubs(bare, 1)
-    log, calls = _suite(bare, "probe_ncu", extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
-    assert "probe-ncu-rowwarp: no ncu on this machine; nothing profiled" in log and not calls
-    _stubs_with_ncu(tmp_path)
-    log, calls = _suite(tmp_path, "probe_ncu")
+    log, calls = _ncu_stage(tmp_path, "probe_ncu", "probe-ncu-rowwarp")
     assert "] probe-ncu-rowwarp (limit" in log and "unknown stage" not in log
     ncu, stalls = [c for c in calls if c.startswith("ncu ")]
     assert "--clock-control none" in ncu and "--launch-skip 24 --launch-count 24" in ncu
@@ -2010,6 +1985,18 @@ def test_probe_router_profiles_the_routers_measured_pass_with_the_same_two_passe
     for c in (ncu, stalls):
         assert "--launch-skip 6 --launch-count 6" in c and "bench/probes/router_kernels.py" in c
         assert "regex:moe_router_rowwarp|_logits_gemv_kernel" in c
+
+
+def _ncu_stage(tmp: Path, stage: str, step: str) -> tuple[str, list[str]]:
+    """An ncu stage on a machine without ncu (it must say that nothing was profiled and run nothing: checked here),
+    then on one with the logging stand-in ncu: that run's log and calls."""
+    bare = tmp / "without"
+    bare.mkdir()
+    stubs = _stubs(bare, 1)
+    log, calls = _suite(bare, stage, extra_env={"PATH": f"{stubs}{os.pathsep}{_path_without('ncu')}"})
+    assert f"{step}: no ncu on this machine; nothing profiled" in log and not calls
+    _stubs_with_ncu(tmp)
+    return _suite(tmp, stage)
 
 
 def _stubs_with_ncu(tmp: Path) -> Path:
