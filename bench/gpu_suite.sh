@@ -182,7 +182,7 @@
 #     proofs25    those rungs' GPU tests alone (the F16 PDL GEMVs', the PDL short conv's, the fused gates'): the lane
 #                 beside rungs25
 #     probe_ncu_iq1s  Nsight Compute on one launch of each kernel of the staged_flat and t2 IQ1_S experts and the t2
-#                 GEMV (iq1s_ops.py alone on each kernel, bf16)
+#                 GEMV (iq1s_ops.py alone on each kernel, the first matching launch, bf16)
 #     rungs_iq1s  sessions 50-51's IQ1_S rungs at 131072, after probe_iq1s's GPU tests and figures: the IQ1_S
 #                 step's GEMVs on the fastest Q8 form per op (linear@IQ1_S; SUITE_IQ1S_LINEAR pins one) over the step
 #                 now with the IQ1_S experts on triton_prefetch, then its experts on the fastest Q8 pair per op
@@ -4314,14 +4314,17 @@ probe_iq1s)  # decode lead (session 50): the IQ1_S step's weight kernels (cupy_f
   [ -s "$R/probe-iq1s.json" ] && cp "$R/probe-iq1s.json" $DJ/probe-iq1s.json ;;
 probe_ncu_iq1s)  # decode lead (session 52): Nsight Compute on one launch of each kernel of the IQ1_S forms the probe
   # has fastest or newest (bf16 activations): the staged_flat experts pair and the t2 repacking's pair and GEMV, each
-  # from iq1s_ops.py alone on its kernel (the probe's first, eager call of each form is the launch profiled)
+  # from iq1s_ops.py alone on its kernel, the first matching launch (a form's first, eager call; staged_flat's gate/up
+  # kernel is staged_pair's, at the same shape, and is launched first by staged_pair: so each kernel its own run, with
+  # the t2 pair's two kernels, which no other form launches, in one)
   if ! command -v ncu > /dev/null; then log "probe-ncu-iq1s: no ncu on this machine; nothing profiled"; continue; fi
-  for f in "experts-flat experts moe_iq1_s_(gateupq8hpairsg|downq8hflat)pdl_bf16" \
-      "experts-t2 experts moe_iq1_s_t2(gateup|down)q8hpdl_bf16" "gemv-t2 kda_qkv linear_iq1_s_t2rowq8pairpdl_bf16"; do
-    read -r name only regex <<< "$f"
+  for f in "gateup-pairsg experts 1 moe_iq1_s_gateupq8hpairsgpdl_bf16" \
+      "down-flat experts 1 moe_iq1_s_downq8hflatpdl_bf16" "experts-t2 experts 2 moe_iq1_s_t2(gateup|down)q8hpdl_bf16" \
+      "gemv-t2 kda_qkv 1 linear_iq1_s_t2rowq8pairpdl_bf16"; do
+    read -r name only count regex <<< "$f"
     run probe-ncu-iq1s-$name 90 ncu --clock-control none --section SpeedOfLight --section Occupancy \
         --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats -k "regex:$regex\$" \
-        --launch-count 2 python3 bench/probes/iq1s_ops.py --only $only --replays 3
+        --launch-count $count python3 bench/probes/iq1s_ops.py --only $only --replays 3
     [ -s "$R/probe-ncu-iq1s-$name.log" ] && python3 bench/probes/ncu_table.py "$R/probe-ncu-iq1s-$name.log" \
         --json "$R/probe-ncu-iq1s-$name.json" > "$R/probe-ncu-iq1s-$name-table.txt" 2>&1
   done ;;

@@ -1552,10 +1552,13 @@ def test_probe_ncu_source_reads_the_copy_forms_sass_page_or_says_there_is_no_ncu
 def test_probe_ncu_iq1s_profiles_each_iq1s_form_alone_on_its_kernel_or_says_there_is_no_ncu(tmp_path):
     log, calls = _ncu_stage(tmp_path, "probe_ncu_iq1s", "probe-ncu-iq1s")
     ncu = [c for c in calls if c.startswith("ncu ")]
-    assert len(ncu) == 3 and all("--launch-count 2" in c and "--replays 3" in c for c in ncu), ncu
-    assert "regex:moe_iq1_s_(gateupq8hpairsg|downq8hflat)pdl_bf16$" in ncu[0] and "--only experts" in ncu[0]
-    assert "regex:moe_iq1_s_t2(gateup|down)q8hpdl_bf16$" in ncu[1] and "--only experts" in ncu[1]
-    assert "regex:linear_iq1_s_t2rowq8pairpdl_bf16$" in ncu[2] and "--only kda_qkv" in ncu[2]
+    assert len(ncu) == 4 and all("--replays 3" in c for c in ncu), ncu
+    # staged_pair launches the flat pair's gate/up kernel first: each of the flat pair's kernels its own first launch
+    assert "regex:moe_iq1_s_gateupq8hpairsgpdl_bf16$" in ncu[0] and "--launch-count 1 " in ncu[0]
+    assert "regex:moe_iq1_s_downq8hflatpdl_bf16$" in ncu[1] and "--launch-count 1 " in ncu[1]
+    assert "regex:moe_iq1_s_t2(gateup|down)q8hpdl_bf16$" in ncu[2] and "--launch-count 2 " in ncu[2]
+    assert all("--only experts" in c for c in ncu[:3])
+    assert "regex:linear_iq1_s_t2rowq8pairpdl_bf16$" in ncu[3] and "--only kda_qkv" in ncu[3]
     assert "unknown stage" not in log and "synth48" not in log
 
 
