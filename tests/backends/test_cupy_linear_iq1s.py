@@ -56,6 +56,17 @@ def reference(x: torch.Tensor, w: QWeight) -> torch.Tensor:
     return load_catalog().reference("linear").resolve()(x.float().cpu(), w.to("cpu"))
 
 
+def replayed(gemv, x: torch.Tensor, w: QWeight) -> torch.Tensor:
+    """gemv(x, w) captured in a CUDA graph, its output filled with NaN, then replayed: what the replay wrote."""
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = gemv(x, w)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    return out
+
+
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("out_f,in_f", [(12288, 2304), (2304, 4096), (6720, 2304), (18432, 2304), (2304, 9216),
@@ -82,13 +93,7 @@ def test_the_same_bits_call_after_call_and_in_a_cuda_graph(form):
     x = torch.randn(1, 2304, generator=torch.Generator().manual_seed(1)).to(DEV, torch.bfloat16)
     first = gemv(x, w)
     assert torch.equal(gemv(x, w), first)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = gemv(x, w)
-    out.fill_(float("nan"))
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, first)
+    assert torch.equal(replayed(gemv, x, w), first)
 
 
 @pytest.mark.parametrize("form", list(FORMS))
@@ -174,13 +179,7 @@ def test_the_t2_copy_is_made_once_and_refused_inside_a_capture_before_it_exists(
     first = gemv_t2(x, w)
     copy = _iq1s_t2.repacked(w.raw)
     assert _iq1s_t2.repacked(w.raw) is copy and copy.shape == (64, 9 * 72)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = gemv_t2(x, w)
-    out.fill_(float("nan"))
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, first)
+    assert torch.equal(replayed(gemv_t2, x, w), first)
 
 
 @pytest.mark.parametrize("form", ["t2", "t2_rows16"])
