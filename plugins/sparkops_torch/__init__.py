@@ -42,6 +42,7 @@ IMPLEMENTATIONS = [
      (*_C, "short_conv.py", "kda.py", "gated_rmsnorm.py", "kda_norm.py")),
     ("attention", "torch", "sparkops_torch.attention:attention", BOTH, None, _C),
     ("attention", "torch_bf16", "sparkops_torch.attention:attention_bf16", ("cuda",), "bf16", _C),
+    ("attention", "torch_fp8cache", "sparkops_torch.attention:attention_fp8cache", BOTH, "fp8_cache", _C),
     ("add_rmsnorm_router", "torch", "sparkops_torch.add_rmsnorm_router:add_rmsnorm_router", BOTH, None,
      (*_C, "add_rmsnorm.py", "moe_router.py")),
     ("moe_router", "torch", "sparkops_torch.moe_router:moe_router", BOTH, None, _C),

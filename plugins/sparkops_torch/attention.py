@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from sparkops.errors import BadInput
+from sparkops.kvcache import FP8
 
 from ._common import require
 
@@ -44,7 +45,16 @@ def attention_bf16(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, torch.bfloat16)
 
 
-def _attention(q, latent, cache, pos, w_uk, w_uv, scale, compute):
+def attention_fp8cache(q, latent, cache, pos, w_uk, w_uv, scale):
+    """torch_fp8cache: the float32 form over a float8_e4m3fn cache (the "fp8_cache" claim), the new rows copied in as
+    bytes (they arrive rounded, sparkops/kvcache.py) and the cache read back exactly as float32."""
+    require(cache.dtype == FP8 and latent.dtype == FP8,
+            f"attention=torch_fp8cache: the cache and latent must be float8_e4m3fn, got {cache.dtype} and "
+            f"{latent.dtype}; run with --cache-dtype float8_e4m3fn, or select attention=torch for another cache")
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, torch.float32, fp8=True)
+
+
+def _attention(q, latent, cache, pos, w_uk, w_uv, scale, compute, fp8: bool = False):
     t, n, dq = q.shape
     lmax, row = cache.shape
     lkv = w_uk.shape[-1]
@@ -56,6 +66,8 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, compute):
     require(w_uv.dim() == 3 and w_uv.shape[0] == n and w_uv.shape[2] == lkv,
             f"attention: w_uv must be [N={n}, Dv, Lkv={lkv}], got {list(w_uv.shape)}")
     require(tuple(latent.shape) == (t, row), f"attention: latent must be [T={t}, {row}], got {list(latent.shape)}")
+    require(fp8 or cache.dtype != FP8, "attention: a float8_e4m3fn cache is read by the implementations proven on it "
+            "(claim fp8_cache); select attention=torch_fp8cache")
     dev = cache.device
     start = pos.reshape(-1)[:1].to(device=dev, dtype=torch.int64)  # [1], stays on the device
     if dev.type == "cpu":
@@ -64,7 +76,11 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, compute):
             raise BadInput(f"attention: writing {t} rows at position {p0} does not fit the cache of {lmax} "
                            f"rows; the prompt plus generated tokens exceed the context (allocate a longer "
                            f"cache or shorten the prompt)")
-    cache.index_copy_(0, start + torch.arange(t, device=dev), latent.to(cache.dtype))
+    rows_at = start + torch.arange(t, device=dev)
+    if fp8:  # index_copy_ has no float8 kernel on the CPU: the same bytes through uint8 views
+        cache.view(torch.uint8).index_copy_(0, rows_at, latent.contiguous().view(torch.uint8))
+    else:
+        cache.index_copy_(0, rows_at, latent.to(cache.dtype))
     if dev.type == "cpu":
         keys = cache[:p0 + t].to(torch.float32)  # [L, Lkv+R]: exactly the rows written so far
     else:

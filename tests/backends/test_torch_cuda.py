@@ -17,9 +17,10 @@ from gguf import GGMLQuantizationType as Q
 import sparkops_numpy
 import sparkops_torch
 from sparkops.gate import metrics
-from sparkops.gate.tolerances import rule_for
+from sparkops.gate.tolerances import FP8_CACHE, rule_for
 from sparkops.gguf.quants import dequantize as ref_dequantize
 from sparkops.gguf.quants import random_blocks
+from sparkops.kvcache import FP8, to_cache
 from sparkops.ops import OP_NAMES, get_contract
 from sparkops.qweight import QWeight
 from sparkops_torch.dequant import dequantize_raw
@@ -27,7 +28,8 @@ from sparkops_torch.dequant import dequantize_raw
 pytestmark = pytest.mark.gpu
 
 TYPES = (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_K, Q.Q6_K, Q.IQ1_S)
-TOL = {None: 1e-5, "bf16": 1.6e-2}  # relative L2, float32 maths / bfloat16 matmul operands
+#: relative L2: float32 maths / bfloat16 matmul operands / float32 maths over the same fp8 cache values
+TOL = {None: 1e-5, "bf16": 1.6e-2, "fp8_cache": 1e-5}
 EXACT = {"quantize_act", "sample"}
 QDQ = {"rmsnorm_quantize"}  # Q8_0 blocks of a float32 norm: judged by the gate's qdq rule (one step allowed)
 CUDA_IMPLS = [(op, name, fn, variant) for op, name, fn, devices, variant, _ in sparkops_torch.IMPLEMENTATIONS
@@ -41,6 +43,19 @@ def resolve(spec: str):
 
 def reference(op: str):
     return resolve(next(fn for o, name, fn in sparkops_numpy.IMPLEMENTATIONS if o == op and name == "numpy"))
+
+
+def variant_of(op: str, name: str) -> str | None:
+    return next(v for o, n, _, v in CUDA_IMPLS if (o, n) == (op, name))
+
+
+def in_variant(op: str, variant: str | None, values: dict) -> dict:
+    """`values` (an op's arguments or state) as an implementation claiming `variant` takes them: for fp8_cache, the
+    contract's cache params rounded to float8_e4m3fn as the engine rounds a row (the reference reads them too)."""
+    if variant != FP8_CACHE:
+        return values
+    cache = {p.name for p in get_contract(op).params if p.dtype == "cache"}
+    return {k: to_cache(v, FP8) if k in cache and isinstance(v, torch.Tensor) else v for k, v in values.items()}
 
 
 def moved(v, device):
@@ -122,6 +137,7 @@ def assert_close(what, got, ref, tol, exact):
 def test_cuda_impl_matches_numpy_reference(op, name, fn, variant):
     impl, ref = resolve(fn), reference(op)
     for i, (calls, state) in enumerate(op_cases(op)):
+        calls, state = [in_variant(op, variant, c) for c in calls], in_variant(op, variant, state)
         want = run_calls(ref, op, calls, state, "cpu")
         got = run_calls(impl, op, calls, state, "cuda")
         for j, ((w_out, w_state), (g_out, g_state)) in enumerate(zip(want, got)):
@@ -150,8 +166,9 @@ def test_cuda_dequantize_is_bit_exact(qtype):
 
 # -- decode-shaped calls: no host synchronisation, capturable -------------------------------------
 
-def decode_args(op: str, seed: int = 3, device: str = "cuda"):
-    """The kwargs of one decode-step call (T = 1) of `op`, on `device` (CUDA for the tests here)."""
+def decode_args(op: str, seed: int = 3, device: str = "cuda", variant: str | None = None):
+    """The kwargs of one decode-step call (T = 1) of `op`, on `device` (CUDA for the tests here), as an implementation
+    claiming `variant` takes them."""
     g = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
 
@@ -208,7 +225,7 @@ def decode_args(op: str, seed: int = 3, device: str = "cuda"):
         "sample": lambda: dict(logits=r(2, 1000) * 3, temperature=0.8, top_k=50, top_p=0.9, seed=11,
                                step=torch.tensor([4])),
     }[op]()
-    return {k: moved(v, device) for k, v in build.items()}
+    return {k: moved(v, device) for k, v in in_variant(op, variant, build).items()}
 
 
 def call(op, fn, args):
@@ -224,7 +241,7 @@ DECODE_IMPLS = [(op, name, fn) for op, name, fn, _ in CUDA_IMPLS if name != "tor
 
 @pytest.mark.parametrize("op,name,fn", DECODE_IMPLS, ids=[f"{o}={n}" for o, n, _ in DECODE_IMPLS])
 def test_decode_call_does_not_synchronise(op, name, fn):
-    impl, args = resolve(fn), decode_args(op)
+    impl, args = resolve(fn), decode_args(op, variant=variant_of(op, name))
     call(op, impl, args)  # warm-up: one-time uploads (the IQ1_S grid) happen here
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -237,7 +254,7 @@ def test_decode_call_does_not_synchronise(op, name, fn):
 
 @pytest.mark.parametrize("op,name,fn", DECODE_IMPLS, ids=[f"{o}={n}" for o, n, _ in DECODE_IMPLS])
 def test_decode_call_captures_and_replays(op, name, fn):
-    impl, args = resolve(fn), decode_args(op)
+    impl, args = resolve(fn), decode_args(op, variant=variant_of(op, name))
     state_names = [p.name for p in get_contract(op).params if p.kind == "state"]
     start = {k: args[k].clone() for k in state_names}
     side = torch.cuda.Stream()
@@ -251,7 +268,7 @@ def test_decode_call_captures_and_replays(op, name, fn):
     graph.replay()
     static_before = [o.clone() for o in static_out]  # what the captured inputs give
 
-    fresh = decode_args(op, seed=9)  # new values into the captured buffers, then replay
+    fresh = decode_args(op, seed=9, variant=variant_of(op, name))  # new values into the captured buffers, then replay
     for k, v in args.items():
         if isinstance(v, torch.Tensor) and k not in state_names:
             v.copy_(fresh[k])

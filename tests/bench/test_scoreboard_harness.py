@@ -220,6 +220,37 @@ def test_the_cache_dtype_per_arm(nano, passing_gate, registries, tmp_path):
         bench_cmd.parse_cache_dtype("C=float32")
 
 
+def test_an_fp8_arm_fills_from_a_rounded_fill_and_is_its_own_workload(nano, passing_gate, registries, tmp_path,
+                                                                       bench_dir, capsys):
+    """B's attention reads an fp8 cache (torch_fp8cache): its cache is fp8 without being asked (auto), the fill
+    registry (which reads none) fills in float32 and B takes that state rounded, saying so; the figure lands on its
+    own frontier workload (.cache=float8_e4m3fn), never on the float32 cache's."""
+    import shutil
+
+    from sparkops.gate.check import prove
+    from sparkops.plugins import load_catalog
+    from sparkops.registry.file import Registry
+
+    a, b = registries
+    catalog = load_catalog()
+    reg = Registry.load(b)
+    reg.set("attention", "cpu", "torch_fp8cache",
+            check=prove(catalog.get("attention", "torch_fp8cache"), "cpu", catalog).record)
+    reg.save()
+    fill = tmp_path / "fill.toml"
+    shutil.copy(a, fill)
+    run = run_bench(BenchRequest("decode", (12,), 2, [("A", a), ("B", b)], repeats=2, warmup=0,
+                                 fill_registry=fill), nano)
+    p = run.points[0]
+    assert (p.arms["A"].cache_dtype, p.arms["B"].cache_dtype) == ("float32", "float8_e4m3fn")
+    assert sorted(run.gates) == ["A", "B", "fill"]  # the fill runs (and is gated) on a float32 cache only
+    assert "rounded to float8_e4m3fn" in capsys.readouterr().err
+    assert all(arm.proof["depth"] == 12 for arm in p.arms.values())
+    rows = R.record_run(run, bench_dir)
+    assert rows[0]["key"].endswith("d=12.cache=float8_e4m3fn")  # the row is the candidate's (B's) workload
+    assert [f["cache_dtype"] for f in rows[0]["figures"]] == ["float32", "float8_e4m3fn"]
+
+
 def test_a_state_copy_refuses_a_different_context(nano):
     from sparkops.engine import Engine
     from sparkops.engine.loading import make_ops

@@ -347,3 +347,23 @@ def test_recordings_into_one_bench_directory_take_turns(bench_dir, tmp_path):
     t.join(10)
     assert len(done[0]) == 1 and Frontier.load(bench_dir / L.FRONTIER).value(KEY) == 130.0
     assert R.consistency_problems(bench_dir) == []
+
+
+def test_each_figure_goes_to_its_own_cache_s_workload(bench_dir):
+    """A row timing a float32 cache (A) against an fp8 one (B): B's figure is offered to the fp8 workload, A's to the
+    float32 cache's, whatever the row's own key; neither raises the other's entry."""
+    from sparkops.bench.frontier import LOSSY_CACHE, with_cache
+
+    bench_dir.mkdir()
+    fp8_key = workload_key("decode", "k3-nano", "f32", "cpu", 128, 8, "float8_e4m3fn")
+    assert fp8_key == KEY + LOSSY_CACHE and with_cache(fp8_key, "bfloat16") == KEY == with_cache(KEY, None)
+    r = row(130.0, before=100.0, key=fp8_key)
+    r["figures"][0]["cache_dtype"], r["figures"][1]["cache_dtype"] = "float32", "float8_e4m3fn"
+    assert add(bench_dir, r)["frontier"] == {"A": "new", "B": "new"}
+    entries = Frontier.load(bench_dir / L.FRONTIER).entries()
+    assert entries[KEY]["value"] == 100.0 and entries[fp8_key]["value"] == 130.0
+    later = row(120.0)  # a float32-cache figure: held against 100, never against the fp8 workload's 130
+    assert add(bench_dir, later)["frontier"] == {"A": "raised"}
+    assert Frontier.load(bench_dir / L.FRONTIER).value(fp8_key) == 130.0
+    assert R.best_standing(L.read(bench_dir / L.LEDGER), KEY)[0] == 120.0
+    assert R.best_standing(L.read(bench_dir / L.LEDGER), fp8_key)[0] == 130.0

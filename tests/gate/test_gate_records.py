@@ -235,3 +235,50 @@ def test_the_legacy_digests_are_those_the_records_before_them_were_proven_on():
     assert set(CASES_BEFORE_RECORDS_KEPT_THEM) == set(OP_NAMES) - added_since
     changed = {op for op in CASES_BEFORE_RECORDS_KEPT_THEM if cases_digest(op) != CASES_BEFORE_RECORDS_KEPT_THEM[op]}
     assert {"linear", "moe_experts"} <= changed
+
+
+def _lock_update(path, changed: list[str]) -> None:
+    """A later version of the lock as `sparkops reference update` writes one: a pin changed (a row of the table
+    tightened) and a history entry saying what changed."""
+    import tomlkit
+
+    from sparkops.gate import lockref
+
+    doc = tomlkit.parse(path.read_text())
+    row = doc["thresholds"]["ops"]["rmsnorm"]["fp32"]
+    row["limit"] = float(row["limit"]) / 2
+    path.write_text(tomlkit.dumps(doc))
+    history = doc["history"]
+    history.append({"date": "2026-12-07T00:00:00+00:00", "reason": "a test's update",
+                    "digest": lockref.reference_digest(path), "changed": changed})
+    path.write_text(tomlkit.dumps(doc))
+
+
+@pytest.mark.parametrize("changed,holds", [
+    (["thresholds (tightened or extended)"], True),  # the table: each record's own row is held apart
+    (["reference of rmsnorm", "thresholds (tightened or extended)"], True),  # another op's reference
+    (["model: top_logits"], True),  # the model pins: no op record reads them
+    (["reference of swiglu"], False),  # this op's reference
+    (["core files read by the references"], False),
+    (["numpy 2.1.0 -> 2.2.0"], False),
+])
+def test_a_lock_update_keeps_the_records_it_did_not_touch(tmp_path, catalog, session, private_lock, changed, holds):
+    record = prove(catalog.get("swiglu", "fixture_ok"), "cpu", catalog, session=session).record
+    reg = _registry_with(tmp_path, catalog, "swiglu=fixture_ok", record)
+    _lock_update(private_lock, changed)
+    problem = _problem(reg, catalog, "swiglu")
+    assert (problem is None) == holds, problem
+    if not holds:
+        assert "reference.lock) changed" in problem
+
+
+def test_a_record_outlives_no_lock_edited_by_hand_after_an_update(tmp_path, catalog, session, private_lock):
+    """The history vouches only for the versions `reference update` wrote: pins edited since its last entry leave
+    every record stale, as the digest alone always did."""
+    record = prove(catalog.get("swiglu", "fixture_ok"), "cpu", catalog, session=session).record
+    reg = _registry_with(tmp_path, catalog, "swiglu=fixture_ok", record)
+    _lock_update(private_lock, ["thresholds (tightened or extended)"])
+    assert _problem(reg, catalog, "swiglu") is None
+    text = private_lock.read_text()
+    private_lock.write_text(text.replace("prompt_seed = ", "prompt_seed = 1", 1))
+    assert "reference.lock) changed" in _problem(reg, catalog, "swiglu")

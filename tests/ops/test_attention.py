@@ -66,34 +66,50 @@ def test_absorbed_form_equals_naive_form():
     assert rel_l2(a, b) < 1e-12
 
 
-def test_rows_past_the_position_are_never_read(impl_fn):
+def in_cache_dtype(impl: str, *rows: torch.Tensor) -> list[torch.Tensor]:
+    """Cache rows (the cache, new latent rows) as implementation `impl` takes them: rounded to float8_e4m3fn as the
+    engine rounds them (kvcache.to_cache) where it claims fp8_cache, else as they are."""
+    from sparkops.gate.check import resolve_claim
+    from sparkops.gate.tolerances import FP8_CACHE
+    from sparkops.kvcache import FP8, to_cache
+
+    from ._check import catalog
+
+    fp8 = resolve_claim(catalog().get(OP, impl), catalog())[1] == FP8_CACHE
+    return [to_cache(t, FP8) if fp8 else t for t in rows]
+
+
+def test_rows_past_the_position_are_never_read(impl, impl_fn):
     """Garbage in cache rows beyond pos+T (a preallocated cache) must not change the output."""
     w, cache, rnd = make_mla(5, dtype=torch.float32)
     q, latent = rnd(4, 3, 24), rnd(4, 40)
     other = cache.clone()
     other[10:] = rnd(30, 40, std=50.0)
+    cache, other, latent = in_cache_dtype(impl, cache, other, latent)
     a = impl_fn(q, latent, cache, torch.tensor([6]), w["w_uk"], w["w_uv"], w["scale"])
     b = impl_fn(q, latent, other, torch.tensor([6]), w["w_uk"], w["w_uv"], w["scale"])
     assert torch.equal(a, b)
 
 
-def test_decode_steps_continue_a_prefill(impl_fn):
+def test_decode_steps_continue_a_prefill(impl, impl_fn):
     """Prefill 9 tokens then decode 3 one at a time through the same cache = one 12-token prefill."""
     w, cache, rnd = make_mla(6, dtype=torch.float32)
     q, latent = rnd(12, 3, 24), rnd(12, 40)
+    cache, latent = in_cache_dtype(impl, cache, latent)
     whole = impl_fn(q, latent, cache.clone(), torch.tensor([0]), w["w_uk"], w["w_uv"], w["scale"])
     steps = [impl_fn(q[:9], latent[:9], cache, torch.tensor([0]), w["w_uk"], w["w_uv"], w["scale"])]
     for p in range(9, 12):
         steps.append(impl_fn(q[p:p + 1], latent[p:p + 1], cache, torch.tensor([p]), w["w_uk"], w["w_uv"], w["scale"]))
     assert rel_l2(torch.cat(steps), whole) < 1e-5
-    assert torch.equal(cache[:12], latent)
+    assert torch.equal(cache[:12].float(), latent.float())
 
 
-def test_scale_is_the_one_passed_and_qk_order_is_nope_then_pe(impl_fn):
+def test_scale_is_the_one_passed_and_qk_order_is_nope_then_pe(impl, impl_fn):
     """The score scale is 1/sqrt(Dn+R) as passed, not 1/sqrt(Lkv+R); q and k both put nope first (spec 7 bug 10).
     The wrong variants are computed too, to show this data tells them apart."""
     w, cache, rnd = make_mla(7, dtype=torch.float32)
     q, latent = rnd(6, 3, 24, std=3.0), rnd(6, 40, std=2.0)
+    cache, latent = in_cache_dtype(impl, cache, latent)
     out = impl_fn(q, latent, cache, torch.tensor([4]), w["w_uk"], w["w_uv"], w["scale"])
     rows, args = cache[:10].double(), (w["w_uk"].double(), w["w_uv"].double())
     right = torch_mla(q.double(), rows, *args, w["scale"], 4)
@@ -104,7 +120,7 @@ def test_scale_is_the_one_passed_and_qk_order_is_nope_then_pe(impl_fn):
     assert rel_l2(wrong_order, right) > 1e-2
 
 
-def test_no_positional_encoding(impl_fn):
+def test_no_positional_encoding(impl, impl_fn):
     """NoPE (spec 7 bug 1): attention is blind to where a past row sits, so permuting the cached rows
     before pos leaves the output unchanged; any rotary encoding would change it."""
     w, cache, rnd = make_mla(10, dtype=torch.float32)
@@ -112,6 +128,7 @@ def test_no_positional_encoding(impl_fn):
     perm = torch.randperm(20, generator=torch.Generator().manual_seed(0))
     shuffled = cache.clone()
     shuffled[:20] = cache[perm]
+    cache, shuffled, latent = in_cache_dtype(impl, cache, shuffled, latent)
     a = impl_fn(q, latent, cache, torch.tensor([20]), w["w_uk"], w["w_uv"], w["scale"])
     b = impl_fn(q, latent, shuffled, torch.tensor([20]), w["w_uk"], w["w_uv"], w["scale"])
     assert rel_l2(a, b) < 1e-5

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from ..engine import Engine
 from ..engine.state import KDAState, MLAState, Snapshot  # noqa: F401 - Snapshot is part of this module's API
 from ..errors import BadInput, CheckFailed
+from ..kvcache import FP8
 
 
 class DepthError(CheckFailed):
@@ -108,6 +109,7 @@ def verify_depth(engine: Engine, depth: int, *, fresh: bool, need: int = 0) -> D
             raise DepthError(f"{where}: layer {layer}'s MLA cache has {cache.shape[0]} rows, fewer than "
                              f"{depth + need}; the cache was capped below the claimed context")
         rows = cache.detach()
+        rows = rows.float() if rows.dtype == FP8 else rows  # fp8 has no reductions of its own
         written = rows.abs().amax(dim=1) > 0  # [Lmax] (NaN compares False: an unwritten or corrupt row)
         head = written[:depth]
         if depth and not bool(head.all()):

@@ -34,7 +34,8 @@ HEADER = [
     "`sparkops ledger retract ROW --why ...` and `sparkops ledger sync` over an entry an unsteady figure",
     "set; both append a [[lowered]] record. tests/bench/test_frontier_raise_only.py fails any commit that",
     "lowers a value without one.",
-    "Keys: PHASE.MODEL.MIX.BOX.d=DEPTH (decode) / PHASE.MODEL.MIX.BOX.t=TOKENS[@d=DEPTH] (prefill).",
+    "Keys: PHASE.MODEL.MIX.BOX.d=DEPTH (decode) / PHASE.MODEL.MIX.BOX.t=TOKENS[@d=DEPTH] (prefill), with",
+    ".cache=float8_e4m3fn on figures over an fp8 MLA cache (a lossy cache: its own workload).",
 ]
 
 #: fields copied from the ledger row into an entry
@@ -42,10 +43,22 @@ ENTRY_FIELDS = ("unit", "commit", "dirty", "command", "date", "registry", "dtype
                 "device_name")
 
 
-def workload_key(phase: str, model: str, mix: str, box: str, depth: int, tokens: int) -> str:
+#: the key's suffix of a figure on an fp8 MLA cache (a lossy cache, sparkops/kvcache.py)
+LOSSY_CACHE = ".cache=float8_e4m3fn"
+
+
+def workload_key(phase: str, model: str, mix: str, box: str, depth: int, tokens: int, cache_dtype: str = "") -> str:
+    """The frontier's key of a workload. A figure on an fp8 MLA cache is its own workload (LOSSY_CACHE on the key): it
+    never raises, nor is counted a regression of, the same model on a cache in the activation dtype."""
     if phase == "decode":
-        return f"decode.{model}.{mix}.{box}.d={depth}"
-    return f"prefill.{model}.{mix}.{box}.t={tokens}" + (f"@d={depth}" if depth else "")
+        return with_cache(f"decode.{model}.{mix}.{box}.d={depth}", cache_dtype)
+    return with_cache(f"prefill.{model}.{mix}.{box}.t={tokens}" + (f"@d={depth}" if depth else ""), cache_dtype)
+
+
+def with_cache(key: str, cache_dtype: str | None) -> str:
+    """`key` as the workload of a figure whose MLA cache was `cache_dtype` (a row's A and B may differ in it)."""
+    bare = key[:-len(LOSSY_CACHE)] if key.endswith(LOSSY_CACHE) else key
+    return bare + (LOSSY_CACHE if cache_dtype == "float8_e4m3fn" else "")
 
 
 class Frontier:

@@ -51,7 +51,7 @@ class GateVerdict:
 
 
 def registry_variant(registry: str | Path, device: str) -> str:
-    """The loosest claim variant among what the registry runs on `device` ('fp32', 'bf16', 'act_q8')."""
+    """The loosest claim variant among what the registry runs on `device` ('fp32', 'bf16', 'act_q8', 'fp8_cache')."""
     from ..gate.check import resolve_claim
     from ..gate.tolerances import loosest
     from ..plugins import load_catalog
@@ -66,7 +66,9 @@ def registry_variant(registry: str | Path, device: str) -> str:
 
 def default_dtype(registry: str | Path, device: str) -> torch.dtype:
     """The activation dtype the gate would judge a registry in: bfloat16 for a bf16 registry, else float32."""
-    return torch.bfloat16 if registry_variant(registry, device) == "bf16" else torch.float32
+    from ..gate.tolerances import activation_dtype
+
+    return activation_dtype(registry_variant(registry, device))
 
 
 def gate(weights: Any, registry: str | Path, *, device: str, dtype: torch.dtype, depths: tuple[int, ...] | None,

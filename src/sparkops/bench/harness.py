@@ -43,6 +43,7 @@ from ..dispatch import passed_of, passed_per_step
 from ..engine import Engine
 from ..engine.loading import make_ops
 from ..errors import BadInput
+from ..kvcache import attention_claims_fp8, is_fp8, registry_cache_dtype
 from ..weights import ModelWeights, MoEWeights
 from . import ceilings as ceil
 from . import depth as dep
@@ -237,12 +238,17 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
     dtypes = {label: req.dtype or gating.default_dtype(path, req.device) for label, path in req.registries}
     # what is gated: each arm as it will be timed, and the fill registry as it will run - once per kind of
     # state it fills (the arms' activation and cache dtypes), since it fills the caches the arms then read
-    gated = [(label, path, dtypes[label], req.cache_dtype_of(label)) for label, path in req.registries]
+    # the cache dtype each arm runs with: asked for, or auto (fp8 where the registry's attention claims fp8_cache)
+    caches = {label: registry_cache_dtype(path, req.device, dtypes[label], req.cache_dtype_of(label))
+              for label, path in req.registries}
+    gated = [(label, path, dtypes[label], caches[label]) for label, path in req.registries]
     if req.fill_registry:
-        kinds = sorted({(dtypes[label], req.cache_dtype_of(label) or dtypes[label]) for label, _ in req.registries},
-                       key=str)
-        gated += [("fill" if len(kinds) == 1 else f"fill ({dtype_name(dt)}, {dtype_name(ct)} cache)",
-                   req.fill_registry, dt, ct) for dt, ct in kinds]
+        kinds = sorted({(dtypes[label], caches[label]) for label, _ in req.registries}, key=str)
+        # an fp8 kind whose fill registry reads no fp8 cache fills in the activation dtype, rounded (Filler)
+        fills = sorted({(dt, registry_cache_dtype(req.fill_registry, req.device, dt, None) if is_fp8(ct) else ct)
+                        for dt, ct in kinds}, key=str)
+        gated += [("fill" if len(fills) == 1 else f"fill ({dtype_name(dt)}, {dtype_name(ct)} cache)",
+                   req.fill_registry, dt, ct) for dt, ct in fills]
 
     said = _PhaseClock()
     # the weights go to the device once: the gate's engines and the timed ones all share this copy
@@ -274,7 +280,7 @@ def run_bench(req: BenchRequest, weights: ModelWeights, *, command: str = "",
 
     # 3. engines sharing one weights object on the device
     engines = {label: Engine(on_device, make_ops(req.device, path), max_context=req.max_context, dtype=dtypes[label],
-                             cache_dtype=req.cache_dtype_of(label)) for label, path in req.registries}
+                             cache_dtype=caches[label]) for label, path in req.registries}
     prompt = dep.random_tokens(req.prompt_length, weights.config.vocab_size, req.seed)  # [max(depths) + tokens]
     filler = Filler(req, on_device, {_state_kind(e) for e in engines.values()})
     said("the engines")
@@ -360,15 +366,26 @@ def _state_kind(engine: Engine) -> tuple[torch.dtype, torch.dtype]:
 
 class Filler:
     """Brings an arm's engine to depth D: by its own prefill, or by copying the state of one engine on the
-    fill registry (one per activation and cache dtype), filled once per depth."""
+    fill registry (one per activation and cache dtype), filled once per depth.
+
+    An arm with an fp8 cache whose fill registry's attention is not proven on one (claim fp8_cache) takes the state of
+    a fill in the activation dtype with every cache row rounded to fp8 as the engine rounds one (kvcache.to_cache): a
+    stated policy, said on stderr. The context only has to be real rows at depth D for the timing; what an fp8 cache
+    does to the model is the gate's to judge, and the gate runs its own prefills."""
 
     def __init__(self, req: BenchRequest, weights: ModelWeights, kinds: set[tuple[torch.dtype, torch.dtype]]):
         self.req = req
         self.engines: dict[tuple[torch.dtype, torch.dtype], Engine] = {}
         if req.fill_registry:
-            self.engines = {(dt, ct): Engine(weights, make_ops(req.device, req.fill_registry),
-                                             max_context=req.max_context, dtype=dt, cache_dtype=ct)
-                            for dt, ct in kinds}
+            for dt, ct in kinds:
+                ops = make_ops(req.device, req.fill_registry)
+                rounded = is_fp8(ct) and not attention_claims_fp8(ops.plan)
+                if rounded:
+                    print(f"bench: fill: {req.fill_registry}'s attention reads no fp8 cache; the fp8 arms take its "
+                          f"{dtype_name(dt)} fill with every cache row rounded to float8_e4m3fn (kvcache.to_cache)",
+                          file=sys.stderr, flush=True)
+                self.engines[(dt, ct)] = Engine(weights, ops, max_context=req.max_context, dtype=dt,
+                                                cache_dtype=dt if rounded else ct)
         self.at: dict[tuple[torch.dtype, torch.dtype], int] = {}
 
     def fill(self, eng: Engine, prompt: torch.Tensor, d: int) -> None:
@@ -383,7 +400,7 @@ class Filler:
             dep.fill(src, prompt[:d], self.req.fill_chunk)
             dep.verify_depth(src, d, fresh=True)
             self.at[kind] = d
-        eng.state.copy_from(src.state)
+        eng.state.copy_from(src.state, round_cache=src.state.cache_dtype != eng.state.cache_dtype)
 
 
 def _decode_point(req: BenchRequest, engines: dict[str, Engine], prompt: torch.Tensor, d: int,
@@ -495,11 +512,11 @@ def _chunk_proof(req: BenchRequest, eng: Engine, prompt: torch.Tensor, d: int, s
                  filler: Filler, gate: gating.GateVerdict, label: str) -> chunking.ChunkProof:
     """The arm's prefill of the timed prompt, in the timed chunks and in a size the gate proved, judged by the
     gate's model rule for the arm's claim; raises ChunkDependence when they differ beyond it."""
-    from ..gate.tolerances import model_rule_for, rule_for
+    from ..gate.tolerances import model_rule_for, router_tie
 
     rule = model_rule_for(gate.variant)
     proof = chunking.prove(eng, lambda: filler.fill(eng, prompt, d), prompt[d:d + req.tokens], steps, req.chunk,
-                           gate.depths or (), rule, rule_for("moe_router", gate.variant).tie)
+                           gate.depths or (), rule, router_tie(gate.variant))
     if not proof.passed:
         raise chunking.ChunkDependence(
             f"registry {gate.registry}: the prefill of {req.tokens} tokens"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ledger as L
-from .frontier import Frontier, workload_key
+from .frontier import Frontier, with_cache, workload_key
 from .harness import BenchRun, Point
 from .provenance import now
 from .timing import MIN_EFFECT, Spread, noise_floor, tier_against
@@ -36,8 +36,9 @@ def measurement_row(run: BenchRun, p: Point, frontier: Frontier, change: str,
                     prediction: dict[str, Any] | None = None,
                     forecast: dict[str, Any] | None = None) -> dict[str, Any]:
     date = now()
-    key = workload_key(p.phase, run.model["name"], run.model["mix"], run.env["device_slug"], p.depth, p.tokens)
     cand = p.arms["B"] if "B" in p.arms else p.arms["A"]
+    key = workload_key(p.phase, run.model["name"], run.model["mix"], run.env["device_slug"], p.depth, p.tokens,
+                       cand.cache_dtype)
     gate = run.gates[cand.label]
     figures = [{"label": a.label, "registry": a.registry, "mode": a.mode, "dtype": a.dtype,
                 "cache_dtype": a.cache_dtype, "value": a.median,
@@ -174,7 +175,8 @@ def offer_row(frontier: Frontier, row: dict[str, Any]) -> dict[str, str]:
             out[f["label"]] = "unsteady"
             continue
         meta = {**row, "registry": _how(f), "dtype": f["dtype"]}
-        out[f["label"]] = frontier.offer(row["key"], float(f["value"]), meta, noise=float(row.get("noise", MIN_EFFECT)))
+        key = with_cache(row["key"], f.get("cache_dtype"))  # each figure on its own cache's workload
+        out[f["label"]] = frontier.offer(key, float(f["value"]), meta, noise=float(row.get("noise", MIN_EFFECT)))
     return out
 
 
@@ -216,10 +218,10 @@ def best_standing(rows: list[dict[str, Any]], key: str) -> tuple[float, dict[str
     """The best steady figure for `key` among rows not retracted, with the row (per figure's registry)."""
     best = None
     for r in L.standing(rows):
-        if r.get("key") != key:
+        if with_cache(r.get("key") or "", None) != with_cache(key, None):
             continue
         for f in r.get("figures", []):
-            if not steady(f):
+            if not steady(f) or with_cache(r["key"], f.get("cache_dtype")) != key:
                 continue
             if best is None or float(f["value"]) > best[0]:
                 best = (float(f["value"]), {**r, "registry": _how(f), "dtype": f["dtype"]})

@@ -56,9 +56,11 @@ def add_parser(sub) -> None:
     p.add_argument("--peer-args", metavar="ARGS", help='extra llama-bench arguments, e.g. "-fa 1 -ub 2048 -ngl 99"')
     p.add_argument("--graph", metavar="A|B|A,B", help="decode these arms through one captured CUDA graph per "
                    "step (teacher-forced like the eager arm); e.g. --registry R --vs R --graph B times graph vs eager")
-    p.add_argument("--cache-dtype", default="auto", help="the MLA cache's dtype: auto (the activation dtype), "
-                   "float32 or bfloat16 (half the cache bytes read per token; the gate then judges by the bf16 rule); "
-                   "per arm as A=float32,B=bfloat16 to time the cache dtype itself")
+    p.add_argument("--cache-dtype", default="auto", help="the MLA cache's dtype: auto (the activation dtype, or "
+                   "float8_e4m3fn where the registry's attention claims fp8_cache), float32 or bfloat16 (half the cache "
+                   "bytes read per token; the gate then judges by the bf16 rule), float8_e4m3fn (a quarter; an "
+                   "attention proven on fp8 caches, judged by the fp8_cache rule, its figures their own frontier "
+                   "workload); per arm as A=float32,B=bfloat16 to time the cache dtype itself")
     p.add_argument("--fill-registry", metavar="F", help="prefill the context to each depth once with this registry "
                    "(gated like the arms) and give every arm a copy of that state, instead of each arm prefilling "
                    "it: for a baseline too slow to prefill 131072 tokens itself")
@@ -117,8 +119,9 @@ def _record_refusal(req, weights, refused, command, args) -> None:
 
 
 def parse_cache_dtype(text: str | None):
-    """'auto' -> None; 'bfloat16' -> one dtype for every arm; 'A=float32,B=bfloat16' -> per arm."""
-    from ..bench.harness import parse_dtype
+    """'auto' -> None; 'bfloat16' -> one dtype for every arm; 'A=float32,B=bfloat16' -> per arm (kvcache.py's names:
+    float8_e4m3fn too)."""
+    from ..kvcache import parse_cache_dtype as parse_dtype
 
     if not text or "=" not in text:
         return parse_dtype(text, "--cache-dtype")

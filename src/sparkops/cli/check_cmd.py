@@ -53,7 +53,8 @@ def add_parser(sub) -> None:
     p.add_argument("--dtype", default="auto", help="model gate: activation dtype (default auto: bfloat16 when a "
                    "selection claims bf16, else float32; float32 keeps the residual stream in float32 under bf16 ops)")
     p.add_argument("--cache-dtype", default="auto", help="model gate: the MLA cache's dtype (default auto: the "
-                   "activation dtype); a 16-bit cache is judged by the bf16 rule")
+                   "activation dtype, or float8_e4m3fn where the registry's attention claims fp8_cache); a 16-bit "
+                   "cache is judged by the bf16 rule, an fp8 one by the fp8_cache rule")
     p.add_argument("--free-routing", action="store_true",
                    help="model gate: let the candidate's routers choose freely instead of pinning expert choices to "
                         "the golden run's (where a near tie flips, the model's sensitivity then dominates the KL)")
@@ -210,8 +211,10 @@ def _write_records(args, outcomes) -> list[str]:
 
 def _dtype(args, attr: str = "dtype"):
     from ..bench.harness import parse_dtype
+    from ..kvcache import parse_cache_dtype
 
-    return parse_dtype(getattr(args, attr), "--" + attr.replace("_", "-"))
+    parse = parse_cache_dtype if attr == "cache_dtype" else parse_dtype
+    return parse(getattr(args, attr), "--" + attr.replace("_", "-"))
 
 
 def _run_bisect(args, registry, golden, device, steps) -> int:

@@ -51,7 +51,8 @@ def add_parser(sub) -> None:
                    "each depth instead of a decode step (measured only; printed, --json-out, a PNG per depth)")
     p.add_argument("--worlds", metavar="N,N,...", help="also measure a sharded decode step on these world sizes "
                    "(e.g. 1,2,4): the collective share of the step and the Amdahl crossover, from measured numbers")
-    p.add_argument("--cache-dtype", default="auto", help="the MLA cache's dtype (default auto: the activation dtype)")
+    p.add_argument("--cache-dtype", default="auto", help="the MLA cache's dtype (default auto: the "
+                   "activation dtype, or float8_e4m3fn where the registry's attention claims fp8_cache)")
     p.add_argument("--fill-registry", metavar="F", help="prefill the context with this registry and copy its "
                    "state into the diagnosed engine (for registries that prefill slowly)")
     p.add_argument("--out", metavar="DIR", help="where the PNGs go (default: the checkout's bench/)")
@@ -98,8 +99,8 @@ def run(args) -> int:
 
         check_writable(args.json_out, "--json-out")
     from ..bench import diagnose as D
-    from ..bench.harness import parse_dtype
     from ..bench.ledger import bench_dir
+    from ..kvcache import parse_cache_dtype
 
     from .bench_cmd import parse_depths
 
@@ -123,7 +124,7 @@ def run(args) -> int:
         for depth in depths:
             d = D.measured(weights, reg, depth, device=args.device, dtype=dtype, steps=args.steps,
                            prefill_tokens=args.prefill_tokens, fill_registry=args.fill_registry,
-                           cache_dtype=parse_dtype(args.cache_dtype, "--cache-dtype"))
+                           cache_dtype=parse_cache_dtype(args.cache_dtype))
             if args.worlds:
                 args.depth = depth
                 _collectives(d, args, reg)
@@ -178,14 +179,14 @@ def _prefill(args, depths, out: Path) -> int:
                            f"device, printed and written with --json-out (its ledger rows come from `sparkops bench "
                            f"prefill`); drop {flag}")
     from ..bench import diagnose_prefill as P
-    from ..bench.harness import parse_dtype
     from ..bench.provenance import now
+    from ..kvcache import parse_cache_dtype
 
     reg, dtype, weights = _measuring(args)
     docs = []
     for depth in depths:
         d = P.measured(weights, reg, depth, args.prefill_chunk, device=args.device, dtype=dtype,
-                       fill_registry=args.fill_registry, cache_dtype=parse_dtype(args.cache_dtype, "--cache-dtype"))
+                       fill_registry=args.fill_registry, cache_dtype=parse_cache_dtype(args.cache_dtype))
         pngs = _draw_ops(d, out)
         docs.append({**d.as_dict(), "registry": str(reg), "date": now(), "pngs": [str(p) for p in pngs]})
         if not args.json:

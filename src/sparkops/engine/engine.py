@@ -13,6 +13,7 @@ import torch
 
 from ..dispatch import Ops
 from ..errors import BadInput
+from ..kvcache import resolve_cache_dtype
 from ..registry.file import excludes_problem
 from ..weights import ModelWeights
 from .branches import SideStream
@@ -110,7 +111,8 @@ class Engine:
                                "the side stream, which only side_stream makes): sparkops engine side_stream=on, or "
                                "shared_expert_side=off")
             self.shared_side = shared_ffns(self.model, self.fused is not None)
-        self.state = SequenceState(self.config, self.max_context, self.device, cache_dtype or dtype,
+        self.state = SequenceState(self.config, self.max_context, self.device,
+                                   resolve_cache_dtype(getattr(ops, "plan", None), dtype, cache_dtype),
                                    merged_conv=merged)
 
     # -- the two phases ------------------------------------------------------------------------

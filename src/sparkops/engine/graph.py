@@ -13,6 +13,7 @@ import torch
 
 from ..config import ModelConfig
 from ..dispatch import Ops
+from ..kvcache import to_cache
 from ..weights import DenseFFNWeights, KDAWeights, MLAWeights, ModelWeights, MoEWeights
 from ..qweight import QWeight
 from .branches import SideStream
@@ -269,7 +270,7 @@ def mla_block(ops: Ops, cfg: ModelConfig, w: MLAWeights, st: MLAState, pos: torc
     q = p["q"].view(t, n, cfg.qk_head_dim)  # [T, N, Dn+R]
     ckv = p["kv_a"]  # [T, Lkv+R]
     c = ops.rmsnorm(ckv[:, :lkv].contiguous(), w.kv_norm, cfg.kv_norm_eps)  # [T, Lkv]
-    latent = torch.cat([c, ckv[:, lkv:]], dim=-1).to(st.cache.dtype)  # [T, Lkv+R], the cache row
+    latent = to_cache(torch.cat([c, ckv[:, lkv:]], dim=-1), st.cache.dtype)  # [T, Lkv+R], the cache row
     o = ops.attention(q, latent, st.cache, pos, w.w_uk, w.w_uv, cfg.qk_head_dim ** -0.5)  # [T, N, Dv]
     if not out_proj:
         return o.reshape(t, n * cfg.v_head_dim)  # [T, N * Dv]

@@ -70,22 +70,26 @@ class SequenceState:
             out += [st.conv_q, st.conv_k, st.conv_v, st.recurrent] if isinstance(st, KDAState) else [st.cache]
         return out + [self.pos]
 
-    def copy_from(self, other: "SequenceState") -> None:
+    def copy_from(self, other: "SequenceState", *, round_cache: bool = False) -> None:
         """Take another sequence's whole state (in place: every buffer keeps its address).
 
-        Both must have the same config, context and cache dtype; a mismatch is an error naming the buffer.
+        Both must have the same config, context and cache dtype; a mismatch is an error naming the buffer. With
+        `round_cache`, MLA caches of another dtype are taken rounded into this one (kvcache.to_cache: the bench's
+        fill of an fp8 arm from a bf16 fill, a stated policy there).
         """
         from ..errors import BadInput
+        from ..kvcache import to_cache
 
         mine, theirs = self.tensors(), other.tensors()
         if self.config.layer_kinds != other.config.layer_kinds or len(mine) != len(theirs):
             raise BadInput("cannot copy a sequence state between different models")
+        rounded = {id(st.cache) for st in self.layers if isinstance(st, MLAState)} if round_cache else set()
         for i, (a, b) in enumerate(zip(mine, theirs)):
-            if a.shape != b.shape or a.dtype != b.dtype:
+            if a.shape != b.shape or (a.dtype != b.dtype and id(a) not in rounded):
                 raise BadInput(f"cannot copy a sequence state: buffer {i} is {tuple(b.shape)} {b.dtype} there and "
                                f"{tuple(a.shape)} {a.dtype} here (same max context and cache dtype needed)")
         for a, b in zip(mine, theirs):
-            a.copy_(b)
+            a.copy_(to_cache(b, a.dtype) if id(a) in rounded else b)
         self.length = other.length
 
     @property

@@ -8,7 +8,9 @@ cases pass is still caught). Every case name carries its seed ("T5_D96@1234"), s
 Placement: the reference always runs on the CPU on float32 inputs; the implementation gets its own
 copies on the device under test. For a "bf16" claim the contract's activation inputs (params whose
 dtype is "activation") are cast to bfloat16 for the implementation, and the reference gets the
-same values upcast to float32, so both compute from identical numbers. Objects shared between
+same values upcast to float32, so both compute from identical numbers. An "fp8_cache" claim gets its activations so
+and its cache inputs (params whose dtype is "cache") rounded to float8_e4m3fn as the engine rounds a cache row
+(sparkops/kvcache.py); the reference gets those fp8 values as float32. Objects shared between
 the calls of a case (state, a weight used by every call) stay shared in each copy.
 """
 
@@ -25,8 +27,10 @@ from typing import Any
 import torch
 
 from ..errors import BadInput
+from ..kvcache import FP8, to_cache
 from ..ops import Case, OpContract, get_contract
 from ..qweight import QWeight
+from .tolerances import BF16_ACTIVATIONS, FP8_CACHE
 
 #: the seeds every run checks; fresh ones are added on top
 PINNED_SEEDS = (0, 1)
@@ -104,14 +108,21 @@ class Placed:
 
 
 def activation_params(contract: OpContract) -> set[str]:
-    return {p.name for p in contract.params if p.dtype == "activation"}
+    """The params in the activation dtype: "activation" ones, and "cache" ones (the MLA cache and its new rows) outside
+    the fp8_cache variant."""
+    return {p.name for p in contract.params if p.dtype in ("activation", "cache")}
+
+
+def cache_params(contract: OpContract) -> set[str]:
+    return {p.name for p in contract.params if p.dtype == "cache"}
 
 
 def place(case: Case, contract: OpContract, variant: str, device: str, *, reference: bool) -> Placed:
     """Copies of the case's inputs for the reference (CPU, float32 view of the variant's values) or
     for the implementation (on `device`, in the variant's activation dtype)."""
     acts = activation_params(contract)
-    bf16 = variant == "bf16"
+    fp8 = cache_params(contract) if variant == FP8_CACHE else set()
+    bf16 = variant in BF16_ACTIVATIONS
     memo: dict[int, Any] = {}
 
     def copy(name: str, v: Any) -> Any:
@@ -120,7 +131,11 @@ def place(case: Case, contract: OpContract, variant: str, device: str, *, refere
             return memo[key]
         if isinstance(v, torch.Tensor):
             t = v.detach().clone()
-            if bf16 and name in acts and t.is_floating_point():
+            if name in fp8 and t.is_floating_point():
+                t = to_cache(t, FP8)  # the engine's rounding of a cache row (kvcache.py)
+                if reference:
+                    t = t.to(torch.float32)
+            elif bf16 and name in acts and t.is_floating_point():
                 t = t.to(torch.bfloat16)
                 if reference:
                     t = t.to(torch.float32)

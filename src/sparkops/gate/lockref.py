@@ -96,6 +96,30 @@ def reference_digest(path: Path | None = None) -> str | None:
     return None if pins is None else digest_of(pins)
 
 
+#: what a lock change that leaves an op's check records standing may have changed: the tolerance table (each
+#: record's own row is held to the table apart, records._rule_problem) and the model pins (no op record reads them)
+_TABLE_CHANGE = "thresholds (tightened or extended)"
+
+
+def holds_for(op: str, digest: str | None, path: Path | None = None) -> bool:
+    """Whether a check record of `op` made against the lock version `digest` still stands on the lock now: every
+    change the history lists after that version touched only the tolerance table, the model pins, or other ops'
+    references. A version the history does not hold, a lock whose pins are not its last update's, or any change to
+    this op's reference, numpy or the core files the references read, and it does not."""
+    try:
+        pins = load(path)
+    except BadInput:
+        return False
+    history = (pins or {}).get("history") or []
+    digests = [h.get("digest") for h in history]
+    if not digest or digest not in digests or digests[-1] != digest_of(pins):
+        return False  # a version the history does not hold, or a lock edited by hand since its last update
+    later = history[len(digests) - digests[::-1].index(digest):]
+    return all(c == _TABLE_CHANGE or c.startswith("model") or
+               (c.startswith("reference of ") and c != f"reference of {op}")
+               for h in later for c in h.get("changed") or ["unknown"])
+
+
 def model_pins(path: Path | None = None) -> dict[str, Any] | None:
     try:
         pins = load(path)
@@ -353,7 +377,7 @@ def _changes(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
         if (o_ref.get("ops") or {}).get(op) != n_ref["ops"][op]:
             out.append(f"reference of {op}")
     if old.get("thresholds") != new["thresholds"]:
-        out.append("thresholds (tightened or extended)")
+        out.append(_TABLE_CHANGE)
     o_m, n_m = old.get("model"), new.get("model")
     if o_m != n_m:
         if o_m is None:

@@ -40,7 +40,7 @@ from ..registry.plan import Plan, make_plan
 from .metrics import kl_and_top1
 from .poison import poisoned
 from .routing import Pinning, RoutingReport, n_moe_layers, recording, replaying
-from .tolerances import ModelRule, loosest, model_rule_for, rule_for
+from .tolerances import ModelRule, activation_dtype, loosest, model_rule_for, router_tie
 
 #: depths checked by default, per preset. k3-nano: KDA prefill chunks are 64 tokens (spec 3.4), so a
 #: single token, one short of a chunk, exactly one chunk, one past it and two chunks plus one; every
@@ -360,7 +360,7 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
         variants.append("bf16")  # 16-bit activations or a 16-bit MLA cache: judged by the bf16 rule
     variant = loosest(variants)
     rule = model_rule_for(variant)
-    cand_dtype = dtype or (torch.bfloat16 if variant == "bf16" else torch.float32)
+    cand_dtype = dtype or activation_dtype(variant)  # an fp8 cache comes with its attention's claim, fp8_cache
     tapes: dict[int, list] = {}
     ref = golden_logits(weights, digest, tokens, depths, decode_steps, catalog, golden, device, tapes=tapes)
     lock_problems = lockref.check_golden(pins, ref, tokens, decode_steps) if pinned and golden is None else []
@@ -377,7 +377,7 @@ def model_check(model: str, registry: Registry, *, device: str = "cpu", depths: 
     why_free = ("asked for (--free-routing)" if free_routing else
                 "the captured step replays one launch sequence and cannot take the golden's choices" if captured else
                 "the model has no MoE layers" if not n_moe_layers(weights) else "")
-    tie = rule_for("moe_router", variant).tie
+    tie = router_tie(variant)
 
     def make(a_plan: Plan) -> tuple[Any, Pinning]:
         """An engine for `a_plan`, its moe_router through a fresh replay of the golden's choices."""

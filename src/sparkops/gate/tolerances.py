@@ -29,7 +29,9 @@ Metrics (all computed in float64 against the NumPy reference on the same inputs)
 Variants (a claim's `tolerance(variant)`): "fp32" (also spelled None) for float32 arithmetic,
 "bf16" for bfloat16 activations (the gate casts the contract's activation inputs to bfloat16 and the
 reference sees the same values), "act_q8" for implementations that quantize activations to Q8_0
-blocks before integer dot products (linear, moe_experts).
+blocks before integer dot products (linear, moe_experts), "fp8_cache" for attention over an MLA cache in
+float8_e4m3fn with bfloat16 activations (the gate casts the contract's cache inputs to fp8 by
+sparkops/kvcache.py's rounding, the activations to bfloat16, and the reference sees the same values).
 
 How the numbers were chosen (measured with `python -m sparkops.gate.calibrate`, which runs the
 catalog's implementations and bf16 / Q8_0-activation emulations over pinned and fresh seeds; the
@@ -44,6 +46,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import torch
 
 from ..errors import BadInput
 
@@ -203,6 +207,10 @@ OP_RULES: dict[str, dict[str, Rule]] = {
     "attention": {
         "fp32": _nmse(1e-10, "absorbed or naive MLA, float32 softmax over <= 96 rows; measured worst 9e-14"),
         "bf16": _nmse(1e-3, "bf16 queries, latents, cache and score/value matmuls: worst of 20 seeds 6.4e-5"),
+        "fp8_cache": _nmse(1e-3, "bf16 queries, the latents and cache in float8_e4m3fn (the reference attends the same "
+                                 "fp8 values, so the row is bf16's: the cache's rounding is judged by the model gate); "
+                                 "measured worst of 20 seeds 5.6e-6 (torch_fp8cache, float32 "
+                                 "arithmetic, its output rounded to bf16), 5.0e-5 (the same on bf16 operands)"),
     },
     "moe_router": _MOE_ROUTER,
     "add_rmsnorm_router": {
@@ -253,10 +261,25 @@ MODEL_RULES: dict[str, ModelRule] = {
                       why="float32 ops on bfloat16 activations and cache: worst position KL 0.40, worst depth mean "
                           "0.021, top-1 0.924. k3-nano's random weights make its logits sensitive; tighten these "
                           "with a trained model's measurements"),
+    "fp8_cache": ModelRule(kl_max=2.0, kl_mean_max=0.1, top1_min=0.8, tie=1e-2,
+                           why="bf16 activations and the MLA cache in float8_e4m3fn (torch_fp8cache, k3-nano, the "
+                               "default depths): worst position KL 9.3e-4, worst depth mean 5.6e-4, top-1 0.985; the "
+                               "same with a bf16 cache 6.8e-4, 2.8e-4, 0.992, and with float32 activations 8.6e-4, "
+                               "top-1 1.0. The bf16 row's limits, until a trained model's measurements tighten both"),
 }
 
 #: how loose each variant is, for the model gate: a registry is judged by its loosest claim
-LOOSENESS = {"fp32": 0, "act_q8": 1, "bf16": 2}
+LOOSENESS = {"fp32": 0, "act_q8": 1, "bf16": 2, "fp8_cache": 3}
+#: the variant of an implementation proven on an MLA cache in float8_e4m3fn (sparkops/kvcache.py), with bf16
+#: activations; a registry whose attention claims it runs with that cache
+FP8_CACHE = "fp8_cache"
+#: the variants whose implementations are fed bfloat16 activations
+BF16_ACTIVATIONS = ("bf16", FP8_CACHE)
+
+
+def activation_dtype(variant: str | None) -> torch.dtype:
+    """The activation dtype a claim variant is checked (and a registry judged by it is run) with."""
+    return torch.bfloat16 if variant_name(variant) in BF16_ACTIVATIONS else torch.float32
 
 
 def variant_name(variant: str | None) -> str:
@@ -274,6 +297,13 @@ def rule_for(op: str, variant: str | None) -> Rule:
         raise BadInput(f"op '{op}' has no tolerance row for variant '{v}'; its rows are: {', '.join(rows)}. "
                        f"Claim one of those, or add a row (with its measurement) to sparkops/gate/tolerances.py")
     return rows[v]
+
+
+def router_tie(variant: str | None) -> float:
+    """The routing tie a whole registry judged by `variant` excuses (the model gate's pinned routing, the checks of its
+    routing): moe_router's row for the activations it runs (an fp8_cache registry runs bf16 ones)."""
+    v = variant_name(variant)
+    return rule_for("moe_router", "bf16" if v == FP8_CACHE else v).tie
 
 
 def model_rule_for(variant: str | None) -> ModelRule:

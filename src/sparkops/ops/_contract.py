@@ -26,7 +26,7 @@ class Param:
     name: str
     kind: ParamKind
     shape: str  # e.g. "[T, D]"; "" for scalars
-    dtype: str  # e.g. "activation", "float32", "int64"
+    dtype: str  # e.g. "activation", "cache" (the MLA cache: the activation dtype or fp8), "float32", "int64"
     doc: str
 
 

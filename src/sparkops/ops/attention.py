@@ -20,6 +20,10 @@ def attention(q, latent, cache, pos, w_uk, w_uv, scale):
     which equals the naive form with k_nope_h = w_uk[h] c and v_h = w_uv[h] c. The scale is
     1/sqrt(Dn + R) (not 1/sqrt(Lkv + R)); softmax in float32 at least. `pos` is a device tensor so a
     captured decode step reads the position from memory. Output has q's dtype.
+
+    The cache (and so `latent`, which the engine has already put in the cache's dtype) is in the activation dtype or,
+    asked for, in float8_e4m3fn (sparkops/kvcache.py: the engine rounds the rows, the op copies them); the maths
+    above is over the values the cache holds.
     """
 
 
@@ -49,8 +53,8 @@ CONTRACT = make_contract(
     summary="MLA (NoPE) over the latent cache; writes the new rows then attends causally",
     params=(
         Param("q", "tensor", "[T, N, Dn+R]", "activation", "queries per head: [q_nope ; q_pe]"),
-        Param("latent", "tensor", "[T, Lkv+R]", "activation", "new cache rows [normed c ; k_pe]"),
-        Param("cache", "state", "[Lmax, Lkv+R]", "activation", "the latent cache; rows pos..pos+T-1 written"),
+        Param("latent", "tensor", "[T, Lkv+R]", "cache", "new cache rows [normed c ; k_pe], in the cache's dtype"),
+        Param("cache", "state", "[Lmax, Lkv+R]", "cache", "the latent cache; rows pos..pos+T-1 written"),
         Param("pos", "tensor", "[1]", "int64", "absolute position of the first new token"),
         Param("w_uk", "tensor", "[N, Dn, Lkv]", "float32", "per-head key up-projection (attn_k_b)"),
         Param("w_uv", "tensor", "[N, Dv, Lkv]", "float32", "per-head value up-projection (attn_v_b)"),

@@ -20,7 +20,7 @@ import torch
 
 from ..gate.model_gate import DECODE_STEPS, DepthResult, judge_depths, prompt_tokens, run_depths, worst_depth
 from ..gate.routing import RoutingReport, recording
-from ..gate.tolerances import ModelRule, loosest, model_rule_for, rule_for
+from ..gate.tolerances import ModelRule, loosest, model_rule_for, router_tie
 from .launch import PoolSpec, ShardedPool
 from .worker import dtype_of
 
@@ -132,7 +132,7 @@ def sharded_check(spec: PoolSpec, depths: tuple[int, ...], *, decode_steps: int 
         else:
             pool.call("configure", spec.placement)
         got = pool.call("run_depths", tokens, list(depths), decode_steps, True, tape,
-                        rule_for("moe_router", variant).tie)[0]
+                        router_tie(variant))[0]
         out.routing = RoutingReport.from_json(got["routing"]) if got["routing"] else \
             RoutingReport(pinned=False, why_free="the model has no MoE layers")
         out.depths = judge_depths(ref, {d: torch.from_numpy(v) for d, v in got["logits"].items()}, rule)

@@ -37,6 +37,7 @@ import torch
 
 from ..bench.chunking import CHECK_STEPS
 from ..errors import BadInput
+from ..kvcache import to_cache
 
 #: the seed's figures (seed/part4-optimizing-a-real-engine.txt), 8x H200, UD-IQ1_S, same box and
 #: weights for both engines, 2026-08 - what our figure is shown beside, never measured here
@@ -126,7 +127,7 @@ def synthetic_fill(e: Any, depth: int, seed: int) -> None:
                 x = torch.randn(n, st.cache.shape[1], generator=g, device=e.device)
                 c = x[:, :lkv]
                 x[:, :lkv] = c * torch.rsqrt(c.pow(2).mean(-1, keepdim=True) + 1e-6) * w
-                st.cache[lo:lo + n] = x.to(st.cache.dtype)
+                st.cache[lo:lo + n] = to_cache(x, st.cache.dtype)
         e.state.pos.fill_(depth)
     e.state.length = depth
 
@@ -214,7 +215,7 @@ def run(spec: Any, *, prefill: int, depth: int, steps: int = 8, rounds: int = 3,
         consistency: tuple[int, int] = (16, 3), skip_gate: bool = False) -> dict[str, Any]:
     """Gate, then time (module docstring). Returns everything measured; `ledger_rows` turns it into rows."""
     from ..gate.model_gate import judge_depths
-    from ..gate.tolerances import loosest, model_rule_for, rule_for
+    from ..gate.tolerances import loosest, model_rule_for, router_tie
     from .check import registry_variant, sharded_check
     from .launch import ModelSource, ShardedPool
 
@@ -258,7 +259,7 @@ def run(spec: Any, *, prefill: int, depth: int, steps: int = 8, rounds: int = 3,
                 return result
         req = {"prefill": prefill, "depth": depth, "steps": steps, "rounds": rounds, "chunk": chunk, "fill": fill,
                "seed": seed, "rule": rule.pinned(), "proof_depths": list(gate_depths),
-               "router_tie": rule_for("moe_router", variant).tie}
+               "router_tie": router_tie(variant)}
         result["per_rank"] = pool.call("bench", req)
     result["summary"] = summarize(result["per_rank"])
     cp = chunk_gate(result["per_rank"])
