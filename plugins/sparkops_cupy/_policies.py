@@ -17,7 +17,7 @@ from sparkops.qweight import QWeight
 from . import add_rmsnorm_router as _norm_router
 from . import linear_add_rmsnorm as _linear_norm
 from . import moe_experts_add_rmsnorm as _experts_norm
-from .attention import DEEP_DN, DEEP_LKV, uses_tensor_cores
+from .attention import DEEP_DN, DEEP_LKV, uses_fp8_tensor_cores, uses_tensor_cores
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from . import moe_experts as _experts
 from .moe_experts import rowwarp_serves as experts_served
@@ -190,6 +190,17 @@ def attention_deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str |
     """The deep PDL form (cupy_splitk_bf16_deep_pdl): the deep form's policy, and the kernels launched plainly because
     they have no PDL form for the call - the plain absorb and up projection (attention_deep_passes), the CUDA-core
     split (any call but one token of the tensor-core shape: uses_tensor_cores)."""
+    return _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic")
+
+
+def attention_fp8_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
+    """The fp8-cache form (cupy_splitk_fp8_deep_active_pdl): the deep PDL form's policy with the fp8 split - the
+    CUDA-core split (mla_split_generic_fp8) launched plainly for any call but one token of the tensor-core shape on a
+    cache whose rows start on 16 bytes (uses_fp8_tensor_cores). A cache of another dtype is refused, not passed on."""
+    return _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_fp8_tensor_cores, "mla_split_generic_fp8")
+
+
+def _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, tensor_cores, generic: str) -> str | None:
     said = attention_deep_passes(q, latent, cache, pos, w_uk, w_uv, scale)
     plain = []
     if said is not None:
@@ -197,11 +208,11 @@ def attention_deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str |
     try:
         t, n, dqh = q.shape
         _, dn, lkv = w_uk.shape
-        mma = uses_tensor_cores(t, n, lkv, dqh - dn, cache)
-    except (AttributeError, ValueError, TypeError):
+        mma = tensor_cores(t, n, lkv, dqh - dn, cache)
+    except (AttributeError, ValueError, TypeError, RuntimeError):
         mma = False
     if not mma:
-        plain.append("the CUDA-core split (mla_split_generic), which has no PDL form")
+        plain.append(f"the CUDA-core split ({generic}), which has no PDL form")
     if not plain:
         return None
     return "launched plainly, without programmatic dependent launch: " + "; ".join(plain)

@@ -12,6 +12,17 @@ replays at any depth. For Kimi-Linear's decode shape with a bf16 cache (32 heads
 one token) the split runs on the tensor cores (`mla_split_mma`, bf16 operands, fp32 accumulation,
 one block per multiprocessor); everything else (fp32 caches, other shapes, several tokens) takes
 the CUDA-core split, in float32 throughout.
+
+`attention_fp8_deep_active_pdl` (cupy_splitk_fp8_deep_active_pdl) reads an MLA cache in float8_e4m3fn
+(sparkops/kvcache.py: the engine rounds each new row before the call, so `latent` arrives in fp8 too). Why: at long
+contexts the split streams the whole cache each step, and fp8 halves those bytes (a decode step of the 48B reads 7
+layers x 576 values a token). The same launches as `attention_deep_active_pdl`: the absorb copies the latent's bytes
+into the cache as they are, and the split decodes every cache value exactly (each e4m3fn value, subnormals included, is
+a bf16 value): at the decode shape `mla_split_mma_fp8` streams 576-byte fp8 rows into shared memory (two fp8 stages)
+and converts each tile into one bf16 tile that the tensor-core code of `mla_split_mma` reads; elsewhere
+`mla_split_generic_fp8`, in float32. So it computes what the bf16 form computes on the fp8 values (the claim
+variant fp8_cache, judged by the bf16 row against the reference on the same fp8 values). The bf16 forms refuse an fp8
+cache, and this one any other.
 """
 
 from __future__ import annotations
@@ -26,7 +37,8 @@ from . import _runtime as rt
 
 SOURCES = rt.source_files("attention.cu")
 LOG2E = 1.4426950408889634
-#: shared memory of mla_split_mma (mirrors MMA_SMEM_BYTES in attention.cu)
+#: shared memory of mla_split_mma and of mla_split_mma_fp8, which lays out the same bytes otherwise: one bf16 tile and
+#: two fp8 stages where mla_split_mma has two bf16 stages (mirrors MMA_SMEM_BYTES in attention.cu)
 MMA_SMEM_BYTES = 32 * 584 * 2 + 2 * 64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4
 #: the generic split keeps Lkv / 32 accumulators per lane and the query row in shared memory
 MAX_LKV, MAX_ROW = 512, 1024
@@ -37,6 +49,22 @@ DEEP_DN, DEEP_LKV = 128, 512
 
 def uses_tensor_cores(t: int, n: int, lkv: int, r: int, cache: torch.Tensor) -> bool:
     return cache.dtype == torch.bfloat16 and t == 1 and n == 32 and lkv == 512 and r == 64
+
+
+#: the MLA cache's fp8 dtype (sparkops/kvcache.py), and its code in kernels/attention.cu (DT_FP8_E4M3), beside
+#: _runtime.DTYPE_CODE's activation codes 0 / 1 / 2
+FP8 = torch.float8_e4m3fn
+DT_FP8 = 3
+#: the registered fp8 form, and the bf16 form to select instead for a bf16 cache (named in the refusals)
+FP8_FORM, BF16_FORM = "cupy_splitk_fp8_deep_active_pdl", "cupy_splitk_bf16_deep_active_pdl"
+
+
+def uses_fp8_tensor_cores(t: int, n: int, lkv: int, r: int, cache: torch.Tensor) -> bool:
+    """The fp8 form's tensor-core split (mla_split_mma_fp8) takes the call: one token of Kimi-Linear's decode shape on
+    an fp8 cache whose rows start on 16 bytes (its copies are 16 bytes; a view at another offset takes the CUDA-core
+    split, the same values)."""
+    return (cache.dtype == FP8 and t == 1 and n == 32 and lkv == 512 and r == 64
+            and cache.data_ptr() % 16 == 0)
 
 
 #: the most the split's partial sums may take (part_acc: splits x T x N x Lkv float32)
@@ -116,9 +144,30 @@ def attention_deep_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True)
 
 
-def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False):
+def attention_fp8(q, latent, cache, pos, w_uk, w_uv, scale):
+    """The plain four launches (`attention`'s kernels: plain absorb, combine and up projection) over a float8_e4m3fn
+    cache: the fp8 split (mla_split_mma_fp8 at the decode shape, mla_split_generic_fp8 elsewhere) launched plainly.
+    Not registered: the fp8 forms' plain sibling, whose bits `attention_fp8_deep_active_pdl` must give (the deep
+    kernels, the skip and PDL change no sum: the bf16 forms' claims), which the GPU tests hold it to."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=False, fp8="attention_fp8")
+
+
+def attention_fp8_deep_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_deep_active_pdl` over an MLA cache in float8_e4m3fn (cupy_splitk_fp8_deep_active_pdl): `cache` and
+    `latent` must be float8_e4m3fn (the engine's --cache-dtype float8_e4m3fn rounds the new rows before the call), q
+    float32, bfloat16 or float16. The same absorb (copying the latent's bytes into the cache), combine and up kernels;
+    the split is mla_split_mma_fp8_pdl at the decode shape (the fp8 tiles streamed by cp.async, each value converted
+    exactly to the bf16 that mla_split_mma's tensor-core code reads), else mla_split_generic_fp8 launched plainly.
+    Its stated policy: `attention_deep_pdl`'s, with the fp8 tensor-core split's shape (uses_fp8_tensor_cores).
+    Written without a GPU: its GPU tests (tests/backends/test_cupy_attention_fp8.py) have not run yet."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, fp8=FP8_FORM)
+
+
+def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False,
+               fp8: str | None = None):
     """The four launches. `deep`: the deep absorb / combine / up kernels where built for the shape; `pdl` (with deep):
-    each of those and the tensor-core split in its PDL form, launched with programmatic dependent launch."""
+    each of those and the tensor-core split in its PDL form, launched with programmatic dependent launch. `fp8`: the
+    name of an fp8 form (its cache and latent float8_e4m3fn, its split the fp8 one), None for the others."""
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -138,13 +187,20 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     if lkv > MAX_LKV or dq > MAX_ROW:
         raise BadInput(f"{op}: Lkv {lkv} / row {dq} exceed the cupy kernels' {MAX_LKV} / {MAX_ROW}; use another "
                        f"implementation")
-    if cache.dtype not in (torch.float32, torch.bfloat16) or latent.dtype != cache.dtype:
+    if fp8 is not None:
+        if cache.dtype != FP8 or latent.dtype != FP8:
+            raise BadInput(f"{op} ({fp8}): 'cache' and 'latent' must be float8_e4m3fn (got {cache.dtype}, "
+                           f"{latent.dtype}); run with --cache-dtype float8_e4m3fn, or select {BF16_FORM} for a "
+                           f"bf16 cache")
+    elif cache.dtype not in (torch.float32, torch.bfloat16) or latent.dtype != cache.dtype:
+        hint = (f"; a float8_e4m3fn cache is read by attention={FP8_FORM}" if FP8 in (cache.dtype, latent.dtype)
+                else "")
         raise BadInput(f"{op}: 'cache' and 'latent' must share one dtype, float32 or bfloat16 (got {cache.dtype}, "
-                       f"{latent.dtype})")
+                       f"{latent.dtype}){hint}")
     if not cache.is_contiguous():
         raise BadInput(f"{op}: 'cache' must be contiguous (its rows are written in place)")
     q_code = rt.act_code(op, "q", q)
-    c_code = rt.DTYPE_CODE[cache.dtype]
+    c_code = DT_FP8 if fp8 is not None else rt.DTYPE_CODE[cache.dtype]
     if pos.device != dev or pos.dtype != torch.int64:
         pos = pos.to(device=dev, dtype=torch.int64)  # kept on the device thereafter by a well-built step
     pos = pos.reshape(1)
@@ -152,7 +208,8 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     w_uk, w_uv = rt.contiguous(w_uk.float()), rt.contiguous(w_uv.float())
     lmax = cache.shape[0]
     idx = dev.index if dev.index is not None else torch.cuda.current_device()
-    mma = uses_tensor_cores(t, n, lkv, r, cache) and rt.max_shared_memory(idx) >= MMA_SMEM_BYTES
+    fits = uses_fp8_tensor_cores if fp8 is not None else uses_tensor_cores
+    mma = fits(t, n, lkv, r, cache) and rt.max_shared_memory(idx) >= MMA_SMEM_BYTES
 
     qa = _scratch((t, n, dq), torch.bfloat16 if mma else torch.float32, dev)
     deep_absorb = deep and dn == DEEP_DN
@@ -167,11 +224,13 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     part_l = _scratch((splits, t, n), torch.float32, dev)
     part_acc = _scratch((splits, t, n, lkv), torch.float32, dev)
     if mma:
-        rt.launch("attention.cu", "mla_split_mma_pdl" if pdl else "mla_split_mma", dev, (splits,), (256,),
+        split = "mla_split_mma_fp8" if fp8 is not None else "mla_split_mma"
+        rt.launch("attention.cu", split + "_pdl" if pdl else split, dev, (splits,), (256,),
                   (rt.ptr(qa), rt.ptr(cache), rt.ptr(pos), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l),
                    rt.ptr(part_acc), rt.i32(int(skip_empty))), shared_mem=MMA_SMEM_BYTES, pdl=pdl)
     else:
-        rt.launch("attention.cu", "mla_split_generic", dev, (splits, n, t), (128,),
+        rt.launch("attention.cu", "mla_split_generic_fp8" if fp8 is not None else "mla_split_generic", dev,
+                  (splits, n, t), (128,),
                   (rt.ptr(qa), rt.ptr(cache), rt.i32(c_code), rt.ptr(pos), rt.i32(t), rt.i32(n), rt.i32(lkv),
                    rt.i32(r), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l), rt.ptr(part_acc)))
 

@@ -17,6 +17,13 @@
 // fp32 accumulate): scores [32 heads x 64 rows] = qa . C^T, then acc [32 x 512] += P . C.
 // mla_split_generic covers every other case (fp32 caches, other shapes, several tokens) on CUDA cores.
 //
+// An fp8 cache (attention=cupy_splitk_fp8_deep_active_pdl; c_dt DT_FP8_E4M3): float8_e4m3fn rows of 576 bytes, which
+// the engine rounded before the call (sparkops/kvcache.py), so the absorb copies the latent's bytes as they are and
+// every kernel that reads the cache decodes each value exactly (fp8_to_bf16_bits: every e4m3fn value is a bf16 value).
+// mla_split_mma_fp8 (and its _pdl form, PDL as mla_split_mma_pdl) is mla_split_mma's body over it: a stage streams 64
+// rows of fp8 (half the bf16 stage's bytes) by cp.async, one pass converts the stage into the one bf16 tile, and the
+// same tensor-core code reads that tile; mla_split_generic_fp8 is the CUDA-core split for every other fp8 call.
+//
 // The _pdl kernels (attention=cupy_splitk_bf16_deep_pdl) are the deep absorb, the tensor-core split, the deep combine
 // and the deep up projection written for programmatic dependent launch (common.cuh): each may start while the kernel
 // before it runs, requests what no kernel writes (the absorb's w_uk, the up projection's w_uv; through __ldcg, never
@@ -29,6 +36,55 @@
 #include "common.cuh"
 
 #define LOG2E 1.4426950408889634f
+
+// The fp8 cache's dtype code (attention.py's DT_FP8), beside common.cuh's activation codes (DT_F32, DT_BF16, DT_F16):
+// float8_e4m3fn, one byte a value. Only the cache and the latent rows take it, and only in this file.
+#define DT_FP8_E4M3 3
+
+// One float8_e4m3fn code (bits s eeee mmm: exponent bias 7, subnormals at e = 0, no infinities, 0x7f / 0xff NaN) as
+// the bits of the bf16 of the same value, exactly: a normal value (1 + m/8) 2^(e-7) has bf16 exponent e + 120 and
+// mantissa m << 4; a subnormal m 2^-9 (m < 8) is formed in float32, exactly (a 3-bit integer times a power of two),
+// and its top half taken (its mantissa has at most 3 bits); NaN becomes bf16's quiet NaN, its sign kept.
+__device__ __forceinline__ u32 fp8_to_bf16_bits(u32 b) {
+    const u32 mag = b & 0x7fu, sign = (b & 0x80u) << 8;
+    if (mag == 0x7fu) return sign | 0x7fc0u;
+    if (mag >= 8u) return sign | ((mag << 4) + (120u << 7));
+    return sign | (__float_as_uint(__uint2float_rn(mag) * 0.001953125f) >> 16);
+}
+
+// One fp8 cache value as a float, exactly (the bf16 of the same value, widened).
+__device__ __forceinline__ float fp8_to_f32(u8 b) { return __uint_as_float(fp8_to_bf16_bits(b) << 16); }
+
+// Four fp8 codes (the bytes of w, lowest first) as two bf16x2 (lo: bytes 0 and 1, hi: bytes 2 and 3; the lower byte
+// into the lower half), exactly. sm_89 and later: the hardware's conversion of each byte pair to f16x2 (exact: every
+// nonzero e4m3fn value, 2^-9 .. 448, is a normal f16; NaN stays NaN), each half widened to float (exact), each two
+// rounded to bf16 (exact: 3 mantissa bits, exponents -9 .. 8): 8 instructions for the 4 values. Before sm_89 (no e4m3
+// conversion): fp8_to_bf16_bits, byte by byte. Either way the bits of fp8_to_bf16_bits (NaN: a NaN).
+__device__ __forceinline__ void fp8x4_to_bf16x4(u32 w, u32& lo, u32& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm("{\n\t"
+        ".reg .b16 b01, b23, h0, h1;\n\t"
+        ".reg .b32 p01, p23;\n\t"
+        ".reg .f32 f0, f1, f2, f3;\n\t"
+        "mov.b32 {b01, b23}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 p01, b01;\n\t"
+        "cvt.rn.f16x2.e4m3x2 p23, b23;\n\t"
+        "mov.b32 {h0, h1}, p01;\n\t"
+        "cvt.f32.f16 f0, h0;\n\t"
+        "cvt.f32.f16 f1, h1;\n\t"
+        "mov.b32 {h0, h1}, p23;\n\t"
+        "cvt.f32.f16 f2, h0;\n\t"
+        "cvt.f32.f16 f3, h1;\n\t"
+        "cvt.rn.bf16x2.f32 %0, f1, f0;\n\t"
+        "cvt.rn.bf16x2.f32 %1, f3, f2;\n\t"
+        "}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+#else
+    lo = fp8_to_bf16_bits(w & 0xffu) | (fp8_to_bf16_bits((w >> 8) & 0xffu) << 16);
+    hi = fp8_to_bf16_bits((w >> 16) & 0xffu) | (fp8_to_bf16_bits(w >> 24) << 16);
+#endif
+}
 
 // The position, read after the wait in a PDL kernel through the coherent path: a plain read of a const __restrict__
 // pointer may compile to the read-only path (LDG.CONSTANT), which ptxas may hoist above griddepcontrol.wait
@@ -99,7 +155,10 @@ __device__ __forceinline__ void mla_absorb_body(const void* __restrict__ q, int 
         const i64 row = read_pos<PDL>(pos) + t;
         if (row >= 0 && row < Lmax) {
             if (c_dt == DT_F32) ((float*)cache)[row * DQ + j] = ((const float*)latent)[(i64)t * DQ + j];
-            else ((u16*)cache)[row * DQ + j] = ((const u16*)latent)[(i64)t * DQ + j];
+            else if (c_dt == DT_FP8_E4M3) {  // fp8: the engine rounded the row; its bytes as they are
+                const unsigned char* src = (const unsigned char*)latent + (i64)t * DQ + j;
+                ((u8*)cache)[row * DQ + j] = PDL ? __ldcg(src) : *src;
+            } else ((u16*)cache)[row * DQ + j] = ((const u16*)latent)[(i64)t * DQ + j];
         }
     }
     const i64 qrow = ((i64)t * N + h) * (Dn + R);
@@ -180,16 +239,22 @@ __device__ __forceinline__ void slice_rows(i64 p0, int T, i64 Lmax, i64 visible,
     if (r1 < r0) r1 = r0;
 }
 
+// A cache value as a float: c_dt's (an activation dtype: load_act), or with FP8 a float8_e4m3fn byte, exactly.
+template <bool FP8>
+__device__ __forceinline__ float generic_cache_value(const void* __restrict__ cache, i64 i, int c_dt) {
+    if constexpr (FP8) return fp8_to_f32(((const u8*)cache)[i]);
+    else return load_act(cache, i, c_dt);
+}
+
 // qa f32 [T, N, DQ] (DQ = Lkv + R <= 1024, Lkv <= 512); cache (c_dt). Partials: m, l [S, T, N];
 // acc [S, T, N, Lkv]. Grid (S, N, T), 128 threads (4 warps, rows dealt round-robin).
-// budget: stack 0, spills 0
-extern "C" __global__ void __launch_bounds__(128) mla_split_generic(const float* __restrict__ qa,
-                                                                    const void* __restrict__ cache, int c_dt,
-                                                                    const i64* __restrict__ pos, int T, int N,
-                                                                    int Lkv, int R, i64 Lmax,
-                                                                    float* __restrict__ part_m,
-                                                                    float* __restrict__ part_l,
-                                                                    float* __restrict__ part_acc) {
+// FP8 (mla_split_generic_fp8): the cache is float8_e4m3fn, each value decoded exactly (fp8_to_f32), c_dt unread; the
+// same float32 arithmetic on the decoded values. FP8 = false is mla_split_generic's code as it was.
+template <bool FP8>
+__device__ __forceinline__ void mla_split_generic_body(const float* __restrict__ qa, const void* __restrict__ cache,
+                                                       int c_dt, const i64* __restrict__ pos, int T, int N, int Lkv,
+                                                       int R, i64 Lmax, float* __restrict__ part_m,
+                                                       float* __restrict__ part_l, float* __restrict__ part_acc) {
     __shared__ float sq[1024];
     __shared__ float wm[4], wl[4];
     __shared__ float wacc[4][512];
@@ -209,7 +274,7 @@ extern "C" __global__ void __launch_bounds__(128) mla_split_generic(const float*
     for (i64 r = r0 + warp; r < r1; r += 4) {
         const i64 c = r * DQ;
         float dot = 0.0f;
-        for (int e = lane; e < DQ; e += 32) dot = fmaf(sq[e], load_act(cache, c + e, c_dt), dot);
+        for (int e = lane; e < DQ; e += 32) dot = fmaf(sq[e], generic_cache_value<FP8>(cache, c + e, c_dt), dot);
         dot = warp_sum(dot);
         const float m_new = fmaxf(m, dot);
         const float corr = exp2f(m - m_new), p = exp2f(dot - m_new);
@@ -217,7 +282,7 @@ extern "C" __global__ void __launch_bounds__(128) mla_split_generic(const float*
 #pragma unroll
         for (int k = 0; k < 16; ++k) {
             const int e = lane + 32 * k;
-            if (e < Lkv) acc[k] = acc[k] * corr + p * load_act(cache, c + e, c_dt);
+            if (e < Lkv) acc[k] = acc[k] * corr + p * generic_cache_value<FP8>(cache, c + e, c_dt);
         }
         m = m_new;
     }
@@ -243,6 +308,31 @@ extern "C" __global__ void __launch_bounds__(128) mla_split_generic(const float*
     }
     for (int e = tid; e < Lkv; e += 128)
         part_acc[o * Lkv + e] = ((w[0] * wacc[0][e] + w[1] * wacc[1][e]) + w[2] * wacc[2][e]) + w[3] * wacc[3][e];
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) mla_split_generic(const float* __restrict__ qa,
+                                                                    const void* __restrict__ cache, int c_dt,
+                                                                    const i64* __restrict__ pos, int T, int N,
+                                                                    int Lkv, int R, i64 Lmax,
+                                                                    float* __restrict__ part_m,
+                                                                    float* __restrict__ part_l,
+                                                                    float* __restrict__ part_acc) {
+    mla_split_generic_body<false>(qa, cache, c_dt, pos, T, N, Lkv, R, Lmax, part_m, part_l, part_acc);
+}
+
+// mla_split_generic over a float8_e4m3fn cache (attention=cupy_splitk_fp8_deep_active_pdl: every call but one token of
+// the tensor-core shape). Its own entry so that mla_split_generic's code stays as it was; the same arguments (c_dt:
+// the host passes DT_FP8_E4M3, unread).
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(128) mla_split_generic_fp8(const float* __restrict__ qa,
+                                                                        const void* __restrict__ cache, int c_dt,
+                                                                        const i64* __restrict__ pos, int T, int N,
+                                                                        int Lkv, int R, i64 Lmax,
+                                                                        float* __restrict__ part_m,
+                                                                        float* __restrict__ part_l,
+                                                                        float* __restrict__ part_acc) {
+    mla_split_generic_body<true>(qa, cache, c_dt, pos, T, N, Lkv, R, Lmax, part_m, part_l, part_acc);
 }
 
 // ---- tensor-core split for Kimi-Linear's decode shape ----------------------------------------------------
@@ -294,6 +384,66 @@ __device__ __forceinline__ void mma_load_rows(u32 dst, const u16* __restrict__ c
     }
 }
 
+// ---- the fp8 cache's stages (mla_split_mma_fp8) ----
+// The fp8 split takes the bf16 split's shared memory, laid out alike but for region C (MMA_SMEM_C .. MMA_SMEM_S, the
+// bf16 split's two 64-row stages, 149504 bytes): there the one bf16 tile the tensor-core code reads (at MMA_SMEM_C,
+// MMA_BL rows of pitch MMA_DP: a bf16 stage's layout, 74752 bytes), then MMA_STAGES fp8 stages (MMA_BL rows of MMA_D
+// bytes, pitch MMA_D: only the conversion pass reads them, in order; 36864 bytes each). 148480 bytes of the 149504,
+// so the block takes MMA_SMEM_BYTES (209024) as the bf16 split does, within the 227 KB an sm_90 block may have.
+#define MMA_FP8_TILE_BYTES (MMA_BL * MMA_DP * 2)
+#define MMA_FP8_STAGE_BYTES (MMA_BL * MMA_D)
+#define MMA_SMEM_F8 (MMA_SMEM_C + MMA_FP8_TILE_BYTES)
+static_assert(MMA_SMEM_F8 + MMA_STAGES * MMA_FP8_STAGE_BYTES <= MMA_SMEM_S, "the fp8 stages overrun region C");
+static_assert(MMA_BL * (MMA_D / 8) % 256 == 0, "the conversion pass deals whole rounds of 8 bytes a thread");
+
+// Rows [row0, row0 + MMA_BL) of the fp8 cache into one fp8 stage, 16 bytes a copy (9 a thread); rows at or past r1
+// become zeros (never read), as in mma_load_rows.
+__device__ __forceinline__ void mma_load_rows_fp8(u32 dst, const u8* __restrict__ cache, i64 row0, i64 r1, int tid) {
+    for (int c = tid; c < MMA_BL * (MMA_D / 16); c += 256) {
+        const int rr = c / (MMA_D / 16), col = c % (MMA_D / 16);
+        const i64 row = row0 + rr;
+        const bool ok = row < r1;
+        cp_async16(dst + rr * MMA_D + col * 16, cache + (ok ? row : row0) * MMA_D + col * 16, ok ? 16 : 0);
+    }
+}
+
+// One tile's rows into pipeline stage `stage` (sC0: MMA_SMEM_C's address): mma_load_rows for a bf16 cache (the stage is
+// the tile the products read), mma_load_rows_fp8 into fp8 stage `stage` for an fp8 one.
+__device__ __forceinline__ void mma_load_stage(u32 sC0, const u16* __restrict__ cache, int stage, i64 row0, i64 r1,
+                                               int tid) {
+    mma_load_rows(sC0 + stage * (MMA_BL * MMA_DP * 2), cache, row0, r1, tid);
+}
+__device__ __forceinline__ void mma_load_stage(u32 sC0, const u8* __restrict__ cache, int stage, i64 row0, i64 r1,
+                                               int tid) {
+    mma_load_rows_fp8(sC0 + MMA_FP8_TILE_BYTES + stage * MMA_FP8_STAGE_BYTES, cache, row0, r1, tid);
+}
+
+// One fp8 stage (src) into the bf16 tile (dst, pitch MMA_DP), exactly (fp8x4_to_bf16x4): 8 bytes in, 16 out, 18 rounds
+// a thread (9 loads in flight, then their conversions and stores, twice), consecutive threads on consecutive bytes (a
+// warp's 8-byte loads and 16-byte stores are contiguous but where a row ends). Rows zero-filled by mma_load_rows_fp8
+// become bf16 zeros. Round i's 8 bytes are unit u = tid + 256 i of the stage (MMA_D / 8 = 72 a row); with the rounds
+// unrolled its row is the thread's first row (tid / 72) plus a constant and one compare, not a division a round.
+__device__ __forceinline__ void mma_fp8_to_bf16(const u8* src, u16* dst, int tid) {
+    constexpr int UPR = MMA_D / 8;  // 8-byte units a row
+    constexpr int ROUNDS = MMA_BL * UPR / 256, BATCH = ROUNDS / 2;  // 18 rounds, loaded 9 at a time
+    const int row0 = tid / UPR, col0 = tid - row0 * UPR;
+#pragma unroll
+    for (int b = 0; b < ROUNDS; b += BATCH) {
+        uint2 w[BATCH];
+#pragma unroll
+        for (int i = 0; i < BATCH; ++i) w[i] = *(const uint2*)(src + (tid + 256 * (b + i)) * 8);
+#pragma unroll
+        for (int i = 0; i < BATCH; ++i) {
+            const int k = 256 * (b + i), u = tid + k;
+            const int row = row0 + k / UPR + (col0 + k % UPR >= UPR ? 1 : 0);
+            uint4 o;
+            fp8x4_to_bf16x4(w[i].x, o.x, o.y);
+            fp8x4_to_bf16x4(w[i].y, o.z, o.w);
+            *(uint4*)(dst + u * 8 + row * (MMA_DP - MMA_D)) = o;  // row * MMA_DP + (u - row * UPR) * 8
+        }
+    }
+}
+
 // qa bf16 [32, 576] (scaled by scale*log2e); cache bf16 [Lmax, 576]; one token at pos. Partials as in
 // mla_split_generic with T = 1. Grid (S), 256 threads, MMA_SMEM_BYTES of dynamic shared memory.
 // skip_empty: a slice with no rows (pos short of it) writes only m = -inf and l = 0, not its 64 KB of zero sums;
@@ -302,8 +452,14 @@ __device__ __forceinline__ void mma_load_rows(u32 dst, const u16* __restrict__ c
 // the 576 dims; the softmax runs 8 threads per head; then warp w accumulates latent dims 64w .. 64w+63.
 // PDL: launched with programmatic dependent launch (cupy_splitk_bf16_deep_pdl): the next kernel let start, then the
 // wait, before anything is read (pos, qa and the cache row are the absorb's)
-template <bool PDL>
-__device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, const u16* __restrict__ cache,
+// CT: the cache's element, u16 (bf16: each stage is the tile the products read) or u8 (float8_e4m3fn,
+// mla_split_mma_fp8: each stage holds fp8 rows, and once tile `it` has landed one pass converts it into the bf16 tile,
+// exactly, between two barriers: the one before it, after which no warp reads the tile before, and one after it).
+// The products, the softmax and the partials are the same code on the same bf16 values. With CT = u16 the code is the
+// bf16 split's as it was (the fp8 steps are `if constexpr`, and mma_load_stage is the same mma_load_rows call; its
+// SASS was compared instruction for instruction with the code before the fp8 form).
+template <bool PDL, typename CT = u16>
+__device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, const CT* __restrict__ cache,
                                                    const i64* __restrict__ pos, i64 Lmax, float* __restrict__ part_m,
                                                    float* __restrict__ part_l, float* __restrict__ part_acc,
                                                    int skip_empty) {
@@ -344,7 +500,7 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
     // tiles 0 .. STAGES-2 in flight (the queries travel with tile 0); always commit: uniform group counts
 #pragma unroll
     for (int j = 0; j < MMA_STAGES - 1; ++j) {
-        if (j < n_tiles) mma_load_rows(sC0 + j * (MMA_BL * MMA_DP * 2), cache, r0 + (i64)j * MMA_BL, r1, tid);
+        if (j < n_tiles) mma_load_stage(sC0, cache, j, r0 + (i64)j * MMA_BL, r1, tid);
         cp_async_commit();
     }
 
@@ -366,11 +522,15 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         const i64 row0 = r0 + (i64)it * MMA_BL;
         {
             const int j = it + MMA_STAGES - 1;
-            if (j < n_tiles)
-                mma_load_rows(sC0 + (j % MMA_STAGES) * (MMA_BL * MMA_DP * 2), cache, r0 + (i64)j * MMA_BL, r1, tid);
+            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, r1, tid);
             cp_async_commit();
         }
-        const u32 sC = sC0 + (it % MMA_STAGES) * (MMA_BL * MMA_DP * 2);
+        if constexpr (sizeof(CT) == 1) {  // fp8: tile `it`'s stage into the bf16 tile, then every warp may read it
+            mma_fp8_to_bf16(smem + MMA_SMEM_F8 + (it % MMA_STAGES) * MMA_FP8_STAGE_BYTES, (u16*)(smem + MMA_SMEM_C),
+                            tid);
+            __syncthreads();
+        }
+        const u32 sC = sizeof(CT) == 1 ? sC0 : sC0 + (it % MMA_STAGES) * (MMA_BL * MMA_DP * 2);
 
         // scores: rows 16*cgrp .. +15 of the tile, dims [288*kh, 288*kh + 288)
         float sacc[2][2][4];
@@ -511,6 +671,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma_pdl(const u16
                                                                        float* __restrict__ part_l,
                                                                        float* __restrict__ part_acc,
                                                                        int skip_empty) {
+    mla_split_mma_body<true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_mma over a float8_e4m3fn cache [Lmax, 576] (attention=cupy_splitk_fp8_deep_active_pdl's split where it is
+// launched plainly; mla_split_mma_body with CT = u8): half the bytes a row streamed, each converted exactly to the bf16
+// the same tensor-core code reads. Everything else as mla_split_mma, MMA_SMEM_BYTES of dynamic shared memory.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma_fp8(const u16* __restrict__ qa,
+                                                                       const u8* __restrict__ cache,
+                                                                       const i64* __restrict__ pos, i64 Lmax,
+                                                                       float* __restrict__ part_m,
+                                                                       float* __restrict__ part_l,
+                                                                       float* __restrict__ part_acc,
+                                                                       int skip_empty) {
+    mla_split_mma_body<false>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_mma_fp8 for programmatic dependent launch (attention=cupy_splitk_fp8_deep_active_pdl), as
+// mla_split_mma_pdl: the next kernel let start, then the wait, before anything is read (pos through __ldcg; qa and the
+// cache by cp.async, which reads through the L2) or written. The same bits as mla_split_mma_fp8.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma_fp8_pdl(const u16* __restrict__ qa,
+                                                                           const u8* __restrict__ cache,
+                                                                           const i64* __restrict__ pos, i64 Lmax,
+                                                                           float* __restrict__ part_m,
+                                                                           float* __restrict__ part_l,
+                                                                           float* __restrict__ part_acc,
+                                                                           int skip_empty) {
     mla_split_mma_body<true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
 }
 
