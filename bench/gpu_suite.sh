@@ -188,6 +188,10 @@
 #                 now with the IQ1_S experts on triton_prefetch, then its experts on the fastest Q8 pair per op
 #                 (moe_experts@IQ1_S) over that; each left out where no form is faster per op, each --expect the
 #                 probe's calls-weighted factor, each base diagnosed at 131072
+#     rungs_fp8   session 53's MLA cache in float8_e4m3fn at 131072, after its GPU tests (gpu-tests-fp8):
+#                 attention=cupy_splitk_fp8_deep_active_pdl over the step now (Q4_K 48B), then over the newest IQ1_S
+#                 step on the machine (SUITE_FP8_IQ1S_BASE), each base diagnosed at 131072, --expect by bytes
+#                 (attention=1.68: the split's half of the cache; SUITE_FP8_EXPECT)
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     frontier_now  issue #10's rows at 0 and 32768 under the step now (the newest rung SUITE_TIMED or this machine
@@ -4660,6 +4664,41 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
   [ -f $Q8L_REG ] || run swap-iq1s-gemv2 40 bash -c 'swap_into "$@"' _ $Q8L_REG $Q8E_REG linear@IQ1_S=$IQ1S_LIN2
   iq1s_pair decode131k-iq1s-gemv2 iq1s-experts-131k $Q8E_REG $Q8L_REG linear@IQ1_S=$IQ1S_LIN2 swap-iq1s-gemv2 \
       "linear@IQ1_S=$IQ1S_LIN2: the IQ1_S GEMVs from $IQ1S_LIN to the fastest other form in probe_iq1s, over $(basename $Q8E_REG), one CUDA graph per step (IQ1_S mix)"
+  ;;
+rungs_fp8)  # session 53: the MLA cache in float8_e4m3fn (sparkops/kvcache.py), read by
+  # attention=cupy_splitk_fp8_deep_active_pdl (written without a GPU): its GPU tests, then one two-arm row at 131072 on
+  # the Q4_K 48B - the step now against the same step with the fp8 attention (B's cache fp8 by its attention's claim;
+  # B's context the bf16 fill's rows rounded to fp8, the bench's stated policy) - and the same on the IQ1_S 48B over
+  # the newest IQ1_S step on the machine (SUITE_FP8_IQ1S_BASE names another), each base diagnosed at 131072 first.
+  # Predicted by bytes: the split streams half the cache. Session 51's diagnosis at 131072 (H100) had the op at
+  # 0.535 ms a token, its split 0.432 of it: 0.535 / (0.535 - 0.432 / 2) = x1.68 on the op (SUITE_FP8_EXPECT)
+  run gpu-tests-fp8 150 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_cupy_attention_fp8.py \
+      --junitxml="$R/gpu-tests-fp8.xml"
+  [ "$(marker $DONE/gpu-tests-fp8)" = 0 ] || { log "decode131k-fp8: left out (its GPU tests failed)"; continue; }
+  now_step rungs_fp8 || continue
+  FP8_ATTN=cupy_splitk_fp8_deep_active_pdl FP8_EXPECT=attention=${SUITE_FP8_EXPECT:-1.68}
+  FP8_REG=${NOW_REG%.toml}-fp8.toml
+  fresh_over $FP8_REG $NOW_REG
+  [ -f $FP8_REG ] || run swap-fp8 60 bash -c 'swap_into "$@"' _ $FP8_REG $NOW_REG attention=$FP8_ATTN
+  if [ -f $M ] && [ -f $FP8_REG ] && python3 bench/registry_selects.py $FP8_REG attention=$FP8_ATTN > /dev/null; then
+    run diagnose-fp8-131k 200 sparkops diagnose --model $M --device cuda --depth 131072 --registry $NOW_REG \
+        $FILL_LEAN --out "$R/diag-fp8-131k" --json-out $DJ/diag-fp8-131k.json --record
+    [ -s $DJ/diag-fp8-131k.json ] && run decode131k-fp8 330 sparkops bench decode --model $M --depth 131072 \
+        --tokens 16 --repeats 6 --chunk 4096 --registry $NOW_REG --vs $FP8_REG --graph A,B $GATE $FILL_LEAN \
+        --changes attention --prediction $DJ/diag-fp8-131k.json --expect "$FP8_EXPECT" \
+        --change "attention=$FP8_ATTN: the MLA cache in float8_e4m3fn (half the bytes the split streams), over $(basename $NOW_REG), one CUDA graph per step"
+  else log "decode131k-fp8: left out (no Q4_K model, or the swap kept the bf16 attention: see swap-fp8)"; fi
+  # the IQ1_S row (issue #10: >= 1000 tok/s at 131072, where the bf16 cache is half the step's bytes)
+  IQ1S_BASE=${SUITE_FP8_IQ1S_BASE:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -- '-fp8\.toml$' \
+      | head -1)}
+  [ -n "$IQ1S_BASE" ] && [ -f "$IQ1S_BASE" ] \
+    || { log "decode131k-iq1s-fp8: left out (no IQ1_S step on this machine)"; continue; }
+  IQ1S_FP8=${IQ1S_BASE%.toml}-fp8.toml
+  fresh_over $IQ1S_FP8 $IQ1S_BASE
+  [ -f $IQ1S_FP8 ] || run swap-iq1s-fp8 60 bash -c 'swap_into "$@"' _ $IQ1S_FP8 $IQ1S_BASE attention=$FP8_ATTN
+  IQ1S_EXPECT=$FP8_EXPECT
+  iq1s_pair decode131k-iq1s-fp8 iq1s-fp8-131k $IQ1S_BASE $IQ1S_FP8 attention=$FP8_ATTN swap-iq1s-fp8 \
+      "attention=$FP8_ATTN: the MLA cache in float8_e4m3fn (half the bytes the split streams), over $(basename $IQ1S_BASE), one CUDA graph per step (IQ1_S mix)"
   ;;
 frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a
   # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and

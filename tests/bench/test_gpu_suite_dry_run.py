@@ -4255,3 +4255,42 @@ def test_rungs_iq1s_times_the_fastest_q8_gemvs_against_the_iq1s_step_at_131072(t
     assert all(f"--model {machine / 'k48-iq1_s.gguf'} " in c for c in bench)
     for base in (iq1s, q8i):
         assert any(c.startswith("diagnose") and "--depth 131072" in c and f"--registry {base} " in c for c in calls)
+
+
+def test_rungs_fp8_times_the_fp8_cache_at_131072_over_the_step_now(tmp_path):
+    """The fp8 attention's GPU tests, the swap over the step now, the base diagnosed at 131072, then one pair there
+    predicted by bytes (--expect attention=1.68); the IQ1_S row waits for an IQ1_S step on the machine."""
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_fp8", extra_env=env)
+    machine = tmp_path / "machine"
+    base, fp8 = machine / "cuda-s22-all.toml", machine / "cuda-s22-all-fp8.toml"
+    assert any(c.startswith("swap") and "attention=cupy_splitk_fp8_deep_active_pdl" in c for c in calls)
+    assert any(c.startswith("diagnose") and "--depth 131072" in c and f"--registry {base} " in c for c in calls)
+    bench = [c for c in calls if c.startswith("bench decode")]
+    assert len(bench) == 1 and "--depth 131072" in bench[0] and f"--registry {base} --vs {fp8} " in bench[0]
+    assert "--changes attention " in bench[0] and "--expect attention=1.68" in bench[0], bench[0]
+    assert "decode131k-iq1s-fp8: left out (no IQ1_S step on this machine)" in log
+
+
+def test_rungs_fp8_takes_the_iq1s_row_over_the_newest_iq1s_step(tmp_path):
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0", "SUITE_FP8_EXPECT": "1.5"}
+    machine = tmp_path / "machine"
+    machine.mkdir()
+    (machine / "k48-iq1_s.gguf").write_text("")
+    # the step's IQ1_S registry as rungs_iq1s leaves it (made by a swap on the stub: a copy of the repo's registry)
+    iq1s = machine / "cuda-s22-all-iq1s-q8_iq1s_sg_short.toml"
+    iq1s.write_text((REPO / "registry.toml").read_text())
+    log, calls = _suite(tmp_path, "rungs_fp8", extra_env=env)
+    bench = [c for c in calls if c.startswith("bench decode")]
+    fp8 = machine / "cuda-s22-all-iq1s-q8_iq1s_sg_short-fp8.toml"
+    assert len(bench) == 2 and f"--registry {iq1s} --vs {fp8} " in bench[1], bench
+    assert f"--model {machine / 'k48-iq1_s.gguf'} " in bench[1] and "--expect attention=1.5" in bench[1]
+    assert "--changes attention " in bench[1]
+
+
+def test_rungs_fp8_leaves_its_rows_out_when_its_gpu_tests_fail(tmp_path):
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
+           "STUB_FAIL_MATCH": "test_cupy_attention_fp8"}
+    log, calls = _suite(tmp_path, "rungs_fp8", extra_env=env)
+    assert "decode131k-fp8: left out (its GPU tests failed)" in log
+    assert not any(c.startswith(("bench decode", "swap")) and "fp8" in c for c in calls)

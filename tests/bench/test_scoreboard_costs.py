@@ -361,3 +361,32 @@ def test_diagnose_says_in_red_when_a_measurement_is_above_its_roofline(capsys):
     _warn_above_roofline(1.2)
     err = " ".join(capsys.readouterr().err.split())
     assert "above the roofline (120%)" in err and "bench/costs.py" in err and "per-op times stand" in err
+
+
+def test_diagnose_an_fp8_cache_filled_by_a_registry_that_reads_none(nano, tmp_path, capsys, monkeypatch,
+                                                                    reference_registry):
+    """A registry whose attention reads an fp8 cache, filled by one that reads none: the diagnosed engine takes the
+    fill's rows rounded to fp8 (said on stderr), and the bytes it counts are the fp8 cache's, one a value."""
+    from sparkops.gate.check import prove
+    from sparkops.plugins import load_catalog
+    from sparkops.registry.file import Registry
+
+    fp8 = tmp_path / "fp8.toml"
+    reg = Registry.load(reference_registry)
+    reg.path = fp8
+    catalog = load_catalog()
+    reg.set("attention", "cpu", "torch_fp8cache",
+            check=prove(catalog.get("attention", "torch_fp8cache"), "cpu", catalog).record)
+    reg.save()
+    monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
+    real = ceil.measure
+    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
+                                                                              "matmul_n": 256, "launches": 200}))
+    out = tmp_path / "d.json"
+    assert main(["diagnose", "--model", "k3-nano", "--depth", "8", "--steps", "2", "--out", str(tmp_path),
+                 "--registry", str(fp8), "--fill-registry", str(reference_registry), "--json-out", str(out)]) == 0
+    assert "rounded to float8_e4m3fn" in capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    doc = doc[0] if isinstance(doc, list) else doc
+    n_mla = nano.config.layer_kinds.count("mla")
+    assert doc["decode"]["bytes_by_class"]["mla_cache"] == n_mla * 9 * nano.config.latent_dim  # rows 0..8, a byte each

@@ -185,23 +185,35 @@ def filled(engine: Any, depth: int, need: int, seed: int, filler: Any = None, ch
     src = engine if filler is None else filler
     src.reset()
     dep.fill(src, prompt[:depth], chunk)  # chunks: the same cache, bounded activations
-    if filler is not None:
-        engine.state.copy_from(filler.state)
+    if filler is not None:  # an fp8 cache from a filler on another: its rows rounded (engines(), a stated policy)
+        engine.state.copy_from(filler.state, round_cache=filler.state.cache_dtype != engine.state.cache_dtype)
     dep.verify_depth(engine, depth, fresh=True, need=need)
     return dep.Snapshot(engine), prompt[depth:].to(engine.device)
 
 
 def engines(weights: ModelWeights, registry: Any, fill_registry: Any, *, device: str, dtype: torch.dtype,
             cache_dtype: torch.dtype | None, max_context: int) -> tuple[Any, Any]:
-    """(the diagnosed engine, the filler engine or None) sharing one copy of the weights on `device`."""
+    """(the diagnosed engine, the filler engine or None) sharing one copy of the weights on `device`. A diagnosed
+    engine on an fp8 cache whose filler's attention reads none takes the filler's rows (in the activation dtype)
+    rounded to fp8, as the bench's fills do (harness.Filler): a stated policy, said on stderr."""
+    import sys
+
     from ..engine import Engine
     from ..engine.loading import make_ops
+    from ..kvcache import attention_claims_fp8, is_fp8
 
     on_device = weights if weights.embed.device.type == device else weights.to(device)
     engine = Engine(on_device, make_ops(device, registry), max_context=max_context, dtype=dtype,
                     cache_dtype=cache_dtype)
-    filler = Engine(on_device, make_ops(device, fill_registry), max_context=max_context, dtype=dtype,
-                    cache_dtype=cache_dtype) if fill_registry else None
+    filler = None
+    if fill_registry:
+        ops = make_ops(device, fill_registry)
+        fill_cache = engine.state.cache_dtype
+        if is_fp8(fill_cache) and not attention_claims_fp8(ops.plan):
+            fill_cache = dtype
+            print(f"diagnose: fill: {fill_registry}'s attention reads no fp8 cache; the diagnosed engine takes its "
+                  f"fill with every cache row rounded to float8_e4m3fn (kvcache.to_cache)", file=sys.stderr, flush=True)
+        filler = Engine(on_device, ops, max_context=max_context, dtype=dtype, cache_dtype=fill_cache)
     return engine, filler
 
 
