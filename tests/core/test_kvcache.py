@@ -36,6 +36,17 @@ def test_the_fp8_rounding_is_round_to_nearest_even_with_saturation():
     assert got64[x == np.float32(1.0625)][0] == 1.0  # 1 + 1/16 lies halfway between 1 and 1.125: even is 1
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_the_rows_dtype_does_not_change_the_rounding(dtype):
+    """A row in bf16 (the engine's), f16 or f64 rounds as its float32 value does (f64: as its own value)."""
+    x = torch.from_numpy(_values())
+    x = x[torch.isfinite(x) & (x.abs() < 6e4)].to(dtype)
+    got = to_cache(x, FP8).view(torch.uint8)
+    want = to_cache(x.float(), FP8).view(torch.uint8) if dtype != torch.float64 else \
+        torch.from_numpy(fp8_round_reference(x.numpy())).to(FP8).view(torch.uint8)
+    assert torch.equal(got, want)
+
+
 def test_an_overflow_saturates_whatever_torch_s_own_cast_does():
     """The clamp makes saturation one rule on every torch and device (torch's cast has not always saturated)."""
     big = torch.tensor([500.0, -1e4, 1e30])
