@@ -980,6 +980,13 @@
 #   With under ~740 s of budget no rung can finish; the cheap call instead (fresh, no registries, ~230 s):
 #     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
 #     bash bench/gpu_lanes.sh 330 "probe_iq1s probe_ncu_iq1s" ""
+# Session 53 (bench/gpu-runs/2026-12-07-session53/README.md): no machine came (six requests, then new loans paused);
+# session 52's three calls stand as written above. Built: the MLA cache in float8_e4m3fn (sparkops/kvcache.py) and
+# attention=cupy_splitk_fp8_deep_active_pdl (not yet run), timed by stage rungs_fp8 once the IQ1_S rungs have left an
+# IQ1_S step on the machine - a fourth call, warm, with the same exports:
+#     bash bench/gpu_lanes.sh 560 "rungs_fp8" ""   # its GPU tests, then pairs at 131072 (Q4_K, IQ1_S), --expect by bytes
+# Every attention record of the carried registries is stale (the op's contract and attention.cu changed): the first
+# fresh machine re-proves attention in each registry it mends (the other ops' records stand: lockref.holds_for).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
