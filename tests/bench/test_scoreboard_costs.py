@@ -32,6 +32,14 @@ def test_decode_bytes_reproduce_the_anchors_roofline(mix, a_gb, rates):
         assert got == pytest.approx(want, rel=0.015), depth
 
 
+@pytest.fixture
+def small_measure(monkeypatch):
+    """The ceilings' micro-benchmarks sized for these diagnoses of k3-nano (a few MB, a small matmul, 200 launches)."""
+    real = ceil.measure
+    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
+                                                                              "matmul_n": 256, "launches": 200}))
+
+
 def test_prefill_flops_at_32k_match_the_anchors():
     cost = token_cost(load_preset(K48), "prefill", tokens=32768, mix="q4_k_m")
     by = {k: v / 1e9 for k, v in cost.flops_by_class.items()}
@@ -136,11 +144,9 @@ def test_diagnose_cli_on_paper_for_the_2_8t(tmp_path, capsys):
     assert all((tmp_path / p.split("/")[-1]).stat().st_size > 1000 for p in out["pngs"])
 
 
-def test_diagnose_cli_measured_on_k3_nano(nano, tmp_path, capsys, monkeypatch, reference_registry):
+def test_diagnose_cli_measured_on_k3_nano(small_measure, nano, tmp_path, capsys, monkeypatch,
+                                          reference_registry):
     monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
-    real = ceil.measure
-    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
-                                                                              "matmul_n": 256, "launches": 200}))
     assert main(["diagnose", "--model", "k3-nano", "--depth", "8", "--steps", "2", "--out", str(tmp_path),
                  "--registry", str(reference_registry)]) == 0
     text = " ".join(capsys.readouterr().out.split())
@@ -148,7 +154,8 @@ def test_diagnose_cli_measured_on_k3_nano(nano, tmp_path, capsys, monkeypatch, r
     assert (tmp_path / "diagnose-k3-nano-f32-d8.png").stat().st_size > 1000
 
 
-def test_diagnose_shows_the_calls_stated_policies_hand_on(nano, tmp_path, capsys, monkeypatch, reference_registry):
+def test_diagnose_shows_the_calls_stated_policies_hand_on(small_measure, nano, tmp_path, capsys, monkeypatch,
+                                                          reference_registry):
     """A diagnosis counts, per token, the calls its implementations handed on by their stated policies, prints them
     and keeps them in its JSON (GPU session 25: the IQ1_S step's 99% in one dequantizing path, named nowhere). Each
     decode step here hands one call on, as a policy would count it."""
@@ -162,9 +169,6 @@ def test_diagnose_shows_the_calls_stated_policies_hand_on(nano, tmp_path, capsys
 
     monkeypatch.setattr(Engine, "decode", decode)
     monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
-    real = ceil.measure
-    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
-                                                                              "matmul_n": 256, "launches": 200}))
     out = tmp_path / "d.json"
     assert main(["diagnose", "--model", "k3-nano", "--depth", "8", "--steps", "2", "--out", str(tmp_path),
                  "--registry", str(reference_registry), "--json-out", str(out)]) == 0
@@ -176,12 +180,9 @@ def test_diagnose_shows_the_calls_stated_policies_hand_on(nano, tmp_path, capsys
 
 
 def test_diagnose_cli_several_depths_share_one_load(  # and fill their contexts through a fill registry
-nano, tmp_path, capsys, monkeypatch, reference_registry):
+small_measure, nano, tmp_path, capsys, monkeypatch, reference_registry):
     loads = []
     monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: loads.append(spec) or nano)
-    real = ceil.measure
-    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
-                                                                              "matmul_n": 256, "launches": 200}))
     assert main(["diagnose", "--model", "k3-nano", "--depth", "0,12", "--steps", "2", "--out", str(tmp_path),
                  "--registry", str(reference_registry), "--fill-registry", str(reference_registry), "--json"]) == 0
     docs = json.loads(capsys.readouterr().out)
@@ -258,16 +259,13 @@ def test_tally_overlapping_work_is_busy_once_and_without_spans_falls_back_to_the
     assert by_op == {"rmsnorm": (pytest.approx(12e-6), 2)}
 
 
-def test_diagnose_record_puts_each_depths_diagnosis_in_the_ledger(nano, tmp_path, capsys, monkeypatch,
-                                                                    reference_registry, bench_dir):
+def test_diagnose_record_puts_each_depths_diagnosis_in_the_ledger(small_measure, nano, tmp_path, capsys,
+                                                                    monkeypatch, reference_registry, bench_dir):
     """--record: one 'diagnosis' row per depth (binding ceiling, predicted gain, the profiled figures), its own
     table in LADDER.md, shown by `ledger show`, never offered to the frontier; a paper diagnosis records too."""
     from sparkops.bench import ledger as L
 
     monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
-    real = ceil.measure
-    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
-                                                                              "matmul_n": 256, "launches": 200}))
     assert main(["diagnose", "--model", "k3-nano", "--depth", "0,8", "--steps", "2", "--out", str(tmp_path),
                  "--registry", str(reference_registry), "--record"]) == 0
     rows = L.read(bench_dir / L.LEDGER)
@@ -363,8 +361,8 @@ def test_diagnose_says_in_red_when_a_measurement_is_above_its_roofline(capsys):
     assert "above the roofline (120%)" in err and "bench/costs.py" in err and "per-op times stand" in err
 
 
-def test_diagnose_an_fp8_cache_filled_by_a_registry_that_reads_none(nano, tmp_path, capsys, monkeypatch,
-                                                                    reference_registry):
+def test_diagnose_an_fp8_cache_filled_by_a_registry_that_reads_none(small_measure, nano, tmp_path, capsys,
+                                                                    monkeypatch, reference_registry):
     """A registry whose attention reads an fp8 cache, filled by one that reads none: the diagnosed engine takes the
     fill's rows rounded to fp8 (said on stderr), and the bytes it counts are the fp8 cache's, one a value."""
     from sparkops.gate.check import prove
@@ -379,9 +377,6 @@ def test_diagnose_an_fp8_cache_filled_by_a_registry_that_reads_none(nano, tmp_pa
             check=prove(catalog.get("attention", "torch_fp8cache"), "cpu", catalog).record)
     reg.save()
     monkeypatch.setattr(diagnose_cmd, "load_weights", lambda spec: nano)
-    real = ceil.measure
-    monkeypatch.setattr(ceil, "measure", lambda device, **kw: real(device, **{**kw, "nbytes": 8 << 20,
-                                                                              "matmul_n": 256, "launches": 200}))
     out = tmp_path / "d.json"
     assert main(["diagnose", "--model", "k3-nano", "--depth", "8", "--steps", "2", "--out", str(tmp_path),
                  "--registry", str(fp8), "--fill-registry", str(reference_registry), "--json-out", str(out)]) == 0
