@@ -190,8 +190,8 @@
 #                 probe's calls-weighted factor, each base diagnosed at 131072
 #     rungs_fp8   session 53's MLA cache in float8_e4m3fn at 131072, after its GPU tests (gpu-tests-fp8):
 #                 attention=cupy_splitk_fp8_deep_active_pdl over the step now (Q4_K 48B), then over the newest IQ1_S
-#                 step on the machine (SUITE_FP8_IQ1S_BASE), each base diagnosed at 131072, --expect by bytes
-#                 (attention=1.68: the split's half of the cache; SUITE_FP8_EXPECT)
+#                 step on the machine (SUITE_FP8_IQ1S_BASE), each base diagnosed at 131072, --expect from the
+#                 tests' side-by-side record (perop-attnfp8), else by bytes (attention=1.68; SUITE_FP8_EXPECT)
 #     frontier131k  issue #10's rows at 131072 (both mixes; the frontier there is sessions 8-9's steps): session
 #                 22's step (or the newest timed after it), one graph per step, one arm against the frontier each
 #     frontier_now  issue #10's rows at 0 and 32768 under the step now (the newest rung SUITE_TIMED or this machine
@@ -4677,13 +4677,19 @@ rungs_fp8)  # session 53: the MLA cache in float8_e4m3fn (sparkops/kvcache.py), 
   # the Q4_K 48B - the step now against the same step with the fp8 attention (B's cache fp8 by its attention's claim;
   # B's context the bf16 fill's rows rounded to fp8, the bench's stated policy) - and the same on the IQ1_S 48B over
   # the newest IQ1_S step on the machine (SUITE_FP8_IQ1S_BASE names another), each base diagnosed at 131072 first.
-  # Predicted by bytes: the split streams half the cache. Session 51's diagnosis at 131072 (H100) had the op at
-  # 0.535 ms a token, its split 0.432 of it: 0.535 / (0.535 - 0.432 / 2) = x1.68 on the op (SUITE_FP8_EXPECT)
-  run gpu-tests-fp8 150 python3 -m pytest -q -rP -m gpu -p no:cacheprovider tests/backends/test_cupy_attention_fp8.py \
-      --junitxml="$R/gpu-tests-fp8.xml"
+  # Predicted by the GPU tests' side-by-side record at 131072 (perop-attnfp8-bfloat16.json: the op a token under each
+  # form); without one, by bytes: the split streams half the cache, and session 51's diagnosis at 131072 (H100) had
+  # the op at 0.535 ms a token, its split 0.432 of it: 0.535 / (0.535 - 0.432 / 2) = x1.68 (SUITE_FP8_EXPECT)
+  run gpu-tests-fp8 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_cupy_attention_fp8.py --junitxml="$R/gpu-tests-fp8.xml"
   [ "$(marker $DONE/gpu-tests-fp8)" = 0 ] || { log "decode131k-fp8: left out (its GPU tests failed)"; continue; }
   now_step rungs_fp8 || continue
-  FP8_ATTN=cupy_splitk_fp8_deep_active_pdl FP8_EXPECT=attention=${SUITE_FP8_EXPECT:-1.68}
+  FP8_ATTN=cupy_splitk_fp8_deep_active_pdl
+  FP8_FACTOR=$(perop attnfp8 cupy_splitk_bf16_deep_active_pdl $FP8_ATTN)
+  if [ -n "${SUITE_FP8_EXPECT:-}" ] || [ -z "$FP8_FACTOR" ]; then
+    FP8_FACTOR=${SUITE_FP8_EXPECT:-1.68}; log "rungs_fp8: attention=$FP8_FACTOR by bytes (SUITE_FP8_EXPECT or no record)"
+  else log "rungs_fp8: attention=$FP8_FACTOR from perop-attnfp8-bfloat16.json"; fi
+  FP8_EXPECT=attention=$FP8_FACTOR
   FP8_REG=${NOW_REG%.toml}-fp8.toml
   fresh_over $FP8_REG $NOW_REG
   [ -f $FP8_REG ] || run swap-fp8 60 bash -c 'swap_into "$@"' _ $FP8_REG $NOW_REG attention=$FP8_ATTN

@@ -30,6 +30,7 @@ from gguf import GGMLQuantizationType as Q
 from sparkops.config import ModelConfig, load_preset
 from sparkops.errors import BadInput
 from sparkops.gguf.quants import random_blocks
+from sparkops.kvcache import FP8, to_cache
 from sparkops.ops import get_contract
 from sparkops.qweight import QWeight
 
@@ -141,33 +142,38 @@ def kda_workload(cfg: ModelConfig) -> Workload:
                     "within 2x of the state-bytes roofline")
 
 
-def attention_workload(cfg: ModelConfig, context: int, pos: int | None = None) -> Workload:
-    """One token's MLA decode over a bf16 cache of `context` rows, the token at `pos` (default the last row: every
-    row in use). A smaller `pos` is a short context in a long cache, as the step has at d = 0."""
+def attention_workload(cfg: ModelConfig, context: int, pos: int | None = None,
+                       cache_dtype: torch.dtype = torch.bfloat16) -> Workload:
+    """One token's MLA decode over a cache of `context` rows (bf16, or float8_e4m3fn: the same random rows rounded as
+    the engine rounds them, kvcache.to_cache), the token at `pos` (default the last row: every row in use). A smaller
+    `pos` is a short context in a long cache, as the step has at d = 0."""
     pos = context - 1 if pos is None else pos
     if not 0 <= pos < context:
         raise BadInput(f"attention_workload: pos {pos} is not a row of a {context}-row cache (0 .. {context - 1})")
+    if cache_dtype not in (torch.bfloat16, FP8):
+        raise BadInput(f"attention_workload: cache_dtype {cache_dtype}: bfloat16 or float8_e4m3fn")
     n, dn, r, lkv, dv = cfg.mla_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank, cfg.v_head_dim
-    row = lkv + r
-    cache_bytes = context * row * 2
-    read_bytes = (pos + 1) * row * 2  # the cache rows a call reads
+    row, size = lkv + r, cache_dtype.itemsize
+    cache_bytes = context * row * size
+    read_bytes = (pos + 1) * row * size  # the cache rows a call reads
     weight_bytes = 2 * n * dn * lkv * 4
 
     def build(device: torch.device, seed: int):
         g = torch.Generator().manual_seed(seed)
         sets = []
         for _ in range(_sets_for(read_bytes + weight_bytes)):
-            cache = torch.randn(context, row, generator=g, dtype=torch.float32).to(device=device, dtype=torch.bfloat16)
+            cache = to_cache(torch.randn(context, row, generator=g, dtype=torch.float32), cache_dtype).to(device)
             sets.append(dict(q=_randn(g, 1, n, dn + r, dtype=torch.bfloat16, device=device),
-                             latent=_randn(g, 1, row, dtype=torch.bfloat16, device=device), cache=cache,
-                             pos=torch.tensor([pos], dtype=torch.int64, device=device),
+                             latent=to_cache(_randn(g, 1, row, dtype=torch.bfloat16, device=device), cache_dtype),
+                             cache=cache, pos=torch.tensor([pos], dtype=torch.int64, device=device),
                              w_uk=_randn(g, n, dn, lkv, std=lkv ** -0.5, device=device),
                              w_uv=_randn(g, n, dv, lkv, std=lkv ** -0.5, device=device), scale=(dn + r) ** -0.5))
-        return sets, read_bytes + weight_bytes + 2 * (n * (dn + r) + row + n * dv)
+        return sets, read_bytes + weight_bytes + 2 * (n * (dn + r) + n * dv) + size * row
 
+    name = "bf16" if cache_dtype == torch.bfloat16 else "fp8"
     target = "split-K decode >= 70% of 4.04 TB/s" if context >= 131072 and pos == context - 1 else ""
-    label = (f"MLA decode L={context} bf16 cache ({cache_bytes / 2**20:.0f} MiB)" if pos == context - 1 else
-             f"MLA decode at pos {pos} of a {context}-row bf16 cache")
+    label = (f"MLA decode L={context} {name} cache ({cache_bytes / 2**20:.0f} MiB)" if pos == context - 1 else
+             f"MLA decode at pos {pos} of a {context}-row {name} cache")
     return Workload("attention", label, build, target)
 
 

@@ -354,3 +354,34 @@ def test_a_position_past_the_cache_gives_nan_not_a_crash(cuda):
     out = cu_attention.attention_fp8_deep_active_pdl(**dev)
     assert torch.isnan(out.float()).all()
     assert torch.equal(_bytes(dev["cache"]), _bytes(args["cache"]))
+
+
+@pytest.mark.gpu
+def test_the_fp8_form_side_by_side_with_the_bf16_one(cuda):
+    """The rung's per-op evidence (stage rungs_fp8): one token's MLA decode at the 48B's shape under the step's
+    cupy_splitk_bf16_deep_active_pdl on a bf16 cache and under the fp8 form on the same rows rounded to fp8, each in
+    one CUDA graph (plugins/sparkops_cupy/_workloads.py), at 32768 and 131072 rows in use. Printed per layer and per
+    token (x the MLA layers) with each form's read bandwidth; the 131072 sums are written to
+    perop-attnfp8-bfloat16.json with SPARKOPS_PEROP_DIR set (the rung's --expect). Asserted: each was captured."""
+    from sparkops.bench.perop import write_record
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import attention_workload, time_op
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(k != "kda" for k in cfg.layer_kinds)
+    cat = load_catalog()
+    forms = {"cupy_splitk_bf16_deep_active_pdl": torch.bfloat16, NAME: FP8}
+    for context in (32768, 131072):
+        times, rows = {}, []
+        for name, cache_dtype in forms.items():
+            w = attention_workload(cfg, context, cache_dtype=cache_dtype)
+            sets, nbytes = w.build(DEV, 11)
+            times[name] = t = time_op("attention", cat.get("attention", name).resolve(), sets, nbytes)
+            assert t.mode == "graph", (name, t.mode)
+            rows.append(f"{name} on {w.label}: {t.seconds * 1e6:7.2f} us ({t.bandwidth / 1e9:.0f} GB/s), "
+                        f"{layers * t.seconds * 1e6:.0f} us a token")
+            del sets
+        print(f"\nattention, one token at {context} rows:\n  " + "\n  ".join(rows))
+        if context == 131072:
+            write_record("attnfp8-bfloat16", f"MLA decode L={context}, bf16 vs fp8 cache",
+                         {n: layers * t.seconds for n, t in times.items()}, rows=rows)

@@ -4272,6 +4272,20 @@ def test_rungs_fp8_times_the_fp8_cache_at_131072_over_the_step_now(tmp_path):
     assert "decode131k-iq1s-fp8: left out (no IQ1_S step on this machine)" in log
 
 
+def test_rungs_fp8_takes_its_forecast_from_the_side_by_side_record(tmp_path):
+    """With the GPU tests' record on the machine (perop-attnfp8-bfloat16.json), the pair's --expect is its factor, and
+    the log says where it came from."""
+    diag = tmp_path / "machine" / "suite-diag"
+    diag.mkdir(parents=True)
+    (diag / "perop-attnfp8-bfloat16.json").write_text(json.dumps(
+        {"title": "t", "per_token_seconds": {"cupy_splitk_bf16_deep_active_pdl": 6e-4,
+                                             "cupy_splitk_fp8_deep_active_pdl": 4e-4}}))
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_fp8", extra_env=env)
+    assert "rungs_fp8: attention=1.500 from perop-attnfp8-bfloat16.json" in log
+    assert any(c.startswith("bench decode") and "--expect attention=1.500" in c for c in calls)
+
+
 def test_rungs_fp8_takes_the_iq1s_row_over_the_newest_iq1s_step(tmp_path):
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0", "SUITE_FP8_EXPECT": "1.5"}
     machine = tmp_path / "machine"
