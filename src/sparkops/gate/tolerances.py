@@ -51,7 +51,7 @@ import torch
 
 from ..errors import BadInput
 
-VARIANTS = ("fp32", "bf16", "act_q8")
+VARIANTS = ("fp32", "bf16", "act_q8", "fp8_cache")
 METRICS = ("exact", "nmse", "router", "sample", "qdq", "norm_router")
 
 

@@ -17,7 +17,8 @@ class Claim:
 
     kind="tolerance":    agrees with the op's reference within the op's row of the tolerance table
                          (`variant` picks a row, e.g. "bf16" for bfloat16 activations, "act_q8"
-                         for quantized activations; None = the float32 row).
+                         for quantized activations, "fp8_cache" for attention over a float8_e4m3fn MLA
+                         cache; None = the float32 row).
     kind="bit_identical": byte-for-byte equal to implementation `to` (an impl name of the same op,
                          typically the unfused chain of the same backend) on every case.
     """
