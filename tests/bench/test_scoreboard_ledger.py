@@ -313,16 +313,26 @@ def test_the_goal_table_reads_the_frontier(bench_dir):
 
 
 def test_the_checkouts_goals_are_issue_10s():
-    """The goals file of the checkout: each 60% target is 60% of its roofline, and every key is a 48B workload."""
+    """The goals file of the checkout: each 60% target is 60% of its roofline, and every key is a 48B workload; the
+    fp8-cache rows are their own workloads (the frontier's suffix), with a roofline that counts a byte a cache value."""
     from sparkops.bench import goals as G
+    from sparkops.bench.frontier import LOSSY_CACHE
     from tests.helpers import REPO
 
     goals = G.load(REPO / "bench" / G.GOALS)
-    assert len(goals) == 6
+    assert len(goals) == 8
     for g in goals:
         assert g.key.split(".")[1] == "kimi-linear-48b-a3b" and g.llama_cpp < g.target <= g.roofline
         if "60%" in g.target_is:
             assert g.target == pytest.approx(0.6 * g.roofline)
+    by_key = {g.key: g for g in goals}
+    lossy = [g for g in goals if g.key.endswith(LOSSY_CACHE)]
+    assert len(lossy) == 2
+    state = 20 * 32 * 128 * 128 * 4 * 2  # the KDA state read and written (anchors section 3)
+    for g in lossy:
+        bf16 = by_key[g.key[:-len(LOSSY_CACHE)]]  # the same workload on a bf16 cache
+        weights = 4.04e12 / bf16.roofline - 7 * 131072 * 576 * 2 - state
+        assert 4.04e12 / (weights + 7 * 131072 * 576 + state) == pytest.approx(g.roofline, rel=2e-3)
     (k,) = G.load_kernel_goals(REPO / "bench" / G.GOALS)
     assert (k.model, k.mix, k.target) == ("kimi-linear-48b-a3b", "q4_k_m", 150)
 
