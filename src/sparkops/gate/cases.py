@@ -8,9 +8,9 @@ cases pass is still caught). Every case name carries its seed ("T5_D96@1234"), s
 Placement: the reference always runs on the CPU on float32 inputs; the implementation gets its own
 copies on the device under test. For a "bf16" claim the contract's activation inputs (params whose
 dtype is "activation") are cast to bfloat16 for the implementation, and the reference gets the
-same values upcast to float32, so both compute from identical numbers. An "fp8_cache" claim gets its activations so
-and its cache inputs (params whose dtype is "cache") rounded to float8_e4m3fn as the engine rounds a cache row
-(sparkops/kvcache.py); the reference gets those fp8 values as float32. Objects shared between
+same values upcast to float32, so both compute from identical numbers. An "fp8_cache" claim gets its activations in
+bfloat16 too, and its cache inputs (params whose dtype is "cache") rounded to float8_e4m3fn as the engine rounds a
+cache row (sparkops/kvcache.py); the reference gets those fp8 values as float32. Objects shared between
 the calls of a case (state, a weight used by every call) stay shared in each copy.
 """
 
