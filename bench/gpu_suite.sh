@@ -188,6 +188,7 @@
 #                 now with the IQ1_S experts on triton_prefetch, then its experts on the fastest Q8 pair per op
 #                 (moe_experts@IQ1_S) over that; each left out where no form is faster per op, each --expect the
 #                 probe's calls-weighted factor, each base diagnosed at 131072
+#     proofs_fp8  rungs_fp8's GPU tests alone (the fp8 attention's bits, graph, and its side-by-side record)
 #     rungs_fp8   session 53's MLA cache in float8_e4m3fn at 131072, after its GPU tests (gpu-tests-fp8):
 #                 attention=cupy_splitk_fp8_deep_active_pdl over the step now (Q4_K 48B), then over the newest IQ1_S
 #                 step on the machine (SUITE_FP8_IQ1S_BASE), each base diagnosed at 131072, --expect from the
@@ -1832,6 +1833,13 @@ proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shape
   # "linear" in its name (session 9's proof ran without it)
   run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear or float" \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-cupy-float.xml"
+}
+# the fp8 attention's GPU tests (stage rungs_fp8 runs them first; proofs_fp8 alone, e.g. in a cheap call), its
+# side-by-side record perop-attnfp8-bfloat16.json kept on the machine for the rung's --expect
+proof_fp8() {
+  run gpu-tests-fp8 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
+      tests/backends/test_cupy_attention_fp8.py --junitxml="$R/gpu-tests-fp8.xml"
+  [ -s "$DJ/perop-attnfp8-bfloat16.json" ] && cp "$DJ/perop-attnfp8-bfloat16.json" "$R/" ; return 0
 }
 # perop NAME BEFORE AFTER: the factor of a side-by-side GPU test's record ($DJ/perop-NAME-bfloat16.json, written by the
 # rung's proof), BEFORE's time a token over AFTER's; nothing when there is no record (the rung is then left out)
@@ -4672,6 +4680,8 @@ rungs_iq1s)  # sessions 50-51: issue #10's IQ1_S row (>= 1000 tok/s at 131072; 3
   iq1s_pair decode131k-iq1s-gemv2 iq1s-experts-131k $Q8E_REG $Q8L_REG linear@IQ1_S=$IQ1S_LIN2 swap-iq1s-gemv2 \
       "linear@IQ1_S=$IQ1S_LIN2: the IQ1_S GEMVs from $IQ1S_LIN to the fastest other form in probe_iq1s, over $(basename $Q8E_REG), one CUDA graph per step (IQ1_S mix)"
   ;;
+proofs_fp8)  # session 53: the fp8 attention's GPU tests alone (rungs_fp8's first step): bits, graph, the side-by-side
+  proof_fp8 ;;
 rungs_fp8)  # session 53: the MLA cache in float8_e4m3fn (sparkops/kvcache.py), read by
   # attention=cupy_splitk_fp8_deep_active_pdl (written without a GPU): its GPU tests, then one two-arm row at 131072 on
   # the Q4_K 48B - the step now against the same step with the fp8 attention (B's cache fp8 by its attention's claim;
@@ -4680,8 +4690,7 @@ rungs_fp8)  # session 53: the MLA cache in float8_e4m3fn (sparkops/kvcache.py), 
   # Predicted by the GPU tests' side-by-side record at 131072 (perop-attnfp8-bfloat16.json: the op a token under each
   # form); without one, by bytes: the split streams half the cache, and session 51's diagnosis at 131072 (H100) had
   # the op at 0.535 ms a token, its split 0.432 of it: 0.535 / (0.535 - 0.432 / 2) = x1.68 (SUITE_FP8_EXPECT)
-  run gpu-tests-fp8 150 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
-      tests/backends/test_cupy_attention_fp8.py --junitxml="$R/gpu-tests-fp8.xml"
+  proof_fp8
   [ "$(marker $DONE/gpu-tests-fp8)" = 0 ] || { log "decode131k-fp8: left out (its GPU tests failed)"; continue; }
   now_step rungs_fp8 || continue
   FP8_ATTN=cupy_splitk_fp8_deep_active_pdl
