@@ -981,13 +981,20 @@
 #   With under ~740 s of budget no rung can finish; the cheap call instead (fresh, no registries, ~230 s):
 #     tar -czf /tmp/e.tgz -T /dev/null; export SUITE_RCACHE_FILE=/tmp/e.tgz SUITE_RCACHE_COMMITTED=/tmp/e.tgz
 #     bash bench/gpu_lanes.sh 330 "probe_iq1s probe_ncu_iq1s" ""
-# Session 53 (bench/gpu-runs/2026-12-07-session53/README.md): no machine came (six requests, then new loans paused);
-# session 52's three calls stand as written above. Built: the MLA cache in float8_e4m3fn (sparkops/kvcache.py) and
-# attention=cupy_splitk_fp8_deep_active_pdl (not yet run), timed by stage rungs_fp8 once the IQ1_S rungs have left an
-# IQ1_S step on the machine - a fourth call, warm, with the same exports:
-#     bash bench/gpu_lanes.sh 560 "rungs_fp8" ""   # its GPU tests, then pairs at 131072 (Q4_K, IQ1_S), --expect by bytes
-# Every attention record of the carried registries is stale (the op's contract and attention.cu changed): the first
-# fresh machine re-proves attention in each registry it mends (the other ops' records stand: lockref.holds_for).
+# Session 53 (bench/gpu-runs/2026-12-07-session53/README.md): after six failed requests and a pause, an H100 (asked
+# as an H200) for four calls. moe_experts@IQ1_S=cupy_rowwarp_pdl_q8h_iq1s_t2 WON at 131072 over the sg_short step,
+# x1.221 (363.3 -> 443.5 tok/s, row 20261207-212536-c6982b, timed by hand: no diagnosis of its base fitted). The fp8
+# MLA cache (attention=cupy_splitk_fp8_deep_active_pdl) passed its GPU tests and is x1.02 per op at 131072: the split
+# is latency-bound (50% of DRAM), so rungs_fp8 waits for a restructured split. Next, on a fresh machine (the carried
+# registries hold the t2 experts step and the t2 GEMVs swapped over it):
+#     export SUITE_TIMED="<the Session 39 block's list> decode-s49-nones decode-s52-xr-ld decode-s55-stack" SUITE_PREFILL_BASE=bf16
+#     export SUITE_IQ1S_LINEAR=cupy_rowwarp_pdl_q8_iq1s_sg_short
+#     export SUITE_SKIP="diagnose-iq1s-131k decode131k-iq1s-gemv diagnose-iq1s-gemv-131k decode131k-iq1s-experts"
+#     bash bench/gpu_lanes.sh 570 "probe_iq1s rungs_iq1s" ""   # fresh: probe, restore, synth, the gemv2 base's diagnosis
+#     bash bench/gpu_lanes.sh 420 "rungs_iq1s" ""              # warm: linear@IQ1_S=..._t2 over the t2 experts (~x1.1)
+#   On an H200, the IQ1_S step now against the H200's frontier there (317.4, session 43's step): decode131k-iq1s-now
+#   under the t2 registry, one arm. rungs_fp8 stays out of the plan until the split is restructured (its record:
+#   `pytest -m gpu tests/backends/test_cupy_attention_fp8.py -k side_by_side`).
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -4339,7 +4346,7 @@ probe_ncu_iq1s)  # decode lead (session 52): Nsight Compute on one launch of eac
   if ! command -v ncu > /dev/null; then log "probe-ncu-iq1s: no ncu on this machine; nothing profiled"; continue; fi
   for f in "gateup-pairsg experts 1 moe_iq1_s_gateupq8hpairsgpdl_bf16" \
       "down-flat experts 1 moe_iq1_s_downq8hflatpdl_bf16" "experts-t2 experts 2 moe_iq1_s_t2(gateup|down)q8hpdl_bf16" \
-      "gemv-t2 kda_qkv 1 linear_iq1_s_t2rowq8pairpdl_bf16"; do
+      "gemv-t2 kda_qkv 1 linear_iq1_s_t2rowq8(pair)?pdl_bf16"; do
     read -r name only count regex <<< "$f"
     run probe-ncu-iq1s-$name 90 ncu --clock-control none --section SpeedOfLight --section Occupancy \
         --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats -k "regex:$regex\$" \
