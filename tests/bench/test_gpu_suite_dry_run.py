@@ -4228,6 +4228,25 @@ def test_rungs_iq1s_takes_a_pinned_gemv_form_over_the_probes_fastest(tmp_path):
     assert any(c.startswith("diagnose") and f"--registry {q8e} " in c for c in calls)
 
 
+def test_rungs_iq1s_goes_to_its_third_row_when_the_first_two_are_left_out(tmp_path):
+    """Session 53's plan: the GEMV and experts rows timed (SUITE_SKIP names their diagnoses and pairs), the registries
+    still made (or kept), and only the GEMVs' second row diagnosed and timed, over the experts' step."""
+    _iq1s_probe_on_machine(tmp_path, experts_us=25.0)
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
+           "SUITE_IQ1S_LINEAR": "cupy_rowwarp_pdl_q8_iq1s",
+           "SUITE_SKIP": "diagnose-iq1s-131k decode131k-iq1s-gemv diagnose-iq1s-gemv-131k decode131k-iq1s-experts"}
+    log, calls = _suite(tmp_path, "rungs_iq1s", extra_env=env)
+    machine = tmp_path / "machine"
+    q8e = machine / "cuda-s22-all-iq1s-q8_iq1s-q8h_iq1s.toml"
+    q8l = machine / "cuda-s22-all-iq1s-q8_iq1s-q8h_iq1s-q8_iq1s_sg.toml"
+    bench = [c for c in calls if c.startswith("bench decode")]
+    assert len(bench) == 1 and f"--registry {q8e} --vs {q8l} --graph A,B " in bench[0], bench
+    diagnoses = [c for c in calls if c.startswith("diagnose")]
+    assert len(diagnoses) == 1 and f"--registry {q8e} " in diagnoses[0], diagnoses
+    for name in ("diagnose-iq1s-131k", "diagnose-iq1s-gemv-131k"):  # and so their pairs, which need them
+        assert f"{name}: left out (SUITE_SKIP)" in log
+
+
 def test_rungs_iq1s_waits_for_the_probe_s_tests_and_figures(tmp_path):
     log, calls = _suite(tmp_path, "rungs_iq1s")
     assert "decode131k-iq1s-gemv: left out (probe_iq1s's GPU tests and figures first" in log
