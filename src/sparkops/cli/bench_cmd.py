@@ -121,16 +121,16 @@ def _record_refusal(req, weights, refused, command, args) -> None:
 def parse_cache_dtype(text: str | None):
     """'auto' -> None; 'bfloat16' -> one dtype for every arm; 'A=float32,B=bfloat16' -> per arm (kvcache.py's names:
     float8_e4m3fn too)."""
-    from ..kvcache import parse_cache_dtype as parse_dtype
+    from .. import kvcache
 
     if not text or "=" not in text:
-        return parse_dtype(text, "--cache-dtype")
+        return kvcache.parse_cache_dtype(text, "--cache-dtype")
     out = {}
     for part in text.replace(" ", "").split(","):
         label, _, name = part.partition("=")
         if label.upper() not in ("A", "B") or not name:
             raise BadInput(f"--cache-dtype '{text}': give one dtype, or arms and dtypes like A=float32,B=bfloat16")
-        out[label.upper()] = parse_dtype(name, "--cache-dtype")
+        out[label.upper()] = kvcache.parse_cache_dtype(name, "--cache-dtype")
     return out
 
 
