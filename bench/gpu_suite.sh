@@ -189,6 +189,11 @@
 #                 (moe_experts@IQ1_S) over that; each left out where no form is faster per op, each --expect the
 #                 probe's calls-weighted factor, each base diagnosed at 131072
 #     proofs_fp8  rungs_fp8's GPU tests alone (the fp8 attention's bits, graph, and its side-by-side record)
+#     proofs_twin rungs_twin's GPU tests alone (the twin split's bits, graph, its side-by-side record) and Nsight
+#                 Compute on the first launch of the one-group and the twin split
+#     rungs_twin  session 54's twin split (attention=cupy_splitk_bf16_twin_active_pdl) at 131072 after its GPU tests:
+#                 over the step now (Q4_K 48B), then over SUITE_TWIN_IQ1S_BASE (else the newest IQ1_S step), each
+#                 base diagnosed at 131072, --expect from the tests' side-by-side record (perop-attntwin; none: out)
 #     rungs_fp8   session 53's MLA cache in float8_e4m3fn at 131072, after its GPU tests (gpu-tests-fp8):
 #                 attention=cupy_splitk_fp8_deep_active_pdl over the step now (Q4_K 48B), then over the newest IQ1_S
 #                 step on the machine (SUITE_FP8_IQ1S_BASE), each base diagnosed at 131072, --expect from the
@@ -1840,6 +1845,62 @@ proof_cupy_float() {  # linear=cupy_float (session 8): accuracy at the 48B shape
   # "linear" in its name (session 9's proof ran without it)
   run gpu-tests-cupy-float 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k "linear or float" \
       tests/backends/test_cupy_kernels.py tests/backends/test_cupy_timing.py --junitxml="$R/gpu-tests-cupy-float.xml"
+}
+# attention_rungs TAG ATTN RECORD FORCED FALLBACK TEXT IQ1S_BASE: attention=ATTN at 131072 after gpu-tests-TAG passed:
+# one pair on the Q4_K 48B over the step now (decode131k-TAG, its base diagnosed first: diagnose-TAG-131k), then one
+# on the IQ1_S 48B over IQ1S_BASE (else the newest IQ1_S step on the machine made from the step now, not an earlier
+# attention rung's) - decode131k-iq1s-TAG. The forecast: attention=FORCED if given, else the factor of the GPU
+# tests' side-by-side record (perop-RECORD-bfloat16.json: the step's attention against ATTN), else FALLBACK; with
+# none of them the rows are left out. Returns 1 where the stage has nothing more to do.
+attention_rungs() {
+  local tag=$1 attn=$2 record=$3 forced=$4 fallback=$5 text=$6 iq1s_base=$7 factor reg
+  [ "$(marker $DONE/gpu-tests-$tag)" = 0 ] || { log "decode131k-$tag: left out (its GPU tests failed)"; return 1; }
+  now_step rungs_$tag || return 1
+  factor=$(perop $record cupy_splitk_bf16_deep_active_pdl $attn)
+  if [ -n "$forced" ] || [ -z "$factor" ]; then
+    factor=${forced:-$fallback}
+    [ -n "$factor" ] || { log "rungs_$tag: left out (no side-by-side record, so no forecast)"; return 1; }
+    log "rungs_$tag: attention=$factor by bytes (forced, or no record)"
+  else log "rungs_$tag: attention=$factor from perop-$record-bfloat16.json"; fi
+  local expect=attention=$factor
+  reg=${NOW_REG%.toml}-$tag.toml
+  fresh_over $reg $NOW_REG
+  [ -f $reg ] || run swap-$tag 60 bash -c 'swap_into "$@"' _ $reg $NOW_REG attention=$attn
+  if [ -f $M ] && [ -f $reg ] && python3 bench/registry_selects.py $reg attention=$attn > /dev/null; then
+    run diagnose-$tag-131k 200 sparkops diagnose --model $M --device cuda --depth 131072 --registry $NOW_REG \
+        $FILL_LEAN --out "$R/diag-$tag-131k" --json-out $DJ/diag-$tag-131k.json --record
+    [ -s $DJ/diag-$tag-131k.json ] && run decode131k-$tag 330 sparkops bench decode --model $M --depth 131072 \
+        --tokens 16 --repeats 6 --chunk 4096 --registry $NOW_REG --vs $reg --graph A,B $GATE $FILL_LEAN \
+        --changes attention --prediction $DJ/diag-$tag-131k.json --expect "$expect" \
+        --change "attention=$attn: $text, over $(basename $NOW_REG), one CUDA graph per step"
+  else log "decode131k-$tag: left out (no Q4_K model, or the swap kept the step's attention: see swap-$tag)"; fi
+  # the IQ1_S row (issue #10: >= 1000 tok/s at 131072, where the bf16 cache is half the step's bytes)
+  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -E -- '-(fp8|twin)\.toml$' \
+      | head -1)}
+  [ -n "$base" ] && [ -f "$base" ] || { log "decode131k-iq1s-$tag: left out (no IQ1_S step on this machine)"; return 1; }
+  local new=${base%.toml}-$tag.toml
+  fresh_over $new $base
+  [ -f $new ] || run swap-iq1s-$tag 60 bash -c 'swap_into "$@"' _ $new $base attention=$attn
+  IQ1S_EXPECT=$expect
+  iq1s_pair decode131k-iq1s-$tag iq1s-$tag-131k $base $new attention=$attn swap-iq1s-$tag \
+      "attention=$attn: $text, over $(basename $base), one CUDA graph per step (IQ1_S mix)"
+}
+# the twin split's GPU tests (stage rungs_twin runs them first; proofs_twin alone), its side-by-side record
+# perop-attntwin-bfloat16.json kept on the machine for the rung's --expect, then Nsight Compute on the first launch of
+# each split (the one-group split's and the twin's, 32768 rows) where ncu runs
+proof_twin() {
+  run gpu-tests-twin 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k twin \
+      tests/backends/test_cupy_attention_twin.py tests/backends/test_cupy_kernels.py --junitxml="$R/gpu-tests-twin.xml"
+  [ -s "$DJ/perop-attntwin-bfloat16.json" ] && cp "$DJ/perop-attntwin-bfloat16.json" "$R/"
+  command -v ncu > /dev/null || { log "probe-ncu-twin: no ncu on this machine; nothing profiled"; return 0; }
+  local name
+  for name in mla_split_mma_pdl mla_split_twin_pdl; do
+    run probe-ncu-$name 90 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
+        -k "regex:$name\$" --launch-count 1 python3 -m pytest -q -m gpu -p no:cacheprovider -k side_by_side \
+        tests/backends/test_cupy_attention_twin.py
+  done
+  return 0
 }
 # the fp8 attention's GPU tests (stage rungs_fp8 runs them first; proofs_fp8 alone, e.g. in a cheap call), its
 # side-by-side record perop-attnfp8-bfloat16.json kept on the machine for the rung's --expect
@@ -4698,36 +4759,20 @@ rungs_fp8)  # session 53: the MLA cache in float8_e4m3fn (sparkops/kvcache.py), 
   # form); without one, by bytes: the split streams half the cache, and session 51's diagnosis at 131072 (H100) had
   # the op at 0.535 ms a token, its split 0.432 of it: 0.535 / (0.535 - 0.432 / 2) = x1.68 (SUITE_FP8_EXPECT)
   proof_fp8
-  [ "$(marker $DONE/gpu-tests-fp8)" = 0 ] || { log "decode131k-fp8: left out (its GPU tests failed)"; continue; }
-  now_step rungs_fp8 || continue
-  FP8_ATTN=cupy_splitk_fp8_deep_active_pdl
-  FP8_FACTOR=$(perop attnfp8 cupy_splitk_bf16_deep_active_pdl $FP8_ATTN)
-  if [ -n "${SUITE_FP8_EXPECT:-}" ] || [ -z "$FP8_FACTOR" ]; then
-    FP8_FACTOR=${SUITE_FP8_EXPECT:-1.68}; log "rungs_fp8: attention=$FP8_FACTOR by bytes (SUITE_FP8_EXPECT or no record)"
-  else log "rungs_fp8: attention=$FP8_FACTOR from perop-attnfp8-bfloat16.json"; fi
-  FP8_EXPECT=attention=$FP8_FACTOR
-  FP8_REG=${NOW_REG%.toml}-fp8.toml
-  fresh_over $FP8_REG $NOW_REG
-  [ -f $FP8_REG ] || run swap-fp8 60 bash -c 'swap_into "$@"' _ $FP8_REG $NOW_REG attention=$FP8_ATTN
-  if [ -f $M ] && [ -f $FP8_REG ] && python3 bench/registry_selects.py $FP8_REG attention=$FP8_ATTN > /dev/null; then
-    run diagnose-fp8-131k 200 sparkops diagnose --model $M --device cuda --depth 131072 --registry $NOW_REG \
-        $FILL_LEAN --out "$R/diag-fp8-131k" --json-out $DJ/diag-fp8-131k.json --record
-    [ -s $DJ/diag-fp8-131k.json ] && run decode131k-fp8 330 sparkops bench decode --model $M --depth 131072 \
-        --tokens 16 --repeats 6 --chunk 4096 --registry $NOW_REG --vs $FP8_REG --graph A,B $GATE $FILL_LEAN \
-        --changes attention --prediction $DJ/diag-fp8-131k.json --expect "$FP8_EXPECT" \
-        --change "attention=$FP8_ATTN: the MLA cache in float8_e4m3fn (half the bytes the split streams), over $(basename $NOW_REG), one CUDA graph per step"
-  else log "decode131k-fp8: left out (no Q4_K model, or the swap kept the bf16 attention: see swap-fp8)"; fi
-  # the IQ1_S row (issue #10: >= 1000 tok/s at 131072, where the bf16 cache is half the step's bytes)
-  IQ1S_BASE=${SUITE_FP8_IQ1S_BASE:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -- '-fp8\.toml$' \
-      | head -1)}
-  [ -n "$IQ1S_BASE" ] && [ -f "$IQ1S_BASE" ] \
-    || { log "decode131k-iq1s-fp8: left out (no IQ1_S step on this machine)"; continue; }
-  IQ1S_FP8=${IQ1S_BASE%.toml}-fp8.toml
-  fresh_over $IQ1S_FP8 $IQ1S_BASE
-  [ -f $IQ1S_FP8 ] || run swap-iq1s-fp8 60 bash -c 'swap_into "$@"' _ $IQ1S_FP8 $IQ1S_BASE attention=$FP8_ATTN
-  IQ1S_EXPECT=$FP8_EXPECT
-  iq1s_pair decode131k-iq1s-fp8 iq1s-fp8-131k $IQ1S_BASE $IQ1S_FP8 attention=$FP8_ATTN swap-iq1s-fp8 \
-      "attention=$FP8_ATTN: the MLA cache in float8_e4m3fn (half the bytes the split streams), over $(basename $IQ1S_BASE), one CUDA graph per step (IQ1_S mix)"
+  attention_rungs fp8 cupy_splitk_fp8_deep_active_pdl attnfp8 "${SUITE_FP8_EXPECT:-}" 1.68 \
+      "the MLA cache in float8_e4m3fn (half the bytes the split streams)" "${SUITE_FP8_IQ1S_BASE:-}" || continue
+  ;;
+proofs_twin)  # session 54: the twin split's GPU tests alone (rungs_twin's first step): bits, graph, the side-by-side
+  proof_twin ;;
+rungs_twin)  # session 54: attention=cupy_splitk_bf16_twin_active_pdl (mla_split_twin: two groups of 8 warps a block,
+  # each streaming its own tiles; written without a GPU): its GPU tests, then one two-arm row at 131072 on the Q4_K
+  # 48B over the step now and one on the IQ1_S 48B over SUITE_TWIN_IQ1S_BASE (else the newest IQ1_S step on the
+  # machine), each base diagnosed at 131072 first, predicted by the tests' side-by-side record (perop-attntwin); with
+  # no record the rows are left out (no forecast by bytes: the split's bytes do not change)
+  proof_twin
+  attention_rungs twin cupy_splitk_bf16_twin_active_pdl attntwin "" "" \
+      "the twin split (two groups of 8 warps a block, each streaming its own tiles)" "${SUITE_TWIN_IQ1S_BASE:-}" \
+    || continue
   ;;
 frontier_now)  # issue #10's rows at 0 and 32768 under the step now, one arm against the frontier: the figures of a
   # step whose rungs were timed on another machine kind (an H200's frontier stood at s49 while the H100 timed s52 and

@@ -174,6 +174,10 @@ IMPLEMENTATIONS = [
     # that PDL form with the active form's skip (a short context's empty slices neither written nor read): the same bits
     ("attention", "cupy_splitk_bf16_deep_active_pdl", "sparkops_cupy.attention:attention_deep_active_pdl",
      bit_identical(to="cupy_splitk_bf16"), "attention.cu", ("_pdl.py",)),
+    # that PDL form with the twin split (two groups of 8 warps a block, each streaming its own tiles, merged in the
+    # block): the partials round differently, so the bf16 tolerance
+    ("attention", "cupy_splitk_bf16_twin_active_pdl", "sparkops_cupy.attention:attention_twin_active_pdl",
+     tolerance("bf16"), "attention.cu", ("_pdl.py",)),
     # that form over an MLA cache in float8_e4m3fn (the engine rounds each new row; the split decodes each value exactly
     # to the bf16 the tensor-core code reads): judged on the same fp8 values as the reference, by the bf16 row
     ("attention", "cupy_splitk_fp8_deep_active_pdl", "sparkops_cupy.attention:attention_fp8_deep_active_pdl",
@@ -329,6 +333,7 @@ POLICIES = {
     **{("attention", n): "sparkops_cupy._policies:attention_deep_pdl_passes"
        for n in ("cupy_splitk_bf16_deep_pdl", "cupy_splitk_bf16_deep_active_pdl")},
     ("attention", "cupy_splitk_fp8_deep_active_pdl"): "sparkops_cupy._policies:attention_fp8_pdl_passes",
+    ("attention", "cupy_splitk_bf16_twin_active_pdl"): "sparkops_cupy._policies:attention_twin_pdl_passes",
     **{("moe_router", n): "sparkops_cupy._policies:router_passes"
        for n in ("cupy_rowwarp", "cupy_rowwarp_pdl", "cupy_rowwarp_pdl_sorted", "cupy_rowwarp_pdl_merge")},
     ("add_rmsnorm_router", "cupy_rowwarp_pdl"): "sparkops_cupy._policies:norm_router_passes",

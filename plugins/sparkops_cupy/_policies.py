@@ -17,7 +17,7 @@ from sparkops.qweight import QWeight
 from . import add_rmsnorm_router as _norm_router
 from . import linear_add_rmsnorm as _linear_norm
 from . import moe_experts_add_rmsnorm as _experts_norm
-from .attention import DEEP_DN, DEEP_LKV, uses_fp8_tensor_cores, uses_tensor_cores
+from .attention import DEEP_DN, DEEP_LKV, TW_SMEM_BYTES, twin_fits, uses_fp8_tensor_cores, uses_tensor_cores
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from . import moe_experts as _experts
 from .moe_experts import rowwarp_serves as experts_served
@@ -198,6 +198,24 @@ def attention_fp8_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | 
     CUDA-core split (mla_split_generic_fp8) launched plainly for any call but one token of the tensor-core shape on a
     cache whose rows start on 16 bytes (uses_fp8_tensor_cores). A cache of another dtype is refused, not passed on."""
     return _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_fp8_tensor_cores, "mla_split_generic_fp8")
+
+
+def attention_twin_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
+    """The twin form (cupy_splitk_bf16_twin_active_pdl): the deep PDL form's policy, and the one-group tensor-core
+    split (mla_split_mma_pdl) at the tensor-core shape on a device whose blocks cannot opt into the twin split's shared
+    memory (attention.py's TW_SMEM_BYTES)."""
+    said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic")
+    try:
+        t, n, dqh = q.shape
+        _, dn, lkv = w_uk.shape
+        one_group = uses_tensor_cores(t, n, lkv, dqh - dn, cache) and not twin_fits(cache.device)
+    except (AttributeError, ValueError, TypeError, RuntimeError):
+        one_group = False
+    if not one_group:
+        return said
+    small = (f"the one-group split (mla_split_mma_pdl): this device's blocks cannot opt into the twin split's "
+             f"{TW_SMEM_BYTES} bytes of shared memory")
+    return small if said is None else f"{said}; {small}"
 
 
 def _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, tensor_cores, generic: str) -> str | None:

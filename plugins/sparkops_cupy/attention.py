@@ -23,6 +23,12 @@ and converts each tile into one bf16 tile that the tensor-core code of `mla_spli
 `mla_split_generic_fp8`, in float32. So it computes what the bf16 form computes on the fp8 values (the claim
 variant fp8_cache, judged by the bf16 row against the reference on the same fp8 values). The bf16 forms refuse an fp8
 cache, and this one any other.
+
+`attention_twin_active_pdl` (cupy_splitk_bf16_twin_active_pdl) is `attention_deep_active_pdl` with the twin split
+(`mla_split_twin`): 16 warps a block in two groups of 8, each streaming its own tiles with its own barrier, so that one
+group's loads and barriers overlap the other's MMAs. GPU session 53 found the one-group split latency-bound (50% of
+DRAM, one block of 8 warps an SM). Its partials are merged once more inside the block, so it claims the bf16 tolerance,
+not bit-identity.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ LOG2E = 1.4426950408889634
 #: shared memory of mla_split_mma and of mla_split_mma_fp8, which lays out the same bytes otherwise: one bf16 tile and
 #: two fp8 stages where mla_split_mma has two bf16 stages (mirrors MMA_SMEM_BYTES in attention.cu)
 MMA_SMEM_BYTES = 32 * 584 * 2 + 2 * 64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4
+#: shared memory of mla_split_twin: the queries, then two groups' one-stage tile, score halves, probabilities and rescales
+#: (mirrors TW_SMEM_BYTES in attention.cu; 231168 bytes of the 232448 an sm_90 block may opt into)
+TW_SMEM_BYTES = 32 * 584 * 2 + 2 * (64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4)
 #: the generic split keeps Lkv / 32 accumulators per lane and the query row in shared memory
 MAX_LKV, MAX_ROW = 512, 1024
 #: the Dn mla_absorb_deep and the Lkv mla_up_deep are built for (Kimi-Linear's): a thread's Dn / 4 weights, a lane's
@@ -163,11 +172,39 @@ def attention_fp8_deep_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, fp8=FP8_FORM)
 
 
+def attention_twin_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_deep_active_pdl` with the twin split at the tensor-core shape (mla_split_twin_pdl: 512 threads a
+    block, two groups of 8 warps each streaming every other 64-row tile of the slice, merged in the block; the same
+    grid of one block an SM and the same partials, combine and up projection). Why: the one-group split runs one
+    block of 8 warps an SM, and each tile's chain of barriers, score MMAs, softmax and PV MMAs binds it (GPU session
+    53: 50% of DRAM, ~7.6 cycles between issues, x1.02 from halving its bytes). Its stated policy: the deep PDL form's,
+    and on a device whose blocks cannot opt into TW_SMEM_BYTES of shared memory the one-group split
+    (mla_split_mma_pdl) runs instead, the step's own (`twin_passes` says which)."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, twin=True)
+
+
+def attention_twin_active(q, latent, cache, pos, w_uk, w_uv, scale):
+    """The twin split with the plain absorb, combine and up projection, every kernel launched plainly. Not registered:
+    the twin form's plain sibling, whose bits `attention_twin_active_pdl` must give (the deep kernels and PDL change no
+    sum), which the GPU tests hold it to, as `attention` is for the bf16 forms."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, twin=True)
+
+
+def twin_fits(device: torch.device) -> bool:
+    """Whether the twin split's shared memory (TW_SMEM_BYTES) fits one block on `device` (sm_90: 232448 bytes). A
+    device that is not CUDA launches nothing, so only a CUDA device can fall short."""
+    if device.type != "cuda":
+        return True
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    return rt.max_shared_memory(idx) >= TW_SMEM_BYTES
+
+
 def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False,
-               fp8: str | None = None):
+               fp8: str | None = None, twin: bool = False):
     """The four launches. `deep`: the deep absorb / combine / up kernels where built for the shape; `pdl` (with deep):
     each of those and the tensor-core split in its PDL form, launched with programmatic dependent launch. `fp8`: the
-    name of an fp8 form (its cache and latent float8_e4m3fn, its split the fp8 one), None for the others."""
+    name of an fp8 form (its cache and latent float8_e4m3fn, its split the fp8 one), None for the others. `twin`: the
+    tensor-core split in its two-group form (mla_split_twin) where the device's blocks have its shared memory."""
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -224,10 +261,12 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     part_l = _scratch((splits, t, n), torch.float32, dev)
     part_acc = _scratch((splits, t, n, lkv), torch.float32, dev)
     if mma:
-        split = "mla_split_mma_fp8" if fp8 is not None else "mla_split_mma"
-        rt.launch("attention.cu", split + "_pdl" if pdl else split, dev, (splits,), (256,),
+        two = twin and fp8 is None and twin_fits(dev)
+        split = "mla_split_twin" if two else "mla_split_mma_fp8" if fp8 is not None else "mla_split_mma"
+        rt.launch("attention.cu", split + "_pdl" if pdl else split, dev, (splits,), (512 if two else 256,),
                   (rt.ptr(qa), rt.ptr(cache), rt.ptr(pos), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l),
-                   rt.ptr(part_acc), rt.i32(int(skip_empty))), shared_mem=MMA_SMEM_BYTES, pdl=pdl)
+                   rt.ptr(part_acc), rt.i32(int(skip_empty))), shared_mem=TW_SMEM_BYTES if two else MMA_SMEM_BYTES,
+                  pdl=pdl)
     else:
         rt.launch("attention.cu", "mla_split_generic_fp8" if fp8 is not None else "mla_split_generic", dev,
                   (splits, n, t), (128,),

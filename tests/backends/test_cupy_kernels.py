@@ -477,15 +477,17 @@ def test_attention_deep_pdl_gives_the_default_s_bits(lmax, pos, t, dn, lkv, dtyp
         assert torch.equal(outs[0], o) and torch.equal(caches[0], c)
 
 
-@pytest.mark.parametrize("form", ["attention_deep_pdl", "attention_deep_active_pdl"])
-def test_attention_deep_pdl_waits_for_its_producers_in_a_captured_chain(form):
+@pytest.mark.parametrize("form,plain", [("attention_deep_pdl", "attention"), ("attention_deep_active_pdl", "attention"),
+                                        ("attention_twin_active_pdl", "attention_twin_active")])
+def test_attention_deep_pdl_waits_for_its_producers_in_a_captured_chain(form, plain):
     """Four MLA layers chained as the step chains them - a PDL Q4_K GEMV (linear@Q4_K=cupy_rowwarp_pdl_q8_tall) makes
     each layer's q from the layer before's attention output, then the PDL attention - captured in one CUDA graph and
     replayed at three positions: each layer's output and written cache bitwise those of the same chain run eagerly
     with the plain cupy_splitk_bf16. A PDL kernel that read before its wait would read a stale q, qa, partial or obar
     (the last replay's, or the last layer's). The active form too (`form`): its combine reads only the slices the
-    replay's position fills, the others holding the last replay's sums. No NaN-filled scratch here: its fill kernels
-    would sit between the PDL launches and break the chain this tests."""
+    replay's position fills, the others holding the last replay's sums. The twin form against its own plain sibling
+    (`plain`: the twin split launched plainly, the plain absorb, combine and up projection). No NaN-filled scratch
+    here: its fill kernels would sit between the PDL launches and break the chain this tests."""
     attention = getattr(cu_attention, form)
     from sparkops_cupy._workloads import linear_workload
 
@@ -522,7 +524,7 @@ def test_attention_deep_pdl_waits_for_its_producers_in_a_captured_chain(form):
     try:
         for p in (5, 63, 4000):
             restore(p)
-            want = [o.clone() for o in chain(cu_attention.attention, x0)]
+            want = [o.clone() for o in chain(getattr(cu_attention, plain), x0)]
             want_caches = [a["cache"].clone() for a in layers]
             restore(p)
             for o in captured:

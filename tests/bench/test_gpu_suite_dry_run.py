@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -4319,6 +4320,46 @@ def test_rungs_fp8_takes_the_iq1s_row_over_the_newest_iq1s_step(tmp_path):
     assert len(bench) == 2 and f"--registry {iq1s} --vs {fp8} " in bench[1], bench
     assert f"--model {machine / 'k48-iq1_s.gguf'} " in bench[1] and "--expect attention=1.5" in bench[1]
     assert "--changes attention " in bench[1]
+
+
+def test_rungs_twin_needs_its_side_by_side_record_for_a_forecast(tmp_path):
+    """The twin split changes no byte, so there is no forecast by bytes: without the GPU tests' record both rows are
+    left out, said, and nothing is swapped or timed."""
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_twin", extra_env=env)
+    assert "rungs_twin: left out (no side-by-side record, so no forecast)" in log
+    assert not any(c.startswith(("bench decode", "swap")) and "twin" in c for c in calls)
+    assert re.search(r"gpu-tests-twin \(limit \d+s\): .*-k twin tests/backends/test_cupy_attention_twin.py", log)
+    assert "probe-ncu-twin: no ncu on this machine; nothing profiled" in log
+
+
+def test_rungs_twin_times_both_mixes_from_the_record_over_the_named_iq1s_step(tmp_path):
+    """With the record (perop-attntwin-bfloat16.json), the Q4_K pair over the step now and the IQ1_S pair over the
+    step SUITE_TWIN_IQ1S_BASE names (not the newest IQ1_S registry on the machine), each --expect the record's factor
+    and each base diagnosed at 131072 first."""
+    machine = tmp_path / "machine"
+    diag = machine / "suite-diag"
+    diag.mkdir(parents=True)
+    (diag / "perop-attntwin-bfloat16.json").write_text(json.dumps(
+        {"title": "t", "per_token_seconds": {"cupy_splitk_bf16_deep_active_pdl": 5e-4,
+                                             "cupy_splitk_bf16_twin_active_pdl": 4e-4}}))
+    (machine / "k48-iq1_s.gguf").write_text("")
+    named = machine / "cuda-s22-all-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2.toml"
+    newer = machine / "cuda-s22-all-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-q8_iq1s_t2.toml"
+    for f in (named, newer):
+        f.write_text((REPO / "registry.toml").read_text())
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
+           "SUITE_TWIN_IQ1S_BASE": str(named)}
+    log, calls = _suite(tmp_path, "rungs_twin", extra_env=env)
+    assert "rungs_twin: attention=1.250 from perop-attntwin-bfloat16.json" in log
+    bench = [c for c in calls if c.startswith("bench decode")]
+    base, twin = machine / "cuda-s22-all.toml", machine / "cuda-s22-all-twin.toml"
+    assert len(bench) == 2 and f"--registry {base} --vs {twin} " in bench[0], bench
+    iq1s_twin = machine / "cuda-s22-all-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-twin.toml"
+    assert f"--registry {named} --vs {iq1s_twin} " in bench[1] and f"--model {machine / 'k48-iq1_s.gguf'} " in bench[1]
+    assert all("--expect attention=1.250" in c and "--changes attention " in c for c in bench)
+    for reg in (base, named):
+        assert any(c.startswith("diagnose") and "--depth 131072" in c and f"--registry {reg} " in c for c in calls)
 
 
 def test_rungs_fp8_leaves_its_rows_out_when_its_gpu_tests_fail(tmp_path):

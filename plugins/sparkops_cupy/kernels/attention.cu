@@ -444,6 +444,201 @@ __device__ __forceinline__ void mma_fp8_to_bf16(const u8* src, u16* dst, int tid
     }
 }
 
+// The block's barrier, for the 256 threads of a one-group split (mla_split_mma_body).
+struct BlockSync {
+    __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+
+// One group's barrier in a block of several 256-thread groups (mla_split_twin_body): bar.sync on barrier `id` (1, 2:
+// barrier 0 is __syncthreads') for the group's 256 threads only, so that one group's barriers never wait for the other.
+struct GroupSync {
+    int id;
+    __device__ __forceinline__ void operator()() const { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
+};
+
+// One 64-row tile of the cache, already in shared memory at sC (rows row0 .. row0 + 63; those at or past r1 are
+// masked out), folded into a running softmax and its weighted sums by the 256 threads that share the tile (tid: 0 ..
+// 255 among them; sync(): their barrier): m_run, l_run are head srow's (tid >> 3; each of its 8 threads holds them),
+// oacc holds heads x latent dims 64 * warp .. + 63 in the mma accumulator layout. Per tile: warp w computes the scores
+// of rows 16(w&3) .. +15 for all heads over half (w>>2) of the 576 dims into sS (two [32, MMA_SS] halves); the softmax
+// runs 8 threads per head, writing the probabilities (bf16) to sP and each head's rescale to sAlpha; then warp w
+// accumulates latent dims 64w .. 64w+63. Called with the tile landed and every thread of the group past a barrier
+// since; returns with sS, sP and sAlpha still being read (the caller's next barrier ends that) and the tile too.
+template <typename Sync>
+__device__ __forceinline__ void mma_tile(u32 sQ, u32 sC, float* sS, u16* sP, float* sAlpha, i64 row0, i64 r1, int tid,
+                                         float& m_run, float& l_run, float (&oacc)[2][8][4], Sync sync) {
+    const int lane = tid & 31, warp = tid >> 5;
+    const int cgrp = warp & 3, kh = warp >> 2;
+    const int srow = tid >> 3, seg = tid & 7;  // softmax role: head srow, columns 8*seg .. 8*seg+7 of the tile
+    const u32 sPa = smem_addr(sP);
+    // scores: rows 16*cgrp .. +15 of the tile, dims [288*kh, 288*kh + 288)
+    float sacc[2][2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = 0.0f;
+#pragma unroll 2
+    for (int ks = 0; ks < 18; ++ks) {
+        const int k0 = (kh * 18 + ks) * 16;
+        u32 a[2][4], b[4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+            ldsm_x4(sQ + ((mt * 16 + (lane & 15)) * MMA_DP + k0 + (lane >> 4) * 8) * 2, a[mt][0], a[mt][1],
+                    a[mt][2], a[mt][3]);
+        ldsm_x4(sC + ((16 * cgrp + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 + ((lane >> 3) & 1) * 8) * 2,
+                b[0], b[1], b[2], b[3]);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+            mma_bf16(sacc[mt][0], a[mt], b[0], b[1]);
+            mma_bf16(sacc[mt][1], a[mt], b[2], b[3]);
+        }
+    }
+    float* sSk = sS + kh * (MMA_NH * MMA_SS);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            const int row = mt * 16 + (lane >> 2), col = 16 * cgrp + 8 * nt + 2 * (lane & 3);
+            *(float2*)(sSk + row * MMA_SS + col) = make_float2(sacc[mt][nt][0], sacc[mt][nt][1]);
+            *(float2*)(sSk + (row + 8) * MMA_SS + col) = make_float2(sacc[mt][nt][2], sacc[mt][nt][3]);
+        }
+    sync();
+
+    // online softmax, base 2 (qa carries log2 e); rows at or past r1 are masked out
+    {
+        float sv[8];
+        const float* s0 = sS + srow * MMA_SS + 8 * seg;
+        const float* s1 = s0 + MMA_NH * MMA_SS;
+        float tmax = NEG_INF;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            sv[e] = row0 + 8 * seg + e < r1 ? s0[e] + s1[e] : NEG_INF;
+            tmax = fmaxf(tmax, sv[e]);
+        }
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 4));
+        const float m_new = fmaxf(m_run, tmax);
+        const float m_use = m_new == NEG_INF ? 0.0f : m_new;
+        const float alpha = exp2f(m_run - m_use);
+        float psum = 0.0f;
+        u32 packed[4];
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            const float p0 = exp2f(sv[e] - m_use), p1 = exp2f(sv[e + 1] - m_use);
+            psum += p0 + p1;
+            packed[e / 2] = (u32)f32_to_bf16(p0) | ((u32)f32_to_bf16(p1) << 16);
+        }
+        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
+        psum += __shfl_xor_sync(0xffffffffu, psum, 2);
+        psum += __shfl_xor_sync(0xffffffffu, psum, 4);
+        l_run = l_run * alpha + psum;
+        m_run = m_new;
+        *(uint4*)(sP + srow * MMA_PP + 8 * seg) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+        if (seg == 0) sAlpha[srow] = alpha;
+    }
+    sync();
+
+    // acc[heads, 64*warp .. +63] = alpha * acc + P . C
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+        const float a_lo = sAlpha[mt * 16 + (lane >> 2)], a_hi = sAlpha[mt * 16 + 8 + (lane >> 2)];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            oacc[mt][nt][0] *= a_lo;
+            oacc[mt][nt][1] *= a_lo;
+            oacc[mt][nt][2] *= a_hi;
+            oacc[mt][nt][3] *= a_hi;
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < MMA_BL / 16; ++kk) {
+        u32 pa[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+            ldsm_x4(sPa + ((mt * 16 + (lane & 15)) * MMA_PP + kk * 16 + (lane >> 4) * 8) * 2, pa[mt][0],
+                    pa[mt][1], pa[mt][2], pa[mt][3]);
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+            u32 b[4];
+            ldsm_x4_t(sC + ((kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * MMA_DP + 64 * warp +
+                            8 * (2 * jp + (lane >> 4))) * 2,
+                      b[0], b[1], b[2], b[3]);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                mma_bf16(oacc[mt][2 * jp], pa[mt], b[0], b[1]);
+                mma_bf16(oacc[mt][2 * jp + 1], pa[mt], b[2], b[3]);
+            }
+        }
+    }
+}
+
+// The rows of the context this block's slice covers, [r0, r1) for the one token at pos (read after a PDL kernel's
+// wait, read_pos), in MMA_BL-row multiples; returns its number of tiles (0: an empty slice).
+template <bool PDL>
+__device__ __forceinline__ int mma_slice(const i64* __restrict__ pos, i64 Lmax, i64& r0, i64& r1) {
+    const i64 p0 = read_pos<PDL>(pos);
+    i64 visible = p0 + 1;
+    visible = visible > Lmax ? Lmax : visible;
+    slice_rows(p0, 1, Lmax, visible, MMA_BL, r0, r1);
+    return (int)((r1 - r0 + MMA_BL - 1) / MMA_BL);
+}
+
+// An empty slice's partial (NTHREADS threads, tid 0 .. NTHREADS-1): m = -inf and l = 0 a head, and its zero sums unless
+// skip_empty (then the combine never reads them).
+template <int NTHREADS>
+__device__ __forceinline__ void mma_empty_partial(i64 o, int tid, float* __restrict__ part_m, float* __restrict__ part_l,
+                                                  float* __restrict__ part_acc, int skip_empty) {
+    if (tid < MMA_NH) {
+        part_m[o * MMA_NH + tid] = NEG_INF;
+        part_l[o * MMA_NH + tid] = 0.0f;
+    }
+    if (!skip_empty)
+        for (int e = tid; e < MMA_NH * MMA_LKV; e += NTHREADS) part_acc[o * MMA_NH * MMA_LKV + e] = 0.0f;
+}
+
+// The absorbed queries qa [32, 576] bf16 into shared memory at sQ (pitch MMA_DP) by cp.async, NTHREADS threads; the
+// caller commits them with its first tile.
+template <int NTHREADS>
+__device__ __forceinline__ void mma_load_queries(u32 sQ, const u16* __restrict__ qa, int tid) {
+    for (int c = tid; c < MMA_NH * (MMA_D / 8); c += NTHREADS) {
+        const int row = c / (MMA_D / 8), col = c % (MMA_D / 8);
+        cp_async16(sQ + (row * MMA_DP + col * 8) * 2, qa + row * MMA_D + col * 8, 16);
+    }
+}
+
+__device__ __forceinline__ void mma_zero(float (&oacc)[2][8][4]) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) oacc[mt][nt][e] = 0.0f;
+}
+
+// Slice o's partial from the 256 threads of mma_tile's roles (tid 0 .. 255): m and l from each head's first softmax
+// thread, the sums from the accumulators.
+__device__ __forceinline__ void mma_write_partial(i64 o, int tid, float m_run, float l_run, const float (&oacc)[2][8][4],
+                                                  float* __restrict__ part_m, float* __restrict__ part_l,
+                                                  float* __restrict__ part_acc) {
+    const int lane = tid & 31, warp = tid >> 5, srow = tid >> 3, seg = tid & 7;
+    if (seg == 0) {
+        part_m[o * MMA_NH + srow] = m_run;
+        part_l[o * MMA_NH + srow] = l_run;
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            const int row = mt * 16 + (lane >> 2), col = 64 * warp + 8 * nt + 2 * (lane & 3);
+            float* dst = part_acc + (o * MMA_NH + row) * MMA_LKV + col;
+            *(float2*)dst = make_float2(oacc[mt][nt][0], oacc[mt][nt][1]);
+            *(float2*)(dst + 8 * MMA_LKV) = make_float2(oacc[mt][nt][2], oacc[mt][nt][3]);
+        }
+}
+
 // qa bf16 [32, 576] (scaled by scale*log2e); cache bf16 [Lmax, 576]; one token at pos. Partials as in
 // mla_split_generic with T = 1. Grid (S), 256 threads, MMA_SMEM_BYTES of dynamic shared memory.
 // skip_empty: a slice with no rows (pos short of it) writes only m = -inf and l = 0, not its 64 KB of zero sums;
@@ -468,35 +663,22 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         pdl_wait();
     }
     extern __shared__ __align__(16) u8 smem[];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = threadIdx.x;
     const u32 sQ = smem_addr(smem + MMA_SMEM_Q);
     const u32 sC0 = smem_addr(smem + MMA_SMEM_C);
     float* sS = (float*)(smem + MMA_SMEM_S);
     u16* sP = (u16*)(smem + MMA_SMEM_P);
-    const u32 sPa = smem_addr(sP);
     float* sAlpha = (float*)(smem + MMA_SMEM_A);
 
-    const i64 p0 = read_pos<PDL>(pos);
-    i64 visible = p0 + 1;
-    visible = visible > Lmax ? Lmax : visible;
     i64 r0, r1;
-    slice_rows(p0, 1, Lmax, visible, MMA_BL, r0, r1);
-    const int n_tiles = (int)((r1 - r0 + MMA_BL - 1) / MMA_BL);
+    const int n_tiles = mma_slice<PDL>(pos, Lmax, r0, r1);
     const i64 o = blockIdx.x;  // partial index (T = 1)
     if (n_tiles == 0) {
-        if (tid < MMA_NH) {
-            part_m[o * MMA_NH + tid] = NEG_INF;
-            part_l[o * MMA_NH + tid] = 0.0f;
-        }
-        if (!skip_empty)
-            for (int e = tid; e < MMA_NH * MMA_LKV; e += 256) part_acc[o * MMA_NH * MMA_LKV + e] = 0.0f;
+        mma_empty_partial<256>(o, tid, part_m, part_l, part_acc, skip_empty);
         return;
     }
 
-    for (int c = tid; c < MMA_NH * (MMA_D / 8); c += 256) {
-        const int row = c / (MMA_D / 8), col = c % (MMA_D / 8);
-        cp_async16(sQ + (row * MMA_DP + col * 8) * 2, qa + row * MMA_D + col * 8, 16);
-    }
+    mma_load_queries<256>(sQ, qa, tid);
     // tiles 0 .. STAGES-2 in flight (the queries travel with tile 0); always commit: uniform group counts
 #pragma unroll
     for (int j = 0; j < MMA_STAGES - 1; ++j) {
@@ -504,18 +686,9 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         cp_async_commit();
     }
 
-    // softmax role: head srow, columns 8*seg .. 8*seg+7 of the tile
-    const int srow = tid >> 3, seg = tid & 7;
     float m_run = NEG_INF, l_run = 0.0f;
     float oacc[2][8][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) oacc[mt][nt][e] = 0.0f;
-
-    const int cgrp = warp & 3, kh = warp >> 2;
+    mma_zero(oacc);
     for (int it = 0; it < n_tiles; ++it) {
         cp_async_wait<MMA_STAGES - 2>();
         __syncthreads();  // tile `it` is in shared memory; everyone is done with the stage refilled next
@@ -532,123 +705,9 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         }
         const u32 sC = sizeof(CT) == 1 ? sC0 : sC0 + (it % MMA_STAGES) * (MMA_BL * MMA_DP * 2);
 
-        // scores: rows 16*cgrp .. +15 of the tile, dims [288*kh, 288*kh + 288)
-        float sacc[2][2][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = 0.0f;
-#pragma unroll 2
-        for (int ks = 0; ks < 18; ++ks) {
-            const int k0 = (kh * 18 + ks) * 16;
-            u32 a[2][4], b[4];
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-                ldsm_x4(sQ + ((mt * 16 + (lane & 15)) * MMA_DP + k0 + (lane >> 4) * 8) * 2, a[mt][0], a[mt][1],
-                        a[mt][2], a[mt][3]);
-            ldsm_x4(sC + ((16 * cgrp + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 + ((lane >> 3) & 1) * 8) * 2,
-                    b[0], b[1], b[2], b[3]);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                mma_bf16(sacc[mt][0], a[mt], b[0], b[1]);
-                mma_bf16(sacc[mt][1], a[mt], b[2], b[3]);
-            }
-        }
-        float* sSk = sS + kh * (MMA_NH * MMA_SS);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                const int row = mt * 16 + (lane >> 2), col = 16 * cgrp + 8 * nt + 2 * (lane & 3);
-                *(float2*)(sSk + row * MMA_SS + col) = make_float2(sacc[mt][nt][0], sacc[mt][nt][1]);
-                *(float2*)(sSk + (row + 8) * MMA_SS + col) = make_float2(sacc[mt][nt][2], sacc[mt][nt][3]);
-            }
-        __syncthreads();
-
-        // online softmax, base 2 (qa carries log2 e); rows at or past r1 are masked out
-        {
-            float sv[8];
-            const float* s0 = sS + srow * MMA_SS + 8 * seg;
-            const float* s1 = s0 + MMA_NH * MMA_SS;
-            float tmax = NEG_INF;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                sv[e] = row0 + 8 * seg + e < r1 ? s0[e] + s1[e] : NEG_INF;
-                tmax = fmaxf(tmax, sv[e]);
-            }
-            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 4));
-            const float m_new = fmaxf(m_run, tmax);
-            const float m_use = m_new == NEG_INF ? 0.0f : m_new;
-            const float alpha = exp2f(m_run - m_use);
-            float psum = 0.0f;
-            u32 packed[4];
-#pragma unroll
-            for (int e = 0; e < 8; e += 2) {
-                const float p0 = exp2f(sv[e] - m_use), p1 = exp2f(sv[e + 1] - m_use);
-                psum += p0 + p1;
-                packed[e / 2] = (u32)f32_to_bf16(p0) | ((u32)f32_to_bf16(p1) << 16);
-            }
-            psum += __shfl_xor_sync(0xffffffffu, psum, 1);
-            psum += __shfl_xor_sync(0xffffffffu, psum, 2);
-            psum += __shfl_xor_sync(0xffffffffu, psum, 4);
-            l_run = l_run * alpha + psum;
-            m_run = m_new;
-            *(uint4*)(sP + srow * MMA_PP + 8 * seg) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-            if (seg == 0) sAlpha[srow] = alpha;
-        }
-        __syncthreads();
-
-        // acc[heads, 64*warp .. +63] = alpha * acc + P . C
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-            const float a_lo = sAlpha[mt * 16 + (lane >> 2)], a_hi = sAlpha[mt * 16 + 8 + (lane >> 2)];
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                oacc[mt][nt][0] *= a_lo;
-                oacc[mt][nt][1] *= a_lo;
-                oacc[mt][nt][2] *= a_hi;
-                oacc[mt][nt][3] *= a_hi;
-            }
-        }
-#pragma unroll
-        for (int kk = 0; kk < MMA_BL / 16; ++kk) {
-            u32 pa[2][4];
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-                ldsm_x4(sPa + ((mt * 16 + (lane & 15)) * MMA_PP + kk * 16 + (lane >> 4) * 8) * 2, pa[mt][0],
-                        pa[mt][1], pa[mt][2], pa[mt][3]);
-#pragma unroll
-            for (int jp = 0; jp < 4; ++jp) {
-                u32 b[4];
-                ldsm_x4_t(sC + ((kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * MMA_DP + 64 * warp +
-                                8 * (2 * jp + (lane >> 4))) * 2,
-                          b[0], b[1], b[2], b[3]);
-#pragma unroll
-                for (int mt = 0; mt < 2; ++mt) {
-                    mma_bf16(oacc[mt][2 * jp], pa[mt], b[0], b[1]);
-                    mma_bf16(oacc[mt][2 * jp + 1], pa[mt], b[2], b[3]);
-                }
-            }
-        }
+        mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});
     }
-
-    if (seg == 0) {
-        part_m[o * MMA_NH + srow] = m_run;
-        part_l[o * MMA_NH + srow] = l_run;
-    }
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            const int row = mt * 16 + (lane >> 2), col = 64 * warp + 8 * nt + 2 * (lane & 3);
-            float* dst = part_acc + (o * MMA_NH + row) * MMA_LKV + col;
-            *(float2*)dst = make_float2(oacc[mt][nt][0], oacc[mt][nt][1]);
-            *(float2*)(dst + 8 * MMA_LKV) = make_float2(oacc[mt][nt][2], oacc[mt][nt][3]);
-        }
+    mma_write_partial(o, tid, m_run, l_run, oacc, part_m, part_l, part_acc);
 }
 
 // budget: stack 0, spills 0
@@ -700,6 +759,145 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma_fp8_pdl(const
                                                                            float* __restrict__ part_acc,
                                                                            int skip_empty) {
     mla_split_mma_body<true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// ---- the twin split: two groups of 8 warps a block, each streaming its own tiles --------------------------------
+// mla_split_mma runs one block of 8 warps an SM (its 209 KB of shared memory and 167 registers allow no second one),
+// and every 64-row tile is a chain: a cp.async wait, three barriers of all 8 warps, the score MMAs, the softmax, the PV
+// MMAs. GPU session 53's Nsight Compute put it at 50% of DRAM, 12.5% occupancy and ~7.6 cycles between issues: the
+// chain binds, not the bytes (an fp8 cache, half the bytes, was x1.02). The twin split gives each block 16 warps in two
+// groups of 8 that share the queries (37 KB) and nothing else: group g takes tiles g, g + 2, ... of the slice, each into
+// its own one-stage tile with its own scores, probabilities and barrier (GroupSync 1 + g), so one group's MMAs, loads
+// and barriers overlap the other's. The per-tile code is mla_split_mma's (mma_tile); at the end group 1 hands its
+// running softmax and sums to group 0 through shared memory and group 0 writes the slice's one partial, merged as the
+// combine merges slices (each side rescaled by 2^(m_g - M)). So the partials differ from mla_split_mma's in rounding
+// only (the tolerance claim, not bit-identity). Layout: the queries, then per group its tile, score halves,
+// probabilities and rescales (TW_GROUP_BYTES): 231168 bytes of the 232448 an sm_90 block may have.
+#define TW_TILE_BYTES (MMA_BL * MMA_DP * 2)
+#define TW_S_BYTES (2 * MMA_NH * MMA_SS * 4)
+#define TW_P_BYTES (MMA_NH * MMA_PP * 2)
+#define TW_GROUP_BYTES (TW_TILE_BYTES + TW_S_BYTES + TW_P_BYTES + MMA_NH * 4)
+#define TW_SMEM_G(g) (MMA_NH * MMA_DP * 2 + (g) * TW_GROUP_BYTES)
+#define TW_SMEM_BYTES TW_SMEM_G(2)
+static_assert(TW_SMEM_BYTES <= 232448, "the twin split overruns an sm_90 block's shared memory");
+static_assert(MMA_NH * MMA_LKV * 4 <= TW_TILE_BYTES, "group 1's sums do not fit group 0's tile");
+
+// qa, cache, pos and the partials as mla_split_mma's; grid (S), 512 threads, TW_SMEM_BYTES of dynamic shared memory.
+// PDL as mla_split_mma_pdl: the next kernel let start, then the wait, before anything is read or written.
+template <bool PDL>
+__device__ __forceinline__ void mla_split_twin_body(const u16* __restrict__ qa, const u16* __restrict__ cache,
+                                                    const i64* __restrict__ pos, i64 Lmax, float* __restrict__ part_m,
+                                                    float* __restrict__ part_l, float* __restrict__ part_acc,
+                                                    int skip_empty) {
+    if constexpr (PDL) {
+        pdl_launch_dependents();
+        pdl_wait();
+    }
+    extern __shared__ __align__(16) u8 smem[];
+    const int tid = threadIdx.x, g = tid >> 8, gtid = tid & 255;
+    const u32 sQ = smem_addr(smem);
+    u8* mine = smem + TW_SMEM_G(g);
+    const u32 sC = smem_addr(mine);
+    float* sS = (float*)(mine + TW_TILE_BYTES);
+    u16* sP = (u16*)(mine + TW_TILE_BYTES + TW_S_BYTES);
+    float* sAlpha = (float*)(mine + TW_TILE_BYTES + TW_S_BYTES + TW_P_BYTES);
+
+    i64 r0, r1;
+    const int n_tiles = mma_slice<PDL>(pos, Lmax, r0, r1);
+    const i64 o = blockIdx.x;  // partial index (T = 1)
+    if (n_tiles == 0) {
+        mma_empty_partial<512>(o, tid, part_m, part_l, part_acc, skip_empty);
+        return;
+    }
+    // the queries (all 512 threads) and each group's first tile, one commit; seen by everyone past the block barrier
+    mma_load_queries<512>(sQ, qa, tid);
+    if (g < n_tiles) mma_load_rows(sC, cache, r0 + (i64)g * MMA_BL, r1, gtid);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+
+    float m_run = NEG_INF, l_run = 0.0f;
+    float oacc[2][8][4];
+    mma_zero(oacc);
+    const GroupSync sync{1 + g};
+    for (int it = g; it < n_tiles; it += 2) {
+        if (it != g) {
+            cp_async_wait_all();
+            sync();  // tile `it` is in the group's shared memory
+        }
+        mma_tile(sQ, sC, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, gtid, m_run, l_run, oacc, sync);
+        if (it + 2 < n_tiles) {
+            sync();  // every warp of the group is done with the tile (and its probabilities) before the refill
+            mma_load_rows(sC, cache, r0 + (i64)(it + 2) * MMA_BL, r1, gtid);
+            cp_async_commit();
+        }
+    }
+
+    // group 1's softmax state and sums to group 0: its sums into group 0's tile, a slot a thread (the same gtid holds
+    // the same heads and columns in both groups), every m and l into group 1's score halves
+    __syncthreads();
+    float* sX = (float*)(smem + TW_SMEM_G(0));
+    float* sML = (float*)(smem + TW_SMEM_G(1) + TW_TILE_BYTES);  // [group][m: 32, l: 32]
+    if ((gtid & 7) == 0) {
+        sML[g * 64 + (gtid >> 3)] = m_run;
+        sML[g * 64 + 32 + (gtid >> 3)] = l_run;
+    }
+    if (g == 1) {
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sX[((mt * 8 + nt) * 4 + e) * 256 + gtid] = oacc[mt][nt][e];
+    }
+    __syncthreads();
+    if (g == 1) return;
+    // the merge: M = max(m0, m1), each side rescaled by 2^(m_g - M) (a group with no tile: m -inf, weight 0, sums 0)
+    const int lane = gtid & 31;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int h = mt * 16 + 8 * half + (lane >> 2);
+            const float m0 = sML[h], m1 = sML[64 + h], M = fmaxf(m0, m1);
+            const float Mu = M == NEG_INF ? 0.0f : M;
+            const float a0 = exp2f(m0 - Mu), a1 = exp2f(m1 - Mu);
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                for (int e = 2 * half; e < 2 * half + 2; ++e)
+                    oacc[mt][nt][e] = fmaf(sX[((mt * 8 + nt) * 4 + e) * 256 + gtid], a1, oacc[mt][nt][e] * a0);
+        }
+    {
+        const int h = gtid >> 3;
+        const float m0 = sML[h], m1 = sML[64 + h], M = fmaxf(m0, m1);
+        const float Mu = M == NEG_INF ? 0.0f : M;
+        m_run = M;
+        l_run = fmaf(sML[96 + h], exp2f(m1 - Mu), sML[32 + h] * exp2f(m0 - Mu));
+    }
+    mma_write_partial(o, gtid, m_run, l_run, oacc, part_m, part_l, part_acc);
+}
+
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(512, 1) mla_split_twin(const u16* __restrict__ qa,
+                                                                    const u16* __restrict__ cache,
+                                                                    const i64* __restrict__ pos, i64 Lmax,
+                                                                    float* __restrict__ part_m,
+                                                                    float* __restrict__ part_l,
+                                                                    float* __restrict__ part_acc, int skip_empty) {
+    mla_split_twin_body<false>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_twin for programmatic dependent launch (attention=cupy_splitk_bf16_twin_active_pdl). The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(512, 1) mla_split_twin_pdl(const u16* __restrict__ qa,
+                                                                        const u16* __restrict__ cache,
+                                                                        const i64* __restrict__ pos, i64 Lmax,
+                                                                        float* __restrict__ part_m,
+                                                                        float* __restrict__ part_l,
+                                                                        float* __restrict__ part_acc,
+                                                                        int skip_empty) {
+    mla_split_twin_body<true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
 }
 
 // ---- combine and up-projection ---------------------------------------------------------------------------

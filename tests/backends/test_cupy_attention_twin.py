@@ -1,0 +1,277 @@
+"""attention=cupy_splitk_bf16_twin_active_pdl: the CuPy MLA attention with the twin split.
+
+The twin split (kernels/attention.cu, mla_split_twin) runs 16 warps a block in two groups of 8: group g takes tiles
+g, g + 2, ... of the block's slice into its own one-stage tile, with its own scores, probabilities and barrier, and at
+the end group 1's running softmax and sums are merged into group 0's, which writes the slice's one partial. Everything
+else is attention_deep_active_pdl's.
+
+On the CPU: the registration and its claim, the shared memory, the stated policy, and the compiled kernels (nvcc: no
+stack, no spills, at most 128 registers for 512 threads; the PDL split touches no global memory before its wait). On
+CUDA (skipped with the reason without a device or CuPy): the output against a float64 reference at one to sixteen
+tiles a slice (odd counts leave group 1 a tile short; one tile leaves it none), rows past pos NaN and never read,
+NaN-filled scratch; the one-group split's bits where every slice has one tile (the merge is then exact); the PDL form
+the plain twin's bits; a captured call replayed at other positions; and the side-by-side record against the step's
+one-group form.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from sparkops.gate.tolerances import rule_for
+from sparkops.plugins import load_catalog
+from sparkops_cupy import attention as cu_attention  # importable without cupy
+from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
+
+NAME = "cupy_splitk_bf16_twin_active_pdl"
+TWIN_KERNELS = ("mla_split_twin", "mla_split_twin_pdl")
+
+
+# ---- on the CPU ------------------------------------------------------------------------------------------------
+
+def test_the_twin_form_is_registered_with_the_bf16_claim():
+    impl = load_catalog().get("attention", NAME)
+    assert impl.backend == "cupy" and impl.devices == ("cuda",)
+    assert impl.claim.kind == "tolerance" and impl.claim.variant == "bf16"
+    assert impl.resolve() is cu_attention.attention_twin_active_pdl
+    assert {"attention.py", "attention.cu", "common.cuh", "_runtime.py", "_pdl.py"} <= {
+        p.name for p in impl.source_files()}
+    assert impl.policy_name == "sparkops_cupy._policies:attention_twin_pdl_passes"
+
+
+def test_the_twin_split_fits_a_hopper_block():
+    """The queries once, then two groups of (a 64-row bf16 tile, two fp32 score halves, bf16 probabilities, rescales):
+    within the 232448 bytes an H100 / H200 block may opt into; group 1's sums (32 x 512 float32) fit group 0's tile,
+    where the merge puts them."""
+    group = 64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4
+    assert cu_attention.TW_SMEM_BYTES == 32 * 584 * 2 + 2 * group == 231168 <= 232448
+    assert 32 * 512 * 4 <= 64 * 584 * 2
+
+
+def _args(t=1, n=32, dn=128, r=64, lkv=512, dv=128, dtype=torch.bfloat16):
+    return dict(q=torch.zeros(t, n, dn + r, dtype=dtype), latent=torch.zeros(t, lkv + r, dtype=dtype),
+                cache=torch.zeros(64, lkv + r, dtype=dtype), pos=torch.tensor([0]),
+                w_uk=torch.zeros(n, dn, lkv), w_uv=torch.zeros(n, dv, lkv), scale=1.0)
+
+
+def test_the_policy_says_which_split_runs(monkeypatch):
+    """attention_twin_pdl_passes: None at the 48B's one-token MLA (the twin split, every kernel PDL); the deep PDL
+    form's words elsewhere; and, on a device whose blocks cannot opt into TW_SMEM_BYTES, the one-group split named."""
+    from sparkops_cupy import _policies
+
+    assert _policies.attention_twin_pdl_passes(**_args()) is None
+    said = _policies.attention_twin_pdl_passes(**_args(t=3))
+    assert said.startswith("launched plainly") and "mla_split_generic" in said and "one-group" not in said
+    monkeypatch.setattr(_policies, "twin_fits", lambda device: False)
+    said = _policies.attention_twin_pdl_passes(**_args())
+    assert "one-group split (mla_split_mma_pdl)" in said and str(cu_attention.TW_SMEM_BYTES) in said
+    assert "one-group" not in _policies.attention_twin_pdl_passes(**_args(t=3))  # not the tensor-core shape
+
+
+def test_the_twin_kernels_compile_within_their_registers(tmp_path):
+    """512 threads a block leave 128 registers a thread: ptxas must fit the two groups' accumulators (64 a thread)
+    and the tile's fragments there without stack or spills."""
+    nvcc, _ = tools()
+    code, report, _ = nvcc_compile(KERNEL_DIR / "attention.cu", tmp_path, nvcc)
+    assert code == 0, report
+    for name in TWIN_KERNELS:
+        m = re.search(rf"Function properties for {name}\s*\n\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                      rf"(\d+) bytes spill loads\s*\n.*?Used (\d+) registers", report)
+        assert m, (name, report[-2000:])
+        stack, stores, loads, regs = map(int, m.groups())
+        assert (stack, stores, loads) == (0, 0, 0) and regs <= 128, (name, m.groups())
+
+
+def test_the_twin_pdl_split_touches_no_global_memory_before_its_wait(tmp_path):
+    """mla_split_twin_pdl reads pos, the queries and the cache (cp.async: LDGSTS) and writes the partials: all after
+    griddepcontrol.wait (ACQBULK) on every path; it runs the tensor cores and both groups' named barriers."""
+    functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
+    fn = functions["mla_split_twin_pdl"]
+    assert fn.waits
+    touches = fn.before_wait(lambda ins: ins.opcode.startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST.")))
+    assert touches == [], [f"{i.opcode} at {i.address:#x}" for i in touches]
+    for name in TWIN_KERNELS:
+        assert any(i.opcode.startswith("HMMA") for i in functions[name].instructions), name
+        assert any(i.opcode.startswith("BAR.SYNC") and "R" in i.operands for i in functions[name].instructions), name
+
+
+# ---- on CUDA ---------------------------------------------------------------------------------------------------
+
+DEV = torch.device("cuda")
+
+
+@pytest.fixture
+def cuda():
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+
+
+@pytest.fixture
+def nan_scratch(monkeypatch):
+    """The intermediate buffers NaN-filled: a value read that no kernel wrote shows in the output."""
+    monkeypatch.setattr(cu_attention, "_scratch",
+                        lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype, device=device))
+
+
+def _inputs(seed, lmax, pos, n=32, dn=128, r=64, lkv=512, dv=128):
+    """One token at pos over a bf16 cache whose rows pos.. are NaN (the new row must be written before it is read,
+    the later ones never read)."""
+    g = torch.Generator().manual_seed(seed)
+    cache = torch.randn(lmax, lkv + r, generator=g).to(torch.bfloat16)
+    cache[pos:] = float("nan")
+    return dict(q=torch.randn(1, n, dn + r, generator=g).to(torch.bfloat16),
+                latent=torch.randn(1, lkv + r, generator=g).to(torch.bfloat16), cache=cache,
+                pos=torch.tensor([pos]), w_uk=torch.randn(n, dn, lkv, generator=g) * lkv ** -0.5,
+                w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
+
+
+def _on_device(args):
+    return {k: v.clone().to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+
+
+def _reference(q, latent, cache, pos, w_uk, w_uv, scale):
+    """MLA for one token at pos in float64 on the CPU: the new row written, rows 0 .. pos attended."""
+    p0 = int(pos[0])
+    seen = cache[:p0 + 1].double()
+    seen[p0] = latent[0].double()
+    q, w_uk, w_uv = q[0].double(), w_uk.double(), w_uv.double()
+    dn, lkv = w_uk.shape[1], w_uk.shape[2]
+    qa = torch.einsum("hd,hdl->hl", q[:, :dn], w_uk)
+    scores = (qa @ seen[:, :lkv].T + q[:, dn:] @ seen[:, lkv:].T) * scale
+    obar = torch.softmax(scores, dim=-1) @ seen[:, :lkv]
+    return torch.einsum("hvl,hl->hv", w_uv, obar)[None]
+
+
+def _nmse(got, want) -> float:
+    got = got.detach().double().cpu()
+    assert torch.isfinite(got).all(), "NaN/Inf in the output (an unwritten value or a stale row read)"
+    return float(((got - want) ** 2).sum() / (want ** 2).sum())
+
+
+def _tiles_a_slice(pos: int, slices: int = 132) -> int:
+    """The 64-row tiles of the fullest slice for one token at pos (attention.cu's slice_rows)."""
+    chunk = -(-(pos + 1) // slices)
+    return -(-chunk // 64)
+
+
+#: (lmax, pos): one row; a tile's last row and the next tile's first; one tile a slice over 8192 rows; two (even), three
+#: and five (odd: group 1 a tile short) tiles a slice, the last slice partial; and the 48B's longest context, 16 tiles
+CASES = [(200, 0), (200, 63), (200, 64), (9000, 8191), (13000, 12000), (20001, 20000), (40000, 39999),
+         (131072, 131071)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lmax,pos", CASES, ids=[f"L{lmax}-pos{pos}-tiles{_tiles_a_slice(pos)}" for lmax, pos in CASES])
+def test_the_twin_forms_match_the_reference(lmax, pos, cuda, nan_scratch):
+    """The registered form and its plain sibling against float64: within a tenth of the bf16 row's 1e-3 (bf16 queries,
+    qa, probabilities and output), the new row the latent's, every other row as it was; and against the one-group
+    form within the same bound."""
+    args = _inputs(lmax + pos, lmax, pos)
+    want = _reference(**args)
+    limit = rule_for("attention", "bf16").limit / 10
+    for fn in (cu_attention.attention_twin_active_pdl, cu_attention.attention_twin_active,
+               cu_attention.attention_deep_active_pdl):
+        dev = _on_device(args)
+        got = fn(**dev)
+        torch.cuda.synchronize()
+        assert got.dtype == torch.bfloat16 and got.shape == want.shape
+        assert _nmse(got, want) <= limit, fn.__name__
+        cache = dev["cache"].cpu()
+        assert torch.equal(cache[pos], args["latent"][0]), "the new latent row was not written at pos"
+        others = torch.ones(lmax, dtype=torch.bool)
+        others[pos] = False
+        assert torch.equal(cache[others].view(torch.int16), args["cache"][others].view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lmax,pos", [(200, 63), (9000, 8191), (4096, 4000)])
+def test_one_tile_a_slice_gives_the_one_group_split_s_bits(lmax, pos, cuda, nan_scratch):
+    """Where no slice has a second tile, group 1 has none: its m is -inf, so the merge scales group 0 by 2^0 = 1 and
+    adds 0 x 0, which changes no bit. The twin form then gives the one-group form's bits."""
+    assert _tiles_a_slice(pos) == 1
+    args = _inputs(pos, lmax, pos)
+    outs = [fn(**_on_device(args)) for fn in (cu_attention.attention_deep_active_pdl,
+                                               cu_attention.attention_twin_active_pdl)]
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0].float()).all()
+    assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lmax,pos", [(200, 63), (13000, 12000), (40000, 39999)])
+def test_the_pdl_form_gives_the_plain_twin_s_bits(lmax, pos, cuda, nan_scratch):
+    """cupy_splitk_bf16_twin_active_pdl against attention_twin_active (the plain absorb, combine and up projection, the
+    twin split launched plainly): the same output and cache bits."""
+    args = _inputs(lmax - pos, lmax, pos)
+    outs, caches = [], []
+    for fn in (cu_attention.attention_twin_active, cu_attention.attention_twin_active_pdl):
+        dev = _on_device(args)
+        outs.append(fn(**dev))
+        caches.append(dev["cache"])
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0].float()).all()
+    assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
+
+
+@pytest.mark.gpu
+def test_a_captured_call_replays_at_other_positions_as_the_eager_call(cuda, nan_scratch):
+    """One captured call of the registered form, replayed at positions with 0 to 3 tiles a slice: the output and the
+    cache of the same call made eagerly there (the slices, the empty ones and each group's tiles come from pos on the
+    device)."""
+    fn = cu_attention.attention_twin_active_pdl
+    args = _inputs(21, 20001, 0)
+    args["cache"] = torch.randn(20001, 576, generator=torch.Generator().manual_seed(22)).to(torch.bfloat16)
+    dev = _on_device(args)
+    cache0 = dev["cache"].clone()
+    fn(**dev)  # compiled outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(**dev)
+    try:
+        for p in (63, 12000, 500, 20000):
+            dev["cache"].copy_(cache0)
+            dev["pos"].fill_(p)
+            graph.replay()
+            torch.cuda.synchronize()
+            got, got_cache = out.clone(), dev["cache"].clone()
+            dev["cache"].copy_(cache0)
+            want = fn(**dev)
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all(), p
+            assert torch.equal(got, want), p
+            assert torch.equal(got_cache, dev["cache"]), p
+    finally:
+        graph.reset()  # a failed assertion must not leave the graph to be freed inside the next test's capture
+
+
+@pytest.mark.gpu
+def test_the_twin_form_side_by_side_with_the_one_group_one(cuda):
+    """The rung's per-op evidence: one token's MLA decode at the 48B's shape on a bf16 cache under the step's
+    cupy_splitk_bf16_deep_active_pdl and under the twin form, each in one CUDA graph (plugins/sparkops_cupy/
+    _workloads.py), at 32768 and 131072 rows in use. Printed per layer and per token (x the MLA layers) with each
+    form's read bandwidth; the 131072 sums are written to perop-attntwin-bfloat16.json with SPARKOPS_PEROP_DIR set (a
+    rung's --expect). Asserted: each was captured."""
+    from sparkops.bench.perop import write_record
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import attention_workload, time_op
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(k != "kda" for k in cfg.layer_kinds)
+    cat = load_catalog()
+    for context in (32768, 131072):
+        times, rows = {}, []
+        for name in ("cupy_splitk_bf16_deep_active_pdl", NAME):
+            w = attention_workload(cfg, context)
+            sets, nbytes = w.build(DEV, 11)
+            times[name] = t = time_op("attention", cat.get("attention", name).resolve(), sets, nbytes)
+            assert t.mode == "graph", (name, t.mode)
+            rows.append(f"{name} on {w.label}: {t.seconds * 1e6:7.2f} us ({t.bandwidth / 1e9:.0f} GB/s), "
+                        f"{layers * t.seconds * 1e6:.0f} us a token")
+            del sets
+        print(f"\nattention, one token at {context} rows:\n  " + "\n  ".join(rows))
+        if context == 131072:
+            write_record("attntwin-bfloat16", f"MLA decode L={context}, one-group vs twin split",
+                         {n: layers * t.seconds for n, t in times.items()}, rows=rows)
