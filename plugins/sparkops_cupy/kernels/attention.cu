@@ -768,7 +768,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma_fp8_pdl(const
 // chain binds, not the bytes (an fp8 cache, half the bytes, was x1.02). The twin split gives each block 16 warps in two
 // groups of 8 that share the queries (37 KB) and nothing else: group g takes tiles g, g + 2, ... of the slice, each into
 // its own one-stage tile with its own scores, probabilities and barrier (GroupSync 1 + g), so one group's MMAs, loads
-// and barriers overlap the other's. The per-tile code is mla_split_mma's (mma_tile); at the end group 1 hands its
+// and barriers overlap the other's (group 1 starts a tile behind, so that the two alternate rather than load and
+// compute in step). The per-tile code is mla_split_mma's (mma_tile); at the end group 1 hands its
 // running softmax and sums to group 0 through shared memory and group 0 writes the slice's one partial, merged as the
 // combine merges slices (each side rescaled by 2^(m_g - M)). So the partials differ from mla_split_mma's in rounding
 // only (the tolerance claim, not bit-identity). Layout: the queries, then per group its tile, score halves,
@@ -821,6 +822,10 @@ __device__ __forceinline__ void mla_split_twin_body(const u16* __restrict__ qa, 
     mma_zero(oacc);
     const GroupSync sync{1 + g};
     for (int it = g; it < n_tiles; it += 2) {
+        // group 1 starts a tile behind group 0 (barrier 3: group 0 arrives once its first tile is done), so that each
+        // group's wait for its next tile falls in the other's MMAs rather than beside them; both groups take this
+        // barrier exactly when the slice has a second tile
+        if (it == 1) asm volatile("bar.sync 3, 512;" ::: "memory");
         if (it != g) {
             cp_async_wait_all();
             sync();  // tile `it` is in the group's shared memory
@@ -831,6 +836,7 @@ __device__ __forceinline__ void mla_split_twin_body(const u16* __restrict__ qa, 
             mma_load_rows(sC, cache, r0 + (i64)(it + 2) * MMA_BL, r1, gtid);
             cp_async_commit();
         }
+        if (it == 0 && n_tiles > 1) asm volatile("bar.arrive 3, 512;" ::: "memory");
     }
 
     // group 1's softmax state and sums to group 0: its sums into group 0's tile, a slot a thread (the same gtid holds
