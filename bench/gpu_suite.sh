@@ -189,6 +189,8 @@
 #                 (moe_experts@IQ1_S) over that; each left out where no form is faster per op, each --expect the
 #                 probe's calls-weighted factor, each base diagnosed at 131072
 #     proofs_fp8  rungs_fp8's GPU tests alone (the fp8 attention's bits, graph, and its side-by-side record)
+#     probe_split the MLA split (one-group, twin) with its tile arithmetic, refills or tensor-core products left out
+#                 (bench/probes/split_anatomy.py): what binds it at 131072 rows
 #     proofs_twin rungs_twin's GPU tests alone (the twin split's bits, graph, its side-by-side record) and Nsight
 #                 Compute on the first launch of the one-group and the twin split
 #     rungs_twin  session 54's twin split (attention=cupy_splitk_bf16_twin_active_pdl) at 131072 after its GPU tests:
@@ -4176,6 +4178,10 @@ probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with
   run gpu-tests-l2-prefetch 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_cupy_l2_prefetch.py --junitxml="$R/gpu-tests-l2-prefetch.xml"
   run probe-l2-hot 300 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
+probe_split)  # decode lead (session 54): the MLA split (one-group and twin) with its tile arithmetic, its refills or its
+  # tensor-core products left out (source edits of attention.cu), each as 8 launches over two 131072-row caches in one
+  # graph (bench/probes/split_anatomy.py, ~40 s): whether its loads or its per-tile chain take its time
+  run probe-split-anatomy 150 python3 bench/probes/split_anatomy.py --out "$R/probe-split-anatomy.json" ;;
 probe_gateup)  # decode lead (session 43): the step's MoE gate/up kernel with its x staging, its dots or its weight
   # copies left out (source edits of gateup_q8_q4_k), each as 64 PDL launches over rotated routings in one graph
   # (bench/probes/gateup_anatomy.py, ~60 s): which part the kernel waits on

@@ -212,7 +212,8 @@ def test_the_pdl_form_gives_the_plain_twin_s_bits(lmax, pos, cuda, nan_scratch):
         caches.append(dev["cache"])
     torch.cuda.synchronize()
     assert torch.isfinite(outs[0].float()).all()
-    assert torch.equal(outs[0], outs[1]) and torch.equal(caches[0], caches[1])
+    assert torch.equal(outs[0], outs[1])
+    assert torch.equal(caches[0].view(torch.int16), caches[1].view(torch.int16))  # as bits: rows past pos are NaN
 
 
 @pytest.mark.gpu
