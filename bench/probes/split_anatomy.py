@@ -28,7 +28,8 @@ import sys
 
 ROWS = 131072
 CALLS = 8
-#: kernel -> (threads, the mma_tile call in its body, its refill statement)
+#: kernel -> (threads, the mma_tile call in its body, its refill statement); mla_split_bulk is the probe's own
+#: (split_bulk.cuh: mla_split_mma with each tile's rows fetched by bulk copies), compiled after attention.cu
 KERNELS = {
     "mla_split_mma": (256, "        mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});",
                       "            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, "
@@ -36,7 +37,13 @@ KERNELS = {
     "mla_split_twin": (512, "        mma_tile(sQ, sC, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, gtid, m_run, l_run, "
                             "oacc, sync);",
                        "            mma_load_rows(sC, cache, r0 + (i64)(it + 2) * MMA_BL, r1, gtid);"),
+    "mla_split_bulk": (256, "        mma_tile(sQ, sCb, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, tid, m_run, l_run, oacc, "
+                            "BlockSync{});",
+                       "        if (it + 1 < n_tiles) bulk_fetch(sC0, cache, it + 1, r0, r1, tid, bars);"),
 }
+#: the registered kernel whose partials each kernel's whole variant must give bit for bit (the bulk copies change no
+#: value: mla_split_mma's)
+SAME_AS = {"mla_split_mma": "mla_split_mma", "mla_split_twin": "mla_split_twin", "mla_split_bulk": "mla_split_mma"}
 #: part -> the statements mma_tile holds for it (every kernel's tile code), each left out
 TILE_EDITS = {
     "score mma": ("            mma_bf16(sacc[mt][0], a[mt], b[0], b[1]);\n"
@@ -48,8 +55,18 @@ VARIANTS = {"whole": (), "no tile": ("tile",), "no refill": ("refill",), "no sco
             "no pv mma": ("pv mma",), "no mma": ("score mma", "pv mma")}
 
 
+def probe_source(attention_cu: str) -> str:
+    """attention.cu's expanded text (`attention_cu`) with the probe's bulk-copy split (split_bulk.cuh) after it."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _cuda_source import expanded
+
+    return attention_cu + "\n" + expanded((Path(__file__).resolve().parent / "split_bulk.cuh").read_text())
+
+
 def edited_source(source: str, kernel: str, leave_out: tuple[str, ...]) -> str:
-    """attention.cu (expanded) with `kernel`'s parts in `leave_out` left out. Raises ValueError when a statement is not
+    """probe_source's text with `kernel`'s parts in `leave_out` left out. Raises ValueError when a statement is not
     found exactly once (the kernel has changed: the probe must be updated, not run on a guess)."""
     _, tile_call, refill = KERNELS[kernel]
     edits = {"tile": tile_call, "refill": refill, **TILE_EDITS}
@@ -94,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     part_m = torch.empty(splits, 1, 32, device=dev)
     part_l = torch.empty(splits, 1, 32, device=dev)
     part_acc = torch.empty(splits, 1, 32, 512, device=dev)
-    smem = {"mla_split_mma": MMA_SMEM_BYTES, "mla_split_twin": TW_SMEM_BYTES}
-    source = rt.expanded_source("attention.cu")
+    smem = {"mla_split_mma": MMA_SMEM_BYTES, "mla_split_twin": TW_SMEM_BYTES, "mla_split_bulk": MMA_SMEM_BYTES + 16}
+    source = probe_source(rt.expanded_source("attention.cu"))
     nbytes = ROWS * 576 * 2
 
     def launcher(fn, kernel: str):
@@ -118,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     results = {"rows": ROWS, "calls": CALLS, "replays": args.replays, "device": torch.cuda.get_device_name(dev),
                "blocks": splits, "kernels": {}}
     ok = True
+    wants = {k: partials(launcher(rt.kernel("attention.cu", k, idx), k)) for k in set(SAME_AS.values())}
     for kernel in KERNELS:
-        registered = launcher(rt.kernel("attention.cu", kernel, idx), kernel)
-        want = partials(registered)
+        want = wants[SAME_AS[kernel]]
         rows = results["kernels"][kernel] = {}
         whole = None
         for label, leave_out in VARIANTS.items():
