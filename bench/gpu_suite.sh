@@ -1002,6 +1002,17 @@
 #   On an H200, the IQ1_S step now against the H200's frontier there (317.4, session 43's step): decode131k-iq1s-now
 #   under the t2 registry, one arm. rungs_fp8 stays out of the plan until the split is restructured (its record:
 #   `pytest -m gpu tests/backends/test_cupy_attention_fp8.py -k side_by_side`).
+# Session 54 (bench/gpu-runs/2026-12-07-session54/README.md): two calls on an H100 between eight failed requests.
+# linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s_t2 WON at 131072 over the t2 experts step, x1.029 (442.5 -> 455.2 tok/s, row
+# 20261207-222717-010735). The twin split (attention=cupy_splitk_bf16_twin_active_pdl) passed its GPU tests and ties
+# per op (74.94 against 73.97 us at 131072), so rungs_twin would find no gain in its record. Next, any machine:
+#     SUITE_SKIP="probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_twin_pdl" \
+#         bash bench/gpu_lanes.sh 200 "proofs_twin probe_split" ""   # ~45 s warm: the fixed twin test, the split's parts
+#   and on an H200 the IQ1_S step now single-arm at 131072 (the H200's IQ1_S frontier is session 43's 317.4):
+#     sparkops bench decode --model /tmp/k48-iq1_s.gguf --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
+#         --registry /tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-q8_iq1s_t2.toml --graph A \
+#         --gate-depths 1,64,4096 --gate-golden /tmp/cuda-torch.toml --bench-dir /tmp/suite-bench --device cuda \
+#         --reuse-gate --fill-registry /tmp/cuda-bf16.toml --change "the IQ1_S step now ..."   # after the suite's install
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
