@@ -1,5 +1,6 @@
 """What the CuPy backend's GPU tests share: replaying a captured chain of PDL launches against the same work launched
-plainly (tests/backends/test_cupy_pdl.py, test_cupy_add_rmsnorm_router.py)."""
+plainly (tests/backends/test_cupy_pdl.py, test_cupy_add_rmsnorm_router.py), and the MLA attention tests' inputs on
+the device, NaN-filled scratch and error measure (test_cupy_attention_fp8.py, test_cupy_attention_twin.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Callable, Sequence
 
 import torch
 
+#: the device the GPU tests run on
+DEV = torch.device("cuda")
 _BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
@@ -43,3 +46,23 @@ def replays_match(capture: Callable[[], Sequence[torch.Tensor]], plain: Callable
                 assert torch.equal(_bits(o), _bits(want)), f"replay {replay}: output {i} differs from the plain run"
     finally:
         graph.reset()
+
+
+def on_device(args: dict) -> dict:
+    """A call's arguments with every tensor copied to the device (the CPU originals stay as they were)."""
+    return {k: v.clone().to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+
+
+def nan_scratch_in(monkeypatch, attention_module) -> None:
+    """The attention module's intermediate buffers (its `_scratch`) NaN-filled: a value read that no kernel wrote
+    shows in the output."""
+    monkeypatch.setattr(attention_module, "_scratch",
+                        lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype, device=device))
+
+
+def nmse(got: torch.Tensor, want: torch.Tensor) -> float:
+    """||got - want||^2 / ||want||^2 in float64 on the CPU; got must be finite (a NaN or Inf is an unwritten value or
+    a stale row read, never an error of size)."""
+    got = got.detach().double().cpu()
+    assert torch.isfinite(got).all(), "NaN/Inf in the output (an unwritten value or a stale row read)"
+    return float(((got - want) ** 2).sum() / (want ** 2).sum())

@@ -27,6 +27,7 @@ from sparkops.kvcache import FP8, to_cache
 from sparkops.plugins import load_catalog
 from sparkops_cupy import _runtime as rt
 from sparkops_cupy import attention as cu_attention  # importable without cupy
+from tests.backends.cupy_support import DEV, nan_scratch_in, nmse, on_device
 from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
 
 NAME = "cupy_splitk_fp8_deep_active_pdl"
@@ -160,9 +161,6 @@ def test_the_fp8_pdl_split_touches_no_global_memory_before_its_wait(tmp_path):
 
 # ---- on CUDA ---------------------------------------------------------------------------------------------------
 
-DEV = torch.device("cuda")
-
-
 @pytest.fixture
 def cuda():
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
@@ -170,9 +168,7 @@ def cuda():
 
 @pytest.fixture
 def nan_scratch(monkeypatch):
-    """The intermediate buffers NaN-filled: a value read that no kernel wrote shows in the output."""
-    monkeypatch.setattr(cu_attention, "_scratch",
-                        lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype, device=device))
+    nan_scratch_in(monkeypatch, cu_attention)
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
@@ -191,10 +187,6 @@ def _inputs(seed, lmax, pos, t=1, n=32, dn=128, r=64, lkv=512, dv=128, q_dtype=t
                 w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
 
 
-def _on_device(args):
-    return {k: v.clone().to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
-
-
 def _reference(q, latent, cache, pos, w_uk, w_uv, scale):
     """MLA over the cache's fp8 values decoded by torch (exactly), in float64 on the CPU: the new rows written, each
     query attending rows 0 .. pos + t (the rows past them, NaN codes, are never looked at)."""
@@ -211,12 +203,6 @@ def _reference(q, latent, cache, pos, w_uk, w_uv, scale):
         obar = torch.softmax(scores, dim=-1) @ seen[:, :lkv]
         out.append(torch.einsum("hvl,hl->hv", w_uv, obar))
     return torch.stack(out)
-
-
-def _nmse(got, want) -> float:
-    got = got.detach().double().cpu()
-    assert torch.isfinite(got).all(), "NaN/Inf in the output (an unwritten value or a stale row read)"
-    return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
 #: (lmax, pos, t, shape): the decode shape on the tensor-core split (a fresh cache, a tile's last row and the next
@@ -242,12 +228,12 @@ def test_the_fp8_forms_match_the_reference_on_the_same_fp8_values(lmax, pos, t, 
     want = _reference(**args)
     limit = rule_for("attention", "fp8_cache").limit / 10 if tensor_cores else rule_for("attention", "fp32").limit
     for fn in (cu_attention.attention_fp8_deep_active_pdl, cu_attention.attention_fp8):
-        dev = _on_device(args)
+        dev = on_device(args)
         assert cu_attention.uses_fp8_tensor_cores(t, shape["n"], shape["lkv"], shape["r"], dev["cache"]) == tensor_cores
         got = fn(**dev)
         torch.cuda.synchronize()
         assert got.dtype == q_dtype and got.shape == want.shape
-        assert _nmse(got, want) <= limit, fn.__name__
+        assert nmse(got, want) <= limit, fn.__name__
         written, before = _bytes(dev["cache"]), _bytes(args["cache"])
         assert torch.equal(written[pos:pos + t], _bytes(args["latent"])), "the new rows are not the latent's bytes"
         others = torch.ones(lmax, dtype=torch.bool)
@@ -266,7 +252,7 @@ def test_the_pdl_form_gives_the_plain_fp8_forms_bits(lmax, pos, t, dn, lkv, cuda
     args = _inputs(lmax + pos + t + dn + lkv, lmax, pos, t=t, dn=dn, lkv=lkv)
     outs, caches = [], []
     for fn in (cu_attention.attention_fp8, cu_attention.attention_fp8_deep_active_pdl):
-        dev = _on_device(args)
+        dev = on_device(args)
         outs.append(fn(**dev))
         caches.append(dev["cache"])
     torch.cuda.synchronize()
@@ -294,7 +280,7 @@ def test_every_fp8_code_reaches_the_output_exactly(t, cuda, nan_scratch):
                 pos=torch.tensor([pos]), w_uk=torch.randn(32, 128, 512), w_uv=w_uv, scale=192 ** -0.5)
     want = row[:512].view(FP8).float().view(32, 16)
     for fn in (cu_attention.attention_fp8_deep_active_pdl, cu_attention.attention_fp8):
-        dev = _on_device(args)
+        dev = on_device(args)
         got = fn(**dev).cpu()
         assert got.dtype == torch.float32
         for i in range(t):
@@ -312,7 +298,7 @@ def test_a_captured_call_replays_at_other_positions_as_the_eager_call(shape, cud
     args = _inputs(17, 9000, 0, **shape)
     args["cache"] = to_cache(torch.randn(9000, shape["lkv"] + shape["r"], generator=torch.Generator().manual_seed(18)),
                              FP8)  # a full history: each replay's rows before its position are real values
-    dev = _on_device(args)
+    dev = on_device(args)
     cache0 = dev["cache"].clone()
     fn(**dev)  # compiled outside the capture
     torch.cuda.synchronize()
@@ -338,7 +324,7 @@ def test_a_captured_call_replays_at_other_positions_as_the_eager_call(shape, cud
 
 @pytest.mark.gpu
 def test_the_refusals_on_cuda_tensors(cuda):
-    dev = _on_device(_inputs(3, 64, 5))
+    dev = on_device(_inputs(3, 64, 5))
     for form in ("attention", "attention_deep_active_pdl"):
         with pytest.raises(BadInput, match=f"attention={NAME}"):
             getattr(cu_attention, form)(**dev)
@@ -350,7 +336,7 @@ def test_the_refusals_on_cuda_tensors(cuda):
 @pytest.mark.gpu
 def test_a_position_past_the_cache_gives_nan_not_a_crash(cuda):
     args = _inputs(5, 64, 63)
-    dev = {**_on_device(args), "pos": torch.tensor([64], device=DEV)}  # writing row 64 of a 64-row cache
+    dev = {**on_device(args), "pos": torch.tensor([64], device=DEV)}  # writing row 64 of a 64-row cache
     out = cu_attention.attention_fp8_deep_active_pdl(**dev)
     assert torch.isnan(out.float()).all()
     assert torch.equal(_bytes(dev["cache"]), _bytes(args["cache"]))

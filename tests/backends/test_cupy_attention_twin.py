@@ -24,6 +24,7 @@ import torch
 from sparkops.gate.tolerances import rule_for
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
+from tests.backends.cupy_support import DEV, nan_scratch_in, nmse, on_device
 from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
 
 NAME = "cupy_splitk_bf16_twin_active_pdl"
@@ -100,9 +101,6 @@ def test_the_twin_pdl_split_touches_no_global_memory_before_its_wait(tmp_path):
 
 # ---- on CUDA ---------------------------------------------------------------------------------------------------
 
-DEV = torch.device("cuda")
-
-
 @pytest.fixture
 def cuda():
     pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
@@ -110,9 +108,7 @@ def cuda():
 
 @pytest.fixture
 def nan_scratch(monkeypatch):
-    """The intermediate buffers NaN-filled: a value read that no kernel wrote shows in the output."""
-    monkeypatch.setattr(cu_attention, "_scratch",
-                        lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype, device=device))
+    nan_scratch_in(monkeypatch, cu_attention)
 
 
 def _inputs(seed, lmax, pos, n=32, dn=128, r=64, lkv=512, dv=128):
@@ -127,10 +123,6 @@ def _inputs(seed, lmax, pos, n=32, dn=128, r=64, lkv=512, dv=128):
                 w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
 
 
-def _on_device(args):
-    return {k: v.clone().to(DEV) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
-
-
 def _reference(q, latent, cache, pos, w_uk, w_uv, scale):
     """MLA for one token at pos in float64 on the CPU: the new row written, rows 0 .. pos attended."""
     p0 = int(pos[0])
@@ -142,12 +134,6 @@ def _reference(q, latent, cache, pos, w_uk, w_uv, scale):
     scores = (qa @ seen[:, :lkv].T + q[:, dn:] @ seen[:, lkv:].T) * scale
     obar = torch.softmax(scores, dim=-1) @ seen[:, :lkv]
     return torch.einsum("hvl,hl->hv", w_uv, obar)[None]
-
-
-def _nmse(got, want) -> float:
-    got = got.detach().double().cpu()
-    assert torch.isfinite(got).all(), "NaN/Inf in the output (an unwritten value or a stale row read)"
-    return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
 def _tiles_a_slice(pos: int, slices: int = 132) -> int:
@@ -173,11 +159,11 @@ def test_the_twin_forms_match_the_reference(lmax, pos, cuda, nan_scratch):
     limit = rule_for("attention", "bf16").limit / 10
     for fn in (cu_attention.attention_twin_active_pdl, cu_attention.attention_twin_active,
                cu_attention.attention_deep_active_pdl):
-        dev = _on_device(args)
+        dev = on_device(args)
         got = fn(**dev)
         torch.cuda.synchronize()
         assert got.dtype == torch.bfloat16 and got.shape == want.shape
-        assert _nmse(got, want) <= limit, fn.__name__
+        assert nmse(got, want) <= limit, fn.__name__
         cache = dev["cache"].cpu()
         assert torch.equal(cache[pos], args["latent"][0]), "the new latent row was not written at pos"
         others = torch.ones(lmax, dtype=torch.bool)
@@ -192,7 +178,7 @@ def test_one_tile_a_slice_gives_the_one_group_split_s_bits(lmax, pos, cuda, nan_
     adds 0 x 0, which changes no bit. The twin form then gives the one-group form's bits."""
     assert _tiles_a_slice(pos) == 1
     args = _inputs(pos, lmax, pos)
-    outs = [fn(**_on_device(args)) for fn in (cu_attention.attention_deep_active_pdl,
+    outs = [fn(**on_device(args)) for fn in (cu_attention.attention_deep_active_pdl,
                                                cu_attention.attention_twin_active_pdl)]
     torch.cuda.synchronize()
     assert torch.isfinite(outs[0].float()).all()
@@ -207,7 +193,7 @@ def test_the_pdl_form_gives_the_plain_twin_s_bits(lmax, pos, cuda, nan_scratch):
     args = _inputs(lmax - pos, lmax, pos)
     outs, caches = [], []
     for fn in (cu_attention.attention_twin_active, cu_attention.attention_twin_active_pdl):
-        dev = _on_device(args)
+        dev = on_device(args)
         outs.append(fn(**dev))
         caches.append(dev["cache"])
     torch.cuda.synchronize()
@@ -224,7 +210,7 @@ def test_a_captured_call_replays_at_other_positions_as_the_eager_call(cuda, nan_
     fn = cu_attention.attention_twin_active_pdl
     args = _inputs(21, 20001, 0)
     args["cache"] = torch.randn(20001, 576, generator=torch.Generator().manual_seed(22)).to(torch.bfloat16)
-    dev = _on_device(args)
+    dev = on_device(args)
     cache0 = dev["cache"].clone()
     fn(**dev)  # compiled outside the capture
     torch.cuda.synchronize()
