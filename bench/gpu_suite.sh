@@ -1002,7 +1002,7 @@
 #   On an H200, the IQ1_S step now against the H200's frontier there (317.4, session 43's step): decode131k-iq1s-now
 #   under the t2 registry, one arm. rungs_fp8 stays out of the plan until the split is restructured (its record:
 #   `pytest -m gpu tests/backends/test_cupy_attention_fp8.py -k side_by_side`).
-# Session 54 (bench/gpu-runs/2026-12-07-session54/README.md): two calls on an H100 between eight failed requests.
+# Session 54 (bench/gpu-runs/2026-12-07-session54/README.md): two calls on an H100 between ten failed or refused requests.
 # linear@IQ1_S=cupy_rowwarp_pdl_q8_iq1s_t2 WON at 131072 over the t2 experts step, x1.029 (442.5 -> 455.2 tok/s, row
 # 20261207-222717-010735). The twin split (attention=cupy_splitk_bf16_twin_active_pdl) passed its GPU tests and ties
 # per op (74.94 against 73.97 us at 131072), so rungs_twin would find no gain in its record. Next, any machine:
