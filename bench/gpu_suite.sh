@@ -193,6 +193,10 @@
 #                 (bench/probes/split_anatomy.py): what binds it at 131072 rows
 #     proofs_twin rungs_twin's GPU tests alone (the twin split's bits, graph, its side-by-side record) and Nsight
 #                 Compute on the first launch of the one-group and the twin split
+#     proofs_bulk rungs_bulk's GPU tests alone (the bulk split's bits, graph, its side-by-side record) and Nsight
+#                 Compute on the first launch of the one-group and the bulk split
+#     rungs_bulk  session 54's bulk split (attention=cupy_splitk_bf16_bulk_active_pdl) at 131072 as rungs_twin, over
+#                 SUITE_BULK_IQ1S_BASE for the IQ1_S row
 #     rungs_twin  session 54's twin split (attention=cupy_splitk_bf16_twin_active_pdl) at 131072 after its GPU tests:
 #                 over the step now (Q4_K 48B), then over SUITE_TWIN_IQ1S_BASE (else the newest IQ1_S step), each
 #                 base diagnosed at 131072, --expect from the tests' side-by-side record (perop-attntwin; none: out)
@@ -1007,7 +1011,10 @@
 # 20261207-222717-010735). The twin split (attention=cupy_splitk_bf16_twin_active_pdl) passed its GPU tests and ties
 # per op (74.94 against 73.97 us at 131072), so rungs_twin would find no gain in its record. Next, any machine:
 #     SUITE_SKIP="probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_twin_pdl" \
-#         bash bench/gpu_lanes.sh 200 "proofs_twin probe_split" ""   # ~45 s warm: the fixed twin test, the split's parts
+#         bash bench/gpu_lanes.sh 240 "proofs_twin proofs_bulk probe_split" ""   # ~60 s warm: the fixed twin test, the
+#                                      # bulk split's first run and record, the splits' parts (probe_split)
+#   then, if the bulk split is faster per op: SUITE_BULK_IQ1S_BASE=/tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-\
+#   q8_iq1s_t2.toml (one path) bash bench/gpu_lanes.sh 570 "rungs_bulk" ""   # both pairs at 131072 (two calls)
 #   and on an H200 the IQ1_S step now single-arm at 131072 (the H200's IQ1_S frontier is session 43's 317.4):
 #     sparkops bench decode --model /tmp/k48-iq1_s.gguf --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
 #         --registry /tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-q8_iq1s_t2.toml --graph A \
@@ -1888,7 +1895,7 @@ attention_rungs() {
         --change "attention=$attn: $text, over $(basename $NOW_REG), one CUDA graph per step"
   else log "decode131k-$tag: left out (no Q4_K model, or the swap kept the step's attention: see swap-$tag)"; fi
   # the IQ1_S row (issue #10: >= 1000 tok/s at 131072, where the bf16 cache is half the step's bytes)
-  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -E -- '-(fp8|twin)\.toml$' \
+  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -E -- '-(fp8|twin|bulk)\.toml$' \
       | head -1)}
   [ -n "$base" ] && [ -f "$base" ] || { log "decode131k-iq1s-$tag: left out (no IQ1_S step on this machine)"; return 1; }
   local new=${base%.toml}-$tag.toml
@@ -1898,23 +1905,26 @@ attention_rungs() {
   iq1s_pair decode131k-iq1s-$tag iq1s-$tag-131k $base $new attention=$attn swap-iq1s-$tag \
       "attention=$attn: $text, over $(basename $base), one CUDA graph per step (IQ1_S mix)"
 }
-# the twin split's GPU tests (stage rungs_twin runs them first; proofs_twin alone), its side-by-side record
-# perop-attntwin-bfloat16.json kept on the machine for the rung's --expect, then Nsight Compute on the first launch of
-# each split (the one-group split's and the twin's, 32768 rows) where ncu runs
-proof_twin() {
-  run gpu-tests-twin 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k twin \
-      tests/backends/test_cupy_attention_twin.py tests/backends/test_cupy_kernels.py --junitxml="$R/gpu-tests-twin.xml"
-  [ -s "$DJ/perop-attntwin-bfloat16.json" ] && cp "$DJ/perop-attntwin-bfloat16.json" "$R/"
-  command -v ncu > /dev/null || { log "probe-ncu-twin: no ncu on this machine; nothing profiled"; return 0; }
-  local name
-  for name in mla_split_mma_pdl mla_split_twin_pdl; do
+# proof_attention TAG TESTFILE RECORD: an attention form's GPU tests (its file, and its case of test_cupy_kernels.py's
+# PDL chain, selected by -k TAG), its side-by-side record perop-RECORD-bfloat16.json kept on the machine for the rung's
+# --expect, then Nsight Compute on the first launch of the one-group split and of the form's own split (SPLIT below)
+# where ncu runs. Stages rungs_TAG run it first; proofs_TAG alone.
+proof_attention() {
+  local tag=$1 file=$2 record=$3 split=$4 name
+  run gpu-tests-$tag 180 env SPARKOPS_PEROP_DIR="$DJ" python3 -m pytest -q -rP -m gpu -p no:cacheprovider -k $tag \
+      tests/backends/$file tests/backends/test_cupy_kernels.py --junitxml="$R/gpu-tests-$tag.xml"
+  [ -s "$DJ/perop-$record-bfloat16.json" ] && cp "$DJ/perop-$record-bfloat16.json" "$R/"
+  command -v ncu > /dev/null || { log "probe-ncu-$tag: no ncu on this machine; nothing profiled"; return 0; }
+  for name in mla_split_mma_pdl $split; do
     run probe-ncu-$name 90 ncu --clock-control none --section SpeedOfLight --section Occupancy \
         --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
         -k "regex:$name\$" --launch-count 1 python3 -m pytest -q -m gpu -p no:cacheprovider -k side_by_side \
-        tests/backends/test_cupy_attention_twin.py
+        tests/backends/$file
   done
   return 0
 }
+proof_twin() { proof_attention twin test_cupy_attention_twin.py attntwin mla_split_twin_pdl; }
+proof_bulk() { proof_attention bulk test_cupy_attention_bulk.py attnbulk mla_split_bulk_pdl; }
 # the fp8 attention's GPU tests (stage rungs_fp8 runs them first; proofs_fp8 alone, e.g. in a cheap call), its
 # side-by-side record perop-attnfp8-bfloat16.json kept on the machine for the rung's --expect
 proof_fp8() {
@@ -4781,6 +4791,16 @@ rungs_fp8)  # session 53: the MLA cache in float8_e4m3fn (sparkops/kvcache.py), 
   ;;
 proofs_twin)  # session 54: the twin split's GPU tests alone (rungs_twin's first step): bits, graph, the side-by-side
   proof_twin ;;
+proofs_bulk)  # session 54: the bulk split's GPU tests alone (rungs_bulk's first step): bits, graph, the side-by-side
+  proof_bulk ;;
+rungs_bulk)  # session 54: attention=cupy_splitk_bf16_bulk_active_pdl (mla_split_bulk: each tile by one bulk copy a row,
+  # the one-group split's bits; written without a GPU): its GPU tests, then the pairs at 131072 on both mixes as
+  # rungs_twin's (SUITE_BULK_IQ1S_BASE names the IQ1_S base), from the tests' side-by-side record (perop-attnbulk)
+  proof_bulk
+  attention_rungs bulk cupy_splitk_bf16_bulk_active_pdl attnbulk "" "" \
+      "the bulk split (each tile's rows by the copy engine, one bulk copy a row)" "${SUITE_BULK_IQ1S_BASE:-}" \
+    || continue
+  ;;
 rungs_twin)  # session 54: attention=cupy_splitk_bf16_twin_active_pdl (mla_split_twin: two groups of 8 warps a block,
   # each streaming its own tiles; written without a GPU): its GPU tests, then one two-arm row at 131072 on the Q4_K
   # 48B over the step now and one on the IQ1_S 48B over SUITE_TWIN_IQ1S_BASE (else the newest IQ1_S step on the

@@ -2,20 +2,21 @@
 ledger row (bench/GPU-PROBES.md keeps what it showed).
 
 Why. GPU session 53 measured the one-group tensor-core split (mla_split_mma, one block of 8 warps an SM) at ~74 µs a
-layer for 151 MB (68% of an H100's measured read ceiling) and found halving its bytes (an fp8 cache) gained x1.02;
-session 54's twin split (two groups of 8 warps a block, each streaming its own tiles) ran at the same speed with twice
-the warps, each warp's cycles between issues doubled (Nsight Compute). Neither the tensor pipe (~21%) nor shared
-memory (~45%) nor DRAM (~50%) is full. Whether the next form should move the loads (bulk copies: the tensor memory
-accelerator, fewer requests a byte) or the arithmetic depends on which part alone takes the kernel's time.
+layer for 151 MB (68% of an H100's measured read ceiling) and found halving its bytes (an fp8 cache) gained x1.02.
+Session 54's twin split (two groups of 8 warps a block, each streaming its own tiles) ran at the same speed with twice
+the warps, each warp's cycles between issues doubled (Nsight Compute), while neither the tensor pipe (~21%), shared
+memory (~45%) nor DRAM (~50%) was full. Whether the next form should move the loads or the arithmetic depends on which
+part alone takes the kernel's time; session 54's bulk split (mla_split_bulk: each tile by 64 bulk copies, the copy
+engine's, instead of 4608 cp.async) is the loads moved.
 
-How. Each kernel (mla_split_mma and mla_split_twin, plain launches) is compiled again with parts of its body left out
-by textual edits of attention.cu (each edit must match exactly once, or the probe stops): "tile" (the call of
-mma_tile: the loads, waits and barriers only), "refill" (the copies of every tile after each group's first: the
-arithmetic over a tile already in shared memory), "score mma" and "pv mma" (the tensor-core products of the scores and
-of P.C; their shared-memory loads stay). A variant's time less the whole kernel's is what that part adds when the
+How. Each kernel (mla_split_mma, mla_split_twin and mla_split_bulk, plain launches) is compiled again with parts of its
+body left out by textual edits of attention.cu (each edit must match exactly once, or the probe stops): "tile" (the
+call of mma_tile: the loads, waits and barriers only), "refill" (the copies of every tile after each group's first:
+the arithmetic over a tile already in shared memory), "score mma" and "pv mma" (the tensor-core products of the scores
+and of P.C; their shared-memory loads stay). A variant's time less the whole kernel's is what that part adds when the
 kernel runs alone; the parts overlap, so they need not sum. Each is timed as CALLS launches in one CUDA graph over two
-131072-row bf16 caches in turn (151 MB each, past the L2), the median of the replays. The whole variants' partials are
-checked bitwise against the registered kernels' on the same call.
+131072-row bf16 caches in turn (151 MB each, past the L2), the median of the replays. The whole variants' partials
+are checked bitwise against the registered kernels' on the same call (the bulk split's against mla_split_mma's).
 
     python3 bench/probes/split_anatomy.py --out probe.json [--replays 20]
 """
@@ -28,8 +29,8 @@ import sys
 
 ROWS = 131072
 CALLS = 8
-#: kernel -> (threads, the mma_tile call in its body, its refill statement); mla_split_bulk is the probe's own
-#: (split_bulk.cuh: mla_split_mma with each tile's rows fetched by bulk copies), compiled after attention.cu
+#: kernel -> (threads, the mma_tile call in its body, its refill statement); mla_split_bulk is mla_split_mma with each
+#: tile's rows fetched by bulk copies (attention=cupy_splitk_bf16_bulk_active_pdl)
 KERNELS = {
     "mla_split_mma": (256, "        mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});",
                       "            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, "
@@ -55,18 +56,8 @@ VARIANTS = {"whole": (), "no tile": ("tile",), "no refill": ("refill",), "no sco
             "no pv mma": ("pv mma",), "no mma": ("score mma", "pv mma")}
 
 
-def probe_source(attention_cu: str) -> str:
-    """attention.cu's expanded text (`attention_cu`) with the probe's bulk-copy split (split_bulk.cuh) after it."""
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _cuda_source import expanded
-
-    return attention_cu + "\n" + expanded((Path(__file__).resolve().parent / "split_bulk.cuh").read_text())
-
-
 def edited_source(source: str, kernel: str, leave_out: tuple[str, ...]) -> str:
-    """probe_source's text with `kernel`'s parts in `leave_out` left out. Raises ValueError when a statement is not
+    """attention.cu (expanded) with `kernel`'s parts in `leave_out` left out. Raises ValueError when a statement is not
     found exactly once (the kernel has changed: the probe must be updated, not run on a guess)."""
     _, tile_call, refill = KERNELS[kernel]
     edits = {"tile": tile_call, "refill": refill, **TILE_EDITS}
@@ -98,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import cupy
     from sparkops_cupy import _runtime as rt
-    from sparkops_cupy.attention import MMA_SMEM_BYTES, TW_SMEM_BYTES
+    from sparkops_cupy.attention import BULK_SMEM_BYTES, MMA_SMEM_BYTES, TW_SMEM_BYTES
     from sparkops_triton._workloads import time_thunks
 
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -111,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     part_m = torch.empty(splits, 1, 32, device=dev)
     part_l = torch.empty(splits, 1, 32, device=dev)
     part_acc = torch.empty(splits, 1, 32, 512, device=dev)
-    smem = {"mla_split_mma": MMA_SMEM_BYTES, "mla_split_twin": TW_SMEM_BYTES, "mla_split_bulk": MMA_SMEM_BYTES + 16}
-    source = probe_source(rt.expanded_source("attention.cu"))
+    smem = {"mla_split_mma": MMA_SMEM_BYTES, "mla_split_twin": TW_SMEM_BYTES, "mla_split_bulk": BULK_SMEM_BYTES}
+    source = rt.expanded_source("attention.cu")
     nbytes = ROWS * 576 * 2
 
     def launcher(fn, kernel: str):

@@ -28,7 +28,12 @@ cache, and this one any other.
 (`mla_split_twin`): 16 warps a block in two groups of 8, each streaming its own tiles with its own barrier, so that one
 group's loads and barriers overlap the other's MMAs. GPU session 53 found the one-group split latency-bound (50% of
 DRAM, one block of 8 warps an SM). Its partials are merged once more inside the block, so it claims the bf16 tolerance,
-not bit-identity.
+not bit-identity. GPU session 54 (H100): it ties, 74.94 against 73.97 µs a layer at 131072 rows.
+
+`attention_bulk_active_pdl` (cupy_splitk_bf16_bulk_active_pdl) is `attention_deep_active_pdl` with the bulk split
+(`mla_split_bulk`): each 64-row tile fetched by one bulk copy a row (the copy engine, on an mbarrier) instead of the
+threads' 4608 16-byte cp.async, which share the load/store pipeline with the tile's ldmatrix loads. The same tiles and
+arithmetic: the one-group split's bits.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ MMA_SMEM_BYTES = 32 * 584 * 2 + 2 * 64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2
 #: shared memory of mla_split_twin: the queries, then two groups' one-stage tile, score halves, probabilities and rescales
 #: (mirrors TW_SMEM_BYTES in attention.cu; 231168 bytes of the 232448 an sm_90 block may opt into)
 TW_SMEM_BYTES = 32 * 584 * 2 + 2 * (64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4)
+#: shared memory of mla_split_bulk: mla_split_mma's and its two stages' mbarriers (mirrors BULK_SMEM_BYTES)
+BULK_SMEM_BYTES = MMA_SMEM_BYTES + 16
 #: the generic split keeps Lkv / 32 accumulators per lane and the query row in shared memory
 MAX_LKV, MAX_ROW = 512, 1024
 #: the Dn mla_absorb_deep and the Lkv mla_up_deep are built for (Kimi-Linear's): a thread's Dn / 4 weights, a lane's
@@ -183,6 +190,22 @@ def attention_twin_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, twin=True)
 
 
+def attention_bulk_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_deep_active_pdl` with the bulk split at the tensor-core shape (mla_split_bulk_pdl: warp 0 fetches
+    each tile by one cp.async.bulk a row, 64 a tile, where mla_split_mma's threads issue 4608 16-byte cp.async; the
+    same stages, tiles and arithmetic, so the same bits). Why: neither the twin split's extra warps (GPU session 54)
+    nor an fp8 cache's halved bytes (session 53) moved the split, whose warps all wait on one shared pipeline; the
+    tile loads are the part of that pipeline's work the copy engine can take. Its stated policy: the deep PDL form's,
+    and a cache whose rows do not start on 16 bytes (a bulk copy's alignment) takes the one-group split
+    (`bulk_passes`)."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, bulk=True)
+
+
+def bulk_fits(cache: torch.Tensor) -> bool:
+    """Whether the bulk split can copy `cache`'s rows: each starts on 16 bytes (its base does; a row is 1152 bytes)."""
+    return cache.data_ptr() % 16 == 0
+
+
 def attention_twin_active(q, latent, cache, pos, w_uk, w_uv, scale):
     """The twin split with the plain absorb, combine and up projection, every kernel launched plainly. Not registered:
     the twin form's plain sibling, whose bits `attention_twin_active_pdl` must give (the deep kernels and PDL change no
@@ -200,11 +223,12 @@ def twin_fits(device: torch.device) -> bool:
 
 
 def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False,
-               fp8: str | None = None, twin: bool = False):
+               fp8: str | None = None, twin: bool = False, bulk: bool = False):
     """The four launches. `deep`: the deep absorb / combine / up kernels where built for the shape; `pdl` (with deep):
     each of those and the tensor-core split in its PDL form, launched with programmatic dependent launch. `fp8`: the
     name of an fp8 form (its cache and latent float8_e4m3fn, its split the fp8 one), None for the others. `twin`: the
-    tensor-core split in its two-group form (mla_split_twin) where the device's blocks have its shared memory."""
+    tensor-core split in its two-group form (mla_split_twin) where the device's blocks have its shared memory. `bulk`:
+    the tensor-core split fetching its tiles by bulk copies (mla_split_bulk) where the cache's rows start on 16 bytes."""
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -262,11 +286,12 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     part_acc = _scratch((splits, t, n, lkv), torch.float32, dev)
     if mma:
         two = twin and fp8 is None and twin_fits(dev)
-        split = "mla_split_twin" if two else "mla_split_mma_fp8" if fp8 is not None else "mla_split_mma"
+        by_bulk = bulk and fp8 is None and bulk_fits(cache) and rt.max_shared_memory(idx) >= BULK_SMEM_BYTES
+        split, smem = ("mla_split_twin", TW_SMEM_BYTES) if two else ("mla_split_bulk", BULK_SMEM_BYTES) if by_bulk \
+            else ("mla_split_mma_fp8" if fp8 is not None else "mla_split_mma", MMA_SMEM_BYTES)
         rt.launch("attention.cu", split + "_pdl" if pdl else split, dev, (splits,), (512 if two else 256,),
                   (rt.ptr(qa), rt.ptr(cache), rt.ptr(pos), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l),
-                   rt.ptr(part_acc), rt.i32(int(skip_empty))), shared_mem=TW_SMEM_BYTES if two else MMA_SMEM_BYTES,
-                  pdl=pdl)
+                   rt.ptr(part_acc), rt.i32(int(skip_empty))), shared_mem=smem, pdl=pdl)
     else:
         rt.launch("attention.cu", "mla_split_generic_fp8" if fp8 is not None else "mla_split_generic", dev,
                   (splits, n, t), (128,),

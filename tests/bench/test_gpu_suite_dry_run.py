@@ -4362,6 +4362,27 @@ def test_rungs_twin_times_both_mixes_from_the_record_over_the_named_iq1s_step(tm
         assert any(c.startswith("diagnose") and "--depth 131072" in c and f"--registry {reg} " in c for c in calls)
 
 
+def test_rungs_bulk_times_the_bulk_split_from_its_record(tmp_path):
+    """The bulk split's GPU tests (its file and its PDL chain case, -k bulk), then from its record the Q4_K pair over
+    the step now; the IQ1_S row waits for an IQ1_S step (none here, and no twin or fp8 registry taken for one)."""
+    machine = tmp_path / "machine"
+    diag = machine / "suite-diag"
+    diag.mkdir(parents=True)
+    (diag / "perop-attnbulk-bfloat16.json").write_text(json.dumps(
+        {"title": "t", "per_token_seconds": {"cupy_splitk_bf16_deep_active_pdl": 5e-4,
+                                             "cupy_splitk_bf16_bulk_active_pdl": 2.5e-4}}))
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_bulk", extra_env=env)
+    assert re.search(r"gpu-tests-bulk \(limit \d+s\): .*-k bulk tests/backends/test_cupy_attention_bulk.py "
+                     r"tests/backends/test_cupy_kernels.py", log)
+    assert "rungs_bulk: attention=2.000 from perop-attnbulk-bfloat16.json" in log
+    bench = [c for c in calls if c.startswith("bench decode")]
+    base, bulk = machine / "cuda-s22-all.toml", machine / "cuda-s22-all-bulk.toml"
+    assert len(bench) == 1 and f"--registry {base} --vs {bulk} " in bench[0] and "--expect attention=2.000" in bench[0]
+    assert any(c.startswith("swap") and "attention=cupy_splitk_bf16_bulk_active_pdl" in c for c in calls)
+    assert "decode131k-iq1s-bulk: left out (no IQ1_S step on this machine)" in log
+
+
 def test_rungs_fp8_leaves_its_rows_out_when_its_gpu_tests_fail(tmp_path):
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
            "STUB_FAIL_MATCH": "test_cupy_attention_fp8"}

@@ -20,8 +20,7 @@ def _source() -> str:
 
 
 def test_every_variant_leaves_out_its_parts_and_only_them():
-    probe = load_probe("split_anatomy")
-    src = probe.probe_source(_source())
+    probe, src = load_probe("split_anatomy"), _source()
     assert probe.edited_source(src, "mla_split_mma", ()) == src
     for kernel, (_, tile_call, refill) in probe.KERNELS.items():
         assert f"void __launch_bounds__({probe.KERNELS[kernel][0]}, 1) {kernel}(" in src
@@ -35,8 +34,7 @@ def test_every_variant_leaves_out_its_parts_and_only_them():
 
 
 def test_a_source_the_kernels_no_longer_match_is_refused_by_name():
-    probe = load_probe("split_anatomy")
-    src = probe.probe_source(_source())
+    probe, src = load_probe("split_anatomy"), _source()
     _, tile_call, _ = probe.KERNELS["mla_split_twin"]
     with pytest.raises(ValueError, match="the tile statement of mla_split_twin appears 0 times"):
         probe.edited_source(src.replace(tile_call, tile_call.replace("gtid", "tid")), "mla_split_twin", ("tile",))
@@ -44,8 +42,7 @@ def test_a_source_the_kernels_no_longer_match_is_refused_by_name():
 
 def test_the_edited_sources_compile(tmp_path):
     nvcc, _ = tools()
-    probe = load_probe("split_anatomy")
-    src = probe.probe_source(_source())
+    probe, src = load_probe("split_anatomy"), _source()
     for label in ("whole", "no tile", "no refill", "no mma"):
         for kernel in probe.KERNELS:
             path = tmp_path / f"{kernel}-{label.replace(' ', '_')}.cu"

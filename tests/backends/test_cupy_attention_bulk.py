@@ -1,0 +1,215 @@
+"""attention=cupy_splitk_bf16_bulk_active_pdl: the CuPy MLA attention with the bulk split.
+
+The bulk split (kernels/attention.cu, mla_split_bulk) is mla_split_mma with each 64-row tile fetched by one bulk copy
+a row (cp.async.bulk, kernels/bulk_copy.cuh, completing on the stage's mbarrier) where mla_split_mma's threads issue
+4608 16-byte cp.async; the rows past the slice's end are zeroed in shared memory. The same stages, tiles and
+arithmetic, so it claims the one-group split's bits.
+
+On the CPU: the registration and its claim, the shared memory, the stated policy (a cache whose rows do not start on
+16 bytes takes the one-group split), and the compiled kernels (nvcc: no stack, no spills; the bulk copies in the SASS;
+the PDL split touches no global memory and starts no copy before its wait). On CUDA (skipped with the reason without a
+device or CuPy): the one-group form's bits at one to sixteen tiles a slice with partial last tiles, rows past pos NaN
+and NaN-filled scratch; the same through the policy's misaligned cache; a captured call replayed at other positions;
+and the side-by-side record against the one-group form.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from sparkops.plugins import load_catalog
+from sparkops_cupy import attention as cu_attention  # importable without cupy
+from tests.backends.cupy_support import DEV, nan_scratch_in, on_device
+from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
+
+NAME = "cupy_splitk_bf16_bulk_active_pdl"
+BULK_KERNELS = ("mla_split_bulk", "mla_split_bulk_pdl")
+
+
+# ---- on the CPU ------------------------------------------------------------------------------------------------
+
+def test_the_bulk_form_is_registered_with_the_one_group_split_s_bits():
+    impl = load_catalog().get("attention", NAME)
+    assert impl.backend == "cupy" and impl.devices == ("cuda",)
+    assert impl.claim.kind == "bit_identical" and impl.claim.to == "cupy_splitk_bf16"
+    assert impl.resolve() is cu_attention.attention_bulk_active_pdl
+    assert {"attention.py", "attention.cu", "common.cuh", "bulk_copy.cuh", "_runtime.py", "_pdl.py"} <= {
+        p.name for p in impl.source_files()}
+    assert impl.policy_name == "sparkops_cupy._policies:attention_bulk_pdl_passes"
+
+
+def test_the_bulk_split_fits_a_hopper_block():
+    """mla_split_mma's layout and two 8-byte mbarriers after it."""
+    assert cu_attention.BULK_SMEM_BYTES == cu_attention.MMA_SMEM_BYTES + 16 == 209040 <= 232448
+
+
+def _args(t=1, cache=None):
+    cache = torch.zeros(64, 576, dtype=torch.bfloat16) if cache is None else cache
+    return dict(q=torch.zeros(t, 32, 192, dtype=torch.bfloat16), latent=torch.zeros(t, 576, dtype=torch.bfloat16),
+                cache=cache, pos=torch.tensor([0]), w_uk=torch.zeros(32, 128, 512), w_uv=torch.zeros(32, 128, 512),
+                scale=1.0)
+
+
+def test_the_policy_names_the_one_group_split_for_a_misaligned_cache():
+    from sparkops_cupy._policies import attention_bulk_pdl_passes
+
+    assert attention_bulk_pdl_passes(**_args()) is None
+    offset = torch.zeros(64 * 576 + 4, dtype=torch.bfloat16)[4:].view(64, 576)  # 8 bytes off a 16-byte boundary
+    assert offset.data_ptr() % 16 == 8 and not cu_attention.bulk_fits(offset)
+    said = attention_bulk_pdl_passes(**_args(cache=offset))
+    assert "one-group split (mla_split_mma_pdl)" in said and "16 bytes" in said
+    said = attention_bulk_pdl_passes(**_args(t=3))
+    assert said.startswith("launched plainly") and "mla_split_generic" in said and "one-group" not in said
+
+
+def test_the_bulk_kernels_compile_without_stack_or_spills(tmp_path):
+    nvcc, _ = tools()
+    code, report, _ = nvcc_compile(KERNEL_DIR / "attention.cu", tmp_path, nvcc)
+    assert code == 0, report
+    props = dict(re.findall(r"Function properties for (\w+)\s*\n\s*(\d+ bytes stack frame, \d+ bytes spill stores, "
+                            r"\d+ bytes spill loads)", report))
+    for name in BULK_KERNELS:
+        assert props.get(name) == "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", (name, props)
+
+
+def test_the_bulk_pdl_split_copies_nothing_before_its_wait(tmp_path):
+    """mla_split_bulk_pdl reads pos, starts the queries' cp.async (LDGSTS) and the tiles' bulk copies (UBLKCP) and
+    sets up its mbarriers (SYNCS) only after griddepcontrol.wait (ACQBULK), on every path; both bulk kernels copy by
+    UBLKCP and wait on the mbarrier's phase."""
+    functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
+    fn = functions["mla_split_bulk_pdl"]
+    assert fn.waits
+    touches = fn.before_wait(lambda ins: ins.opcode.startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST.", "UBLKCP",
+                                                                 "SYNCS")))
+    assert touches == [], [f"{i.opcode} at {i.address:#x}" for i in touches]
+    for name in BULK_KERNELS:
+        ops = [i.opcode for i in functions[name].instructions]
+        assert any(o.startswith("UBLKCP") for o in ops) and any(o.startswith("SYNCS.PHASECHK") for o in ops), name
+    assert not any(i.opcode.startswith("UBLKCP") for i in functions["mla_split_mma"].instructions)
+
+
+# ---- on CUDA ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def cuda():
+    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
+
+
+@pytest.fixture
+def nan_scratch(monkeypatch):
+    nan_scratch_in(monkeypatch, cu_attention)
+
+
+def _inputs(seed, lmax, pos):
+    """One token at pos over a bf16 cache whose rows pos.. are NaN (the new row must be written before it is read,
+    the later ones never read: a bulk copy of a row past the slice would put NaN into P.C)."""
+    g = torch.Generator().manual_seed(seed)
+    cache = torch.randn(lmax, 576, generator=g).to(torch.bfloat16)
+    cache[pos:] = float("nan")
+    return dict(q=torch.randn(1, 32, 192, generator=g).to(torch.bfloat16),
+                latent=torch.randn(1, 576, generator=g).to(torch.bfloat16), cache=cache, pos=torch.tensor([pos]),
+                w_uk=torch.randn(32, 128, 512, generator=g) * 512 ** -0.5,
+                w_uv=torch.randn(32, 128, 512, generator=g) * 512 ** -0.5, scale=192 ** -0.5)
+
+
+#: (lmax, pos): a fresh cache; a tile's last row and the next tile's first; one, two, three and five tiles a slice,
+#: each slice's last tile partial somewhere; the 48B's longest context (16 tiles a slice)
+CASES = [(200, 0), (200, 63), (200, 64), (9000, 8191), (13000, 12000), (20001, 20000), (40000, 39999),
+         (131072, 131071)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lmax,pos", CASES, ids=[f"L{lmax}-pos{pos}" for lmax, pos in CASES])
+def test_the_bulk_form_gives_the_one_group_form_s_bits(lmax, pos, cuda, nan_scratch):
+    """The output and the written cache bitwise those of cupy_splitk_bf16_deep_active_pdl (the one-group split, the
+    step's) and of the plain cupy_splitk_bf16 (its claim's target)."""
+    args = _inputs(lmax + pos, lmax, pos)
+    outs, caches = [], []
+    for fn in (cu_attention.attention, cu_attention.attention_deep_active_pdl, cu_attention.attention_bulk_active_pdl):
+        dev = on_device(args)
+        outs.append(fn(**dev))
+        caches.append(dev["cache"])
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0].float()).all()
+    for o, c in zip(outs[1:], caches[1:]):
+        assert torch.equal(o.view(torch.int16), outs[0].view(torch.int16))
+        assert torch.equal(c.view(torch.int16), caches[0].view(torch.int16))
+
+
+@pytest.mark.gpu
+def test_a_misaligned_cache_takes_the_one_group_split_with_the_same_bits(cuda, nan_scratch):
+    """The stated policy on the device: a cache view 8 bytes off a 16-byte boundary runs mla_split_mma_pdl, bitwise
+    the plain form."""
+    args = _inputs(7, 9000, 8500)
+    outs = []
+    for fn in (cu_attention.attention, cu_attention.attention_bulk_active_pdl):
+        dev = on_device(args)
+        flat = torch.empty(9000 * 576 + 4, dtype=torch.bfloat16, device=DEV)
+        dev["cache"] = flat[4:].view(9000, 576)
+        dev["cache"].copy_(args["cache"].to(DEV))
+        assert dev["cache"].data_ptr() % 16 == 8
+        outs.append(fn(**dev))
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0].float()).all() and torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.gpu
+def test_a_captured_call_replays_at_other_positions_as_the_eager_call(cuda, nan_scratch):
+    """One captured call, replayed at positions with 0 to 3 tiles a slice (the mbarriers' phases start afresh each
+    launch): the output and the cache of the plain form's eager call there."""
+    fn = cu_attention.attention_bulk_active_pdl
+    args = _inputs(31, 20001, 0)
+    args["cache"] = torch.randn(20001, 576, generator=torch.Generator().manual_seed(32)).to(torch.bfloat16)
+    dev = on_device(args)
+    cache0 = dev["cache"].clone()
+    fn(**dev)  # compiled outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(**dev)
+    try:
+        for p in (63, 12000, 500, 20000):
+            dev["cache"].copy_(cache0)
+            dev["pos"].fill_(p)
+            graph.replay()
+            torch.cuda.synchronize()
+            got, got_cache = out.clone(), dev["cache"].clone()
+            dev["cache"].copy_(cache0)
+            want = cu_attention.attention(**dev)
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all(), p
+            assert torch.equal(got, want), p
+            assert torch.equal(got_cache, dev["cache"]), p
+    finally:
+        graph.reset()  # a failed assertion must not leave the graph to be freed inside the next test's capture
+
+
+@pytest.mark.gpu
+def test_the_bulk_form_side_by_side_with_the_one_group_one(cuda):
+    """The rung's per-op evidence: one token's MLA decode at the 48B's shape on a bf16 cache under the step's
+    cupy_splitk_bf16_deep_active_pdl and under the bulk form, each in one CUDA graph, at 32768 and 131072 rows in use;
+    the 131072 sums written to perop-attnbulk-bfloat16.json with SPARKOPS_PEROP_DIR set (a rung's --expect)."""
+    from sparkops.bench.perop import write_record
+    from sparkops.config import load_preset
+    from sparkops_cupy._workloads import attention_workload, time_op
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(k != "kda" for k in cfg.layer_kinds)
+    cat = load_catalog()
+    for context in (32768, 131072):
+        times, rows = {}, []
+        for name in ("cupy_splitk_bf16_deep_active_pdl", NAME):
+            w = attention_workload(cfg, context)
+            sets, nbytes = w.build(DEV, 11)
+            times[name] = t = time_op("attention", cat.get("attention", name).resolve(), sets, nbytes)
+            assert t.mode == "graph", (name, t.mode)
+            rows.append(f"{name} on {w.label}: {t.seconds * 1e6:7.2f} us ({t.bandwidth / 1e9:.0f} GB/s), "
+                        f"{layers * t.seconds * 1e6:.0f} us a token")
+            del sets
+        print(f"\nattention, one token at {context} rows:\n  " + "\n  ".join(rows))
+        if context == 131072:
+            write_record("attnbulk-bfloat16", f"MLA decode L={context}, one-group split: cp.async vs bulk copies",
+                         {n: layers * t.seconds for n, t in times.items()}, rows=rows)
