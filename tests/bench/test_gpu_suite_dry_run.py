@@ -4383,6 +4383,18 @@ def test_rungs_bulk_times_the_bulk_split_from_its_record(tmp_path):
     assert "decode131k-iq1s-bulk: left out (no IQ1_S step on this machine)" in log
 
 
+def test_session_54_s_plan_runs_both_splits_tests_and_the_probe_and_nothing_else(tmp_path):
+    """The next call's plan: the twin's and the bulk split's GPU tests (each file with its PDL chain case) and
+    probe_split, no model, registry or pair."""
+    env = {"STUB_PYTEST_SECONDS": "0", "SUITE_SKIP": "probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_twin_pdl"}
+    log, calls = _suite(tmp_path, "proofs_twin", "proofs_bulk", "probe_split", extra_env=env)
+    for tag in ("twin", "bulk"):
+        assert re.search(rf"gpu-tests-{tag} \(limit \d+s\): .*-k {tag} tests/backends/test_cupy_attention_{tag}.py",
+                         log)
+    assert "bench/probes/split_anatomy.py --out" in log and "probe-split-anatomy.json" in log
+    assert not any(c.startswith(("bench", "swap", "diagnose", "synth")) for c in calls), calls
+
+
 def test_rungs_fp8_leaves_its_rows_out_when_its_gpu_tests_fail(tmp_path):
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
            "STUB_FAIL_MATCH": "test_cupy_attention_fp8"}
