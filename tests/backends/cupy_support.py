@@ -66,3 +66,59 @@ def nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     got = got.detach().double().cpu()
     assert torch.isfinite(got).all(), "NaN/Inf in the output (an unwritten value or a stale row read)"
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
+
+
+def mla_replays_match(fn: Callable, want_fn: Callable, dev: dict, positions: Sequence[int]) -> None:
+    """One call of the MLA attention `fn` on the device arguments `dev` captured in a CUDA graph, then replayed at each
+    position: its output and written cache bitwise those of `want_fn` called eagerly there on the same cache (the
+    position is read on the device; the empty slices, and each group's tiles, are decided from it)."""
+    cache0 = dev["cache"].clone()
+    fn(**dev)  # compiled outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(**dev)
+    try:
+        for p in positions:
+            dev["cache"].copy_(cache0)
+            dev["pos"].fill_(p)
+            graph.replay()
+            torch.cuda.synchronize()
+            got, got_cache = out.clone(), _bits(dev["cache"]).clone()
+            dev["cache"].copy_(cache0)
+            want = want_fn(**dev)
+            torch.cuda.synchronize()
+            assert torch.isfinite(want.float()).all(), p
+            assert torch.equal(got, want), p
+            assert torch.equal(got_cache, _bits(dev["cache"])), p
+    finally:
+        graph.reset()  # a failed assertion must not leave the graph to be freed inside the next test's capture
+
+
+def mla_side_by_side(forms: dict, record: str, title: str) -> None:
+    """The attention forms `forms` (name -> the cache dtype it reads) timed on one token's MLA decode at the 48B's
+    shape, each in one CUDA graph (plugins/sparkops_cupy/_workloads.py), at 32768 and 131072 rows in use; printed per
+    layer and per token (x the MLA layers) with each form's read bandwidth; the 131072 sums written as perop-RECORD
+    (`record`) with SPARKOPS_PEROP_DIR set, a rung's --expect. Asserted: each was captured."""
+    from sparkops.bench.perop import write_record
+    from sparkops.config import load_preset
+    from sparkops.plugins import load_catalog
+    from sparkops_cupy._workloads import attention_workload, time_op
+
+    cfg = load_preset("kimi-linear-48b-a3b")
+    layers = sum(k != "kda" for k in cfg.layer_kinds)
+    cat = load_catalog()
+    for context in (32768, 131072):
+        times, rows = {}, []
+        for name, cache_dtype in forms.items():
+            w = attention_workload(cfg, context, cache_dtype=cache_dtype)
+            sets, nbytes = w.build(DEV, 11)
+            times[name] = t = time_op("attention", cat.get("attention", name).resolve(), sets, nbytes)
+            assert t.mode == "graph", (name, t.mode)
+            rows.append(f"{name} on {w.label}: {t.seconds * 1e6:7.2f} us ({t.bandwidth / 1e9:.0f} GB/s), "
+                        f"{layers * t.seconds * 1e6:.0f} us a token")
+            del sets
+        print(f"\nattention, one token at {context} rows:\n  " + "\n  ".join(rows))
+        if context == 131072:
+            write_record(record, f"MLA decode L={context}, {title}", {n: layers * t.seconds for n, t in times.items()},
+                         rows=rows)

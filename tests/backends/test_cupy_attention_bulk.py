@@ -22,7 +22,7 @@ import torch
 
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import DEV, nan_scratch_in, on_device
+from tests.backends.cupy_support import DEV, mla_replays_match, mla_side_by_side, nan_scratch_in, on_device
 from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
 
 NAME = "cupy_splitk_bf16_bulk_active_pdl"
@@ -160,56 +160,15 @@ def test_a_misaligned_cache_takes_the_one_group_split_with_the_same_bits(cuda, n
 def test_a_captured_call_replays_at_other_positions_as_the_eager_call(cuda, nan_scratch):
     """One captured call, replayed at positions with 0 to 3 tiles a slice (the mbarriers' phases start afresh each
     launch): the output and the cache of the plain form's eager call there."""
-    fn = cu_attention.attention_bulk_active_pdl
     args = _inputs(31, 20001, 0)
     args["cache"] = torch.randn(20001, 576, generator=torch.Generator().manual_seed(32)).to(torch.bfloat16)
-    dev = on_device(args)
-    cache0 = dev["cache"].clone()
-    fn(**dev)  # compiled outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(**dev)
-    try:
-        for p in (63, 12000, 500, 20000):
-            dev["cache"].copy_(cache0)
-            dev["pos"].fill_(p)
-            graph.replay()
-            torch.cuda.synchronize()
-            got, got_cache = out.clone(), dev["cache"].clone()
-            dev["cache"].copy_(cache0)
-            want = cu_attention.attention(**dev)
-            torch.cuda.synchronize()
-            assert torch.isfinite(want.float()).all(), p
-            assert torch.equal(got, want), p
-            assert torch.equal(got_cache, dev["cache"]), p
-    finally:
-        graph.reset()  # a failed assertion must not leave the graph to be freed inside the next test's capture
+    mla_replays_match(cu_attention.attention_bulk_active_pdl, cu_attention.attention, on_device(args),
+                      (63, 12000, 500, 20000))
 
 
 @pytest.mark.gpu
 def test_the_bulk_form_side_by_side_with_the_one_group_one(cuda):
-    """The rung's per-op evidence: one token's MLA decode at the 48B's shape on a bf16 cache under the step's
-    cupy_splitk_bf16_deep_active_pdl and under the bulk form, each in one CUDA graph, at 32768 and 131072 rows in use;
-    the 131072 sums written to perop-attnbulk-bfloat16.json with SPARKOPS_PEROP_DIR set (a rung's --expect)."""
-    from sparkops.bench.perop import write_record
-    from sparkops.config import load_preset
-    from sparkops_cupy._workloads import attention_workload, time_op
-
-    cfg = load_preset("kimi-linear-48b-a3b")
-    layers = sum(k != "kda" for k in cfg.layer_kinds)
-    cat = load_catalog()
-    for context in (32768, 131072):
-        times, rows = {}, []
-        for name in ("cupy_splitk_bf16_deep_active_pdl", NAME):
-            w = attention_workload(cfg, context)
-            sets, nbytes = w.build(DEV, 11)
-            times[name] = t = time_op("attention", cat.get("attention", name).resolve(), sets, nbytes)
-            assert t.mode == "graph", (name, t.mode)
-            rows.append(f"{name} on {w.label}: {t.seconds * 1e6:7.2f} us ({t.bandwidth / 1e9:.0f} GB/s), "
-                        f"{layers * t.seconds * 1e6:.0f} us a token")
-            del sets
-        print(f"\nattention, one token at {context} rows:\n  " + "\n  ".join(rows))
-        if context == 131072:
-            write_record("attnbulk-bfloat16", f"MLA decode L={context}, one-group split: cp.async vs bulk copies",
-                         {n: layers * t.seconds for n, t in times.items()}, rows=rows)
+    """The rung's per-op evidence: the step's cupy_splitk_bf16_deep_active_pdl and the bulk form on a bf16 cache
+    (perop-attnbulk-bfloat16.json at 131072 rows; cupy_support.mla_side_by_side)."""
+    mla_side_by_side({"cupy_splitk_bf16_deep_active_pdl": torch.bfloat16, NAME: torch.bfloat16}, "attnbulk-bfloat16",
+                     "one-group split: cp.async vs bulk copies")

@@ -27,7 +27,8 @@ from sparkops.kvcache import FP8, to_cache
 from sparkops.plugins import load_catalog
 from sparkops_cupy import _runtime as rt
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import DEV, nan_scratch_in, nmse, on_device
+from tests.backends.cupy_support import (DEV, mla_replays_match, mla_side_by_side, nan_scratch_in, nmse,
+                                         on_device)
 from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
 
 NAME = "cupy_splitk_fp8_deep_active_pdl"
@@ -298,28 +299,7 @@ def test_a_captured_call_replays_at_other_positions_as_the_eager_call(shape, cud
     args = _inputs(17, 9000, 0, **shape)
     args["cache"] = to_cache(torch.randn(9000, shape["lkv"] + shape["r"], generator=torch.Generator().manual_seed(18)),
                              FP8)  # a full history: each replay's rows before its position are real values
-    dev = on_device(args)
-    cache0 = dev["cache"].clone()
-    fn(**dev)  # compiled outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(**dev)
-    try:
-        for p in (63, 8191, 500):
-            dev["cache"].copy_(cache0)
-            dev["pos"].fill_(p)
-            graph.replay()
-            torch.cuda.synchronize()
-            got, got_cache = out.clone(), _bytes(dev["cache"])
-            dev["cache"].copy_(cache0)
-            want = fn(**dev)
-            torch.cuda.synchronize()
-            assert torch.isfinite(want.float()).all(), p
-            assert torch.equal(got, want), p
-            assert torch.equal(got_cache, _bytes(dev["cache"])), p
-    finally:
-        graph.reset()  # a failed assertion must not leave the graph to be freed inside the next test's capture
+    mla_replays_match(fn, fn, on_device(args), (63, 8191, 500))
 
 
 @pytest.mark.gpu
@@ -344,30 +324,8 @@ def test_a_position_past_the_cache_gives_nan_not_a_crash(cuda):
 
 @pytest.mark.gpu
 def test_the_fp8_form_side_by_side_with_the_bf16_one(cuda):
-    """The rung's per-op evidence (stage rungs_fp8): one token's MLA decode at the 48B's shape under the step's
-    cupy_splitk_bf16_deep_active_pdl on a bf16 cache and under the fp8 form on the same rows rounded to fp8, each in
-    one CUDA graph (plugins/sparkops_cupy/_workloads.py), at 32768 and 131072 rows in use. Printed per layer and per
-    token (x the MLA layers) with each form's read bandwidth; the 131072 sums are written to
-    perop-attnfp8-bfloat16.json with SPARKOPS_PEROP_DIR set (the rung's --expect). Asserted: each was captured."""
-    from sparkops.bench.perop import write_record
-    from sparkops.config import load_preset
-    from sparkops_cupy._workloads import attention_workload, time_op
-
-    cfg = load_preset("kimi-linear-48b-a3b")
-    layers = sum(k != "kda" for k in cfg.layer_kinds)
-    cat = load_catalog()
-    forms = {"cupy_splitk_bf16_deep_active_pdl": torch.bfloat16, NAME: FP8}
-    for context in (32768, 131072):
-        times, rows = {}, []
-        for name, cache_dtype in forms.items():
-            w = attention_workload(cfg, context, cache_dtype=cache_dtype)
-            sets, nbytes = w.build(DEV, 11)
-            times[name] = t = time_op("attention", cat.get("attention", name).resolve(), sets, nbytes)
-            assert t.mode == "graph", (name, t.mode)
-            rows.append(f"{name} on {w.label}: {t.seconds * 1e6:7.2f} us ({t.bandwidth / 1e9:.0f} GB/s), "
-                        f"{layers * t.seconds * 1e6:.0f} us a token")
-            del sets
-        print(f"\nattention, one token at {context} rows:\n  " + "\n  ".join(rows))
-        if context == 131072:
-            write_record("attnfp8-bfloat16", f"MLA decode L={context}, bf16 vs fp8 cache",
-                         {n: layers * t.seconds for n, t in times.items()}, rows=rows)
+    """The rung's per-op evidence (stage rungs_fp8): the step's cupy_splitk_bf16_deep_active_pdl on a bf16 cache and
+    the fp8 form on the same rows rounded to fp8 (perop-attnfp8-bfloat16.json at 131072 rows; the rung's --expect;
+    cupy_support.mla_side_by_side)."""
+    mla_side_by_side({"cupy_splitk_bf16_deep_active_pdl": torch.bfloat16, NAME: FP8}, "attnfp8-bfloat16",
+                     "bf16 vs fp8 cache")

@@ -24,7 +24,7 @@ import torch
 from sparkops.gate.tolerances import rule_for
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import DEV, nan_scratch_in, nmse, on_device
+from tests.backends.cupy_support import mla_replays_match, mla_side_by_side, nan_scratch_in, nmse, on_device
 from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
 
 NAME = "cupy_splitk_bf16_twin_active_pdl"
@@ -207,58 +207,15 @@ def test_a_captured_call_replays_at_other_positions_as_the_eager_call(cuda, nan_
     """One captured call of the registered form, replayed at positions with 0 to 3 tiles a slice: the output and the
     cache of the same call made eagerly there (the slices, the empty ones and each group's tiles come from pos on the
     device)."""
-    fn = cu_attention.attention_twin_active_pdl
     args = _inputs(21, 20001, 0)
     args["cache"] = torch.randn(20001, 576, generator=torch.Generator().manual_seed(22)).to(torch.bfloat16)
-    dev = on_device(args)
-    cache0 = dev["cache"].clone()
-    fn(**dev)  # compiled outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(**dev)
-    try:
-        for p in (63, 12000, 500, 20000):
-            dev["cache"].copy_(cache0)
-            dev["pos"].fill_(p)
-            graph.replay()
-            torch.cuda.synchronize()
-            got, got_cache = out.clone(), dev["cache"].clone()
-            dev["cache"].copy_(cache0)
-            want = fn(**dev)
-            torch.cuda.synchronize()
-            assert torch.isfinite(want.float()).all(), p
-            assert torch.equal(got, want), p
-            assert torch.equal(got_cache, dev["cache"]), p
-    finally:
-        graph.reset()  # a failed assertion must not leave the graph to be freed inside the next test's capture
+    fn = cu_attention.attention_twin_active_pdl
+    mla_replays_match(fn, fn, on_device(args), (63, 12000, 500, 20000))
 
 
 @pytest.mark.gpu
 def test_the_twin_form_side_by_side_with_the_one_group_one(cuda):
-    """The rung's per-op evidence: one token's MLA decode at the 48B's shape on a bf16 cache under the step's
-    cupy_splitk_bf16_deep_active_pdl and under the twin form, each in one CUDA graph (plugins/sparkops_cupy/
-    _workloads.py), at 32768 and 131072 rows in use. Printed per layer and per token (x the MLA layers) with each
-    form's read bandwidth; the 131072 sums are written to perop-attntwin-bfloat16.json with SPARKOPS_PEROP_DIR set (a
-    rung's --expect). Asserted: each was captured."""
-    from sparkops.bench.perop import write_record
-    from sparkops.config import load_preset
-    from sparkops_cupy._workloads import attention_workload, time_op
-
-    cfg = load_preset("kimi-linear-48b-a3b")
-    layers = sum(k != "kda" for k in cfg.layer_kinds)
-    cat = load_catalog()
-    for context in (32768, 131072):
-        times, rows = {}, []
-        for name in ("cupy_splitk_bf16_deep_active_pdl", NAME):
-            w = attention_workload(cfg, context)
-            sets, nbytes = w.build(DEV, 11)
-            times[name] = t = time_op("attention", cat.get("attention", name).resolve(), sets, nbytes)
-            assert t.mode == "graph", (name, t.mode)
-            rows.append(f"{name} on {w.label}: {t.seconds * 1e6:7.2f} us ({t.bandwidth / 1e9:.0f} GB/s), "
-                        f"{layers * t.seconds * 1e6:.0f} us a token")
-            del sets
-        print(f"\nattention, one token at {context} rows:\n  " + "\n  ".join(rows))
-        if context == 131072:
-            write_record("attntwin-bfloat16", f"MLA decode L={context}, one-group vs twin split",
-                         {n: layers * t.seconds for n, t in times.items()}, rows=rows)
+    """The rung's per-op evidence: the step's cupy_splitk_bf16_deep_active_pdl and the twin form on a bf16 cache
+    (perop-attntwin-bfloat16.json at 131072 rows; cupy_support.mla_side_by_side)."""
+    mla_side_by_side({"cupy_splitk_bf16_deep_active_pdl": torch.bfloat16, NAME: torch.bfloat16}, "attntwin-bfloat16",
+                     "one-group vs twin split")
