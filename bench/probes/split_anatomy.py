@@ -38,8 +38,8 @@ KERNELS = {
     "mla_split_twin": (512, "        mma_tile(sQ, sC, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, gtid, m_run, l_run, "
                             "oacc, sync);",
                        "            mma_load_rows(sC, cache, r0 + (i64)(it + 2) * MMA_BL, r1, gtid);"),
-    "mla_split_bulk": (256, "        mma_tile(sQ, sCb, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, tid, m_run, l_run, oacc, "
-                            "BlockSync{});",
+    "mla_split_bulk": (256, "        mma_tile(sQ, sCb, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, tid, m_run, l_run, "
+                            "oacc, BlockSync{});",
                        "        if (it + 1 < n_tiles) bulk_fetch(sC0, cache, it + 1, r0, r1, tid, bars);"),
 }
 #: the registered kernel whose partials each kernel's whole variant must give bit for bit (the bulk copies change no

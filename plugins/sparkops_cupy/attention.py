@@ -51,8 +51,8 @@ LOG2E = 1.4426950408889634
 #: shared memory of mla_split_mma and of mla_split_mma_fp8, which lays out the same bytes otherwise: one bf16 tile and
 #: two fp8 stages where mla_split_mma has two bf16 stages (mirrors MMA_SMEM_BYTES in attention.cu)
 MMA_SMEM_BYTES = 32 * 584 * 2 + 2 * 64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4
-#: shared memory of mla_split_twin: the queries, then two groups' one-stage tile, score halves, probabilities and rescales
-#: (mirrors TW_SMEM_BYTES in attention.cu; 231168 bytes of the 232448 an sm_90 block may opt into)
+#: shared memory of mla_split_twin: the queries, then two groups' one-stage tile, score halves, probabilities and
+#: rescales (mirrors TW_SMEM_BYTES in attention.cu; 231168 bytes of the 232448 an sm_90 block may opt into)
 TW_SMEM_BYTES = 32 * 584 * 2 + 2 * (64 * 584 * 2 + 2 * 32 * 68 * 4 + 32 * 72 * 2 + 32 * 4)
 #: shared memory of mla_split_bulk: mla_split_mma's and its two stages' mbarriers (mirrors BULK_SMEM_BYTES)
 BULK_SMEM_BYTES = MMA_SMEM_BYTES + 16
@@ -186,7 +186,7 @@ def attention_twin_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     block of 8 warps an SM, and each tile's chain of barriers, score MMAs, softmax and PV MMAs binds it (GPU session
     53: 50% of DRAM, ~7.6 cycles between issues, x1.02 from halving its bytes). Its stated policy: the deep PDL form's,
     and on a device whose blocks cannot opt into TW_SMEM_BYTES of shared memory the one-group split
-    (mla_split_mma_pdl) runs instead, the step's own (`twin_passes` says which)."""
+    (mla_split_mma_pdl) runs instead, the step's own (`_policies.attention_twin_pdl_passes` says which)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, twin=True)
 
 
@@ -197,7 +197,7 @@ def attention_bulk_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     nor an fp8 cache's halved bytes (session 53) moved the split, whose warps all wait on one shared pipeline; the
     tile loads are the part of that pipeline's work the copy engine can take. Its stated policy: the deep PDL form's,
     and a cache whose rows do not start on 16 bytes (a bulk copy's alignment) takes the one-group split
-    (`bulk_passes`)."""
+    (`_policies.attention_bulk_pdl_passes`)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, bulk=True)
 
 

@@ -591,8 +591,9 @@ __device__ __forceinline__ int mma_slice(const i64* __restrict__ pos, i64 Lmax, 
 // An empty slice's partial (NTHREADS threads, tid 0 .. NTHREADS-1): m = -inf and l = 0 a head, and its zero sums unless
 // skip_empty (then the combine never reads them).
 template <int NTHREADS>
-__device__ __forceinline__ void mma_empty_partial(i64 o, int tid, float* __restrict__ part_m, float* __restrict__ part_l,
-                                                  float* __restrict__ part_acc, int skip_empty) {
+__device__ __forceinline__ void mma_empty_partial(i64 o, int tid, float* __restrict__ part_m,
+                                                  float* __restrict__ part_l, float* __restrict__ part_acc,
+                                                  int skip_empty) {
     if (tid < MMA_NH) {
         part_m[o * MMA_NH + tid] = NEG_INF;
         part_l[o * MMA_NH + tid] = 0.0f;
@@ -622,9 +623,9 @@ __device__ __forceinline__ void mma_zero(float (&oacc)[2][8][4]) {
 
 // Slice o's partial from the 256 threads of mma_tile's roles (tid 0 .. 255): m and l from each head's first softmax
 // thread, the sums from the accumulators.
-__device__ __forceinline__ void mma_write_partial(i64 o, int tid, float m_run, float l_run, const float (&oacc)[2][8][4],
-                                                  float* __restrict__ part_m, float* __restrict__ part_l,
-                                                  float* __restrict__ part_acc) {
+__device__ __forceinline__ void mma_write_partial(i64 o, int tid, float m_run, float l_run,
+                                                  const float (&oacc)[2][8][4], float* __restrict__ part_m,
+                                                  float* __restrict__ part_l, float* __restrict__ part_acc) {
     const int lane = tid & 31, warp = tid >> 5, srow = tid >> 3, seg = tid & 7;
     if (seg == 0) {
         part_m[o * MMA_NH + srow] = m_run;
@@ -768,14 +769,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_mma_fp8_pdl(const
 // and every 64-row tile is a chain: a cp.async wait, three barriers of all 8 warps, the score MMAs, the softmax, the PV
 // MMAs. GPU session 53's Nsight Compute put it at 50% of DRAM, 12.5% occupancy and ~7.6 cycles between issues: the
 // chain binds, not the bytes (an fp8 cache, half the bytes, was x1.02). The twin split gives each block 16 warps in two
-// groups of 8 that share the queries (37 KB) and nothing else: group g takes tiles g, g + 2, ... of the slice, each into
-// its own one-stage tile with its own scores, probabilities and barrier (GroupSync 1 + g), so one group's MMAs, loads
-// and barriers overlap the other's (group 1 starts a tile behind, so that the two alternate rather than load and
-// compute in step). The per-tile code is mla_split_mma's (mma_tile); at the end group 1 hands its
-// running softmax and sums to group 0 through shared memory and group 0 writes the slice's one partial, merged as the
-// combine merges slices (each side rescaled by 2^(m_g - M)). So the partials differ from mla_split_mma's in rounding
-// only (the tolerance claim, not bit-identity). Layout: the queries, then per group its tile, score halves,
-// probabilities and rescales (TW_GROUP_BYTES): 231168 bytes of the 232448 an sm_90 block may have.
+// groups of 8 that share the queries (37 KB) and nothing else: group g takes tiles g, g + 2, ... of the slice, each
+// into its own one-stage tile with its own scores, probabilities and barrier (GroupSync 1 + g), so one group's MMAs,
+// loads and barriers overlap the other's (group 1 starts a tile behind, so that the two alternate rather than load and
+// compute in step). The per-tile code is mla_split_mma's (mma_tile); at the end group 1 hands its running softmax and
+// sums to group 0 through shared memory and group 0 writes the slice's one partial, merged as the combine merges slices
+// (each side rescaled by 2^(m_g - M)). So the partials differ from mla_split_mma's in rounding only (the tolerance
+// claim, not bit-identity). Layout: the queries, then per group its tile, score halves, probabilities and rescales
+// (TW_GROUP_BYTES): 231168 bytes of the 232448 an sm_90 block may have. GPU session 54 (H100): it ties the one-group
+// split (74.94 against 73.97 us a layer at 131072 rows): with twice the warps each warp issued half as often.
 #define TW_TILE_BYTES (MMA_BL * MMA_DP * 2)
 #define TW_S_BYTES (2 * MMA_NH * MMA_SS * 4)
 #define TW_P_BYTES (MMA_NH * MMA_PP * 2)

@@ -11,7 +11,8 @@ __device__ __forceinline__ unsigned int bulk_smem(const void* p) {  // a shared-
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bulk_smem(bar)), "r"(count) : "memory");
 }
-__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned int bytes) {  // one arrival, `bytes` to come
+// one arrival, `bytes` to come
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned int bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bulk_smem(bar)), "r"(bytes)
                  : "memory");
 }
