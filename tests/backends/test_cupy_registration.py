@@ -44,7 +44,7 @@ def test_sources_cover_headers_so_records_go_stale_when_a_header_changes():
     impl = load_catalog().get("linear", "cupy_dp4a")
     names = {p.name for p in impl.source_files()}
     assert {"linear.py", "linear.cu", "quant_dot.cuh", "common.cuh", "_runtime.py", "_weights.py"} <= names
-    assert rt.source_files("attention.cu") == ("kernels/attention.cu", "kernels/common.cuh")
+    assert rt.source_files("attention.cu") == ("kernels/attention.cu", "kernels/common.cuh", "kernels/bulk_copy.cuh")
 
 
 def test_compile_cache_key_follows_every_byte_of_the_expanded_source():
