@@ -1016,10 +1016,8 @@
 #   then, if the bulk split is faster per op: SUITE_BULK_IQ1S_BASE=/tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-\
 #   q8_iq1s_t2.toml (one path) bash bench/gpu_lanes.sh 570 "rungs_bulk" ""   # both pairs at 131072 (two calls)
 #   and on an H200 the IQ1_S step now single-arm at 131072 (the H200's IQ1_S frontier is session 43's 317.4):
-#     sparkops bench decode --model /tmp/k48-iq1_s.gguf --depth 131072 --tokens 16 --repeats 6 --chunk 4096 \
-#         --registry /tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-q8_iq1s_t2.toml --graph A \
-#         --gate-depths 1,64,4096 --gate-golden /tmp/cuda-torch.toml --bench-dir /tmp/suite-bench --device cuda \
-#         --reuse-gate --fill-registry /tmp/cuda-bf16.toml --change "the IQ1_S step now ..."   # after the suite's install
+#     SUITE_IQ1S_REG=/tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-q8_iq1s_t2.toml \
+#         bash bench/gpu_lanes.sh 480 "iq1s131k" ""   # fresh: restore, both 48Bs, the gates, one arm (~300 s)
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
@@ -4824,11 +4822,17 @@ iq1s131k)
   [ -f $FILL_REG ] && FILL_LEAN=$FILL
   [ -f $M1 ] || run synth48-iq1s 60 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
   # issue #10's IQ1_S target (>= 1000 tok/s at 131072; llama.cpp 196): the newest timed registry, one CUDA graph
-  # per step, against the frontier (gated on the IQ1_S model itself)
-  NOW_REG=$(now_reg); log "the step now: $NOW_REG"
+  # per step, against the frontier (gated on the IQ1_S model itself). SUITE_IQ1S_REG names the IQ1_S step instead (a
+  # registry on the machine, e.g. the carried one rungs_iq1s won: the step now's IQ1_S selections are not its own)
+  if [ -n "${SUITE_IQ1S_REG:-}" ]; then
+    NOW_REG=$SUITE_IQ1S_REG
+    [ -f $NOW_REG ] || { log "decode131k-iq1s: left out (SUITE_IQ1S_REG=$NOW_REG is not on this machine)"; continue; }
+    IQ1S_WHAT="the IQ1_S step now ($(basename $NOW_REG), SUITE_IQ1S_REG)"
+  else NOW_REG=$(now_reg); IQ1S_WHAT="the newest timed registry ($(basename $NOW_REG))"; fi
+  log "the step now: $NOW_REG"
   [ -f $M1 ] && run decode131k-iq1s 200 sparkops bench decode --model $M1 --depth 131072 --tokens 16 --repeats 6 \
       --chunk 4096 --registry $NOW_REG --graph A $GATE $FILL_LEAN \
-      --change "the newest timed registry ($(basename $NOW_REG)), one CUDA graph per step (IQ1_S mix)"
+      --change "$IQ1S_WHAT, one CUDA graph per step (IQ1_S mix)"
   ;;
 attn131k)
   prereq_lean || continue

@@ -685,6 +685,22 @@ def test_now_reg_falls_back_when_the_rungs_were_refused(tmp_path):
     assert f"the step now: {machine / 'cuda-best-fused.toml'}" in log
 
 
+def test_iq1s131k_times_the_iq1s_step_suite_iq1s_reg_names(tmp_path):
+    """SUITE_IQ1S_REG names the IQ1_S step (a registry on the machine): one arm at 131072 on the IQ1_S 48B under it,
+    said in the change; one not on the machine is said and left out, nothing timed."""
+    machine = tmp_path / "machine"
+    machine.mkdir()
+    reg = machine / "cuda-s55-stack-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-q8_iq1s_t2.toml"
+    reg.write_text((REPO / "registry.toml").read_text())
+    log, calls = _lanes(tmp_path, "iq1s131k", "", gpus=1, extra_env={"SUITE_IQ1S_REG": str(reg)})
+    bench = [c for c in calls if c.startswith("bench decode")]
+    assert len(bench) == 1 and f"--registry {reg} --graph A " in bench[0], bench
+    assert "--depth 131072" in bench[0] and f"--model {machine / 'k48-iq1_s.gguf'} " in bench[0]
+    assert f"the IQ1_S step now ({reg.name}, SUITE_IQ1S_REG)" in bench[0]
+    log, calls = _lanes(tmp_path, "iq1s131k", "", gpus=1, extra_env={"SUITE_IQ1S_REG": str(machine / "gone.toml")})
+    assert f"decode131k-iq1s: left out (SUITE_IQ1S_REG={machine / 'gone.toml'} is not on this machine)" in log
+
+
 def test_rungs_timed_in_an_earlier_session_are_not_timed_again_but_count(tmp_path):
     """SUITE_TIMED names rungs whose rows are in the ledger already: a fresh machine makes their registries (the
     swaps prove them again) but does not time them, and now_reg takes them as timed. With the PDL tests failing,
