@@ -29,8 +29,9 @@ import sys
 
 ROWS = 131072
 CALLS = 8
-#: kernel -> (threads, the mma_tile call in its body, its refill statement); mla_split_bulk is mla_split_mma with each
-#: tile's rows fetched by bulk copies (attention=cupy_splitk_bf16_bulk_active_pdl)
+#: kernel -> (threads, the mma_tile call in its body, its refill statement); mla_split_bulk is mla_split_mma's body with
+#: each tile's rows fetched by bulk copies (BULK; attention=cupy_splitk_bf16_bulk_active_pdl), so its tile call is
+#: mla_split_mma's (the edit reaches both kernels; only the one named is timed)
 KERNELS = {
     "mla_split_mma": (256, "        mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});",
                       "            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, "
@@ -38,9 +39,9 @@ KERNELS = {
     "mla_split_twin": (512, "        mma_tile(sQ, sC, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, gtid, m_run, l_run, "
                             "oacc, sync);",
                        "            mma_load_rows(sC, cache, r0 + (i64)(it + 2) * MMA_BL, r1, gtid);"),
-    "mla_split_bulk": (256, "        mma_tile(sQ, sCb, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, tid, m_run, l_run, "
-                            "oacc, BlockSync{});",
-                       "        if (it + 1 < n_tiles) bulk_fetch(sC0, cache, it + 1, r0, r1, tid, bars);"),
+    "mla_split_bulk": (256, "        mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});",
+                       "            if (it + 1 < n_tiles) bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, it + 1, r0, "
+                       "r1, tid, bars);"),
 }
 #: the registered kernel whose partials each kernel's whole variant must give bit for bit (the bulk copies change no
 #: value: mla_split_mma's)

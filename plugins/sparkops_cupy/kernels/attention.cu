@@ -642,6 +642,37 @@ __device__ __forceinline__ void mma_write_partial(i64 o, int tid, float m_run, f
         }
 }
 
+// ---- the bulk split: mla_split_mma with each tile's rows fetched by the copy engine ---------------------------------
+// A 64-row tile is 4608 16-byte cp.async a block in mla_split_mma (18 a thread, each with its address arithmetic), all
+// through the load/store pipeline that the tile's ldmatrix loads use too. Here warp 0 issues one bulk copy a row
+// (cp.async.bulk, bulk_copy.cuh: 64 a tile) completing on the stage's mbarrier; the rows past the slice's end are
+// zeroed in shared memory by every thread, as mla_split_mma's zero-filled copies leave them. Everything else is
+// mla_split_mma's (mla_split_mma_body with BULK: two stages, mma_tile), so the partials are its bits. Layout:
+// mla_split_mma's, then two mbarriers.
+#define BULK_SMEM_BAR MMA_SMEM_BYTES
+#define BULK_SMEM_BYTES (MMA_SMEM_BYTES + 16)
+static_assert(MMA_SMEM_BYTES % 8 == 0, "the mbarriers must sit on 8 bytes");
+static_assert(MMA_D * 2 % 16 == 0 && MMA_DP * 2 % 16 == 0 && MMA_SMEM_C % 16 == 0, "bulk copies move 16-byte units");
+
+// Tile j of the slice into stage j % 2: its rows before r1 by bulk copies issued by warp 0, completing on bars[j % 2];
+// the rows past r1 zeroed by every thread (ordered before any read by the block barrier the loop takes next).
+__device__ __forceinline__ void bulk_fetch(u8* sC0, const u16* __restrict__ cache, int j, i64 r0, i64 r1, int tid,
+                                           unsigned long long* bars) {
+    const i64 row0 = r0 + (i64)j * MMA_BL;
+    const int rows = (int)(r1 - row0 < MMA_BL ? r1 - row0 : MMA_BL);
+    u8* dst = sC0 + (j % 2) * (MMA_BL * MMA_DP * 2);
+    if (tid < 32) {
+        if (tid == 0) mbar_expect(&bars[j % 2], (unsigned int)(rows * MMA_D * 2));
+        __syncwarp();
+        for (int r = tid; r < rows; r += 32)
+            bulk_copy_tx(dst + r * MMA_DP * 2, cache + (row0 + r) * MMA_D, MMA_D * 2, &bars[j % 2]);
+    }
+    for (int c = tid; c < (MMA_BL - rows) * (MMA_D / 8); c += 256) {
+        const int rr = rows + c / (MMA_D / 8), col = c % (MMA_D / 8);
+        *(uint4*)(dst + (rr * MMA_DP + col * 8) * 2) = make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
 // qa bf16 [32, 576] (scaled by scale*log2e); cache bf16 [Lmax, 576]; one token at pos. Partials as in
 // mla_split_generic with T = 1. Grid (S), 256 threads, MMA_SMEM_BYTES of dynamic shared memory.
 // skip_empty: a slice with no rows (pos short of it) writes only m = -inf and l = 0, not its 64 KB of zero sums;
@@ -656,7 +687,9 @@ __device__ __forceinline__ void mma_write_partial(i64 o, int tid, float m_run, f
 // The products, the softmax and the partials are the same code on the same bf16 values. With CT = u16 the code is the
 // bf16 split's as it was (the fp8 steps are `if constexpr`, and mma_load_stage is the same mma_load_rows call; its
 // SASS was compared instruction for instruction with the code before the fp8 form).
-template <bool PDL, typename CT = u16>
+// BULK (with CT = u16; mla_split_bulk): each tile's rows by bulk copies (bulk_fetch) completing on its stage's mbarrier,
+// waited on there instead of the cp.async groups; the queries still by cp.async. The same tiles: the same bits.
+template <bool PDL, typename CT = u16, bool BULK = false>
 __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, const CT* __restrict__ cache,
                                                    const i64* __restrict__ pos, i64 Lmax, float* __restrict__ part_m,
                                                    float* __restrict__ part_l, float* __restrict__ part_acc,
@@ -681,22 +714,41 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         return;
     }
 
+    static_assert(!BULK || (sizeof(CT) == 2 && MMA_STAGES == 2), "the bulk split is bf16, two stages a mbarrier each");
+    unsigned long long* bars = (unsigned long long*)(smem + BULK_SMEM_BAR);
+    if constexpr (BULK) {
+        if (tid == 0) {
+            mbar_init(&bars[0], 1);
+            mbar_init(&bars[1], 1);
+            mbar_init_fence();
+        }
+        __syncthreads();
+    }
     mma_load_queries<256>(sQ, qa, tid);
-    // tiles 0 .. STAGES-2 in flight (the queries travel with tile 0); always commit: uniform group counts
-#pragma unroll
-    for (int j = 0; j < MMA_STAGES - 1; ++j) {
-        if (j < n_tiles) mma_load_stage(sC0, cache, j, r0 + (i64)j * MMA_BL, r1, tid);
+    if constexpr (BULK) {
         cp_async_commit();
+        bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, 0, r0, r1, tid, bars);
+        cp_async_wait_all();  // the queries
+    } else {
+        // tiles 0 .. STAGES-2 in flight (the queries travel with tile 0); always commit: uniform group counts
+#pragma unroll
+        for (int j = 0; j < MMA_STAGES - 1; ++j) {
+            if (j < n_tiles) mma_load_stage(sC0, cache, j, r0 + (i64)j * MMA_BL, r1, tid);
+            cp_async_commit();
+        }
     }
 
     float m_run = NEG_INF, l_run = 0.0f;
     float oacc[2][8][4];
     mma_zero(oacc);
     for (int it = 0; it < n_tiles; ++it) {
-        cp_async_wait<MMA_STAGES - 2>();
+        if constexpr (BULK) mbar_wait(&bars[it % 2], (unsigned int)((it / 2) & 1));  // stage it % 2's (it / 2)-th phase
+        else cp_async_wait<MMA_STAGES - 2>();
         __syncthreads();  // tile `it` is in shared memory; everyone is done with the stage refilled next
         const i64 row0 = r0 + (i64)it * MMA_BL;
-        {
+        if constexpr (BULK) {
+            if (it + 1 < n_tiles) bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, it + 1, r0, r1, tid, bars);
+        } else {
             const int j = it + MMA_STAGES - 1;
             if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, r1, tid);
             cp_async_commit();
@@ -910,86 +962,6 @@ extern "C" __global__ void __launch_bounds__(512, 1) mla_split_twin_pdl(const u1
     mla_split_twin_body<true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
 }
 
-// ---- the bulk split: mla_split_mma with each tile's rows fetched by the copy engine ---------------------------------
-// A 64-row tile is 4608 16-byte cp.async a block in mla_split_mma (18 a thread, each with its address arithmetic), all
-// through the load/store pipeline that the tile's ldmatrix loads use too. Here warp 0 issues one bulk copy a row
-// (cp.async.bulk, bulk_copy.cuh: 64 a tile) completing on the stage's mbarrier; the rows past the slice's end are
-// zeroed in shared memory by every thread, as mla_split_mma's zero-filled copies leave them. Everything else is
-// mla_split_mma's (two stages, mma_tile), so the partials are its bits. Layout: mla_split_mma's, then two mbarriers.
-#define BULK_SMEM_BAR MMA_SMEM_BYTES
-#define BULK_SMEM_BYTES (MMA_SMEM_BYTES + 16)
-static_assert(MMA_SMEM_BYTES % 8 == 0, "the mbarriers must sit on 8 bytes");
-static_assert(MMA_D * 2 % 16 == 0 && MMA_DP * 2 % 16 == 0 && MMA_SMEM_C % 16 == 0, "bulk copies move 16-byte units");
-
-// Tile j of the slice into stage j % 2: its rows before r1 by bulk copies issued by warp 0, completing on bars[j % 2];
-// the rows past r1 zeroed by every thread (ordered before any read by the block barrier the loop takes next).
-__device__ __forceinline__ void bulk_fetch(u8* sC0, const u16* __restrict__ cache, int j, i64 r0, i64 r1, int tid,
-                                           unsigned long long* bars) {
-    const i64 row0 = r0 + (i64)j * MMA_BL;
-    const int rows = (int)(r1 - row0 < MMA_BL ? r1 - row0 : MMA_BL);
-    u8* dst = sC0 + (j % 2) * (MMA_BL * MMA_DP * 2);
-    if (tid < 32) {
-        if (tid == 0) mbar_expect(&bars[j % 2], (unsigned int)(rows * MMA_D * 2));
-        __syncwarp();
-        for (int r = tid; r < rows; r += 32)
-            bulk_copy_tx(dst + r * MMA_DP * 2, cache + (row0 + r) * MMA_D, MMA_D * 2, &bars[j % 2]);
-    }
-    for (int c = tid; c < (MMA_BL - rows) * (MMA_D / 8); c += 256) {
-        const int rr = rows + c / (MMA_D / 8), col = c % (MMA_D / 8);
-        *(uint4*)(dst + (rr * MMA_DP + col * 8) * 2) = make_uint4(0u, 0u, 0u, 0u);
-    }
-}
-
-// qa, cache (its rows on 16 bytes), pos and the partials as mla_split_mma's; grid (S), 256 threads, BULK_SMEM_BYTES of
-// dynamic shared memory. PDL as mla_split_mma_pdl: the next kernel let start, then the wait, before anything is read or
-// written in global memory (the mbarriers, in shared memory, are set up after the wait too).
-template <bool PDL>
-__device__ __forceinline__ void mla_split_bulk_body(const u16* __restrict__ qa, const u16* __restrict__ cache,
-                                                    const i64* __restrict__ pos, i64 Lmax, float* __restrict__ part_m,
-                                                    float* __restrict__ part_l, float* __restrict__ part_acc,
-                                                    int skip_empty) {
-    if constexpr (PDL) {
-        pdl_launch_dependents();
-        pdl_wait();
-    }
-    extern __shared__ __align__(16) u8 smem[];
-    const int tid = threadIdx.x;
-    const u32 sQ = smem_addr(smem + MMA_SMEM_Q);
-    u8* sC0 = smem + MMA_SMEM_C;
-    float* sS = (float*)(smem + MMA_SMEM_S);
-    u16* sP = (u16*)(smem + MMA_SMEM_P);
-    float* sAlpha = (float*)(smem + MMA_SMEM_A);
-    unsigned long long* bars = (unsigned long long*)(smem + BULK_SMEM_BAR);
-    i64 r0, r1;
-    const int n_tiles = mma_slice<PDL>(pos, Lmax, r0, r1);
-    const i64 o = blockIdx.x;  // partial index (T = 1)
-    if (n_tiles == 0) {
-        mma_empty_partial<256>(o, tid, part_m, part_l, part_acc, skip_empty);
-        return;
-    }
-    if (tid == 0) {
-        mbar_init(&bars[0], 1);
-        mbar_init(&bars[1], 1);
-        mbar_init_fence();
-    }
-    __syncthreads();
-    mma_load_queries<256>(sQ, qa, tid);
-    cp_async_commit();
-    bulk_fetch(sC0, cache, 0, r0, r1, tid, bars);
-    float m_run = NEG_INF, l_run = 0.0f;
-    float oacc[2][8][4];
-    mma_zero(oacc);
-    cp_async_wait_all();  // the queries
-    for (int it = 0; it < n_tiles; ++it) {
-        mbar_wait(&bars[it % 2], (unsigned int)((it / 2) & 1));  // tile `it`: stage it % 2's (it / 2)-th phase
-        __syncthreads();  // every thread past its wait; everyone is done with the stage refilled next
-        if (it + 1 < n_tiles) bulk_fetch(sC0, cache, it + 1, r0, r1, tid, bars);
-        const u32 sCb = smem_addr(sC0 + (it % 2) * (MMA_BL * MMA_DP * 2));
-        mma_tile(sQ, sCb, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, tid, m_run, l_run, oacc, BlockSync{});
-    }
-    mma_write_partial(o, tid, m_run, l_run, oacc, part_m, part_l, part_acc);
-}
-
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256, 1) mla_split_bulk(const u16* __restrict__ qa,
                                                                     const u16* __restrict__ cache,
@@ -997,7 +969,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_bulk(const u16* _
                                                                     float* __restrict__ part_m,
                                                                     float* __restrict__ part_l,
                                                                     float* __restrict__ part_acc, int skip_empty) {
-    mla_split_bulk_body<false>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+    mla_split_mma_body<false, u16, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
 }
 
 // mla_split_bulk for programmatic dependent launch (attention=cupy_splitk_bf16_bulk_active_pdl). The same bits.
@@ -1009,7 +981,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_bulk_pdl(const u1
                                                                         float* __restrict__ part_l,
                                                                         float* __restrict__ part_acc,
                                                                         int skip_empty) {
-    mla_split_bulk_body<true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+    mla_split_mma_body<true, u16, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
 }
 
 // ---- combine and up-projection ---------------------------------------------------------------------------
