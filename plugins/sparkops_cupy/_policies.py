@@ -17,7 +17,7 @@ from sparkops.qweight import QWeight
 from . import add_rmsnorm_router as _norm_router
 from . import linear_add_rmsnorm as _linear_norm
 from . import moe_experts_add_rmsnorm as _experts_norm
-from .attention import (DEEP_DN, DEEP_LKV, TW_SMEM_BYTES, bulk_fits, twin_fits, uses_fp8_tensor_cores,
+from .attention import (BULK_SMEM_BYTES, DEEP_DN, DEEP_LKV, TW_SMEM_BYTES, bulk_fits, twin_fits, uses_fp8_tensor_cores,
                         uses_tensor_cores)
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from . import moe_experts as _experts
@@ -222,7 +222,7 @@ def attention_twin_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str |
 def attention_bulk_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
     """The bulk form (cupy_splitk_bf16_bulk_active_pdl): the deep PDL form's policy, and the one-group tensor-core
     split (mla_split_mma_pdl: the same bits) at the tensor-core shape when the cache's rows do not start on 16 bytes,
-    which a bulk copy needs."""
+    which a bulk copy needs, or the device's blocks cannot opt into the bulk split's shared memory (bulk_fits)."""
     said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic")
     try:
         t, n, dqh = q.shape
@@ -232,7 +232,10 @@ def attention_bulk_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str |
         one_group = False
     if not one_group:
         return said
-    small = "the one-group split (mla_split_mma_pdl): the cache's rows do not start on 16 bytes, as bulk copies need"
+    small = ("the one-group split (mla_split_mma_pdl): the cache's rows do not start on 16 bytes, as bulk copies need"
+             if cache.data_ptr() % 16 else
+             f"the one-group split (mla_split_mma_pdl): this device's blocks cannot opt into the bulk split's "
+             f"{BULK_SMEM_BYTES} bytes of shared memory")
     return small if said is None else f"{said}; {small}"
 
 

@@ -196,14 +196,21 @@ def attention_bulk_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     same stages, tiles and arithmetic, so the same bits). Why: neither the twin split's extra warps (GPU session 54)
     nor an fp8 cache's halved bytes (session 53) moved the split, whose warps all wait on one shared pipeline; the
     tile loads are the part of that pipeline's work the copy engine can take. Its stated policy: the deep PDL form's,
-    and a cache whose rows do not start on 16 bytes (a bulk copy's alignment) takes the one-group split
+    and a cache whose rows do not start on 16 bytes (a bulk copy's alignment), or a device whose blocks cannot opt
+    into BULK_SMEM_BYTES, takes the one-group split
     (`_policies.attention_bulk_pdl_passes`)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, bulk=True)
 
 
 def bulk_fits(cache: torch.Tensor) -> bool:
-    """Whether the bulk split can copy `cache`'s rows: each starts on 16 bytes (its base does; a row is 1152 bytes)."""
-    return cache.data_ptr() % 16 == 0
+    """Whether the bulk split can take `cache`: each row starts on 16 bytes (its base does; a row is 1152 bytes), and
+    on a CUDA device its blocks can opt into BULK_SMEM_BYTES of shared memory."""
+    if cache.data_ptr() % 16:
+        return False
+    if cache.device.type != "cuda":
+        return True
+    idx = cache.device.index if cache.device.index is not None else torch.cuda.current_device()
+    return rt.max_shared_memory(idx) >= BULK_SMEM_BYTES
 
 
 def attention_twin_active(q, latent, cache, pos, w_uk, w_uv, scale):
@@ -286,7 +293,7 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     part_acc = _scratch((splits, t, n, lkv), torch.float32, dev)
     if mma:
         two = twin and fp8 is None and twin_fits(dev)
-        by_bulk = bulk and fp8 is None and bulk_fits(cache) and rt.max_shared_memory(idx) >= BULK_SMEM_BYTES
+        by_bulk = bulk and fp8 is None and bulk_fits(cache)
         split, smem = ("mla_split_twin", TW_SMEM_BYTES) if two else ("mla_split_bulk", BULK_SMEM_BYTES) if by_bulk \
             else ("mla_split_mma_fp8" if fp8 is not None else "mla_split_mma", MMA_SMEM_BYTES)
         rt.launch("attention.cu", split + "_pdl" if pdl else split, dev, (splits,), (512 if two else 256,),

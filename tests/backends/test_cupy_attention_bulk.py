@@ -53,7 +53,8 @@ def _args(t=1, cache=None):
                 scale=1.0)
 
 
-def test_the_policy_names_the_one_group_split_for_a_misaligned_cache():
+def test_the_policy_names_the_one_group_split_for_a_misaligned_cache_or_a_small_block(monkeypatch):
+    from sparkops_cupy import _policies
     from sparkops_cupy._policies import attention_bulk_pdl_passes
 
     assert attention_bulk_pdl_passes(**_args()) is None
@@ -63,6 +64,9 @@ def test_the_policy_names_the_one_group_split_for_a_misaligned_cache():
     assert "one-group split (mla_split_mma_pdl)" in said and "16 bytes" in said
     said = attention_bulk_pdl_passes(**_args(t=3))
     assert said.startswith("launched plainly") and "mla_split_generic" in said and "one-group" not in said
+    monkeypatch.setattr(_policies, "bulk_fits", lambda cache: False)  # an aligned cache on a device short of room
+    said = attention_bulk_pdl_passes(**_args())
+    assert "one-group split (mla_split_mma_pdl)" in said and str(cu_attention.BULK_SMEM_BYTES) in said
 
 
 def test_the_bulk_kernels_compile_without_stack_or_spills(tmp_path):
