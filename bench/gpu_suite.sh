@@ -4197,7 +4197,7 @@ probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with
   run gpu-tests-l2-prefetch 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_cupy_l2_prefetch.py --junitxml="$R/gpu-tests-l2-prefetch.xml"
   run probe-l2-hot 300 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
-probe_split)  # decode lead (session 54): the MLA split (one-group and twin) with its tile arithmetic, its refills or its
+probe_split)  # decode lead (session 54): the MLA splits (one-group, twin, bulk) with their tile arithmetic, refills or
   # tensor-core products left out (source edits of attention.cu), each as 8 launches over two 131072-row caches in one
   # graph (bench/probes/split_anatomy.py, ~40 s): whether its loads or its per-tile chain take its time
   run probe-split-anatomy 150 python3 bench/probes/split_anatomy.py --out "$R/probe-split-anatomy.json" ;;
@@ -4800,10 +4800,11 @@ rungs_bulk)  # session 54: attention=cupy_splitk_bf16_bulk_active_pdl (mla_split
     || continue
   ;;
 rungs_twin)  # session 54: attention=cupy_splitk_bf16_twin_active_pdl (mla_split_twin: two groups of 8 warps a block,
-  # each streaming its own tiles; written without a GPU): its GPU tests, then one two-arm row at 131072 on the Q4_K
-  # 48B over the step now and one on the IQ1_S 48B over SUITE_TWIN_IQ1S_BASE (else the newest IQ1_S step on the
-  # machine), each base diagnosed at 131072 first, predicted by the tests' side-by-side record (perop-attntwin); with
-  # no record the rows are left out (no forecast by bytes: the split's bytes do not change)
+  # each streaming its own tiles; it tied per op in session 54, x0.987 at 131072, so the plan leaves it out): its GPU
+  # tests, then one two-arm row at 131072 on the Q4_K 48B over the step now and one on the IQ1_S 48B over
+  # SUITE_TWIN_IQ1S_BASE (else the newest IQ1_S step on the machine), each base diagnosed at 131072 first, predicted
+  # by the tests' side-by-side record (perop-attntwin); with no record the rows are left out (no forecast by bytes:
+  # the split's bytes do not change)
   proof_twin
   attention_rungs twin cupy_splitk_bf16_twin_active_pdl attntwin "" "" \
       "the twin split (two groups of 8 warps a block, each streaming its own tiles)" "${SUITE_TWIN_IQ1S_BASE:-}" \
