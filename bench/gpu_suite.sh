@@ -195,6 +195,10 @@
 #                 Compute on the first launch of the one-group and the twin split
 #     proofs_bulk rungs_bulk's GPU tests alone (the bulk split's bits, graph, its side-by-side record) and Nsight
 #                 Compute on the first launch of the one-group and the bulk split
+#     proofs_qreg rungs_qreg's GPU tests alone (the queries-in-registers split against the reference, graph, its
+#                 side-by-side record) and Nsight Compute on the first launch of the one-group and the qreg split
+#     rungs_qreg  session 55's queries-in-registers split (attention=cupy_splitk_bf16_qreg_active_pdl) at 131072 as
+#                 rungs_twin, over SUITE_QREG_IQ1S_BASE for the IQ1_S row
 #     rungs_bulk  session 54's bulk split (attention=cupy_splitk_bf16_bulk_active_pdl) at 131072 as rungs_twin, over
 #                 SUITE_BULK_IQ1S_BASE for the IQ1_S row
 #     rungs_twin  session 54's twin split (attention=cupy_splitk_bf16_twin_active_pdl) at 131072 after its GPU tests:
@@ -1893,7 +1897,7 @@ attention_rungs() {
         --change "attention=$attn: $text, over $(basename $NOW_REG), one CUDA graph per step"
   else log "decode131k-$tag: left out (no Q4_K model, or the swap kept the step's attention: see swap-$tag)"; fi
   # the IQ1_S row (issue #10: >= 1000 tok/s at 131072, where the bf16 cache is half the step's bytes)
-  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -E -- '-(fp8|twin|bulk)\.toml$' \
+  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -E -- '-(fp8|twin|bulk|qreg)\.toml$' \
       | head -1)}
   [ -n "$base" ] && [ -f "$base" ] || { log "decode131k-iq1s-$tag: left out (no IQ1_S step on this machine)"; return 1; }
   local new=${base%.toml}-$tag.toml
@@ -1923,6 +1927,7 @@ proof_attention() {
 }
 proof_twin() { proof_attention twin test_cupy_attention_twin.py attntwin mla_split_twin_pdl; }
 proof_bulk() { proof_attention bulk test_cupy_attention_bulk.py attnbulk mla_split_bulk_pdl; }
+proof_qreg() { proof_attention qreg test_cupy_attention_qreg.py attnqreg mla_split_qreg_pdl; }
 # the fp8 attention's GPU tests (stage rungs_fp8 runs them first; proofs_fp8 alone, e.g. in a cheap call), its
 # side-by-side record perop-attnfp8-bfloat16.json kept on the machine for the rung's --expect
 proof_fp8() {
@@ -4791,6 +4796,18 @@ proofs_twin)  # session 54: the twin split's GPU tests alone (rungs_twin's first
   proof_twin ;;
 proofs_bulk)  # session 54: the bulk split's GPU tests alone (rungs_bulk's first step): bits, graph, the side-by-side
   proof_bulk ;;
+proofs_qreg)  # session 55: the queries-in-registers split's GPU tests alone (rungs_qreg's first step): the reference,
+  # graph, the side-by-side record, Nsight Compute on both splits
+  proof_qreg ;;
+rungs_qreg)  # session 55: attention=cupy_splitk_bf16_qreg_active_pdl (mla_split_qreg: each warp's quarter of the queries
+  # in registers, a tile's scores reading only the tile; written without a GPU): its GPU tests, then the pairs at
+  # 131072 on both mixes as rungs_twin's (SUITE_QREG_IQ1S_BASE names the IQ1_S base), from the tests' side-by-side
+  # record (perop-attnqreg); none: out
+  proof_qreg
+  attention_rungs qreg cupy_splitk_bf16_qreg_active_pdl attnqreg "" "" \
+      "the queries-in-registers split (each warp's quarter of the queries held in registers)" \
+      "${SUITE_QREG_IQ1S_BASE:-}" || continue
+  ;;
 rungs_bulk)  # session 54: attention=cupy_splitk_bf16_bulk_active_pdl (mla_split_bulk: each tile by one bulk copy a row,
   # the one-group split's bits; written without a GPU): its GPU tests, then the pairs at 131072 on both mixes as
   # rungs_twin's (SUITE_BULK_IQ1S_BASE names the IQ1_S base), from the tests' side-by-side record (perop-attnbulk)

@@ -9,7 +9,7 @@ memory (~45%) nor DRAM (~50%) was full. Whether the next form should move the lo
 part alone takes the kernel's time; session 54's bulk split (mla_split_bulk: each tile by 64 bulk copies, the copy
 engine's, instead of 4608 cp.async) is the loads moved.
 
-How. Each kernel (mla_split_mma, mla_split_twin and mla_split_bulk, plain launches) is compiled again with parts of its
+How. Each kernel (mla_split_mma, mla_split_twin, mla_split_bulk and mla_split_qreg, plain launches) is compiled again with parts of its
 body left out by textual edits of attention.cu (each edit must match exactly once, or the probe stops): "tile" (the
 call of mma_tile: the loads, waits and barriers only), "refill" (the copies of every tile after each group's first:
 the arithmetic over a tile already in shared memory), "score mma" and "pv mma" (the tensor-core products of the scores
@@ -29,30 +29,45 @@ import sys
 
 ROWS = 131072
 CALLS = 8
-#: kernel -> (threads, the mma_tile call in its body, its refill statement); mla_split_bulk is mla_split_mma's body with
-#: each tile's rows fetched by bulk copies (BULK; attention=cupy_splitk_bf16_bulk_active_pdl), so its tile call is
-#: mla_split_mma's (the edit reaches both kernels; only the one named is timed)
+#: kernel -> (threads, the tile call in its body, its refill statement); mla_split_bulk and mla_split_qreg are
+#: mla_split_mma's body with each tile's rows fetched by bulk copies (BULK; attention=cupy_splitk_bf16_bulk_active_pdl)
+#: or with each warp's queries in registers (QREG; attention=cupy_splitk_bf16_qreg_active_pdl), so the bulk split's
+#: tile call and the qreg split's refill are mla_split_mma's (such an edit reaches both kernels; only the one named is
+#: timed)
+_MMA_TILE = "            mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});"
+_MMA_REFILL = ("            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, r1, "
+               "tid);")
 KERNELS = {
-    "mla_split_mma": (256, "        mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});",
-                      "            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, "
-                      "r1, tid);"),
+    "mla_split_mma": (256, _MMA_TILE, _MMA_REFILL),
     "mla_split_twin": (512, "        mma_tile(sQ, sC, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, gtid, m_run, l_run, "
                             "oacc, sync);",
                        "            mma_load_rows(sC, cache, r0 + (i64)(it + 2) * MMA_BL, r1, gtid);"),
-    "mla_split_bulk": (256, "        mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});",
+    "mla_split_bulk": (256, _MMA_TILE,
                        "            if (it + 1 < n_tiles) bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, it + 1, r0, "
                        "r1, tid, bars);"),
+    "mla_split_qreg": (256, "            mma_tile_parts<4>(sQ, qf, sC, sS, (float*)(smem + MMA_SMEM_Q), sP, sAlpha, "
+                            "row0, r1, tid, m_run, l_run,\n                              oacc, BlockSync{});",
+                       _MMA_REFILL),
 }
 #: the registered kernel whose partials each kernel's whole variant must give bit for bit (the bulk copies change no
 #: value: mla_split_mma's)
-SAME_AS = {"mla_split_mma": "mla_split_mma", "mla_split_twin": "mla_split_twin", "mla_split_bulk": "mla_split_mma"}
-#: part -> the statements mma_tile holds for it (every kernel's tile code), each left out
-TILE_EDITS = {
-    "score mma": ("            mma_bf16(sacc[mt][0], a[mt], b[0], b[1]);\n"
-                  "            mma_bf16(sacc[mt][1], a[mt], b[2], b[3]);\n"),
-    "pv mma": ("                mma_bf16(oacc[mt][2 * jp], pa[mt], b[0], b[1]);\n"
-               "                mma_bf16(oacc[mt][2 * jp + 1], pa[mt], b[2], b[3]);\n"),
-}
+SAME_AS = {"mla_split_mma": "mla_split_mma", "mla_split_twin": "mla_split_twin", "mla_split_bulk": "mla_split_mma",
+           "mla_split_qreg": "mla_split_qreg"}
+#: part -> the statements the tile code holds for it (mma_tile_parts: the queries-from-shared-memory scores of the
+#: one-group, twin and bulk splits; the queries-in-registers scores of mla_split_qreg), each left out
+_PV_MMA = ("                mma_bf16(oacc[mt][2 * jp], pa[mt], b[0], b[1]);\n"
+           "                mma_bf16(oacc[mt][2 * jp + 1], pa[mt], b[2], b[3]);\n")
+_SCORE_MMA = ("                mma_bf16(sacc[mt][0], a[mt], b[0], b[1]);\n"
+              "                mma_bf16(sacc[mt][1], a[mt], b[2], b[3]);\n")
+_SCORE_MMA_QREG = ("                    mma_bf16(sacc[mt][2 * np], qf[mt][ks], b[0], b[1]);\n"
+                   "                    mma_bf16(sacc[mt][2 * np + 1], qf[mt][ks], b[2], b[3]);\n")
+
+
+def tile_edits(kernel: str) -> dict[str, str]:
+    """The tile-code parts a variant of `kernel` may leave out: its score products and P.C's."""
+    return {"score mma": _SCORE_MMA_QREG if kernel == "mla_split_qreg" else _SCORE_MMA, "pv mma": _PV_MMA}
+
+
 VARIANTS = {"whole": (), "no tile": ("tile",), "no refill": ("refill",), "no score mma": ("score mma",),
             "no pv mma": ("pv mma",), "no mma": ("score mma", "pv mma")}
 
@@ -61,7 +76,7 @@ def edited_source(source: str, kernel: str, leave_out: tuple[str, ...]) -> str:
     """attention.cu (expanded) with `kernel`'s parts in `leave_out` left out. Raises ValueError when a statement is not
     found exactly once (the kernel has changed: the probe must be updated, not run on a guess)."""
     _, tile_call, refill = KERNELS[kernel]
-    edits = {"tile": tile_call, "refill": refill, **TILE_EDITS}
+    edits = {"tile": tile_call, "refill": refill, **tile_edits(kernel)}
     for part in leave_out:
         old = edits[part]
         if source.count(old) != 1:
@@ -103,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     part_m = torch.empty(splits, 1, 32, device=dev)
     part_l = torch.empty(splits, 1, 32, device=dev)
     part_acc = torch.empty(splits, 1, 32, 512, device=dev)
-    smem = {"mla_split_mma": MMA_SMEM_BYTES, "mla_split_twin": TW_SMEM_BYTES, "mla_split_bulk": BULK_SMEM_BYTES}
+    smem = {"mla_split_mma": MMA_SMEM_BYTES, "mla_split_twin": TW_SMEM_BYTES, "mla_split_bulk": BULK_SMEM_BYTES,
+            "mla_split_qreg": MMA_SMEM_BYTES}
     source = rt.expanded_source("attention.cu")
     nbytes = ROWS * 576 * 2
 

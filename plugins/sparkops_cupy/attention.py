@@ -34,6 +34,12 @@ not bit-identity. GPU session 54 (H100): it ties, 74.94 against 73.97 µs a laye
 (`mla_split_bulk`): each 64-row tile fetched by one bulk copy a row (the copy engine, on an mbarrier) instead of the
 threads' 4608 16-byte cp.async, which share the load/store pipeline with the tile's ldmatrix loads. The same tiles and
 arithmetic: the one-group split's bits.
+
+`attention_qreg_active_pdl` (cupy_splitk_bf16_qreg_active_pdl) is `attention_deep_active_pdl` with the
+queries-in-registers split (`mla_split_qreg`): each warp holds its quarter of the absorbed queries' dims in registers,
+so a tile's scores read only the tile from shared memory (144 ldmatrix a tile for the scores where the one-group split
+issues 432, 288 of them re-reading the queries). Its scores are four partial sums over the dims rather than two, so
+it claims the bf16 tolerance, not bit-identity.
 """
 
 from __future__ import annotations
@@ -202,6 +208,23 @@ def attention_bulk_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, bulk=True)
 
 
+def attention_qreg_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_deep_active_pdl` with the queries-in-registers split at the tensor-core shape (mla_split_qreg_pdl:
+    each warp's quarter of the queries' dims held in 72 registers a thread across the slice, its scores over 32 rows
+    of each tile; the same grid, shared memory, stages, softmax, P.C, partials, combine and up projection). Why: GPU
+    session 54 left the one-group split bound by its shared-memory pipeline (twice the warps issued at the same rate;
+    half the bytes, an fp8 cache, x1.02), and 288 of a tile's 624 ldmatrix re-read the same 37 KB of queries. Its
+    stated policy: the deep PDL form's (the same shape and shared memory as mla_split_mma_pdl)."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, qreg=True)
+
+
+def attention_qreg_active(q, latent, cache, pos, w_uk, w_uv, scale):
+    """The queries-in-registers split with the plain absorb, combine and up projection, every kernel launched plainly.
+    Not registered: the plain sibling whose bits `attention_qreg_active_pdl` must give (the deep kernels and PDL change
+    no sum), as `attention_twin_active` is the twin form's."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, qreg=True)
+
+
 def bulk_fits(cache: torch.Tensor) -> bool:
     """Whether the bulk split can take `cache`: each row starts on 16 bytes (its base does; a row is 1152 bytes), and
     on a CUDA device its blocks can opt into BULK_SMEM_BYTES of shared memory."""
@@ -230,12 +253,13 @@ def twin_fits(device: torch.device) -> bool:
 
 
 def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False,
-               fp8: str | None = None, twin: bool = False, bulk: bool = False):
+               fp8: str | None = None, twin: bool = False, bulk: bool = False, qreg: bool = False):
     """The four launches. `deep`: the deep absorb / combine / up kernels where built for the shape; `pdl` (with deep):
     each of those and the tensor-core split in its PDL form, launched with programmatic dependent launch. `fp8`: the
     name of an fp8 form (its cache and latent float8_e4m3fn, its split the fp8 one), None for the others. `twin`: the
     tensor-core split in its two-group form (mla_split_twin) where the device's blocks have its shared memory. `bulk`:
-    the tensor-core split fetching its tiles by bulk copies (mla_split_bulk) where the cache's rows start on 16 bytes."""
+    the tensor-core split fetching its tiles by bulk copies (mla_split_bulk) where the cache's rows start on 16 bytes.
+    `qreg`: the tensor-core split with each warp's share of the queries in registers (mla_split_qreg)."""
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -295,6 +319,7 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
         two = twin and fp8 is None and twin_fits(dev)
         by_bulk = bulk and fp8 is None and bulk_fits(cache)
         split, smem = ("mla_split_twin", TW_SMEM_BYTES) if two else ("mla_split_bulk", BULK_SMEM_BYTES) if by_bulk \
+            else ("mla_split_qreg", MMA_SMEM_BYTES) if qreg and fp8 is None \
             else ("mla_split_mma_fp8" if fp8 is not None else "mla_split_mma", MMA_SMEM_BYTES)
         rt.launch("attention.cu", split + "_pdl" if pdl else split, dev, (splits,), (512 if two else 256,),
                   (rt.ptr(qa), rt.ptr(cache), rt.ptr(pos), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l),

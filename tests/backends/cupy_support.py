@@ -1,6 +1,7 @@
 """What the CuPy backend's GPU tests share: replaying a captured chain of PDL launches against the same work launched
 plainly (tests/backends/test_cupy_pdl.py, test_cupy_add_rmsnorm_router.py), and the MLA attention tests' inputs on
-the device, NaN-filled scratch and error measure (test_cupy_attention_fp8.py, test_cupy_attention_twin.py)."""
+the device, float64 reference, NaN-filled scratch and error measure (test_cupy_attention_fp8.py, _twin.py, _bulk.py,
+_qreg.py)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,44 @@ def replays_match(capture: Callable[[], Sequence[torch.Tensor]], plain: Callable
                 assert torch.equal(_bits(o), _bits(want)), f"replay {replay}: output {i} differs from the plain run"
     finally:
         graph.reset()
+
+
+def mla_inputs(seed: int, lmax: int, pos: int, n=32, dn=128, r=64, lkv=512, dv=128) -> dict:
+    """One token at pos over a bf16 cache whose rows pos.. are NaN (the new row must be written before it is read,
+    the later ones never read: a row past the slice in a tile's P.C would make the output NaN)."""
+    g = torch.Generator().manual_seed(seed)
+    cache = torch.randn(lmax, lkv + r, generator=g).to(torch.bfloat16)
+    cache[pos:] = float("nan")
+    return dict(q=torch.randn(1, n, dn + r, generator=g).to(torch.bfloat16),
+                latent=torch.randn(1, lkv + r, generator=g).to(torch.bfloat16), cache=cache,
+                pos=torch.tensor([pos]), w_uk=torch.randn(n, dn, lkv, generator=g) * lkv ** -0.5,
+                w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
+
+
+def mla_reference(q, latent, cache, pos, w_uk, w_uv, scale) -> torch.Tensor:
+    """MLA for one token at pos in float64 on the CPU: the new row written, rows 0 .. pos attended."""
+    p0 = int(pos[0])
+    seen = cache[:p0 + 1].double()
+    seen[p0] = latent[0].double()
+    q, w_uk, w_uv = q[0].double(), w_uk.double(), w_uv.double()
+    dn, lkv = w_uk.shape[1], w_uk.shape[2]
+    qa = torch.einsum("hd,hdl->hl", q[:, :dn], w_uk)
+    scores = (qa @ seen[:, :lkv].T + q[:, dn:] @ seen[:, lkv:].T) * scale
+    obar = torch.softmax(scores, dim=-1) @ seen[:, :lkv]
+    return torch.einsum("hvl,hl->hv", w_uv, obar)[None]
+
+
+def tiles_a_slice(pos: int, slices: int = 132) -> int:
+    """The 64-row tiles of the fullest slice for one token at pos (attention.cu's slice_rows)."""
+    chunk = -(-(pos + 1) // slices)
+    return -(-chunk // 64)
+
+
+#: (lmax, pos) for the tensor-core splits: a fresh cache; a tile's last row and the next tile's first; one tile a slice
+#: over 8192 rows; two, three and five tiles a slice (odd counts leave the twin's group 1 a tile short), each slice's
+#: last tile partial somewhere; the 48B's longest context (16 tiles a slice)
+MLA_CASES = [(200, 0), (200, 63), (200, 64), (9000, 8191), (13000, 12000), (20001, 20000), (40000, 39999),
+             (131072, 131071)]
 
 
 def on_device(args: dict) -> dict:

@@ -22,7 +22,8 @@ import torch
 
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import DEV, mla_replays_match, mla_side_by_side, nan_scratch_in, on_device
+from tests.backends.cupy_support import (DEV, MLA_CASES, mla_inputs, mla_replays_match, mla_side_by_side,
+                                         nan_scratch_in, on_device)
 from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
 
 NAME = "cupy_splitk_bf16_bulk_active_pdl"
@@ -107,30 +108,12 @@ def nan_scratch(monkeypatch):
     nan_scratch_in(monkeypatch, cu_attention)
 
 
-def _inputs(seed, lmax, pos):
-    """One token at pos over a bf16 cache whose rows pos.. are NaN (the new row must be written before it is read,
-    the later ones never read: a bulk copy of a row past the slice would put NaN into P.C)."""
-    g = torch.Generator().manual_seed(seed)
-    cache = torch.randn(lmax, 576, generator=g).to(torch.bfloat16)
-    cache[pos:] = float("nan")
-    return dict(q=torch.randn(1, 32, 192, generator=g).to(torch.bfloat16),
-                latent=torch.randn(1, 576, generator=g).to(torch.bfloat16), cache=cache, pos=torch.tensor([pos]),
-                w_uk=torch.randn(32, 128, 512, generator=g) * 512 ** -0.5,
-                w_uv=torch.randn(32, 128, 512, generator=g) * 512 ** -0.5, scale=192 ** -0.5)
-
-
-#: (lmax, pos): a fresh cache; a tile's last row and the next tile's first; one, two, three and five tiles a slice,
-#: each slice's last tile partial somewhere; the 48B's longest context (16 tiles a slice)
-CASES = [(200, 0), (200, 63), (200, 64), (9000, 8191), (13000, 12000), (20001, 20000), (40000, 39999),
-         (131072, 131071)]
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("lmax,pos", CASES, ids=[f"L{lmax}-pos{pos}" for lmax, pos in CASES])
+@pytest.mark.parametrize("lmax,pos", MLA_CASES, ids=[f"L{lmax}-pos{pos}" for lmax, pos in MLA_CASES])
 def test_the_bulk_form_gives_the_one_group_form_s_bits(lmax, pos, cuda, nan_scratch):
     """The output and the written cache bitwise those of cupy_splitk_bf16_deep_active_pdl (the one-group split, the
     step's) and of the plain cupy_splitk_bf16 (its claim's target)."""
-    args = _inputs(lmax + pos, lmax, pos)
+    args = mla_inputs(lmax + pos, lmax, pos)
     outs, caches = [], []
     for fn in (cu_attention.attention, cu_attention.attention_deep_active_pdl, cu_attention.attention_bulk_active_pdl):
         dev = on_device(args)
@@ -147,7 +130,7 @@ def test_the_bulk_form_gives_the_one_group_form_s_bits(lmax, pos, cuda, nan_scra
 def test_a_misaligned_cache_takes_the_one_group_split_with_the_same_bits(cuda, nan_scratch):
     """The stated policy on the device: a cache view 8 bytes off a 16-byte boundary runs mla_split_mma_pdl, bitwise
     the plain form."""
-    args = _inputs(7, 9000, 8500)
+    args = mla_inputs(7, 9000, 8500)
     outs = []
     for fn in (cu_attention.attention, cu_attention.attention_bulk_active_pdl):
         dev = on_device(args)
@@ -164,7 +147,7 @@ def test_a_misaligned_cache_takes_the_one_group_split_with_the_same_bits(cuda, n
 def test_a_captured_call_replays_at_other_positions_as_the_eager_call(cuda, nan_scratch):
     """One captured call, replayed at positions with 0 to 3 tiles a slice (the mbarriers' phases start afresh each
     launch): the output and the cache of the plain form's eager call there."""
-    args = _inputs(31, 20001, 0)
+    args = mla_inputs(31, 20001, 0)
     args["cache"] = torch.randn(20001, 576, generator=torch.Generator().manual_seed(32)).to(torch.bfloat16)
     mla_replays_match(cu_attention.attention_bulk_active_pdl, cu_attention.attention, on_device(args),
                       (63, 12000, 500, 20000))

@@ -24,7 +24,8 @@ import torch
 from sparkops.gate.tolerances import rule_for
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import mla_replays_match, mla_side_by_side, nan_scratch_in, nmse, on_device
+from tests.backends.cupy_support import (MLA_CASES, mla_inputs, mla_reference, mla_replays_match, mla_side_by_side,
+                                         nan_scratch_in, nmse, on_device, tiles_a_slice)
 from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
 
 NAME = "cupy_splitk_bf16_twin_active_pdl"
@@ -111,51 +112,15 @@ def nan_scratch(monkeypatch):
     nan_scratch_in(monkeypatch, cu_attention)
 
 
-def _inputs(seed, lmax, pos, n=32, dn=128, r=64, lkv=512, dv=128):
-    """One token at pos over a bf16 cache whose rows pos.. are NaN (the new row must be written before it is read,
-    the later ones never read)."""
-    g = torch.Generator().manual_seed(seed)
-    cache = torch.randn(lmax, lkv + r, generator=g).to(torch.bfloat16)
-    cache[pos:] = float("nan")
-    return dict(q=torch.randn(1, n, dn + r, generator=g).to(torch.bfloat16),
-                latent=torch.randn(1, lkv + r, generator=g).to(torch.bfloat16), cache=cache,
-                pos=torch.tensor([pos]), w_uk=torch.randn(n, dn, lkv, generator=g) * lkv ** -0.5,
-                w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
-
-
-def _reference(q, latent, cache, pos, w_uk, w_uv, scale):
-    """MLA for one token at pos in float64 on the CPU: the new row written, rows 0 .. pos attended."""
-    p0 = int(pos[0])
-    seen = cache[:p0 + 1].double()
-    seen[p0] = latent[0].double()
-    q, w_uk, w_uv = q[0].double(), w_uk.double(), w_uv.double()
-    dn, lkv = w_uk.shape[1], w_uk.shape[2]
-    qa = torch.einsum("hd,hdl->hl", q[:, :dn], w_uk)
-    scores = (qa @ seen[:, :lkv].T + q[:, dn:] @ seen[:, lkv:].T) * scale
-    obar = torch.softmax(scores, dim=-1) @ seen[:, :lkv]
-    return torch.einsum("hvl,hl->hv", w_uv, obar)[None]
-
-
-def _tiles_a_slice(pos: int, slices: int = 132) -> int:
-    """The 64-row tiles of the fullest slice for one token at pos (attention.cu's slice_rows)."""
-    chunk = -(-(pos + 1) // slices)
-    return -(-chunk // 64)
-
-
-#: (lmax, pos): one row; a tile's last row and the next tile's first; one tile a slice over 8192 rows; two (even), three
-#: and five (odd: group 1 a tile short) tiles a slice, the last slice partial; and the 48B's longest context, 16 tiles
-CASES = [(200, 0), (200, 63), (200, 64), (9000, 8191), (13000, 12000), (20001, 20000), (40000, 39999),
-         (131072, 131071)]
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("lmax,pos", CASES, ids=[f"L{lmax}-pos{pos}-tiles{_tiles_a_slice(pos)}" for lmax, pos in CASES])
+@pytest.mark.parametrize("lmax,pos", MLA_CASES,
+                         ids=[f"L{lmax}-pos{pos}-tiles{tiles_a_slice(pos)}" for lmax, pos in MLA_CASES])
 def test_the_twin_forms_match_the_reference(lmax, pos, cuda, nan_scratch):
     """The registered form and its plain sibling against float64: within a tenth of the bf16 row's 1e-3 (bf16 queries,
     qa, probabilities and output), the new row the latent's, every other row as it was; and against the one-group
     form within the same bound."""
-    args = _inputs(lmax + pos, lmax, pos)
-    want = _reference(**args)
+    args = mla_inputs(lmax + pos, lmax, pos)
+    want = mla_reference(**args)
     limit = rule_for("attention", "bf16").limit / 10
     for fn in (cu_attention.attention_twin_active_pdl, cu_attention.attention_twin_active,
                cu_attention.attention_deep_active_pdl):
@@ -176,8 +141,8 @@ def test_the_twin_forms_match_the_reference(lmax, pos, cuda, nan_scratch):
 def test_one_tile_a_slice_gives_the_one_group_split_s_bits(lmax, pos, cuda, nan_scratch):
     """Where no slice has a second tile, group 1 has none: its m is -inf, so the merge scales group 0 by 2^0 = 1 and
     adds 0 x 0, which changes no bit. The twin form then gives the one-group form's bits."""
-    assert _tiles_a_slice(pos) == 1
-    args = _inputs(pos, lmax, pos)
+    assert tiles_a_slice(pos) == 1
+    args = mla_inputs(pos, lmax, pos)
     outs = [fn(**on_device(args)) for fn in (cu_attention.attention_deep_active_pdl,
                                                cu_attention.attention_twin_active_pdl)]
     torch.cuda.synchronize()
@@ -190,7 +155,7 @@ def test_one_tile_a_slice_gives_the_one_group_split_s_bits(lmax, pos, cuda, nan_
 def test_the_pdl_form_gives_the_plain_twin_s_bits(lmax, pos, cuda, nan_scratch):
     """cupy_splitk_bf16_twin_active_pdl against attention_twin_active (the plain absorb, combine and up projection, the
     twin split launched plainly): the same output and cache bits."""
-    args = _inputs(lmax - pos, lmax, pos)
+    args = mla_inputs(lmax - pos, lmax, pos)
     outs, caches = [], []
     for fn in (cu_attention.attention_twin_active, cu_attention.attention_twin_active_pdl):
         dev = on_device(args)
@@ -207,7 +172,7 @@ def test_a_captured_call_replays_at_other_positions_as_the_eager_call(cuda, nan_
     """One captured call of the registered form, replayed at positions with 0 to 3 tiles a slice: the output and the
     cache of the same call made eagerly there (the slices, the empty ones and each group's tiles come from pos on the
     device)."""
-    args = _inputs(21, 20001, 0)
+    args = mla_inputs(21, 20001, 0)
     args["cache"] = torch.randn(20001, 576, generator=torch.Generator().manual_seed(22)).to(torch.bfloat16)
     fn = cu_attention.attention_twin_active_pdl
     mla_replays_match(fn, fn, on_device(args), (63, 12000, 500, 20000))

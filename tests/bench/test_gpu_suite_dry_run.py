@@ -4399,12 +4399,33 @@ def test_rungs_bulk_times_the_bulk_split_from_its_record(tmp_path):
     assert "decode131k-iq1s-bulk: left out (no IQ1_S step on this machine)" in log
 
 
-def test_session_54_s_plan_runs_both_splits_tests_and_the_probe_and_nothing_else(tmp_path):
-    """The next call's plan: the twin's and the bulk split's GPU tests (each file with its PDL chain case) and
-    probe_split, no model, registry or pair."""
+def test_rungs_qreg_times_the_qreg_split_from_its_record(tmp_path):
+    """The queries-in-registers split's GPU tests (its file and its PDL chain case, -k qreg), then from its record the
+    Q4_K pair over the step now; no IQ1_S step here, so its row is left out, said."""
+    machine = tmp_path / "machine"
+    diag = machine / "suite-diag"
+    diag.mkdir(parents=True)
+    (diag / "perop-attnqreg-bfloat16.json").write_text(json.dumps(
+        {"title": "t", "per_token_seconds": {"cupy_splitk_bf16_deep_active_pdl": 5e-4,
+                                             "cupy_splitk_bf16_qreg_active_pdl": 4e-4}}))
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_qreg", extra_env=env)
+    assert re.search(r"gpu-tests-qreg \(limit \d+s\): .*-k qreg tests/backends/test_cupy_attention_qreg.py "
+                     r"tests/backends/test_cupy_kernels.py", log)
+    assert "rungs_qreg: attention=1.250 from perop-attnqreg-bfloat16.json" in log
+    bench = [c for c in calls if c.startswith("bench decode")]
+    base, qreg = machine / "cuda-s22-all.toml", machine / "cuda-s22-all-qreg.toml"
+    assert len(bench) == 1 and f"--registry {base} --vs {qreg} " in bench[0] and "--expect attention=1.250" in bench[0]
+    assert any(c.startswith("swap") and "attention=cupy_splitk_bf16_qreg_active_pdl" in c for c in calls)
+    assert "decode131k-iq1s-qreg: left out (no IQ1_S step on this machine)" in log
+
+
+def test_session_55_s_plan_runs_the_splits_tests_and_the_probe_and_nothing_else(tmp_path):
+    """The next call's plan: the twin's, the bulk and the qreg split's GPU tests (each file with its PDL chain case)
+    and probe_split, no model, registry or pair."""
     env = {"STUB_PYTEST_SECONDS": "0", "SUITE_SKIP": "probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_twin_pdl"}
-    log, calls = _suite(tmp_path, "proofs_twin", "proofs_bulk", "probe_split", extra_env=env)
-    for tag in ("twin", "bulk"):
+    log, calls = _suite(tmp_path, "proofs_twin", "proofs_bulk", "proofs_qreg", "probe_split", extra_env=env)
+    for tag in ("twin", "bulk", "qreg"):
         assert re.search(rf"gpu-tests-{tag} \(limit \d+s\): .*-k {tag} tests/backends/test_cupy_attention_{tag}.py",
                          log)
     assert "bench/probes/split_anatomy.py --out" in log and "probe-split-anatomy.json" in log

@@ -24,7 +24,7 @@ def test_every_variant_leaves_out_its_parts_and_only_them():
     assert probe.edited_source(src, "mla_split_mma", ()) == src
     for kernel, (_, tile_call, refill) in probe.KERNELS.items():
         assert f"void __launch_bounds__({probe.KERNELS[kernel][0]}, 1) {kernel}(" in src
-        edits = {"tile": tile_call, "refill": refill, **probe.TILE_EDITS}
+        edits = {"tile": tile_call, "refill": refill, **probe.tile_edits(kernel)}
         for label, leave_out in probe.VARIANTS.items():
             out = probe.edited_source(src, kernel, leave_out)
             for part, old in edits.items():

@@ -466,46 +466,85 @@ struct GroupSync {
 // runs 8 threads per head, writing the probabilities (bf16) to sP and each head's rescale to sAlpha; then warp w
 // accumulates latent dims 64w .. 64w+63. Called with the tile landed and every thread of the group past a barrier
 // since; returns with sS, sP and sAlpha still being read (the caller's next barrier ends that) and the tile too.
-template <typename Sync>
-__device__ __forceinline__ void mma_tile(u32 sQ, u32 sC, float* sS, u16* sP, float* sAlpha, i64 row0, i64 r1, int tid,
-                                         float& m_run, float& l_run, float (&oacc)[2][8][4], Sync sync) {
+template <int NK, typename Sync>
+__device__ __forceinline__ void mma_tile_parts(u32 sQ, const u32 (*qf)[9][4], u32 sC, float* sS, float* sS2, u16* sP,
+                                               float* sAlpha, i64 row0, i64 r1, int tid, float& m_run, float& l_run,
+                                               float (&oacc)[2][8][4], Sync sync) {
     const int lane = tid & 31, warp = tid >> 5;
-    const int cgrp = warp & 3, kh = warp >> 2;
     const int srow = tid >> 3, seg = tid & 7;  // softmax role: head srow, columns 8*seg .. 8*seg+7 of the tile
     const u32 sPa = smem_addr(sP);
-    // scores: rows 16*cgrp .. +15 of the tile, dims [288*kh, 288*kh + 288)
-    float sacc[2][2][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = 0.0f;
-#pragma unroll 2
-    for (int ks = 0; ks < 18; ++ks) {
-        const int k0 = (kh * 18 + ks) * 16;
-        u32 a[2][4], b[4];
+    if constexpr (NK == 2) {
+        const int cgrp = warp & 3, kh = warp >> 2;
+        // scores: rows 16*cgrp .. +15 of the tile, dims [288*kh, 288*kh + 288)
+        float sacc[2][2][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
-            ldsm_x4(sQ + ((mt * 16 + (lane & 15)) * MMA_DP + k0 + (lane >> 4) * 8) * 2, a[mt][0], a[mt][1],
-                    a[mt][2], a[mt][3]);
-        ldsm_x4(sC + ((16 * cgrp + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 + ((lane >> 3) & 1) * 8) * 2,
-                b[0], b[1], b[2], b[3]);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-            mma_bf16(sacc[mt][0], a[mt], b[0], b[1]);
-            mma_bf16(sacc[mt][1], a[mt], b[2], b[3]);
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = 0.0f;
+#pragma unroll 2
+        for (int ks = 0; ks < 18; ++ks) {
+            const int k0 = (kh * 18 + ks) * 16;
+            u32 a[2][4], b[4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+                ldsm_x4(sQ + ((mt * 16 + (lane & 15)) * MMA_DP + k0 + (lane >> 4) * 8) * 2, a[mt][0], a[mt][1],
+                        a[mt][2], a[mt][3]);
+            ldsm_x4(sC + ((16 * cgrp + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 + ((lane >> 3) & 1) * 8) * 2,
+                    b[0], b[1], b[2], b[3]);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                mma_bf16(sacc[mt][0], a[mt], b[0], b[1]);
+                mma_bf16(sacc[mt][1], a[mt], b[2], b[3]);
+            }
         }
+        float* sSk = sS + kh * (MMA_NH * MMA_SS);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                const int row = mt * 16 + (lane >> 2), col = 16 * cgrp + 8 * nt + 2 * (lane & 3);
+                *(float2*)(sSk + row * MMA_SS + col) = make_float2(sacc[mt][nt][0], sacc[mt][nt][1]);
+                *(float2*)(sSk + (row + 8) * MMA_SS + col) = make_float2(sacc[mt][nt][2], sacc[mt][nt][3]);
+            }
+    } else {
+        // scores from the queries in registers (qf, mma_load_qfrags): warp w computes rows 32 (w >> 2) .. +31 for all
+        // heads over quarter w & 3 of the dims into part w & 3 (sS's halves, then sS2's)
+        const int kq = warp & 3, rg = warp >> 2;
+        float sacc[2][4][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sacc[mt][nt][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < 9; ++ks) {
+            const int k0 = (kq * 9 + ks) * 16;
+#pragma unroll
+            for (int np = 0; np < 2; ++np) {
+                u32 b[4];
+                ldsm_x4(sC + ((32 * rg + 16 * np + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 +
+                              ((lane >> 3) & 1) * 8) * 2,
+                        b[0], b[1], b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    mma_bf16(sacc[mt][2 * np], qf[mt][ks], b[0], b[1]);
+                    mma_bf16(sacc[mt][2 * np + 1], qf[mt][ks], b[2], b[3]);
+                }
+            }
+        }
+        float* sSk = (kq < 2 ? sS : sS2) + (kq & 1) * (MMA_NH * MMA_SS);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const int row = mt * 16 + (lane >> 2), col = 32 * rg + 8 * nt + 2 * (lane & 3);
+                *(float2*)(sSk + row * MMA_SS + col) = make_float2(sacc[mt][nt][0], sacc[mt][nt][1]);
+                *(float2*)(sSk + (row + 8) * MMA_SS + col) = make_float2(sacc[mt][nt][2], sacc[mt][nt][3]);
+            }
     }
-    float* sSk = sS + kh * (MMA_NH * MMA_SS);
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-            const int row = mt * 16 + (lane >> 2), col = 16 * cgrp + 8 * nt + 2 * (lane & 3);
-            *(float2*)(sSk + row * MMA_SS + col) = make_float2(sacc[mt][nt][0], sacc[mt][nt][1]);
-            *(float2*)(sSk + (row + 8) * MMA_SS + col) = make_float2(sacc[mt][nt][2], sacc[mt][nt][3]);
-        }
     sync();
 
     // online softmax, base 2 (qa carries log2 e); rows at or past r1 are masked out
@@ -516,7 +555,13 @@ __device__ __forceinline__ void mma_tile(u32 sQ, u32 sC, float* sS, u16* sP, flo
         float tmax = NEG_INF;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-            sv[e] = row0 + 8 * seg + e < r1 ? s0[e] + s1[e] : NEG_INF;
+            if constexpr (NK == 2) {
+                sv[e] = row0 + 8 * seg + e < r1 ? s0[e] + s1[e] : NEG_INF;
+            } else {
+                const float* s2 = sS2 + srow * MMA_SS + 8 * seg;
+                const float* s3 = s2 + MMA_NH * MMA_SS;
+                sv[e] = row0 + 8 * seg + e < r1 ? ((s0[e] + s1[e]) + s2[e]) + s3[e] : NEG_INF;
+            }
             tmax = fmaxf(tmax, sv[e]);
         }
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
@@ -575,6 +620,27 @@ __device__ __forceinline__ void mma_tile(u32 sQ, u32 sC, float* sS, u16* sP, flo
             }
         }
     }
+}
+
+// mma_tile_parts with the queries read from shared memory each tile (sQ) and the scores in sS's two halves: the
+// one-group, twin and bulk splits' tile.
+template <typename Sync>
+__device__ __forceinline__ void mma_tile(u32 sQ, u32 sC, float* sS, u16* sP, float* sAlpha, i64 row0, i64 r1, int tid,
+                                         float& m_run, float& l_run, float (&oacc)[2][8][4], Sync sync) {
+    mma_tile_parts<2>(sQ, nullptr, sC, sS, nullptr, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, sync);
+}
+
+// The queries-in-registers split's A fragments (mma_tile_parts<4>): warp w's quarter w & 3 of the 576 dims for all 32
+// heads, 9 k-steps of 16 x 2 head tiles, read once from the queries at sQ (pitch MMA_DP) as mma_tile's scores read
+// them every tile. 72 registers a thread.
+__device__ __forceinline__ void mma_load_qfrags(u32 sQ, u32 (&qf)[2][9][4], int tid) {
+    const int lane = tid & 31, kq = (tid >> 5) & 3;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < 9; ++ks)
+            ldsm_x4(sQ + ((mt * 16 + (lane & 15)) * MMA_DP + (kq * 9 + ks) * 16 + (lane >> 4) * 8) * 2, qf[mt][ks][0],
+                    qf[mt][ks][1], qf[mt][ks][2], qf[mt][ks][3]);
 }
 
 // The rows of the context this block's slice covers, [r0, r1) for the one token at pos (read after a PDL kernel's
@@ -689,7 +755,7 @@ __device__ __forceinline__ void bulk_fetch(u8* sC0, const u16* __restrict__ cach
 // SASS was compared instruction for instruction with the code before the fp8 form).
 // BULK (with CT = u16; mla_split_bulk): each tile's rows by bulk copies (bulk_fetch) completing on its stage's mbarrier,
 // waited on there instead of the cp.async groups; the queries still by cp.async. The same tiles: the same bits.
-template <bool PDL, typename CT = u16, bool BULK = false>
+template <bool PDL, typename CT = u16, bool BULK = false, bool QREG = false>
 __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, const CT* __restrict__ cache,
                                                    const i64* __restrict__ pos, i64 Lmax, float* __restrict__ part_m,
                                                    float* __restrict__ part_l, float* __restrict__ part_acc,
@@ -730,12 +796,21 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, 0, r0, r1, tid, bars);
         cp_async_wait_all();  // the queries
     } else {
+        if constexpr (QREG) cp_async_commit();  // the queries in a group of their own, waited for below
         // tiles 0 .. STAGES-2 in flight (the queries travel with tile 0); always commit: uniform group counts
 #pragma unroll
         for (int j = 0; j < MMA_STAGES - 1; ++j) {
             if (j < n_tiles) mma_load_stage(sC0, cache, j, r0 + (i64)j * MMA_BL, r1, tid);
             cp_async_commit();
         }
+    }
+
+    static_assert(!QREG || sizeof(CT) == 2, "the queries-in-registers split is bf16");
+    u32 qf[QREG ? 2 : 1][9][4];  // QREG: this warp's quarter of the queries, the A fragments of its score MMAs
+    if constexpr (QREG) {
+        if constexpr (!BULK) cp_async_wait<MMA_STAGES - 1>();  // the queries' group (the tiles' may still fly)
+        __syncthreads();  // every thread's query copies have landed
+        mma_load_qfrags(sQ, qf, tid);  // read before the loop's first barrier, after which parts overwrite them
     }
 
     float m_run = NEG_INF, l_run = 0.0f;
@@ -760,7 +835,12 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         }
         const u32 sC = sizeof(CT) == 1 ? sC0 : sC0 + (it % MMA_STAGES) * (MMA_BL * MMA_DP * 2);
 
-        mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});
+        if constexpr (QREG) {
+            mma_tile_parts<4>(sQ, qf, sC, sS, (float*)(smem + MMA_SMEM_Q), sP, sAlpha, row0, r1, tid, m_run, l_run,
+                              oacc, BlockSync{});
+        } else {
+            mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});
+        }
     }
     mma_write_partial(o, tid, m_run, l_run, oacc, part_m, part_l, part_acc);
 }
@@ -982,6 +1062,39 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_bulk_pdl(const u1
                                                                         float* __restrict__ part_acc,
                                                                         int skip_empty) {
     mla_split_mma_body<true, u16, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// ---- the queries-in-registers split: mla_split_mma with each warp's share of the queries held in registers ---------
+// Per 64-row tile mla_split_mma's 8 warps issue 624 ldmatrix.x4, 288 of them re-reading the same 37 KB of queries for
+// the scores (each warp half the dims of all 32 heads, 18 k-steps, two query fragments a step), all through the
+// shared-memory pipeline that binds the split (GPU session 54: twice the warps, the same 0.25 issues a cycle; half the
+// bytes with an fp8 cache, x1.02). Here warp w reads its quarter of the dims (w & 3) for all heads into registers once
+// (mma_load_qfrags, 72 a thread) and each tile computes rows 32 (w >> 2) .. +31 over that quarter: 144 ldmatrix.x4 a
+// tile for the scores (the tile's rows, each read once), none for the queries, the same 576 score MMAs in chains of 9
+// rather than 18. The scores come in four partial sums over the dims, two in the usual halves and two written over
+// the queries (no longer read once the fragments are loaded: the loop's first barrier orders that), added in order by
+// the softmax; so the partials differ from mla_split_mma's in rounding (the tolerance claim). Everything else is
+// mla_split_mma's (mla_split_mma_body with QREG): the same stages, softmax, P.C and shared memory (MMA_SMEM_BYTES).
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_qreg(const u16* __restrict__ qa,
+                                                                    const u16* __restrict__ cache,
+                                                                    const i64* __restrict__ pos, i64 Lmax,
+                                                                    float* __restrict__ part_m,
+                                                                    float* __restrict__ part_l,
+                                                                    float* __restrict__ part_acc, int skip_empty) {
+    mla_split_mma_body<false, u16, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_qreg for programmatic dependent launch (attention=cupy_splitk_bf16_qreg_active_pdl). The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_qreg_pdl(const u16* __restrict__ qa,
+                                                                        const u16* __restrict__ cache,
+                                                                        const i64* __restrict__ pos, i64 Lmax,
+                                                                        float* __restrict__ part_m,
+                                                                        float* __restrict__ part_l,
+                                                                        float* __restrict__ part_acc,
+                                                                        int skip_empty) {
+    mla_split_mma_body<true, u16, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
 }
 
 // ---- combine and up-projection ---------------------------------------------------------------------------
