@@ -199,6 +199,8 @@
 #                 side-by-side record) and Nsight Compute on the first launch of the one-group and the qreg split
 #     rungs_qreg  session 55's queries-in-registers split (attention=cupy_splitk_bf16_qreg_active_pdl) at 131072 as
 #                 rungs_twin, over SUITE_QREG_IQ1S_BASE for the IQ1_S row
+#     rungs_split the faster per op of the qreg and the bulk split (each's record from its proofs on this machine),
+#                 if x1.05 or more (SUITE_SPLIT_MIN), as its rungs stage; SUITE_SPLIT_IQ1S_BASE names the IQ1_S base
 #     rungs_bulk  session 54's bulk split (attention=cupy_splitk_bf16_bulk_active_pdl) at 131072 as rungs_twin, over
 #                 SUITE_BULK_IQ1S_BASE for the IQ1_S row
 #     rungs_twin  session 54's twin split (attention=cupy_splitk_bf16_twin_active_pdl) at 131072 after its GPU tests:
@@ -1928,6 +1930,25 @@ proof_attention() {
 proof_twin() { proof_attention twin test_cupy_attention_twin.py attntwin mla_split_twin_pdl; }
 proof_bulk() { proof_attention bulk test_cupy_attention_bulk.py attnbulk mla_split_bulk_pdl; }
 proof_qreg() { proof_attention qreg test_cupy_attention_qreg.py attnqreg mla_split_qreg_pdl; }
+# what each split rung's ledger row says it changed (rungs_split)
+declare -A SPLIT_TEXT=([qreg]="the queries-in-registers split (each warp's quarter of the queries held in registers)"
+                       [bulk]="the bulk split (each tile's rows by the copy engine, one bulk copy a row)")
+# split_pick: prints the tag (qreg or bulk) of the split whose GPU tests passed on this machine and whose side-by-side
+# record (perop-attnTAG-bfloat16.json) has it fastest against the step's one-group split, if at least SUITE_SPLIT_MIN
+# (1.05); says each figure; fails, saying so, where none qualifies
+split_pick() {
+  local tag f best="" bestf=${SUITE_SPLIT_MIN:-1.05}
+  for tag in qreg bulk; do
+    f=""
+    [ "$(marker $DONE/gpu-tests-$tag)" = 0 ] && f=$(perop attn$tag cupy_splitk_bf16_deep_active_pdl \
+        cupy_splitk_bf16_${tag}_active_pdl)
+    log "rungs_split: $tag x${f:-? (no passed tests or no record)} per op" >&2
+    [ -n "$f" ] && awk -v a="$f" -v b="$bestf" 'BEGIN { exit !(a + 0 >= b + 0) }' && { best=$tag; bestf=$f; }
+  done
+  [ -n "$best" ] || { log "rungs_split: no split reaches x${SUITE_SPLIT_MIN:-1.05} per op: no rung"; return 1; } >&2
+  log "rungs_split: the $best split (x$bestf per op)" >&2
+  echo $best
+}
 # the fp8 attention's GPU tests (stage rungs_fp8 runs them first; proofs_fp8 alone, e.g. in a cheap call), its
 # side-by-side record perop-attnfp8-bfloat16.json kept on the machine for the rung's --expect
 proof_fp8() {
@@ -4796,6 +4817,16 @@ proofs_twin)  # session 54: the twin split's GPU tests alone (rungs_twin's first
   proof_twin ;;
 proofs_bulk)  # session 54: the bulk split's GPU tests alone (rungs_bulk's first step): bits, graph, the side-by-side
   proof_bulk ;;
+rungs_split)  # session 55: whichever of the qreg and the bulk split is the faster per op by its side-by-side record
+  # (proofs_qreg / proofs_bulk on this machine, which must have passed), if at least x$SUITE_SPLIT_MIN (default 1.05:
+  # the split is ~19% of the IQ1_S step at 131072, so less per op is under the rows' noise), timed as its rungs stage:
+  # the Q4_K pair over the step now, then the IQ1_S pair over SUITE_SPLIT_IQ1S_BASE (the IQ1_S 48B made first)
+  split_tag=$(split_pick) || continue
+  [ -n "${SUITE_SPLIT_IQ1S_BASE:-}" ] && [ ! -f $M1 ] && \
+    run synth48-iq1s 60 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
+  attention_rungs $split_tag cupy_splitk_bf16_${split_tag}_active_pdl attn$split_tag "" "" "${SPLIT_TEXT[$split_tag]}" \
+      "${SUITE_SPLIT_IQ1S_BASE:-}" || continue
+  ;;
 proofs_qreg)  # session 55: the queries-in-registers split's GPU tests alone (rungs_qreg's first step): the reference,
   # graph, the side-by-side record, Nsight Compute on both splits
   proof_qreg ;;

@@ -4420,6 +4420,50 @@ def test_rungs_qreg_times_the_qreg_split_from_its_record(tmp_path):
     assert "decode131k-iq1s-qreg: left out (no IQ1_S step on this machine)" in log
 
 
+def _split_records(machine, qreg: float | None, bulk: float | None, passed=("qreg", "bulk")) -> None:
+    """The proofs' side-by-side records on the machine (the split at 1 / FACTOR of the one-group's 5e-4 s a token) and
+    their tests' markers (passed: exit 0; the others 1)."""
+    diag, done = machine / "suite-diag", machine / "suite-done"
+    diag.mkdir(parents=True, exist_ok=True)
+    done.mkdir(parents=True, exist_ok=True)
+    for tag, factor in (("qreg", qreg), ("bulk", bulk)):
+        (done / f"gpu-tests-{tag}").write_text("0\n" if tag in passed else "1\n")
+        if factor is not None:
+            (diag / f"perop-attn{tag}-bfloat16.json").write_text(json.dumps(
+                {"title": "t", "per_token_seconds": {"cupy_splitk_bf16_deep_active_pdl": 5e-4,
+                                                     f"cupy_splitk_bf16_{tag}_active_pdl": 5e-4 / factor}}))
+
+
+def test_rungs_split_times_the_faster_split_per_op_over_the_named_iq1s_step(tmp_path):
+    """Both splits' tests passed here: the bulk split's x1.6 beats the qreg split's x1.25, so its rows run, the IQ1_S
+    48B made first for the IQ1_S pair over SUITE_SPLIT_IQ1S_BASE; the qreg split is neither swapped nor timed."""
+    machine = tmp_path / "machine"
+    _split_records(machine, 1.25, 1.6)
+    named = machine / "cuda-s22-all-iq1s-q8_iq1s_t2.toml"
+    named.write_text((REPO / "registry.toml").read_text())
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0",
+           "SUITE_SPLIT_IQ1S_BASE": str(named)}
+    log, calls = _suite(tmp_path, "rungs_split", extra_env=env)
+    assert "rungs_split: qreg x1.250 per op" in log and "rungs_split: the bulk split (x1.600 per op)" in log
+    assert any(c.startswith("synth") and "--quant iq1_s" in c for c in calls)
+    bench = [c for c in calls if c.startswith("bench decode")]
+    assert len(bench) == 2 and all("--expect attention=1.600" in c for c in bench), bench
+    assert f"--registry {named} --vs {machine / 'cuda-s22-all-iq1s-q8_iq1s_t2-bulk.toml'} " in bench[1]
+    assert not any("qreg" in c for c in calls if not c.startswith("ledger perop")), calls  # (records are imported)
+
+
+def test_rungs_split_takes_no_split_under_the_minimum_or_untested(tmp_path):
+    """The qreg split's x1.30 is the fastest but its tests failed; the bulk split's x1.03 is under x1.05: no rung,
+    said, nothing made or timed."""
+    machine = tmp_path / "machine"
+    _split_records(machine, 1.30, 1.03, passed=("bulk",))
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_split", extra_env=env)
+    assert "rungs_split: qreg x? (no passed tests or no record) per op" in log
+    assert "rungs_split: bulk x1.030 per op" in log and "rungs_split: no split reaches x1.05 per op: no rung" in log
+    assert not any(c.startswith(("bench", "swap", "synth", "diagnose")) for c in calls), calls
+
+
 def test_session_55_s_plan_runs_the_splits_tests_and_the_probe_and_nothing_else(tmp_path):
     """The next call's plan: the twin's, the bulk and the qreg split's GPU tests (each file with its PDL chain case)
     and probe_split, no model, registry or pair."""
