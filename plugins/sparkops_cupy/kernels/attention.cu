@@ -461,11 +461,13 @@ struct GroupSync {
 // One 64-row tile of the cache, already in shared memory at sC (rows row0 .. row0 + 63; those at or past r1 are
 // masked out), folded into a running softmax and its weighted sums by the 256 threads that share the tile (tid: 0 ..
 // 255 among them; sync(): their barrier): m_run, l_run are head srow's (tid >> 3; each of its 8 threads holds them),
-// oacc holds heads x latent dims 64 * warp .. + 63 in the mma accumulator layout. Per tile: warp w computes the scores
-// of rows 16(w&3) .. +15 for all heads over half (w>>2) of the 576 dims into sS (two [32, MMA_SS] halves); the softmax
-// runs 8 threads per head, writing the probabilities (bf16) to sP and each head's rescale to sAlpha; then warp w
-// accumulates latent dims 64w .. 64w+63. Called with the tile landed and every thread of the group past a barrier
-// since; returns with sS, sP and sAlpha still being read (the caller's next barrier ends that) and the tile too.
+// oacc holds heads x latent dims 64 * warp .. + 63 in the mma accumulator layout. Per tile, NK = 2 (mma_tile): warp w
+// computes the scores of rows 16(w&3) .. +15 for all heads over half (w>>2) of the 576 dims from the queries at sQ into
+// sS (two [32, MMA_SS] halves); NK = 4 (mla_split_qreg): rows 32(w>>2) .. +31 over quarter w&3 from the query
+// fragments qf (mma_load_qfrags) into sS's halves, then sS2's; the softmax runs 8 threads per head, adding the parts
+// in order, writing the probabilities (bf16) to sP and each head's rescale to sAlpha; then warp w accumulates latent
+// dims 64w .. 64w+63. Called with the tile landed and every thread of the group past a barrier since; returns with sS,
+// sS2, sP and sAlpha still being read (the caller's next barrier ends that) and the tile too.
 template <int NK, typename Sync>
 __device__ __forceinline__ void mma_tile_parts(u32 sQ, const u32 (*qf)[9][4], u32 sC, float* sS, float* sS2, u16* sP,
                                                float* sAlpha, i64 row0, i64 r1, int tid, float& m_run, float& l_run,
