@@ -189,8 +189,8 @@
 #                 (moe_experts@IQ1_S) over that; each left out where no form is faster per op, each --expect the
 #                 probe's calls-weighted factor, each base diagnosed at 131072
 #     proofs_fp8  rungs_fp8's GPU tests alone (the fp8 attention's bits, graph, and its side-by-side record)
-#     probe_split the MLA split (one-group, twin) with its tile arithmetic, refills or tensor-core products left out
-#                 (bench/probes/split_anatomy.py): what binds it at 131072 rows
+#     probe_split the MLA split (one-group, qreg, twin, bulk; SUITE_SPLIT_KERNELS names some) with its tile arithmetic,
+#                 refills or tensor-core products left out (bench/probes/split_anatomy.py): what binds it at 131072 rows
 #     proofs_twin rungs_twin's GPU tests alone (the twin split's bits, graph, its side-by-side record) and Nsight
 #                 Compute on the first launch of the one-group and the twin split
 #     proofs_bulk rungs_bulk's GPU tests alone (the bulk split's bits, graph, its side-by-side record) and Nsight
@@ -199,8 +199,11 @@
 #                 side-by-side record) and Nsight Compute on the first launch of the one-group and the qreg split
 #     rungs_qreg  session 55's queries-in-registers split (attention=cupy_splitk_bf16_qreg_active_pdl) at 131072 as
 #                 rungs_twin, over SUITE_QREG_IQ1S_BASE for the IQ1_S row
-#     rungs_split the faster per op of the qreg and the bulk split (each's record from its proofs on this machine),
-#                 if x1.05 or more (SUITE_SPLIT_MIN), as its rungs stage; SUITE_SPLIT_IQ1S_BASE names the IQ1_S base
+#     proofs_fp8_qreg the fp8 queries-in-registers split's GPU tests alone (the reference on fp8 values, graph, the
+#                 side-by-side record against the bf16 and the fp8 one-group split) and Nsight Compute on it
+#     rungs_split the faster per op of the qreg, the bulk and the fp8 qreg split (each's record from its proofs on
+#                 this machine), if x1.05 or more (SUITE_SPLIT_MIN), as its rungs stage; SUITE_SPLIT_IQ1S_BASE names
+#                 the IQ1_S base
 #     rungs_bulk  session 54's bulk split (attention=cupy_splitk_bf16_bulk_active_pdl) at 131072 as rungs_twin, over
 #                 SUITE_BULK_IQ1S_BASE for the IQ1_S row
 #     rungs_twin  session 54's twin split (attention=cupy_splitk_bf16_twin_active_pdl) at 131072 after its GPU tests:
@@ -1899,7 +1902,7 @@ attention_rungs() {
         --change "attention=$attn: $text, over $(basename $NOW_REG), one CUDA graph per step"
   else log "decode131k-$tag: left out (no Q4_K model, or the swap kept the step's attention: see swap-$tag)"; fi
   # the IQ1_S row (issue #10: >= 1000 tok/s at 131072, where the bf16 cache is half the step's bytes)
-  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -E -- '-(fp8|twin|bulk|qreg)\.toml$' \
+  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -E -- '-(fp8|twin|bulk|qreg|fp8_qreg)\.toml$' \
       | head -1)}
   [ -n "$base" ] && [ -f "$base" ] || { log "decode131k-iq1s-$tag: left out (no IQ1_S step on this machine)"; return 1; }
   local new=${base%.toml}-$tag.toml
@@ -1930,18 +1933,25 @@ proof_attention() {
 proof_twin() { proof_attention twin test_cupy_attention_twin.py attntwin mla_split_twin_pdl; }
 proof_bulk() { proof_attention bulk test_cupy_attention_bulk.py attnbulk mla_split_bulk_pdl; }
 proof_qreg() { proof_attention qreg test_cupy_attention_qreg.py attnqreg mla_split_qreg_pdl; }
+proof_fp8_qreg() { proof_attention fp8_qreg test_cupy_attention_fp8_qreg.py attnfp8_qreg mla_split_qreg_fp8_pdl; }
 # what each split rung's ledger row says it changed (rungs_split)
 declare -A SPLIT_TEXT=([qreg]="the queries-in-registers split (each warp's quarter of the queries held in registers)"
-                       [bulk]="the bulk split (each tile's rows by the copy engine, one bulk copy a row)")
-# split_pick: prints the tag (qreg or bulk) of the split whose GPU tests passed on this machine and whose side-by-side
-# record (perop-attnTAG-bfloat16.json) has it fastest against the step's one-group split, if at least SUITE_SPLIT_MIN
-# (1.05); says each figure; fails, saying so, where none qualifies
+                       [bulk]="the bulk split (each tile's rows by the copy engine, one bulk copy a row)"
+                       [fp8_qreg]="the MLA cache in float8_e4m3fn with the queries-in-registers split (three fp8 \
+stages: two tiles in flight)")
+# and the implementation each tag names
+declare -A SPLIT_IMPL=([qreg]=cupy_splitk_bf16_qreg_active_pdl [bulk]=cupy_splitk_bf16_bulk_active_pdl
+                       [fp8_qreg]=cupy_splitk_fp8_qreg_active_pdl)
+# split_pick: prints the tag (qreg, bulk or fp8_qreg) of the split whose GPU tests passed on this machine and whose
+# side-by-side record (perop-attnTAG-bfloat16.json) has it fastest against the step's one-group split, if at least
+# SUITE_SPLIT_MIN (1.05); says each figure (in the suite's log and on stderr: stdout is the tag); fails, saying so,
+# where none qualifies
 split_pick() {
   local tag f best="" bestf=${SUITE_SPLIT_MIN:-1.05}
-  for tag in qreg bulk; do
+  for tag in qreg bulk fp8_qreg; do
     f=""
     [ "$(marker $DONE/gpu-tests-$tag)" = 0 ] && f=$(perop attn$tag cupy_splitk_bf16_deep_active_pdl \
-        cupy_splitk_bf16_${tag}_active_pdl)
+        ${SPLIT_IMPL[$tag]})
     log "rungs_split: $tag x${f:-? (no passed tests or no record)} per op" >&2
     [ -n "$f" ] && awk -v a="$f" -v b="$bestf" 'BEGIN { exit !(a + 0 >= b + 0) }' && { best=$tag; bestf=$f; }
   done
@@ -4223,10 +4233,14 @@ probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with
   run gpu-tests-l2-prefetch 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_cupy_l2_prefetch.py --junitxml="$R/gpu-tests-l2-prefetch.xml"
   run probe-l2-hot 300 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
-probe_split)  # decode lead (session 54): the MLA splits (one-group, twin, bulk) with their tile arithmetic, refills or
-  # tensor-core products left out (source edits of attention.cu), each as 8 launches over two 131072-row caches in one
-  # graph (bench/probes/split_anatomy.py, ~40 s): whether its loads or its per-tile chain take its time
-  run probe-split-anatomy 150 python3 bench/probes/split_anatomy.py --out "$R/probe-split-anatomy.json" ;;
+probe_split)  # decode lead (session 54): the MLA splits (one-group, qreg, twin, bulk) with their tile arithmetic,
+  # refills or tensor-core products left out (source edits of attention.cu), each as 8 launches over two 131072-row
+  # caches in one graph (bench/probes/split_anatomy.py): whether its loads or its per-tile chain take its time. Each
+  # variant compiles attention.cu again (session 55: ~80 s a kernel, three kernels past a 246 s budget), so
+  # SUITE_SPLIT_KERNELS names the kernels to take apart (default: all four)
+  # shellcheck disable=SC2086 # a word list
+  run probe-split-anatomy 150 python3 bench/probes/split_anatomy.py --out "$R/probe-split-anatomy.json" \
+      ${SUITE_SPLIT_KERNELS:+--kernels $SUITE_SPLIT_KERNELS} ;;
 probe_gateup)  # decode lead (session 43): the step's MoE gate/up kernel with its x staging, its dots or its weight
   # copies left out (source edits of gateup_q8_q4_k), each as 64 PDL launches over rotated routings in one graph
   # (bench/probes/gateup_anatomy.py, ~60 s): which part the kernel waits on
@@ -4817,16 +4831,19 @@ proofs_twin)  # session 54: the twin split's GPU tests alone (rungs_twin's first
   proof_twin ;;
 proofs_bulk)  # session 54: the bulk split's GPU tests alone (rungs_bulk's first step): bits, graph, the side-by-side
   proof_bulk ;;
-rungs_split)  # session 55: whichever of the qreg and the bulk split is the faster per op by its side-by-side record
-  # (proofs_qreg / proofs_bulk on this machine, which must have passed), if at least x$SUITE_SPLIT_MIN (default 1.05:
+rungs_split)  # session 55: whichever of the qreg, bulk and fp8 qreg splits is the faster per op by its side-by-side
+  # record (proofs_qreg / proofs_bulk / proofs_fp8_qreg on this machine, which must have passed), if at least x$SUITE_SPLIT_MIN (default 1.05:
   # the split is ~19% of the IQ1_S step at 131072, so less per op is under the rows' noise), timed as its rungs stage:
   # the Q4_K pair over the step now, then the IQ1_S pair over SUITE_SPLIT_IQ1S_BASE (the IQ1_S 48B made first)
   split_tag=$(split_pick) || continue
   [ -n "${SUITE_SPLIT_IQ1S_BASE:-}" ] && [ ! -f $M1 ] && \
     run synth48-iq1s 60 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
-  attention_rungs $split_tag cupy_splitk_bf16_${split_tag}_active_pdl attn$split_tag "" "" "${SPLIT_TEXT[$split_tag]}" \
+  attention_rungs $split_tag ${SPLIT_IMPL[$split_tag]} attn$split_tag "" "" "${SPLIT_TEXT[$split_tag]}" \
       "${SUITE_SPLIT_IQ1S_BASE:-}" || continue
   ;;
+proofs_fp8_qreg)  # session 55: the fp8 queries-in-registers split's GPU tests alone: the reference on the fp8 values,
+  # graph, the side-by-side record (bf16, fp8 one-group, fp8 qreg), Nsight Compute on the one-group and fp8 qreg split
+  proof_fp8_qreg ;;
 proofs_qreg)  # session 55: the queries-in-registers split's GPU tests alone (rungs_qreg's first step): the reference,
   # graph, the side-by-side record, Nsight Compute on both splits
   proof_qreg ;;

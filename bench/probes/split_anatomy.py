@@ -18,7 +18,7 @@ kernel runs alone; the parts overlap, so they need not sum. Each is timed as CAL
 131072-row bf16 caches in turn (151 MB each, past the L2), the median of the replays. The whole variants' partials
 are checked bitwise against the registered kernels' on the same call (the bulk split's against mla_split_mma's).
 
-    python3 bench/probes/split_anatomy.py --out probe.json [--replays 20]
+    python3 bench/probes/split_anatomy.py --out probe.json [--replays 20] [--kernels mla_split_qreg ...]
 """
 
 from __future__ import annotations
@@ -39,15 +39,16 @@ _MMA_REFILL = ("            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_
                "tid);")
 KERNELS = {
     "mla_split_mma": (256, _MMA_TILE, _MMA_REFILL),
+    "mla_split_qreg": (256, "            mma_tile_parts<4>(sQ, qf, sC, sS, (float*)(smem + (sizeof(CT) == 1 ? "
+                            "QF8_SMEM_S2 : MMA_SMEM_Q)), sP,\n                              sAlpha, row0, r1, tid, "
+                            "m_run, l_run, oacc, BlockSync{});",
+                       _MMA_REFILL),
     "mla_split_twin": (512, "        mma_tile(sQ, sC, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, gtid, m_run, l_run, "
                             "oacc, sync);",
                        "            mma_load_rows(sC, cache, r0 + (i64)(it + 2) * MMA_BL, r1, gtid);"),
     "mla_split_bulk": (256, _MMA_TILE,
                        "            if (it + 1 < n_tiles) bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, it + 1, r0, "
                        "r1, tid, bars);"),
-    "mla_split_qreg": (256, "            mma_tile_parts<4>(sQ, qf, sC, sS, (float*)(smem + MMA_SMEM_Q), sP, sAlpha, "
-                            "row0, r1, tid, m_run, l_run,\n                              oacc, BlockSync{});",
-                       _MMA_REFILL),
 }
 #: the registered kernel whose partials each kernel's whole variant must give bit for bit (the bulk copies change no
 #: value: mla_split_mma's)
@@ -90,6 +91,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="split_anatomy.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--replays", type=int, default=20, help="graph replays a figure (the median is kept)")
+    ap.add_argument("--kernels", nargs="+", choices=list(KERNELS), default=list(KERNELS),
+                    help="the kernels to take apart, in this order (default: all)")
     args = ap.parse_args(argv)
     if args.replays < 3:
         ap.exit(2, "split_anatomy probe: --replays must be at least 3 (a median of fewer says little)\n")
@@ -143,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     results = {"rows": ROWS, "calls": CALLS, "replays": args.replays, "device": torch.cuda.get_device_name(dev),
                "blocks": splits, "kernels": {}}
     ok = True
-    wants = {k: partials(launcher(rt.kernel("attention.cu", k, idx), k)) for k in set(SAME_AS.values())}
-    for kernel in KERNELS:
+    wants = {k: partials(launcher(rt.kernel("attention.cu", k, idx), k)) for k in {SAME_AS[n] for n in args.kernels}}
+    for kernel in args.kernels:
         want = wants[SAME_AS[kernel]]
         rows = results["kernels"][kernel] = {}
         whole = None

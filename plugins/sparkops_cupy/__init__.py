@@ -186,9 +186,14 @@ IMPLEMENTATIONS = [
     # scores as four partial sums over the dims): the partials round differently, so the bf16 tolerance
     ("attention", "cupy_splitk_bf16_qreg_active_pdl", "sparkops_cupy.attention:attention_qreg_active_pdl",
      tolerance("bf16"), "attention.cu", ("_pdl.py",)),
-    # that form over an MLA cache in float8_e4m3fn (the engine rounds each new row; the split decodes each value exactly
-    # to the bf16 the tensor-core code reads): judged on the same fp8 values as the reference, by the bf16 row
+    # the deep PDL form over an MLA cache in float8_e4m3fn (the engine rounds each new row; the split decodes each
+    # value exactly to the bf16 the tensor-core code reads): judged on the same fp8 values as the reference, by the
+    # bf16 row
     ("attention", "cupy_splitk_fp8_deep_active_pdl", "sparkops_cupy.attention:attention_fp8_deep_active_pdl",
+     tolerance("fp8_cache"), "attention.cu", ("_pdl.py",)),
+    # that fp8 form with the queries-in-registers split (three fp8 stages, the third where the queries were): the
+    # partials round differently, so the fp8 cache's tolerance, judged as that form's
+    ("attention", "cupy_splitk_fp8_qreg_active_pdl", "sparkops_cupy.attention:attention_fp8_qreg_active_pdl",
      tolerance("fp8_cache"), "attention.cu", ("_pdl.py",)),
     # decode's router in one launch: a warp an expert's float32 logit, the last block of a token routes it; every
     # other call is the torch plugin's moe_router
@@ -341,6 +346,7 @@ POLICIES = {
     **{("attention", n): "sparkops_cupy._policies:attention_deep_pdl_passes"
        for n in ("cupy_splitk_bf16_deep_pdl", "cupy_splitk_bf16_deep_active_pdl", "cupy_splitk_bf16_qreg_active_pdl")},
     ("attention", "cupy_splitk_fp8_deep_active_pdl"): "sparkops_cupy._policies:attention_fp8_pdl_passes",
+    ("attention", "cupy_splitk_fp8_qreg_active_pdl"): "sparkops_cupy._policies:attention_fp8_qreg_pdl_passes",
     ("attention", "cupy_splitk_bf16_twin_active_pdl"): "sparkops_cupy._policies:attention_twin_pdl_passes",
     ("attention", "cupy_splitk_bf16_bulk_active_pdl"): "sparkops_cupy._policies:attention_bulk_pdl_passes",
     **{("moe_router", n): "sparkops_cupy._policies:router_passes"

@@ -17,8 +17,8 @@ from sparkops.qweight import QWeight
 from . import add_rmsnorm_router as _norm_router
 from . import linear_add_rmsnorm as _linear_norm
 from . import moe_experts_add_rmsnorm as _experts_norm
-from .attention import (BULK_SMEM_BYTES, DEEP_DN, DEEP_LKV, TW_SMEM_BYTES, bulk_fits, twin_fits, uses_fp8_tensor_cores,
-                        uses_tensor_cores)
+from .attention import (BULK_SMEM_BYTES, DEEP_DN, DEEP_LKV, QF8_SMEM_BYTES, TW_SMEM_BYTES, bulk_fits, qf8_fits,
+                        twin_fits, uses_fp8_tensor_cores, uses_tensor_cores)
 from .linear import ROWWARP_GEMV_MAX_T, x16_serves
 from . import moe_experts as _experts
 from .moe_experts import rowwarp_serves as experts_served
@@ -219,10 +219,29 @@ def attention_twin_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str |
     return small if said is None else f"{said}; {small}"
 
 
+def attention_fp8_qreg_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
+    """The fp8 queries-in-registers form (cupy_splitk_fp8_qreg_active_pdl): the fp8 form's policy, and the fp8
+    one-group split (mla_split_mma_fp8_pdl) at the fp8 tensor-core shape on a device whose blocks cannot opt into
+    mla_split_qreg_fp8's shared memory (attention.py's QF8_SMEM_BYTES)."""
+    said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_fp8_tensor_cores, "mla_split_generic_fp8")
+    try:
+        t, n, dqh = q.shape
+        _, dn, lkv = w_uk.shape
+        one_group = uses_fp8_tensor_cores(t, n, lkv, dqh - dn, cache) and not qf8_fits(cache.device)
+    except (AttributeError, ValueError, TypeError, RuntimeError):
+        one_group = False
+    if not one_group:
+        return said
+    small = (f"the fp8 one-group split (mla_split_mma_fp8_pdl): this device's blocks cannot opt into the fp8 qreg "
+             f"split's {QF8_SMEM_BYTES} bytes of shared memory")
+    return small if said is None else f"{said}; {small}"
+
+
 def attention_bulk_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
     """The bulk form (cupy_splitk_bf16_bulk_active_pdl): the deep PDL form's policy, and the one-group tensor-core
-    split (mla_split_mma_pdl: the same bits) at the tensor-core shape when the cache's rows do not start on 16 bytes,
-    which a bulk copy needs, or the device's blocks cannot opt into the bulk split's shared memory (bulk_fits)."""
+    split (mla_split_mma_pdl: the same bits) at the tensor-core shape when the device's blocks cannot opt into the
+    bulk split's shared memory (bulk_fits). A cache whose rows do not start on 16 bytes takes no tensor-core split
+    (uses_tensor_cores): the deep PDL form's words say so."""
     said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic")
     try:
         t, n, dqh = q.shape
@@ -232,9 +251,7 @@ def attention_bulk_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str |
         one_group = False
     if not one_group:
         return said
-    small = ("the one-group split (mla_split_mma_pdl): the cache's rows do not start on 16 bytes, as bulk copies need"
-             if cache.data_ptr() % 16 else
-             f"the one-group split (mla_split_mma_pdl): this device's blocks cannot opt into the bulk split's "
+    small = (f"the one-group split (mla_split_mma_pdl): this device's blocks cannot opt into the bulk split's "
              f"{BULK_SMEM_BYTES} bytes of shared memory")
     return small if said is None else f"{said}; {small}"
 

@@ -70,7 +70,11 @@ DEEP_DN, DEEP_LKV = 128, 512
 
 
 def uses_tensor_cores(t: int, n: int, lkv: int, r: int, cache: torch.Tensor) -> bool:
-    return cache.dtype == torch.bfloat16 and t == 1 and n == 32 and lkv == 512 and r == 64
+    """The bf16 forms' tensor-core splits take the call: one token of Kimi-Linear's decode shape on a bf16 cache whose
+    rows start on 16 bytes (their copies are 16 bytes; a view at another offset takes the CUDA-core split, as
+    uses_fp8_tensor_cores says for the fp8 one: GPU session 55 found such a view crashing mla_split_mma)."""
+    return (cache.dtype == torch.bfloat16 and t == 1 and n == 32 and lkv == 512 and r == 64
+            and cache.data_ptr() % 16 == 0)
 
 
 #: the MLA cache's fp8 dtype (sparkops/kvcache.py), and its code in kernels/attention.cu (DT_FP8_E4M3), beside
@@ -79,6 +83,11 @@ FP8 = torch.float8_e4m3fn
 DT_FP8 = 3
 #: the registered fp8 form, and the bf16 form to select instead for a bf16 cache (named in the refusals)
 FP8_FORM, BF16_FORM = "cupy_splitk_fp8_deep_active_pdl", "cupy_splitk_bf16_deep_active_pdl"
+#: the fp8 form with the queries-in-registers split (mla_split_qreg_fp8)
+FP8_QREG_FORM = "cupy_splitk_fp8_qreg_active_pdl"
+#: shared memory of mla_split_qreg_fp8: mla_split_mma_fp8's and its third and fourth score parts (mirrors
+#: QF8_SMEM_BYTES in attention.cu; the third fp8 stage takes the queries' bytes)
+QF8_SMEM_BYTES = MMA_SMEM_BYTES + 2 * 32 * 68 * 4
 
 
 def uses_fp8_tensor_cores(t: int, n: int, lkv: int, r: int, cache: torch.Tensor) -> bool:
@@ -185,6 +194,33 @@ def attention_fp8_deep_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, fp8=FP8_FORM)
 
 
+def attention_fp8_qreg_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_fp8_deep_active_pdl` with the queries-in-registers split (mla_split_qreg_fp8_pdl at the decode shape:
+    each tile converted exactly to bf16 as mla_split_mma_fp8 does, three fp8 stages where it has two, the third in the
+    queries' bytes once each warp holds its quarter of them in registers; the scores as four partial sums). Why: GPU
+    session 55's probe_split had the one-group split's loads alone at 59.0 of its 64.6 us (131072 rows) with one tile
+    in flight an SM, so the fp8 split, one half-size tile in flight, moved half the bytes a second (x1.02, session
+    53); two in flight stream the bf16 split's bytes in flight for half its bytes. Its stated policy: the fp8 form's,
+    and on a device whose blocks cannot opt into QF8_SMEM_BYTES the fp8 one-group split (mla_split_mma_fp8_pdl)
+    (`_policies.attention_fp8_qreg_pdl_passes`)."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True,
+                      fp8=FP8_QREG_FORM, qreg=True)
+
+
+def attention_fp8_qreg_active(q, latent, cache, pos, w_uk, w_uv, scale):
+    """The fp8 queries-in-registers split with the plain absorb, combine and up projection, every kernel launched
+    plainly. Not registered: the plain sibling whose bits `attention_fp8_qreg_active_pdl` must give."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, fp8=FP8_QREG_FORM, qreg=True)
+
+
+def qf8_fits(device: torch.device) -> bool:
+    """Whether mla_split_qreg_fp8's shared memory (QF8_SMEM_BYTES) fits one block on `device` (sm_90: 232448)."""
+    if device.type != "cuda":
+        return True
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    return rt.max_shared_memory(idx) >= QF8_SMEM_BYTES
+
+
 def attention_twin_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     """`attention_deep_active_pdl` with the twin split at the tensor-core shape (mla_split_twin_pdl: 512 threads a
     block, two groups of 8 warps each streaming every other 64-row tile of the slice, merged in the block; the same
@@ -259,7 +295,8 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     name of an fp8 form (its cache and latent float8_e4m3fn, its split the fp8 one), None for the others. `twin`: the
     tensor-core split in its two-group form (mla_split_twin) where the device's blocks have its shared memory. `bulk`:
     the tensor-core split fetching its tiles by bulk copies (mla_split_bulk) where the cache's rows start on 16 bytes.
-    `qreg`: the tensor-core split with each warp's share of the queries in registers (mla_split_qreg)."""
+    `qreg`: the tensor-core split with each warp's share of the queries in registers (mla_split_qreg; over an fp8
+    cache mla_split_qreg_fp8, where the device's blocks have its shared memory)."""
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -320,6 +357,7 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
         by_bulk = bulk and fp8 is None and bulk_fits(cache)
         split, smem = ("mla_split_twin", TW_SMEM_BYTES) if two else ("mla_split_bulk", BULK_SMEM_BYTES) if by_bulk \
             else ("mla_split_qreg", MMA_SMEM_BYTES) if qreg and fp8 is None \
+            else ("mla_split_qreg_fp8", QF8_SMEM_BYTES) if qreg and qf8_fits(dev) \
             else ("mla_split_mma_fp8" if fp8 is not None else "mla_split_mma", MMA_SMEM_BYTES)
         rt.launch("attention.cu", split + "_pdl" if pdl else split, dev, (splits,), (512 if two else 256,),
                   (rt.ptr(qa), rt.ptr(cache), rt.ptr(pos), rt.i64(lmax), rt.ptr(part_m), rt.ptr(part_l),

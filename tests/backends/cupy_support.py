@@ -1,7 +1,7 @@
 """What the CuPy backend's GPU tests share: replaying a captured chain of PDL launches against the same work launched
 plainly (tests/backends/test_cupy_pdl.py, test_cupy_add_rmsnorm_router.py), and the MLA attention tests' inputs on
-the device, float64 reference, NaN-filled scratch and error measure (test_cupy_attention_fp8.py, _twin.py, _bulk.py,
-_qreg.py)."""
+the device (bf16 and fp8 caches), float64 reference, NaN-filled scratch and error measure (test_cupy_attention_fp8.py,
+_fp8_qreg.py, _twin.py, _bulk.py, _qreg.py)."""
 
 from __future__ import annotations
 
@@ -61,17 +61,42 @@ def mla_inputs(seed: int, lmax: int, pos: int, n=32, dn=128, r=64, lkv=512, dv=1
                 w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
 
 
+def mla_fp8_inputs(seed: int, lmax: int, pos: int, t=1, n=32, dn=128, r=64, lkv=512, dv=128,
+                   q_dtype=torch.bfloat16) -> dict:
+    """The engine's fp8 rows (kvcache.to_cache) for the cache's history and the new latent; rows pos.. of the cache
+    hold the NaN code (the new ones must be written before they are read, the later ones never read)."""
+    from sparkops.kvcache import FP8, to_cache
+
+    g = torch.Generator().manual_seed(seed)
+    cache = to_cache(torch.randn(lmax, lkv + r, generator=g), FP8)
+    cache.view(torch.uint8)[pos:] = FP8_NAN_CODE
+    return dict(q=torch.randn(t, n, dn + r, generator=g).to(q_dtype),
+                latent=to_cache(torch.randn(t, lkv + r, generator=g), FP8),
+                cache=cache, pos=torch.tensor([pos]), w_uk=torch.randn(n, dn, lkv, generator=g) * lkv ** -0.5,
+                w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
+
+
+#: float8_e4m3fn NaN (0xff too)
+FP8_NAN_CODE = 0x7F
+
+
 def mla_reference(q, latent, cache, pos, w_uk, w_uv, scale) -> torch.Tensor:
-    """MLA for one token at pos in float64 on the CPU: the new row written, rows 0 .. pos attended."""
-    p0 = int(pos[0])
-    seen = cache[:p0 + 1].double()
-    seen[p0] = latent[0].double()
-    q, w_uk, w_uv = q[0].double(), w_uk.double(), w_uv.double()
+    """MLA in float64 on the CPU over the cache's values as torch decodes them (a bf16 or fp8 cache, exactly): the
+    new rows written, each of the T queries attending rows 0 .. pos + its index (the rows past them are never looked
+    at, so NaN there is never read)."""
+    q, w_uk, w_uv = q.double(), w_uk.double(), w_uv.double()
+    rows = cache.double()
+    t, p0 = q.shape[0], int(pos[0])
+    rows[p0:p0 + t] = latent.double()
     dn, lkv = w_uk.shape[1], w_uk.shape[2]
-    qa = torch.einsum("hd,hdl->hl", q[:, :dn], w_uk)
-    scores = (qa @ seen[:, :lkv].T + q[:, dn:] @ seen[:, lkv:].T) * scale
-    obar = torch.softmax(scores, dim=-1) @ seen[:, :lkv]
-    return torch.einsum("hvl,hl->hv", w_uv, obar)[None]
+    out = []
+    for i in range(t):
+        seen = rows[:p0 + i + 1]
+        qa = torch.einsum("hd,hdl->hl", q[i, :, :dn], w_uk)
+        scores = (qa @ seen[:, :lkv].T + q[i, :, dn:] @ seen[:, lkv:].T) * scale
+        obar = torch.softmax(scores, dim=-1) @ seen[:, :lkv]
+        out.append(torch.einsum("hvl,hl->hv", w_uv, obar))
+    return torch.stack(out)
 
 
 def tiles_a_slice(pos: int, slices: int = 132) -> int:

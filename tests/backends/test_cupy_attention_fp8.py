@@ -27,13 +27,12 @@ from sparkops.kvcache import FP8, to_cache
 from sparkops.plugins import load_catalog
 from sparkops_cupy import _runtime as rt
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import (DEV, mla_replays_match, mla_side_by_side, nan_scratch_in, nmse,
-                                         on_device)
+from tests.backends.cupy_support import (DEV, FP8_NAN_CODE, mla_fp8_inputs, mla_reference, mla_replays_match,
+                                         mla_side_by_side, nan_scratch_in, nmse, on_device)
 from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
 
 NAME = "cupy_splitk_fp8_deep_active_pdl"
 FP8_KERNELS = ("mla_split_mma_fp8", "mla_split_mma_fp8_pdl", "mla_split_generic_fp8")
-NAN_CODE = 0x7F  # float8_e4m3fn NaN (0xff too)
 
 
 # ---- on the CPU ------------------------------------------------------------------------------------------------
@@ -176,36 +175,6 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().cpu().contiguous().view(torch.uint8)
 
 
-def _inputs(seed, lmax, pos, t=1, n=32, dn=128, r=64, lkv=512, dv=128, q_dtype=torch.bfloat16):
-    """The engine's fp8 rows (kvcache.to_cache) for the cache's history and the new latent; rows pos.. of the cache
-    hold the NaN code (the new ones must be written before they are read, the later ones never read)."""
-    g = torch.Generator().manual_seed(seed)
-    cache = to_cache(torch.randn(lmax, lkv + r, generator=g), FP8)
-    cache.view(torch.uint8)[pos:] = NAN_CODE
-    return dict(q=torch.randn(t, n, dn + r, generator=g).to(q_dtype),
-                latent=to_cache(torch.randn(t, lkv + r, generator=g), FP8),
-                cache=cache, pos=torch.tensor([pos]), w_uk=torch.randn(n, dn, lkv, generator=g) * lkv ** -0.5,
-                w_uv=torch.randn(n, dv, lkv, generator=g) * lkv ** -0.5, scale=(dn + r) ** -0.5)
-
-
-def _reference(q, latent, cache, pos, w_uk, w_uv, scale):
-    """MLA over the cache's fp8 values decoded by torch (exactly), in float64 on the CPU: the new rows written, each
-    query attending rows 0 .. pos + t (the rows past them, NaN codes, are never looked at)."""
-    q, w_uk, w_uv = q.double(), w_uk.double(), w_uv.double()
-    rows = cache.double()
-    t, p0 = q.shape[0], int(pos[0])
-    rows[p0:p0 + t] = latent.double()
-    dn, lkv = w_uk.shape[1], w_uk.shape[2]
-    out = []
-    for i in range(t):
-        seen = rows[:p0 + i + 1]
-        qa = torch.einsum("hd,hdl->hl", q[i, :, :dn], w_uk)
-        scores = (qa @ seen[:, :lkv].T + q[i, :, dn:] @ seen[:, lkv:].T) * scale
-        obar = torch.softmax(scores, dim=-1) @ seen[:, :lkv]
-        out.append(torch.einsum("hvl,hl->hv", w_uv, obar))
-    return torch.stack(out)
-
-
 #: (lmax, pos, t, shape): the decode shape on the tensor-core split (a fresh cache, a tile's last row and the next
 #: tile's first, a long context of 8192 rows, a short one past 19870 stale rows), and on the CUDA-core split (three
 #: tokens; a small model's shape, one token and three)
@@ -225,8 +194,8 @@ def test_the_fp8_forms_match_the_reference_on_the_same_fp8_values(lmax, pos, t, 
     arithmetic float32); the new rows byte for byte the latent's, every other row's bytes as they were."""
     tensor_cores = t == 1 and shape is KIMI
     q_dtype = torch.bfloat16 if tensor_cores else torch.float32
-    args = _inputs(lmax * 31 + pos + t, lmax, pos, t=t, q_dtype=q_dtype, **shape)
-    want = _reference(**args)
+    args = mla_fp8_inputs(lmax * 31 + pos + t, lmax, pos, t=t, q_dtype=q_dtype, **shape)
+    want = mla_reference(**args)
     limit = rule_for("attention", "fp8_cache").limit / 10 if tensor_cores else rule_for("attention", "fp32").limit
     for fn in (cu_attention.attention_fp8_deep_active_pdl, cu_attention.attention_fp8):
         dev = on_device(args)
@@ -250,7 +219,7 @@ def test_the_pdl_form_gives_the_plain_fp8_forms_bits(lmax, pos, t, dn, lkv, cuda
     output and cache bits, as the bf16 deep, active and PDL forms give the plain bf16 form's - on the tensor-core
     split and on the shapes its stated policy launches plainly (three tokens: the CUDA-core split; Dn = 96: the plain
     absorb; Lkv = 256: the plain up projection, and the CUDA-core split)."""
-    args = _inputs(lmax + pos + t + dn + lkv, lmax, pos, t=t, dn=dn, lkv=lkv)
+    args = mla_fp8_inputs(lmax + pos + t + dn + lkv, lmax, pos, t=t, dn=dn, lkv=lkv)
     outs, caches = [], []
     for fn in (cu_attention.attention_fp8, cu_attention.attention_fp8_deep_active_pdl):
         dev = on_device(args)
@@ -272,7 +241,7 @@ def test_every_fp8_code_reaches_the_output_exactly(t, cuda, nan_scratch):
     codes = torch.tensor([c for c in range(256) if c not in (0x7F, 0xFF)], dtype=torch.uint8)
     row = codes[torch.arange(576) % len(codes)]
     lmax, pos = 4000, 3000
-    cache = torch.full((lmax, 576), NAN_CODE, dtype=torch.uint8)
+    cache = torch.full((lmax, 576), FP8_NAN_CODE, dtype=torch.uint8)
     cache[:pos] = row
     w_uv = torch.zeros(32, 128, 512)
     for h in range(32):
@@ -296,7 +265,7 @@ def test_a_captured_call_replays_at_other_positions_as_the_eager_call(shape, cud
     context: the output and the cache bytes of the same call made eagerly there (the position is read on the device;
     the empty slices are decided from it)."""
     fn = cu_attention.attention_fp8_deep_active_pdl
-    args = _inputs(17, 9000, 0, **shape)
+    args = mla_fp8_inputs(17, 9000, 0, **shape)
     args["cache"] = to_cache(torch.randn(9000, shape["lkv"] + shape["r"], generator=torch.Generator().manual_seed(18)),
                              FP8)  # a full history: each replay's rows before its position are real values
     mla_replays_match(fn, fn, on_device(args), (63, 8191, 500))
@@ -304,7 +273,7 @@ def test_a_captured_call_replays_at_other_positions_as_the_eager_call(shape, cud
 
 @pytest.mark.gpu
 def test_the_refusals_on_cuda_tensors(cuda):
-    dev = on_device(_inputs(3, 64, 5))
+    dev = on_device(mla_fp8_inputs(3, 64, 5))
     for form in ("attention", "attention_deep_active_pdl"):
         with pytest.raises(BadInput, match=f"attention={NAME}"):
             getattr(cu_attention, form)(**dev)
@@ -315,7 +284,7 @@ def test_the_refusals_on_cuda_tensors(cuda):
 
 @pytest.mark.gpu
 def test_a_position_past_the_cache_gives_nan_not_a_crash(cuda):
-    args = _inputs(5, 64, 63)
+    args = mla_fp8_inputs(5, 64, 63)
     dev = {**on_device(args), "pos": torch.tensor([64], device=DEV)}  # writing row 64 of a 64-row cache
     out = cu_attention.attention_fp8_deep_active_pdl(**dev)
     assert torch.isnan(out.float()).all()

@@ -48,7 +48,7 @@ def test_the_two_extra_score_parts_fit_where_the_queries_were():
     written over the queries ([32, MMA_DP] bf16), which no warp reads once its fragments are in registers."""
     assert 2 * 32 * 68 * 4 <= 32 * 584 * 2
     src = (KERNEL_DIR / "attention.cu").read_text()
-    assert "(float*)(smem + MMA_SMEM_Q)" in src and "mla_split_mma_body<true, u16, false, true>" in src
+    assert "(sizeof(CT) == 1 ? QF8_SMEM_S2 : MMA_SMEM_Q)" in src and "mla_split_mma_body<true, u16, false, true>" in src
 
 
 def _args(t=1):

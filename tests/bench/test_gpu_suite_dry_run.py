@@ -4420,18 +4420,21 @@ def test_rungs_qreg_times_the_qreg_split_from_its_record(tmp_path):
     assert "decode131k-iq1s-qreg: left out (no IQ1_S step on this machine)" in log
 
 
-def _split_records(machine, qreg: float | None, bulk: float | None, passed=("qreg", "bulk")) -> None:
+def _split_records(machine, qreg: float | None, bulk: float | None, fp8_qreg: float | None = None,
+                   passed=("qreg", "bulk", "fp8_qreg")) -> None:
     """The proofs' side-by-side records on the machine (the split at 1 / FACTOR of the one-group's 5e-4 s a token) and
     their tests' markers (passed: exit 0; the others 1)."""
     diag, done = machine / "suite-diag", machine / "suite-done"
     diag.mkdir(parents=True, exist_ok=True)
     done.mkdir(parents=True, exist_ok=True)
-    for tag, factor in (("qreg", qreg), ("bulk", bulk)):
+    names = {"qreg": "cupy_splitk_bf16_qreg_active_pdl", "bulk": "cupy_splitk_bf16_bulk_active_pdl",
+             "fp8_qreg": "cupy_splitk_fp8_qreg_active_pdl"}
+    for tag, factor in (("qreg", qreg), ("bulk", bulk), ("fp8_qreg", fp8_qreg)):
         (done / f"gpu-tests-{tag}").write_text("0\n" if tag in passed else "1\n")
         if factor is not None:
             (diag / f"perop-attn{tag}-bfloat16.json").write_text(json.dumps(
-                {"title": "t", "per_token_seconds": {"cupy_splitk_bf16_deep_active_pdl": 5e-4,
-                                                     f"cupy_splitk_bf16_{tag}_active_pdl": 5e-4 / factor}}))
+                {"title": "t",
+                 "per_token_seconds": {"cupy_splitk_bf16_deep_active_pdl": 5e-4, names[tag]: 5e-4 / factor}}))
 
 
 def test_rungs_split_times_the_faster_split_per_op_over_the_named_iq1s_step(tmp_path):
@@ -4452,11 +4455,24 @@ def test_rungs_split_times_the_faster_split_per_op_over_the_named_iq1s_step(tmp_
     assert not any("qreg" in c for c in calls if not c.startswith("ledger perop")), calls  # (records are imported)
 
 
+def test_rungs_split_takes_the_fp8_qreg_split_by_its_own_name(tmp_path):
+    """The fp8 qreg split's x1.5 over the bf16 step's attention beats the bf16 splits: its pair swaps in
+    attention=cupy_splitk_fp8_qreg_active_pdl (a registry named -fp8_qreg)."""
+    machine = tmp_path / "machine"
+    _split_records(machine, 1.1, 1.2, 1.5)
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_split", extra_env=env)
+    assert "rungs_split: the fp8_qreg split (x1.500 per op)" in log
+    assert any(c.startswith("swap") and "attention=cupy_splitk_fp8_qreg_active_pdl" in c for c in calls)
+    bench = [c for c in calls if c.startswith("bench decode")]
+    assert len(bench) == 1 and f"--vs {machine / 'cuda-s22-all-fp8_qreg.toml'} " in bench[0], bench
+
+
 def test_rungs_split_takes_no_split_under_the_minimum_or_untested(tmp_path):
     """The qreg split's x1.30 is the fastest but its tests failed; the bulk split's x1.03 is under x1.05: no rung,
     said, nothing made or timed."""
     machine = tmp_path / "machine"
-    _split_records(machine, 1.30, 1.03, passed=("bulk",))
+    _split_records(machine, 1.30, 1.03, passed=("bulk",))  # no fp8 qreg record: "x?"
     env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
     log, calls = _suite(tmp_path, "rungs_split", extra_env=env)
     assert "rungs_split: qreg x? (no passed tests or no record) per op" in log
@@ -4465,14 +4481,15 @@ def test_rungs_split_takes_no_split_under_the_minimum_or_untested(tmp_path):
 
 
 def test_session_55_s_plan_runs_the_splits_tests_and_the_probe_and_nothing_else(tmp_path):
-    """The next call's plan: the twin's, the bulk and the qreg split's GPU tests (each file with its PDL chain case)
-    and probe_split, no model, registry or pair."""
-    env = {"STUB_PYTEST_SECONDS": "0", "SUITE_SKIP": "probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_twin_pdl"}
-    log, calls = _suite(tmp_path, "proofs_twin", "proofs_bulk", "proofs_qreg", "probe_split", extra_env=env)
-    for tag in ("twin", "bulk", "qreg"):
+    """The next call's plan: the fp8 qreg split's and the bulk split's GPU tests (each file with its PDL chain case),
+    probe_split on the qreg split alone (SUITE_SPLIT_KERNELS), no model, registry or pair."""
+    env = {"STUB_PYTEST_SECONDS": "0", "SUITE_SKIP": "probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_bulk_pdl",
+           "SUITE_SPLIT_KERNELS": "mla_split_qreg"}
+    log, calls = _suite(tmp_path, "proofs_fp8_qreg", "proofs_bulk", "probe_split", extra_env=env)
+    for tag in ("fp8_qreg", "bulk"):
         assert re.search(rf"gpu-tests-{tag} \(limit \d+s\): .*-k {tag} tests/backends/test_cupy_attention_{tag}.py",
                          log)
-    assert "bench/probes/split_anatomy.py --out" in log and "probe-split-anatomy.json" in log
+    assert re.search(r"bench/probes/split_anatomy.py --out \S+probe-split-anatomy.json --kernels mla_split_qreg", log)
     assert not any(c.startswith(("bench", "swap", "diagnose", "synth")) for c in calls), calls
 
 

@@ -720,6 +720,7 @@ __device__ __forceinline__ void mma_write_partial(i64 o, int tid, float m_run, f
 #define BULK_SMEM_BAR MMA_SMEM_BYTES
 #define BULK_SMEM_BYTES (MMA_SMEM_BYTES + 16)
 static_assert(MMA_SMEM_BYTES % 8 == 0, "the mbarriers must sit on 8 bytes");
+
 static_assert(MMA_D * 2 % 16 == 0 && MMA_DP * 2 % 16 == 0 && MMA_SMEM_C % 16 == 0, "bulk copies move 16-byte units");
 
 // Tile j of the slice into stage j % 2: its rows before r1 by bulk copies issued by warp 0, completing on bars[j % 2];
@@ -741,6 +742,13 @@ __device__ __forceinline__ void bulk_fetch(u8* sC0, const u16* __restrict__ cach
     }
 }
 
+// The queries-in-registers split over an fp8 cache (mla_split_qreg_fp8) lays out mla_split_mma_fp8's bytes, with the
+// queries' region a third fp8 stage once the fragments are loaded, and its third and fourth score parts after them.
+#define QF8_SMEM_S2 MMA_SMEM_BYTES
+#define QF8_SMEM_BYTES (QF8_SMEM_S2 + 2 * MMA_NH * MMA_SS * 4)
+static_assert(MMA_FP8_STAGE_BYTES <= MMA_NH * MMA_DP * 2, "an fp8 stage does not fit where the queries were");
+static_assert(QF8_SMEM_BYTES <= 232448, "the fp8 qreg split overruns an sm_90 block's shared memory");
+
 // qa bf16 [32, 576] (scaled by scale*log2e); cache bf16 [Lmax, 576]; one token at pos. Partials as in
 // mla_split_generic with T = 1. Grid (S), 256 threads, MMA_SMEM_BYTES of dynamic shared memory.
 // skip_empty: a slice with no rows (pos short of it) writes only m = -inf and l = 0, not its 64 KB of zero sums;
@@ -755,6 +763,8 @@ __device__ __forceinline__ void bulk_fetch(u8* sC0, const u16* __restrict__ cach
 // The products, the softmax and the partials are the same code on the same bf16 values. With CT = u16 the code is the
 // bf16 split's as it was (the fp8 steps are `if constexpr`, and mma_load_stage is the same mma_load_rows call; its
 // SASS was compared instruction for instruction with the code before the fp8 form).
+// QREG (mla_split_qreg, mla_split_qreg_fp8): each warp's quarter of the queries in registers, the scores in four parts
+// (mma_tile_parts<4>); over an fp8 cache with three fp8 stages, the third where the queries were.
 // BULK (with CT = u16; mla_split_bulk): each tile's rows by bulk copies (bulk_fetch) completing on its stage's mbarrier,
 // waited on there instead of the cp.async groups; the queries still by cp.async. The same tiles: the same bits.
 template <bool PDL, typename CT = u16, bool BULK = false, bool QREG = false>
@@ -792,6 +802,9 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         }
         __syncthreads();
     }
+    // QREG over an fp8 cache (mla_split_qreg_fp8): three fp8 stages, the third where the queries were (QF8_STAGE2),
+    // refilled only from the loop's first barrier on, when every warp holds its query fragments
+    constexpr int NST = QREG && sizeof(CT) == 1 ? 3 : MMA_STAGES;
     mma_load_queries<256>(sQ, qa, tid);
     if constexpr (BULK) {
         cp_async_commit();
@@ -801,16 +814,15 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         if constexpr (QREG) cp_async_commit();  // the queries in a group of their own, waited for below
         // tiles 0 .. STAGES-2 in flight (the queries travel with tile 0); always commit: uniform group counts
 #pragma unroll
-        for (int j = 0; j < MMA_STAGES - 1; ++j) {
+        for (int j = 0; j < NST - 1; ++j) {
             if (j < n_tiles) mma_load_stage(sC0, cache, j, r0 + (i64)j * MMA_BL, r1, tid);
             cp_async_commit();
         }
     }
 
-    static_assert(!QREG || sizeof(CT) == 2, "the queries-in-registers split is bf16");
     u32 qf[QREG ? 2 : 1][9][4];  // QREG: this warp's quarter of the queries, the A fragments of its score MMAs
     if constexpr (QREG) {
-        if constexpr (!BULK) cp_async_wait<MMA_STAGES - 1>();  // the queries' group (the tiles' may still fly)
+        if constexpr (!BULK) cp_async_wait<NST - 1>();  // the queries' group (the tiles' may still fly)
         __syncthreads();  // every thread's query copies have landed
         mma_load_qfrags(sQ, qf, tid);  // read before the loop's first barrier, after which parts overwrite them
     }
@@ -820,26 +832,34 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
     mma_zero(oacc);
     for (int it = 0; it < n_tiles; ++it) {
         if constexpr (BULK) mbar_wait(&bars[it % 2], (unsigned int)((it / 2) & 1));  // stage it % 2's (it / 2)-th phase
-        else cp_async_wait<MMA_STAGES - 2>();
+        else cp_async_wait<NST - 2>();
         __syncthreads();  // tile `it` is in shared memory; everyone is done with the stage refilled next
         const i64 row0 = r0 + (i64)it * MMA_BL;
         if constexpr (BULK) {
             if (it + 1 < n_tiles) bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, it + 1, r0, r1, tid, bars);
         } else {
-            const int j = it + MMA_STAGES - 1;
-            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, r1, tid);
+            const int j = it + NST - 1;
+            if constexpr (NST == 3) {
+                if (j < n_tiles) {
+                    if (j % 3 == 2) mma_load_rows_fp8(sQ, (const u8*)cache, r0 + (i64)j * MMA_BL, r1, tid);
+                    else mma_load_stage(sC0, cache, j % 3, r0 + (i64)j * MMA_BL, r1, tid);
+                }
+            } else {
+                if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, r1, tid);
+            }
             cp_async_commit();
         }
         if constexpr (sizeof(CT) == 1) {  // fp8: tile `it`'s stage into the bf16 tile, then every warp may read it
-            mma_fp8_to_bf16(smem + MMA_SMEM_F8 + (it % MMA_STAGES) * MMA_FP8_STAGE_BYTES, (u16*)(smem + MMA_SMEM_C),
-                            tid);
+            const u8* stage = NST == 3 && it % 3 == 2 ? smem + MMA_SMEM_Q : smem + MMA_SMEM_F8 + (it % NST) *
+                                                                                     MMA_FP8_STAGE_BYTES;
+            mma_fp8_to_bf16(stage, (u16*)(smem + MMA_SMEM_C), tid);
             __syncthreads();
         }
         const u32 sC = sizeof(CT) == 1 ? sC0 : sC0 + (it % MMA_STAGES) * (MMA_BL * MMA_DP * 2);
 
         if constexpr (QREG) {
-            mma_tile_parts<4>(sQ, qf, sC, sS, (float*)(smem + MMA_SMEM_Q), sP, sAlpha, row0, r1, tid, m_run, l_run,
-                              oacc, BlockSync{});
+            mma_tile_parts<4>(sQ, qf, sC, sS, (float*)(smem + (sizeof(CT) == 1 ? QF8_SMEM_S2 : MMA_SMEM_Q)), sP,
+                              sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});
         } else {
             mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});
         }
@@ -1097,6 +1117,35 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_qreg_pdl(const u1
                                                                         float* __restrict__ part_acc,
                                                                         int skip_empty) {
     mla_split_mma_body<true, u16, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_qreg over an fp8 cache (attention=cupy_splitk_fp8_qreg_active_pdl): mla_split_mma_fp8's conversion of each
+// tile into the bf16 tile the products read, with three fp8 stages where mla_split_mma_fp8 has two (the third where the
+// queries were: 36864 of its 37376 bytes), so two tiles stream in while one is computed. Why: GPU session 55's
+// probe_split timed the one-group split's loads alone at 59.0 of its 64.6 us at 131072 rows, with one 64-row tile in
+// flight an SM; an fp8 tile is half the bytes, so with one in flight the fp8 split moved half the bytes a second and
+// gained x1.02 (session 53). Two in flight are the bf16 split's bytes in flight for half its bytes. QF8_SMEM_BYTES.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_qreg_fp8(const u16* __restrict__ qa,
+                                                                        const u8* __restrict__ cache,
+                                                                        const i64* __restrict__ pos, i64 Lmax,
+                                                                        float* __restrict__ part_m,
+                                                                        float* __restrict__ part_l,
+                                                                        float* __restrict__ part_acc,
+                                                                        int skip_empty) {
+    mla_split_mma_body<false, u8, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_qreg_fp8 for programmatic dependent launch (attention=cupy_splitk_fp8_qreg_active_pdl). The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_qreg_fp8_pdl(const u16* __restrict__ qa,
+                                                                            const u8* __restrict__ cache,
+                                                                            const i64* __restrict__ pos, i64 Lmax,
+                                                                            float* __restrict__ part_m,
+                                                                            float* __restrict__ part_l,
+                                                                            float* __restrict__ part_acc,
+                                                                            int skip_empty) {
+    mla_split_mma_body<true, u8, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
 }
 
 // ---- combine and up-projection ---------------------------------------------------------------------------
