@@ -1027,6 +1027,16 @@
 #   and on an H200 the IQ1_S step now single-arm at 131072 (the H200's IQ1_S frontier is session 43's 317.4):
 #     SUITE_IQ1S_REG=/tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-q8h_iq1s_t2-q8_iq1s_t2.toml \
 #         bash bench/gpu_lanes.sh 480 "iq1s131k" ""   # fresh: restore, both 48Bs, the gates, one arm (~300 s)
+# Session 55 (bench/gpu-runs/2026-12-08-session55/README.md): one call on an H100; no rung. probe_split: the one-group
+# MLA split's loads alone take 59.0 of its 64.6 us at 131072 (one 64-row tile in flight an SM): its bytes in flight
+# bind it, so the twin and the qreg split (attention=cupy_splitk_bf16_qreg_active_pdl) tie. Next, any machine:
+#     SUITE_SKIP="probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_bulk_pdl" SUITE_SPLIT_KERNELS="mla_split_qreg" \
+#         bash bench/gpu_lanes.sh 300 "proofs_fp8_qreg proofs_bulk probe_split" ""   # ~5 min fresh: the fp8 qreg
+#                                      # split (two fp8 tiles in flight) first run and record, the bulk tests after
+#                                      # the alignment fix, the qreg split's arithmetic alone
+#   then, if a split is x1.05 per op or more: SUITE_SPLIT_IQ1S_BASE=/tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-\
+#   q8h_iq1s_t2-q8_iq1s_t2.toml (one path) bash bench/gpu_lanes.sh 570 "rungs_split" ""   # both pairs (two calls)
+#   and on an H200 the IQ1_S step single-arm at 131072 (session 54's plan: SUITE_IQ1S_REG=... "iq1s131k").
 # A rung the probes refuted is left out whole with SUITE_SKIP naming its three steps, e.g. for copy2:
 #   SUITE_SKIP="diagnose-decode-linear-rowwarp-copy2 swap-linear-rowwarp-copy2 decode-linear-rowwarp-copy2"
 # On two GPUs: bash bench/gpu_lanes.sh 560 "GPU0 STAGES" "GPU1 STAGES" ["parallel"] with the same stages split
