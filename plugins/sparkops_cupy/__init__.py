@@ -182,6 +182,10 @@ IMPLEMENTATIONS = [
     # the threads' 16-byte cp.async): the same tiles and arithmetic, the same bits
     ("attention", "cupy_splitk_bf16_bulk_active_pdl", "sparkops_cupy.attention:attention_bulk_active_pdl",
      bit_identical(to="cupy_splitk_bf16"), "attention.cu", ("_pdl.py",)),
+    # that PDL form with each tile prefetched into the L2 a tile ahead of its copies: the same copies and arithmetic,
+    # the same bits
+    ("attention", "cupy_splitk_bf16_l2pf_active_pdl", "sparkops_cupy.attention:attention_l2pf_active_pdl",
+     bit_identical(to="cupy_splitk_bf16"), "attention.cu", ("_pdl.py",)),
     # that PDL form with the queries-in-registers split (each warp's quarter of the queries' dims in registers, the
     # scores as four partial sums over the dims): the partials round differently, so the bf16 tolerance
     ("attention", "cupy_splitk_bf16_qreg_active_pdl", "sparkops_cupy.attention:attention_qreg_active_pdl",
@@ -344,7 +348,8 @@ POLICIES = {
     **{("attention", n): "sparkops_cupy._policies:attention_deep_passes"
        for n in ("cupy_splitk_bf16_deep", "cupy_splitk_bf16_deep_active")},
     **{("attention", n): "sparkops_cupy._policies:attention_deep_pdl_passes"
-       for n in ("cupy_splitk_bf16_deep_pdl", "cupy_splitk_bf16_deep_active_pdl", "cupy_splitk_bf16_qreg_active_pdl")},
+       for n in ("cupy_splitk_bf16_deep_pdl", "cupy_splitk_bf16_deep_active_pdl", "cupy_splitk_bf16_qreg_active_pdl",
+                 "cupy_splitk_bf16_l2pf_active_pdl")},
     ("attention", "cupy_splitk_fp8_deep_active_pdl"): "sparkops_cupy._policies:attention_fp8_pdl_passes",
     ("attention", "cupy_splitk_fp8_qreg_active_pdl"): "sparkops_cupy._policies:attention_fp8_qreg_pdl_passes",
     ("attention", "cupy_splitk_bf16_twin_active_pdl"): "sparkops_cupy._policies:attention_twin_pdl_passes",

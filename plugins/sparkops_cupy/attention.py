@@ -35,6 +35,10 @@ not bit-identity. GPU session 54 (H100): it ties, 74.94 against 73.97 µs a laye
 threads' 4608 16-byte cp.async, which share the load/store pipeline with the tile's ldmatrix loads. The same tiles and
 arithmetic: the one-group split's bits.
 
+`attention_l2pf_active_pdl` (cupy_splitk_bf16_l2pf_active_pdl) is `attention_deep_active_pdl` with each tile's rows
+prefetched into the L2 a tile ahead of their copies into shared memory (`mla_split_l2pf`), so two tiles' bytes leave
+DRAM while one is computed: the one-group split's bits.
+
 `attention_qreg_active_pdl` (cupy_splitk_bf16_qreg_active_pdl) is `attention_deep_active_pdl` with the
 queries-in-registers split (`mla_split_qreg`): each warp holds its quarter of the absorbed queries' dims in registers,
 so a tile's scores read only the tile from shared memory (144 ldmatrix a tile for the scores where the one-group split
@@ -244,6 +248,15 @@ def attention_bulk_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, bulk=True)
 
 
+def attention_l2pf_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_deep_active_pdl` with the L2-prefetching split at the tensor-core shape (mla_split_l2pf_pdl: each
+    tile's rows asked of the L2 by bulk prefetches when the tile before is copied into shared memory; the same copies,
+    arithmetic and bits). Why: GPU session 55's probe_split had the one-group split's loads alone at 59.0 of its 64.6
+    us at 131072 rows, with one 64-row tile in flight an SM and no room for a second in shared memory. Its stated
+    policy: the deep PDL form's."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, l2pf=True)
+
+
 def attention_qreg_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     """`attention_deep_active_pdl` with the queries-in-registers split at the tensor-core shape (mla_split_qreg_pdl:
     each warp's quarter of the queries' dims held in 72 registers a thread across the slice, its scores over 32 rows
@@ -289,14 +302,16 @@ def twin_fits(device: torch.device) -> bool:
 
 
 def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False,
-               fp8: str | None = None, twin: bool = False, bulk: bool = False, qreg: bool = False):
+               fp8: str | None = None, twin: bool = False, bulk: bool = False, qreg: bool = False,
+               l2pf: bool = False):
     """The four launches. `deep`: the deep absorb / combine / up kernels where built for the shape; `pdl` (with deep):
     each of those and the tensor-core split in its PDL form, launched with programmatic dependent launch. `fp8`: the
     name of an fp8 form (its cache and latent float8_e4m3fn, its split the fp8 one), None for the others. `twin`: the
     tensor-core split in its two-group form (mla_split_twin) where the device's blocks have its shared memory. `bulk`:
     the tensor-core split fetching its tiles by bulk copies (mla_split_bulk) where the cache's rows start on 16 bytes.
     `qreg`: the tensor-core split with each warp's share of the queries in registers (mla_split_qreg; over an fp8
-    cache mla_split_qreg_fp8, where the device's blocks have its shared memory)."""
+    cache mla_split_qreg_fp8, where the device's blocks have its shared memory). `l2pf`: the tensor-core split with
+    each tile prefetched into the L2 a tile ahead (mla_split_l2pf)."""
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -357,6 +372,7 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
         by_bulk = bulk and fp8 is None and bulk_fits(cache)
         split, smem = ("mla_split_twin", TW_SMEM_BYTES) if two else ("mla_split_bulk", BULK_SMEM_BYTES) if by_bulk \
             else ("mla_split_qreg", MMA_SMEM_BYTES) if qreg and fp8 is None \
+            else ("mla_split_l2pf", MMA_SMEM_BYTES) if l2pf and fp8 is None \
             else ("mla_split_qreg_fp8", QF8_SMEM_BYTES) if qreg and qf8_fits(dev) \
             else ("mla_split_mma_fp8" if fp8 is not None else "mla_split_mma", MMA_SMEM_BYTES)
         rt.launch("attention.cu", split + "_pdl" if pdl else split, dev, (splits,), (512 if two else 256,),

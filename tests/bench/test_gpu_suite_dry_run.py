@@ -4481,15 +4481,16 @@ def test_rungs_split_takes_no_split_under_the_minimum_or_untested(tmp_path):
 
 
 def test_session_55_s_plan_runs_the_splits_tests_and_the_probe_and_nothing_else(tmp_path):
-    """The next call's plan: the fp8 qreg split's and the bulk split's GPU tests (each file with its PDL chain case),
-    probe_split on the qreg split alone (SUITE_SPLIT_KERNELS), no model, registry or pair."""
+    """The next call's plan: the fp8 qreg, L2-prefetching and bulk splits' GPU tests (each file with its PDL chain
+    case), probe_split on the L2-prefetching and qreg splits (SUITE_SPLIT_KERNELS), no model, registry or pair."""
     env = {"STUB_PYTEST_SECONDS": "0", "SUITE_SKIP": "probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_bulk_pdl",
-           "SUITE_SPLIT_KERNELS": "mla_split_qreg"}
-    log, calls = _suite(tmp_path, "proofs_fp8_qreg", "proofs_bulk", "probe_split", extra_env=env)
-    for tag in ("fp8_qreg", "bulk"):
+           "SUITE_SPLIT_KERNELS": "mla_split_l2pf mla_split_qreg"}
+    log, calls = _suite(tmp_path, "proofs_fp8_qreg", "proofs_l2pf", "proofs_bulk", "probe_split", extra_env=env)
+    for tag in ("fp8_qreg", "l2pf", "bulk"):
         assert re.search(rf"gpu-tests-{tag} \(limit \d+s\): .*-k {tag} tests/backends/test_cupy_attention_{tag}.py",
                          log)
-    assert re.search(r"bench/probes/split_anatomy.py --out \S+probe-split-anatomy.json --kernels mla_split_qreg", log)
+    assert re.search(r"split_anatomy.py --out \S+probe-split-anatomy.json --kernels mla_split_l2pf mla_split_qreg",
+                     log)
     assert not any(c.startswith(("bench", "swap", "diagnose", "synth")) for c in calls), calls
 
 

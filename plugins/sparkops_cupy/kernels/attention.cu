@@ -749,6 +749,17 @@ __device__ __forceinline__ void bulk_fetch(u8* sC0, const u16* __restrict__ cach
 static_assert(MMA_FP8_STAGE_BYTES <= MMA_NH * MMA_DP * 2, "an fp8 stage does not fit where the queries were");
 static_assert(QF8_SMEM_BYTES <= 232448, "the fp8 qreg split overruns an sm_90 block's shared memory");
 
+// Tile j's rows of the slice (j < n_tiles; those before r1) into the L2 by the copy engine, one bulk prefetch a row
+// from threads 0 .. 63, nothing waiting on them: the L2PF split's way to have a second tile's bytes in flight where
+// shared memory holds only the next one. GPU session 55's probe_split: with one tile in flight an SM the one-group
+// split's loads alone took 59.0 of its 64.6 us at 131072 rows (83% of the read ceiling).
+template <typename CT>
+__device__ __forceinline__ void mma_prefetch_l2(const CT* __restrict__ cache, int j, int n_tiles, i64 r0, i64 r1,
+                                                int tid) {
+    const i64 row = r0 + (i64)j * MMA_BL + tid;
+    if (j < n_tiles && tid < MMA_BL && row < r1) bulk_prefetch_l2(cache + row * MMA_D, MMA_D * sizeof(CT));
+}
+
 // qa bf16 [32, 576] (scaled by scale*log2e); cache bf16 [Lmax, 576]; one token at pos. Partials as in
 // mla_split_generic with T = 1. Grid (S), 256 threads, MMA_SMEM_BYTES of dynamic shared memory.
 // skip_empty: a slice with no rows (pos short of it) writes only m = -inf and l = 0, not its 64 KB of zero sums;
@@ -763,11 +774,13 @@ static_assert(QF8_SMEM_BYTES <= 232448, "the fp8 qreg split overruns an sm_90 bl
 // The products, the softmax and the partials are the same code on the same bf16 values. With CT = u16 the code is the
 // bf16 split's as it was (the fp8 steps are `if constexpr`, and mma_load_stage is the same mma_load_rows call; its
 // SASS was compared instruction for instruction with the code before the fp8 form).
+// L2PF (mla_split_l2pf): each tile's rows asked of the L2 (mma_prefetch_l2) when the tile before is asked of shared
+// memory, so two tiles' bytes leave DRAM while one is computed. A hint only: the same values, the same bits.
 // QREG (mla_split_qreg, mla_split_qreg_fp8): each warp's quarter of the queries in registers, the scores in four parts
 // (mma_tile_parts<4>); over an fp8 cache with three fp8 stages, the third where the queries were.
 // BULK (with CT = u16; mla_split_bulk): each tile's rows by bulk copies (bulk_fetch) completing on its stage's mbarrier,
 // waited on there instead of the cp.async groups; the queries still by cp.async. The same tiles: the same bits.
-template <bool PDL, typename CT = u16, bool BULK = false, bool QREG = false>
+template <bool PDL, typename CT = u16, bool BULK = false, bool QREG = false, bool L2PF = false>
 __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, const CT* __restrict__ cache,
                                                    const i64* __restrict__ pos, i64 Lmax, float* __restrict__ part_m,
                                                    float* __restrict__ part_l, float* __restrict__ part_acc,
@@ -818,6 +831,7 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
             if (j < n_tiles) mma_load_stage(sC0, cache, j, r0 + (i64)j * MMA_BL, r1, tid);
             cp_async_commit();
         }
+        if constexpr (L2PF) mma_prefetch_l2(cache, NST - 1, n_tiles, r0, r1, tid);
     }
 
     u32 qf[QREG ? 2 : 1][9][4];  // QREG: this warp's quarter of the queries, the A fragments of its score MMAs
@@ -848,6 +862,7 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
                 if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, r1, tid);
             }
             cp_async_commit();
+            if constexpr (L2PF) mma_prefetch_l2(cache, j + 1, n_tiles, r0, r1, tid);
         }
         if constexpr (sizeof(CT) == 1) {  // fp8: tile `it`'s stage into the bf16 tile, then every warp may read it
             const u8* stage = NST == 3 && it % 3 == 2 ? smem + MMA_SMEM_Q : smem + MMA_SMEM_F8 + (it % NST) *
@@ -1146,6 +1161,30 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_qreg_fp8_pdl(cons
                                                                             float* __restrict__ part_acc,
                                                                             int skip_empty) {
     mla_split_mma_body<true, u8, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_mma with each tile's rows prefetched into the L2 a tile ahead of their copies (L2PF, mma_prefetch_l2:
+// attention=cupy_splitk_bf16_l2pf_active_pdl). The same copies and arithmetic: the one-group split's bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_l2pf(const u16* __restrict__ qa,
+                                                                    const u16* __restrict__ cache,
+                                                                    const i64* __restrict__ pos, i64 Lmax,
+                                                                    float* __restrict__ part_m,
+                                                                    float* __restrict__ part_l,
+                                                                    float* __restrict__ part_acc, int skip_empty) {
+    mla_split_mma_body<false, u16, false, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_l2pf for programmatic dependent launch (attention=cupy_splitk_bf16_l2pf_active_pdl). The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_l2pf_pdl(const u16* __restrict__ qa,
+                                                                        const u16* __restrict__ cache,
+                                                                        const i64* __restrict__ pos, i64 Lmax,
+                                                                        float* __restrict__ part_m,
+                                                                        float* __restrict__ part_l,
+                                                                        float* __restrict__ part_acc,
+                                                                        int skip_empty) {
+    mla_split_mma_body<true, u16, false, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
 }
 
 // ---- combine and up-projection ---------------------------------------------------------------------------

@@ -48,5 +48,10 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned int 
     while (!mbar_try(bar, parity)) {
     }
 }
+// `bytes` (a multiple of 16, src on 16 bytes) from global memory into the L2 by the copy engine, nothing waiting on it:
+// a hint that a later copy of the same bytes finds them there
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, unsigned int bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
 // the mbarriers' initialisation made visible to the copy engine (before any copy completes on them)
 __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
