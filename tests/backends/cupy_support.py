@@ -186,3 +186,44 @@ def mla_side_by_side(forms: dict, record: str, title: str) -> None:
         if context == 131072:
             write_record(record, f"MLA decode L={context}, {title}", {n: layers * t.seconds for n, t in times.items()},
                          rows=rows)
+
+
+def split_kernels_compile_clean(tmp_path, kernels: Sequence[str], max_registers: int = 255) -> None:
+    """ptxas (nvcc for sm_90) reports each of attention.cu's `kernels` with no stack frame and no spills, and at most
+    `max_registers` a thread (255: one block of 256 threads an SM; 128 for 512 threads)."""
+    import re
+
+    from tests.cuda_sass import KERNEL_DIR, nvcc_compile, tools
+
+    nvcc, _ = tools()
+    code, report, _ = nvcc_compile(KERNEL_DIR / "attention.cu", tmp_path, nvcc)
+    assert code == 0, report
+    for name in kernels:
+        m = re.search(rf"Function properties for {name}\s*\n\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                      rf"(\d+) bytes spill loads\s*\n.*?Used (\d+) registers", report)
+        assert m, (name, report[-2000:])
+        stack, stores, loads, regs = map(int, m.groups())
+        assert (stack, stores, loads) == (0, 0, 0) and regs <= max_registers, (name, m.groups())
+
+
+#: the SASS opcodes that touch global memory (loads, stores, atomics, reductions, cp.async's LDGSTS)
+GLOBAL_OPS = ("LDG", "STG", "ATOM", "RED", "LD.", "ST.")
+
+
+def pdl_split_waits_first(tmp_path, pdl_kernel: str, also: Sequence[str] = ()) -> dict:
+    """attention.cu's `pdl_kernel` touches no global memory (GLOBAL_OPS, and the opcodes in `also`) before its
+    griddepcontrol.wait (ACQBULK) on any path; returns every function's listing for the caller's own checks."""
+    from tests.cuda_sass import KERNEL_DIR, listing
+
+    functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
+    fn = functions[pdl_kernel]
+    assert fn.waits, f"{pdl_kernel} has no griddepcontrol.wait"
+    touches = fn.before_wait(lambda ins: ins.opcode.startswith(GLOBAL_OPS + tuple(also)))
+    assert touches == [], [f"{i.opcode} at {i.address:#x}" for i in touches]
+    return functions
+
+
+def uses_opcode(functions: dict, name: str, prefix: str) -> bool:
+    """Whether function `name` of a listing issues an instruction whose opcode starts with `prefix`."""
+    return any(i.opcode.startswith(prefix) for i in functions[name].instructions)
+

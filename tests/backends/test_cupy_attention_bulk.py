@@ -15,17 +15,14 @@ other positions; and the side-by-side record against the one-group form.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
 from sparkops.gate.tolerances import rule_for
-from tests.backends.cupy_support import (DEV, MLA_CASES, mla_inputs, mla_reference, mla_replays_match,
-                                         mla_side_by_side, nan_scratch_in, nmse, on_device)
-from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
+from tests.backends.cupy_support import (DEV, MLA_CASES, mla_inputs, mla_reference, mla_replays_match, mla_side_by_side,
+                                         nmse, on_device, pdl_split_waits_first, split_kernels_compile_clean)
 
 NAME = "cupy_splitk_bf16_bulk_active_pdl"
 BULK_KERNELS = ("mla_split_bulk", "mla_split_bulk_pdl")
@@ -75,25 +72,14 @@ def test_the_policy_names_the_cuda_core_split_for_a_misaligned_cache_and_the_one
 
 
 def test_the_bulk_kernels_compile_without_stack_or_spills(tmp_path):
-    nvcc, _ = tools()
-    code, report, _ = nvcc_compile(KERNEL_DIR / "attention.cu", tmp_path, nvcc)
-    assert code == 0, report
-    props = dict(re.findall(r"Function properties for (\w+)\s*\n\s*(\d+ bytes stack frame, \d+ bytes spill stores, "
-                            r"\d+ bytes spill loads)", report))
-    for name in BULK_KERNELS:
-        assert props.get(name) == "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", (name, props)
+    split_kernels_compile_clean(tmp_path, BULK_KERNELS)
 
 
 def test_the_bulk_pdl_split_copies_nothing_before_its_wait(tmp_path):
     """mla_split_bulk_pdl reads pos, starts the queries' cp.async (LDGSTS) and the tiles' bulk copies (UBLKCP) and
     sets up its mbarriers (SYNCS) only after griddepcontrol.wait (ACQBULK), on every path; both bulk kernels copy by
     UBLKCP and wait on the mbarrier's phase."""
-    functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
-    fn = functions["mla_split_bulk_pdl"]
-    assert fn.waits
-    touches = fn.before_wait(lambda ins: ins.opcode.startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST.", "UBLKCP",
-                                                                 "SYNCS")))
-    assert touches == [], [f"{i.opcode} at {i.address:#x}" for i in touches]
+    functions = pdl_split_waits_first(tmp_path, "mla_split_bulk_pdl", also=("UBLKCP", "SYNCS"))
     for name in BULK_KERNELS:
         ops = [i.opcode for i in functions[name].instructions]
         assert any(o.startswith("UBLKCP") for o in ops) and any(o.startswith("SYNCS.PHASECHK") for o in ops), name
@@ -101,16 +87,6 @@ def test_the_bulk_pdl_split_copies_nothing_before_its_wait(tmp_path):
 
 
 # ---- on CUDA ---------------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def cuda():
-    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-
-
-@pytest.fixture
-def nan_scratch(monkeypatch):
-    nan_scratch_in(monkeypatch, cu_attention)
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lmax,pos", MLA_CASES, ids=[f"L{lmax}-pos{pos}" for lmax, pos in MLA_CASES])

@@ -16,8 +16,6 @@ captured graph replayed at other positions bitwise the eager call.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 
@@ -28,8 +26,8 @@ from sparkops.plugins import load_catalog
 from sparkops_cupy import _runtime as rt
 from sparkops_cupy import attention as cu_attention  # importable without cupy
 from tests.backends.cupy_support import (DEV, FP8_NAN_CODE, mla_fp8_inputs, mla_reference, mla_replays_match,
-                                         mla_side_by_side, nan_scratch_in, nmse, on_device)
-from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
+                                         mla_side_by_side, nmse, on_device, pdl_split_waits_first,
+                                         split_kernels_compile_clean)
 
 NAME = "cupy_splitk_fp8_deep_active_pdl"
 FP8_KERNELS = ("mla_split_mma_fp8", "mla_split_mma_fp8_pdl", "mla_split_generic_fp8")
@@ -134,13 +132,7 @@ def test_the_policy_says_which_kernels_launch_plainly():
 def test_the_fp8_kernels_compile_without_stack_or_spills(tmp_path):
     """The fp8 kernels as ptxas reports them for sm_90 (tests/test_cuda_sources.py holds every kernel of the file to
     its budget; this names the fp8 ones, so that a file that lost one fails here)."""
-    nvcc, _ = tools()
-    code, report, _ = nvcc_compile(KERNEL_DIR / "attention.cu", tmp_path, nvcc)
-    assert code == 0, report
-    props = dict(re.findall(r"Function properties for (\w+)\s*\n\s*(\d+ bytes stack frame, \d+ bytes spill stores, "
-                            r"\d+ bytes spill loads)", report))
-    for name in FP8_KERNELS:
-        assert props.get(name) == "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", (name, props)
+    split_kernels_compile_clean(tmp_path, FP8_KERNELS)
 
 
 def test_the_fp8_pdl_split_touches_no_global_memory_before_its_wait(tmp_path):
@@ -148,11 +140,7 @@ def test_the_fp8_pdl_split_touches_no_global_memory_before_its_wait(tmp_path):
     all after griddepcontrol.wait (ACQBULK) on every path. tests/test_cuda_pdl_order.py checks the read-only loads;
     this checks every global access, the copies included. Its hardware conversion is there (F2FP ... E4M3), and the
     bf16 split has none."""
-    functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
-    fn = functions["mla_split_mma_fp8_pdl"]
-    assert fn.waits
-    touches = fn.before_wait(lambda ins: ins.opcode.startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST.")))
-    assert touches == [], [f"{i.opcode} at {i.address:#x}" for i in touches]
+    functions = pdl_split_waits_first(tmp_path, "mla_split_mma_fp8_pdl")
     for name in ("mla_split_mma_fp8", "mla_split_mma_fp8_pdl"):
         assert any("E4M3" in i.opcode for i in functions[name].instructions), name
         assert any(i.opcode.startswith("HMMA") for i in functions[name].instructions), name
@@ -160,16 +148,6 @@ def test_the_fp8_pdl_split_touches_no_global_memory_before_its_wait(tmp_path):
 
 
 # ---- on CUDA ---------------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def cuda():
-    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-
-
-@pytest.fixture
-def nan_scratch(monkeypatch):
-    nan_scratch_in(monkeypatch, cu_attention)
-
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().cpu().contiguous().view(torch.uint8)

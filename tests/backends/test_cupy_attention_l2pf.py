@@ -14,16 +14,13 @@ the one-group form.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import (MLA_CASES, mla_inputs, mla_replays_match, mla_side_by_side, nan_scratch_in,
-                                         on_device)
-from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
+from tests.backends.cupy_support import (MLA_CASES, mla_inputs, mla_replays_match, mla_side_by_side, on_device,
+                                         pdl_split_waits_first, split_kernels_compile_clean, uses_opcode)
 
 NAME = "cupy_splitk_bf16_l2pf_active_pdl"
 KERNELS = ("mla_split_l2pf", "mla_split_l2pf_pdl")
@@ -41,39 +38,18 @@ def test_the_l2pf_form_is_registered_with_the_one_group_split_s_bits():
 
 
 def test_the_l2pf_kernels_compile_without_stack_or_spills(tmp_path):
-    nvcc, _ = tools()
-    code, report, _ = nvcc_compile(KERNEL_DIR / "attention.cu", tmp_path, nvcc)
-    assert code == 0, report
-    for name in KERNELS:
-        m = re.search(rf"Function properties for {name}\s*\n\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
-                      rf"(\d+) bytes spill loads", report)
-        assert m and m.groups() == ("0", "0", "0"), (name, m and m.groups())
+    split_kernels_compile_clean(tmp_path, KERNELS)
 
 
 def test_the_l2pf_pdl_split_prefetches_nothing_before_its_wait(tmp_path):
     """mla_split_l2pf_pdl reads pos, the queries and the cache (LDGSTS), prefetches rows (UBLKPF) and writes the
     partials only after griddepcontrol.wait (ACQBULK); both kernels prefetch, mla_split_mma does not."""
-    functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
-    fn = functions["mla_split_l2pf_pdl"]
-    assert fn.waits
-    touches = fn.before_wait(lambda ins: ins.opcode.startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST.", "UBLK")))
-    assert touches == [], [f"{i.opcode} at {i.address:#x}" for i in touches]
-    for name in KERNELS:
-        assert any(i.opcode.startswith("UBLKPF") for i in functions[name].instructions), name
-    assert not any(i.opcode.startswith("UBLKPF") for i in functions["mla_split_mma"].instructions)
+    functions = pdl_split_waits_first(tmp_path, "mla_split_l2pf_pdl", also=("UBLK",))
+    assert all(uses_opcode(functions, name, "UBLKPF") for name in KERNELS)
+    assert not uses_opcode(functions, "mla_split_mma", "UBLKPF")
 
 
 # ---- on CUDA ---------------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def cuda():
-    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-
-
-@pytest.fixture
-def nan_scratch(monkeypatch):
-    nan_scratch_in(monkeypatch, cu_attention)
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lmax,pos", MLA_CASES, ids=[f"L{lmax}-pos{pos}" for lmax, pos in MLA_CASES])

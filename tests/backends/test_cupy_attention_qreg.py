@@ -15,8 +15,6 @@ one-group form.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 
@@ -24,8 +22,9 @@ from sparkops.gate.tolerances import rule_for
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
 from tests.backends.cupy_support import (MLA_CASES, mla_inputs, mla_reference, mla_replays_match, mla_side_by_side,
-                                         nan_scratch_in, nmse, on_device, tiles_a_slice)
-from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
+                                         nmse, on_device, pdl_split_waits_first, split_kernels_compile_clean,
+                                         tiles_a_slice, uses_opcode)
+from tests.cuda_sass import KERNEL_DIR
 
 NAME = "cupy_splitk_bf16_qreg_active_pdl"
 QREG_KERNELS = ("mla_split_qreg", "mla_split_qreg_pdl")
@@ -69,40 +68,17 @@ def test_the_policy_is_the_deep_pdl_form_s():
 def test_the_qreg_kernels_compile_without_stack_or_spills(tmp_path):
     """One block of 256 threads an SM leaves 255 registers a thread: the 72 of the query fragments, the 64 of the P.C
     accumulators and the 32 of a tile's scores must fit without stack or spills."""
-    nvcc, _ = tools()
-    code, report, _ = nvcc_compile(KERNEL_DIR / "attention.cu", tmp_path, nvcc)
-    assert code == 0, report
-    for name in QREG_KERNELS:
-        m = re.search(rf"Function properties for {name}\s*\n\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
-                      rf"(\d+) bytes spill loads\s*\n.*?Used (\d+) registers", report)
-        assert m, (name, report[-2000:])
-        stack, stores, loads, regs = map(int, m.groups())
-        assert (stack, stores, loads) == (0, 0, 0) and regs <= 255, (name, m.groups())
+    split_kernels_compile_clean(tmp_path, QREG_KERNELS)
 
 
 def test_the_qreg_pdl_split_touches_no_global_memory_before_its_wait(tmp_path):
     """mla_split_qreg_pdl reads pos, the queries and the cache (cp.async: LDGSTS) and writes the partials: all after
     griddepcontrol.wait (ACQBULK) on every path; it runs the tensor cores."""
-    functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
-    fn = functions["mla_split_qreg_pdl"]
-    assert fn.waits
-    touches = fn.before_wait(lambda ins: ins.opcode.startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST.")))
-    assert touches == [], [f"{i.opcode} at {i.address:#x}" for i in touches]
-    for name in QREG_KERNELS:
-        assert any(i.opcode.startswith("HMMA") for i in functions[name].instructions), name
+    functions = pdl_split_waits_first(tmp_path, "mla_split_qreg_pdl")
+    assert all(uses_opcode(functions, name, "HMMA") for name in QREG_KERNELS)
 
 
 # ---- on CUDA ---------------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def cuda():
-    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-
-
-@pytest.fixture
-def nan_scratch(monkeypatch):
-    nan_scratch_in(monkeypatch, cu_attention)
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lmax,pos", MLA_CASES,

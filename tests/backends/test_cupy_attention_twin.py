@@ -16,8 +16,6 @@ one-group form.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 
@@ -25,8 +23,8 @@ from sparkops.gate.tolerances import rule_for
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
 from tests.backends.cupy_support import (MLA_CASES, mla_inputs, mla_reference, mla_replays_match, mla_side_by_side,
-                                         nan_scratch_in, nmse, on_device, tiles_a_slice)
-from tests.cuda_sass import KERNEL_DIR, listing, nvcc_compile, tools
+                                         nmse, on_device, pdl_split_waits_first, split_kernels_compile_clean,
+                                         tiles_a_slice, uses_opcode)
 
 NAME = "cupy_splitk_bf16_twin_active_pdl"
 TWIN_KERNELS = ("mla_split_twin", "mla_split_twin_pdl")
@@ -76,41 +74,19 @@ def test_the_policy_says_which_split_runs(monkeypatch):
 def test_the_twin_kernels_compile_within_their_registers(tmp_path):
     """512 threads a block leave 128 registers a thread: ptxas must fit the two groups' accumulators (64 a thread)
     and the tile's fragments there without stack or spills."""
-    nvcc, _ = tools()
-    code, report, _ = nvcc_compile(KERNEL_DIR / "attention.cu", tmp_path, nvcc)
-    assert code == 0, report
-    for name in TWIN_KERNELS:
-        m = re.search(rf"Function properties for {name}\s*\n\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
-                      rf"(\d+) bytes spill loads\s*\n.*?Used (\d+) registers", report)
-        assert m, (name, report[-2000:])
-        stack, stores, loads, regs = map(int, m.groups())
-        assert (stack, stores, loads) == (0, 0, 0) and regs <= 128, (name, m.groups())
+    split_kernels_compile_clean(tmp_path, TWIN_KERNELS, max_registers=128)
 
 
 def test_the_twin_pdl_split_touches_no_global_memory_before_its_wait(tmp_path):
     """mla_split_twin_pdl reads pos, the queries and the cache (cp.async: LDGSTS) and writes the partials: all after
     griddepcontrol.wait (ACQBULK) on every path; it runs the tensor cores and both groups' named barriers."""
-    functions = listing(KERNEL_DIR / "attention.cu", tmp_path)
-    fn = functions["mla_split_twin_pdl"]
-    assert fn.waits
-    touches = fn.before_wait(lambda ins: ins.opcode.startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST.")))
-    assert touches == [], [f"{i.opcode} at {i.address:#x}" for i in touches]
+    functions = pdl_split_waits_first(tmp_path, "mla_split_twin_pdl")
     for name in TWIN_KERNELS:
-        assert any(i.opcode.startswith("HMMA") for i in functions[name].instructions), name
+        assert uses_opcode(functions, name, "HMMA"), name
         assert any(i.opcode.startswith("BAR.SYNC") and "R" in i.operands for i in functions[name].instructions), name
 
 
 # ---- on CUDA ---------------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def cuda():
-    pytest.importorskip("cupy", reason="cupy is not installed (pip install sparkops[gpu])")
-
-
-@pytest.fixture
-def nan_scratch(monkeypatch):
-    nan_scratch_in(monkeypatch, cu_attention)
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lmax,pos", MLA_CASES,
