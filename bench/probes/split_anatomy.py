@@ -13,8 +13,9 @@ How. Each kernel (mla_split_mma, _qreg, _l2pf, _twin and _bulk, plain launches) 
 body left out by textual edits of attention.cu (each edit must match exactly once, or the probe stops): "tile" (the
 call of mma_tile: the loads, waits and barriers only), "refill" (the copies of every tile after each group's first:
 the arithmetic over a tile already in shared memory), "score mma" and "pv mma" (the tensor-core products of the scores
-and of P.C; their shared-memory loads stay). A variant's time less the whole kernel's is what that part adds when the
-kernel runs alone; the parts overlap, so they need not sum. Each is timed as CALLS launches in one CUDA graph over two
+and of P.C; their shared-memory loads stay), and both of those with the refills ("no refill, no mma": what the
+tile's loads from shared memory, softmax and barriers take alone). A variant's time less the whole kernel's is what
+that part adds when the kernel runs alone; the parts overlap, so they need not sum. Each is timed as CALLS launches in one CUDA graph over two
 131072-row bf16 caches in turn (151 MB each, past the L2), the median of the replays. The whole variants' partials
 are checked bitwise against the registered kernels' on the same call (the bulk split's against mla_split_mma's).
 
@@ -72,7 +73,8 @@ def tile_edits(kernel: str) -> dict[str, str]:
 
 
 VARIANTS = {"whole": (), "no tile": ("tile",), "no refill": ("refill",), "no score mma": ("score mma",),
-            "no pv mma": ("pv mma",), "no mma": ("score mma", "pv mma")}
+            "no pv mma": ("pv mma",), "no mma": ("score mma", "pv mma"),
+            "no refill, no mma": ("refill", "score mma", "pv mma")}
 
 
 def edited_source(source: str, kernel: str, leave_out: tuple[str, ...]) -> str:
