@@ -16,8 +16,9 @@ the arithmetic over a tile already in shared memory), "score mma" and "pv mma" (
 and of P.C; their shared-memory loads stay), and both of those with the refills ("no refill, no mma": what the
 tile's loads from shared memory, softmax and barriers take alone). A variant's time less the whole kernel's is what
 that part adds when the kernel runs alone; the parts overlap, so they need not sum. Each is timed as CALLS launches
-in one CUDA graph over two 131072-row bf16 caches in turn (151 MB each, past the L2), the median of the replays. The whole variants' partials
-are checked bitwise against the registered kernels' on the same call (the bulk split's against mla_split_mma's).
+in one CUDA graph over two 131072-row bf16 caches in turn (151 MB each, past the L2), the median of the replays.
+The whole variants' partials are checked bitwise against the registered kernels' on the same call (the bulk and
+L2-prefetching splits' against mla_split_mma's).
 
     python3 bench/probes/split_anatomy.py --out probe.json [--replays 20] [--kernels mla_split_qreg ...]
 """
