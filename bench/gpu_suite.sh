@@ -202,9 +202,10 @@
 #     proofs_fp8_qreg the fp8 queries-in-registers split's GPU tests alone (the reference on fp8 values, graph, the
 #                 side-by-side record against the bf16 and the fp8 one-group split) and Nsight Compute on it
 #     proofs_l2pf the L2-prefetching split's GPU tests alone (its bits, graph, side-by-side record), Nsight Compute
-#     rungs_split the fastest per op of the qreg, bulk, fp8 qreg and L2-prefetching splits (each's record from its
-#                 proofs on this machine), if x1.05 or more (SUITE_SPLIT_MIN), as its rungs stage; SUITE_SPLIT_IQ1S_BASE names
-#                 the IQ1_S base
+#     proofs_ring the ring split's GPU tests alone (the qreg split's bits, graph, side-by-side record), Nsight Compute
+#     rungs_split the fastest per op of the qreg, bulk, fp8 qreg, L2-prefetching and ring splits (each's record from
+#                 its proofs on this machine), if x1.05 or more (SUITE_SPLIT_MIN), as its rungs stage;
+#                 SUITE_SPLIT_IQ1S_BASE names the IQ1_S base
 #     rungs_bulk  session 54's bulk split (attention=cupy_splitk_bf16_bulk_active_pdl) at 131072 as rungs_twin, over
 #                 SUITE_BULK_IQ1S_BASE for the IQ1_S row
 #     rungs_twin  session 54's twin split (attention=cupy_splitk_bf16_twin_active_pdl) at 131072 after its GPU tests:
@@ -1032,11 +1033,12 @@
 # MLA split's loads alone take 59.0 of its 64.6 us at 131072 (one 64-row tile in flight an SM): its bytes in flight
 # bind it, so the twin and the qreg split (attention=cupy_splitk_bf16_qreg_active_pdl) tie. Next, any machine:
 #     SUITE_SKIP="probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_bulk_pdl" \
-#     SUITE_SPLIT_KERNELS="mla_split_l2pf mla_split_qreg" bash bench/gpu_lanes.sh 330 \
-#         "proofs_fp8_qreg proofs_l2pf proofs_bulk probe_split" ""   # ~6 min fresh: the fp8 qreg split (two fp8
-#                                      # tiles in flight) and the L2-prefetching split (a second tile's bytes on
-#                                      # their way to the L2), first runs and records; the bulk tests after the
-#                                      # alignment fix; the l2pf and qreg splits taken apart
+#     SUITE_SPLIT_KERNELS="mla_split_l2pf mla_split_ring mla_split_qreg" bash bench/gpu_lanes.sh 400 \
+#         "proofs_fp8_qreg proofs_l2pf proofs_ring proofs_bulk probe_split" ""   # ~7 min fresh: the fp8 qreg split
+#                                      # (two fp8 tiles in flight), the L2-prefetching split (a second tile's bytes
+#                                      # on their way to the L2) and the ring split (1.5 bf16 tiles in flight):
+#                                      # first runs and records; the bulk tests after the alignment fix; the new
+#                                      # splits taken apart
 #   then, if a split is x1.05 per op or more: SUITE_SPLIT_IQ1S_BASE=/tmp/cuda-s55-stack-iq1s-q8_iq1s_sg_short-\
 #   q8h_iq1s_t2-q8_iq1s_t2.toml (one path) bash bench/gpu_lanes.sh 570 "rungs_split" ""   # both pairs (two calls)
 #   and on an H200 the IQ1_S step single-arm at 131072 (session 54's plan: SUITE_IQ1S_REG=... "iq1s131k").
@@ -1915,7 +1917,8 @@ attention_rungs() {
         --change "attention=$attn: $text, over $(basename $NOW_REG), one CUDA graph per step"
   else log "decode131k-$tag: left out (no Q4_K model, or the swap kept the step's attention: see swap-$tag)"; fi
   # the IQ1_S row (issue #10: >= 1000 tok/s at 131072, where the bf16 cache is half the step's bytes)
-  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null | grep -v -E -- '-(fp8|twin|bulk|qreg|fp8_qreg|l2pf)\.toml$' \
+  local base=${iq1s_base:-$(ls -t ${NOW_REG%.toml}-iq1s*.toml 2>/dev/null \
+      | grep -v -E -- '-(fp8|twin|bulk|qreg|fp8_qreg|l2pf|ring)\.toml$' \
       | head -1)}
   [ -n "$base" ] && [ -f "$base" ] || { log "decode131k-iq1s-$tag: left out (no IQ1_S step on this machine)"; return 1; }
   local new=${base%.toml}-$tag.toml
@@ -1948,22 +1951,26 @@ proof_bulk() { proof_attention bulk test_cupy_attention_bulk.py attnbulk mla_spl
 proof_qreg() { proof_attention qreg test_cupy_attention_qreg.py attnqreg mla_split_qreg_pdl; }
 proof_fp8_qreg() { proof_attention fp8_qreg test_cupy_attention_fp8_qreg.py attnfp8_qreg mla_split_qreg_fp8_pdl; }
 proof_l2pf() { proof_attention l2pf test_cupy_attention_l2pf.py attnl2pf mla_split_l2pf_pdl; }
+proof_ring() { proof_attention ring test_cupy_attention_ring.py attnring mla_split_ring_pdl; }
 # what each split rung's ledger row says it changed (rungs_split)
 declare -A SPLIT_TEXT=([qreg]="the queries-in-registers split (each warp's quarter of the queries held in registers)"
                        [bulk]="the bulk split (each tile's rows by the copy engine, one bulk copy a row)"
                        [fp8_qreg]="the MLA cache in float8_e4m3fn with the queries-in-registers split (three fp8 \
 stages: two tiles in flight)"
-                       [l2pf]="the L2-prefetching split (each tile asked of the L2 a tile ahead of its copies)")
+                       [l2pf]="the L2-prefetching split (each tile asked of the L2 a tile ahead of its copies)"
+                       [ring]="the ring split (the qreg split's tiles as half-tiles in five slots: 1.5 tiles in \
+flight)")
 # and the implementation each tag names
 declare -A SPLIT_IMPL=([qreg]=cupy_splitk_bf16_qreg_active_pdl [bulk]=cupy_splitk_bf16_bulk_active_pdl
-                       [fp8_qreg]=cupy_splitk_fp8_qreg_active_pdl [l2pf]=cupy_splitk_bf16_l2pf_active_pdl)
-# split_pick: prints the tag (qreg, bulk, fp8_qreg or l2pf) of the split whose GPU tests passed on this machine and whose
-# side-by-side record (perop-attnTAG-bfloat16.json) has it fastest against the step's one-group split, if at least
-# SUITE_SPLIT_MIN (1.05); says each figure (in the suite's log and on stderr: stdout is the tag); fails, saying so,
-# where none qualifies
+                       [fp8_qreg]=cupy_splitk_fp8_qreg_active_pdl [l2pf]=cupy_splitk_bf16_l2pf_active_pdl
+                       [ring]=cupy_splitk_bf16_ring_active_pdl)
+# split_pick: prints the tag (qreg, bulk, fp8_qreg, l2pf or ring) of the split whose GPU tests passed on this machine
+# and whose side-by-side record (perop-attnTAG-bfloat16.json) has it fastest against the step's one-group split, if at
+# least SUITE_SPLIT_MIN (1.05); says each figure (in the suite's log and on stderr: stdout is the tag); fails, saying
+# so, where none qualifies
 split_pick() {
   local tag f best="" bestf=${SUITE_SPLIT_MIN:-1.05}
-  for tag in qreg bulk fp8_qreg l2pf; do
+  for tag in qreg bulk fp8_qreg l2pf ring; do
     f=""
     [ "$(marker $DONE/gpu-tests-$tag)" = 0 ] && f=$(perop attn$tag cupy_splitk_bf16_deep_active_pdl \
         ${SPLIT_IMPL[$tag]})
@@ -4846,8 +4853,9 @@ proofs_twin)  # session 54: the twin split's GPU tests alone (rungs_twin's first
   proof_twin ;;
 proofs_bulk)  # session 54: the bulk split's GPU tests alone (rungs_bulk's first step): bits, graph, the side-by-side
   proof_bulk ;;
-rungs_split)  # session 55: whichever of the qreg, bulk, fp8 qreg and L2-prefetching splits is the fastest per op by
-  # its side-by-side record (proofs_qreg / _bulk / _fp8_qreg / _l2pf on this machine, which must have passed), if at least x$SUITE_SPLIT_MIN (default 1.05:
+rungs_split)  # session 55: whichever of the qreg, bulk, fp8 qreg, L2-prefetching and ring splits is the fastest per
+  # op by its side-by-side record (proofs_qreg / _bulk / _fp8_qreg / _l2pf / _ring on this machine, which must have
+  # passed), if at least x$SUITE_SPLIT_MIN (default 1.05:
   # the split is ~19% of the IQ1_S step at 131072, so less per op is under the rows' noise), timed as its rungs stage:
   # the Q4_K pair over the step now, then the IQ1_S pair over SUITE_SPLIT_IQ1S_BASE (the IQ1_S 48B made first)
   split_tag=$(split_pick) || continue
@@ -4859,6 +4867,9 @@ rungs_split)  # session 55: whichever of the qreg, bulk, fp8 qreg and L2-prefetc
 proofs_fp8_qreg)  # session 55: the fp8 queries-in-registers split's GPU tests alone: the reference on the fp8 values,
   # graph, the side-by-side record (bf16, fp8 one-group, fp8 qreg), Nsight Compute on the one-group and fp8 qreg split
   proof_fp8_qreg ;;
+proofs_ring)  # session 55: the ring split's GPU tests alone: the qreg split's bits, graph, the side-by-side record,
+  # Nsight Compute on it
+  proof_ring ;;
 proofs_l2pf)  # session 55: the L2-prefetching split's GPU tests alone: the one-group split's bits, graph, the
   # side-by-side record, Nsight Compute on it
   proof_l2pf ;;

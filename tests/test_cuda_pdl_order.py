@@ -43,7 +43,7 @@ KNOWN = {
     "attention.cu": {"mla_absorb_deep_pdl", "mla_split_mma_pdl", "mla_combine_deep_pdl", "mla_up_deep_pdl",
                      "mla_split_mma_fp8_pdl", "mla_split_twin_pdl", "mla_split_bulk_pdl",
                      "mla_split_qreg_pdl", "mla_split_qreg_fp8_pdl",
-                     "mla_split_l2pf_pdl"},
+                     "mla_split_l2pf_pdl", "mla_split_ring_pdl"},
     "linear_iq1s_q8.cu": {"linear_iq1_s_rowq8pdl_f32", "linear_iq1_s_rowq8pdl_bf16", "linear_iq1_s_rowq8pdl_f16",
                           "linear_iq1_s_rowq8pairpdl_bf16"},
     "moe_iq1s_q8.cu": {"moe_iq1_s_gateupq8pdl_bf16", "moe_iq1_s_downq8pdl_bf16", "moe_iq1_s_gateupq8hpdl_bf16",

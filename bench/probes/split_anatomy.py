@@ -9,16 +9,16 @@ memory (~45%) nor DRAM (~50%) was full. Whether the next form should move the lo
 part alone takes the kernel's time; session 54's bulk split (mla_split_bulk: each tile by 64 bulk copies, the copy
 engine's, instead of 4608 cp.async) is the loads moved.
 
-How. Each kernel (mla_split_mma, _qreg, _l2pf, _twin and _bulk, plain launches) is compiled again with parts of its
-body left out by textual edits of attention.cu (each edit must match exactly once, or the probe stops): "tile" (the
-call of mma_tile: the loads, waits and barriers only), "refill" (the copies of every tile after each group's first:
-the arithmetic over a tile already in shared memory), "score mma" and "pv mma" (the tensor-core products of the scores
-and of P.C; their shared-memory loads stay), and both of those with the refills ("no refill, no mma": what the
-tile's loads from shared memory, softmax and barriers take alone). A variant's time less the whole kernel's is what
-that part adds when the kernel runs alone; the parts overlap, so they need not sum. Each is timed as CALLS launches
-in one CUDA graph over two 131072-row bf16 caches in turn (151 MB each, past the L2), the median of the replays.
-The whole variants' partials are checked bitwise against the registered kernels' on the same call (the bulk and
-L2-prefetching splits' against mla_split_mma's).
+How. Each kernel (mla_split_mma, _qreg, _ring, _l2pf, _twin and _bulk, plain launches) is compiled again with parts of
+its body left out by textual edits of attention.cu (each edit must match exactly once, or the probe stops): "tile" (the
+call of mma_tile: the loads, waits and barriers only), "refill" (the copies of every tile after each group's first: the
+arithmetic over a tile already in shared memory), "score mma" and "pv mma" (the tensor-core products of the scores and
+of P.C; their shared-memory loads stay), and both of those with the refills ("no refill, no mma": what the tile's loads
+from shared memory, softmax and barriers take alone). A variant's time less the whole kernel's is what that part adds
+when the kernel runs alone; the parts overlap, so they need not sum. Each is timed as CALLS launches in one CUDA graph
+over two 131072-row bf16 caches in turn (151 MB each, past the L2), the median of the replays. The whole variants'
+partials are checked bitwise against the registered kernels' on the same call (the bulk and L2-prefetching splits'
+against mla_split_mma's).
 
     python3 bench/probes/split_anatomy.py --out probe.json [--replays 20] [--kernels mla_split_qreg ...]
 """
@@ -31,21 +31,23 @@ import sys
 
 ROWS = 131072
 CALLS = 8
-#: kernel -> (threads, the tile call in its body, its refill statement); mla_split_bulk, mla_split_qreg and
-#: mla_split_l2pf are mla_split_mma's body with each tile's rows fetched by bulk copies (BULK;
-#: attention=cupy_splitk_bf16_bulk_active_pdl), with each warp's queries in registers (QREG; ..._qreg_active_pdl) or
-#: with each tile prefetched into the L2 a tile ahead (L2PF; ..._l2pf_active_pdl), so their tile calls or refills are
-#: mla_split_mma's (such an edit reaches every kernel of the body; only the one named is timed; the L2PF split's
-#: prefetches stay in its "no refill" variant)
+#: kernel -> (threads, the tile call in its body, its refill statement); the bulk, qreg, ring and l2pf splits are
+#: mla_split_mma's body with each tile's rows fetched by bulk copies (BULK; attention=cupy_splitk_bf16_bulk_active_pdl),
+#: with each warp's queries in registers (QREG; ..._qreg_active_pdl), with the qreg split's tiles in a ring of
+#: half-tile slots (RING; ..._ring_active_pdl) or with each tile prefetched into the L2 a tile ahead (L2PF;
+#: ..._l2pf_active_pdl), so they share tile calls or refills (such an edit reaches every kernel of the body; only the
+#: one named is timed; the L2PF split's prefetches stay in its "no refill" variant)
 _MMA_TILE = "            mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});"
 _MMA_REFILL = ("            if (j < n_tiles) mma_load_stage(sC0, cache, j % MMA_STAGES, r0 + (i64)j * MMA_BL, r1, "
                "tid);")
+_QREG_TILE = ("            mma_tile_parts<4, BlockSync, RING>(sQ, qf, sC, sC_hi, sS,\n" + " " * 30 +
+              "(float*)(smem + (sizeof(CT) == 1 || RING ? QF8_SMEM_S2 : MMA_SMEM_Q)), sP, sAlpha, row0,\n" + " " * 30 +
+              "r1, tid, m_run, l_run, oacc, BlockSync{});")
 KERNELS = {
     "mla_split_mma": (256, _MMA_TILE, _MMA_REFILL),
-    "mla_split_qreg": (256, "            mma_tile_parts<4>(sQ, qf, sC, sS, (float*)(smem + (sizeof(CT) == 1 ? "
-                            "QF8_SMEM_S2 : MMA_SMEM_Q)), sP,\n                              sAlpha, row0, r1, tid, "
-                            "m_run, l_run, oacc, BlockSync{});",
-                       _MMA_REFILL),
+    "mla_split_qreg": (256, _QREG_TILE, _MMA_REFILL),
+    "mla_split_ring": (256, _QREG_TILE, "                ring_load_half(sC0, sQ, (const u16*)cache, 2 * it + "
+                                        "RING_AHEAD + h, n_tiles, r0, r1, tid);"),
     "mla_split_l2pf": (256, _MMA_TILE, _MMA_REFILL),
     "mla_split_twin": (512, "        mma_tile(sQ, sC, sS, sP, sAlpha, r0 + (i64)it * MMA_BL, r1, gtid, m_run, l_run, "
                             "oacc, sync);",
@@ -57,7 +59,8 @@ KERNELS = {
 #: the registered kernel whose partials each kernel's whole variant must give bit for bit (the bulk copies change no
 #: value: mla_split_mma's)
 SAME_AS = {"mla_split_mma": "mla_split_mma", "mla_split_twin": "mla_split_twin", "mla_split_bulk": "mla_split_mma",
-           "mla_split_qreg": "mla_split_qreg", "mla_split_l2pf": "mla_split_mma"}
+           "mla_split_qreg": "mla_split_qreg", "mla_split_l2pf": "mla_split_mma",
+           "mla_split_ring": "mla_split_qreg"}
 #: part -> the statements the tile code holds for it (mma_tile_parts: the queries-from-shared-memory scores of the
 #: one-group, twin and bulk splits; the queries-in-registers scores of mla_split_qreg), each left out
 _PV_MMA = ("                mma_bf16(oacc[mt][2 * jp], pa[mt], b[0], b[1]);\n"
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import cupy
     from sparkops_cupy import _runtime as rt
-    from sparkops_cupy.attention import BULK_SMEM_BYTES, MMA_SMEM_BYTES, TW_SMEM_BYTES
+    from sparkops_cupy.attention import BULK_SMEM_BYTES, MMA_SMEM_BYTES, QF8_SMEM_BYTES, TW_SMEM_BYTES
     from sparkops_triton._workloads import time_thunks
 
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     part_l = torch.empty(splits, 1, 32, device=dev)
     part_acc = torch.empty(splits, 1, 32, 512, device=dev)
     smem = {"mla_split_mma": MMA_SMEM_BYTES, "mla_split_twin": TW_SMEM_BYTES, "mla_split_bulk": BULK_SMEM_BYTES,
-            "mla_split_qreg": MMA_SMEM_BYTES, "mla_split_l2pf": MMA_SMEM_BYTES}
+            "mla_split_qreg": MMA_SMEM_BYTES, "mla_split_l2pf": MMA_SMEM_BYTES, "mla_split_ring": QF8_SMEM_BYTES}
     source = rt.expanded_source("attention.cu")
     nbytes = ROWS * 576 * 2
 

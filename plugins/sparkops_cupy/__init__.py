@@ -190,6 +190,10 @@ IMPLEMENTATIONS = [
     # scores as four partial sums over the dims): the partials round differently, so the bf16 tolerance
     ("attention", "cupy_splitk_bf16_qreg_active_pdl", "sparkops_cupy.attention:attention_qreg_active_pdl",
      tolerance("bf16"), "attention.cu", ("_pdl.py",)),
+    # the queries-in-registers form with its tiles in a ring of five 32-row slots (the fifth the queries' bytes): one
+    # and a half tiles in flight, the same arithmetic on the same rows, so the qreg form's bits
+    ("attention", "cupy_splitk_bf16_ring_active_pdl", "sparkops_cupy.attention:attention_ring_active_pdl",
+     bit_identical(to="cupy_splitk_bf16_qreg_active_pdl"), "attention.cu", ("_pdl.py",)),
     # the deep PDL form over an MLA cache in float8_e4m3fn (the engine rounds each new row; the split decodes each
     # value exactly to the bf16 the tensor-core code reads): judged on the same fp8 values as the reference, by the
     # bf16 row
@@ -352,6 +356,7 @@ POLICIES = {
                  "cupy_splitk_bf16_l2pf_active_pdl")},
     ("attention", "cupy_splitk_fp8_deep_active_pdl"): "sparkops_cupy._policies:attention_fp8_pdl_passes",
     ("attention", "cupy_splitk_fp8_qreg_active_pdl"): "sparkops_cupy._policies:attention_fp8_qreg_pdl_passes",
+    ("attention", "cupy_splitk_bf16_ring_active_pdl"): "sparkops_cupy._policies:attention_ring_pdl_passes",
     ("attention", "cupy_splitk_bf16_twin_active_pdl"): "sparkops_cupy._policies:attention_twin_pdl_passes",
     ("attention", "cupy_splitk_bf16_bulk_active_pdl"): "sparkops_cupy._policies:attention_bulk_pdl_passes",
     **{("moe_router", n): "sparkops_cupy._policies:router_passes"

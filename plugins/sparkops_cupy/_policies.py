@@ -237,6 +237,24 @@ def attention_fp8_qreg_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> s
     return small if said is None else f"{said}; {small}"
 
 
+def attention_ring_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
+    """The ring form (cupy_splitk_bf16_ring_active_pdl): the deep PDL form's policy, and the qreg split
+    (mla_split_qreg_pdl: the same bits) at the tensor-core shape on a device whose blocks cannot opt into the ring's
+    shared memory (attention.py's QF8_SMEM_BYTES)."""
+    said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic")
+    try:
+        t, n, dqh = q.shape
+        _, dn, lkv = w_uk.shape
+        short = uses_tensor_cores(t, n, lkv, dqh - dn, cache) and not qf8_fits(cache.device)
+    except (AttributeError, ValueError, TypeError, RuntimeError):
+        short = False
+    if not short:
+        return said
+    small = (f"the qreg split (mla_split_qreg_pdl, the same bits): this device's blocks cannot opt into the ring's "
+             f"{QF8_SMEM_BYTES} bytes of shared memory")
+    return small if said is None else f"{said}; {small}"
+
+
 def attention_bulk_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
     """The bulk form (cupy_splitk_bf16_bulk_active_pdl): the deep PDL form's policy, and the one-group tensor-core
     split (mla_split_mma_pdl: the same bits) at the tensor-core shape when the device's blocks cannot opt into the

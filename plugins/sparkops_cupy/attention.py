@@ -39,6 +39,9 @@ arithmetic: the one-group split's bits.
 prefetched into the L2 a tile ahead of their copies into shared memory (`mla_split_l2pf`), so two tiles' bytes leave
 DRAM while one is computed: the one-group split's bits.
 
+`attention_ring_active_pdl` (cupy_splitk_bf16_ring_active_pdl) is the qreg form below with its tiles in a ring of
+five 32-row slots (`mla_split_ring`), one and a half tiles in flight: the qreg form's bits.
+
 `attention_qreg_active_pdl` (cupy_splitk_bf16_qreg_active_pdl) is `attention_deep_active_pdl` with the
 queries-in-registers split (`mla_split_qreg`): each warp holds its quarter of the absorbed queries' dims in registers,
 so a tile's scores read only the tile from shared memory (144 ldmatrix a tile for the scores where the one-group split
@@ -90,7 +93,8 @@ FP8_FORM, BF16_FORM = "cupy_splitk_fp8_deep_active_pdl", "cupy_splitk_bf16_deep_
 #: the fp8 form with the queries-in-registers split (mla_split_qreg_fp8)
 FP8_QREG_FORM = "cupy_splitk_fp8_qreg_active_pdl"
 #: shared memory of mla_split_qreg_fp8: mla_split_mma_fp8's and its third and fourth score parts (mirrors
-#: QF8_SMEM_BYTES in attention.cu; the third fp8 stage takes the queries' bytes)
+#: QF8_SMEM_BYTES in attention.cu; the third fp8 stage takes the queries' bytes); mla_split_ring's too (its fifth
+#: 32-row slot is the queries' bytes)
 QF8_SMEM_BYTES = MMA_SMEM_BYTES + 2 * 32 * 68 * 4
 
 
@@ -267,6 +271,17 @@ def attention_qreg_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, qreg=True)
 
 
+def attention_ring_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
+    """`attention_qreg_active_pdl` with its tiles in a ring of five 32-row slots (mla_split_ring_pdl: region C's four
+    and the queries' bytes once each warp holds its fragments), so one and a half tiles stream in while one is computed
+    where mla_split_mma has one; the same arithmetic on the same rows, so mla_split_qreg's bits. Why: GPU session 55's
+    probe_split timed the one-group split's loads alone at 59.0 of its 64.6 us (131072 rows), one tile in flight an
+    SM. Its stated policy: the deep PDL form's, and on a device whose blocks cannot opt into QF8_SMEM_BYTES the qreg
+    split (mla_split_qreg_pdl, the same bits) (`_policies.attention_ring_pdl_passes`)."""
+    return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, qreg=True,
+                      ring=True)
+
+
 def attention_qreg_active(q, latent, cache, pos, w_uk, w_uv, scale):
     """The queries-in-registers split with the plain absorb, combine and up projection, every kernel launched plainly.
     Not registered: the plain sibling whose bits `attention_qreg_active_pdl` must give (the deep kernels and PDL change
@@ -303,7 +318,7 @@ def twin_fits(device: torch.device) -> bool:
 
 def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep: bool = False, pdl: bool = False,
                fp8: str | None = None, twin: bool = False, bulk: bool = False, qreg: bool = False,
-               l2pf: bool = False):
+               l2pf: bool = False, ring: bool = False):
     """The four launches. `deep`: the deep absorb / combine / up kernels where built for the shape; `pdl` (with deep):
     each of those and the tensor-core split in its PDL form, launched with programmatic dependent launch. `fp8`: the
     name of an fp8 form (its cache and latent float8_e4m3fn, its split the fp8 one), None for the others. `twin`: the
@@ -311,7 +326,8 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
     the tensor-core split fetching its tiles by bulk copies (mla_split_bulk) where the cache's rows start on 16 bytes.
     `qreg`: the tensor-core split with each warp's share of the queries in registers (mla_split_qreg; over an fp8
     cache mla_split_qreg_fp8, where the device's blocks have its shared memory). `l2pf`: the tensor-core split with
-    each tile prefetched into the L2 a tile ahead (mla_split_l2pf)."""
+    each tile prefetched into the L2 a tile ahead (mla_split_l2pf). `ring` (with qreg): the qreg split's tiles in a
+    ring of five 32-row slots (mla_split_ring) where the device's blocks have its shared memory."""
     op = "attention"
     dev = rt.cuda_device(op, q=q, latent=latent, cache=cache, w_uk=w_uk, w_uv=w_uv)
     rt.expect_shape(op, "q", q, (None, None, None), "[T, N, Dn+R]")
@@ -371,6 +387,7 @@ def _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty: bool, deep:
         two = twin and fp8 is None and twin_fits(dev)
         by_bulk = bulk and fp8 is None and bulk_fits(cache)
         split, smem = ("mla_split_twin", TW_SMEM_BYTES) if two else ("mla_split_bulk", BULK_SMEM_BYTES) if by_bulk \
+            else ("mla_split_ring", QF8_SMEM_BYTES) if ring and fp8 is None and qf8_fits(dev) \
             else ("mla_split_qreg", MMA_SMEM_BYTES) if qreg and fp8 is None \
             else ("mla_split_l2pf", MMA_SMEM_BYTES) if l2pf and fp8 is None \
             else ("mla_split_qreg_fp8", QF8_SMEM_BYTES) if qreg and qf8_fits(dev) \

@@ -481,7 +481,8 @@ def test_attention_deep_pdl_gives_the_default_s_bits(lmax, pos, t, dn, lkv, dtyp
                                         ("attention_twin_active_pdl", "attention_twin_active"),
                                         ("attention_bulk_active_pdl", "attention"),
                                         ("attention_qreg_active_pdl", "attention_qreg_active"),
-                                        ("attention_l2pf_active_pdl", "attention")])
+                                        ("attention_l2pf_active_pdl", "attention"),
+                                        ("attention_ring_active_pdl", "attention_qreg_active")])
 def test_attention_deep_pdl_waits_for_its_producers_in_a_captured_chain(form, plain):
     """Four MLA layers chained as the step chains them - a PDL Q4_K GEMV (linear@Q4_K=cupy_rowwarp_pdl_q8_tall) makes
     each layer's q from the layer before's attention output, then the PDL attention - captured in one CUDA graph and

@@ -4421,15 +4421,15 @@ def test_rungs_qreg_times_the_qreg_split_from_its_record(tmp_path):
 
 
 def _split_records(machine, qreg: float | None, bulk: float | None, fp8_qreg: float | None = None,
-                   passed=("qreg", "bulk", "fp8_qreg")) -> None:
+                   ring: float | None = None, passed=("qreg", "bulk", "fp8_qreg", "ring")) -> None:
     """The proofs' side-by-side records on the machine (the split at 1 / FACTOR of the one-group's 5e-4 s a token) and
     their tests' markers (passed: exit 0; the others 1)."""
     diag, done = machine / "suite-diag", machine / "suite-done"
     diag.mkdir(parents=True, exist_ok=True)
     done.mkdir(parents=True, exist_ok=True)
     names = {"qreg": "cupy_splitk_bf16_qreg_active_pdl", "bulk": "cupy_splitk_bf16_bulk_active_pdl",
-             "fp8_qreg": "cupy_splitk_fp8_qreg_active_pdl"}
-    for tag, factor in (("qreg", qreg), ("bulk", bulk), ("fp8_qreg", fp8_qreg)):
+             "fp8_qreg": "cupy_splitk_fp8_qreg_active_pdl", "ring": "cupy_splitk_bf16_ring_active_pdl"}
+    for tag, factor in (("qreg", qreg), ("bulk", bulk), ("fp8_qreg", fp8_qreg), ("ring", ring)):
         (done / f"gpu-tests-{tag}").write_text("0\n" if tag in passed else "1\n")
         if factor is not None:
             (diag / f"perop-attn{tag}-bfloat16.json").write_text(json.dumps(
@@ -4468,6 +4468,16 @@ def test_rungs_split_takes_the_fp8_qreg_split_by_its_own_name(tmp_path):
     assert len(bench) == 1 and f"--vs {machine / 'cuda-s22-all-fp8_qreg.toml'} " in bench[0], bench
 
 
+def test_rungs_split_takes_the_ring_split_over_a_slower_fp8_one(tmp_path):
+    """The ring split's x1.3 beats the fp8 qreg split's x1.2 (the bf16 cache kept where it is faster)."""
+    machine = tmp_path / "machine"
+    _split_records(machine, 1.0, 1.0, 1.2, 1.3)
+    env = {"SUITE_TIMED": S13D_TIMED + " decode-s22-all", "STUB_PYTEST_SECONDS": "0"}
+    log, calls = _suite(tmp_path, "rungs_split", extra_env=env)
+    assert "rungs_split: the ring split (x1.300 per op)" in log and "rungs_split: l2pf x? " in log
+    assert any(c.startswith("swap") and "attention=cupy_splitk_bf16_ring_active_pdl" in c for c in calls)
+
+
 def test_rungs_split_takes_no_split_under_the_minimum_or_untested(tmp_path):
     """The qreg split's x1.30 is the fastest but its tests failed; the bulk split's x1.03 is under x1.05: no rung,
     said, nothing made or timed."""
@@ -4481,16 +4491,18 @@ def test_rungs_split_takes_no_split_under_the_minimum_or_untested(tmp_path):
 
 
 def test_session_55_s_plan_runs_the_splits_tests_and_the_probe_and_nothing_else(tmp_path):
-    """The next call's plan: the fp8 qreg, L2-prefetching and bulk splits' GPU tests (each file with its PDL chain
-    case), probe_split on the L2-prefetching and qreg splits (SUITE_SPLIT_KERNELS), no model, registry or pair."""
+    """The next call's plan: the fp8 qreg, L2-prefetching, ring and bulk splits' GPU tests (each file with its PDL
+    chain case), probe_split on the L2-prefetching, ring and qreg splits (SUITE_SPLIT_KERNELS), no model, registry or
+    pair."""
     env = {"STUB_PYTEST_SECONDS": "0", "SUITE_SKIP": "probe-ncu-mla_split_mma_pdl probe-ncu-mla_split_bulk_pdl",
-           "SUITE_SPLIT_KERNELS": "mla_split_l2pf mla_split_qreg"}
-    log, calls = _suite(tmp_path, "proofs_fp8_qreg", "proofs_l2pf", "proofs_bulk", "probe_split", extra_env=env)
-    for tag in ("fp8_qreg", "l2pf", "bulk"):
+           "SUITE_SPLIT_KERNELS": "mla_split_l2pf mla_split_ring mla_split_qreg"}
+    log, calls = _suite(tmp_path, "proofs_fp8_qreg", "proofs_l2pf", "proofs_ring", "proofs_bulk", "probe_split",
+                        extra_env=env)
+    for tag in ("fp8_qreg", "l2pf", "ring", "bulk"):
         assert re.search(rf"gpu-tests-{tag} \(limit \d+s\): .*-k {tag} tests/backends/test_cupy_attention_{tag}.py",
                          log)
-    assert re.search(r"split_anatomy.py --out \S+probe-split-anatomy.json --kernels mla_split_l2pf mla_split_qreg",
-                     log)
+    assert re.search(r"split_anatomy.py --out \S+probe-split-anatomy.json --kernels mla_split_l2pf mla_split_ring "
+                     r"mla_split_qreg", log)
     assert not any(c.startswith(("bench", "swap", "diagnose", "synth")) for c in calls), calls
 
 

@@ -464,14 +464,15 @@ struct GroupSync {
 // oacc holds heads x latent dims 64 * warp .. + 63 in the mma accumulator layout. Per tile, NK = 2 (mma_tile): warp w
 // computes the scores of rows 16(w&3) .. +15 for all heads over half (w>>2) of the 576 dims from the queries at sQ into
 // sS (two [32, MMA_SS] halves); NK = 4 (mla_split_qreg): rows 32(w>>2) .. +31 over quarter w&3 from the query
-// fragments qf (mma_load_qfrags) into sS's halves, then sS2's; the softmax runs 8 threads per head, adding the parts
+// fragments qf (mma_load_qfrags) into sS's halves, then sS2's; HALVES (mla_split_ring): the tile's rows 0 .. 31 at sC
+// and 32 .. 63 at sC_hi (two ring slots), else all 64 at sC; the softmax runs 8 threads per head, adding the parts
 // in order, writing the probabilities (bf16) to sP and each head's rescale to sAlpha; then warp w accumulates latent
 // dims 64w .. 64w+63. Called with the tile landed and every thread of the group past a barrier since; returns with sS,
 // sS2, sP and sAlpha still being read (the caller's next barrier ends that) and the tile too.
-template <int NK, typename Sync>
-__device__ __forceinline__ void mma_tile_parts(u32 sQ, const u32 (*qf)[9][4], u32 sC, float* sS, float* sS2, u16* sP,
-                                               float* sAlpha, i64 row0, i64 r1, int tid, float& m_run, float& l_run,
-                                               float (&oacc)[2][8][4], Sync sync) {
+template <int NK, typename Sync, bool HALVES = false>
+__device__ __forceinline__ void mma_tile_parts(u32 sQ, const u32 (*qf)[9][4], u32 sC, u32 sC_hi, float* sS, float* sS2,
+                                               u16* sP, float* sAlpha, i64 row0, i64 r1, int tid, float& m_run,
+                                               float& l_run, float (&oacc)[2][8][4], Sync sync) {
     const int lane = tid & 31, warp = tid >> 5;
     const int srow = tid >> 3, seg = tid & 7;  // softmax role: head srow, columns 8*seg .. 8*seg+7 of the tile
     const u32 sPa = smem_addr(sP);
@@ -527,9 +528,14 @@ __device__ __forceinline__ void mma_tile_parts(u32 sQ, const u32 (*qf)[9][4], u3
 #pragma unroll
             for (int np = 0; np < 2; ++np) {
                 u32 b[4];
-                ldsm_x4(sC + ((32 * rg + 16 * np + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 +
-                              ((lane >> 3) & 1) * 8) * 2,
-                        b[0], b[1], b[2], b[3]);
+                if constexpr (HALVES)  // the tile's rows 32 rg .. + 31 at sC (rg 0) or sC_hi (rg 1)
+                    ldsm_x4((rg ? sC_hi : sC) + ((16 * np + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 +
+                                                 ((lane >> 3) & 1) * 8) * 2,
+                            b[0], b[1], b[2], b[3]);
+                else
+                    ldsm_x4(sC + ((32 * rg + 16 * np + (lane & 7) + ((lane >> 4) << 3)) * MMA_DP + k0 +
+                                  ((lane >> 3) & 1) * 8) * 2,
+                            b[0], b[1], b[2], b[3]);
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
                     mma_bf16(sacc[mt][2 * np], qf[mt][ks], b[0], b[1]);
@@ -612,9 +618,15 @@ __device__ __forceinline__ void mma_tile_parts(u32 sQ, const u32 (*qf)[9][4], u3
 #pragma unroll
         for (int jp = 0; jp < 4; ++jp) {
             u32 b[4];
-            ldsm_x4_t(sC + ((kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * MMA_DP + 64 * warp +
-                            8 * (2 * jp + (lane >> 4))) * 2,
-                      b[0], b[1], b[2], b[3]);
+            // rows kk * 16 .. + 15 of the tile (HALVES: rows 0 .. 31 at sC, 32 .. 63 at sC_hi)
+            if constexpr (HALVES)
+                ldsm_x4_t((kk < 2 ? sC : sC_hi) + (((kk & 1) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * MMA_DP +
+                                                   64 * warp + 8 * (2 * jp + (lane >> 4))) * 2,
+                          b[0], b[1], b[2], b[3]);
+            else
+                ldsm_x4_t(sC + ((kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * MMA_DP + 64 * warp +
+                                8 * (2 * jp + (lane >> 4))) * 2,
+                          b[0], b[1], b[2], b[3]);
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
                 mma_bf16(oacc[mt][2 * jp], pa[mt], b[0], b[1]);
@@ -629,7 +641,7 @@ __device__ __forceinline__ void mma_tile_parts(u32 sQ, const u32 (*qf)[9][4], u3
 template <typename Sync>
 __device__ __forceinline__ void mma_tile(u32 sQ, u32 sC, float* sS, u16* sP, float* sAlpha, i64 row0, i64 r1, int tid,
                                          float& m_run, float& l_run, float (&oacc)[2][8][4], Sync sync) {
-    mma_tile_parts<2>(sQ, nullptr, sC, sS, nullptr, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, sync);
+    mma_tile_parts<2>(sQ, nullptr, sC, sC, sS, nullptr, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, sync);
 }
 
 // The queries-in-registers split's A fragments (mma_tile_parts<4>): warp w's quarter w & 3 of the 576 dims for all 32
@@ -749,6 +761,38 @@ __device__ __forceinline__ void bulk_fetch(u8* sC0, const u16* __restrict__ cach
 static_assert(MMA_FP8_STAGE_BYTES <= MMA_NH * MMA_DP * 2, "an fp8 stage does not fit where the queries were");
 static_assert(QF8_SMEM_BYTES <= 232448, "the fp8 qreg split overruns an sm_90 block's shared memory");
 
+// The ring split (mla_split_ring: the bf16 qreg split, RING) keeps its tiles as 32-row half-tiles in a ring of five
+// slots of 32 rows (MMA_DP pitch): region C's four, and the queries' bytes once the fragments are loaded. Half-tile q
+// (rows 32 q .. + 31 of the slice) sits in slot q % 5; while tile i (half-tiles 2i, 2i + 1) is computed, half-tiles
+// 2i + 2 .. 2i + 4 stream in: one and a half tiles in flight where mla_split_mma has one. Its third and fourth score
+// parts sit after mla_split_mma's bytes, as mla_split_qreg_fp8's (QF8_SMEM_S2, QF8_SMEM_BYTES).
+#define RING_SLOTS 5
+#define RING_AHEAD 3
+#define RING_HALF_BYTES (32 * MMA_DP * 2)
+static_assert(4 * RING_HALF_BYTES == MMA_SMEM_S - MMA_SMEM_C && RING_HALF_BYTES == MMA_SMEM_C - MMA_SMEM_Q,
+              "the ring's slots are region C's four and the queries' bytes");
+
+// Slot of half-tile q: region C's slots 0 .. 3 (from sC0), the queries' bytes (sQ) for slot 4.
+__device__ __forceinline__ u32 ring_slot(u32 sC0, u32 sQ, int q) {
+    const int slot = q % RING_SLOTS;
+    return slot < 4 ? sC0 + slot * RING_HALF_BYTES : sQ;
+}
+
+// Half-tile q of the slice into its slot (rows at or past r1 zero-filled, as mma_load_rows leaves them); nothing past
+// the slice's last tile.
+__device__ __forceinline__ void ring_load_half(u32 sC0, u32 sQ, const u16* __restrict__ cache, int q, int n_tiles,
+                                               i64 r0, i64 r1, int tid) {
+    if (q / 2 >= n_tiles) return;
+    const u32 dst = ring_slot(sC0, sQ, q);
+    const i64 row0 = r0 + (i64)q * 32;
+    for (int c = tid; c < 32 * (MMA_D / 8); c += 256) {
+        const int rr = c / (MMA_D / 8), col = c % (MMA_D / 8);
+        const i64 row = row0 + rr;
+        const bool ok = row < r1;
+        cp_async16(dst + (rr * MMA_DP + col * 8) * 2, cache + (ok ? row : row0) * MMA_D + col * 8, ok ? 16 : 0);
+    }
+}
+
 // Tile j's rows of the slice (j < n_tiles; those before r1) into the L2 by the copy engine, one bulk prefetch a row
 // from threads 0 .. 63, nothing waiting on them: the L2PF split's way to have a second tile's bytes in flight where
 // shared memory holds only the next one. GPU session 55's probe_split: with one tile in flight an SM the one-group
@@ -776,11 +820,13 @@ __device__ __forceinline__ void mma_prefetch_l2(const CT* __restrict__ cache, in
 // SASS was compared instruction for instruction with the code before the fp8 form).
 // L2PF (mla_split_l2pf): each tile's rows asked of the L2 (mma_prefetch_l2) when the tile before is asked of shared
 // memory, so two tiles' bytes leave DRAM while one is computed. A hint only: the same values, the same bits.
+// RING (mla_split_ring, with QREG): the tiles as half-tiles in a ring of five 32-row slots (ring_slot), three
+// half-tiles in flight; the same scores, softmax and sums as mla_split_qreg on the same rows: its bits.
 // QREG (mla_split_qreg, mla_split_qreg_fp8): each warp's quarter of the queries in registers, the scores in four parts
 // (mma_tile_parts<4>); over an fp8 cache with three fp8 stages, the third where the queries were.
 // BULK (with CT = u16; mla_split_bulk): each tile's rows by bulk copies (bulk_fetch) completing on its stage's mbarrier,
 // waited on there instead of the cp.async groups; the queries still by cp.async. The same tiles: the same bits.
-template <bool PDL, typename CT = u16, bool BULK = false, bool QREG = false, bool L2PF = false>
+template <bool PDL, typename CT = u16, bool BULK = false, bool QREG = false, bool L2PF = false, bool RING = false>
 __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, const CT* __restrict__ cache,
                                                    const i64* __restrict__ pos, i64 Lmax, float* __restrict__ part_m,
                                                    float* __restrict__ part_l, float* __restrict__ part_acc,
@@ -818,11 +864,19 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
     // QREG over an fp8 cache (mla_split_qreg_fp8): three fp8 stages, the third where the queries were (QF8_STAGE2),
     // refilled only from the loop's first barrier on, when every warp holds its query fragments
     constexpr int NST = QREG && sizeof(CT) == 1 ? 3 : MMA_STAGES;
+    static_assert(!RING || (QREG && sizeof(CT) == 2 && !BULK), "the ring is the bf16 qreg split's");
     mma_load_queries<256>(sQ, qa, tid);
     if constexpr (BULK) {
         cp_async_commit();
         bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, 0, r0, r1, tid, bars);
         cp_async_wait_all();  // the queries
+    } else if constexpr (RING) {
+        cp_async_commit();  // the queries in a group of their own, waited for below
+#pragma unroll
+        for (int h = 0; h < RING_AHEAD; ++h) {  // half-tiles 0 .. 2 into slots 0 .. 2 (the fifth holds the queries)
+            ring_load_half(sC0, sQ, (const u16*)cache, h, n_tiles, r0, r1, tid);
+            cp_async_commit();
+        }
     } else {
         if constexpr (QREG) cp_async_commit();  // the queries in a group of their own, waited for below
         // tiles 0 .. STAGES-2 in flight (the queries travel with tile 0); always commit: uniform group counts
@@ -836,7 +890,8 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
 
     u32 qf[QREG ? 2 : 1][9][4];  // QREG: this warp's quarter of the queries, the A fragments of its score MMAs
     if constexpr (QREG) {
-        if constexpr (!BULK) cp_async_wait<NST - 1>();  // the queries' group (the tiles' may still fly)
+        if constexpr (RING) cp_async_wait<RING_AHEAD>();  // the queries' group (the half-tiles' may still fly)
+        else if constexpr (!BULK) cp_async_wait<NST - 1>();  // the queries' group (the tiles' may still fly)
         __syncthreads();  // every thread's query copies have landed
         mma_load_qfrags(sQ, qf, tid);  // read before the loop's first barrier, after which parts overwrite them
     }
@@ -846,11 +901,18 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
     mma_zero(oacc);
     for (int it = 0; it < n_tiles; ++it) {
         if constexpr (BULK) mbar_wait(&bars[it % 2], (unsigned int)((it / 2) & 1));  // stage it % 2's (it / 2)-th phase
+        else if constexpr (RING) cp_async_wait<1>();  // half-tiles 2 it, 2 it + 1 (2 it + 2 may still fly)
         else cp_async_wait<NST - 2>();
         __syncthreads();  // tile `it` is in shared memory; everyone is done with the stage refilled next
         const i64 row0 = r0 + (i64)it * MMA_BL;
         if constexpr (BULK) {
             if (it + 1 < n_tiles) bulk_fetch(smem + MMA_SMEM_C, (const u16*)cache, it + 1, r0, r1, tid, bars);
+        } else if constexpr (RING) {  // into the slots tile it - 1 left (the queries' at it = 0: the fragments are read)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                ring_load_half(sC0, sQ, (const u16*)cache, 2 * it + RING_AHEAD + h, n_tiles, r0, r1, tid);
+                cp_async_commit();
+            }
         } else {
             const int j = it + NST - 1;
             if constexpr (NST == 3) {
@@ -870,11 +932,14 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
             mma_fp8_to_bf16(stage, (u16*)(smem + MMA_SMEM_C), tid);
             __syncthreads();
         }
-        const u32 sC = sizeof(CT) == 1 ? sC0 : sC0 + (it % MMA_STAGES) * (MMA_BL * MMA_DP * 2);
+        const u32 sC = RING ? ring_slot(sC0, sQ, 2 * it)
+                            : sizeof(CT) == 1 ? sC0 : sC0 + (it % MMA_STAGES) * (MMA_BL * MMA_DP * 2);
+        const u32 sC_hi = RING ? ring_slot(sC0, sQ, 2 * it + 1) : sC + 32 * MMA_DP * 2;
 
         if constexpr (QREG) {
-            mma_tile_parts<4>(sQ, qf, sC, sS, (float*)(smem + (sizeof(CT) == 1 ? QF8_SMEM_S2 : MMA_SMEM_Q)), sP,
-                              sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});
+            mma_tile_parts<4, BlockSync, RING>(sQ, qf, sC, sC_hi, sS,
+                              (float*)(smem + (sizeof(CT) == 1 || RING ? QF8_SMEM_S2 : MMA_SMEM_Q)), sP, sAlpha, row0,
+                              r1, tid, m_run, l_run, oacc, BlockSync{});
         } else {
             mma_tile(sQ, sC, sS, sP, sAlpha, row0, r1, tid, m_run, l_run, oacc, BlockSync{});
         }
@@ -1185,6 +1250,35 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_l2pf_pdl(const u1
                                                                         float* __restrict__ part_acc,
                                                                         int skip_empty) {
     mla_split_mma_body<true, u16, false, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc, skip_empty);
+}
+
+// mla_split_qreg with its tiles in a ring of five 32-row slots, the fifth the queries' bytes (RING: ring_slot,
+// ring_load_half), so one and a half tiles stream in while one is computed where shared memory holds one 64-row tile
+// in flight (attention=cupy_splitk_bf16_ring_active_pdl). Why: GPU session 55's probe_split timed the one-group
+// split's loads alone at 59.0 of its 64.6 us at 131072 rows, one tile in flight an SM. The same arithmetic on the
+// same rows as mla_split_qreg: its bits. QF8_SMEM_BYTES of shared memory.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_ring(const u16* __restrict__ qa,
+                                                                    const u16* __restrict__ cache,
+                                                                    const i64* __restrict__ pos, i64 Lmax,
+                                                                    float* __restrict__ part_m,
+                                                                    float* __restrict__ part_l,
+                                                                    float* __restrict__ part_acc, int skip_empty) {
+    mla_split_mma_body<false, u16, false, true, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc,
+                                                             skip_empty);
+}
+
+// mla_split_ring for programmatic dependent launch (attention=cupy_splitk_bf16_ring_active_pdl). The same bits.
+// budget: stack 0, spills 0
+extern "C" __global__ void __launch_bounds__(256, 1) mla_split_ring_pdl(const u16* __restrict__ qa,
+                                                                        const u16* __restrict__ cache,
+                                                                        const i64* __restrict__ pos, i64 Lmax,
+                                                                        float* __restrict__ part_m,
+                                                                        float* __restrict__ part_l,
+                                                                        float* __restrict__ part_acc,
+                                                                        int skip_empty) {
+    mla_split_mma_body<true, u16, false, true, false, true>(qa, cache, pos, Lmax, part_m, part_l, part_acc,
+                                                            skip_empty);
 }
 
 // ---- combine and up-projection ---------------------------------------------------------------------------
