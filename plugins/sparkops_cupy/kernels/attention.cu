@@ -861,7 +861,7 @@ __device__ __forceinline__ void mla_split_mma_body(const u16* __restrict__ qa, c
         }
         __syncthreads();
     }
-    // QREG over an fp8 cache (mla_split_qreg_fp8): three fp8 stages, the third where the queries were (QF8_STAGE2),
+    // QREG over an fp8 cache (mla_split_qreg_fp8): three fp8 stages, the third where the queries were (MMA_SMEM_Q),
     // refilled only from the loop's first barrier on, when every warp holds its query fragments
     constexpr int NST = QREG && sizeof(CT) == 1 ? 3 : MMA_STAGES;
     static_assert(!RING || (QREG && sizeof(CT) == 2 && !BULK), "the ring is the bf16 qreg split's");
