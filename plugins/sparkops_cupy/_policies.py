@@ -205,54 +205,30 @@ def attention_twin_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str |
     """The twin form (cupy_splitk_bf16_twin_active_pdl): the deep PDL form's policy, and the one-group tensor-core
     split (mla_split_mma_pdl) at the tensor-core shape on a device whose blocks cannot opt into the twin split's shared
     memory (attention.py's TW_SMEM_BYTES)."""
-    said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic")
-    try:
-        t, n, dqh = q.shape
-        _, dn, lkv = w_uk.shape
-        one_group = uses_tensor_cores(t, n, lkv, dqh - dn, cache) and not twin_fits(cache.device)
-    except (AttributeError, ValueError, TypeError, RuntimeError):
-        one_group = False
-    if not one_group:
-        return said
-    small = (f"the one-group split (mla_split_mma_pdl): this device's blocks cannot opt into the twin split's "
-             f"{TW_SMEM_BYTES} bytes of shared memory")
-    return small if said is None else f"{said}; {small}"
+    return _split_falls_back(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic",
+                             lambda c: not twin_fits(c.device),
+                             f"the one-group split (mla_split_mma_pdl): this device's blocks cannot opt into the twin "
+                             f"split's {TW_SMEM_BYTES} bytes of shared memory")
 
 
 def attention_fp8_qreg_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
     """The fp8 queries-in-registers form (cupy_splitk_fp8_qreg_active_pdl): the fp8 form's policy, and the fp8
     one-group split (mla_split_mma_fp8_pdl) at the fp8 tensor-core shape on a device whose blocks cannot opt into
     mla_split_qreg_fp8's shared memory (attention.py's QF8_SMEM_BYTES)."""
-    said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_fp8_tensor_cores, "mla_split_generic_fp8")
-    try:
-        t, n, dqh = q.shape
-        _, dn, lkv = w_uk.shape
-        one_group = uses_fp8_tensor_cores(t, n, lkv, dqh - dn, cache) and not qf8_fits(cache.device)
-    except (AttributeError, ValueError, TypeError, RuntimeError):
-        one_group = False
-    if not one_group:
-        return said
-    small = (f"the fp8 one-group split (mla_split_mma_fp8_pdl): this device's blocks cannot opt into the fp8 qreg "
-             f"split's {QF8_SMEM_BYTES} bytes of shared memory")
-    return small if said is None else f"{said}; {small}"
+    return _split_falls_back(q, latent, cache, pos, w_uk, w_uv, scale, uses_fp8_tensor_cores, "mla_split_generic_fp8",
+                             lambda c: not qf8_fits(c.device),
+                             f"the fp8 one-group split (mla_split_mma_fp8_pdl): this device's blocks cannot opt into "
+                             f"the fp8 qreg split's {QF8_SMEM_BYTES} bytes of shared memory")
 
 
 def attention_ring_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
     """The ring form (cupy_splitk_bf16_ring_active_pdl): the deep PDL form's policy, and the qreg split
     (mla_split_qreg_pdl: the same bits) at the tensor-core shape on a device whose blocks cannot opt into the ring's
     shared memory (attention.py's QF8_SMEM_BYTES)."""
-    said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic")
-    try:
-        t, n, dqh = q.shape
-        _, dn, lkv = w_uk.shape
-        short = uses_tensor_cores(t, n, lkv, dqh - dn, cache) and not qf8_fits(cache.device)
-    except (AttributeError, ValueError, TypeError, RuntimeError):
-        short = False
-    if not short:
-        return said
-    small = (f"the qreg split (mla_split_qreg_pdl, the same bits): this device's blocks cannot opt into the ring's "
-             f"{QF8_SMEM_BYTES} bytes of shared memory")
-    return small if said is None else f"{said}; {small}"
+    return _split_falls_back(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic",
+                             lambda c: not qf8_fits(c.device),
+                             f"the qreg split (mla_split_qreg_pdl, the same bits): this device's blocks cannot opt "
+                             f"into the ring's {QF8_SMEM_BYTES} bytes of shared memory")
 
 
 def attention_bulk_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str | None:
@@ -260,18 +236,27 @@ def attention_bulk_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale) -> str |
     split (mla_split_mma_pdl: the same bits) at the tensor-core shape when the device's blocks cannot opt into the
     bulk split's shared memory (bulk_fits). A cache whose rows do not start on 16 bytes takes no tensor-core split
     (uses_tensor_cores): the deep PDL form's words say so."""
-    said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic")
+    return _split_falls_back(q, latent, cache, pos, w_uk, w_uv, scale, uses_tensor_cores, "mla_split_generic",
+                             lambda c: not bulk_fits(c),
+                             f"the one-group split (mla_split_mma_pdl): this device's blocks cannot opt into the bulk "
+                             f"split's {BULK_SMEM_BYTES} bytes of shared memory")
+
+
+def _split_falls_back(q, latent, cache, pos, w_uk, w_uv, scale, tensor_cores, generic: str, short,
+                      instead: str) -> str | None:
+    """The deep PDL form's words for the call (`tensor_cores` says whether its tensor-core split takes it, `generic`
+    names the CUDA-core one), and `instead` where the call has the tensor-core shape but short(cache) says the form's
+    own split cannot take it there (its shared memory on this device)."""
+    said = _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, tensor_cores, generic)
     try:
         t, n, dqh = q.shape
         _, dn, lkv = w_uk.shape
-        one_group = uses_tensor_cores(t, n, lkv, dqh - dn, cache) and not bulk_fits(cache)
+        falls = tensor_cores(t, n, lkv, dqh - dn, cache) and short(cache)
     except (AttributeError, ValueError, TypeError, RuntimeError):
-        one_group = False
-    if not one_group:
+        falls = False
+    if not falls:
         return said
-    small = (f"the one-group split (mla_split_mma_pdl): this device's blocks cannot opt into the bulk split's "
-             f"{BULK_SMEM_BYTES} bytes of shared memory")
-    return small if said is None else f"{said}; {small}"
+    return instead if said is None else f"{said}; {instead}"
 
 
 def _deep_pdl_passes(q, latent, cache, pos, w_uk, w_uv, scale, tensor_cores, generic: str) -> str | None:

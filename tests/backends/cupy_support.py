@@ -132,6 +132,22 @@ def nmse(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(((got - want) ** 2).sum() / (want ** 2).sum())
 
 
+def mla_forms_same_bits(args: dict, *forms: Callable) -> None:
+    """Each of `forms` called on its own copy of `args` on the device: the first's output finite (NaN there is an
+    unwritten value or a stale row read), and every other's output and written cache bit for bit the first's (the
+    caches as bytes: their rows past pos are NaN, and a bf16 or fp8 NaN is not equal to itself as a value)."""
+    outs, caches = [], []
+    for fn in forms:
+        dev = on_device(args)
+        outs.append(fn(**dev))
+        caches.append(dev["cache"])
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0].float()).all(), forms[0].__name__
+    for fn, out, cache in zip(forms[1:], outs[1:], caches[1:]):
+        assert torch.equal(_bits(out), _bits(outs[0])), f"{fn.__name__}: output bits differ from {forms[0].__name__}"
+        assert torch.equal(cache.view(torch.uint8), caches[0].view(torch.uint8)), f"{fn.__name__}: cache bits differ"
+
+
 def mla_replays_match(fn: Callable, want_fn: Callable, dev: dict, positions: Sequence[int]) -> None:
     """One call of the MLA attention `fn` on the device arguments `dev` captured in a CUDA graph, then replayed at each
     position: its output and written cache bitwise those of `want_fn` called eagerly there on the same cache (the

@@ -21,8 +21,9 @@ import torch
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
 from sparkops.gate.tolerances import rule_for
-from tests.backends.cupy_support import (DEV, MLA_CASES, mla_inputs, mla_reference, mla_replays_match, mla_side_by_side,
-                                         nmse, on_device, pdl_split_waits_first, split_kernels_compile_clean)
+from tests.backends.cupy_support import (DEV, MLA_CASES, mla_forms_same_bits, mla_inputs, mla_reference,
+                                         mla_replays_match, mla_side_by_side, nmse, on_device, pdl_split_waits_first,
+                                         split_kernels_compile_clean)
 
 NAME = "cupy_splitk_bf16_bulk_active_pdl"
 BULK_KERNELS = ("mla_split_bulk", "mla_split_bulk_pdl")
@@ -94,16 +95,8 @@ def test_the_bulk_form_gives_the_one_group_form_s_bits(lmax, pos, cuda, nan_scra
     """The output and the written cache bitwise those of cupy_splitk_bf16_deep_active_pdl (the one-group split, the
     step's) and of the plain cupy_splitk_bf16 (its claim's target)."""
     args = mla_inputs(lmax + pos, lmax, pos)
-    outs, caches = [], []
-    for fn in (cu_attention.attention, cu_attention.attention_deep_active_pdl, cu_attention.attention_bulk_active_pdl):
-        dev = on_device(args)
-        outs.append(fn(**dev))
-        caches.append(dev["cache"])
-    torch.cuda.synchronize()
-    assert torch.isfinite(outs[0].float()).all()
-    for o, c in zip(outs[1:], caches[1:]):
-        assert torch.equal(o.view(torch.int16), outs[0].view(torch.int16))
-        assert torch.equal(c.view(torch.int16), caches[0].view(torch.int16))
+    mla_forms_same_bits(args, cu_attention.attention, cu_attention.attention_deep_active_pdl,
+                        cu_attention.attention_bulk_active_pdl)
 
 
 @pytest.mark.gpu

@@ -25,8 +25,8 @@ from sparkops.kvcache import FP8, to_cache
 from sparkops.plugins import load_catalog
 from sparkops_cupy import _runtime as rt
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import (DEV, FP8_NAN_CODE, mla_fp8_inputs, mla_reference, mla_replays_match,
-                                         mla_side_by_side, nmse, on_device, pdl_split_waits_first,
+from tests.backends.cupy_support import (DEV, FP8_NAN_CODE, mla_forms_same_bits, mla_fp8_inputs, mla_reference,
+                                         mla_replays_match, mla_side_by_side, nmse, on_device, pdl_split_waits_first,
                                          split_kernels_compile_clean)
 
 NAME = "cupy_splitk_fp8_deep_active_pdl"
@@ -198,14 +198,7 @@ def test_the_pdl_form_gives_the_plain_fp8_forms_bits(lmax, pos, t, dn, lkv, cuda
     split and on the shapes its stated policy launches plainly (three tokens: the CUDA-core split; Dn = 96: the plain
     absorb; Lkv = 256: the plain up projection, and the CUDA-core split)."""
     args = mla_fp8_inputs(lmax + pos + t + dn + lkv, lmax, pos, t=t, dn=dn, lkv=lkv)
-    outs, caches = [], []
-    for fn in (cu_attention.attention_fp8, cu_attention.attention_fp8_deep_active_pdl):
-        dev = on_device(args)
-        outs.append(fn(**dev))
-        caches.append(dev["cache"])
-    torch.cuda.synchronize()
-    assert torch.isfinite(outs[0].float()).all()
-    assert torch.equal(outs[0], outs[1]) and torch.equal(_bytes(caches[0]), _bytes(caches[1]))
+    mla_forms_same_bits(args, cu_attention.attention_fp8, cu_attention.attention_fp8_deep_active_pdl)
 
 
 @pytest.mark.gpu

@@ -22,9 +22,9 @@ from sparkops.gate.tolerances import rule_for
 from sparkops.kvcache import FP8
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import (MLA_CASES, mla_fp8_inputs, mla_reference, mla_replays_match, mla_side_by_side,
-                                         nmse, on_device, pdl_split_waits_first, split_kernels_compile_clean,
-                                         tiles_a_slice, uses_opcode)
+from tests.backends.cupy_support import (MLA_CASES, mla_forms_same_bits, mla_fp8_inputs, mla_reference,
+                                         mla_replays_match, mla_side_by_side, nmse, on_device, pdl_split_waits_first,
+                                         split_kernels_compile_clean, tiles_a_slice, uses_opcode)
 
 NAME = "cupy_splitk_fp8_qreg_active_pdl"
 KERNELS = ("mla_split_qreg_fp8", "mla_split_qreg_fp8_pdl")
@@ -107,14 +107,7 @@ def test_the_fp8_qreg_forms_match_the_reference_on_the_same_fp8_values(lmax, pos
 @pytest.mark.parametrize("lmax,pos", [(200, 63), (20001, 20000), (131072, 131071)])
 def test_the_pdl_form_gives_the_plain_fp8_qreg_split_s_bits(lmax, pos, cuda, nan_scratch):
     args = mla_fp8_inputs(lmax - pos, lmax, pos)
-    outs, caches = [], []
-    for fn in (cu_attention.attention_fp8_qreg_active, cu_attention.attention_fp8_qreg_active_pdl):
-        dev = on_device(args)
-        outs.append(fn(**dev))
-        caches.append(dev["cache"])
-    torch.cuda.synchronize()
-    assert torch.isfinite(outs[0].float()).all()
-    assert torch.equal(outs[0], outs[1]) and torch.equal(_bytes(caches[0]), _bytes(caches[1]))
+    mla_forms_same_bits(args, cu_attention.attention_fp8_qreg_active, cu_attention.attention_fp8_qreg_active_pdl)
 
 
 @pytest.mark.gpu

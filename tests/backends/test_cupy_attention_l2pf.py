@@ -19,8 +19,9 @@ import torch
 
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import (MLA_CASES, mla_inputs, mla_replays_match, mla_side_by_side, on_device,
-                                         pdl_split_waits_first, split_kernels_compile_clean, uses_opcode)
+from tests.backends.cupy_support import (MLA_CASES, mla_forms_same_bits, mla_inputs, mla_replays_match,
+                                         mla_side_by_side, on_device, pdl_split_waits_first,
+                                         split_kernels_compile_clean, uses_opcode)
 
 NAME = "cupy_splitk_bf16_l2pf_active_pdl"
 KERNELS = ("mla_split_l2pf", "mla_split_l2pf_pdl")
@@ -56,15 +57,7 @@ def test_the_l2pf_pdl_split_prefetches_nothing_before_its_wait(tmp_path):
 def test_the_l2pf_form_gives_the_one_group_form_s_bits(lmax, pos, cuda, nan_scratch):
     """Against cupy_splitk_bf16_deep_active_pdl (the step's, the same copies and arithmetic): output and cache bits."""
     args = mla_inputs(lmax + pos, lmax, pos)
-    outs, caches = [], []
-    for fn in (cu_attention.attention_deep_active_pdl, cu_attention.attention_l2pf_active_pdl):
-        dev = on_device(args)
-        outs.append(fn(**dev))
-        caches.append(dev["cache"])
-    torch.cuda.synchronize()
-    assert torch.isfinite(outs[0].float()).all()
-    assert torch.equal(outs[0], outs[1])
-    assert torch.equal(caches[0].view(torch.int16), caches[1].view(torch.int16))  # as bits: rows past pos are NaN
+    mla_forms_same_bits(args, cu_attention.attention_deep_active_pdl, cu_attention.attention_l2pf_active_pdl)
 
 
 @pytest.mark.gpu

@@ -21,9 +21,9 @@ import torch
 from sparkops.gate.tolerances import rule_for
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import (MLA_CASES, mla_inputs, mla_reference, mla_replays_match, mla_side_by_side,
-                                         nmse, on_device, pdl_split_waits_first, split_kernels_compile_clean,
-                                         tiles_a_slice, uses_opcode)
+from tests.backends.cupy_support import (MLA_CASES, mla_forms_same_bits, mla_inputs, mla_reference, mla_replays_match,
+                                         mla_side_by_side, nmse, on_device, pdl_split_waits_first,
+                                         split_kernels_compile_clean, tiles_a_slice, uses_opcode)
 
 NAME = "cupy_splitk_bf16_qreg_active_pdl"
 QREG_KERNELS = ("mla_split_qreg", "mla_split_qreg_pdl")
@@ -105,15 +105,7 @@ def test_the_pdl_form_gives_the_plain_qreg_split_s_bits(lmax, pos, cuda, nan_scr
     """cupy_splitk_bf16_qreg_active_pdl against attention_qreg_active (the plain absorb, combine and up projection, the
     qreg split launched plainly): the same output and cache bits."""
     args = mla_inputs(lmax - pos, lmax, pos)
-    outs, caches = [], []
-    for fn in (cu_attention.attention_qreg_active, cu_attention.attention_qreg_active_pdl):
-        dev = on_device(args)
-        outs.append(fn(**dev))
-        caches.append(dev["cache"])
-    torch.cuda.synchronize()
-    assert torch.isfinite(outs[0].float()).all()
-    assert torch.equal(outs[0], outs[1])
-    assert torch.equal(caches[0].view(torch.int16), caches[1].view(torch.int16))  # as bits: rows past pos are NaN
+    mla_forms_same_bits(args, cu_attention.attention_qreg_active, cu_attention.attention_qreg_active_pdl)
 
 
 @pytest.mark.gpu

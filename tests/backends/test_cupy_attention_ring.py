@@ -19,9 +19,9 @@ import torch
 
 from sparkops.plugins import load_catalog
 from sparkops_cupy import attention as cu_attention  # importable without cupy
-from tests.backends.cupy_support import (MLA_CASES, mla_inputs, mla_replays_match, mla_side_by_side, on_device,
-                                         pdl_split_waits_first, split_kernels_compile_clean, tiles_a_slice,
-                                         uses_opcode)
+from tests.backends.cupy_support import (MLA_CASES, mla_forms_same_bits, mla_inputs, mla_replays_match,
+                                         mla_side_by_side, on_device, pdl_split_waits_first,
+                                         split_kernels_compile_clean, tiles_a_slice, uses_opcode)
 
 NAME = "cupy_splitk_bf16_ring_active_pdl"
 KERNELS = ("mla_split_ring", "mla_split_ring_pdl")
@@ -80,15 +80,7 @@ def test_the_ring_form_gives_the_qreg_form_s_bits(lmax, pos, cuda, nan_scratch):
     """Against cupy_splitk_bf16_qreg_active_pdl: the same output and cache bits (the rows past pos NaN: a row the ring
     read from the wrong slot, or before it landed, would show)."""
     args = mla_inputs(lmax + 3 * pos, lmax, pos)
-    outs, caches = [], []
-    for fn in (cu_attention.attention_qreg_active_pdl, cu_attention.attention_ring_active_pdl):
-        dev = on_device(args)
-        outs.append(fn(**dev))
-        caches.append(dev["cache"])
-    torch.cuda.synchronize()
-    assert torch.isfinite(outs[0].float()).all()
-    assert torch.equal(outs[0], outs[1])
-    assert torch.equal(caches[0].view(torch.int16), caches[1].view(torch.int16))
+    mla_forms_same_bits(args, cu_attention.attention_qreg_active_pdl, cu_attention.attention_ring_active_pdl)
 
 
 @pytest.mark.gpu
