@@ -46,7 +46,8 @@ five 32-row slots (`mla_split_ring`), one and a half tiles in flight: the qreg f
 queries-in-registers split (`mla_split_qreg`): each warp holds its quarter of the absorbed queries' dims in registers,
 so a tile's scores read only the tile from shared memory (144 ldmatrix a tile for the scores where the one-group split
 issues 432, 288 of them re-reading the queries). Its scores are four partial sums over the dims rather than two, so
-it claims the bf16 tolerance, not bit-identity.
+it claims the bf16 tolerance, not bit-identity. GPU session 55 (H100): it ties (74.37 against 74.19 µs a layer at
+131072 rows): the split's loads, not its shared-memory reads, bind it.
 """
 
 from __future__ import annotations
@@ -222,7 +223,8 @@ def attention_fp8_qreg_active(q, latent, cache, pos, w_uk, w_uv, scale):
 
 
 def qf8_fits(device: torch.device) -> bool:
-    """Whether mla_split_qreg_fp8's shared memory (QF8_SMEM_BYTES) fits one block on `device` (sm_90: 232448)."""
+    """Whether mla_split_qreg_fp8's and mla_split_ring's shared memory (QF8_SMEM_BYTES) fits one block on `device`
+    (sm_90: 232448)."""
     if device.type != "cuda":
         return True
     idx = device.index if device.index is not None else torch.cuda.current_device()
@@ -266,8 +268,9 @@ def attention_qreg_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     each warp's quarter of the queries' dims held in 72 registers a thread across the slice, its scores over 32 rows
     of each tile; the same grid, shared memory, stages, softmax, P.C, partials, combine and up projection). Why: GPU
     session 54 left the one-group split bound by its shared-memory pipeline (twice the warps issued at the same rate;
-    half the bytes, an fp8 cache, x1.02), and 288 of a tile's 624 ldmatrix re-read the same 37 KB of queries. Its
-    stated policy: the deep PDL form's (the same shape and shared memory as mla_split_mma_pdl)."""
+    half the bytes, an fp8 cache, x1.02), and 288 of a tile's 624 ldmatrix re-read the same 37 KB of queries. Session
+    55 measured it tied (74.37 against 74.19 us at 131072): the loads bind (probe_split), which the ring form takes
+    on. Its stated policy: the deep PDL form's (the same shape and shared memory as mla_split_mma_pdl)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, qreg=True)
 
 
