@@ -189,8 +189,9 @@
 #                 (moe_experts@IQ1_S) over that; each left out where no form is faster per op, each --expect the
 #                 probe's calls-weighted factor, each base diagnosed at 131072
 #     proofs_fp8  rungs_fp8's GPU tests alone (the fp8 attention's bits, graph, and its side-by-side record)
-#     probe_split the MLA split (one-group, qreg, twin, bulk; SUITE_SPLIT_KERNELS names some) with its tile arithmetic,
-#                 refills or tensor-core products left out (bench/probes/split_anatomy.py): what binds it at 131072 rows
+#     probe_split the MLA splits (one-group, qreg, ring, l2pf, twin, bulk; SUITE_SPLIT_KERNELS names some) with their
+#                 tile arithmetic, refills or tensor-core products left out (bench/probes/split_anatomy.py): what binds
+#                 them at 131072 rows
 #     proofs_twin rungs_twin's GPU tests alone (the twin split's bits, graph, its side-by-side record) and Nsight
 #                 Compute on the first launch of the one-group and the twin split
 #     proofs_bulk rungs_bulk's GPU tests alone (the bulk split's bits, graph, its side-by-side record) and Nsight
@@ -4255,11 +4256,11 @@ probe_l2_hot)  # decode lead (session 34): each of the step's kernels timed with
   run gpu-tests-l2-prefetch 60 python3 -m pytest -q -rP -m gpu -p no:cacheprovider \
       tests/backends/test_cupy_l2_prefetch.py --junitxml="$R/gpu-tests-l2-prefetch.xml"
   run probe-l2-hot 300 python3 bench/probes/l2_hot.py --out "$R/probe-l2-hot.json" ;;
-probe_split)  # decode lead (session 54): the MLA splits (one-group, qreg, twin, bulk) with their tile arithmetic,
-  # refills or tensor-core products left out (source edits of attention.cu), each as 8 launches over two 131072-row
-  # caches in one graph (bench/probes/split_anatomy.py): whether its loads or its per-tile chain take its time. Each
-  # variant compiles attention.cu again (session 55: ~80 s a kernel, three kernels past a 246 s budget), so
-  # SUITE_SPLIT_KERNELS names the kernels to take apart (default: all four)
+probe_split)  # decode lead (session 54): the MLA splits (one-group, qreg, ring, l2pf, twin, bulk) with their tile
+  # arithmetic, refills or tensor-core products left out (source edits of attention.cu), each as 8 launches over two
+  # 131072-row caches in one graph (bench/probes/split_anatomy.py): whether its loads or its per-tile chain take its
+  # time. Each variant compiles attention.cu again (session 55: ~80 s a kernel, three kernels past a 246 s budget), so
+  # SUITE_SPLIT_KERNELS names the kernels to take apart (default: all six)
   # shellcheck disable=SC2086 # a word list
   run probe-split-anatomy 150 python3 bench/probes/split_anatomy.py --out "$R/probe-split-anatomy.json" \
       ${SUITE_SPLIT_KERNELS:+--kernels $SUITE_SPLIT_KERNELS} ;;
@@ -4855,9 +4856,9 @@ proofs_bulk)  # session 54: the bulk split's GPU tests alone (rungs_bulk's first
   proof_bulk ;;
 rungs_split)  # session 55: whichever of the qreg, bulk, fp8 qreg, L2-prefetching and ring splits is the fastest per
   # op by its side-by-side record (proofs_qreg / _bulk / _fp8_qreg / _l2pf / _ring on this machine, which must have
-  # passed), if at least x$SUITE_SPLIT_MIN (default 1.05:
-  # the split is ~19% of the IQ1_S step at 131072, so less per op is under the rows' noise), timed as its rungs stage:
-  # the Q4_K pair over the step now, then the IQ1_S pair over SUITE_SPLIT_IQ1S_BASE (the IQ1_S 48B made first)
+  # passed), if at least x$SUITE_SPLIT_MIN (default 1.05: the split is ~19% of the IQ1_S step at 131072, so less per
+  # op is under the rows' noise), timed as its rungs stage: the Q4_K pair over the step now, then the IQ1_S pair over
+  # SUITE_SPLIT_IQ1S_BASE (the IQ1_S 48B made first)
   split_tag=$(split_pick) || continue
   [ -n "${SUITE_SPLIT_IQ1S_BASE:-}" ] && [ ! -f $M1 ] && \
     run synth48-iq1s 60 sparkops synth --preset kimi-linear-48b-a3b --quant iq1_s -o $M1
@@ -4877,9 +4878,9 @@ proofs_qreg)  # session 55: the queries-in-registers split's GPU tests alone (ru
   # graph, the side-by-side record, Nsight Compute on both splits
   proof_qreg ;;
 rungs_qreg)  # session 55: attention=cupy_splitk_bf16_qreg_active_pdl (mla_split_qreg: each warp's quarter of the queries
-  # in registers, a tile's scores reading only the tile; written without a GPU): its GPU tests, then the pairs at
-  # 131072 on both mixes as rungs_twin's (SUITE_QREG_IQ1S_BASE names the IQ1_S base), from the tests' side-by-side
-  # record (perop-attnqreg); none: out
+  # in registers, a tile's scores reading only the tile; it tied per op in session 55, x0.998 at 131072, so the plan
+  # leaves it out): its GPU tests, then the pairs at 131072 on both mixes as rungs_twin's (SUITE_QREG_IQ1S_BASE names
+  # the IQ1_S base), from the tests' side-by-side record (perop-attnqreg); none: out
   proof_qreg
   attention_rungs qreg cupy_splitk_bf16_qreg_active_pdl attnqreg "" "" \
       "the queries-in-registers split (each warp's quarter of the queries held in registers)" \
