@@ -1169,14 +1169,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_split_bulk_pdl(const u1
 // ---- the queries-in-registers split: mla_split_mma with each warp's share of the queries held in registers ---------
 // Per 64-row tile mla_split_mma's 8 warps issue 624 ldmatrix.x4, 288 of them re-reading the same 37 KB of queries for
 // the scores (each warp half the dims of all 32 heads, 18 k-steps, two query fragments a step), all through the
-// shared-memory pipeline that binds the split (GPU session 54: twice the warps, the same 0.25 issues a cycle; half the
-// bytes with an fp8 cache, x1.02). Here warp w reads its quarter of the dims (w & 3) for all heads into registers once
+// shared-memory pipeline session 54 suspected of binding the split (twice the warps, the same 0.25 issues a cycle;
+// half the bytes with an fp8 cache, x1.02). Here warp w reads its quarter of the dims (w & 3) for all heads into registers once
 // (mma_load_qfrags, 72 a thread) and each tile computes rows 32 (w >> 2) .. +31 over that quarter: 144 ldmatrix.x4 a
 // tile for the scores (the tile's rows, each read once), none for the queries, the same 576 score MMAs in chains of 9
 // rather than 18. The scores come in four partial sums over the dims, two in the usual halves and two written over
 // the queries (no longer read once the fragments are loaded: the loop's first barrier orders that), added in order by
 // the softmax; so the partials differ from mla_split_mma's in rounding (the tolerance claim). Everything else is
 // mla_split_mma's (mla_split_mma_body with QREG): the same stages, softmax, P.C and shared memory (MMA_SMEM_BYTES).
+// GPU session 55 (H100): it ties mla_split_mma (74.37 against 74.19 us a layer at 131072): its loads bind the split
+// (probe_split), which mla_split_ring and mla_split_qreg_fp8 take on.
 // budget: stack 0, spills 0
 extern "C" __global__ void __launch_bounds__(256, 1) mla_split_qreg(const u16* __restrict__ qa,
                                                                     const u16* __restrict__ cache,
