@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             whole = us if whole is None else whole
             row["less_than_whole"] = whole - us
             bits = f"; the registered kernel's bits: {row['same_bits']}" if "same_bits" in row else ""
-            print(f"{kernel:15s} {label:13s} {us:7.2f} us a call ({row['gb_s']:5.0f} GB/s, "
+            print(f"{kernel:15s} {label:17s} {us:7.2f} us a call ({row['gb_s']:5.0f} GB/s, "
                   f"{whole - us:+6.2f} against the whole){bits}", flush=True)
     if args.out:
         with open(args.out, "w") as f:

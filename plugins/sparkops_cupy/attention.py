@@ -199,7 +199,8 @@ def attention_fp8_deep_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     the split is mla_split_mma_fp8_pdl at the decode shape (the fp8 tiles streamed by cp.async, each value converted
     exactly to the bf16 that mla_split_mma's tensor-core code reads), else mla_split_generic_fp8 launched plainly.
     Its stated policy: `attention_deep_pdl`'s, with the fp8 tensor-core split's shape (uses_fp8_tensor_cores).
-    Written without a GPU: its GPU tests (tests/backends/test_cupy_attention_fp8.py) have not run yet."""
+    GPU session 53 (H100): all its GPU tests passed; x1.02 per op at 131072 (session 55's probe_split: one half-size
+    tile in flight an SM, half the bytes a second)."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, fp8=FP8_FORM)
 
 
@@ -211,7 +212,8 @@ def attention_fp8_qreg_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     in flight an SM, so the fp8 split, one half-size tile in flight, moved half the bytes a second (x1.02, session
     53); two in flight stream the bf16 split's bytes in flight for half its bytes. Its stated policy: the fp8 form's,
     and on a device whose blocks cannot opt into QF8_SMEM_BYTES the fp8 one-group split (mla_split_mma_fp8_pdl)
-    (`_policies.attention_fp8_qreg_pdl_passes`)."""
+    (`_policies.attention_fp8_qreg_pdl_passes`). Written without a GPU: its GPU tests
+    (tests/backends/test_cupy_attention_fp8_qreg.py) have not run yet."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True,
                       fp8=FP8_QREG_FORM, qreg=True)
 
@@ -247,10 +249,11 @@ def attention_bulk_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     each tile by one cp.async.bulk a row, 64 a tile, where mla_split_mma's threads issue 4608 16-byte cp.async; the
     same stages, tiles and arithmetic, so the same bits). Why: neither the twin split's extra warps (GPU session 54)
     nor an fp8 cache's halved bytes (session 53) moved the split, whose warps all wait on one shared pipeline; the
-    tile loads are the part of that pipeline's work the copy engine can take. Its stated policy: the deep PDL form's,
-    and a cache whose rows do not start on 16 bytes (a bulk copy's alignment), or a device whose blocks cannot opt
-    into BULK_SMEM_BYTES, takes the one-group split
-    (`_policies.attention_bulk_pdl_passes`)."""
+    tile loads are the part of that pipeline's work the copy engine can take. Its stated policy: the deep PDL form's
+    (a cache whose rows do not start on 16 bytes takes the CUDA-core split, as in every bf16 form), and a device
+    whose blocks cannot opt into BULK_SMEM_BYTES takes the one-group split (`_policies.attention_bulk_pdl_passes`).
+    GPU session 55 (H100): the one-group split's bits at all 8 cases, and
+    slower (75.7 against 64.6 us for the split alone at 131072): a measured loss, kept as the record."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, bulk=True)
 
 
@@ -259,7 +262,8 @@ def attention_l2pf_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     tile's rows asked of the L2 by bulk prefetches when the tile before is copied into shared memory; the same copies,
     arithmetic and bits). Why: GPU session 55's probe_split had the one-group split's loads alone at 59.0 of its 64.6
     us at 131072 rows, with one 64-row tile in flight an SM and no room for a second in shared memory. Its stated
-    policy: the deep PDL form's."""
+    policy: the deep PDL form's. Written without a GPU: its GPU tests (tests/backends/test_cupy_attention_l2pf.py)
+    have not run yet."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, l2pf=True)
 
 
@@ -280,7 +284,8 @@ def attention_ring_active_pdl(q, latent, cache, pos, w_uk, w_uv, scale):
     where mla_split_mma has one; the same arithmetic on the same rows, so mla_split_qreg's bits. Why: GPU session 55's
     probe_split timed the one-group split's loads alone at 59.0 of its 64.6 us (131072 rows), one tile in flight an
     SM. Its stated policy: the deep PDL form's, and on a device whose blocks cannot opt into QF8_SMEM_BYTES the qreg
-    split (mla_split_qreg_pdl, the same bits) (`_policies.attention_ring_pdl_passes`)."""
+    split (mla_split_qreg_pdl, the same bits) (`_policies.attention_ring_pdl_passes`). Written without a GPU: its GPU
+    tests (tests/backends/test_cupy_attention_ring.py) have not run yet."""
     return _attention(q, latent, cache, pos, w_uk, w_uv, scale, skip_empty=True, deep=True, pdl=True, qreg=True,
                       ring=True)
 
